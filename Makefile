@@ -1,0 +1,144 @@
+# handoffd: hand-written Makefile.  A fresh checkout builds with plain `make`;
+# ./configure (optional, from configure.ac) writes config.mk with install
+# directories, which this file picks up.
+#
+#   make                 build into build/
+#   make check           install missing build deps, build, run every test
+#   make check SANITIZE=1   the same under ASan+UBSan, into build/san/
+#   make run             build and start handoffd -f on a demo spool
+#   make bench           the benchmark
+#   make install DESTDIR=... prefix=...   /  make uninstall
+
+VERSION := $(shell sed -n 's/^\#define HD_VERSION_STRING "\(.*\)"/\1/p' include/handoff.h)
+SOVERSION := 0
+
+-include config.mk
+
+prefix      ?= /usr/local
+exec_prefix ?= $(prefix)
+bindir      ?= $(exec_prefix)/bin
+sbindir     ?= $(exec_prefix)/sbin
+libdir      ?= $(exec_prefix)/lib
+includedir  ?= $(prefix)/include
+datarootdir ?= $(prefix)/share
+mandir      ?= $(datarootdir)/man
+sysconfdir  ?= $(prefix)/etc
+localstatedir ?= /var
+runstatedir ?= /run
+
+CC      ?= cc
+PKG_CONFIG ?= pkg-config
+CFLAGS  ?= -O2 -g
+LDFLAGS ?=
+
+ifeq ($(SANITIZE),1)
+B ?= build/san
+SAN := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+else
+B ?= build
+SAN :=
+endif
+
+PKGS := libuv jansson libsodium libsystemd inih yaml-0.1 expat
+PKG_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null)
+CHECK_LIBS := $(shell $(PKG_CONFIG) --libs check 2>/dev/null)
+CHECK_CFLAGS := $(shell $(PKG_CONFIG) --cflags check 2>/dev/null)
+
+HD_CFLAGS := -std=gnu11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wshadow \
+	-Wno-unused-parameter -Wmissing-prototypes -Wstrict-prototypes \
+	-fPIC -fstack-protector-strong -fno-strict-aliasing \
+	-Iinclude -Isrc/lib -Isrc/handoffd $(PKG_CFLAGS) $(SAN) \
+	-DHD_SYSCONFDIR='"$(sysconfdir)"' -DHD_RUNSTATEDIR='"$(runstatedir)"' \
+	-DHD_LOCALSTATEDIR='"$(localstatedir)"'
+ifneq ($(SANITIZE),1)
+HD_CFLAGS += -D_FORTIFY_SOURCE=2
+endif
+HD_LDFLAGS := -Wl,-z,relro,-z,now -Wl,--as-needed $(SAN)
+
+LIB_SRCS    := $(sort $(wildcard src/lib/*.c))
+DAEMON_SRCS := $(sort $(filter-out src/handoffd/main.c,$(wildcard src/handoffd/*.c)))
+CTL_SRCS    := $(sort $(wildcard src/handoffctl/*.c))
+TEST_SRCS   := $(sort $(wildcard tests/unit/test_*.c))
+TESTLIB_SRCS := tests/unit/testutil.c
+
+LIB_OBJS    := $(patsubst %.c,$(B)/%.o,$(LIB_SRCS))
+DAEMON_OBJS := $(patsubst %.c,$(B)/%.o,$(DAEMON_SRCS))
+CTL_OBJS    := $(patsubst %.c,$(B)/%.o,$(CTL_SRCS))
+TEST_OBJS   := $(patsubst %.c,$(B)/%.o,$(TEST_SRCS) $(TESTLIB_SRCS))
+
+LIBA   := $(B)/libhandoff.a
+LIBSO  := $(B)/libhandoff.so.$(VERSION)
+CORE   := $(B)/handoffd-core.a
+DAEMON := $(B)/handoffd
+CTL    := $(B)/handoffctl
+CHECKB := $(B)/tests/check_handoff
+
+PROGRAMS := $(DAEMON) $(CTL)
+
+.PHONY: all deps check run bench install uninstall clean distclean FORCE
+all: $(LIBA) $(LIBSO) $(PROGRAMS)
+
+deps:
+	@sh mk/deps.sh
+
+$(B)/%.o: %.c $(wildcard include/*.h src/lib/*.h src/handoffd/*.h src/handoffctl/*.h) Makefile
+	@mkdir -p $(@D)
+	$(CC) $(HD_CFLAGS) $(CFLAGS) -MMD -c -o $@ $<
+
+$(B)/tests/%.o: HD_CFLAGS += $(CHECK_CFLAGS) -Itests/unit
+
+$(LIBA): $(LIB_OBJS)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(LIBSO): $(LIB_OBJS) src/lib/libhandoff.sym
+	$(CC) -shared -Wl,-soname,libhandoff.so.$(SOVERSION) \
+		-Wl,--version-script=src/lib/libhandoff.sym $(HD_LDFLAGS) $(LDFLAGS) \
+		-o $@ $(LIB_OBJS) $(PKG_LIBS)
+	ln -sf libhandoff.so.$(VERSION) $(B)/libhandoff.so.$(SOVERSION)
+	ln -sf libhandoff.so.$(VERSION) $(B)/libhandoff.so
+
+$(CORE): $(DAEMON_OBJS)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(DAEMON): $(B)/src/handoffd/main.o $(CORE) $(LIBA)
+	$(CC) $(HD_LDFLAGS) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
+
+$(CTL): $(CTL_OBJS) $(CORE) $(LIBA)
+	$(CC) $(HD_LDFLAGS) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
+
+# One Check binary: every tests/unit/test_NAME.c defines Suite *suite_NAME(void).
+$(B)/tests/suites.inc: $(TEST_SRCS) Makefile
+	@mkdir -p $(@D)
+	@for f in $(notdir $(basename $(TEST_SRCS))); do echo "SUITE($${f#test_})"; done > $@.tmp
+	@cmp -s $@.tmp $@ || mv $@.tmp $@; rm -f $@.tmp
+
+$(B)/tests/check_main.o: tests/check_main.c $(B)/tests/suites.inc
+	@mkdir -p $(@D)
+	$(CC) $(HD_CFLAGS) $(CHECK_CFLAGS) -I$(B)/tests $(CFLAGS) -c -o $@ $<
+
+$(CHECKB): $(B)/tests/check_main.o $(TEST_OBJS) $(CORE) $(LIBA)
+	$(CC) $(HD_LDFLAGS) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) $(CHECK_LIBS) -lm
+
+# CK_RUN_SUITE=NAME / CK_RUN_CASE=NAME select; T=NAME is short for the first.
+CHECK_ENV = HD_BUILD=$(CURDIR)/$(B) HD_SRC=$(CURDIR) SANITIZE=$(SANITIZE) \
+	CK_DEFAULT_TIMEOUT=$${CK_DEFAULT_TIMEOUT:-120} \
+	$(if $(T),CK_RUN_SUITE=$(T)) \
+	ASAN_OPTIONS=$${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1} \
+	UBSAN_OPTIONS=$${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+
+check: deps
+	@$(MAKE) --no-print-directory all $(CHECKB)
+	@echo "== running tests ($(B))"
+	@$(CHECK_ENV) $(CHECKB)
+
+-include mk/*.mk
+-include $(shell find $(B) -name '*.d' 2>/dev/null)
+
+clean:
+	rm -rf build
+
+distclean: clean
+	rm -rf config.mk config.log config.status configure autom4te.cache demo

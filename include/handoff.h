@@ -1,0 +1,223 @@
+/* libhandoff: the handoff protocol (protocol_version 1).
+ *
+ * Parse with limits, canonical bytes, sign, verify, validate, freshness,
+ * safe names, atomic file operations, bootstrap build and consume, payload
+ * formats.  The library never logs and never exits: functions return 0 (or a
+ * non-negative count) on success and a negative errno on failure.  A document
+ * that is rejected yields -EBADMSG and a filled hd_verdict naming the reason.
+ *
+ * Documents are jansson values (json_t); see libhandoff(3).
+ */
+#ifndef HANDOFF_H
+#define HANDOFF_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define HD_VERSION_STRING "0.1.0"
+#define HD_PROTOCOL_VERSION 1
+
+/* ---- reasons ---------------------------------------------------------- */
+
+/* Every rejection is one of these.  The names (hd_reason_name) are the
+ * strings used in logs, reason files, status counters and tests; their
+ * order is part of nothing, only the names are stable. */
+typedef enum hd_reason {
+        HD_OK = 0,
+        HD_R_TOO_LARGE,
+        HD_R_NOT_REGULAR,
+        HD_R_HARDLINK,
+        HD_R_BAD_NAME,
+        HD_R_PARSE_ERROR,
+        HD_R_DUPLICATE_KEY,
+        HD_R_TOO_DEEP,
+        HD_R_BAD_VERSION,
+        HD_R_MISSING_FIELD,
+        HD_R_BAD_TYPE,
+        HD_R_BAD_ID,
+        HD_R_BAD_AGENT,
+        HD_R_SELF_HANDOFF,
+        HD_R_BAD_MAC_FORMAT,
+        HD_R_BAD_MAC,
+        HD_R_UNKNOWN_KEY,
+        HD_R_BAD_TIMESTAMP,
+        HD_R_EXPIRED,
+        HD_R_FUTURE_TIMESTAMP,
+        HD_R_NUMBER_OUT_OF_RANGE,
+        HD_R_DUPLICATE_ID,
+        HD_R_PAYLOAD_INVALID,
+        HD_R_DECISION_LOG_REWRITE,
+        HD_R_EXPIRED_UNCLAIMED,
+        HD_R_STALE_BOOTSTRAP,
+        _HD_R_MAX
+} hd_reason;
+
+/* "bad_mac" for HD_R_BAD_MAC, "ok" for HD_OK, NULL when out of range. */
+const char *hd_reason_name(hd_reason r);
+/* The reason whose name is s, or -EINVAL. */
+int hd_reason_from_name(const char *s);
+
+#define HD_DETAIL_MAX 256
+
+typedef struct hd_verdict {
+        hd_reason reason;
+        char detail[HD_DETAIL_MAX];
+} hd_verdict;
+
+/* ---- limits, reading, parsing ----------------------------------------- */
+
+#define HD_DEFAULT_MAX_SIZE  (1024 * 1024)
+#define HD_DEFAULT_MAX_DEPTH 64
+
+typedef struct hd_limits {
+        size_t max_size;        /* bytes; 0 = HD_DEFAULT_MAX_SIZE */
+        unsigned max_depth;     /* nesting of arrays/objects; 0 = default */
+} hd_limits;
+
+/* Open name relative to dirfd with O_NOFOLLOW|O_NONBLOCK|O_CLOEXEC, require a
+ * regular file with st_nlink == 1 and size <= max_size, read at most
+ * max_size + 1 bytes.  The buffer is NUL-terminated (not counted in len).
+ * -EBADMSG with v = not_regular / hardlink / too_large; -ENOENT when the
+ * file is gone; other -errno on I/O errors. */
+int hd_read_at(int dirfd, const char *name, size_t max_size,
+               char **ret_buf, size_t *ret_len, hd_verdict *v);
+
+/* Parse one JSON object: duplicate keys, NUL bytes, invalid UTF-8,
+ * nesting deeper than max_depth, integers outside 64 bits and
+ * non-finite reals are all rejected (-EBADMSG, v filled). */
+int hd_parse(const void *buf, size_t len, const hd_limits *lim,
+             json_t **ret, hd_verdict *v);
+
+/* hd_read_at() followed by hd_parse(). */
+int hd_load_at(int dirfd, const char *name, const hd_limits *lim,
+               json_t **ret, hd_verdict *v);
+
+/* ---- canonical bytes -------------------------------------------------- */
+
+/* Serialize v exactly as Python's
+ *   json.dumps(v, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+ * If skip_key is not NULL and v is an object, its top-level member of that
+ * name is left out (used for "hmac").  The result is NUL-terminated and
+ * malloc'ed.  -ERANGE for a non-finite real, -ENOMEM. */
+int hd_canon_dump(const json_t *v, const char *skip_key,
+                  char **ret_buf, size_t *ret_len);
+
+/* ---- keys and MAC ----------------------------------------------------- */
+
+#define HD_KEY_MIN_LEN 32
+#define HD_KEY_MAX_LEN 4096
+#define HD_MAC_B64_LEN 44
+
+typedef struct hd_key hd_key;
+
+/* Load a key file: its bytes with one trailing newline removed.  Refused
+ * (with a one-line message in err naming the file) when it is not a regular
+ * file, is readable by others or writable by group or others, or holds fewer
+ * than HD_KEY_MIN_LEN bytes.  -EPERM for a bad mode, -EINVAL for a bad
+ * length, -errno otherwise. */
+int hd_key_load(const char *path, hd_key **ret, char *err, size_t errlen);
+/* A key from memory (copied).  -EINVAL when shorter than HD_KEY_MIN_LEN. */
+int hd_key_from_bytes(const void *bytes, size_t len, hd_key **ret);
+/* Wipes and frees; NULL is fine. */
+void hd_key_free(hd_key *k);
+
+/* base64(HMAC-SHA256(key, canonical bytes of doc without "hmac")), 44 chars
+ * plus NUL into out. */
+int hd_mac_compute(const json_t *doc, const hd_key *k,
+                   char out[HD_MAC_B64_LEN + 1]);
+/* Set doc's "hmac" member. */
+int hd_sign(json_t *doc, const hd_key *k);
+/* Check doc's "hmac" in constant time: missing_field, bad_mac_format
+ * (not a 44-char standard base64 string of 32 bytes) or bad_mac. */
+int hd_mac_check(const json_t *doc, const hd_key *k, hd_verdict *v);
+
+/* ---- time ------------------------------------------------------------- */
+
+/* Parse ISO-8601 "YYYY-MM-DDTHH:MM:SS[.ffffff](Z|+HH:MM|-HH:MM)" into
+ * microseconds since the epoch.  Naive times (no offset) are -EINVAL. */
+int hd_time_parse(const char *s, int64_t *ret_usec);
+/* Format as Python's datetime.isoformat() with "+00:00" written "Z":
+ * microseconds only when non-zero.  buf needs HD_TIME_MAX bytes. */
+#define HD_TIME_MAX 40
+int hd_time_format(int64_t usec, char *buf, size_t n);
+int64_t hd_now_usec(void);
+
+/* ---- validation ------------------------------------------------------- */
+
+typedef struct hd_policy {
+        int64_t max_clock_skew_s;  /* issue time may be this far ahead */
+        int64_t max_window_s;      /* never fresh after issue time + this */
+} hd_policy;
+
+#define HD_DEFAULT_MAX_CLOCK_SKEW 30
+#define HD_DEFAULT_MAX_WINDOW     3600
+
+bool hd_id_valid(const char *s);     /* ^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$ */
+bool hd_agent_valid(const char *s);  /* ^[a-z0-9][a-z0-9_-]{0,63}$ */
+/* A spool file name that may be opened: no '/', not "." or "..", no
+ * control characters, at most 255 bytes, does not start with '.'. */
+bool hd_name_safe(const char *s);
+
+/* Fields and types of protocol_version 1 (no MAC, no clock). */
+int hd_validate(const json_t *doc, hd_verdict *v);
+/* Freshness against now_usec: expired, future_timestamp, bad_timestamp. */
+int hd_check_fresh(const json_t *doc, const hd_policy *p, int64_t now_usec,
+                   hd_verdict *v);
+
+/* Returns the key for a document (kid may be NULL, from_agent may be NULL
+ * when the document has none), or NULL when none applies. */
+typedef const hd_key *(*hd_key_lookup_fn)(void *userdata, const char *kid,
+                                          const char *from_agent);
+
+struct hd_payload_opts;
+
+/* The whole check in the daemon's order: MAC (key chosen by lookup), fields,
+ * payload (when opts is not NULL), freshness. */
+int hd_verify(const json_t *doc, hd_key_lookup_fn lookup, void *userdata,
+              const hd_policy *p, const struct hd_payload_opts *opts,
+              int64_t now_usec, hd_verdict *v);
+
+/* ---- files ------------------------------------------------------------ */
+
+/* Write buf to dirfd/name atomically: O_EXCL temp ".name.XXXXXX" in the same
+ * directory, write, fsync (if do_fsync), fchmod(mode), renameat, fsync of
+ * the directory (if do_fsync).  Replaces an existing name. */
+int hd_write_atomic(int dirfd, const char *name, const void *buf, size_t len,
+                    mode_t mode, bool do_fsync);
+
+/* ---- bootstrap -------------------------------------------------------- */
+
+/* The bootstrap file name of the real consumer: the ASCII alphanumerics, '-'
+ * and '_' of handoff_id, "handoff" if nothing is left, plus ".json". */
+int hd_bootstrap_name(const char *handoff_id, char *buf, size_t n);
+
+/* The bootstrap for a verified handoff: protocol_version, source
+ * "voice_handoff", handoff_id, accepted_at, resume_context (non-empty),
+ * from_agent, to_agent, reason, transcript, expires_at and any payload. */
+int hd_bootstrap_build(const json_t *handoff, int64_t accepted_usec,
+                       json_t **ret);
+
+/* ---- payload formats -------------------------------------------------- */
+
+typedef struct hd_payload_opts {
+        const char *const *roles;  /* U.AgentHandoff role set; NULL = default */
+} hd_payload_opts;
+
+/* Validate doc's payload_type/payload (none at all is fine): -EBADMSG with
+ * payload_invalid and a detail naming the field. */
+int hd_payload_validate(const json_t *doc, const hd_payload_opts *o,
+                        hd_verdict *v);
+/* Markdown rendering of a payload of the given type (malloc'ed). */
+int hd_payload_render(const char *type, const json_t *payload, char **ret_md);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,92 @@
+/* Private helpers shared by libhandoff, handoffd and handoffctl: cleanup
+ * attributes, checked string formatting, small macros.  Not installed. */
+#ifndef HD_UTIL_H
+#define HD_UTIL_H
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "handoff.h"
+
+#define ELEMENTSOF(a) (sizeof(a) / sizeof((a)[0]))
+#define _unused_ __attribute__((unused))
+#define _printf_(a, b) __attribute__((format(printf, a, b)))
+
+static inline void freep(void *p) { free(*(void **)p); }
+static inline void closep(int *fd)
+{
+        if (*fd >= 0) {
+                int saved = errno;
+                close(*fd);
+                errno = saved;
+        }
+}
+static inline void fclosep(FILE **f)
+{
+        if (*f)
+                fclose(*f);
+}
+static inline void hd_key_freep(hd_key **k) { hd_key_free(*k); }
+
+#define _cleanup_(f) __attribute__((cleanup(f)))
+#define _cleanup_free_ _cleanup_(freep)
+#define _cleanup_close_ _cleanup_(closep)
+#define _cleanup_json_ _cleanup_(json_decrefp)
+#define _cleanup_fclose_ _cleanup_(fclosep)
+
+/* Take ownership: return *p and set it to the empty value. */
+#define TAKE_PTR(p) ({ __typeof__(p) _t = (p); (p) = NULL; _t; })
+#define TAKE_FD(fd) ({ int _t = (fd); (fd) = -1; _t; })
+
+/* snprintf that reports truncation as -ENAMETOOLONG. */
+_printf_(3, 4) static inline int
+xsnprintf(char *buf, size_t n, const char *fmt, ...)
+{
+        va_list ap;
+        int r;
+
+        va_start(ap, fmt);
+        r = vsnprintf(buf, n, fmt, ap);
+        va_end(ap);
+        if (r < 0)
+                return -EINVAL;
+        if ((size_t)r >= n)
+                return -ENAMETOOLONG;
+        return r;
+}
+
+/* Fill a verdict and return -EBADMSG, so rejections read as one line:
+ *         return verdict(v, HD_R_BAD_ID, "handoff_id '%s' ...", id); */
+_printf_(3, 4) static inline int
+verdict(hd_verdict *v, hd_reason r, const char *fmt, ...)
+{
+        va_list ap;
+
+        if (v) {
+                v->reason = r;
+                va_start(ap, fmt);
+                vsnprintf(v->detail, sizeof(v->detail), fmt, ap);
+                va_end(ap);
+        }
+        return -EBADMSG;
+}
+
+static inline void verdict_clear(hd_verdict *v)
+{
+        if (v) {
+                v->reason = HD_OK;
+                v->detail[0] = '\0';
+        }
+}
+
+/* Parse a whole decimal integer in [min, max] with an optional unit suffix
+ * from units (e.g. "s60m3600h86400d604800" style tables are in config code).
+ * Plain helper: strict, no sign games, no trailing junk. */
+int parse_int64(const char *s, int64_t min, int64_t max, int64_t *ret);
+
+#endif

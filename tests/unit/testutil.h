@@ -1,0 +1,23 @@
+/* Helpers for the Check suites: paths of the build and the source tree,
+ * fresh temp directories, running a program and capturing its output. */
+#ifndef HD_TESTUTIL_H
+#define HD_TESTUTIL_H
+
+#include <check.h>
+#include <stddef.h>
+
+/* $HD_BUILD (the build dir with handoffd, handoffctl) and $HD_SRC. */
+const char *tu_build_dir(void);
+const char *tu_src_dir(void);
+/* A fresh directory under $TMPDIR, removed at exit of the test process. */
+char *tu_tmpdir(void);
+/* Run argv (NULL-terminated) with stdin from /dev/null; output (stdout and
+ * stderr merged) into *out (malloc'ed, may be NULL).  Returns the exit code,
+ * or 128+signal. */
+int tu_run(char *const argv[], char **out);
+/* Write a whole file (mode 0600). */
+void tu_write_file(const char *path, const void *buf, size_t len);
+/* Read a whole file, NUL-terminated; NULL if absent. */
+char *tu_read_file(const char *path, size_t *len);
+
+#endif
