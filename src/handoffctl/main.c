@@ -1,8 +1,65 @@
-/* handoffctl: placeholder main until the CLI lands. */
+/* handoffctl: dispatch to the subcommands. */
+#include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
+
 #include "handoff.h"
-int main(void)
+#include "handoffctl.h"
+
+static const struct {
+        const char *name;
+        int (*fn)(int, char **);
+        const char *what;
+} commands[] = {
+        { "status",  cmd_status,  "show the daemon and the spool" },
+        { "submit",  cmd_submit,  "sign a handoff and drop it into a spool" },
+        { "verify",  cmd_verify,  "check handoff files (MAC, fields, freshness)" },
+        { "consume", cmd_consume, "take an agent's bootstrap, once" },
+        { "list",    cmd_list,    "list items in the spool" },
+        { "show",    cmd_show,    "show one item by handoff_id" },
+        { "render",  cmd_render,  "print the Markdown rendering of a handoff or payload" },
+        { "baton",   cmd_baton,   "show a Baton session and its history" },
+        { "keygen",  cmd_keygen,  "write a new random key file" },
+};
+
+int ctl_fail(int code, const char *fmt, ...)
 {
-        printf("handoffctl %s\n", HD_VERSION_STRING);
-        return 0;
+        va_list ap;
+
+        fputs("handoffctl: ", stderr);
+        va_start(ap, fmt);
+        vfprintf(stderr, fmt, ap);
+        va_end(ap);
+        fputc('\n', stderr);
+        return code;
+}
+
+static void usage(FILE *f)
+{
+        fprintf(f, "Usage: handoffctl COMMAND [OPTIONS]\n\nCommands:\n");
+        for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+                fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].what);
+        fprintf(f, "\n'handoffctl COMMAND --help' for a command's options.\n"
+                   "See handoffctl(1).\n");
+}
+
+int main(int argc, char **argv)
+{
+        if (argc < 2) {
+                usage(stderr);
+                return CTL_EXIT_USAGE;
+        }
+        if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+                usage(stdout);
+                return CTL_EXIT_OK;
+        }
+        if (!strcmp(argv[1], "--version")) {
+                printf("handoffctl %s\n", HD_VERSION_STRING);
+                return CTL_EXIT_OK;
+        }
+        for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+                if (!strcmp(argv[1], commands[i].name))
+                        return commands[i].fn(argc - 1, argv + 1);
+        return ctl_fail(CTL_EXIT_USAGE, "unknown command '%s' (try --help)",
+                        argv[1]);
 }

@@ -1,0 +1,27 @@
+/* handoffctl: one file per subcommand (cmd_NAME.c defines cmd_NAME). */
+#ifndef HANDOFFCTL_H
+#define HANDOFFCTL_H
+
+/* Exit codes, documented in handoffctl(1). */
+enum {
+        CTL_EXIT_OK = 0,
+        CTL_EXIT_NEGATIVE = 1,  /* rejected, none there, degraded */
+        CTL_EXIT_USAGE = 2,     /* bad usage, bad config or key */
+        CTL_EXIT_STALE = 3,     /* consume: stale; status: not running */
+        CTL_EXIT_ERROR = 4,     /* a system error (I/O, permissions) */
+};
+
+int cmd_keygen(int argc, char **argv);
+int cmd_submit(int argc, char **argv);
+int cmd_verify(int argc, char **argv);
+int cmd_consume(int argc, char **argv);
+int cmd_status(int argc, char **argv);
+int cmd_list(int argc, char **argv);
+int cmd_show(int argc, char **argv);
+int cmd_render(int argc, char **argv);
+int cmd_baton(int argc, char **argv);
+
+/* "handoffctl: " + message + newline on stderr; returns code. */
+int ctl_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#endif
