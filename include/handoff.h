@@ -217,6 +217,51 @@ int hd_payload_validate(const json_t *doc, const hd_payload_opts *o,
 /* Markdown rendering of a payload of the given type (malloc'ed). */
 int hd_payload_render(const char *type, const json_t *payload, char **ret_md);
 
+/* Read a payload for type from path ("-" = stdin) into the JSON value that
+ * travels as "payload": JSON for vox/1.0 and baton/1, YAML or JSON for
+ * U.AgentHandoff/0.1.0, and for act/1.0 the XML (or Markdown) text as a
+ * JSON string.  Validated on its own (no envelope): -EBADMSG with v. */
+int hd_payload_load(const char *type, const char *path, json_t **ret,
+                    hd_verdict *v);
+/* The agent a payload names as its target (vox target_agent, ACT
+ * metadata/to_agent), or NULL. */
+const char *hd_payload_target(const char *type, const json_t *payload);
+
+/* Baton sessions, kept as dirfd/<session_id>.json holding
+ * {"baton": {...}, "history": [...]}.  check: would this payload apply
+ * (decision_log_rewrite, payload_invalid)?  apply: apply it and append the
+ * history entry (stage_id, at, patch, baton). */
+int hd_baton_check(int dirfd, const json_t *payload, hd_verdict *v);
+int hd_baton_apply(int dirfd, const json_t *payload, int64_t now_usec,
+                   bool do_fsync, hd_verdict *v);
+/* The session file's whole document (baton and history). */
+int hd_baton_load(int dirfd, const char *session_id, json_t **ret);
+
+/* Delivery profiles beside the bootstrap: "vox" writes
+ * state_dir/.vox/handoffs/<session_id>.json and lists .vox/handoffs/ in
+ * state_dir/.voxignore; "act" writes state_dir/.act/handoffs/
+ * YYYY-MM-DD-HHmm.xml (or .md), points latest.xml at it and keeps the
+ * newest act_max_files.  "bootstrap" does nothing here. */
+typedef struct hd_deliver_opts {
+        const char *profile;      /* "bootstrap", "vox" or "act" */
+        const char *act_format;   /* "xml" (default) or "md" */
+        unsigned act_max_files;   /* 0 = 5 */
+        bool do_fsync;
+} hd_deliver_opts;
+int hd_deliver_profile(int state_dirfd, const json_t *doc,
+                       const hd_deliver_opts *o, int64_t now_usec);
+
+/* ---- consume ---------------------------------------------------------- */
+
+/* Take one bootstrap from dirfd (an agent's handoffs/ directory): rename it
+ * to a private name first so that of two consumers exactly one gets it,
+ * check accepted_at against resume_window_s (missing or invalid accepted_at
+ * is refused), return its document and delete it.  handoff_id NULL = the
+ * oldest fresh one.  -ENOENT when none is there; -ESTALE when the one asked
+ * for is stale (it is put back for the sweeper). */
+int hd_consume(int dirfd, const char *handoff_id, int64_t resume_window_s,
+               int64_t now_usec, json_t **ret);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,75 @@
+/* handoffd.conf: the INI file (parsed with inih), its defaults and checks.
+ * Shared by handoffd and handoffctl. */
+#ifndef HD_CONFIG_H
+#define HD_CONFIG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "handoff.h"
+
+#define CONFIG_DEFAULT_PATH HD_SYSCONFDIR "/handoffd/handoffd.conf"
+
+struct config_agent {
+        char *name;
+        char *state_dir;        /* bootstraps go to state_dir/handoffs/ */
+        char *key_path;         /* optional: handoffs FROM this agent */
+        hd_key *key;
+        char *delivery;         /* "bootstrap" (default), "vox", "act" */
+        char *act_format;       /* "xml" (default) or "md" */
+        unsigned act_max_files; /* default 5 */
+};
+
+struct config {
+        char *path;
+        /* [spool] */
+        char *spool_dir;
+        bool fsync;
+        uint64_t max_file_size;
+        int64_t resume_window;  /* seconds */
+        int64_t max_clock_skew; /* seconds */
+        int64_t max_window;     /* seconds after issue a handoff stays valid */
+        int64_t rescan_interval;/* seconds */
+        /* [keys] */
+        char *default_key_path;
+        hd_key *default_key;
+        /* named keys for "kid": [keys] NAME = PATH */
+        size_t n_kids;
+        char **kid_names;
+        char **kid_paths;
+        hd_key **kid_keys;
+        /* [agent NAME] */
+        size_t n_agents;
+        struct config_agent *agents;
+        /* [retention] */
+        uint64_t archive_max_items, archive_max_bytes, rejected_max_items;
+        int64_t archive_max_age, rejected_max_age;  /* seconds, 0 = none */
+        /* [control] */
+        char *control_socket;
+        char *control_group;
+        /* [metrics] */
+        char *metrics_textfile;
+        /* [payload] */
+        char **roles;           /* U.AgentHandoff role set, NULL-terminated */
+};
+
+/* Parse and check path.  On failure *err holds "FILE:LINE: message"
+ * (malloc'ed) and a negative errno is returned.  With load_keys, the key
+ * files are read and checked too. */
+int config_load(const char *path, bool load_keys, struct config **ret,
+                char **err);
+void config_free(struct config *c);
+
+const struct config_agent *config_agent(const struct config *c,
+                                        const char *name);
+/* Key for a document: by kid, else the sender's own key, else default. */
+const hd_key *config_key_lookup(void *cfg, const char *kid,
+                                const char *from_agent);
+
+/* "10M" -> 10485760, "7d" -> 604800 (s m h d w for durations; K M G for
+ * sizes, powers of 1024). */
+int config_parse_size(const char *s, uint64_t *ret);
+int config_parse_duration(const char *s, int64_t *ret);
+
+#endif
