@@ -89,6 +89,14 @@ typedef struct hd_limits {
 int hd_read_at(int dirfd, const char *name, size_t max_size,
                char **ret_buf, size_t *ret_len, hd_verdict *v);
 
+/* The checks and the read of hd_read_at() on an fd the caller opened (with
+ * the same flags) and may hold a lock on; name is for messages only. */
+int hd_read_fd(int fd, const char *name, size_t max_size, char **ret_buf,
+               size_t *ret_len, hd_verdict *v);
+/* Open name relative to dirfd as hd_read_at() does: symlinks and sockets
+ * give -EBADMSG with not_regular. */
+int hd_open_at(int dirfd, const char *name, int *ret_fd, hd_verdict *v);
+
 /* Parse one JSON object: duplicate keys, NUL bytes, invalid UTF-8,
  * nesting deeper than max_depth, integers outside 64 bits and
  * non-finite reals are all rejected (-EBADMSG, v filled). */

@@ -1,8 +1,409 @@
-/* handoffctl submit: not built yet. */
+/* handoffctl submit: build a protocol_version 1 handoff the way the real
+ * producer does, check it locally, sign it and publish it into a spool:
+ * written atomically into tmp/, then moved (no replace) into handoff/.
+ *
+ * Exit: 0 submitted (handoff_id on stdout); 1 refused locally (the reason
+ * as the daemon would name it) or the handoff_id is already in handoff/;
+ * 2 bad usage, unreadable key, transcript or payload file; 4 I/O error. */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "files.h"
+#include "handoff.h"
 #include "handoffctl.h"
+#include "util.h"
+
+#define SUBMIT_DEFAULT_TTL 60
+#define SUBMIT_MAX_TTL (366LL * 86400)
+#define SUBMIT_FILE_MODE 0640
+
+static void submit_usage(FILE *f)
+{
+        fprintf(f,
+                "Usage: handoffctl submit --spool DIR --key FILE --from AGENT --to AGENT\n"
+                "                         [OPTIONS]\n"
+                "\n"
+                "Sign a protocol_version 1 handoff and drop it into DIR/handoff/ (via\n"
+                "DIR/tmp/).  Prints the handoff_id.\n"
+                "\n"
+                "  -s, --spool DIR        the spool (missing state directories are created)\n"
+                "  -k, --key FILE         the signing key (mode 0600 or stricter)\n"
+                "  -f, --from AGENT       from_agent\n"
+                "  -t, --to AGENT         to_agent (default: the payload's target agent)\n"
+                "  -r, --reason TEXT      reason (default \"handoff\")\n"
+                "      --transcript FILE  JSON array of {\"role\", \"text\"} (default [])\n"
+                "  -c, --context TEXT     context_summary\n"
+                "      --ttl SECONDS      expires_at = now + SECONDS (default %d)\n"
+                "      --id ID            handoff_id (default UNIXTIME-FROM-TO-16HEX)\n"
+                "      --kid NAME         kid: the name of the key the receiver uses\n"
+                "      --type TYPE        payload_type (vox/1.0, baton/1,\n"
+                "                         U.AgentHandoff/0.1.0, act/1.0); needs --payload\n"
+                "      --payload FILE|-   the payload for --type\n"
+                "      --caller-hash HEX  caller_hash (16 lowercase hex chars)\n"
+                "  -h, --help             this text\n"
+                "      --version          the version\n"
+                "\n"
+                "Exit: 0 submitted, 1 refused (\"submit: REASON: detail\") or the id is\n"
+                "already pending, 2 bad usage or unreadable key/input file, 4 I/O error.\n",
+                SUBMIT_DEFAULT_TTL);
+}
+
+struct submit_args {
+        const char *spool, *key, *from, *to, *reason, *transcript, *context;
+        const char *id, *kid, *type, *payload, *caller_hash;
+        int64_t ttl;
+};
+
+static bool caller_hash_valid(const char *s)
+{
+        if (strlen(s) != 16)
+                return false;
+        for (; *s; s++)
+                if (!((*s >= '0' && *s <= '9') || (*s >= 'a' && *s <= 'f')))
+                        return false;
+        return true;
+}
+
+static int refuse(const hd_verdict *v)
+{
+        return ctl_fail(CTL_EXIT_NEGATIVE, "submit: %s: %s",
+                        hd_reason_name(v->reason), v->detail);
+}
+
+/* The transcript file: any JSON value is taken, hd_validate judges it. */
+static int load_transcript(const char *path, json_t **ret)
+{
+        json_error_t err;
+        json_t *t;
+
+        /* the same rules as hd_parse(): no duplicate keys, no NUL */
+        t = json_load_file(path, JSON_REJECT_DUPLICATES, &err);
+        if (!t) {
+                /* err.text already names the file: "unable to open PATH: ..." */
+                if (json_error_code(&err) == json_error_cannot_open_file)
+                        return ctl_fail(CTL_EXIT_USAGE, "submit: %s",
+                                        err.text);
+                return ctl_fail(CTL_EXIT_NEGATIVE,
+                                "submit: parse_error: %s: line %d: %s", path,
+                                err.line, err.text);
+        }
+        *ret = t;
+        return 0;
+}
+
+static int build_doc(const struct submit_args *a, const json_t *transcript,
+                     json_t *payload, json_t **ret)
+{
+        _cleanup_json_ json_t *doc = NULL;
+        char id[256], rnd[17], ini[HD_TIME_MAX], exp[HD_TIME_MAX];
+        int64_t now = hd_now_usec();
+        int r;
+
+        r = hd_time_format(now, ini, sizeof(ini));
+        if (r >= 0)
+                r = hd_time_format(now + a->ttl * 1000000, exp, sizeof(exp));
+        if (r < 0)
+                return ctl_fail(CTL_EXIT_ERROR, "submit: time: %s",
+                                strerror(-r));
+        if (a->id) {
+                r = xsnprintf(id, sizeof(id), "%s", a->id);
+        } else {
+                r = hd_random_hex(rnd, 8);
+                if (r < 0)
+                        return ctl_fail(CTL_EXIT_ERROR,
+                                        "submit: no randomness: %s",
+                                        strerror(-r));
+                /* as the real writer: {int(at.timestamp())}-{from}-{to}-{hex} */
+                r = xsnprintf(id, sizeof(id), "%" PRId64 "-%s-%s-%s",
+                              now / 1000000, a->from, a->to, rnd);
+        }
+        if (r < 0)
+                return ctl_fail(CTL_EXIT_NEGATIVE,
+                                "submit: bad_id: handoff_id too long");
+
+        doc = json_object();
+        if (!doc)
+                return ctl_fail(CTL_EXIT_ERROR, "submit: out of memory");
+        r = 0;
+        r |= json_object_set_new(doc, "protocol_version",
+                                 json_integer(HD_PROTOCOL_VERSION));
+        r |= json_object_set_new(doc, "handoff_id", json_string(id));
+        if (a->caller_hash)
+                r |= json_object_set_new(doc, "caller_hash",
+                                         json_string(a->caller_hash));
+        r |= json_object_set_new(doc, "from_agent", json_string(a->from));
+        r |= json_object_set_new(doc, "to_agent", json_string(a->to));
+        r |= json_object_set_new(doc, "reason", json_string(a->reason));
+        r |= json_object_set_new(doc, "initiated_at", json_string(ini));
+        r |= json_object_set_new(doc, "expires_at", json_string(exp));
+        r |= json_object_set(doc, "transcript", (json_t *)transcript);
+        if (a->context)
+                r |= json_object_set_new(doc, "context_summary",
+                                         json_string(a->context));
+        if (a->kid)
+                r |= json_object_set_new(doc, "kid", json_string(a->kid));
+        if (payload) {
+                r |= json_object_set_new(doc, "payload_type",
+                                         json_string(a->type));
+                r |= json_object_set(doc, "payload", payload);
+        }
+        /* json_string() of invalid UTF-8 is NULL and makes set_new fail */
+        if (r != 0)
+                return ctl_fail(CTL_EXIT_NEGATIVE,
+                                "submit: bad_type: a text argument is not valid UTF-8");
+        *ret = TAKE_PTR(doc);
+        return 0;
+}
+
+/* A spool state directory: created with exactly mode when missing. */
+static int ensure_dir(int spoolfd, const char *spool, const char *name,
+                      mode_t mode)
+{
+        if (mkdirat(spoolfd, name, mode) == 0) {
+                if (fchmodat(spoolfd, name, mode, 0) < 0)
+                        return ctl_fail(CTL_EXIT_ERROR, "submit: %s/%s: %s",
+                                        spool, name, strerror(errno));
+        } else if (errno != EEXIST) {
+                return ctl_fail(CTL_EXIT_ERROR, "submit: %s/%s: %s", spool,
+                                name, strerror(errno));
+        }
+        return 0;
+}
+
+static int open_subdir(int spoolfd, const char *spool, const char *name)
+{
+        int fd = openat(spoolfd, name,
+                        O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0)
+                return -ctl_fail(CTL_EXIT_ERROR, "submit: %s/%s: %s", spool,
+                                 name, strerror(errno));
+        return fd;
+}
+
+static int publish(const char *spool, const char *id, const char *buf,
+                   size_t len)
+{
+        static const struct {
+                const char *name;
+                mode_t mode;
+        } dirs[] = {
+                /* agents in the spool's group submit into tmp/ and handoff/ */
+                { "tmp", 0770 }, { "handoff", 0770 }, { "claimed", 0750 },
+                { "archive", 0750 }, { "rejected", 0750 },
+        };
+        _cleanup_close_ int spoolfd = -1, tmpfd = -1, hofd = -1;
+        char name[NAME_MAX + 1];
+        int r;
+
+        if (xsnprintf(name, sizeof(name), "%s.json", id) < 0 ||
+            !hd_name_safe(name))
+                return ctl_fail(CTL_EXIT_NEGATIVE,
+                                "submit: bad_id: '%s' makes no safe file name",
+                                id);
+        r = hd_mkdir_p_at(AT_FDCWD, spool, 0750);
+        if (r < 0)
+                return ctl_fail(CTL_EXIT_ERROR, "submit: %s: %s", spool,
+                                strerror(-r));
+        spoolfd = open(spool, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (spoolfd < 0)
+                return ctl_fail(CTL_EXIT_ERROR, "submit: %s: %s", spool,
+                                strerror(errno));
+        for (size_t i = 0; i < ELEMENTSOF(dirs); i++) {
+                r = ensure_dir(spoolfd, spool, dirs[i].name, dirs[i].mode);
+                if (r != 0)
+                        return r;
+        }
+        r = hd_fsync_dir(spoolfd);
+        if (r < 0)
+                return ctl_fail(CTL_EXIT_ERROR, "submit: %s: fsync: %s",
+                                spool, strerror(-r));
+        tmpfd = open_subdir(spoolfd, spool, "tmp");
+        if (tmpfd < 0)
+                return -tmpfd;
+        hofd = open_subdir(spoolfd, spool, "handoff");
+        if (hofd < 0)
+                return -hofd;
+
+        r = hd_write_atomic(tmpfd, name, buf, len, SUBMIT_FILE_MODE, true);
+        if (r < 0)
+                return ctl_fail(CTL_EXIT_ERROR, "submit: %s/tmp/%s: %s",
+                                spool, name, strerror(-r));
+        r = hd_move_noreplace(tmpfd, name, hofd, name);
+        if (r < 0) {
+                unlinkat(tmpfd, name, 0);
+                if (r == -EEXIST)
+                        return ctl_fail(CTL_EXIT_NEGATIVE,
+                                        "submit: %s/handoff/%s: exists, not replacing",
+                                        spool, name);
+                return ctl_fail(CTL_EXIT_ERROR, "submit: %s/handoff/%s: %s",
+                                spool, name, strerror(-r));
+        }
+        /* the file is in handoff/ only once both directories say so */
+        r = hd_fsync_dir(hofd);
+        if (r == 0)
+                r = hd_fsync_dir(tmpfd);
+        if (r < 0)
+                return ctl_fail(CTL_EXIT_ERROR, "submit: %s: fsync: %s",
+                                spool, strerror(-r));
+        return 0;
+}
 
 int cmd_submit(int argc, char **argv)
 {
-        (void)argc, (void)argv;
-        return ctl_fail(CTL_EXIT_USAGE, "submit: not implemented yet");
+        enum { OPT_TRANSCRIPT = 0x100, OPT_TTL, OPT_ID, OPT_KID, OPT_TYPE, OPT_PAYLOAD,
+               OPT_CALLER_HASH, OPT_VERSION };
+        static const struct option opts[] = {
+                { "spool",       required_argument, NULL, 's' },
+                { "key",         required_argument, NULL, 'k' },
+                { "from",        required_argument, NULL, 'f' },
+                { "to",          required_argument, NULL, 't' },
+                { "reason",      required_argument, NULL, 'r' },
+                { "context",     required_argument, NULL, 'c' },
+                { "transcript",  required_argument, NULL, OPT_TRANSCRIPT },
+                { "ttl",         required_argument, NULL, OPT_TTL },
+                { "id",          required_argument, NULL, OPT_ID },
+                { "kid",         required_argument, NULL, OPT_KID },
+                { "type",        required_argument, NULL, OPT_TYPE },
+                { "payload",     required_argument, NULL, OPT_PAYLOAD },
+                { "caller-hash", required_argument, NULL, OPT_CALLER_HASH },
+                { "help",        no_argument,       NULL, 'h' },
+                { "version",     no_argument,       NULL, OPT_VERSION },
+                {}
+        };
+        struct submit_args a = { .reason = "handoff",
+                                 .ttl = SUBMIT_DEFAULT_TTL };
+        _cleanup_json_ json_t *transcript = NULL, *payload = NULL, *doc = NULL;
+        _cleanup_(hd_key_freep) hd_key *key = NULL;
+        _cleanup_free_ char *buf = NULL;
+        char err[512];
+        hd_verdict v;
+        size_t len;
+        int c, r;
+
+        while ((c = getopt_long(argc, argv, "s:k:f:t:r:c:h", opts, NULL)) >= 0) {
+                switch (c) {
+                case 's': a.spool = optarg; break;
+                case 'k': a.key = optarg; break;
+                case 'f': a.from = optarg; break;
+                case 't': a.to = optarg; break;
+                case 'r': a.reason = optarg; break;
+                case 'c': a.context = optarg; break;
+                case OPT_TRANSCRIPT: a.transcript = optarg; break;
+                case OPT_ID: a.id = optarg; break;
+                case OPT_KID: a.kid = optarg; break;
+                case OPT_TYPE: a.type = optarg; break;
+                case OPT_PAYLOAD: a.payload = optarg; break;
+                case OPT_CALLER_HASH: a.caller_hash = optarg; break;
+                case OPT_TTL:
+                        if (parse_int64(optarg, 1, SUBMIT_MAX_TTL, &a.ttl) < 0)
+                                return ctl_fail(CTL_EXIT_USAGE,
+                                                "submit: --ttl '%s': not a number of seconds in 1..%lld",
+                                                optarg, SUBMIT_MAX_TTL);
+                        break;
+                case 'h':
+                        submit_usage(stdout);
+                        return CTL_EXIT_OK;
+                case OPT_VERSION:
+                        printf("handoffctl %s\n", HD_VERSION_STRING);
+                        return CTL_EXIT_OK;
+                default:
+                        submit_usage(stderr);
+                        return CTL_EXIT_USAGE;
+                }
+        }
+        if (optind < argc)
+                return ctl_fail(CTL_EXIT_USAGE,
+                                "submit: unexpected argument '%s' (try --help)",
+                                argv[optind]);
+        if (!a.spool || !a.key || !a.from)
+                return ctl_fail(CTL_EXIT_USAGE,
+                                "submit: --spool, --key and --from are required (try --help)");
+        if (!!a.type != !!a.payload)
+                return ctl_fail(CTL_EXIT_USAGE,
+                                "submit: --type and --payload go together");
+        if (a.caller_hash && !caller_hash_valid(a.caller_hash))
+                return ctl_fail(CTL_EXIT_USAGE,
+                                "submit: --caller-hash '%s': not 16 lowercase hex chars",
+                                a.caller_hash);
+        /* refuse a bad --id before reading anything: nothing is signed */
+        if (a.id && !hd_id_valid(a.id))
+                return ctl_fail(CTL_EXIT_NEGATIVE,
+                                "submit: bad_id: handoff_id '%s' is not [A-Za-z0-9][A-Za-z0-9_-]{0,127}",
+                                a.id);
+
+        r = hd_key_load(a.key, &key, err, sizeof(err));
+        if (r < 0)
+                return ctl_fail(CTL_EXIT_USAGE, "submit: %s",
+                                err[0] ? err : strerror(-r));
+
+        if (a.transcript) {
+                r = load_transcript(a.transcript, &transcript);
+                if (r != 0)
+                        return r;
+        } else {
+                transcript = json_array();
+        }
+
+        if (a.type) {
+                verdict_clear(&v);
+                r = hd_payload_load(a.type, a.payload, &payload, &v);
+                if (r == -EBADMSG)
+                        return refuse(&v);
+                if (r < 0)
+                        return ctl_fail(CTL_EXIT_USAGE, "submit: %s: %s",
+                                        a.payload, strerror(-r));
+                if (!a.to)
+                        a.to = hd_payload_target(a.type, payload);
+        }
+        if (!a.to)
+                return ctl_fail(CTL_EXIT_USAGE,
+                                "submit: --to is required (the payload names no target)");
+
+        r = build_doc(&a, transcript, payload, &doc);
+        if (r != 0)
+                return r;
+
+        verdict_clear(&v);
+        r = hd_validate(doc, &v);
+        if (r == -EBADMSG)
+                return refuse(&v);
+        if (r < 0)
+                return ctl_fail(CTL_EXIT_ERROR, "submit: validate: %s",
+                                strerror(-r));
+        r = hd_payload_validate(doc, NULL, &v);
+        if (r == -EBADMSG)
+                return refuse(&v);
+        if (r < 0)
+                return ctl_fail(CTL_EXIT_ERROR, "submit: payload: %s",
+                                strerror(-r));
+
+        r = hd_sign(doc, key);
+        if (r < 0)
+                return ctl_fail(CTL_EXIT_ERROR, "submit: sign: %s",
+                                strerror(-r));
+        /* the whole file in canonical form: what the real writer emits */
+        r = hd_canon_dump(doc, NULL, &buf, &len);
+        if (r == -ERANGE)
+                return ctl_fail(CTL_EXIT_NEGATIVE,
+                                "submit: number_out_of_range: a number has no JSON form");
+        if (r < 0)
+                return ctl_fail(CTL_EXIT_ERROR, "submit: serialize: %s",
+                                strerror(-r));
+
+        const char *id = json_string_value(json_object_get(doc, "handoff_id"));
+        r = publish(a.spool, id, buf, len);
+        if (r != 0)
+                return r;
+        printf("%s\n", id);
+        if (fflush(stdout) == EOF)
+                return ctl_fail(CTL_EXIT_ERROR, "submit: stdout: %s",
+                                strerror(errno));
+        return CTL_EXIT_OK;
 }

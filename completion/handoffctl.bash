@@ -1,0 +1,70 @@
+# bash completion for handoffctl(1)                      -*- shell-script -*-
+
+_handoffctl()
+{
+    local cur prev words cword
+    if declare -F _init_completion >/dev/null 2>&1; then
+        _init_completion || return
+    else
+        cur=${COMP_WORDS[COMP_CWORD]}
+        prev=${COMP_WORDS[COMP_CWORD-1]}
+        words=("${COMP_WORDS[@]}")
+        cword=$COMP_CWORD
+    fi
+
+    local commands="status submit verify consume list show render baton keygen"
+    local cmd="" i
+    for ((i = 1; i < cword; i++)); do
+        case ${words[i]} in
+            -*) ;;
+            *) cmd=${words[i]}; break ;;
+        esac
+    done
+
+    if [[ -z $cmd ]]; then
+        COMPREPLY=($(compgen -W "$commands --help --version" -- "$cur"))
+        return
+    fi
+
+    # Options that take a file or directory argument.
+    case $prev in
+        -c|--config|-k|--key|--transcript|--payload|-o|--output)
+            COMPREPLY=($(compgen -f -- "$cur"))
+            return ;;
+        -s|--spool)
+            COMPREPLY=($(compgen -d -- "$cur"))
+            return ;;
+        --type)
+            COMPREPLY=($(compgen -W "vox/1.0 baton/1 U.AgentHandoff/0.1.0 act/1.0" -- "$cur"))
+            return ;;
+        --state)
+            COMPREPLY=($(compgen -W "handoff claimed archive rejected" -- "$cur"))
+            return ;;
+        -f|--from|-t|--to|--agent|-r|--reason|--context|--ttl|--id|--kid|\
+        --caller-hash|--now|--max-window|--max-clock-skew|--max-size)
+            return ;;
+    esac
+
+    local opts="--help --version"
+    case $cmd in
+        status)  opts+=" -c --config --json" ;;
+        submit)  opts+=" -s --spool -k --key -f --from -t --to -r --reason --transcript
+                        -c --context --ttl --id --kid --type --payload --caller-hash" ;;
+        verify)  opts+=" -k --key --kid --now --max-window --max-clock-skew --max-size" ;;
+        consume) opts+=" -c --config --agent --context" ;;
+        list)    opts+=" -c --config --state --agent --json" ;;
+        show)    opts+=" -c --config --json" ;;
+        render)  opts+=" --type" ;;
+        baton)   opts+=" -c --config --json" ;;
+        keygen)  opts+=" -o --output" ;;
+    esac
+
+    if [[ $cur == -* ]]; then
+        COMPREPLY=($(compgen -W "$opts" -- "$cur"))
+    elif [[ $cmd == verify || $cmd == render ]]; then
+        COMPREPLY=($(compgen -f -- "$cur"))
+    fi
+} &&
+    complete -F _handoffctl handoffctl
+
+# ex: filetype=sh

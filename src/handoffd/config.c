@@ -1,0 +1,540 @@
+/* handoffd.conf: parsing (inih), defaults, checks and key loading.  Every
+ * key is in the table below; an unknown section or key is an error with its
+ * line, so a typo never silently falls back to a default. */
+#include <ctype.h>
+#include <errno.h>
+#include <ini.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "util.h"
+
+struct parse_state {
+        struct config *c;
+        char *err;              /* first error, without "FILE:LINE: " */
+};
+
+_printf_(2, 3) static int perr(struct parse_state *st, const char *fmt, ...)
+{
+        va_list ap;
+
+        if (!st->err) {
+                va_start(ap, fmt);
+                if (vasprintf(&st->err, fmt, ap) < 0)
+                        st->err = NULL;
+                va_end(ap);
+        }
+        return 0;       /* inih: stop treating this line as good */
+}
+
+static int parse_bool(const char *s, bool *ret)
+{
+        if (!strcmp(s, "yes") || !strcmp(s, "true") || !strcmp(s, "on") ||
+            !strcmp(s, "1"))
+                *ret = true;
+        else if (!strcmp(s, "no") || !strcmp(s, "false") ||
+                 !strcmp(s, "off") || !strcmp(s, "0"))
+                *ret = false;
+        else
+                return -EINVAL;
+        return 0;
+}
+
+/* A number with an optional one-letter unit from units[] (letter, factor). */
+static int parse_unit(const char *s, const char *letters,
+                      const uint64_t *factors, uint64_t max, uint64_t *ret)
+{
+        char *end;
+        unsigned long long x;
+        uint64_t f = 1;
+
+        if (!s || !isdigit((unsigned char)*s))
+                return -EINVAL;
+        errno = 0;
+        x = strtoull(s, &end, 10);
+        if (errno)
+                return -ERANGE;
+        if (*end) {
+                const char *p = strchr(letters, *end);
+                if (!p || end[1])
+                        return -EINVAL;
+                f = factors[p - letters];
+        }
+        if (x > max / f)
+                return -ERANGE;
+        *ret = x * f;
+        return 0;
+}
+
+int config_parse_size(const char *s, uint64_t *ret)
+{
+        static const uint64_t f[] = { 1024, 1024, 1024 * 1024, 1024 * 1024,
+                                      1024ULL * 1024 * 1024,
+                                      1024ULL * 1024 * 1024 };
+        return parse_unit(s, "kKMmGg", f, INT64_MAX, ret);
+}
+
+int config_parse_duration(const char *s, int64_t *ret)
+{
+        static const uint64_t f[] = { 1, 60, 3600, 86400, 604800 };
+        uint64_t x;
+        int r = parse_unit(s, "smhdw", f, INT32_MAX, &x);
+
+        if (r < 0)
+                return r;
+        *ret = (int64_t)x;
+        return 0;
+}
+
+static struct config_agent *agent_get(struct config *c, const char *name)
+{
+        struct config_agent *a;
+
+        for (size_t i = 0; i < c->n_agents; i++)
+                if (!strcmp(c->agents[i].name, name))
+                        return &c->agents[i];
+        a = realloc(c->agents, (c->n_agents + 1) * sizeof(*a));
+        if (!a)
+                return NULL;
+        c->agents = a;
+        a = &c->agents[c->n_agents++];
+        memset(a, 0, sizeof(*a));
+        a->name = strdup(name);
+        a->act_max_files = 5;
+        return a->name ? a : NULL;
+}
+
+static int set_str(char **dst, const char *v)
+{
+        char *s = strdup(v);
+        if (!s)
+                return -ENOMEM;
+        free(*dst);
+        *dst = s;
+        return 0;
+}
+
+static int set_roles(struct config *c, const char *v)
+{
+        char *copy = strdup(v), *save = NULL, *tok;
+        size_t n = 0;
+        char **roles;
+
+        if (!copy)
+                return -ENOMEM;
+        roles = calloc(strlen(v) / 2 + 2, sizeof(char *));
+        if (!roles) {
+                free(copy);
+                return -ENOMEM;
+        }
+        for (tok = strtok_r(copy, ", \t", &save); tok;
+             tok = strtok_r(NULL, ", \t", &save))
+                roles[n++] = strdup(tok);
+        free(copy);
+        if (n == 0) {
+                free(roles);
+                return -EINVAL;
+        }
+        if (c->roles)
+                for (char **p = c->roles; *p; p++)
+                        free(*p);
+        free(c->roles);
+        c->roles = roles;
+        return 0;
+}
+
+static int path_ok(const char *v)
+{
+        return v[0] == '/' || !strncmp(v, "credential:", 11);
+}
+
+static int handle_spool(struct parse_state *st, const char *k, const char *v)
+{
+        struct config *c = st->c;
+        uint64_t u;
+
+        if (!strcmp(k, "dir")) {
+                if (v[0] != '/')
+                        return perr(st, "[spool] dir must be an absolute path");
+                return set_str(&c->spool_dir, v) == 0;
+        }
+        if (!strcmp(k, "fsync")) {
+                if (parse_bool(v, &c->fsync) < 0)
+                        return perr(st, "[spool] fsync: '%s' is not yes or no", v);
+                return 1;
+        }
+        if (!strcmp(k, "max_file_size")) {
+                if (config_parse_size(v, &u) < 0 || u < 1024 || u > 64 << 20)
+                        return perr(st, "[spool] max_file_size: '%s' is not a size between 1K and 64M", v);
+                c->max_file_size = u;
+                return 1;
+        }
+        struct { const char *key; int64_t *dst; int64_t min; } durs[] = {
+                { "resume_window", &c->resume_window, 1 },
+                { "max_clock_skew", &c->max_clock_skew, 0 },
+                { "max_window", &c->max_window, 1 },
+                { "rescan_interval", &c->rescan_interval, 1 },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(durs); i++)
+                if (!strcmp(k, durs[i].key)) {
+                        if (config_parse_duration(v, durs[i].dst) < 0 ||
+                            *durs[i].dst < durs[i].min)
+                                return perr(st, "[spool] %s: '%s' is not a duration (like 300, 5m, 1h)", k, v);
+                        return 1;
+                }
+        return perr(st, "unknown key '%s' in [spool]", k);
+}
+
+static int handle_keys(struct parse_state *st, const char *k, const char *v)
+{
+        struct config *c = st->c;
+
+        if (!path_ok(v))
+                return perr(st, "[keys] %s: '%s' is neither an absolute path nor credential:NAME", k, v);
+        if (!strcmp(k, "default"))
+                return set_str(&c->default_key_path, v) == 0;
+        if (!hd_agent_valid(k))
+                return perr(st, "[keys] '%s' is not a valid key name", k);
+        for (size_t i = 0; i < c->n_kids; i++)
+                if (!strcmp(c->kid_names[i], k))
+                        return perr(st, "[keys] '%s' given twice", k);
+        size_t n = c->n_kids + 1;
+        char **names = realloc(c->kid_names, n * sizeof(char *));
+        if (names)
+                c->kid_names = names;
+        char **paths = realloc(c->kid_paths, n * sizeof(char *));
+        if (paths)
+                c->kid_paths = paths;
+        hd_key **keys = realloc(c->kid_keys, n * sizeof(hd_key *));
+        if (keys)
+                c->kid_keys = keys;
+        if (!names || !paths || !keys)
+                return perr(st, "out of memory");
+        c->kid_names[c->n_kids] = strdup(k);
+        c->kid_paths[c->n_kids] = strdup(v);
+        c->kid_keys[c->n_kids] = NULL;
+        c->n_kids = n;
+        return 1;
+}
+
+static int handle_agent(struct parse_state *st, const char *name,
+                        const char *k, const char *v)
+{
+        struct config_agent *a;
+        int64_t n;
+
+        if (!hd_agent_valid(name))
+                return perr(st, "[agent %s]: '%s' is not a valid agent name", name, name);
+        a = agent_get(st->c, name);
+        if (!a)
+                return perr(st, "out of memory");
+        if (!strcmp(k, "state_dir")) {
+                if (v[0] != '/')
+                        return perr(st, "[agent %s] state_dir must be an absolute path", name);
+                return set_str(&a->state_dir, v) == 0;
+        }
+        if (!strcmp(k, "key")) {
+                if (!path_ok(v))
+                        return perr(st, "[agent %s] key: '%s' is neither an absolute path nor credential:NAME", name, v);
+                return set_str(&a->key_path, v) == 0;
+        }
+        if (!strcmp(k, "delivery")) {
+                if (strcmp(v, "bootstrap") && strcmp(v, "vox") && strcmp(v, "act"))
+                        return perr(st, "[agent %s] delivery: '%s' is not bootstrap, vox or act", name, v);
+                return set_str(&a->delivery, v) == 0;
+        }
+        if (!strcmp(k, "act_format")) {
+                if (strcmp(v, "xml") && strcmp(v, "md"))
+                        return perr(st, "[agent %s] act_format: '%s' is not xml or md", name, v);
+                return set_str(&a->act_format, v) == 0;
+        }
+        if (!strcmp(k, "act_max_files")) {
+                if (parse_int64(v, 1, 1000, &n) < 0)
+                        return perr(st, "[agent %s] act_max_files: '%s' is not a number from 1 to 1000", name, v);
+                a->act_max_files = (unsigned)n;
+                return 1;
+        }
+        return perr(st, "unknown key '%s' in [agent %s]", k, name);
+}
+
+static int handle_retention(struct parse_state *st, const char *k,
+                            const char *v)
+{
+        struct config *c = st->c;
+        int64_t n;
+
+        if (!strcmp(k, "archive_max_items") || !strcmp(k, "rejected_max_items")) {
+                if (parse_int64(v, 0, INT32_MAX, &n) < 0)
+                        return perr(st, "[retention] %s: '%s' is not a count", k, v);
+                *(k[0] == 'a' ? &c->archive_max_items : &c->rejected_max_items) = (uint64_t)n;
+                return 1;
+        }
+        if (!strcmp(k, "archive_max_bytes")) {
+                if (config_parse_size(v, &c->archive_max_bytes) < 0)
+                        return perr(st, "[retention] %s: '%s' is not a size (like 10M)", k, v);
+                return 1;
+        }
+        if (!strcmp(k, "archive_max_age") || !strcmp(k, "rejected_max_age")) {
+                if (config_parse_duration(v, k[0] == 'a' ? &c->archive_max_age
+                                                         : &c->rejected_max_age) < 0)
+                        return perr(st, "[retention] %s: '%s' is not a duration (like 7d)", k, v);
+                return 1;
+        }
+        return perr(st, "unknown key '%s' in [retention]", k);
+}
+
+static int handler(void *user, const char *section, const char *k,
+                   const char *v)
+{
+        struct parse_state *st = user;
+        struct config *c = st->c;
+
+        if (!strcmp(section, "spool"))
+                return handle_spool(st, k, v);
+        if (!strcmp(section, "keys"))
+                return handle_keys(st, k, v);
+        if (!strncmp(section, "agent ", 6))
+                return handle_agent(st, section + 6, k, v);
+        if (!strcmp(section, "retention"))
+                return handle_retention(st, k, v);
+        if (!strcmp(section, "control")) {
+                if (!strcmp(k, "socket")) {
+                        if (v[0] != '/')
+                                return perr(st, "[control] socket must be an absolute path");
+                        return set_str(&c->control_socket, v) == 0;
+                }
+                if (!strcmp(k, "group"))
+                        return set_str(&c->control_group, v) == 0;
+                return perr(st, "unknown key '%s' in [control]", k);
+        }
+        if (!strcmp(section, "metrics")) {
+                if (!strcmp(k, "textfile")) {
+                        if (v[0] != '/')
+                                return perr(st, "[metrics] textfile must be an absolute path");
+                        return set_str(&c->metrics_textfile, v) == 0;
+                }
+                return perr(st, "unknown key '%s' in [metrics]", k);
+        }
+        if (!strcmp(section, "payload")) {
+                if (!strcmp(k, "roles"))
+                        return set_roles(c, v) == 0 ? 1 : perr(st, "[payload] roles: empty list");
+                return perr(st, "unknown key '%s' in [payload]", k);
+        }
+        if (!*section)
+                return perr(st, "key '%s' outside of any section", k);
+        return perr(st, "unknown section [%s]", section);
+}
+
+/* "credential:NAME" -> $CREDENTIALS_DIRECTORY/NAME (systemd LoadCredential=). */
+static int key_path_resolve(const char *spec, char *buf, size_t n)
+{
+        const char *dir;
+
+        if (strncmp(spec, "credential:", 11))
+                return xsnprintf(buf, n, "%s", spec) < 0 ? -ENAMETOOLONG : 0;
+        if (!hd_name_safe(spec + 11))
+                return -EINVAL;
+        dir = getenv("CREDENTIALS_DIRECTORY");
+        if (!dir || !*dir)
+                return -ENXIO;
+        return xsnprintf(buf, n, "%s/%s", dir, spec + 11) < 0 ? -ENAMETOOLONG : 0;
+}
+
+static int key_load(const char *spec, hd_key **ret, char **err)
+{
+        char path[PATH_MAX], msg[512];
+        int r;
+
+        r = key_path_resolve(spec, path, sizeof(path));
+        if (r == -ENXIO) {
+                if (asprintf(err, "%s: $CREDENTIALS_DIRECTORY is not set", spec) < 0)
+                        *err = NULL;
+                return r;
+        }
+        if (r < 0) {
+                if (asprintf(err, "%s: not a usable key path", spec) < 0)
+                        *err = NULL;
+                return r;
+        }
+        msg[0] = '\0';
+        r = hd_key_load(path, ret, msg, sizeof(msg));
+        if (r < 0 && asprintf(err, "%s", msg[0] ? msg : strerror(-r)) < 0)
+                *err = NULL;
+        return r;
+}
+
+static int config_check(struct config *c, char **err)
+{
+        bool any_key = c->default_key_path || c->n_kids > 0;
+
+#define FAIL(...) do { if (asprintf(err, __VA_ARGS__) < 0) *err = NULL; return -EINVAL; } while (0)
+        if (!c->spool_dir)
+                FAIL("%s: [spool] dir is not set", c->path);
+        if (c->n_agents == 0)
+                FAIL("%s: no [agent NAME] section: this daemon would serve nobody", c->path);
+        for (size_t i = 0; i < c->n_agents; i++) {
+                struct config_agent *a = &c->agents[i];
+                if (!a->state_dir)
+                        FAIL("%s: [agent %s] state_dir is not set", c->path, a->name);
+                if (a->key_path)
+                        any_key = true;
+                if (!a->delivery && !(a->delivery = strdup("bootstrap")))
+                        return -ENOMEM;
+                if (!a->act_format && !(a->act_format = strdup("xml")))
+                        return -ENOMEM;
+        }
+        if (!any_key)
+                FAIL("%s: no key configured ([keys] default or [agent NAME] key)", c->path);
+        if (c->max_window < c->max_clock_skew)
+                FAIL("%s: [spool] max_window is shorter than max_clock_skew", c->path);
+#undef FAIL
+        return 0;
+}
+
+static int config_load_keys(struct config *c, char **err)
+{
+        char *e = NULL;
+        int r;
+
+#define LOAD(spec, dst) do {                                                  \
+                r = key_load(spec, dst, &e);                                  \
+                if (r < 0) {                                                  \
+                        if (asprintf(err, "%s: %s", c->path, e ? e : "key") < 0) \
+                                *err = NULL;                                  \
+                        free(e);                                              \
+                        return r;                                             \
+                }                                                             \
+        } while (0)
+        if (c->default_key_path)
+                LOAD(c->default_key_path, &c->default_key);
+        for (size_t i = 0; i < c->n_kids; i++)
+                LOAD(c->kid_paths[i], &c->kid_keys[i]);
+        for (size_t i = 0; i < c->n_agents; i++)
+                if (c->agents[i].key_path)
+                        LOAD(c->agents[i].key_path, &c->agents[i].key);
+#undef LOAD
+        return 0;
+}
+
+int config_load(const char *path, bool load_keys, struct config **ret,
+                char **err)
+{
+        struct parse_state st = { 0 };
+        struct config *c;
+        int line, r;
+
+        *err = NULL;
+        c = calloc(1, sizeof(*c));
+        if (!c || !(c->path = strdup(path))) {
+                free(c);
+                return -ENOMEM;
+        }
+        c->fsync = true;
+        c->max_file_size = HD_DEFAULT_MAX_SIZE;
+        c->resume_window = 300;
+        c->max_clock_skew = HD_DEFAULT_MAX_CLOCK_SKEW;
+        c->max_window = HD_DEFAULT_MAX_WINDOW;
+        c->rescan_interval = 30;
+        c->control_socket = strdup(HD_RUNSTATEDIR "/handoffd/control.sock");
+        if (!c->control_socket || set_roles(c, "strategist,executor,proxy-auditor,human") < 0) {
+                config_free(c);
+                return -ENOMEM;
+        }
+        st.c = c;
+        line = ini_parse(path, handler, &st);
+        if (line < 0) {
+                r = line == -1 ? -errno : -ENOMEM;
+                if (r == 0)
+                        r = -EIO;
+                if (asprintf(err, "%s: cannot read: %s", path, strerror(-r)) < 0)
+                        *err = NULL;
+                config_free(c);
+                return r;
+        }
+        if (line > 0) {
+                if (asprintf(err, "%s:%d: %s", path, line,
+                             st.err ? st.err : "syntax error") < 0)
+                        *err = NULL;
+                free(st.err);
+                config_free(c);
+                return -EINVAL;
+        }
+        r = config_check(c, err);
+        if (r == 0 && load_keys)
+                r = config_load_keys(c, err);
+        if (r < 0) {
+                config_free(c);
+                return r;
+        }
+        *ret = c;
+        return 0;
+}
+
+void config_free(struct config *c)
+{
+        if (!c)
+                return;
+        free(c->path);
+        free(c->spool_dir);
+        free(c->default_key_path);
+        hd_key_free(c->default_key);
+        for (size_t i = 0; i < c->n_kids; i++) {
+                free(c->kid_names[i]);
+                free(c->kid_paths[i]);
+                hd_key_free(c->kid_keys[i]);
+        }
+        free(c->kid_names);
+        free(c->kid_paths);
+        free(c->kid_keys);
+        for (size_t i = 0; i < c->n_agents; i++) {
+                struct config_agent *a = &c->agents[i];
+                free(a->name);
+                free(a->state_dir);
+                free(a->key_path);
+                hd_key_free(a->key);
+                free(a->delivery);
+                free(a->act_format);
+        }
+        free(c->agents);
+        free(c->control_socket);
+        free(c->control_group);
+        free(c->metrics_textfile);
+        if (c->roles)
+                for (char **p = c->roles; *p; p++)
+                        free(*p);
+        free(c->roles);
+        free(c);
+}
+
+const struct config_agent *config_agent(const struct config *c,
+                                        const char *name)
+{
+        if (!name)
+                return NULL;
+        for (size_t i = 0; i < c->n_agents; i++)
+                if (!strcmp(c->agents[i].name, name))
+                        return &c->agents[i];
+        return NULL;
+}
+
+const hd_key *config_key_lookup(void *cfg, const char *kid,
+                                const char *from_agent)
+{
+        const struct config *c = cfg;
+        const struct config_agent *a;
+
+        if (kid) {
+                for (size_t i = 0; i < c->n_kids; i++)
+                        if (!strcmp(c->kid_names[i], kid))
+                                return c->kid_keys[i];
+                return NULL;    /* a kid we do not hold: unknown_key */
+        }
+        a = config_agent(c, from_agent);
+        if (a && a->key)
+                return a->key;
+        return c->default_key;
+}

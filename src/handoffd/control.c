@@ -1,0 +1,324 @@
+/* The control socket; see control.h.  Served by the loop with libuv pipes;
+ * a request is at most CONTROL_REQUEST_MAX bytes, ended by a newline or the
+ * peer's shutdown. */
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "control.h"
+#include "files.h"
+#include "log.h"
+
+struct control {
+        uv_loop_t *loop;
+        uv_pipe_t server;
+        struct config *cfg;
+        struct spool *sp;
+        char *path;
+};
+
+struct conn {
+        uv_pipe_t pipe;
+        struct control *ctl;
+        char buf[CONTROL_REQUEST_MAX + 1];
+        size_t len;
+        bool answered;
+        uv_write_t wr;
+        char *resp;
+};
+
+json_t *control_status(const struct spool *sp, const char *config_path)
+{
+        const struct spool_stats *s = &sp->st;
+        int64_t now = hd_now_usec();
+        json_t *rej = json_object(), *o;
+
+        for (int i = 1; i < _HD_R_MAX; i++)
+                if (s->rejected[i])
+                        json_object_set_new(rej, hd_reason_name((hd_reason)i),
+                                            json_integer((json_int_t)s->rejected[i]));
+        o = json_pack("{s:{s:b, s:I, s:I, s:s, s:s, s:b, s:b, s:s}, "
+                      "s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o}, "
+                      "s:s?, s:I}",
+                      "daemon", "running", 1, "pid", (json_int_t)getpid(),
+                      "uptime_s", (json_int_t)((now - s->started_usec) / 1000000),
+                      "version", HD_VERSION_STRING, "config", config_path ? config_path : "",
+                      "fsync", sp->cfg->fsync, "watch_ok", s->watch_ok,
+                      "spool", sp->cfg->spool_dir,
+                      "counters", "claimed", (json_int_t)s->claimed,
+                      "delivered", (json_int_t)s->delivered,
+                      "redelivered", (json_int_t)s->redelivered,
+                      "consumed", (json_int_t)s->consumed,
+                      "expired", (json_int_t)s->expired,
+                      "left", (json_int_t)s->left,
+                      "deferred", (json_int_t)s->deferred,
+                      "overflows", (json_int_t)s->overflows,
+                      "rescans", (json_int_t)s->rescans,
+                      "errors", (json_int_t)s->errors,
+                      "pruned", (json_int_t)(s->archived_pruned + s->rejected_pruned),
+                      "rejected", rej,
+                      "last_error", s->last_error[0] ? s->last_error : NULL,
+                      "last_error_age_s",
+                      (json_int_t)(s->last_error_usec ? (now - s->last_error_usec) / 1000000 : -1));
+        return o;
+}
+
+int control_handle(const struct spool *sp, const char *config_path,
+                   const char *req, size_t len, char **ret)
+{
+        _cleanup_json_ json_t *doc = NULL, *resp = NULL;
+        hd_limits lim = { .max_size = CONTROL_REQUEST_MAX, .max_depth = 4 };
+        hd_verdict v;
+        const char *cmd;
+        size_t n;
+
+        while (len > 0 && (req[len - 1] == '\n' || req[len - 1] == '\r'))
+                len--;
+        if (hd_parse(req, len, &lim, &doc, &v) < 0)
+                resp = json_pack("{s:b, s:s}", "ok", 0, "error", v.detail);
+        else if (!(cmd = json_string_value(json_object_get(doc, "command"))))
+                resp = json_pack("{s:b, s:s}", "ok", 0, "error", "no \"command\"");
+        else if (!strcmp(cmd, "status")) {
+                resp = control_status(sp, config_path);
+                if (resp)
+                        json_object_set_new(resp, "ok", json_true());
+        } else if (!strcmp(cmd, "ping"))
+                resp = json_pack("{s:b}", "ok", 1);
+        else
+                resp = json_pack("{s:b, s:s}", "ok", 0, "error", "unknown command");
+        if (!resp)
+                return -ENOMEM;
+        if (hd_canon_dump(resp, NULL, ret, &n) < 0)
+                return -ENOMEM;
+        return 0;
+}
+
+int control_peer_allowed(uid_t uid, const gid_t *gids, size_t n, const char *group)
+{
+        struct group *gr;
+
+        if (uid == 0 || uid == geteuid())
+                return 1;
+        if (!group || !(gr = getgrnam(group)))
+                return 0;
+        for (size_t i = 0; i < n; i++)
+                if (gids[i] == gr->gr_gid)
+                        return 1;
+        return 0;
+}
+
+static void conn_closed(uv_handle_t *h)
+{
+        struct conn *c = h->data;
+        free(c->resp);
+        free(c);
+}
+
+static void conn_written(uv_write_t *w, int status)
+{
+        struct conn *c = w->data;
+        (void)status;
+        uv_close((uv_handle_t *)&c->pipe, conn_closed);
+}
+
+static void conn_alloc(uv_handle_t *h, size_t hint, uv_buf_t *b)
+{
+        struct conn *c = h->data;
+        (void)hint;
+        b->base = c->buf + c->len;
+        b->len = CONTROL_REQUEST_MAX - c->len;
+}
+
+static void conn_answer(struct conn *c)
+{
+        uv_buf_t b;
+
+        c->answered = true;
+        uv_read_stop((uv_stream_t *)&c->pipe);
+        if (control_handle(c->ctl->sp, c->ctl->cfg->path, c->buf, c->len, &c->resp) < 0) {
+                uv_close((uv_handle_t *)&c->pipe, conn_closed);
+                return;
+        }
+        size_t l = strlen(c->resp);
+        c->resp[l] = '\0';
+        char *nl = realloc(c->resp, l + 2);
+        if (nl) {
+                c->resp = nl;
+                memcpy(c->resp + l, "\n", 2);
+                l++;
+        }
+        b = uv_buf_init(c->resp, (unsigned)l);
+        c->wr.data = c;
+        if (uv_write(&c->wr, (uv_stream_t *)&c->pipe, &b, 1, conn_written) < 0)
+                uv_close((uv_handle_t *)&c->pipe, conn_closed);
+}
+
+static void conn_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
+{
+        struct conn *c = s->data;
+        (void)b;
+
+        if (c->answered)
+                return;
+        if (n > 0) {
+                c->len += (size_t)n;
+                if (memchr(c->buf, '\n', c->len) || c->len >= CONTROL_REQUEST_MAX)
+                        conn_answer(c);
+                return;
+        }
+        if (n == UV_EOF && c->len > 0) {
+                conn_answer(c);
+                return;
+        }
+        if (n < 0)
+                uv_close((uv_handle_t *)&c->pipe, conn_closed);
+}
+
+static void on_connection(uv_stream_t *server, int status)
+{
+        struct control *ctl = server->data;
+        struct conn *c;
+        struct ucred cred;
+        socklen_t sl = sizeof(cred);
+        gid_t gids[NGROUPS_MAX > 256 ? 256 : NGROUPS_MAX];
+        socklen_t gl = sizeof(gids);
+        uv_os_fd_t fd;
+        size_t ng = 0;
+
+        if (status < 0)
+                return;
+        c = calloc(1, sizeof(*c));
+        if (!c)
+                return;
+        c->ctl = ctl;
+        uv_pipe_init(ctl->loop, &c->pipe, 0);
+        c->pipe.data = c;
+        if (uv_accept(server, (uv_stream_t *)&c->pipe) < 0) {
+                uv_close((uv_handle_t *)&c->pipe, conn_closed);
+                return;
+        }
+        if (uv_fileno((uv_handle_t *)&c->pipe, &fd) < 0 ||
+            getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &sl) < 0) {
+                uv_close((uv_handle_t *)&c->pipe, conn_closed);
+                return;
+        }
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, gids, &gl) == 0)
+                ng = gl / sizeof(gid_t);
+        else if (ng == 0) {
+                gids[0] = cred.gid;
+                ng = 1;
+        }
+        if (!control_peer_allowed(cred.uid, gids, ng, ctl->cfg->control_group)) {
+                log_warning("Control socket: refused uid %u (not root, not us, not in group %s)",
+                            (unsigned)cred.uid,
+                            ctl->cfg->control_group ? ctl->cfg->control_group : "(none)");
+                uv_close((uv_handle_t *)&c->pipe, conn_closed);
+                return;
+        }
+        uv_read_start((uv_stream_t *)&c->pipe, conn_alloc, conn_read);
+}
+
+/* A socket file left by a crash is removed; one that answers is another
+ * daemon's, and we refuse to take it over. */
+static int clear_stale(const char *path)
+{
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        struct stat st;
+        int fd, r;
+
+        if (lstat(path, &st) < 0)
+                return errno == ENOENT ? 0 : -errno;
+        if (!S_ISSOCK(st.st_mode))
+                return -EEXIST;
+        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                return -errno;
+        snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+        r = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+        close(fd);
+        if (r == 0)
+                return -EADDRINUSE;
+        return unlink(path) < 0 ? -errno : 0;
+}
+
+int control_open(uv_loop_t *loop, struct config *cfg, struct spool *sp,
+                 struct control **ret)
+{
+        struct control *c;
+        char dir[PATH_MAX];
+        struct group *gr;
+        int r;
+
+        if (strlen(cfg->control_socket) >= sizeof(((struct sockaddr_un *)0)->sun_path))
+                return log_error_errno(-ENAMETOOLONG, "Control socket path '%s'",
+                                       cfg->control_socket);
+        c = calloc(1, sizeof(*c));
+        if (!c)
+                return -ENOMEM;
+        c->loop = loop;
+        c->cfg = cfg;
+        c->sp = sp;
+        c->path = strdup(cfg->control_socket);
+        snprintf(dir, sizeof(dir), "%s", cfg->control_socket);
+        char *slash = strrchr(dir, '/');
+        if (slash && slash != dir) {
+                *slash = '\0';
+                hd_mkdir_p_at(AT_FDCWD, dir, 0750);
+        }
+        r = clear_stale(c->path);
+        if (r < 0) {
+                log_error_errno(r, "Control socket '%s' cannot be used", c->path);
+                goto fail;
+        }
+        uv_pipe_init(loop, &c->server, 0);
+        c->server.data = c;
+        r = uv_pipe_bind(&c->server, c->path);
+        if (r == 0)
+                r = chmod(c->path, 0660) < 0 ? -errno : 0;
+        if (r == 0 && cfg->control_group && (gr = getgrnam(cfg->control_group)) &&
+            chown(c->path, (uid_t)-1, gr->gr_gid) < 0)
+                log_warning_errno(errno, "Cannot give '%s' to group %s", c->path,
+                                  cfg->control_group);
+        if (r == 0)
+                r = uv_listen((uv_stream_t *)&c->server, 16, on_connection);
+        if (r < 0) {
+                log_error_errno(r, "Cannot listen on '%s'", c->path);
+                uv_close((uv_handle_t *)&c->server, NULL);
+                goto fail;
+        }
+        *ret = c;
+        return 0;
+fail:
+        free(c->path);
+        free(c);
+        return r;
+}
+
+void control_set_config(struct control *c, struct config *cfg)
+{
+        if (c)
+                c->cfg = cfg;
+}
+
+static void server_closed(uv_handle_t *h)
+{
+        struct control *c = h->data;
+        free(c->path);
+        free(c);
+}
+
+/* The memory goes when the loop has closed the handle. */
+void control_close(struct control *c)
+{
+        if (!c)
+                return;
+        unlink(c->path);
+        uv_close((uv_handle_t *)&c->server, server_closed);
+}

@@ -1,0 +1,34 @@
+/* The control socket: one JSON request and one JSON response per
+ * connection, peers checked with SO_PEERCRED (root, the daemon's user, or
+ * members of [control] group). */
+#ifndef HD_CONTROL_H
+#define HD_CONTROL_H
+
+#include <stddef.h>
+#include <sys/types.h>
+#include <uv.h>
+
+#include "config.h"
+#include "spool.h"
+
+#define CONTROL_REQUEST_MAX 4096
+
+struct control;
+
+int control_open(uv_loop_t *loop, struct config *cfg, struct spool *sp,
+                 struct control **ret);
+void control_close(struct control *c);
+void control_set_config(struct control *c, struct config *cfg);
+
+/* The daemon's side of `handoffctl status`: daemon facts and counters. */
+json_t *control_status(const struct spool *sp, const char *config_path);
+
+/* Answer one request (untrusted bytes) into *ret (malloc'ed JSON text). */
+int control_handle(const struct spool *sp, const char *config_path,
+                   const char *req, size_t len, char **ret);
+
+/* May a peer with these credentials talk to us? gids: its groups. */
+int control_peer_allowed(uid_t uid, const gid_t *gids, size_t n_gids,
+                         const char *group);
+
+#endif

@@ -1,0 +1,456 @@
+/* The loop; see daemon.h.  inotify is a hint, never the truth: watch
+ * first, then scan; rescan on IN_Q_OVERFLOW and on a timer. */
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/inotify.h>
+#include <systemd/sd-daemon.h>
+#include <unistd.h>
+
+#include "control.h"
+#include "daemon.h"
+#include "lifecycle.h"
+#include "log.h"
+
+#define CHUNK 256               /* names decided per loop turn */
+#define SWEEP_MAX_MS 60000      /* retention at least once a minute */
+#define REWATCH_MAX 10          /* per minute, then give up: never spin */
+
+static void arm_deadline(struct daemon *d);
+static void on_idle(uv_idle_t *h);
+static void on_retry(uv_timer_t *t);
+
+static void status_notify(struct daemon *d)
+{
+        const struct spool_stats *s = &d->sp->st;
+        uint64_t rej = 0;
+
+        for (int i = 0; i < _HD_R_MAX; i++)
+                rej += s->rejected[i];
+        sd_notifyf(0, "STATUS=claimed %llu, consumed %llu, expired %llu, rejected %llu, pending %zu%s",
+                   (unsigned long long)s->claimed, (unsigned long long)s->consumed,
+                   (unsigned long long)s->expired, (unsigned long long)rej,
+                   json_object_size(d->pending), s->watch_ok ? "" : ", watch lost");
+}
+
+static int watch_handoff(struct daemon *d)
+{
+        char path[PATH_MAX];
+
+        if (xsnprintf(path, sizeof(path), "%s/handoff", d->cfg->spool_dir) < 0)
+                return -ENAMETOOLONG;
+        d->wd_handoff = inotify_add_watch(d->ifd, path,
+                                          IN_MOVED_TO | IN_CLOSE_WRITE | IN_DELETE_SELF |
+                                          IN_MOVE_SELF | IN_ONLYDIR | IN_DONT_FOLLOW |
+                                          IN_EXCL_UNLINK);
+        if (d->wd_handoff < 0)
+                return -errno;
+        d->sp->st.watch_ok = true;
+        return 0;
+}
+
+static int watch_agents(struct daemon *d)
+{
+        char path[PATH_MAX];
+
+        for (size_t i = 0; i < d->sp->n_agents; i++) {
+                struct agent_rt *a = &d->sp->agents[i];
+                if (xsnprintf(path, sizeof(path), "%s/handoffs", a->cfg->state_dir) < 0)
+                        return -ENAMETOOLONG;
+                a->wd = inotify_add_watch(d->ifd, path,
+                                          IN_DELETE | IN_MOVED_FROM | IN_ONLYDIR |
+                                          IN_DONT_FOLLOW | IN_EXCL_UNLINK);
+                if (a->wd < 0)
+                        return log_error_errno(errno, "Cannot watch '%s'", path);
+        }
+        return 0;
+}
+
+static void queue_name(struct daemon *d, const char *name)
+{
+        json_object_set_new_nocheck(d->pending, name, json_null());
+        if (!uv_is_active((uv_handle_t *)&d->idle) && !d->stopping)
+                uv_idle_start(&d->idle, on_idle);
+}
+
+int daemon_rescan(struct daemon *d, const char *why)
+{
+        int r;
+
+        d->sp->st.rescans++;
+        r = spool_list(d->sp, SD_HANDOFF, d->pending);
+        if (r < 0) {
+                spool_error(d->sp, r, "Cannot list handoff/");
+                return log_error_errno(r, "Cannot list handoff/ (%s)", why);
+        }
+        log_debug("Rescan (%s): %zu name(s) pending", why, json_object_size(d->pending));
+        if (json_object_size(d->pending) > 0 && !d->stopping)
+                uv_idle_start(&d->idle, on_idle);
+        return 0;
+}
+
+/* Decide about up to max pending names. */
+static void drain(struct daemon *d, size_t max)
+{
+        char *names[CHUNK];
+        int outcomes[CHUNK];
+        const char *k;
+        json_t *v;
+        size_t n = 0;
+        int64_t now = hd_now_usec();
+
+        json_object_foreach(d->pending, k, v) {
+                if (n == max || n == CHUNK)
+                        break;
+                names[n++] = strdup(k);
+        }
+        for (size_t i = 0; i < n; i++)
+                json_object_del(d->pending, names[i]);
+        spool_process_batch(d->sp, names, n, now, outcomes);
+        for (size_t i = 0; i < n; i++) {
+                if (outcomes[i] < 0) {
+                        json_object_set_new_nocheck(d->retry, names[i], json_null());
+                } else if (outcomes[i] == IO_DEFERRED || outcomes[i] == IO_BUSY) {
+                        /* Looked at again by the retry timer. */
+                        json_object_set_new_nocheck(d->retry, names[i], json_null());
+                }
+                free(names[i]);
+        }
+        if (json_object_size(d->retry) > 0 && !uv_is_active((uv_handle_t *)&d->t_retry)) {
+                if (d->retry_backoff_ms == 0)
+                        d->retry_backoff_ms = 1000;
+                uv_timer_start(&d->t_retry, on_retry, d->retry_backoff_ms, 0);
+        }
+        arm_deadline(d);
+}
+
+static void on_idle(uv_idle_t *h)
+{
+        struct daemon *d = h->data;
+
+        drain(d, CHUNK);
+        if (json_object_size(d->pending) == 0 || d->stopping)
+                uv_idle_stop(h);
+}
+
+static void on_retry(uv_timer_t *t)
+{
+        struct daemon *d = t->data;
+        const char *k;
+        json_t *v;
+        size_t had = json_object_size(d->retry);
+        uint64_t errors_before = d->sp->st.errors;
+
+        json_object_foreach(d->retry, k, v)
+                json_object_set_new_nocheck(d->pending, k, json_null());
+        json_object_clear(d->retry);
+        drain(d, SIZE_MAX);
+        while (json_object_size(d->pending) > 0 && !d->stopping)
+                drain(d, CHUNK);
+        /* Back off while the fault lasts (ENOSPC, EIO, EMFILE): no busy loop. */
+        if (d->sp->st.errors > errors_before && had > 0) {
+                d->retry_backoff_ms = d->retry_backoff_ms ? d->retry_backoff_ms * 2 : 1000;
+                if (d->retry_backoff_ms > 60000)
+                        d->retry_backoff_ms = 60000;
+        } else {
+                d->retry_backoff_ms = 1000;
+        }
+        if (json_object_size(d->retry) > 0) {
+                uv_timer_stop(&d->t_retry);
+                uv_timer_start(&d->t_retry, on_retry, d->retry_backoff_ms, 0);
+        }
+}
+
+static void on_deadline(uv_timer_t *t)
+{
+        struct daemon *d = t->data;
+
+        lifecycle_sweep(d->sp, hd_now_usec(), false);
+        arm_deadline(d);
+}
+
+/* The sweep timer: at the earliest deadline (expiry within a second of
+ * it), at least once a minute for retention. */
+static void arm_deadline(struct daemon *d)
+{
+        int64_t now = hd_now_usec(), nd = d->sp->next_deadline;
+        uint64_t ms = SWEEP_MAX_MS;
+
+        if (nd) {
+                int64_t dt = nd - now;
+                ms = dt <= 0 ? 0 : (uint64_t)(dt + 999) / 1000;
+                if (ms > SWEEP_MAX_MS)
+                        ms = SWEEP_MAX_MS;
+        }
+        if (uv_is_active((uv_handle_t *)&d->t_deadline) &&
+            uv_timer_get_due_in(&d->t_deadline) <= ms)
+                return;
+        uv_timer_start(&d->t_deadline, on_deadline, ms, 0);
+}
+
+static void on_rescan(uv_timer_t *t)
+{
+        daemon_rescan(t->data, "periodic");
+}
+
+static void on_status_timer(uv_timer_t *t)
+{
+        status_notify(t->data);
+}
+
+static void on_watchdog(uv_timer_t *t)
+{
+        (void)t;
+        sd_notify(0, "WATCHDOG=1");
+}
+
+static int rewatch(struct daemon *d)
+{
+        int64_t now = hd_now_usec();
+        int fd, r;
+
+        d->sp->st.watch_ok = false;
+        if (now - d->rewatch_window_start > 60 * 1000000LL) {
+                d->rewatch_window_start = now;
+                d->rewatch_count = 0;
+        }
+        if (++d->rewatch_count > REWATCH_MAX)
+                return log_error_errno(-ELOOP, "handoff/ keeps disappearing; giving up");
+        log_warning("handoff/ disappeared; creating and watching it again");
+        if (mkdirat(d->sp->root_fd, "handoff", 0770) < 0 && errno != EEXIST)
+                return log_error_errno(errno, "Cannot re-create handoff/");
+        fd = openat(d->sp->root_fd, "handoff", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0)
+                return log_error_errno(errno, "Cannot open handoff/");
+        close(d->sp->fd[SD_HANDOFF]);
+        d->sp->fd[SD_HANDOFF] = fd;
+        r = watch_handoff(d);
+        if (r < 0)
+                return log_error_errno(r, "Cannot watch handoff/");
+        return daemon_rescan(d, "re-watch");
+}
+
+static void stop(struct daemon *d, int code)
+{
+        if (d->stopping)
+                return;
+        d->stopping = true;
+        d->exit_code = code;
+        sd_notify(0, "STOPPING=1");
+        uv_stop(&d->loop);
+}
+
+static void on_inotify(uv_poll_t *h, int status, int events)
+{
+        struct daemon *d = h->data;
+        char buf[65536] __attribute__((aligned(__alignof__(struct inotify_event))));
+        bool overflow = false, lost = false;
+        int64_t now = hd_now_usec();
+
+        (void)events;
+        if (status < 0) {
+                log_error("inotify poll failed: %s", uv_strerror(status));
+                stop(d, 1);
+                return;
+        }
+        for (;;) {
+                ssize_t n = read(d->ifd, buf, sizeof(buf));
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        if (errno != EAGAIN)
+                                log_error_errno(errno, "Cannot read inotify events");
+                        break;
+                }
+                if (n == 0)
+                        break;
+                for (char *p = buf; p < buf + n;) {
+                        const struct inotify_event *ev = (const struct inotify_event *)p;
+                        p += sizeof(*ev) + ev->len;
+                        if (ev->mask & IN_Q_OVERFLOW) {
+                                overflow = true;
+                                continue;
+                        }
+                        if (ev->wd == d->wd_handoff) {
+                                if (ev->mask & (IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF))
+                                        lost = true;
+                                else if (ev->len > 0 && ev->name[0])
+                                        queue_name(d, ev->name);
+                                continue;
+                        }
+                        for (size_t i = 0; i < d->sp->n_agents; i++) {
+                                struct agent_rt *a = &d->sp->agents[i];
+                                if (ev->wd != a->wd || ev->len == 0)
+                                        continue;
+                                if (ev->mask & (IN_DELETE | IN_MOVED_FROM))
+                                        lifecycle_bootstrap_gone(d->sp, a, ev->name, now);
+                        }
+                }
+        }
+        if (lost) {
+                if (rewatch(d) < 0) {
+                        stop(d, 1);
+                        return;
+                }
+        }
+        if (overflow) {
+                d->sp->st.overflows++;
+                log_warning("inotify queue overflowed: rescanning");
+                daemon_rescan(d, "overflow");
+                lifecycle_sweep(d->sp, now, false);
+        }
+        arm_deadline(d);
+}
+
+static void on_signal(uv_signal_t *h, int sig)
+{
+        struct daemon *d = h->data;
+        struct config *nc = NULL;
+        char *err = NULL;
+        int r;
+
+        if (sig == SIGTERM || sig == SIGINT) {
+                log_info("Received %s, stopping", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+                stop(d, 0);
+                return;
+        }
+        /* SIGHUP: re-read config and keys; a bad new config keeps the old. */
+        sd_notifyf(0, "RELOADING=1\nMONOTONIC_USEC=%llu",
+                   (unsigned long long)(uv_hrtime() / 1000));
+        r = config_load(d->config_path, true, &nc, &err);
+        if (r < 0) {
+                log_error("Reload failed, keeping the running configuration: %s",
+                          err ? err : strerror(-r));
+                free(err);
+        } else if (strcmp(nc->spool_dir, d->cfg->spool_dir)) {
+                log_error("Reload refused: [spool] dir changed (%s -> %s); restart to move the spool",
+                          d->cfg->spool_dir, nc->spool_dir);
+                config_free(nc);
+        } else {
+                for (size_t i = 0; i < d->sp->n_agents; i++)
+                        if (d->sp->agents[i].wd >= 0)
+                                inotify_rm_watch(d->ifd, d->sp->agents[i].wd);
+                r = spool_set_config(d->sp, nc);
+                if (r < 0) {
+                        log_error_errno(r, "Reload failed, keeping the running configuration");
+                        config_free(nc);
+                        watch_agents(d);
+                } else {
+                        config_free(d->cfg);
+                        d->cfg = nc;
+                        watch_agents(d);
+                        control_set_config(d->ctl, nc);
+                        json_object_clear(d->sp->foreign);
+                        log_info("Reloaded %s", d->config_path);
+                        daemon_rescan(d, "reload");
+                }
+        }
+        sd_notify(0, "READY=1");
+        status_notify(d);
+}
+
+static void close_cb(uv_handle_t *h, void *arg)
+{
+        (void)arg;
+        if (!uv_is_closing(h))
+                uv_close(h, NULL);
+}
+
+/* Takes cfg (a reload replaces it). */
+int daemon_run(const char *config_path, struct config *cfg)
+{
+        struct daemon d = { 0 };
+        uint64_t wd_usec = 0;
+        int r;
+
+        d.config_path = config_path;
+        d.cfg = cfg;
+        d.ifd = -1;
+        d.pending = json_object();
+        d.retry = json_object();
+        r = uv_loop_init(&d.loop);
+        if (r < 0)
+                return log_error_errno(r, "Cannot create the event loop");
+
+        r = spool_open(cfg, &d.sp);
+        if (r < 0)
+                goto out;
+        d.ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+        if (d.ifd < 0) {
+                r = log_error_errno(errno, "Cannot create an inotify instance");
+                goto out;
+        }
+        /* Watch first, then scan: a file arriving in between is seen twice
+         * at worst, never missed. */
+        r = watch_handoff(&d);
+        if (r < 0) {
+                log_error_errno(r, "Cannot watch %s/handoff", cfg->spool_dir);
+                goto out;
+        }
+        r = watch_agents(&d);
+        if (r < 0)
+                goto out;
+
+        uv_poll_init(&d.loop, &d.ipoll, d.ifd);
+        uv_idle_init(&d.loop, &d.idle);
+        uv_timer_init(&d.loop, &d.t_rescan);
+        uv_timer_init(&d.loop, &d.t_deadline);
+        uv_timer_init(&d.loop, &d.t_retry);
+        uv_timer_init(&d.loop, &d.t_watchdog);
+        uv_timer_init(&d.loop, &d.t_status);
+        uv_signal_init(&d.loop, &d.sig_hup);
+        uv_signal_init(&d.loop, &d.sig_term);
+        uv_signal_init(&d.loop, &d.sig_int);
+        d.ipoll.data = d.idle.data = d.t_rescan.data = d.t_deadline.data = &d;
+        d.t_retry.data = d.t_watchdog.data = d.t_status.data = &d;
+        d.sig_hup.data = d.sig_term.data = d.sig_int.data = &d;
+
+        r = control_open(&d.loop, cfg, d.sp, &d.ctl);
+        if (r < 0)
+                goto out;
+
+        /* Recovery, then the first scan, all before READY=1. */
+        lifecycle_sweep(d.sp, hd_now_usec(), true);
+        r = daemon_rescan(&d, "start");
+        if (r < 0)
+                goto out;
+        while (json_object_size(d.pending) > 0)
+                drain(&d, CHUNK);
+        uv_idle_stop(&d.idle);
+
+        uv_poll_start(&d.ipoll, UV_READABLE, on_inotify);
+        uv_signal_start(&d.sig_hup, on_signal, SIGHUP);
+        uv_signal_start(&d.sig_term, on_signal, SIGTERM);
+        uv_signal_start(&d.sig_int, on_signal, SIGINT);
+        uv_timer_start(&d.t_rescan, on_rescan, (uint64_t)cfg->rescan_interval * 1000,
+                       (uint64_t)cfg->rescan_interval * 1000);
+        uv_timer_start(&d.t_status, on_status_timer, 5000, 5000);
+        if (sd_watchdog_enabled(0, &wd_usec) > 0 && wd_usec > 0)
+                uv_timer_start(&d.t_watchdog, on_watchdog, 0, wd_usec / 2000 ? wd_usec / 2000 : 1);
+        arm_deadline(&d);
+
+        d.ready = true;
+        log_info("handoffd %s ready: spool %s, %zu agent(s), fsync %s", HD_VERSION_STRING,
+                 cfg->spool_dir, cfg->n_agents, cfg->fsync ? "on" : "off");
+        sd_notify(0, "READY=1");
+        status_notify(&d);
+
+        uv_run(&d.loop, UV_RUN_DEFAULT);
+        r = d.exit_code ? -EIO : 0;
+        log_info("Stopped");
+out:
+        control_close(d.ctl);
+        uv_walk(&d.loop, close_cb, NULL);
+        uv_run(&d.loop, UV_RUN_DEFAULT);
+        uv_loop_close(&d.loop);
+        if (d.ifd >= 0)
+                close(d.ifd);
+        spool_close(d.sp);
+        config_free(d.cfg);     /* ours: a reload may have replaced it */
+        json_decref(d.pending);
+        json_decref(d.retry);
+        return r;
+}

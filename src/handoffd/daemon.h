@@ -1,0 +1,46 @@
+/* The daemon: one libuv loop, a raw inotify fd in a uv_poll_t, signals,
+ * timers (rescan, deadlines, retry, watchdog), the control socket.  The
+ * callbacks decode events and call plain functions of spool, lifecycle and
+ * control. */
+#ifndef HD_DAEMON_H
+#define HD_DAEMON_H
+
+#include <stdbool.h>
+#include <uv.h>
+
+#include "config.h"
+#include "spool.h"
+
+struct control;
+
+struct daemon {
+        uv_loop_t loop;
+        const char *config_path;
+        struct config *cfg;
+        struct spool *sp;
+
+        int ifd;                /* inotify */
+        int wd_handoff;
+        uv_poll_t ipoll;
+        uv_signal_t sig_hup, sig_term, sig_int;
+        uv_timer_t t_rescan, t_deadline, t_retry, t_watchdog, t_status;
+        uv_idle_t idle;         /* drains the pending set in chunks */
+
+        json_t *pending;        /* names in handoff/ to decide about, ordered */
+        json_t *retry;          /* names that hit a system error */
+        uint64_t retry_backoff_ms;
+        unsigned rewatch_count;
+        int64_t rewatch_window_start;
+
+        struct control *ctl;
+        bool ready, stopping;
+        int exit_code;
+};
+
+/* Runs until SIGTERM/SIGINT (0) or a fatal error (<0); takes cfg. */
+int daemon_run(const char *config_path, struct config *cfg);
+
+/* Queue every name in handoff/ (start, overflow, periodic safety net). */
+int daemon_rescan(struct daemon *d, const char *why);
+
+#endif

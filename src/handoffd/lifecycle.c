@@ -1,0 +1,373 @@
+/* Lifecycle after the claim (DESIGN.md "Lifecycle after claim" and
+ * "Durability and recovery").  A claimed item is claimed/<id>.json; once
+ * its bootstrap is written, claimed/<id>.delivered records where and when.
+ *
+ *   no marker, no bootstrap  -> deliver (again: the at-least-once window)
+ *   no marker, bootstrap     -> write the marker (crash after delivery)
+ *   marker, no bootstrap     -> consumed: archive
+ *   marker, bootstrap, late  -> expire: take the bootstrap, archive
+ *
+ * Every step holds flock() on claimed/<id>.json, as the claimer does, so
+ * two daemons never act on one item at once. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "files.h"
+#include "lifecycle.h"
+#include "log.h"
+#include "retention.h"
+
+#define BUSY_RETRY_USEC 1000000LL
+
+void lifecycle_note_deadline(struct spool *sp, int64_t t)
+{
+        if (sp->next_deadline == 0 || t < sp->next_deadline)
+                sp->next_deadline = t;
+}
+
+static int load_own(int dirfd, const char *name, size_t max, json_t **ret)
+{
+        _cleanup_free_ char *buf = NULL;
+        _cleanup_close_ int fd = -1;
+        hd_verdict v;
+        size_t len;
+        int r;
+
+        r = hd_open_at(dirfd, name, &fd, &v);
+        if (r < 0)
+                return r;
+        r = hd_read_fd(fd, name, max, &buf, &len, &v);
+        if (r < 0)
+                return r;
+        return hd_parse(buf, len, NULL, ret, &v);
+}
+
+/* A consumer has renamed the bootstrap to its private name and is reading
+ * it: the item is not consumed until that name is gone too. */
+static bool consume_in_progress(struct agent_rt *a, const char *bname)
+{
+        struct dirent *de;
+        bool found = false;
+        size_t bl = strlen(bname);
+        DIR *d;
+        int fd;
+
+        fd = openat(a->handoffs_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+                return false;
+        d = fdopendir(fd);
+        if (!d) {
+                close(fd);
+                return false;
+        }
+        while (!found && (de = readdir(d))) {
+                size_t l = strlen(de->d_name);
+                found = !strncmp(de->d_name, ".consume.", 9) && l > bl &&
+                        !strcmp(de->d_name + l - bl, bname);
+        }
+        closedir(d);
+        return found;
+}
+
+static int archive(struct spool *sp, const char *id, const json_t *doc,
+                   const char *outcome, const char *accepted_at, int64_t now)
+{
+        const char *from = json_string_value(json_object_get(doc, "from_agent"));
+        const char *to = json_string_value(json_object_get(doc, "to_agent"));
+        char name[NAME_MAX + 1], side[NAME_MAX + 16], src[NAME_MAX + 1], at[HD_TIME_MAX];
+        _cleanup_free_ char *buf = NULL;
+        json_t *o;
+        size_t len;
+        struct stat st;
+        int r;
+
+        hd_time_format(now, at, sizeof(at));
+        snprintf(src, sizeof(src), "%s.json", id);
+        for (unsigned n = 0;; n++) {
+                if (n >= 100)
+                        return -EEXIST;
+                /* The real implementation's archive name. */
+                if (n == 0)
+                        snprintf(name, sizeof(name), "%lld-%s-%s-%s.json",
+                                 (long long)(now / 1000000), from ? from : "unknown",
+                                 to ? to : "unknown", id);
+                else
+                        snprintf(name, sizeof(name), "%lld-%s-%s-%s~%u.json",
+                                 (long long)(now / 1000000), from ? from : "unknown",
+                                 to ? to : "unknown", id, n);
+                snprintf(side, sizeof(side), "%s.outcome", name);
+                if (fstatat(sp->fd[SD_ARCHIVE], name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                        break;
+        }
+        o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "handoff_id", id, "outcome", outcome,
+                      "from_agent", from ? from : "", "to_agent", to ? to : "",
+                      "archived_at", at, "accepted_at", accepted_at ? accepted_at : "");
+        if (!o)
+                return -ENOMEM;
+        r = hd_canon_dump(o, NULL, &buf, &len);
+        json_decref(o);
+        if (r < 0)
+                return r;
+        /* Outcome first: an archived item always says how it ended. */
+        r = hd_write_atomic(sp->fd[SD_ARCHIVE], side, buf, len, 0640, false);
+        if (r < 0)
+                return r;
+        r = hd_move_noreplace(sp->fd[SD_CLAIMED], src, sp->fd[SD_ARCHIVE], name);
+        if (r < 0) {
+                unlinkat(sp->fd[SD_ARCHIVE], side, 0);
+                return r == -ENOENT ? 0 : r;    /* another daemon archived it */
+        }
+        snprintf(src, sizeof(src), "%s.delivered", id);
+        unlinkat(sp->fd[SD_CLAIMED], src, 0);
+        sp->dirty[SD_ARCHIVE] = sp->dirty[SD_CLAIMED] = true;
+        if (!strcmp(outcome, "consumed"))
+                sp->st.consumed++;
+        else
+                sp->st.expired++;
+        log_decision(LOG_INFO, id, to, outcome, NULL, "Archived %s as %s", id, outcome);
+        return 1;
+}
+
+static int check_locked(struct spool *sp, const char *id, int fd, int64_t now)
+{
+        _cleanup_json_ json_t *doc = NULL, *marker = NULL, *boot = NULL;
+        _cleanup_free_ char *buf = NULL;
+        char bname[NAME_MAX + 1], mname[NAME_MAX + 1], priv[NAME_MAX + 16];
+        const char *to, *acc = NULL;
+        struct agent_rt *a;
+        struct stat st;
+        hd_verdict v;
+        int64_t accepted;
+        size_t len;
+        int r;
+
+        r = hd_read_fd(fd, id, sp->cfg->max_file_size, &buf, &len, &v);
+        if (r < 0)
+                return r == -EBADMSG ? 0 : r;
+        r = hd_parse(buf, len, NULL, &doc, &v);
+        if (r < 0)
+                return r == -EBADMSG ? 0 : r;
+        to = json_string_value(json_object_get(doc, "to_agent"));
+        a = spool_agent(sp, to);
+        if (!a)
+                return 0;       /* served by another daemon (or no more) */
+        r = hd_bootstrap_name(id, bname, sizeof(bname));
+        if (r < 0)
+                return r;
+        snprintf(mname, sizeof(mname), "%s.delivered", id);
+        r = load_own(sp->fd[SD_CLAIMED], mname, 65536, &marker);
+        if (r < 0 && r != -ENOENT && r != -EBADMSG)
+                return r;
+        bool have_boot = fstatat(a->handoffs_fd, bname, &st, AT_SYMLINK_NOFOLLOW) == 0;
+
+        if (!marker) {
+                if (!have_boot) {
+                        r = spool_deliver(sp, a, doc, now);
+                        if (r < 0)
+                                return r;
+                        sp->st.redelivered++;
+                        log_decision(LOG_NOTICE, id, a->cfg->name, "redelivered", NULL,
+                                     "Delivered %s to %s again after a crash", id,
+                                     a->cfg->name);
+                        return 0;
+                }
+                /* Delivered, then the daemon died before the marker. */
+                r = load_own(a->handoffs_fd, bname, sp->cfg->max_file_size, &boot);
+                acc = boot ? json_string_value(json_object_get(boot, "accepted_at")) : NULL;
+                if (!acc || hd_time_parse(acc, &accepted) < 0)
+                        accepted = now;
+                char at[HD_TIME_MAX];
+                hd_time_format(accepted, at, sizeof(at));
+                json_t *m = json_pack("{s:s, s:s, s:s, s:s}", "handoff_id", id, "agent",
+                                      a->cfg->name, "bootstrap", bname, "accepted_at", at);
+                _cleanup_free_ char *mb = NULL;
+                size_t ml;
+                r = m ? hd_canon_dump(m, NULL, &mb, &ml) : -ENOMEM;
+                json_decref(m);
+                if (r < 0)
+                        return r;
+                r = hd_write_atomic(sp->fd[SD_CLAIMED], mname, mb, ml, 0640, false);
+                if (r < 0)
+                        return r;
+                sp->dirty[SD_CLAIMED] = true;
+                lifecycle_note_deadline(sp, accepted + sp->cfg->resume_window * 1000000LL);
+                return 0;
+        }
+
+        acc = json_string_value(json_object_get(marker, "accepted_at"));
+        if (!acc || hd_time_parse(acc, &accepted) < 0)
+                accepted = now;
+        if (!have_boot) {
+                if (consume_in_progress(a, bname)) {
+                        lifecycle_note_deadline(sp, now + BUSY_RETRY_USEC);
+                        return 0;
+                }
+                return archive(sp, id, doc, "consumed", acc, now);
+        }
+        int64_t deadline = accepted + sp->cfg->resume_window * 1000000LL;
+        if (now < deadline) {
+                lifecycle_note_deadline(sp, deadline);
+                return 0;
+        }
+        /* Take the bootstrap as a consumer would, so a consumer racing us
+         * either got it (consumed) or finds nothing. */
+        snprintf(priv, sizeof(priv), ".expire.%s", bname);
+        if (renameat(a->handoffs_fd, bname, a->handoffs_fd, priv) < 0) {
+                if (errno != ENOENT)
+                        return -errno;
+                return archive(sp, id, doc, "consumed", acc, now);
+        }
+        r = archive(sp, id, doc, "expired", acc, now);
+        if (r < 0) {
+                /* Put it back: the item is still claimed. */
+                renameat(a->handoffs_fd, priv, a->handoffs_fd, bname);
+                return r;
+        }
+        unlinkat(a->handoffs_fd, priv, 0);
+        if (sp->cfg->fsync)
+                hd_fsync_dir(a->handoffs_fd);
+        return r;
+}
+
+int lifecycle_check(struct spool *sp, const char *id, int64_t now)
+{
+        char name[NAME_MAX + 1];
+        _cleanup_close_ int fd = -1;
+        hd_verdict v;
+        int r;
+
+        if (!hd_id_valid(id))
+                return 0;
+        snprintf(name, sizeof(name), "%s.json", id);
+        r = hd_open_at(sp->fd[SD_CLAIMED], name, &fd, &v);
+        if (r == -ENOENT || r == -EBADMSG)
+                return 0;
+        if (r < 0)
+                return r;
+        if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+                if (errno != EWOULDBLOCK)
+                        return -errno;
+                lifecycle_note_deadline(sp, now + BUSY_RETRY_USEC);
+                return 0;
+        }
+        return check_locked(sp, id, fd, now);
+}
+
+int lifecycle_bootstrap_gone(struct spool *sp, struct agent_rt *a,
+                             const char *name, int64_t now)
+{
+        char id[NAME_MAX + 1];
+        size_t l = strlen(name);
+        int r;
+
+        (void)a;
+        /* A valid id's bootstrap name is the id plus ".json". */
+        if (name[0] == '.' || l < 6 || l - 5 >= sizeof(id) || strcmp(name + l - 5, ".json"))
+                return 0;
+        memcpy(id, name, l - 5);
+        id[l - 5] = '\0';
+        r = lifecycle_check(sp, id, now);
+        spool_flush(sp);
+        return r;
+}
+
+/* Our own temp files (".NAME.XXXXXX" from hd_write_atomic, ".expire.*")
+ * left in a directory by a crash; only at start, when none can be live. */
+static void remove_temps(int dirfd)
+{
+        struct dirent *de;
+        DIR *d;
+        int fd;
+
+        fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+                return;
+        d = fdopendir(fd);
+        if (!d) {
+                close(fd);
+                return;
+        }
+        while ((de = readdir(d))) {
+                const char *n = de->d_name;
+                if (n[0] != '.' || !strcmp(n, ".") || !strcmp(n, ".."))
+                        continue;
+                if (!strncmp(n, ".consume.", 9))
+                        continue;       /* a consumer's, not ours */
+                if (unlinkat(dirfd, n, 0) == 0)
+                        log_info("Removed temp file '%s' left by a crash", n);
+        }
+        closedir(d);
+}
+
+int lifecycle_sweep(struct spool *sp, int64_t now, bool at_start)
+{
+        json_t *set = json_object(), *v;
+        const char *k;
+        void *tmp;
+        int r, first = 0;
+
+        if (!set)
+                return -ENOMEM;
+        if (at_start) {
+                static const int dirs[] = { SD_CLAIMED, SD_ARCHIVE, SD_REJECTED, SD_IDS, SD_BATON };
+                for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++)
+                        remove_temps(sp->fd[dirs[i]]);
+                for (size_t i = 0; i < sp->n_agents; i++)
+                        remove_temps(sp->agents[i].handoffs_fd);
+        }
+        sp->next_deadline = 0;
+        r = spool_list(sp, SD_CLAIMED, set);
+        if (r < 0)
+                goto out;
+        json_object_foreach(set, k, v) {
+                size_t l = strlen(k);
+                char id[NAME_MAX + 1];
+                if (l < 6 || strcmp(k + l - 5, ".json") || l - 5 >= sizeof(id))
+                        continue;
+                memcpy(id, k, l - 5);
+                id[l - 5] = '\0';
+                int q = lifecycle_check(sp, id, now);
+                if (q < 0 && first == 0) {
+                        first = q;
+                        spool_error(sp, q, "Cannot finish claimed item %s", id);
+                        log_error_errno(q, "Cannot finish claimed item %s", id);
+                }
+        }
+        /* Items left for agents not served here, now past their expiry:
+         * decide again (they end as expired_unclaimed). */
+        json_t *due = json_array();
+        json_object_foreach_safe(sp->foreign, tmp, k, v) {
+                if (json_integer_value(v) <= now) {
+                        json_array_append_new(due, json_string_nocheck(k));
+                        json_object_del(sp->foreign, k);
+                } else {
+                        lifecycle_note_deadline(sp, json_integer_value(v));
+                }
+        }
+        if (json_array_size(due) > 0) {
+                size_t n = json_array_size(due);
+                char **names = calloc(n, sizeof(char *));
+                if (names) {
+                        for (size_t i = 0; i < n; i++)
+                                names[i] = (char *)json_string_value(json_array_get(due, i));
+                        spool_process_batch(sp, names, n, now, NULL);
+                        free(names);
+                }
+        }
+        json_decref(due);
+        retention_run(sp, now);
+        r = spool_flush(sp);
+        if (r < 0)
+                spool_error(sp, r, "Cannot fsync the spool");
+out:
+        json_decref(set);
+        return first ? first : r;
+}

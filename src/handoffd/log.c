@@ -1,0 +1,113 @@
+/* Logging to the journal or stderr; see log.h. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <systemd/sd-journal.h>
+
+#include "log.h"
+
+static int max_prio = LOG_INFO;
+static int to_journal;
+
+void log_set_max_priority(int p) { max_prio = p; }
+
+void log_setup(int p)
+{
+        const char *js = getenv("JOURNAL_STREAM");
+        struct stat st;
+        unsigned long long dev, ino;
+
+        max_prio = p;
+        /* JOURNAL_STREAM is "DEV:INO" of the stream systemd gave us; only
+         * when stderr still is that stream do we talk to journald. */
+        if (js && sscanf(js, "%llu:%llu", &dev, &ino) == 2 &&
+            fstat(STDERR_FILENO, &st) == 0 && st.st_dev == dev &&
+            st.st_ino == ino)
+                to_journal = 1;
+}
+
+const char *log_quote(const char *s, char *buf, size_t n)
+{
+        size_t o = 0;
+
+        if (!s)
+                return "(null)";
+        if (n < 8)
+                return "";
+        buf[o++] = '\'';
+        for (; *s && o + 6 < n; s++) {
+                unsigned char c = (unsigned char)*s;
+                if (c == '\'' || c == '\\') {
+                        buf[o++] = '\\';
+                        buf[o++] = (char)c;
+                } else if (c < 0x20 || c == 0x7f) {
+                        o += (size_t)snprintf(buf + o, n - o, "\\x%02x", c);
+                } else {
+                        buf[o++] = (char)c;
+                }
+        }
+        if (*s && o + 4 < n) {
+                memcpy(buf + o, "...", 3);
+                o += 3;
+        }
+        buf[o++] = '\'';
+        buf[o] = '\0';
+        return buf;
+}
+
+static void emit(int prio, const char *msg, const char *id, const char *agent,
+                 const char *outcome, const char *reason)
+{
+        static const char *const names[] = { "emerg", "alert", "crit",
+                "error", "warning", "notice", "info", "debug" };
+
+        if (prio > max_prio)
+                return;
+        if (to_journal) {
+                sd_journal_send("MESSAGE=%s", msg, "PRIORITY=%d", prio,
+                                "SYSLOG_IDENTIFIER=handoffd",
+                                "HANDOFF_ID=%s", id ? id : "",
+                                "AGENT=%s", agent ? agent : "",
+                                "OUTCOME=%s", outcome ? outcome : "",
+                                "REASON=%s", reason ? reason : "", NULL);
+                return;
+        }
+        fprintf(stderr, "handoffd[%s]: %s\n", names[prio & 7], msg);
+}
+
+int log_full(int prio, int err, const char *fmt, ...)
+{
+        char msg[1024];
+        va_list ap;
+        int n;
+
+        if (err < 0)
+                err = -err;
+        if (prio <= max_prio) {
+                va_start(ap, fmt);
+                n = vsnprintf(msg, sizeof(msg), fmt, ap);
+                va_end(ap);
+                if (err && n >= 0 && (size_t)n < sizeof(msg))
+                        snprintf(msg + n, sizeof(msg) - (size_t)n, ": %s",
+                                 strerror(err));
+                emit(prio, msg, NULL, NULL, NULL, NULL);
+        }
+        return -err;
+}
+
+void log_decision(int prio, const char *id, const char *agent,
+                  const char *outcome, const char *reason, const char *fmt,
+                  ...)
+{
+        char msg[1024];
+        va_list ap;
+
+        if (prio > max_prio)
+                return;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof(msg), fmt, ap);
+        va_end(ap);
+        emit(prio, msg, id, agent, outcome, reason);
+}

@@ -1,0 +1,14 @@
+/* Retention of archive/ and rejected/ (count, age, bytes), oldest first, in
+ * small batches, never younger than the replay window; and of ids/. */
+#ifndef HD_RETENTION_H
+#define HD_RETENTION_H
+
+#include "spool.h"
+
+/* At most this many removals per directory per run: a mass delete on ext4
+ * slows file creation for minutes (DESIGN.md). */
+#define RETENTION_BATCH 256
+
+void retention_run(struct spool *sp, int64_t now);
+
+#endif

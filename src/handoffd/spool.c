@@ -1,0 +1,616 @@
+/* The spool and the decision for each file in handoff/, in the order of
+ * DESIGN.md: name, safe open, parse, authenticate, validate, freshness,
+ * target, replay, claim, deliver, record.
+ *
+ * Exactly-once among several daemons on one spool rests on three things:
+ * the claim is renameat2(RENAME_NOREPLACE) to claimed/<handoff_id>.json, so
+ * of two files or two daemons with one id only one wins; the claimer holds
+ * flock() on the item from before the rename until its bootstrap and
+ * delivered marker are written, so recovery in another daemon never
+ * delivers an item that is being delivered; and ids/<handoff_id> remembers
+ * every authenticated id after the item has left claimed/. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "files.h"
+#include "lifecycle.h"
+#include "log.h"
+#include "spool.h"
+
+const char *const spool_dir_names[_SD_MAX] = {
+        [SD_TMP] = "tmp",
+        [SD_HANDOFF] = "handoff",
+        [SD_CLAIMED] = "claimed",
+        [SD_ARCHIVE] = "archive",
+        [SD_REJECTED] = "rejected",
+        [SD_IDS] = "ids",
+        [SD_BATON] = "baton",
+};
+
+/* A file whose parse fails this soon after its last change may still be
+ * being written in place (no tmp/ + rename): look again later. */
+#define SETTLE_USEC (2 * 1000000LL)
+
+void spool_error(struct spool *sp, int err, const char *fmt, ...)
+{
+        va_list ap;
+        int n;
+
+        va_start(ap, fmt);
+        n = vsnprintf(sp->st.last_error, sizeof(sp->st.last_error), fmt, ap);
+        va_end(ap);
+        if (err && n >= 0 && (size_t)n < sizeof(sp->st.last_error))
+                snprintf(sp->st.last_error + n, sizeof(sp->st.last_error) - (size_t)n,
+                         ": %s", strerror(err < 0 ? -err : err));
+        sp->st.last_error_usec = hd_now_usec();
+        sp->st.errors++;
+}
+
+/* Open dirfd/path as a directory, creating it (and its parents) when
+ * missing.  A directory we create gets exactly mode, whatever the umask:
+ * the group write bit of handoff/ is what lets agents submit. */
+static int open_dir_at(int dirfd, const char *path, mode_t mode, int *ret)
+{
+        bool created = false;
+        int fd, r;
+
+        if (mkdirat(dirfd, path, mode & 0777) == 0) {
+                created = true;
+        } else if (errno == ENOENT) {
+                r = hd_mkdir_p_at(dirfd, path, 0750);
+                if (r < 0)
+                        return r;
+                created = true;
+        } else if (errno != EEXIST) {
+                return -errno;
+        }
+        fd = openat(dirfd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        if (created && fchmod(fd, mode) < 0) {
+                r = -errno;
+                close(fd);
+                return r;
+        }
+        *ret = fd;
+        return 0;
+}
+
+static void agents_close(struct spool *sp)
+{
+        for (size_t i = 0; i < sp->n_agents; i++) {
+                if (sp->agents[i].state_fd >= 0)
+                        close(sp->agents[i].state_fd);
+                if (sp->agents[i].handoffs_fd >= 0)
+                        close(sp->agents[i].handoffs_fd);
+        }
+        free(sp->agents);
+        sp->agents = NULL;
+        sp->n_agents = 0;
+}
+
+static int agents_open(struct spool *sp, struct config *cfg)
+{
+        struct agent_rt *a = calloc(cfg->n_agents, sizeof(*a));
+        int r;
+
+        if (!a && cfg->n_agents)
+                return -ENOMEM;
+        for (size_t i = 0; i < cfg->n_agents; i++) {
+                a[i].cfg = &cfg->agents[i];
+                a[i].state_fd = a[i].handoffs_fd = a[i].wd = -1;
+        }
+        for (size_t i = 0; i < cfg->n_agents; i++) {
+                r = open_dir_at(AT_FDCWD, a[i].cfg->state_dir, 0750, &a[i].state_fd);
+                if (r < 0) {
+                        log_error_errno(r, "Cannot open state_dir '%s' of agent %s",
+                                        a[i].cfg->state_dir, a[i].cfg->name);
+                        goto fail;
+                }
+                /* The agent deletes its bootstraps: its group may write here. */
+                r = open_dir_at(a[i].state_fd, "handoffs", 02770, &a[i].handoffs_fd);
+                if (r < 0) {
+                        log_error_errno(r, "Cannot open '%s/handoffs'",
+                                        a[i].cfg->state_dir);
+                        goto fail;
+                }
+        }
+        agents_close(sp);
+        sp->agents = a;
+        sp->n_agents = cfg->n_agents;
+        return 0;
+fail:
+        for (size_t i = 0; i < cfg->n_agents; i++) {
+                if (a[i].state_fd >= 0)
+                        close(a[i].state_fd);
+                if (a[i].handoffs_fd >= 0)
+                        close(a[i].handoffs_fd);
+        }
+        free(a);
+        return r;
+}
+
+int spool_open(struct config *cfg, struct spool **ret)
+{
+        struct spool *sp;
+        int r;
+
+        sp = calloc(1, sizeof(*sp));
+        if (!sp)
+                return -ENOMEM;
+        sp->root_fd = -1;
+        for (int i = 0; i < _SD_MAX; i++)
+                sp->fd[i] = -1;
+        sp->foreign = json_object();
+        sp->cfg = cfg;
+        sp->st.started_usec = hd_now_usec();
+        r = open_dir_at(AT_FDCWD, cfg->spool_dir, 0750, &sp->root_fd);
+        if (r < 0) {
+                log_error_errno(r, "Cannot open spool '%s'", cfg->spool_dir);
+                goto fail;
+        }
+        for (int i = 0; i < _SD_MAX; i++) {
+                /* Producers (group members) create files in tmp/ and
+                 * handoff/; setgid keeps the spool's group on them. */
+                mode_t m = (i == SD_TMP || i == SD_HANDOFF) ? 02770 : 0750;
+                r = open_dir_at(sp->root_fd, spool_dir_names[i], m, &sp->fd[i]);
+                if (r < 0) {
+                        log_error_errno(r, "Cannot open '%s/%s'", cfg->spool_dir,
+                                        spool_dir_names[i]);
+                        goto fail;
+                }
+        }
+        r = agents_open(sp, cfg);
+        if (r < 0)
+                goto fail;
+        *ret = sp;
+        return 0;
+fail:
+        spool_close(sp);
+        return r;
+}
+
+int spool_set_config(struct spool *sp, struct config *cfg)
+{
+        int r = agents_open(sp, cfg);
+        if (r < 0)
+                return r;
+        sp->cfg = cfg;
+        return 0;
+}
+
+void spool_close(struct spool *sp)
+{
+        if (!sp)
+                return;
+        agents_close(sp);
+        for (int i = 0; i < _SD_MAX; i++)
+                if (sp->fd[i] >= 0)
+                        close(sp->fd[i]);
+        if (sp->root_fd >= 0)
+                close(sp->root_fd);
+        json_decref(sp->foreign);
+        free(sp);
+}
+
+struct agent_rt *spool_agent(struct spool *sp, const char *name)
+{
+        if (!name)
+                return NULL;
+        for (size_t i = 0; i < sp->n_agents; i++)
+                if (!strcmp(sp->agents[i].cfg->name, name))
+                        return &sp->agents[i];
+        return NULL;
+}
+
+int spool_flush(struct spool *sp)
+{
+        int r = 0, q;
+
+        for (int i = 0; i < _SD_MAX; i++)
+                if (sp->dirty[i]) {
+                        sp->dirty[i] = false;
+                        if (sp->cfg->fsync && (q = hd_fsync_dir(sp->fd[i])) < 0 && r == 0)
+                                r = q;
+                }
+        return r;
+}
+
+int spool_list(struct spool *sp, enum spool_dir d, json_t *set)
+{
+        struct dirent *de;
+        DIR *dir;
+        int fd;
+
+        fd = openat(sp->fd[d], ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        dir = fdopendir(fd);
+        if (!dir) {
+                close(fd);
+                return -errno;
+        }
+        while ((de = readdir(dir)))
+                if (de->d_name[0] != '.')
+                        json_object_set_new_nocheck(set, de->d_name, json_null());
+        closedir(dir);
+        return 0;
+}
+
+static bool name_ignored(const char *name)
+{
+        size_t l = strlen(name);
+
+        /* Dotfiles are writers' temp names (".NAME.tmp", ours too). */
+        return name[0] == '.' || (l > 4 && !strcmp(name + l - 4, ".tmp")) ||
+               name[l - 1] == '~';
+}
+
+/* A name that can live in rejected/: unsafe bytes become '_'. */
+static void name_sanitize(const char *in, char *out, size_t n)
+{
+        size_t o = 0;
+
+        for (; *in && o + 1 < n && o < 200; in++) {
+                unsigned char c = (unsigned char)*in;
+                out[o++] = (c < 0x21 || c == 0x7f || c == '/' || c >= 0x80) ? '_' : (char)c;
+        }
+        out[o] = '\0';
+        if (o == 0 || !strcmp(out, ".") || !strcmp(out, ".."))
+                snprintf(out, n, "unnamed");
+        if (out[0] == '.')
+                out[0] = '_';
+}
+
+static int id_mark(struct spool *sp, const char *id)
+{
+        int fd;
+
+        if (!id || !hd_id_valid(id))
+                return 0;
+        fd = openat(sp->fd[SD_IDS], id,
+                    O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0640);
+        if (fd < 0)
+                return -errno;
+        close(fd);
+        sp->dirty[SD_IDS] = true;
+        return 0;
+}
+
+static bool id_seen(struct spool *sp, const char *id)
+{
+        char claimed[NAME_MAX + 1];
+        struct stat st;
+
+        if (fstatat(sp->fd[SD_IDS], id, &st, AT_SYMLINK_NOFOLLOW) == 0)
+                return true;
+        snprintf(claimed, sizeof(claimed), "%s.json", id);
+        return fstatat(sp->fd[SD_CLAIMED], claimed, &st, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
+int spool_reject(struct spool *sp, const char *name, hd_reason reason,
+                 const char *detail, const char *handoff_id, int64_t now)
+{
+        char base[NAME_MAX + 1], dst[NAME_MAX + 1], rsn[NAME_MAX + 16];
+        char at[HD_TIME_MAX];
+        _cleanup_free_ char *buf = NULL;
+        json_t *o;
+        size_t len;
+        struct stat st;
+        int r;
+
+        name_sanitize(name, base, sizeof(base));
+        hd_time_format(now, at, sizeof(at));
+        o = json_pack("{s:s, s:s, s:s, s:s}", "reason", hd_reason_name(reason),
+                      "detail", detail ? detail : "", "at", at, "name", base);
+        if (!o)
+                return -ENOMEM;
+        if (handoff_id && hd_id_valid(handoff_id))
+                json_object_set_new(o, "handoff_id", json_string(handoff_id));
+        r = hd_canon_dump(o, NULL, &buf, &len);
+        json_decref(o);
+        if (r < 0)
+                return r;
+
+        for (unsigned n = 0; n < 1000; n++) {
+                if (n == 0)
+                        snprintf(dst, sizeof(dst), "%s", base);
+                else
+                        snprintf(dst, sizeof(dst), "%s~%u", base, n);
+                snprintf(rsn, sizeof(rsn), "%s.reason", dst);
+                if (fstatat(sp->fd[SD_REJECTED], dst, &st, AT_SYMLINK_NOFOLLOW) == 0 ||
+                    fstatat(sp->fd[SD_REJECTED], rsn, &st, AT_SYMLINK_NOFOLLOW) == 0)
+                        continue;
+                /* The reason first: an item in rejected/ always has one. */
+                r = hd_write_atomic(sp->fd[SD_REJECTED], rsn, buf, len, 0640, false);
+                if (r < 0)
+                        return r;
+                r = hd_move_noreplace(sp->fd[SD_HANDOFF], name, sp->fd[SD_REJECTED], dst);
+                if (r == -EEXIST) {
+                        unlinkat(sp->fd[SD_REJECTED], rsn, 0);
+                        continue;
+                }
+                if (r < 0) {
+                        unlinkat(sp->fd[SD_REJECTED], rsn, 0);
+                        return r == -ENOENT ? IO_GONE : r;
+                }
+                sp->dirty[SD_REJECTED] = sp->dirty[SD_HANDOFF] = true;
+                sp->st.rejected[reason]++;
+                if (handoff_id)
+                        id_mark(sp, handoff_id);
+                char q[300];
+                log_decision(LOG_NOTICE, handoff_id, NULL, "rejected", hd_reason_name(reason),
+                             "Rejected %s: %s: %s", log_quote(name, q, sizeof(q)),
+                             hd_reason_name(reason), detail ? detail : "");
+                return 0;
+        }
+        return -EEXIST;
+}
+
+static bool foreign_fresh(struct spool *sp, const char *name, int64_t now)
+{
+        json_t *e = json_object_get(sp->foreign, name);
+        return e && json_integer_value(e) >= now;
+}
+
+/* One item between the first look and the claim rename. */
+struct item {
+        const char *name;
+        int fd;                 /* held with flock(LOCK_EX) */
+        json_t *doc;
+        const char *id;
+        struct agent_rt *agent;
+        int outcome;
+};
+
+/* Steps 1-9 for one name; on IO_CLAIMED it->doc/fd stay for delivery. */
+static int decide(struct spool *sp, struct item *it, int64_t now)
+{
+        const struct config *c = sp->cfg;
+        const char *name = it->name;
+        _cleanup_free_ char *buf = NULL;
+        char claimed[NAME_MAX + 1];
+        hd_verdict v;
+        size_t len;
+        struct stat st;
+        int r;
+
+        if (name_ignored(name))
+                return IO_IGNORED;
+        if (!hd_name_safe(name))
+                return spool_reject(sp, name, HD_R_BAD_NAME,
+                                    "file name is not a safe name", NULL, now) ?: IO_REJECTED;
+        if (foreign_fresh(sp, name, now))
+                return IO_LEFT;
+
+        r = hd_open_at(sp->fd[SD_HANDOFF], name, &it->fd, &v);
+        if (r == -ENOENT)
+                return IO_GONE;
+        if (r == -EBADMSG)
+                goto reject;
+        if (r < 0)
+                return r;
+        /* Another handoffd is deciding about this very file. */
+        if (flock(it->fd, LOCK_EX | LOCK_NB) < 0)
+                return errno == EWOULDBLOCK ? IO_BUSY : -errno;
+        r = hd_read_fd(it->fd, name, c->max_file_size, &buf, &len, &v);
+        if (r == -EBADMSG)
+                goto reject;
+        if (r < 0)
+                return r;
+        hd_limits lim = { .max_size = c->max_file_size, .max_depth = HD_DEFAULT_MAX_DEPTH };
+        r = hd_parse(buf, len, &lim, &it->doc, &v);
+        if (r == -EBADMSG) {
+                if (fstat(it->fd, &st) == 0 &&
+                    now - (int64_t)st.st_mtim.tv_sec * 1000000LL - st.st_mtim.tv_nsec / 1000 < SETTLE_USEC) {
+                        sp->st.deferred++;
+                        return IO_DEFERRED;
+                }
+                goto reject;
+        }
+        if (r < 0)
+                return r;
+
+        const char *to = json_string_value(json_object_get(it->doc, "to_agent"));
+        hd_policy pol = { .max_clock_skew_s = c->max_clock_skew, .max_window_s = c->max_window };
+        hd_payload_opts po = { .roles = (const char *const *)c->roles };
+        it->agent = spool_agent(sp, to);
+        r = hd_verify(it->doc, config_key_lookup, (void *)c, &pol, &po, now, &v);
+        if (r == -EBADMSG) {
+                if (it->agent)
+                        goto reject;
+                /* Not ours: another daemon may hold the sender's key. */
+                if (v.reason == HD_R_UNKNOWN_KEY || v.reason == HD_R_BAD_MAC)
+                        goto left;
+                if (v.reason == HD_R_EXPIRED && to && hd_agent_valid(to)) {
+                        v.reason = HD_R_EXPIRED_UNCLAIMED;
+                        goto reject_authenticated;
+                }
+                goto reject;
+        }
+        if (r < 0)
+                return r;
+        it->id = json_string_value(json_object_get(it->doc, "handoff_id"));
+        if (!it->agent)
+                goto left;
+
+        if (id_seen(sp, it->id)) {
+                v.reason = HD_R_DUPLICATE_ID;
+                snprintf(v.detail, sizeof(v.detail), "handoff_id '%s' was seen before", it->id);
+                goto reject_authenticated;
+        }
+        const char *ptype = json_string_value(json_object_get(it->doc, "payload_type"));
+        if (ptype && !strcmp(ptype, "baton/1")) {
+                r = hd_baton_check(sp->fd[SD_BATON], json_object_get(it->doc, "payload"), &v);
+                if (r == -EBADMSG)
+                        goto reject_authenticated;
+                if (r < 0)
+                        return r;
+        }
+
+        snprintf(claimed, sizeof(claimed), "%s.json", it->id);
+        r = hd_move_noreplace(sp->fd[SD_HANDOFF], name, sp->fd[SD_CLAIMED], claimed);
+        if (r == -ENOENT)
+                return IO_GONE;
+        if (r == -EEXIST) {
+                v.reason = HD_R_DUPLICATE_ID;
+                snprintf(v.detail, sizeof(v.detail), "handoff_id '%s' is already claimed", it->id);
+                goto reject_authenticated;
+        }
+        if (r < 0)
+                return r;
+        sp->dirty[SD_CLAIMED] = sp->dirty[SD_HANDOFF] = true;
+        sp->st.claimed++;
+        r = id_mark(sp, it->id);
+        if (r < 0)      /* claimed/<id>.json answers for it meanwhile */
+                log_warning_errno(r, "Cannot record handoff_id %s", it->id);
+        return IO_CLAIMED;
+
+left:
+        {
+                /* Re-verified only when it expires (or the daemon restarts). */
+                const char *exp = json_string_value(json_object_get(it->doc, "expires_at"));
+                int64_t t;
+                if (!exp || hd_time_parse(exp, &t) < 0)
+                        t = now + c->max_window * 1000000LL;
+                json_object_set_new_nocheck(sp->foreign, name, json_integer(t + 1));
+                lifecycle_note_deadline(sp, t + 1);
+                sp->st.left++;
+                char q[300];
+                log_decision(LOG_DEBUG, NULL, to, "left", NULL,
+                             "Left %s for agent %s, not served here",
+                             log_quote(name, q, sizeof(q)), to ? to : "(none)");
+                return IO_LEFT;
+        }
+reject_authenticated:
+        r = spool_reject(sp, name, v.reason, v.detail,
+                         json_string_value(json_object_get(it->doc, "handoff_id")), now);
+        return r < 0 ? r : r == IO_GONE ? IO_GONE : IO_REJECTED;
+reject:
+        r = spool_reject(sp, name, v.reason, v.detail, NULL, now);
+        return r < 0 ? r : r == IO_GONE ? IO_GONE : IO_REJECTED;
+}
+
+int spool_deliver(struct spool *sp, struct agent_rt *a, const json_t *doc,
+                  int64_t now)
+{
+        const char *id = json_string_value(json_object_get(doc, "handoff_id"));
+        _cleanup_free_ char *buf = NULL, *mbuf = NULL;
+        _cleanup_json_ json_t *b = NULL, *m = NULL;
+        char bname[NAME_MAX + 1], mname[NAME_MAX + 1], at[HD_TIME_MAX];
+        size_t len, mlen;
+        int r;
+
+        r = hd_bootstrap_name(id, bname, sizeof(bname));
+        if (r < 0)
+                return r;
+        r = hd_bootstrap_build(doc, now, &b);
+        if (r < 0)
+                return r;
+        r = hd_canon_dump(b, NULL, &buf, &len);
+        if (r < 0)
+                return r;
+        if (a->cfg->delivery && strcmp(a->cfg->delivery, "bootstrap")) {
+                hd_deliver_opts o = {
+                        .profile = a->cfg->delivery,
+                        .act_format = a->cfg->act_format,
+                        .act_max_files = a->cfg->act_max_files,
+                        .do_fsync = sp->cfg->fsync,
+                };
+                r = hd_deliver_profile(a->state_fd, doc, &o, now);
+                if (r < 0)
+                        return r;
+        }
+        r = hd_write_atomic(a->handoffs_fd, bname, buf, len, 0640, sp->cfg->fsync);
+        if (r < 0)
+                return r;
+        /* The marker tells "consumed" (marker, no bootstrap) from "never
+         * delivered" (neither) after a crash. */
+        hd_time_format(now, at, sizeof(at));
+        m = json_pack("{s:s, s:s, s:s, s:s}", "handoff_id", id, "agent", a->cfg->name,
+                      "bootstrap", bname, "accepted_at", at);
+        if (!m)
+                return -ENOMEM;
+        r = hd_canon_dump(m, NULL, &mbuf, &mlen);
+        if (r < 0)
+                return r;
+        snprintf(mname, sizeof(mname), "%s.delivered", id);
+        r = hd_write_atomic(sp->fd[SD_CLAIMED], mname, mbuf, mlen, 0640, false);
+        if (r < 0)
+                return r;
+        sp->dirty[SD_CLAIMED] = true;
+        sp->st.delivered++;
+        lifecycle_note_deadline(sp, now + sp->cfg->resume_window * 1000000LL);
+        return 0;
+}
+
+int spool_process_batch(struct spool *sp, char *const *names, size_t n,
+                        int64_t now, int *outcomes)
+{
+        struct item *items;
+        int errors = 0, r;
+
+        items = calloc(n ? n : 1, sizeof(*items));
+        if (!items)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++) {
+                items[i].name = names[i];
+                items[i].fd = -1;
+                r = items[i].outcome = decide(sp, &items[i], now);
+                if (r < 0) {
+                        char q[300];
+                        spool_error(sp, r, "Cannot process %s",
+                                    log_quote(names[i], q, sizeof(q)));
+                        log_error_errno(r, "Cannot process %s", q);
+                        errors++;
+                }
+                if (outcomes)
+                        outcomes[i] = r;
+        }
+        /* Claims are on disk before any bootstrap exists: otherwise a power
+         * loss could bring the file back to handoff/ after its agent had
+         * already read the bootstrap, and it would be delivered twice. */
+        r = spool_flush(sp);
+        if (r < 0) {
+                spool_error(sp, r, "Cannot fsync the spool");
+                log_error_errno(r, "Cannot fsync the spool");
+        }
+        for (size_t i = 0; i < n; i++) {
+                struct item *it = &items[i];
+                if (it->outcome == IO_CLAIMED && r == 0) {
+                        int q = spool_deliver(sp, it->agent, it->doc, now);
+                        if (q < 0) {
+                                /* Stays claimed without a marker: the sweep
+                                 * delivers it again, with backoff. */
+                                spool_error(sp, q, "Cannot deliver %s to %s", it->id,
+                                            it->agent->cfg->name);
+                                log_error_errno(q, "Cannot deliver %s to %s", it->id,
+                                                it->agent->cfg->name);
+                                errors++;
+                        } else {
+                                log_decision(LOG_INFO, it->id, it->agent->cfg->name,
+                                             "claimed", NULL, "Claimed %s for %s",
+                                             it->id, it->agent->cfg->name);
+                        }
+                }
+        }
+        r = spool_flush(sp);
+        if (r < 0)
+                spool_error(sp, r, "Cannot fsync the spool");
+        for (size_t i = 0; i < n; i++) {
+                if (items[i].fd >= 0)
+                        close(items[i].fd);
+                json_decref(items[i].doc);
+        }
+        free(items);
+        return errors;
+}

@@ -1,0 +1,104 @@
+/* The spool: its state directories, the decision for each file dropped into
+ * handoff/ (DESIGN.md "The daemon's decisions, in order"), claim, reject,
+ * deliver.  Plain functions over directory fds; the loop calls them. */
+#ifndef HD_SPOOL_H
+#define HD_SPOOL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "handoff.h"
+
+enum spool_dir {
+        SD_TMP,
+        SD_HANDOFF,
+        SD_CLAIMED,
+        SD_ARCHIVE,
+        SD_REJECTED,
+        SD_IDS,         /* one empty file per handoff_id seen: replay memory */
+        SD_BATON,
+        _SD_MAX
+};
+
+extern const char *const spool_dir_names[_SD_MAX];
+
+struct agent_rt {
+        const struct config_agent *cfg;
+        int state_fd;
+        int handoffs_fd;        /* state_dir/handoffs/ */
+        int wd;                 /* inotify watch on handoffs/, or -1 */
+};
+
+struct spool_stats {
+        int64_t started_usec;
+        uint64_t claimed, delivered, redelivered, consumed, expired,
+                 left, deferred, overflows, rescans, errors, archived_pruned,
+                 rejected_pruned;
+        uint64_t rejected[_HD_R_MAX];
+        char last_error[256];
+        int64_t last_error_usec;
+        bool watch_ok;
+        unsigned write_errors_pending; /* items waiting for a retry */
+};
+
+struct spool {
+        struct config *cfg;
+        int root_fd;
+        int fd[_SD_MAX];
+        struct agent_rt *agents;
+        size_t n_agents;
+        struct spool_stats st;
+        json_t *foreign;        /* name -> expires_at usec, left alone */
+        int64_t next_deadline;  /* earliest lifecycle deadline, usec; 0 none */
+        bool dirty[_SD_MAX];    /* directory needs an fsync */
+};
+
+enum item_outcome {
+        IO_IGNORED,     /* dotfile or temp name */
+        IO_GONE,        /* vanished, or another claimer won */
+        IO_LEFT,        /* for an agent not served here */
+        IO_DEFERRED,    /* still being written; look again later */
+        IO_BUSY,        /* another process holds it */
+        IO_REJECTED,
+        IO_CLAIMED,
+};
+
+/* Open (creating what is missing) the spool of cfg and the agents' state
+ * directories. */
+int spool_open(struct config *cfg, struct spool **ret);
+void spool_close(struct spool *sp);
+/* After a reload: take the new config's agents (same spool dir). */
+int spool_set_config(struct spool *sp, struct config *cfg);
+
+struct agent_rt *spool_agent(struct spool *sp, const char *name);
+
+/* Decide about names in handoff/ (a burst): claims are made durable with one
+ * fsync per directory for the whole batch before any bootstrap is written.
+ * outcomes (may be NULL) gets one enum item_outcome per name; a negative
+ * entry is a system error for that name (it stays where it is).  Returns
+ * the number of system errors. */
+int spool_process_batch(struct spool *sp, char *const *names, size_t n,
+                        int64_t now, int *outcomes);
+
+/* Every name currently in directory d, into set (a JSON object used as an
+ * ordered set of names). */
+int spool_list(struct spool *sp, enum spool_dir d, json_t *set);
+
+/* Move handoff/name to rejected/ with its reason file; 0, or IO_GONE. */
+int spool_reject(struct spool *sp, const char *name, hd_reason reason,
+                 const char *detail, const char *handoff_id, int64_t now);
+
+/* The bootstrap (and delivery profile copies) for a claimed document, plus
+ * the claimed/<id>.delivered marker. */
+int spool_deliver(struct spool *sp, struct agent_rt *a, const json_t *doc,
+                  int64_t now);
+
+/* fsync every directory marked dirty. */
+int spool_flush(struct spool *sp);
+
+/* Record a system error for status. */
+void spool_error(struct spool *sp, int err, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+
+#endif

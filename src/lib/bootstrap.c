@@ -1,0 +1,165 @@
+/* The bootstrap: the one-shot file a target agent reads at start, in the
+ * form the real consumer (gptme-voice) expects, and its file name. */
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "handoff.h"
+#include "util.h"
+
+int hd_bootstrap_name(const char *handoff_id, char *buf, size_t n)
+{
+        size_t o = 0;
+
+        /* The real consumer keeps ASCII/Unicode alphanumerics, '-' and '_';
+         * a valid handoff_id is ASCII, so ASCII is all that can occur. */
+        for (const char *p = handoff_id ? handoff_id : ""; *p; p++) {
+                unsigned char c = (unsigned char)*p;
+                if (!(isalnum(c) || c == '-' || c == '_') || c >= 0x80)
+                        continue;
+                if (o + 1 >= n)
+                        return -ENAMETOOLONG;
+                buf[o++] = (char)c;
+        }
+        buf[o] = '\0';
+        if (o == 0 && xsnprintf(buf, n, "handoff") < 0)
+                return -ENAMETOOLONG;
+        if (xsnprintf(buf + strlen(buf), n - strlen(buf), ".json") < 0)
+                return -ENAMETOOLONG;
+        return 0;
+}
+
+/* Growable string for the rendered context. */
+struct sbuf {
+        char *s;
+        size_t len, cap;
+        int err;
+};
+
+_printf_(2, 3) static void sb_printf(struct sbuf *b, const char *fmt, ...)
+{
+        va_list ap;
+        int n;
+
+        if (b->err)
+                return;
+        for (;;) {
+                va_start(ap, fmt);
+                n = vsnprintf(b->s ? b->s + b->len : NULL,
+                              b->s ? b->cap - b->len : 0, fmt, ap);
+                va_end(ap);
+                if (n < 0) {
+                        b->err = -EINVAL;
+                        return;
+                }
+                if (b->s && b->len + (size_t)n < b->cap) {
+                        b->len += (size_t)n;
+                        return;
+                }
+                size_t cap = (b->cap + (size_t)n + 1) * 2;
+                char *s = realloc(b->s, cap);
+                if (!s) {
+                        b->err = -ENOMEM;
+                        return;
+                }
+                b->s = s;
+                b->cap = cap;
+        }
+}
+
+static const char *jstr(const json_t *o, const char *k)
+{
+        const char *s = json_string_value(json_object_get(o, k));
+        return s && *s ? s : NULL;
+}
+
+/* The context the agent resumes from: the producer's own summary when it
+ * wrote one, else what from_agent, reason and transcript say; a payload's
+ * Markdown rendering is appended. */
+static int render_context(const json_t *h, char **ret)
+{
+        struct sbuf b = { 0 };
+        const char *own = jstr(h, "resume_context");
+        const json_t *tr = json_object_get(h, "transcript");
+        const char *ptype = jstr(h, "payload_type");
+
+        if (!own)
+                own = jstr(h, "context_summary");
+        if (own) {
+                sb_printf(&b, "%s", own);
+        } else {
+                sb_printf(&b, "%s handed this over to you",
+                          jstr(h, "from_agent") ? jstr(h, "from_agent") : "another agent");
+                if (jstr(h, "reason"))
+                        sb_printf(&b, ". Reason: %s", jstr(h, "reason"));
+                sb_printf(&b, ".");
+                if (json_is_array(tr) && json_array_size(tr) > 0) {
+                        size_t i;
+                        json_t *t;
+                        sb_printf(&b, "\n\nTranscript so far:");
+                        json_array_foreach(tr, i, t)
+                                sb_printf(&b, "\n- %s: %s",
+                                          jstr(t, "role") ? jstr(t, "role") : "?",
+                                          json_string_value(json_object_get(t, "text"))
+                                                  ? json_string_value(json_object_get(t, "text"))
+                                                  : "");
+                }
+        }
+        if (ptype) {
+                char *md = NULL;
+                if (hd_payload_render(ptype, json_object_get(h, "payload"), &md) == 0 && md) {
+                        sb_printf(&b, "\n\n%s", md);
+                        free(md);
+                }
+        }
+        if (b.err) {
+                free(b.s);
+                return b.err;
+        }
+        *ret = b.s;
+        return 0;
+}
+
+int hd_bootstrap_build(const json_t *h, int64_t accepted_usec, json_t **ret)
+{
+        static const char *const copy[] = {
+                "from_agent", "to_agent", "reason", "transcript",
+                "initiated_at", "expires_at", "caller_hash", "payload_type",
+                "payload",
+        };
+        char at[HD_TIME_MAX];
+        _cleanup_free_ char *ctx = NULL;
+        json_t *b;
+        int r;
+
+        if (!json_is_object(h) || !jstr(h, "handoff_id"))
+                return -EINVAL;
+        r = hd_time_format(accepted_usec, at, sizeof(at));
+        if (r < 0)
+                return r;
+        r = render_context(h, &ctx);
+        if (r < 0)
+                return r;
+        b = json_object();
+        if (!b)
+                return -ENOMEM;
+        r = 0;
+        r |= json_object_set_new(b, "protocol_version", json_integer(HD_PROTOCOL_VERSION));
+        r |= json_object_set_new(b, "source", json_string("voice_handoff"));
+        r |= json_object_set_new(b, "handoff_id", json_string(jstr(h, "handoff_id")));
+        r |= json_object_set_new(b, "accepted_at", json_string(at));
+        r |= json_object_set_new(b, "resume_context", json_string(ctx));
+        for (size_t i = 0; i < ELEMENTSOF(copy); i++) {
+                json_t *v = json_object_get(h, copy[i]);
+                if (v)
+                        r |= json_object_set(b, copy[i], v);
+        }
+        if (r) {
+                json_decref(b);
+                return -ENOMEM;
+        }
+        *ret = b;
+        return 0;
+}

@@ -1,0 +1,127 @@
+/* The MAC: HMAC-SHA256 over the canonical bytes (the document without its
+ * "hmac" member, serialized as Python's json.dumps(sort_keys=True,
+ * separators=(",", ":"))), carried as 44 chars of standard base64.
+ * Signing, computing and the constant-time check live here. */
+#include <errno.h>
+#include <sodium.h>
+#include <string.h>
+
+#include "handoff.h"
+#include "key.h"
+#include "util.h"
+
+#define MAC_RAW_LEN crypto_auth_hmacsha256_BYTES
+
+_Static_assert(sodium_base64_ENCODED_LEN(MAC_RAW_LEN,
+               sodium_base64_VARIANT_ORIGINAL) == HD_MAC_B64_LEN + 1,
+               "a 32-byte MAC is 44 base64 chars");
+
+static int mac_raw(const json_t *doc, const hd_key *k,
+                   unsigned char out[MAC_RAW_LEN])
+{
+        _cleanup_free_ char *canon = NULL;
+        crypto_auth_hmacsha256_state st;
+        size_t len = 0;
+        int r;
+
+        if (!doc || !k || !json_is_object(doc))
+                return -EINVAL;
+        if (sodium_init() < 0)
+                return -EIO;
+        r = hd_canon_dump(doc, "hmac", &canon, &len);
+        if (r < 0)
+                return r;
+        /* The _init/_update/_final form takes a key of any length (longer
+         * than a block it is hashed first, as Python's hmac does); the
+         * one-shot crypto_auth_hmacsha256() insists on 32 bytes. */
+        crypto_auth_hmacsha256_init(&st, k->bytes, k->len);
+        crypto_auth_hmacsha256_update(&st, (const unsigned char *)canon, len);
+        crypto_auth_hmacsha256_final(&st, out);
+        /* The state holds the key's padded inner and outer blocks. */
+        sodium_memzero(&st, sizeof(st));
+        return 0;
+}
+
+int hd_mac_compute(const json_t *doc, const hd_key *k,
+                   char out[HD_MAC_B64_LEN + 1])
+{
+        unsigned char mac[MAC_RAW_LEN];
+        int r;
+
+        if (!out)
+                return -EINVAL;
+        r = mac_raw(doc, k, mac);
+        if (r < 0)
+                return r;
+        sodium_bin2base64(out, HD_MAC_B64_LEN + 1, mac, sizeof(mac),
+                          sodium_base64_VARIANT_ORIGINAL);
+        sodium_memzero(mac, sizeof(mac));
+        return 0;
+}
+
+int hd_sign(json_t *doc, const hd_key *k)
+{
+        char b64[HD_MAC_B64_LEN + 1];
+        int r;
+
+        r = hd_mac_compute(doc, k, b64);
+        if (r < 0)
+                return r;
+        if (json_object_set_new(doc, "hmac", json_string(b64)) < 0)
+                return -ENOMEM;
+        return 0;
+}
+
+/* Strict: exactly 44 chars of the standard alphabet with its one '='
+ * pad, decoding to 32 bytes, and the canonical encoding of those bytes
+ * (no stray low bits), so that one MAC has exactly one spelling. */
+static bool mac_decode(const char *s, size_t slen, unsigned char out[MAC_RAW_LEN])
+{
+        char again[HD_MAC_B64_LEN + 1];
+        const char *end = NULL;
+        size_t bin_len = 0;
+
+        if (slen != HD_MAC_B64_LEN)
+                return false;
+        if (sodium_base642bin(out, MAC_RAW_LEN, s, slen, NULL, &bin_len, &end,
+                              sodium_base64_VARIANT_ORIGINAL) != 0)
+                return false;
+        if (bin_len != MAC_RAW_LEN || end != s + slen)
+                return false;
+        sodium_bin2base64(again, sizeof(again), out, MAC_RAW_LEN,
+                          sodium_base64_VARIANT_ORIGINAL);
+        return memcmp(again, s, HD_MAC_B64_LEN) == 0;
+}
+
+int hd_mac_check(const json_t *doc, const hd_key *k, hd_verdict *v)
+{
+        unsigned char want[MAC_RAW_LEN], got[MAC_RAW_LEN];
+        const json_t *h;
+        int r;
+
+        verdict_clear(v);
+        if (!doc || !k)
+                return -EINVAL;
+        if (!json_is_object(doc))
+                return verdict(v, HD_R_BAD_TYPE, "document is not a JSON object");
+        h = json_object_get(doc, "hmac");
+        if (!h)
+                return verdict(v, HD_R_MISSING_FIELD, "hmac is missing");
+        if (!json_is_string(h))
+                return verdict(v, HD_R_BAD_MAC_FORMAT, "hmac is not a string");
+        if (!mac_decode(json_string_value(h), json_string_length(h), got))
+                return verdict(v, HD_R_BAD_MAC_FORMAT,
+                               "hmac is not 44 chars of standard base64 of 32 bytes");
+
+        r = mac_raw(doc, k, want);
+        if (r == -ERANGE)
+                return verdict(v, HD_R_NUMBER_OUT_OF_RANGE,
+                               "a number has no canonical form (not finite)");
+        if (r < 0)
+                return r;
+        r = sodium_memcmp(want, got, MAC_RAW_LEN);
+        sodium_memzero(want, sizeof(want));
+        if (r != 0)
+                return verdict(v, HD_R_BAD_MAC, "hmac does not match the document");
+        return 0;
+}

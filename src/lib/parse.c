@@ -1,0 +1,232 @@
+/* Reading and parsing untrusted handoff files: hd_read_at() opens one name
+ * under a held directory fd without following links or blocking on FIFOs
+ * and reads it with a size cap; hd_parse() turns bytes into a jansson
+ * object with the protocol's limits (NUL bytes, nesting depth, duplicate
+ * keys, numbers outside what jansson represents exactly). */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "handoff.h"
+#include "util.h"
+
+static size_t limits_max_size(const hd_limits *lim)
+{
+        return lim && lim->max_size ? lim->max_size : HD_DEFAULT_MAX_SIZE;
+}
+
+static unsigned limits_max_depth(const hd_limits *lim)
+{
+        return lim && lim->max_depth ? lim->max_depth : HD_DEFAULT_MAX_DEPTH;
+}
+
+int hd_read_at(int dirfd, const char *name, size_t max_size,
+               char **ret_buf, size_t *ret_len, hd_verdict *v)
+{
+        _cleanup_close_ int fd = -1;
+        _cleanup_free_ char *buf = NULL;
+        size_t len = 0, cap;
+        struct stat st;
+
+        if (!name || !ret_buf)
+                return -EINVAL;
+        if (max_size == 0)
+                max_size = HD_DEFAULT_MAX_SIZE;
+        verdict_clear(v);
+
+        /* O_NONBLOCK: opening a FIFO for reading must not wait for a writer.
+         * O_NOFOLLOW: a symlink could point anywhere (ELOOP).
+         * O_NOCTTY: a planted tty must not become our controlling one. */
+        fd = openat(dirfd, name,
+                    O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0) {
+                if (errno == ELOOP)
+                        return verdict(v, HD_R_NOT_REGULAR,
+                                       "'%s' is a symbolic link", name);
+                /* A socket cannot be opened at all. */
+                if (errno == ENXIO)
+                        return verdict(v, HD_R_NOT_REGULAR,
+                                       "'%s' is not a regular file", name);
+                return -errno;
+        }
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        /* Never read anything but a regular file: a FIFO or device could
+         * block or never end. */
+        if (!S_ISREG(st.st_mode))
+                return verdict(v, HD_R_NOT_REGULAR,
+                               "'%s' is not a regular file (mode %06o)",
+                               name, (unsigned)st.st_mode);
+        /* A second name elsewhere means someone else can still change
+         * what we are about to trust. */
+        if (st.st_nlink != 1)
+                return verdict(v, HD_R_HARDLINK, "'%s' has %ju links",
+                               name, (uintmax_t)st.st_nlink);
+        if (st.st_size < 0 || (uintmax_t)st.st_size > max_size)
+                return verdict(v, HD_R_TOO_LARGE,
+                               "'%s' is %jd bytes, limit %zu",
+                               name, (intmax_t)st.st_size, max_size);
+
+        /* st_size is only a hint: the file may grow while we read it, and
+         * some (procfs) report 0.  Read until EOF or one byte past the
+         * limit, whichever is first. */
+        cap = (size_t)st.st_size + 1;
+        if (cap < 4096)
+                cap = max_size + 1 < 4096 ? max_size + 1 : 4096;
+        buf = malloc(cap + 1);
+        if (!buf)
+                return -ENOMEM;
+        for (;;) {
+                ssize_t n;
+
+                if (len == cap) {
+                        size_t ncap;
+                        char *nbuf;
+
+                        if (cap > max_size)
+                                break;
+                        ncap = cap * 2 > max_size + 1 ? max_size + 1 : cap * 2;
+                        nbuf = realloc(buf, ncap + 1);
+                        if (!nbuf)
+                                return -ENOMEM;
+                        buf = nbuf;
+                        cap = ncap;
+                }
+                n = read(fd, buf + len, cap - len);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                if (n == 0)
+                        break;
+                len += (size_t)n;
+        }
+        if (len > max_size)
+                return verdict(v, HD_R_TOO_LARGE,
+                               "'%s' grew past the limit of %zu bytes",
+                               name, max_size);
+        buf[len] = '\0';
+
+        *ret_buf = TAKE_PTR(buf);
+        if (ret_len)
+                *ret_len = len;
+        return 0;
+}
+
+/* Raw NUL bytes and nesting depth, checked before jansson sees the bytes:
+ * jansson recurses once per level up to its own limit of 2048, and its
+ * error for a NUL would not say where it was.  Brackets inside strings do
+ * not count, so strings and their escapes are tracked. */
+static int parse_prescan(const unsigned char *p, size_t len, unsigned max_depth,
+                         hd_verdict *v)
+{
+        bool in_string = false, escaped = false;
+        size_t depth = 0;
+
+        for (size_t i = 0; i < len; i++) {
+                unsigned char c = p[i];
+
+                if (c == '\0')
+                        return verdict(v, HD_R_PARSE_ERROR,
+                                       "NUL byte at offset %zu", i);
+                if (in_string) {
+                        if (escaped)
+                                escaped = false;
+                        else if (c == '\\')
+                                escaped = true;
+                        else if (c == '"')
+                                in_string = false;
+                        continue;
+                }
+                switch (c) {
+                case '"':
+                        in_string = true;
+                        break;
+                case '[':
+                case '{':
+                        if (++depth > max_depth)
+                                return verdict(v, HD_R_TOO_DEEP,
+                                               "nesting deeper than %u at offset %zu",
+                                               max_depth, i);
+                        break;
+                case ']':
+                case '}':
+                        /* Unbalanced input is jansson's to report. */
+                        if (depth > 0)
+                                depth--;
+                        break;
+                default:
+                        break;
+                }
+        }
+        return 0;
+}
+
+int hd_parse(const void *buf, size_t len, const hd_limits *lim,
+             json_t **ret, hd_verdict *v)
+{
+        size_t max_size = limits_max_size(lim);
+        json_t *doc;
+        json_error_t err;
+        int r;
+
+        if ((!buf && len > 0) || !ret)
+                return -EINVAL;
+        verdict_clear(v);
+
+        if (len > max_size)
+                return verdict(v, HD_R_TOO_LARGE, "%zu bytes, limit %zu",
+                               len, max_size);
+        r = parse_prescan(buf, len, limits_max_depth(lim), v);
+        if (r < 0)
+                return r;
+
+        /* JSON_DECODE_ANY so that a top-level scalar is a bad_type like a
+         * top-level array, not a syntax error. */
+        doc = json_loadb(len > 0 ? buf : "", len,
+                         JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &err);
+        if (!doc) {
+                switch (json_error_code(&err)) {
+                case json_error_out_of_memory:
+                        return -ENOMEM;
+                case json_error_duplicate_key:
+                        return verdict(v, HD_R_DUPLICATE_KEY, "%s", err.text);
+                case json_error_numeric_overflow:
+                        /* "too big integer", "too big negative integer",
+                         * "real number overflow" */
+                        return verdict(v, HD_R_NUMBER_OUT_OF_RANGE,
+                                       "%s at line %d column %d",
+                                       err.text, err.line, err.column);
+                case json_error_stack_overflow:
+                        return verdict(v, HD_R_TOO_DEEP, "%s", err.text);
+                default:
+                        return verdict(v, HD_R_PARSE_ERROR,
+                                       "%s at line %d column %d",
+                                       err.text, err.line, err.column);
+                }
+        }
+        if (!json_is_object(doc)) {
+                json_decref(doc);
+                return verdict(v, HD_R_BAD_TYPE,
+                               "top level is not a JSON object");
+        }
+        *ret = doc;
+        return 0;
+}
+
+int hd_load_at(int dirfd, const char *name, const hd_limits *lim,
+               json_t **ret, hd_verdict *v)
+{
+        _cleanup_free_ char *buf = NULL;
+        size_t len;
+        int r;
+
+        r = hd_read_at(dirfd, name, limits_max_size(lim), &buf, &len, v);
+        if (r < 0)
+                return r;
+        return hd_parse(buf, len, lim, ret, v);
+}

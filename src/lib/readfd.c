@@ -1,0 +1,89 @@
+/* Safe open and bounded read of an untrusted spool file by fd, for callers
+ * that must hold the fd (a lock) across the decision. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "handoff.h"
+#include "util.h"
+
+int hd_open_at(int dirfd, const char *name, int *ret_fd, hd_verdict *v)
+{
+        int fd;
+
+        verdict_clear(v);
+        /* O_NONBLOCK: a FIFO must not wait for a writer; O_NOFOLLOW: a
+         * symlink could point anywhere; O_NOCTTY: never a controlling tty. */
+        fd = openat(dirfd, name,
+                    O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0) {
+                if (errno == ELOOP)
+                        return verdict(v, HD_R_NOT_REGULAR, "is a symbolic link");
+                if (errno == ENXIO)
+                        return verdict(v, HD_R_NOT_REGULAR, "is not a regular file");
+                return -errno;
+        }
+        *ret_fd = fd;
+        return 0;
+}
+
+int hd_read_fd(int fd, const char *name, size_t max_size, char **ret_buf,
+               size_t *ret_len, hd_verdict *v)
+{
+        _cleanup_free_ char *buf = NULL;
+        size_t len = 0;
+        struct stat st;
+
+        if (max_size == 0)
+                max_size = HD_DEFAULT_MAX_SIZE;
+        verdict_clear(v);
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        if (!S_ISREG(st.st_mode))
+                return verdict(v, HD_R_NOT_REGULAR, "is not a regular file (mode %06o)",
+                               (unsigned)st.st_mode);
+        if (st.st_nlink != 1)
+                return verdict(v, HD_R_HARDLINK, "has %ju links", (uintmax_t)st.st_nlink);
+        if ((uintmax_t)st.st_size > max_size)
+                return verdict(v, HD_R_TOO_LARGE, "is %jd bytes, limit %zu",
+                               (intmax_t)st.st_size, max_size);
+        /* st_size is a hint (the file may still grow): start there, grow up
+         * to one byte past the limit, which tells a file that grew. */
+        size_t cap = (size_t)st.st_size + 1;
+        buf = malloc(cap + 1);
+        if (!buf)
+                return -ENOMEM;
+        for (;;) {
+                if (len == cap) {
+                        char *nb;
+                        if (cap > max_size)
+                                break;
+                        cap = cap * 2 > max_size + 1 ? max_size + 1 : cap * 2;
+                        nb = realloc(buf, cap + 1);
+                        if (!nb)
+                                return -ENOMEM;
+                        buf = nb;
+                }
+                ssize_t n = pread(fd, buf + len, cap - len, (off_t)len);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                if (n == 0)
+                        break;
+                len += (size_t)n;
+        }
+        if (len > max_size)
+                return verdict(v, HD_R_TOO_LARGE, "grew past the limit of %zu bytes",
+                               max_size);
+        buf[len] = '\0';
+        (void)name;
+        *ret_buf = TAKE_PTR(buf);
+        if (ret_len)
+                *ret_len = len;
+        return 0;
+}

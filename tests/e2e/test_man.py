@@ -1,0 +1,192 @@
+"""Man pages: lint-clean, and every name the code knows is documented.
+
+- mandoc -T lint on each page: any WARNING or worse fails (STYLE is ignored).
+- every reason name of src/lib/reason.c appears in handoff(7);
+- every config key of etc/handoffd.conf (and of src/handoffd/config.c, when
+  it is there) appears in handoffd.conf(5);
+- every long option printed by `handoffd --help` appears in handoffd(8);
+- every subcommand printed by `handoffctl --help` appears in handoffctl(1),
+  and for each subcommand whose --help works, its long options too.
+Prints what it checked.
+"""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+SRC = os.environ.get("HD_SRC") or os.path.abspath(
+    os.path.join(os.path.dirname(__file__), "..", ".."))
+BUILD = os.environ.get("HD_BUILD") or os.path.join(SRC, "build")
+MAN = os.path.join(SRC, "man")
+PAGES = ["handoffd.8", "handoffd.conf.5", "handoffctl.1", "handoff.7",
+         "libhandoff.3"]
+
+failures = []
+
+
+def fail(msg):
+    print("FAIL: " + msg)
+    failures.append(msg)
+
+
+def render(page):
+    """The page as plain text (overstrike removed)."""
+    out = subprocess.run(["mandoc", "-T", "ascii", os.path.join(MAN, page)],
+                         capture_output=True, text=True, check=True).stdout
+    return re.sub(r".\x08", "", out)
+
+
+def has_word(text, word):
+    return re.search(r"(?<![\w-])" + re.escape(word) + r"(?![\w-])", text) is not None
+
+
+def lint():
+    for page in PAGES:
+        path = os.path.join(MAN, page)
+        if not os.path.exists(path):
+            fail(f"{page}: missing")
+            continue
+        r = subprocess.run(["mandoc", "-T", "lint", "-W", "all", path],
+                           capture_output=True, text=True)
+        bad = []
+        for line in (r.stdout + r.stderr).splitlines():
+            m = re.search(r": (STYLE|WARNING|ERROR|UNSUPP|BADARG)(?::|\s)", line)
+            if m and m.group(1) != "STYLE":
+                bad.append(line)
+        if bad:
+            fail(f"{page}: mandoc -T lint:\n  " + "\n  ".join(bad))
+        else:
+            print(f"lint ok: {page}")
+
+
+def reasons():
+    text = open(os.path.join(SRC, "src/lib/reason.c")).read()
+    names = re.findall(r'\[HD_[A-Z0-9_]+\]\s*=\s*"([a-z0-9_]+)"', text)
+    if len(names) < 2:
+        fail("no reason names found in src/lib/reason.c")
+        return
+    page = render("handoff.7")
+    missing = [n for n in names if not has_word(page, n)]
+    print(f"reasons checked in handoff.7: {len(names)}: {' '.join(names)}")
+    if missing:
+        fail("reason codes missing from handoff.7: " + " ".join(missing))
+
+
+def sample_keys():
+    """(section, key) pairs of etc/handoffd.conf, commented-out ones too."""
+    pairs = []
+    section = None
+    for line in open(os.path.join(SRC, "etc/handoffd.conf")):
+        m = re.match(r"^[;#]?\s*\[([a-z]+)(?: [^\]]*)?\]\s*$", line)
+        if m:
+            section = m.group(1)
+            continue
+        m = re.match(r"^[;#]?\s*([a-z_][a-z0-9_]*)\s*=", line)
+        if m and section:
+            key = m.group(1)
+            # In [keys], names other than "default" are example kid names.
+            if section == "keys" and key != "default":
+                continue
+            pairs.append((section, key))
+    return pairs
+
+
+def config_keys():
+    pairs = sample_keys()
+    if not pairs:
+        fail("no keys found in etc/handoffd.conf")
+        return
+    keys = sorted({k for _, k in pairs})
+    sections = sorted({s for s, _ in pairs})
+    code = os.path.join(SRC, "src/handoffd/config.c")
+    code_keys = []
+    if os.path.exists(code):
+        text = open(code).read()
+        code_keys = set(re.findall(r'strcmp\(k, "([a-z_]+)"\)', text))
+        code_keys |= set(re.findall(r'\{ "([a-z_]+)", &c->', text))
+        code_keys = sorted(code_keys)
+        extra = sorted(set(code_keys) - set(keys))
+        if extra:
+            fail("keys in config.c missing from etc/handoffd.conf: " + " ".join(extra))
+    page = render("handoffd.conf.5")
+    print(f"config keys checked in handoffd.conf.5: {len(keys)}: {' '.join(keys)}")
+    if code_keys:
+        print(f"  (config.c knows: {' '.join(code_keys)})")
+    missing = [k for k in sorted(set(keys) | set(code_keys)) if not has_word(page, k)]
+    if missing:
+        fail("config keys missing from handoffd.conf.5: " + " ".join(missing))
+    for s in sections:
+        if f"[{s}" not in page:
+            fail(f"section [{s}] missing from handoffd.conf.5")
+
+
+def long_options(text):
+    return sorted(set(re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*)", text)))
+
+
+def run_help(argv):
+    try:
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return None, str(e)
+    return r.returncode, r.stdout + r.stderr
+
+
+def daemon_options():
+    exe = os.path.join(BUILD, "handoffd")
+    rc, out = run_help([exe, "--help"])
+    opts = long_options(out or "") if rc == 0 else []
+    if not opts:
+        print(f"handoffd --help: exit {rc}, no long options printed: skipped")
+        return
+    page = render("handoffd.8")
+    print(f"handoffd options checked in handoffd.8: {' '.join(opts)}")
+    missing = [o for o in opts if o not in page]
+    if missing:
+        fail("handoffd options missing from handoffd.8: " + " ".join(missing))
+
+
+def ctl_commands():
+    exe = os.path.join(BUILD, "handoffctl")
+    rc, out = run_help([exe, "--help"])
+    if rc != 0:
+        print(f"handoffctl --help: exit {rc}: skipped")
+        return
+    cmds = re.findall(r"^  ([a-z]+)\s", out, re.M)
+    page = render("handoffctl.1")
+    print(f"handoffctl subcommands checked in handoffctl.1: {' '.join(cmds)}")
+    for c in cmds:
+        if not re.search(r"^   " + c + r"\s*$", page, re.M) and not has_word(page, "handoffctl " + c):
+            fail(f"subcommand {c} has no section in handoffctl.1")
+    for c in cmds:
+        rc, out = run_help([exe, c, "--help"])
+        if rc != 0:
+            print(f"  {c}: --help exit {rc}: options not checked")
+            continue
+        opts = long_options(out)
+        missing = [o for o in opts if o not in page]
+        print(f"  {c}: options checked: {' '.join(opts)}")
+        if missing:
+            fail(f"handoffctl {c} options missing from handoffctl.1: " + " ".join(missing))
+
+
+def main():
+    if not shutil.which("mandoc"):
+        print("mandoc not installed: skipped")
+        return 0
+    lint()
+    reasons()
+    config_keys()
+    daemon_options()
+    ctl_commands()
+    if failures:
+        print(f"{len(failures)} failure(s)")
+        return 1
+    print("man pages ok")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,296 @@
+/* Canonical bytes: hd_canon_dump() against Python's json.dumps(...,
+ * sort_keys=True, separators=(",", ":"), ensure_ascii=True) on random
+ * documents (tests/py/gen_docs.py), and the corner cases one by one. */
+#include <check.h>
+#include <errno.h>
+#include <float.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "handoff.h"
+#include "testutil.h"
+
+/* Parse text with hd_parse and return its canonical bytes (malloc'ed). */
+static char *canon_of(const char *text)
+{
+        hd_verdict v;
+        json_t *doc = NULL;
+        char *out = NULL;
+        size_t len;
+        int r;
+
+        r = hd_parse(text, strlen(text), NULL, &doc, &v);
+        ck_assert_msg(r == 0, "parse of %s: %d %s", text, r, v.detail);
+        ck_assert_int_eq(hd_canon_dump(doc, NULL, &out, &len), 0);
+        ck_assert_uint_eq(strlen(out), len);
+        json_decref(doc);
+        return out;
+}
+
+static void assert_canon(const char *text, const char *want)
+{
+        char *got = canon_of(text);
+
+        ck_assert_msg(strcmp(got, want) == 0, "%s: got %s want %s",
+                      text, got, want);
+        free(got);
+}
+
+START_TEST(test_canon_matches_python_10000_docs)
+{
+        const char *s_seed = getenv("HD_CANON_SEED");
+        const char *s_count = getenv("HD_CANON_COUNT");
+        long seed = s_seed ? atol(s_seed) : 20240611;
+        long count = s_count ? atol(s_count) : 10000;
+        char seed_arg[32], count_arg[32], *script, *out = NULL, *p;
+        struct timespec t0, t1;
+        long n = 0;
+        int rc;
+
+        ck_assert_int_gt(count, 0);
+        snprintf(seed_arg, sizeof(seed_arg), "%ld", seed);
+        snprintf(count_arg, sizeof(count_arg), "%ld", count);
+        ck_assert_int_ge(asprintf(&script, "%s/tests/py/gen_docs.py",
+                                  tu_src_dir()), 0);
+        char *argv[] = { "python3", "-B", script, "--seed", seed_arg,
+                         "--count", count_arg, NULL };
+
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        rc = tu_run(argv, &out);
+        ck_assert_msg(rc == 0, "gen_docs.py exited %d: %.500s", rc,
+                      out ? out : "");
+
+        for (p = out; *p; n++) {
+                char *in = p, *want, *nl, *got = NULL;
+                json_t *doc = NULL;
+                hd_verdict v;
+                size_t len;
+                int r;
+
+                nl = strchr(in, '\n');
+                ck_assert_ptr_nonnull(nl);
+                *nl = '\0';
+                want = nl + 1;
+                nl = strchr(want, '\n');
+                ck_assert_ptr_nonnull(nl);
+                *nl = '\0';
+                p = nl + 1;
+
+                r = hd_parse(in, strlen(in), NULL, &doc, &v);
+                ck_assert_msg(r == 0, "doc %ld: parse failed (%s: %s): %s",
+                              n, hd_reason_name(v.reason), v.detail, in);
+                r = hd_canon_dump(doc, NULL, &got, &len);
+                ck_assert_msg(r == 0, "doc %ld: dump failed %d", n, r);
+                ck_assert_uint_eq(len, strlen(want));
+                ck_assert_msg(memcmp(got, want, len) == 0,
+                              "doc %ld differs:\n in   %s\n got  %s\n want %s",
+                              n, in, got, want);
+                free(got);
+                json_decref(doc);
+        }
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        ck_assert_int_eq(n, count);
+        printf("canon: %ld documents match python3 json.dumps (seed %ld) in %.2fs\n",
+               n, seed, (double)(t1.tv_sec - t0.tv_sec) +
+               (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
+        fflush(stdout);
+        free(out);
+        free(script);
+}
+END_TEST
+
+START_TEST(test_canon_escapes_lowercase)
+{
+        assert_canon("{\"k\":\"\\u00E9\\u00e9\\u00FF\"}",
+                     "{\"k\":\"\\u00e9\\u00e9\\u00ff\"}");
+        assert_canon("{\"k\":\"\\uABCD\"}", "{\"k\":\"\\uabcd\"}");
+        /* raw UTF-8 in, escapes out */
+        assert_canon("{\"k\":\"\xc3\xa9\xe2\x80\xa8\xef\xbf\xbf\"}",
+                     "{\"k\":\"\\u00e9\\u2028\\uffff\"}");
+}
+END_TEST
+
+START_TEST(test_canon_short_escapes_and_controls)
+{
+        assert_canon("{\"k\":\"\\\" \\\\ \\/ \\n \\r \\t \\b \\f\"}",
+                     "{\"k\":\"\\\" \\\\ / \\n \\r \\t \\b \\f\"}");
+        assert_canon("{\"k\":\"\\u0001\\u001F\\u000B\\u000a\"}",
+                     "{\"k\":\"\\u0001\\u001f\\u000b\\n\"}");
+        assert_canon("{\"k\":\"a/b\"}", "{\"k\":\"a/b\"}");
+}
+END_TEST
+
+START_TEST(test_canon_del_escaped)
+{
+        assert_canon("{\"k\":\"\x7f\"}", "{\"k\":\"\\u007f\"}");
+        assert_canon("{\"\x7f\":\"~\"}", "{\"\\u007f\":\"~\"}");
+}
+END_TEST
+
+START_TEST(test_canon_astral_surrogate_pair)
+{
+        /* U+1F600 raw and as an escaped pair both come out as the pair */
+        assert_canon("{\"k\":\"\xf0\x9f\x98\x80\"}",
+                     "{\"k\":\"\\ud83d\\ude00\"}");
+        assert_canon("{\"k\":\"\\uD83D\\uDE00\"}",
+                     "{\"k\":\"\\ud83d\\ude00\"}");
+        assert_canon("{\"k\":\"\xf4\x8f\xbf\xbf\xf0\x90\x80\x80\"}",
+                     "{\"k\":\"\\udbff\\udfff\\ud800\\udc00\"}");
+}
+END_TEST
+
+START_TEST(test_canon_keys_sorted_by_code_point)
+{
+        /* By UTF-16 unit U+1F600 (d83d) would sort before U+E000; Python
+         * sorts by code point. */
+        assert_canon("{\"\xf0\x9f\x98\x80\":1,\"\xee\x80\x80\":2,\"b\":3,"
+                     "\"a\":4,\"ab\":5,\"A\":6,\"\":7,\"\xc3\xa9\":8}",
+                     "{\"\":7,\"A\":6,\"a\":4,\"ab\":5,\"b\":3,\"\\u00e9\":8,"
+                     "\"\\ue000\":2,\"\\ud83d\\ude00\":1}");
+        assert_canon("{\"z\":{\"b\":[{\"d\":1,\"c\":2}],\"a\":null}}",
+                     "{\"z\":{\"a\":null,\"b\":[{\"c\":2,\"d\":1}]}}");
+}
+END_TEST
+
+static const struct {
+        double x;
+        const char *repr;
+} float_table[] = {
+        { 100000.0, "100000.0" },
+        { 1e16, "1e+16" },
+        { 1e15, "1000000000000000.0" },
+        { 9999999999999998.0, "9999999999999998.0" },
+        { 1e-05, "1e-05" },
+        { 1.5e-05, "1.5e-05" },
+        { 0.0001, "0.0001" },
+        { 0.00012345, "0.00012345" },
+        { -0.0, "-0.0" },
+        { 0.0, "0.0" },
+        { 1e+20, "1e+20" },
+        { 1e22, "1e+22" },
+        { 1e100, "1e+100" },
+        { 123456789012345.6, "123456789012345.6" },
+        { 0.1, "0.1" },
+        { 0.3, "0.3" },
+        { 0.1 + 0.2, "0.30000000000000004" },
+        { 1.0 / 3.0, "0.3333333333333333" },
+        { 2.5, "2.5" },
+        { -1.0, "-1.0" },
+        { 5e-324, "5e-324" },
+        { 2.2250738585072014e-308, "2.2250738585072014e-308" },
+        { 1.7976931348623157e308, "1.7976931348623157e+308" },
+        { 9007199254740993.0, "9007199254740992.0" },
+        { 1.2345678901234567e-7, "1.2345678901234566e-07" },
+        { 8.589973e9, "8589973000.0" },
+        /* powers of two whose shortest repr is not the correctly rounded
+         * 16-digit value but its neighbour (lopsided interval) */
+        { 7.120236347223045e-307, "7.120236347223045e-307" },
+        { 7.291122019556398e-304, "7.291122019556398e-304" },
+};
+
+START_TEST(test_canon_float_repr_table)
+{
+        for (size_t i = 0; i < sizeof(float_table) / sizeof(float_table[0]); i++) {
+                json_t *v = json_real(float_table[i].x);
+                char *out = NULL;
+                size_t len;
+
+                ck_assert_ptr_nonnull(v);
+                ck_assert_int_eq(hd_canon_dump(v, NULL, &out, &len), 0);
+                ck_assert_msg(strcmp(out, float_table[i].repr) == 0,
+                              "%.17g: got %s want %s", float_table[i].x, out,
+                              float_table[i].repr);
+                free(out);
+                json_decref(v);
+        }
+}
+END_TEST
+
+START_TEST(test_canon_integers_and_literals)
+{
+        assert_canon("{\"a\":9223372036854775807,\"b\":-9223372036854775808,"
+                     "\"c\":-0,\"d\":1.0,\"e\":1E2,\"f\":[true,false,null]}",
+                     "{\"a\":9223372036854775807,\"b\":-9223372036854775808,"
+                     "\"c\":0,\"d\":1.0,\"e\":100.0,\"f\":[true,false,null]}");
+}
+END_TEST
+
+START_TEST(test_canon_skip_key_top_level_only)
+{
+        json_t *doc = NULL;
+        char *out = NULL;
+        size_t len;
+        const char *in = "{\"hmac\":\"x\",\"a\":{\"hmac\":1},\"b\":2}";
+
+        ck_assert_int_eq(hd_parse(in, strlen(in), NULL, &doc, NULL), 0);
+        ck_assert_int_eq(hd_canon_dump(doc, "hmac", &out, &len), 0);
+        ck_assert_str_eq(out, "{\"a\":{\"hmac\":1},\"b\":2}");
+        ck_assert_uint_eq(len, strlen(out));
+        free(out);
+        ck_assert_int_eq(hd_canon_dump(doc, "nope", &out, &len), 0);
+        ck_assert_str_eq(out, "{\"a\":{\"hmac\":1},\"b\":2,\"hmac\":\"x\"}");
+        free(out);
+        json_decref(doc);
+}
+END_TEST
+
+START_TEST(test_canon_rejects_invalid_utf8_built_in_code)
+{
+        /* jansson's parser never yields this, but json_stringn_nocheck can */
+        json_t *doc = json_pack("{s:o}", "k", json_stringn_nocheck("\xff", 1));
+        char *out = NULL;
+        size_t len;
+
+        ck_assert_ptr_nonnull(doc);
+        ck_assert_int_lt(hd_canon_dump(doc, NULL, &out, &len), 0);
+        ck_assert_ptr_null(out);
+        json_decref(doc);
+}
+END_TEST
+
+START_TEST(test_canon_too_deep_refused)
+{
+        /* A value built in code can nest deeper than any parser allows
+         * (5000 levels: jansson frees recursively too); the writer must
+         * refuse, not recurse without bound. */
+        json_t *root = json_array(), *cur = root;
+        char *out = NULL;
+        size_t len;
+
+        for (int i = 0; i < 5000; i++) {
+                json_t *n = json_array();
+                json_array_append_new(cur, n);
+                cur = n;
+        }
+        ck_assert_int_eq(hd_canon_dump(root, NULL, &out, &len), -ELOOP);
+        ck_assert_ptr_null(out);
+        json_decref(root);
+}
+END_TEST
+
+Suite *suite_canon(void);
+Suite *suite_canon(void)
+{
+        Suite *s = suite_create("canon");
+        TCase *tc = tcase_create("python");
+        TCase *tc2 = tcase_create("cases");
+
+        tcase_set_timeout(tc, 600);
+        tcase_add_test(tc, test_canon_matches_python_10000_docs);
+        suite_add_tcase(s, tc);
+
+        tcase_add_test(tc2, test_canon_escapes_lowercase);
+        tcase_add_test(tc2, test_canon_short_escapes_and_controls);
+        tcase_add_test(tc2, test_canon_del_escaped);
+        tcase_add_test(tc2, test_canon_astral_surrogate_pair);
+        tcase_add_test(tc2, test_canon_keys_sorted_by_code_point);
+        tcase_add_test(tc2, test_canon_float_repr_table);
+        tcase_add_test(tc2, test_canon_integers_and_literals);
+        tcase_add_test(tc2, test_canon_skip_key_top_level_only);
+        tcase_add_test(tc2, test_canon_rejects_invalid_utf8_built_in_code);
+        tcase_add_test(tc2, test_canon_too_deep_refused);
+        suite_add_tcase(s, tc2);
+        return s;
+}

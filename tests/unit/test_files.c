@@ -1,0 +1,251 @@
+/* Atomic writes and no-replace moves: what a crash or a race must never
+ * leave behind (temp files, a replaced item, a silent overwrite). */
+#include <check.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "files.h"
+#include "handoff.h"
+#include "testutil.h"
+
+static int open_dir(const char *path)
+{
+        int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        ck_assert_msg(fd >= 0, "open %s: %s", path, strerror(errno));
+        return fd;
+}
+
+/* Names in dir, excluding "." and "..". */
+static int count_entries(const char *dir, int *n_dot)
+{
+        DIR *d = opendir(dir);
+        struct dirent *de;
+        int n = 0;
+
+        ck_assert_ptr_nonnull(d);
+        if (n_dot)
+                *n_dot = 0;
+        while ((de = readdir(d))) {
+                if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+                        continue;
+                n++;
+                if (n_dot && de->d_name[0] == '.')
+                        (*n_dot)++;
+        }
+        closedir(d);
+        return n;
+}
+
+START_TEST(test_write_atomic_no_temp_left_and_mode)
+{
+        char *dir = tu_tmpdir(), path[4096];
+        int dfd = open_dir(dir), n_dot;
+        struct stat st;
+        char *got;
+        size_t len;
+
+        ck_assert_int_eq(hd_write_atomic(dfd, "a.json", "hello", 5, 0640,
+                                         true), 0);
+        snprintf(path, sizeof(path), "%s/a.json", dir);
+        got = tu_read_file(path, &len);
+        ck_assert_ptr_nonnull(got);
+        ck_assert_uint_eq(len, 5);
+        ck_assert_mem_eq(got, "hello", 5);
+        ck_assert_int_eq(stat(path, &st), 0);
+        ck_assert_int_eq(st.st_mode & 07777, 0640);
+        ck_assert_int_eq(count_entries(dir, &n_dot), 1);
+        ck_assert_int_eq(n_dot, 0);
+        free(got);
+
+        /* a mode wider than the umask allows is still exact */
+        mode_t old = umask(077);
+        ck_assert_int_eq(hd_write_atomic(dfd, "b", "", 0, 0644, false), 0);
+        umask(old);
+        snprintf(path, sizeof(path), "%s/b", dir);
+        ck_assert_int_eq(stat(path, &st), 0);
+        ck_assert_int_eq(st.st_mode & 07777, 0644);
+        ck_assert_int_eq(st.st_size, 0);
+        close(dfd);
+        free(dir);
+}
+END_TEST
+
+START_TEST(test_write_atomic_replaces)
+{
+        char *dir = tu_tmpdir(), path[4096];
+        int dfd = open_dir(dir), n_dot;
+        struct stat st;
+        char *got;
+
+        snprintf(path, sizeof(path), "%s/x", dir);
+        tu_write_file(path, "old contents, longer", 20);
+        ck_assert_int_eq(hd_write_atomic(dfd, "x", "new", 3, 0600, true), 0);
+        got = tu_read_file(path, NULL);
+        ck_assert_str_eq(got, "new");
+        ck_assert_int_eq(stat(path, &st), 0);
+        ck_assert_int_eq(st.st_mode & 07777, 0600);
+        ck_assert_int_eq(count_entries(dir, &n_dot), 1);
+        ck_assert_int_eq(n_dot, 0);
+        free(got);
+        close(dfd);
+        free(dir);
+}
+END_TEST
+
+START_TEST(test_write_atomic_large_buffer)
+{
+        char *dir = tu_tmpdir(), path[4096];
+        int dfd = open_dir(dir);
+        size_t n = 3 * 1024 * 1024 + 17, len;
+        char *buf = malloc(n), *got;
+
+        ck_assert_ptr_nonnull(buf);
+        for (size_t i = 0; i < n; i++)
+                buf[i] = (char)('a' + i % 23);
+        ck_assert_int_eq(hd_write_atomic(dfd, "big", buf, n, 0600, false), 0);
+        snprintf(path, sizeof(path), "%s/big", dir);
+        got = tu_read_file(path, &len);
+        ck_assert_uint_eq(len, n);
+        ck_assert_int_eq(memcmp(got, buf, n), 0);
+        free(got);
+        free(buf);
+        close(dfd);
+        free(dir);
+}
+END_TEST
+
+START_TEST(test_write_atomic_failure_leaves_nothing)
+{
+        char *dir = tu_tmpdir(), path[4096];
+        int dfd = open_dir(dir), n_dot;
+
+        /* the target is a non-empty directory: rename fails after the temp
+         * file was written, and the temp must be gone */
+        snprintf(path, sizeof(path), "%s/d", dir);
+        ck_assert_int_eq(mkdir(path, 0700), 0);
+        snprintf(path, sizeof(path), "%s/d/keep", dir);
+        tu_write_file(path, "k", 1);
+        ck_assert_int_lt(hd_write_atomic(dfd, "d", "data", 4, 0600, true), 0);
+        ck_assert_int_eq(count_entries(dir, &n_dot), 1);
+        ck_assert_int_eq(n_dot, 0);
+
+        /* names that are not one plain name are refused */
+        ck_assert_int_eq(hd_write_atomic(dfd, "a/b", "x", 1, 0600, false),
+                         -EINVAL);
+        ck_assert_int_eq(hd_write_atomic(dfd, "..", "x", 1, 0600, false),
+                         -EINVAL);
+        ck_assert_int_eq(hd_write_atomic(dfd, "", "x", 1, 0600, false),
+                         -EINVAL);
+        ck_assert_int_eq(count_entries(dir, NULL), 1);
+        close(dfd);
+        free(dir);
+}
+END_TEST
+
+START_TEST(test_move_noreplace_refuses_existing)
+{
+        char *dir = tu_tmpdir(), path[4096];
+        int dfd = open_dir(dir);
+        char *got;
+
+        snprintf(path, sizeof(path), "%s/src", dir);
+        tu_write_file(path, "source", 6);
+        snprintf(path, sizeof(path), "%s/dst", dir);
+        tu_write_file(path, "target", 6);
+        ck_assert_int_eq(hd_move_noreplace(dfd, "src", dfd, "dst"), -EEXIST);
+        got = tu_read_file(path, NULL);
+        ck_assert_str_eq(got, "target");
+        free(got);
+        snprintf(path, sizeof(path), "%s/src", dir);
+        ck_assert_int_eq(access(path, F_OK), 0);
+        close(dfd);
+        free(dir);
+}
+END_TEST
+
+START_TEST(test_move_noreplace_moves_and_reports_vanished)
+{
+        char *dir = tu_tmpdir(), path[4096];
+        int dfd, afd, bfd;
+        char *got;
+
+        snprintf(path, sizeof(path), "%s/a", dir);
+        ck_assert_int_eq(mkdir(path, 0700), 0);
+        afd = open_dir(path);
+        snprintf(path, sizeof(path), "%s/b", dir);
+        ck_assert_int_eq(mkdir(path, 0700), 0);
+        bfd = open_dir(path);
+        dfd = open_dir(dir);
+
+        snprintf(path, sizeof(path), "%s/a/item", dir);
+        tu_write_file(path, "one", 3);
+        ck_assert_int_eq(hd_move_noreplace(afd, "item", bfd, "item"), 0);
+        ck_assert_int_eq(access(path, F_OK), -1);
+        snprintf(path, sizeof(path), "%s/b/item", dir);
+        got = tu_read_file(path, NULL);
+        ck_assert_str_eq(got, "one");
+        free(got);
+
+        /* the second mover of the same item loses with -ENOENT */
+        ck_assert_int_eq(hd_move_noreplace(afd, "item", bfd, "item2"),
+                         -ENOENT);
+        ck_assert_int_eq(hd_fsync_dir(afd), 0);
+        ck_assert_int_eq(hd_fsync_dir(bfd), 0);
+        close(afd);
+        close(bfd);
+        close(dfd);
+        free(dir);
+}
+END_TEST
+
+START_TEST(test_mkdir_p_and_random_hex)
+{
+        char *dir = tu_tmpdir(), path[4096], a[33], b[33];
+        int dfd = open_dir(dir);
+        struct stat st;
+
+        ck_assert_int_eq(hd_mkdir_p_at(dfd, "x//y/./z/", 0700), 0);
+        ck_assert_int_eq(hd_mkdir_p_at(dfd, "x/y/z", 0700), 0);
+        snprintf(path, sizeof(path), "%s/x/y/z", dir);
+        ck_assert_int_eq(stat(path, &st), 0);
+        ck_assert(S_ISDIR(st.st_mode));
+        snprintf(path, sizeof(path), "%s/x/y/z/file", dir);
+        tu_write_file(path, "f", 1);
+        ck_assert_int_eq(hd_mkdir_p_at(dfd, "x/y/z/file/w", 0700), -ENOTDIR);
+        snprintf(path, sizeof(path), "%s/abs/path", dir);
+        ck_assert_int_eq(hd_mkdir_p_at(AT_FDCWD, path, 0700), 0);
+        ck_assert_int_eq(stat(path, &st), 0);
+
+        ck_assert_int_eq(hd_random_hex(a, 16), 0);
+        ck_assert_int_eq(hd_random_hex(b, 16), 0);
+        ck_assert_uint_eq(strlen(a), 32);
+        ck_assert_uint_eq(strspn(a, "0123456789abcdef"), 32);
+        ck_assert_str_ne(a, b);
+        ck_assert_int_eq(hd_random_hex(a, 0), -EINVAL);
+        close(dfd);
+        free(dir);
+}
+END_TEST
+
+Suite *suite_files(void);
+Suite *suite_files(void)
+{
+        Suite *s = suite_create("files");
+        TCase *tc = tcase_create("atomic");
+
+        tcase_add_test(tc, test_write_atomic_no_temp_left_and_mode);
+        tcase_add_test(tc, test_write_atomic_replaces);
+        tcase_add_test(tc, test_write_atomic_large_buffer);
+        tcase_add_test(tc, test_write_atomic_failure_leaves_nothing);
+        tcase_add_test(tc, test_move_noreplace_refuses_existing);
+        tcase_add_test(tc, test_move_noreplace_moves_and_reports_vanished);
+        tcase_add_test(tc, test_mkdir_p_and_random_hex);
+        suite_add_tcase(s, tc);
+        return s;
+}
