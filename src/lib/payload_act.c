@@ -666,6 +666,22 @@ int act_to_xml(const struct act_doc *d, char **ret)
         return sb_take(&b, ret);
 }
 
+/* Body lines as they are, except that a line starting with '#' is
+ * escaped: text must not open sections of its own. */
+static void md_body(struct sbuf *b, const char *s)
+{
+        while (*s) {
+                size_t n = strcspn(s, "\n");
+                if (*s == '#')
+                        sb_puts(b, "\\");
+                sb_put(b, s, n);
+                sb_puts(b, "\n");
+                s += n;
+                if (*s)
+                        s++;
+        }
+}
+
 int act_to_md(const struct act_doc *d, int level, char **ret)
 {
         struct sbuf b = {};
@@ -685,8 +701,7 @@ int act_to_md(const struct act_doc *d, int level, char **ret)
                 if (!d->f[i])
                         continue;
                 sb_printf(&b, "\n%s %s\n", h2, act_md_titles[i]);
-                if (*d->f[i])
-                        sb_printf(&b, "%s\n", d->f[i]);
+                md_body(&b, d->f[i]);
         }
         return sb_take(&b, ret);
 }

@@ -165,10 +165,7 @@ static int render_baton(const json_t *p, char **ret)
                 bt = p;         /* a bare baton, e.g. from the store */
         sb_printf(&b, "## Baton (Handoff Context)%s\n\n",
                   patch ? " - patch" : "");
-        if (json_object_get(p, "stage_id")) {
-                render_field(&b, "Stage", p, "stage_id");
-                sb_puts(&b, "\n");
-        }
+        render_field(&b, "Stage", p, "stage_id");
         render_field(&b, "Goal", bt, "goal");
         render_list(&b, "Current State", bt, "current_state", false);
         log = json_object_get(bt, "decision_log");

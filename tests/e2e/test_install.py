@@ -28,7 +28,10 @@ def version():
 def make(target, destdir, *extra):
     argv = ["make", "-C", SRC, "--no-print-directory", "-o", "all",
             f"B={BUILD}", target, f"DESTDIR={destdir}", *extra]
-    r = subprocess.run(argv, capture_output=True, text=True)
+    # Not the outer make's flags and variables (make check runs us).
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES")}
+    r = subprocess.run(argv, capture_output=True, text=True, env=env)
     print(f"$ {' '.join(argv)}  -> exit {r.returncode}")
     if r.returncode != 0:
         print(r.stdout[-3000:], r.stderr[-3000:])

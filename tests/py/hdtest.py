@@ -1,0 +1,273 @@
+"""End-to-end test kit: a temp spool, keys, a config, and the real handoffd
+binary started with a real NOTIFY_SOCKET so tests wait for READY=1 the way
+systemd does.  stdlib only.
+
+    with hdtest.Env(agents=["alice"]) as env:
+        d = env.start()
+        hdproto.drop(env.spool, hdproto.build("bob", "alice", env.key))
+        env.wait_for(lambda: env.count("claimed") == 1)
+"""
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+SRC = os.environ.get("HD_SRC", os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
+BUILD = os.environ.get("HD_BUILD", os.path.join(SRC, "build"))
+HANDOFFD = os.path.join(BUILD, "handoffd")
+HANDOFFCTL = os.path.join(BUILD, "handoffctl")
+SANITIZE = os.environ.get("SANITIZE") == "1"
+# Sanitized binaries are slower; waits scale.
+SLOW = 4 if SANITIZE else 1
+
+sys.path.insert(0, os.path.join(SRC, "tests", "py"))
+import hdproto  # noqa: E402
+
+
+class Fail(Exception):
+    pass
+
+
+def check(cond, msg):
+    if not cond:
+        raise Fail(msg)
+
+
+def wait_for(pred, timeout=10.0, what="condition"):
+    deadline = time.monotonic() + timeout * SLOW
+    while time.monotonic() < deadline:
+        v = pred()
+        if v:
+            return v
+        time.sleep(0.02)
+    raise Fail(f"timed out waiting for {what}")
+
+
+class Daemon:
+    def __init__(self, env, conf, name, extra_args=(), env_vars=None):
+        self.env = env
+        self.conf = conf
+        self.name = name
+        self.log_path = os.path.join(env.dir, f"{name}.log")
+        self.notify_path = os.path.join(env.dir, f"{name}.notify")
+        self.notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.notify.bind(self.notify_path)
+        self.notify.settimeout(0.05)
+        self.messages = []
+        e = dict(os.environ)
+        e["NOTIFY_SOCKET"] = self.notify_path
+        e.pop("JOURNAL_STREAM", None)
+        e.pop("WATCHDOG_USEC", None)
+        if env_vars:
+            e.update(env_vars)
+        self.log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen([HANDOFFD, "-f", "-v", "-c", conf, *extra_args],
+                                     stdin=subprocess.DEVNULL, stdout=self.log,
+                                     stderr=subprocess.STDOUT, env=e)
+
+    def poll_notify(self):
+        while True:
+            try:
+                m = self.notify.recv(4096).decode()
+            except (socket.timeout, BlockingIOError):
+                return
+            self.messages.extend(m.split("\n"))
+
+    def wait_message(self, msg, timeout=20.0):
+        def seen():
+            self.poll_notify()
+            if self.proc.poll() is not None and msg not in self.messages:
+                raise Fail(f"{self.name} exited {self.proc.returncode} before {msg}:\n{self.logs()}")
+            return msg in self.messages
+        wait_for(seen, timeout, f"{self.name}: {msg}")
+
+    def logs(self):
+        self.log.flush()
+        with open(self.log_path, "rb") as f:
+            return f.read().decode(errors="replace")
+
+    def send(self, sig):
+        self.proc.send_signal(sig)
+
+    def stop(self, sig=signal.SIGTERM, timeout=20.0):
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            rc = self.proc.wait(timeout * SLOW)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise Fail(f"{self.name} did not stop on {sig}:\n{self.logs()}")
+        self.poll_notify()
+        self.log.close()
+        self.notify.close()
+        return rc
+
+    def status(self, sock=None):
+        """The daemon's answer on its control socket."""
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(5 * SLOW)
+        s.connect(sock or self.env.sockets[self.name])
+        s.sendall(b'{"command":"status"}\n')
+        data = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+        s.close()
+        return json.loads(data)
+
+
+class Env:
+    """A temp spool with agent state dirs, one default key and configs."""
+
+    def __init__(self, agents=("alice",), fsync=True, extra=None, keep=False):
+        self.dir = tempfile.mkdtemp(prefix="hde2e.")
+        os.chmod(self.dir, 0o755)
+        self.spool = os.path.join(self.dir, "spool")
+        self.agents = list(agents)
+        self.state = {a: os.path.join(self.dir, "agents", a) for a in self.agents}
+        self.key_path = os.path.join(self.dir, "default.key")
+        self.key = hdproto.make_key(self.key_path)
+        self.fsync = fsync
+        self.extra = extra or ""
+        self.daemons = []
+        self.sockets = {}
+        self.keep = keep or bool(os.environ.get("HD_KEEP_TMP"))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, et, ev, tb):
+        for d in self.daemons:
+            if d.proc.poll() is None:
+                d.proc.kill()
+                d.proc.wait()
+        if et is not None:
+            for d in self.daemons:
+                sys.stdout.write(f"---- log of {d.name} ----\n{d.logs()[-20000:]}\n")
+        if not self.keep and et is None:
+            shutil.rmtree(self.dir, ignore_errors=True)
+        elif et is not None:
+            sys.stdout.write(f"(test dir kept: {self.dir})\n")
+        return False
+
+    def config_text(self, name="d0", agents=None, extra=None):
+        agents = self.agents if agents is None else agents
+        lines = [
+            "[spool]",
+            f"dir = {self.spool}",
+            f"fsync = {'yes' if self.fsync else 'no'}",
+            "rescan_interval = 5",
+            "",
+            "[keys]",
+            f"default = {self.key_path}",
+            "",
+            "[control]",
+            f"socket = {os.path.join(self.dir, name + '.sock')}",
+            "",
+        ]
+        for a in agents:
+            lines += [f"[agent {a}]", f"state_dir = {self.state.setdefault(a, os.path.join(self.dir, 'agents', a))}", ""]
+        text = "\n".join(lines) + "\n" + (self.extra if extra is None else extra) + "\n"
+        return text
+
+    def write_config(self, name="d0", text=None, **kw):
+        path = os.path.join(self.dir, name + ".conf")
+        with open(path, "w") as f:
+            f.write(text if text is not None else self.config_text(name, **kw))
+        self.sockets[name] = os.path.join(self.dir, name + ".sock")
+        return path
+
+    def start(self, name="d0", conf=None, wait=True, **kw):
+        conf = conf or self.write_config(name, **kw)
+        self.sockets.setdefault(name, os.path.join(self.dir, name + ".sock"))
+        d = Daemon(self, conf, name)
+        self.daemons.append(d)
+        if wait:
+            d.wait_message("READY=1")
+        return d
+
+    def path(self, state, name=""):
+        return os.path.join(self.spool, state, name)
+
+    def names(self, state):
+        try:
+            return sorted(n for n in os.listdir(self.path(state)) if not n.startswith("."))
+        except FileNotFoundError:
+            return []
+
+    def items(self, state):
+        """Items without sidecars / markers."""
+        skip = {"claimed": (".delivered",), "archive": (".outcome",), "rejected": (".reason",)}.get(state, ())
+        return [n for n in self.names(state) if not n.endswith(skip)]
+
+    def count(self, state):
+        return len(self.items(state))
+
+    def bootstraps(self, agent):
+        d = os.path.join(self.state[agent], "handoffs")
+        try:
+            return sorted(n for n in os.listdir(d) if not n.startswith("."))
+        except FileNotFoundError:
+            return []
+
+    def reason_of(self, rejected_name):
+        with open(self.path("rejected", rejected_name + ".reason")) as f:
+            return json.load(f)
+
+    def ctl(self, *args, check_rc=None, input=None):
+        p = subprocess.run([HANDOFFCTL, *args], capture_output=True, text=True, input=input,
+                           timeout=60 * SLOW)
+        if check_rc is not None and p.returncode != check_rc:
+            raise Fail(f"handoffctl {' '.join(args)} exited {p.returncode}, wanted {check_rc}:\n{p.stdout}\n{p.stderr}")
+        return p
+
+
+def real_consumer(state_dir, handoff_id, resume_window=300, now=None):
+    """The real consumer's logic (gptme-voice): read the bootstrap, require
+    source == voice_handoff and a non-empty resume_context, check accepted_at
+    within the resume window, delete it.  Returns resume_context or None."""
+    from datetime import datetime, timezone
+    safe = "".join(c for c in handoff_id if c.isalnum() or c in "-_") or "handoff"
+    path = os.path.join(state_dir, "handoffs", f"{safe}.json")
+    try:
+        with open(path) as f:
+            payload = json.load(f)
+    except FileNotFoundError:
+        return None
+    if payload.get("protocol_version") != 1 or payload.get("source") != "voice_handoff":
+        return None
+    ctx = payload.get("resume_context")
+    if not isinstance(ctx, str) or not ctx.strip():
+        return None
+    acc = payload.get("accepted_at")
+    if not isinstance(acc, str):
+        return None
+    try:
+        at = datetime.fromisoformat(acc.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    now = now or datetime.now(timezone.utc)
+    if (now - at).total_seconds() > resume_window:
+        return None
+    os.unlink(path)
+    return ctx
+
+
+def run(main):
+    """Run a test main(); print its figures; exit 1 on failure."""
+    t0 = time.monotonic()
+    try:
+        main()
+    except Fail as e:
+        print(f"FAIL: {e}")
+        sys.exit(1)
+    print(f"ok ({time.monotonic() - t0:.1f}s)")
