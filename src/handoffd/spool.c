@@ -500,12 +500,58 @@ reject:
         return r < 0 ? r : r == IO_GONE ? IO_GONE : IO_REJECTED;
 }
 
+/* A Baton handoff updates its session in baton/ (under a lock: daemons on
+ * one spool apply patches one at a time), and the agent gets the resulting
+ * full baton, not the patch: *ret is a copy of doc whose payload carries
+ * it, or NULL for other payloads. */
+static int baton_apply(struct spool *sp, const json_t *doc, int64_t now, json_t **ret)
+{
+        const char *ptype = json_string_value(json_object_get(doc, "payload_type"));
+        const json_t *payload = json_object_get(doc, "payload");
+        _cleanup_json_ json_t *session = NULL;
+        hd_verdict v;
+        json_t *copy, *np;
+        int r;
+
+        *ret = NULL;
+        if (!ptype || strcmp(ptype, "baton/1"))
+                return 0;
+        if (flock(sp->fd[SD_BATON], LOCK_EX) < 0)
+                return -errno;
+        r = hd_baton_apply(sp->fd[SD_BATON], payload, now, sp->cfg->fsync, &v);
+        if (r == 0)
+                r = hd_baton_load(sp->fd[SD_BATON],
+                                  json_string_value(json_object_get(payload, "session_id")),
+                                  &session);
+        flock(sp->fd[SD_BATON], LOCK_UN);
+        if (r == -EBADMSG) {
+                /* Another daemon applied a conflicting patch between our
+                 * check and our claim: deliver what was sent, say so. */
+                log_warning("Baton patch of %s not applied: %s: %s",
+                            json_string_value(json_object_get(doc, "handoff_id")),
+                            hd_reason_name(v.reason), v.detail);
+                return 0;
+        }
+        if (r < 0)
+                return r;
+        copy = json_deep_copy(doc);
+        np = json_pack("{s:O, s:O, s:O}", "session_id", json_object_get(payload, "session_id"),
+                       "stage_id", json_object_get(payload, "stage_id"),
+                       "baton", json_object_get(session, "baton"));
+        if (!copy || !np || json_object_set_new(copy, "payload", np) < 0) {
+                json_decref(copy);
+                return -ENOMEM;
+        }
+        *ret = copy;
+        return 0;
+}
+
 int spool_deliver(struct spool *sp, struct agent_rt *a, const json_t *doc,
                   int64_t now)
 {
         const char *id = json_string_value(json_object_get(doc, "handoff_id"));
         _cleanup_free_ char *buf = NULL, *mbuf = NULL;
-        _cleanup_json_ json_t *b = NULL, *m = NULL;
+        _cleanup_json_ json_t *b = NULL, *m = NULL, *merged = NULL;
         char bname[NAME_MAX + 1], mname[NAME_MAX + 1], at[HD_TIME_MAX];
         size_t len, mlen;
         int r;
@@ -513,7 +559,10 @@ int spool_deliver(struct spool *sp, struct agent_rt *a, const json_t *doc,
         r = hd_bootstrap_name(id, bname, sizeof(bname));
         if (r < 0)
                 return r;
-        r = hd_bootstrap_build(doc, now, &b);
+        r = baton_apply(sp, doc, now, &merged);
+        if (r < 0)
+                return r;
+        r = hd_bootstrap_build(merged ? merged : doc, now, &b);
         if (r < 0)
                 return r;
         r = hd_canon_dump(b, NULL, &buf, &len);
