@@ -55,7 +55,7 @@ _handoffctl()
         list)    opts+=" -c --config --state --agent --json" ;;
         show)    opts+=" -c --config --json" ;;
         render)  opts+=" --type" ;;
-        baton)   opts+=" -c --config --json" ;;
+        baton)   opts+=" show -c --config --spool --history --json" ;;
         keygen)  opts+=" -o --output" ;;
     esac
 

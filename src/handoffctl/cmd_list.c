@@ -1,8 +1,116 @@
-/* handoffctl list: not built yet. */
+/* handoffctl list: the items of a spool, by state and agent.
+ *
+ * Exit: 0 listed (even none); 2 usage or config error; 4 a read error. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "handoffctl.h"
+#include "items.h"
+#include "util.h"
+
+static void list_usage(FILE *f)
+{
+        fprintf(f,
+                "Usage: handoffctl list [-c CONF] [--state STATE] [--agent NAME] [--json]\n"
+                "\n"
+                "List the items of the spool: STATE is handoff, claimed, archive or\n"
+                "rejected (default all); --agent keeps items from or to NAME.\n"
+                "\n"
+                "  -c, --config FILE  daemon configuration (default %s)\n"
+                "  -s, --state STATE  one state directory\n"
+                "  -a, --agent NAME   only items from or to NAME\n"
+                "  -j, --json         a JSON array of items\n"
+                "  -h, --help         this text\n"
+                "      --version      the version\n"
+                "\n"
+                "Exit: 0 listed, 2 usage, 4 error.\n",
+                CONFIG_DEFAULT_PATH);
+}
+
+static bool item_has_agent(json_t *it, const char *agent)
+{
+        const char *f = json_string_value(json_object_get(it, "from_agent"));
+        const char *t = json_string_value(json_object_get(it, "to_agent"));
+        return (f && !strcmp(f, agent)) || (t && !strcmp(t, agent));
+}
 
 int cmd_list(int argc, char **argv)
 {
-        (void)argc, (void)argv;
-        return ctl_fail(CTL_EXIT_USAGE, "list: not implemented yet");
+        static const struct option opts[] = {
+                { "config", required_argument, NULL, 'c' },
+                { "state", required_argument, NULL, 's' },
+                { "agent", required_argument, NULL, 'a' },
+                { "json", no_argument, NULL, 'j' },
+                { "help", no_argument, NULL, 'h' },
+                { "version", no_argument, NULL, 'V' },
+                {}
+        };
+        const char *conf = NULL, *state = NULL, *agent = NULL;
+        bool as_json = false;
+        struct config *cfg = NULL;
+        json_t *all;
+        int c, r, code = CTL_EXIT_OK;
+
+        while ((c = getopt_long(argc, argv, "c:s:a:jh", opts, NULL)) >= 0) {
+                switch (c) {
+                case 'c': conf = optarg; break;
+                case 's': state = optarg; break;
+                case 'a': agent = optarg; break;
+                case 'j': as_json = true; break;
+                case 'h': list_usage(stdout); return CTL_EXIT_OK;
+                case 'V': printf("handoffctl %s\n", HD_VERSION_STRING); return CTL_EXIT_OK;
+                default: list_usage(stderr); return CTL_EXIT_USAGE;
+                }
+        }
+        if (optind < argc)
+                return ctl_fail(CTL_EXIT_USAGE, "list: unexpected argument '%s'", argv[optind]);
+        if (state && strcmp(state, "handoff") && strcmp(state, "claimed") &&
+            strcmp(state, "archive") && strcmp(state, "rejected"))
+                return ctl_fail(CTL_EXIT_USAGE, "list: state '%s' is not handoff, claimed, archive or rejected", state);
+        r = ctl_config(conf, &cfg);
+        if (r)
+                return r;
+        all = json_array();
+        for (size_t i = 0; i < 4; i++) {
+                json_t *items = NULL, *it;
+                size_t j;
+                if (state && strcmp(state, items_states[i]))
+                        continue;
+                r = items_list(cfg->spool_dir, items_states[i], &items);
+                if (r < 0) {
+                        ctl_fail(CTL_EXIT_ERROR, "list: %s/%s: %s", cfg->spool_dir,
+                                 items_states[i], strerror(-r));
+                        code = CTL_EXIT_ERROR;
+                        continue;
+                }
+                json_array_foreach(items, j, it)
+                        if (!agent || item_has_agent(it, agent))
+                                json_array_append(all, it);
+                json_decref(items);
+        }
+        config_free(cfg);
+        if (as_json) {
+                char *s = json_dumps(all, JSON_INDENT(2) | JSON_SORT_KEYS);
+                printf("%s\n", s ? s : "[]");
+                free(s);
+        } else {
+                json_t *it;
+                size_t j;
+                json_array_foreach(all, j, it) {
+                        const char *extra = json_string_value(json_object_get(it, "outcome"));
+                        if (!extra)
+                                extra = json_string_value(json_object_get(it, "reason"));
+                        printf("%-8s %-40s %s -> %s  %s  %s\n",
+                               json_string_value(json_object_get(it, "state")),
+                               json_string_value(json_object_get(it, "handoff_id")) ?: "-",
+                               json_string_value(json_object_get(it, "from_agent")) ?: "?",
+                               json_string_value(json_object_get(it, "to_agent")) ?: "?",
+                               json_string_value(json_object_get(it, "at")),
+                               extra ? extra : "");
+                }
+        }
+        json_decref(all);
+        return code;
 }

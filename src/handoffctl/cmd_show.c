@@ -1,8 +1,99 @@
-/* handoffctl show: not built yet. */
+/* handoffctl show: one item by handoff_id, wherever it is.
+ *
+ * Exit: 0 found; 1 no such item; 2 usage or config error. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "handoffctl.h"
+#include "items.h"
+#include "util.h"
+
+static void show_usage(FILE *f)
+{
+        fprintf(f,
+                "Usage: handoffctl show [-c CONF] HANDOFF_ID [--json]\n"
+                "\n"
+                "Show where an item is (state = handoff, claimed, archive or rejected),\n"
+                "its path, times, and its outcome or reject reason.\n"
+                "\n"
+                "  -c, --config FILE  daemon configuration (default %s)\n"
+                "  -j, --json         one JSON object\n"
+                "  -h, --help         this text\n"
+                "      --version      the version\n"
+                "\n"
+                "Exit: 0 found, 1 not found, 2 usage.\n",
+                CONFIG_DEFAULT_PATH);
+}
 
 int cmd_show(int argc, char **argv)
 {
-        (void)argc, (void)argv;
-        return ctl_fail(CTL_EXIT_USAGE, "show: not implemented yet");
+        static const struct option opts[] = {
+                { "config", required_argument, NULL, 'c' },
+                { "json", no_argument, NULL, 'j' },
+                { "help", no_argument, NULL, 'h' },
+                { "version", no_argument, NULL, 'V' },
+                {}
+        };
+        const char *conf = NULL, *id;
+        bool as_json = false;
+        struct config *cfg = NULL;
+        json_t *found = NULL;
+        int c, r;
+
+        while ((c = getopt_long(argc, argv, "c:jh", opts, NULL)) >= 0) {
+                switch (c) {
+                case 'c': conf = optarg; break;
+                case 'j': as_json = true; break;
+                case 'h': show_usage(stdout); return CTL_EXIT_OK;
+                case 'V': printf("handoffctl %s\n", HD_VERSION_STRING); return CTL_EXIT_OK;
+                default: show_usage(stderr); return CTL_EXIT_USAGE;
+                }
+        }
+        if (optind != argc - 1)
+                return ctl_fail(CTL_EXIT_USAGE, "show: one HANDOFF_ID is needed");
+        id = argv[optind];
+        if (!hd_id_valid(id))
+                return ctl_fail(CTL_EXIT_USAGE, "show: '%s' is not a handoff_id", id);
+        r = ctl_config(conf, &cfg);
+        if (r)
+                return r;
+        /* Later states win: a replay rejected after the claim is not the item. */
+        for (int i = 3; i >= 0 && !found; i--) {
+                json_t *items = NULL, *it;
+                size_t j;
+                if (items_list(cfg->spool_dir, items_states[i], &items) < 0)
+                        continue;
+                json_array_foreach(items, j, it) {
+                        const char *hid = json_string_value(json_object_get(it, "handoff_id"));
+                        const char *reason = json_string_value(json_object_get(it, "reason"));
+                        if (!hid || strcmp(hid, id))
+                                continue;
+                        if (reason && !strcmp(reason, "duplicate_id"))
+                                continue;
+                        found = json_incref(it);
+                        break;
+                }
+                json_decref(items);
+        }
+        config_free(cfg);
+        if (!found)
+                return ctl_fail(CTL_EXIT_NEGATIVE, "show: no item with handoff_id %s", id);
+        if (as_json) {
+                char *s = json_dumps(found, JSON_INDENT(2) | JSON_SORT_KEYS);
+                printf("%s\n", s ? s : "{}");
+                free(s);
+        } else {
+                const char *k;
+                json_t *v;
+                json_object_foreach(found, k, v) {
+                        if (json_is_string(v))
+                                printf("%-12s %s\n", k, json_string_value(v));
+                        else if (json_is_integer(v))
+                                printf("%-12s %lld\n", k, (long long)json_integer_value(v));
+                }
+        }
+        json_decref(found);
+        return CTL_EXIT_OK;
 }

@@ -1,8 +1,243 @@
-/* handoffctl status: not built yet. */
+/* handoffctl status: the daemon (over its control socket) and the spool
+ * (read directly, so it works when the daemon is down).
+ *
+ * Exit: 0 running and healthy; 1 running but degraded (watch lost, a recent
+ * error, a backlog older than its window, a claimed item past its resume
+ * window); 2 usage or config error; 3 not running. */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/un.h>
+#include <unistd.h>
+
 #include "handoffctl.h"
+#include "items.h"
+#include "util.h"
+
+/* An error this recent makes the daemon "degraded". */
+#define RECENT_ERROR_S 300
+
+static void status_usage(FILE *f)
+{
+        fprintf(f,
+                "Usage: handoffctl status [-c CONF] [--json]\n"
+                "\n"
+                "Whether handoffd runs and what its spool holds: counts per state,\n"
+                "pending per target agent, the oldest pending and claimed items,\n"
+                "the daemon's counters since start and its last error.\n"
+                "\n"
+                "  -c, --config FILE  daemon configuration (default %s)\n"
+                "  -j, --json         one JSON object\n"
+                "  -h, --help         this text\n"
+                "      --version      the version\n"
+                "\n"
+                "Exit: 0 running and healthy, 1 running but degraded, 2 usage,\n"
+                "3 not running.\n",
+                CONFIG_DEFAULT_PATH);
+}
+
+/* The daemon's answer, or NULL when nobody listens. */
+static json_t *ask_daemon(const char *path)
+{
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        struct timeval tv = { .tv_sec = 5 };
+        static const char req[] = "{\"command\":\"status\"}\n";
+        char buf[65536];
+        size_t len = 0;
+        json_t *j;
+        int fd;
+
+        if (strlen(path) >= sizeof(sa.sun_path))
+                return NULL;
+        memcpy(sa.sun_path, path, strlen(path) + 1);
+        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                return NULL;
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+        if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+            write(fd, req, sizeof(req) - 1) != (ssize_t)(sizeof(req) - 1)) {
+                close(fd);
+                return NULL;
+        }
+        for (;;) {
+                ssize_t n = read(fd, buf + len, sizeof(buf) - 1 - len);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n <= 0)
+                        break;
+                len += (size_t)n;
+                if (len == sizeof(buf) - 1)
+                        break;
+        }
+        close(fd);
+        j = json_loadb(buf, len, 0, NULL);
+        if (j && !json_is_true(json_object_get(j, "ok"))) {
+                json_decref(j);
+                return NULL;
+        }
+        return j;
+}
+
+static void print_text(json_t *st)
+{
+        json_t *d = json_object_get(st, "daemon"), *c = json_object_get(st, "counts");
+        json_t *pa = json_object_get(st, "pending_by_agent"), *k = json_object_get(st, "counters");
+        json_t *v, *probs = json_object_get(st, "problems");
+        const char *key;
+        size_t i;
+
+        if (json_is_true(json_object_get(d, "running")))
+                printf("handoffd %s: running, pid %lld, up %llds, %s, fsync %s, watch %s\n",
+                       json_string_value(json_object_get(d, "version")),
+                       (long long)json_integer_value(json_object_get(d, "pid")),
+                       (long long)json_integer_value(json_object_get(d, "uptime_s")),
+                       json_string_value(json_object_get(d, "config")),
+                       json_is_true(json_object_get(d, "fsync")) ? "on" : "off",
+                       json_is_true(json_object_get(d, "watch_ok")) ? "ok" : "LOST");
+        else
+                printf("handoffd: not running (spool read directly)\n");
+        printf("health: %s\n", json_string_value(json_object_get(st, "health")));
+        json_array_foreach(probs, i, v)
+                printf("  problem: %s\n", json_string_value(v));
+        printf("spool %s: handoff %lld, claimed %lld, archive %lld, rejected %lld\n",
+               json_string_value(json_object_get(st, "spool")),
+               (long long)json_integer_value(json_object_get(c, "handoff")),
+               (long long)json_integer_value(json_object_get(c, "claimed")),
+               (long long)json_integer_value(json_object_get(c, "archive")),
+               (long long)json_integer_value(json_object_get(c, "rejected")));
+        json_object_foreach(pa, key, v)
+                printf("  pending for %s: %lld\n", key, (long long)json_integer_value(v));
+        if (json_integer_value(json_object_get(st, "oldest_pending_s")) >= 0)
+                printf("oldest pending: %llds\n",
+                       (long long)json_integer_value(json_object_get(st, "oldest_pending_s")));
+        if (json_integer_value(json_object_get(st, "oldest_claimed_s")) >= 0)
+                printf("oldest claimed: %llds\n",
+                       (long long)json_integer_value(json_object_get(st, "oldest_claimed_s")));
+        if (k) {
+                printf("since start:");
+                json_object_foreach(k, key, v)
+                        if (json_is_integer(v))
+                                printf(" %s %lld", key, (long long)json_integer_value(v));
+                printf("\n");
+                json_object_foreach(json_object_get(k, "rejected"), key, v)
+                        printf("  rejected %s: %lld\n", key, (long long)json_integer_value(v));
+        }
+        if (json_string_value(json_object_get(st, "last_error")))
+                printf("last error (%llds ago): %s\n",
+                       (long long)json_integer_value(json_object_get(st, "last_error_age_s")),
+                       json_string_value(json_object_get(st, "last_error")));
+}
 
 int cmd_status(int argc, char **argv)
 {
-        (void)argc, (void)argv;
-        return ctl_fail(CTL_EXIT_USAGE, "status: not implemented yet");
+        static const struct option opts[] = {
+                { "config", required_argument, NULL, 'c' },
+                { "json", no_argument, NULL, 'j' },
+                { "help", no_argument, NULL, 'h' },
+                { "version", no_argument, NULL, 'V' },
+                {}
+        };
+        const char *conf = NULL;
+        bool as_json = false;
+        struct config *cfg = NULL;
+        json_t *st, *daemon, *counts, *pending, *problems;
+        int64_t oldest_pending = -1, oldest_claimed = -1;
+        int c, r, code;
+
+        while ((c = getopt_long(argc, argv, "c:jh", opts, NULL)) >= 0) {
+                switch (c) {
+                case 'c': conf = optarg; break;
+                case 'j': as_json = true; break;
+                case 'h': status_usage(stdout); return CTL_EXIT_OK;
+                case 'V': printf("handoffctl %s\n", HD_VERSION_STRING); return CTL_EXIT_OK;
+                default: status_usage(stderr); return CTL_EXIT_USAGE;
+                }
+        }
+        if (optind < argc)
+                return ctl_fail(CTL_EXIT_USAGE, "status: unexpected argument '%s'", argv[optind]);
+        r = ctl_config(conf, &cfg);
+        if (r)
+                return r;
+
+        st = json_object();
+        counts = json_object();
+        pending = json_object();
+        problems = json_array();
+        daemon = ask_daemon(cfg->control_socket);
+        for (size_t i = 0; i < 4; i++) {
+                json_t *items = NULL, *it;
+                size_t j;
+                r = items_list(cfg->spool_dir, items_states[i], &items);
+                if (r < 0) {
+                        json_array_append_new(problems, json_sprintf("cannot read %s/%s: %s",
+                                              cfg->spool_dir, items_states[i], strerror(-r)));
+                        continue;
+                }
+                json_object_set_new(counts, items_states[i], json_integer((json_int_t)json_array_size(items)));
+                json_array_foreach(items, j, it) {
+                        int64_t age = json_integer_value(json_object_get(it, "age_s"));
+                        const char *to = json_string_value(json_object_get(it, "to_agent"));
+                        if (i == 0) {
+                                const char *k = to && hd_agent_valid(to) ? to : "(unknown)";
+                                json_object_set_new(pending, k, json_integer(
+                                        json_integer_value(json_object_get(pending, k)) + 1));
+                                if (config_agent(cfg, to) && age > oldest_pending)
+                                        oldest_pending = age;
+                        } else if (i == 1 && age > oldest_claimed) {
+                                oldest_claimed = age;
+                        }
+                }
+                json_decref(items);
+        }
+        json_object_set_new(st, "spool", json_string(cfg->spool_dir));
+        json_object_set_new(st, "counts", counts);
+        json_object_set_new(st, "pending_by_agent", pending);
+        json_object_set_new(st, "oldest_pending_s", json_integer(oldest_pending));
+        json_object_set_new(st, "oldest_claimed_s", json_integer(oldest_claimed));
+
+        if (daemon) {
+                json_t *d = json_object_get(daemon, "daemon");
+                json_object_set(st, "daemon", d);
+                json_object_set(st, "counters", json_object_get(daemon, "counters"));
+                json_object_set(st, "last_error", json_object_get(daemon, "last_error"));
+                json_object_set(st, "last_error_age_s", json_object_get(daemon, "last_error_age_s"));
+                if (!json_is_true(json_object_get(d, "watch_ok")))
+                        json_array_append_new(problems, json_string("the watch on handoff/ is lost"));
+                json_int_t ea = json_integer_value(json_object_get(daemon, "last_error_age_s"));
+                if (json_string_value(json_object_get(daemon, "last_error")) && ea >= 0 && ea < RECENT_ERROR_S)
+                        json_array_append_new(problems, json_sprintf("error %llds ago: %s", (long long)ea,
+                                              json_string_value(json_object_get(daemon, "last_error"))));
+                /* A served item waiting longer than two rescans was missed. */
+                if (oldest_pending > 2 * cfg->rescan_interval + 5)
+                        json_array_append_new(problems, json_sprintf("a handoff for a served agent has waited %llds",
+                                              (long long)oldest_pending));
+                if (oldest_claimed > cfg->resume_window + 60)
+                        json_array_append_new(problems, json_sprintf("a claimed item is %llds old, past its resume window of %llds",
+                                              (long long)oldest_claimed, (long long)cfg->resume_window));
+                code = json_array_size(problems) ? CTL_EXIT_NEGATIVE : CTL_EXIT_OK;
+                json_object_set_new(st, "health", json_string(code ? "degraded" : "healthy"));
+                json_decref(daemon);
+        } else {
+                json_object_set_new(st, "daemon", json_pack("{s:b, s:s}", "running", 0,
+                                                             "socket", cfg->control_socket));
+                json_object_set_new(st, "health", json_string("not running"));
+                code = CTL_EXIT_STALE;
+        }
+        json_object_set_new(st, "problems", problems);
+        config_free(cfg);
+
+        if (as_json) {
+                char *s = json_dumps(st, JSON_INDENT(2) | JSON_SORT_KEYS);
+                printf("%s\n", s ? s : "{}");
+                free(s);
+        } else {
+                print_text(st);
+        }
+        json_decref(st);
+        return code;
 }

@@ -173,17 +173,22 @@ static void on_deadline(uv_timer_t *t)
 }
 
 /* The sweep timer: at the earliest deadline (expiry within a second of
- * it), at least once a minute for retention. */
+ * it), and at least every rescan_interval (at most a minute) for
+ * retention and the consumed items inotify did not tell us about. */
 static void arm_deadline(struct daemon *d)
 {
         int64_t now = hd_now_usec(), nd = d->sp->next_deadline;
-        uint64_t ms = SWEEP_MAX_MS;
+        uint64_t max = (uint64_t)d->cfg->rescan_interval * 1000, ms;
+
+        if (max > SWEEP_MAX_MS)
+                max = SWEEP_MAX_MS;
+        ms = max;
 
         if (nd) {
                 int64_t dt = nd - now;
                 ms = dt <= 0 ? 0 : (uint64_t)(dt + 999) / 1000;
-                if (ms > SWEEP_MAX_MS)
-                        ms = SWEEP_MAX_MS;
+                if (ms > max)
+                        ms = max;
         }
         if (uv_is_active((uv_handle_t *)&d->t_deadline) &&
             uv_timer_get_due_in(&d->t_deadline) <= ms)

@@ -138,8 +138,10 @@ static unsigned prune(struct spool *sp, enum spool_dir dir, const char *suffix,
 void retention_run(struct spool *sp, int64_t now)
 {
         const struct config *c = sp->cfg;
-        /* Younger than this, an id may still come back fresh. */
-        int64_t window = (c->max_window + c->max_clock_skew + 60) * 1000000LL;
+        /* Younger than this, a replay of the id may still be fresh: it was
+         * issued at most max_clock_skew after the claim and stays fresh for
+         * max_window after issue. */
+        int64_t window = (c->max_window + c->max_clock_skew) * 1000000LL;
         int64_t floor = now - window;
 
         sp->st.archived_pruned += prune(sp, SD_ARCHIVE, ".outcome", c->archive_max_items,
@@ -147,5 +149,5 @@ void retention_run(struct spool *sp, int64_t now)
         sp->st.rejected_pruned += prune(sp, SD_REJECTED, ".reason", c->rejected_max_items,
                                         c->rejected_max_age, 0, now, floor);
         /* ids/: a marker older than the window guards nothing. */
-        prune(sp, SD_IDS, NULL, 0, c->max_window + c->max_clock_skew + 60, 0, now, floor);
+        prune(sp, SD_IDS, NULL, 0, c->max_window + c->max_clock_skew, 0, now, floor);
 }

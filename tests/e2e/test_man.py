@@ -172,6 +172,38 @@ def ctl_commands():
             fail(f"handoffctl {c} options missing from handoffctl.1: " + " ".join(missing))
 
 
+def libhandoff_example():
+    """The EXAMPLES program of libhandoff(3) compiles against this build."""
+    lib = os.path.join(BUILD, "libhandoff.a")
+    if not shutil.which("cc") or not os.path.exists(lib):
+        print("libhandoff(3) example: no cc or no libhandoff.a: skipped")
+        return
+    src = open(os.path.join(MAN, "libhandoff.3")).read()
+    m = re.search(r"^\.SH EXAMPLES\n.*?^\.EX\n(.*?)^\.EE", src, re.S | re.M)
+    if not m:
+        fail("libhandoff.3: no example")
+        return
+    code = m.group(1).replace("\\e", "\\").replace("\\-", "-")
+    code = ("int check(const char *keyfile, const char *dir, const char *name);\n"
+            + code + "\nint main(int c, char **v) { return c == 4 ? "
+            "check(v[1], v[2], v[3]) != 0 : 2; }\n")
+    import tempfile
+    with tempfile.TemporaryDirectory(prefix="hd-man-") as t:
+        c = os.path.join(t, "ex.c")
+        open(c, "w").write(code)
+        libs = subprocess.run(["pkg-config", "--libs", "jansson", "libsodium",
+                               "yaml-0.1", "expat", "libuv"],
+                              capture_output=True, text=True).stdout.split()
+        r = subprocess.run(["cc", "-std=gnu11", "-Wall", "-Wextra", "-Werror",
+                            "-Wno-unused-parameter", "-I" + os.path.join(SRC, "include"),
+                            "-o", os.path.join(t, "ex"), c, lib, *libs, "-lm"],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            fail("libhandoff.3 example does not compile:\n" + r.stderr[-2000:])
+        else:
+            print("libhandoff(3) example compiles")
+
+
 def main():
     if not shutil.which("mandoc"):
         print("mandoc not installed: skipped")
@@ -181,6 +213,7 @@ def main():
     config_keys()
     daemon_options()
     ctl_commands()
+    libhandoff_example()
     if failures:
         print(f"{len(failures)} failure(s)")
         return 1

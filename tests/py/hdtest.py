@@ -57,6 +57,8 @@ class Daemon:
         self.log_path = os.path.join(env.dir, f"{name}.log")
         self.notify_path = os.path.join(env.dir, f"{name}.notify")
         self.notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        if os.path.exists(self.notify_path):  # a restart under the same name
+            os.unlink(self.notify_path)
         self.notify.bind(self.notify_path)
         self.notify.settimeout(0.05)
         self.messages = []
@@ -66,7 +68,7 @@ class Daemon:
         e.pop("WATCHDOG_USEC", None)
         if env_vars:
             e.update(env_vars)
-        self.log = open(self.log_path, "wb")
+        self.log = open(self.log_path, "ab")
         self.proc = subprocess.Popen([HANDOFFD, "-f", "-v", "-c", conf, *extra_args],
                                      stdin=subprocess.DEVNULL, stdout=self.log,
                                      stderr=subprocess.STDOUT, env=e)
@@ -88,7 +90,8 @@ class Daemon:
         wait_for(seen, timeout, f"{self.name}: {msg}")
 
     def logs(self):
-        self.log.flush()
+        if not self.log.closed:
+            self.log.flush()
         with open(self.log_path, "rb") as f:
             return f.read().decode(errors="replace")
 

@@ -1,0 +1,58 @@
+# mk/fuzz.mk: the libFuzzer targets tests/fuzz/fuzz_*.c.  Included by the
+# top Makefile (which sets HD_CFLAGS, SAN, LIB_SRCS, DAEMON_SRCS, PKG_LIBS).
+#
+#   make fuzz-build               clang -fsanitize=fuzzer,address,undefined
+#                                 into build/fuzz/ (whatever B or SANITIZE is)
+#   make fuzz FUZZ_SECONDS=N      run each target N seconds (default 60) on a
+#                                 copy of tests/fuzz/corpus/<target>/, then
+#                                 every tests/fuzz/regress/<target>/ input;
+#                                 non-zero exit on any crash
+#   make fuzz FUZZ_TARGETS=fuzz_config   only some targets
+#
+# Crash inputs land in build/fuzz/artifacts/<target>/; a crash found becomes
+# a file in tests/fuzz/regress/<target>/ (test_fuzz.py replays them all).
+
+FUZZ_CC      ?= clang
+FUZZ_SECONDS ?= 60
+FB           := build/fuzz
+
+FUZZ_SAN    := -fsanitize=address,undefined -fno-sanitize-recover=all \
+	-fno-omit-frame-pointer
+# The project's flags and include paths without its own sanitizer choice
+# (and without _FORTIFY_SOURCE, which hides overflows from ASan).
+FUZZ_CFLAGS := $(filter-out $(SAN) -D_FORTIFY_SOURCE=2,$(HD_CFLAGS)) \
+	-Itests/fuzz -g -O1 $(FUZZ_SAN) -fsanitize=fuzzer-no-link
+FUZZ_LDFLAGS := $(filter-out $(SAN),$(HD_LDFLAGS)) $(FUZZ_SAN) -fsanitize=fuzzer
+
+FUZZ_ALL     := $(notdir $(basename $(wildcard tests/fuzz/fuzz_*.c)))
+FUZZ_TARGETS ?= $(FUZZ_ALL)
+FUZZ_CORE    := $(FB)/libhandoff-fuzz.a
+FUZZ_OBJS    := $(patsubst %.c,$(FB)/%.o,$(LIB_SRCS) $(DAEMON_SRCS))
+FUZZ_BINS    := $(addprefix $(FB)/,$(FUZZ_TARGETS))
+FUZZ_HDRS    := $(wildcard include/*.h src/lib/*.h src/handoffd/*.h tests/fuzz/*.h)
+
+.PHONY: fuzz fuzz-build
+# Keep the targets' objects: they are intermediate to the pattern rule.
+.SECONDARY: $(patsubst %,$(FB)/tests/fuzz/%.o,$(FUZZ_ALL))
+
+fuzz-build: $(FUZZ_BINS)
+
+$(FB)/src/%.o: src/%.c $(FUZZ_HDRS) mk/fuzz.mk
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -MMD -c -o $@ $<
+
+$(FB)/tests/fuzz/%.o: tests/fuzz/%.c $(FUZZ_HDRS) mk/fuzz.mk
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -MMD -c -o $@ $<
+
+$(FUZZ_CORE): $(FUZZ_OBJS)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(FB)/fuzz_%: $(FB)/tests/fuzz/fuzz_%.o $(FUZZ_CORE)
+	$(FUZZ_CC) $(FUZZ_LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
+
+fuzz: fuzz-build
+	@sh tests/fuzz/run.sh $(FB) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
+-include $(shell find $(FB) -name '*.d' 2>/dev/null)

@@ -1,0 +1,71 @@
+/* Shared by the libFuzzer targets (fuzz_*.c): the entry points' prototypes
+ * and the small pieces of setup they have in common.  Each target is one
+ * .c file and one binary; see mk/fuzz.mk. */
+#ifndef HD_FUZZ_H
+#define HD_FUZZ_H
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "handoff.h"
+#include "util.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+
+/* A property the code promises was broken: say which, then crash so that
+ * libFuzzer keeps the input. */
+#define FUZZ_ASSERT(cond, ...) do {                                           \
+                if (!(cond)) {                                                \
+                        fprintf(stderr, "fuzz: property broken: " __VA_ARGS__); \
+                        fputc('\n', stderr);                                  \
+                        abort();                                              \
+                }                                                             \
+        } while (0)
+
+/* The code under test opens files by path (inih, hd_payload_load): give it
+ * the input as "/proc/self/fd/N" of one memfd per process, rewritten for
+ * every input. */
+static inline const char *fuzz_path_of(const uint8_t *data, size_t size)
+{
+        static int fd = -1;
+        static char path[64];
+        size_t off = 0;
+
+        if (fd < 0) {
+                fd = memfd_create("hd-fuzz-input", MFD_CLOEXEC);
+                if (fd < 0) {
+                        perror("memfd_create");
+                        abort();
+                }
+                snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+        }
+        if (ftruncate(fd, 0) < 0)
+                abort();
+        while (off < size) {
+                ssize_t n = pwrite(fd, data + off, size - off, (off_t)off);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n <= 0)
+                        abort();
+                off += (size_t)n;
+        }
+        return path;
+}
+
+/* The "now" of tests/vectors/expected.tsv, so the seeds are fresh. */
+static inline int64_t fuzz_now(void)
+{
+        int64_t t = 0;
+
+        if (hd_time_parse("2026-04-21T10:16:00Z", &t) < 0)
+                abort();
+        return t;
+}
+
+#endif

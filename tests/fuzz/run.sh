@@ -1,0 +1,52 @@
+#!/bin/sh
+# Run libFuzzer targets for `make fuzz`:  run.sh BUILD_DIR SECONDS TARGET...
+# Each target runs SECONDS on a scratch copy of tests/fuzz/corpus/<target>/
+# (the committed corpus is never written), then replays every input of
+# tests/fuzz/regress/<target>/.  One line per target with its executions;
+# exit 1 when any target crashed (crash inputs: BUILD_DIR/artifacts/<t>/).
+set -u
+fb=$1
+secs=$2
+shift 2
+src=$(cd "$(dirname "$0")/../.." && pwd)
+work=$(mktemp -d "${TMPDIR:-/tmp}/handoffd-fuzz.XXXXXX")
+trap 'rm -rf "$work"' EXIT INT TERM
+failed=0
+total=0
+
+for t in "$@"; do
+	bin="$fb/$t"
+	art="$fb/artifacts/$t"
+	log="$fb/$t.log"
+	mkdir -p "$art" "$work/$t"
+	if [ -d "$src/tests/fuzz/corpus/$t" ]; then
+		cp -R "$src/tests/fuzz/corpus/$t/." "$work/$t/"
+	fi
+	"$bin" -max_total_time="$secs" -timeout=25 -print_final_stats=1 \
+		-artifact_prefix="$art/" "$work/$t" >"$log" 2>&1
+	rc=$?
+	execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)
+	cov=$(grep -E '^#[0-9]+' "$log" | tail -n 1 | sed -n 's/.* cov: \([0-9]*\).*/\1/p')
+	if [ "$rc" -eq 0 ]; then
+		crashed=no
+	else
+		crashed="YES (exit $rc, log $log)"
+		failed=1
+	fi
+	total=$((total + ${execs:-0}))
+	printf 'fuzz: %-20s %10s executions in %ss, coverage %s, crashed: %s\n' \
+		"$t" "${execs:-?}" "$secs" "${cov:-?}" "$crashed"
+	if [ "$rc" -ne 0 ]; then
+		grep -E '^(==[0-9]+==ERROR|SUMMARY|fuzz: property|    #[0-4] )' "$log" | head -n 12 | sed 's/^/    /'
+	fi
+	for f in "$src/tests/fuzz/regress/$t"/*; do
+		[ -f "$f" ] || continue
+		if ! "$bin" "$f" >"$log.regress" 2>&1; then
+			printf 'fuzz: %-20s regression input %s crashes (log %s)\n' \
+				"$t" "${f#"$src"/}" "$log.regress"
+			failed=1
+		fi
+	done
+done
+echo "fuzz: $total executions in all; $([ $failed -eq 0 ] && echo 'no crash' || echo 'CRASHES FOUND')"
+exit $failed
