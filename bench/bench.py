@@ -593,13 +593,16 @@ def main():
     m = machine(tmpbase)
     fs = m["fs"]
     m["create_us"], cal_dir = create_cost(tmpbase)
+    jr = {True: ", journal", False: ", NO journal"}.get(fs.get("journal"), "")
     print(f"handoffd bench: {handoffd}")
     print(f"machine: nproc {m['nproc']}, {m['cpu']}, Linux {m['kernel']}, python {m['python']}")
-    print(f"temp dir: {tmpbase} on {fs['mount']} ({fs['type']}, stat -f: {fs['stat_f']}; {fs['options']})")
+    print(f"temp dir: {tmpbase} on {fs['mount']} ({fs['type']}{jr}; stat -f: {fs['stat_f']}; {fs['options']})")
+    print(f"file create cost there: {m['create_us']:.0f} us per empty file (the daemon creates 3 per item)")
     print(f"N = {a.n} per run, fixed rate {a.rate:g}/s, fsync {'+'.join(modes)}, phases {'+'.join(phases)}")
     sys.stdout.flush()
 
     results = []
+    runs = []
     failed = False
 
     def on_term(sig, frame):
@@ -612,9 +615,12 @@ def main():
             for phase in phases:
                 t = time.monotonic()
                 try:
-                    res = bench_one(handoffd, mode == "on", phase, a.n, a.rate, a.timeout, a.keep, a.attach)
+                    res = bench_one(handoffd, mode == "on", phase, a.n, a.rate, a.timeout,
+                                    a.keep, a.attach, runs)
                 except BenchError as e:
                     res = {"fsync": mode, "phase": phase, "n": a.n, "ok": False, "problems": [str(e)]}
+                if phase == "rate" and res.get("throughput"):
+                    res["saturated"] = res["throughput"] < 0.95 * a.rate
                 results.append(res)
                 print(f"  fsync {mode:3} {phase:5}: "
                       f"{fmt(res.get('throughput'), '.0f')} items/s, "
@@ -628,12 +634,24 @@ def main():
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         failed = True
+    finally:
+        # Removed only now: on ext4 without a journal, creates right after a
+        # mass delete are slower, and one run must not slow the next.
+        for r in runs:
+            r.cleanup(r.keep)
+        shutil.rmtree(cal_dir, ignore_errors=True)
 
     print()
     print(table(results))
     print()
-    print("items/s: burst = N / (last bootstrap - first drop); rate = the same over the paced run.")
-    print("p50/p99/max: drop (after rename) to bootstrap IN_MOVED_TO. cpu: daemon utime+stime per 1000 items.")
+    print("items/s: N / (last bootstrap - first drop).  drop/s: what the writer achieved.")
+    print("p50/p99/max: from just after the rename into handoff/ to the bootstrap's IN_MOVED_TO.")
+    print("cpu ms/1k: daemon utime+stime per 1000 items.  HWM/RSS: daemon VmHWM/VmRSS after the run.")
+    sat = [r for r in results if r.get("saturated")]
+    if sat:
+        print(f"NOTE: at {a.rate:g}/s the daemon was saturated (fsync "
+              f"{', '.join(r['fsync'] for r in sat)}): the rate run's latency is queueing, "
+              f"not service time; try BENCH_RATE below its burst items/s.")
     print(f"total {time.monotonic() - t_all:.1f}s")
     out = {"version": 1, "machine": m, "params": {"n": a.n, "rate": a.rate, "fsync": modes, "phases": phases},
            "runs": results, "ok": not failed}

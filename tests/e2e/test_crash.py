@@ -109,12 +109,22 @@ def main():
             daemons.append(d)
             return d
 
+        cache = {}
+        at_ready = {"redelivered": 0, "logged": 0}
+
         def checkpoint(d, label):
             """Producer and consumer parked, daemon just said READY=1."""
             v = invariant.check(env.spool, env.state, prod.submitted, consumed=cons.got,
                                 settled=True, sentinels={sentinel: snap},
-                                allow_states=("claimed", "archive"))
+                                allow_states=("claimed", "archive"), cache=cache)
             check(not v, f"{label}: invariant violated ({len(v)}):\n  " + "\n  ".join(v[:20]))
+            # Recovery before READY=1: the counter and the log lines agree.
+            c = d.status()["counters"]
+            logged = len(REDELIVERED_RE.findall(d.logs()))
+            check(c["redelivered"] == logged,
+                  f"{label}: redelivered counter {c['redelivered']} != {logged} log lines")
+            at_ready["redelivered"] += c["redelivered"]
+            at_ready["logged"] += logged
 
         d = start()
         prod.start()
@@ -156,7 +166,8 @@ def main():
         hdtest.wait_for(drained, timeout=60, what=f"all {n} consumed and archived")
         cons.gate.pause()
         v = invariant.check(env.spool, env.state, prod.submitted, consumed=cons.got,
-                            settled=True, sentinels={sentinel: snap}, allow_states=("archive",))
+                            settled=True, sentinels={sentinel: snap}, allow_states=("archive",),
+                            cache=cache)
         check(not v, "after drain: invariant violated:\n  " + "\n  ".join(v[:20]))
         st = d.status()
         check(d.stop() == 0, "SIGTERM: exit 0")
@@ -164,7 +175,8 @@ def main():
         d = start()
         st2 = d.status()
         v = invariant.check(env.spool, env.state, prod.submitted, consumed=cons.got,
-                            settled=True, sentinels={sentinel: snap}, allow_states=("archive",))
+                            settled=True, sentinels={sentinel: snap}, allow_states=("archive",),
+                            cache=cache)
         check(not v, "after clean restart: invariant violated:\n  " + "\n  ".join(v[:20]))
         check(st2["counters"]["redelivered"] == 0 and st2["counters"]["claimed"] == 0,
               f"clean restart did work: {st2['counters']}")
@@ -187,7 +199,8 @@ def main():
             outcomes[o.get("outcome")] += 1
         print(f"cycles {CYCLES} (+{early_kills} kills before READY=1), items {n}, "
               f"lost {len(lost)}, duplicated deliveries {sum(c - 1 for c in dups.values())} "
-              f"({len(dups)} ids), redeliveries logged {sum(redelivered_ids.values())}, "
+              f"({len(dups)} ids), redeliveries logged {sum(redelivered_ids.values())} "
+              f"(at READY=1: counter {at_ready['redelivered']}, log {at_ready['logged']}), "
               f"archive {dict(outcomes)}, rejected {env.count('rejected')}, "
               f"{t_cycles:.1f}s of cycles")
         if dups:

@@ -85,8 +85,10 @@ def bootstrap_name(handoff_id):
     return safe + ".json"
 
 
-def scan(spool, state_dirs):
-    """Where everything is.  Returns a dict:
+def scan(spool, state_dirs, cache=None):
+    """Where everything is (cache: a dict kept by the caller between calls,
+    so that archive/ and rejected/ items, which never change, are read once).
+    Returns a dict:
         items:      id -> [(state, name), ...]   (every place the id is)
         unknown:    [(state, name)]              items whose id is unknown
         to_agent:   id -> to_agent (from the item)
@@ -116,6 +118,14 @@ def scan(spool, state_dirs):
                     if not (state == "claimed" and base + ".json" in present):
                         res["orphans"].append((state, n))
                 continue
+            if cache is not None and state in ("archive", "rejected") and p in cache:
+                hid, to, oc = cache[p]
+                res["items"].setdefault(hid, []).append((state, n))
+                if to is not None:
+                    res["to_agent"][hid] = to
+                if state == "archive":
+                    res["outcome"][hid] = oc
+                continue
             doc = _load(p) if _is_regular(p) else None
             hid = _id_of(doc)
             sc = _load(p + side) if side else None
@@ -129,8 +139,12 @@ def scan(spool, state_dirs):
                 res["unknown"].append((state, n))
                 continue
             res["items"].setdefault(hid, []).append((state, n))
-            if doc and isinstance(doc.get("to_agent"), str):
-                res["to_agent"][hid] = doc["to_agent"]
+            to = doc.get("to_agent") if doc and isinstance(doc.get("to_agent"), str) else None
+            if to is not None:
+                res["to_agent"][hid] = to
+            if cache is not None and state in ("archive", "rejected") and sc:
+                # Final once there: the sidecar is written before the move.
+                cache[p] = (hid, to, sc.get("outcome"))
     for state in ("ids", "baton"):
         for n in _listdir(os.path.join(spool, state)):
             if n.startswith("."):
@@ -230,7 +244,7 @@ def compare(root, before, exclude=()):
 
 
 def check(spool, state_dirs, submitted, consumed=None, settled=False, sentinels=None,
-          allow_states=ITEM_DIRS):
+          allow_states=ITEM_DIRS, cache=None):
     """The invariant; returns a list of violations (empty = holds).
 
     spool: spool dir; state_dirs: {agent: state_dir}; submitted: handoff_ids
@@ -239,9 +253,10 @@ def check(spool, state_dirs, submitted, consumed=None, settled=False, sentinels=
     unknown; settled: nothing in flight (after READY=1 of a fresh start with
     producers and consumers paused, or after everything drained);
     sentinels: {root: snapshot(root)} or {root: (snapshot, exclude)};
-    allow_states: the states a submitted id may legitimately be in."""
+    allow_states: the states a submitted id may legitimately be in;
+    cache: see scan()."""
     v = []
-    s = scan(spool, state_dirs)
+    s = scan(spool, state_dirs, cache)
     items, boots = s["items"], s["bootstraps"]
     cons = set(consumed) if consumed is not None else None
 
@@ -253,8 +268,9 @@ def check(spool, state_dirs, submitted, consumed=None, settled=False, sentinels=
             v.append(f"duplicated: {hid} is in {len(where)} places: {where}")
         elif where[0][0] not in allow_states:
             v.append(f"unexpected state: {hid} is in {where[0][0]}/{where[0][1]}")
+    sub = set(submitted)
     for hid, where in items.items():
-        if len(where) > 1 and hid not in set(submitted):
+        if len(where) > 1 and hid not in sub:
             v.append(f"duplicated: {hid} (not submitted by this run) is in {where}")
 
     for hid, where in items.items():

@@ -1,0 +1,20 @@
+# mk/bench.mk: `make bench`, included by the top Makefile.
+#
+#   make bench                         N=5000 per run, fixed rate 500/s
+#   make bench BENCH_N=20000 BENCH_RATE=200
+#   make bench BENCH_ARGS='--fsync on --phases rate'
+#   make bench TMPDIR=/dev/shm         (temp spools go under $TMPDIR or /tmp)
+#
+# Always the normal optimised build in build/ (never the sanitized one, even
+# with SANITIZE=1 on the command line).  The last line of output is
+# "BENCH_JSON {...}"; bench/README.md explains the figures.
+
+BENCH_N    ?= 5000
+BENCH_RATE ?= 500
+BENCH_ARGS ?=
+BENCH_BUILD := $(CURDIR)/build
+
+bench: deps
+	@$(MAKE) --no-print-directory SANITIZE= B=build all
+	@python3 $(CURDIR)/bench/bench.py --build $(BENCH_BUILD) \
+		--n '$(BENCH_N)' --rate '$(BENCH_RATE)' $(BENCH_ARGS)

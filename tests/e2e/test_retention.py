@@ -1,0 +1,89 @@
+"""Retention of archive/ and rejected/: by count, by age and by bytes,
+oldest first, and never anything younger than the replay window
+(max_window + max_clock_skew)."""
+
+import os
+import signal
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.environ.get("HD_SRC", "."), "tests", "py"))
+import hdproto  # noqa: E402
+import hdtest  # noqa: E402
+from hdtest import check  # noqa: E402
+
+WINDOW = 3
+
+
+def conf_text(env, retention):
+    t = env.config_text("d0").replace(
+        "rescan_interval = 5", f"rescan_interval = 1\nmax_window = {WINDOW}\nmax_clock_skew = 0")
+    return t + "\n[retention]\n" + retention + "\n"
+
+
+def archive_some(env, n):
+    ids = []
+    for _ in range(n):
+        doc = hdproto.build("bob", "alice", env.key, ttl=WINDOW)
+        hdproto.drop(env.spool, doc)
+        ids.append(doc["handoff_id"])
+    hdtest.wait_for(lambda: len(env.bootstraps("alice")) == n, what="delivered")
+    for i in ids:
+        check(hdtest.real_consumer(env.state["alice"], i), "consumed")
+    return ids
+
+
+def archived_ids(env):
+    return sorted(n.split("-", 1)[1] for n in env.items("archive"))
+
+
+def main():
+    with hdtest.Env(agents=["alice"]) as env:
+        conf = env.write_config("d0", text=conf_text(env, "archive_max_items = 3\nrejected_max_items = 2"))
+        d = env.start(conf=conf)
+
+        # By count, with the floor: all 6 stay while younger than the window.
+        ids = archive_some(env, 6)
+        hdtest.wait_for(lambda: env.count("archive") == 6, what="6 archived")
+        t6 = time.monotonic()
+        by_age = sorted(env.items("archive"), key=lambda n: os.stat(env.path("archive", n)).st_ctime_ns)
+        for _ in range(4):
+            hdproto.drop(env.spool, hdproto.build("bob", "alice", b"z" * 32))
+        hdtest.wait_for(lambda: env.count("rejected") == 4, what="4 rejected")
+        time.sleep(1.5)  # sweeps run every second: the floor must hold
+        if time.monotonic() - t6 < WINDOW - 0.5:
+            check(env.count("archive") == 6, f"floor: {env.count('archive')} left within the window")
+            check(env.count("rejected") == 4, "floor for rejected/")
+        hdtest.wait_for(lambda: env.count("archive") == 3, timeout=WINDOW + 5, what="trimmed to 3")
+        kept = [n for n in env.items("archive")]
+        check(sorted(kept) == sorted(by_age[3:]), f"the 3 newest kept: {kept} of {by_age}")
+        check(all(any(n.endswith(i + ".json") for i in ids) for n in kept), "kept ones are ours")
+        check(sorted(env.names("archive")) == sorted(kept + [k + ".outcome" for k in kept]),
+              "sidecars removed with their items")
+        hdtest.wait_for(lambda: env.count("rejected") == 2, timeout=WINDOW + 5, what="rejected trimmed to 2")
+        check(len(env.names("rejected")) == 4, "rejected sidecars go with items")
+        hdtest.wait_for(lambda: env.names("ids") == [], timeout=WINDOW + 5, what="ids/ pruned after the window")
+
+        # By bytes: a budget of ~2.5 items for the 3 left.
+        one = sum(os.path.getsize(env.path("archive", n)) for n in env.names("archive")) / 3
+        with open(conf, "w") as f:
+            f.write(conf_text(env, f"archive_max_bytes = {int(one * 2.5)}"))
+        d.send(signal.SIGHUP)
+        hdtest.wait_for(lambda: "Reloaded" in d.logs(), what="reload")
+        hdtest.wait_for(lambda: env.count("archive") == 2, timeout=WINDOW + 5, what="trimmed by bytes")
+        total = sum(os.path.getsize(env.path("archive", n)) for n in env.names("archive"))
+        check(total <= int(one * 2.5), f"bytes {total} over budget")
+
+        # By age.
+        with open(conf, "w") as f:
+            f.write(conf_text(env, "archive_max_age = 1s\nrejected_max_age = 1s"))
+        d.send(signal.SIGHUP)
+        hdtest.wait_for(lambda: env.count("archive") == 0 and env.count("rejected") == 0,
+                        timeout=WINDOW + 5, what="all aged out")
+        st = d.status()["counters"]
+        check(st["pruned"] == 3 + 2 + 1 + 2 + 2, f"pruned counter {st['pruned']}")
+        check(d.stop() == 0, "stop")
+        print("retention by count (6->3), bytes (3->2), age (->0), rejected (4->2); floor held; ids/ pruned")
+
+
+hdtest.run(main)
