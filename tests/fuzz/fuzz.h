@@ -28,6 +28,15 @@ int LLVMFuzzerInitialize(int *argc, char ***argv);
                 }                                                             \
         } while (0)
 
+/* A verdict's detail goes into JSON (reason files, the control socket's
+ * answers) and journald fields: it must be UTF-8 whatever the input was. */
+#define FUZZ_DETAIL_OK(v, where) do {                                         \
+                json_t *_s = json_string((v)->detail);                        \
+                FUZZ_ASSERT(_s != NULL, "%s: detail of %s is not UTF-8: %s",   \
+                            where, hd_reason_name((v)->reason), (v)->detail); \
+                json_decref(_s);                                              \
+        } while (0)
+
 /* The code under test opens files by path (inih, hd_payload_load): give it
  * the input as "/proc/self/fd/N" of one memfd per process, rewritten for
  * every input. */

@@ -32,6 +32,8 @@ static inline int fuzz_payload(const char *type, const uint8_t *data,
         if (r < 0) {
                 FUZZ_ASSERT(r == -EBADMSG || r == -ENOMEM,
                             "hd_payload_load: %s", strerror(-r));
+                if (r == -EBADMSG)
+                        FUZZ_DETAIL_OK(&v, "hd_payload_load");
                 return 0;
         }
         from = fuzz_agent(p, "source_agent", "alice");
@@ -43,6 +45,7 @@ static inline int fuzz_payload(const char *type, const uint8_t *data,
         if (!env)
                 return 0;
         r = hd_payload_validate(env, NULL, &v);
+        FUZZ_DETAIL_OK(&v, "hd_payload_validate");
         /* vox binds its agents to the envelope: only when both are names
          * taken from the payload must it pass. */
         if (strcmp(type, "vox/1.0") ||

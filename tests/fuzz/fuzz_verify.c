@@ -90,19 +90,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         hd_verdict v;
         int r;
 
-        if (hd_parse(data, size, NULL, &doc, &v) < 0)
+        if (hd_parse(data, size, NULL, &doc, &v) < 0) {
+                FUZZ_DETAIL_OK(&v, "hd_parse");
                 return 0;
+        }
         FUZZ_ASSERT(json_is_object(doc), "hd_parse returned a non-object");
         check_canon(doc);
 
         r = hd_verify(doc, lookup, NULL, &pol, &opts, now, &v);
+        FUZZ_DETAIL_OK(&v, "hd_verify");
         if (r == 0)
                 check_verified(doc);
 
         /* Past the MAC: the checks a forged document never reaches. */
         hd_validate(doc, &v);
+        FUZZ_DETAIL_OK(&v, "hd_validate");
         hd_check_fresh(doc, &pol, now, &v);
+        FUZZ_DETAIL_OK(&v, "hd_check_fresh");
         hd_payload_validate(doc, &opts, &v);
+        FUZZ_DETAIL_OK(&v, "hd_payload_validate");
 
         if (hd_sign(doc, key) < 0)
                 return 0;
@@ -114,6 +120,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                                v.reason != HD_R_BAD_MAC_FORMAT),
                     "a signed document is rejected as %s: %s",
                     hd_reason_name(v.reason), v.detail);
+        FUZZ_DETAIL_OK(&v, "hd_verify (signed)");
         if (r == 0)
                 check_verified(doc);
         return 0;

@@ -1,0 +1,26 @@
+# make run: build, then start handoffd in the foreground on a demo spool
+# under demo/ (git-ignored) with a freshly generated key and one agent.
+DEMO ?= $(CURDIR)/demo
+
+.PHONY: run
+run: deps
+	@$(MAKE) --no-print-directory all
+	@mkdir -p $(DEMO)/keys $(DEMO)/agents/alice
+	@chmod 700 $(DEMO)/keys
+	@[ -f $(DEMO)/keys/default.key ] || $(B)/handoffctl keygen -o $(DEMO)/keys/default.key
+	@printf '%s\n' \
+		'; demo configuration written by make run' \
+		'[spool]' 'dir = $(DEMO)/spool' 'fsync = yes' 'resume_window = 300' \
+		'[keys]' 'default = $(DEMO)/keys/default.key' \
+		'[agent alice]' 'state_dir = $(DEMO)/agents/alice' \
+		'[control]' 'socket = $(DEMO)/control.sock' > $(DEMO)/handoffd.conf
+	@$(B)/handoffd -n -c $(DEMO)/handoffd.conf
+	@echo
+	@echo "In another terminal, hand something to the demo agent 'alice':"
+	@echo
+	@echo "  $(CURDIR)/$(B)/handoffctl submit --spool $(DEMO)/spool --key $(DEMO)/keys/default.key --from bob --to alice --reason 'demo handoff'"
+	@echo
+	@echo "then: $(B)/handoffctl status -c $(DEMO)/handoffd.conf"
+	@echo "      $(B)/handoffctl consume -c $(DEMO)/handoffd.conf --agent alice"
+	@echo
+	exec $(B)/handoffd -f -c $(DEMO)/handoffd.conf
