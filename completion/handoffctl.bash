@@ -26,12 +26,15 @@ _handoffctl()
         return
     fi
 
-    # Options that take a file or directory argument.
+    # -s is --state for list, --spool elsewhere.
+    [[ $cmd == list && $prev == -s ]] && prev=--state
+
+    # Options that take an argument.
     case $prev in
         -c|--config|-k|--key|--transcript|--payload|-o|--output)
             COMPREPLY=($(compgen -f -- "$cur"))
             return ;;
-        -s|--spool)
+        -s|--spool|-d|--state-dir)
             COMPREPLY=($(compgen -d -- "$cur"))
             return ;;
         --type)
@@ -47,13 +50,13 @@ _handoffctl()
 
     local opts="--help --version"
     case $cmd in
-        status)  opts+=" -c --config --json" ;;
+        status)  opts+=" -c --config -j --json" ;;
         submit)  opts+=" -s --spool -k --key -f --from -t --to -r --reason --transcript
                         -c --context --ttl --id --kid --type --payload --caller-hash" ;;
         verify)  opts+=" -k --key --kid --now --max-window --max-clock-skew --max-size" ;;
-        consume) opts+=" -c --config --agent --context" ;;
-        list)    opts+=" -c --config --state --agent --json" ;;
-        show)    opts+=" -c --config --json" ;;
+        consume) opts+=" -c --config -a --agent -d --state-dir -w --window -x --context" ;;
+        list)    opts+=" -c --config -s --state -a --agent -j --json" ;;
+        show)    opts+=" -c --config -j --json" ;;
         render)  opts+=" --type" ;;
         baton)   opts+=" show -c --config --spool --history --json" ;;
         keygen)  opts+=" -o --output" ;;

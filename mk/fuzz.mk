@@ -29,7 +29,7 @@ FUZZ_TARGETS ?= $(FUZZ_ALL)
 FUZZ_CORE    := $(FB)/libhandoff-fuzz.a
 FUZZ_OBJS    := $(patsubst %.c,$(FB)/%.o,$(LIB_SRCS) $(DAEMON_SRCS))
 FUZZ_BINS    := $(addprefix $(FB)/,$(FUZZ_TARGETS))
-FUZZ_HDRS    := $(wildcard include/*.h src/lib/*.h src/handoffd/*.h tests/fuzz/*.h)
+FUZZ_HDRS    := $(wildcard include/*.h src/lib/*.h src/handoffd/*.h)
 
 .PHONY: fuzz fuzz-build
 # Keep the targets' objects: they are intermediate to the pattern rule.
@@ -41,7 +41,7 @@ $(FB)/src/%.o: src/%.c $(FUZZ_HDRS) mk/fuzz.mk
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -MMD -c -o $@ $<
 
-$(FB)/tests/fuzz/%.o: tests/fuzz/%.c $(FUZZ_HDRS) mk/fuzz.mk
+$(FB)/tests/fuzz/%.o: tests/fuzz/%.c $(FUZZ_HDRS) $(wildcard tests/fuzz/*.h) mk/fuzz.mk
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -MMD -c -o $@ $<
 

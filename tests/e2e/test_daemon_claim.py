@@ -21,7 +21,7 @@ def main():
         foreign_name = hdproto.drop(env.spool, foreign)
 
         d = env.start()
-        hdtest.wait_for(lambda: env.count("claimed") == 1, what="early file claimed")
+        hdtest.wait_for(lambda: len(env.bootstraps("alice")) == 1, what="early file claimed and delivered")
         check(foreign_name in env.names("handoff"), "file for sven must stay in handoff/")
 
         # After start: unicode, extra fields, a producer-named file, and
@@ -35,7 +35,8 @@ def main():
         ]
         hdproto.drop(env.spool, docs[0])
         hdproto.drop(env.spool, docs[1], name=f"{docs[1]['caller_hash']}-0.json")
-        hdtest.wait_for(lambda: env.count("claimed") == 3, what="3 claimed")
+        hdtest.wait_for(lambda: env.count("claimed") == 3 and len(env.bootstraps("alice")) == 2
+                        and len(env.bootstraps("gordon")) == 1, what="3 claimed and delivered")
 
         # Bootstrap, field by field.
         for doc, agent in [(early, "alice"), (docs[0], "alice"), (docs[1], "gordon")]:

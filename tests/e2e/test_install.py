@@ -29,8 +29,9 @@ def make(target, destdir, *extra):
     argv = ["make", "-C", SRC, "--no-print-directory", "-o", "all",
             f"B={BUILD}", target, f"DESTDIR={destdir}", *extra]
     # Not the outer make's flags and variables (make check runs us).
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES")}
+    # Nor variables it exported (debian/rules passes libdir=... and the like).
+    keep = ("PATH", "HOME", "TMPDIR", "LANG", "LC_ALL", "TERM", "PKG_CONFIG")
+    env = {k: v for k, v in os.environ.items() if k in keep}
     r = subprocess.run(argv, capture_output=True, text=True, env=env)
     print(f"$ {' '.join(argv)}  -> exit {r.returncode}")
     if r.returncode != 0:
