@@ -345,11 +345,12 @@ int lifecycle_sweep(struct spool *sp, int64_t now, bool at_start)
          * decide again (they end as expired_unclaimed). */
         json_t *due = json_array();
         json_object_foreach_safe(sp->foreign, tmp, k, v) {
-                if (json_integer_value(v) <= now) {
+                int64_t t = json_integer_value(json_array_get(v, 0));
+                if (t <= now) {
                         json_array_append_new(due, json_string_nocheck(k));
                         json_object_del(sp->foreign, k);
                 } else {
-                        lifecycle_note_deadline(sp, json_integer_value(v));
+                        lifecycle_note_deadline(sp, t);
                 }
         }
         if (json_array_size(due) > 0) {

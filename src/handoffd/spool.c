@@ -356,10 +356,32 @@ int spool_reject(struct spool *sp, const char *name, hd_reason reason,
         return -EEXIST;
 }
 
+/* The file we left for another agent, unchanged, and not yet expired?
+ * Names get reused (the real writer's "{caller_hash}-{seq}.json"), so the
+ * inode and ctime must match too. */
 static bool foreign_fresh(struct spool *sp, const char *name, int64_t now)
 {
         json_t *e = json_object_get(sp->foreign, name);
-        return e && json_integer_value(e) >= now;
+        struct stat st;
+
+        if (!e || json_integer_value(json_array_get(e, 0)) < now)
+                return false;
+        if (fstatat(sp->fd[SD_HANDOFF], name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return false;
+        return (json_int_t)st.st_ino == json_integer_value(json_array_get(e, 1)) &&
+               (json_int_t)st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec ==
+                       json_integer_value(json_array_get(e, 2));
+}
+
+static void foreign_note(struct spool *sp, const char *name, int fd, int64_t expires)
+{
+        struct stat st;
+
+        if (fstat(fd, &st) < 0)
+                return;
+        json_object_set_new_nocheck(sp->foreign, name,
+                json_pack("[I, I, I]", (json_int_t)expires, (json_int_t)st.st_ino,
+                          (json_int_t)st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec));
 }
 
 /* One item between the first look and the claim rename. */
@@ -482,7 +504,7 @@ left:
                 int64_t t;
                 if (!exp || hd_time_parse(exp, &t) < 0)
                         t = now + c->max_window * 1000000LL;
-                json_object_set_new_nocheck(sp->foreign, name, json_integer(t + 1));
+                foreign_note(sp, name, it->fd, t + 1);
                 lifecycle_note_deadline(sp, t + 1);
                 sp->st.left++;
                 char q[300];
