@@ -23,6 +23,7 @@
 #include "files.h"
 #include "lifecycle.h"
 #include "log.h"
+#include "metrics.h"
 #include "retention.h"
 
 #define BUSY_RETRY_USEC 1000000LL
@@ -365,6 +366,9 @@ int lifecycle_sweep(struct spool *sp, int64_t now, bool at_start)
         }
         json_decref(due);
         retention_run(sp, now);
+        int q = metrics_write(sp, now);
+        if (q < 0)
+                log_warning_errno(q, "Cannot write the metrics textfile %s", sp->cfg->metrics_textfile);
         r = spool_flush(sp);
         if (r < 0)
                 spool_error(sp, r, "Cannot fsync the spool");

@@ -85,7 +85,7 @@ def summary(log):
     """The lines of a libFuzzer log that say what crashed and where."""
     keep = [l for l in log.splitlines()
             if re.match(r"^(==\d+==ERROR|SUMMARY|fuzz: property|.*runtime error)", l)
-            or re.search(r" in \S+ /.*/(src|tests)/", l)]
+            or re.search(r"^ *#\d+ 0x\w+ in \S+ /.*/(src|tests)/", l)]
     return "\n".join("    " + l for l in keep[:15])
 
 

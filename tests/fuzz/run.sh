@@ -37,7 +37,8 @@ for t in "$@"; do
 	printf 'fuzz: %-20s %10s executions in %ss, coverage %s, crashed: %s\n' \
 		"$t" "${execs:-?}" "$secs" "${cov:-?}" "$crashed"
 	if [ "$rc" -ne 0 ]; then
-		grep -E '^(==[0-9]+==ERROR|SUMMARY|fuzz: property|    #[0-4] )' "$log" | head -n 12 | sed 's/^/    /'
+		grep -aE '^(==[0-9]+==ERROR|SUMMARY|fuzz: property|.*runtime error)|^ *#[0-9]+ 0x[0-9a-f]+ in [^ ]+ /.*/(src|tests)/' \
+			"$log" | head -n 12 | sed 's/^/    /'
 	fi
 	for f in "$src/tests/fuzz/regress/$t"/*; do
 		[ -f "$f" ] || continue
