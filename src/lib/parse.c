@@ -27,94 +27,14 @@ int hd_read_at(int dirfd, const char *name, size_t max_size,
                char **ret_buf, size_t *ret_len, hd_verdict *v)
 {
         _cleanup_close_ int fd = -1;
-        _cleanup_free_ char *buf = NULL;
-        size_t len = 0, cap;
-        struct stat st;
+        int r;
 
         if (!name || !ret_buf)
                 return -EINVAL;
-        if (max_size == 0)
-                max_size = HD_DEFAULT_MAX_SIZE;
-        verdict_clear(v);
-
-        /* O_NONBLOCK: opening a FIFO for reading must not wait for a writer.
-         * O_NOFOLLOW: a symlink could point anywhere (ELOOP).
-         * O_NOCTTY: a planted tty must not become our controlling one. */
-        fd = openat(dirfd, name,
-                    O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
-        if (fd < 0) {
-                if (errno == ELOOP)
-                        return verdict(v, HD_R_NOT_REGULAR,
-                                       "'%s' is a symbolic link", name);
-                /* A socket cannot be opened at all. */
-                if (errno == ENXIO)
-                        return verdict(v, HD_R_NOT_REGULAR,
-                                       "'%s' is not a regular file", name);
-                return -errno;
-        }
-        if (fstat(fd, &st) < 0)
-                return -errno;
-        /* Never read anything but a regular file: a FIFO or device could
-         * block or never end. */
-        if (!S_ISREG(st.st_mode))
-                return verdict(v, HD_R_NOT_REGULAR,
-                               "'%s' is not a regular file (mode %06o)",
-                               name, (unsigned)st.st_mode);
-        /* A second name elsewhere means someone else can still change
-         * what we are about to trust. */
-        if (st.st_nlink != 1)
-                return verdict(v, HD_R_HARDLINK, "'%s' has %ju links",
-                               name, (uintmax_t)st.st_nlink);
-        if (st.st_size < 0 || (uintmax_t)st.st_size > max_size)
-                return verdict(v, HD_R_TOO_LARGE,
-                               "'%s' is %jd bytes, limit %zu",
-                               name, (intmax_t)st.st_size, max_size);
-
-        /* st_size is only a hint: the file may grow while we read it, and
-         * some (procfs) report 0.  Read until EOF or one byte past the
-         * limit, whichever is first. */
-        cap = (size_t)st.st_size + 1;
-        if (cap < 4096)
-                cap = max_size + 1 < 4096 ? max_size + 1 : 4096;
-        buf = malloc(cap + 1);
-        if (!buf)
-                return -ENOMEM;
-        for (;;) {
-                ssize_t n;
-
-                if (len == cap) {
-                        size_t ncap;
-                        char *nbuf;
-
-                        if (cap > max_size)
-                                break;
-                        ncap = cap * 2 > max_size + 1 ? max_size + 1 : cap * 2;
-                        nbuf = realloc(buf, ncap + 1);
-                        if (!nbuf)
-                                return -ENOMEM;
-                        buf = nbuf;
-                        cap = ncap;
-                }
-                n = read(fd, buf + len, cap - len);
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return -errno;
-                }
-                if (n == 0)
-                        break;
-                len += (size_t)n;
-        }
-        if (len > max_size)
-                return verdict(v, HD_R_TOO_LARGE,
-                               "'%s' grew past the limit of %zu bytes",
-                               name, max_size);
-        buf[len] = '\0';
-
-        *ret_buf = TAKE_PTR(buf);
-        if (ret_len)
-                *ret_len = len;
-        return 0;
+        r = hd_open_at(dirfd, name, &fd, v);
+        if (r < 0)
+                return r;
+        return hd_read_fd(fd, name, max_size, ret_buf, ret_len, v);
 }
 
 /* Raw NUL bytes and nesting depth, checked before jansson sees the bytes:

@@ -21,9 +21,10 @@ int hd_open_at(int dirfd, const char *name, int *ret_fd, hd_verdict *v)
                     O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
         if (fd < 0) {
                 if (errno == ELOOP)
-                        return verdict(v, HD_R_NOT_REGULAR, "is a symbolic link");
+                        return verdict(v, HD_R_NOT_REGULAR, "'%s' is a symbolic link", name);
+                /* A socket cannot be opened at all. */
                 if (errno == ENXIO)
-                        return verdict(v, HD_R_NOT_REGULAR, "is not a regular file");
+                        return verdict(v, HD_R_NOT_REGULAR, "'%s' is not a regular file", name);
                 return -errno;
         }
         *ret_fd = fd;
@@ -42,13 +43,18 @@ int hd_read_fd(int fd, const char *name, size_t max_size, char **ret_buf,
         verdict_clear(v);
         if (fstat(fd, &st) < 0)
                 return -errno;
+        /* Never read anything but a regular file: a FIFO or device could
+         * block or never end. */
         if (!S_ISREG(st.st_mode))
-                return verdict(v, HD_R_NOT_REGULAR, "is not a regular file (mode %06o)",
-                               (unsigned)st.st_mode);
+                return verdict(v, HD_R_NOT_REGULAR, "'%s' is not a regular file (mode %06o)",
+                               name, (unsigned)st.st_mode);
+        /* A second name elsewhere means someone else can still change what
+         * we are about to trust. */
         if (st.st_nlink != 1)
-                return verdict(v, HD_R_HARDLINK, "has %ju links", (uintmax_t)st.st_nlink);
+                return verdict(v, HD_R_HARDLINK, "'%s' has %ju links", name,
+                               (uintmax_t)st.st_nlink);
         if ((uintmax_t)st.st_size > max_size)
-                return verdict(v, HD_R_TOO_LARGE, "is %jd bytes, limit %zu",
+                return verdict(v, HD_R_TOO_LARGE, "'%s' is %jd bytes, limit %zu", name,
                                (intmax_t)st.st_size, max_size);
         /* st_size is a hint (the file may still grow): start there, grow up
          * to one byte past the limit, which tells a file that grew. */
@@ -78,10 +84,9 @@ int hd_read_fd(int fd, const char *name, size_t max_size, char **ret_buf,
                 len += (size_t)n;
         }
         if (len > max_size)
-                return verdict(v, HD_R_TOO_LARGE, "grew past the limit of %zu bytes",
-                               max_size);
+                return verdict(v, HD_R_TOO_LARGE, "'%s' grew past the limit of %zu bytes",
+                               name, max_size);
         buf[len] = '\0';
-        (void)name;
         *ret_buf = TAKE_PTR(buf);
         if (ret_len)
                 *ret_len = len;

@@ -282,6 +282,10 @@ def check(spool, state_dirs, submitted, consumed=None, settled=False, sentinels=
                 v.append(f"duplicate bootstraps: {hid}: {b}")
             if to is not None and any(a != to for a, _ in b):
                 v.append(f"misdelivered: {hid} is for {to}, bootstrap in {b}")
+            if not b and cons is not None and hid not in cons and \
+                    os.path.exists(os.path.join(spool, "claimed", hid + ".delivered")):
+                v.append(f"acknowledged, not on disk: {hid} has a delivered marker, "
+                         "but no bootstrap and no consumer got it")
             if not b:
                 if settled:
                     if cons is not None and hid in cons:
@@ -369,6 +373,36 @@ class Gate:
             while self._want.is_set() and not self.stopping.is_set():
                 time.sleep(0.002)
         return not self.stopping.is_set()
+
+
+class NotifyDrain:
+    """Reads the daemons' NOTIFY_SOCKET datagrams in the background.  The
+    daemon sends STATUS= every 5 s with a blocking sendmsg(); a test that
+    never reads would fill the socket queue (10 datagrams) after about
+    50 s and the daemon would then hang in sd_notify()."""
+
+    def __init__(self, *daemons):
+        import threading
+        self.daemons = list(daemons)
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._run, daemon=True)
+        self._t.start()
+
+    def add(self, d):
+        self.daemons.append(d)
+
+    def _run(self):
+        while not self._stop.wait(0.5):
+            for d in list(self.daemons):
+                try:
+                    if d.notify.fileno() >= 0:
+                        d.poll_notify()
+                except OSError:
+                    pass
+
+    def stop(self):
+        self._stop.set()
+        self._t.join()
 
 
 def real_consume_one(state_dir, handoff_id, resume_window=300):
