@@ -34,7 +34,7 @@ static void submit_usage(FILE *f)
                 "DIR/tmp/).  Prints the handoff_id.\n"
                 "\n"
                 "  -s, --spool DIR        the spool (missing state directories are created)\n"
-                "  -k, --key FILE         the signing key (mode 0600 or stricter)\n"
+                "  -k, --key FILE         the signing key (0600, or 0640 for a group)\n"
                 "  -f, --from AGENT       from_agent\n"
                 "  -t, --to AGENT         to_agent (default: the payload's target agent)\n"
                 "  -r, --reason TEXT      reason (default \"handoff\")\n"
@@ -194,8 +194,9 @@ static int publish(const char *spool, const char *id, const char *buf,
                 const char *name;
                 mode_t mode;
         } dirs[] = {
-                /* agents in the spool's group submit into tmp/ and handoff/ */
-                { "tmp", 0770 }, { "handoff", 0770 }, { "claimed", 0750 },
+                /* agents in the spool's group submit into tmp/ and handoff/;
+                 * the modes of systemd/handoffd.tmpfiles */
+                { "tmp", 03770 }, { "handoff", 03770 }, { "claimed", 0750 },
                 { "archive", 0750 }, { "rejected", 0750 },
         };
         _cleanup_close_ int spoolfd = -1, tmpfd = -1, hofd = -1;

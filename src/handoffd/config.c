@@ -374,8 +374,6 @@ static int config_check(struct config *c, char **err)
 #define FAIL(...) do { if (asprintf(err, __VA_ARGS__) < 0) *err = NULL; return -EINVAL; } while (0)
         if (!c->spool_dir)
                 FAIL("%s: [spool] dir is not set", c->path);
-        if (c->n_agents == 0)
-                FAIL("%s: no [agent NAME] section: this daemon would serve nobody", c->path);
         for (size_t i = 0; i < c->n_agents; i++) {
                 struct config_agent *a = &c->agents[i];
                 if (!a->state_dir)

@@ -437,6 +437,9 @@ int daemon_run(const char *config_path, struct config *cfg)
                 uv_timer_start(&d.t_watchdog, on_watchdog, 0, wd_usec / 2000 ? wd_usec / 2000 : 1);
         arm_deadline(&d);
 
+        if (cfg->n_agents == 0)
+                log_warning("%s has no [agent NAME] section: nothing will be claimed, "
+                            "only rejected and expired", config_path);
         d.ready = true;
         log_info("handoffd %s ready: spool %s, %zu agent(s), fsync %s", HD_VERSION_STRING,
                  cfg->spool_dir, cfg->n_agents, cfg->fsync ? "on" : "off");

@@ -160,8 +160,11 @@ int spool_open(struct config *cfg, struct spool **ret)
         }
         for (int i = 0; i < _SD_MAX; i++) {
                 /* Producers (group members) create files in tmp/ and
-                 * handoff/; setgid keeps the spool's group on them. */
-                mode_t m = (i == SD_TMP || i == SD_HANDOFF) ? 02770 : 0750;
+                 * handoff/; setgid keeps the spool's group on them, sticky
+                 * keeps one producer from deleting another's (the daemon
+                 * owns the directory, so it may still move them).  The
+                 * same modes as systemd/handoffd.tmpfiles. */
+                mode_t m = (i == SD_TMP || i == SD_HANDOFF) ? 03770 : 0750;
                 r = open_dir_at(sp->root_fd, spool_dir_names[i], m, &sp->fd[i]);
                 if (r < 0) {
                         log_error_errno(r, "Cannot open '%s/%s'", cfg->spool_dir,

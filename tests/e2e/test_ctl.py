@@ -103,7 +103,7 @@ def test_submit(tmp, keyfile, key):
     check(spool_files(spool, "handoff") == [hid + ".json"],
           "handoff/ holds only the new file")
     check(mode(path) == 0o640, f"file mode 0640 (got {oct(mode(path))})")
-    for sub, want in (("tmp", 0o770), ("handoff", 0o770), ("claimed", 0o750),
+    for sub, want in (("tmp", 0o3770), ("handoff", 0o3770), ("claimed", 0o750),
                       ("archive", 0o750), ("rejected", 0o750)):
         got = mode(os.path.join(spool, sub))
         check(got == want, f"{sub}/ created with mode {oct(want)} "

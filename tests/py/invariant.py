@@ -405,6 +405,90 @@ class NotifyDrain:
         self._t.join()
 
 
+def tracer_pid(pid):
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("TracerPid:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+class Strace:
+    """strace attached to a running process, tampering with one syscall:
+
+        with Strace(pid, "renameat2", "error=EIO", paths=[spool + "/handoff"]):
+            ...     # every renameat2 on that directory fails with EIO
+
+    paths (strace -P) limit the tampering to calls on those paths or on
+    directory fds that are those paths.  action: "error=ENOSPC",
+    "signal=SIGKILL", with ":when=N+" etc.  Leaving the block detaches.
+    Raises Unavailable when strace is missing or ptrace is not allowed."""
+
+    class Unavailable(Exception):
+        pass
+
+    def __init__(self, pid, syscall, action, paths=(), timeout=10.0):
+        import shutil
+        if not shutil.which("strace"):
+            raise Strace.Unavailable("strace not installed")
+        self.pid, self.timeout = pid, timeout
+        self.args = ["strace", "-qq", "-f", "-o", "/dev/null", "-p", str(pid),
+                     "-e", f"trace={syscall}", "-e", f"inject={syscall}:{action}"]
+        for p in paths:
+            self.args += ["-P", p]
+        self.proc = None
+
+    def __enter__(self):
+        import subprocess
+        import time
+        self.proc = subprocess.Popen(self.args, stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + self.timeout
+        while tracer_pid(self.pid) != self.proc.pid:
+            if self.proc.poll() is not None:
+                err = self.proc.stderr.read().decode(errors="replace").strip()
+                if not os.path.exists(f"/proc/{self.pid}"):
+                    return self     # the tracee is gone (signal=SIGKILL)
+                raise Strace.Unavailable(f"strace exited {self.proc.returncode}: {err}")
+            if time.monotonic() > deadline:
+                self.proc.kill()
+                raise Strace.Unavailable("strace did not attach")
+            time.sleep(0.01)
+        return self
+
+    def detach(self):
+        import signal
+        import time
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+        try:
+            self.proc.wait(self.timeout)
+        except Exception:  # noqa: BLE001
+            self.proc.kill()
+            self.proc.wait()
+        self.proc.stderr.close()
+        self.proc = None
+        deadline = time.monotonic() + self.timeout
+        while tracer_pid(self.pid) != 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+    def __exit__(self, *exc):
+        self.detach()
+        return False
+
+
+def cpu_seconds(pid):
+    """utime + stime of a process, in seconds, from /proc/PID/stat."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def real_consume_one(state_dir, handoff_id, resume_window=300):
     """The real consumer (gptme-voice): read, check, unlink.  Returns the
     bootstrap dict or None.  Tolerates a racing consumer (ENOENT on read or

@@ -1,0 +1,164 @@
+/* hd_consume(): one winner, freshness checked before taking, missing or
+ * invalid accepted_at refused (never "fresh by default"), oldest first. */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "handoff.h"
+#include "testutil.h"
+
+#define NOW 1800000000000000LL  /* usec */
+
+static int dir_with(const char *name, const char *json)
+{
+        char *d = tu_tmpdir(), path[4096];
+        int fd;
+
+        if (name) {
+                snprintf(path, sizeof(path), "%s/%s", d, name);
+                tu_write_file(path, json, strlen(json));
+        }
+        fd = open(d, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        ck_assert_int_ge(fd, 0);
+        free(d);
+        return fd;
+}
+
+static void put(int dfd, const char *id, int64_t accepted)
+{
+        json_t *b = json_object(), *h = json_pack("{s:s, s:s, s:s, s:s}", "handoff_id", id,
+                                                   "from_agent", "bob", "to_agent", "alice",
+                                                   "reason", "r");
+        char name[256], *s;
+
+        json_decref(b);
+        ck_assert_int_eq(hd_bootstrap_build(h, accepted, &b), 0);
+        s = json_dumps(b, JSON_COMPACT);
+        ck_assert_int_eq(hd_bootstrap_name(id, name, sizeof(name)), 0);
+        ck_assert_int_eq(hd_write_atomic(dfd, name, s, strlen(s), 0640, false), 0);
+        free(s);
+        json_decref(b);
+        json_decref(h);
+}
+
+START_TEST(test_consume_takes_once)
+{
+        int dfd = dir_with(NULL, NULL);
+        json_t *b = NULL;
+
+        put(dfd, "id-1", NOW - 1000000);
+        ck_assert_int_eq(hd_consume(dfd, "id-1", 300, NOW, &b), 0);
+        ck_assert_str_eq(json_string_value(json_object_get(b, "handoff_id")), "id-1");
+        json_decref(b);
+        ck_assert_int_eq(hd_consume(dfd, "id-1", 300, NOW, &b), -ENOENT);
+        ck_assert_int_eq(faccessat(dfd, "id-1.json", F_OK, 0), -1);
+        close(dfd);
+}
+END_TEST
+
+START_TEST(test_consume_stale_left_in_place)
+{
+        int dfd = dir_with(NULL, NULL);
+        json_t *b = NULL;
+
+        put(dfd, "old", NOW - 301 * 1000000LL);
+        ck_assert_int_eq(hd_consume(dfd, "old", 300, NOW, &b), -ESTALE);
+        ck_assert_int_eq(faccessat(dfd, "old.json", F_OK, 0), 0);
+        /* Without an id a stale one is never taken: none. */
+        ck_assert_int_eq(hd_consume(dfd, NULL, 300, NOW, &b), -ENOENT);
+        close(dfd);
+}
+END_TEST
+
+START_TEST(test_consume_refuses_missing_accepted_at)
+{
+        int dfd = dir_with("x.json",
+                "{\"protocol_version\":1,\"source\":\"voice_handoff\",\"handoff_id\":\"x\","
+                "\"resume_context\":\"go\"}");
+        json_t *b = NULL;
+
+        ck_assert_int_eq(hd_consume(dfd, "x", 300, NOW, &b), -EBADMSG);
+        ck_assert_int_eq(faccessat(dfd, "x.json", F_OK, 0), 0);
+        close(dfd);
+        dfd = dir_with("y.json",
+                "{\"protocol_version\":1,\"source\":\"voice_handoff\",\"handoff_id\":\"y\","
+                "\"resume_context\":\"go\",\"accepted_at\":\"yesterday\"}");
+        ck_assert_int_eq(hd_consume(dfd, "y", 300, NOW, &b), -EBADMSG);
+        close(dfd);
+}
+END_TEST
+
+START_TEST(test_consume_oldest_fresh_first)
+{
+        int dfd = dir_with(NULL, NULL);
+        json_t *b = NULL;
+
+        put(dfd, "b-newer", NOW - 5 * 1000000LL);
+        put(dfd, "a-stale", NOW - 400 * 1000000LL);
+        put(dfd, "c-older", NOW - 9 * 1000000LL);
+        ck_assert_int_eq(hd_consume(dfd, NULL, 300, NOW, &b), 0);
+        ck_assert_str_eq(json_string_value(json_object_get(b, "handoff_id")), "c-older");
+        json_decref(b);
+        ck_assert_int_eq(hd_consume(dfd, NULL, 300, NOW, &b), 0);
+        ck_assert_str_eq(json_string_value(json_object_get(b, "handoff_id")), "b-newer");
+        json_decref(b);
+        ck_assert_int_eq(hd_consume(dfd, NULL, 300, NOW, &b), -ENOENT);
+        close(dfd);
+}
+END_TEST
+
+START_TEST(test_consume_two_processes_one_winner)
+{
+        int wins = 0;
+
+        for (int round = 0; round < 50; round++) {
+                int dfd = dir_with(NULL, NULL), pfd[2];
+                pid_t kids[2];
+                char c;
+
+                put(dfd, "race", NOW);
+                ck_assert_int_eq(pipe(pfd), 0);
+                for (int k = 0; k < 2; k++) {
+                        kids[k] = fork();
+                        if (kids[k] == 0) {
+                                json_t *b = NULL;
+                                close(pfd[1]);
+                                (void)!read(pfd[0], &c, 1);  /* start together */
+                                _exit(hd_consume(dfd, "race", 300, NOW, &b) == 0 ? 0 : 1);
+                        }
+                }
+                close(pfd[0]);
+                close(pfd[1]);  /* EOF releases both */
+                int got = 0;
+                for (int k = 0; k < 2; k++) {
+                        int st;
+                        waitpid(kids[k], &st, 0);
+                        got += WIFEXITED(st) && WEXITSTATUS(st) == 0;
+                }
+                ck_assert_int_eq(got, 1);
+                wins += got;
+                close(dfd);
+        }
+        ck_assert_int_eq(wins, 50);
+}
+END_TEST
+
+Suite *suite_consume(void);
+Suite *suite_consume(void)
+{
+        Suite *s = suite_create("consume");
+        TCase *tc = tcase_create("consume");
+        tcase_add_test(tc, test_consume_takes_once);
+        tcase_add_test(tc, test_consume_stale_left_in_place);
+        tcase_add_test(tc, test_consume_refuses_missing_accepted_at);
+        tcase_add_test(tc, test_consume_oldest_fresh_first);
+        tcase_add_test(tc, test_consume_two_processes_one_winner);
+        suite_add_tcase(s, tc);
+        return s;
+}
