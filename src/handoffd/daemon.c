@@ -127,13 +127,28 @@ static void drain(struct daemon *d, size_t max)
         arm_deadline(d);
 }
 
+static void mark_ready(struct daemon *d)
+{
+        if (d->cfg->n_agents == 0)
+                log_warning("%s has no [agent NAME] section: nothing will be claimed, "
+                            "only rejected and expired", d->config_path);
+        d->ready = true;
+        log_info("handoffd %s ready: spool %s, %zu agent(s), fsync %s", HD_VERSION_STRING,
+                 d->cfg->spool_dir, d->cfg->n_agents, d->cfg->fsync ? "on" : "off");
+        sd_notify(0, "READY=1");
+        status_notify(d);
+}
+
 static void on_idle(uv_idle_t *h)
 {
         struct daemon *d = h->data;
 
         drain(d, CHUNK);
-        if (json_object_size(d->pending) == 0 || d->stopping)
+        if (json_object_size(d->pending) == 0 || d->stopping) {
                 uv_idle_stop(h);
+                if (!d->ready && !d->stopping)
+                        mark_ready(d);
+        }
 }
 
 static void on_retry(uv_timer_t *t)
@@ -417,15 +432,6 @@ int daemon_run(const char *config_path, struct config *cfg)
         if (r < 0)
                 goto out;
 
-        /* Recovery, then the first scan, all before READY=1. */
-        lifecycle_sweep(d.sp, hd_now_usec(), true);
-        r = daemon_rescan(&d, "start");
-        if (r < 0)
-                goto out;
-        while (json_object_size(d.pending) > 0)
-                drain(&d, CHUNK);
-        uv_idle_stop(&d.idle);
-
         uv_poll_start(&d.ipoll, UV_READABLE, on_inotify);
         uv_signal_start(&d.sig_hup, on_signal, SIGHUP);
         uv_signal_start(&d.sig_term, on_signal, SIGTERM);
@@ -435,16 +441,16 @@ int daemon_run(const char *config_path, struct config *cfg)
         uv_timer_start(&d.t_status, on_status_timer, 5000, 5000);
         if (sd_watchdog_enabled(0, &wd_usec) > 0 && wd_usec > 0)
                 uv_timer_start(&d.t_watchdog, on_watchdog, 0, wd_usec / 2000 ? wd_usec / 2000 : 1);
-        arm_deadline(&d);
 
-        if (cfg->n_agents == 0)
-                log_warning("%s has no [agent NAME] section: nothing will be claimed, "
-                            "only rejected and expired", config_path);
-        d.ready = true;
-        log_info("handoffd %s ready: spool %s, %zu agent(s), fsync %s", HD_VERSION_STRING,
-                 cfg->spool_dir, cfg->n_agents, cfg->fsync ? "on" : "off");
-        sd_notify(0, "READY=1");
-        status_notify(&d);
+        /* Recovery, then the first scan; READY=1 when it is drained (in
+         * the loop, so a SIGTERM during a long first scan is heard). */
+        lifecycle_sweep(d.sp, hd_now_usec(), true);
+        r = daemon_rescan(&d, "start");
+        if (r < 0)
+                goto out;
+        if (json_object_size(d.pending) == 0)
+                mark_ready(&d);
+        arm_deadline(&d);
 
         uv_run(&d.loop, UV_RUN_DEFAULT);
         r = d.exit_code ? -EIO : 0;
