@@ -335,7 +335,8 @@ def stop_attach(p):
         p.wait()
 
 
-def bench_one(handoffd, fsync, phase, n, rate, timeout, keep, attach=None, cleanup=None):
+def bench_one(handoffd, fsync, phase, n, rate, timeout, keep, attach=None, cleanup=None,
+              dump=None):
     tag = f"{'on' if fsync else 'off'}-{phase}"
     r = Run(handoffd, fsync, tag)
     if cleanup is not None:
@@ -345,6 +346,10 @@ def bench_one(handoffd, fsync, phase, n, rate, timeout, keep, attach=None, clean
     res = {"fsync": "on" if fsync else "off", "phase": phase, "n": n}
     try:
         items = presign(r.key, n)
+        # the file system's create cost right now, next to this run's spool
+        scratch = os.path.join(r.dir, "create-cost")
+        os.mkdir(scratch)
+        res["create_us"] = _create_cost_in(scratch, 100)
         w = Watcher(r.handoffs)
         w.start()
         try:
@@ -401,7 +406,7 @@ def bench_one(handoffd, fsync, phase, n, rate, timeout, keep, attach=None, clean
         problems = []
         if w.overflow:
             problems.append("inotify overflow in the bench watcher (latencies incomplete)")
-        if not done:
+        if not done and not w.overflow:
             problems.append(f"timed out after {timeout}s: {len(w.seen)}/{n} bootstraps seen")
         if missing:
             problems.append(f"{len(missing)} ids without a bootstrap event, e.g. {missing[:3]}")
@@ -417,6 +422,12 @@ def bench_one(handoffd, fsync, phase, n, rate, timeout, keep, attach=None, clean
             if isinstance(counters.get(k), int) and counters[k] != n:
                 problems.append(f"daemon counter {k} = {counters[k]}, expected {n}")
 
+        if dump:
+            with open(dump.format(tag=tag), "w") as f:
+                f.write("i,drop_s,latency_ms\n")
+                for i, (_, name, _) in enumerate(items):
+                    if name in w.seen:
+                        f.write(f"{i},{drops[i] - drops[0]:.6f},{(w.seen[name] - drops[i]) * 1000.0:.3f}\n")
         lat = sorted((w.seen[name] - drops[i]) * 1000.0
                      for i, (_, name, _) in enumerate(items) if name in w.seen)
         last = max(w.seen.values()) if w.seen else t_end
@@ -494,6 +505,10 @@ def create_cost(base, n=300):
     Returns (us, dir); the dir is removed at the very end, as deleting
     files makes later creates slower on ext4 without a journal."""
     d = tempfile.mkdtemp(prefix="hdbench.cal.", dir=base)
+    return _create_cost_in(d, n), d
+
+
+def _create_cost_in(d, n):
     fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
     try:
         t = time.monotonic()
@@ -502,7 +517,7 @@ def create_cost(base, n=300):
         us = (time.monotonic() - t) / n * 1e6
     finally:
         os.close(fd)
-    return round(us, 1), d
+    return round(us, 1)
 
 
 def machine(tmpbase):
@@ -533,9 +548,9 @@ def table(results):
     cols = [("fsync", 5, "s"), ("phase", 5, "s"), ("N", 6, "d"),
             ("drop/s", 8, ".0f"), ("items/s", 8, ".0f"), ("p50 ms", 8, ".2f"),
             ("p99 ms", 8, ".2f"), ("max ms", 8, ".2f"), ("cpu ms/1k", 9, ".1f"),
-            ("HWM kB", 7, "d"), ("RSS kB", 7, "d"), ("check", 5, "s")]
+            ("HWM kB", 7, "d"), ("RSS kB", 7, "d"), ("fs us/cr", 8, ".0f"), ("check", 5, "s")]
     keys = ["fsync", "phase", "n", "drop_rate", "throughput", "lat_p50_ms", "lat_p99_ms",
-            "lat_max_ms", "cpu_ms_per_1000", "vmhwm_kb", "vmrss_kb", None]
+            "lat_max_ms", "cpu_ms_per_1000", "vmhwm_kb", "vmrss_kb", "create_us", None]
     head = "  ".join(f"{c:>{w}}" for c, w, _ in cols)
     lines = [head, "-" * len(head)]
     for r in results:
@@ -573,6 +588,8 @@ def main():
     ap.add_argument("--attach", default=os.environ.get("BENCH_ATTACH"),
                     help="command run against the daemon during each run, {pid} and {tag} "
                          "substituted, stopped with SIGINT, e.g. 'strace -c -f -p {pid} -o /tmp/st.{tag}'")
+    ap.add_argument("--dump", default=None,
+                    help="write per-item drop time and latency as CSV to this path ({tag} substituted)")
     ap.add_argument("--keep", action="store_true", help="keep the temp dirs")
     a = ap.parse_args()
     if a.n < 1:
@@ -616,9 +633,12 @@ def main():
                 t = time.monotonic()
                 try:
                     res = bench_one(handoffd, mode == "on", phase, a.n, a.rate, a.timeout,
-                                    a.keep, a.attach, runs)
+                                    a.keep, a.attach, runs, a.dump)
                 except BenchError as e:
                     res = {"fsync": mode, "phase": phase, "n": a.n, "ok": False, "problems": [str(e)]}
+                except Exception as e:  # noqa: BLE001 -- report, and go on with the next run
+                    res = {"fsync": mode, "phase": phase, "n": a.n, "ok": False,
+                           "problems": [f"{type(e).__name__}: {e}"]}
                 if phase == "rate" and res.get("throughput"):
                     res["saturated"] = res["throughput"] < 0.95 * a.rate
                 results.append(res)
@@ -647,6 +667,7 @@ def main():
     print("items/s: N / (last bootstrap - first drop).  drop/s: what the writer achieved.")
     print("p50/p99/max: from just after the rename into handoff/ to the bootstrap's IN_MOVED_TO.")
     print("cpu ms/1k: daemon utime+stime per 1000 items.  HWM/RSS: daemon VmHWM/VmRSS after the run.")
+    print("fs us/cr: microseconds per empty-file create in the temp dir just before the run.")
     sat = [r for r in results if r.get("saturated")]
     if sat:
         print(f"NOTE: at {a.rate:g}/s the daemon was saturated (fsync "

@@ -82,7 +82,8 @@ static int list_items(int dirfd, const char *suffix, struct entry **ret, size_t 
                 n++;
         }
         closedir(d);
-        qsort(e, n, sizeof(*e), entry_cmp);
+        if (n > 1)
+                qsort(e, n, sizeof(*e), entry_cmp);
         *ret = e;
         *ret_n = n;
         return 0;

@@ -133,7 +133,8 @@ int hd_consume(int dirfd, const char *handoff_id, int64_t window_s,
                 }
                 n++;
         }
-        qsort(c, n, sizeof(*c), cand_cmp);
+        if (n > 1)
+                qsort(c, n, sizeof(*c), cand_cmp);
         r = -ENOENT;
         for (size_t i = 0; i < n && r < 0; i++) {
                 r = take(dirfd, c[i].name, window_s, now, ret);

@@ -194,7 +194,9 @@ def libhandoff_example():
         libs = subprocess.run(["pkg-config", "--libs", "jansson", "libsodium",
                                "yaml-0.1", "expat", "libuv"],
                               capture_output=True, text=True).stdout.split()
-        r = subprocess.run(["cc", "-std=gnu11", "-Wall", "-Wextra", "-Werror",
+        # A sanitized build's library needs the sanitizer runtimes too.
+        san = ["-fsanitize=address,undefined"] if os.environ.get("SANITIZE") == "1" else []
+        r = subprocess.run(["cc", *san, "-std=gnu11", "-Wall", "-Wextra", "-Werror",
                             "-Wno-unused-parameter", "-I" + os.path.join(SRC, "include"),
                             "-o", os.path.join(t, "ex"), c, lib, *libs, "-lm"],
                            capture_output=True, text=True)
