@@ -4,6 +4,8 @@
 #   make bench BENCH_N=20000 BENCH_RATE=200
 #   make bench BENCH_ARGS='--fsync on --phases rate'
 #   make bench TMPDIR=/dev/shm         (temp spools go under $TMPDIR or /tmp)
+#   make bench BENCH_SETTLE=0          (do not wait for cheap file creation;
+#                                       see bench/README.md)
 #
 # Always the normal optimised build in build/ (never the sanitized one, even
 # with SANITIZE=1 on the command line).  The last line of output is
@@ -11,10 +13,12 @@
 
 BENCH_N    ?= 5000
 BENCH_RATE ?= 500
+BENCH_SETTLE ?= 90
 BENCH_ARGS ?=
 BENCH_BUILD := $(CURDIR)/build
 
 bench: deps
 	@$(MAKE) --no-print-directory SANITIZE= B=build all
 	@python3 $(CURDIR)/bench/bench.py --build $(BENCH_BUILD) \
-		--n '$(BENCH_N)' --rate '$(BENCH_RATE)' $(BENCH_ARGS)
+		--n '$(BENCH_N)' --rate '$(BENCH_RATE)' \
+		--settle '$(BENCH_SETTLE)' $(BENCH_ARGS)

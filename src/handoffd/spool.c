@@ -315,6 +315,9 @@ int spool_reject(struct spool *sp, const char *name, hd_reason reason,
         hd_time_format(now, at, sizeof(at));
         o = json_pack("{s:s, s:s, s:s, s:s}", "reason", hd_reason_name(reason),
                       "detail", detail ? detail : "", "at", at, "name", base);
+        if (!o)  /* a detail that is no UTF-8 must not keep a file here */
+                o = json_pack("{s:s, s:s, s:s, s:s}", "reason", hd_reason_name(reason),
+                              "detail", "(detail not printable)", "at", at, "name", base);
         if (!o)
                 return -ENOMEM;
         if (handoff_id && hd_id_valid(handoff_id))

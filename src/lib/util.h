@@ -60,6 +60,10 @@ xsnprintf(char *buf, size_t n, const char *fmt, ...)
         return r;
 }
 
+/* Replace every byte of s that is not part of valid UTF-8 with '?', in
+ * place: details quote untrusted bytes and must fit in JSON strings. */
+void utf8_fix(char *s);
+
 /* Fill a verdict and return -EBADMSG, so rejections read as one line:
  *         return verdict(v, HD_R_BAD_ID, "handoff_id '%s' ...", id); */
 _printf_(3, 4) static inline int
@@ -72,6 +76,7 @@ verdict(hd_verdict *v, hd_reason r, const char *fmt, ...)
                 va_start(ap, fmt);
                 vsnprintf(v->detail, sizeof(v->detail), fmt, ap);
                 va_end(ap);
+                utf8_fix(v->detail);
         }
         return -EBADMSG;
 }

@@ -215,4 +215,117 @@ def main():
         check(st["counters"]["errors"] == 0, f"errors: {st['counters']} {st.get('last_error')}")
 
 
-hdtest.run(main)
+# ---- targeted crash windows ------------------------------------------------
+# strace --inject=SYSCALL:signal=SIGKILL, limited with -P to one directory,
+# kills the daemon exactly at one step of the state machine; then restart.
+
+def kill_at(env, d, syscall, path):
+    """Arm a SIGKILL at the next `syscall` on `path` (a directory)."""
+    s = invariant.Strace(d.proc.pid, syscall, "signal=SIGKILL", [path])
+    s.__enter__()
+    return s
+
+
+def window(label, syscall, path_of, *, consume=False, expire=False, restart_delay=0.0,
+           reject=False, consume_first=False):
+    """One targeted crash.  Returns (label, figures, [failures])."""
+    extra = "[spool]\nresume_window = 1\n" if expire else None
+    with hdtest.Env(agents=["alice"], extra=extra) as env:
+        d = env.start(name="w0")
+        s = kill_at(env, d, syscall, path_of(env))
+        key = b"wrong key" if reject else env.key
+        doc = hdproto.build("bob", "alice", key, ttl=600)
+        name = hdproto.drop(env.spool, doc)
+        hid = doc["handoff_id"]
+        got = collections.Counter()
+        if consume_first:
+            # Consumed while the daemon runs: it archives, and dies there.
+            hdtest.wait_for(lambda: env.bootstraps("alice"), timeout=5, what="bootstrap")
+            if invariant.real_consume_one(env.state["alice"], hid):
+                got[hid] += 1
+        try:
+            d.proc.wait(10 * hdtest.SLOW + (3 if expire else 0))
+        except Exception:  # noqa: BLE001
+            s.detach()
+            d.stop()
+            return label, "the armed syscall never came", [f"{label}: not reached"]
+        s.detach()
+        d.stop()
+        before = invariant.summary(env.spool, env.state)
+        if consume:
+            b = invariant.real_consume_one(env.state["alice"], hid)
+            if b:
+                got[hid] += 1
+        time.sleep(restart_delay)
+        d2 = env.start(name="w1")
+        time.sleep(0.3)
+        if not expire:
+            b = invariant.real_consume_one(env.state["alice"], hid)
+            if b:
+                got[hid] += 1
+            hdtest.wait_for(lambda: reject or env.count("archive") == 1, timeout=5,
+                            what=f"{label}: archived")
+        else:
+            hdtest.wait_for(lambda: env.count("archive") == 1, timeout=5,
+                            what=f"{label}: expired and archived")
+        c = d2.status()["counters"]
+        logged = len(REDELIVERED_RE.findall(d2.logs()))
+        v = invariant.check(env.spool, env.state, [hid], consumed=got, settled=True,
+                            allow_states=("rejected",) if reject else ("archive",))
+        oc = None
+        for n in env.items("archive"):
+            oc = (invariant._load(env.path("archive", n + ".outcome")) or {}).get("outcome")
+        d2.stop()
+        fig = (f"state at the kill {before}, consumer got it {got[hid]}x, "
+               f"redelivered {c['redelivered']} (logged {logged}), outcome {oc}, "
+               f"rejected/ {env.names('rejected') if reject else '-'}")
+        fails = [f"{label}: {x}" for x in v]
+        if got[hid] > 1 and logged < got[hid] - 1:
+            fails.append(f"{label}: delivered {got[hid]}x without a logged redelivery")
+        if expire and oc != "expired":
+            fails.append(f"{label}: killed while expiring, archived as {oc!r}, not 'expired'")
+        if not expire and not reject and got[hid] == 0:
+            fails.append(f"{label}: never consumed")
+        return label, fig, fails
+
+
+def targeted():
+    claimed = lambda e: e.path("claimed")  # noqa: E731
+    boots = lambda e: os.path.join(e.state["alice"], "handoffs")  # noqa: E731
+    archive = lambda e: e.path("archive")  # noqa: E731
+    rejected = lambda e: e.path("rejected")  # noqa: E731
+    runs = [
+        ("claimed, killed before the bootstrap", dict(syscall="openat", path_of=boots)),
+        ("bootstrap written, killed before the marker; not consumed meanwhile",
+         dict(syscall="openat", path_of=claimed)),
+        ("bootstrap written, killed before the marker; consumed while down (documented window)",
+         dict(syscall="openat", path_of=claimed, consume=True)),
+        ("consumed, killed after the outcome sidecar, before the move to archive/",
+         dict(syscall="renameat2", path_of=archive, consume_first=True, restart_delay=1.1)),
+        ("rejected, killed after the reason sidecar, before the move to rejected/",
+         dict(syscall="renameat2", path_of=rejected, reject=True)),
+        ("expiring, killed after taking the bootstrap, before archiving",
+         dict(syscall="openat", path_of=archive, expire=True)),
+    ]
+    fails = []
+    for label, kw in runs:
+        try:
+            label, fig, f = window(label, **kw)
+        except invariant.Strace.Unavailable as e:
+            print(f"- {label}: SKIPPED ({e})")
+            continue
+        print(f"- {label}: {fig}")
+        for x in f:
+            print(f"    FAIL: {x}")
+        fails += f
+    return fails
+
+
+def all_tests():
+    main()
+    print("targeted crash windows (strace --inject=...:signal=SIGKILL):")
+    fails = targeted()
+    check(not fails, f"{len(fails)} targeted crash window(s) failed:\n  " + "\n  ".join(fails))
+
+
+hdtest.run(all_tests)

@@ -15,8 +15,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 free(err);
                 return 0;
         }
-        FUZZ_ASSERT(c && c->spool_dir && c->n_agents > 0 && c->roles && c->roles[0],
-                    "config_load accepted a config without spool dir, agent or roles");
+        /* No [agent] section is allowed (the packaged config has none). */
+        FUZZ_ASSERT(c && c->spool_dir && c->spool_dir[0] == '/' &&
+                    c->control_socket && c->roles && c->roles[0],
+                    "config_load accepted a config without spool dir, socket or roles");
+        FUZZ_ASSERT(c->max_window >= c->max_clock_skew,
+                    "config_load accepted max_window < max_clock_skew");
         for (size_t i = 0; i < c->n_agents; i++) {
                 const struct config_agent *a = &c->agents[i];
                 FUZZ_ASSERT(hd_agent_valid(a->name) && a->state_dir &&

@@ -1,0 +1,38 @@
+# mk/stress.mk: the long runs of the robustness harnesses (issue 7).
+# Included by the top Makefile.  make check runs the same scripts short.
+#
+#   make stress                       200 kill cycles, 10,000 racing items, longer faults
+#   make stress STRESS_CYCLES=1000 STRESS_N=50000 [SANITIZE=1]
+#
+# Each harness prints its figures; every harness runs even when one fails,
+# and the target fails when any did.
+
+STRESS_CYCLES ?= 200
+STRESS_N      ?= 10000
+STRESS_FAULT_SECONDS ?= 10
+
+STRESS_ENV = HD_BUILD=$(CURDIR)/$(B) HD_SRC=$(CURDIR) SANITIZE=$(SANITIZE) \
+	ASAN_OPTIONS=$${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1} \
+	UBSAN_OPTIONS=$${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+
+.PHONY: stress
+stress: deps
+	@$(MAKE) --no-print-directory all
+	@rc=0; \
+	echo "== stress: crash, $(STRESS_CYCLES) SIGKILL cycles"; \
+	$(STRESS_ENV) HD_CRASH_CYCLES=$(STRESS_CYCLES) HD_CRASH_MAX_RUN=1.5 \
+		python3 -B tests/e2e/test_crash.py || rc=1; \
+	echo "== stress: crash, fsync = no, $(STRESS_CYCLES) cycles"; \
+	$(STRESS_ENV) HD_CRASH_CYCLES=$(STRESS_CYCLES) HD_CRASH_FSYNC=no HD_CRASH_DELAY=0.0005 \
+		python3 -B tests/e2e/test_crash.py || rc=1; \
+	echo "== stress: races, $(STRESS_N) items, 4 daemons, 4 consumers"; \
+	$(STRESS_ENV) HD_RACES_N=$(STRESS_N) HD_RACES_DAEMONS=4 HD_RACES_CONSUMERS=4 \
+		python3 -B tests/e2e/test_races.py || rc=1; \
+	echo "== stress: faults of $(STRESS_FAULT_SECONDS)s, 50 items each"; \
+	$(STRESS_ENV) HD_FAULT_SECONDS=$(STRESS_FAULT_SECONDS) HD_FAULT_ITEMS=50 \
+		HD_FAULT_RECOVER_S=$$(( 2 * $(STRESS_FAULT_SECONDS) + 5 )) \
+		python3 -B tests/e2e/test_faults.py || rc=1; \
+	echo "== stress: hostile spool"; \
+	$(STRESS_ENV) python3 -B tests/e2e/test_hostile.py || rc=1; \
+	if [ $$rc -eq 0 ]; then echo "stress: all passed"; else echo "stress: FAILED (see above)"; fi; \
+	exit $$rc
