@@ -38,6 +38,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.abspath(os.environ.get("HD_SRC", os.path.join(HERE, "..")))
+sys.dont_write_bytecode = True   # no __pycache__ in the source tree
 sys.path.insert(0, os.path.join(SRC, "tests", "py"))
 import hdproto  # noqa: E402
 
@@ -352,15 +353,18 @@ def bench_one(handoffd, fsync, phase, n, rate, timeout, keep, attach=None, clean
         res["create_us"] = _create_cost_in(scratch, 100)
         # --settle: ext4 without a journal skips inodes freed in the last
         # 60 s (360 s while their inode table block is dirty), so creates
-        # are slow for a while after anyone's mass delete; wait (within a
-        # budget shared by all runs) until they are cheap again
+        # are slow for minutes after anyone's mass delete.  Observed here:
+        # they get cheap again after some thousands of creates, so warm up
+        # by creating (and keeping) files, within a time budget shared by
+        # all runs, until a create is cheap.
         waited = 0.0
         while settle is not None and res["create_us"] > settle["us"] and settle["left"] > 0:
-            t = min(5.0, settle["left"])
-            time.sleep(t)
-            settle["left"] -= t
-            waited += t
+            t = time.monotonic()
+            _create_cost_in(scratch, 1000)
             res["create_us"] = _create_cost_in(scratch, 100)
+            dt = time.monotonic() - t
+            settle["left"] -= dt
+            waited += dt
         res["settle_s"] = waited
         w = Watcher(r.handoffs)
         w.start()
@@ -604,8 +608,8 @@ def main():
     ap.add_argument("--dump", default=None,
                     help="write per-item drop time and latency as CSV to this path ({tag} substituted)")
     ap.add_argument("--settle", type=float, default=float(os.environ.get("BENCH_SETTLE", "0")),
-                    help="seconds, shared by all runs, to wait before a run while file creation "
-                         "in the temp dir costs more than --settle-us (default 0: no wait)")
+                    help="seconds, shared by all runs, to spend creating throwaway files before a run "
+                         "while a create in the temp dir costs more than --settle-us (default 0)")
     ap.add_argument("--settle-us", type=float, default=100.0,
                     help="create cost in us below which a run starts at once (default 100)")
     ap.add_argument("--keep", action="store_true", help="keep the temp dirs")
@@ -634,7 +638,7 @@ def main():
     print(f"temp dir: {tmpbase} on {fs['mount']} ({fs['type']}{jr}; stat -f: {fs['stat_f']}; {fs['options']})")
     print(f"file create cost there: {m['create_us']:.0f} us per empty file (the daemon creates 3 per item)")
     print(f"N = {a.n} per run, fixed rate {a.rate:g}/s, fsync {'+'.join(modes)}, phases {'+'.join(phases)}"
-          + (f", settle up to {a.settle:g}s while creates cost > {a.settle_us:g} us" if a.settle > 0 else ""))
+          + (f", warm-up up to {a.settle:g}s while creates cost > {a.settle_us:g} us" if a.settle > 0 else ""))
     sys.stdout.flush()
 
     settle = {"us": a.settle_us, "left": a.settle} if a.settle > 0 else None
@@ -667,7 +671,8 @@ def main():
                     res["writer_bound"] = res["span_s"] <= res["drop_s"] * 1.05 + 0.05
                 results.append(res)
                 if res.get("settle_s"):
-                    print(f"  (waited {res['settle_s']:.0f}s for file creation to get cheap)")
+                    print(f"  (warmed the file system for {res['settle_s']:.0f}s: "
+                          f"now {res['create_us']:.0f} us per create)")
                 print(f"  fsync {mode:3} {phase:5}: "
                       f"{fmt(res.get('throughput'), '.0f')} items/s, "
                       f"p50 {fmt(res.get('lat_p50_ms'), '.2f')} ms, "
