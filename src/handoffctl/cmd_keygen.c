@@ -116,7 +116,7 @@ int cmd_keygen(int argc, char **argv)
         if (out && !*out)
                 return ctl_fail(CTL_EXIT_USAGE, "keygen: empty file name");
 
-        r = hd_random_hex(line, KEYGEN_BYTES);
+        r = random_hex(line, KEYGEN_BYTES);
         if (r < 0)
                 return ctl_fail(CTL_EXIT_ERROR, "keygen: no randomness: %s",
                                 strerror(-r));

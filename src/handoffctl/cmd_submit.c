@@ -115,7 +115,7 @@ static int build_doc(const struct submit_args *a, const json_t *transcript,
         if (a->id) {
                 r = xsnprintf(id, sizeof(id), "%s", a->id);
         } else {
-                r = hd_random_hex(rnd, 8);
+                r = random_hex(rnd, 8);
                 if (r < 0)
                         return ctl_fail(CTL_EXIT_ERROR,
                                         "submit: no randomness: %s",
@@ -208,7 +208,7 @@ static int publish(const char *spool, const char *id, const char *buf,
                 return ctl_fail(CTL_EXIT_NEGATIVE,
                                 "submit: bad_id: '%s' makes no safe file name",
                                 id);
-        r = hd_mkdir_p_at(AT_FDCWD, spool, 0750);
+        r = mkdir_p_at(AT_FDCWD, spool, 0750);
         if (r < 0)
                 return ctl_fail(CTL_EXIT_ERROR, "submit: %s: %s", spool,
                                 strerror(-r));
@@ -221,7 +221,7 @@ static int publish(const char *spool, const char *id, const char *buf,
                 if (r != 0)
                         return r;
         }
-        r = hd_fsync_dir(spoolfd);
+        r = fsync_dir(spoolfd);
         if (r < 0)
                 return ctl_fail(CTL_EXIT_ERROR, "submit: %s: fsync: %s",
                                 spool, strerror(-r));
@@ -236,7 +236,7 @@ static int publish(const char *spool, const char *id, const char *buf,
         if (r < 0)
                 return ctl_fail(CTL_EXIT_ERROR, "submit: %s/tmp/%s: %s",
                                 spool, name, strerror(-r));
-        r = hd_move_noreplace(tmpfd, name, hofd, name);
+        r = move_noreplace(tmpfd, name, hofd, name);
         if (r < 0) {
                 unlinkat(tmpfd, name, 0);
                 if (r == -EEXIST)
@@ -247,9 +247,9 @@ static int publish(const char *spool, const char *id, const char *buf,
                                 spool, name, strerror(-r));
         }
         /* the file is in handoff/ only once both directories say so */
-        r = hd_fsync_dir(hofd);
+        r = fsync_dir(hofd);
         if (r == 0)
-                r = hd_fsync_dir(tmpfd);
+                r = fsync_dir(tmpfd);
         if (r < 0)
                 return ctl_fail(CTL_EXIT_ERROR, "submit: %s: fsync: %s",
                                 spool, strerror(-r));

@@ -270,7 +270,7 @@ int control_open(uv_loop_t *loop, struct config *cfg, struct spool *sp,
         char *slash = strrchr(dir, '/');
         if (slash && slash != dir) {
                 *slash = '\0';
-                hd_mkdir_p_at(AT_FDCWD, dir, 0750);
+                mkdir_p_at(AT_FDCWD, dir, 0750);
         }
         r = clear_stale(c->path);
         if (r < 0) {

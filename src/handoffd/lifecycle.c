@@ -117,11 +117,18 @@ static int archive(struct spool *sp, const char *id, const json_t *doc,
         json_decref(o);
         if (r < 0)
                 return r;
-        /* Outcome first: an archived item always says how it ended. */
+        /* Outcome first: an archived item always says how it ended.  And
+         * the id is remembered before the item leaves claimed/, so a
+         * replay is recognised at every moment. */
         r = hd_write_atomic(sp->fd[SD_ARCHIVE], side, buf, len, 0640, false);
         if (r < 0)
                 return r;
-        r = hd_move_noreplace(sp->fd[SD_CLAIMED], src, sp->fd[SD_ARCHIVE], name);
+        r = spool_id_mark(sp, id);
+        if (r < 0) {
+                unlinkat(sp->fd[SD_ARCHIVE], side, 0);
+                return r;
+        }
+        r = move_noreplace(sp->fd[SD_CLAIMED], src, sp->fd[SD_ARCHIVE], name);
         if (r < 0) {
                 unlinkat(sp->fd[SD_ARCHIVE], side, 0);
                 return r == -ENOENT ? 0 : r;    /* another daemon archived it */
@@ -234,7 +241,7 @@ static int check_locked(struct spool *sp, const char *id, int fd, int64_t now)
         }
         unlinkat(a->handoffs_fd, priv, 0);
         if (sp->cfg->fsync)
-                hd_fsync_dir(a->handoffs_fd);
+                fsync_dir(a->handoffs_fd);
         return r;
 }
 

@@ -66,7 +66,7 @@ static int open_dir_at(int dirfd, const char *path, mode_t mode, int *ret)
         if (mkdirat(dirfd, path, mode & 0777) == 0) {
                 created = true;
         } else if (errno == ENOENT) {
-                r = hd_mkdir_p_at(dirfd, path, 0750);
+                r = mkdir_p_at(dirfd, path, 0750);
                 if (r < 0)
                         return r;
                 created = true;
@@ -219,10 +219,16 @@ int spool_flush(struct spool *sp)
 {
         int r = 0, q;
 
+        for (size_t i = 0; i < sp->n_agents; i++)
+                if (sp->agents[i].dirty) {
+                        sp->agents[i].dirty = false;
+                        if (sp->cfg->fsync && (q = fsync_dir(sp->agents[i].handoffs_fd)) < 0 && r == 0)
+                                r = q;
+                }
         for (int i = 0; i < _SD_MAX; i++)
                 if (sp->dirty[i]) {
                         sp->dirty[i] = false;
-                        if (sp->cfg->fsync && (q = hd_fsync_dir(sp->fd[i])) < 0 && r == 0)
+                        if (sp->cfg->fsync && (q = fsync_dir(sp->fd[i])) < 0 && r == 0)
                                 r = q;
                 }
         return r;
@@ -274,7 +280,7 @@ static void name_sanitize(const char *in, char *out, size_t n)
                 out[0] = '_';
 }
 
-static int id_mark(struct spool *sp, const char *id)
+int spool_id_mark(struct spool *sp, const char *id)
 {
         int fd;
 
@@ -340,7 +346,7 @@ int spool_reject(struct spool *sp, const char *name, hd_reason reason,
                 r = hd_write_atomic(sp->fd[SD_REJECTED], rsn, buf, len, 0640, false);
                 if (r < 0)
                         return r;
-                r = hd_move_noreplace(sp->fd[SD_HANDOFF], name, sp->fd[SD_REJECTED], dst);
+                r = move_noreplace(sp->fd[SD_HANDOFF], name, sp->fd[SD_REJECTED], dst);
                 if (r == -EEXIST) {
                         unlinkat(sp->fd[SD_REJECTED], rsn, 0);
                         continue;
@@ -352,7 +358,7 @@ int spool_reject(struct spool *sp, const char *name, hd_reason reason,
                 sp->dirty[SD_REJECTED] = sp->dirty[SD_HANDOFF] = true;
                 sp->st.rejected[reason]++;
                 if (handoff_id)
-                        id_mark(sp, handoff_id);
+                        spool_id_mark(sp, handoff_id);
                 char q[300];
                 log_decision(LOG_NOTICE, handoff_id, NULL, "rejected", hd_reason_name(reason),
                              "Rejected %s: %s: %s", log_quote(name, q, sizeof(q)),
@@ -486,7 +492,7 @@ static int decide(struct spool *sp, struct item *it, int64_t now)
         }
 
         snprintf(claimed, sizeof(claimed), "%s.json", it->id);
-        r = hd_move_noreplace(sp->fd[SD_HANDOFF], name, sp->fd[SD_CLAIMED], claimed);
+        r = move_noreplace(sp->fd[SD_HANDOFF], name, sp->fd[SD_CLAIMED], claimed);
         if (r == -ENOENT)
                 return IO_GONE;
         if (r == -EEXIST) {
@@ -497,10 +503,9 @@ static int decide(struct spool *sp, struct item *it, int64_t now)
         if (r < 0)
                 return r;
         sp->dirty[SD_CLAIMED] = sp->dirty[SD_HANDOFF] = true;
+        /* claimed/<id>.json is the replay memory while it is there;
+         * ids/<id> is written when it leaves (lifecycle.c). */
         sp->st.claimed++;
-        r = id_mark(sp, it->id);
-        if (r < 0)      /* claimed/<id>.json answers for it meanwhile */
-                log_warning_errno(r, "Cannot record handoff_id %s", it->id);
         return IO_CLAIMED;
 
 left:
@@ -574,14 +579,17 @@ static int baton_apply(struct spool *sp, const json_t *doc, int64_t now, json_t 
         return 0;
 }
 
-int spool_deliver(struct spool *sp, struct agent_rt *a, const json_t *doc,
-                  int64_t now)
+/* Delivery, first half: Baton, profile copies and the bootstrap, the file
+ * synced, its directory not yet (a burst syncs each agent's handoffs/
+ * once). */
+static int deliver_bootstrap(struct spool *sp, struct agent_rt *a, const json_t *doc,
+                             int64_t now)
 {
         const char *id = json_string_value(json_object_get(doc, "handoff_id"));
-        _cleanup_free_ char *buf = NULL, *mbuf = NULL;
-        _cleanup_json_ json_t *b = NULL, *m = NULL, *merged = NULL;
-        char bname[NAME_MAX + 1], mname[NAME_MAX + 1], at[HD_TIME_MAX];
-        size_t len, mlen;
+        _cleanup_free_ char *buf = NULL;
+        _cleanup_json_ json_t *b = NULL, *merged = NULL;
+        char bname[NAME_MAX + 1];
+        size_t len;
         int r;
 
         r = hd_bootstrap_name(id, bname, sizeof(bname));
@@ -607,11 +615,29 @@ int spool_deliver(struct spool *sp, struct agent_rt *a, const json_t *doc,
                 if (r < 0)
                         return r;
         }
-        r = hd_write_atomic(a->handoffs_fd, bname, buf, len, 0640, sp->cfg->fsync);
+        r = write_atomic(a->handoffs_fd, bname, buf, len, 0640,
+                         sp->cfg->fsync ? WRITE_SYNC_FILE : 0);
         if (r < 0)
                 return r;
-        /* The marker tells "consumed" (marker, no bootstrap) from "never
-         * delivered" (neither) after a crash. */
+        a->dirty = true;
+        return 0;
+}
+
+/* Second half, once the bootstrap's directory entry is on disk: the marker
+ * that tells "consumed" (marker, no bootstrap) from "never delivered"
+ * (neither) after a crash.  Written before that sync, a crash could leave a
+ * marker without a bootstrap, which would read as consumed. */
+static int deliver_marker(struct spool *sp, struct agent_rt *a, const char *id, int64_t now)
+{
+        _cleanup_free_ char *mbuf = NULL;
+        _cleanup_json_ json_t *m = NULL;
+        char bname[NAME_MAX + 1], mname[NAME_MAX + 1], at[HD_TIME_MAX];
+        size_t mlen;
+        int r;
+
+        r = hd_bootstrap_name(id, bname, sizeof(bname));
+        if (r < 0)
+                return r;
         hd_time_format(now, at, sizeof(at));
         m = json_pack("{s:s, s:s, s:s, s:s}", "handoff_id", id, "agent", a->cfg->name,
                       "bootstrap", bname, "accepted_at", at);
@@ -621,13 +647,26 @@ int spool_deliver(struct spool *sp, struct agent_rt *a, const json_t *doc,
         if (r < 0)
                 return r;
         snprintf(mname, sizeof(mname), "%s.delivered", id);
-        r = hd_write_atomic(sp->fd[SD_CLAIMED], mname, mbuf, mlen, 0640, false);
+        r = write_atomic(sp->fd[SD_CLAIMED], mname, mbuf, mlen, 0640, 0);
         if (r < 0)
                 return r;
         sp->dirty[SD_CLAIMED] = true;
         sp->st.delivered++;
         lifecycle_note_deadline(sp, now + sp->cfg->resume_window * 1000000LL);
         return 0;
+}
+
+int spool_deliver(struct spool *sp, struct agent_rt *a, const json_t *doc,
+                  int64_t now)
+{
+        int r = deliver_bootstrap(sp, a, doc, now);
+
+        if (r < 0)
+                return r;
+        r = spool_flush(sp);
+        if (r < 0)
+                return r;
+        return deliver_marker(sp, a, json_string_value(json_object_get(doc, "handoff_id")), now);
 }
 
 int spool_process_batch(struct spool *sp, char *const *names, size_t n,
@@ -663,22 +702,38 @@ int spool_process_batch(struct spool *sp, char *const *names, size_t n,
         }
         for (size_t i = 0; i < n; i++) {
                 struct item *it = &items[i];
-                if (it->outcome == IO_CLAIMED && r == 0) {
-                        int q = spool_deliver(sp, it->agent, it->doc, now);
-                        if (q < 0) {
-                                /* Stays claimed without a marker: the sweep
-                                 * delivers it again, with backoff. */
-                                spool_error(sp, q, "Cannot deliver %s to %s", it->id,
-                                            it->agent->cfg->name);
-                                log_error_errno(q, "Cannot deliver %s to %s", it->id,
-                                                it->agent->cfg->name);
-                                errors++;
-                        } else {
-                                log_decision(LOG_INFO, it->id, it->agent->cfg->name,
-                                             "claimed", NULL, "Claimed %s for %s",
-                                             it->id, it->agent->cfg->name);
-                        }
+                if (it->outcome != IO_CLAIMED || r < 0)
+                        continue;
+                int q = deliver_bootstrap(sp, it->agent, it->doc, now);
+                if (q < 0) {
+                        /* Stays claimed without a marker: the sweep
+                         * delivers it again, with backoff. */
+                        it->outcome = q;
+                        spool_error(sp, q, "Cannot deliver %s to %s", it->id,
+                                    it->agent->cfg->name);
+                        log_error_errno(q, "Cannot deliver %s to %s", it->id,
+                                        it->agent->cfg->name);
+                        errors++;
                 }
+        }
+        /* One sync per agent directory for the burst, then the markers. */
+        if (r == 0 && (r = spool_flush(sp)) < 0) {
+                spool_error(sp, r, "Cannot fsync the agents' handoffs/");
+                log_error_errno(r, "Cannot fsync the agents' handoffs/");
+        }
+        for (size_t i = 0; i < n; i++) {
+                struct item *it = &items[i];
+                if (it->outcome != IO_CLAIMED || r < 0)
+                        continue;
+                int q = deliver_marker(sp, it->agent, it->id, now);
+                if (q < 0) {
+                        spool_error(sp, q, "Cannot record the delivery of %s", it->id);
+                        log_error_errno(q, "Cannot record the delivery of %s", it->id);
+                        errors++;
+                        continue;
+                }
+                log_decision(LOG_INFO, it->id, it->agent->cfg->name, "claimed", NULL,
+                             "Claimed %s for %s", it->id, it->agent->cfg->name);
         }
         r = spool_flush(sp);
         if (r < 0)

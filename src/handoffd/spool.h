@@ -28,6 +28,7 @@ struct agent_rt {
         int state_fd;
         int handoffs_fd;        /* state_dir/handoffs/ */
         int wd;                 /* inotify watch on handoffs/, or -1 */
+        bool dirty;             /* handoffs/ needs an fsync */
 };
 
 struct spool_stats {
@@ -93,6 +94,9 @@ int spool_reject(struct spool *sp, const char *name, hd_reason reason,
  * the claimed/<id>.delivered marker. */
 int spool_deliver(struct spool *sp, struct agent_rt *a, const json_t *doc,
                   int64_t now);
+
+/* Remember handoff_id in ids/ (replay memory once it leaves claimed/). */
+int spool_id_mark(struct spool *sp, const char *handoff_id);
 
 /* fsync every directory marked dirty. */
 int spool_flush(struct spool *sp);

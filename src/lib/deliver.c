@@ -220,7 +220,7 @@ static int act_latest(int hfd, const char *name, const char *ext)
         char tmp[64], latest[32], rnd[17];
         int r;
 
-        r = hd_random_hex(rnd, 8);
+        r = random_hex(rnd, 8);
         if (r < 0)
                 return r;
         snprintf(tmp, sizeof(tmp), ".latest.%s", rnd);
@@ -302,7 +302,7 @@ static int deliver_act(int state_dirfd, const json_t *p,
         r = act_retain(hfd, o->act_max_files ? o->act_max_files : 5);
         if (r < 0)
                 return r;
-        return o->do_fsync ? hd_fsync_dir(hfd) : 0;
+        return o->do_fsync ? fsync_dir(hfd) : 0;
 }
 
 int hd_deliver_profile(int state_dirfd, const json_t *doc,

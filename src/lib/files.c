@@ -19,7 +19,7 @@
 #define TMP_SUFFIX_BYTES 3
 #define TMP_MAX_TRIES 128
 
-int hd_random_hex(char *buf, size_t nbytes)
+int random_hex(char *buf, size_t nbytes)
 {
         unsigned char chunk[32];
 
@@ -39,7 +39,7 @@ int hd_random_hex(char *buf, size_t nbytes)
         return 0;
 }
 
-int hd_fsync_dir(int dirfd)
+int fsync_dir(int dirfd)
 {
         if (fsync(dirfd) < 0) {
                 /* file systems that cannot sync a directory have nothing
@@ -51,7 +51,7 @@ int hd_fsync_dir(int dirfd)
         return 0;
 }
 
-int hd_move_noreplace(int fromfd, const char *from, int tofd, const char *to)
+int move_noreplace(int fromfd, const char *from, int tofd, const char *to)
 {
         if (!from || !to || !*from || !*to)
                 return -EINVAL;
@@ -62,7 +62,7 @@ int hd_move_noreplace(int fromfd, const char *from, int tofd, const char *to)
         return 0;
 }
 
-int hd_mkdir_p_at(int dirfd, const char *path, mode_t mode)
+int mkdir_p_at(int dirfd, const char *path, mode_t mode)
 {
         _cleanup_free_ char *p = NULL;
         char *s;
@@ -128,6 +128,13 @@ static int write_all(int fd, const void *buf, size_t len)
 int hd_write_atomic(int dirfd, const char *name, const void *buf, size_t len,
                     mode_t mode, bool do_fsync)
 {
+        return write_atomic(dirfd, name, buf, len, mode,
+                            do_fsync ? WRITE_SYNC_FILE | WRITE_SYNC_DIR : 0);
+}
+
+int write_atomic(int dirfd, const char *name, const void *buf, size_t len,
+                 mode_t mode, unsigned flags)
+{
         char tmp[NAME_MAX + 1], rnd[2 * TMP_SUFFIX_BYTES + 1];
         int fd = -1, r;
 
@@ -136,7 +143,7 @@ int hd_write_atomic(int dirfd, const char *name, const void *buf, size_t len,
                 return -EINVAL;
 
         for (int tries = 0;; tries++) {
-                r = hd_random_hex(rnd, TMP_SUFFIX_BYTES);
+                r = random_hex(rnd, TMP_SUFFIX_BYTES);
                 if (r < 0)
                         return r;
                 r = xsnprintf(tmp, sizeof(tmp), ".%s.%s", name, rnd);
@@ -161,7 +168,7 @@ int hd_write_atomic(int dirfd, const char *name, const void *buf, size_t len,
                 r = -errno;
                 goto fail;
         }
-        if (do_fsync && fsync(fd) < 0) {
+        if ((flags & WRITE_SYNC_FILE) && fsync(fd) < 0) {
                 r = -errno;
                 goto fail;
         }
@@ -174,8 +181,8 @@ int hd_write_atomic(int dirfd, const char *name, const void *buf, size_t len,
                 r = -errno;
                 goto fail;
         }
-        if (do_fsync)
-                return hd_fsync_dir(dirfd);
+        if (flags & WRITE_SYNC_DIR)
+                return fsync_dir(dirfd);
         return 0;
 
 fail:

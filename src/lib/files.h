@@ -9,18 +9,25 @@
 /* mkdir -p of path relative to dirfd (AT_FDCWD fine); each component it
  * creates gets mode (subject to the umask); existing directories are fine,
  * an existing non-directory is -ENOTDIR. */
-int hd_mkdir_p_at(int dirfd, const char *path, mode_t mode);
+int mkdir_p_at(int dirfd, const char *path, mode_t mode);
 
 /* fsync a directory fd (EINVAL/EROFS from file systems that cannot are
  * ignored). */
-int hd_fsync_dir(int dirfd);
+int fsync_dir(int dirfd);
 
 /* renameat2(RENAME_NOREPLACE): -EEXIST when to exists, -ENOENT when from is
  * gone (another mover won); neither is fsync'ed here. */
-int hd_move_noreplace(int fromfd, const char *from, int tofd, const char *to);
+int move_noreplace(int fromfd, const char *from, int tofd, const char *to);
 
 /* 2*nbytes lowercase hex chars of randomness plus NUL into buf (which needs
  * 2*nbytes + 1 bytes).  -EINVAL for nbytes 0. */
-int hd_random_hex(char *buf, size_t nbytes);
+int random_hex(char *buf, size_t nbytes);
+
+/* hd_write_atomic() with the two syncs chosen apart, so a burst can sync
+ * each file and then its directory once. */
+#define WRITE_SYNC_FILE 1u
+#define WRITE_SYNC_DIR  2u
+int write_atomic(int dirfd, const char *name, const void *buf, size_t len,
+                 mode_t mode, unsigned flags);
 
 #endif

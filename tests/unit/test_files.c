@@ -158,7 +158,7 @@ START_TEST(test_move_noreplace_refuses_existing)
         tu_write_file(path, "source", 6);
         snprintf(path, sizeof(path), "%s/dst", dir);
         tu_write_file(path, "target", 6);
-        ck_assert_int_eq(hd_move_noreplace(dfd, "src", dfd, "dst"), -EEXIST);
+        ck_assert_int_eq(move_noreplace(dfd, "src", dfd, "dst"), -EEXIST);
         got = tu_read_file(path, NULL);
         ck_assert_str_eq(got, "target");
         free(got);
@@ -185,7 +185,7 @@ START_TEST(test_move_noreplace_moves_and_reports_vanished)
 
         snprintf(path, sizeof(path), "%s/a/item", dir);
         tu_write_file(path, "one", 3);
-        ck_assert_int_eq(hd_move_noreplace(afd, "item", bfd, "item"), 0);
+        ck_assert_int_eq(move_noreplace(afd, "item", bfd, "item"), 0);
         ck_assert_int_eq(access(path, F_OK), -1);
         snprintf(path, sizeof(path), "%s/b/item", dir);
         got = tu_read_file(path, NULL);
@@ -193,10 +193,10 @@ START_TEST(test_move_noreplace_moves_and_reports_vanished)
         free(got);
 
         /* the second mover of the same item loses with -ENOENT */
-        ck_assert_int_eq(hd_move_noreplace(afd, "item", bfd, "item2"),
+        ck_assert_int_eq(move_noreplace(afd, "item", bfd, "item2"),
                          -ENOENT);
-        ck_assert_int_eq(hd_fsync_dir(afd), 0);
-        ck_assert_int_eq(hd_fsync_dir(bfd), 0);
+        ck_assert_int_eq(fsync_dir(afd), 0);
+        ck_assert_int_eq(fsync_dir(bfd), 0);
         close(afd);
         close(bfd);
         close(dfd);
@@ -210,24 +210,24 @@ START_TEST(test_mkdir_p_and_random_hex)
         int dfd = open_dir(dir);
         struct stat st;
 
-        ck_assert_int_eq(hd_mkdir_p_at(dfd, "x//y/./z/", 0700), 0);
-        ck_assert_int_eq(hd_mkdir_p_at(dfd, "x/y/z", 0700), 0);
+        ck_assert_int_eq(mkdir_p_at(dfd, "x//y/./z/", 0700), 0);
+        ck_assert_int_eq(mkdir_p_at(dfd, "x/y/z", 0700), 0);
         snprintf(path, sizeof(path), "%s/x/y/z", dir);
         ck_assert_int_eq(stat(path, &st), 0);
         ck_assert(S_ISDIR(st.st_mode));
         snprintf(path, sizeof(path), "%s/x/y/z/file", dir);
         tu_write_file(path, "f", 1);
-        ck_assert_int_eq(hd_mkdir_p_at(dfd, "x/y/z/file/w", 0700), -ENOTDIR);
+        ck_assert_int_eq(mkdir_p_at(dfd, "x/y/z/file/w", 0700), -ENOTDIR);
         snprintf(path, sizeof(path), "%s/abs/path", dir);
-        ck_assert_int_eq(hd_mkdir_p_at(AT_FDCWD, path, 0700), 0);
+        ck_assert_int_eq(mkdir_p_at(AT_FDCWD, path, 0700), 0);
         ck_assert_int_eq(stat(path, &st), 0);
 
-        ck_assert_int_eq(hd_random_hex(a, 16), 0);
-        ck_assert_int_eq(hd_random_hex(b, 16), 0);
+        ck_assert_int_eq(random_hex(a, 16), 0);
+        ck_assert_int_eq(random_hex(b, 16), 0);
         ck_assert_uint_eq(strlen(a), 32);
         ck_assert_uint_eq(strspn(a, "0123456789abcdef"), 32);
         ck_assert_str_ne(a, b);
-        ck_assert_int_eq(hd_random_hex(a, 0), -EINVAL);
+        ck_assert_int_eq(random_hex(a, 0), -EINVAL);
         close(dfd);
         free(dir);
 }
