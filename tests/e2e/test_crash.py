@@ -191,7 +191,8 @@ def main():
                 redelivered_ids[m.group(1)] += 1
         lost = [i for i in prod.submitted if cons.got[i] == 0]
         dups = {i: c for i, c in cons.got.items() if c > 1}
-        extra = [i for i in cons.got if i not in set(prod.submitted)]
+        sub = set(prod.submitted)
+        extra = [i for i in cons.got if i not in sub]
         unexplained = {i: c for i, c in dups.items() if redelivered_ids[i] < c - 1}
         outcomes = collections.Counter()
         for name in env.items("archive"):

@@ -172,6 +172,17 @@ def ctl_commands():
             fail(f"handoffctl {c} options missing from handoffctl.1: " + " ".join(missing))
 
 
+def api_functions():
+    """Every function of include/handoff.h appears in libhandoff(3)."""
+    hdr = open(os.path.join(SRC, "include", "handoff.h")).read()
+    names = sorted(set(re.findall(r"\b(hd_[a-z_]+)\(", hdr)))
+    page = render("libhandoff.3")
+    missing = [n for n in names if not has_word(page, n)]
+    if missing:
+        fail("libhandoff.3 does not document: " + " ".join(missing))
+    print(f"API functions checked in libhandoff.3: {len(names)}")
+
+
 def libhandoff_example():
     """The EXAMPLES program of libhandoff(3) compiles against this build."""
     lib = os.path.join(BUILD, "libhandoff.a")
@@ -215,6 +226,7 @@ def main():
     config_keys()
     daemon_options()
     ctl_commands()
+    api_functions()
     libhandoff_example()
     if failures:
         print(f"{len(failures)} failure(s)")
