@@ -463,7 +463,7 @@ def bench_one(handoffd, fsync, phase, n, rate, timeout, keep, attach=None, clean
             "vmhwm_kb": mem1.get("VmHWM"),
             "vmrss_kb": mem1.get("VmRSS"),
             "bootstraps": len(w.seen),
-            "counters": {k: counters.get(k) for k in ("claimed", "delivered", "redelivered", "rejected")
+            "counters": {k: counters.get(k) for k in ("claimed", "delivered", "recovered", "rejected")
                          if k in counters},
             "ok": not problems,
             "problems": problems,

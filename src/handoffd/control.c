@@ -45,7 +45,7 @@ json_t *control_status(const struct spool *sp, const char *config_path)
                         json_object_set_new(rej, hd_reason_name((hd_reason)i),
                                             json_integer((json_int_t)s->rejected[i]));
         o = json_pack("{s:{s:b, s:I, s:I, s:s, s:s, s:b, s:b, s:s}, "
-                      "s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o}, "
+                      "s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o}, "
                       "s:s?, s:I}",
                       "daemon", "running", 1, "pid", (json_int_t)getpid(),
                       "uptime_s", (json_int_t)((now - s->started_usec) / 1000000),
@@ -54,7 +54,8 @@ json_t *control_status(const struct spool *sp, const char *config_path)
                       "spool", sp->cfg->spool_dir,
                       "counters", "claimed", (json_int_t)s->claimed,
                       "delivered", (json_int_t)s->delivered,
-                      "redelivered", (json_int_t)s->redelivered,
+                      "recovered", (json_int_t)s->recovered,
+                      "retried", (json_int_t)s->retried,
                       "consumed", (json_int_t)s->consumed,
                       "expired", (json_int_t)s->expired,
                       "left", (json_int_t)s->left,

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "files.h"
@@ -78,39 +79,67 @@ static bool consume_in_progress(struct agent_rt *a, const char *bname)
         return found;
 }
 
-static int archive(struct spool *sp, const char *id, const json_t *doc,
-                   const char *outcome, const char *accepted_at, int64_t now)
+static int write_marker(struct spool *sp, const char *mname, json_t *m)
+{
+        _cleanup_free_ char *buf = NULL;
+        size_t len;
+        int r;
+
+        r = hd_canon_dump(m, NULL, &buf, &len);
+        if (r < 0)
+                return r;
+        r = hd_write_atomic(sp->fd[SD_CLAIMED], mname, buf, len, 0640, false);
+        if (r == 0)
+                sp->dirty[SD_CLAIMED] = true;
+        return r;
+}
+
+/* Move claimed/<id>.json to archive/ with its .outcome.  The archive name
+ * (the real implementation's "{unix_ts}-{from}-{to}-{id}.json", ts = when
+ * it ended) is chosen once and kept in the marker first, so a crash in the
+ * middle and the retry after it end with one name and one sidecar. */
+static int archive(struct spool *sp, const char *id, const json_t *doc, json_t *marker,
+                   const char *mname, const char *outcome, int64_t now)
 {
         const char *from = json_string_value(json_object_get(doc, "from_agent"));
         const char *to = json_string_value(json_object_get(doc, "to_agent"));
-        char name[NAME_MAX + 1], side[NAME_MAX + 16], src[NAME_MAX + 1], at[HD_TIME_MAX];
+        const char *acc = json_string_value(json_object_get(marker, "accepted_at"));
+        const char *name = json_string_value(json_object_get(marker, "archive_as"));
+        char fresh[NAME_MAX + 1], side[NAME_MAX + 16], src[NAME_MAX + 1], at[HD_TIME_MAX];
         _cleanup_free_ char *buf = NULL;
         json_t *o;
         size_t len;
-        struct stat st;
         int r;
 
-        hd_time_format(now, at, sizeof(at));
-        snprintf(src, sizeof(src), "%s.json", id);
-        for (unsigned n = 0;; n++) {
-                if (n >= 100)
-                        return -EEXIST;
-                /* The real implementation's archive name. */
-                if (n == 0)
-                        snprintf(name, sizeof(name), "%lld-%s-%s-%s.json",
-                                 (long long)(now / 1000000), from ? from : "unknown",
-                                 to ? to : "unknown", id);
-                else
-                        snprintf(name, sizeof(name), "%lld-%s-%s-%s~%u.json",
+        if (!name || !hd_name_safe(name)) {
+                struct stat st;
+                for (unsigned n = 0;; n++) {
+                        if (n >= 100)
+                                return -EEXIST;
+                        snprintf(fresh, sizeof(fresh), n ? "%lld-%s-%s-%s~%u.json" : "%lld-%s-%s-%s.json",
                                  (long long)(now / 1000000), from ? from : "unknown",
                                  to ? to : "unknown", id, n);
-                snprintf(side, sizeof(side), "%s.outcome", name);
-                if (fstatat(sp->fd[SD_ARCHIVE], name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-                        break;
+                        if (fstatat(sp->fd[SD_ARCHIVE], fresh, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                                break;
+                }
+                name = fresh;
+                json_object_set_new(marker, "archive_as", json_string(fresh));
+                json_object_set_new(marker, "outcome", json_string(outcome));
+                r = write_marker(sp, mname, marker);
+                if (r < 0)
+                        return r;
+        } else {
+                /* A retry: the outcome decided first stands. */
+                const char *o0 = json_string_value(json_object_get(marker, "outcome"));
+                if (o0 && (!strcmp(o0, "consumed") || !strcmp(o0, "expired")))
+                        outcome = o0;
         }
+        hd_time_format(now, at, sizeof(at));
+        snprintf(side, sizeof(side), "%s.outcome", name);
+        snprintf(src, sizeof(src), "%s.json", id);
         o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "handoff_id", id, "outcome", outcome,
                       "from_agent", from ? from : "", "to_agent", to ? to : "",
-                      "archived_at", at, "accepted_at", accepted_at ? accepted_at : "");
+                      "archived_at", at, "accepted_at", acc ? acc : "");
         if (!o)
                 return -ENOMEM;
         r = hd_canon_dump(o, NULL, &buf, &len);
@@ -124,17 +153,12 @@ static int archive(struct spool *sp, const char *id, const json_t *doc,
         if (r < 0)
                 return r;
         r = spool_id_mark(sp, id);
-        if (r < 0) {
-                unlinkat(sp->fd[SD_ARCHIVE], side, 0);
+        if (r < 0)
                 return r;
-        }
         r = move_noreplace(sp->fd[SD_CLAIMED], src, sp->fd[SD_ARCHIVE], name);
-        if (r < 0) {
-                unlinkat(sp->fd[SD_ARCHIVE], side, 0);
+        if (r < 0)
                 return r == -ENOENT ? 0 : r;    /* another daemon archived it */
-        }
-        snprintf(src, sizeof(src), "%s.delivered", id);
-        unlinkat(sp->fd[SD_CLAIMED], src, 0);
+        unlinkat(sp->fd[SD_CLAIMED], mname, 0);
         sp->dirty[SD_ARCHIVE] = sp->dirty[SD_CLAIMED] = true;
         if (!strcmp(outcome, "consumed"))
                 sp->st.consumed++;
@@ -144,14 +168,20 @@ static int archive(struct spool *sp, const char *id, const json_t *doc,
         return 1;
 }
 
+static bool exists_at(int dirfd, const char *name)
+{
+        struct stat st;
+        return fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
 static int check_locked(struct spool *sp, const char *id, int fd, int64_t now)
 {
-        _cleanup_json_ json_t *doc = NULL, *marker = NULL, *boot = NULL;
+        _cleanup_json_ json_t *doc = NULL, *marker = NULL;
         _cleanup_free_ char *buf = NULL;
-        char bname[NAME_MAX + 1], mname[NAME_MAX + 1], priv[NAME_MAX + 16];
-        const char *to, *acc = NULL;
+        char bname[NAME_MAX + 1], mname[NAME_MAX + 1], pname[NAME_MAX + 1];
+        char xname[NAME_MAX + 16];
+        const char *to, *acc;
         struct agent_rt *a;
-        struct stat st;
         hd_verdict v;
         int64_t accepted;
         size_t len;
@@ -168,57 +198,77 @@ static int check_locked(struct spool *sp, const char *id, int fd, int64_t now)
         if (!a)
                 return 0;       /* served by another daemon (or no more) */
         r = hd_bootstrap_name(id, bname, sizeof(bname));
+        if (r == 0)
+                r = spool_pending_name(bname, pname, sizeof(pname));
         if (r < 0)
                 return r;
+        snprintf(xname, sizeof(xname), ".expire.%s", bname);
         snprintf(mname, sizeof(mname), "%s.delivered", id);
         r = load_own(sp->fd[SD_CLAIMED], mname, 65536, &marker);
         if (r < 0 && r != -ENOENT && r != -EBADMSG)
                 return r;
-        bool have_boot = fstatat(a->handoffs_fd, bname, &st, AT_SYMLINK_NOFOLLOW) == 0;
+        bool have_boot = exists_at(a->handoffs_fd, bname);
+        bool have_pending = exists_at(a->handoffs_fd, pname);
+        bool have_expire = exists_at(a->handoffs_fd, xname);
 
         if (!marker) {
-                if (!have_boot) {
-                        r = spool_deliver(sp, a, doc, now);
-                        if (r < 0)
-                                return r;
-                        sp->st.redelivered++;
-                        log_decision(LOG_NOTICE, id, a->cfg->name, "redelivered", NULL,
-                                     "Delivered %s to %s again after a crash", id,
-                                     a->cfg->name);
-                        return 0;
+                if (have_boot) {
+                        /* Published by a version that wrote no marker
+                         * first: record it as it is. */
+                        _cleanup_json_ json_t *boot = NULL;
+                        load_own(a->handoffs_fd, bname, sp->cfg->max_file_size, &boot);
+                        acc = boot ? json_string_value(json_object_get(boot, "accepted_at")) : NULL;
+                        if (!acc || hd_time_parse(acc, &accepted) < 0)
+                                accepted = now;
+                        r = spool_deliver_marker(sp, a, id, accepted);
+                        return r < 0 ? r : spool_flush(sp);
                 }
-                /* Delivered, then the daemon died before the marker. */
-                r = load_own(a->handoffs_fd, bname, sp->cfg->max_file_size, &boot);
-                acc = boot ? json_string_value(json_object_get(boot, "accepted_at")) : NULL;
-                if (!acc || hd_time_parse(acc, &accepted) < 0)
-                        accepted = now;
-                char at[HD_TIME_MAX];
-                hd_time_format(accepted, at, sizeof(at));
-                json_t *m = json_pack("{s:s, s:s, s:s, s:s}", "handoff_id", id, "agent",
-                                      a->cfg->name, "bootstrap", bname, "accepted_at", at);
-                _cleanup_free_ char *mb = NULL;
-                size_t ml;
-                r = m ? hd_canon_dump(m, NULL, &mb, &ml) : -ENOMEM;
-                json_decref(m);
+                /* Never visible to the agent: deliver it (the first time,
+                 * as far as the agent can tell). */
+                bool retry = json_object_get(sp->failed, id) != NULL;
+                r = spool_deliver(sp, a, doc, now);
                 if (r < 0)
                         return r;
-                r = hd_write_atomic(sp->fd[SD_CLAIMED], mname, mb, ml, 0640, false);
-                if (r < 0)
-                        return r;
-                sp->dirty[SD_CLAIMED] = true;
-                lifecycle_note_deadline(sp, accepted + sp->cfg->resume_window * 1000000LL);
+                json_object_del(sp->failed, id);
+                if (retry)
+                        sp->st.retried++;
+                else
+                        sp->st.recovered++;
+                log_decision(LOG_NOTICE, id, a->cfg->name, retry ? "retried" : "recovered", NULL,
+                             "Delivered %s to %s %s", id, a->cfg->name,
+                             retry ? "after an earlier failure" : "after a restart (it was claimed, never delivered)");
                 return 0;
         }
 
         acc = json_string_value(json_object_get(marker, "accepted_at"));
         if (!acc || hd_time_parse(acc, &accepted) < 0)
                 accepted = now;
+        if (!have_boot && have_pending && !have_expire) {
+                /* The marker is on disk, the publish was not done. */
+                r = spool_publish(sp, a, id);
+                if (r < 0)
+                        return r;
+                json_object_del(sp->failed, id);
+                sp->st.recovered++;
+                log_decision(LOG_NOTICE, id, a->cfg->name, "recovered", NULL,
+                             "Published %s to %s after a restart or failure", id, a->cfg->name);
+                return spool_flush(sp);
+        }
+        if (have_expire) {
+                /* An expiry that was cut short: finish it. */
+                if (have_boot)
+                        unlinkat(a->handoffs_fd, bname, 0);
+                r = archive(sp, id, doc, marker, mname, "expired", now);
+                if (r >= 0)
+                        unlinkat(a->handoffs_fd, xname, 0);
+                return r;
+        }
         if (!have_boot) {
                 if (consume_in_progress(a, bname)) {
                         lifecycle_note_deadline(sp, now + BUSY_RETRY_USEC);
                         return 0;
                 }
-                return archive(sp, id, doc, "consumed", acc, now);
+                return archive(sp, id, doc, marker, mname, "consumed", now);
         }
         int64_t deadline = accepted + sp->cfg->resume_window * 1000000LL;
         if (now < deadline) {
@@ -226,22 +276,18 @@ static int check_locked(struct spool *sp, const char *id, int fd, int64_t now)
                 return 0;
         }
         /* Take the bootstrap as a consumer would, so a consumer racing us
-         * either got it (consumed) or finds nothing. */
-        snprintf(priv, sizeof(priv), ".expire.%s", bname);
-        if (renameat(a->handoffs_fd, bname, a->handoffs_fd, priv) < 0) {
+         * either got it (consumed) or finds nothing.  The taken name is
+         * also the record of the expiry, should we die before the end. */
+        if (renameat(a->handoffs_fd, bname, a->handoffs_fd, xname) < 0) {
                 if (errno != ENOENT)
                         return -errno;
-                return archive(sp, id, doc, "consumed", acc, now);
+                return archive(sp, id, doc, marker, mname, "consumed", now);
         }
-        r = archive(sp, id, doc, "expired", acc, now);
-        if (r < 0) {
-                /* Put it back: the item is still claimed. */
-                renameat(a->handoffs_fd, priv, a->handoffs_fd, bname);
-                return r;
-        }
-        unlinkat(a->handoffs_fd, priv, 0);
-        if (sp->cfg->fsync)
-                fsync_dir(a->handoffs_fd);
+        r = archive(sp, id, doc, marker, mname, "expired", now);
+        if (r < 0)
+                return r;       /* .expire.NAME tells the retry */
+        unlinkat(a->handoffs_fd, xname, 0);
+        a->dirty = true;
         return r;
 }
 
@@ -266,6 +312,12 @@ int lifecycle_check(struct spool *sp, const char *id, int64_t now)
                 lifecycle_note_deadline(sp, now + BUSY_RETRY_USEC);
                 return 0;
         }
+        /* Between our open and our lock another daemon may have finished
+         * the item and moved it on: act only on what is still claimed. */
+        struct stat a, b;
+        if (fstat(fd, &a) < 0 || fstatat(sp->fd[SD_CLAIMED], name, &b, AT_SYMLINK_NOFOLLOW) < 0 ||
+            a.st_ino != b.st_ino || a.st_dev != b.st_dev)
+                return 0;
         return check_locked(sp, id, fd, now);
 }
 
@@ -287,9 +339,11 @@ int lifecycle_bootstrap_gone(struct spool *sp, struct agent_rt *a,
         return r;
 }
 
-/* Our own temp files (".NAME.XXXXXX" from hd_write_atomic, ".expire.*")
- * left in a directory by a crash; only at start, when none can be live. */
-static void remove_temps(int dirfd)
+/* Our own temp files (".NAME.XXXXXX" from hd_write_atomic) left in a
+ * directory by a crash, at start.  When another daemon runs on the same
+ * spool it may be writing one right now: then only those a minute old. */
+#define TEMP_MIN_AGE_S 60
+static void remove_temps(int dirfd, bool sole)
 {
         struct dirent *de;
         DIR *d;
@@ -309,8 +363,50 @@ static void remove_temps(int dirfd)
                         continue;
                 if (!strncmp(n, ".consume.", 9))
                         continue;       /* a consumer's, not ours */
+                /* Records of deliveries and expiries in flight: the sweep
+                 * reads and finishes them (or removes them as orphans). */
+                if (!strncmp(n, ".pending.", 9) || !strncmp(n, ".expire.", 8))
+                        continue;
+                struct stat st;
+                if (fstatat(dirfd, n, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+                    (!sole && st.st_mtime > time(NULL) - TEMP_MIN_AGE_S))
+                        continue;
                 if (unlinkat(dirfd, n, 0) == 0)
                         log_info("Removed temp file '%s' left by a crash", n);
+        }
+        closedir(d);
+}
+
+/* .pending.NAME and .expire.NAME whose item is no longer claimed (a crash
+ * after the archive, before the unlink). */
+static void remove_orphans(struct spool *sp, struct agent_rt *a)
+{
+        struct dirent *de;
+        DIR *d;
+        int fd;
+
+        fd = openat(a->handoffs_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+                return;
+        d = fdopendir(fd);
+        if (!d) {
+                close(fd);
+                return;
+        }
+        while ((de = readdir(d))) {
+                const char *n = de->d_name, *base;
+                char claimed[NAME_MAX + 1];
+                if (!strncmp(n, ".pending.", 9))
+                        base = n + 9;
+                else if (!strncmp(n, ".expire.", 8))
+                        base = n + 8;
+                else
+                        continue;
+                /* The bootstrap name is the id + ".json", the claimed name too. */
+                if (xsnprintf(claimed, sizeof(claimed), "%s", base) < 0 || exists_at(sp->fd[SD_CLAIMED], claimed))
+                        continue;
+                if (unlinkat(a->handoffs_fd, n, 0) == 0)
+                        log_info("Removed '%s', left by a crash after its item was archived", n);
         }
         closedir(d);
 }
@@ -326,13 +422,20 @@ int lifecycle_sweep(struct spool *sp, int64_t now, bool at_start)
                 return -ENOMEM;
         if (at_start) {
                 static const int dirs[] = { SD_CLAIMED, SD_ARCHIVE, SD_REJECTED, SD_IDS, SD_BATON };
+                /* Every daemon holds a shared lock on the spool while it
+                 * runs; getting it exclusively means we are alone. */
+                bool sole = flock(sp->root_fd, LOCK_EX | LOCK_NB) == 0;
+                flock(sp->root_fd, LOCK_SH);
                 for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++)
-                        remove_temps(sp->fd[dirs[i]]);
+                        remove_temps(sp->fd[dirs[i]], sole);
                 for (size_t i = 0; i < sp->n_agents; i++)
-                        remove_temps(sp->agents[i].handoffs_fd);
+                        remove_temps(sp->agents[i].handoffs_fd, sole);
         }
         sp->next_deadline = 0;
         r = spool_list(sp, SD_CLAIMED, set);
+        if (r == 0 && at_start)
+                for (size_t i = 0; i < sp->n_agents; i++)
+                        remove_orphans(sp, &sp->agents[i]);
         if (r < 0)
                 goto out;
         json_object_foreach(set, k, v) {

@@ -64,7 +64,8 @@ int metrics_write(struct spool *sp, int64_t now)
 #define C(name, v) fprintf(f, "handoffd_events_total{event=\"" name "\"} %llu\n", (unsigned long long)(v))
         C("claimed", s->claimed);
         C("delivered", s->delivered);
-        C("redelivered", s->redelivered);
+        C("recovered", s->recovered);
+        C("retried", s->retried);
         C("consumed", s->consumed);
         C("expired", s->expired);
         C("overflow", s->overflows);

@@ -151,6 +151,7 @@ int spool_open(struct config *cfg, struct spool **ret)
         for (int i = 0; i < _SD_MAX; i++)
                 sp->fd[i] = -1;
         sp->foreign = json_object();
+        sp->failed = json_object();
         sp->cfg = cfg;
         sp->st.started_usec = hd_now_usec();
         r = open_dir_at(AT_FDCWD, cfg->spool_dir, 0750, &sp->root_fd);
@@ -202,6 +203,7 @@ void spool_close(struct spool *sp)
         if (sp->root_fd >= 0)
                 close(sp->root_fd);
         json_decref(sp->foreign);
+        json_decref(sp->failed);
         free(sp);
 }
 
@@ -339,20 +341,23 @@ int spool_reject(struct spool *sp, const char *name, hd_reason reason,
                 else
                         snprintf(dst, sizeof(dst), "%s~%u", base, n);
                 snprintf(rsn, sizeof(rsn), "%s.reason", dst);
-                if (fstatat(sp->fd[SD_REJECTED], dst, &st, AT_SYMLINK_NOFOLLOW) == 0 ||
-                    fstatat(sp->fd[SD_REJECTED], rsn, &st, AT_SYMLINK_NOFOLLOW) == 0)
+                /* A .reason without its item is what a crash between the
+                 * two steps below leaves: its name is free to reuse. */
+                if (fstatat(sp->fd[SD_REJECTED], dst, &st, AT_SYMLINK_NOFOLLOW) == 0)
                         continue;
                 /* The reason first: an item in rejected/ always has one. */
                 r = hd_write_atomic(sp->fd[SD_REJECTED], rsn, buf, len, 0640, false);
                 if (r < 0)
                         return r;
                 r = move_noreplace(sp->fd[SD_HANDOFF], name, sp->fd[SD_REJECTED], dst);
-                if (r == -EEXIST) {
-                        unlinkat(sp->fd[SD_REJECTED], rsn, 0);
-                        continue;
-                }
+                if (r == -EEXIST)
+                        continue;       /* another rejecter took dst: its reason stands */
                 if (r < 0) {
-                        unlinkat(sp->fd[SD_REJECTED], rsn, 0);
+                        /* Gone: unless another rejecter just put it at dst
+                         * (then the reason is its), the reason is ours to
+                         * take back. */
+                        if (fstatat(sp->fd[SD_REJECTED], dst, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                                unlinkat(sp->fd[SD_REJECTED], rsn, 0);
                         return r == -ENOENT ? IO_GONE : r;
                 }
                 sp->dirty[SD_REJECTED] = sp->dirty[SD_HANDOFF] = true;
@@ -579,16 +584,31 @@ static int baton_apply(struct spool *sp, const json_t *doc, int64_t now, json_t 
         return 0;
 }
 
-/* Delivery, first half: Baton, profile copies and the bootstrap, the file
- * synced, its directory not yet (a burst syncs each agent's handoffs/
- * once). */
+/* Delivery is three steps, each made durable for a whole burst at once
+ * (one sync per directory):
+ *
+ *   1. the bootstrap under a hidden name, .pending.NAME (no agent sees it)
+ *   2. the marker claimed/<id>.delivered
+ *   3. the rename of .pending.NAME to NAME: the agent may take it now
+ *
+ * So after any crash the state tells what happened: no marker = never
+ * visible, write it (again); marker and .pending = publish it; marker and
+ * neither file = the agent took it.  A handoff is never shown to its agent
+ * twice. */
+int spool_pending_name(const char *bname, char *buf, size_t n)
+{
+        return xsnprintf(buf, n, ".pending.%s", bname) < 0 ? -ENAMETOOLONG : 0;
+}
+
+/* Step 1, with Baton and the profile copies.  The file is synced, its
+ * directory not yet. */
 static int deliver_bootstrap(struct spool *sp, struct agent_rt *a, const json_t *doc,
                              int64_t now)
 {
         const char *id = json_string_value(json_object_get(doc, "handoff_id"));
         _cleanup_free_ char *buf = NULL;
         _cleanup_json_ json_t *b = NULL, *merged = NULL;
-        char bname[NAME_MAX + 1];
+        char bname[NAME_MAX + 1], pname[NAME_MAX + 1];
         size_t len;
         int r;
 
@@ -615,7 +635,10 @@ static int deliver_bootstrap(struct spool *sp, struct agent_rt *a, const json_t 
                 if (r < 0)
                         return r;
         }
-        r = write_atomic(a->handoffs_fd, bname, buf, len, 0640,
+        r = spool_pending_name(bname, pname, sizeof(pname));
+        if (r < 0)
+                return r;
+        r = write_atomic(a->handoffs_fd, pname, buf, len, 0640,
                          sp->cfg->fsync ? WRITE_SYNC_FILE : 0);
         if (r < 0)
                 return r;
@@ -623,11 +646,8 @@ static int deliver_bootstrap(struct spool *sp, struct agent_rt *a, const json_t 
         return 0;
 }
 
-/* Second half, once the bootstrap's directory entry is on disk: the marker
- * that tells "consumed" (marker, no bootstrap) from "never delivered"
- * (neither) after a crash.  Written before that sync, a crash could leave a
- * marker without a bootstrap, which would read as consumed. */
-static int deliver_marker(struct spool *sp, struct agent_rt *a, const char *id, int64_t now)
+/* Step 2, once the hidden bootstrap is on disk. */
+int spool_deliver_marker(struct spool *sp, struct agent_rt *a, const char *id, int64_t now)
 {
         _cleanup_free_ char *mbuf = NULL;
         _cleanup_json_ json_t *m = NULL;
@@ -651,22 +671,59 @@ static int deliver_marker(struct spool *sp, struct agent_rt *a, const char *id, 
         if (r < 0)
                 return r;
         sp->dirty[SD_CLAIMED] = true;
-        sp->st.delivered++;
         lifecycle_note_deadline(sp, now + sp->cfg->resume_window * 1000000LL);
+        return 0;
+}
+
+/* Step 3, once the marker is on disk. */
+int spool_publish(struct spool *sp, struct agent_rt *a, const char *id)
+{
+        char bname[NAME_MAX + 1], pname[NAME_MAX + 1];
+        int r;
+
+        r = hd_bootstrap_name(id, bname, sizeof(bname));
+        if (r == 0)
+                r = spool_pending_name(bname, pname, sizeof(pname));
+        if (r < 0)
+                return r;
+        if (renameat(a->handoffs_fd, pname, a->handoffs_fd, bname) < 0)
+                return -errno;
+        a->dirty = true;
+        sp->st.delivered++;
         return 0;
 }
 
 int spool_deliver(struct spool *sp, struct agent_rt *a, const json_t *doc,
                   int64_t now)
 {
-        int r = deliver_bootstrap(sp, a, doc, now);
+        const char *id = json_string_value(json_object_get(doc, "handoff_id"));
+        int r;
 
-        if (r < 0)
-                return r;
-        r = spool_flush(sp);
-        if (r < 0)
-                return r;
-        return deliver_marker(sp, a, json_string_value(json_object_get(doc, "handoff_id")), now);
+        r = deliver_bootstrap(sp, a, doc, now);
+        if (r == 0)
+                r = spool_flush(sp);
+        if (r == 0)
+                r = spool_deliver_marker(sp, a, id, now);
+        if (r == 0)
+                r = spool_flush(sp);
+        if (r == 0)
+                r = spool_publish(sp, a, id);
+        if (r == 0)
+                r = spool_flush(sp);
+        return r;
+}
+
+/* A delivery failed: the sweep tries again after a backoff (1 s doubling
+ * to 60 s while failures go on), not at once and not in a busy loop. */
+static void deliver_failed(struct spool *sp, const char *id, int64_t now)
+{
+        if (sp->deliver_backoff_usec < 1000000)
+                sp->deliver_backoff_usec = 1000000;
+        lifecycle_note_deadline(sp, now + sp->deliver_backoff_usec);
+        sp->deliver_backoff_usec *= 2;
+        if (sp->deliver_backoff_usec > 60 * 1000000LL)
+                sp->deliver_backoff_usec = 60 * 1000000LL;
+        json_object_set_new_nocheck(sp->failed, id, json_null());
 }
 
 int spool_process_batch(struct spool *sp, char *const *names, size_t n,
@@ -700,40 +757,42 @@ int spool_process_batch(struct spool *sp, char *const *names, size_t n,
                 spool_error(sp, r, "Cannot fsync the spool");
                 log_error_errno(r, "Cannot fsync the spool");
         }
-        for (size_t i = 0; i < n; i++) {
-                struct item *it = &items[i];
-                if (it->outcome != IO_CLAIMED || r < 0)
-                        continue;
-                int q = deliver_bootstrap(sp, it->agent, it->doc, now);
-                if (q < 0) {
-                        /* Stays claimed without a marker: the sweep
-                         * delivers it again, with backoff. */
-                        it->outcome = q;
-                        spool_error(sp, q, "Cannot deliver %s to %s", it->id,
-                                    it->agent->cfg->name);
-                        log_error_errno(q, "Cannot deliver %s to %s", it->id,
-                                        it->agent->cfg->name);
-                        errors++;
+        /* The three steps of delivery (see deliver_bootstrap), each for the
+         * whole burst, each followed by one sync per directory. */
+        for (int step = 1; step <= 3; step++) {
+                for (size_t i = 0; i < n; i++) {
+                        struct item *it = &items[i];
+                        int q;
+                        if (it->outcome != IO_CLAIMED)
+                                continue;
+                        if (r < 0)
+                                q = r;
+                        else if (step == 1)
+                                q = deliver_bootstrap(sp, it->agent, it->doc, now);
+                        else if (step == 2)
+                                q = spool_deliver_marker(sp, it->agent, it->id, now);
+                        else
+                                q = spool_publish(sp, it->agent, it->id);
+                        if (q < 0) {
+                                /* It stays claimed; the sweep finishes it. */
+                                it->outcome = q;
+                                spool_error(sp, q, "Cannot deliver %s to %s", it->id,
+                                            it->agent->cfg->name);
+                                log_error_errno(q, "Cannot deliver %s to %s", it->id,
+                                                it->agent->cfg->name);
+                                deliver_failed(sp, it->id, now);
+                                errors++;
+                        } else if (step == 3) {
+                                sp->deliver_backoff_usec = 0;
+                                log_decision(LOG_INFO, it->id, it->agent->cfg->name, "claimed",
+                                             NULL, "Claimed %s for %s", it->id,
+                                             it->agent->cfg->name);
+                        }
                 }
-        }
-        /* One sync per agent directory for the burst, then the markers. */
-        if (r == 0 && (r = spool_flush(sp)) < 0) {
-                spool_error(sp, r, "Cannot fsync the agents' handoffs/");
-                log_error_errno(r, "Cannot fsync the agents' handoffs/");
-        }
-        for (size_t i = 0; i < n; i++) {
-                struct item *it = &items[i];
-                if (it->outcome != IO_CLAIMED || r < 0)
-                        continue;
-                int q = deliver_marker(sp, it->agent, it->id, now);
-                if (q < 0) {
-                        spool_error(sp, q, "Cannot record the delivery of %s", it->id);
-                        log_error_errno(q, "Cannot record the delivery of %s", it->id);
-                        errors++;
-                        continue;
+                if (r == 0 && (r = spool_flush(sp)) < 0) {
+                        spool_error(sp, r, "Cannot fsync the spool or the agents' handoffs/");
+                        log_error_errno(r, "Cannot fsync the spool or the agents' handoffs/");
                 }
-                log_decision(LOG_INFO, it->id, it->agent->cfg->name, "claimed", NULL,
-                             "Claimed %s for %s", it->id, it->agent->cfg->name);
         }
         r = spool_flush(sp);
         if (r < 0)

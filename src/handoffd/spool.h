@@ -33,7 +33,7 @@ struct agent_rt {
 
 struct spool_stats {
         int64_t started_usec;
-        uint64_t claimed, delivered, redelivered, consumed, expired,
+        uint64_t claimed, delivered, recovered, retried, consumed, expired,
                  left, deferred, overflows, rescans, errors, archived_pruned,
                  rejected_pruned;
         uint64_t rejected[_HD_R_MAX];
@@ -50,7 +50,9 @@ struct spool {
         struct agent_rt *agents;
         size_t n_agents;
         struct spool_stats st;
-        json_t *foreign;        /* name -> expires_at usec, left alone */
+        json_t *foreign;        /* name -> [expires usec, ino, ctime], left alone */
+        json_t *failed;         /* ids whose delivery failed: retried */
+        int64_t deliver_backoff_usec;
         int64_t next_deadline;  /* earliest lifecycle deadline, usec; 0 none */
         bool dirty[_SD_MAX];    /* directory needs an fsync */
 };
@@ -90,10 +92,16 @@ int spool_list(struct spool *sp, enum spool_dir d, json_t *set);
 int spool_reject(struct spool *sp, const char *name, hd_reason reason,
                  const char *detail, const char *handoff_id, int64_t now);
 
-/* The bootstrap (and delivery profile copies) for a claimed document, plus
- * the claimed/<id>.delivered marker. */
+/* All of a delivery for one claimed document: the bootstrap (and delivery
+ * profile copies) under its hidden name, the claimed/<id>.delivered
+ * marker, then the bootstrap published under its name. */
 int spool_deliver(struct spool *sp, struct agent_rt *a, const json_t *doc,
                   int64_t now);
+/* Its steps, for recovery. */
+int spool_pending_name(const char *bootstrap_name, char *buf, size_t n);
+int spool_deliver_marker(struct spool *sp, struct agent_rt *a, const char *id,
+                         int64_t now);
+int spool_publish(struct spool *sp, struct agent_rt *a, const char *id);
 
 /* Remember handoff_id in ids/ (replay memory once it leaves claimed/). */
 int spool_id_mark(struct spool *sp, const char *handoff_id);

@@ -42,7 +42,7 @@ def main():
         per = [d.status()["counters"] for d in ds]
         tot_claimed = sum(c["claimed"] for c in per)
         tot_delivered = sum(c["delivered"] for c in per)
-        tot_redelivered = sum(c["redelivered"] for c in per)
+        tot_redelivered = sum(c["recovered"] + c["retried"] for c in per)
         check(tot_claimed == N, f"sum of claims {tot_claimed} != {N}: {[c['claimed'] for c in per]}")
         check(tot_delivered == N and tot_redelivered == 0,
               f"deliveries {tot_delivered}, redeliveries {tot_redelivered}")

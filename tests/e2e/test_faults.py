@@ -150,7 +150,8 @@ def scenario(label, expect, fault_on, fault_off, *, agents=("alice",), bad=0,
             res["bad_after"] = [env.reason_of(n)["reason"] if os.path.exists(
                 env.path("rejected", n + ".reason")) else "missing" for n in bad_names]
             res["after"] = where(env, ids)
-            res["redelivered"] = d.status()["counters"]["redelivered"]
+            c = d.status()["counters"]
+            res["recovered"] = c["recovered"] + c["retried"]
             rc = d.stop()
             drain.stop()
             res["rc"] = rc
@@ -341,7 +342,7 @@ def main():
               + (f"recovered {rec:.1f}s after the fault ended" if rec is not None
                  else f"NOT recovered {WAIT_S:.0f}s after the fault ended")
               + (f"; bad file rejected as {r['bad_after']}" if r["bad_after"] else "")
-              + f"; redelivered {r['redelivered']}, duplicates {len(r['dups'])}, exit {r['rc']}")
+              + f"; recovered+retried {r['recovered']}, duplicates {len(r['dups'])}, exit {r['rc']}")
         f = []
         if any(s not in expect for s in r["during"].values()):
             f.append(f"items not in their source state '{expect}' during the fault: {r['during']}")

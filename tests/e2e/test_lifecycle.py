@@ -104,15 +104,17 @@ def main():
         e = hdproto.build("bob", "alice", env.key, ttl=600)
         with open(env.path("claimed", e["handoff_id"] + ".json"), "wb") as f:
             f.write(hdproto.dumps(e))
-        with open(os.path.join(env.state["alice"], "handoffs", ".x.json.AbC123"), "w") as f:
+        tmpf = os.path.join(env.state["alice"], "handoffs", ".x.json.AbC123")
+        with open(tmpf, "w") as f:
             f.write("temp left by a crash")
+        os.utime(tmpf, (time.time() - 120, time.time() - 120))  # a crash 2 minutes ago
         d = env.start(conf=conf)
         arch = [n for n in env.items("archive") if n.endswith(c["handoff_id"] + ".json")]
         check(len(arch) == 1, "consumed-while-down archived at start")
         check(json.load(open(env.path("archive", arch[0] + ".outcome")))["outcome"] == "consumed", "as consumed")
         check(e["handoff_id"] + ".json" in env.bootstraps("alice"), "recovered bootstrap written")
         check(not os.path.exists(os.path.join(env.state["alice"], "handoffs", ".x.json.AbC123")), "temp removed")
-        check(d.status()["counters"]["redelivered"] == 1, "redelivery counted")
+        check(d.status()["counters"]["recovered"] == 1, "recovery counted")
         check(d.stop() == 0, "stop")
         print(f"{rounds} consume races, one winner each; stale expired {late:.2f}s after deadline; "
               "consumed-while-down archived; crash-claimed item delivered at start")

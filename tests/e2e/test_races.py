@@ -130,7 +130,7 @@ def main():
 
         claims = [c["claimed"] for c in per_d]
         delivered = sum(c["delivered"] for c in per_d)
-        redelivered = sum(c["redelivered"] for c in per_d)
+        redelivered = sum(c["recovered"] + c["retried"] for c in per_d)
         consumed_d = sum(c["consumed"] for c in per_d)
         dup = {i: n for i, n in got.items() if n > 1}
         print(f"{N} items, {DAEMONS} daemons, {CONSUMERS} consumers "

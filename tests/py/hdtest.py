@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 SRC = os.environ.get("HD_SRC", os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
@@ -62,6 +63,11 @@ class Daemon:
         self.notify.bind(self.notify_path)
         self.notify.settimeout(0.05)
         self.messages = []
+        # Read NOTIFY_SOCKET all the time, as systemd does: a full socket
+        # buffer would block the daemon in sd_notify().
+        self._reading = True
+        self._reader = threading.Thread(target=self._read_notify, daemon=True)
+        self._reader.start()
         e = dict(os.environ)
         e["NOTIFY_SOCKET"] = self.notify_path
         e.pop("JOURNAL_STREAM", None)
@@ -73,13 +79,18 @@ class Daemon:
                                      stdin=subprocess.DEVNULL, stdout=self.log,
                                      stderr=subprocess.STDOUT, env=e)
 
-    def poll_notify(self):
-        while True:
+    def _read_notify(self):
+        while self._reading:
             try:
                 m = self.notify.recv(4096).decode()
             except (socket.timeout, BlockingIOError):
+                continue
+            except OSError:
                 return
             self.messages.extend(m.split("\n"))
+
+    def poll_notify(self):
+        time.sleep(0.01)
 
     def wait_message(self, msg, timeout=20.0):
         def seen():
@@ -108,6 +119,8 @@ class Daemon:
             self.proc.wait()
             raise Fail(f"{self.name} did not stop on {sig}:\n{self.logs()}")
         self.poll_notify()
+        self._reading = False
+        self._reader.join()
         self.log.close()
         self.notify.close()
         return rc
