@@ -1,12 +1,14 @@
 /* The loop; see daemon.h.  inotify is a hint, never the truth: watch
  * first, then scan; rescan on IN_Q_OVERFLOW and on a timer. */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/inotify.h>
+#include <sys/stat.h>
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
@@ -20,6 +22,8 @@
 #define REWATCH_MAX 10          /* per minute, then give up: never spin */
 
 static void arm_deadline(struct daemon *d);
+static int rewatch(struct daemon *d);
+static void stop(struct daemon *d, int code);
 static void on_idle(uv_idle_t *h);
 static void on_retry(uv_timer_t *t);
 
@@ -44,8 +48,8 @@ static int watch_handoff(struct daemon *d)
                 return -ENAMETOOLONG;
         d->wd_handoff = inotify_add_watch(d->ifd, path,
                                           IN_MOVED_TO | IN_CLOSE_WRITE | IN_DELETE_SELF |
-                                          IN_MOVE_SELF | IN_ONLYDIR | IN_DONT_FOLLOW |
-                                          IN_EXCL_UNLINK);
+                                          IN_MOVE_SELF | IN_ATTRIB | IN_ONLYDIR |
+                                          IN_DONT_FOLLOW | IN_EXCL_UNLINK);
         if (d->wd_handoff < 0)
                 return -errno;
         d->sp->st.watch_ok = true;
@@ -67,6 +71,21 @@ static int watch_agents(struct daemon *d)
                         return log_error_errno(errno, "Cannot watch '%s'", path);
         }
         return 0;
+}
+
+/* Is handoff/ still the directory we watch?  IN_DELETE_SELF only comes
+ * when the inode goes, and our own fd keeps it: a removed directory shows
+ * as a link count of 0 (IN_ATTRIB tells us to look), one moved away as a
+ * different inode under the name. */
+static bool watch_lost(struct daemon *d)
+{
+        struct stat a, b;
+
+        if (fstat(d->sp->fd[SD_HANDOFF], &a) < 0 || a.st_nlink == 0)
+                return true;
+        if (fstatat(d->sp->root_fd, "handoff", &b, AT_SYMLINK_NOFOLLOW) < 0)
+                return true;
+        return a.st_ino != b.st_ino || a.st_dev != b.st_dev;
 }
 
 static void queue_name(struct daemon *d, const char *name)
@@ -213,7 +232,13 @@ static void arm_deadline(struct daemon *d)
 
 static void on_rescan(uv_timer_t *t)
 {
-        daemon_rescan(t->data, "periodic");
+        struct daemon *d = t->data;
+
+        if (watch_lost(d) && rewatch(d) < 0) {
+                stop(d, 1);
+                return;
+        }
+        daemon_rescan(d, "periodic");
 }
 
 static void on_status_timer(uv_timer_t *t)
@@ -240,11 +265,18 @@ static int rewatch(struct daemon *d)
         if (++d->rewatch_count > REWATCH_MAX)
                 return log_error_errno(-ELOOP, "handoff/ keeps disappearing; giving up");
         log_warning("handoff/ disappeared; creating and watching it again");
-        if (mkdirat(d->sp->root_fd, "handoff", 0770) < 0 && errno != EEXIST)
+        if (d->wd_handoff >= 0)
+                inotify_rm_watch(d->ifd, d->wd_handoff);
+        d->wd_handoff = -1;
+        bool created = mkdirat(d->sp->root_fd, "handoff", 0700) == 0;
+        if (!created && errno != EEXIST)
                 return log_error_errno(errno, "Cannot re-create handoff/");
         fd = openat(d->sp->root_fd, "handoff", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
         if (fd < 0)
                 return log_error_errno(errno, "Cannot open handoff/");
+        /* The mode spool_open() gives it, whatever the umask. */
+        if (created && fchmod(fd, 03770) < 0)
+                log_warning_errno(errno, "Cannot set the mode of handoff/");
         close(d->sp->fd[SD_HANDOFF]);
         d->sp->fd[SD_HANDOFF] = fd;
         r = watch_handoff(d);
@@ -297,7 +329,9 @@ static void on_inotify(uv_poll_t *h, int status, int events)
                         if (ev->wd == d->wd_handoff) {
                                 if (ev->mask & (IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF))
                                         lost = true;
-                                else if (ev->len > 0 && ev->name[0])
+                                else if ((ev->mask & IN_ATTRIB) && ev->len == 0)
+                                        lost = lost || watch_lost(d);
+                                else if (ev->len > 0 && ev->name[0] && !(ev->mask & IN_ATTRIB))
                                         queue_name(d, ev->name);
                                 continue;
                         }
