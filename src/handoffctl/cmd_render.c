@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "handoff.h"
+#include "files.h"
 #include "handoffctl.h"
 #include "util.h"
 
@@ -26,27 +27,17 @@ static int render_read_doc(const char *path, json_t **ret, hd_verdict *v)
         _cleanup_close_ int fd = -1;
         _cleanup_free_ char *buf = NULL;
         size_t len = 0;
+        int r;
 
         fd = !strcmp(path, "-") ? fcntl(STDIN_FILENO, F_DUPFD_CLOEXEC, 3)
                                 : open(path, O_RDONLY | O_CLOEXEC);
         if (fd < 0)
                 return -errno;
-        buf = malloc(HD_DEFAULT_MAX_SIZE + 2);
-        if (!buf)
-                return -ENOMEM;
-        for (;;) {
-                ssize_t n = read(fd, buf + len, HD_DEFAULT_MAX_SIZE + 1 - len);
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n < 0)
-                        return -errno;
-                if (n == 0)
-                        break;
-                len += (size_t)n;
-                if (len > HD_DEFAULT_MAX_SIZE)
-                        return verdict(v, HD_R_TOO_LARGE, "larger than %d bytes",
-                                       HD_DEFAULT_MAX_SIZE);
-        }
+        r = read_all(fd, HD_DEFAULT_MAX_SIZE, 0, &buf, &len);
+        if (r == -EFBIG)
+                return verdict(v, HD_R_TOO_LARGE, "larger than %d bytes", HD_DEFAULT_MAX_SIZE);
+        if (r < 0)
+                return r;
         return hd_parse(buf, len, NULL, ret, v);
 }
 

@@ -58,33 +58,25 @@ static int deliver_voxignore(int state_dirfd, bool do_fsync)
         size_t len = 0;
         struct stat st;
         const char *s;
+        int r;
 
         fd = openat(state_dirfd, ".voxignore",
                     O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
         if (fd < 0 && errno != ENOENT)
                 return -errno;
-        buf = malloc(VOXIGNORE_MAX + sizeof(VOXIGNORE_LINE) + 2);
-        if (!buf)
-                return -ENOMEM;
         if (fd >= 0) {
                 if (fstat(fd, &st) < 0)
                         return -errno;
                 if (!S_ISREG(st.st_mode))
                         return -EINVAL;
-                if (st.st_size > VOXIGNORE_MAX)
-                        return -EFBIG;
-                for (;;) {
-                        ssize_t n = read(fd, buf + len, VOXIGNORE_MAX + 1 - len);
-                        if (n < 0 && errno == EINTR)
-                                continue;
-                        if (n < 0)
-                                return -errno;
-                        if (n == 0)
-                                break;
-                        len += (size_t)n;
-                        if (len > VOXIGNORE_MAX)
-                                return -EFBIG;
-                }
+                /* Room for our line and a newline after what is there. */
+                r = read_all(fd, VOXIGNORE_MAX, sizeof(VOXIGNORE_LINE) + 1, &buf, &len);
+                if (r < 0)
+                        return r;
+        } else {
+                buf = malloc(sizeof(VOXIGNORE_LINE) + 2);
+                if (!buf)
+                        return -ENOMEM;
         }
         buf[len] = '\0';
         for (s = buf; *s;) {

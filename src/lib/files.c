@@ -191,3 +191,45 @@ fail:
         unlinkat(dirfd, tmp, 0);
         return r;
 }
+
+int read_all(int fd, size_t max, size_t extra, char **ret_buf, size_t *ret_len)
+{
+        _cleanup_free_ char *buf = NULL;
+        size_t len = 0, cap = max < 4096 ? max + 1 : 4096;
+
+        /* Grow as the data comes, to one byte past max: a file of exactly
+         * max bytes is fine, one more is too big. */
+        buf = malloc(cap + 1 + extra);
+        if (!buf)
+                return -ENOMEM;
+        for (;;) {
+                ssize_t n;
+
+                if (len == cap) {
+                        char *nb;
+                        if (cap > max)
+                                return -EFBIG;
+                        cap = cap * 2 > max + 1 ? max + 1 : cap * 2;
+                        nb = realloc(buf, cap + 1 + extra);
+                        if (!nb)
+                                return -ENOMEM;
+                        buf = nb;
+                }
+                n = read(fd, buf + len, cap - len);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                if (n == 0)
+                        break;
+                len += (size_t)n;
+        }
+        if (len > max)
+                return -EFBIG;
+        buf[len] = '\0';
+        *ret_buf = TAKE_PTR(buf);
+        if (ret_len)
+                *ret_len = len;
+        return 0;
+}

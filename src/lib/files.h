@@ -23,6 +23,11 @@ int move_noreplace(int fromfd, const char *from, int tofd, const char *to);
  * 2*nbytes + 1 bytes).  -EINVAL for nbytes 0. */
 int random_hex(char *buf, size_t nbytes);
 
+/* Read fd to its end into a NUL-terminated malloc'ed buffer of at most
+ * max bytes (the buffer has room for extra more bytes after them):
+ * -EFBIG when there is more. */
+int read_all(int fd, size_t max, size_t extra, char **ret_buf, size_t *ret_len);
+
 /* hd_write_atomic() with the two syncs chosen apart, so a burst can sync
  * each file and then its directory once. */
 #define WRITE_SYNC_FILE 1u

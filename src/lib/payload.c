@@ -10,6 +10,7 @@
 
 #include "handoff.h"
 #include "payload.h"
+#include "files.h"
 #include "util.h"
 
 const char *payload_quote(const char *s, char buf[static 72])
@@ -138,6 +139,7 @@ static int payload_read(const char *path, size_t max, char **ret_buf,
         _cleanup_free_ char *buf = NULL;
         size_t len = 0;
         struct stat st;
+        int r;
 
         if (!strcmp(path, "-")) {
                 fd = fcntl(STDIN_FILENO, F_DUPFD_CLOEXEC, 3);
@@ -149,23 +151,11 @@ static int payload_read(const char *path, size_t max, char **ret_buf,
         }
         if (fd < 0)
                 return -errno;
-        buf = malloc(max + 2);
-        if (!buf)
-                return -ENOMEM;
-        for (;;) {
-                ssize_t n = read(fd, buf + len, max + 1 - len);
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n < 0)
-                        return -errno;
-                if (n == 0)
-                        break;
-                len += (size_t)n;
-                if (len > max)
-                        return verdict(v, HD_R_TOO_LARGE,
-                                       "larger than %zu bytes", max);
-        }
-        buf[len] = '\0';
+        r = read_all(fd, max, 0, &buf, &len);
+        if (r == -EFBIG)
+                return verdict(v, HD_R_TOO_LARGE, "larger than %zu bytes", max);
+        if (r < 0)
+                return r;
         *ret_buf = TAKE_PTR(buf);
         *ret_len = len;
         return 0;

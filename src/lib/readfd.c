@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "handoff.h"
+#include "files.h"
 #include "util.h"
 
 int hd_open_at(int dirfd, const char *name, int *ret_fd, hd_verdict *v)
@@ -37,6 +38,7 @@ int hd_read_fd(int fd, const char *name, size_t max_size, char **ret_buf,
         _cleanup_free_ char *buf = NULL;
         size_t len = 0;
         struct stat st;
+        int r;
 
         if (max_size == 0)
                 max_size = HD_DEFAULT_MAX_SIZE;
@@ -56,37 +58,13 @@ int hd_read_fd(int fd, const char *name, size_t max_size, char **ret_buf,
         if ((uintmax_t)st.st_size > max_size)
                 return verdict(v, HD_R_TOO_LARGE, "'%s' is %jd bytes, limit %zu", name,
                                (intmax_t)st.st_size, max_size);
-        /* st_size is a hint (the file may still grow): start there, grow up
-         * to one byte past the limit, which tells a file that grew. */
-        size_t cap = (size_t)st.st_size + 1;
-        buf = malloc(cap + 1);
-        if (!buf)
-                return -ENOMEM;
-        for (;;) {
-                if (len == cap) {
-                        char *nb;
-                        if (cap > max_size)
-                                break;
-                        cap = cap * 2 > max_size + 1 ? max_size + 1 : cap * 2;
-                        nb = realloc(buf, cap + 1);
-                        if (!nb)
-                                return -ENOMEM;
-                        buf = nb;
-                }
-                ssize_t n = pread(fd, buf + len, cap - len, (off_t)len);
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return -errno;
-                }
-                if (n == 0)
-                        break;
-                len += (size_t)n;
-        }
-        if (len > max_size)
+        /* st_size is only a hint: the file may still grow, some report 0. */
+        r = read_all(fd, max_size, 0, &buf, &len);
+        if (r == -EFBIG)
                 return verdict(v, HD_R_TOO_LARGE, "'%s' grew past the limit of %zu bytes",
                                name, max_size);
-        buf[len] = '\0';
+        if (r < 0)
+                return r;
         *ret_buf = TAKE_PTR(buf);
         if (ret_len)
                 *ret_len = len;
