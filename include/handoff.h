@@ -55,7 +55,6 @@ typedef enum hd_reason {
         HD_R_PAYLOAD_INVALID,
         HD_R_DECISION_LOG_REWRITE,
         HD_R_EXPIRED_UNCLAIMED,
-        HD_R_STALE_BOOTSTRAP,
         _HD_R_MAX
 } hd_reason;
 

@@ -32,7 +32,6 @@ static const char *const reason_names[_HD_R_MAX] = {
         [HD_R_PAYLOAD_INVALID] = "payload_invalid",
         [HD_R_DECISION_LOG_REWRITE] = "decision_log_rewrite",
         [HD_R_EXPIRED_UNCLAIMED] = "expired_unclaimed",
-        [HD_R_STALE_BOOTSTRAP] = "stale_bootstrap",
 };
 
 const char *hd_reason_name(hd_reason r)
