@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "delivery.h"
 #include "files.h"
 #include "lifecycle.h"
 #include "log.h"
@@ -199,7 +200,7 @@ static int check_locked(struct spool *sp, const char *id, int fd, int64_t now)
                 return 0;       /* served by another daemon (or no more) */
         r = hd_bootstrap_name(id, bname, sizeof(bname));
         if (r == 0)
-                r = spool_pending_name(bname, pname, sizeof(pname));
+                r = delivery_pending_name(bname, pname, sizeof(pname));
         if (r < 0)
                 return r;
         snprintf(xname, sizeof(xname), ".expire.%s", bname);
@@ -220,13 +221,13 @@ static int check_locked(struct spool *sp, const char *id, int fd, int64_t now)
                         acc = boot ? json_string_value(json_object_get(boot, "accepted_at")) : NULL;
                         if (!acc || hd_time_parse(acc, &accepted) < 0)
                                 accepted = now;
-                        r = spool_deliver_marker(sp, a, id, accepted);
+                        r = delivery_mark(sp, a, id, accepted);
                         return r < 0 ? r : spool_flush(sp);
                 }
                 /* Never visible to the agent: deliver it (the first time,
                  * as far as the agent can tell). */
                 bool retry = json_object_get(sp->failed, id) != NULL;
-                r = spool_deliver(sp, a, doc, now);
+                r = delivery_run(sp, a, doc, now);
                 if (r < 0)
                         return r;
                 json_object_del(sp->failed, id);
@@ -245,7 +246,7 @@ static int check_locked(struct spool *sp, const char *id, int fd, int64_t now)
                 accepted = now;
         if (!have_boot && have_pending && !have_expire) {
                 /* The marker is on disk, the publish was not done. */
-                r = spool_publish(sp, a, id);
+                r = delivery_publish(sp, a, id);
                 if (r < 0)
                         return r;
                 json_object_del(sp->failed, id);

@@ -21,6 +21,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "delivery.h"
 #include "files.h"
 #include "lifecycle.h"
 #include "log.h"
@@ -538,194 +539,6 @@ reject:
         return r < 0 ? r : r == IO_GONE ? IO_GONE : IO_REJECTED;
 }
 
-/* A Baton handoff updates its session in baton/ (under a lock: daemons on
- * one spool apply patches one at a time), and the agent gets the resulting
- * full baton, not the patch: *ret is a copy of doc whose payload carries
- * it, or NULL for other payloads. */
-static int baton_apply(struct spool *sp, const json_t *doc, int64_t now, json_t **ret)
-{
-        const char *ptype = json_string_value(json_object_get(doc, "payload_type"));
-        const json_t *payload = json_object_get(doc, "payload");
-        _cleanup_json_ json_t *session = NULL;
-        hd_verdict v;
-        json_t *copy, *np;
-        int r;
-
-        *ret = NULL;
-        if (!ptype || strcmp(ptype, "baton/1"))
-                return 0;
-        if (flock(sp->fd[SD_BATON], LOCK_EX) < 0)
-                return -errno;
-        r = hd_baton_apply(sp->fd[SD_BATON], payload, now, sp->cfg->fsync, &v);
-        if (r == 0)
-                r = hd_baton_load(sp->fd[SD_BATON],
-                                  json_string_value(json_object_get(payload, "session_id")),
-                                  &session);
-        flock(sp->fd[SD_BATON], LOCK_UN);
-        if (r == -EBADMSG) {
-                /* Another daemon applied a conflicting patch between our
-                 * check and our claim: deliver what was sent, say so. */
-                log_warning("Baton patch of %s not applied: %s: %s",
-                            json_string_value(json_object_get(doc, "handoff_id")),
-                            hd_reason_name(v.reason), v.detail);
-                return 0;
-        }
-        if (r < 0)
-                return r;
-        copy = json_deep_copy(doc);
-        np = json_pack("{s:O, s:O, s:O}", "session_id", json_object_get(payload, "session_id"),
-                       "stage_id", json_object_get(payload, "stage_id"),
-                       "baton", json_object_get(session, "baton"));
-        if (!copy || !np || json_object_set_new(copy, "payload", np) < 0) {
-                json_decref(copy);
-                return -ENOMEM;
-        }
-        *ret = copy;
-        return 0;
-}
-
-/* Delivery is three steps, each made durable for a whole burst at once
- * (one sync per directory):
- *
- *   1. the bootstrap under a hidden name, .pending.NAME (no agent sees it)
- *   2. the marker claimed/<id>.delivered
- *   3. the rename of .pending.NAME to NAME: the agent may take it now
- *
- * So after any crash the state tells what happened: no marker = never
- * visible, write it (again); marker and .pending = publish it; marker and
- * neither file = the agent took it.  A handoff is never shown to its agent
- * twice. */
-int spool_pending_name(const char *bname, char *buf, size_t n)
-{
-        return xsnprintf(buf, n, ".pending.%s", bname) < 0 ? -ENAMETOOLONG : 0;
-}
-
-/* Step 1, with Baton and the profile copies.  The file is synced, its
- * directory not yet. */
-static int deliver_bootstrap(struct spool *sp, struct agent_rt *a, const json_t *doc,
-                             int64_t now)
-{
-        const char *id = json_string_value(json_object_get(doc, "handoff_id"));
-        _cleanup_free_ char *buf = NULL;
-        _cleanup_json_ json_t *b = NULL, *merged = NULL;
-        char bname[NAME_MAX + 1], pname[NAME_MAX + 1];
-        size_t len;
-        int r;
-
-        r = hd_bootstrap_name(id, bname, sizeof(bname));
-        if (r < 0)
-                return r;
-        r = baton_apply(sp, doc, now, &merged);
-        if (r < 0)
-                return r;
-        r = hd_bootstrap_build(merged ? merged : doc, now, &b);
-        if (r < 0)
-                return r;
-        r = hd_canon_dump(b, NULL, &buf, &len);
-        if (r < 0)
-                return r;
-        if (a->cfg->delivery && strcmp(a->cfg->delivery, "bootstrap")) {
-                hd_deliver_opts o = {
-                        .profile = a->cfg->delivery,
-                        .act_format = a->cfg->act_format,
-                        .act_max_files = a->cfg->act_max_files,
-                        .do_fsync = sp->cfg->fsync,
-                };
-                r = hd_deliver_profile(a->state_fd, doc, &o, now);
-                if (r < 0)
-                        return r;
-        }
-        r = spool_pending_name(bname, pname, sizeof(pname));
-        if (r < 0)
-                return r;
-        r = write_atomic(a->handoffs_fd, pname, buf, len, 0640,
-                         sp->cfg->fsync ? WRITE_SYNC_FILE : 0);
-        if (r < 0)
-                return r;
-        a->dirty = true;
-        return 0;
-}
-
-/* Step 2, once the hidden bootstrap is on disk. */
-int spool_deliver_marker(struct spool *sp, struct agent_rt *a, const char *id, int64_t now)
-{
-        _cleanup_free_ char *mbuf = NULL;
-        _cleanup_json_ json_t *m = NULL;
-        char bname[NAME_MAX + 1], mname[NAME_MAX + 1], at[HD_TIME_MAX];
-        size_t mlen;
-        int r;
-
-        r = hd_bootstrap_name(id, bname, sizeof(bname));
-        if (r < 0)
-                return r;
-        hd_time_format(now, at, sizeof(at));
-        m = json_pack("{s:s, s:s, s:s, s:s}", "handoff_id", id, "agent", a->cfg->name,
-                      "bootstrap", bname, "accepted_at", at);
-        if (!m)
-                return -ENOMEM;
-        r = hd_canon_dump(m, NULL, &mbuf, &mlen);
-        if (r < 0)
-                return r;
-        snprintf(mname, sizeof(mname), "%s.delivered", id);
-        r = write_atomic(sp->fd[SD_CLAIMED], mname, mbuf, mlen, 0640, 0);
-        if (r < 0)
-                return r;
-        sp->dirty[SD_CLAIMED] = true;
-        lifecycle_note_deadline(sp, now + sp->cfg->resume_window * 1000000LL);
-        return 0;
-}
-
-/* Step 3, once the marker is on disk. */
-int spool_publish(struct spool *sp, struct agent_rt *a, const char *id)
-{
-        char bname[NAME_MAX + 1], pname[NAME_MAX + 1];
-        int r;
-
-        r = hd_bootstrap_name(id, bname, sizeof(bname));
-        if (r == 0)
-                r = spool_pending_name(bname, pname, sizeof(pname));
-        if (r < 0)
-                return r;
-        if (renameat(a->handoffs_fd, pname, a->handoffs_fd, bname) < 0)
-                return -errno;
-        a->dirty = true;
-        sp->st.delivered++;
-        return 0;
-}
-
-int spool_deliver(struct spool *sp, struct agent_rt *a, const json_t *doc,
-                  int64_t now)
-{
-        const char *id = json_string_value(json_object_get(doc, "handoff_id"));
-        int r;
-
-        r = deliver_bootstrap(sp, a, doc, now);
-        if (r == 0)
-                r = spool_flush(sp);
-        if (r == 0)
-                r = spool_deliver_marker(sp, a, id, now);
-        if (r == 0)
-                r = spool_flush(sp);
-        if (r == 0)
-                r = spool_publish(sp, a, id);
-        if (r == 0)
-                r = spool_flush(sp);
-        return r;
-}
-
-/* A delivery failed: the sweep tries again after a backoff (1 s doubling
- * to 60 s while failures go on), not at once and not in a busy loop. */
-static void deliver_failed(struct spool *sp, const char *id, int64_t now)
-{
-        if (sp->deliver_backoff_usec < 1000000)
-                sp->deliver_backoff_usec = 1000000;
-        lifecycle_note_deadline(sp, now + sp->deliver_backoff_usec);
-        sp->deliver_backoff_usec *= 2;
-        if (sp->deliver_backoff_usec > 60 * 1000000LL)
-                sp->deliver_backoff_usec = 60 * 1000000LL;
-        json_object_set_new_nocheck(sp->failed, id, json_null());
-}
-
 int spool_process_batch(struct spool *sp, char *const *names, size_t n,
                         int64_t now, int *outcomes)
 {
@@ -757,7 +570,7 @@ int spool_process_batch(struct spool *sp, char *const *names, size_t n,
                 spool_error(sp, r, "Cannot fsync the spool");
                 log_error_errno(r, "Cannot fsync the spool");
         }
-        /* The three steps of delivery (see deliver_bootstrap), each for the
+        /* The three steps of delivery (see delivery_write), each for the
          * whole burst, each followed by one sync per directory. */
         for (int step = 1; step <= 3; step++) {
                 for (size_t i = 0; i < n; i++) {
@@ -768,11 +581,11 @@ int spool_process_batch(struct spool *sp, char *const *names, size_t n,
                         if (r < 0)
                                 q = r;
                         else if (step == 1)
-                                q = deliver_bootstrap(sp, it->agent, it->doc, now);
+                                q = delivery_write(sp, it->agent, it->doc, now);
                         else if (step == 2)
-                                q = spool_deliver_marker(sp, it->agent, it->id, now);
+                                q = delivery_mark(sp, it->agent, it->id, now);
                         else
-                                q = spool_publish(sp, it->agent, it->id);
+                                q = delivery_publish(sp, it->agent, it->id);
                         if (q < 0) {
                                 /* It stays claimed; the sweep finishes it. */
                                 it->outcome = q;
@@ -780,7 +593,7 @@ int spool_process_batch(struct spool *sp, char *const *names, size_t n,
                                             it->agent->cfg->name);
                                 log_error_errno(q, "Cannot deliver %s to %s", it->id,
                                                 it->agent->cfg->name);
-                                deliver_failed(sp, it->id, now);
+                                delivery_failed(sp, it->id, now);
                                 errors++;
                         } else if (step == 3) {
                                 sp->deliver_backoff_usec = 0;

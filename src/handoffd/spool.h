@@ -92,17 +92,6 @@ int spool_list(struct spool *sp, enum spool_dir d, json_t *set);
 int spool_reject(struct spool *sp, const char *name, hd_reason reason,
                  const char *detail, const char *handoff_id, int64_t now);
 
-/* All of a delivery for one claimed document: the bootstrap (and delivery
- * profile copies) under its hidden name, the claimed/<id>.delivered
- * marker, then the bootstrap published under its name. */
-int spool_deliver(struct spool *sp, struct agent_rt *a, const json_t *doc,
-                  int64_t now);
-/* Its steps, for recovery. */
-int spool_pending_name(const char *bootstrap_name, char *buf, size_t n);
-int spool_deliver_marker(struct spool *sp, struct agent_rt *a, const char *id,
-                         int64_t now);
-int spool_publish(struct spool *sp, struct agent_rt *a, const char *id);
-
 /* Remember handoff_id in ids/ (replay memory once it leaves claimed/). */
 int spool_id_mark(struct spool *sp, const char *handoff_id);
 
