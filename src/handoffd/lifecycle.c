@@ -442,6 +442,16 @@ int lifecycle_sweep(struct spool *sp, int64_t now, bool at_start)
         json_object_foreach(set, k, v) {
                 size_t l = strlen(k);
                 char id[NAME_MAX + 1];
+                if (l > 10 && !strcmp(k + l - 10, ".delivered") && l - 10 < sizeof(id)) {
+                        /* A marker outlives its item only when the archive
+                         * was cut short after the move: it is done with. */
+                        char item[NAME_MAX + 1];
+                        snprintf(item, sizeof(item), "%.*s.json", (int)(l - 10), k);
+                        if (!exists_at(sp->fd[SD_CLAIMED], item) &&
+                            unlinkat(sp->fd[SD_CLAIMED], k, 0) == 0)
+                                sp->dirty[SD_CLAIMED] = true;
+                        continue;
+                }
                 if (l < 6 || strcmp(k + l - 5, ".json") || l - 5 >= sizeof(id))
                         continue;
                 memcpy(id, k, l - 5);
