@@ -25,28 +25,27 @@ static bool is_alnum(char c)
         return is_lower_alnum(c) || (c >= 'A' && c <= 'Z');
 }
 
-bool hd_id_valid(const char *s)
+/* ^[first][first_-]{0,max-1}$ where first is is_alnum or is_lower_alnum. */
+static bool name_matches(const char *s, bool (*first)(char), size_t max)
 {
         size_t i;
 
-        if (!s || !is_alnum(s[0]))
+        if (!s || !first(s[0]))
                 return false;
         for (i = 1; s[i]; i++)
-                if (i > 127 || !(is_alnum(s[i]) || s[i] == '_' || s[i] == '-'))
+                if (i >= max || !(first(s[i]) || s[i] == '_' || s[i] == '-'))
                         return false;
         return true;
 }
 
+bool hd_id_valid(const char *s)
+{
+        return name_matches(s, is_alnum, 128);         /* ^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$ */
+}
+
 bool hd_agent_valid(const char *s)
 {
-        size_t i;
-
-        if (!s || !is_lower_alnum(s[0]))
-                return false;
-        for (i = 1; s[i]; i++)
-                if (i > 63 || !(is_lower_alnum(s[i]) || s[i] == '_' || s[i] == '-'))
-                        return false;
-        return true;
+        return name_matches(s, is_lower_alnum, 64);    /* ^[a-z0-9][a-z0-9_-]{0,63}$ */
 }
 
 bool hd_name_safe(const char *s)
