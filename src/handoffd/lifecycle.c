@@ -330,6 +330,17 @@ int lifecycle_bootstrap_gone(struct spool *sp, struct agent_rt *a,
         int r;
 
         (void)a;
+        /* A consumer that took NAME by renaming it to .consume.PID.RAND.NAME
+         * (hd_consume) has now deleted that: look at NAME's item at once,
+         * rather than at the next sweep. */
+        if (!strncmp(name, ".consume.", 9)) {
+                const char *p = strchr(name + 9, '.');
+                p = p ? strchr(p + 1, '.') : NULL;
+                if (!p)
+                        return 0;
+                name = p + 1;
+                l = strlen(name);
+        }
         /* A valid id's bootstrap name is the id plus ".json". */
         if (name[0] == '.' || l < 6 || l - 5 >= sizeof(id) || strcmp(name + l - 5, ".json"))
                 return 0;
