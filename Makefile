@@ -82,7 +82,14 @@ all: $(LIBA) $(LIBSO) $(PROGRAMS)
 deps:
 	@sh mk/deps.sh
 
-$(B)/%.o: %.c $(wildcard include/*.h src/lib/*.h src/handoffd/*.h src/handoffctl/*.h) Makefile
+# The compiled-in directories (default config path, control socket): a
+# change of sysconfdir/runstatedir rebuilds, so `make install sysconfdir=/etc`
+# after a plain `make` installs binaries that look in /etc.
+DIRS_STAMP := $(B)/.dirs
+DIRS_NOW := $(sysconfdir) $(runstatedir) $(localstatedir)
+$(shell mkdir -p $(B) && (echo '$(DIRS_NOW)' | cmp -s - $(DIRS_STAMP) || echo '$(DIRS_NOW)' > $(DIRS_STAMP)))
+
+$(B)/%.o: %.c $(wildcard include/*.h src/lib/*.h src/handoffd/*.h src/handoffctl/*.h) Makefile $(DIRS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(HD_CFLAGS) $(CFLAGS) -MMD -c -o $@ $<
 
