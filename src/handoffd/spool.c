@@ -516,11 +516,32 @@ static int decide(struct spool *sp, struct item *it, int64_t now)
 
 left:
         {
-                /* Re-verified only when it expires (or the daemon restarts). */
+                /* Looked at again when it expires.  Its own times may be
+                 * forged (it may not be authenticated here), so it expires
+                 * at the latest max_window after it arrived. */
                 const char *exp = json_string_value(json_object_get(it->doc, "expires_at"));
-                int64_t t;
-                if (!exp || hd_time_parse(exp, &t) < 0)
-                        t = now + c->max_window * 1000000LL;
+                const char *ini = json_string_value(json_object_get(it->doc, "initiated_at"));
+                int64_t t, x;
+                t = fstat(it->fd, &st) == 0
+                        ? (int64_t)st.st_ctim.tv_sec * 1000000LL + st.st_ctim.tv_nsec / 1000
+                        : now;
+                t += (c->max_window + c->max_clock_skew) * 1000000LL;
+                if (exp && hd_time_parse(exp, &x) == 0 && x < t)
+                        t = x;
+                if (ini && hd_time_parse(ini, &x) == 0 && x + c->max_window * 1000000LL < t)
+                        t = x + c->max_window * 1000000LL;
+                if (t < now) {
+                        hd_reason was = r == -EBADMSG ? v.reason : HD_OK;
+                        snprintf(v.detail, sizeof(v.detail),
+                                 "for agent %s, not served here, past its expiry%s%s",
+                                 to && hd_agent_valid(to) ? to : "(invalid)",
+                                 was ? "; not authenticated here: " : "",
+                                 was ? hd_reason_name(was) : "");
+                        v.reason = HD_R_EXPIRED_UNCLAIMED;
+                        if (was)
+                                goto reject;
+                        goto reject_authenticated;
+                }
                 foreign_note(sp, name, it->fd, t + 1);
                 lifecycle_note_deadline(sp, t + 1);
                 sp->st.left++;

@@ -5,6 +5,7 @@ not block it)."""
 import json
 import os
 import sys
+import time
 from datetime import timedelta
 
 sys.path.insert(0, os.path.join(os.environ.get("HD_SRC", "."), "tests", "py"))
@@ -97,6 +98,12 @@ def main():
         # Left for an unserved agent, expiring in a second: expired_unclaimed.
         signed("unclaimed.json", "expired_unclaimed",
                hdproto.build("bob", "sven", k, at=now - timedelta(seconds=59), ttl=60))
+        # The same under a key this daemon does not have: left (sven's own
+        # daemon may have it), then rejected once past its expiry, not
+        # looked at again and again.
+        signed("forged.json", "expired_unclaimed",
+               hdproto.build("bob", "sven", b"f" * 32, at=now - timedelta(seconds=59), ttl=60),
+               resign=False)
 
         def done():
             return all(os.path.exists(env.path("rejected", n + ".reason")) for n in expect)
@@ -118,6 +125,11 @@ def main():
         st = d.status()["counters"]["rejected"]
         for want in seen:
             check(st.get(want, 0) >= 1, f"status counter for {want}: {st}")
+        c0 = open(f"/proc/{d.proc.pid}/stat").read().rsplit(")", 1)[1].split()
+        time.sleep(1.0)
+        c1 = open(f"/proc/{d.proc.pid}/stat").read().rsplit(")", 1)[1].split()
+        busy = (int(c1[11]) + int(c1[12]) - int(c0[11]) - int(c0[12])) / os.sysconf("SC_CLK_TCK")
+        check(busy < 0.2, f"idle afterwards, no busy loop: {busy:.2f}s CPU in 1s")
         check(d.stop() == 0, "exit 0")
         print(f"{len(expect)} bad files, {len(seen)} reason codes, each in rejected/ with its sidecar")
 
