@@ -61,16 +61,10 @@ static bool consume_in_progress(struct agent_rt *a, const char *bname)
         bool found = false;
         size_t bl = strlen(bname);
         DIR *d;
-        int fd;
 
-        fd = openat(a->handoffs_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (fd < 0)
+        d = opendir_at(a->handoffs_fd);
+        if (!d)
                 return false;
-        d = fdopendir(fd);
-        if (!d) {
-                close(fd);
-                return false;
-        }
         while (!found && (de = readdir(d))) {
                 size_t l = strlen(de->d_name);
                 found = !strncmp(de->d_name, ".consume.", 9) && l > bl &&
@@ -359,16 +353,10 @@ static void remove_temps(int dirfd, bool sole)
 {
         struct dirent *de;
         DIR *d;
-        int fd;
 
-        fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (fd < 0)
+        d = opendir_at(dirfd);
+        if (!d)
                 return;
-        d = fdopendir(fd);
-        if (!d) {
-                close(fd);
-                return;
-        }
         while ((de = readdir(d))) {
                 const char *n = de->d_name;
                 if (n[0] != '.' || !strcmp(n, ".") || !strcmp(n, ".."))
@@ -395,16 +383,10 @@ static void remove_orphans(struct spool *sp, struct agent_rt *a)
 {
         struct dirent *de;
         DIR *d;
-        int fd;
 
-        fd = openat(a->handoffs_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (fd < 0)
+        d = opendir_at(a->handoffs_fd);
+        if (!d)
                 return;
-        d = fdopendir(fd);
-        if (!d) {
-                close(fd);
-                return;
-        }
         while ((de = readdir(d))) {
                 const char *n = de->d_name, *base;
                 char claimed[NAME_MAX + 1];

@@ -17,16 +17,10 @@ static long count_items(int dirfd, const char *skip_suffix)
         struct dirent *de;
         long n = 0;
         DIR *d;
-        int fd;
 
-        fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (fd < 0)
+        d = opendir_at(dirfd);
+        if (!d)
                 return -1;
-        d = fdopendir(fd);
-        if (!d) {
-                close(fd);
-                return -1;
-        }
         while ((de = readdir(d))) {
                 size_t l = strlen(de->d_name), m = skip_suffix ? strlen(skip_suffix) : 0;
                 if (de->d_name[0] == '.')

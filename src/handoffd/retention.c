@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "files.h"
 #include "log.h"
 #include "retention.h"
 
@@ -46,16 +47,10 @@ static int list_items(int dirfd, const char *suffix, struct entry **ret, size_t 
         size_t n = 0, cap = 0;
         struct dirent *de;
         DIR *d;
-        int fd;
 
-        fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (fd < 0)
+        d = opendir_at(dirfd);
+        if (!d)
                 return -errno;
-        d = fdopendir(fd);
-        if (!d) {
-                close(fd);
-                return -errno;
-        }
         while ((de = readdir(d))) {
                 struct stat st, ss;
                 char side[NAME_MAX + 16];

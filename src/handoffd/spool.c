@@ -241,16 +241,10 @@ int spool_list(struct spool *sp, enum spool_dir d, json_t *set)
 {
         struct dirent *de;
         DIR *dir;
-        int fd;
 
-        fd = openat(sp->fd[d], ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (fd < 0)
+        dir = opendir_at(sp->fd[d]);
+        if (!dir)
                 return -errno;
-        dir = fdopendir(fd);
-        if (!dir) {
-                close(fd);
-                return -errno;
-        }
         while ((de = readdir(dir)))
                 if (de->d_name[0] != '.')
                         json_object_set_new_nocheck(set, de->d_name, json_null());

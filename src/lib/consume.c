@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "handoff.h"
+#include "files.h"
 #include "util.h"
 
 #define CONSUME_SKEW_USEC (30 * 1000000LL)
@@ -85,7 +86,7 @@ int hd_consume(int dirfd, const char *handoff_id, int64_t window_s,
         size_t n = 0, cap = 0;
         struct dirent *de;
         DIR *d;
-        int r, fd;
+        int r;
 
         if (handoff_id) {
                 char name[NAME_MAX + 1];
@@ -97,14 +98,9 @@ int hd_consume(int dirfd, const char *handoff_id, int64_t window_s,
                 return take(dirfd, name, window_s, now, ret);
         }
 
-        fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (fd < 0)
+        d = opendir_at(dirfd);
+        if (!d)
                 return -errno;
-        d = fdopendir(fd);
-        if (!d) {
-                close(fd);
-                return -errno;
-        }
         while ((de = readdir(d))) {
                 _cleanup_json_ json_t *b = NULL;
                 size_t l = strlen(de->d_name);

@@ -173,17 +173,11 @@ static int act_retain(int hfd, unsigned max)
         struct dirent *de;
         size_t n = 0, i;
         DIR *d;
-        int fd, r = 0;
+        int r = 0;
 
-        fd = fcntl(hfd, F_DUPFD_CLOEXEC, 3);
-        if (fd < 0)
+        d = opendir_at(hfd);
+        if (!d)
                 return -errno;
-        d = fdopendir(fd);
-        if (!d) {
-                r = -errno;
-                close(fd);
-                return r;
-        }
         rewinddir(d);
         v = calloc(ACT_SCAN_MAX, sizeof(*v));
         if (!v) {

@@ -233,3 +233,19 @@ int read_all(int fd, size_t max, size_t extra, char **ret_buf, size_t *ret_len)
                 *ret_len = len;
         return 0;
 }
+
+DIR *opendir_at(int dirfd)
+{
+        int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        DIR *d;
+
+        if (fd < 0)
+                return NULL;
+        d = fdopendir(fd);
+        if (!d) {
+                int e = errno;
+                close(fd);
+                errno = e;
+        }
+        return d;
+}

@@ -23,6 +23,11 @@ int move_noreplace(int fromfd, const char *from, int tofd, const char *to);
  * 2*nbytes + 1 bytes).  -EINVAL for nbytes 0. */
 int random_hex(char *buf, size_t nbytes);
 
+/* A DIR stream over dirfd's directory (its own fd; dirfd stays open):
+ * NULL with errno set on failure. */
+#include <dirent.h>
+DIR *opendir_at(int dirfd);
+
 /* Read fd to its end into a NUL-terminated malloc'ed buffer of at most
  * max bytes (the buffer has room for extra more bytes after them):
  * -EFBIG when there is more. */
