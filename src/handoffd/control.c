@@ -24,8 +24,14 @@ struct control {
         char *path;
 };
 
+/* A peer gets this long to send its request and read the answer. */
+#define CONN_TIMEOUT_MS 5000
+
 struct conn {
         uv_pipe_t pipe;
+        uv_timer_t timer;
+        int handles;            /* open libuv handles; freed at 0 */
+        bool closing;
         struct control *ctl;
         char buf[CONTROL_REQUEST_MAX + 1];
         size_t len;
@@ -115,18 +121,35 @@ int control_peer_allowed(uid_t uid, const gid_t *gids, size_t n, const char *gro
         return 0;
 }
 
-static void conn_closed(uv_handle_t *h)
+static void conn_handle_closed(uv_handle_t *h)
 {
         struct conn *c = h->data;
+
+        if (--c->handles > 0)
+                return;
         free(c->resp);
         free(c);
+}
+
+static void conn_close(struct conn *c)
+{
+        if (c->closing)
+                return;
+        c->closing = true;
+        uv_close((uv_handle_t *)&c->pipe, conn_handle_closed);
+        uv_close((uv_handle_t *)&c->timer, conn_handle_closed);
+}
+
+static void conn_timeout(uv_timer_t *t)
+{
+        conn_close(t->data);
 }
 
 static void conn_written(uv_write_t *w, int status)
 {
         struct conn *c = w->data;
         (void)status;
-        uv_close((uv_handle_t *)&c->pipe, conn_closed);
+        conn_close(c);
 }
 
 static void conn_alloc(uv_handle_t *h, size_t hint, uv_buf_t *b)
@@ -144,7 +167,7 @@ static void conn_answer(struct conn *c)
         c->answered = true;
         uv_read_stop((uv_stream_t *)&c->pipe);
         if (control_handle(c->ctl->sp, c->ctl->cfg->path, c->buf, c->len, &c->resp) < 0) {
-                uv_close((uv_handle_t *)&c->pipe, conn_closed);
+                conn_close(c);
                 return;
         }
         size_t l = strlen(c->resp);
@@ -158,7 +181,7 @@ static void conn_answer(struct conn *c)
         b = uv_buf_init(c->resp, (unsigned)l);
         c->wr.data = c;
         if (uv_write(&c->wr, (uv_stream_t *)&c->pipe, &b, 1, conn_written) < 0)
-                uv_close((uv_handle_t *)&c->pipe, conn_closed);
+                conn_close(c);
 }
 
 static void conn_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
@@ -179,7 +202,7 @@ static void conn_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
                 return;
         }
         if (n < 0)
-                uv_close((uv_handle_t *)&c->pipe, conn_closed);
+                conn_close(c);
 }
 
 static void on_connection(uv_stream_t *server, int status)
@@ -200,14 +223,16 @@ static void on_connection(uv_stream_t *server, int status)
                 return;
         c->ctl = ctl;
         uv_pipe_init(ctl->loop, &c->pipe, 0);
-        c->pipe.data = c;
+        uv_timer_init(ctl->loop, &c->timer);
+        c->pipe.data = c->timer.data = c;
+        c->handles = 2;
         if (uv_accept(server, (uv_stream_t *)&c->pipe) < 0) {
-                uv_close((uv_handle_t *)&c->pipe, conn_closed);
+                conn_close(c);
                 return;
         }
         if (uv_fileno((uv_handle_t *)&c->pipe, &fd) < 0 ||
             getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &sl) < 0) {
-                uv_close((uv_handle_t *)&c->pipe, conn_closed);
+                conn_close(c);
                 return;
         }
         if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, gids, &gl) == 0)
@@ -220,9 +245,10 @@ static void on_connection(uv_stream_t *server, int status)
                 log_warning("Control socket: refused uid %u (not root, not us, not in group %s)",
                             (unsigned)cred.uid,
                             ctl->cfg->control_group ? ctl->cfg->control_group : "(none)");
-                uv_close((uv_handle_t *)&c->pipe, conn_closed);
+                conn_close(c);
                 return;
         }
+        uv_timer_start(&c->timer, conn_timeout, CONN_TIMEOUT_MS, 0);
         uv_read_start((uv_stream_t *)&c->pipe, conn_alloc, conn_read);
 }
 

@@ -131,6 +131,18 @@ def main():
         check(out.startswith(b"A{") and json.loads(out[1:])["ok"] is True, f"group member refused: {out[:120]!r}")
         check("refused uid 65534" in d.logs(), "refusal logged")
 
+        # A peer that connects and says nothing is dropped after its
+        # timeout; the daemon answers others meanwhile.
+        silent = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        silent.connect(sock)
+        t0 = time.monotonic()
+        check(d.status()["ok"] is True, "answers while a peer is silent")
+        silent.settimeout(15)
+        check(silent.recv(10) == b"", "silent peer closed")
+        waited = time.monotonic() - t0
+        check(3 < waited < 10 * hdtest.SLOW, f"closed after {waited:.1f}s")
+        silent.close()
+
         check(d.stop() == 0, "stop")
         st = status(env, conf, 3)
         check(st["counts"]["claimed"] == 5, f"spool figures without the daemon: {st['counts']}")
