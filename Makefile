@@ -79,8 +79,11 @@ PROGRAMS := $(DAEMON) $(CTL)
 .PHONY: all deps check run bench install uninstall clean distclean FORCE
 all: $(LIBA) $(LIBSO) $(PROGRAMS)
 
+# NO_DEPS=1 (package builds, where Build-Depends did this): skip the step.
 deps:
+ifneq ($(NO_DEPS),1)
 	@sh mk/deps.sh
+endif
 
 # The compiled-in directories (default config path, control socket): a
 # change of sysconfdir/runstatedir rebuilds, so `make install sysconfdir=/etc`
