@@ -26,8 +26,17 @@ def version():
 
 
 def make(target, destdir, *extra):
+    # The directories this test expects, derived from prefix on the command
+    # line: a config.mk from ./configure (debian/rules runs one with a
+    # multiarch libdir) must not move them.
+    prefix = next((x.split("=", 1)[1] for x in extra if x.startswith("prefix=")), "/usr/local")
+    dirs = [f"exec_prefix={prefix}", f"bindir={prefix}/bin", f"sbindir={prefix}/sbin",
+            f"libdir={prefix}/lib", f"includedir={prefix}/include",
+            f"datarootdir={prefix}/share", f"mandir={prefix}/share/man"]
+    if not any(x.startswith("sysconfdir=") for x in extra):
+        dirs.append(f"sysconfdir={prefix}/etc")
     argv = ["make", "-C", SRC, "--no-print-directory", "-o", "all",
-            f"B={BUILD}", target, f"DESTDIR={destdir}", *extra]
+            f"B={BUILD}", target, f"DESTDIR={destdir}", *dirs, *extra]
     # Not the outer make's flags and variables (make check runs us).
     # Nor variables it exported (debian/rules passes libdir=... and the like).
     keep = ("PATH", "HOME", "TMPDIR", "LANG", "LC_ALL", "TERM", "PKG_CONFIG")
