@@ -200,8 +200,16 @@ static int check_locked(struct spool *sp, const char *id, int fd, int64_t now)
         snprintf(xname, sizeof(xname), ".expire.%s", bname);
         snprintf(mname, sizeof(mname), "%s.delivered", id);
         r = load_own(sp->fd[SD_CLAIMED], mname, 65536, &marker);
-        if (r < 0 && r != -ENOENT && r != -EBADMSG)
+        if (r == -EBADMSG) {
+                /* Its name is synced, its bytes are not (one fsync less per
+                 * item): after a power loss it may be empty.  Being there is
+                 * what says the bootstrap may have been seen. */
+                marker = json_object();
+                if (!marker)
+                        return -ENOMEM;
+        } else if (r < 0 && r != -ENOENT) {
                 return r;
+        }
         bool have_boot = exists_at(a->handoffs_fd, bname);
         bool have_pending = exists_at(a->handoffs_fd, pname);
         bool have_expire = exists_at(a->handoffs_fd, xname);

@@ -105,6 +105,12 @@ def main():
         e = hdproto.build("bob", "alice", env.key, ttl=600)
         with open(env.path("claimed", e["handoff_id"] + ".json"), "wb") as f:
             f.write(hdproto.dumps(e))
+        # A marker whose bytes a power loss emptied (its name was synced,
+        # its bytes not): it was delivered and the agent took it.
+        g = hdproto.build("bob", "alice", env.key, ttl=600)
+        with open(env.path("claimed", g["handoff_id"] + ".json"), "wb") as f:
+            f.write(hdproto.dumps(g))
+        open(env.path("claimed", g["handoff_id"] + ".delivered"), "wb").close()
         tmpf = os.path.join(env.state["alice"], "handoffs", ".x.json.AbC123")
         with open(tmpf, "w") as f:
             f.write("temp left by a crash")
@@ -114,6 +120,9 @@ def main():
         check(len(arch) == 1, "consumed-while-down archived at start")
         check(json.load(open(env.path("archive", arch[0] + ".outcome")))["outcome"] == "consumed", "as consumed")
         check(e["handoff_id"] + ".json" in env.bootstraps("alice"), "recovered bootstrap written")
+        check(g["handoff_id"] + ".json" not in env.bootstraps("alice"), "empty marker: not delivered again")
+        arch = [n for n in env.items("archive") if n.endswith(g["handoff_id"] + ".json")]
+        check(len(arch) == 1, "empty marker: archived as consumed")
         check(not os.path.exists(os.path.join(env.state["alice"], "handoffs", ".x.json.AbC123")), "temp removed")
         check(d.status()["counters"]["recovered"] == 1, "recovery counted")
         check(d.stop() == 0, "stop")
