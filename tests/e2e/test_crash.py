@@ -198,6 +198,8 @@ def main():
         for name in env.items("archive"):
             o = invariant._load(env.path("archive", name + ".outcome")) or {}
             outcomes[o.get("outcome")] += 1
+        SUMMARY.append(f"cycles {CYCLES} (+{early_kills} kills before READY=1), items {n}, "
+                       f"lost {len(lost)}, duplicated deliveries {sum(c - 1 for c in dups.values())}")
         print(f"cycles {CYCLES} (+{early_kills} kills before READY=1), items {n}, "
               f"lost {len(lost)}, duplicated deliveries {sum(c - 1 for c in dups.values())} "
               f"({len(dups)} ids), deliveries finished at restart {sum(redelivered_ids.values())} "
@@ -320,11 +322,15 @@ def targeted():
     return fails
 
 
+SUMMARY = []
+
+
 def all_tests():
     main()
     print("targeted crash windows (strace --inject=...:signal=SIGKILL):")
     fails = targeted()
     check(not fails, f"{len(fails)} targeted crash window(s) failed:\n  " + "\n  ".join(fails))
+    print(f"{SUMMARY[0]}; targeted windows ok")
 
 
 hdtest.run(all_tests)

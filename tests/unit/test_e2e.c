@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "testutil.h"
 
@@ -58,6 +59,28 @@ START_TEST(test_e2e_script)
                 fprintf(stderr, "---- %s (exit %d) ----\n%s\n", scripts[_i],
                         r, out);
                 ck_abort_msg("%s exited %d: ...%s", scripts[_i], r, tail);
+        }
+        /* The figures: the script's last lines (its summary and "ok"),
+         * and the whole output kept in the build dir. */
+        char logp[4096];
+        snprintf(logp, sizeof(logp), "%s/tests/logs", tu_build_dir());
+        mkdir(logp, 0755);
+        snprintf(logp, sizeof(logp), "%s/tests/logs/%s.log", tu_build_dir(), scripts[_i]);
+        tu_write_file(logp, out, strlen(out));
+        const char *end = out + strlen(out), *p = end;
+        int lines = 0;
+        while (p > out && lines < 3)
+                if (*--p == '\n' && p + 1 < end)
+                        lines++;
+        if (*p == '\n')
+                p++;
+        fprintf(stderr, "%s:\n", scripts[_i]);
+        for (const char *q = p; q < end;) {
+                const char *nl = memchr(q, '\n', (size_t)(end - q));
+                size_t n = nl ? (size_t)(nl - q) : (size_t)(end - q);
+                if (n && strncmp(q, "handoffd[", 9))
+                        fprintf(stderr, "    %.*s\n", (int)(n > 300 ? 300 : n), q);
+                q += n + 1;
         }
         free(out);
 }
