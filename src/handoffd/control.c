@@ -171,7 +171,6 @@ static void conn_answer(struct conn *c)
                 return;
         }
         size_t l = strlen(c->resp);
-        c->resp[l] = '\0';
         char *nl = realloc(c->resp, l + 2);
         if (nl) {
                 c->resp = nl;

@@ -1,0 +1,66 @@
+/* Small private helpers declared in util.h: strict integer parsing and
+ * UTF-8 repair of verdict details. */
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "util.h"
+
+int parse_int64(const char *s, int64_t min, int64_t max, int64_t *ret)
+{
+        long long x;
+        char *end;
+
+        if (!s || !*s || (*s != '-' && (*s < '0' || *s > '9')))
+                return -EINVAL;
+        errno = 0;
+        x = strtoll(s, &end, 10);
+        if (errno == ERANGE || x < min || x > max)
+                return -ERANGE;
+        if (errno || *end)
+                return -EINVAL;
+        *ret = x;
+        return 0;
+}
+
+/* Length of the valid UTF-8 sequence at p (1-4), 0 if invalid: no
+ * overlongs, no surrogates, nothing above U+10FFFF, no truncation. */
+static size_t utf8_len(const unsigned char *p)
+{
+        unsigned c = p[0];
+        size_t n;
+        unsigned min, cp;
+
+        if (c < 0x80)
+                return 1;
+        if ((c & 0xe0) == 0xc0)
+                n = 2, min = 0x80, cp = c & 0x1f;
+        else if ((c & 0xf0) == 0xe0)
+                n = 3, min = 0x800, cp = c & 0x0f;
+        else if ((c & 0xf8) == 0xf0)
+                n = 4, min = 0x10000, cp = c & 0x07;
+        else
+                return 0;
+        for (size_t i = 1; i < n; i++) {
+                if ((p[i] & 0xc0) != 0x80)
+                        return 0;
+                cp = (cp << 6) | (p[i] & 0x3f);
+        }
+        if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+                return 0;
+        return n;
+}
+
+void utf8_fix(char *s)
+{
+        unsigned char *p = (unsigned char *)s;
+
+        while (*p) {
+                size_t n = utf8_len(p);
+                if (n == 0) {
+                        *p++ = '?';
+                        continue;
+                }
+                p += n;
+        }
+}
