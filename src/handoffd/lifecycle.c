@@ -36,21 +36,13 @@ void lifecycle_note_deadline(struct spool *sp, int64_t t)
                 sp->next_deadline = t;
 }
 
+/* One of our own small files (a marker, a bootstrap), parsed. */
 static int load_own(int dirfd, const char *name, size_t max, json_t **ret)
 {
-        _cleanup_free_ char *buf = NULL;
-        _cleanup_close_ int fd = -1;
+        hd_limits lim = { .max_size = max };
         hd_verdict v;
-        size_t len;
-        int r;
 
-        r = hd_open_at(dirfd, name, &fd, &v);
-        if (r < 0)
-                return r;
-        r = hd_read_fd(fd, name, max, &buf, &len, &v);
-        if (r < 0)
-                return r;
-        return hd_parse(buf, len, NULL, ret, &v);
+        return hd_load_at(dirfd, name, &lim, ret, &v);
 }
 
 /* A consumer has renamed the bootstrap to its private name and is reading
@@ -487,10 +479,16 @@ int lifecycle_sweep(struct spool *sp, int64_t now, bool at_start)
                 }
         }
         json_decref(due);
-        retention_run(sp, now);
-        int q = metrics_write(sp, now);
-        if (q < 0)
-                log_warning_errno(q, "Cannot write the metrics textfile %s", sp->cfg->metrics_textfile);
+        /* Sweeps also come at every deadline; retention and metrics list
+         * whole directories, so they run at most once per rescan_interval. */
+        if (at_start || now - sp->housekeeping_at >= sp->cfg->rescan_interval * 1000000LL) {
+                sp->housekeeping_at = now;
+                retention_run(sp, now);
+                int q = metrics_write(sp, now);
+                if (q < 0)
+                        log_warning_errno(q, "Cannot write the metrics textfile %s",
+                                          sp->cfg->metrics_textfile);
+        }
         r = spool_flush(sp);
         if (r < 0)
                 spool_error(sp, r, "Cannot fsync the spool");

@@ -54,6 +54,7 @@ struct spool {
         json_t *failed;         /* ids whose delivery failed: retried */
         int64_t deliver_backoff_usec;
         int64_t next_deadline;  /* earliest lifecycle deadline, usec; 0 none */
+        int64_t housekeeping_at;/* last retention and metrics run, usec */
         bool dirty[_SD_MAX];    /* directory needs an fsync */
 };
 
