@@ -15,6 +15,7 @@
 #include "files.h"
 #include "lifecycle.h"
 #include "log.h"
+#include "payload.h"
 
 /* A Baton handoff updates its session in baton/ (under a lock: daemons on
  * one spool apply patches one at a time), and the agent gets the resulting
@@ -30,7 +31,7 @@ static int delivery_baton(struct spool *sp, const json_t *doc, int64_t now, json
         int r;
 
         *ret = NULL;
-        if (!ptype || strcmp(ptype, "baton/1"))
+        if (!payload_type_session_store(ptype))
                 return 0;
         if (flock(sp->fd[SD_BATON], LOCK_EX) < 0)
                 return -errno;

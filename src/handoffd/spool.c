@@ -25,6 +25,7 @@
 #include "files.h"
 #include "lifecycle.h"
 #include "log.h"
+#include "payload.h"
 #include "spool.h"
 
 const char *const spool_dir_names[_SD_MAX] = {
@@ -483,7 +484,7 @@ static int decide(struct spool *sp, struct item *it, int64_t now)
                 goto reject_authenticated;
         }
         const char *ptype = json_string_value(json_object_get(it->doc, "payload_type"));
-        if (ptype && !strcmp(ptype, "baton/1")) {
+        if (payload_type_session_store(ptype)) {
                 r = hd_baton_check(sp->fd[SD_BATON], json_object_get(it->doc, "payload"), &v);
                 if (r == -EBADMSG)
                         goto reject_authenticated;

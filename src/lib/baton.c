@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "handoff.h"
-#include "payload.h"
+#include "payload_baton.h"
 #include "util.h"
 
 /* A session file only we write, but it grows with every stage. */

@@ -12,9 +12,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "deliver.h"
 #include "files.h"
 #include "handoff.h"
-#include "payload.h"
+#include "payload_act.h"
 #include "util.h"
 
 #define VOXIGNORE_MAX     (64 * 1024)
@@ -96,7 +97,8 @@ static int deliver_voxignore(int state_dirfd, bool do_fsync)
                                do_fsync);
 }
 
-static int deliver_vox(int state_dirfd, const json_t *p, bool do_fsync)
+int deliver_vox(int state_dirfd, const json_t *p, const hd_deliver_opts *o,
+                int64_t now_usec)
 {
         _cleanup_close_ int hfd = -1;
         _cleanup_free_ char *buf = NULL;
@@ -115,10 +117,10 @@ static int deliver_vox(int state_dirfd, const json_t *p, bool do_fsync)
         buf = json_dumps(p, JSON_INDENT(2) | JSON_SORT_KEYS);
         if (!buf)
                 return -ENOMEM;
-        r = hd_write_atomic(hfd, name, buf, strlen(buf), 0640, do_fsync);
+        r = hd_write_atomic(hfd, name, buf, strlen(buf), 0640, o->do_fsync);
         if (r < 0)
                 return r;
-        return deliver_voxignore(state_dirfd, do_fsync);
+        return deliver_voxignore(state_dirfd, o->do_fsync);
 }
 
 /* Our file names: YYYY-MM-DD-HHmm[-N].(xml|md); N orders two in a minute. */
@@ -221,8 +223,8 @@ static int act_latest(int hfd, const char *name, const char *ext)
         return 0;
 }
 
-static int deliver_act(int state_dirfd, const json_t *p,
-                       const hd_deliver_opts *o, int64_t now_usec)
+int deliver_act(int state_dirfd, const json_t *p,
+                const hd_deliver_opts *o, int64_t now_usec)
 {
         _cleanup_close_ int hfd = -1;
         _cleanup_free_ char *conv = NULL;
@@ -289,26 +291,4 @@ static int deliver_act(int state_dirfd, const json_t *p,
         if (r < 0)
                 return r;
         return o->do_fsync ? fsync_dir(hfd) : 0;
-}
-
-int hd_deliver_profile(int state_dirfd, const json_t *doc,
-                       const hd_deliver_opts *o, int64_t now_usec)
-{
-        const char *type = json_string_value(json_object_get(doc, "payload_type"));
-        const json_t *p = json_object_get(doc, "payload");
-
-        if (!o || !o->profile || !strcmp(o->profile, "bootstrap"))
-                return 0;
-        if (strcmp(o->profile, "vox") && strcmp(o->profile, "act"))
-                return -EINVAL;
-        /* A handoff without a payload of the profile's type has nothing
-         * for it: the bootstrap alone carries it. */
-        if (!type || !p)
-                return 0;
-        if (!strcmp(o->profile, "vox"))
-                return strcmp(type, PT_VOX) ? 0
-                                            : deliver_vox(state_dirfd, p,
-                                                          o->do_fsync);
-        return strcmp(type, PT_ACT) ? 0
-                                    : deliver_act(state_dirfd, p, o, now_usec);
 }

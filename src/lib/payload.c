@@ -1,116 +1,176 @@
-/* Payload formats: dispatch by payload_type, the field checks the types
- * share, loading a payload file for handoffctl submit, and the target an
- * payload names. */
+/* The payload types as one table: what each type's validator, reader,
+ * renderer, target and delivery profile are, and the public calls that
+ * dispatch through it (validate, load a payload file for handoffctl submit,
+ * render, target, deliver). */
 #include <errno.h>
 #include <fcntl.h>
-#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "deliver.h"
+#include "files.h"
 #include "handoff.h"
 #include "payload.h"
-#include "files.h"
+#include "payload_act.h"
+#include "payload_baton.h"
+#include "payload_str.h"
+#include "payload_uah.h"
+#include "payload_vox.h"
+#include "render.h"
 #include "util.h"
 
-const char *payload_quote(const char *s, char buf[static 72])
-{
-        size_t i;
+/* ---- the types' hooks, where a type's own call does not fit ----------- */
 
-        for (i = 0; s && s[i] && i < 64; i++)
-                buf[i] = ((unsigned char)s[i] < 0x20 || s[i] == 0x7f) ? '?' : s[i];
-        if (s && s[i]) {
-                memcpy(buf + i, "...", 3);
-                i += 3;
-        }
-        buf[i] = '\0';
-        return buf;
+static int vox_check(const json_t *p, const json_t *envelope,
+                     const char *const *roles, hd_verdict *v)
+{
+        return payload_vox_validate(p, envelope, v);
 }
 
-int payload_string(const char *type, const json_t *o, const char *key,
-                   bool required, const char **ret, hd_verdict *v)
+static int baton_check(const json_t *p, const json_t *envelope,
+                       const char *const *roles, hd_verdict *v)
 {
-        const json_t *j = json_object_get(o, key);
+        return payload_baton_validate(p, v);
+}
 
-        if (!j) {
-                if (required)
-                        return verdict(v, HD_R_PAYLOAD_INVALID,
-                                       "%s: missing field '%s'", type, key);
-                return 0;
+static int uah_check(const json_t *p, const json_t *envelope,
+                     const char *const *roles, hd_verdict *v)
+{
+        return payload_uah_validate(p, roles, v);
+}
+
+static int act_check_payload(const json_t *p, const json_t *envelope,
+                             const char *const *roles, hd_verdict *v)
+{
+        return payload_act_validate(p, v);
+}
+
+static bool looks_like_json(const char *buf, size_t len)
+{
+        for (size_t i = 0; i < len; i++) {
+                if (buf[i] == ' ' || buf[i] == '\t' || buf[i] == '\r' ||
+                    buf[i] == '\n')
+                        continue;
+                return buf[i] == '{';
         }
-        if (!json_is_string(j))
+        return false;
+}
+
+/* YAML, unless it is plainly a JSON object. */
+static int uah_load(const char *buf, size_t len, json_t **ret, hd_verdict *v)
+{
+        if (looks_like_json(buf, len))
+                return hd_parse(buf, len, NULL, ret, v);
+        return payload_uah_yaml(buf, len, ret, v);
+}
+
+static int act_load(const char *buf, size_t len, json_t **ret, hd_verdict *v)
+{
+        /* The text travels as a JSON string: it must be UTF-8. */
+        *ret = json_stringn(buf, len);
+        if (!*ret)
                 return verdict(v, HD_R_PAYLOAD_INVALID,
-                               "%s: field '%s' is not a string", type, key);
-        if (json_string_length(j) > PAYLOAD_MAX_STRING)
-                return verdict(v, HD_R_PAYLOAD_INVALID,
-                               "%s: field '%s' is longer than %d bytes", type,
-                               key, PAYLOAD_MAX_STRING);
-        if (strlen(json_string_value(j)) != json_string_length(j))
-                return verdict(v, HD_R_PAYLOAD_INVALID,
-                               "%s: field '%s' holds a NUL byte", type, key);
-        if (ret)
-                *ret = json_string_value(j);
+                               "act/1.0: text is not UTF-8 or holds a NUL byte");
         return 0;
 }
 
-int payload_string_array(const char *type, const json_t *o, const char *key,
-                         bool required, hd_verdict *v)
+static const char *vox_target(const json_t *p)
 {
-        const json_t *a = json_object_get(o, key), *e;
-        size_t i;
+        const char *s = json_string_value(json_object_get(p, "target_agent"));
 
-        if (!a) {
-                if (required)
-                        return verdict(v, HD_R_PAYLOAD_INVALID,
-                                       "%s: missing field '%s'", type, key);
-                return 0;
-        }
-        if (!json_is_array(a))
-                return verdict(v, HD_R_PAYLOAD_INVALID,
-                               "%s: field '%s' is not an array", type, key);
-        if (json_array_size(a) > PAYLOAD_MAX_ITEMS)
-                return verdict(v, HD_R_PAYLOAD_INVALID,
-                               "%s: field '%s' has more than %d items", type,
-                               key, PAYLOAD_MAX_ITEMS);
-        json_array_foreach(a, i, e) {
-                if (!json_is_string(e))
-                        return verdict(v, HD_R_PAYLOAD_INVALID,
-                                       "%s: field '%s' item %zu is not a string",
-                                       type, key, i);
-                if (json_string_length(e) > PAYLOAD_MAX_STRING ||
-                    strlen(json_string_value(e)) != json_string_length(e))
-                        return verdict(v, HD_R_PAYLOAD_INVALID,
-                                       "%s: field '%s' item %zu is too long or holds a NUL byte",
-                                       type, key, i);
-        }
-        return 0;
+        return s && *s ? s : NULL;
 }
 
-/* A bare payload, no envelope; roles may be NULL. */
-static int payload_check(const char *type, const json_t *p,
-                         const json_t *envelope, const char *const *roles,
-                         hd_verdict *v)
+static const char *act_target(const json_t *p)
+{
+        /* The ACT target lives inside text; keep a per-thread copy so the
+         * caller gets a string like for vox (valid until the next call). */
+        static __thread char target[PAYLOAD_MAX_NAME];
+        struct act_doc d = {};
+        const char *s;
+
+        if (!json_is_string(p))
+                return NULL;
+        if (act_parse(json_string_value(p), json_string_length(p), &d,
+                      NULL) < 0)
+                return NULL;
+        s = NULL;
+        if (d.f[ACT_TO_AGENT] && *d.f[ACT_TO_AGENT] &&
+            strlen(d.f[ACT_TO_AGENT]) < sizeof(target)) {
+                strcpy(target, d.f[ACT_TO_AGENT]);
+                s = target;
+        }
+        act_doc_done(&d);
+        return s;
+}
+
+/* ---- the table -------------------------------------------------------- */
+
+static const struct payload_type payload_types[] = {
+        {
+                .name = PT_VOX,
+                .max_file = HD_DEFAULT_MAX_SIZE,
+                .validate = vox_check,
+                .render = render_vox,
+                .target = vox_target,
+                .profile = "vox",
+                .deliver = deliver_vox,
+        },
+        {
+                .name = PT_BATON,
+                .session_store = true,
+                .max_file = HD_DEFAULT_MAX_SIZE,
+                .validate = baton_check,
+                .render = render_baton,
+        },
+        {
+                .name = PT_UAH,
+                .max_file = HD_DEFAULT_MAX_SIZE,
+                .validate = uah_check,
+                .load = uah_load,
+                .render = render_uah,
+        },
+        {
+                .name = PT_ACT,
+                .text = true,
+                .max_file = ACT_MAX_SIZE,
+                .validate = act_check_payload,
+                .load = act_load,
+                .render = render_act,
+                .target = act_target,
+                .profile = "act",
+                .deliver = deliver_act,
+        },
+};
+
+const struct payload_type *payload_type_find(const char *name)
+{
+        if (!name)
+                return NULL;
+        for (size_t i = 0; i < ELEMENTSOF(payload_types); i++)
+                if (!strcmp(payload_types[i].name, name))
+                        return &payload_types[i];
+        return NULL;
+}
+
+static int payload_unsupported(const char *type, hd_verdict *v)
 {
         char q[72];
 
-        if (!strcmp(type, PT_VOX))
-                return payload_vox_validate(p, envelope, v);
-        if (!strcmp(type, PT_BATON))
-                return payload_baton_validate(p, v);
-        if (!strcmp(type, PT_UAH))
-                return payload_uah_validate(p, roles, v);
-        if (!strcmp(type, PT_ACT))
-                return payload_act_validate(p, v);
         return verdict(v, HD_R_PAYLOAD_INVALID,
                        "payload_type '%s' is not supported",
                        payload_quote(type, q));
 }
+
+/* ---- dispatch --------------------------------------------------------- */
 
 int hd_payload_validate(const json_t *doc, const hd_payload_opts *o,
                         hd_verdict *v)
 {
         const json_t *t = json_object_get(doc, "payload_type");
         const json_t *p = json_object_get(doc, "payload");
+        const struct payload_type *pt;
         int r;
 
         verdict_clear(v);
@@ -125,7 +185,10 @@ int hd_payload_validate(const json_t *doc, const hd_payload_opts *o,
         if (!json_is_string(t))
                 return verdict(v, HD_R_PAYLOAD_INVALID,
                                "payload_type is not a string");
-        r = payload_check(json_string_value(t), p, doc, o ? o->roles : NULL, v);
+        pt = payload_type_find(json_string_value(t));
+        if (!pt)
+                return payload_unsupported(json_string_value(t), v);
+        r = pt->validate(p, doc, o ? o->roles : NULL, v);
         if (r >= 0)
                 verdict_clear(v);
         return r;
@@ -161,53 +224,31 @@ static int payload_read(const char *path, size_t max, char **ret_buf,
         return 0;
 }
 
-static bool looks_like_json(const char *buf, size_t len)
-{
-        for (size_t i = 0; i < len; i++) {
-                if (buf[i] == ' ' || buf[i] == '\t' || buf[i] == '\r' ||
-                    buf[i] == '\n')
-                        continue;
-                return buf[i] == '{';
-        }
-        return false;
-}
-
 int hd_payload_load(const char *type, const char *path, json_t **ret,
                     hd_verdict *v)
 {
         _cleanup_free_ char *buf = NULL;
         _cleanup_json_ json_t *p = NULL;
+        const struct payload_type *t;
         size_t len = 0;
-        char q[72];
         int r;
 
         verdict_clear(v);
         if (!type || !path)
                 return -EINVAL;
-        if (strcmp(type, PT_VOX) && strcmp(type, PT_BATON) &&
-            strcmp(type, PT_UAH) && strcmp(type, PT_ACT))
-                return verdict(v, HD_R_PAYLOAD_INVALID,
-                               "payload_type '%s' is not supported",
-                               payload_quote(type, q));
-        r = payload_read(path, !strcmp(type, PT_ACT) ? ACT_MAX_SIZE
-                                                    : HD_DEFAULT_MAX_SIZE,
-                         &buf, &len, v);
+        t = payload_type_find(type);
+        if (!t)
+                return payload_unsupported(type, v);
+        r = payload_read(path, t->max_file, &buf, &len, v);
         if (r < 0)
                 return r;
-        if (!strcmp(type, PT_ACT)) {
-                /* The text travels as a JSON string: it must be UTF-8. */
-                p = json_stringn(buf, len);
-                if (!p)
-                        return verdict(v, HD_R_PAYLOAD_INVALID,
-                                       "act/1.0: text is not UTF-8 or holds a NUL byte");
-        } else if (!strcmp(type, PT_UAH) && !looks_like_json(buf, len)) {
-                r = payload_uah_yaml(buf, len, &p, v);
-        } else {
+        if (t->load)
+                r = t->load(buf, len, &p, v);
+        else
                 r = hd_parse(buf, len, NULL, &p, v);
-        }
         if (r < 0)
                 return r;
-        r = payload_check(type, p, NULL, NULL, v);
+        r = t->validate(p, NULL, NULL, v);
         if (r < 0)
                 return r;
         *ret = TAKE_PTR(p);
@@ -216,30 +257,47 @@ int hd_payload_load(const char *type, const char *path, json_t **ret,
 
 const char *hd_payload_target(const char *type, const json_t *payload)
 {
-        /* The ACT target lives inside text; keep a per-thread copy so the
-         * caller gets a string like for vox (valid until the next call). */
-        static __thread char act_target[PAYLOAD_MAX_NAME];
-        struct act_doc d = {};
-        const char *s;
+        const struct payload_type *t = payload_type_find(type);
 
-        if (!type || !payload)
+        if (!t || !t->target || !payload)
                 return NULL;
-        if (!strcmp(type, PT_VOX)) {
-                s = json_string_value(json_object_get(payload, "target_agent"));
-                return s && *s ? s : NULL;
-        }
-        if (!strcmp(type, PT_ACT) && json_is_string(payload)) {
-                if (act_parse(json_string_value(payload),
-                              json_string_length(payload), &d, NULL) < 0)
-                        return NULL;
-                s = NULL;
-                if (d.f[ACT_TO_AGENT] && *d.f[ACT_TO_AGENT] &&
-                    strlen(d.f[ACT_TO_AGENT]) < sizeof(act_target)) {
-                        strcpy(act_target, d.f[ACT_TO_AGENT]);
-                        s = act_target;
-                }
-                act_doc_done(&d);
-                return s;
-        }
-        return NULL;
+        return t->target(payload);
+}
+
+int hd_payload_render(const char *type, const json_t *payload, char **ret_md)
+{
+        const struct payload_type *t;
+
+        if (!type || !payload || !ret_md)
+                return -EINVAL;
+        t = payload_type_find(type);
+        if (!t)
+                return -EOPNOTSUPP;
+        if (t->text ? !json_is_string(payload) : !json_is_object(payload))
+                return -EINVAL;
+        return t->render(payload, ret_md);
+}
+
+int hd_deliver_profile(int state_dirfd, const json_t *doc,
+                       const hd_deliver_opts *o, int64_t now_usec)
+{
+        const char *type = json_string_value(json_object_get(doc, "payload_type"));
+        const json_t *p = json_object_get(doc, "payload");
+        const struct payload_type *t;
+        bool known = false;
+
+        if (!o || !o->profile || !strcmp(o->profile, "bootstrap"))
+                return 0;
+        for (size_t i = 0; i < ELEMENTSOF(payload_types); i++)
+                if (payload_types[i].profile &&
+                    !strcmp(payload_types[i].profile, o->profile))
+                        known = true;
+        if (!known)
+                return -EINVAL;
+        /* A handoff without a payload of the profile's type has nothing
+         * for it: the bootstrap alone carries it. */
+        t = payload_type_find(type);
+        if (!t || !p || !t->profile || strcmp(t->profile, o->profile))
+                return 0;
+        return t->deliver(state_dirfd, p, o, now_usec);
 }

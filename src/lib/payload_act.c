@@ -9,7 +9,9 @@
 #include <strings.h>
 
 #include "handoff.h"
-#include "payload.h"
+#include "payload_act.h"
+#include "payload_str.h"
+#include "sbuf.h"
 #include "util.h"
 
 const char *const act_xml_names[_ACT_FIELD_MAX] = {

@@ -8,7 +8,9 @@
 #include <strings.h>
 
 #include "handoff.h"
-#include "payload.h"
+#include "payload_act.h"
+#include "payload_str.h"
+#include "sbuf.h"
 #include "util.h"
 
 #define ACT_FIRST_BODY ACT_ORIGINAL_TASK

@@ -5,7 +5,8 @@
 #include <string.h>
 
 #include "handoff.h"
-#include "payload.h"
+#include "payload_baton.h"
+#include "payload_str.h"
 #include "util.h"
 
 #define BATON_GOAL_MAX 1024

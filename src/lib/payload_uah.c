@@ -7,7 +7,8 @@
 #include <yaml.h>
 
 #include "handoff.h"
-#include "payload.h"
+#include "payload_str.h"
+#include "payload_uah.h"
 #include "util.h"
 
 static const char *const uah_default_roles[] = {

@@ -3,7 +3,8 @@
 #include <string.h>
 
 #include "handoff.h"
-#include "payload.h"
+#include "payload_str.h"
+#include "payload_vox.h"
 #include "util.h"
 
 #define VOX_MAX_FILES 5

@@ -1,90 +1,15 @@
 /* Markdown renderings of payloads (the context block that goes into
- * resume_context), and the string builder the payload code shares. */
+ * resume_context). */
 #include <errno.h>
-#include <stdarg.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "handoff.h"
-#include "payload.h"
+#include "payload_act.h"
+#include "render.h"
+#include "sbuf.h"
 #include "util.h"
 
 /* Decisions the Baton block shows: the latest, like the original. */
 #define RENDER_RECENT_DECISIONS 5
-
-static bool sb_grow(struct sbuf *b, size_t n)
-{
-        if (b->err)
-                return false;
-        if (b->len + n + 1 > b->cap) {
-                size_t cap = b->cap ? b->cap : 256;
-                char *p;
-                while (cap < b->len + n + 1)
-                        cap *= 2;
-                p = realloc(b->buf, cap);
-                if (!p) {
-                        b->err = -ENOMEM;
-                        return false;
-                }
-                b->buf = p;
-                b->cap = cap;
-        }
-        return true;
-}
-
-void sb_put(struct sbuf *b, const char *s, size_t n)
-{
-        if (!sb_grow(b, n))
-                return;
-        memcpy(b->buf + b->len, s, n);
-        b->len += n;
-        b->buf[b->len] = '\0';
-}
-
-void sb_puts(struct sbuf *b, const char *s)
-{
-        sb_put(b, s, strlen(s));
-}
-
-void sb_printf(struct sbuf *b, const char *fmt, ...)
-{
-        va_list ap;
-        int n;
-
-        va_start(ap, fmt);
-        n = vsnprintf(NULL, 0, fmt, ap);
-        va_end(ap);
-        if (n < 0) {
-                if (!b->err)
-                        b->err = -EINVAL;
-                return;
-        }
-        if (!sb_grow(b, (size_t)n))
-                return;
-        va_start(ap, fmt);
-        vsnprintf(b->buf + b->len, (size_t)n + 1, fmt, ap);
-        va_end(ap);
-        b->len += (size_t)n;
-}
-
-int sb_take(struct sbuf *b, char **ret)
-{
-        int r = b->err;
-
-        if (r == 0 && !b->buf)
-                sb_grow(b, 0), r = b->err;
-        if (r == 0 && b->buf)
-                b->buf[b->len] = '\0';
-        if (r < 0) {
-                free(b->buf);
-                *b = (struct sbuf){};
-                return r;
-        }
-        *ret = b->buf;
-        *b = (struct sbuf){};
-        return 0;
-}
 
 /* One line of untrusted text: newlines and control characters become
  * spaces, so a value cannot start headings of its own. */
@@ -133,7 +58,7 @@ static void render_list(struct sbuf *b, const char *label, const json_t *o,
         render_list_from(b, label, o, key, 0, show_empty);
 }
 
-static int render_vox(const json_t *p, char **ret)
+int render_vox(const json_t *p, char **ret)
 {
         struct sbuf b = {};
 
@@ -151,7 +76,7 @@ static int render_vox(const json_t *p, char **ret)
 
 /* Like the original's "Baton (Handoff Context)" block; a patch renders
  * the fields it carries. */
-static int render_baton(const json_t *p, char **ret)
+int render_baton(const json_t *p, char **ret)
 {
         const json_t *bt = json_object_get(p, "baton");
         const json_t *log, *arts, *e;
@@ -193,7 +118,7 @@ static int render_baton(const json_t *p, char **ret)
         return sb_take(&b, ret);
 }
 
-static int render_uah(const json_t *p, char **ret)
+int render_uah(const json_t *p, char **ret)
 {
         struct sbuf b = {};
 
@@ -216,7 +141,7 @@ static int render_uah(const json_t *p, char **ret)
         return sb_take(&b, ret);
 }
 
-static int render_act(const json_t *p, char **ret)
+int render_act(const json_t *p, char **ret)
 {
         struct act_doc d = {};
         int r;
@@ -229,22 +154,4 @@ static int render_act(const json_t *p, char **ret)
         r = act_to_md(&d, 2, ret);
         act_doc_done(&d);
         return r;
-}
-
-int hd_payload_render(const char *type, const json_t *payload, char **ret_md)
-{
-        if (!type || !payload || !ret_md)
-                return -EINVAL;
-        if (!strcmp(type, PT_VOX))
-                return json_is_object(payload) ? render_vox(payload, ret_md)
-                                               : -EINVAL;
-        if (!strcmp(type, PT_BATON))
-                return json_is_object(payload) ? render_baton(payload, ret_md)
-                                               : -EINVAL;
-        if (!strcmp(type, PT_UAH))
-                return json_is_object(payload) ? render_uah(payload, ret_md)
-                                               : -EINVAL;
-        if (!strcmp(type, PT_ACT))
-                return render_act(payload, ret_md);
-        return -EOPNOTSUPP;
 }

@@ -1,0 +1,17 @@
+/* Private: baton/1, the shape of a Baton payload and of a baton
+ * (payload_baton.c); the store is baton.c. */
+#ifndef HD_PAYLOAD_BATON_H
+#define HD_PAYLOAD_BATON_H
+
+#include <jansson.h>
+
+#include "handoff.h"
+
+#define PT_BATON "baton/1"
+
+int payload_baton_validate(const json_t *p, hd_verdict *v);
+/* A whole baton (the stored one, or the result of a patch); where names
+ * the member in details, e.g. "baton" or "baton_patch". */
+int baton_validate(const json_t *b, const char *where, hd_verdict *v);
+
+#endif

@@ -1,0 +1,15 @@
+/* Private: vox/1.0, the Vox cross-agent handoff contract (payload_vox.c). */
+#ifndef HD_PAYLOAD_VOX_H
+#define HD_PAYLOAD_VOX_H
+
+#include <jansson.h>
+
+#include "handoff.h"
+
+#define PT_VOX "vox/1.0"
+
+/* envelope may be NULL (a bare payload): then agent names are not compared. */
+int payload_vox_validate(const json_t *p, const json_t *envelope,
+                         hd_verdict *v);
+
+#endif
