@@ -22,28 +22,11 @@
 
 /* ---- the types' hooks, where a type's own call does not fit ----------- */
 
-static int vox_check(const json_t *p, const json_t *envelope,
-                     const char *const *roles, hd_verdict *v)
-{
-        return payload_vox_validate(p, envelope, v);
-}
-
+/* baton.c calls it too, with the payload alone. */
 static int baton_check(const json_t *p, const json_t *envelope,
                        const char *const *roles, hd_verdict *v)
 {
         return payload_baton_validate(p, v);
-}
-
-static int uah_check(const json_t *p, const json_t *envelope,
-                     const char *const *roles, hd_verdict *v)
-{
-        return payload_uah_validate(p, roles, v);
-}
-
-static int act_check_payload(const json_t *p, const json_t *envelope,
-                             const char *const *roles, hd_verdict *v)
-{
-        return payload_act_validate(p, v);
 }
 
 static bool looks_like_json(const char *buf, size_t len)
@@ -111,7 +94,7 @@ static const struct payload_type payload_types[] = {
         {
                 .name = PT_VOX,
                 .max_file = HD_DEFAULT_MAX_SIZE,
-                .validate = vox_check,
+                .validate = payload_vox_validate,
                 .render = render_vox,
                 .target = vox_target,
                 .profile = "vox",
@@ -127,7 +110,7 @@ static const struct payload_type payload_types[] = {
         {
                 .name = PT_UAH,
                 .max_file = HD_DEFAULT_MAX_SIZE,
-                .validate = uah_check,
+                .validate = payload_uah_validate,
                 .load = uah_load,
                 .render = render_uah,
         },
@@ -135,7 +118,7 @@ static const struct payload_type payload_types[] = {
                 .name = PT_ACT,
                 .text = true,
                 .max_file = ACT_MAX_SIZE,
-                .validate = act_check_payload,
+                .validate = payload_act_validate,
                 .load = act_load,
                 .render = render_act,
                 .target = act_target,

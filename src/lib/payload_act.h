@@ -35,7 +35,9 @@ int act_parse(const char *text, size_t len, struct act_doc *ret,
               hd_verdict *v);
 int act_check(const struct act_doc *d, hd_verdict *v);
 void act_doc_done(struct act_doc *d);
-int payload_act_validate(const json_t *p, hd_verdict *v);
+/* envelope and roles are unused: the signature is payload.c's validate hook. */
+int payload_act_validate(const json_t *p, const json_t *envelope,
+                         const char *const *roles, hd_verdict *v);
 /* The document in either layout, malloc'ed; level is that of the title
  * heading of the Markdown ("# Context Handoff" for 1). */
 int act_to_xml(const struct act_doc *d, char **ret);

@@ -196,7 +196,8 @@ int act_check(const struct act_doc *d, hd_verdict *v)
         return 0;
 }
 
-int payload_act_validate(const json_t *p, hd_verdict *v)
+int payload_act_validate(const json_t *p, const json_t *envelope,
+                         const char *const *roles, hd_verdict *v)
 {
         struct act_doc d = {};
         int r;

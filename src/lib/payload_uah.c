@@ -85,8 +85,8 @@ static int uah_role(const json_t *p, const char *key, const char *const *roles,
                        payload_quote(s, q));
 }
 
-int payload_uah_validate(const json_t *p, const char *const *roles,
-                         hd_verdict *v)
+int payload_uah_validate(const json_t *p, const json_t *envelope,
+                         const char *const *roles, hd_verdict *v)
 {
         const char *key, *issued;
         const json_t *val;

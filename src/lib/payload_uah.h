@@ -10,9 +10,10 @@
 
 #define PT_UAH "U.AgentHandoff/0.1.0"
 
-/* roles NULL = the default role set. */
-int payload_uah_validate(const json_t *p, const char *const *roles,
-                         hd_verdict *v);
+/* roles NULL = the default role set; envelope is unused (the signature is
+ * payload.c's validate hook). */
+int payload_uah_validate(const json_t *p, const json_t *envelope,
+                         const char *const *roles, hd_verdict *v);
 /* YAML (libyaml) to JSON: mappings with string keys, no duplicates, no
  * aliases, one document; plain scalars by the YAML 1.2 core schema,
  * everything quoted stays a string. */

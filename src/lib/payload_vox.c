@@ -42,7 +42,7 @@ static int vox_agent_match(const json_t *envelope, const char *env_key,
 }
 
 int payload_vox_validate(const json_t *p, const json_t *envelope,
-                         hd_verdict *v)
+                         const char *const *roles, hd_verdict *v)
 {
         static const char *const strings[] = {
                 "version", "session_id", "source_agent", "target_agent", "goal",

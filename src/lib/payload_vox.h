@@ -8,8 +8,9 @@
 
 #define PT_VOX "vox/1.0"
 
-/* envelope may be NULL (a bare payload): then agent names are not compared. */
+/* envelope may be NULL (a bare payload): then agent names are not
+ * compared.  roles is unused: the signature is payload.c's validate hook. */
 int payload_vox_validate(const json_t *p, const json_t *envelope,
-                         hd_verdict *v);
+                         const char *const *roles, hd_verdict *v);
 
 #endif
