@@ -55,6 +55,9 @@ typedef enum hd_reason {
         HD_R_PAYLOAD_INVALID,
         HD_R_DECISION_LOG_REWRITE,
         HD_R_EXPIRED_UNCLAIMED,
+        HD_R_BAD_SIGNATURE,
+        HD_R_KEY_AGENT_MISMATCH,
+        HD_R_SIGNATURE_REQUIRED,
         _HD_R_MAX
 } hd_reason;
 
@@ -116,34 +119,85 @@ int hd_load_at(int dirfd, const char *name, const hd_limits *lim,
 int hd_canon_dump(const json_t *v, const char *skip_key,
                   char **ret_buf, size_t *ret_len);
 
-/* ---- keys and MAC ----------------------------------------------------- */
+/* ---- keys, MAC and signatures --------------------------------------- */
 
 #define HD_KEY_MIN_LEN 32
 #define HD_KEY_MAX_LEN 4096
 #define HD_MAC_B64_LEN 44
+#define HD_SIG_B64_LEN 88       /* a 64-byte Ed25519 signature */
+#define HD_KID_MAX 64           /* a kid follows the agent-name rule */
+/* The longest key line hd_key_format() writes, with newline and NUL. */
+#define HD_KEY_LINE_MAX 160
+/* The most keys one public key file may list. */
+#define HD_PUBKEYS_MAX 64
 
 typedef struct hd_key hd_key;
 
-/* Load a key file: its bytes with one trailing newline removed.  Refused
- * (with a one-line message in err naming the file) when it is not a regular
- * file, is readable by others or writable by group or others, or holds fewer
- * than HD_KEY_MIN_LEN bytes.  -EPERM for a bad mode, -EINVAL for a bad
- * length, -errno otherwise. */
+typedef enum hd_key_kind {
+        HD_KEY_HMAC = 1,        /* a shared secret: signs and checks "hmac" */
+        HD_KEY_ED25519_SECRET,  /* signs "sig" (and checks it) */
+        HD_KEY_ED25519_PUBLIC,  /* checks "sig" only */
+} hd_key_kind;
+
+/* Load a key file of any kind.  A first line "ed25519-secret B64 KID" is an
+ * Ed25519 secret key, "ed25519 B64 KID" a public key (exactly one line),
+ * anything else an HMAC secret: the file's bytes with one trailing newline
+ * removed.  A secret (HMAC or Ed25519) is refused when the file is not a
+ * regular file, is accessible by others or writable by group (ssh's rule),
+ * an HMAC secret when shorter than HD_KEY_MIN_LEN bytes; a public key file
+ * may be read by anyone but not written by group or others.  A one-line
+ * message naming the file goes to err.  -EPERM for a bad mode, -EINVAL for
+ * bad content, -errno otherwise. */
 int hd_key_load(const char *path, hd_key **ret, char *err, size_t errlen);
-/* A key from memory (copied).  -EINVAL when shorter than HD_KEY_MIN_LEN. */
+/* Every public key of a public key file (dirfd/name; AT_FDCWD for a path):
+ * one "ed25519 B64 KID" per line, blank lines and lines starting with '#'
+ * skipped, at most max (<= HD_PUBKEYS_MAX) keys into keys[], their count
+ * into *ret_n.  A secret key in the file is refused (-EPERM: only public
+ * keys belong there), as is a file writable by group or others. */
+int hd_pubkeys_load_at(int dirfd, const char *name, hd_key **keys, size_t max,
+                       size_t *ret_n, char *err, size_t errlen);
+/* An HMAC key from memory (copied).  -EINVAL when shorter than
+ * HD_KEY_MIN_LEN. */
 int hd_key_from_bytes(const void *bytes, size_t len, hd_key **ret);
+/* An Ed25519 key from one key line (public or secret, as in a key file; a
+ * trailing newline is allowed).  -EINVAL with err filled otherwise. */
+int hd_key_parse(const char *line, size_t len, hd_key **ret, char *err,
+                 size_t errlen);
+/* A new Ed25519 secret key.  kid NULL: the first 16 hex chars of SHA-256
+ * of the public key; otherwise kid must be a valid name (hd_agent_valid). */
+int hd_key_generate(const char *kid, hd_key **ret);
+/* The key line of an Ed25519 key (newline included) into buf of n >=
+ * HD_KEY_LINE_MAX bytes: the public line, or with secret (a secret key
+ * only) the secret line; the caller wipes that buffer after use. */
+int hd_key_format(const hd_key *k, bool secret, char *buf, size_t n);
+hd_key_kind hd_key_kind_of(const hd_key *k);
+/* The kid of an Ed25519 key; NULL for an HMAC key. */
+const char *hd_key_kid(const hd_key *k);
+/* Bind a key to the agent it belongs to: it then authenticates only
+ * documents whose from_agent is that agent (key_agent_mismatch).  NULL
+ * unbinds.  -EINVAL for an invalid agent name. */
+int hd_key_set_agent(hd_key *k, const char *agent);
+const char *hd_key_agent(const hd_key *k);
 /* Wipes and frees; NULL is fine. */
 void hd_key_free(hd_key *k);
 
 /* base64(HMAC-SHA256(key, canonical bytes of doc without "hmac")), 44 chars
- * plus NUL into out. */
+ * plus NUL into out.  -EINVAL for a key that is not an HMAC key. */
 int hd_mac_compute(const json_t *doc, const hd_key *k,
                    char out[HD_MAC_B64_LEN + 1]);
-/* Set doc's "hmac" member. */
+/* Sign doc with k, choosing the scheme from the key: an HMAC key sets
+ * "hmac" (and drops any "sig"); an Ed25519 secret key sets "kid" to its kid
+ * and "sig" to base64 of the Ed25519 signature of the canonical bytes
+ * without "sig" (and drops any "hmac").  A public key cannot sign:
+ * -EINVAL. */
 int hd_sign(json_t *doc, const hd_key *k);
 /* Check doc's "hmac" in constant time: missing_field, bad_mac_format
  * (not a 44-char standard base64 string of 32 bytes) or bad_mac. */
 int hd_mac_check(const json_t *doc, const hd_key *k, hd_verdict *v);
+/* Check doc's "sig" with an Ed25519 key: missing_field, bad_mac_format
+ * (not 88 chars of standard base64 of 64 bytes, or "hmac" present too),
+ * unknown_key (doc's "kid" is not k's) or bad_signature. */
+int hd_sig_check(const json_t *doc, const hd_key *k, hd_verdict *v);
 
 /* ---- time ------------------------------------------------------------- */
 
@@ -179,14 +233,25 @@ int hd_check_fresh(const json_t *doc, const hd_policy *p, int64_t now_usec,
                    hd_verdict *v);
 
 /* Returns the key for a document (kid may be NULL, from_agent may be NULL
- * when the document has none), or NULL when none applies. */
+ * when the document has none), or NULL when none applies.  Called with the
+ * document's kid first; when that gives a key bound to no agent, called
+ * again with kid NULL to learn whether the sender has a key of its own. */
 typedef const hd_key *(*hd_key_lookup_fn)(void *userdata, const char *kid,
                                           const char *from_agent);
 
 struct hd_payload_opts;
 
-/* The whole check in the daemon's order: MAC (key chosen by lookup), fields,
- * payload (when opts is not NULL), freshness. */
+/* Authenticate doc: pick the key with lookup and check "hmac" or "sig"
+ * with it.  A document carrying both is bad_mac_format; a key bound to
+ * another agent than from_agent, or a key bound to no agent named by kid
+ * while the sender has a key of its own, is key_agent_mismatch; an "hmac"
+ * document given an Ed25519 key (its sender signs) is signature_required;
+ * a "sig" needs a string "kid" naming an Ed25519 key. */
+int hd_auth_check(const json_t *doc, hd_key_lookup_fn lookup, void *userdata,
+                  hd_verdict *v);
+
+/* The whole check in the daemon's order: hd_auth_check(), fields, payload
+ * (when opts is not NULL), freshness. */
 int hd_verify(const json_t *doc, hd_key_lookup_fn lookup, void *userdata,
               const hd_policy *p, const struct hd_payload_opts *opts,
               int64_t now_usec, hd_verdict *v);

@@ -1,7 +1,8 @@
 /* The MAC: HMAC-SHA256 over the canonical bytes (the document without its
  * "hmac" member, serialized as Python's json.dumps(sort_keys=True,
  * separators=(",", ":"))), carried as 44 chars of standard base64.
- * Signing, computing and the constant-time check live here. */
+ * Computing and the constant-time check live here; hd_sign() (sig.c)
+ * picks this or the Ed25519 signature by the key. */
 #include <errno.h>
 #include <sodium.h>
 #include <string.h>
@@ -24,7 +25,7 @@ static int mac_raw(const json_t *doc, const hd_key *k,
         size_t len = 0;
         int r;
 
-        if (!doc || !k || !json_is_object(doc))
+        if (!doc || !k || !json_is_object(doc) || k->kind != HD_KEY_HMAC)
                 return -EINVAL;
         if (sodium_init() < 0)
                 return -EIO;
@@ -59,40 +60,6 @@ int hd_mac_compute(const json_t *doc, const hd_key *k,
         return 0;
 }
 
-int hd_sign(json_t *doc, const hd_key *k)
-{
-        char b64[HD_MAC_B64_LEN + 1];
-        int r;
-
-        r = hd_mac_compute(doc, k, b64);
-        if (r < 0)
-                return r;
-        if (json_object_set_new(doc, "hmac", json_string(b64)) < 0)
-                return -ENOMEM;
-        return 0;
-}
-
-/* Strict: exactly 44 chars of the standard alphabet with its one '='
- * pad, decoding to 32 bytes, and the canonical encoding of those bytes
- * (no stray low bits), so that one MAC has exactly one spelling. */
-static bool mac_decode(const char *s, size_t slen, unsigned char out[MAC_RAW_LEN])
-{
-        char again[HD_MAC_B64_LEN + 1];
-        const char *end = NULL;
-        size_t bin_len = 0;
-
-        if (slen != HD_MAC_B64_LEN)
-                return false;
-        if (sodium_base642bin(out, MAC_RAW_LEN, s, slen, NULL, &bin_len, &end,
-                              sodium_base64_VARIANT_ORIGINAL) != 0)
-                return false;
-        if (bin_len != MAC_RAW_LEN || end != s + slen)
-                return false;
-        sodium_bin2base64(again, sizeof(again), out, MAC_RAW_LEN,
-                          sodium_base64_VARIANT_ORIGINAL);
-        return memcmp(again, s, HD_MAC_B64_LEN) == 0;
-}
-
 int hd_mac_check(const json_t *doc, const hd_key *k, hd_verdict *v)
 {
         unsigned char want[MAC_RAW_LEN], got[MAC_RAW_LEN];
@@ -100,16 +67,19 @@ int hd_mac_check(const json_t *doc, const hd_key *k, hd_verdict *v)
         int r;
 
         verdict_clear(v);
-        if (!doc || !k)
+        if (!doc || !k || k->kind != HD_KEY_HMAC)
                 return -EINVAL;
         if (!json_is_object(doc))
                 return verdict(v, HD_R_BAD_TYPE, "document is not a JSON object");
         h = json_object_get(doc, "hmac");
+        if (h && json_object_get(doc, "sig"))
+                return verdict(v, HD_R_BAD_MAC_FORMAT,
+                               "both hmac and sig: a document carries one of them");
         if (!h)
                 return verdict(v, HD_R_MISSING_FIELD, "hmac is missing");
         if (!json_is_string(h))
                 return verdict(v, HD_R_BAD_MAC_FORMAT, "hmac is not a string");
-        if (!mac_decode(json_string_value(h), json_string_length(h), got))
+        if (!key_b64_decode(json_string_value(h), json_string_length(h), got, MAC_RAW_LEN))
                 return verdict(v, HD_R_BAD_MAC_FORMAT,
                                "hmac is not 44 chars of standard base64 of 32 bytes");
 

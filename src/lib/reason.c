@@ -32,6 +32,9 @@ static const char *const reason_names[_HD_R_MAX] = {
         [HD_R_PAYLOAD_INVALID] = "payload_invalid",
         [HD_R_DECISION_LOG_REWRITE] = "decision_log_rewrite",
         [HD_R_EXPIRED_UNCLAIMED] = "expired_unclaimed",
+        [HD_R_BAD_SIGNATURE] = "bad_signature",
+        [HD_R_KEY_AGENT_MISMATCH] = "key_agent_mismatch",
+        [HD_R_SIGNATURE_REQUIRED] = "signature_required",
 };
 
 const char *hd_reason_name(hd_reason r)

@@ -1,8 +1,9 @@
 /* Validation of protocol_version 1 documents (names are name.c's): fields
- * and types, freshness, and hd_verify(), which
- * runs the daemon's checks in order: key, MAC, fields, payload, freshness.
- * MAC comes before anything that reads field values, so a tampered field
- * reads as bad_mac, and nothing unauthenticated steers the later checks. */
+ * and types, freshness, and hd_verify(), which runs the daemon's checks in
+ * order: key and MAC or signature (sig.c), fields, payload, freshness.
+ * Authentication comes before anything that reads field values, so a
+ * tampered field reads as bad_mac (or bad_signature), and nothing
+ * unauthenticated steers the later checks. */
 #include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -12,12 +13,10 @@
 #include "util.h"
 
 #define USEC_PER_SEC INT64_C(1000000)
-/* Untrusted strings are shown at most this many bytes long in details. */
-#define QUOTE_MAX 48
 
 /* An untrusted string for a one-line detail: quoted, '"' and '\\' escaped,
  * control and non-ASCII bytes as \xNN, cut at QUOTE_MAX input bytes. */
-static const char *quote(const char *s, size_t len, char *buf, size_t n)
+const char *validate_quote(const char *s, size_t len, char *buf, size_t n)
 {
         static const char hex[] = "0123456789abcdef";
         size_t o = 0, i;
@@ -49,8 +48,7 @@ static const char *quote(const char *s, size_t len, char *buf, size_t n)
         return buf;
 }
 
-#define QBUF_LEN (4 * QUOTE_MAX + 8)
-#define Q(js, qb) quote(json_string_value(js), json_string_length(js), (qb), sizeof(qb))
+#define Q(js, qb) validate_quote(json_string_value(js), json_string_length(js), (qb), sizeof(qb))
 
 static const char *type_name(const json_t *j)
 {
@@ -306,8 +304,6 @@ int hd_verify(const json_t *doc, hd_key_lookup_fn lookup, void *userdata,
               const hd_policy *p, const struct hd_payload_opts *opts,
               int64_t now_usec, hd_verdict *v)
 {
-        const json_t *kid, *from;
-        const hd_key *k;
         int r;
 
         verdict_clear(v);
@@ -316,26 +312,7 @@ int hd_verify(const json_t *doc, hd_key_lookup_fn lookup, void *userdata,
         if (!json_is_object(doc))
                 return verdict(v, HD_R_BAD_TYPE, "document is %s, not an object",
                                type_name(doc));
-
-        /* Unauthenticated at this point: only used to pick a key, and a
-         * wrong pick fails the MAC. */
-        kid = json_object_get(doc, "kid");
-        from = json_object_get(doc, "from_agent");
-        k = lookup(userdata, json_is_string(kid) ? json_string_value(kid) : NULL,
-                   json_is_string(from) ? json_string_value(from) : NULL);
-        if (!k) {
-                char qb[QBUF_LEN];
-
-                if (json_is_string(kid))
-                        return verdict(v, HD_R_UNKNOWN_KEY, "no key named by kid %s",
-                                       Q(kid, qb));
-                if (json_is_string(from))
-                        return verdict(v, HD_R_UNKNOWN_KEY, "no key for from_agent %s",
-                                       Q(from, qb));
-                return verdict(v, HD_R_UNKNOWN_KEY, "no default key");
-        }
-
-        r = hd_mac_check(doc, k, v);
+        r = hd_auth_check(doc, lookup, userdata, v);
         if (r < 0)
                 return r;
         r = hd_validate(doc, v);
