@@ -34,7 +34,8 @@ static void submit_usage(FILE *f)
                 "DIR/tmp/).  Prints the handoff_id.\n"
                 "\n"
                 "  -s, --spool DIR        the spool (missing state directories are created)\n"
-                "  -k, --key FILE         the signing key (0600, or 0640 for a group)\n"
+                "  -k, --key FILE         the signing key (0600, or 0640 for a group): an\n"
+                "                         HMAC key, or an Ed25519 secret key (sig + kid)\n"
                 "  -f, --from AGENT       from_agent\n"
                 "  -t, --to AGENT         to_agent (default: the payload's target agent)\n"
                 "  -r, --reason TEXT      reason (default \"handoff\")\n"
@@ -42,7 +43,8 @@ static void submit_usage(FILE *f)
                 "  -c, --context TEXT     context_summary\n"
                 "      --ttl SECONDS      expires_at = now + SECONDS (default %d)\n"
                 "      --id ID            handoff_id (default UNIXTIME-FROM-TO-16HEX)\n"
-                "      --kid NAME         kid: the name of the key the receiver uses\n"
+                "      --kid NAME         kid: the name of the HMAC key the receiver uses\n"
+                "                         (an Ed25519 key sets its own kid)\n"
                 "      --type TYPE        payload_type (vox/1.0, baton/1,\n"
                 "                         U.AgentHandoff/0.1.0, act/1.0); needs --payload\n"
                 "      --payload FILE|-   the payload for --type\n"
@@ -343,6 +345,16 @@ int cmd_submit(int argc, char **argv)
         if (r < 0)
                 return ctl_fail(CTL_EXIT_USAGE, "submit: %s",
                                 err[0] ? err : strerror(-r));
+        /* Any kind of key signs but a public one; an Ed25519 key names
+         * itself, so a --kid can only repeat its kid. */
+        if (hd_key_kind_of(key) == HD_KEY_ED25519_PUBLIC)
+                return ctl_fail(CTL_EXIT_USAGE,
+                                "submit: %s is a public key: sign with the secret key",
+                                a.key);
+        if (a.kid && hd_key_kid(key) && strcmp(a.kid, hd_key_kid(key)))
+                return ctl_fail(CTL_EXIT_USAGE,
+                                "submit: --kid '%s': the key in %s has kid '%s'",
+                                a.kid, a.key, hd_key_kid(key));
 
         if (a.transcript) {
                 r = load_transcript(a.transcript, &transcript);

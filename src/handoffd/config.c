@@ -2,13 +2,16 @@
  * key is in the table below; an unknown section or key is an error with its
  * line, so a typo never silently falls back to a default. */
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <ini.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "config.h"
 #include "util.h"
@@ -193,6 +196,11 @@ static int handle_keys(struct parse_state *st, const char *k, const char *v)
 {
         struct config *c = st->c;
 
+        if (!strcmp(k, "pubkey_dir")) {
+                if (v[0] != '/')
+                        return perr(st, "[keys] pubkey_dir must be an absolute path");
+                return set_str(&c->pubkey_dir, v) == 0;
+        }
         if (!path_ok(v))
                 return perr(st, "[keys] %s: '%s' is neither an absolute path nor credential:NAME", k, v);
         if (!strcmp(k, "default"))
@@ -241,6 +249,27 @@ static int handle_agent(struct parse_state *st, const char *name,
                 if (!path_ok(v))
                         return perr(st, "[agent %s] key: '%s' is neither an absolute path nor credential:NAME", name, v);
                 return set_str(&a->key_path, v) == 0;
+        }
+        if (!strcmp(k, "pubkeys")) {
+                char **paths;
+
+                if (v[0] != '/')
+                        return perr(st, "[agent %s] pubkeys: '%s' is not an absolute path", name, v);
+                paths = realloc(a->pubkey_paths, (a->n_pubkey_paths + 1) * sizeof(char *));
+                if (!paths)
+                        return perr(st, "out of memory");
+                a->pubkey_paths = paths;
+                paths[a->n_pubkey_paths] = strdup(v);
+                if (!paths[a->n_pubkey_paths])
+                        return perr(st, "out of memory");
+                a->n_pubkey_paths++;
+                return 1;
+        }
+        if (!strcmp(k, "require")) {
+                if (strcmp(v, "sig") && strcmp(v, "any"))
+                        return perr(st, "[agent %s] require: '%s' is not sig or any", name, v);
+                a->require_sig = !strcmp(v, "sig");
+                return 1;
         }
         if (!strcmp(k, "delivery")) {
                 if (strcmp(v, "bootstrap") && strcmp(v, "vox") && strcmp(v, "act"))
@@ -369,7 +398,7 @@ static int key_load(const char *spec, hd_key **ret, char **err)
 
 static int config_check(struct config *c, char **err)
 {
-        bool any_key = c->default_key_path || c->n_kids > 0;
+        bool any_key = c->default_key_path || c->n_kids > 0 || c->pubkey_dir;
 
 #define FAIL(...) do { if (asprintf(err, __VA_ARGS__) < 0) *err = NULL; return -EINVAL; } while (0)
         if (!c->spool_dir)
@@ -378,18 +407,230 @@ static int config_check(struct config *c, char **err)
                 struct config_agent *a = &c->agents[i];
                 if (!a->state_dir)
                         FAIL("%s: [agent %s] state_dir is not set", c->path, a->name);
-                if (a->key_path)
+                if (a->key_path || a->n_pubkey_paths > 0)
                         any_key = true;
+                if (a->require_sig && a->n_pubkey_paths == 0 && !c->pubkey_dir)
+                        FAIL("%s: [agent %s] require = sig, but no public key is configured "
+                             "(pubkeys = or [keys] pubkey_dir)", c->path, a->name);
                 if (!a->delivery && !(a->delivery = strdup("bootstrap")))
                         return -ENOMEM;
                 if (!a->act_format && !(a->act_format = strdup("xml")))
                         return -ENOMEM;
         }
         if (!any_key)
-                FAIL("%s: no key configured ([keys] default or [agent NAME] key)", c->path);
+                FAIL("%s: no key configured ([keys] default or pubkey_dir, [agent NAME] key "
+                     "or pubkeys)", c->path);
         if (c->max_window < c->max_clock_skew)
                 FAIL("%s: [spool] max_window is shorter than max_clock_skew", c->path);
 #undef FAIL
+        return 0;
+}
+
+/* The HMAC slots ([keys] default and NAME, [agent NAME] key) take HMAC
+ * secrets only: an Ed25519 secret key never belongs to the daemon, and a
+ * public key is given with pubkeys = or pubkey_dir. */
+static int key_load_hmac(const char *spec, hd_key **ret, char **err)
+{
+        int r = key_load(spec, ret, err);
+
+        if (r < 0)
+                return r;
+        if (hd_key_kind_of(*ret) == HD_KEY_HMAC)
+                return 0;
+        if (asprintf(err, "%s is an Ed25519 %s key: %s", spec,
+                     hd_key_kind_of(*ret) == HD_KEY_ED25519_SECRET ? "secret" : "public",
+                     hd_key_kind_of(*ret) == HD_KEY_ED25519_SECRET
+                     ? "the daemon needs only public keys ([agent NAME] pubkeys = NAME.pub)"
+                     : "give it with [agent NAME] pubkeys = or [keys] pubkey_dir") < 0)
+                *err = NULL;
+        hd_key_free(*ret);
+        *ret = NULL;
+        return -EINVAL;
+}
+
+/* The public keys of one file (dirfd/name), bound to agent. */
+static int pubkeys_add(struct config *c, int dirfd, const char *name,
+                       const char *agent, char **err)
+{
+        hd_key *keys[HD_PUBKEYS_MAX];
+        hd_key **all;
+        char msg[512];
+        size_t n = 0;
+        int r;
+
+        r = hd_pubkeys_load_at(dirfd, name, keys, HD_PUBKEYS_MAX, &n, msg, sizeof(msg));
+        if (r < 0) {
+                if (asprintf(err, "%s%s", msg,
+                             r == -EKEYREJECTED ? " (the daemon needs only public keys)" : "") < 0)
+                        *err = NULL;
+                return r;
+        }
+        all = c->n_pubkeys + n <= CONFIG_MAX_PUBKEYS
+              ? realloc(c->pubkeys, (c->n_pubkeys + n) * sizeof(hd_key *)) : NULL;
+        if (!all) {
+                for (size_t i = 0; i < n; i++)
+                        hd_key_free(keys[i]);
+                if (c->n_pubkeys + n > CONFIG_MAX_PUBKEYS) {
+                        if (asprintf(err, "more than %d public keys", CONFIG_MAX_PUBKEYS) < 0)
+                                *err = NULL;
+                        return -E2BIG;
+                }
+                return -ENOMEM;
+        }
+        c->pubkeys = all;
+        for (size_t i = 0; i < n; i++) {
+                /* agent is a valid name: the config or a file name checked */
+                hd_key_set_agent(keys[i], agent);
+                c->pubkeys[c->n_pubkeys++] = keys[i];
+        }
+        return 0;
+}
+
+static int agent_pubkeys_add(struct config *c, const struct config_agent *a,
+                             const char *path, char **err)
+{
+        char *e = NULL;
+        int r = pubkeys_add(c, AT_FDCWD, path, a->name, &e);
+
+        if (r < 0 && asprintf(err, "[agent %s] pubkeys: %s", a->name, e ? e : strerror(-r)) < 0)
+                *err = NULL;
+        free(e);
+        return r;
+}
+
+static int cmp_strp(const void *a, const void *b)
+{
+        return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* [keys] pubkey_dir: every <agent>.pub in it.  Whoever can add a file there
+ * can sign as the agent it names: the directory must not be writable by
+ * group or others (each file is held to the same rule). */
+static int pubkeys_load_dir(struct config *c, char **err)
+{
+        _cleanup_close_ int dfd = -1;
+        char **names = NULL;
+        size_t n = 0;
+        struct stat st;
+        struct dirent *de;
+        DIR *d;
+        int r = 0;
+
+        dfd = open(c->pubkey_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd < 0 || fstat(dfd, &st) < 0) {
+                r = -errno;
+                if (asprintf(err, "[keys] pubkey_dir %s: %s", c->pubkey_dir, strerror(-r)) < 0)
+                        *err = NULL;
+                return r;
+        }
+        if (st.st_mode & 0022) {
+                if (asprintf(err, "[keys] pubkey_dir %s has mode %04o: it must not be writable "
+                             "by group or others (chmod 755)", c->pubkey_dir,
+                             (unsigned)(st.st_mode & 07777)) < 0)
+                        *err = NULL;
+                return -EPERM;
+        }
+        d = fdopendir(fcntl(dfd, F_DUPFD_CLOEXEC, 3));
+        if (!d) {
+                r = -errno;
+                if (asprintf(err, "[keys] pubkey_dir %s: %s", c->pubkey_dir, strerror(-r)) < 0)
+                        *err = NULL;
+                return r;
+        }
+        while ((de = readdir(d))) {
+                size_t l = strlen(de->d_name);
+                char **nn;
+
+                if (de->d_name[0] == '.' || l <= 4 || strcmp(de->d_name + l - 4, ".pub"))
+                        continue;
+                if (n == CONFIG_MAX_PUBKEYS) {
+                        r = -E2BIG;
+                        if (asprintf(err, "[keys] pubkey_dir %s holds more than %d .pub files",
+                                     c->pubkey_dir, CONFIG_MAX_PUBKEYS) < 0)
+                                *err = NULL;
+                        goto out;
+                }
+                nn = realloc(names, (n + 1) * sizeof(char *));
+                if (!nn || !(nn[n] = strdup(de->d_name))) {
+                        names = nn ? nn : names;
+                        r = -ENOMEM;
+                        goto out;
+                }
+                names = nn;
+                n++;
+        }
+        qsort(names, n, sizeof(char *), cmp_strp);
+        for (size_t i = 0; i < n && r == 0; i++) {
+                char agent[80];
+                char *e = NULL;
+
+                snprintf(agent, sizeof(agent), "%.*s", (int)(strlen(names[i]) - 4), names[i]);
+                if (strlen(names[i]) - 4 >= sizeof(agent) || !hd_agent_valid(agent)) {
+                        r = -EINVAL;
+                        if (asprintf(err, "[keys] pubkey_dir %s: '%s' is not named "
+                                     "<agent>.pub", c->pubkey_dir, names[i]) < 0)
+                                *err = NULL;
+                        break;
+                }
+                r = pubkeys_add(c, dfd, names[i], agent, &e);
+                if (r < 0) {
+                        if (asprintf(err, "[keys] pubkey_dir %s: %s", c->pubkey_dir,
+                                     e ? e : strerror(-r)) < 0)
+                                *err = NULL;
+                        free(e);
+                }
+        }
+out:
+        for (size_t i = 0; i < n; i++)
+                free(names[i]);
+        free(names);
+        closedir(d);
+        return r;
+}
+
+/* One kid names one key, one key has one owner, a kid is not also a
+ * [keys] name, and an agent that requires signatures has a public key. */
+static int pubkeys_check(struct config *c, char **err)
+{
+        char la[HD_KEY_LINE_MAX], lb[HD_KEY_LINE_MAX];
+        /* "ed25519 " and the 44 base64 chars of the key */
+        const size_t keylen = 8 + 44;
+
+#define PFAIL(...) do { if (asprintf(err, __VA_ARGS__) < 0) *err = NULL; return -EINVAL; } while (0)
+        for (size_t i = 0; i < c->n_pubkeys; i++) {
+                const hd_key *a = c->pubkeys[i];
+
+                for (size_t j = 0; j < c->n_kids; j++)
+                        if (!strcmp(hd_key_kid(a), c->kid_names[j]))
+                                PFAIL("kid '%s' of a public key of %s is also a [keys] name",
+                                      hd_key_kid(a), hd_key_agent(a));
+                if (hd_key_format(a, false, la, sizeof(la)) < 0)
+                        return -EINVAL;
+                for (size_t j = i + 1; j < c->n_pubkeys; j++) {
+                        const hd_key *b = c->pubkeys[j];
+
+                        if (!strcmp(hd_key_kid(a), hd_key_kid(b)))
+                                PFAIL("kid '%s' names two public keys (of %s and of %s)",
+                                      hd_key_kid(a), hd_key_agent(a), hd_key_agent(b));
+                        if (hd_key_format(b, false, lb, sizeof(lb)) < 0)
+                                return -EINVAL;
+                        if (!memcmp(la, lb, keylen))
+                                PFAIL("one public key is listed twice (kid '%s' of %s and "
+                                      "kid '%s' of %s)", hd_key_kid(a), hd_key_agent(a),
+                                      hd_key_kid(b), hd_key_agent(b));
+                }
+        }
+        for (size_t i = 0; i < c->n_agents; i++) {
+                const struct config_agent *a = &c->agents[i];
+                bool found = false;
+
+                for (size_t j = 0; j < c->n_pubkeys && !found; j++)
+                        found = !strcmp(hd_key_agent(c->pubkeys[j]), a->name);
+                if (a->require_sig && !found)
+                        PFAIL("[agent %s] require = sig, but no public key of %s was found",
+                              a->name, a->name);
+        }
+#undef PFAIL
         return 0;
 }
 
@@ -398,22 +639,33 @@ static int config_load_keys(struct config *c, char **err)
         char *e = NULL;
         int r;
 
-#define LOAD(spec, dst) do {                                                  \
-                r = key_load(spec, dst, &e);                                  \
+#define LOAD(fn, ...) do {                                                    \
+                r = fn(__VA_ARGS__, &e);                                      \
                 if (r < 0) {                                                  \
-                        if (asprintf(err, "%s: %s", c->path, e ? e : "key") < 0) \
+                        if (asprintf(err, "%s: %s", c->path, e ? e : strerror(-r)) < 0) \
                                 *err = NULL;                                  \
                         free(e);                                              \
                         return r;                                             \
                 }                                                             \
         } while (0)
         if (c->default_key_path)
-                LOAD(c->default_key_path, &c->default_key);
+                LOAD(key_load_hmac, c->default_key_path, &c->default_key);
         for (size_t i = 0; i < c->n_kids; i++)
-                LOAD(c->kid_paths[i], &c->kid_keys[i]);
-        for (size_t i = 0; i < c->n_agents; i++)
-                if (c->agents[i].key_path)
-                        LOAD(c->agents[i].key_path, &c->agents[i].key);
+                LOAD(key_load_hmac, c->kid_paths[i], &c->kid_keys[i]);
+        for (size_t i = 0; i < c->n_agents; i++) {
+                struct config_agent *a = &c->agents[i];
+
+                if (a->key_path) {
+                        LOAD(key_load_hmac, a->key_path, &a->key);
+                        /* the sender's own key speaks for it alone */
+                        hd_key_set_agent(a->key, a->name);
+                }
+                for (size_t j = 0; j < a->n_pubkey_paths; j++)
+                        LOAD(agent_pubkeys_add, c, a, a->pubkey_paths[j]);
+        }
+        if (c->pubkey_dir)
+                LOAD(pubkeys_load_dir, c);
+        LOAD(pubkeys_check, c);
 #undef LOAD
         return 0;
 }
@@ -488,12 +740,19 @@ void config_free(struct config *c)
         free(c->kid_names);
         free(c->kid_paths);
         free(c->kid_keys);
+        free(c->pubkey_dir);
+        for (size_t i = 0; i < c->n_pubkeys; i++)
+                hd_key_free(c->pubkeys[i]);
+        free(c->pubkeys);
         for (size_t i = 0; i < c->n_agents; i++) {
                 struct config_agent *a = &c->agents[i];
                 free(a->name);
                 free(a->state_dir);
                 free(a->key_path);
                 hd_key_free(a->key);
+                for (size_t j = 0; j < a->n_pubkey_paths; j++)
+                        free(a->pubkey_paths[j]);
+                free(a->pubkey_paths);
                 free(a->delivery);
                 free(a->act_format);
         }
@@ -519,19 +778,39 @@ const struct config_agent *config_agent(const struct config *c,
         return NULL;
 }
 
+static const hd_key *config_pubkey(const struct config *c, const char *kid,
+                                   const char *agent)
+{
+        for (size_t i = 0; i < c->n_pubkeys; i++)
+                if (kid ? !strcmp(hd_key_kid(c->pubkeys[i]), kid)
+                        : !strcmp(hd_key_agent(c->pubkeys[i]), agent))
+                        return c->pubkeys[i];
+        return NULL;
+}
+
 const hd_key *config_key_lookup(void *cfg, const char *kid,
                                 const char *from_agent)
 {
         const struct config *c = cfg;
-        const struct config_agent *a;
+        const struct config_agent *a = config_agent(c, from_agent);
+        const hd_key *k;
 
+        /* A public key answers for its kid; hd_auth_check then holds it
+         * to the agent it belongs to (key_agent_mismatch). */
+        if (kid && (k = config_pubkey(c, kid, NULL)))
+                return k;
+        /* What follows are the HMAC keys: none for a sender that must
+         * sign, whose public key makes hmac signature_required. */
+        if (a && a->require_sig)
+                return config_pubkey(c, NULL, a->name);
         if (kid) {
+                /* A shared key: hd_auth_check refuses it for a sender with
+                 * a key of its own, which it learns by asking without kid. */
                 for (size_t i = 0; i < c->n_kids; i++)
                         if (!strcmp(c->kid_names[i], kid))
                                 return c->kid_keys[i];
                 return NULL;    /* a kid we do not hold: unknown_key */
         }
-        a = config_agent(c, from_agent);
         if (a && a->key)
                 return a->key;
         return c->default_key;

@@ -10,12 +10,16 @@
 #include "handoff.h"
 
 #define CONFIG_DEFAULT_PATH HD_SYSCONFDIR "/handoffd/handoffd.conf"
+#define CONFIG_MAX_PUBKEYS 4096
 
 struct config_agent {
         char *name;
         char *state_dir;        /* bootstraps go to state_dir/handoffs/ */
         char *key_path;         /* optional: handoffs FROM this agent */
-        hd_key *key;
+        hd_key *key;            /* bound to this agent */
+        char **pubkey_paths;    /* .pub files: this agent's public keys */
+        size_t n_pubkey_paths;
+        bool require_sig;       /* require = sig: hmac from it is refused */
         char *delivery;         /* "bootstrap" (default), "vox", "act" */
         char *act_format;       /* "xml" (default) or "md" */
         unsigned act_max_files; /* default 5 */
@@ -39,6 +43,11 @@ struct config {
         char **kid_names;
         char **kid_paths;
         hd_key **kid_keys;
+        /* [keys] pubkey_dir: <agent>.pub files */
+        char *pubkey_dir;
+        /* every public key loaded, each bound to its agent */
+        size_t n_pubkeys;
+        hd_key **pubkeys;
         /* [agent NAME] */
         size_t n_agents;
         struct config_agent *agents;
@@ -63,7 +72,12 @@ void config_free(struct config *c);
 
 const struct config_agent *config_agent(const struct config *c,
                                         const char *name);
-/* Key for a document: by kid, else the sender's own key, else default. */
+/* Key for a document (an hd_key_lookup_fn): a kid naming a public key
+ * gives that key (hd_auth_check holds it to its agent); else, for a sender
+ * with require = sig, its first public key (so hmac is signature_required);
+ * else a kid gives its [keys] key (refused by hd_auth_check for a sender
+ * with a key of its own) or nothing; else the sender's own key, else the
+ * default key. */
 const hd_key *config_key_lookup(void *cfg, const char *kid,
                                 const char *from_agent);
 
