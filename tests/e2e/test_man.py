@@ -86,8 +86,8 @@ def sample_keys():
         m = re.match(r"^[;#]?\s*([a-z_][a-z0-9_]*)\s*=", line)
         if m and section:
             key = m.group(1)
-            # In [keys], names other than "default" are example kid names.
-            if section == "keys" and key != "default":
+            # In [keys], names other than these are example kid names.
+            if section == "keys" and key not in ("default", "pubkey_dir"):
                 continue
             pairs.append((section, key))
     return pairs
