@@ -59,7 +59,7 @@ _handoffctl()
         show)    opts+=" -c --config -j --json" ;;
         render)  opts+=" --type" ;;
         baton)   opts+=" show -c --config --spool --history --json" ;;
-        keygen)  opts+=" -o --output" ;;
+        keygen)  opts+=" -o --output --ed25519 --kid" ;;
     esac
 
     if [[ $cur == -* ]]; then
