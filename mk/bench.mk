@@ -22,3 +22,17 @@ bench: deps
 	@python3 $(CURDIR)/bench/bench.py --build $(BENCH_BUILD) \
 		--n '$(BENCH_N)' --rate '$(BENCH_RATE)' \
 		--settle '$(BENCH_SETTLE)' $(BENCH_ARGS)
+
+# `make bench-verify`: hd_verify per document, HMAC against Ed25519
+# (bench/verify_cost.c, in-memory, no daemon).
+BENCH_VERIFY_N ?= 20000
+
+$(BENCH_BUILD)/bench/verify_cost: bench/verify_cost.c $(BENCH_BUILD)/libhandoff.a include/handoff.h
+	@mkdir -p $(@D)
+	$(CC) $(filter-out $(SAN),$(HD_CFLAGS)) -O2 -o $@ $< $(BENCH_BUILD)/libhandoff.a $(PKG_LIBS) -lm
+
+.PHONY: bench-verify
+bench-verify: deps
+	@$(MAKE) --no-print-directory SANITIZE= B=build all
+	@$(MAKE) --no-print-directory SANITIZE= B=build $(BENCH_BUILD)/bench/verify_cost
+	@$(BENCH_BUILD)/bench/verify_cost $(BENCH_VERIFY_N)
