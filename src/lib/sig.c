@@ -21,7 +21,7 @@ _Static_assert(sodium_base64_ENCODED_LEN(SIG_RAW_LEN,
                "a 64-byte signature is 88 base64 chars");
 
 /* Untrusted strings in details: quoted and cut short, never raw. */
-#define SQ(s, qb) ((s) ? validate_quote((s), strlen(s), (qb), sizeof(qb)) : "(none)")
+#define SQ(s, qb) ((s) ? quote_untrusted((s), strlen(s), (qb), sizeof(qb)) : "(none)")
 
 /* doc becomes the signed form: the other scheme's member dropped, and for
  * Ed25519 the key's kid set, before the bytes are taken. */

@@ -89,12 +89,12 @@ static inline void verdict_clear(hd_verdict *v)
         }
 }
 
-/* An untrusted string for a one-line detail (validate.c): quoted, '"' and
+/* An untrusted string for a one-line detail: quoted, '"' and
  * '\\' escaped, control and non-ASCII bytes as \xNN, cut at QUOTE_MAX
  * input bytes; buf needs QBUF_LEN bytes. */
 #define QUOTE_MAX 48
 #define QBUF_LEN (4 * QUOTE_MAX + 8)
-const char *validate_quote(const char *s, size_t len, char *buf, size_t n);
+const char *quote_untrusted(const char *s, size_t len, char *buf, size_t n);
 
 /* Parse a whole decimal integer in [min, max] with an optional unit suffix
  * from units (e.g. "s60m3600h86400d604800" style tables are in config code).

@@ -14,41 +14,7 @@
 
 #define USEC_PER_SEC INT64_C(1000000)
 
-/* An untrusted string for a one-line detail: quoted, '"' and '\\' escaped,
- * control and non-ASCII bytes as \xNN, cut at QUOTE_MAX input bytes. */
-const char *validate_quote(const char *s, size_t len, char *buf, size_t n)
-{
-        static const char hex[] = "0123456789abcdef";
-        size_t o = 0, i;
-
-        /* Worst case per byte is 4 chars; leave room for quotes, "..." and NUL. */
-        if (n < 4 * QUOTE_MAX + 8)
-                return "\"?\"";
-        buf[o++] = '"';
-        for (i = 0; i < len && i < QUOTE_MAX; i++) {
-                unsigned char c = (unsigned char)s[i];
-                if (c == '"' || c == '\\') {
-                        buf[o++] = '\\';
-                        buf[o++] = (char)c;
-                } else if (c < 0x20 || c >= 0x7f) {
-                        buf[o++] = '\\';
-                        buf[o++] = 'x';
-                        buf[o++] = hex[c >> 4];
-                        buf[o++] = hex[c & 15];
-                } else {
-                        buf[o++] = (char)c;
-                }
-        }
-        buf[o++] = '"';
-        if (i < len) {
-                memcpy(buf + o, "...", 3);
-                o += 3;
-        }
-        buf[o] = '\0';
-        return buf;
-}
-
-#define Q(js, qb) validate_quote(json_string_value(js), json_string_length(js), (qb), sizeof(qb))
+#define Q(js, qb) quote_untrusted(json_string_value(js), json_string_length(js), (qb), sizeof(qb))
 
 static const char *type_name(const json_t *j)
 {
