@@ -66,7 +66,7 @@ def main():
         hdproto.drop(env.spool, legit)
         shared = hdproto.build("erin", "bob", ops_key, extra={"kid": "ops"})
         hdproto.drop(env.spool, shared)
-        hdtest.wait_for(lambda: env.count("claimed") == 2, what="alice's and erin's claimed")
+        hdtest.wait_for(lambda: len(env.bootstraps("bob")) == 2, what="alice's and erin's delivered")
         boots = env.bootstraps("bob")
         check(sorted(boots) == sorted([legit["handoff_id"] + ".json", shared["handoff_id"] + ".json"]),
               f"bob got exactly the two legitimate handoffs: {boots}")
