@@ -559,7 +559,8 @@ static int pubkeys_load_dir(struct config *c, char **err)
                 names = nn;
                 n++;
         }
-        qsort(names, n, sizeof(char *), cmp_strp);
+        if (n > 1)
+                qsort(names, n, sizeof(char *), cmp_strp);
         for (size_t i = 0; i < n && r == 0; i++) {
                 char agent[80];
                 char *e = NULL;
