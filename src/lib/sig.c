@@ -138,9 +138,13 @@ static int sig_owner_check(const hd_key *k, const char *kid, const char *from,
         if (k->agent[0]) {
                 if (from && !strcmp(k->agent, from))
                         return 0;
+                if (k->kind == HD_KEY_HMAC)
+                        return verdict(v, HD_R_KEY_AGENT_MISMATCH,
+                                       "the key of %s does not sign for from_agent %s",
+                                       SQ(k->agent, qb), SQ(from, qc));
                 return verdict(v, HD_R_KEY_AGENT_MISMATCH,
                                "key %s belongs to %s, not to from_agent %s",
-                               SQ(kid ? kid : hd_key_kid(k), qa),
+                               SQ(k->kid, qa),
                                SQ(k->agent, qb), SQ(from, qc));
         }
         if (!kid || !from)
