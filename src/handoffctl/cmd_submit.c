@@ -18,11 +18,9 @@
 #include "files.h"
 #include "handoff.h"
 #include "handoffctl.h"
+#include "submit.h"
 #include "util.h"
 
-#define SUBMIT_DEFAULT_TTL 60
-#define SUBMIT_MAX_TTL (366LL * 86400)
-#define SUBMIT_FILE_MODE 0640
 
 static void submit_usage(FILE *f)
 {
@@ -73,12 +71,6 @@ static bool caller_hash_valid(const char *s)
         return true;
 }
 
-static int refuse(const hd_verdict *v)
-{
-        return ctl_fail(CTL_EXIT_NEGATIVE, "submit: %s: %s",
-                        hd_reason_name(v->reason), v->detail);
-}
-
 /* The transcript file: any JSON value is taken, hd_validate judges it. */
 static int load_transcript(const char *path, json_t **ret)
 {
@@ -97,164 +89,6 @@ static int load_transcript(const char *path, json_t **ret)
                                 err.line, err.text);
         }
         *ret = t;
-        return 0;
-}
-
-static int build_doc(const struct submit_args *a, const json_t *transcript,
-                     json_t *payload, json_t **ret)
-{
-        _cleanup_json_ json_t *doc = NULL;
-        char id[256], rnd[17], ini[HD_TIME_MAX], exp[HD_TIME_MAX];
-        int64_t now = hd_now_usec();
-        int r;
-
-        r = hd_time_format(now, ini, sizeof(ini));
-        if (r >= 0)
-                r = hd_time_format(now + a->ttl * 1000000, exp, sizeof(exp));
-        if (r < 0)
-                return ctl_fail(CTL_EXIT_ERROR, "submit: time: %s",
-                                strerror(-r));
-        if (a->id) {
-                r = xsnprintf(id, sizeof(id), "%s", a->id);
-        } else {
-                r = random_hex(rnd, 8);
-                if (r < 0)
-                        return ctl_fail(CTL_EXIT_ERROR,
-                                        "submit: no randomness: %s",
-                                        strerror(-r));
-                /* as the real writer: {int(at.timestamp())}-{from}-{to}-{hex} */
-                r = xsnprintf(id, sizeof(id), "%" PRId64 "-%s-%s-%s",
-                              now / 1000000, a->from, a->to, rnd);
-        }
-        if (r < 0)
-                return ctl_fail(CTL_EXIT_NEGATIVE,
-                                "submit: bad_id: handoff_id too long");
-
-        doc = json_object();
-        if (!doc)
-                return ctl_fail(CTL_EXIT_ERROR, "submit: out of memory");
-        r = 0;
-        r |= json_object_set_new(doc, "protocol_version",
-                                 json_integer(HD_PROTOCOL_VERSION));
-        r |= json_object_set_new(doc, "handoff_id", json_string(id));
-        if (a->caller_hash)
-                r |= json_object_set_new(doc, "caller_hash",
-                                         json_string(a->caller_hash));
-        r |= json_object_set_new(doc, "from_agent", json_string(a->from));
-        r |= json_object_set_new(doc, "to_agent", json_string(a->to));
-        r |= json_object_set_new(doc, "reason", json_string(a->reason));
-        r |= json_object_set_new(doc, "initiated_at", json_string(ini));
-        r |= json_object_set_new(doc, "expires_at", json_string(exp));
-        r |= json_object_set(doc, "transcript", (json_t *)transcript);
-        if (a->context)
-                r |= json_object_set_new(doc, "context_summary",
-                                         json_string(a->context));
-        if (a->kid)
-                r |= json_object_set_new(doc, "kid", json_string(a->kid));
-        if (payload) {
-                r |= json_object_set_new(doc, "payload_type",
-                                         json_string(a->type));
-                r |= json_object_set(doc, "payload", payload);
-        }
-        /* json_string() of invalid UTF-8 is NULL and makes set_new fail */
-        if (r != 0)
-                return ctl_fail(CTL_EXIT_NEGATIVE,
-                                "submit: bad_type: a text argument is not valid UTF-8");
-        *ret = TAKE_PTR(doc);
-        return 0;
-}
-
-/* A spool state directory: created with exactly mode when missing. */
-static int ensure_dir(int spoolfd, const char *spool, const char *name,
-                      mode_t mode)
-{
-        if (mkdirat(spoolfd, name, mode) == 0) {
-                if (fchmodat(spoolfd, name, mode, 0) < 0)
-                        return ctl_fail(CTL_EXIT_ERROR, "submit: %s/%s: %s",
-                                        spool, name, strerror(errno));
-        } else if (errno != EEXIST) {
-                return ctl_fail(CTL_EXIT_ERROR, "submit: %s/%s: %s", spool,
-                                name, strerror(errno));
-        }
-        return 0;
-}
-
-static int open_subdir(int spoolfd, const char *spool, const char *name)
-{
-        int fd = openat(spoolfd, name,
-                        O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-        if (fd < 0)
-                return -ctl_fail(CTL_EXIT_ERROR, "submit: %s/%s: %s", spool,
-                                 name, strerror(errno));
-        return fd;
-}
-
-static int publish(const char *spool, const char *id, const char *buf,
-                   size_t len)
-{
-        static const struct {
-                const char *name;
-                mode_t mode;
-        } dirs[] = {
-                /* agents in the spool's group submit into tmp/ and handoff/;
-                 * the modes of systemd/handoffd.tmpfiles */
-                { "tmp", 03770 }, { "handoff", 03770 }, { "claimed", 0750 },
-                { "archive", 0750 }, { "rejected", 0750 },
-        };
-        _cleanup_close_ int spoolfd = -1, tmpfd = -1, hofd = -1;
-        char name[NAME_MAX + 1];
-        int r;
-
-        if (xsnprintf(name, sizeof(name), "%s.json", id) < 0 ||
-            !hd_name_safe(name))
-                return ctl_fail(CTL_EXIT_NEGATIVE,
-                                "submit: bad_id: '%s' makes no safe file name",
-                                id);
-        r = mkdir_p_at(AT_FDCWD, spool, 0750);
-        if (r < 0)
-                return ctl_fail(CTL_EXIT_ERROR, "submit: %s: %s", spool,
-                                strerror(-r));
-        spoolfd = open(spool, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (spoolfd < 0)
-                return ctl_fail(CTL_EXIT_ERROR, "submit: %s: %s", spool,
-                                strerror(errno));
-        for (size_t i = 0; i < ELEMENTSOF(dirs); i++) {
-                r = ensure_dir(spoolfd, spool, dirs[i].name, dirs[i].mode);
-                if (r != 0)
-                        return r;
-        }
-        r = fsync_dir(spoolfd);
-        if (r < 0)
-                return ctl_fail(CTL_EXIT_ERROR, "submit: %s: fsync: %s",
-                                spool, strerror(-r));
-        tmpfd = open_subdir(spoolfd, spool, "tmp");
-        if (tmpfd < 0)
-                return -tmpfd;
-        hofd = open_subdir(spoolfd, spool, "handoff");
-        if (hofd < 0)
-                return -hofd;
-
-        r = hd_write_atomic(tmpfd, name, buf, len, SUBMIT_FILE_MODE, true);
-        if (r < 0)
-                return ctl_fail(CTL_EXIT_ERROR, "submit: %s/tmp/%s: %s",
-                                spool, name, strerror(-r));
-        r = move_noreplace(tmpfd, name, hofd, name);
-        if (r < 0) {
-                unlinkat(tmpfd, name, 0);
-                if (r == -EEXIST)
-                        return ctl_fail(CTL_EXIT_NEGATIVE,
-                                        "submit: %s/handoff/%s: exists, not replacing",
-                                        spool, name);
-                return ctl_fail(CTL_EXIT_ERROR, "submit: %s/handoff/%s: %s",
-                                spool, name, strerror(-r));
-        }
-        /* the file is in handoff/ only once both directories say so */
-        r = fsync_dir(hofd);
-        if (r == 0)
-                r = fsync_dir(tmpfd);
-        if (r < 0)
-                return ctl_fail(CTL_EXIT_ERROR, "submit: %s: fsync: %s",
-                                spool, strerror(-r));
         return 0;
 }
 
@@ -282,10 +116,11 @@ int cmd_submit(int argc, char **argv)
         };
         struct submit_args a = { .reason = "handoff",
                                  .ttl = SUBMIT_DEFAULT_TTL };
-        _cleanup_json_ json_t *transcript = NULL, *payload = NULL, *doc = NULL;
+        _cleanup_json_ json_t *transcript = NULL, *payload = NULL;
         _cleanup_(hd_key_freep) hd_key *key = NULL;
         _cleanup_free_ char *buf = NULL;
-        char err[512];
+        char err[512], id[SUBMIT_ID_MAX];
+        struct submit_err e;
         hd_verdict v;
         size_t len;
         int c, r;
@@ -360,15 +195,14 @@ int cmd_submit(int argc, char **argv)
                 r = load_transcript(a.transcript, &transcript);
                 if (r != 0)
                         return r;
-        } else {
-                transcript = json_array();
         }
 
         if (a.type) {
                 verdict_clear(&v);
                 r = hd_payload_load(a.type, a.payload, &payload, &v);
                 if (r == -EBADMSG)
-                        return refuse(&v);
+                        return ctl_fail(CTL_EXIT_NEGATIVE, "submit: %s: %s",
+                                        hd_reason_name(v.reason), v.detail);
                 if (r < 0)
                         return ctl_fail(CTL_EXIT_USAGE, "submit: %s: %s",
                                         a.payload, strerror(-r));
@@ -379,41 +213,17 @@ int cmd_submit(int argc, char **argv)
                 return ctl_fail(CTL_EXIT_USAGE,
                                 "submit: --to is required (the payload names no target)");
 
-        r = build_doc(&a, transcript, payload, &doc);
+        struct submit_req rq = {
+                .from = a.from, .to = a.to, .reason = a.reason,
+                .context = a.context, .id = a.id, .kid = a.kid,
+                .caller_hash = a.caller_hash, .type = a.type,
+                .payload = payload, .transcript = transcript, .ttl = a.ttl,
+        };
+        r = submit_build(&rq, key, &buf, &len, id, &e);
+        if (r == 0)
+                r = submit_publish(a.spool, id, buf, len, true, &e);
         if (r != 0)
-                return r;
-
-        verdict_clear(&v);
-        r = hd_validate(doc, &v);
-        if (r == -EBADMSG)
-                return refuse(&v);
-        if (r < 0)
-                return ctl_fail(CTL_EXIT_ERROR, "submit: validate: %s",
-                                strerror(-r));
-        r = hd_payload_validate(doc, NULL, &v);
-        if (r == -EBADMSG)
-                return refuse(&v);
-        if (r < 0)
-                return ctl_fail(CTL_EXIT_ERROR, "submit: payload: %s",
-                                strerror(-r));
-
-        r = hd_sign(doc, key);
-        if (r < 0)
-                return ctl_fail(CTL_EXIT_ERROR, "submit: sign: %s",
-                                strerror(-r));
-        /* the whole file in canonical form: what the real writer emits */
-        r = hd_canon_dump(doc, NULL, &buf, &len);
-        if (r == -ERANGE)
-                return ctl_fail(CTL_EXIT_NEGATIVE,
-                                "submit: number_out_of_range: a number has no JSON form");
-        if (r < 0)
-                return ctl_fail(CTL_EXIT_ERROR, "submit: serialize: %s",
-                                strerror(-r));
-
-        const char *id = json_string_value(json_object_get(doc, "handoff_id"));
-        r = publish(a.spool, id, buf, len);
-        if (r != 0)
-                return r;
+                return ctl_fail(r, "submit: %s", e.msg);
         printf("%s\n", id);
         if (fflush(stdout) == EOF)
                 return ctl_fail(CTL_EXIT_ERROR, "submit: stdout: %s",
