@@ -20,6 +20,9 @@ int cmd_list(int argc, char **argv);
 int cmd_show(int argc, char **argv);
 int cmd_render(int argc, char **argv);
 int cmd_baton(int argc, char **argv);
+int cmd_inbox(int argc, char **argv);
+int cmd_wait(int argc, char **argv);
+int cmd_mcp(int argc, char **argv);
 
 /* "handoffctl: " + message + newline on stderr; returns code. */
 int ctl_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

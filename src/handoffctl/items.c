@@ -149,3 +149,197 @@ int items_list(const char *spool_dir, const char *state, json_t **ret)
         *ret = arr;
         return 0;
 }
+
+const char *const items_find_states[5] = { "handoff", "outbox", "claimed", "archive", "rejected" };
+
+/* name without a trailing "~N" (the suffix a taken name gets) */
+static size_t base_len(const char *name)
+{
+        size_t l = strlen(name), i = l;
+
+        while (i > 0 && name[i - 1] >= '0' && name[i - 1] <= '9')
+                i--;
+        if (i < l && i > 0 && name[i - 1] == '~')
+                return i - 1;
+        return l;
+}
+
+/* An archive name, "{ts}-{from}-{to}-{id}.json" (or "...~N.json")? */
+static bool archive_name_is(const char *name, const char *id)
+{
+        size_t l = strlen(name), il = strlen(id), b;
+        char stem[NAME_MAX + 1];
+
+        if (l < 5 || strcmp(name + l - 5, ".json") || l - 5 >= sizeof(stem))
+                return false;
+        memcpy(stem, name, l - 5);
+        stem[l - 5] = '\0';
+        b = base_len(stem);
+        return b > il && stem[b - il - 1] == '-' && !strncmp(stem + b - il, id, il);
+}
+
+/* What rejected/NAME.reason says: the id it names (authenticated) and
+ * the reason, copied into id/reason (empty when absent). */
+static void reason_of(int dirfd, const char *name, char *id, size_t idn,
+                      char *reason, size_t rn)
+{
+        _cleanup_json_ json_t *side = NULL;
+        hd_limits lim = { .max_size = 65536 };
+        char sname[NAME_MAX + 16];
+        hd_verdict v;
+
+        id[0] = reason[0] = '\0';
+        if (xsnprintf(sname, sizeof(sname), "%s.reason", name) < 0 ||
+            hd_load_at(dirfd, sname, &lim, &side, &v) < 0)
+                return;
+        snprintf(id, idn, "%s", json_string_value(json_object_get(side, "handoff_id")) ?: "");
+        snprintf(reason, rn, "%s", json_string_value(json_object_get(side, "reason")) ?: "");
+}
+
+static int match_at(int dirfd, const char *dir, const char *state, const char *name,
+                    const char *id, int64_t now, json_t **ret)
+{
+        char want[NAME_MAX + 1], sid[256], reason[64];
+        const char *got;
+        json_t *it;
+        int rank;
+
+        if (name[0] == '.' || xsnprintf(want, sizeof(want), "%s.json", id) < 0)
+                return ITEMS_NONE;
+        if (!strcmp(state, "claimed")) {
+                if (strcmp(name, want))
+                        return ITEMS_NONE;
+                rank = ITEMS_CLAIMED;
+        } else if (!strcmp(state, "archive")) {
+                if (!archive_name_is(name, id))
+                        return ITEMS_NONE;
+                rank = ITEMS_ARCHIVED;
+        } else if (!strcmp(state, "rejected")) {
+                if (has_suffix(name, ".reason"))
+                        return ITEMS_NONE;
+                /* Only an authenticated rejection names its id; a file
+                 * rejected before that counts by its name alone. */
+                reason_of(dirfd, name, sid, sizeof(sid), reason, sizeof(reason));
+                if (sid[0]) {
+                        if (strcmp(sid, id) || !strcmp(reason, "duplicate_id"))
+                                return ITEMS_NONE;
+                        rank = ITEMS_REJECTED;
+                } else {
+                        if (base_len(name) != strlen(want) || strncmp(name, want, strlen(want)))
+                                return ITEMS_NONE;
+                        rank = ITEMS_REJECTED_BY_NAME;
+                }
+        } else {
+                rank = ITEMS_PENDING;
+        }
+        it = item_new(dirfd, dir, state, name, now);
+        if (!it)
+                return ITEMS_NONE;      /* gone meanwhile */
+        got = json_string_value(json_object_get(it, "handoff_id"));
+        /* pending files may have any name: the one inside counts */
+        if ((rank == ITEMS_ARCHIVED || rank == ITEMS_PENDING) && (!got || strcmp(got, id))) {
+                json_decref(it);
+                return ITEMS_NONE;
+        }
+        if (rank == ITEMS_REJECTED_BY_NAME || rank == ITEMS_REJECTED)
+                json_object_set_new(it, "handoff_id", json_string(id));
+        json_object_set_new(it, "status", json_string(items_status(it)));
+        *ret = it;
+        return rank;
+}
+
+int items_match(const char *spool_dir, const char *state, const char *name,
+                const char *handoff_id, json_t **ret)
+{
+        _cleanup_close_ int fd = -1;
+        char dir[PATH_MAX];
+
+        if (!hd_id_valid(handoff_id))
+                return -EINVAL;
+        if (xsnprintf(dir, sizeof(dir), "%s/%s", spool_dir, state) < 0)
+                return -ENAMETOOLONG;
+        fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+                return errno == ENOENT ? ITEMS_NONE : -errno;
+        return match_at(fd, dir, state, name, handoff_id, hd_now_usec(), ret);
+}
+
+int items_find(const char *spool_dir, const char *handoff_id, json_t **ret)
+{
+        _cleanup_json_ json_t *best = NULL;
+        int64_t now = hd_now_usec();
+        int best_rank = ITEMS_NONE;
+        char dir[PATH_MAX];
+
+        if (!hd_id_valid(handoff_id))
+                return -EINVAL;
+        for (size_t i = 0; i < ELEMENTSOF(items_find_states); i++) {
+                const char *state = items_find_states[i];
+                struct dirent *de;
+                DIR *d;
+                int fd;
+
+                if (xsnprintf(dir, sizeof(dir), "%s/%s", spool_dir, state) < 0)
+                        return -ENAMETOOLONG;
+                fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                if (fd < 0) {
+                        if (errno == ENOENT)
+                                continue;
+                        return -errno;
+                }
+                /* claimed/ holds one name an id can have: no listing */
+                if (!strcmp(state, "claimed")) {
+                        char name[NAME_MAX + 1];
+                        json_t *it = NULL;
+                        int r;
+                        snprintf(name, sizeof(name), "%s.json", handoff_id);
+                        r = match_at(fd, dir, state, name, handoff_id, now, &it);
+                        close(fd);
+                        if (r > best_rank) {
+                                json_decref(best);
+                                best = it;
+                                best_rank = r;
+                        } else {
+                                json_decref(it);
+                        }
+                        continue;
+                }
+                d = fdopendir(fd);
+                if (!d) {
+                        close(fd);
+                        return -errno;
+                }
+                while ((de = readdir(d))) {
+                        json_t *it = NULL;
+                        int r = match_at(dirfd(d), dir, state, de->d_name, handoff_id, now, &it);
+                        if (r > best_rank) {
+                                json_decref(best);
+                                best = it;
+                                best_rank = r;
+                        } else {
+                                json_decref(it);
+                        }
+                }
+                closedir(d);
+        }
+        if (!best)
+                return -ENOENT;
+        *ret = TAKE_PTR(best);
+        return best_rank;
+}
+
+const char *items_status(const json_t *item)
+{
+        const char *state = json_string_value(json_object_get(item, "state"));
+        const char *outcome = json_string_value(json_object_get(item, "outcome"));
+
+        if (!state)
+                return "unknown";
+        if (!strcmp(state, "claimed"))
+                return "claimed";
+        if (!strcmp(state, "archive"))
+                return outcome && *outcome ? outcome : "archived";
+        if (!strcmp(state, "rejected"))
+                return "rejected";
+        return "pending";
+}

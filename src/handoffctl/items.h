@@ -16,6 +16,36 @@ extern const char *const items_states[4];   /* handoff claimed archive rejected 
  * with the library's limits; unreadable ones still count. */
 int items_list(const char *spool_dir, const char *state, json_t **ret);
 
+/* How much an item found for a handoff_id says, least first: a file of
+ * that name rejected before it was authenticated, pending (handoff/ or
+ * outbox/), rejected (authenticated: the .reason names the id; a replay's
+ * duplicate_id does not count), claimed, archived.  An id is where its
+ * highest-ranked item is. */
+enum items_rank {
+        ITEMS_NONE,
+        ITEMS_REJECTED_BY_NAME,
+        ITEMS_PENDING,
+        ITEMS_REJECTED,
+        ITEMS_CLAIMED,
+        ITEMS_ARCHIVED,
+};
+
+/* The states items_find() looks in: items_states and outbox/. */
+extern const char *const items_find_states[5];
+
+/* Is name (in spool_dir/state, from readdir or inotify) handoff_id's
+ * item?  Returns its rank (> 0) and *ret (as items_list() describes it),
+ * ITEMS_NONE when it is not, or -errno. */
+int items_match(const char *spool_dir, const char *state, const char *name,
+                const char *handoff_id, json_t **ret);
+
+/* Where handoff_id is: its highest-ranked item, or -ENOENT. */
+int items_find(const char *spool_dir, const char *handoff_id, json_t **ret);
+
+/* What became of an item, in one word: pending, claimed, consumed,
+ * expired, relayed (an archive's outcome as written), rejected. */
+const char *items_status(const json_t *item);
+
 /* Load the config for a subcommand: -c path or the default.  Prints the
  * error and returns a CTL_EXIT_* code (non-zero) on failure. */
 int ctl_config(const char *path, struct config **ret);

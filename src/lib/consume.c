@@ -16,8 +16,7 @@
 
 #define CONSUME_SKEW_USEC (30 * 1000000LL)
 
-/* 0 fresh, -ESTALE stale, -EBADMSG not a usable bootstrap. */
-static int bootstrap_check(const json_t *b, int64_t window_s, int64_t now,
+int bootstrap_check(const json_t *b, int64_t window_s, int64_t now,
                            int64_t *ret_at)
 {
         const char *at = json_string_value(json_object_get(b, "accepted_at"));

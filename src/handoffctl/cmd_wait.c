@@ -1,0 +1,282 @@
+/* handoffctl wait: block until a handoff has an outcome.  inotify on the
+ * spool's state directories (watch first, then look, so nothing falls in
+ * between); each name that arrives is matched against the id
+ * (items_match()), an overflow looks at everything again.  No polling.
+ *
+ * Exit: 0 consumed (with --until claimed: claimed, or past the claim);
+ * 1 rejected or expired; 2 usage or config error; 3 timeout; 4 a system
+ * error; 5 relayed to another host (the outcome is decided there). */
+#include <errno.h>
+#include <getopt.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/inotify.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "handoffctl.h"
+#include "items.h"
+#include "util.h"
+
+#define WAIT_EXIT_TIMEOUT 3
+#define WAIT_EXIT_RELAYED 5
+
+static void wait_usage(FILE *f)
+{
+        fprintf(f,
+                "Usage: handoffctl wait [-c CONF | --spool DIR] HANDOFF_ID [--timeout SECONDS]\n"
+                "                       [--until claimed] [--json]\n"
+                "\n"
+                "Block until the handoff is consumed, expired, rejected or relayed (or\n"
+                "claimed, with --until claimed) and print what became of it.  An id\n"
+                "not in the spool yet is waited for.\n"
+                "\n"
+                "  -c, --config FILE      daemon configuration (default %s)\n"
+                "  -s, --spool DIR        the spool, instead of the configuration's\n"
+                "  -t, --timeout SECONDS  give up after this long (5m, 1h: a duration;\n"
+                "                         0 looks once); default: wait for ever\n"
+                "  -u, --until claimed    return at the claim already\n"
+                "  -j, --json             one JSON object\n"
+                "  -h, --help             this text\n"
+                "      --version          the version\n"
+                "\n"
+                "Exit: 0 consumed (--until claimed: claimed), 1 rejected or expired,\n"
+                "2 usage, 3 timeout, 4 error, 5 relayed to another host.\n",
+                CONFIG_DEFAULT_PATH);
+}
+
+/* Is the item (of this rank) an end to the wait, and with what code? */
+static bool wait_done(const json_t *it, int rank, bool until_claimed, int *ret_code)
+{
+        const char *st = items_status(it);
+
+        if (rank == ITEMS_REJECTED || rank == ITEMS_REJECTED_BY_NAME) {
+                *ret_code = CTL_EXIT_NEGATIVE;
+                return true;
+        }
+        if (rank == ITEMS_ARCHIVED) {
+                if (!strcmp(st, "relayed"))
+                        *ret_code = WAIT_EXIT_RELAYED;
+                else if (!strcmp(st, "consumed") || until_claimed)
+                        *ret_code = CTL_EXIT_OK;   /* expired: it was claimed */
+                else
+                        *ret_code = CTL_EXIT_NEGATIVE;
+                return true;
+        }
+        if (rank == ITEMS_CLAIMED && until_claimed) {
+                *ret_code = CTL_EXIT_OK;
+                return true;
+        }
+        return false;
+}
+
+static void wait_print(const char *id, const json_t *it, const char *status, bool as_json)
+{
+        if (as_json) {
+                _cleanup_json_ json_t *o = it ? json_deep_copy(it) : json_object();
+                _cleanup_free_ char *s = NULL;
+                if (o) {
+                        json_object_set_new(o, "handoff_id", json_string(id));
+                        json_object_set_new(o, "status", json_string(status));
+                        s = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
+                }
+                printf("%s\n", s ? s : "{}");
+                return;
+        }
+        const char *reason = json_string_value(json_object_get(it, "reason"));
+        const char *detail = json_string_value(json_object_get(it, "detail"));
+        printf("%s %s", id, status);
+        if (reason && *reason)
+                printf(": %s", reason);
+        if (detail && *detail)
+                printf(": %s", detail);
+        printf("\n");
+}
+
+static int64_t mono_ms(void)
+{
+        struct timespec ts;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+struct waiter {
+        const char *spool, *id;
+        int wd[ELEMENTSOF(items_find_states)];
+        json_t *it;             /* the best item so far, or NULL */
+        int rank;
+};
+
+static int wait_rescan(struct waiter *w)
+{
+        json_t *it = NULL;
+        int r = items_find(w->spool, w->id, &it);
+
+        if (r == -ENOENT)
+                return 0;
+        if (r < 0)
+                return r;
+        json_decref(w->it);
+        w->it = it;
+        w->rank = r;
+        return 0;
+}
+
+/* Read a batch of events and look at the names they bring. */
+static int wait_events(struct waiter *w, int ifd)
+{
+        char buf[64 * 1024] __attribute__((aligned(__alignof__(struct inotify_event))));
+        bool rescan = false;
+        ssize_t n;
+
+        n = read(ifd, buf, sizeof(buf));
+        if (n < 0)
+                return errno == EAGAIN || errno == EINTR ? 0 : -errno;
+        for (char *p = buf; p < buf + n;) {
+                const struct inotify_event *ev = (const struct inotify_event *)p;
+                p += sizeof(*ev) + ev->len;
+                if (ev->mask & IN_Q_OVERFLOW) {
+                        rescan = true;
+                        continue;
+                }
+                if (!ev->len)
+                        continue;
+                for (size_t i = 0; i < ELEMENTSOF(w->wd); i++) {
+                        json_t *it = NULL;
+                        int r;
+                        if (w->wd[i] != ev->wd)
+                                continue;
+                        r = items_match(w->spool, items_find_states[i], ev->name, w->id, &it);
+                        if (r == ITEMS_REJECTED_BY_NAME)
+                                rescan = true;  /* counts only when nothing else does */
+                        else if (r > w->rank) {
+                                json_decref(w->it);
+                                w->it = TAKE_PTR(it);
+                                w->rank = r;
+                        }
+                        json_decref(it);
+                }
+        }
+        return rescan ? wait_rescan(w) : 0;
+}
+
+int cmd_wait(int argc, char **argv)
+{
+        static const struct option opts[] = {
+                { "config", required_argument, NULL, 'c' },
+                { "spool", required_argument, NULL, 's' },
+                { "timeout", required_argument, NULL, 't' },
+                { "until", required_argument, NULL, 'u' },
+                { "json", no_argument, NULL, 'j' },
+                { "help", no_argument, NULL, 'h' },
+                { "version", no_argument, NULL, 'V' },
+                {}
+        };
+        const char *conf = NULL, *spool = NULL;
+        struct waiter w = { .rank = ITEMS_NONE };
+        bool as_json = false, until_claimed = false;
+        int64_t timeout = -1, deadline = 0;
+        struct config *cfg = NULL;
+        _cleanup_close_ int ifd = -1;
+        int c, r, code;
+
+        while ((c = getopt_long(argc, argv, "c:s:t:u:jh", opts, NULL)) >= 0) {
+                switch (c) {
+                case 'c': conf = optarg; break;
+                case 's': spool = optarg; break;
+                case 't':
+                        if (config_parse_duration(optarg, &timeout) < 0)
+                                return ctl_fail(CTL_EXIT_USAGE, "wait: --timeout '%s' is not a duration", optarg);
+                        break;
+                case 'u':
+                        if (strcmp(optarg, "claimed"))
+                                return ctl_fail(CTL_EXIT_USAGE, "wait: --until '%s': only 'claimed' is known", optarg);
+                        until_claimed = true;
+                        break;
+                case 'j': as_json = true; break;
+                case 'h': wait_usage(stdout); return CTL_EXIT_OK;
+                case 'V': printf("handoffctl %s\n", HD_VERSION_STRING); return CTL_EXIT_OK;
+                default: wait_usage(stderr); return CTL_EXIT_USAGE;
+                }
+        }
+        if (optind != argc - 1)
+                return ctl_fail(CTL_EXIT_USAGE, "wait: one HANDOFF_ID is needed (try --help)");
+        w.id = argv[optind];
+        if (!hd_id_valid(w.id))
+                return ctl_fail(CTL_EXIT_USAGE, "wait: '%s' is not a handoff_id", w.id);
+        if (conf && spool)
+                return ctl_fail(CTL_EXIT_USAGE, "wait: --config or --spool, not both");
+        if (!spool) {
+                r = ctl_config(conf, &cfg);
+                if (r)
+                        return r;
+                spool = cfg->spool_dir;
+        }
+        w.spool = spool;
+
+        /* Watch first, then look: what happens in between is in the queue. */
+        ifd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+        if (ifd < 0) {
+                code = ctl_fail(CTL_EXIT_ERROR, "wait: inotify: %s", strerror(errno));
+                goto out;
+        }
+        for (size_t i = 0; i < ELEMENTSOF(w.wd); i++) {
+                char dir[4096];
+                snprintf(dir, sizeof(dir), "%s/%s", spool, items_find_states[i]);
+                w.wd[i] = inotify_add_watch(ifd, dir, IN_MOVED_TO | IN_CREATE | IN_ONLYDIR);
+                /* outbox/ exists only where a relay is set up */
+                if (w.wd[i] < 0 && (errno != ENOENT || !strcmp(items_find_states[i], "claimed") ||
+                                    !strcmp(items_find_states[i], "archive"))) {
+                        code = ctl_fail(errno == ENOENT ? CTL_EXIT_USAGE : CTL_EXIT_ERROR,
+                                        "wait: %s: %s", dir, strerror(errno));
+                        goto out;
+                }
+        }
+        r = wait_rescan(&w);
+        if (timeout >= 0)
+                deadline = mono_ms() + timeout * 1000;
+        while (r >= 0 && !wait_done(w.it, w.rank, until_claimed, &code)) {
+                struct pollfd p = { .fd = ifd, .events = POLLIN };
+                int ms = -1;
+                if (timeout >= 0) {
+                        int64_t left = deadline - mono_ms();
+                        if (left <= 0)
+                                break;
+                        ms = left > 3600000 ? 3600000 : (int)left;
+                }
+                r = poll(&p, 1, ms);
+                if (r < 0 && errno == EINTR)
+                        r = 0;
+                else if (r < 0)
+                        r = -errno;
+                else if (r > 0)
+                        r = wait_events(&w, ifd);
+        }
+        if (r < 0) {
+                code = ctl_fail(CTL_EXIT_ERROR, "wait: %s: %s", spool, strerror(-r));
+                goto out;
+        }
+        if (!wait_done(w.it, w.rank, until_claimed, &code)) {
+                code = WAIT_EXIT_TIMEOUT;
+                if (as_json) {
+                        _cleanup_json_ json_t *o = json_pack("{s:s, s:s, s:s}", "handoff_id", w.id,
+                                                             "status", "timeout", "last_status",
+                                                             w.it ? items_status(w.it) : "unknown");
+                        _cleanup_free_ char *s = o ? json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+                        printf("%s\n", s ? s : "{}");
+                } else {
+                        printf("%s timeout (%s)\n", w.id, w.it ? items_status(w.it) : "not in the spool");
+                }
+        } else {
+                wait_print(w.id, w.it, items_status(w.it), as_json);
+        }
+        if (fflush(stdout) == EOF)
+                code = CTL_EXIT_ERROR;
+out:
+        json_decref(w.it);
+        config_free(cfg);
+        return code;
+}

@@ -1,0 +1,219 @@
+/* An agent's inbox; see inbox.h. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "files.h"
+#include "handoffctl.h"
+#include "inbox.h"
+#include "util.h"
+
+#define INBOX_DIR_EVENTS (IN_MOVED_TO | IN_MOVED_FROM | IN_CREATE | IN_DELETE | \
+                          IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR)
+#define INBOX_PARENT_EVENTS (IN_CREATE | IN_MOVED_TO | IN_ONLYDIR)
+
+int inbox_init(struct inbox *ib, const struct config *cfg, const char *agent,
+               const char *state_dir, int64_t window, const char *cmd)
+{
+        const struct config_agent *a;
+
+        ib->fd = ib->wd = -1;
+        ib->wd_parent = false;
+        ib->window = window;
+        if (agent) {
+                a = config_agent(cfg, agent);
+                if (!a)
+                        return ctl_fail(CTL_EXIT_USAGE, "%s: agent '%s' is not in %s",
+                                        cmd, agent, cfg->path);
+                state_dir = a->state_dir;
+                ib->window = cfg->resume_window;
+        }
+        if (xsnprintf(ib->dir, sizeof(ib->dir), "%s/handoffs", state_dir) < 0)
+                return ctl_fail(CTL_EXIT_USAGE, "%s: %s: path too long", cmd, state_dir);
+        if (inbox_reopen(ib) < 0 && errno != ENOENT)
+                return ctl_fail(CTL_EXIT_ERROR, "%s: %s: %s", cmd, ib->dir, strerror(errno));
+        return 0;
+}
+
+void inbox_done(struct inbox *ib)
+{
+        if (ib->fd >= 0)
+                close(ib->fd);
+        ib->fd = -1;
+}
+
+int inbox_reopen(struct inbox *ib)
+{
+        if (ib->fd >= 0)
+                return 0;
+        ib->fd = open(ib->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        return ib->fd >= 0 ? 1 : -errno;
+}
+
+bool inbox_name(const char *name)
+{
+        size_t l = strlen(name);
+
+        return name[0] != '.' && l > 5 && !strcmp(name + l - 5, ".json");
+}
+
+int inbox_entry(const struct inbox *ib, const char *name, int64_t now,
+                json_t **ret)
+{
+        _cleanup_json_ json_t *b = NULL;
+        static const char *const copy[] = { "handoff_id", "from_agent", "to_agent",
+                                            "reason", "accepted_at", "payload_type" };
+        hd_verdict v;
+        int64_t at = 0;
+        json_t *e;
+        int r;
+
+        if (ib->fd < 0)
+                return -ENOENT;
+        if (!inbox_name(name))
+                return -EBADMSG;
+        r = hd_load_at(ib->fd, name, NULL, &b, &v);
+        if (r < 0)
+                return r;
+        r = bootstrap_check(b, ib->window, now, &at);
+        if (r < 0)
+                return r;
+        if (!hd_id_valid(json_string_value(json_object_get(b, "handoff_id"))))
+                return -EBADMSG;
+        e = json_object();
+        if (!e)
+                return -ENOMEM;
+        for (size_t i = 0; i < ELEMENTSOF(copy); i++) {
+                json_t *x = json_object_get(b, copy[i]);
+                if (json_is_string(x))
+                        json_object_set(e, copy[i], x);
+        }
+        json_object_set_new(e, "name", json_string(name));
+        json_object_set_new(e, "age_s", json_integer((now - at) / 1000000));
+        json_object_set_new(e, "seconds_left",
+                            json_integer((at + ib->window * 1000000LL - now) / 1000000));
+        *ret = e;
+        return 0;
+}
+
+static int64_t entry_at(const json_t *e)
+{
+        int64_t t = 0;
+
+        hd_time_parse(json_string_value(json_object_get(e, "accepted_at")) ?: "", &t);
+        return t;
+}
+
+/* Oldest first, as hd_consume() takes them; then by name. */
+static int entry_cmp(const void *a, const void *b)
+{
+        const json_t *x = *(json_t *const *)a, *y = *(json_t *const *)b;
+        int64_t tx = entry_at(x), ty = entry_at(y);
+
+        if (tx != ty)
+                return tx < ty ? -1 : 1;
+        return strcmp(json_string_value(json_object_get(x, "name")),
+                      json_string_value(json_object_get(y, "name")));
+}
+
+int inbox_list(const struct inbox *ib, int64_t now, json_t **ret)
+{
+        _cleanup_json_ json_t *arr = json_array();
+        json_t **v = NULL, *e;
+        struct dirent *de;
+        size_t n, i;
+        DIR *d;
+
+        if (!arr)
+                return -ENOMEM;
+        if (ib->fd >= 0) {
+                d = opendir_at(ib->fd);
+                if (!d)
+                        return -errno;
+                while ((de = readdir(d)))
+                        if (inbox_entry(ib, de->d_name, now, &e) == 0)
+                                json_array_append_new(arr, e);
+                closedir(d);
+        }
+        n = json_array_size(arr);
+        if (n > 1) {
+                v = malloc(n * sizeof(*v));
+                if (!v)
+                        return -ENOMEM;
+                json_array_foreach(arr, i, e)
+                        v[i] = json_incref(e);
+                qsort(v, n, sizeof(*v), entry_cmp);
+                json_array_clear(arr);
+                for (i = 0; i < n; i++)
+                        json_array_append_new(arr, v[i]);
+                free(v);
+        }
+        *ret = TAKE_PTR(arr);
+        return 0;
+}
+
+int inbox_watch(struct inbox *ib, int ifd)
+{
+        char parent[PATH_MAX];
+        char *slash;
+        int wd;
+
+        if (ib->fd >= 0) {
+                wd = inotify_add_watch(ifd, ib->dir, INBOX_DIR_EVENTS);
+                ib->wd_parent = false;
+        } else {
+                snprintf(parent, sizeof(parent), "%s", ib->dir);
+                slash = strrchr(parent, '/');
+                if (slash)
+                        *slash = '\0';
+                wd = inotify_add_watch(ifd, parent, INBOX_PARENT_EVENTS);
+                ib->wd_parent = true;
+        }
+        if (wd < 0)
+                return -errno;
+        ib->wd = wd;
+        return 0;
+}
+
+int inbox_event(struct inbox *ib, int ifd, const struct inotify_event *ev)
+{
+        if (ev->mask & IN_Q_OVERFLOW)
+                return 1;
+        if (ev->wd != ib->wd)
+                return 0;
+        if (ib->wd_parent) {
+                if (!ev->len || strcmp(ev->name, "handoffs") || inbox_reopen(ib) <= 0)
+                        return 0;
+                inotify_rm_watch(ifd, ib->wd);
+                ib->wd = -1;
+                return inbox_watch(ib, ifd) < 0 ? 0 : 1;
+        }
+        if (ev->mask & (IN_DELETE_SELF | IN_MOVE_SELF)) {
+                /* handoffs/ itself went: wait for the next one */
+                inbox_done(ib);
+                inotify_rm_watch(ifd, ib->wd);
+                ib->wd = -1;
+                inbox_watch(ib, ifd);
+                return 1;
+        }
+        return ev->len && inbox_name(ev->name);
+}
+
+void inbox_print(FILE *f, const json_t *e, bool as_json)
+{
+        if (as_json) {
+                _cleanup_free_ char *s = json_dumps(e, JSON_COMPACT | JSON_SORT_KEYS);
+                fprintf(f, "%s\n", s ? s : "{}");
+                return;
+        }
+        fprintf(f, "%s  from %s  %llds old, %llds left  %s\n",
+                json_string_value(json_object_get(e, "handoff_id")),
+                json_string_value(json_object_get(e, "from_agent")) ?: "?",
+                (long long)json_integer_value(json_object_get(e, "age_s")),
+                (long long)json_integer_value(json_object_get(e, "seconds_left")),
+                json_string_value(json_object_get(e, "reason")) ?: "");
+}

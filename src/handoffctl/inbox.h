@@ -1,0 +1,57 @@
+/* An agent's inbox: the bootstraps waiting in its state_dir/handoffs/, as
+ * handoffctl inbox and the MCP server show them, and the inotify watch
+ * that tells when one arrives or leaves. */
+#ifndef HANDOFFCTL_INBOX_H
+#define HANDOFFCTL_INBOX_H
+
+#include <jansson.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/inotify.h>
+
+#include "config.h"
+
+struct inbox {
+        char dir[PATH_MAX];     /* state_dir/handoffs */
+        int fd;                 /* the directory, or -1 while it is missing */
+        int64_t window;         /* resume window, seconds */
+        int wd;                 /* inotify watch, or -1 */
+        bool wd_parent;         /* ... on the state dir, for handoffs/ */
+};
+
+/* The inbox of agent in cfg (or of state_dir when agent is NULL, with
+ * window).  A missing handoffs/ is not an error: fd stays -1 until
+ * inbox_reopen() finds it.  Returns 0 or a CTL_EXIT_* code (printed). */
+int inbox_init(struct inbox *ib, const struct config *cfg, const char *agent,
+               const char *state_dir, int64_t window, const char *cmd);
+void inbox_done(struct inbox *ib);
+/* Open handoffs/ if it is still missing: 1 opened now, 0 no change. */
+int inbox_reopen(struct inbox *ib);
+
+/* One waiting bootstrap as shown: {handoff_id, from_agent, to_agent?,
+ * reason, accepted_at, age_s, seconds_left, name, payload_type?}.
+ * -ENOENT gone, -ESTALE past the resume window, -EBADMSG not one
+ * hd_consume() would take, other -errno. */
+int inbox_entry(const struct inbox *ib, const char *name, int64_t now,
+                json_t **ret);
+/* All of them, oldest first (as handoff_take picks). */
+int inbox_list(const struct inbox *ib, int64_t now, json_t **ret);
+
+/* A name that can be a bootstrap: not a dotfile (a temp, pending, taken or
+ * expiring one), ends in ".json". */
+bool inbox_name(const char *name);
+
+/* inotify on handoffs/ (or, while it is missing, on the state dir for its
+ * creation), added to ifd.  Returns 0 or -errno. */
+int inbox_watch(struct inbox *ib, int ifd);
+/* One event read from ifd: 1 when the inbox may have changed (a
+ * bootstrap's name came or went, an overflow, handoffs/ appeared: then it
+ * is opened and watched), 0 when not. */
+int inbox_event(struct inbox *ib, int ifd, const struct inotify_event *ev);
+
+/* The inbox as text: one line for an entry of inbox_entry(). */
+void inbox_print(FILE *f, const json_t *entry, bool as_json);
+
+#endif
