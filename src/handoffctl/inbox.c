@@ -210,7 +210,13 @@ void inbox_print(FILE *f, const json_t *e, bool as_json)
                 fprintf(f, "%s\n", s ? s : "{}");
                 return;
         }
-        fprintf(f, "%s  from %s  %llds old, %llds left  %s\n",
+        inbox_text(f, e);
+        fputc('\n', f);
+}
+
+void inbox_text(FILE *f, const json_t *e)
+{
+        fprintf(f, "%s from %s, %llds old, %llds left: %s",
                 json_string_value(json_object_get(e, "handoff_id")),
                 json_string_value(json_object_get(e, "from_agent")) ?: "?",
                 (long long)json_integer_value(json_object_get(e, "age_s")),

@@ -51,7 +51,9 @@ int inbox_watch(struct inbox *ib, int ifd);
  * is opened and watched), 0 when not. */
 int inbox_event(struct inbox *ib, int ifd, const struct inotify_event *ev);
 
-/* The inbox as text: one line for an entry of inbox_entry(). */
+/* An entry of inbox_entry() as one line (JSON with as_json). */
 void inbox_print(FILE *f, const json_t *entry, bool as_json);
+/* The same in words, without the newline. */
+void inbox_text(FILE *f, const json_t *entry);
 
 #endif
