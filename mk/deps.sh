@@ -3,12 +3,16 @@
 # Quiet and quick when nothing is missing.
 set -eu
 list="$(dirname "$0")/build-deps"
+# Packages that installed ones provide count as there: e.g. npm, which
+# the nodejs package of other repositories (NodeSource) carries inside.
+provided=$(dpkg-query -W -f='${db:Status-Abbrev} ${Provides}\n' 2>/dev/null |
+	sed -n 's/^ii *//p' | tr ',' '\n' | sed -e 's/(.*//' -e 's/:any//' -e 's/ //g')
 missing=""
 for p in $(sed -e 's/#.*//' "$list"); do
 	s=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
 	case "$s" in
 	*"ok installed"*) ;;
-	*) missing="$missing $p" ;;
+	*) printf '%s\n' "$provided" | grep -qx "$p" || missing="$missing $p" ;;
 	esac
 done
 [ -z "$missing" ] && exit 0

@@ -43,6 +43,18 @@ static int submit_doc(const struct submit_req *rq, json_t **ret,
         int64_t now = hd_now_usec();
         int r;
 
+        /* before they go into the default handoff_id: a bad name is a
+         * bad_agent, not a bad_id */
+        if (!rq->id) {
+                if (!hd_agent_valid(rq->from))
+                        return submit_fail(e, CTL_EXIT_NEGATIVE,
+                                           "bad_agent: from_agent \"%.64s\" is not an agent name",
+                                           rq->from);
+                if (!hd_agent_valid(rq->to))
+                        return submit_fail(e, CTL_EXIT_NEGATIVE,
+                                           "bad_agent: to_agent \"%.64s\" is not an agent name",
+                                           rq->to);
+        }
         r = hd_time_format(now, ini, sizeof(ini));
         if (r >= 0)
                 r = hd_time_format(now + rq->ttl * 1000000, exp, sizeof(exp));
