@@ -76,6 +76,7 @@ install-files:
 	    -e 's|/etc/handoffd/|$(confdir)/|g' systemd/handoffd.service \
 		> $(DESTDIR)$(systemdsystemunitdir)/handoffd.service
 	chmod 0644 $(DESTDIR)$(systemdsystemunitdir)/handoffd.service
+	$(INSTALL_DATA) systemd/handoff-agent@.path $(DESTDIR)$(systemdsystemunitdir)/handoff-agent@.path
 	$(INSTALL_DATA) systemd/handoffd.preset $(DESTDIR)$(systemdsystempresetdir)/90-handoffd.preset
 	$(INSTALL_DATA) systemd/handoffd.sysusers $(DESTDIR)$(sysusersdir)/handoffd.conf
 	$(INSTALL_DATA) systemd/handoffd.tmpfiles $(DESTDIR)$(tmpfilesdir)/handoffd.conf
@@ -98,6 +99,7 @@ uninstall:
 		$(DESTDIR)$(libdir)/libhandoff.so $(DESTDIR)$(libdir)/libhandoff.a \
 		$(DESTDIR)$(includedir)/handoff.h $(DESTDIR)$(pkgconfigdir)/handoff.pc \
 		$(DESTDIR)$(systemdsystemunitdir)/handoffd.service \
+		$(DESTDIR)$(systemdsystemunitdir)/handoff-agent@.path \
 		$(DESTDIR)$(systemdsystempresetdir)/90-handoffd.preset \
 		$(DESTDIR)$(sysusersdir)/handoffd.conf \
 		$(DESTDIR)$(tmpfilesdir)/handoffd.conf \

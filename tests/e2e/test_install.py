@@ -74,6 +74,7 @@ def expected(v):
         "usr/share/man/man7/handoff.7": 0o644,
         "usr/share/man/man8/handoffd.8": 0o644,
         "usr/lib/systemd/system/handoffd.service": 0o644,
+        "usr/lib/systemd/system/handoff-agent@.path": 0o644,
         "usr/lib/systemd/system-preset/90-handoffd.preset": 0o644,
         "usr/lib/sysusers.d/handoffd.conf": 0o644,
         "usr/lib/tmpfiles.d/handoffd.conf": 0o644,

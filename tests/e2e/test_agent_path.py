@@ -1,0 +1,70 @@
+"""systemd/handoff-agent@.path, checked with systemd's own tool.
+
+- systemd-analyze verify is clean for an instance (handoff-agent@alice.path
+  beside the agent's own alice.service), with MANPATH at our man pages so
+  the Documentation= pages are checked too;
+- the check can fail: a copy with a relative DirectoryNotEmpty= is refused;
+- it watches the handoffs/ directory under the state_dir convention that
+  handoffd.service may write to (ReadWritePaths=-/var/lib/agents).
+Without systemd-analyze: prints "SKIPPED" and passes.
+"""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+SRC = os.environ.get("HD_SRC") or os.path.abspath(
+    os.path.join(os.path.dirname(__file__), "..", ".."))
+UNIT = os.path.join(SRC, "systemd", "handoff-agent@.path")
+
+
+def verify(d, name, text, man):
+    path = os.path.join(d, name)
+    with open(path, "w") as f:
+        f.write(text)
+    r = subprocess.run(["systemd-analyze", "verify", path], capture_output=True, text=True,
+                       env=dict(os.environ, MANPATH=man))
+    out = [l for l in (r.stdout + r.stderr).splitlines() if "handoff-agent" in l or "alice" in l]
+    print(f"$ systemd-analyze verify {name}  -> exit {r.returncode}")
+    for l in out:
+        print("  " + l)
+    return r.returncode, out
+
+
+def main():
+    if not shutil.which("systemd-analyze"):
+        print("SKIPPED: systemd-analyze is not installed (Debian: package systemd)")
+        return 0
+    unit = open(UNIT).read()
+    m = re.search(r"^DirectoryNotEmpty=(\S+)$", unit, re.M)
+    assert m and m.group(1) == "/var/lib/agents/%i/handoffs", f"DirectoryNotEmpty= {m and m.group(1)}"
+    assert re.search(r"^Unit=%i\.service$", unit, re.M), "Unit=%i.service"
+    service = open(os.path.join(SRC, "systemd", "handoffd.service")).read()
+    assert "-/var/lib/agents" in service, "handoffd.service may not write /var/lib/agents"
+    with tempfile.TemporaryDirectory(prefix="hd-agent-path-") as t:
+        man = os.path.join(t, "man")
+        for page in os.listdir(os.path.join(SRC, "man")):
+            sec = page.rsplit(".", 1)[-1]
+            os.makedirs(os.path.join(man, "man" + sec), exist_ok=True)
+            shutil.copy(os.path.join(SRC, "man", page), os.path.join(man, "man" + sec, page))
+        d = os.path.join(t, "units")
+        os.makedirs(d)
+        with open(os.path.join(d, "alice.service"), "w") as f:
+            f.write("[Unit]\nDescription=agent alice\n\n[Service]\nType=oneshot\n"
+                    "ExecStart=/usr/bin/handoffctl consume --agent alice\n")
+        rc, out = verify(d, "handoff-agent@alice.path", unit, man)
+        assert rc == 0 and not out, "systemd-analyze verify is not clean"
+        print("verify clean: handoff-agent@alice.path")
+        bad = unit.replace("DirectoryNotEmpty=/var", "DirectoryNotEmpty=var")
+        rc, out = verify(d, "handoff-agent@bob.path", bad, man)
+        assert rc != 0 and out, "a relative DirectoryNotEmpty= must not verify"
+        print("a broken copy is refused: the check can fail")
+    print("all passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
