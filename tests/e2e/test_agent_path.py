@@ -1,8 +1,8 @@
 """systemd/handoff-agent@.path, checked with systemd's own tool.
 
 - systemd-analyze verify is clean for an instance (handoff-agent@alice.path
-  beside the agent's own alice.service), with MANPATH at our man pages so
-  the Documentation= pages are checked too;
+  beside the agent's own alice.service, the example of handoffd(8)), with
+  MANPATH at our man pages so the Documentation= pages are checked too;
 - the check can fail: a copy with a relative DirectoryNotEmpty= is refused;
 - it watches the handoffs/ directory under the state_dir convention that
   handoffd.service may write to (ReadWritePaths=-/var/lib/agents).
@@ -52,9 +52,15 @@ def main():
             shutil.copy(os.path.join(SRC, "man", page), os.path.join(man, "man" + sec, page))
         d = os.path.join(t, "units")
         os.makedirs(d)
+        # the agent's service as handoffd(8) shows it
+        page = open(os.path.join(SRC, "man", "handoffd.8")).read()
+        m = re.search(r"^\.SS Starting an agent on delivery\n.*?^\.EX\n(.*?)^\.EE", page, re.S | re.M)
+        assert m, "handoffd.8: no example service in 'Starting an agent on delivery'"
+        example = m.group(1).replace("\\e", "\\").replace("\\-", "-")
         with open(os.path.join(d, "alice.service"), "w") as f:
-            f.write("[Unit]\nDescription=agent alice\n\n[Service]\nType=oneshot\n"
-                    "ExecStart=/usr/bin/handoffctl consume --agent alice\n")
+            f.write(example)
+        rc, out = verify(d, "alice.service", example, man)
+        assert rc == 0 and not out, "the example alice.service of handoffd(8) does not verify"
         rc, out = verify(d, "handoff-agent@alice.path", unit, man)
         assert rc == 0 and not out, "systemd-analyze verify is not clean"
         print("verify clean: handoff-agent@alice.path")
