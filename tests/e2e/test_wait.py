@@ -142,7 +142,9 @@ def main():
             hid = "wait-idle-1"
             trace = os.path.join(env.dir, "wait.strace")
             w = subprocess.Popen(["strace", "-f", "-qq", "-o", trace, HANDOFFCTL, "wait", "-c", conf, hid,
-                                  "--until", "claimed"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                  "--until", "claimed"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                 # LeakSanitizer cannot run under ptrace
+                                 env=dict(os.environ, ASAN_OPTIONS="detect_leaks=0"))
             time.sleep(2 * hdtest.SLOW)
             with open(trace) as f:
                 idle = f.read().splitlines()
