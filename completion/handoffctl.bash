@@ -12,7 +12,7 @@ _handoffctl()
         cword=$COMP_CWORD
     fi
 
-    local commands="status submit verify consume list show render baton keygen"
+    local commands="status submit verify consume inbox wait mcp list show render baton keygen"
     local cmd="" i
     for ((i = 1; i < cword; i++)); do
         case ${words[i]} in
@@ -28,6 +28,8 @@ _handoffctl()
 
     # -s is --state for list, --spool elsewhere.
     [[ $cmd == list && $prev == -s ]] && prev=--state
+    # -f is --follow for inbox, -t --timeout for wait: no argument / none to offer.
+    [[ $cmd == inbox && $prev == -f ]] && prev=--follow
 
     # Options that take an argument.
     case $prev in
@@ -43,6 +45,11 @@ _handoffctl()
         --state)
             COMPREPLY=($(compgen -W "handoff claimed archive rejected" -- "$cur"))
             return ;;
+        -u|--until)
+            COMPREPLY=($(compgen -W "claimed" -- "$cur"))
+            return ;;
+        --timeout|-w|--window)
+            return ;;
         -f|--from|-t|--to|--agent|-r|--reason|--context|--ttl|--id|--kid|\
         --caller-hash|--now|--max-window|--max-clock-skew|--max-size)
             return ;;
@@ -55,6 +62,9 @@ _handoffctl()
                         -c --context --ttl --id --kid --type --payload --caller-hash" ;;
         verify)  opts+=" -k --key --kid --now --max-window --max-clock-skew --max-size" ;;
         consume) opts+=" -c --config -a --agent -d --state-dir -w --window -x --context" ;;
+        inbox)   opts+=" -c --config -a --agent -d --state-dir -w --window -f --follow -j --json" ;;
+        wait)    opts+=" -c --config -s --spool -t --timeout -u --until -j --json" ;;
+        mcp)     opts+=" -a --agent -c --config -k --key --kid" ;;
         list)    opts+=" -c --config -s --state -a --agent -j --json" ;;
         show)    opts+=" -c --config -j --json" ;;
         render)  opts+=" --type" ;;
