@@ -57,7 +57,8 @@ def main():
               f"nothing else in the spool: {[(s, env.names(s)) for s in ('handoff', 'claimed', 'archive', 'rejected')]}")
         d.stop()
         print(f"SDK {have}: {summary['checks']} checks passed; alice saw "
-              f"{summary['alice_list_changed']} list_changed notifications")
+              f"{summary['alice_list_changed']} list_changed notifications, the first "
+              f"{summary['send_to_list_changed_ms']} ms after bob's handoff_send")
     print("all passed")
     return 0
 

@@ -205,6 +205,7 @@ async function main() {
 
   // bob -> alice
   const arrived = listChanged(alice.state);
+  const t0 = performance.now();
   const vox = JSON.parse(readFileSync(VOX, 'utf8'));
   const sent = await bob.client.callTool({
     name: 'handoff_send',
@@ -221,7 +222,8 @@ async function main() {
   const id = sent.structuredContent.handoff_id;
 
   await arrived;
-  check(true, 'alice: notifications/resources/list_changed on arrival');
+  const arrivalMs = performance.now() - t0;
+  check(true, `alice: notifications/resources/list_changed on arrival (${arrivalMs.toFixed(1)} ms after handoff_send was called)`);
   r = await alice.client.listResources();
   const uri = `handoff://inbox/${id}`;
   check(r.resources.length === 1 && r.resources[0].uri === uri && r.resources[0].mimeType === 'application/json',
@@ -320,7 +322,8 @@ async function main() {
   await alice.client.close();
   check(!/AddressSanitizer|runtime error/.test(bob.state.stderr + alice.state.stderr),
     'no sanitizer report on the servers\' stderr', bob.state.stderr + alice.state.stderr);
-  console.log(JSON.stringify({ handoff_id: id, checks, alice_list_changed: alice.state.changes }));
+  console.log(JSON.stringify({ handoff_id: id, checks, alice_list_changed: alice.state.changes,
+    send_to_list_changed_ms: Math.round(arrivalMs * 10) / 10 }));
 }
 
 main().catch((e) => {
