@@ -22,6 +22,7 @@
 #include "handoffctl.h"
 #include "items.h"
 #include "mcp.h"
+#include "submit.h"
 #include "util.h"
 
 #define MCP_MAX_LINE (1024 * 1024)
@@ -45,7 +46,7 @@ static void mcp_usage(FILE *f)
                 "  -c, --config FILE  daemon configuration (default %s)\n"
                 "  -k, --key FILE     signing key for handoff_send (default: the agent's\n"
                 "                     key in the configuration, else its default key)\n"
-                "      --kid NAME     kid to put in sent handoffs\n"
+                "      --kid NAME     kid to put in sent handoffs (an Ed25519 key names its own)\n"
                 "  -h, --help         this text\n"
                 "      --version      the version\n"
                 "\n"
@@ -416,6 +417,14 @@ static int mcp_key(struct mcp *m, const char *path, bool explicit)
                 return 0;
         }
         r = hd_key_load(path, &m->key, m->key_error, sizeof(m->key_error));
+        if (r == 0) {
+                struct submit_err e;
+                if (submit_key_check(m->key, path, m->kid, &e) != 0) {
+                        snprintf(m->key_error, sizeof(m->key_error), "%s", e.msg);
+                        hd_key_free(TAKE_PTR(m->key));
+                        r = -EINVAL;
+                }
+        }
         if (r < 0) {
                 if (!m->key_error[0])
                         snprintf(m->key_error, sizeof(m->key_error), "%s: %s", path, strerror(-r));

@@ -180,16 +180,9 @@ int cmd_submit(int argc, char **argv)
         if (r < 0)
                 return ctl_fail(CTL_EXIT_USAGE, "submit: %s",
                                 err[0] ? err : strerror(-r));
-        /* Any kind of key signs but a public one; an Ed25519 key names
-         * itself, so a --kid can only repeat its kid. */
-        if (hd_key_kind_of(key) == HD_KEY_ED25519_PUBLIC)
-                return ctl_fail(CTL_EXIT_USAGE,
-                                "submit: %s is a public key: sign with the secret key",
-                                a.key);
-        if (a.kid && hd_key_kid(key) && strcmp(a.kid, hd_key_kid(key)))
-                return ctl_fail(CTL_EXIT_USAGE,
-                                "submit: --kid '%s': the key in %s has kid '%s'",
-                                a.kid, a.key, hd_key_kid(key));
+        r = submit_key_check(key, a.key, a.kid, &e);
+        if (r != 0)
+                return ctl_fail(r, "submit: %s", e.msg);
 
         if (a.transcript) {
                 r = load_transcript(a.transcript, &transcript);

@@ -34,6 +34,18 @@ static int submit_refuse(struct submit_err *e, const hd_verdict *v)
                            hd_reason_name(v->reason), v->detail);
 }
 
+int submit_key_check(const hd_key *key, const char *path, const char *kid,
+                     struct submit_err *e)
+{
+        if (hd_key_kind_of(key) == HD_KEY_ED25519_PUBLIC)
+                return submit_fail(e, CTL_EXIT_USAGE,
+                                   "%s is a public key: sign with the secret key", path);
+        if (kid && hd_key_kid(key) && strcmp(kid, hd_key_kid(key)))
+                return submit_fail(e, CTL_EXIT_USAGE, "--kid '%s': the key in %s has kid '%s'",
+                                   kid, path, hd_key_kid(key));
+        return 0;
+}
+
 static int submit_doc(const struct submit_req *rq, json_t **ret,
                       struct submit_err *e)
 {

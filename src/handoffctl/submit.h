@@ -34,6 +34,12 @@ struct submit_err {
         char msg[512];
 };
 
+/* Can key sign, with kid (or NULL) in the document?  A public key cannot;
+ * an Ed25519 key names itself, so a kid can only repeat its own.  Returns
+ * 0 or CTL_EXIT_USAGE with e filled (path names the key). */
+int submit_key_check(const hd_key *key, const char *path, const char *kid,
+                     struct submit_err *e);
+
 /* Build, check (fields and payload), sign and serialize.  Returns 0, or
  * the CTL_EXIT_* code of e.  On success *ret_buf holds the file's bytes
  * (malloc'ed) and ret_id its handoff_id. */
