@@ -93,6 +93,8 @@ int cmd_show(int argc, char **argv)
                         else if (json_is_integer(v))
                                 printf("%-12s %lld\n", k, (long long)json_integer_value(v));
                 }
+                if (json_string_value(json_object_get(found, "relayed_to")))
+                        printf("relayed to %s\n", json_string_value(json_object_get(found, "relayed_to")));
         }
         json_decref(found);
         return CTL_EXIT_OK;

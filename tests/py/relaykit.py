@@ -97,11 +97,11 @@ class Hosts:
 
     def start_a(self, wait=True, name="a"):
         self.da = self.a.start(name=name, wait=wait,
-                               extra=self.relay_conf("a", [(x, "b") for x in B_AGENTS]))
+                               extra=self.a.extra + self.relay_conf("a", [(x, "b") for x in B_AGENTS]))
         return self.da
 
     def start_b(self, wait=True, name="b"):
-        self.db = self.b.start(name=name, wait=wait, extra=self.relay_conf("b"))
+        self.db = self.b.start(name=name, wait=wait, extra=self.b.extra + self.relay_conf("b"))
         return self.db
 
     def drop(self, n, agents=B_AGENTS, ttl=600, rate=None):
