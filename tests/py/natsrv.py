@@ -58,11 +58,15 @@ class Node:
     def url(self):
         return f"nats://127.0.0.1:{self.port}"
 
-    def start(self):
+    def start(self, wait=True):
         self.log = open(os.path.join(self.dir, "server.log"), "ab")
         self.proc = subprocess.Popen([NATS_SERVER, "-c", self.conf], stdin=subprocess.DEVNULL,
                                      stdout=self.log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 20
+        return self.wait_healthy() if wait else self
+
+    def wait_healthy(self, timeout=30):
+        """/healthz answers 200 (in a cluster: once JetStream is up)."""
+        deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"nats-server {self.name} exited {self.proc.returncode}:\n"
@@ -103,7 +107,9 @@ class Cluster:
 
     def start(self):
         for n in self.nodes:
-            n.start()
+            n.start(wait=False)
+        for n in self.nodes:
+            n.wait_healthy()
         return self
 
     @property

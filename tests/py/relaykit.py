@@ -82,7 +82,15 @@ class Hosts:
         # One key on both hosts: b verifies what a verified.
         shutil.copy(self.a.key_path, self.b.key_path)
         self.b.key = self.a.key
-        self.ns = natsrv.Cluster(self.a.dir, nodes=nodes, start=start_nats)
+        self.ns = natsrv.Cluster(self.a.dir, nodes=nodes, start=False)
+        try:
+            if start_nats:
+                self.ns.start()
+        except Exception:
+            self.ns.__exit__(None, None, None)
+            self.a.__exit__(None, None, None)
+            self.b.__exit__(None, None, None)
+            raise
         self.replicas = stream_replicas or (3 if nodes == 3 else 1)
         self.consumer = Consumer(self.b, B_AGENTS)
         self.consumer.start()
