@@ -1,10 +1,11 @@
 /* The relay: handoffs across hosts through NATS JetStream (DESIGN.md "Scale
  * beyond one host").  Three parts:
  *
- *   relay.c   the NATS side: the connection, the stream and the durable
- *             consumer, a worker thread that publishes and a fetch thread
- *             that pulls; both hand their results to the loop through a
- *             mutex-protected queue and a uv_async_t.
+ *   relay_nats.c  the NATS side: the connection, the stream and the
+ *             durable consumer, a worker thread that publishes and a fetch
+ *             thread that pulls; both hand their results to the loop
+ *             through a mutex-protected queue and a uv_async_t.
+ *   relay.c   the loop's side: start, stop, the queue, status.
  *   outbox.c  the loop side of outbound: outbox/ -> publish -> archive/
  *             (relayed) or, expired first, rejected/ (expired_unrelayed).
  *   inbox.c   the loop side of inbound: each message into handoff/
@@ -122,6 +123,13 @@ int relay_publish(struct relay *r, const char *id, const char *subject,
 void relay_batch_done(struct relay *r, struct relay_batch *b);
 /* Record an error for status (loop only). */
 void relay_error(struct relay *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* relay_nats.c, for relay.c: the NATS options from [relay], the two
+ * threads, and freeing a batch the loop never took. */
+int relay_options(struct relay *r, const struct config_relay *c);
+void *relay_worker_main(void *arg);
+void *relay_fetch_main(void *arg);
+void relay_batch_free(struct relay_batch *b);
 
 /* For handoffctl status, the control socket and the metrics textfile. */
 json_t *relay_status(struct relay *r, int64_t now);
