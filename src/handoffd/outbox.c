@@ -64,7 +64,9 @@ int outbox_take(struct relay *r, const char *name, const json_t *doc, int64_t no
                 return q;
         }
         sp->dirty[SD_HANDOFF] = sp->dirty[SD_OUTBOX] = true;
+        json_object_set_new(e, "queued", json_true());
         json_object_set_new(r->outbox, id, e);
+        json_array_append_new(r->queue, json_string(id));
         log_decision(LOG_INFO, id, json_string_value(json_object_get(doc, "to_agent")), "outbox",
                      NULL, "Queued %s for agent %s on host %s", id,
                      json_string_value(json_object_get(doc, "to_agent")),
@@ -136,6 +138,7 @@ void outbox_ready(struct relay *r)
 
         json_object_foreach(r->outbox, k, e)
                 json_object_set_new(e, "next", json_integer(0));
+        r->scan_at = 0;
         outbox_kick(r);
 }
 
@@ -208,6 +211,8 @@ void outbox_puback(struct relay *r, const char *id, bool ok, bool duplicate,
                         spool_error(r->sp, q, "Cannot archive relayed %s", id);
                         log_error_errno(q, "Cannot archive relayed %s", id);
                         json_object_set_new(e, "next", json_integer(now + RELAY_BACKOFF_MIN_USEC));
+                        if (now + RELAY_BACKOFF_MIN_USEC < r->scan_at)
+                                r->scan_at = now + RELAY_BACKOFF_MIN_USEC;
                         return;
                 }
                 r->st.relayed++;
@@ -227,6 +232,8 @@ void outbox_puback(struct relay *r, const char *id, bool ok, bool duplicate,
                 wait = RELAY_BACKOFF_MAX_USEC;
         json_object_set_new(e, "tries", json_integer(tries));
         json_object_set_new(e, "next", json_integer(now + wait));
+        if (now + wait < r->scan_at)
+                r->scan_at = now + wait;
         r->st.publish_errors++;
         if (strcmp(r->st.last_error, err))
                 log_warning("Relay: publish of %s failed: %s; retrying in %llds", id, err,
@@ -280,21 +287,23 @@ static int submit(struct relay *r, const char *id, json_t *e)
         return 0;
 }
 
-static void on_timer(uv_timer_t *t)
+/* Every item: expire what is late, queue what is due for a retry; the
+ * time of the next look.  At most once a second, or at a deadline. */
+static void scan(struct relay *r, int64_t now)
 {
-        struct relay *r = t->data;
-        int64_t now = hd_now_usec(), due = 0;
         const char *k;
         json_t *e, *gone = json_array();
         void *tmp;
+        int64_t due = now + RELAY_BACKOFF_MAX_USEC;
         bool flush = false;
 
         json_object_foreach_safe(r->outbox, tmp, k, e) {
-                bool busy = json_is_true(json_object_get(e, "busy"));
                 int64_t next = EGET(e, "next"), exp = EGET(e, "exp");
                 /* Valid while now <= expires_at; one in flight waits for
                  * its answer (a PubAck after a reject would be a lie). */
-                if (!busy && now > exp) {
+                if (json_is_true(json_object_get(e, "busy")))
+                        continue;
+                if (now > exp) {
                         int q = expire(r, k, now);
                         if (q < 0) {
                                 spool_error(r->sp, q, "Cannot reject %s", k);
@@ -306,29 +315,16 @@ static void on_timer(uv_timer_t *t)
                         flush = true;
                         continue;
                 }
-                if (busy)
+                if (exp + 1 < due)
+                        due = exp + 1;
+                if (json_is_true(json_object_get(e, "queued")))
                         continue;
-                if (next <= now && r->st.ready && r->inflight >= RELAY_INFLIGHT_MAX) {
-                        /* Full: the next PubAck kicks us. */
-                        next = INT64_MAX;
-                } else if (next <= now && r->st.ready) {
-                        int q = submit(r, k, e);
-                        if (q == 0)
-                                continue;
-                        if (q == -ENOENT) {     /* removed by hand */
-                                json_array_append_new(gone, json_string(k));
-                                continue;
-                        }
-                        relay_error(r, "cannot publish %s: %s", k, strerror(-q));
-                        next = now + RELAY_BACKOFF_MAX_USEC;
-                        json_object_set_new(e, "next", json_integer(next));
+                if (next <= now) {
+                        json_object_set_new(e, "queued", json_true());
+                        json_array_append_new(r->queue, json_string(k));
+                } else if (next < due) {
+                        due = next;
                 }
-                /* Wake for the next retry (when connected) or the expiry. */
-                int64_t w = exp + 1;
-                if (r->st.ready && next < w)
-                        w = next;
-                if (due == 0 || w < due)
-                        due = w;
         }
         size_t i;
         json_array_foreach(gone, i, e)
@@ -336,8 +332,51 @@ static void on_timer(uv_timer_t *t)
         json_decref(gone);
         if (flush)
                 spool_flush(r->sp);
-        if (due) {
-                int64_t ms = (due - now + 999) / 1000;
-                uv_timer_start(&r->timer, on_timer, ms < 0 ? 0 : (uint64_t)ms, 0);
+        r->scan_at = due < now + 1000000 ? now + 1000000 : due;
+}
+
+/* Publish from the head of the queue while the relay is up and there is
+ * room in flight. */
+static void submit_queued(struct relay *r, int64_t now)
+{
+        size_t n = json_array_size(r->queue);
+
+        while (r->queue_head < n && r->st.ready && r->inflight < RELAY_INFLIGHT_MAX) {
+                const char *k = json_string_value(json_array_get(r->queue, r->queue_head++));
+                json_t *e = json_object_get(r->outbox, k);
+                if (!e || json_is_true(json_object_get(e, "busy")))
+                        continue;
+                json_object_del(e, "queued");
+                int q = submit(r, k, e);
+                if (q == -ENOENT) {     /* removed by hand */
+                        json_object_del(r->outbox, k);
+                } else if (q < 0) {
+                        relay_error(r, "cannot publish %s: %s", k, strerror(-q));
+                        json_object_set_new(e, "next", json_integer(now + RELAY_BACKOFF_MAX_USEC));
+                }
         }
+        if (r->queue_head == n) {
+                json_array_clear(r->queue);
+                r->queue_head = 0;
+        } else if (r->queue_head > 4096 && r->queue_head > n / 2) {
+                /* Drop the consumed head now and then, not at every pop. */
+                json_t *rest = json_array();
+                for (size_t i = r->queue_head; i < n; i++)
+                        json_array_append(rest, json_array_get(r->queue, i));
+                json_decref(r->queue);
+                r->queue = rest;
+                r->queue_head = 0;
+        }
+}
+
+static void on_timer(uv_timer_t *t)
+{
+        struct relay *r = t->data;
+        int64_t now = hd_now_usec();
+
+        if (now >= r->scan_at)
+                scan(r, now);
+        submit_queued(r, now);
+        int64_t ms = (r->scan_at - now + 999) / 1000;
+        uv_timer_start(&r->timer, on_timer, ms < 0 ? 0 : (uint64_t)ms, 0);
 }

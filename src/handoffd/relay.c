@@ -142,12 +142,13 @@ int relay_start(uv_loop_t *loop, struct spool *sp, struct relay **ret)
         /* A handoff is never valid longer than this anywhere we relay to. */
         r->max_age_usec = (c->max_window + c->max_clock_skew) * 1000000LL;
         r->outbox = json_object();
+        r->queue = json_array();
         pthread_mutex_init(&r->m, NULL);
         pthread_cond_init(&r->wake_worker, NULL);
         pthread_cond_init(&r->wake_fetcher, NULL);
         if (!(r->host = strdup(c->relay.host)) || !(r->stream = strdup(c->relay.stream)) ||
             asprintf(&r->durable, "handoffd-%s", c->relay.host) < 0 ||
-            asprintf(&r->filter, "handoff.%s.>", c->relay.host) < 0 || !r->outbox) {
+            asprintf(&r->filter, "handoff.%s.>", c->relay.host) < 0 || !r->outbox || !r->queue) {
                 q = -ENOMEM;
                 goto fail;
         }
@@ -263,6 +264,7 @@ void relay_free(struct relay *r)
         pthread_cond_destroy(&r->wake_worker);
         pthread_cond_destroy(&r->wake_fetcher);
         json_decref(r->outbox);
+        json_decref(r->queue);
         free(r->host);
         free(r->stream);
         free(r->durable);

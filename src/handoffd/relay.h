@@ -102,7 +102,10 @@ struct relay {
         struct relay_batch *batch;      /* handed to the loop, not yet done */
 
         /* The loop's own. */
-        json_t *outbox;         /* id -> {to, from, host, at, exp, next, tries, busy} */
+        json_t *outbox;         /* id -> {to, from, host, at, exp, next, tries, busy, queued} */
+        json_t *queue;          /* ids to publish now, from queue_head on */
+        size_t queue_head;
+        int64_t scan_at;        /* next look at every item (expiry, retries) */
         size_t inflight;
         struct relay_stats st;
 };
