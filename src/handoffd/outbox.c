@@ -65,6 +65,9 @@ int outbox_take(struct relay *r, const char *name, const json_t *doc, int64_t no
         }
         sp->dirty[SD_HANDOFF] = sp->dirty[SD_OUTBOX] = true;
         json_object_set_new(e, "queued", json_true());
+        /* Its expiry is a deadline of the next scan. */
+        if (EGET(e, "exp") + 1 < r->scan_at)
+                r->scan_at = EGET(e, "exp") + 1;
         json_object_set_new(r->outbox, id, e);
         json_array_append_new(r->queue, json_string(id));
         log_decision(LOG_INFO, id, json_string_value(json_object_get(doc, "to_agent")), "outbox",
