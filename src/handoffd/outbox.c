@@ -145,6 +145,23 @@ void outbox_ready(struct relay *r)
         outbox_kick(r);
 }
 
+void outbox_resend(struct relay *r)
+{
+        const char *k;
+        json_t *e;
+
+        if (r->inflight == 0)
+                return;
+        json_object_foreach(r->outbox, k, e)
+                if (json_is_true(json_object_get(e, "busy"))) {
+                        json_object_set_new(e, "busy", json_false());
+                        json_object_set_new(e, "queued", json_true());
+                        json_array_append_new(r->queue, json_string(k));
+                }
+        r->inflight = 0;
+        outbox_kick(r);
+}
+
 /* The archive name of the real implementation, "{ts}-{from}-{to}-{id}.json",
  * ts = when it entered outbox/ (stable across a retry after a crash). */
 static int archive(struct relay *r, const char *id, json_t *e, bool duplicate, int64_t now)

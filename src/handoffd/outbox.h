@@ -19,6 +19,9 @@ int outbox_scan(struct relay *r, int64_t now);
 void outbox_kick(struct relay *r);
 /* The relay is (again) connected and set up: retry everything now. */
 void outbox_ready(struct relay *r);
+/* A new connection: what was in flight on the old one will get no
+ * PubAck; publish it again now (the stream drops a second copy). */
+void outbox_resend(struct relay *r);
 /* A publish ended: archive it as relayed, or back off. */
 void outbox_puback(struct relay *r, const char *id, bool ok, bool duplicate,
                    const char *err, int64_t now);

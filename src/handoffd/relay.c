@@ -77,6 +77,7 @@ static void on_state(struct relay *r, struct relay_ev *ev)
         } else if (ev->text[0]) {
                 snprintf(r->st.server, sizeof(r->st.server), "%s", ev->text);
                 log_info("Relay: connected to %s", ev->text);
+                outbox_resend(r);
         } else if (!r->st.connected && was_ready) {
                 log_warning("Relay: disconnected from %s; outbound items wait in outbox/",
                             r->st.server);

@@ -19,7 +19,10 @@
 
 #define SETUP_RETRY_MAX_MS 30000
 #define FETCH_WAIT_MS 1000
-#define PUBACK_WAIT_MS 5000
+/* A PubAck later than this is taken as lost: the item is published again,
+ * which the stream answers "duplicate" if the first one got there. */
+#define PUBACK_WAIT_MS 2000
+#define API_WAIT_MS 5000
 #define ACK_WAIT_NS (10LL * 1000000000LL)
 
 #define JS(r) ((jsCtx *)(r)->js)
@@ -246,7 +249,7 @@ void *relay_worker_main(void *arg)
         jsOptions jo;
         jsCtx *js = NULL;
         jsOptions_Init(&jo);
-        jo.Wait = PUBACK_WAIT_MS;
+        jo.Wait = API_WAIT_MS;
         jo.PublishAsync.AckHandler = on_puback;
         jo.PublishAsync.AckHandlerClosure = r;
         jo.PublishAsync.MaxPending = RELAY_INFLIGHT_MAX;
