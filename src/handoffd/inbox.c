@@ -22,7 +22,8 @@
 #include "files.h"
 #include "inbox.h"
 #include "log.h"
-#include "relay.h"
+#include "relay_queue.h"
+#include "spool.h"
 
 #define TMP_PREFIX ".relay."
 

@@ -23,7 +23,8 @@
 #include "files.h"
 #include "log.h"
 #include "outbox.h"
-#include "relay.h"
+#include "relay_queue.h"
+#include "spool.h"
 
 static void on_timer(uv_timer_t *t);
 

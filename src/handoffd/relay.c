@@ -12,6 +12,8 @@
 #include "log.h"
 #include "outbox.h"
 #include "relay.h"
+#include "relay_nats.h"
+#include "relay_queue.h"
 
 #define NC(r) ((natsConnection *)(r)->nc)
 #define JS(r) ((jsCtx *)(r)->js)
@@ -19,46 +21,12 @@
 
 /* ---- the loop side ---------------------------------------------------- */
 
-void relay_error(struct relay *r, const char *fmt, ...)
+static json_t *relay_status(void *ctx, int64_t now);
+static void relay_metrics(void *ctx, FILE *f, int64_t now);
+
+static int take_hook(void *ctx, const char *name, const json_t *doc, int64_t now)
 {
-        va_list ap;
-
-        va_start(ap, fmt);
-        vsnprintf(r->st.last_error, sizeof(r->st.last_error), fmt, ap);
-        va_end(ap);
-        r->st.last_error_usec = hd_now_usec();
-}
-
-int relay_publish(struct relay *r, const char *id, const char *subject,
-                  char *data, size_t len)
-{
-        struct relay_job *j = calloc(1, sizeof(*j));
-
-        if (!j) {
-                free(data);
-                return -ENOMEM;
-        }
-        snprintf(j->id, sizeof(j->id), "%s", id);
-        snprintf(j->subject, sizeof(j->subject), "%s", subject);
-        j->data = data;
-        j->len = len;
-        pthread_mutex_lock(&r->m);
-        if (r->jobs_tail)
-                r->jobs_tail->next = j;
-        else
-                r->jobs = j;
-        r->jobs_tail = j;
-        pthread_cond_signal(&r->wake_worker);
-        pthread_mutex_unlock(&r->m);
-        return 0;
-}
-
-void relay_batch_done(struct relay *r, struct relay_batch *b)
-{
-        pthread_mutex_lock(&r->m);
-        b->done = true;
-        pthread_cond_broadcast(&r->wake_fetcher);
-        pthread_mutex_unlock(&r->m);
+        return outbox_take(ctx, name, doc, now);
 }
 
 static void on_state(struct relay *r, struct relay_ev *ev)
@@ -160,7 +128,8 @@ int relay_start(uv_loop_t *loop, struct spool *sp, struct relay **ret)
         uv_timer_init(loop, &r->timer);
         r->async.data = r->timer.data = r;
         r->handles_open = true;
-        sp->relay = r;
+        sp->relay = (struct spool_relay) { .ctx = r, .take = take_hook,
+                                           .status = relay_status, .metrics = relay_metrics };
 
         inbox_clean(r);
         q = outbox_scan(r, hd_now_usec());
@@ -181,7 +150,7 @@ int relay_start(uv_loop_t *loop, struct spool *sp, struct relay **ret)
         *ret = r;
         return 0;
 fail:
-        sp->relay = NULL;
+        memset(&sp->relay, 0, sizeof(sp->relay));
         relay_free(r);
         return q;
 }
@@ -244,7 +213,7 @@ void relay_stop(struct relay *r)
                 uv_close((uv_handle_t *)&r->timer, NULL);
                 r->handles_open = false;
         }
-        r->sp->relay = NULL;
+        memset(&r->sp->relay, 0, sizeof(r->sp->relay));
 }
 
 void relay_free(struct relay *r)
@@ -273,8 +242,9 @@ void relay_free(struct relay *r)
         free(r);
 }
 
-json_t *relay_status(struct relay *r, int64_t now)
+static json_t *relay_status(void *ctx, int64_t now)
 {
+        struct relay *r = ctx;
         int64_t oldest = -1;
         const char *k;
         json_t *e;
@@ -298,8 +268,9 @@ json_t *relay_status(struct relay *r, int64_t now)
                          (json_int_t)(r->st.last_error_usec ? (now - r->st.last_error_usec) / 1000000 : -1));
 }
 
-void relay_metrics(struct relay *r, FILE *f, int64_t now)
+static void relay_metrics(void *ctx, FILE *f, int64_t now)
 {
+        struct relay *r = ctx;
         json_t *s = relay_status(r, now);
 
         fprintf(f, "# HELP handoffd_relay_connected 1 while the relay is connected and set up.\n"

@@ -1,141 +1,38 @@
 /* The relay: handoffs across hosts through NATS JetStream (DESIGN.md "Scale
- * beyond one host").  Three parts:
+ * beyond one host").  Its parts:
  *
- *   relay_nats.c  the NATS side: the connection, the stream and the
- *             durable consumer, a worker thread that publishes and a fetch
- *             thread that pulls; both hand their results to the loop
- *             through a mutex-protected queue and a uv_async_t.
- *   relay.c   the loop's side: start, stop, the queue, status.
- *   outbox.c  the loop side of outbound: outbox/ -> publish -> archive/
- *             (relayed) or, expired first, rejected/ (expired_unrelayed).
- *   inbox.c   the loop side of inbound: each message into handoff/
- *             (tmp/ then rename), acked only when durable; known ids dropped.
+ *   relay.c        start, stop, the events from the threads, status.
+ *   relay_queue.c  the shared state and the queues between the loop and
+ *                  the threads.
+ *   relay_nats.c   the NATS side: the connection, the stream and the
+ *                  durable consumer, a worker thread that publishes and a
+ *                  fetch thread that pulls; results reach the loop through
+ *                  a mutex-protected queue and a uv_async_t.
+ *   outbox.c       outbound: outbox/ -> publish -> archive/ (relayed) or,
+ *                  expired first, rejected/ (expired_unrelayed).
+ *   inbox.c        inbound: each message into handoff/ (tmp/ then rename),
+ *                  acked only when durable; known ids dropped.
  *
  * libnats threads and ours never touch the spool, the config or the
- * counters: they only fill the queue. */
+ * counters: they only fill the queue.  The spool reaches the relay only
+ * through the hooks relay_start() puts in sp->relay. */
 #ifndef HD_RELAY_H
 #define HD_RELAY_H
 
-#include <jansson.h>
-#include <pthread.h>
-#include <stdbool.h>
-#include <stdint.h>
-#include <stdio.h>
 #include <uv.h>
 
 #include "spool.h"
 
-#define RELAY_ID_MAX 128        /* hd_id_valid's limit */
-#define RELAY_FETCH_BATCH 64
-#define RELAY_INFLIGHT_MAX 512  /* publishes waiting for their PubAck */
-#define RELAY_BACKOFF_MIN_USEC 1000000LL
-#define RELAY_BACKOFF_MAX_USEC 60000000LL
+struct relay;
 
-/* One inbound message, as plain data for the loop. */
-struct relay_in {
-        char *data;
-        size_t len;
-        char msg_id[RELAY_ID_MAX + 1];  /* Nats-Msg-Id, "" when absent or unusable */
-        bool ack;                       /* the loop's verdict */
-};
-
-struct relay_batch {
-        size_t n;
-        struct relay_in *in;
-        bool done;                      /* the loop has decided (under m) */
-};
-
-enum relay_ev_type {
-        RELAY_EV_STATE,         /* connected / ready changed, or an error */
-        RELAY_EV_PUBACK,        /* a publish ended: ok (duplicate) or error */
-        RELAY_EV_BATCH,         /* inbound messages to write */
-};
-
-struct relay_ev {
-        struct relay_ev *next;
-        enum relay_ev_type type;
-        bool ok, duplicate;
-        char id[RELAY_ID_MAX + 1];
-        char text[256];         /* error text, or the server's URL */
-        struct relay_batch *batch;
-};
-
-struct relay_job {
-        struct relay_job *next;
-        char id[RELAY_ID_MAX + 1];
-        char subject[160];
-        char *data;
-        size_t len;
-};
-
-struct relay_stats {
-        bool connected, ready;
-        char server[256];
-        uint64_t relayed, received, duplicates, publish_errors;
-        char last_error[256];
-        int64_t last_error_usec;
-};
-
-struct relay {
-        uv_loop_t *loop;
-        struct spool *sp;
-        uv_async_t async;
-        uv_timer_t timer;       /* outbox: submit, retry, expire */
-        bool handles_open;
-
-        /* Settings, copied at start: a reload does not change them. */
-        char *host, *stream, *durable, *filter;
-        int replicas;
-        int64_t max_age_usec;
-
-        /* NATS objects: made and used by the two threads only. */
-        void *opts, *nc, *js, *sub;     /* natsOptions, natsConnection, jsCtx, natsSubscription */
-        pthread_t worker, fetcher;
-        bool threads;
-
-        pthread_mutex_t m;
-        pthread_cond_t wake_worker, wake_fetcher;
-        /* Under m. */
-        bool stop, connected, ready;
-        struct relay_job *jobs, *jobs_tail;
-        struct relay_ev *evs, *evs_tail;
-        struct relay_batch *batch;      /* handed to the loop, not yet done */
-
-        /* The loop's own. */
-        json_t *outbox;         /* id -> {to, from, host, at, exp, next, tries, busy, queued} */
-        json_t *queue;          /* ids to publish now, from queue_head on */
-        size_t queue_head;
-        int64_t scan_at;        /* next look at every item (expiry, retries) */
-        size_t inflight;
-        struct relay_stats st;
-};
-
-/* Start the relay when cfg has one (*ret NULL otherwise): scan outbox/,
- * connect in the background.  Never waits for the network. */
+/* Start the relay when the config has one (*ret NULL otherwise): scan
+ * outbox/, set sp->relay's hooks, connect in the background.  Never waits
+ * for the network. */
 int relay_start(uv_loop_t *loop, struct spool *sp, struct relay **ret);
 /* Stop the threads, close the connection (items in flight stay in
- * outbox/), close the loop handles.  relay_free() after the loop ran the
- * close callbacks. */
+ * outbox/), clear the hooks, close the loop handles.  relay_free() after
+ * the loop ran the close callbacks. */
 void relay_stop(struct relay *r);
 void relay_free(struct relay *r);
-
-/* From the loop: publish data on subject with Nats-Msg-Id id (takes data). */
-int relay_publish(struct relay *r, const char *id, const char *subject,
-                  char *data, size_t len);
-/* From the loop: the verdicts of a batch are in; the fetch thread acks. */
-void relay_batch_done(struct relay *r, struct relay_batch *b);
-/* Record an error for status (loop only). */
-void relay_error(struct relay *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-/* relay_nats.c, for relay.c: the NATS options from [relay], the two
- * threads, and freeing a batch the loop never took. */
-int relay_options(struct relay *r, const struct config_relay *c);
-void *relay_worker_main(void *arg);
-void *relay_fetch_main(void *arg);
-void relay_batch_free(struct relay_batch *b);
-
-/* For handoffctl status, the control socket and the metrics textfile. */
-json_t *relay_status(struct relay *r, int64_t now);
-void relay_metrics(struct relay *r, FILE *f, int64_t now);
 
 #endif

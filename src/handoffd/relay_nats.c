@@ -15,7 +15,8 @@
 #include <time.h>
 
 #include "log.h"
-#include "relay.h"
+#include "relay_nats.h"
+#include "relay_queue.h"
 
 #define SETUP_RETRY_MAX_MS 30000
 #define FETCH_WAIT_MS 1000
@@ -30,18 +31,6 @@
 
 /* ---- the queue to the loop (any thread) ---------------------------- */
 
-static void post(struct relay *r, struct relay_ev *ev)
-{
-        pthread_mutex_lock(&r->m);
-        if (r->evs_tail)
-                r->evs_tail->next = ev;
-        else
-                r->evs = ev;
-        r->evs_tail = ev;
-        pthread_mutex_unlock(&r->m);
-        uv_async_send(&r->async);
-}
-
 static void post_state(struct relay *r, const char *fmt, ...)
 {
         struct relay_ev *ev = calloc(1, sizeof(*ev));
@@ -55,7 +44,7 @@ static void post_state(struct relay *r, const char *fmt, ...)
                 vsnprintf(ev->text, sizeof(ev->text), fmt, ap);
                 va_end(ap);
         }
-        post(r, ev);
+        relay_post(r, ev);
 }
 
 static const char *nats_err(natsStatus s)
@@ -128,7 +117,7 @@ static void on_puback(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae, v
                         snprintf(ev->text, sizeof(ev->text), "%s%s%s",
                                  natsStatus_GetText(pae->Err), pae->ErrText ? ": " : "",
                                  pae->ErrText ? pae->ErrText : "");
-                post(r, ev);
+                relay_post(r, ev);
         } else {
                 free(ev);
         }
@@ -226,7 +215,7 @@ static void publish(struct relay *r, struct relay_job *j)
                         ev->type = RELAY_EV_PUBACK;
                         snprintf(ev->id, sizeof(ev->id), "%s", j->id);
                         snprintf(ev->text, sizeof(ev->text), "%s", nats_err(s));
-                        post(r, ev);
+                        relay_post(r, ev);
                 }
         }
 }
@@ -332,16 +321,6 @@ static struct relay_batch *batch_new(natsMsgList *list)
         return b;
 }
 
-void relay_batch_free(struct relay_batch *b)
-{
-        if (!b)
-                return;
-        for (size_t i = 0; i < b->n; i++)
-                free(b->in[i].data);
-        free(b->in);
-        free(b);
-}
-
 void *relay_fetch_main(void *arg)
 {
         struct relay *r = arg;
@@ -396,7 +375,7 @@ void *relay_fetch_main(void *arg)
                 if (ev) {
                         ev->type = RELAY_EV_BATCH;
                         ev->batch = b;
-                        post(r, ev);
+                        relay_post(r, ev);
                 }
                 pthread_mutex_lock(&r->m);
                 while (ev && !b->done && !r->stop)

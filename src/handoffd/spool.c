@@ -25,7 +25,6 @@
 #include "files.h"
 #include "lifecycle.h"
 #include "log.h"
-#include "outbox.h"
 #include "payload.h"
 #include "spool.h"
 
@@ -470,7 +469,7 @@ static int decide(struct spool *sp, struct item *it, int64_t now)
         it->agent = spool_agent(sp, to);
         /* For a remote agent: checked here as for our own (never an open
          * relay), then handed to the relay. */
-        const char *remote = !it->agent && sp->relay ? config_remote(c, to) : NULL;
+        const char *remote = !it->agent && sp->relay.ctx ? config_remote(c, to) : NULL;
         r = hd_verify(it->doc, config_key_lookup, (void *)c, &pol, &po, now, &v);
         if (r == -EBADMSG) {
                 if (it->agent || remote)
@@ -496,7 +495,7 @@ static int decide(struct spool *sp, struct item *it, int64_t now)
                 goto reject_authenticated;
         }
         if (remote) {
-                r = outbox_take(sp->relay, name, it->doc, now);
+                r = sp->relay.take(sp->relay.ctx, name, it->doc, now);
                 if (r == -EEXIST) {
                         v.reason = HD_R_DUPLICATE_ID;
                         snprintf(v.detail, sizeof(v.detail), "handoff_id '%s' is already in outbox/", it->id);

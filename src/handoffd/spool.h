@@ -6,6 +6,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "config.h"
 #include "handoff.h"
@@ -44,11 +45,20 @@ struct spool_stats {
         unsigned write_errors_pending; /* items waiting for a retry */
 };
 
-struct relay;
+/* The relay (relay.c), when it is on: relay_start() sets these; the spool,
+ * the control socket and the metrics call them without knowing it. */
+struct spool_relay {
+        void *ctx;              /* NULL: relay off */
+        /* handoff/name, verified, for a [remote] agent: into outbox/.
+         * -EEXIST when its id is there already. */
+        int (*take)(void *ctx, const char *name, const json_t *doc, int64_t now);
+        json_t *(*status)(void *ctx, int64_t now);
+        void (*metrics)(void *ctx, FILE *f, int64_t now);
+};
 
 struct spool {
         struct config *cfg;
-        struct relay *relay;    /* NULL: relay off (relay.c) */
+        struct spool_relay relay;
         int root_fd;
         int fd[_SD_MAX];
         struct agent_rt *agents;
