@@ -208,6 +208,9 @@ void relay_stop(struct relay *r)
                 r->evs_tail = ev;
         pthread_mutex_unlock(&r->m);
         spool_flush(r->sp);
+        pthread_mutex_lock(&r->m);
+        r->closed = true;
+        pthread_mutex_unlock(&r->m);
         if (r->handles_open) {
                 uv_close((uv_handle_t *)&r->async, NULL);
                 uv_close((uv_handle_t *)&r->timer, NULL);
@@ -229,7 +232,12 @@ void relay_free(struct relay *r)
                 natsConnection_Destroy(NC(r));
         if (r->opts)
                 natsOptions_Destroy((natsOptions *)r->opts);
-        nats_CloseAndWait(2000);
+        /* Its threads may still call us (a closed callback): r lives until
+         * they are gone, or for ever if they do not end. */
+        if (nats_CloseAndWait(10000) != NATS_OK) {
+                log_warning("Relay: the NATS library did not shut down in 10 s");
+                return;
+        }
         pthread_mutex_destroy(&r->m);
         pthread_cond_destroy(&r->wake_worker);
         pthread_cond_destroy(&r->wake_fetcher);

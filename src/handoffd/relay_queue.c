@@ -11,13 +11,23 @@
 void relay_post(struct relay *r, struct relay_ev *ev)
 {
         pthread_mutex_lock(&r->m);
+        if (r->closed) {
+                /* A libnats callback after the stop (the connection's
+                 * closed callback): nobody listens, and the async handle
+                 * is gone. */
+                pthread_mutex_unlock(&r->m);
+                if (ev->type == RELAY_EV_BATCH)
+                        relay_batch_free(ev->batch);
+                free(ev);
+                return;
+        }
         if (r->evs_tail)
                 r->evs_tail->next = ev;
         else
                 r->evs = ev;
         r->evs_tail = ev;
-        pthread_mutex_unlock(&r->m);
         uv_async_send(&r->async);
+        pthread_mutex_unlock(&r->m);
 }
 
 void relay_error(struct relay *r, const char *fmt, ...)

@@ -89,6 +89,8 @@ struct relay {
         pthread_cond_t wake_worker, wake_fetcher;
         /* Under m. */
         bool stop, connected, ready;
+        bool closed;            /* async closed: libnats callbacks still
+                                 * running after the stop post nothing */
         struct relay_job *jobs, *jobs_tail;
         struct relay_ev *evs, *evs_tail;
         struct relay_batch *batch;      /* handed to the loop, not yet done */
