@@ -33,6 +33,8 @@ def main():
         hdproto.drop(h.a.spool, local)
         hdtest.wait_for(lambda: len(h.a.bootstraps("carl")) == 1, 10, "local delivery while the relay is down")
         hdtest.wait_for(lambda: h.a.count("outbox") == N + 1, 20, f"{N + 1} in outbox/")
+        p = h.a.ctl("show", "-c", a.conf, ids[0], check_rc=0)
+        check("outbox" in p.stdout, f"show: waiting in outbox:\n{p.stdout}")
         p = h.a.ctl("status", "-c", a.conf)
         check(p.returncode == 1 and "relay: NOT connected" in p.stdout and f"outbox {N + 1} " in p.stdout,
               f"status shows the outage (exit {p.returncode}):\n{p.stdout}")
