@@ -39,7 +39,7 @@ B ?= build
 SAN :=
 endif
 
-PKGS := libuv jansson libsodium libsystemd inih yaml-0.1 expat
+PKGS := libuv jansson libsodium libsystemd inih yaml-0.1 expat libnats
 PKG_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null)
 CHECK_LIBS := $(shell $(PKG_CONFIG) --libs check 2>/dev/null)

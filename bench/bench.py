@@ -590,6 +590,23 @@ def parse_rate(s):
     return v
 
 
+def run_relay(handoffd, mode, a, results):
+    """The relay phase (bench/bench_relay.py): rburst and rrate rows."""
+    import bench_relay
+    t = time.monotonic()
+    rows = bench_relay.run(handoffd, mode == "on", a.relay_n, a.relay_rate, a.timeout, a.keep)
+    for res in rows:
+        results.append(res)
+        print(f"  fsync {mode:3} {res['phase']:6}: {fmt(res.get('throughput'), '.0f')} items/s, "
+              f"p50 {fmt(res.get('lat_p50_ms'), '.2f')} ms, p99 {fmt(res.get('lat_p99_ms'), '.2f')} ms"
+              f"{'' if res.get('ok') else '  FAIL'}")
+        for p in res.get("problems", []):
+            print(f"    problem: {p}")
+    print(f"    (relay a -> nats-server -> b, {time.monotonic() - t:.1f}s)")
+    sys.stdout.flush()
+    return not all(r.get("ok") for r in rows)
+
+
 def main():
     ap = argparse.ArgumentParser(description="handoffd benchmark (see bench/README.md)")
     ap.add_argument("--build", default=os.environ.get("HD_BUILD", os.path.join(SRC, "build")),
@@ -599,7 +616,12 @@ def main():
     ap.add_argument("--rate", type=parse_rate, default=parse_rate(os.environ.get("BENCH_RATE", "500")),
                     help="fixed-rate phase: drops per second (default 500)")
     ap.add_argument("--fsync", default="on,off", help="modes to run: on,off (default both)")
-    ap.add_argument("--phases", default="burst,rate", help="phases: burst,rate (default both)")
+    ap.add_argument("--phases", default="burst,rate,relay",
+                    help="phases: burst,rate,relay (default all; relay: bench/bench_relay.py)")
+    ap.add_argument("--relay-n", type=int, default=int(os.environ.get("BENCH_RELAY_N", "2000")),
+                    help="relay phase: handoffs per run (default 2000)")
+    ap.add_argument("--relay-rate", type=parse_rate, default=parse_rate(os.environ.get("BENCH_RELAY_RATE", "200")),
+                    help="relay phase: fixed rate (default 200/s)")
     ap.add_argument("--timeout", type=float, default=120.0,
                     help="seconds to wait for the last bootstrap after the last drop")
     ap.add_argument("--attach", default=os.environ.get("BENCH_ATTACH"),
@@ -621,8 +643,8 @@ def main():
         ap.error(f"{handoffd}: not built (run make)")
     modes = [m.strip() for m in a.fsync.split(",") if m.strip()]
     phases = [p.strip() for p in a.phases.split(",") if p.strip()]
-    if any(m not in ("on", "off") for m in modes) or any(p not in ("burst", "rate") for p in phases):
-        ap.error("--fsync takes on,off and --phases burst,rate")
+    if any(m not in ("on", "off") for m in modes) or any(p not in ("burst", "rate", "relay") for p in phases):
+        ap.error("--fsync takes on,off and --phases burst,rate,relay")
 
     # The watcher thread takes its timestamps as soon as it holds the GIL:
     # keep the writer's hold short.
@@ -655,6 +677,9 @@ def main():
         for mode in modes:
             for phase in phases:
                 t = time.monotonic()
+                if phase == "relay":
+                    failed |= run_relay(handoffd, mode, a, results)
+                    continue
                 try:
                     res = bench_one(handoffd, mode == "on", phase, a.n, a.rate, a.timeout,
                                     a.keep, a.attach, runs, a.dump, settle)
@@ -699,6 +724,9 @@ def main():
     print("p50/p99/max: from just after the rename into handoff/ to the bootstrap's IN_MOVED_TO.")
     print("cpu ms/1k: daemon utime+stime per 1000 items.  HWM/RSS: daemon VmHWM/VmRSS after the run.")
     print("fs us/cr: microseconds per empty-file create in the temp dir just before the run.")
+    if "relay" in phases:
+        print("rburst/rrate: the relay, host a -> one local nats-server -> host b; items/s and p50/p99 from the")
+        print(f"drop on a to the bootstrap on b; N = {a.relay_n}, rate {a.relay_rate:g}/s; cpu ms/1k is a + b.")
     sat = [r for r in results if r.get("saturated")]
     if sat:
         print(f"NOTE: at {a.rate:g}/s the daemon was saturated (fsync "

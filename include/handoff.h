@@ -58,6 +58,7 @@ typedef enum hd_reason {
         HD_R_BAD_SIGNATURE,
         HD_R_KEY_AGENT_MISMATCH,
         HD_R_SIGNATURE_REQUIRED,
+        HD_R_EXPIRED_UNRELAYED, /* for a remote agent, expired before the relay took it */
         _HD_R_MAX
 } hd_reason;
 

@@ -1,7 +1,8 @@
 # mk/stress.mk: the long runs of the robustness harnesses (issue 7).
 # Included by the top Makefile.  make check runs the same scripts short.
 #
-#   make stress                       200 kill cycles, 10,000 racing items, longer faults
+#   make stress                       200 kill cycles, 10,000 racing items, longer faults,
+#                                     5,000 relayed items through a 3-node cluster
 #   make stress STRESS_CYCLES=1000 STRESS_N=50000 [SANITIZE=1]
 #
 # Each harness prints its figures; every harness runs even when one fails,
@@ -32,6 +33,8 @@ stress: deps
 	$(STRESS_ENV) HD_FAULT_SECONDS=$(STRESS_FAULT_SECONDS) HD_FAULT_ITEMS=50 \
 		HD_FAULT_RECOVER_S=$$(( 2 * $(STRESS_FAULT_SECONDS) + 5 )) \
 		python3 -B tests/e2e/test_faults.py || rc=1; \
+	echo "== stress: relay through a 3-node cluster, 5,000 items, stream leader SIGKILLed"; \
+	$(STRESS_ENV) HD_RELAY_CLUSTER_N=5000 python3 -B tests/e2e/test_relay_cluster.py || rc=1; \
 	echo "== stress: hostile spool"; \
 	$(STRESS_ENV) python3 -B tests/e2e/test_hostile.py || rc=1; \
 	if [ $$rc -eq 0 ]; then echo "stress: all passed"; else echo "stress: FAILED (see above)"; fi; \

@@ -60,10 +60,11 @@ int cmd_show(int argc, char **argv)
         if (r)
                 return r;
         /* Later states win: a replay rejected after the claim is not the item. */
-        for (int i = 3; i >= 0 && !found; i--) {
+        static const char *const order[] = { "rejected", "archive", "claimed", "outbox", "handoff" };
+        for (size_t i = 0; i < ELEMENTSOF(order) && !found; i++) {
                 json_t *items = NULL, *it;
                 size_t j;
-                if (items_list(cfg->spool_dir, items_states[i], &items) < 0)
+                if (items_list(cfg->spool_dir, order[i], &items) < 0)
                         continue;
                 json_array_foreach(items, j, it) {
                         const char *hid = json_string_value(json_object_get(it, "handoff_id"));
@@ -93,6 +94,8 @@ int cmd_show(int argc, char **argv)
                         else if (json_is_integer(v))
                                 printf("%-12s %lld\n", k, (long long)json_integer_value(v));
                 }
+                if (json_string_value(json_object_get(found, "relayed_to")))
+                        printf("relayed to %s\n", json_string_value(json_object_get(found, "relayed_to")));
         }
         json_decref(found);
         return CTL_EXIT_OK;

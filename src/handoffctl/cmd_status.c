@@ -83,6 +83,29 @@ static json_t *ask_daemon(const char *path)
         return j;
 }
 
+/* The relay's part of the daemon's answer (relay.c), when it has one. */
+static void print_relay(json_t *rl)
+{
+#define I(k) ((long long)json_integer_value(json_object_get(rl, k)))
+#define S(k) json_string_value(json_object_get(rl, k))
+        if (!rl)
+                return;
+        if (json_is_true(json_object_get(rl, "connected")))
+                printf("relay: connected to %s, host %s, stream %s%s\n", S("server"), S("host"),
+                       S("stream"), json_is_true(json_object_get(rl, "ready")) ? "" : " (setting up)");
+        else
+                printf("relay: NOT connected, host %s, stream %s\n", S("host"), S("stream"));
+        printf("  outbox %lld", I("outbox"));
+        if (I("outbox_oldest_s") >= 0)
+                printf(" (oldest %llds)", I("outbox_oldest_s"));
+        printf(", relayed %lld, received %lld, duplicates %lld, publish errors %lld\n",
+               I("relayed"), I("received"), I("duplicates"), I("publish_errors"));
+        if (S("last_error"))
+                printf("  last relay error (%llds ago): %s\n", I("last_error_age_s"), S("last_error"));
+#undef I
+#undef S
+}
+
 static void print_text(json_t *st)
 {
         json_t *d = json_object_get(st, "daemon"), *c = json_object_get(st, "counts");
@@ -127,6 +150,7 @@ static void print_text(json_t *st)
                 json_object_foreach(json_object_get(k, "rejected"), key, v)
                         printf("  rejected %s: %lld\n", key, (long long)json_integer_value(v));
         }
+        print_relay(json_object_get(st, "relay"));
         if (json_string_value(json_object_get(st, "last_error")))
                 printf("last error (%llds ago): %s\n",
                        (long long)json_integer_value(json_object_get(st, "last_error_age_s")),
@@ -206,6 +230,14 @@ int cmd_status(int argc, char **argv)
                 json_object_set(st, "counters", json_object_get(daemon, "counters"));
                 json_object_set(st, "last_error", json_object_get(daemon, "last_error"));
                 json_object_set(st, "last_error_age_s", json_object_get(daemon, "last_error_age_s"));
+                json_t *rl = json_object_get(daemon, "relay");
+                if (rl) {
+                        json_object_set(st, "relay", rl);
+                        if (!json_is_true(json_object_get(rl, "ready")))
+                                json_array_append_new(problems, json_sprintf("the relay is not connected%s%s",
+                                        json_string_value(json_object_get(rl, "last_error")) ? ": " : "",
+                                        json_string_value(json_object_get(rl, "last_error")) ?: ""));
+                }
                 if (!json_is_true(json_object_get(d, "watch_ok")))
                         json_array_append_new(problems, json_string("the watch on handoff/ is lost"));
                 json_int_t ea = json_integer_value(json_object_get(daemon, "last_error_age_s"));

@@ -97,6 +97,7 @@ static json_t *item_new(int dirfd, const char *dir, const char *state, const cha
                 copy_str(it, "detail", side, "detail");
                 copy_str(it, "accepted_at", side, "accepted_at");
                 copy_str(it, "archived_at", side, "archived_at");
+                copy_str(it, "relayed_to", side, "relayed_to");
                 if (!json_object_get(it, "handoff_id"))
                         copy_str(it, "handoff_id", side, "handoff_id");
         }

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "config.h"
 #include "util.h"
@@ -316,6 +317,84 @@ static int handle_retention(struct parse_state *st, const char *k,
         return perr(st, "unknown key '%s' in [retention]", k);
 }
 
+/* [relay]: the NATS side of relay.c.  Secrets stay in files (credentials,
+ * nkey_seed, TLS key); password is the one exception NATS user/password
+ * auth needs. */
+static int handle_relay(struct parse_state *st, const char *k, const char *v)
+{
+        struct config_relay *rl = &st->c->relay;
+        int64_t n;
+
+        if (!strcmp(k, "servers")) {
+                for (const char *p = v; *p; p++)
+                        if ((unsigned char)*p < 0x20 || *p == 0x7f)
+                                return perr(st, "[relay] servers: control character in '%s'", v);
+                return set_str(&rl->servers, v) == 0;
+        }
+        if (!strcmp(k, "host")) {
+                if (!hd_agent_valid(v))
+                        return perr(st, "[relay] host: '%s' is not a valid host name (lowercase letters, digits, '-', '_')", v);
+                return set_str(&rl->host, v) == 0;
+        }
+        if (!strcmp(k, "stream")) {
+                if (!hd_id_valid(v) || strlen(v) > 64)
+                        return perr(st, "[relay] stream: '%s' is not a valid stream name (letters, digits, '-', '_')", v);
+                return set_str(&rl->stream, v) == 0;
+        }
+        if (!strcmp(k, "replicas")) {
+                if (parse_int64(v, 1, 5, &n) < 0)
+                        return perr(st, "[relay] replicas: '%s' is not a number from 1 to 5", v);
+                rl->replicas = (int)n;
+                return 1;
+        }
+        if (!strcmp(k, "user"))
+                return set_str(&rl->user, v) == 0;
+        if (!strcmp(k, "password"))
+                return set_str(&rl->password, v) == 0;
+        if (!strcmp(k, "nkey"))
+                return set_str(&rl->nkey, v) == 0;
+        struct { const char *key; char **dst; } paths[] = {
+                { "credentials", &rl->credentials }, { "nkey_seed", &rl->nkey_seed },
+                { "tls_ca", &rl->tls_ca }, { "tls_cert", &rl->tls_cert },
+                { "tls_key", &rl->tls_key },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(paths); i++)
+                if (!strcmp(k, paths[i].key)) {
+                        if (v[0] != '/')
+                                return perr(st, "[relay] %s must be an absolute path", k);
+                        return set_str(paths[i].dst, v) == 0;
+                }
+        return perr(st, "unknown key '%s' in [relay]", k);
+}
+
+static int handle_remote(struct parse_state *st, const char *name,
+                         const char *k, const char *v)
+{
+        struct config *c = st->c;
+        struct config_remote *rm = NULL;
+
+        if (!hd_agent_valid(name))
+                return perr(st, "[remote %s]: '%s' is not a valid agent name", name, name);
+        if (strcmp(k, "host"))
+                return perr(st, "unknown key '%s' in [remote %s]", k, name);
+        if (!hd_agent_valid(v))
+                return perr(st, "[remote %s] host: '%s' is not a valid host name", name, v);
+        for (size_t i = 0; i < c->n_remotes; i++)
+                if (!strcmp(c->remotes[i].name, name))
+                        rm = &c->remotes[i];
+        if (!rm) {
+                rm = realloc(c->remotes, (c->n_remotes + 1) * sizeof(*rm));
+                if (!rm)
+                        return perr(st, "out of memory");
+                c->remotes = rm;
+                rm = &c->remotes[c->n_remotes++];
+                *rm = (struct config_remote) { .name = strdup(name) };
+                if (!rm->name)
+                        return perr(st, "out of memory");
+        }
+        return set_str(&rm->host, v) == 0;
+}
+
 static int handler(void *user, const char *section, const char *k,
                    const char *v)
 {
@@ -330,6 +409,10 @@ static int handler(void *user, const char *section, const char *k,
                 return handle_agent(st, section + 6, k, v);
         if (!strcmp(section, "retention"))
                 return handle_retention(st, k, v);
+        if (!strcmp(section, "relay"))
+                return handle_relay(st, k, v);
+        if (!strncmp(section, "remote ", 7))
+                return handle_remote(st, section + 7, k, v);
         if (!strcmp(section, "control")) {
                 if (!strcmp(k, "socket")) {
                         if (v[0] != '/')
@@ -396,9 +479,53 @@ static int key_load(const char *spec, hd_key **ret, char **err)
         return r;
 }
 
+static int config_check_relay(struct config *c, char **err)
+{
+        struct config_relay *rl = &c->relay;
+        char h[256];
+
+#define FAIL(...) do { if (asprintf(err, __VA_ARGS__) < 0) *err = NULL; return -EINVAL; } while (0)
+        for (size_t i = 0; i < c->n_remotes; i++)
+                if (config_agent(c, c->remotes[i].name))
+                        FAIL("%s: [remote %s]: the agent is also an [agent %s] of this host",
+                             c->path, c->remotes[i].name, c->remotes[i].name);
+        if (!rl->stream && !(rl->stream = strdup("HANDOFF")))
+                return -ENOMEM;
+        if (rl->replicas == 0)
+                rl->replicas = 1;
+        if (!config_relay_on(c))
+                return 0;
+        if ((rl->tls_cert != NULL) != (rl->tls_key != NULL))
+                FAIL("%s: [relay] tls_cert and tls_key go together", c->path);
+        if ((rl->user != NULL) != (rl->password != NULL))
+                FAIL("%s: [relay] user and password go together", c->path);
+        if ((rl->nkey != NULL) != (rl->nkey_seed != NULL))
+                FAIL("%s: [relay] nkey and nkey_seed go together", c->path);
+        if (!rl->host) {
+                /* The short host name, as subjects need it. */
+                if (gethostname(h, sizeof(h) - 1) < 0)
+                        return -errno;
+                h[sizeof(h) - 1] = '\0';
+                h[strcspn(h, ".")] = '\0';
+                for (char *p = h; *p; p++)
+                        *p = (char)tolower((unsigned char)*p);
+                if (!hd_agent_valid(h))
+                        FAIL("%s: [relay] host is not set and the host name '%s' is not usable in a subject", c->path, h);
+                if (!(rl->host = strdup(h)))
+                        return -ENOMEM;
+        }
+        for (size_t i = 0; i < c->n_remotes; i++)
+                if (!strcmp(c->remotes[i].host, rl->host))
+                        FAIL("%s: [remote %s] host is this host (%s)", c->path,
+                             c->remotes[i].name, rl->host);
+#undef FAIL
+        return 0;
+}
+
 static int config_check(struct config *c, char **err)
 {
         bool any_key = c->default_key_path || c->n_kids > 0 || c->pubkey_dir;
+        int r;
 
 #define FAIL(...) do { if (asprintf(err, __VA_ARGS__) < 0) *err = NULL; return -EINVAL; } while (0)
         if (!c->spool_dir)
@@ -422,6 +549,9 @@ static int config_check(struct config *c, char **err)
                      "or pubkeys)", c->path);
         if (c->max_window < c->max_clock_skew)
                 FAIL("%s: [spool] max_window is shorter than max_clock_skew", c->path);
+        r = config_check_relay(c, err);
+        if (r < 0)
+                return r;
 #undef FAIL
         return 0;
 }
@@ -761,6 +891,25 @@ void config_free(struct config *c)
         free(c->control_socket);
         free(c->control_group);
         free(c->metrics_textfile);
+        struct config_relay *rl = &c->relay;
+        free(rl->servers);
+        free(rl->host);
+        free(rl->stream);
+        free(rl->credentials);
+        free(rl->user);
+        if (rl->password)
+                explicit_bzero(rl->password, strlen(rl->password));
+        free(rl->password);
+        free(rl->nkey);
+        free(rl->nkey_seed);
+        free(rl->tls_ca);
+        free(rl->tls_cert);
+        free(rl->tls_key);
+        for (size_t i = 0; i < c->n_remotes; i++) {
+                free(c->remotes[i].name);
+                free(c->remotes[i].host);
+        }
+        free(c->remotes);
         if (c->roles)
                 for (char **p = c->roles; *p; p++)
                         free(*p);
@@ -787,6 +936,23 @@ static const hd_key *config_pubkey(const struct config *c, const char *kid,
                         : !strcmp(hd_key_agent(c->pubkeys[i]), agent))
                         return c->pubkeys[i];
         return NULL;
+}
+
+const char *config_remote(const struct config *c, const char *name)
+{
+        if (!name)
+                return NULL;
+        for (size_t i = 0; i < c->n_remotes; i++)
+                if (!strcmp(c->remotes[i].name, name))
+                        return c->remotes[i].host;
+        return NULL;
+}
+
+bool config_relay_on(const struct config *c)
+{
+        const char *s = c->relay.servers;
+
+        return s && s[strspn(s, " \t,")];
 }
 
 const hd_key *config_key_lookup(void *cfg, const char *kid,

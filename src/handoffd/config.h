@@ -25,6 +25,24 @@ struct config_agent {
         unsigned act_max_files; /* default 5 */
 };
 
+/* [remote NAME]: handoffs to agent NAME are relayed to host. */
+struct config_remote {
+        char *name;
+        char *host;
+};
+
+/* [relay]: handoffs across hosts through NATS JetStream (relay.c). */
+struct config_relay {
+        char *servers;          /* "nats://h:4222, ..."; NULL or empty = off */
+        char *host;             /* this host in subjects; default short hostname */
+        char *stream;           /* default HANDOFF */
+        int replicas;           /* when handoffd creates the stream */
+        char *credentials;      /* .creds file */
+        char *user, *password;
+        char *nkey, *nkey_seed; /* public key and its seed file */
+        char *tls_ca, *tls_cert, *tls_key;
+};
+
 struct config {
         char *path;
         /* [spool] */
@@ -61,6 +79,10 @@ struct config {
         char *metrics_textfile;
         /* [payload] */
         char **roles;           /* U.AgentHandoff role set, NULL-terminated */
+        /* [relay], [remote NAME] */
+        struct config_relay relay;
+        size_t n_remotes;
+        struct config_remote *remotes;
 };
 
 /* Parse and check path.  On failure *err holds "FILE:LINE: message"
@@ -72,6 +94,11 @@ void config_free(struct config *c);
 
 const struct config_agent *config_agent(const struct config *c,
                                         const char *name);
+/* The host that serves remote agent name ([remote NAME] host), or NULL. */
+const char *config_remote(const struct config *c, const char *name);
+/* A [relay] with servers: handoffs to [remote] agents are relayed. */
+bool config_relay_on(const struct config *c);
+
 /* Key for a document (an hd_key_lookup_fn): a kid naming a public key
  * gives that key (hd_auth_check holds it to its agent); else, for a sender
  * with require = sig, its first public key (so hmac is signature_required);

@@ -74,6 +74,8 @@ json_t *control_status(const struct spool *sp, const char *config_path)
                       "last_error", s->last_error[0] ? s->last_error : NULL,
                       "last_error_age_s",
                       (json_int_t)(s->last_error_usec ? (now - s->last_error_usec) / 1000000 : -1));
+        if (o && sp->relay.status)
+                json_object_set_new(o, "relay", sp->relay.status(sp->relay.ctx, now));
         return o;
 }
 

@@ -16,6 +16,7 @@
 #include "daemon.h"
 #include "lifecycle.h"
 #include "log.h"
+#include "relay.h"
 
 #define CHUNK 256               /* names decided per loop turn */
 #define SWEEP_MAX_MS 60000      /* retention at least once a minute */
@@ -465,6 +466,10 @@ int daemon_run(const char *config_path, struct config *cfg)
         r = control_open(&d.loop, cfg, d.sp, &d.ctl);
         if (r < 0)
                 goto out;
+        /* Before the first scan: outbox/ is indexed, then filled. */
+        r = relay_start(&d.loop, d.sp, &d.relay);
+        if (r < 0)
+                goto out;
 
         uv_poll_start(&d.ipoll, UV_READABLE, on_inotify);
         uv_signal_start(&d.sig_hup, on_signal, SIGHUP);
@@ -490,10 +495,12 @@ int daemon_run(const char *config_path, struct config *cfg)
         r = d.exit_code ? -EIO : 0;
         log_info("Stopped");
 out:
+        relay_stop(d.relay);
         control_close(d.ctl);
         uv_walk(&d.loop, close_cb, NULL);
         uv_run(&d.loop, UV_RUN_DEFAULT);
         uv_loop_close(&d.loop);
+        relay_free(d.relay);
         if (d.ifd >= 0)
                 close(d.ifd);
         spool_close(d.sp);

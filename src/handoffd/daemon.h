@@ -33,6 +33,7 @@ struct daemon {
         int64_t rewatch_window_start;
 
         struct control *ctl;
+        struct relay *relay;    /* NULL: relay off */
         bool ready, stopping;
         int exit_code;
 };

@@ -78,6 +78,8 @@ int metrics_write(struct spool *sp, int64_t now)
         fprintf(f, "# HELP handoffd_watch_ok 1 while the watch on handoff/ holds.\n"
                    "# TYPE handoffd_watch_ok gauge\n"
                    "handoffd_watch_ok %d\n", s->watch_ok ? 1 : 0);
+        if (sp->relay.metrics)
+                sp->relay.metrics(sp->relay.ctx, f, now);
         if (fclose(f) != 0) {
                 free(buf);
                 return -ENOMEM;

@@ -36,6 +36,7 @@ const char *const spool_dir_names[_SD_MAX] = {
         [SD_REJECTED] = "rejected",
         [SD_IDS] = "ids",
         [SD_BATON] = "baton",
+        [SD_OUTBOX] = "outbox",
 };
 
 /* A file whose parse fails this soon after its last change may still be
@@ -293,7 +294,7 @@ int spool_id_mark(struct spool *sp, const char *id)
         return 0;
 }
 
-static bool id_seen(struct spool *sp, const char *id)
+bool spool_id_seen(struct spool *sp, const char *id)
 {
         char claimed[NAME_MAX + 1];
         struct stat st;
@@ -306,6 +307,13 @@ static bool id_seen(struct spool *sp, const char *id)
 
 int spool_reject(struct spool *sp, const char *name, hd_reason reason,
                  const char *detail, const char *handoff_id, int64_t now)
+{
+        return spool_reject_from(sp, SD_HANDOFF, name, reason, detail, handoff_id, now);
+}
+
+int spool_reject_from(struct spool *sp, enum spool_dir from, const char *name,
+                      hd_reason reason, const char *detail,
+                      const char *handoff_id, int64_t now)
 {
         char base[NAME_MAX + 1], dst[NAME_MAX + 1], rsn[NAME_MAX + 16];
         char at[HD_TIME_MAX];
@@ -345,7 +353,7 @@ int spool_reject(struct spool *sp, const char *name, hd_reason reason,
                 r = hd_write_atomic(sp->fd[SD_REJECTED], rsn, buf, len, 0640, false);
                 if (r < 0)
                         return r;
-                r = move_noreplace(sp->fd[SD_HANDOFF], name, sp->fd[SD_REJECTED], dst);
+                r = move_noreplace(sp->fd[from], name, sp->fd[SD_REJECTED], dst);
                 if (r == -EEXIST)
                         continue;       /* another rejecter took dst: its reason stands */
                 if (r < 0) {
@@ -356,7 +364,7 @@ int spool_reject(struct spool *sp, const char *name, hd_reason reason,
                                 unlinkat(sp->fd[SD_REJECTED], rsn, 0);
                         return r == -ENOENT ? IO_GONE : r;
                 }
-                sp->dirty[SD_REJECTED] = sp->dirty[SD_HANDOFF] = true;
+                sp->dirty[SD_REJECTED] = sp->dirty[from] = true;
                 sp->st.rejected[reason]++;
                 if (handoff_id)
                         spool_id_mark(sp, handoff_id);
@@ -459,9 +467,12 @@ static int decide(struct spool *sp, struct item *it, int64_t now)
         hd_policy pol = { .max_clock_skew_s = c->max_clock_skew, .max_window_s = c->max_window };
         hd_payload_opts po = { .roles = (const char *const *)c->roles };
         it->agent = spool_agent(sp, to);
+        /* For a remote agent: checked here as for our own (never an open
+         * relay), then handed to the relay. */
+        const char *remote = !it->agent && sp->relay.ctx ? config_remote(c, to) : NULL;
         r = hd_verify(it->doc, config_key_lookup, (void *)c, &pol, &po, now, &v);
         if (r == -EBADMSG) {
-                if (it->agent)
+                if (it->agent || remote)
                         goto reject;
                 /* Not ours: another daemon may hold the sender's key. */
                 if (v.reason == HD_R_UNKNOWN_KEY || v.reason == HD_R_BAD_MAC)
@@ -475,13 +486,22 @@ static int decide(struct spool *sp, struct item *it, int64_t now)
         if (r < 0)
                 return r;
         it->id = json_string_value(json_object_get(it->doc, "handoff_id"));
-        if (!it->agent)
+        if (!it->agent && !remote)
                 goto left;
 
-        if (id_seen(sp, it->id)) {
+        if (spool_id_seen(sp, it->id)) {
                 v.reason = HD_R_DUPLICATE_ID;
                 snprintf(v.detail, sizeof(v.detail), "handoff_id '%s' was seen before", it->id);
                 goto reject_authenticated;
+        }
+        if (remote) {
+                r = sp->relay.take(sp->relay.ctx, name, it->doc, now);
+                if (r == -EEXIST) {
+                        v.reason = HD_R_DUPLICATE_ID;
+                        snprintf(v.detail, sizeof(v.detail), "handoff_id '%s' is already in outbox/", it->id);
+                        goto reject_authenticated;
+                }
+                return r == -ENOENT ? IO_GONE : r < 0 ? r : IO_OUTBOX;
         }
         const char *ptype = json_string_value(json_object_get(it->doc, "payload_type"));
         if (payload_type_session_store(ptype)) {

@@ -6,6 +6,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "config.h"
 #include "handoff.h"
@@ -18,6 +19,7 @@ enum spool_dir {
         SD_REJECTED,
         SD_IDS,         /* one empty file per handoff_id seen: replay memory */
         SD_BATON,
+        SD_OUTBOX,      /* verified, for a remote agent: waits for the relay */
         _SD_MAX
 };
 
@@ -43,8 +45,20 @@ struct spool_stats {
         unsigned write_errors_pending; /* items waiting for a retry */
 };
 
+/* The relay (relay.c), when it is on: relay_start() sets these; the spool,
+ * the control socket and the metrics call them without knowing it. */
+struct spool_relay {
+        void *ctx;              /* NULL: relay off */
+        /* handoff/name, verified, for a [remote] agent: into outbox/.
+         * -EEXIST when its id is there already. */
+        int (*take)(void *ctx, const char *name, const json_t *doc, int64_t now);
+        json_t *(*status)(void *ctx, int64_t now);
+        void (*metrics)(void *ctx, FILE *f, int64_t now);
+};
+
 struct spool {
         struct config *cfg;
+        struct spool_relay relay;
         int root_fd;
         int fd[_SD_MAX];
         struct agent_rt *agents;
@@ -66,6 +80,7 @@ enum item_outcome {
         IO_BUSY,        /* another process holds it */
         IO_REJECTED,
         IO_CLAIMED,
+        IO_OUTBOX,      /* verified, for a remote agent: moved to outbox/ */
 };
 
 /* Open (creating what is missing) the spool of cfg and the agents' state
@@ -92,6 +107,14 @@ int spool_list(struct spool *sp, enum spool_dir d, json_t *set);
 /* Move handoff/name to rejected/ with its reason file; 0, or IO_GONE. */
 int spool_reject(struct spool *sp, const char *name, hd_reason reason,
                  const char *detail, const char *handoff_id, int64_t now);
+/* The same from another state directory (outbox/). */
+int spool_reject_from(struct spool *sp, enum spool_dir from, const char *name,
+                      hd_reason reason, const char *detail,
+                      const char *handoff_id, int64_t now);
+
+/* Is handoff_id known here: claimed, archived or rejected after
+ * authentication (ids/)? */
+bool spool_id_seen(struct spool *sp, const char *handoff_id);
 
 /* Remember handoff_id in ids/ (replay memory once it leaves claimed/). */
 int spool_id_mark(struct spool *sp, const char *handoff_id);

@@ -35,6 +35,7 @@ static const char *const reason_names[_HD_R_MAX] = {
         [HD_R_BAD_SIGNATURE] = "bad_signature",
         [HD_R_KEY_AGENT_MISMATCH] = "key_agent_mismatch",
         [HD_R_SIGNATURE_REQUIRED] = "signature_required",
+        [HD_R_EXPIRED_UNRELAYED] = "expired_unrelayed",
 };
 
 const char *hd_reason_name(hd_reason r)

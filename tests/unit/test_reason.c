@@ -16,6 +16,8 @@ START_TEST(test_reason_names_round_trip)
         ck_assert_ptr_null(hd_reason_name(_HD_R_MAX));
         ck_assert_int_lt(hd_reason_from_name("no_such_reason"), 0);
         ck_assert_str_eq(hd_reason_name(HD_R_BAD_MAC), "bad_mac");
+        ck_assert_str_eq(hd_reason_name(HD_R_EXPIRED_UNRELAYED), "expired_unrelayed");
+        ck_assert_int_eq(hd_reason_from_name("expired_unrelayed"), HD_R_EXPIRED_UNRELAYED);
 }
 END_TEST
 

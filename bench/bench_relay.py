@@ -1,0 +1,225 @@
+#!/usr/bin/env python3
+"""The relay phase of `make bench` (bench.py --phases relay), stdlib only:
+host a (agent bob, [remote] alice on host b) and host b (agent alice), each
+a real handoffd on its own temp spool, through one real nats-server on a
+loopback port (JetStream, temp store dir).
+
+  rburst  N handoffs dropped on a as fast as one writer can; throughput =
+          N / (last bootstrap on b - first drop on a).
+  rrate   N handoffs dropped on a at a fixed rate (default 200/s); per item
+          the latency from just after the rename into a's handoff/ to the
+          bootstrap's IN_MOVED_TO in alice's handoffs/ on b.
+
+Every id must get exactly one bootstrap on b, nothing may be rejected, a's
+outbox/ must end empty.  Runs alone too:  python3 bench/bench_relay.py
+"""
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SRC = os.path.abspath(os.environ.get("HD_SRC", os.path.join(HERE, "..")))
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.join(SRC, "tests", "py"))
+sys.path.insert(0, HERE)
+import hdproto  # noqa: E402
+import natsrv  # noqa: E402
+from bench import Watcher, drop_one, pct, proc_cpu  # noqa: E402
+
+
+class Host:
+    def __init__(self, base, name, handoffd, fsync, key_path, agents, relay):
+        self.dir = os.path.join(base, name)
+        self.spool = os.path.join(self.dir, "spool")
+        for d in ("tmp", "handoff"):
+            os.makedirs(os.path.join(self.spool, d), exist_ok=True)
+        self.state = {a: os.path.join(self.dir, "agents", a) for a in agents}
+        for s in self.state.values():
+            os.makedirs(os.path.join(s, "handoffs"), exist_ok=True)
+        self.sock = os.path.join(self.dir, "control.sock")
+        self.conf = os.path.join(self.dir, "handoffd.conf")
+        lines = ["[spool]", f"dir = {self.spool}", f"fsync = {'yes' if fsync else 'no'}",
+                 "rescan_interval = 30", "resume_window = 1800", "",
+                 "[keys]", f"default = {key_path}", "", "[control]", f"socket = {self.sock}", ""]
+        for a, s in self.state.items():
+            lines += [f"[agent {a}]", f"state_dir = {s}", ""]
+        with open(self.conf, "w") as f:
+            f.write("\n".join(lines) + "\n" + relay)
+        self.handoffd = handoffd
+        self.proc = None
+
+    def start(self, timeout=20.0):
+        npath = os.path.join(self.dir, "notify.sock")
+        notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        notify.bind(npath)
+        notify.settimeout(0.1)
+        env = dict(os.environ, NOTIFY_SOCKET=npath)
+        for k in ("JOURNAL_STREAM", "WATCHDOG_USEC", "WATCHDOG_PID"):
+            env.pop(k, None)
+        self.log = open(os.path.join(self.dir, "handoffd.log"), "wb")
+        self.proc = subprocess.Popen([self.handoffd, "-f", "-c", self.conf], stdin=subprocess.DEVNULL,
+                                     stdout=self.log, stderr=subprocess.STDOUT, env=env)
+        deadline = time.monotonic() + timeout
+        try:
+            while time.monotonic() < deadline:
+                try:
+                    if "READY=1" in notify.recv(4096).decode().split("\n"):
+                        break
+                except socket.timeout:
+                    pass
+                if self.proc.poll() is not None:
+                    raise RuntimeError(f"handoffd exited {self.proc.returncode}")
+            else:
+                raise RuntimeError("handoffd not READY")
+            # ... and its relay set up on the server.
+            while time.monotonic() < deadline:
+                if (self.status().get("relay") or {}).get("ready"):
+                    return self
+                time.sleep(0.05)
+            raise RuntimeError(f"relay not ready: {self.status().get('relay')}")
+        finally:
+            notify.close()
+
+    def status(self):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(5)
+        try:
+            s.connect(self.sock)
+            s.sendall(b'{"command":"status"}\n')
+            data = b""
+            while chunk := s.recv(65536):
+                data += chunk
+            return json.loads(data)
+        finally:
+            s.close()
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                return self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                return "killed"
+        return self.proc.returncode if self.proc else None
+
+
+def one(a, b, key, phase, n, rate, timeout):
+    """One phase on running hosts; a result row for bench.py's table."""
+    docs = []
+    for _ in range(n):
+        d = hdproto.build("bob", "alice", key, ttl=1800)
+        docs.append((d["handoff_id"] + ".json", hdproto.dumps(d)))
+    w = Watcher(os.path.join(b.state["alice"], "handoffs"))
+    w.start()
+    cpu0 = proc_cpu(a.proc.pid) + proc_cpu(b.proc.pid)
+    tmp_fd = os.open(os.path.join(a.spool, "tmp"), os.O_RDONLY | os.O_DIRECTORY)
+    hand_fd = os.open(os.path.join(a.spool, "handoff"), os.O_RDONLY | os.O_DIRECTORY)
+    drops = {}
+    t0 = time.monotonic()
+    try:
+        for i, (name, data) in enumerate(docs):
+            if rate:
+                delay = t0 + i / rate - time.monotonic()
+                if delay > 0:
+                    time.sleep(delay)
+            drops[name] = drop_one(tmp_fd, hand_fd, name, data)
+        t_drop = time.monotonic() - t0
+        got = w.wait_count(n, timeout)
+    finally:
+        os.close(tmp_fd)
+        os.close(hand_fd)
+        w.close()
+    problems = []
+    if not got:
+        problems.append(f"only {len(w.seen)} of {n} bootstraps on b after {timeout:g}s")
+    if w.dups:
+        problems.append(f"{len(w.dups)} bootstrap(s) moved in more than once on b")
+    lat = sorted((w.seen[k] - drops[k]) * 1000 for k in drops if k in w.seen)
+    span = (max(w.seen.values()) - min(drops.values())) if w.seen else None
+    time.sleep(0.2)
+    sa, sb = a.status(), b.status()
+    if sa["relay"]["outbox"]:
+        problems.append(f"a's outbox holds {sa['relay']['outbox']}")
+    rej = sum(sb["counters"]["rejected"].values()) + sum(sa["counters"]["rejected"].values())
+    if rej:
+        problems.append(f"{rej} rejected")
+    cpu = proc_cpu(a.proc.pid) + proc_cpu(b.proc.pid) - cpu0
+    return {"fsync": "on" if "yes" in open(a.conf).read().split("fsync = ")[1][:3] else "off",
+            "phase": phase, "n": n, "drop_rate": n / t_drop if t_drop > 0 else None,
+            "throughput": len(w.seen) / span if span else None,
+            "lat_p50_ms": pct(lat, 50), "lat_p99_ms": pct(lat, 99), "lat_max_ms": lat[-1] if lat else None,
+            "cpu_ms_per_1000": cpu * 1000 * 1000 / n, "ok": not problems, "problems": problems,
+            "relay_publish_errors": sa["relay"]["publish_errors"],
+            "relay_duplicates": sb["relay"]["duplicates"]}
+
+
+def run(handoffd, fsync, n, rate, timeout=120.0, keep=False):
+    """Both relay phases with fsync on or off: [rburst row, rrate row]."""
+    if not natsrv.available():
+        return [{"fsync": "on" if fsync else "off", "phase": "relay", "n": n, "ok": True,
+                 "problems": ["nats-server not installed: relay phase skipped"]}]
+    base = tempfile.mkdtemp(prefix=f"hdbench.relay-{'on' if fsync else 'off'}.",
+                            dir=os.environ.get("TMPDIR") or "/tmp")
+    os.chmod(base, 0o755)
+    key_path = os.path.join(base, "default.key")
+    key = hdproto.make_key(key_path)
+    ns = natsrv.Cluster(base, nodes=1)
+    relay = "[relay]\nservers = {}\nhost = {}\n"
+    a = Host(base, "a", handoffd, fsync, key_path, ["bob"],
+             relay.format(ns.url, "a") + "\n[remote alice]\nhost = b\n")
+    b = Host(base, "b", handoffd, fsync, key_path, ["alice"], relay.format(ns.url, "b"))
+    rows = []
+    try:
+        b.start()
+        a.start()
+        rows.append(one(a, b, key, "rburst", n, None, timeout))
+        rows.append(one(a, b, key, "rrate", n, rate, timeout))
+        for h, name in ((a, "a"), (b, "b")):
+            rc = h.stop()
+            if rc != 0:
+                rows[-1]["ok"] = False
+                rows[-1]["problems"].append(f"handoffd {name} exited {rc}")
+    finally:
+        for h in (a, b):
+            if h.proc and h.proc.poll() is None:
+                h.proc.kill()
+                h.proc.wait()
+        ns.__exit__(None, None, None)
+        if keep:
+            print(f"  (temp dir kept: {base})", file=sys.stderr)
+        else:
+            shutil.rmtree(base, ignore_errors=True)
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser(description="handoffd relay benchmark (a -> nats-server -> b)")
+    ap.add_argument("--build", default=os.environ.get("HD_BUILD", os.path.join(SRC, "build")))
+    ap.add_argument("-n", "--n", type=int, default=2000)
+    ap.add_argument("--rate", type=float, default=200.0)
+    ap.add_argument("--fsync", default="on,off")
+    ap.add_argument("--keep", action="store_true")
+    x = ap.parse_args()
+    rows = []
+    for m in x.fsync.split(","):
+        rows += run(os.path.join(x.build, "handoffd"), m == "on", x.n, x.rate, keep=x.keep)
+    for r in rows:
+        print(f"fsync {r['fsync']:3} {r['phase']:6}: {r.get('throughput') or 0:.0f} items/s, "
+              f"p50 {r.get('lat_p50_ms') or 0:.2f} ms, p99 {r.get('lat_p99_ms') or 0:.2f} ms"
+              f"{'' if r['ok'] else '  FAIL ' + '; '.join(r['problems'])}")
+    print("BENCH_RELAY_JSON " + json.dumps(rows, sort_keys=True, separators=(",", ":")))
+    return 0 if all(r["ok"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

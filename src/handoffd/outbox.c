@@ -1,0 +1,403 @@
+/* outbox/ (DESIGN.md "Scale beyond one host"): a handoff for a [remote]
+ * agent leaves handoff/ only after the same checks as a local one, waits
+ * here as outbox/<handoff_id>.json, is published with its raw bytes on
+ * handoff.<host>.<agent> (Nats-Msg-Id = handoff_id), and leaves for
+ * archive/ (outcome relayed, ids/ marked) only after the stream's PubAck.
+ * A failed publish is retried after 1 s, 2 s, ... 60 s; an item whose own
+ * expires_at passes first goes to rejected/ as expired_unrelayed.
+ *
+ * The in-memory index (r->outbox) is rebuilt from the directory at start;
+ * the directory is the truth.  A crash between the PubAck and the archive
+ * move publishes again at the next start: the stream's duplicate window
+ * answers "duplicate", and the receiving host drops an id it knows. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "files.h"
+#include "log.h"
+#include "outbox.h"
+#include "relay_queue.h"
+#include "spool.h"
+
+static void on_timer(uv_timer_t *t);
+
+static json_t *entry_new(const json_t *doc, int64_t at)
+{
+        const char *to = json_string_value(json_object_get(doc, "to_agent"));
+        const char *from = json_string_value(json_object_get(doc, "from_agent"));
+        const char *exp = json_string_value(json_object_get(doc, "expires_at"));
+        int64_t x = 0;
+
+        if (!to || !from || !exp || hd_time_parse(exp, &x) < 0)
+                return NULL;
+        return json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:b}", "to", to, "from", from,
+                         "at", (json_int_t)at, "exp", (json_int_t)x, "next", (json_int_t)0,
+                         "tries", (json_int_t)0, "busy", 0);
+}
+
+#define EGET(e, k) json_integer_value(json_object_get((e), (k)))
+
+int outbox_take(struct relay *r, const char *name, const json_t *doc, int64_t now)
+{
+        struct spool *sp = r->sp;
+        const char *id = json_string_value(json_object_get(doc, "handoff_id"));
+        char dst[NAME_MAX + 1];
+        json_t *e;
+        int q;
+
+        e = entry_new(doc, now);
+        if (!e)
+                return -EINVAL;         /* hd_verify passed: cannot happen */
+        if (xsnprintf(dst, sizeof(dst), "%s.json", id) < 0) {
+                json_decref(e);
+                return -ENAMETOOLONG;
+        }
+        q = move_noreplace(sp->fd[SD_HANDOFF], name, sp->fd[SD_OUTBOX], dst);
+        if (q < 0) {
+                json_decref(e);
+                return q;
+        }
+        sp->dirty[SD_HANDOFF] = sp->dirty[SD_OUTBOX] = true;
+        json_object_set_new(e, "queued", json_true());
+        /* Its expiry is a deadline of the next scan. */
+        if (EGET(e, "exp") + 1 < r->scan_at)
+                r->scan_at = EGET(e, "exp") + 1;
+        json_object_set_new(r->outbox, id, e);
+        json_array_append_new(r->queue, json_string(id));
+        log_decision(LOG_INFO, id, json_string_value(json_object_get(doc, "to_agent")), "outbox",
+                     NULL, "Queued %s for agent %s on host %s", id,
+                     json_string_value(json_object_get(doc, "to_agent")),
+                     config_remote(sp->cfg, json_string_value(json_object_get(doc, "to_agent"))));
+        outbox_kick(r);
+        return 0;
+}
+
+int outbox_scan(struct relay *r, int64_t now)
+{
+        struct spool *sp = r->sp;
+        json_t *set = json_object(), *v;
+        const char *k;
+        int q;
+
+        if (!set)
+                return -ENOMEM;
+        q = spool_list(sp, SD_OUTBOX, set);
+        json_object_foreach(set, k, v) {
+                size_t l = strlen(k);
+                char id[NAME_MAX + 1];
+                _cleanup_json_ json_t *doc = NULL;
+                hd_limits lim = { .max_size = sp->cfg->max_file_size,
+                                  .max_depth = HD_DEFAULT_MAX_DEPTH };
+                hd_verdict vd;
+                struct stat st;
+                if (l < 6 || strcmp(k + l - 5, ".json") || l - 5 > RELAY_ID_MAX)
+                        continue;
+                memcpy(id, k, l - 5);
+                id[l - 5] = '\0';
+                if (!hd_id_valid(id))
+                        continue;
+                /* Only this daemon writes here, after a full check; a file
+                 * that no longer reads (a power loss with fsync off) is
+                 * rejected, never published. */
+                if (hd_load_at(sp->fd[SD_OUTBOX], k, &lim, &doc, &vd) < 0) {
+                        spool_reject_from(sp, SD_OUTBOX, k, vd.reason ? vd.reason : HD_R_PARSE_ERROR,
+                                          vd.detail, NULL, now);
+                        continue;
+                }
+                int64_t at = fstatat(sp->fd[SD_OUTBOX], k, &st, AT_SYMLINK_NOFOLLOW) == 0
+                        ? (int64_t)st.st_ctim.tv_sec * 1000000LL + st.st_ctim.tv_nsec / 1000 : now;
+                json_t *e = entry_new(doc, at);
+                const char *did = json_string_value(json_object_get(doc, "handoff_id"));
+                if (!e || !did || strcmp(did, id)) {
+                        json_decref(e);
+                        spool_reject_from(sp, SD_OUTBOX, k, HD_R_MISSING_FIELD,
+                                          "outbox item without its fields", NULL, now);
+                        continue;
+                }
+                json_object_set_new(r->outbox, id, e);
+        }
+        json_decref(set);
+        spool_flush(sp);
+        outbox_kick(r);
+        return q;
+}
+
+void outbox_kick(struct relay *r)
+{
+        if (!uv_is_closing((uv_handle_t *)&r->timer))
+                uv_timer_start(&r->timer, on_timer, 0, 0);
+}
+
+void outbox_ready(struct relay *r)
+{
+        const char *k;
+        json_t *e;
+
+        json_object_foreach(r->outbox, k, e)
+                json_object_set_new(e, "next", json_integer(0));
+        r->scan_at = 0;
+        outbox_kick(r);
+}
+
+void outbox_resend(struct relay *r)
+{
+        const char *k;
+        json_t *e;
+
+        if (r->inflight == 0)
+                return;
+        json_object_foreach(r->outbox, k, e)
+                if (json_is_true(json_object_get(e, "busy"))) {
+                        json_object_set_new(e, "busy", json_false());
+                        json_object_set_new(e, "queued", json_true());
+                        json_array_append_new(r->queue, json_string(k));
+                }
+        r->inflight = 0;
+        outbox_kick(r);
+}
+
+/* The archive name of the real implementation, "{ts}-{from}-{to}-{id}.json",
+ * ts = when it entered outbox/ (stable across a retry after a crash). */
+static int archive(struct relay *r, const char *id, json_t *e, bool duplicate, int64_t now)
+{
+        struct spool *sp = r->sp;
+        const char *to = json_string_value(json_object_get(e, "to"));
+        const char *from = json_string_value(json_object_get(e, "from"));
+        const char *host = json_string_value(json_object_get(e, "host"));
+        char name[NAME_MAX + 1], side[NAME_MAX + 16], src[NAME_MAX + 1], at[HD_TIME_MAX];
+        _cleanup_free_ char *buf = NULL;
+        size_t len;
+        json_t *o;
+        int q;
+
+        hd_time_format(now, at, sizeof(at));
+        snprintf(src, sizeof(src), "%s.json", id);
+        o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:b}", "handoff_id", id,
+                      "outcome", "relayed", "relayed_to", host ? host : "",
+                      "from_agent", from, "to_agent", to, "archived_at", at,
+                      "accepted_at", "", "duplicate", duplicate);
+        if (!o)
+                return -ENOMEM;
+        q = hd_canon_dump(o, NULL, &buf, &len);
+        json_decref(o);
+        if (q < 0)
+                return q;
+        /* Replay memory first: from now on the id is refused here. */
+        q = spool_id_mark(sp, id);
+        if (q < 0)
+                return q;
+        for (unsigned n = 0; n < 100; n++) {
+                snprintf(name, sizeof(name), n ? "%lld-%s-%s-%s~%u.json" : "%lld-%s-%s-%s.json",
+                         (long long)(EGET(e, "at") / 1000000), from, to, id, n);
+                snprintf(side, sizeof(side), "%s.outcome", name);
+                q = hd_write_atomic(sp->fd[SD_ARCHIVE], side, buf, len, 0640, false);
+                if (q < 0)
+                        return q;
+                q = move_noreplace(sp->fd[SD_OUTBOX], src, sp->fd[SD_ARCHIVE], name);
+                if (q == -EEXIST)
+                        continue;
+                if (q < 0) {
+                        unlinkat(sp->fd[SD_ARCHIVE], side, 0);
+                        return q;
+                }
+                sp->dirty[SD_ARCHIVE] = sp->dirty[SD_OUTBOX] = true;
+                return 0;
+        }
+        return -EEXIST;
+}
+
+void outbox_puback(struct relay *r, const char *id, bool ok, bool duplicate,
+                   const char *err, int64_t now)
+{
+        json_t *e = json_object_get(r->outbox, id);
+        int q;
+
+        if (!e || !json_is_true(json_object_get(e, "busy")))
+                return;         /* not ours, or already handled */
+        json_object_set_new(e, "busy", json_false());
+        if (r->inflight > 0)
+                r->inflight--;
+        if (ok) {
+                q = archive(r, id, e, duplicate, now);
+                if (q < 0) {
+                        /* Relayed, not archived: published again later,
+                         * which the stream or the receiver drops. */
+                        spool_error(r->sp, q, "Cannot archive relayed %s", id);
+                        log_error_errno(q, "Cannot archive relayed %s", id);
+                        json_object_set_new(e, "next", json_integer(now + RELAY_BACKOFF_MIN_USEC));
+                        if (now + RELAY_BACKOFF_MIN_USEC < r->scan_at)
+                                r->scan_at = now + RELAY_BACKOFF_MIN_USEC;
+                        return;
+                }
+                r->st.relayed++;
+                log_decision(LOG_INFO, id, json_string_value(json_object_get(e, "to")), "relayed",
+                             NULL, "Relayed %s to %s on %s%s", id,
+                             json_string_value(json_object_get(e, "to")),
+                             json_string_value(json_object_get(e, "host")),
+                             duplicate ? " (the stream had it already)" : "");
+                json_object_del(r->outbox, id);
+                return;
+        }
+        /* 1 s, 2 s, 4 s ... 60 s per item. */
+        int64_t tries = EGET(e, "tries") + 1, wait = RELAY_BACKOFF_MIN_USEC;
+        for (int64_t i = 1; i < tries && wait < RELAY_BACKOFF_MAX_USEC; i++)
+                wait *= 2;
+        if (wait > RELAY_BACKOFF_MAX_USEC)
+                wait = RELAY_BACKOFF_MAX_USEC;
+        json_object_set_new(e, "tries", json_integer(tries));
+        json_object_set_new(e, "next", json_integer(now + wait));
+        if (now + wait < r->scan_at)
+                r->scan_at = now + wait;
+        r->st.publish_errors++;
+        if (strcmp(r->st.last_error, err))
+                log_warning("Relay: publish of %s failed: %s; retrying in %llds", id, err,
+                            (long long)(wait / 1000000));
+        relay_error(r, "publish: %s", err);
+}
+
+static int expire(struct relay *r, const char *id, int64_t now)
+{
+        char name[NAME_MAX + 1], detail[400];
+        int q;
+
+        snprintf(name, sizeof(name), "%s.json", id);
+        snprintf(detail, sizeof(detail), "expired in outbox/ before the relay could publish it%s%s",
+                 r->st.last_error[0] ? "; last relay error: " : "", r->st.last_error);
+        q = spool_reject_from(r->sp, SD_OUTBOX, name, HD_R_EXPIRED_UNRELAYED, detail, id, now);
+        return q == IO_GONE ? 0 : q;
+}
+
+/* Read outbox/<id>.json and hand it to the worker. */
+static int submit(struct relay *r, const char *id, json_t *e)
+{
+        struct spool *sp = r->sp;
+        const char *to = json_string_value(json_object_get(e, "to"));
+        const char *host = config_remote(sp->cfg, to);
+        char name[NAME_MAX + 1], subject[160];
+        _cleanup_close_ int fd = -1;
+        char *buf = NULL;
+        size_t len;
+        int q;
+
+        if (!host)
+                return -ENXIO;  /* [remote] gone in a reload: it waits, then expires */
+        snprintf(name, sizeof(name), "%s.json", id);
+        fd = openat(sp->fd[SD_OUTBOX], name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+        if (fd < 0)
+                return -errno;
+        q = read_all(fd, sp->cfg->max_file_size, 0, &buf, &len);
+        if (q < 0)
+                return q;
+        if (xsnprintf(subject, sizeof(subject), "handoff.%s.%s", host, to) < 0) {
+                free(buf);
+                return -ENAMETOOLONG;
+        }
+        json_object_set_new(e, "host", json_string(host));
+        q = relay_publish(r, id, subject, buf, len);
+        if (q < 0)
+                return q;
+        json_object_set_new(e, "busy", json_true());
+        r->inflight++;
+        return 0;
+}
+
+/* Every item: expire what is late, queue what is due for a retry; the
+ * time of the next look.  At most once a second, or at a deadline. */
+static void scan(struct relay *r, int64_t now)
+{
+        const char *k;
+        json_t *e, *gone = json_array();
+        void *tmp;
+        int64_t due = now + RELAY_BACKOFF_MAX_USEC;
+        bool flush = false;
+
+        json_object_foreach_safe(r->outbox, tmp, k, e) {
+                int64_t next = EGET(e, "next"), exp = EGET(e, "exp");
+                /* Valid while now <= expires_at; one in flight waits for
+                 * its answer (a PubAck after a reject would be a lie). */
+                if (json_is_true(json_object_get(e, "busy")))
+                        continue;
+                if (now > exp) {
+                        int q = expire(r, k, now);
+                        if (q < 0) {
+                                spool_error(r->sp, q, "Cannot reject %s", k);
+                                log_error_errno(q, "Cannot reject %s from outbox/", k);
+                                json_object_set_new(e, "exp", json_integer(now + RELAY_BACKOFF_MAX_USEC));
+                        } else {
+                                json_array_append_new(gone, json_string(k));
+                        }
+                        flush = true;
+                        continue;
+                }
+                if (exp + 1 < due)
+                        due = exp + 1;
+                if (json_is_true(json_object_get(e, "queued")))
+                        continue;
+                if (next <= now) {
+                        json_object_set_new(e, "queued", json_true());
+                        json_array_append_new(r->queue, json_string(k));
+                } else if (next < due) {
+                        due = next;
+                }
+        }
+        size_t i;
+        json_array_foreach(gone, i, e)
+                json_object_del(r->outbox, json_string_value(e));
+        json_decref(gone);
+        if (flush)
+                spool_flush(r->sp);
+        r->scan_at = due < now + 1000000 ? now + 1000000 : due;
+}
+
+/* Publish from the head of the queue while the relay is up and there is
+ * room in flight. */
+static void submit_queued(struct relay *r, int64_t now)
+{
+        size_t n = json_array_size(r->queue);
+
+        while (r->queue_head < n && r->st.ready && r->inflight < RELAY_INFLIGHT_MAX) {
+                const char *k = json_string_value(json_array_get(r->queue, r->queue_head++));
+                json_t *e = json_object_get(r->outbox, k);
+                if (!e || json_is_true(json_object_get(e, "busy")))
+                        continue;
+                json_object_del(e, "queued");
+                int q = submit(r, k, e);
+                if (q == -ENOENT) {     /* removed by hand */
+                        json_object_del(r->outbox, k);
+                } else if (q < 0) {
+                        relay_error(r, "cannot publish %s: %s", k, strerror(-q));
+                        json_object_set_new(e, "next", json_integer(now + RELAY_BACKOFF_MAX_USEC));
+                }
+        }
+        if (r->queue_head == n) {
+                json_array_clear(r->queue);
+                r->queue_head = 0;
+        } else if (r->queue_head > 4096 && r->queue_head > n / 2) {
+                /* Drop the consumed head now and then, not at every pop. */
+                json_t *rest = json_array();
+                for (size_t i = r->queue_head; i < n; i++)
+                        json_array_append(rest, json_array_get(r->queue, i));
+                json_decref(r->queue);
+                r->queue = rest;
+                r->queue_head = 0;
+        }
+}
+
+static void on_timer(uv_timer_t *t)
+{
+        struct relay *r = t->data;
+        int64_t now = hd_now_usec();
+
+        if (now >= r->scan_at)
+                scan(r, now);
+        submit_queued(r, now);
+        int64_t ms = (r->scan_at - now + 999) / 1000;
+        uv_timer_start(&r->timer, on_timer, ms < 0 ? 0 : (uint64_t)ms, 0);
+}

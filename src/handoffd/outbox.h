@@ -1,0 +1,29 @@
+/* outbox/: handoffs for remote agents, verified here, waiting for the
+ * relay's PubAck; see outbox.c. */
+#ifndef HD_OUTBOX_H
+#define HD_OUTBOX_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+struct relay;
+
+/* From decide(): move handoff/name (verified, for a [remote] agent, its
+ * id not seen here) to outbox/<id>.json and queue it.  -EEXIST: that id is
+ * already in outbox/. */
+int outbox_take(struct relay *r, const char *name, const json_t *doc, int64_t now);
+/* At start: every item in outbox/ (it survives restarts). */
+int outbox_scan(struct relay *r, int64_t now);
+/* Publish what is due and expire what is late, soon (in the loop). */
+void outbox_kick(struct relay *r);
+/* The relay is (again) connected and set up: retry everything now. */
+void outbox_ready(struct relay *r);
+/* A new connection: what was in flight on the old one will get no
+ * PubAck; publish it again now (the stream drops a second copy). */
+void outbox_resend(struct relay *r);
+/* A publish ended: archive it as relayed, or back off. */
+void outbox_puback(struct relay *r, const char *id, bool ok, bool duplicate,
+                   const char *err, int64_t now);
+
+#endif

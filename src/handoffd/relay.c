@@ -1,0 +1,303 @@
+/* The relay, the loop's side; see relay.h (and relay_nats.c for the
+ * threads).  Events from the threads are taken from the queue in
+ * on_async(); outbox.c and inbox.c act on them. */
+#include <errno.h>
+#include <nats/nats.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "files.h"
+#include "inbox.h"
+#include "log.h"
+#include "outbox.h"
+#include "relay.h"
+#include "relay_nats.h"
+#include "relay_queue.h"
+
+#define NC(r) ((natsConnection *)(r)->nc)
+#define JS(r) ((jsCtx *)(r)->js)
+#define SUB(r) ((natsSubscription *)(r)->sub)
+
+/* ---- the loop side ---------------------------------------------------- */
+
+static json_t *relay_status(void *ctx, int64_t now);
+static void relay_metrics(void *ctx, FILE *f, int64_t now);
+
+static int take_hook(void *ctx, const char *name, const json_t *doc, int64_t now)
+{
+        return outbox_take(ctx, name, doc, now);
+}
+
+static void on_state(struct relay *r, struct relay_ev *ev)
+{
+        bool was_ready = r->st.ready;
+
+        pthread_mutex_lock(&r->m);
+        r->st.connected = r->connected;
+        r->st.ready = r->ready && r->connected;
+        pthread_mutex_unlock(&r->m);
+        if (ev->text[0] == '!') {
+                /* Logged when it changes, not at every retry. */
+                if (strcmp(r->st.last_error, ev->text + 1))
+                        log_warning("Relay: %s", ev->text + 1);
+                relay_error(r, "%s", ev->text + 1);
+        } else if (ev->text[0]) {
+                snprintf(r->st.server, sizeof(r->st.server), "%s", ev->text);
+                log_info("Relay: connected to %s", ev->text);
+                outbox_resend(r);
+        } else if (!r->st.connected && was_ready) {
+                log_warning("Relay: disconnected from %s; outbound items wait in outbox/",
+                            r->st.server);
+        }
+        if (r->st.ready && !was_ready) {
+                log_info("Relay ready: host %s, stream %s, consumer %s", r->host, r->stream,
+                         r->durable);
+                outbox_ready(r);
+        }
+}
+
+static void on_async(uv_async_t *h)
+{
+        struct relay *r = h->data;
+        struct relay_ev *ev, *next;
+        int64_t now = hd_now_usec();
+        bool acks = false;
+
+        pthread_mutex_lock(&r->m);
+        ev = r->evs;
+        r->evs = r->evs_tail = NULL;
+        pthread_mutex_unlock(&r->m);
+        for (; ev; ev = next) {
+                next = ev->next;
+                switch (ev->type) {
+                case RELAY_EV_STATE:
+                        on_state(r, ev);
+                        break;
+                case RELAY_EV_PUBACK:
+                        outbox_puback(r, ev->id, ev->ok, ev->duplicate, ev->text, now);
+                        acks = true;
+                        break;
+                case RELAY_EV_BATCH:
+                        inbox_batch(r, ev->batch, now);
+                        break;
+                }
+                free(ev);
+        }
+        if (acks) {
+                /* The archive moves of this round, synced once. */
+                int q = spool_flush(r->sp);
+                if (q < 0)
+                        spool_error(r->sp, q, "Cannot fsync the spool");
+                outbox_kick(r);
+        }
+}
+
+int relay_start(uv_loop_t *loop, struct spool *sp, struct relay **ret)
+{
+        const struct config *c = sp->cfg;
+        struct relay *r;
+        int q;
+
+        *ret = NULL;
+        if (!config_relay_on(c))
+                return 0;
+        r = calloc(1, sizeof(*r));
+        if (!r)
+                return -ENOMEM;
+        r->loop = loop;
+        r->sp = sp;
+        r->replicas = c->relay.replicas;
+        /* A handoff is never valid longer than this anywhere we relay to. */
+        r->max_age_usec = (c->max_window + c->max_clock_skew) * 1000000LL;
+        r->outbox = json_object();
+        r->queue = json_array();
+        pthread_mutex_init(&r->m, NULL);
+        pthread_cond_init(&r->wake_worker, NULL);
+        pthread_cond_init(&r->wake_fetcher, NULL);
+        if (!(r->host = strdup(c->relay.host)) || !(r->stream = strdup(c->relay.stream)) ||
+            asprintf(&r->durable, "handoffd-%s", c->relay.host) < 0 ||
+            asprintf(&r->filter, "handoff.%s.>", c->relay.host) < 0 || !r->outbox || !r->queue) {
+                q = -ENOMEM;
+                goto fail;
+        }
+        q = relay_options(r, &c->relay);
+        if (q < 0)
+                goto fail;
+        uv_async_init(loop, &r->async, on_async);
+        uv_timer_init(loop, &r->timer);
+        r->async.data = r->timer.data = r;
+        r->handles_open = true;
+        sp->relay = (struct spool_relay) { .ctx = r, .take = take_hook,
+                                           .status = relay_status, .metrics = relay_metrics };
+
+        inbox_clean(r);
+        q = outbox_scan(r, hd_now_usec());
+        if (q < 0)
+                log_warning_errno(q, "Cannot list outbox/");
+
+        if (pthread_create(&r->worker, NULL, relay_worker_main, r) != 0 ||
+            pthread_create(&r->fetcher, NULL, relay_fetch_main, r) != 0) {
+                q = log_error_errno(EAGAIN, "Cannot start the relay threads");
+                /* a started worker is stopped by relay_stop */
+                r->threads = true;
+                *ret = r;
+                return q;
+        }
+        r->threads = true;
+        log_info("Relay: host %s, servers %s, %zu item(s) in outbox/", r->host,
+                 c->relay.servers, json_object_size(r->outbox));
+        *ret = r;
+        return 0;
+fail:
+        memset(&sp->relay, 0, sizeof(sp->relay));
+        relay_free(r);
+        return q;
+}
+
+static void free_queues(struct relay *r)
+{
+        while (r->jobs) {
+                struct relay_job *j = r->jobs;
+                r->jobs = j->next;
+                free(j->data);
+                free(j);
+        }
+        while (r->evs) {
+                struct relay_ev *ev = r->evs;
+                r->evs = ev->next;
+                if (ev->type == RELAY_EV_BATCH)
+                        relay_batch_free(ev->batch);
+                free(ev);
+        }
+        r->jobs_tail = NULL;
+        r->evs_tail = NULL;
+}
+
+void relay_stop(struct relay *r)
+{
+        if (!r)
+                return;
+        if (r->threads) {
+                pthread_mutex_lock(&r->m);
+                r->stop = true;
+                pthread_cond_broadcast(&r->wake_worker);
+                pthread_cond_broadcast(&r->wake_fetcher);
+                pthread_mutex_unlock(&r->m);
+                pthread_join(r->worker, NULL);
+                pthread_join(r->fetcher, NULL);
+                r->threads = false;
+        }
+        /* PubAcks that came in before the stop: archive those items now
+         * rather than publish them again at the next start. */
+        pthread_mutex_lock(&r->m);
+        struct relay_ev *ev = r->evs, **pp = &r->evs;
+        while (ev) {
+                if (ev->type == RELAY_EV_PUBACK && ev->ok) {
+                        outbox_puback(r, ev->id, true, ev->duplicate, "", hd_now_usec());
+                        *pp = ev->next;
+                        free(ev);
+                        ev = *pp;
+                        continue;
+                }
+                pp = &ev->next;
+                ev = ev->next;
+        }
+        r->evs_tail = NULL;
+        for (ev = r->evs; ev; ev = ev->next)
+                r->evs_tail = ev;
+        pthread_mutex_unlock(&r->m);
+        spool_flush(r->sp);
+        pthread_mutex_lock(&r->m);
+        r->closed = true;
+        pthread_mutex_unlock(&r->m);
+        if (r->handles_open) {
+                uv_close((uv_handle_t *)&r->async, NULL);
+                uv_close((uv_handle_t *)&r->timer, NULL);
+                r->handles_open = false;
+        }
+        memset(&r->sp->relay, 0, sizeof(r->sp->relay));
+}
+
+void relay_free(struct relay *r)
+{
+        if (!r)
+                return;
+        free_queues(r);
+        if (r->sub)
+                natsSubscription_Destroy(SUB(r));
+        if (r->js)
+                jsCtx_Destroy(JS(r));
+        if (r->nc)
+                natsConnection_Destroy(NC(r));
+        if (r->opts)
+                natsOptions_Destroy((natsOptions *)r->opts);
+        /* Its threads may still call us (a closed callback): r lives until
+         * they are gone, or for ever if they do not end. */
+        if (nats_CloseAndWait(10000) != NATS_OK) {
+                log_warning("Relay: the NATS library did not shut down in 10 s");
+                return;
+        }
+        pthread_mutex_destroy(&r->m);
+        pthread_cond_destroy(&r->wake_worker);
+        pthread_cond_destroy(&r->wake_fetcher);
+        json_decref(r->outbox);
+        json_decref(r->queue);
+        free(r->host);
+        free(r->stream);
+        free(r->durable);
+        free(r->filter);
+        free(r);
+}
+
+static json_t *relay_status(void *ctx, int64_t now)
+{
+        struct relay *r = ctx;
+        int64_t oldest = -1;
+        const char *k;
+        json_t *e;
+
+        json_object_foreach(r->outbox, k, e) {
+                int64_t age = (now - json_integer_value(json_object_get(e, "at"))) / 1000000;
+                if (age > oldest)
+                        oldest = age;
+        }
+        return json_pack("{s:b, s:b, s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:s?, s:I}",
+                         "connected", r->st.connected, "ready", r->st.ready,
+                         "server", r->st.server, "host", r->host, "stream", r->stream,
+                         "outbox", (json_int_t)json_object_size(r->outbox),
+                         "outbox_oldest_s", (json_int_t)oldest,
+                         "relayed", (json_int_t)r->st.relayed,
+                         "received", (json_int_t)r->st.received,
+                         "duplicates", (json_int_t)r->st.duplicates,
+                         "publish_errors", (json_int_t)r->st.publish_errors,
+                         "last_error", r->st.last_error[0] ? r->st.last_error : NULL,
+                         "last_error_age_s",
+                         (json_int_t)(r->st.last_error_usec ? (now - r->st.last_error_usec) / 1000000 : -1));
+}
+
+static void relay_metrics(void *ctx, FILE *f, int64_t now)
+{
+        struct relay *r = ctx;
+        json_t *s = relay_status(r, now);
+
+        fprintf(f, "# HELP handoffd_relay_connected 1 while the relay is connected and set up.\n"
+                   "# TYPE handoffd_relay_connected gauge\n"
+                   "handoffd_relay_connected %d\n", r->st.ready ? 1 : 0);
+        fprintf(f, "# HELP handoffd_relay_outbox_items Items waiting in outbox/.\n"
+                   "# TYPE handoffd_relay_outbox_items gauge\n"
+                   "handoffd_relay_outbox_items %lld\n",
+                (long long)json_integer_value(json_object_get(s, "outbox")));
+        fprintf(f, "# HELP handoffd_relay_outbox_oldest_seconds Age of the oldest item in outbox/ (-1: none).\n"
+                   "# TYPE handoffd_relay_outbox_oldest_seconds gauge\n"
+                   "handoffd_relay_outbox_oldest_seconds %lld\n",
+                (long long)json_integer_value(json_object_get(s, "outbox_oldest_s")));
+        fprintf(f, "# HELP handoffd_relay_total Relay events since start.\n"
+                   "# TYPE handoffd_relay_total counter\n");
+        fprintf(f, "handoffd_relay_total{event=\"relayed\"} %llu\n", (unsigned long long)r->st.relayed);
+        fprintf(f, "handoffd_relay_total{event=\"received\"} %llu\n", (unsigned long long)r->st.received);
+        fprintf(f, "handoffd_relay_total{event=\"duplicate\"} %llu\n", (unsigned long long)r->st.duplicates);
+        fprintf(f, "handoffd_relay_total{event=\"publish_error\"} %llu\n",
+                (unsigned long long)r->st.publish_errors);
+        json_decref(s);
+}

@@ -1,0 +1,491 @@
+/* The NATS side of the relay; see relay.h.
+ *
+ * The loop never waits on the network: the connection is made by libnats
+ * in the background (retry on failed connect, endless reconnects), the
+ * stream and consumer requests and every publish are made by the worker
+ * thread, the pulls and the acks by the fetch thread.  What comes back (a
+ * state change, a PubAck, a batch of messages) goes into r->evs under r->m
+ * and wakes the loop with uv_async_send().  Nothing here touches the spool,
+ * the config or the counters. */
+#include <errno.h>
+#include <nats/nats.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "log.h"
+#include "relay_nats.h"
+#include "relay_queue.h"
+
+#define SETUP_RETRY_MAX_MS 30000
+#define FETCH_WAIT_MS 1000
+/* A PubAck later than this is taken as lost: the item is published again,
+ * which the stream answers "duplicate" if the first one got there. */
+#define PUBACK_WAIT_MS 2000
+#define API_WAIT_MS 5000
+#define ACK_WAIT_NS (10LL * 1000000000LL)
+
+#define JS(r) ((jsCtx *)(r)->js)
+#define SUB(r) ((natsSubscription *)(r)->sub)
+
+/* ---- the queue to the loop (any thread) ---------------------------- */
+
+static void post_state(struct relay *r, const char *fmt, ...)
+{
+        struct relay_ev *ev = calloc(1, sizeof(*ev));
+        va_list ap;
+
+        if (!ev)
+                return;
+        ev->type = RELAY_EV_STATE;
+        if (fmt) {
+                va_start(ap, fmt);
+                vsnprintf(ev->text, sizeof(ev->text), fmt, ap);
+                va_end(ap);
+        }
+        relay_post(r, ev);
+}
+
+static const char *nats_err(natsStatus s)
+{
+        const char *t = nats_GetLastError(NULL);
+        return t && *t ? t : natsStatus_GetText(s);
+}
+
+static void timed_wait(pthread_cond_t *c, pthread_mutex_t *m, int64_t ms)
+{
+        struct timespec ts;
+
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += ms / 1000;
+        ts.tv_nsec += (ms % 1000) * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(c, m, &ts);
+}
+
+/* ---- libnats callbacks (libnats threads) ---------------------------- */
+
+static void set_connected(struct relay *r, bool up)
+{
+        pthread_mutex_lock(&r->m);
+        r->connected = up;
+        pthread_cond_broadcast(&r->wake_worker);
+        pthread_mutex_unlock(&r->m);
+}
+
+static void on_connected(natsConnection *nc, void *closure)
+{
+        struct relay *r = closure;
+        char url[200] = "";
+
+        natsConnection_GetConnectedUrl(nc, url, sizeof(url));
+        set_connected(r, true);
+        post_state(r, "%s", url);
+}
+
+static void on_disconnected(natsConnection *nc, void *closure)
+{
+        (void)nc;
+        set_connected(closure, false);
+        post_state(closure, NULL);
+}
+
+static void on_async_error(natsConnection *nc, natsSubscription *sub, natsStatus s, void *closure)
+{
+        (void)nc;
+        (void)sub;
+        post_state(closure, "!NATS: %s", natsStatus_GetText(s));
+}
+
+static void on_puback(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae, void *closure)
+{
+        struct relay *r = closure;
+        struct relay_ev *ev = calloc(1, sizeof(*ev));
+        const char *id = NULL;
+
+        (void)js;
+        if (ev && natsMsgHeader_Get(msg, "Nats-Msg-Id", &id) == NATS_OK && id) {
+                ev->type = RELAY_EV_PUBACK;
+                snprintf(ev->id, sizeof(ev->id), "%s", id);
+                ev->ok = pa != NULL;
+                ev->duplicate = pa && pa->Duplicate;
+                if (pae)
+                        snprintf(ev->text, sizeof(ev->text), "%s%s%s",
+                                 natsStatus_GetText(pae->Err), pae->ErrText ? ": " : "",
+                                 pae->ErrText ? pae->ErrText : "");
+                relay_post(r, ev);
+        } else {
+                free(ev);
+        }
+        natsMsg_Destroy(msg);
+}
+
+/* ---- the worker thread: stream, consumer, publishes ------------------- */
+
+/* The stream (created when missing, else used as it is), the durable
+ * consumer of this host, the pull subscription bound to it. */
+static natsStatus setup(struct relay *r, char *err, size_t n)
+{
+        jsStreamInfo *si = NULL;
+        jsConsumerInfo *ci = NULL;
+        natsSubscription *sub = NULL;
+        jsErrCode jerr = 0;
+        natsStatus s;
+
+        s = js_GetStreamInfo(&si, JS(r), r->stream, NULL, &jerr);
+        if (s == NATS_NOT_FOUND || jerr == JSStreamNotFoundErr) {
+                const char *subjects[] = { "handoff.>" };
+                jsStreamConfig sc;
+                jsStreamConfig_Init(&sc);
+                sc.Name = r->stream;
+                sc.Subjects = subjects;
+                sc.SubjectsLen = 1;
+                /* A message goes once it is acked by its host's consumer. */
+                sc.Retention = js_WorkQueuePolicy;
+                sc.Storage = js_FileStorage;
+                sc.Replicas = r->replicas;
+                sc.MaxAge = r->max_age_usec * 1000;
+                s = js_AddStream(&si, JS(r), &sc, NULL, &jerr);
+                if (s != NATS_OK && jerr == JSStreamNameExistErr)
+                        s = js_GetStreamInfo(&si, JS(r), r->stream, NULL, &jerr);
+        }
+        if (s != NATS_OK) {
+                snprintf(err, n, "stream %s: %s", r->stream, nats_err(s));
+                return s;
+        }
+        jsStreamInfo_Destroy(si);
+
+        s = js_GetConsumerInfo(&ci, JS(r), r->stream, r->durable, NULL, &jerr);
+        if (s == NATS_NOT_FOUND || jerr == JSConsumerNotFoundErr) {
+                jsConsumerConfig cc;
+                jsConsumerConfig_Init(&cc);
+                cc.Durable = r->durable;
+                cc.FilterSubject = r->filter;
+                cc.AckPolicy = js_AckExplicit;
+                cc.DeliverPolicy = js_DeliverAll;
+                cc.AckWait = ACK_WAIT_NS;
+                cc.MaxAckPending = 4 * RELAY_FETCH_BATCH;
+                s = js_AddConsumer(&ci, JS(r), r->stream, &cc, NULL, &jerr);
+        }
+        if (s != NATS_OK) {
+                snprintf(err, n, "consumer %s: %s", r->durable, nats_err(s));
+                return s;
+        }
+        jsConsumerInfo_Destroy(ci);
+
+        /* Bound to the consumer we made: destroying the subscription
+         * never deletes it. */
+        jsSubOptions so;
+        jsSubOptions_Init(&so);
+        so.Stream = r->stream;
+        so.Consumer = r->durable;
+        s = js_PullSubscribe(&sub, JS(r), r->filter, r->durable, NULL, &so, &jerr);
+        if (s != NATS_OK) {
+                snprintf(err, n, "subscription %s: %s", r->durable, nats_err(s));
+                return s;
+        }
+        pthread_mutex_lock(&r->m);
+        r->sub = sub;
+        r->ready = true;
+        pthread_cond_broadcast(&r->wake_fetcher);
+        pthread_mutex_unlock(&r->m);
+        return NATS_OK;
+}
+
+static void publish(struct relay *r, struct relay_job *j)
+{
+        natsMsg *msg = NULL;
+        jsPubOptions po;
+        natsStatus s;
+
+        jsPubOptions_Init(&po);
+        po.MsgId = j->id;       /* JetStream drops a second publish of it */
+        po.MaxWait = PUBACK_WAIT_MS;
+        s = natsMsg_Create(&msg, j->subject, NULL, j->data, (int)j->len);
+        if (s == NATS_OK)
+                s = js_PublishMsgAsync(JS(r), &msg, &po);
+        natsMsg_Destroy(msg);   /* NULL when libnats took it */
+        if (s != NATS_OK) {
+                struct relay_ev *ev = calloc(1, sizeof(*ev));
+                if (ev) {
+                        ev->type = RELAY_EV_PUBACK;
+                        snprintf(ev->id, sizeof(ev->id), "%s", j->id);
+                        snprintf(ev->text, sizeof(ev->text), "%s", nats_err(s));
+                        relay_post(r, ev);
+                }
+        }
+}
+
+void *relay_worker_main(void *arg)
+{
+        struct relay *r = arg;
+        natsConnection *nc = NULL;
+        int64_t setup_wait = 1000, setup_at = 0;
+        char err[300];
+        natsStatus s;
+
+        s = natsConnection_Connect(&nc, r->opts);
+        if (s != NATS_OK && s != NATS_NOT_YET_CONNECTED) {
+                post_state(r, "!cannot connect: %s", nats_err(s));
+                return NULL;
+        }
+        if (s == NATS_OK)
+                on_connected(nc, r);
+        jsOptions jo;
+        jsCtx *js = NULL;
+        jsOptions_Init(&jo);
+        jo.Wait = API_WAIT_MS;
+        jo.PublishAsync.AckHandler = on_puback;
+        jo.PublishAsync.AckHandlerClosure = r;
+        jo.PublishAsync.MaxPending = RELAY_INFLIGHT_MAX;
+        s = natsConnection_JetStream(&js, nc, &jo);
+        if (s != NATS_OK) {
+                post_state(r, "!JetStream context: %s", nats_err(s));
+                natsConnection_Close(nc);
+                natsConnection_Destroy(nc);
+                return NULL;
+        }
+        pthread_mutex_lock(&r->m);
+        r->nc = nc;
+        r->js = js;
+        while (!r->stop) {
+                if (r->connected && !r->ready && nats_Now() >= setup_at) {
+                        pthread_mutex_unlock(&r->m);
+                        s = setup(r, err, sizeof(err));
+                        if (s == NATS_OK) {
+                                setup_wait = 1000;
+                                post_state(r, NULL);
+                        } else {
+                                post_state(r, "!%s", err);
+                                setup_at = nats_Now() + setup_wait;
+                                setup_wait = setup_wait * 2 > SETUP_RETRY_MAX_MS ? SETUP_RETRY_MAX_MS
+                                                                                 : setup_wait * 2;
+                        }
+                        pthread_mutex_lock(&r->m);
+                        continue;
+                }
+                if (r->jobs) {
+                        struct relay_job *j = r->jobs;
+                        r->jobs = r->jobs_tail = NULL;
+                        pthread_mutex_unlock(&r->m);
+                        while (j) {
+                                struct relay_job *next = j->next;
+                                publish(r, j);
+                                free(j->data);
+                                free(j);
+                                j = next;
+                        }
+                        pthread_mutex_lock(&r->m);
+                        continue;
+                }
+                timed_wait(&r->wake_worker, &r->m, 1000);
+        }
+        r->ready = false;
+        pthread_cond_broadcast(&r->wake_fetcher);
+        pthread_mutex_unlock(&r->m);
+        /* Wakes a fetch in progress. */
+        natsConnection_Close(nc);
+        return NULL;
+}
+
+/* ---- the fetch thread: pull, hand to the loop, ack ---------------------- */
+
+static struct relay_batch *batch_new(natsMsgList *list)
+{
+        struct relay_batch *b = calloc(1, sizeof(*b));
+
+        if (!b || !(b->in = calloc((size_t)list->Count, sizeof(*b->in)))) {
+                free(b);
+                return NULL;
+        }
+        b->n = (size_t)list->Count;
+        for (size_t i = 0; i < b->n; i++) {
+                natsMsg *m = list->Msgs[i];
+                struct relay_in *in = &b->in[i];
+                const char *id = NULL;
+                int len = natsMsg_GetDataLength(m);
+                in->len = len > 0 ? (size_t)len : 0;
+                in->data = malloc(in->len + 1);
+                if (in->data) {
+                        memcpy(in->data, natsMsg_GetData(m), in->len);
+                        in->data[in->len] = '\0';
+                }
+                if (natsMsgHeader_Get(m, "Nats-Msg-Id", &id) == NATS_OK && id &&
+                    strlen(id) <= RELAY_ID_MAX && hd_id_valid(id))
+                        snprintf(in->msg_id, sizeof(in->msg_id), "%s", id);
+        }
+        return b;
+}
+
+void *relay_fetch_main(void *arg)
+{
+        struct relay *r = arg;
+        bool idle = true;
+        natsStatus s;
+
+        pthread_mutex_lock(&r->m);
+        while (!r->stop) {
+                if (!r->ready) {
+                        timed_wait(&r->wake_fetcher, &r->m, 1000);
+                        continue;
+                }
+                natsSubscription *sub = SUB(r);
+                pthread_mutex_unlock(&r->m);
+
+                natsMsgList list = { 0 };
+                jsErrCode jerr = 0;
+                if (idle) {
+                        /* One message, waited for: it comes back as soon
+                         * as there is one (a larger batch would wait for
+                         * the whole batch or the timeout). */
+                        s = natsSubscription_Fetch(&list, sub, 1, FETCH_WAIT_MS, &jerr);
+                } else {
+                        /* What is there now, up to a batch. */
+                        jsFetchRequest req;
+                        jsFetchRequest_Init(&req);
+                        req.Batch = RELAY_FETCH_BATCH;
+                        req.NoWait = true;
+                        req.Expires = (int64_t)FETCH_WAIT_MS * 1000000;
+                        s = natsSubscription_FetchRequest(&list, sub, &req);
+                }
+                struct relay_batch *b = s == NATS_OK && list.Count > 0 ? batch_new(&list) : NULL;
+                pthread_mutex_lock(&r->m);
+                if (!b) {
+                        natsMsgList_Destroy(&list);
+                        if (s != NATS_OK && s != NATS_TIMEOUT && s != NATS_NOT_FOUND && !r->stop &&
+                            r->connected) {
+                                pthread_mutex_unlock(&r->m);
+                                post_state(r, "!fetch: %s", natsStatus_GetText(s));
+                                pthread_mutex_lock(&r->m);
+                                timed_wait(&r->wake_fetcher, &r->m, 1000);
+                        } else if (s != NATS_OK && !r->connected && !r->stop) {
+                                timed_wait(&r->wake_fetcher, &r->m, 500);
+                        }
+                        idle = true;
+                        continue;
+                }
+                idle = false;
+                r->batch = b;
+                pthread_mutex_unlock(&r->m);
+                struct relay_ev *ev = calloc(1, sizeof(*ev));
+                if (ev) {
+                        ev->type = RELAY_EV_BATCH;
+                        ev->batch = b;
+                        relay_post(r, ev);
+                }
+                pthread_mutex_lock(&r->m);
+                while (ev && !b->done && !r->stop)
+                        pthread_cond_wait(&r->wake_fetcher, &r->m);
+                bool done = ev && b->done;
+                r->batch = NULL;
+                pthread_mutex_unlock(&r->m);
+                /* Acked only once the loop has the message durable in the
+                 * spool, or knew it already; a stop before that leaves it
+                 * for redelivery. */
+                if (done)
+                        for (size_t i = 0; i < b->n; i++) {
+                                if (b->in[i].ack)
+                                        natsMsg_Ack(list.Msgs[i], NULL);
+                                else
+                                        natsMsg_NakWithDelay(list.Msgs[i], 1000, NULL);
+                        }
+                natsMsgList_Destroy(&list);
+                /* Not done: the loop never saw it (stop); done: the loop
+                 * has let go of it. */
+                if (done || !ev)
+                        relay_batch_free(b);
+                pthread_mutex_lock(&r->m);
+        }
+        pthread_mutex_unlock(&r->m);
+        return NULL;
+}
+
+static int split_servers(const char *s, char ***ret, int *n)
+{
+        char *copy = strdup(s), *save = NULL, **v;
+        int k = 0;
+
+        if (!copy)
+                return -ENOMEM;
+        v = calloc(strlen(s) / 2 + 2, sizeof(char *));
+        if (!v) {
+                free(copy);
+                return -ENOMEM;
+        }
+        for (char *t = strtok_r(copy, ", \t", &save); t; t = strtok_r(NULL, ", \t", &save))
+                if (!(v[k++] = strdup(t))) {
+                        k--;
+                        break;
+                }
+        free(copy);
+        *ret = v;
+        *n = k;
+        return k > 0 ? 0 : -EINVAL;
+}
+
+int relay_options(struct relay *r, const struct config_relay *c)
+{
+        natsOptions *o = NULL;
+        char **servers = NULL, name[160];
+        int n = 0, q;
+        natsStatus s;
+
+        q = split_servers(c->servers, &servers, &n);
+        if (q < 0)
+                goto out;
+        snprintf(name, sizeof(name), "handoffd %s", r->host);
+        s = natsOptions_Create(&o);
+        if (s == NATS_OK)
+                s = natsOptions_SetServers(o, (const char **)servers, n);
+        if (s == NATS_OK)
+                s = natsOptions_SetName(o, name);
+        /* Reconnect for ever, one attempt a second per server; a dead
+         * server is noticed within 10 s even without a reset. */
+        if (s == NATS_OK)
+                s = natsOptions_SetMaxReconnect(o, -1);
+        if (s == NATS_OK)
+                s = natsOptions_SetReconnectWait(o, 1000);
+        if (s == NATS_OK)
+                s = natsOptions_SetPingInterval(o, 5000);
+        if (s == NATS_OK)
+                s = natsOptions_SetMaxPingsOut(o, 2);
+        if (s == NATS_OK)
+                s = natsOptions_SetRetryOnFailedConnect(o, true, on_connected, r);
+        if (s == NATS_OK)
+                s = natsOptions_SetReconnectedCB(o, on_connected, r);
+        if (s == NATS_OK)
+                s = natsOptions_SetDisconnectedCB(o, on_disconnected, r);
+        if (s == NATS_OK)
+                s = natsOptions_SetClosedCB(o, on_disconnected, r);
+        if (s == NATS_OK)
+                s = natsOptions_SetErrorHandler(o, on_async_error, r);
+        if (s == NATS_OK && c->credentials)
+                s = natsOptions_SetUserCredentialsFromFiles(o, c->credentials, NULL);
+        if (s == NATS_OK && c->user)
+                s = natsOptions_SetUserInfo(o, c->user, c->password);
+        if (s == NATS_OK && c->nkey)
+                s = natsOptions_SetNKeyFromSeed(o, c->nkey, c->nkey_seed);
+        if (s == NATS_OK && (c->tls_ca || c->tls_cert))
+                s = natsOptions_SetSecure(o, true);
+        if (s == NATS_OK && c->tls_ca)
+                s = natsOptions_LoadCATrustedCertificates(o, c->tls_ca);
+        if (s == NATS_OK && c->tls_cert)
+                s = natsOptions_LoadCertificatesChain(o, c->tls_cert, c->tls_key);
+        if (s != NATS_OK) {
+                log_error("[relay]: %s", nats_err(s));
+                natsOptions_Destroy(o);
+                q = -EINVAL;
+                goto out;
+        }
+        r->opts = o;
+        q = 0;
+out:
+        for (int i = 0; i < n; i++)
+                free(servers[i]);
+        free(servers);
+        return q;
+}

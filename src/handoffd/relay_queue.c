@@ -1,0 +1,83 @@
+/* The relay's queues; see relay_queue.h.  Called from the loop (publish,
+ * batch done, error) and from the threads (post). */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "relay_queue.h"
+
+void relay_post(struct relay *r, struct relay_ev *ev)
+{
+        pthread_mutex_lock(&r->m);
+        if (r->closed) {
+                /* A libnats callback after the stop (the connection's
+                 * closed callback): nobody listens, and the async handle
+                 * is gone. */
+                pthread_mutex_unlock(&r->m);
+                if (ev->type == RELAY_EV_BATCH)
+                        relay_batch_free(ev->batch);
+                free(ev);
+                return;
+        }
+        if (r->evs_tail)
+                r->evs_tail->next = ev;
+        else
+                r->evs = ev;
+        r->evs_tail = ev;
+        uv_async_send(&r->async);
+        pthread_mutex_unlock(&r->m);
+}
+
+void relay_error(struct relay *r, const char *fmt, ...)
+{
+        va_list ap;
+
+        va_start(ap, fmt);
+        vsnprintf(r->st.last_error, sizeof(r->st.last_error), fmt, ap);
+        va_end(ap);
+        r->st.last_error_usec = hd_now_usec();
+}
+
+int relay_publish(struct relay *r, const char *id, const char *subject,
+                  char *data, size_t len)
+{
+        struct relay_job *j = calloc(1, sizeof(*j));
+
+        if (!j) {
+                free(data);
+                return -ENOMEM;
+        }
+        snprintf(j->id, sizeof(j->id), "%s", id);
+        snprintf(j->subject, sizeof(j->subject), "%s", subject);
+        j->data = data;
+        j->len = len;
+        pthread_mutex_lock(&r->m);
+        if (r->jobs_tail)
+                r->jobs_tail->next = j;
+        else
+                r->jobs = j;
+        r->jobs_tail = j;
+        pthread_cond_signal(&r->wake_worker);
+        pthread_mutex_unlock(&r->m);
+        return 0;
+}
+
+void relay_batch_done(struct relay *r, struct relay_batch *b)
+{
+        pthread_mutex_lock(&r->m);
+        b->done = true;
+        pthread_cond_broadcast(&r->wake_fetcher);
+        pthread_mutex_unlock(&r->m);
+}
+
+void relay_batch_free(struct relay_batch *b)
+{
+        if (!b)
+                return;
+        for (size_t i = 0; i < b->n; i++)
+                free(b->in[i].data);
+        free(b->in);
+        free(b);
+}

@@ -1,0 +1,120 @@
+/* The relay's shared state (see relay.h for the parts): its settings, the
+ * queue of jobs from the loop to the worker thread, the queue of events
+ * from the threads to the loop (woken by a uv_async_t), and the loop's own
+ * outbox index and counters.  Everything under m is shared; the rest is the
+ * loop's, or the threads' (the NATS objects). */
+#ifndef HD_RELAY_QUEUE_H
+#define HD_RELAY_QUEUE_H
+
+#include <jansson.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <uv.h>
+
+#include "config.h"
+
+struct spool;
+
+#define RELAY_ID_MAX 128        /* hd_id_valid's limit */
+#define RELAY_FETCH_BATCH 64
+#define RELAY_INFLIGHT_MAX 512  /* publishes waiting for their PubAck */
+#define RELAY_BACKOFF_MIN_USEC 1000000LL
+#define RELAY_BACKOFF_MAX_USEC 60000000LL
+
+/* One inbound message, as plain data for the loop. */
+struct relay_in {
+        char *data;
+        size_t len;
+        char msg_id[RELAY_ID_MAX + 1];  /* Nats-Msg-Id, "" when absent or unusable */
+        bool ack;                       /* the loop's verdict */
+};
+
+struct relay_batch {
+        size_t n;
+        struct relay_in *in;
+        bool done;                      /* the loop has decided (under m) */
+};
+
+enum relay_ev_type {
+        RELAY_EV_STATE,         /* connected / ready changed, or an error */
+        RELAY_EV_PUBACK,        /* a publish ended: ok (duplicate) or error */
+        RELAY_EV_BATCH,         /* inbound messages to write */
+};
+
+struct relay_ev {
+        struct relay_ev *next;
+        enum relay_ev_type type;
+        bool ok, duplicate;
+        char id[RELAY_ID_MAX + 1];
+        char text[256];         /* error text, or the server's URL */
+        struct relay_batch *batch;
+};
+
+struct relay_job {
+        struct relay_job *next;
+        char id[RELAY_ID_MAX + 1];
+        char subject[160];
+        char *data;
+        size_t len;
+};
+
+struct relay_stats {
+        bool connected, ready;
+        char server[256];
+        uint64_t relayed, received, duplicates, publish_errors;
+        char last_error[256];
+        int64_t last_error_usec;
+};
+
+struct relay {
+        uv_loop_t *loop;
+        struct spool *sp;
+        uv_async_t async;
+        uv_timer_t timer;       /* outbox: submit, retry, expire */
+        bool handles_open;
+
+        /* Settings, copied at start: a reload does not change them. */
+        char *host, *stream, *durable, *filter;
+        int replicas;
+        int64_t max_age_usec;
+
+        /* NATS objects: made and used by the two threads only. */
+        void *opts, *nc, *js, *sub;     /* natsOptions, natsConnection, jsCtx, natsSubscription */
+        pthread_t worker, fetcher;
+        bool threads;
+
+        pthread_mutex_t m;
+        pthread_cond_t wake_worker, wake_fetcher;
+        /* Under m. */
+        bool stop, connected, ready;
+        bool closed;            /* async closed: libnats callbacks still
+                                 * running after the stop post nothing */
+        struct relay_job *jobs, *jobs_tail;
+        struct relay_ev *evs, *evs_tail;
+        struct relay_batch *batch;      /* handed to the loop, not yet done */
+
+        /* The loop's own. */
+        json_t *outbox;         /* id -> {to, from, host, at, exp, next, tries, busy, queued} */
+        json_t *queue;          /* ids to publish now, from queue_head on */
+        size_t queue_head;
+        int64_t scan_at;        /* next look at every item (expiry, retries) */
+        size_t inflight;
+        struct relay_stats st;
+};
+
+/* From the loop: publish data on subject with Nats-Msg-Id id (takes data). */
+int relay_publish(struct relay *r, const char *id, const char *subject,
+                  char *data, size_t len);
+/* From the loop: the verdicts of a batch are in; the fetch thread acks. */
+void relay_batch_done(struct relay *r, struct relay_batch *b);
+/* Record an error for status (loop only). */
+void relay_error(struct relay *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Queue an event for the loop and wake it (any thread). */
+void relay_post(struct relay *r, struct relay_ev *ev);
+/* A batch and its messages (the fetch thread, or at stop). */
+void relay_batch_free(struct relay_batch *b);
+
+#endif

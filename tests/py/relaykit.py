@@ -1,0 +1,192 @@
+"""Two hosts for the relay tests: host a (agent bob, with [remote] alice and
+gordon on host b) and host b (agents alice and gordon), each a real
+handoffd with its own spool, one shared HMAC key, and real nats-server(s)
+on loopback ports (tests/py/natsrv.py).  A consumer thread on b takes every
+bootstrap the way an agent does (rename to a private name, read, delete) and
+counts deliveries per handoff_id: "exactly once" is that count being 1 for
+every id, nothing left, nothing rejected.
+
+    with relaykit.Hosts() as h:
+        a, b = h.start_a(), h.start_b()
+        ids = h.drop(100)
+        h.wait_delivered(ids)
+"""
+
+import json
+import os
+import shutil
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hdproto  # noqa: E402
+import hdtest  # noqa: E402
+import natsrv  # noqa: E402
+from hdtest import Fail, check  # noqa: E402
+
+B_AGENTS = ["alice", "gordon"]
+
+
+class Consumer(threading.Thread):
+    """Takes bootstraps from b's agents' handoffs/ dirs; counts per id."""
+
+    def __init__(self, env, agents):
+        super().__init__(daemon=True)
+        self.env = env
+        self.agents = agents
+        self.counts = {}
+        self.running = True
+        self.lock = threading.Lock()
+
+    def run(self):
+        while self.running:
+            got = 0
+            for a in self.agents:
+                d = os.path.join(self.env.state[a], "handoffs")
+                try:
+                    names = [n for n in os.listdir(d) if n.endswith(".json") and not n.startswith(".")]
+                except FileNotFoundError:
+                    continue
+                for n in names:
+                    priv = os.path.join(d, f".consume.{os.getpid()}.t.{n}")
+                    try:
+                        os.rename(os.path.join(d, n), priv)
+                    except FileNotFoundError:
+                        continue
+                    try:
+                        with open(priv) as f:
+                            hid = json.load(f).get("handoff_id")
+                    except (OSError, ValueError):
+                        hid = n[:-5]
+                    os.unlink(priv)
+                    with self.lock:
+                        self.counts[hid] = self.counts.get(hid, 0) + 1
+                    got += 1
+            if not got:
+                time.sleep(0.02)
+
+    def total(self):
+        with self.lock:
+            return sum(self.counts.values())
+
+    def stop(self):
+        self.running = False
+        self.join(5)
+
+
+class Hosts:
+    def __init__(self, nodes=1, fsync=True, start_nats=True, stream_replicas=None):
+        self.a = hdtest.Env(agents=["bob"], fsync=fsync)
+        self.b = hdtest.Env(agents=B_AGENTS, fsync=fsync)
+        # One key on both hosts: b verifies what a verified.
+        shutil.copy(self.a.key_path, self.b.key_path)
+        self.b.key = self.a.key
+        self.ns = natsrv.Cluster(self.a.dir, nodes=nodes, start=False)
+        try:
+            if start_nats:
+                self.ns.start()
+        except Exception:
+            self.ns.__exit__(None, None, None)
+            self.a.__exit__(None, None, None)
+            self.b.__exit__(None, None, None)
+            raise
+        self.replicas = stream_replicas or (3 if nodes == 3 else 1)
+        self.consumer = Consumer(self.b, B_AGENTS)
+        self.consumer.start()
+        self.da = self.db = None
+
+    def relay_conf(self, host, remotes=()):
+        lines = ["[relay]", f"servers = {self.ns.url}", f"host = {host}",
+                 f"replicas = {self.replicas}", ""]
+        for agent, h in remotes:
+            lines += [f"[remote {agent}]", f"host = {h}", ""]
+        return "\n".join(lines) + "\n"
+
+    def start_a(self, wait=True, name="a"):
+        self.da = self.a.start(name=name, wait=wait,
+                               extra=self.a.extra + self.relay_conf("a", [(x, "b") for x in B_AGENTS]))
+        return self.da
+
+    def start_b(self, wait=True, name="b"):
+        self.db = self.b.start(name=name, wait=wait, extra=self.b.extra + self.relay_conf("b"))
+        return self.db
+
+    def drop(self, n, agents=B_AGENTS, ttl=600, rate=None):
+        ids = []
+        t0 = time.monotonic()
+        for i in range(n):
+            doc = hdproto.build("bob", agents[i % len(agents)], self.a.key, ttl=ttl)
+            hdproto.drop(self.a.spool, doc)
+            ids.append(doc["handoff_id"])
+            if rate:
+                delay = t0 + (i + 1) / rate - time.monotonic()
+                if delay > 0:
+                    time.sleep(delay)
+        return ids
+
+    def relayed_on_a(self):
+        """ids archived as relayed on a (from the .outcome sidecars)."""
+        out = {}
+        for n in self.a.names("archive"):
+            if n.endswith(".outcome"):
+                with open(self.a.path("archive", n)) as f:
+                    o = json.load(f)
+                if o.get("outcome") == "relayed":
+                    out[o["handoff_id"]] = o
+        return out
+
+    def wait_delivered(self, ids, timeout=120):
+        n = len(ids)
+        hdtest.wait_for(lambda: self.consumer.total() >= n and
+                        self.a.count("outbox") == 0 and self.a.count("handoff") == 0,
+                        timeout=timeout, what=f"{n} delivered on b and relayed from a "
+                        f"(delivered {self.consumer.total()}, a outbox {self.a.count('outbox')})")
+
+    def check_exactly_once(self, ids, settle=1.0, rejected_on_a=()):
+        """Every id delivered once on b, archived relayed on a; nothing
+        lost, nothing twice, nothing rejected on either host."""
+        time.sleep(settle)  # a second delivery would show up by now
+        c = dict(self.consumer.counts)
+        missing = [i for i in ids if c.get(i, 0) == 0]
+        twice = {i: k for i, k in c.items() if k > 1}
+        extra = set(c) - set(ids)
+        check(not missing, f"{len(missing)} lost on b, e.g. {missing[:3]}")
+        check(not twice, f"{len(twice)} delivered more than once on b: {list(twice.items())[:3]}")
+        check(not extra, f"unknown ids delivered on b: {list(extra)[:3]}")
+        rel = self.relayed_on_a()
+        not_rel = [i for i in ids if i not in rel]
+        check(not not_rel, f"{len(not_rel)} not archived as relayed on a, e.g. {not_rel[:3]}")
+        rej_a = [n for n in self.a.items("rejected") if n not in rejected_on_a]
+        check(rej_a == [], f"rejected on a: {rej_a[:4]}")
+        check(self.b.names("rejected") == [], f"rejected on b: {self.b.names('rejected')[:4]}")
+        check(self.a.count("outbox") == 0, "a's outbox/ is empty")
+        return len(ids)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, et, ev, tb):
+        self.consumer.stop()
+        for d in self.a.daemons + self.b.daemons:
+            if d.proc.poll() is None:
+                d.proc.kill()
+                d.proc.wait()
+        if et is not None:
+            for n in self.ns.nodes:
+                p = os.path.join(n.dir, "server.log")
+                if os.path.exists(p):
+                    sys.stdout.write(f"---- {n.name} server.log (tail) ----\n{open(p).read()[-3000:]}\n")
+        self.ns.__exit__(et, ev, tb)
+        self.b.__exit__(et, ev, tb)
+        self.a.__exit__(et, ev, tb)
+        return False
+
+
+def skip_without_nats():
+    if not natsrv.available():
+        print("nats-server not installed: skipped")
+        sys.exit(0)
+
+
+__all__ = ["Hosts", "Consumer", "Fail", "check", "skip_without_nats"]
