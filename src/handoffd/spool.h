@@ -55,7 +55,10 @@ struct spool {
         int64_t deliver_backoff_usec;
         int64_t next_deadline;  /* earliest lifecycle deadline, usec; 0 none */
         int64_t housekeeping_at;/* last retention and metrics run, usec */
+        uint64_t arrived_at_housekeeping; /* rejected+archived then */
         bool dirty[_SD_MAX];    /* directory needs an fsync */
+        int lock_fd;            /* SPOOL/.lock (lock.h) */
+        json_t *seen;           /* name -> [ino, first seen, monotonic usec] */
 };
 
 enum item_outcome {
@@ -66,7 +69,12 @@ enum item_outcome {
         IO_BUSY,        /* another process holds it */
         IO_REJECTED,
         IO_CLAIMED,
+        IO_SKIPPED,     /* not looked at: the batch's time was up */
 };
+
+/* One batch decides for at most this long (then yields to the loop; the
+ * rest comes back IO_SKIPPED), and always decides at least one name. */
+#define SPOOL_BATCH_MAX_USEC 10000
 
 /* Open (creating what is missing) the spool of cfg and the agents' state
  * directories. */
@@ -92,6 +100,17 @@ int spool_list(struct spool *sp, enum spool_dir d, json_t *set);
 /* Move handoff/name to rejected/ with its reason file; 0, or IO_GONE. */
 int spool_reject(struct spool *sp, const char *name, hd_reason reason,
                  const char *detail, const char *handoff_id, int64_t now);
+/* The same for claimed/<handoff_id>.json. */
+int spool_reject_claimed(struct spool *sp, const char *handoff_id, hd_reason reason,
+                         const char *detail, int64_t now);
+
+/* Claimed content read again (recovery, retry, lifecycle, archive): the
+ * producer still owns that inode and may have rewritten it.  Every check
+ * of the claim but freshness (the item may rightly be old): key, MAC or
+ * signature, fields, payload, handoff_id equal to id, to_agent served
+ * here.  0, or -EBADMSG with v. */
+int spool_verify_claimed(struct spool *sp, const json_t *doc, const char *id,
+                         hd_verdict *v);
 
 /* Remember handoff_id in ids/ (replay memory once it leaves claimed/). */
 int spool_id_mark(struct spool *sp, const char *handoff_id);
