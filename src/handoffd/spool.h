@@ -37,6 +37,7 @@ struct spool_stats {
                  left, deferred, overflows, rescans, errors, archived_pruned,
                  rejected_pruned;
         uint64_t rejected[_HD_R_MAX];
+        uint64_t rejected_items, rejected_bytes;       /* at the last retention run */
         char last_error[256];
         int64_t last_error_usec;
         bool watch_ok;
