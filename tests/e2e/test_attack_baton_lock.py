@@ -19,14 +19,26 @@ HOLD_S = 6.0
 QUICK_S = 2.0 * hdtest.SLOW
 
 
-def held(path):
-    """flock(LOCK_EX) on path, released after HOLD_S by a timer (the
-    attacker's choice; so the old daemon's wait can be measured)."""
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    fcntl.flock(fd, fcntl.LOCK_EX)
-    t = threading.Timer(HOLD_S, os.close, (fd,))
-    t.start()
-    return t
+class held:
+    """flock(LOCK_EX) on path, released after HOLD_S at the latest (so the
+    old daemon's wait can be measured), or at join() once the test is done."""
+
+    def __init__(self, path):
+        self.fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        fcntl.flock(self.fd, fcntl.LOCK_EX)
+        self.lock = threading.Lock()
+        self.timer = threading.Timer(HOLD_S, self.release)
+        self.timer.start()
+
+    def release(self):
+        with self.lock:
+            if self.fd >= 0:
+                os.close(self.fd)
+                self.fd = -1
+
+    def join(self):
+        self.timer.cancel()
+        self.release()
 
 
 def test_attack_baton_lock_does_not_freeze(env):

@@ -31,7 +31,8 @@ def test_attack_memory_batch_bounded(env):
     rss = hdtest.proc_status(d.proc.pid, "VmHWM")
     print(f"{N} files of 1 MiB '{{\"x\":[{{}},{{}},...]}}' in handoff/ at start: peak RSS {rss / 1024:.0f} MB "
           f"(bound {MAX_RSS_KB // 1024} MB); legitimate handoff then delivered in {lat:.2f}s")
-    check(rss < MAX_RSS_KB, f"peak RSS {rss} kB")
+    # AddressSanitizer keeps freed memory in quarantine: no bound there.
+    check(rss < MAX_RSS_KB or hdtest.SANITIZE, f"peak RSS {rss} kB")
     check(d.stop() == 0, "exit 0")
 
 
