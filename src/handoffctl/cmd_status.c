@@ -127,12 +127,13 @@ static void print_text(json_t *st)
         printf("health: %s\n", json_string_value(json_object_get(st, "health")));
         json_array_foreach(probs, i, v)
                 printf("  problem: %s\n", json_string_value(v));
-        printf("spool %s: handoff %lld, claimed %lld, archive %lld, rejected %lld\n",
+        printf("spool %s: handoff %lld, claimed %lld, archive %lld, rejected %lld (%lld bytes)\n",
                json_string_value(json_object_get(st, "spool")),
                (long long)json_integer_value(json_object_get(c, "handoff")),
                (long long)json_integer_value(json_object_get(c, "claimed")),
                (long long)json_integer_value(json_object_get(c, "archive")),
-               (long long)json_integer_value(json_object_get(c, "rejected")));
+               (long long)json_integer_value(json_object_get(c, "rejected")),
+               (long long)json_integer_value(json_object_get(json_object_get(st, "bytes"), "rejected")));
         json_object_foreach(pa, key, v)
                 printf("  pending for %s: %lld\n", key, (long long)json_integer_value(v));
         if (json_integer_value(json_object_get(st, "oldest_pending_s")) >= 0)
@@ -169,7 +170,7 @@ int cmd_status(int argc, char **argv)
         const char *conf = NULL;
         bool as_json = false;
         struct config *cfg = NULL;
-        json_t *st, *daemon, *counts, *pending, *problems;
+        json_t *st, *daemon, *counts, *bytes, *pending, *problems;
         int64_t oldest_pending = -1, oldest_claimed = -1;
         int c, r, code;
 
@@ -190,6 +191,7 @@ int cmd_status(int argc, char **argv)
 
         st = json_object();
         counts = json_object();
+        bytes = json_object();
         pending = json_object();
         problems = json_array();
         daemon = ask_daemon(cfg->control_socket);
@@ -203,6 +205,10 @@ int cmd_status(int argc, char **argv)
                         continue;
                 }
                 json_object_set_new(counts, items_states[i], json_integer((json_int_t)json_array_size(items)));
+                json_int_t nb = 0;
+                json_array_foreach(items, j, it)
+                        nb += json_integer_value(json_object_get(it, "bytes"));
+                json_object_set_new(bytes, items_states[i], json_integer(nb));
                 json_array_foreach(items, j, it) {
                         int64_t age = json_integer_value(json_object_get(it, "age_s"));
                         const char *to = json_string_value(json_object_get(it, "to_agent"));
@@ -220,6 +226,7 @@ int cmd_status(int argc, char **argv)
         }
         json_object_set_new(st, "spool", json_string(cfg->spool_dir));
         json_object_set_new(st, "counts", counts);
+        json_object_set_new(st, "bytes", bytes);
         json_object_set_new(st, "pending_by_agent", pending);
         json_object_set_new(st, "oldest_pending_s", json_integer(oldest_pending));
         json_object_set_new(st, "oldest_claimed_s", json_integer(oldest_claimed));

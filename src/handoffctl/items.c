@@ -91,6 +91,11 @@ static json_t *item_new(int dirfd, const char *dir, const char *state, const cha
                 snprintf(sname, sizeof(sname), "%.*s.delivered", (int)(strlen(name) - 5), name);
         else
                 sname[0] = '\0';
+        uint64_t bytes = (uint64_t)st.st_size;
+        struct stat ss;
+        if (sname[0] && fstatat(dirfd, sname, &ss, AT_SYMLINK_NOFOLLOW) == 0)
+                bytes += (uint64_t)ss.st_size;
+        json_object_set_new(it, "bytes", json_integer((json_int_t)bytes));
         if (sname[0] && hd_load_at(dirfd, sname, NULL, &side, &v) == 0) {
                 copy_str(it, "outcome", side, "outcome");
                 copy_str(it, "reason", side, "reason");
@@ -137,11 +142,21 @@ int items_list(const char *spool_dir, const char *state, json_t **ret)
                 const char *n = de->d_name;
                 if (n[0] == '.')
                         continue;
-                /* Sidecars and markers describe items; they are not items. */
-                if ((!strcmp(state, "archive") && has_suffix(n, ".outcome")) ||
-                    (!strcmp(state, "rejected") && has_suffix(n, ".reason")) ||
-                    (!strcmp(state, "claimed") && has_suffix(n, ".delivered")))
+                /* Sidecars and markers describe items; they are not items.
+                 * In archive/ and rejected/ one without its item (a file a
+                 * producer named so, rejected under that name) is one, and
+                 * is counted, as retention counts it. */
+                if (!strcmp(state, "claimed") && has_suffix(n, ".delivered"))
                         continue;
+                const char *suf = !strcmp(state, "archive") ? ".outcome" :
+                                  !strcmp(state, "rejected") ? ".reason" : NULL;
+                if (suf && has_suffix(n, suf)) {
+                        char item[NAME_MAX + 1];
+                        struct stat st;
+                        snprintf(item, sizeof(item), "%.*s", (int)(strlen(n) - strlen(suf)), n);
+                        if (fstatat(dirfd(d), item, &st, AT_SYMLINK_NOFOLLOW) == 0)
+                                continue;
+                }
                 json_t *it = item_new(dirfd(d), dir, state, n, now);
                 if (it)
                         json_array_append_new(arr, it);

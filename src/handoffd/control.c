@@ -1,6 +1,9 @@
 /* The control socket; see control.h.  Served by the loop with libuv pipes;
  * a request is at most CONTROL_REQUEST_MAX bytes, ended by a newline or the
- * peer's shutdown. */
+ * peer's shutdown.  Connections are bounded (CONTROL_MAX_CONNS in all,
+ * CONTROL_MAX_PER_UID per peer uid): a new one is always served and the
+ * oldest makes room, so whoever holds connections open neither runs the
+ * daemon out of file descriptors nor locks others out for long. */
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -16,18 +19,28 @@
 #include "files.h"
 #include "log.h"
 
+struct conn;
+
 struct control {
         uv_loop_t *loop;
         uv_pipe_t server;
         struct config *cfg;
         struct spool *sp;
         char *path;
+        struct conn *oldest, *newest;   /* open connections, by age */
+        unsigned n_conns;
+        /* Refusals and drops: a line each at most once per LOG_EVERY_MS. */
+        uint64_t refused_log_ms, dropped_log_ms;
+        unsigned quiet_refused, quiet_dropped;
 };
 
 /* A peer gets this long to send its request and read the answer. */
 #define CONN_TIMEOUT_MS 5000
+#define LOG_EVERY_MS 10000
 
 struct conn {
+        struct conn *prev, *next;       /* in ctl's list while open */
+        uid_t uid;
         uv_pipe_t pipe;
         uv_timer_t timer;
         int handles;            /* open libuv handles; freed at 0 */
@@ -133,11 +146,30 @@ static void conn_handle_closed(uv_handle_t *h)
         free(c);
 }
 
+static void conn_unlink(struct conn *c)
+{
+        struct control *ctl = c->ctl;
+
+        if (!c->prev && ctl->oldest != c)
+                return;         /* not in the list */
+        if (c->prev)
+                c->prev->next = c->next;
+        else
+                ctl->oldest = c->next;
+        if (c->next)
+                c->next->prev = c->prev;
+        else
+                ctl->newest = c->prev;
+        c->prev = c->next = NULL;
+        ctl->n_conns--;
+}
+
 static void conn_close(struct conn *c)
 {
         if (c->closing)
                 return;
         c->closing = true;
+        conn_unlink(c);
         uv_close((uv_handle_t *)&c->pipe, conn_handle_closed);
         uv_close((uv_handle_t *)&c->timer, conn_handle_closed);
 }
@@ -206,6 +238,56 @@ static void conn_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
                 conn_close(c);
 }
 
+/* A line for what was refused or dropped, at most once per LOG_EVERY_MS:
+ * whoever can connect must not fill the journal either. */
+static void control_log_quietly(struct control *ctl, bool refused, uid_t uid)
+{
+        uint64_t now = uv_now(ctl->loop) + LOG_EVERY_MS;  /* never 0 */
+        uint64_t *at = refused ? &ctl->refused_log_ms : &ctl->dropped_log_ms;
+
+        if (refused)
+                ctl->quiet_refused++;
+        else
+                ctl->quiet_dropped++;
+        if (*at && now - *at < LOG_EVERY_MS)
+                return;
+        *at = now;
+        if (refused && ctl->quiet_refused)
+                log_warning("Control socket: refused uid %u (not root, not us, not in group %s); "
+                            "%u refusal(s) since the last such line", (unsigned)uid,
+                            ctl->cfg->control_group ? ctl->cfg->control_group : "(none)",
+                            ctl->quiet_refused);
+        if (!refused && ctl->quiet_dropped)
+                log_warning("Control socket: dropped the oldest connection for uid %u, over the "
+                            "limits (%u in all, %u per uid); %u drop(s) since the last such line",
+                            (unsigned)uid, CONTROL_MAX_CONNS, CONTROL_MAX_PER_UID,
+                            ctl->quiet_dropped);
+        if (refused)
+                ctl->quiet_refused = 0;
+        else
+                ctl->quiet_dropped = 0;
+}
+
+/* Room for one more connection of uid: its oldest goes when it has its
+ * share, else the oldest of all when the total is reached. */
+static void control_make_room(struct control *ctl, uid_t uid)
+{
+        struct conn *c, *first = NULL;
+        unsigned mine = 0;
+
+        for (c = ctl->oldest; c; c = c->next)
+                if (c->uid == uid && mine++ == 0)
+                        first = c;
+        if (mine >= CONTROL_MAX_PER_UID)
+                c = first;
+        else if (ctl->n_conns >= CONTROL_MAX_CONNS)
+                c = ctl->oldest;
+        else
+                return;
+        control_log_quietly(ctl, false, uid);
+        conn_close(c);
+}
+
 static void on_connection(uv_stream_t *server, int status)
 {
         struct control *ctl = server->data;
@@ -243,12 +325,19 @@ static void on_connection(uv_stream_t *server, int status)
                 ng = 1;
         }
         if (!control_peer_allowed(cred.uid, gids, ng, ctl->cfg->control_group)) {
-                log_warning("Control socket: refused uid %u (not root, not us, not in group %s)",
-                            (unsigned)cred.uid,
-                            ctl->cfg->control_group ? ctl->cfg->control_group : "(none)");
+                control_log_quietly(ctl, true, cred.uid);
                 conn_close(c);
                 return;
         }
+        control_make_room(ctl, cred.uid);
+        c->uid = cred.uid;
+        c->prev = ctl->newest;
+        if (ctl->newest)
+                ctl->newest->next = c;
+        else
+                ctl->oldest = c;
+        ctl->newest = c;
+        ctl->n_conns++;
         uv_timer_start(&c->timer, conn_timeout, CONN_TIMEOUT_MS, 0);
         uv_read_start((uv_stream_t *)&c->pipe, conn_alloc, conn_read);
 }
@@ -348,5 +437,7 @@ void control_close(struct control *c)
         if (!c)
                 return;
         unlink(c->path);
+        while (c->oldest)
+                conn_close(c->oldest);
         uv_close((uv_handle_t *)&c->server, server_closed);
 }

@@ -12,6 +12,9 @@
 #include "spool.h"
 
 #define CONTROL_REQUEST_MAX 4096
+/* Open connections at most, in all and per peer uid (handoffd(8)). */
+#define CONTROL_MAX_CONNS 64
+#define CONTROL_MAX_PER_UID 8
 
 struct control;
 

@@ -18,7 +18,8 @@
 #include "log.h"
 #include "relay.h"
 
-#define CHUNK 256               /* names decided per loop turn */
+#define CHUNK 256               /* names decided per loop turn, at most
+                                 * SPOOL_BATCH_MAX_USEC of deciding */
 #define SWEEP_MAX_MS 60000      /* retention at least once a minute */
 #define REWATCH_MAX 10          /* per minute, then give up: never spin */
 
@@ -131,7 +132,9 @@ static void drain(struct daemon *d, size_t max)
                 json_object_del(d->pending, names[i]);
         spool_process_batch(d->sp, names, n, now, outcomes);
         for (size_t i = 0; i < n; i++) {
-                if (outcomes[i] < 0) {
+                if (outcomes[i] == IO_SKIPPED) {
+                        queue_name(d, names[i]);        /* the batch's time was up */
+                } else if (outcomes[i] < 0) {
                         json_object_set_new_nocheck(d->retry, names[i], json_null());
                 } else if (outcomes[i] == IO_DEFERRED || outcomes[i] == IO_BUSY) {
                         /* Looked at again by the retry timer. */
@@ -182,9 +185,11 @@ static void on_retry(uv_timer_t *t)
         json_object_foreach(d->retry, k, v)
                 json_object_set_new_nocheck(d->pending, k, json_null());
         json_object_clear(d->retry);
-        drain(d, SIZE_MAX);
-        while (json_object_size(d->pending) > 0 && !d->stopping)
-                drain(d, CHUNK);
+        /* One batch here; the idle handle drains the rest, a turn at a
+         * time, so the loop keeps answering. */
+        drain(d, CHUNK);
+        if (json_object_size(d->pending) > 0 && !d->stopping)
+                uv_idle_start(&d->idle, on_idle);
         /* Back off while the fault lasts (ENOSPC, EIO, EMFILE): no busy loop. */
         if (d->sp->st.errors > errors_before && had > 0) {
                 d->retry_backoff_ms = d->retry_backoff_ms ? d->retry_backoff_ms * 2 : 1000;

@@ -8,19 +8,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <unistd.h>
 
 #include "delivery.h"
 #include "files.h"
 #include "lifecycle.h"
+#include "lock.h"
 #include "log.h"
 #include "payload.h"
 
-/* A Baton handoff updates its session in baton/ (under a lock: daemons on
- * one spool apply patches one at a time), and the agent gets the resulting
- * full baton, not the patch: *ret is a copy of doc whose payload carries
- * it, or NULL for other payloads. */
+/* A Baton handoff updates its session in baton/ (under the baton lock of
+ * lock.h: daemons on one spool apply patches one at a time; -EAGAIN when
+ * another holds it, the caller tries again later), and the agent gets the
+ * resulting full baton, not the patch: *ret is a copy of doc whose payload
+ * carries it, or NULL for other payloads. */
 static int delivery_baton(struct spool *sp, const json_t *doc, int64_t now, json_t **ret)
 {
         const char *ptype = json_string_value(json_object_get(doc, "payload_type"));
@@ -33,14 +34,15 @@ static int delivery_baton(struct spool *sp, const json_t *doc, int64_t now, json
         *ret = NULL;
         if (!payload_type_session_store(ptype))
                 return 0;
-        if (flock(sp->fd[SD_BATON], LOCK_EX) < 0)
-                return -errno;
+        r = lock_try(sp->lock_fd, LOCK_OFF_BATON, true);
+        if (r < 0)
+                return r;
         r = hd_baton_apply(sp->fd[SD_BATON], payload, now, sp->cfg->fsync, &v);
         if (r == 0)
                 r = hd_baton_load(sp->fd[SD_BATON],
                                   json_string_value(json_object_get(payload, "session_id")),
                                   &session);
-        flock(sp->fd[SD_BATON], LOCK_UN);
+        lock_release(sp->lock_fd, LOCK_OFF_BATON);
         if (r == -EBADMSG) {
                 /* Another daemon applied a conflicting patch between our
                  * check and our claim: deliver what was sent, say so. */

@@ -7,8 +7,11 @@
  *   marker, no bootstrap     -> consumed: archive
  *   marker, bootstrap, late  -> expire: take the bootstrap, archive
  *
- * Every step holds flock() on claimed/<id>.json, as the claimer does, so
- * two daemons never act on one item at once. */
+ * Every step holds the lock of the id (lock.h), as the claimer does, so
+ * two daemons never act on one item at once; a busy item is looked at
+ * again later, never waited for.  The content of claimed/<id>.json is
+ * verified again each time it is read: the producer still owns that inode
+ * and may have rewritten it since the claim. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -16,7 +19,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -24,6 +26,7 @@
 #include "delivery.h"
 #include "files.h"
 #include "lifecycle.h"
+#include "lock.h"
 #include "log.h"
 #include "metrics.h"
 #include "retention.h"
@@ -161,6 +164,32 @@ static bool exists_at(int dirfd, const char *name)
         return fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
 }
 
+/* A claimed item that no longer verifies: nothing of it may reach the
+ * agent from now on.  A bootstrap not yet taken is withdrawn (it was built
+ * from the verified bytes, but the item's record is gone), the marker and
+ * a hidden bootstrap go, and the item ends in rejected/ with the reason. */
+static int reject_tampered(struct spool *sp, struct agent_rt *a, const char *id,
+                           const char *bname, const char *pname, const char *xname,
+                           const hd_verdict *v, int64_t now)
+{
+        char mname[NAME_MAX + 1], detail[HD_DETAIL_MAX + 64];
+        int r;
+
+        if (renameat(a->handoffs_fd, bname, a->handoffs_fd, xname) == 0 || errno == ENOENT)
+                unlinkat(a->handoffs_fd, xname, 0);
+        unlinkat(a->handoffs_fd, pname, 0);
+        a->dirty = true;
+        snprintf(detail, sizeof(detail), "changed after its claim: %s", v->detail);
+        r = spool_reject_claimed(sp, id, v->reason, detail, now);
+        if (r < 0)
+                return r;
+        snprintf(mname, sizeof(mname), "%s.delivered", id);
+        if (unlinkat(sp->fd[SD_CLAIMED], mname, 0) == 0)
+                sp->dirty[SD_CLAIMED] = true;
+        json_object_del(sp->failed, id);
+        return 0;
+}
+
 static int check_locked(struct spool *sp, const char *id, int fd, int64_t now)
 {
         _cleanup_json_ json_t *doc = NULL, *marker = NULL;
@@ -174,22 +203,49 @@ static int check_locked(struct spool *sp, const char *id, int fd, int64_t now)
         size_t len;
         int r;
 
+        hd_limits lim = { .max_size = sp->cfg->max_file_size, .max_depth = HD_DEFAULT_MAX_DEPTH };
+        bool readable;
+
         r = hd_read_fd(fd, id, sp->cfg->max_file_size, &buf, &len, &v);
-        if (r < 0)
-                return r == -EBADMSG ? 0 : r;
-        r = hd_parse(buf, len, NULL, &doc, &v);
-        if (r < 0)
-                return r == -EBADMSG ? 0 : r;
-        to = json_string_value(json_object_get(doc, "to_agent"));
+        if (r < 0 && r != -EBADMSG)
+                return r;
+        readable = r == 0 && (r = hd_parse(buf, len, &lim, &doc, &v)) == 0;
+        if (r < 0 && r != -EBADMSG)
+                return r;
+        free(TAKE_PTR(buf));
+        /* Not authenticated yet: only says whose item it may be. */
+        to = readable ? json_string_value(json_object_get(doc, "to_agent")) : NULL;
         a = spool_agent(sp, to);
-        if (!a)
+        if (!a && readable)
                 return 0;       /* served by another daemon (or no more) */
+        if (!a) {
+                /* Unreadable now: whose it was is lost with its bytes.
+                 * The bootstrap name tells, if one of our agents has one. */
+                r = hd_bootstrap_name(id, bname, sizeof(bname));
+                if (r < 0)
+                        return r;
+                for (size_t i = 0; i < sp->n_agents && !a; i++) {
+                        char pn[NAME_MAX + 1];
+                        if (delivery_pending_name(bname, pn, sizeof(pn)) == 0 &&
+                            (exists_at(sp->agents[i].handoffs_fd, bname) ||
+                             exists_at(sp->agents[i].handoffs_fd, pn)))
+                                a = &sp->agents[i];
+                }
+                if (!a)
+                        return 0;
+        }
         r = hd_bootstrap_name(id, bname, sizeof(bname));
         if (r == 0)
                 r = delivery_pending_name(bname, pname, sizeof(pname));
         if (r < 0)
                 return r;
         snprintf(xname, sizeof(xname), ".expire.%s", bname);
+        if (!readable || spool_verify_claimed(sp, doc, id, &v) < 0) {
+                char q[300];
+                log_warning("Claimed item %s no longer verifies (%s: %s): not delivered",
+                            log_quote(id, q, sizeof(q)), hd_reason_name(v.reason), v.detail);
+                return reject_tampered(sp, a, id, bname, pname, xname, &v, now);
+        }
         snprintf(mname, sizeof(mname), "%s.delivered", id);
         r = load_own(sp->fd[SD_CLAIMED], mname, 65536, &marker);
         if (r == -EBADMSG) {
@@ -222,6 +278,10 @@ static int check_locked(struct spool *sp, const char *id, int fd, int64_t now)
                  * as far as the agent can tell). */
                 bool retry = json_object_get(sp->failed, id) != NULL;
                 r = delivery_run(sp, a, doc, now);
+                if (r == -EAGAIN) {     /* the baton lock: soon again */
+                        lifecycle_note_deadline(sp, now + 100000);
+                        return 0;
+                }
                 if (r < 0)
                         return r;
                 json_object_del(sp->failed, id);
@@ -290,30 +350,34 @@ int lifecycle_check(struct spool *sp, const char *id, int64_t now)
 {
         char name[NAME_MAX + 1];
         _cleanup_close_ int fd = -1;
+        uint64_t off;
         hd_verdict v;
         int r;
 
         if (!hd_id_valid(id))
                 return 0;
         snprintf(name, sizeof(name), "%s.json", id);
-        r = hd_open_at(sp->fd[SD_CLAIMED], name, &fd, &v);
-        if (r == -ENOENT || r == -EBADMSG)
-                return 0;
-        if (r < 0)
-                return r;
-        if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
-                if (errno != EWOULDBLOCK)
-                        return -errno;
+        off = lock_off_id(id);
+        r = lock_try(sp->lock_fd, off, true);
+        if (r == -EAGAIN) {
                 lifecycle_note_deadline(sp, now + BUSY_RETRY_USEC);
                 return 0;
         }
-        /* Between our open and our lock another daemon may have finished
-         * the item and moved it on: act only on what is still claimed. */
-        struct stat a, b;
-        if (fstat(fd, &a) < 0 || fstatat(sp->fd[SD_CLAIMED], name, &b, AT_SYMLINK_NOFOLLOW) < 0 ||
-            a.st_ino != b.st_ino || a.st_dev != b.st_dev)
-                return 0;
-        return check_locked(sp, id, fd, now);
+        if (r < 0)
+                return r;
+        /* Opened under the lock: what another daemon finished before it
+         * is no longer here. */
+        r = hd_open_at(sp->fd[SD_CLAIMED], name, &fd, &v);
+        if (r == 0)
+                r = check_locked(sp, id, fd, now);
+        else if (r == -EBADMSG) {
+                /* A claimed name that is no regular file: not something we
+                 * claimed (its id stays remembered). */
+                r = spool_reject_claimed(sp, id, v.reason, v.detail, now);
+        } else if (r == -ENOENT)
+                r = 0;
+        lock_release(sp->lock_fd, off);
+        return r;
 }
 
 int lifecycle_bootstrap_gone(struct spool *sp, struct agent_rt *a,
@@ -416,10 +480,15 @@ int lifecycle_sweep(struct spool *sp, int64_t now, bool at_start)
                 return -ENOMEM;
         if (at_start) {
                 static const int dirs[] = { SD_CLAIMED, SD_ARCHIVE, SD_REJECTED, SD_IDS, SD_BATON };
-                /* Every daemon holds a shared lock on the spool while it
-                 * runs; getting it exclusively means we are alone. */
-                bool sole = flock(sp->root_fd, LOCK_EX | LOCK_NB) == 0;
-                flock(sp->root_fd, LOCK_SH);
+                /* Every daemon holds its running byte shared while it
+                 * runs; getting it exclusively means we are alone.  Another
+                 * daemon holds it exclusively only for this instant. */
+                bool sole = lock_try(sp->lock_fd, LOCK_OFF_RUNNING, true) == 0;
+                for (int i = 0; i < 100; i++) {
+                        if (lock_try(sp->lock_fd, LOCK_OFF_RUNNING, false) != -EAGAIN)
+                                break;
+                        usleep(1000);
+                }
                 for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++)
                         remove_temps(sp->fd[dirs[i]], sole);
                 for (size_t i = 0; i < sp->n_agents; i++)
@@ -471,12 +540,22 @@ int lifecycle_sweep(struct spool *sp, int64_t now, bool at_start)
         if (json_array_size(due) > 0) {
                 size_t n = json_array_size(due);
                 char **names = calloc(n, sizeof(char *));
-                if (names) {
+                int *outcomes = calloc(n, sizeof(int));
+                if (names && outcomes) {
                         for (size_t i = 0; i < n; i++)
                                 names[i] = (char *)json_string_value(json_array_get(due, i));
-                        spool_process_batch(sp, names, n, now, NULL);
-                        free(names);
+                        spool_process_batch(sp, names, n, now, outcomes);
+                        /* Past the batch's time: at the next deadline. */
+                        for (size_t i = 0; i < n; i++)
+                                if (outcomes[i] == IO_SKIPPED)
+                                        json_object_set_new_nocheck(sp->foreign, names[i],
+                                                json_pack("[I, I, I]", (json_int_t)now, (json_int_t)-1,
+                                                          (json_int_t)-1));
+                        if (json_object_size(sp->foreign))
+                                lifecycle_note_deadline(sp, now + 1000);
                 }
+                free(names);
+                free(outcomes);
         }
         json_decref(due);
         /* Sweeps also come at every deadline; retention and metrics list

@@ -1,6 +1,12 @@
 /* Retention; see retention.h.  An item and its sidecar (".outcome" in
- * archive/, ".reason" in rejected/) go together.  The age of an item is
- * taken from its ctime, which the move into the directory set. */
+ * archive/, ".reason" in rejected/) go together; a name that looks like a
+ * sidecar but has no item beside it (a file a producer named "x.reason",
+ * rejected under that name, or one left by a crash) is an item itself, so
+ * it is counted and pruned.  The age of an item is taken from its ctime,
+ * which the move into the directory set.
+ *
+ * A run removes RETENTION_BATCH items plus as many as arrived since the
+ * last run, so pruning keeps up with a flood without one mass delete. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -13,6 +19,7 @@
 
 #include "files.h"
 #include "log.h"
+#include "util.h"
 #include "retention.h"
 
 struct entry {
@@ -40,7 +47,26 @@ static int64_t st_ctime_usec(const struct stat *st)
         return (int64_t)st->st_ctim.tv_sec * 1000000LL + st->st_ctim.tv_nsec / 1000;
 }
 
-/* Items of dirfd (names not ending in suffix, not dotfiles), oldest first. */
+static bool exists_at(int dirfd, const char *name)
+{
+        struct stat st;
+        return fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
+/* NAME+suffix beside an existing NAME: a sidecar, not an item. */
+static bool is_sidecar(int dirfd, const char *name, const char *suffix)
+{
+        char item[NAME_MAX + 1];
+        size_t l = strlen(name), m = strlen(suffix);
+
+        if (!has_suffix(name, suffix) || l - m >= sizeof(item))
+                return false;
+        memcpy(item, name, l - m);
+        item[l - m] = '\0';
+        return exists_at(dirfd, item);
+}
+
+/* Items of dirfd (not sidecars, not dotfiles), oldest first. */
 static int list_items(int dirfd, const char *suffix, struct entry **ret, size_t *ret_n)
 {
         struct entry *e = NULL;
@@ -54,7 +80,7 @@ static int list_items(int dirfd, const char *suffix, struct entry **ret, size_t 
         while ((de = readdir(d))) {
                 struct stat st, ss;
                 char side[NAME_MAX + 16];
-                if (de->d_name[0] == '.' || (suffix && has_suffix(de->d_name, suffix)))
+                if (de->d_name[0] == '.' || (suffix && is_sidecar(dirfd, de->d_name, suffix)))
                         continue;
                 if (fstatat(dirfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
                         continue;
@@ -84,30 +110,53 @@ static int list_items(int dirfd, const char *suffix, struct entry **ret, size_t 
         return 0;
 }
 
+/* A rejection that names no handoff_id was never authenticated: it guards
+ * no replay and may go before the window has passed. */
+static bool guards_id(int dirfd, const char *name, const char *suffix)
+{
+        char side[NAME_MAX + 16];
+        _cleanup_json_ json_t *o = NULL;
+        hd_limits lim = { .max_size = 65536 };
+        hd_verdict v;
+
+        if (!suffix || xsnprintf(side, sizeof(side), "%s%s", name, suffix) < 0)
+                return true;
+        if (hd_load_at(dirfd, side, &lim, &o, &v) < 0)
+                return exists_at(dirfd, side);  /* unreadable: keep it */
+        return json_object_get(o, "handoff_id") != NULL;
+}
+
 static unsigned prune(struct spool *sp, enum spool_dir dir, const char *suffix,
                       uint64_t max_items, int64_t max_age_s, uint64_t max_bytes,
-                      int64_t now, int64_t floor)
+                      int64_t now, int64_t floor, uint64_t batch, bool early_unauth)
 {
         struct entry *e = NULL;
         size_t n = 0;
-        uint64_t total = 0, count;
+        uint64_t total = 0, count, looked = 0;
         unsigned removed = 0;
 
-        if (!max_items && !max_age_s && !max_bytes)
+        /* rejected/ is listed anyway: status shows its count and bytes. */
+        if (!max_items && !max_age_s && !max_bytes && dir != SD_REJECTED)
                 return 0;
         if (list_items(sp->fd[dir], suffix, &e, &n) < 0)
                 return 0;
         for (size_t i = 0; i < n; i++)
                 total += e[i].bytes;
         count = n;
-        for (size_t i = 0; i < n && removed < RETENTION_BATCH; i++) {
+        for (size_t i = 0; i < n && removed < batch; i++) {
                 bool over = (max_items && count > max_items) ||
                             (max_bytes && total > max_bytes) ||
                             (max_age_s && now - e[i].t > max_age_s * 1000000LL);
                 if (!over)
                         break;  /* oldest first: the rest are younger */
-                if (e[i].t > floor)
-                        break;  /* a replayed id must still be recognised */
+                if (e[i].t > floor) {
+                        /* A replayed id must still be recognised; what
+                         * names none may go (at most batch looks a run). */
+                        if (!early_unauth || ++looked > batch)
+                                break;
+                        if (guards_id(sp->fd[dir], e[i].name, suffix))
+                                continue;
+                }
                 if (unlinkat(sp->fd[dir], e[i].name, 0) < 0 && errno != ENOENT) {
                         log_warning_errno(errno, "Cannot remove %s/%s",
                                           spool_dir_names[dir], e[i].name);
@@ -125,6 +174,10 @@ static unsigned prune(struct spool *sp, enum spool_dir dir, const char *suffix,
         for (size_t i = 0; i < n; i++)
                 free(e[i].name);
         free(e);
+        if (dir == SD_REJECTED) {
+                sp->st.rejected_items = count;
+                sp->st.rejected_bytes = total;
+        }
         if (removed)
                 log_info("Retention removed %u item(s) from %s/", removed,
                          spool_dir_names[dir]);
@@ -139,11 +192,20 @@ void retention_run(struct spool *sp, int64_t now)
          * max_window after issue. */
         int64_t window = (c->max_window + c->max_clock_skew) * 1000000LL;
         int64_t floor = now - window;
+        uint64_t arrived = sp->st.consumed + sp->st.expired, batch;
+
+        for (int i = 0; i < _HD_R_MAX; i++)
+                arrived += sp->st.rejected[i];
+        /* Keep up with what came since the last run, and catch up. */
+        batch = RETENTION_BATCH + (arrived - sp->arrived_at_housekeeping);
+        sp->arrived_at_housekeeping = arrived;
 
         sp->st.archived_pruned += prune(sp, SD_ARCHIVE, ".outcome", c->archive_max_items,
-                                        c->archive_max_age, c->archive_max_bytes, now, floor);
+                                        c->archive_max_age, c->archive_max_bytes, now, floor,
+                                        batch, false);
         sp->st.rejected_pruned += prune(sp, SD_REJECTED, ".reason", c->rejected_max_items,
-                                        c->rejected_max_age, 0, now, floor);
+                                        c->rejected_max_age, 0, now, floor, batch, true);
         /* ids/: a marker older than the window guards nothing. */
-        prune(sp, SD_IDS, NULL, 0, c->max_window + c->max_clock_skew, 0, now, floor);
+        prune(sp, SD_IDS, NULL, 0, c->max_window + c->max_clock_skew, 0, now, floor,
+              batch, false);
 }

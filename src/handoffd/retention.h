@@ -5,8 +5,9 @@
 
 #include "spool.h"
 
-/* At most this many removals per directory per run: a mass delete on ext4
- * slows file creation for minutes (DESIGN.md). */
+/* Removals per directory per run, besides as many as arrived since the
+ * last run: a mass delete on ext4 slows file creation for minutes
+ * (DESIGN.md), but pruning must keep up with what arrives. */
 #define RETENTION_BATCH 256
 
 void retention_run(struct spool *sp, int64_t now);

@@ -5,10 +5,11 @@
  * Exactly-once among several daemons on one spool rests on three things:
  * the claim is renameat2(RENAME_NOREPLACE) to claimed/<handoff_id>.json, so
  * of two files or two daemons with one id only one wins; the claimer holds
- * flock() on the item from before the rename until its bootstrap and
- * delivered marker are written, so recovery in another daemon never
- * delivers an item that is being delivered; and ids/<handoff_id> remembers
- * every authenticated id after the item has left claimed/. */
+ * the lock of the id (lock.h: a byte of SPOOL/.lock, which no producer can
+ * open) from before the rename until its bootstrap and delivered marker
+ * are written, so recovery in another daemon never delivers an item that
+ * is being delivered; and ids/<handoff_id> remembers every authenticated
+ * id after the item has left claimed/.  Nothing here waits for a lock. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -17,13 +18,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "delivery.h"
 #include "files.h"
 #include "lifecycle.h"
+#include "lock.h"
 #include "log.h"
 #include "payload.h"
 #include "spool.h"
@@ -39,9 +41,20 @@ const char *const spool_dir_names[_SD_MAX] = {
         [SD_OUTBOX] = "outbox",
 };
 
-/* A file whose parse fails this soon after its last change may still be
- * being written in place (no tmp/ + rename): look again later. */
+/* A file whose parse fails this soon after we first saw it (and after its
+ * last change) may still be being written in place (no tmp/ + rename):
+ * look again later.  Its mtime alone is its owner's to set. */
 #define SETTLE_USEC (2 * 1000000LL)
+/* Names remembered for that; when full, a new name gets no grace. */
+#define SEEN_MAX 4096
+
+static int64_t mono_usec(void)
+{
+        struct timespec ts;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (int64_t)ts.tv_sec * 1000000LL + ts.tv_nsec / 1000;
+}
 
 void spool_error(struct spool *sp, int err, const char *fmt, ...)
 {
@@ -150,16 +163,22 @@ int spool_open(struct config *cfg, struct spool **ret)
         sp = calloc(1, sizeof(*sp));
         if (!sp)
                 return -ENOMEM;
-        sp->root_fd = -1;
+        sp->root_fd = sp->lock_fd = -1;
         for (int i = 0; i < _SD_MAX; i++)
                 sp->fd[i] = -1;
         sp->foreign = json_object();
         sp->failed = json_object();
+        sp->seen = json_object();
         sp->cfg = cfg;
         sp->st.started_usec = hd_now_usec();
         r = open_dir_at(AT_FDCWD, cfg->spool_dir, 0750, &sp->root_fd);
         if (r < 0) {
                 log_error_errno(r, "Cannot open spool '%s'", cfg->spool_dir);
+                goto fail;
+        }
+        r = lock_open(sp->root_fd, &sp->lock_fd);
+        if (r < 0) {
+                log_error_errno(r, "Cannot open '%s/.lock'", cfg->spool_dir);
                 goto fail;
         }
         for (int i = 0; i < _SD_MAX; i++) {
@@ -205,8 +224,11 @@ void spool_close(struct spool *sp)
                         close(sp->fd[i]);
         if (sp->root_fd >= 0)
                 close(sp->root_fd);
+        if (sp->lock_fd >= 0)
+                close(sp->lock_fd);
         json_decref(sp->foreign);
         json_decref(sp->failed);
+        json_decref(sp->seen);
         free(sp);
 }
 
@@ -305,12 +327,6 @@ bool spool_id_seen(struct spool *sp, const char *id)
         return fstatat(sp->fd[SD_CLAIMED], claimed, &st, AT_SYMLINK_NOFOLLOW) == 0;
 }
 
-int spool_reject(struct spool *sp, const char *name, hd_reason reason,
-                 const char *detail, const char *handoff_id, int64_t now)
-{
-        return spool_reject_from(sp, SD_HANDOFF, name, reason, detail, handoff_id, now);
-}
-
 int spool_reject_from(struct spool *sp, enum spool_dir from, const char *name,
                       hd_reason reason, const char *detail,
                       const char *handoff_id, int64_t now)
@@ -377,6 +393,82 @@ int spool_reject_from(struct spool *sp, enum spool_dir from, const char *name,
         return -EEXIST;
 }
 
+int spool_reject(struct spool *sp, const char *name, hd_reason reason,
+                 const char *detail, const char *handoff_id, int64_t now)
+{
+        return spool_reject_from(sp, SD_HANDOFF, name, reason, detail, handoff_id, now);
+}
+
+int spool_reject_claimed(struct spool *sp, const char *id, hd_reason reason,
+                         const char *detail, int64_t now)
+{
+        char name[NAME_MAX + 1];
+
+        if (xsnprintf(name, sizeof(name), "%s.json", id) < 0)
+                return -ENAMETOOLONG;
+        return spool_reject_from(sp, SD_CLAIMED, name, reason, detail, id, now);
+}
+
+int spool_verify_claimed(struct spool *sp, const json_t *doc, const char *id,
+                         hd_verdict *v)
+{
+        const struct config *c = sp->cfg;
+        hd_policy pol = { .max_clock_skew_s = c->max_clock_skew, .max_window_s = c->max_window };
+        hd_payload_opts po = { .roles = (const char *const *)c->roles };
+        const char *ini = json_string_value(json_object_get(doc, "initiated_at"));
+        const char *hid, *to;
+        int64_t at = 0;
+        int r;
+
+        /* Freshness was checked at the claim: verify as of the issue time,
+         * when every signed handoff was fresh. */
+        if (ini)
+                hd_time_parse(ini, &at);
+        r = hd_verify(doc, config_key_lookup, (void *)c, &pol, &po, at, v);
+        if (r < 0)
+                return r;
+        hid = json_string_value(json_object_get(doc, "handoff_id"));
+        if (!hid || strcmp(hid, id)) {
+                v->reason = HD_R_BAD_ID;
+                snprintf(v->detail, sizeof(v->detail),
+                         "claimed as '%s', now says handoff_id '%.64s'", id, hid ? hid : "");
+                return -EBADMSG;
+        }
+        to = json_string_value(json_object_get(doc, "to_agent"));
+        if (!spool_agent(sp, to)) {
+                v->reason = HD_R_BAD_AGENT;
+                snprintf(v->detail, sizeof(v->detail),
+                         "to_agent '%.64s' is not served here", to ? to : "");
+                return -EBADMSG;
+        }
+        return 0;
+}
+
+/* When did we first see this file, the name with this inode?  Entries go
+ * when the decision is made (spool_process_batch). */
+static int64_t seen_first(struct spool *sp, const char *name, ino_t ino, int64_t mono)
+{
+        json_t *e = json_object_get(sp->seen, name);
+        const char *k;
+        void *tmp;
+        json_t *v;
+
+        if (e && json_integer_value(json_array_get(e, 0)) == (json_int_t)ino)
+                return json_integer_value(json_array_get(e, 1));
+        if (!e && json_object_size(sp->seen) >= SEEN_MAX) {
+                /* Only names whose decision never came (a daemon bug) are
+                 * this old; a flood of new ones just gets no grace. */
+                json_object_foreach_safe(sp->seen, tmp, k, v)
+                        if (mono - json_integer_value(json_array_get(v, 1)) > 60 * 1000000LL)
+                                json_object_del(sp->seen, k);
+                if (json_object_size(sp->seen) >= SEEN_MAX)
+                        return mono - SETTLE_USEC;
+        }
+        json_object_set_new_nocheck(sp->seen, name, json_pack("[I, I]", (json_int_t)ino,
+                                                              (json_int_t)mono));
+        return mono;
+}
+
 /* The file we left for another agent, unchanged, and not yet expired?
  * Names get reused (the real writer's "{caller_hash}-{seq}.json"), so the
  * inode and ctime must match too. */
@@ -408,7 +500,9 @@ static void foreign_note(struct spool *sp, const char *name, int fd, int64_t exp
 /* One item between the first look and the claim rename. */
 struct item {
         const char *name;
-        int fd;                 /* held with flock(LOCK_EX) */
+        int fd;
+        uint64_t lock_ino;      /* lock.h bytes held until the batch ends; 0 none */
+        uint64_t lock_id;
         json_t *doc;
         const char *id;
         struct agent_rt *agent;
@@ -442,9 +536,15 @@ static int decide(struct spool *sp, struct item *it, int64_t now)
                 goto reject;
         if (r < 0)
                 return r;
+        if (fstat(it->fd, &st) < 0)
+                return -errno;
         /* Another handoffd is deciding about this very file. */
-        if (flock(it->fd, LOCK_EX | LOCK_NB) < 0)
-                return errno == EWOULDBLOCK ? IO_BUSY : -errno;
+        r = lock_try(sp->lock_fd, lock_off_inode(st.st_dev, st.st_ino), true);
+        if (r == -EAGAIN)
+                return IO_BUSY;
+        if (r < 0)
+                return r;
+        it->lock_ino = lock_off_inode(st.st_dev, st.st_ino);
         r = hd_read_fd(it->fd, name, c->max_file_size, &buf, &len, &v);
         if (r == -EBADMSG)
                 goto reject;
@@ -453,8 +553,9 @@ static int decide(struct spool *sp, struct item *it, int64_t now)
         hd_limits lim = { .max_size = c->max_file_size, .max_depth = HD_DEFAULT_MAX_DEPTH };
         r = hd_parse(buf, len, &lim, &it->doc, &v);
         if (r == -EBADMSG) {
-                if (fstat(it->fd, &st) == 0 &&
-                    now - (int64_t)st.st_mtim.tv_sec * 1000000LL - st.st_mtim.tv_nsec / 1000 < SETTLE_USEC) {
+                int64_t mono = mono_usec();
+                if (now - (int64_t)st.st_mtim.tv_sec * 1000000LL - st.st_mtim.tv_nsec / 1000 < SETTLE_USEC &&
+                    mono - seen_first(sp, name, st.st_ino, mono) < SETTLE_USEC) {
                         sp->st.deferred++;
                         return IO_DEFERRED;
                 }
@@ -489,6 +590,14 @@ static int decide(struct spool *sp, struct item *it, int64_t now)
         if (!it->agent && !remote)
                 goto left;
 
+        /* From here to the delivered marker, recovery in another daemon
+         * keeps off this id. */
+        r = lock_try(sp->lock_fd, lock_off_id(it->id), true);
+        if (r == -EAGAIN)
+                return IO_BUSY;
+        if (r < 0)
+                return r;
+        it->lock_id = lock_off_id(it->id);
         if (spool_id_seen(sp, it->id)) {
                 v.reason = HD_R_DUPLICATE_ID;
                 snprintf(v.detail, sizeof(v.detail), "handoff_id '%s' was seen before", it->id);
@@ -579,6 +688,7 @@ int spool_process_batch(struct spool *sp, char *const *names, size_t n,
                         int64_t now, int *outcomes)
 {
         struct item *items;
+        int64_t t0 = mono_usec();
         int errors = 0, r;
 
         items = calloc(n ? n : 1, sizeof(*items));
@@ -587,7 +697,24 @@ int spool_process_batch(struct spool *sp, char *const *names, size_t n,
         for (size_t i = 0; i < n; i++) {
                 items[i].name = names[i];
                 items[i].fd = -1;
+                /* Never hold the loop long: the rest waits for a later turn. */
+                if (i > 0 && mono_usec() - t0 > SPOOL_BATCH_MAX_USEC) {
+                        items[i].outcome = IO_SKIPPED;
+                        if (outcomes)
+                                outcomes[i] = IO_SKIPPED;
+                        continue;
+                }
                 r = items[i].outcome = decide(sp, &items[i], now);
+                /* Only a claimed item's document is needed (for delivery):
+                 * a batch of big rejected ones must not add up. */
+                if (r != IO_CLAIMED) {
+                        json_decref(TAKE_PTR(items[i].doc));
+                        items[i].id = NULL;
+                }
+                if (items[i].fd >= 0)
+                        close(TAKE_FD(items[i].fd));
+                if (r != IO_DEFERRED && r != IO_BUSY)
+                        json_object_del(sp->seen, names[i]);
                 if (r < 0) {
                         char q[300];
                         spool_error(sp, r, "Cannot process %s",
@@ -622,7 +749,14 @@ int spool_process_batch(struct spool *sp, char *const *names, size_t n,
                                 q = delivery_mark(sp, it->agent, it->id, now);
                         else
                                 q = delivery_publish(sp, it->agent, it->id);
-                        if (q < 0) {
+                        if (q == -EAGAIN) {
+                                /* Another daemon holds the baton lock: not
+                                 * an error; the sweep delivers it soon. */
+                                it->outcome = q;
+                                log_debug("Delivery of %s waits for the baton lock", it->id);
+                                json_object_set_new_nocheck(sp->failed, it->id, json_null());
+                                lifecycle_note_deadline(sp, now + 100000);
+                        } else if (q < 0) {
                                 /* It stays claimed; the sweep finishes it. */
                                 it->outcome = q;
                                 spool_error(sp, q, "Cannot deliver %s to %s", it->id,
@@ -647,8 +781,10 @@ int spool_process_batch(struct spool *sp, char *const *names, size_t n,
         if (r < 0)
                 spool_error(sp, r, "Cannot fsync the spool");
         for (size_t i = 0; i < n; i++) {
-                if (items[i].fd >= 0)
-                        close(items[i].fd);
+                if (items[i].lock_id)
+                        lock_release(sp->lock_fd, items[i].lock_id);
+                if (items[i].lock_ino)
+                        lock_release(sp->lock_fd, items[i].lock_ino);
                 json_decref(items[i].doc);
         }
         free(items);

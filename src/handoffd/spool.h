@@ -39,6 +39,7 @@ struct spool_stats {
                  left, deferred, overflows, rescans, errors, archived_pruned,
                  rejected_pruned;
         uint64_t rejected[_HD_R_MAX];
+        uint64_t rejected_items, rejected_bytes;       /* at the last retention run */
         char last_error[256];
         int64_t last_error_usec;
         bool watch_ok;
@@ -69,7 +70,10 @@ struct spool {
         int64_t deliver_backoff_usec;
         int64_t next_deadline;  /* earliest lifecycle deadline, usec; 0 none */
         int64_t housekeeping_at;/* last retention and metrics run, usec */
+        uint64_t arrived_at_housekeeping; /* rejected+archived then */
         bool dirty[_SD_MAX];    /* directory needs an fsync */
+        int lock_fd;            /* SPOOL/.lock (lock.h) */
+        json_t *seen;           /* name -> [ino, first seen, monotonic usec] */
 };
 
 enum item_outcome {
@@ -81,7 +85,12 @@ enum item_outcome {
         IO_REJECTED,
         IO_CLAIMED,
         IO_OUTBOX,      /* verified, for a remote agent: moved to outbox/ */
+        IO_SKIPPED,     /* not looked at: the batch's time was up */
 };
+
+/* One batch decides for at most this long (then yields to the loop; the
+ * rest comes back IO_SKIPPED), and always decides at least one name. */
+#define SPOOL_BATCH_MAX_USEC 10000
 
 /* Open (creating what is missing) the spool of cfg and the agents' state
  * directories. */
@@ -115,6 +124,17 @@ int spool_reject_from(struct spool *sp, enum spool_dir from, const char *name,
 /* Is handoff_id known here: claimed, archived or rejected after
  * authentication (ids/)? */
 bool spool_id_seen(struct spool *sp, const char *handoff_id);
+/* The same for claimed/<handoff_id>.json. */
+int spool_reject_claimed(struct spool *sp, const char *handoff_id, hd_reason reason,
+                         const char *detail, int64_t now);
+
+/* Claimed content read again (recovery, retry, lifecycle, archive): the
+ * producer still owns that inode and may have rewritten it.  Every check
+ * of the claim but freshness (the item may rightly be old): key, MAC or
+ * signature, fields, payload, handoff_id equal to id, to_agent served
+ * here.  0, or -EBADMSG with v. */
+int spool_verify_claimed(struct spool *sp, const json_t *doc, const char *id,
+                         hd_verdict *v);
 
 /* Remember handoff_id in ids/ (replay memory once it leaves claimed/). */
 int spool_id_mark(struct spool *sp, const char *handoff_id);

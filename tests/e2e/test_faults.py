@@ -228,7 +228,7 @@ def tmpfs_fault(which):
 
 def emfile_start(env):
     """The daemon with a low RLIMIT_NOFILE: enough to start, then EMFILE
-    while it holds one fd per file of a batch."""
+    at the next file it opens."""
     real = subprocess.Popen
 
     def popen(*a, **kw):
@@ -248,9 +248,10 @@ START_LOCK = threading.Lock()
 def emfile_on(env, d, ctx):
     n = len(os.listdir(f"/proc/{d.proc.pid}/fd"))
     ctx["fds_at_start"] = n
-    # Leave exactly one free descriptor: opening a handoff file works, the
-    # bootstrap temp file does not (and nothing else does).
-    resource.prlimit(d.proc.pid, resource.RLIMIT_NOFILE, (n + 1, EMFILE_LIMIT))
+    # Leave no free descriptor: the daemon closes each handoff file once
+    # decided (it holds no descriptor per file of a batch), so only this
+    # makes the next open fail.
+    resource.prlimit(d.proc.pid, resource.RLIMIT_NOFILE, (n, EMFILE_LIMIT))
 
 
 def emfile_off(env, d, ctx):

@@ -47,13 +47,22 @@ def main():
         hdtest.wait_for(lambda: env.count("archive") == 6, what="6 archived")
         t6 = time.monotonic()
         by_age = sorted(env.items("archive"), key=lambda n: os.stat(env.path("archive", n)).st_ctime_ns)
+        # Rejections that name no handoff_id (bad_mac) guard no replay: at
+        # the limit they go at once, window or not.
         for _ in range(4):
             hdproto.drop(env.spool, hdproto.build("bob", "alice", b"z" * 32))
-        hdtest.wait_for(lambda: env.count("rejected") == 4, what="4 rejected")
+        hdtest.wait_for(lambda: env.count("rejected") == 2, timeout=4, what="unauthenticated pruned to 2")
+        # Replays of archived ids name their id: the floor holds for them.
+        for i in ids[:3]:
+            hdproto.drop(env.spool, hdproto.build("bob", "alice", env.key, handoff_id=i),
+                         name=f"replay-{i}.json")
+        hdtest.wait_for(lambda: sum(n.startswith("replay-") for n in env.items("rejected")) == 3,
+                        what="3 replays rejected")
         time.sleep(1.5)  # sweeps run every second: the floor must hold
         if time.monotonic() - t6 < WINDOW - 0.5:
             check(env.count("archive") == 6, f"floor: {env.count('archive')} left within the window")
-            check(env.count("rejected") == 4, "floor for rejected/")
+            check(sorted(env.items("rejected")) == sorted(f"replay-{i}.json" for i in ids[:3]),
+                  f"floor for authenticated rejections: {env.items('rejected')}")
         hdtest.wait_for(lambda: env.count("archive") == 3, timeout=WINDOW + 5, what="trimmed to 3")
         kept = [n for n in env.items("archive")]
         check(sorted(kept) == sorted(by_age[3:]), f"the 3 newest kept: {kept} of {by_age}")
@@ -81,7 +90,8 @@ def main():
         hdtest.wait_for(lambda: env.count("archive") == 0 and env.count("rejected") == 0,
                         timeout=WINDOW + 5, what="all aged out")
         st = d.status()["counters"]
-        check(st["pruned"] == 3 + 2 + 1 + 2 + 2, f"pruned counter {st['pruned']}")
+        # archive/: 3 by count, 1 by bytes, 2 by age; rejected/: all 4 + 3.
+        check(st["pruned"] == 3 + 1 + 2 + 7, f"pruned counter {st['pruned']}")
         check(d.stop() == 0, "stop")
         print("retention by count (6->3), bytes (3->2), age (->0), rejected (4->2); floor held; ids/ pruned")
 

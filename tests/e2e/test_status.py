@@ -1,10 +1,9 @@
 """handoffctl status: figures match the spool after a scripted mix of
 outcomes; exit codes 0 (healthy), 1 (degraded: a served handoff stuck
-behind a lock for longer than its window), 3 (not running); the control
+behind another daemon's lock for longer than its window), 3 (not running); the control
 socket refuses a peer that is not root, not the daemon's user and not in
 [control] group, and accepts a member of that group."""
 
-import fcntl
 import grp
 import json
 import os
@@ -101,22 +100,18 @@ def main():
         p = env.ctl("status", "-c", conf, check_rc=0)
         check("running" in p.stdout and "claimed 4" in p.stdout, f"text status:\n{p.stdout}")
 
-        # Degraded: a handoff for alice held under a lock by someone else
-        # waits longer than its window (2 rescans + 5 s).
+        # Degraded: a handoff for alice whose id another daemon holds
+        # (as if stuck mid-claim) waits longer than its window (2 rescans
+        # + 5 s).
         stuck = hdproto.build("bob", "alice", env.key, ttl=600)
-        tmp = env.path("tmp", "stuck.json")
-        with open(tmp, "wb") as f:
-            f.write(hdproto.dumps(stuck))
-        fd = os.open(tmp, os.O_RDONLY)
-        fcntl.flock(fd, fcntl.LOCK_EX)  # before it appears in handoff/
-        os.rename(tmp, env.path("handoff", "stuck.json"))
+        fd = hdtest.lock_id(env.spool, stuck["handoff_id"])
+        hdproto.drop(env.spool, stuck, name="stuck.json")
         try:
             hdtest.wait_for(lambda: env.ctl("status", "-c", conf).returncode == 1, timeout=15,
                             what="degraded")
             st = status(env, conf, 1)
             check(st["health"] == "degraded" and any("waited" in p for p in st["problems"]), f"{st['problems']}")
         finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
             os.close(fd)
         hdtest.wait_for(lambda: env.ctl("status", "-c", conf).returncode == 0, timeout=10, what="healthy again")
 

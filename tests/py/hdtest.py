@@ -247,6 +247,62 @@ class Env:
         return p
 
 
+def proc_status(pid, field):
+    """A field of /proc/PID/status in kB (VmHWM: peak RSS), or None."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+def fd_count(pid):
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def handoff_latency(env, frm="bob", to="alice", timeout=30.0):
+    """Drop one legitimate handoff; seconds until its bootstrap is there."""
+    doc = hdproto.build(frm, to, env.key, ttl=600)
+    path = os.path.join(env.state[to], "handoffs", doc["handoff_id"] + ".json")
+    t0 = time.monotonic()
+    hdproto.drop(env.spool, doc)
+    wait_for(lambda: os.path.exists(path), timeout, f"legitimate handoff to {to} delivered")
+    return time.monotonic() - t0
+
+
+def ping_time(sock, timeout=30.0):
+    """Seconds the control socket takes to answer one status request."""
+    t0 = time.monotonic()
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(timeout)
+    try:
+        s.connect(sock)
+        s.sendall(b'{"command":"status"}\n')
+        while s.recv(65536):
+            pass
+    finally:
+        s.close()
+    return time.monotonic() - t0
+
+
+def lock_id(spool, handoff_id):
+    """Hold the daemons' lock of handoff_id (src/handoffd/lock.h: a byte of
+    SPOOL/.lock that only the daemon's user can open) as a daemon busy with
+    that item would.  Returns the fd; closing it releases the lock."""
+    import fcntl
+    import struct
+    h = 0xcbf29ce484222325
+    for b in handoff_id.encode():
+        h = ((h ^ b) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    off = (2 << 60) | (h & ((1 << 60) - 1))
+    fd = os.open(os.path.join(spool, ".lock"), os.O_RDWR | os.O_CLOEXEC)
+    fcntl.fcntl(fd, fcntl.F_OFD_SETLK, struct.pack("hhqqi", fcntl.F_WRLCK, 0, off, 1, 0))
+    return fd
+
+
 def real_consumer(state_dir, handoff_id, resume_window=300, now=None):
     """The real consumer's logic (gptme-voice): read the bootstrap, require
     source == voice_handoff and a non-empty resume_context, check accepted_at

@@ -1,0 +1,85 @@
+/* Locks between daemons on one spool; see lock.h.  OFD locks belong to the
+ * open file description: every lock of one daemon is its own (re-taking a
+ * byte it holds succeeds), and all go when it exits or is killed. */
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "lock.h"
+#include "util.h"
+
+#define LOCK_NAME ".lock"
+/* Disjoint regions: inodes [2^60, 2^61), ids [2^61, 2^62). */
+#define REGION_BITS 60
+
+int lock_open(int dirfd, int *ret_fd)
+{
+        _cleanup_close_ int fd = -1;
+        struct stat st;
+
+        fd = openat(dirfd, LOCK_NAME, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK,
+                    0600);
+        if (fd < 0)
+                return -errno;
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        if (!S_ISREG(st.st_mode) || st.st_uid != geteuid())
+                return -EPERM;
+        /* Whoever else can open it can take our bytes. */
+        if ((st.st_mode & 077) && fchmod(fd, 0600) < 0)
+                return -errno;
+        *ret_fd = TAKE_FD(fd);
+        return 0;
+}
+
+static uint64_t fnv1a(const void *p, size_t n, uint64_t h)
+{
+        const unsigned char *s = p;
+
+        for (size_t i = 0; i < n; i++) {
+                h ^= s[i];
+                h *= UINT64_C(0x100000001b3);
+        }
+        return h;
+}
+
+#define FNV_BASIS UINT64_C(0xcbf29ce484222325)
+
+uint64_t lock_off_id(const char *id)
+{
+        uint64_t h = fnv1a(id, strlen(id), FNV_BASIS);
+        return (UINT64_C(2) << REGION_BITS) | (h & ((UINT64_C(1) << REGION_BITS) - 1));
+}
+
+uint64_t lock_off_inode(dev_t dev, ino_t ino)
+{
+        uint64_t h = fnv1a(&dev, sizeof(dev), FNV_BASIS);
+        h = fnv1a(&ino, sizeof(ino), h);
+        return (UINT64_C(1) << REGION_BITS) | (h & ((UINT64_C(1) << REGION_BITS) - 1));
+}
+
+static int lock_set(int fd, uint64_t off, short type)
+{
+        struct flock fl = {
+                .l_type = type,
+                .l_whence = SEEK_SET,
+                .l_start = (off_t)off,
+                .l_len = 1,
+        };
+
+        if (fcntl(fd, F_OFD_SETLK, &fl) < 0)
+                return errno == EACCES ? -EAGAIN : -errno;
+        return 0;
+}
+
+int lock_try(int fd, uint64_t off, bool exclusive)
+{
+        return lock_set(fd, off, exclusive ? F_WRLCK : F_RDLCK);
+}
+
+void lock_release(int fd, uint64_t off)
+{
+        lock_set(fd, off, F_UNLCK);
+}

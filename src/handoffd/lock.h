@@ -1,0 +1,33 @@
+/* Coordination between handoffd processes on one spool: byte-range locks
+ * (open file description locks, F_OFD_SETLK) on one file, SPOOL/.lock,
+ * mode 0600, that only the daemon's user can open.  No lock is ever taken
+ * on a file or directory a group member can open (they could hold it and
+ * freeze or starve the daemon), none ever blocks, and no file is created
+ * per item. */
+#ifndef HD_LOCK_H
+#define HD_LOCK_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* Byte 0: shared by every running daemon; exclusive means "alone". */
+#define LOCK_OFF_RUNNING 0
+/* Byte 1: Baton sessions in baton/ (one patch applied at a time). */
+#define LOCK_OFF_BATON   1
+
+/* Open (create) dirfd/.lock: a regular file of ours, mode 0600. */
+int lock_open(int dirfd, int *ret_fd);
+
+/* The byte standing for a handoff_id (claim to archive), or for a file of
+ * handoff/ being decided (its inode).  Two keys may share a byte: that
+ * only makes one wait for the other. */
+uint64_t lock_off_id(const char *handoff_id);
+uint64_t lock_off_inode(dev_t dev, ino_t ino);
+
+/* Take byte off, exclusive or shared, without waiting: 0, -EAGAIN when
+ * another daemon holds it, other -errno. */
+int lock_try(int fd, uint64_t off, bool exclusive);
+void lock_release(int fd, uint64_t off);
+
+#endif

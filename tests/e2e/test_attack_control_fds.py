@@ -1,0 +1,118 @@
+"""Attack (issues 18.5, 19.7): control-socket connections opened and held
+without a request, hundreds at once, from a peer the daemon serves and
+from one it refuses.  The daemon's file descriptors stay bounded (at most
+64 connections, 8 per uid; the oldest makes room), a status request from
+another uid is still answered, deliveries do not fail, and the log gets a
+bounded number of lines about it."""
+
+import grp
+import os
+import socket
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.environ.get("HD_SRC", "."), "tests", "py"))
+import hdtest  # noqa: E402
+from hdtest import check  # noqa: E402
+
+N = 400
+MAX_FDS = 64 + 40       # connections + the daemon's own (spool, agents, loop)
+ROOT = os.geteuid() == 0
+
+
+def hold_connections(sock, n, uid, gid):
+    """A child (as uid/gid when we are root) holding n connections open
+    until told to go; returns (pid, pipe to tell it)."""
+    r, w = os.pipe()
+    r2, w2 = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(w)
+        os.close(r2)
+        try:
+            if ROOT:
+                os.setgroups([gid])
+                os.setgid(gid)
+                os.setuid(uid)
+            held = []
+            for _ in range(n):
+                s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                s.settimeout(5)
+                try:
+                    s.connect(sock)
+                except OSError:
+                    s.close()
+                    continue
+                held.append(s)
+            os.write(w2, b"%d" % len(held))
+            os.read(r, 1)
+        finally:
+            os._exit(0)
+    os.close(r)
+    os.close(w2)
+    os.read(r2, 16)
+    os.close(r2)
+    return pid, w
+
+
+def release(child):
+    pid, w = child
+    os.write(w, b"x")
+    os.close(w)
+    os.waitpid(pid, 0)
+
+
+def control_lines(d):
+    return sum("Control socket" in line for line in d.logs().splitlines())
+
+
+def test_attack_control_fds_bounded(env, d):
+    sock = env.sockets["d0"]
+    fds0 = hdtest.fd_count(d.proc.pid)
+    t0 = time.monotonic()
+    child = hold_connections(sock, N, 65534, 65534)
+    t_open = time.monotonic() - t0
+    try:
+        fds = 0
+        for _ in range(10):     # while the daemon accepts the backlog
+            fds = max(fds, hdtest.fd_count(d.proc.pid))
+            time.sleep(0.05)
+        ping = hdtest.ping_time(sock, timeout=10)
+        lat = hdtest.handoff_latency(env)
+    finally:
+        release(child)
+    rss = hdtest.proc_status(d.proc.pid, "VmHWM")
+    print(f"{N} connections held by a served peer ({'uid 65534' if ROOT else 'our uid'}) "
+          f"in {t_open:.1f}s: daemon fds {fds0} -> {fds}; status from root answered in "
+          f"{ping:.2f}s; handoff delivered in {lat:.2f}s; peak RSS {rss} kB")
+    check(fds <= MAX_FDS, f"daemon holds {fds} fds")
+    check(ping < 2 * hdtest.SLOW and lat < 2 * hdtest.SLOW, "answers and delivers")
+
+
+def test_attack_control_refusal_log_bounded(env, d):
+    if not ROOT:
+        print("not root: the refused-peer flood needs another uid; skipped")
+        return
+    sock = env.sockets["d0"]
+    os.chmod(sock, 0o666)   # let the filesystem allow it: the daemon must refuse
+    before = control_lines(d)
+    child = hold_connections(sock, N, 65533, 65533)
+    release(child)
+    time.sleep(0.3)
+    lines = control_lines(d) - before
+    print(f"{N} connections from a refused peer: {lines} log line(s)")
+    check(lines <= 3, f"{lines} log lines for {N} refused connections")
+
+
+def main():
+    group = grp.getgrgid(65534).gr_name
+    with hdtest.Env(agents=["alice"]) as env:
+        conf = env.write_config(text=env.config_text().replace(
+            "[control]\n", f"[control]\ngroup = {group}\n", 1))
+        d = env.start(conf=conf)
+        test_attack_control_fds_bounded(env, d)
+        test_attack_control_refusal_log_bounded(env, d)
+        check(d.stop() == 0, "exit 0")
+
+
+hdtest.run(main)
