@@ -369,6 +369,10 @@ int spool_reject_from(struct spool *sp, enum spool_dir from, const char *name,
                 r = hd_write_atomic(sp->fd[SD_REJECTED], rsn, buf, len, 0640, false);
                 if (r < 0)
                         return r;
+                /* The id is remembered before the item shows in rejected/,
+                 * as archive() does: a replay is known at every moment. */
+                if (handoff_id && (r = spool_id_mark(sp, handoff_id)) < 0)
+                        return r;
                 r = move_noreplace(sp->fd[from], name, sp->fd[SD_REJECTED], dst);
                 if (r == -EEXIST)
                         continue;       /* another rejecter took dst: its reason stands */
@@ -382,8 +386,6 @@ int spool_reject_from(struct spool *sp, enum spool_dir from, const char *name,
                 }
                 sp->dirty[SD_REJECTED] = sp->dirty[from] = true;
                 sp->st.rejected[reason]++;
-                if (handoff_id)
-                        spool_id_mark(sp, handoff_id);
                 char q[300];
                 log_decision(LOG_NOTICE, handoff_id, NULL, "rejected", hd_reason_name(reason),
                              "Rejected %s: %s: %s", log_quote(name, q, sizeof(q)),
