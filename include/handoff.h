@@ -273,9 +273,21 @@ int hd_bootstrap_name(const char *handoff_id, char *buf, size_t n);
 
 /* The bootstrap for a verified handoff: protocol_version, source
  * "voice_handoff", handoff_id, accepted_at, resume_context (non-empty),
- * from_agent, to_agent, reason, transcript, expires_at and any payload. */
+ * from_agent, to_agent, reason, transcript, expires_at and any payload,
+ * and its proof of origin: the member "handoff", the signed handoff
+ * itself, unchanged (hd_consume_with() verifies it). */
 int hd_bootstrap_build(const json_t *handoff, int64_t accepted_usec,
                        json_t **ret);
+/* The same for a handoff the agent is shown in another form (a Baton
+ * patch shown as the session's whole baton): the fields, payload and
+ * resume_context come from shown (NULL = handoff, same handoff_id), the
+ * member "handoff" is handoff.  With max_size > 0 the bootstrap is kept
+ * within max_size canonical bytes: the top-level transcript (and payload,
+ * when it is the handoff's) is dropped, then resume_context is shortened
+ * with a note, and last the member "handoff" is dropped. */
+int hd_bootstrap_build_shown(const json_t *handoff, const json_t *shown,
+                             int64_t accepted_usec, size_t max_size,
+                             json_t **ret);
 
 /* ---- payload formats -------------------------------------------------- */
 
@@ -326,12 +338,38 @@ int hd_deliver_profile(int state_dirfd, const json_t *doc,
 
 /* ---- consume ---------------------------------------------------------- */
 
+/* How a consumer checks a bootstrap.  Always: source "voice_handoff", a
+ * non-empty resume_context, accepted_at within resume_window_s of now, and
+ * a handoff_id that is valid and whose bootstrap name is the file's name.
+ * With lookup (proof of origin required): the member "handoff" must be
+ * there and pass hd_verify() with lookup at the bootstrap's accepted_at
+ * (MAC, fields, freshness as policy says: the daemon claimed it fresh),
+ * name the same handoff_id, and be addressed to agent (when not NULL);
+ * the document returned is then rebuilt from the verified handoff
+ * (hd_bootstrap_build_shown), so no unsigned field of the file reaches
+ * the caller, except accepted_at and, for payload_type baton/1, the
+ * session's baton the daemon shows in place of the patch. */
+typedef struct hd_consume_opts {
+        int64_t resume_window_s;   /* 0 = 300 */
+        size_t max_size;           /* bootstrap read cap; 0 = HD_DEFAULT_MAX_SIZE */
+        const char *agent;         /* the consuming agent, or NULL */
+        hd_key_lookup_fn lookup;   /* NULL = origin not checked */
+        void *userdata;
+        hd_policy policy;          /* zeros = the defaults */
+} hd_consume_opts;
+
 /* Take one bootstrap from dirfd (an agent's handoffs/ directory): rename it
  * to a private name first so that of two consumers exactly one gets it,
- * check accepted_at against resume_window_s (missing or invalid accepted_at
- * is refused), return its document and delete it.  handoff_id NULL = the
- * oldest fresh one.  -ENOENT when none is there; -ESTALE when the one asked
- * for is stale (it is put back for the sweeper). */
+ * check it as o says, return its document and delete it.  handoff_id NULL
+ * = the oldest fresh one that passes.  -ENOENT when none is there;
+ * -ESTALE when the one asked for is stale (it is put back for the
+ * sweeper); -EBADMSG with v filled when the one asked for (or, without
+ * handoff_id, every fresh one there) is refused: it is left in place. */
+int hd_consume_with(int dirfd, const char *handoff_id, const hd_consume_opts *o,
+                    int64_t now_usec, json_t **ret, hd_verdict *v);
+
+/* hd_consume_with() with resume_window_s and no proof of origin checked:
+ * for consumers that trust the directory's permissions alone. */
 int hd_consume(int dirfd, const char *handoff_id, int64_t resume_window_s,
                int64_t now_usec, json_t **ret);
 

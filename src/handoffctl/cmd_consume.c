@@ -19,23 +19,67 @@
 static void consume_usage(FILE *f)
 {
         fprintf(f,
-                "Usage: handoffctl consume [-c CONF] --agent NAME [HANDOFF_ID] [--context]\n"
-                "       handoffctl consume --state-dir DIR [--window SECONDS] [HANDOFF_ID] [--context]\n"
+                "Usage: handoffctl consume [-c CONF] --agent NAME [--key FILE] [HANDOFF_ID] [--context]\n"
+                "       handoffctl consume --state-dir DIR [--agent NAME --key FILE] [--window SECONDS]\n"
+                "                          [HANDOFF_ID] [--context]\n"
                 "\n"
                 "Take a bootstrap of agent NAME: the one of HANDOFF_ID, or the oldest\n"
                 "fresh one.  Of two consumers exactly one gets it.  Prints the bootstrap\n"
                 "JSON, or only its resume_context with --context, and deletes it.\n"
+                "With a key (--key, or the keys of CONF this user can read) the signed\n"
+                "handoff the bootstrap carries must verify and be addressed to NAME.\n"
                 "\n"
                 "  -c, --config FILE      daemon configuration (default %s)\n"
                 "  -a, --agent NAME       the agent whose bootstrap to take\n"
                 "  -d, --state-dir DIR    the agent's state_dir, instead of -c/--agent\n"
+                "  -k, --key FILE         verify with this key (needs --agent)\n"
+                "      --no-verify        take it on the directory's word, no proof checked\n"
                 "  -w, --window SECONDS   resume window with --state-dir (default 300)\n"
                 "  -x, --context          print only resume_context\n"
                 "  -h, --help             this text\n"
                 "      --version          the version\n"
                 "\n"
-                "Exit: 0 consumed, 1 none there, 2 usage, 3 stale or unusable, 4 error.\n",
+                "Exit: 0 consumed, 1 none there, 2 usage, 3 stale, unusable or refused, 4 error.\n",
                 CONFIG_DEFAULT_PATH);
+}
+
+/* The configuration's keys this user may read: an agent reads the key
+ * that signs what it is sent, seldom every key of the host. */
+static size_t consume_load_keys(struct config *c)
+{
+        size_t n = 0;
+        char msg[256];
+
+#define TRY(spec, dst) do {                                                    \
+                if ((spec) && strncmp((spec), "credential:", 11) &&            \
+                    hd_key_load((spec), (dst), msg, sizeof(msg)) == 0)        \
+                        n++;                                                   \
+        } while (0)
+        TRY(c->default_key_path, &c->default_key);
+        for (size_t i = 0; i < c->n_kids; i++)
+                TRY(c->kid_paths[i], &c->kid_keys[i]);
+        for (size_t i = 0; i < c->n_agents; i++)
+                TRY(c->agents[i].key_path, &c->agents[i].key);
+#undef TRY
+        return n;
+}
+
+/* The daemon's choice of key, with a key this user could not read
+ * counted as missing (never replaced by the default key). */
+static const hd_key *consume_lookup(void *cfg, const char *kid, const char *from_agent)
+{
+        const struct config_agent *a = config_agent(cfg, from_agent);
+
+        if (!kid && a && a->key_path && !a->key)
+                return NULL;
+        return config_key_lookup(cfg, kid, from_agent);
+}
+
+static const hd_key *consume_one_key(void *k, const char *kid, const char *from_agent)
+{
+        (void)kid;
+        (void)from_agent;
+        return k;
 }
 
 int cmd_consume(int argc, char **argv)
@@ -44,26 +88,33 @@ int cmd_consume(int argc, char **argv)
                 { "config", required_argument, NULL, 'c' },
                 { "agent", required_argument, NULL, 'a' },
                 { "state-dir", required_argument, NULL, 'd' },
+                { "key", required_argument, NULL, 'k' },
+                { "no-verify", no_argument, NULL, 'N' },
                 { "window", required_argument, NULL, 'w' },
                 { "context", no_argument, NULL, 'x' },
                 { "help", no_argument, NULL, 'h' },
                 { "version", no_argument, NULL, 'V' },
                 {}
         };
-        const char *conf = NULL, *agent = NULL, *state_dir = NULL, *id = NULL;
+        const char *conf = NULL, *agent = NULL, *state_dir = NULL, *id = NULL, *key = NULL;
         int64_t window = 300;
-        bool context = false;
+        bool context = false, no_verify = false;
         struct config *cfg = NULL;
+        _cleanup_(hd_key_freep) hd_key *k = NULL;
         _cleanup_json_ json_t *b = NULL;
         _cleanup_close_ int fd = -1;
-        char dir[PATH_MAX];
+        hd_consume_opts o = { 0 };
+        hd_verdict v = { 0 };
+        char dir[PATH_MAX], msg[512];
         int c, r;
 
-        while ((c = getopt_long(argc, argv, "c:a:d:w:xh", opts, NULL)) >= 0) {
+        while ((c = getopt_long(argc, argv, "c:a:d:k:w:xh", opts, NULL)) >= 0) {
                 switch (c) {
                 case 'c': conf = optarg; break;
                 case 'a': agent = optarg; break;
                 case 'd': state_dir = optarg; break;
+                case 'k': key = optarg; break;
+                case 'N': no_verify = true; break;
                 case 'w':
                         if (config_parse_duration(optarg, &window) < 0 || window < 1)
                                 return ctl_fail(CTL_EXIT_USAGE, "consume: --window '%s' is not a duration", optarg);
@@ -80,6 +131,22 @@ int cmd_consume(int argc, char **argv)
                 return ctl_fail(CTL_EXIT_USAGE, "consume: unexpected argument '%s'", argv[optind]);
         if (id && !hd_id_valid(id))
                 return ctl_fail(CTL_EXIT_USAGE, "consume: '%s' is not a handoff_id", id);
+        if (agent && !hd_agent_valid(agent))
+                return ctl_fail(CTL_EXIT_USAGE, "consume: '%s' is not an agent name", agent);
+        if (key && no_verify)
+                return ctl_fail(CTL_EXIT_USAGE, "consume: --key and --no-verify exclude each other");
+        if (key && !agent)
+                return ctl_fail(CTL_EXIT_USAGE, "consume: --key needs --agent NAME (the agent the handoff must be addressed to)");
+        if (key) {
+                msg[0] = '\0';
+                r = hd_key_load(key, &k, msg, sizeof(msg));
+                if (r < 0)
+                        return ctl_fail(CTL_EXIT_USAGE, "consume: %s", msg[0] ? msg : strerror(-r));
+                o.lookup = consume_one_key;
+                o.userdata = k;
+        }
+        o.agent = agent;
+        o.resume_window_s = window;
         if (!state_dir) {
                 const struct config_agent *a;
                 if (!agent)
@@ -93,21 +160,39 @@ int cmd_consume(int argc, char **argv)
                         return ctl_fail(CTL_EXIT_USAGE, "consume: agent '%s' is not in %s", agent,
                                         conf ? conf : CONFIG_DEFAULT_PATH);
                 }
-                window = cfg->resume_window;
+                o.resume_window_s = window = cfg->resume_window;
+                o.max_size = cfg->max_file_size;
+                o.policy.max_clock_skew_s = cfg->max_clock_skew;
+                o.policy.max_window_s = cfg->max_window;
+                if (!key && !no_verify && consume_load_keys(cfg) > 0) {
+                        o.lookup = consume_lookup;
+                        o.userdata = cfg;
+                }
                 r = xsnprintf(dir, sizeof(dir), "%s/handoffs", a->state_dir);
-                config_free(cfg);
         } else {
                 r = xsnprintf(dir, sizeof(dir), "%s/handoffs", state_dir);
         }
-        if (r < 0)
+        if (r < 0) {
+                config_free(cfg);
                 return ctl_fail(CTL_EXIT_USAGE, "consume: path too long");
-        fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (fd < 0) {
-                if (errno == ENOENT)
-                        return ctl_fail(CTL_EXIT_NEGATIVE, "consume: %s: no handoffs directory", dir);
-                return ctl_fail(CTL_EXIT_ERROR, "consume: %s: %s", dir, strerror(errno));
         }
-        r = hd_consume(fd, id, window, hd_now_usec(), &b);
+        if (!o.lookup && !no_verify)
+                fprintf(stderr, "handoffctl: consume: no key to verify with: the bootstrap's origin is not checked "
+                        "(only the directory's permissions protect it)\n");
+        /* Never through a link: handoffs/ swapped for one is someone
+         * else's directory. */
+        fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0) {
+                int e = errno;
+                config_free(cfg);
+                if (e == ENOENT)
+                        return ctl_fail(CTL_EXIT_NEGATIVE, "consume: %s: no handoffs directory", dir);
+                if (e == ELOOP || e == ENOTDIR)
+                        return ctl_fail(CTL_EXIT_ERROR, "consume: %s: is a symbolic link or not a directory; refusing it", dir);
+                return ctl_fail(CTL_EXIT_ERROR, "consume: %s: %s", dir, strerror(e));
+        }
+        r = hd_consume_with(fd, id, &o, hd_now_usec(), &b, &v);
+        config_free(cfg);
         if (r == -ENOENT)
                 return ctl_fail(CTL_EXIT_NEGATIVE, "consume: %s: no %s", dir,
                                 id ? "such handoff" : "fresh handoff");
@@ -115,8 +200,8 @@ int cmd_consume(int argc, char **argv)
                 return ctl_fail(CTL_EXIT_STALE, "consume: %s: %s is older than the resume window (%llds); left for the sweeper",
                                 dir, id, (long long)window);
         if (r == -EBADMSG)
-                return ctl_fail(CTL_EXIT_STALE, "consume: %s: %s is not a usable bootstrap (no valid accepted_at, source or resume_context)",
-                                dir, id);
+                return ctl_fail(CTL_EXIT_STALE, "consume: %s: refused: %s: %s", dir,
+                                hd_reason_name(v.reason), v.detail);
         if (r < 0)
                 return ctl_fail(CTL_EXIT_ERROR, "consume: %s: %s", dir, strerror(-r));
         if (context) {

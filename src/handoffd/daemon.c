@@ -58,21 +58,25 @@ static int watch_handoff(struct daemon *d)
         return 0;
 }
 
-static int watch_agents(struct daemon *d)
+/* Watch the handoffs/ directories we hold open, not their paths: a path
+ * may have been swapped for a link since we opened it.  A watch that
+ * fails is reported and left out (the sweep still notices consumed
+ * bootstraps); it never stops the others. */
+static void watch_agents(struct daemon *d)
 {
-        char path[PATH_MAX];
+        char path[64];
 
         for (size_t i = 0; i < d->sp->n_agents; i++) {
                 struct agent_rt *a = &d->sp->agents[i];
-                if (xsnprintf(path, sizeof(path), "%s/handoffs", a->cfg->state_dir) < 0)
-                        return -ENAMETOOLONG;
+                snprintf(path, sizeof(path), "/proc/self/fd/%d", a->handoffs_fd);
                 a->wd = inotify_add_watch(d->ifd, path,
                                           IN_DELETE | IN_MOVED_FROM | IN_ONLYDIR |
-                                          IN_DONT_FOLLOW | IN_EXCL_UNLINK);
+                                          IN_EXCL_UNLINK);
                 if (a->wd < 0)
-                        return log_error_errno(errno, "Cannot watch '%s'", path);
+                        log_warning_errno(errno, "Cannot watch '%s/handoffs' of agent %s; "
+                                          "the sweep looks at it instead",
+                                          a->cfg->state_dir, a->cfg->name);
         }
-        return 0;
 }
 
 /* Is handoff/ still the directory we watch?  IN_DELETE_SELF only comes
@@ -450,9 +454,7 @@ int daemon_run(const char *config_path, struct config *cfg)
                 log_error_errno(r, "Cannot watch %s/handoff", cfg->spool_dir);
                 goto out;
         }
-        r = watch_agents(&d);
-        if (r < 0)
-                goto out;
+        watch_agents(&d);
 
         uv_poll_init(&d.loop, &d.ipoll, d.ifd);
         uv_idle_init(&d.loop, &d.idle);

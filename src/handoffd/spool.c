@@ -18,7 +18,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <endian.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -73,8 +75,10 @@ void spool_error(struct spool *sp, int err, const char *fmt, ...)
 
 /* Open dirfd/path as a directory, creating it (and its parents) when
  * missing.  A directory we create gets exactly mode, whatever the umask:
- * the group write bit of handoff/ is what lets agents submit. */
-static int open_dir_at(int dirfd, const char *path, mode_t mode, int *ret)
+ * the group write bit of handoff/ is what lets agents submit.  The last
+ * component is never followed: a symlink there is -ELOOP (or -ENOTDIR). */
+static int open_dir_at(int dirfd, const char *path, mode_t mode, int *ret,
+                       bool *ret_created)
 {
         bool created = false;
         int fd, r;
@@ -89,7 +93,7 @@ static int open_dir_at(int dirfd, const char *path, mode_t mode, int *ret)
         } else if (errno != EEXIST) {
                 return -errno;
         }
-        fd = openat(dirfd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        fd = openat(dirfd, path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0)
                 return -errno;
         if (created && fchmod(fd, mode) < 0) {
@@ -98,61 +102,173 @@ static int open_dir_at(int dirfd, const char *path, mode_t mode, int *ret)
                 return r;
         }
         *ret = fd;
+        if (ret_created)
+                *ret_created = created;
         return 0;
+}
+
+/* The parts of a POSIX access ACL (the system.posix_acl_access xattr,
+ * format of linux/posix_acl_xattr.h) that matter here. */
+#define ACL_XATTR_VERSION 2
+#define ACL_TAG_GROUP 0x08
+#define ACL_TAG_MASK  0x10
+
+struct acl_entry {
+        uint16_t tag, perm;
+        uint32_t id;
+};
+
+/* Does an ACL entry of fd give group gid write access? */
+static bool acl_group_writes(int fd, gid_t gid)
+{
+        unsigned char buf[4 + 64 * sizeof(struct acl_entry)];
+        bool named = false, mask = true;
+        uint32_t ver;
+        ssize_t n;
+
+        n = fgetxattr(fd, "system.posix_acl_access", buf, sizeof(buf));
+        if (n < 4)
+                return n < 0 && errno == ERANGE;        /* an ACL this big: suspect */
+        memcpy(&ver, buf, 4);
+        if (le32toh(ver) != ACL_XATTR_VERSION)
+                return true;
+        for (size_t o = 4; o + sizeof(struct acl_entry) <= (size_t)n; o += sizeof(struct acl_entry)) {
+                struct acl_entry e;
+                memcpy(&e, buf + o, sizeof(e));
+                if (le16toh(e.tag) == ACL_TAG_GROUP && le32toh(e.id) == gid &&
+                    (le16toh(e.perm) & 2))
+                        named = true;
+                if (le16toh(e.tag) == ACL_TAG_MASK && !(le16toh(e.perm) & 2))
+                        mask = false;
+        }
+        return named && mask;
+}
+
+/* Only the daemon and the agent may write an agent's state_dir and its
+ * handoffs/: anyone else could plant a bootstrap, take one, or swap the
+ * directory for a link.  Refused: writable by others, or writable by the
+ * spool's shared group (the group of handoff/, which every producer is
+ * in), through the mode or a POSIX ACL.  NULL when fine, else why not. */
+static const char *agent_dir_unsafe(int fd, gid_t shared)
+{
+        struct stat st;
+
+        if (fstat(fd, &st) < 0)
+                return "cannot be inspected";
+        if (st.st_mode & S_IWOTH)
+                return "is writable by others";
+        if ((st.st_mode & S_IWGRP) && st.st_gid == shared)
+                return "is writable by the spool's group";
+        if (acl_group_writes(fd, shared))
+                return "is writable by the spool's group through an ACL";
+        return NULL;
+}
+
+static void agent_rt_close(struct agent_rt *a)
+{
+        if (a->state_fd >= 0)
+                close(a->state_fd);
+        if (a->handoffs_fd >= 0)
+                close(a->handoffs_fd);
+        a->state_fd = a->handoffs_fd = -1;
 }
 
 static void agents_close(struct spool *sp)
 {
-        for (size_t i = 0; i < sp->n_agents; i++) {
-                if (sp->agents[i].state_fd >= 0)
-                        close(sp->agents[i].state_fd);
-                if (sp->agents[i].handoffs_fd >= 0)
-                        close(sp->agents[i].handoffs_fd);
-        }
+        for (size_t i = 0; i < sp->n_agents; i++)
+                agent_rt_close(&sp->agents[i]);
         free(sp->agents);
         sp->agents = NULL;
         sp->n_agents = 0;
 }
 
-static int agents_open(struct spool *sp, struct config *cfg)
+/* Open one agent's state_dir and handoffs/.  -ELOOP/-ENOTDIR: a link or
+ * no directory where one belongs (the agent is skipped); -EPERM: others
+ * may write it (refused: a set-up error); other -errno. */
+static int agent_open(struct agent_rt *a, gid_t shared)
 {
-        struct agent_rt *a = calloc(cfg->n_agents, sizeof(*a));
+        const char *dir = a->cfg->state_dir, *why;
+        struct stat st;
+        bool created;
         int r;
 
-        if (!a && cfg->n_agents)
+        r = open_dir_at(AT_FDCWD, dir, 0750, &a->state_fd, NULL);
+        if (r == -ELOOP || r == -ENOTDIR)
+                return log_error_errno(r, "Not serving agent %s: state_dir '%s' is a symbolic link "
+                                       "or not a directory", a->cfg->name, dir);
+        if (r < 0)
+                return log_error_errno(r, "Cannot open state_dir '%s' of agent %s",
+                                       dir, a->cfg->name);
+        why = agent_dir_unsafe(a->state_fd, shared);
+        if (why)
+                return log_error_errno(-EPERM, "Refusing state_dir '%s' of agent %s: it %s "
+                                       "(only the daemon and the agent may write it; see handoffd(8))",
+                                       dir, a->cfg->name, why);
+        /* Created here, it can only be the agent's if it inherits a group
+         * other than the spool's (setgid state_dir of the agent's group):
+         * else it stays the daemon's until set up (handoffd(8)). */
+        r = open_dir_at(a->state_fd, "handoffs", 0700, &a->handoffs_fd, &created);
+        if (r == -ELOOP || r == -ENOTDIR)
+                return log_error_errno(r, "Not serving agent %s: '%s/handoffs' is a symbolic link "
+                                       "or not a directory", a->cfg->name, dir);
+        if (r < 0)
+                return log_error_errno(r, "Cannot open '%s/handoffs'", dir);
+        if (created && fstat(a->handoffs_fd, &st) == 0) {
+                if (st.st_gid != shared && fchmod(a->handoffs_fd, 02770) < 0)
+                        return log_error_errno(errno, "Cannot set the mode of '%s/handoffs'", dir);
+                if (st.st_gid == shared)
+                        log_warning("Created '%s/handoffs' with mode 0700: agent %s cannot consume "
+                                    "until it is given the agent's own group (see handoffd(8))",
+                                    dir, a->cfg->name);
+        }
+        why = agent_dir_unsafe(a->handoffs_fd, shared);
+        if (why)
+                return log_error_errno(-EPERM, "Refusing '%s/handoffs' of agent %s: it %s "
+                                       "(only the daemon and the agent may write it; see handoffd(8))",
+                                       dir, a->cfg->name, why);
+        return 0;
+}
+
+/* Open every agent of cfg.  An agent whose directory is a link is
+ * reported and left out (handoffs to it wait in handoff/ as for an agent
+ * served elsewhere); any other failure fails the whole call, and the
+ * agents in use stay as they were. */
+static int agents_open(struct spool *sp, struct config *cfg)
+{
+        struct agent_rt *a = calloc(cfg->n_agents ? cfg->n_agents : 1, sizeof(*a));
+        struct stat st;
+        size_t n = 0;
+        int r = 0;
+
+        if (!a)
                 return -ENOMEM;
-        for (size_t i = 0; i < cfg->n_agents; i++) {
-                a[i].cfg = &cfg->agents[i];
-                a[i].state_fd = a[i].handoffs_fd = a[i].wd = -1;
+        if (fstat(sp->fd[SD_HANDOFF], &st) < 0) {
+                free(a);
+                return log_error_errno(errno, "Cannot stat '%s/handoff'", cfg->spool_dir);
         }
         for (size_t i = 0; i < cfg->n_agents; i++) {
-                r = open_dir_at(AT_FDCWD, a[i].cfg->state_dir, 0750, &a[i].state_fd);
-                if (r < 0) {
-                        log_error_errno(r, "Cannot open state_dir '%s' of agent %s",
-                                        a[i].cfg->state_dir, a[i].cfg->name);
-                        goto fail;
+                a[n].cfg = &cfg->agents[i];
+                a[n].state_fd = a[n].handoffs_fd = a[n].wd = -1;
+                r = agent_open(&a[n], st.st_gid);
+                if (r == -ELOOP || r == -ENOTDIR) {
+                        agent_rt_close(&a[n]);
+                        r = 0;
+                        continue;
                 }
-                /* The agent deletes its bootstraps: its group may write here. */
-                r = open_dir_at(a[i].state_fd, "handoffs", 02770, &a[i].handoffs_fd);
-                if (r < 0) {
-                        log_error_errno(r, "Cannot open '%s/handoffs'",
-                                        a[i].cfg->state_dir);
-                        goto fail;
-                }
+                n++;
+                if (r < 0)
+                        break;
+        }
+        if (r < 0) {
+                for (size_t i = 0; i < n; i++)
+                        agent_rt_close(&a[i]);
+                free(a);
+                return r;
         }
         agents_close(sp);
         sp->agents = a;
-        sp->n_agents = cfg->n_agents;
+        sp->n_agents = n;
         return 0;
-fail:
-        for (size_t i = 0; i < cfg->n_agents; i++) {
-                if (a[i].state_fd >= 0)
-                        close(a[i].state_fd);
-                if (a[i].handoffs_fd >= 0)
-                        close(a[i].handoffs_fd);
-        }
-        free(a);
-        return r;
 }
 
 int spool_open(struct config *cfg, struct spool **ret)
@@ -171,7 +287,7 @@ int spool_open(struct config *cfg, struct spool **ret)
         sp->seen = json_object();
         sp->cfg = cfg;
         sp->st.started_usec = hd_now_usec();
-        r = open_dir_at(AT_FDCWD, cfg->spool_dir, 0750, &sp->root_fd);
+        r = open_dir_at(AT_FDCWD, cfg->spool_dir, 0750, &sp->root_fd, NULL);
         if (r < 0) {
                 log_error_errno(r, "Cannot open spool '%s'", cfg->spool_dir);
                 goto fail;
@@ -188,7 +304,7 @@ int spool_open(struct config *cfg, struct spool **ret)
                  * owns the directory, so it may still move them).  The
                  * same modes as systemd/handoffd.tmpfiles. */
                 mode_t m = (i == SD_TMP || i == SD_HANDOFF) ? 03770 : 0750;
-                r = open_dir_at(sp->root_fd, spool_dir_names[i], m, &sp->fd[i]);
+                r = open_dir_at(sp->root_fd, spool_dir_names[i], m, &sp->fd[i], NULL);
                 if (r < 0) {
                         log_error_errno(r, "Cannot open '%s/%s'", cfg->spool_dir,
                                         spool_dir_names[i]);

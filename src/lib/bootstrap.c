@@ -122,7 +122,91 @@ static int render_context(const json_t *h, char **ret)
         return 0;
 }
 
-int hd_bootstrap_build(const json_t *h, int64_t accepted_usec, json_t **ret)
+/* How many bytes of UTF-8 s fit in budget bytes of canonical JSON (the
+ * escapes of canon.c); *ret_used gets what they take. */
+static size_t escaped_cut(const char *s, size_t budget, size_t *ret_used)
+{
+        const unsigned char *p = (const unsigned char *)s;
+        size_t used = 0, i = 0;
+
+        while (p[i]) {
+                size_t k = 1, cost = 1;
+                if (p[i] >= 0xf0)
+                        k = 4, cost = 12;       /* a surrogate pair */
+                else if (p[i] >= 0xe0)
+                        k = 3, cost = 6;
+                else if (p[i] >= 0xc0)
+                        k = 2, cost = 6;
+                else if (strchr("\"\\\n\r\t\b\f", p[i]))
+                        cost = 2;
+                else if (p[i] < 0x20 || p[i] == 0x7f)
+                        cost = 6;
+                if (used + cost > budget)
+                        break;
+                used += cost;
+                i += k;
+        }
+        *ret_used = used;
+        return i;
+}
+
+static int canon_size(const json_t *b, size_t *ret)
+{
+        _cleanup_free_ char *buf = NULL;
+        return hd_canon_dump(b, NULL, &buf, ret);
+}
+
+#define TRUNCATED_NOTE "\n\n[truncated to fit the spool's size limit; the whole handoff is the bootstrap's member \"handoff\"]"
+
+/* Shrink b until its canonical form fits max_size: drop the copies that
+ * the embedded handoff holds anyway, then shorten resume_context, and
+ * last drop the embedded handoff itself (the bootstrap then carries no
+ * proof of origin). */
+static int bootstrap_fit(json_t *b, size_t max_size, bool same_payload)
+{
+        size_t len;
+        int r;
+
+        for (int step = 0;; step++) {
+                r = canon_size(b, &len);
+                if (r < 0 || len <= max_size)
+                        return r;
+                switch (step) {
+                case 0:
+                        json_object_del(b, "transcript");
+                        break;
+                case 1:
+                        if (same_payload)
+                                json_object_del(b, "payload");
+                        break;
+                case 2:
+                case 4: {
+                        const char *ctx = json_string_value(json_object_get(b, "resume_context"));
+                        size_t over = len - max_size, esc, keep, cut;
+                        _cleanup_free_ char *t = NULL;
+
+                        escaped_cut(ctx, SIZE_MAX, &esc);
+                        keep = esc > over + sizeof(TRUNCATED_NOTE) ? esc - over - sizeof(TRUNCATED_NOTE) : 0;
+                        cut = escaped_cut(ctx, keep, &esc);
+                        if (cut == 0)
+                                break;  /* no room for any: dropping the handoff makes some */
+                        if (asprintf(&t, "%.*s%s", (int)cut, ctx, TRUNCATED_NOTE) < 0)
+                                return -ENOMEM;
+                        if (json_object_set_new(b, "resume_context", json_string(t)) < 0)
+                                return -ENOMEM;
+                        break;
+                }
+                case 3:
+                        json_object_del(b, "handoff");
+                        break;
+                default:
+                        return 0;       /* the required fields alone: as small as it gets */
+                }
+        }
+}
+
+int hd_bootstrap_build_shown(const json_t *h, const json_t *shown,
+                             int64_t accepted_usec, size_t max_size, json_t **ret)
 {
         static const char *const copy[] = {
                 "from_agent", "to_agent", "reason", "transcript",
@@ -131,15 +215,18 @@ int hd_bootstrap_build(const json_t *h, int64_t accepted_usec, json_t **ret)
         };
         char at[HD_TIME_MAX];
         _cleanup_free_ char *ctx = NULL;
-        json_t *b;
+        _cleanup_json_ json_t *b = NULL;
         int r;
 
-        if (!json_is_object(h) || !jstr(h, "handoff_id"))
+        if (!shown)
+                shown = h;
+        if (!json_is_object(h) || !json_is_object(shown) || !jstr(h, "handoff_id") ||
+            !json_equal(json_object_get(h, "handoff_id"), json_object_get(shown, "handoff_id")))
                 return -EINVAL;
         r = hd_time_format(accepted_usec, at, sizeof(at));
         if (r < 0)
                 return r;
-        r = render_context(h, &ctx);
+        r = render_context(shown, &ctx);
         if (r < 0)
                 return r;
         b = json_object();
@@ -152,14 +239,28 @@ int hd_bootstrap_build(const json_t *h, int64_t accepted_usec, json_t **ret)
         r |= json_object_set_new(b, "accepted_at", json_string(at));
         r |= json_object_set_new(b, "resume_context", json_string(ctx));
         for (size_t i = 0; i < ELEMENTSOF(copy); i++) {
-                json_t *v = json_object_get(h, copy[i]);
+                json_t *v = json_object_get(shown, copy[i]);
                 if (v)
                         r |= json_object_set(b, copy[i], v);
         }
-        if (r) {
-                json_decref(b);
+        /* The proof of origin: the handoff exactly as its sender signed it
+         * (the MAC covers its canonical bytes, which parsing and writing
+         * it again leave unchanged). */
+        r |= json_object_set(b, "handoff", (json_t *)h);
+        if (r)
                 return -ENOMEM;
+        if (max_size) {
+                r = bootstrap_fit(b, max_size,
+                                  json_equal(json_object_get(h, "payload"),
+                                             json_object_get(shown, "payload")));
+                if (r < 0)
+                        return r;
         }
-        *ret = b;
+        *ret = TAKE_PTR(b);
         return 0;
+}
+
+int hd_bootstrap_build(const json_t *h, int64_t accepted_usec, json_t **ret)
+{
+        return hd_bootstrap_build_shown(h, NULL, accepted_usec, 0, ret);
 }

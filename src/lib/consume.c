@@ -1,7 +1,12 @@
 /* Consume a bootstrap, agent side: of two consumers exactly one gets it.
  * The file is taken by renaming it to a private dot-name first (the daemon
  * and other consumers ignore dot-names), read, then deleted.  Freshness is
- * checked before taking, so a stale bootstrap is left for the sweeper. */
+ * checked before taking, so a stale bootstrap is left for the sweeper.
+ *
+ * Proof of origin: a bootstrap carries the signed handoff it was made from
+ * (member "handoff").  With keys the consumer verifies it, so a file
+ * planted in the directory (or copied from another agent's) is refused,
+ * and what it returns is rebuilt from the verified handoff. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -15,9 +20,46 @@
 #include "util.h"
 
 #define CONSUME_SKEW_USEC (30 * 1000000LL)
+#define CONSUME_DEFAULT_WINDOW 300
 
-int bootstrap_check(const json_t *b, int64_t window_s, int64_t now,
-                           int64_t *ret_at)
+static int64_t opts_window(const hd_consume_opts *o)
+{
+        return o->resume_window_s > 0 ? o->resume_window_s : CONSUME_DEFAULT_WINDOW;
+}
+
+/* The checks that need no key.  0 fresh, -ESTALE stale, -EBADMSG (v)
+ * not a usable bootstrap. */
+static int consume_check(const json_t *b, const char *name, const hd_consume_opts *o,
+                         int64_t now, int64_t *ret_at, hd_verdict *v)
+{
+        const char *at = json_string_value(json_object_get(b, "accepted_at"));
+        const char *src = json_string_value(json_object_get(b, "source"));
+        const char *ctx = json_string_value(json_object_get(b, "resume_context"));
+        const char *id = json_string_value(json_object_get(b, "handoff_id"));
+        char want[NAME_MAX + 1];
+        int64_t t;
+
+        if (!src || strcmp(src, "voice_handoff") || !ctx || !*ctx)
+                return verdict(v, HD_R_MISSING_FIELD, "%s: no source voice_handoff or no resume_context", name);
+        /* Missing or invalid accepted_at is a refusal, never "fresh". */
+        if (!at || hd_time_parse(at, &t) < 0)
+                return verdict(v, HD_R_BAD_TIMESTAMP, "%s: no valid accepted_at", name);
+        /* A bootstrap is found under its handoff_id's name and no other:
+         * one moved or copied to another name is not what it claims. */
+        if (!id || !hd_id_valid(id))
+                return verdict(v, HD_R_BAD_ID, "%s: no valid handoff_id", name);
+        if (hd_bootstrap_name(id, want, sizeof(want)) < 0 || strcmp(want, name))
+                return verdict(v, HD_R_BAD_ID, "%s: its handoff_id '%s' belongs under %s", name, id, want);
+        if (ret_at)
+                *ret_at = t;
+        if (now - t > opts_window(o) * 1000000LL || t - now > CONSUME_SKEW_USEC)
+                return -ESTALE;
+        return 0;
+}
+
+/* The keyless checks of a bootstrap found by another name than its file's
+ * (handoffctl inbox): 0 fresh, -ESTALE stale, -EBADMSG not usable. */
+int bootstrap_check(const json_t *b, int64_t window_s, int64_t now, int64_t *ret_at)
 {
         const char *at = json_string_value(json_object_get(b, "accepted_at"));
         const char *src = json_string_value(json_object_get(b, "source"));
@@ -26,7 +68,6 @@ int bootstrap_check(const json_t *b, int64_t window_s, int64_t now,
 
         if (!src || strcmp(src, "voice_handoff") || !ctx || !*ctx)
                 return -EBADMSG;
-        /* Missing or invalid accepted_at is a refusal, never "fresh". */
         if (!at || hd_time_parse(at, &t) < 0)
                 return -EBADMSG;
         if (ret_at)
@@ -36,32 +77,91 @@ int bootstrap_check(const json_t *b, int64_t window_s, int64_t now,
         return 0;
 }
 
-static int take(int dirfd, const char *name, int64_t window_s, int64_t now,
-                json_t **ret)
+/* The proof of origin, when o has keys: on success *ret is the bootstrap
+ * rebuilt from the verified handoff. */
+static int bootstrap_prove(const json_t *b, const char *name, const hd_consume_opts *o,
+                           json_t **ret, hd_verdict *v)
 {
-        _cleanup_json_ json_t *b = NULL, *mine = NULL;
-        char priv[NAME_MAX + 1], rnd[9];
-        hd_verdict v;
+        const json_t *h = json_object_get(b, "handoff");
+        const char *to, *ptype;
+        _cleanup_json_ json_t *shown = NULL;
+        int64_t at;
         int r;
 
-        r = hd_load_at(dirfd, name, NULL, &b, &v);
+        if (!o->lookup) {
+                *ret = json_incref((json_t *)b);
+                return 0;
+        }
+        if (!json_is_object(h))
+                return verdict(v, HD_R_MISSING_FIELD, "%s: carries no proof of origin (member handoff)", name);
+        if (hd_time_parse(json_string_value(json_object_get(b, "accepted_at")), &at) < 0)
+                return verdict(v, HD_R_BAD_TIMESTAMP, "%s: no valid accepted_at", name);
+        /* Fresh when the daemon accepted it, as the daemon checked then. */
+        hd_policy pol = o->policy;
+        if (pol.max_window_s <= 0 && pol.max_clock_skew_s <= 0)
+                pol.max_clock_skew_s = HD_DEFAULT_MAX_CLOCK_SKEW;
+        r = hd_verify(h, o->lookup, o->userdata, &pol, NULL, at, v);
         if (r < 0)
                 return r;
-        r = bootstrap_check(b, window_s, now, NULL);
+        if (!json_equal(json_object_get(h, "handoff_id"), json_object_get(b, "handoff_id")))
+                return verdict(v, HD_R_BAD_ID, "%s: its handoff names another handoff_id", name);
+        to = json_string_value(json_object_get(h, "to_agent"));
+        if (o->agent && (!to || strcmp(to, o->agent)))
+                return verdict(v, HD_R_BAD_AGENT, "%s: addressed to %s, not to %s", name,
+                               to && hd_agent_valid(to) ? to : "(invalid)", o->agent);
+        /* A Baton agent is shown the session's whole baton, which only the
+         * daemon knows; everything else comes from the signed handoff. */
+        ptype = json_string_value(json_object_get(h, "payload_type"));
+        if (ptype && !strcmp(ptype, "baton/1") && json_object_get(b, "payload")) {
+                shown = json_deep_copy(h);
+                if (!shown || json_object_set(shown, "payload", json_object_get(b, "payload")) < 0)
+                        return -ENOMEM;
+        }
+        return hd_bootstrap_build_shown(h, shown, at, 0, ret);
+}
+
+static int take(int dirfd, const char *name, const hd_consume_opts *o, int64_t now,
+                json_t **ret, hd_verdict *v)
+{
+        _cleanup_json_ json_t *b = NULL, *mine = NULL, *out = NULL;
+        hd_limits lim = { .max_size = o->max_size };
+        char priv[NAME_MAX + 1], rnd[9];
+        int r;
+
+        r = hd_load_at(dirfd, name, &lim, &b, v);
         if (r < 0)
                 return r;
-        snprintf(rnd, sizeof(rnd), "%08x", (unsigned)random() ^ (unsigned)getpid());
+        r = consume_check(b, name, o, now, NULL, v);
+        if (r < 0)
+                return r;
+        r = bootstrap_prove(b, name, o, &out, v);
+        if (r < 0)
+                return r;
+        if (random_hex(rnd, 4) < 0)
+                return -EIO;
         if (xsnprintf(priv, sizeof(priv), ".consume.%d.%s.%s", (int)getpid(),
                       rnd, name) < 0)
                 return -ENAMETOOLONG;
         if (renameat(dirfd, name, dirfd, priv) < 0)
                 return -errno;  /* ENOENT: another consumer won */
-        r = hd_load_at(dirfd, priv, NULL, &mine, &v);
+        /* What was checked is what was taken: a file swapped in between
+         * is checked again, and put back when it fails. */
+        r = hd_load_at(dirfd, priv, &lim, &mine, v);
+        if (r == 0 && !json_equal(mine, b)) {
+                json_decref(TAKE_PTR(out));
+                r = consume_check(mine, name, o, now, NULL, v);
+                if (r == 0)
+                        r = bootstrap_prove(mine, name, o, &out, v);
+                if (r < 0) {
+                        (void)move_noreplace(dirfd, priv, dirfd, name);
+                        return r;
+                }
+        }
         if (r == 0 && unlinkat(dirfd, priv, 0) < 0)
                 r = -errno;
         if (r < 0)
                 return r;
-        *ret = TAKE_PTR(mine);
+        *ret = TAKE_PTR(out);
         return 0;
 }
 
@@ -78,15 +178,18 @@ static int cand_cmp(const void *a, const void *b)
         return strcmp(x->name, y->name);
 }
 
-int hd_consume(int dirfd, const char *handoff_id, int64_t window_s,
-               int64_t now, json_t **ret)
+int hd_consume_with(int dirfd, const char *handoff_id, const hd_consume_opts *o,
+                    int64_t now, json_t **ret, hd_verdict *v)
 {
         struct cand *c = NULL;
         size_t n = 0, cap = 0;
+        hd_verdict refused = { .reason = HD_OK };
         struct dirent *de;
         DIR *d;
         int r;
 
+        if (!o || !ret)
+                return -EINVAL;
         if (handoff_id) {
                 char name[NAME_MAX + 1];
                 if (!hd_id_valid(handoff_id))
@@ -94,7 +197,7 @@ int hd_consume(int dirfd, const char *handoff_id, int64_t window_s,
                 r = hd_bootstrap_name(handoff_id, name, sizeof(name));
                 if (r < 0)
                         return r;
-                return take(dirfd, name, window_s, now, ret);
+                return take(dirfd, name, o, now, ret, v);
         }
 
         d = opendir_at(dirfd);
@@ -102,15 +205,16 @@ int hd_consume(int dirfd, const char *handoff_id, int64_t window_s,
                 return -errno;
         while ((de = readdir(d))) {
                 _cleanup_json_ json_t *b = NULL;
+                hd_limits lim = { .max_size = o->max_size };
                 size_t l = strlen(de->d_name);
-                hd_verdict v;
+                hd_verdict bv;
                 int64_t at;
 
                 if (de->d_name[0] == '.' || l < 6 ||
                     strcmp(de->d_name + l - 5, ".json"))
                         continue;
-                if (hd_load_at(dirfd, de->d_name, NULL, &b, &v) < 0 ||
-                    bootstrap_check(b, window_s, now, &at) < 0)
+                if (hd_load_at(dirfd, de->d_name, &lim, &b, &bv) < 0 ||
+                    consume_check(b, de->d_name, o, now, &at, &bv) < 0)
                         continue;
                 if (n == cap) {
                         struct cand *t = realloc(c, (cap = cap ? cap * 2 : 16) * sizeof(*c));
@@ -132,16 +236,38 @@ int hd_consume(int dirfd, const char *handoff_id, int64_t window_s,
                 qsort(c, n, sizeof(*c), cand_cmp);
         r = -ENOENT;
         for (size_t i = 0; i < n && r < 0; i++) {
-                r = take(dirfd, c[i].name, window_s, now, ret);
+                hd_verdict tv = { .reason = HD_OK };
+                r = take(dirfd, c[i].name, o, now, ret, &tv);
+                if (r == -EBADMSG && refused.reason == HD_OK)
+                        refused = tv;
                 if (r < 0 && r != -ENOENT && r != -ESTALE && r != -EBADMSG)
                         break;
         }
         if (r == -ESTALE || r == -EBADMSG)
                 r = -ENOENT;
+        /* Nothing taken but something refused: say what. */
+        if (r == -ENOENT && refused.reason != HD_OK) {
+                if (v)
+                        *v = refused;
+                r = -EBADMSG;
+        }
 out:
         for (size_t i = 0; i < n; i++)
                 free(c[i].name);
         free(c);
         closedir(d);
         return r;
+}
+
+int hd_consume(int dirfd, const char *handoff_id, int64_t window_s,
+               int64_t now, json_t **ret)
+{
+        hd_consume_opts o = { .resume_window_s = window_s };
+        hd_verdict v;
+        int r;
+
+        r = hd_consume_with(dirfd, handoff_id, &o, now, ret, &v);
+        /* Without keys only a malformed file is refused; the oldest-first
+         * scan never reported those. */
+        return r == -EBADMSG && !handoff_id ? -ENOENT : r;
 }
