@@ -193,9 +193,11 @@ static int agent_open(struct agent_rt *a, gid_t shared)
         int r;
 
         r = open_dir_at(AT_FDCWD, dir, 0750, &a->state_fd, NULL);
-        if (r == -ELOOP || r == -ENOTDIR)
-                return log_error_errno(r, "Not serving agent %s: state_dir '%s' is a symbolic link "
-                                       "or not a directory", a->cfg->name, dir);
+        if (r == -ELOOP || r == -ENOTDIR) {
+                log_error("Not serving agent %s: state_dir '%s' is a symbolic link or not a directory",
+                          a->cfg->name, dir);
+                return r;
+        }
         if (r < 0)
                 return log_error_errno(r, "Cannot open state_dir '%s' of agent %s",
                                        dir, a->cfg->name);
@@ -208,9 +210,11 @@ static int agent_open(struct agent_rt *a, gid_t shared)
          * other than the spool's (setgid state_dir of the agent's group):
          * else it stays the daemon's until set up (handoffd(8)). */
         r = open_dir_at(a->state_fd, "handoffs", 0700, &a->handoffs_fd, &created);
-        if (r == -ELOOP || r == -ENOTDIR)
-                return log_error_errno(r, "Not serving agent %s: '%s/handoffs' is a symbolic link "
-                                       "or not a directory", a->cfg->name, dir);
+        if (r == -ELOOP || r == -ENOTDIR) {
+                log_error("Not serving agent %s: '%s/handoffs' is a symbolic link or not a directory",
+                          a->cfg->name, dir);
+                return r;
+        }
         if (r < 0)
                 return log_error_errno(r, "Cannot open '%s/handoffs'", dir);
         if (created && fstat(a->handoffs_fd, &st) == 0) {
