@@ -59,6 +59,7 @@ typedef enum hd_reason {
         HD_R_KEY_AGENT_MISMATCH,
         HD_R_SIGNATURE_REQUIRED,
         HD_R_EXPIRED_UNRELAYED, /* for a remote agent, expired before the relay took it */
+        HD_R_TOO_MANY_VALUES,
         _HD_R_MAX
 } hd_reason;
 
@@ -78,10 +79,15 @@ typedef struct hd_verdict {
 
 #define HD_DEFAULT_MAX_SIZE  (1024 * 1024)
 #define HD_DEFAULT_MAX_DEPTH 64
+/* Values per document, object keys included: what one parse allocates is
+ * bounded by this (about 250 bytes for the costliest, an empty object),
+ * not by the file's size alone. */
+#define HD_DEFAULT_MAX_VALUES 65536
 
 typedef struct hd_limits {
         size_t max_size;        /* bytes; 0 = HD_DEFAULT_MAX_SIZE */
         unsigned max_depth;     /* nesting of arrays/objects; 0 = default */
+        size_t max_values;      /* values incl. keys; 0 = HD_DEFAULT_MAX_VALUES */
 } hd_limits;
 
 /* Open name relative to dirfd with O_NOFOLLOW|O_NONBLOCK|O_CLOEXEC, require a
@@ -101,8 +107,9 @@ int hd_read_fd(int fd, const char *name, size_t max_size, char **ret_buf,
 int hd_open_at(int dirfd, const char *name, int *ret_fd, hd_verdict *v);
 
 /* Parse one JSON object: duplicate keys, NUL bytes, invalid UTF-8,
- * nesting deeper than max_depth, integers outside 64 bits and
- * non-finite reals are all rejected (-EBADMSG, v filled). */
+ * nesting deeper than max_depth, more than max_values values
+ * (too_many_values), integers outside 64 bits and non-finite reals are
+ * all rejected (-EBADMSG, v filled). */
 int hd_parse(const void *buf, size_t len, const hd_limits *lim,
              json_t **ret, hd_verdict *v);
 

@@ -170,11 +170,81 @@ static bool real_round_trips(double x, uint64_t m, int e)
         return strtod(s, NULL) == x;
 }
 
+/* The prec+1 significant digits of x (> 0), correctly rounded, as
+ * m * 10^e. */
+static void real_digits(double x, int prec, uint64_t *ret_m, int *ret_e)
+{
+        char s[40], *dot, *ep;
+
+        snprintf(s, sizeof(s), "%.*e", prec, x);
+        ep = strchr(s, 'e');
+        *ret_e = atoi(ep + 1) - prec;
+        *ep = '\0';
+        dot = strchr(s, '.');
+        if (dot)
+                memmove(dot, dot + 1, strlen(dot));
+        *ret_m = strtoull(s, NULL, 10);
+}
+
 /* Python's float repr (David Gay's shortest mode): the fewest significant
  * digits that read back as the same double, the closest such string when
  * there are several; fixed notation when the decimal point position decpt
  * satisfies -4 < decpt <= 16, else d.ddde[+-]XX; ".0" on integral fixed
- * values.  x is finite. */
+ * values.  x is finite.
+ *
+ * At most three digit strings and two reads for a normal double (four
+ * at a power of two), five of each for a subnormal, whatever x (a file of reals
+ * must not cost a second per MiB before its MAC is even checked):
+ *  - 15 digits: any decimal of at most DBL_DIG (15) digits survives
+ *    decimal -> double -> 15 digits, so when the shortest string of x has
+ *    at most 15 digits, x printed to 15 digits is that string padded with
+ *    zeros; when that does not read back as x, the shortest has 16 or 17.
+ *  - 16 digits: the correctly rounded string is the closest; at a power
+ *    of two the interval that reads back as x is lopsided, so when it does
+ *    not read back, its neighbour on the other side may.
+ *  - 17 digits always read back, the correctly rounded one is the closest.
+ * Subnormals have fewer bits than DBL_DIG assumes, but evenly spaced: the
+ * interval that reads back is symmetric, and the correctly rounded string
+ * of n + 1 digits is never farther from x than that of n digits, so
+ * whether it reads back only turns from no to yes as n grows: a binary
+ * search over 1 to 17 digits finds the shortest. */
+static void real_shortest(double x, uint64_t *ret_m, int *ret_e)
+{
+        uint64_t m = 0;
+        int e = 0, exp2;
+
+        if (x < DBL_MIN) {
+                int lo = 1, hi = 17;
+                while (lo < hi) {
+                        int mid = (lo + hi) / 2;
+                        real_digits(x, mid - 1, &m, &e);
+                        if (real_round_trips(x, m, e))
+                                hi = mid;
+                        else
+                                lo = mid + 1;
+                }
+                real_digits(x, lo - 1, ret_m, ret_e);
+                return;
+        }
+        for (int prec = DBL_DIG - 1; prec <= 16; prec++) {
+                real_digits(x, prec, &m, &e);
+                if (prec == 16 || real_round_trips(x, m, e))
+                        break;
+                if (prec == DBL_DIG && frexp(x, &exp2) == 0.5) {
+                        if (real_round_trips(x, m + 1, e)) {
+                                m += 1;
+                                break;
+                        }
+                        if (real_round_trips(x, m - 1, e)) {
+                                m -= 1;
+                                break;
+                        }
+                }
+        }
+        *ret_m = m;
+        *ret_e = e;
+}
+
 static int canon_real(canon_buf *b, double x)
 {
         char digits[32], out[64], *o = out;
@@ -189,34 +259,7 @@ static int canon_real(canon_buf *b, double x)
                 *o++ = '-';
                 x = -x;
         }
-
-        /* 17 significant digits (prec 16) always round-trip. */
-        for (int prec = 0; prec <= 16; prec++) {
-                char s[40], *dot, *ep;
-
-                /* The correctly rounded prec+1 digit value is the closest
-                 * candidate of that length; at a power of two the interval
-                 * that reads back as x is lopsided, so its neighbour on the
-                 * other side of x may round-trip when it does not. */
-                snprintf(s, sizeof(s), "%.*e", prec, x);
-                ep = strchr(s, 'e');
-                e = atoi(ep + 1) - prec;
-                *ep = '\0';
-                dot = strchr(s, '.');
-                if (dot)
-                        memmove(dot, dot + 1, strlen(dot));
-                m = strtoull(s, NULL, 10);
-                if (prec == 16 || real_round_trips(x, m, e))
-                        break;
-                if (real_round_trips(x, m + 1, e)) {
-                        m += 1;
-                        break;
-                }
-                if (m > 1 && real_round_trips(x, m - 1, e)) {
-                        m -= 1;
-                        break;
-                }
-        }
+        real_shortest(x, &m, &e);
 
         /* Normalize to digits without trailing zeros. */
         while (m % 10 == 0) {

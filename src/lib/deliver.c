@@ -21,7 +21,7 @@
 #define VOXIGNORE_MAX     (64 * 1024)
 #define VOXIGNORE_LINE    ".vox/handoffs/"
 #define ACT_NAME_LEN      15            /* YYYY-MM-DD-HHmm */
-#define ACT_MAX_SEQ       99
+#define ACT_MAX_SEQ       9999
 #define ACT_SCAN_MAX      4096
 
 /* mkdir name below parentfd (fine if it exists) and open it, refusing a
@@ -202,6 +202,27 @@ static int act_retain(int hfd, unsigned max)
         return r;
 }
 
+/* One past the highest sequence number of stem's files in hfd. */
+static int act_next_seq(int hfd, const char *stem, unsigned *ret)
+{
+        char s[ACT_NAME_LEN + 1];
+        struct dirent *de;
+        unsigned max = 0, seq;
+        DIR *d;
+
+        d = opendir_at(hfd);
+        if (!d)
+                return -errno;
+        while ((de = readdir(d)))
+                if (act_name_parse(de->d_name, s, &seq) && !strcmp(s, stem) && seq > max)
+                        max = seq;
+        closedir(d);
+        if (max >= ACT_MAX_SEQ)
+                return -EEXIST;
+        *ret = max + 1;
+        return 0;
+}
+
 /* latest.<ext> -> name, replaced atomically. */
 static int act_latest(int hfd, const char *name, const char *ext)
 {
@@ -231,7 +252,7 @@ int deliver_act(int state_dirfd, const json_t *p,
         struct act_doc d = {};
         const char *ext, *text;
         char name[32], stem[ACT_NAME_LEN + 1];
-        struct stat st;
+        unsigned seq = 0;
         struct tm tm;
         time_t t;
         bool md;
@@ -267,20 +288,17 @@ int deliver_act(int state_dirfd, const json_t *p,
         r = deliver_subdir(state_dirfd, ".act", &hfd);
         if (r < 0)
                 return r;
-        /* Two handoffs in one minute both stay: the second gets -2. */
-        for (unsigned seq = 1;; seq++) {
-                if (seq > ACT_MAX_SEQ)
-                        return -EEXIST;
-                if (seq == 1)
-                        snprintf(name, sizeof(name), "%s.%s", stem, ext);
-                else
-                        snprintf(name, sizeof(name), "%s-%u.%s", stem, seq, ext);
-                if (fstatat(hfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
-                        if (errno != ENOENT)
-                                return -errno;
-                        break;
-                }
-        }
+        /* Two handoffs in one minute both stay: the second gets -2.  The
+         * number only grows (one past the highest there): retention
+         * removes the lowest, so a freed low number would be the oldest
+         * name and the next file would be removed at once. */
+        r = act_next_seq(hfd, stem, &seq);
+        if (r < 0)
+                return r;
+        if (seq == 1)
+                snprintf(name, sizeof(name), "%s.%s", stem, ext);
+        else
+                snprintf(name, sizeof(name), "%s-%u.%s", stem, seq, ext);
         r = hd_write_atomic(hfd, name, text, strlen(text), 0640, o->do_fsync);
         if (r < 0)
                 return r;

@@ -2,7 +2,8 @@
  * under a held directory fd without following links or blocking on FIFOs
  * and reads it with a size cap; hd_parse() turns bytes into a jansson
  * object with the protocol's limits (NUL bytes, nesting depth, duplicate
- * keys, numbers outside what jansson represents exactly). */
+ * keys, numbers outside what jansson represents exactly, more values
+ * than a cap: what one parse may allocate is bounded). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -23,6 +24,11 @@ static unsigned limits_max_depth(const hd_limits *lim)
         return lim && lim->max_depth ? lim->max_depth : HD_DEFAULT_MAX_DEPTH;
 }
 
+static size_t limits_max_values(const hd_limits *lim)
+{
+        return lim && lim->max_values ? lim->max_values : HD_DEFAULT_MAX_VALUES;
+}
+
 int hd_read_at(int dirfd, const char *name, size_t max_size,
                char **ret_buf, size_t *ret_len, hd_verdict *v)
 {
@@ -37,15 +43,19 @@ int hd_read_at(int dirfd, const char *name, size_t max_size,
         return hd_read_fd(fd, name, max_size, ret_buf, ret_len, v);
 }
 
-/* Raw NUL bytes and nesting depth, checked before jansson sees the bytes:
- * jansson recurses once per level up to its own limit of 2048, and its
- * error for a NUL would not say where it was.  Brackets inside strings do
- * not count, so strings and their escapes are tracked. */
+/* Raw NUL bytes, nesting depth and the number of values, checked before
+ * jansson sees the bytes: jansson recurses once per level up to its own
+ * limit of 2048, its error for a NUL would not say where it was, and
+ * each value it builds costs far more memory than its bytes (an empty
+ * object, 3 bytes of "{},", takes about 250), so a 1 MiB file of them
+ * would take 80 MB.  Brackets inside strings do not count, so strings
+ * and their escapes are tracked.  A value is an object, an array, a
+ * string (object keys included) or one scalar token. */
 static int parse_prescan(const unsigned char *p, size_t len, unsigned max_depth,
-                         hd_verdict *v)
+                         size_t max_values, hd_verdict *v)
 {
-        bool in_string = false, escaped = false;
-        size_t depth = 0;
+        bool in_string = false, escaped = false, in_token = false;
+        size_t depth = 0, values = 0;
 
         for (size_t i = 0; i < len; i++) {
                 unsigned char c = p[i];
@@ -65,6 +75,8 @@ static int parse_prescan(const unsigned char *p, size_t len, unsigned max_depth,
                 switch (c) {
                 case '"':
                         in_string = true;
+                        in_token = false;
+                        values++;
                         break;
                 case '[':
                 case '{':
@@ -72,16 +84,30 @@ static int parse_prescan(const unsigned char *p, size_t len, unsigned max_depth,
                                 return verdict(v, HD_R_TOO_DEEP,
                                                "nesting deeper than %u at offset %zu",
                                                max_depth, i);
+                        in_token = false;
+                        values++;
                         break;
                 case ']':
                 case '}':
                         /* Unbalanced input is jansson's to report. */
                         if (depth > 0)
                                 depth--;
+                        in_token = false;
+                        break;
+                case ',': case ':': case ' ': case '\t': case '\r': case '\n':
+                        in_token = false;
                         break;
                 default:
+                        /* numbers, true, false, null (and junk jansson refuses) */
+                        if (!in_token)
+                                values++;
+                        in_token = true;
                         break;
                 }
+                if (values > max_values)
+                        return verdict(v, HD_R_TOO_MANY_VALUES,
+                                       "more than %zu values (keys included) at offset %zu",
+                                       max_values, i);
         }
         return 0;
 }
@@ -101,7 +127,7 @@ int hd_parse(const void *buf, size_t len, const hd_limits *lim,
         if (len > max_size)
                 return verdict(v, HD_R_TOO_LARGE, "%zu bytes, limit %zu",
                                len, max_size);
-        r = parse_prescan(buf, len, limits_max_depth(lim), v);
+        r = parse_prescan(buf, len, limits_max_depth(lim), limits_max_values(lim), v);
         if (r < 0)
                 return r;
 

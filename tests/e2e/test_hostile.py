@@ -2,7 +2,8 @@
 FIFO, a bound AF_UNIX socket, a character device like /dev/null, a hard
 link to a file outside, a directory named like a handoff, names with a
 newline or "..") and a bootstrap dir replaced by a symlink to somewhere
-outside, while the daemon runs and across a restart:
+outside, while the daemon runs and across a restart (where that agent is
+not served until its directory is one again):
 
 - nothing outside the spool and state dirs is created, removed or changed
   (a sentinel tree, snapshotted before, compared after: content, mode,
@@ -179,11 +180,14 @@ def main():
         except hdtest.Fail:
             pass
         two = hdproto.build("bob", "alice", env.key, ttl=600)
-        if started:
-            hdproto.drop(env.spool, two)
-            hdtest.wait_for(lambda: two["handoff_id"] + ".json" in env.items("claimed"),
-                            timeout=QUICK_S, what="claim after restart")
-            time.sleep(0.3)
+        check(started, "the daemon did not start with one agent's bootstrap dir a symlink")
+        # alice is not served while her handoffs/ is a link: the handoff
+        # waits in handoff/, nothing goes through the link.
+        hdproto.drop(env.spool, two)
+        hdtest.wait_for(lambda: "Not serving agent alice" in d2.logs(), timeout=QUICK_S,
+                        what="report that alice is not served")
+        time.sleep(0.5)
+        check(two["handoff_id"] + ".json" in env.names("handoff"), "the handoff to alice did not wait")
         rc = d2.proc.poll()
         msg = d2.logs().strip().splitlines()[-1:] if not started else []
         v = invariant.compare(outside, snap)

@@ -14,6 +14,11 @@ in 64 bits, finite floats, no U+0000, no lone surrogates, nesting well
 under the depth limit.  Used by tests/unit/test_canon.c.
 
     python3 -B gen_docs.py --seed 1 --count 10000
+
+With --hard-floats, documents {"x": [...]} of 1000 doubles each that are
+hard to print shortest: every power of two (normal and subnormal) and
+its neighbours, the subnormal range, 17-digit values, random bit
+patterns, the largest and smallest doubles.
 """
 
 import argparse
@@ -226,14 +231,64 @@ def canonical(v):
     return json.dumps(v, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
 
 
+def bits_float(u):
+    return struct.unpack("<d", struct.pack("<Q", u))[0]
+
+
+def float_bits(f):
+    return struct.unpack("<Q", struct.pack("<d", f))[0]
+
+
+def hard_floats(rng, count):
+    """count doubles (finite, positive and negative) hard to print."""
+    vals = []
+    for e in range(-1074, 1024):
+        p = math.ldexp(1.0, e)
+        u = float_bits(p)
+        vals += [p, bits_float(u + 1)]
+        if u > 1:
+            vals.append(bits_float(u - 1))
+    vals += [5e-324, 2.2250738585072014e-308, 2.225073858507201e-308,
+             1.7976931348623157e308, 9007199254740993.0, 0.1, 1 / 3,
+             1e16, 1e15 + 0.5, 123456789012345678.0, 1e23, 8.41e21, 5e-310]
+    while len(vals) < count:
+        k = rng.random()
+        if k < 0.3:   # 17 significant digits
+            f = float("%d.%016de%d" % (rng.randint(1, 9), rng.randint(0, 10 ** 16 - 1),
+                                       rng.randint(-320, 300)))
+        elif k < 0.5:   # subnormal
+            f = bits_float(rng.randint(1, (1 << 52) - 1))
+        elif k < 0.7:   # 15 and 16 digits
+            f = float("%d.%0*de%d" % (rng.randint(1, 9), rng.choice((14, 15)),
+                                      rng.randint(0, 10 ** 14 - 1), rng.randint(-300, 300)))
+        else:   # any bit pattern that is finite
+            f = bits_float(rng.getrandbits(64))
+            if math.isinf(f) or math.isnan(f):
+                continue
+        vals.append(f)
+    vals = [v if rng.random() < 0.5 else -v for v in vals[:count]]
+    rng.shuffle(vals)
+    return vals
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--count", type=int, default=10000)
+    ap.add_argument("--hard-floats", action="store_true")
     a = ap.parse_args()
 
     rng = random.Random(a.seed)
     out = []
+    if a.hard_floats:
+        vals = hard_floats(rng, a.count)
+        for i in range(0, len(vals), 1000):
+            doc = {"x": vals[i:i + 1000]}
+            text = "{\"x\":[" + ",".join(enc_float(rng, f) for f in doc["x"]) + "]}"
+            out.append(text)
+            out.append(canonical(doc))
+        sys.stdout.buffer.write(("\n".join(out) + "\n").encode("utf-8"))
+        return
     for _ in range(a.count):
         doc = rand_doc(rng)
         text = ws(rng) + enc(rng, doc) + ws(rng)

@@ -156,6 +156,10 @@ def vectors():
         "duplicate_key")
     add("invalid/too-deep.json", signed(base(handoff_id="vec-too-deep",
                                              x_deep=nested(100, 1))), "too_deep")
+    # 65537 values (keys included) once the envelope's are counted: the cap
+    # on what one parse may allocate (HD_DEFAULT_MAX_VALUES = 65536).
+    add("invalid/too-many-values.json", signed(base(handoff_id="vec-too-many-values",
+                                                    x_many=[0] * 65536)), "too_many_values")
     add("invalid/number-out-of-range-int.json",
         signed(base(handoff_id="vec-big-int", x_n=2**64)), "number_out_of_range")
     add("invalid/number-out-of-range-real.json",

@@ -38,30 +38,28 @@ static void assert_canon(const char *text, const char *want)
         free(got);
 }
 
-START_TEST(test_canon_matches_python_10000_docs)
+/* Run gen_docs.py with extra arguments; every document it prints must
+ * canonicalize to the bytes python3 gave.  Returns the count. */
+static long canon_compare_python(const char *const *extra, double *ret_secs)
 {
-        const char *s_seed = getenv("HD_CANON_SEED");
-        const char *s_count = getenv("HD_CANON_COUNT");
-        long seed = s_seed ? atol(s_seed) : 20240611;
-        long count = s_count ? atol(s_count) : 10000;
-        char seed_arg[32], count_arg[32], *script, *out = NULL, *p;
+        char *script, *out = NULL, *p;
+        char *argv[16] = { "python3", "-B", NULL };
         struct timespec t0, t1;
+        size_t k = 3;
         long n = 0;
         int rc;
 
-        ck_assert_int_gt(count, 0);
-        snprintf(seed_arg, sizeof(seed_arg), "%ld", seed);
-        snprintf(count_arg, sizeof(count_arg), "%ld", count);
-        ck_assert_int_ge(asprintf(&script, "%s/tests/py/gen_docs.py",
-                                  tu_src_dir()), 0);
-        char *argv[] = { "python3", "-B", script, "--seed", seed_arg,
-                         "--count", count_arg, NULL };
+        ck_assert_int_ge(asprintf(&script, "%s/tests/py/gen_docs.py", tu_src_dir()), 0);
+        argv[2] = script;
+        for (; *extra && k < sizeof(argv) / sizeof(argv[0]) - 1; extra++)
+                argv[k++] = (char *)*extra;
+        argv[k] = NULL;
 
-        clock_gettime(CLOCK_MONOTONIC, &t0);
         rc = tu_run(argv, &out);
         ck_assert_msg(rc == 0, "gen_docs.py exited %d: %.500s", rc,
                       out ? out : "");
 
+        clock_gettime(CLOCK_MONOTONIC, &t0);
         for (p = out; *p; n++) {
                 char *in = p, *want, *nl, *got = NULL;
                 json_t *doc = NULL;
@@ -79,25 +77,70 @@ START_TEST(test_canon_matches_python_10000_docs)
                 p = nl + 1;
 
                 r = hd_parse(in, strlen(in), NULL, &doc, &v);
-                ck_assert_msg(r == 0, "doc %ld: parse failed (%s: %s): %s",
+                ck_assert_msg(r == 0, "doc %ld: parse failed (%s: %s): %.300s",
                               n, hd_reason_name(v.reason), v.detail, in);
                 r = hd_canon_dump(doc, NULL, &got, &len);
                 ck_assert_msg(r == 0, "doc %ld: dump failed %d", n, r);
-                ck_assert_uint_eq(len, strlen(want));
-                ck_assert_msg(memcmp(got, want, len) == 0,
-                              "doc %ld differs:\n in   %s\n got  %s\n want %s",
-                              n, in, got, want);
+                if (len != strlen(want) || memcmp(got, want, len)) {
+                        /* name the first value that differs */
+                        size_t i = 0;
+                        while (i < len && got[i] == want[i])
+                                i++;
+                        ck_abort_msg("doc %ld differs at byte %zu:\n got  %.60s\n want %.60s",
+                                     n, i, got + (i > 20 ? i - 20 : 0), want + (i > 20 ? i - 20 : 0));
+                }
                 free(got);
                 json_decref(doc);
         }
         clock_gettime(CLOCK_MONOTONIC, &t1);
-        ck_assert_int_eq(n, count);
-        printf("canon: %ld documents match python3 json.dumps (seed %ld) in %.2fs\n",
-               n, seed, (double)(t1.tv_sec - t0.tv_sec) +
-               (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
-        fflush(stdout);
+        *ret_secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
         free(out);
         free(script);
+        return n;
+}
+
+START_TEST(test_canon_matches_python_10000_docs)
+{
+        const char *s_seed = getenv("HD_CANON_SEED");
+        const char *s_count = getenv("HD_CANON_COUNT");
+        long seed = s_seed ? atol(s_seed) : 20240611;
+        long count = s_count ? atol(s_count) : 10000;
+        char seed_arg[32], count_arg[32];
+        const char *extra[] = { "--seed", seed_arg, "--count", count_arg, NULL };
+        double secs;
+        long n;
+
+        ck_assert_int_gt(count, 0);
+        snprintf(seed_arg, sizeof(seed_arg), "%ld", seed);
+        snprintf(count_arg, sizeof(count_arg), "%ld", count);
+        n = canon_compare_python(extra, &secs);
+        ck_assert_int_eq(n, count);
+        printf("canon: %ld documents match python3 json.dumps (seed %ld) in %.2fs\n",
+               n, seed, secs);
+        fflush(stdout);
+}
+END_TEST
+
+/* Issue 19.5: the fast float path (15, 16, then 17 digits) against
+ * Python's repr on the doubles where shortcuts go wrong: every power of
+ * two and its neighbours, subnormals, 17-digit values, random bits. */
+START_TEST(test_canon_hard_doubles_match_python)
+{
+        const char *s_seed = getenv("HD_CANON_SEED");
+        const char *s_count = getenv("HD_CANON_FLOATS");
+        long count = s_count ? atol(s_count) : 40000;
+        char count_arg[32];
+        const char *extra[] = { "--hard-floats", "--seed", s_seed ? s_seed : "7",
+                                "--count", count_arg, NULL };
+        double secs;
+        long n;
+
+        ck_assert_int_ge(count, 1000);
+        snprintf(count_arg, sizeof(count_arg), "%ld", count);
+        n = canon_compare_python(extra, &secs);
+        ck_assert_int_eq(n, (count + 999) / 1000);
+        printf("canon: %ld hard doubles match python3 repr in %.3fs\n", count, secs);
+        fflush(stdout);
 }
 END_TEST
 
@@ -279,6 +322,7 @@ Suite *suite_canon(void)
 
         tcase_set_timeout(tc, 600);
         tcase_add_test(tc, test_canon_matches_python_10000_docs);
+        tcase_add_test(tc, test_canon_hard_doubles_match_python);
         suite_add_tcase(s, tc);
 
         tcase_add_test(tc2, test_canon_escapes_lowercase);

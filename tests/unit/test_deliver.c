@@ -209,6 +209,43 @@ START_TEST(test_deliver_act_xml_latest_and_retention)
 }
 END_TEST
 
+/* Issue 19.9: retention removes the lowest number of a minute, so the
+ * number only grows: the 7th file of a minute with act_max_files 5 is
+ * the newest one kept, and latest.xml points at it. */
+START_TEST(test_deliver_act_seq_only_grows)
+{
+        struct tree t;
+        hd_deliver_opts o = { .profile = "act", .act_max_files = 5 };
+        json_t *d = dl_doc("act/1.0", "seeds/act-context-exhaustion.xml", true);
+        char buf[64], name[64];
+        struct stat st;
+        ssize_t n;
+
+        tree_make(&t);
+        for (int i = 1; i <= 8; i++) {
+                ck_assert_int_eq(hd_deliver_profile(t.sfd, d, &o, T1030 + i * 1000000), 0);
+                if (i == 1)
+                        snprintf(name, sizeof(name), "2026-02-02-1030.xml");
+                else
+                        snprintf(name, sizeof(name), "2026-02-02-1030-%d.xml", i);
+                n = readlinkat(t.sfd, ".act/handoffs/latest.xml", buf, sizeof(buf) - 1);
+                ck_assert_int_gt(n, 0);
+                buf[n] = '\0';
+                ck_assert_str_eq(buf, name);
+                /* latest.xml is not dangling: the newest file exists */
+                ck_assert_int_eq(fstatat(t.sfd, ".act/handoffs/latest.xml", &st, 0), 0);
+        }
+        /* the five newest: 4..8 */
+        ck_assert_int_eq(fstatat(t.sfd, ".act/handoffs/2026-02-02-1030-3.xml", &st, 0), -1);
+        for (int i = 4; i <= 8; i++) {
+                snprintf(name, sizeof(name), ".act/handoffs/2026-02-02-1030-%d.xml", i);
+                ck_assert_int_eq(fstatat(t.sfd, name, &st, 0), 0);
+        }
+        json_decref(d);
+        tree_free(&t);
+}
+END_TEST
+
 START_TEST(test_deliver_act_md_converts)
 {
         struct tree t;
@@ -311,6 +348,7 @@ Suite *suite_deliver(void)
 
         tcase_add_test(tc, test_deliver_vox_writes_contract_and_voxignore);
         tcase_add_test(tc, test_deliver_act_xml_latest_and_retention);
+        tcase_add_test(tc, test_deliver_act_seq_only_grows);
         tcase_add_test(tc, test_deliver_act_md_converts);
         tcase_add_test(tc, test_deliver_refuses_symlinks_out);
         tcase_add_test(tc, test_deliver_nothing_for_other_profiles_or_types);

@@ -112,7 +112,7 @@ START_TEST(test_reject_100000_deep_without_crash)
         s[n] = '\0';
         ck_assert_int_eq(parse_reason(s, NULL), HD_R_TOO_DEEP);
         /* also under a limit above jansson's own 2048 */
-        hd_limits lim = { .max_depth = 1000000 };
+        hd_limits lim = { .max_depth = 1000000, .max_values = 1000000 };
         hd_reason r = parse_reason(s, &lim);
         ck_assert_msg(r == HD_R_TOO_DEEP || r == HD_R_PARSE_ERROR,
                       "got %s", hd_reason_name(r));
@@ -187,6 +187,43 @@ START_TEST(test_reject_top_level_not_object)
         ck_assert_int_eq(parse_reason("\"str\"", NULL), HD_R_BAD_TYPE);
         ck_assert_int_eq(parse_reason("42", NULL), HD_R_BAD_TYPE);
         ck_assert_int_eq(parse_reason("null", NULL), HD_R_BAD_TYPE);
+}
+END_TEST
+
+START_TEST(test_reject_too_many_values)
+{
+        hd_limits lim = { .max_values = 6 };
+        /* 6 values: the object, key "a", the array, 1, "x" (a string with
+         * brackets and commas inside counts once), true */
+        ck_assert_int_eq(parse_reason("{\"a\":[1, \"x,[{]\" ,true]}", &lim), HD_OK);
+        ck_assert_int_eq(parse_reason("{\"a\":[1,\"x\",true,null]}", &lim), HD_R_TOO_MANY_VALUES);
+        ck_assert_int_eq(parse_reason("{\"a\":[{},{},{},{}]}", &lim), HD_R_TOO_MANY_VALUES);
+        ck_assert_int_eq(parse_reason("{\"a\":-1.5e+3,\"b\":2}", &lim), HD_OK);
+}
+END_TEST
+
+/* Issue 19.4: a 1 MiB file of empty objects (about 350,000 of them, some
+ * 80 MB once parsed) is refused by the default cap before jansson sees it. */
+START_TEST(test_reject_mib_of_empty_objects)
+{
+        size_t n = 1024 * 1024;
+        char *b = malloc(n + 1);
+        hd_verdict v;
+        json_t *doc = NULL;
+        size_t o;
+
+        ck_assert_ptr_nonnull(b);
+        o = (size_t)sprintf(b, "{\"x\":[");
+        while (o + 5 < n) {
+                memcpy(b + o, "{},", 3);
+                o += 3;
+        }
+        memcpy(b + o - 1, "]}", 3);
+        o += 1;
+        ck_assert_int_eq(hd_parse(b, o, NULL, &doc, &v), -EBADMSG);
+        ck_assert_int_eq(v.reason, HD_R_TOO_MANY_VALUES);
+        ck_assert_ptr_null(doc);
+        free(b);
 }
 END_TEST
 
@@ -403,6 +440,8 @@ Suite *suite_parse(void)
         tcase_add_test(tp, test_reject_number_out_of_range);
         tcase_add_test(tp, test_reject_top_level_not_object);
         tcase_add_test(tp, test_reject_too_large);
+        tcase_add_test(tp, test_reject_too_many_values);
+        tcase_add_test(tp, test_reject_mib_of_empty_objects);
         suite_add_tcase(s, tp);
 
         tcase_add_test(tr, test_read_regular_file);
