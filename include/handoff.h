@@ -320,13 +320,24 @@ int hd_payload_load(const char *type, const char *path, json_t **ret,
 const char *hd_payload_target(const char *type, const json_t *payload);
 
 /* Baton sessions, kept as dirfd/<session_id>.json holding
- * {"baton": {...}, "history": [...]}.  check: would this payload apply
- * (decision_log_rewrite, payload_invalid)?  apply: apply it and append the
- * history entry (stage_id, at, patch, baton). */
+ * {"baton": {...}, "history": [...], "agents": [...]}.  check: would this
+ * payload apply (decision_log_rewrite, payload_invalid with the real cause
+ * in the detail: a session that cannot be read, one this sender took no
+ * part in, one that would exceed its bounds)?  apply: apply it and append
+ * the history entry (stage_id, at, patch, baton), dropping the oldest
+ * entries (counted in "history_dropped") to keep the file within 1 MiB and
+ * HD_DEFAULT_MAX_VALUES values; sessions idle for 30 days are removed.
+ * The _handoff forms take the whole handoff: its from_agent must be one
+ * of the session's agents (the first stage's sender and recipient and
+ * every later recipient), its to_agent joins them.  The payload-only
+ * forms do not bind. */
 int hd_baton_check(int dirfd, const json_t *payload, hd_verdict *v);
 int hd_baton_apply(int dirfd, const json_t *payload, int64_t now_usec,
                    bool do_fsync, hd_verdict *v);
-/* The session file's whole document (baton and history). */
+int hd_baton_check_handoff(int dirfd, const json_t *handoff, hd_verdict *v);
+int hd_baton_apply_handoff(int dirfd, const json_t *handoff, int64_t now_usec,
+                           bool do_fsync, hd_verdict *v);
+/* The session file's whole document (baton, history, agents). */
 int hd_baton_load(int dirfd, const char *session_id, json_t **ret);
 
 /* Delivery profiles beside the bootstrap: "vox" writes

@@ -37,7 +37,7 @@ static int delivery_baton(struct spool *sp, const json_t *doc, int64_t now, json
         r = lock_try(sp->lock_fd, LOCK_OFF_BATON, true);
         if (r < 0)
                 return r;
-        r = hd_baton_apply(sp->fd[SD_BATON], payload, now, sp->cfg->fsync, &v);
+        r = hd_baton_apply_handoff(sp->fd[SD_BATON], doc, now, sp->cfg->fsync, &v);
         if (r == 0)
                 r = hd_baton_load(sp->fd[SD_BATON],
                                   json_string_value(json_object_get(payload, "session_id")),

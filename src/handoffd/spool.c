@@ -736,7 +736,7 @@ static int decide(struct spool *sp, struct item *it, int64_t now)
         }
         const char *ptype = json_string_value(json_object_get(it->doc, "payload_type"));
         if (payload_type_session_store(ptype)) {
-                r = hd_baton_check(sp->fd[SD_BATON], json_object_get(it->doc, "payload"), &v);
+                r = hd_baton_check_handoff(sp->fd[SD_BATON], it->doc, &v);
                 if (r == -EBADMSG)
                         goto reject_authenticated;
                 if (r < 0)

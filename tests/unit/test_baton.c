@@ -216,6 +216,129 @@ START_TEST(test_baton_render_final)
 }
 END_TEST
 
+/* A handoff carrying a Baton payload from one agent to another. */
+static json_t *bt_handoff(const char *from, const char *to, json_t *payload)
+{
+        json_t *h = json_pack("{s:s,s:s,s:s,s:o}", "from_agent", from, "to_agent", to,
+                              "payload_type", "baton/1", "payload", payload);
+        ck_assert_ptr_nonnull(h);
+        return h;
+}
+
+/* Issues 18.5, 19.10: a session belongs to the agents it passed through;
+ * anyone else's stage is refused with a reason that says so. */
+START_TEST(test_baton_session_bound_to_its_agents)
+{
+        int fd = bt_spool(NULL);
+        json_t *h;
+        hd_verdict v;
+
+        h = bt_handoff("alice", "bob", bt_json("baton/stage1.json"));
+        ck_assert_int_eq(hd_baton_apply_handoff(fd, h, T0, false, &v), 0);
+        json_decref(h);
+        /* mallory took no part: refused, with the real reason */
+        h = bt_handoff("mallory", "alice", bt_json("baton/stage2.json"));
+        ck_assert_int_eq(hd_baton_check_handoff(fd, h, &v), -EBADMSG);
+        ck_assert_int_eq(v.reason, HD_R_PAYLOAD_INVALID);
+        ck_assert_ptr_nonnull(strstr(v.detail, "is not mallory's"));
+        ck_assert_int_eq(hd_baton_apply_handoff(fd, h, T0 + 1, false, &v), -EBADMSG);
+        ck_assert_ptr_nonnull(strstr(v.detail, "is not mallory's"));
+        json_decref(h);
+        /* bob got it, passes it on to carol, who may then send the next */
+        h = bt_handoff("bob", "carol", bt_json("baton/stage2.json"));
+        ck_assert_int_eq(hd_baton_apply_handoff(fd, h, T0 + 2, false, &v), 0);
+        json_decref(h);
+        h = bt_handoff("carol", "alice", bt_json("baton/stage3.json"));
+        ck_assert_int_eq(hd_baton_apply_handoff(fd, h, T0 + 3, false, &v), 0);
+        json_decref(h);
+        json_t *doc = NULL;
+        ck_assert_int_eq(hd_baton_load(fd, "deenup-init", &doc), 0);
+        ck_assert_int_eq(json_array_size(json_object_get(doc, "agents")), 3);
+        json_decref(doc);
+        close(fd);
+}
+END_TEST
+
+/* Issue 19.10: repeated valid patches once took a session to 8.6 MB, and
+ * every later stage was refused as "ok" with no detail.  Now the history
+ * gives way (the file stays within 1 MiB and the values cap) and stages
+ * keep applying; a session file that cannot be read is refused with the
+ * real cause. */
+START_TEST(test_baton_session_size_capped)
+{
+        int fd = bt_spool(NULL);
+        char big[4000];
+        json_t *h, *doc = NULL;
+        hd_verdict v;
+        struct stat st;
+
+        memset(big, 'x', sizeof(big) - 1);
+        big[sizeof(big) - 1] = '\0';
+        h = bt_handoff("alice", "bob", bt_json("baton/stage1.json"));
+        ck_assert_int_eq(hd_baton_apply_handoff(fd, h, T0, false, &v), 0);
+        json_decref(h);
+        for (int i = 0; i < 400; i++) {
+                json_t *p = json_pack("{s:s,s:s,s:{s:[s,s]}}", "session_id", "deenup-init",
+                                      "stage_id", "grow", "baton_patch", "current_state",
+                                      big, i % 2 ? "odd" : "even");
+                h = bt_handoff(i % 2 ? "alice" : "bob", i % 2 ? "bob" : "alice", p);
+                ck_assert_msg(hd_baton_apply_handoff(fd, h, T0 + i, false, &v) == 0,
+                              "stage %d: %s: %s", i, hd_reason_name(v.reason), v.detail);
+                json_decref(h);
+        }
+        ck_assert_int_eq(fstatat(fd, "deenup-init.json", &st, 0), 0);
+        ck_assert_int_le(st.st_size, 1024 * 1024);
+        ck_assert_int_eq(hd_baton_load(fd, "deenup-init", &doc), 0);
+        ck_assert_int_gt(json_integer_value(json_object_get(doc, "history_dropped")), 0);
+        ck_assert_str_eq(json_string_value(json_object_get(json_array_get(json_object_get(doc, "history"),
+                json_array_size(json_object_get(doc, "history")) - 1), "stage_id")), "grow");
+        json_decref(doc);
+
+        /* one that cannot be read (a file of an older version, 8.6 MB): the
+         * stage is refused and the detail names the cause */
+        int w = openat(fd, "deenup-init.json", O_WRONLY | O_TRUNC | O_CLOEXEC);
+        ck_assert_int_ge(w, 0);
+        ck_assert_int_eq(ftruncate(w, 9 * 1024 * 1024), 0);
+        close(w);
+        h = bt_handoff("alice", "bob", bt_json("baton/stage2.json"));
+        ck_assert_int_eq(hd_baton_check_handoff(fd, h, &v), -EBADMSG);
+        ck_assert_int_eq(v.reason, HD_R_PAYLOAD_INVALID);
+        ck_assert_msg(strstr(v.detail, "cannot be read: too_large"), "detail: %s", v.detail);
+        json_decref(h);
+        close(fd);
+}
+END_TEST
+
+/* A stage whose baton alone exceeds the session cap is refused, saying
+ * so; the session stays as it was. */
+START_TEST(test_baton_stage_too_big_refused)
+{
+        int fd = bt_spool(NULL);
+        size_t n = 60000;
+        char *big = malloc(n + 1);
+        json_t *h, *p, *list = json_array();
+        hd_verdict v;
+
+        ck_assert_ptr_nonnull(big);
+        memset(big, 'y', n);
+        big[n] = '\0';
+        for (int i = 0; i < 20; i++)    /* 1.2 MB of constraints */
+                json_array_append_new(list, json_string(big));
+        h = bt_handoff("alice", "bob", bt_json("baton/stage1.json"));
+        ck_assert_int_eq(hd_baton_apply_handoff(fd, h, T0, false, &v), 0);
+        json_decref(h);
+        p = json_pack("{s:s,s:s,s:{s:o}}", "session_id", "deenup-init", "stage_id", "huge",
+                      "baton_patch", "constraints", list);
+        h = bt_handoff("bob", "alice", p);
+        ck_assert_int_eq(hd_baton_check_handoff(fd, h, &v), -EBADMSG);
+        ck_assert_int_eq(v.reason, HD_R_PAYLOAD_INVALID);
+        ck_assert_msg(strstr(v.detail, "limits"), "detail: %s", v.detail);
+        json_decref(h);
+        free(big);
+        close(fd);
+}
+END_TEST
+
 START_TEST(test_ctl_baton_show)
 {
         char *spool = NULL, ctl[4096], *out = NULL;
@@ -283,6 +406,9 @@ Suite *suite_baton(void)
         tcase_add_test(tc, test_baton_first_patch_needs_goal);
         tcase_add_test(tc, test_baton_reject_invalid_payload_and_session);
         tcase_add_test(tc, test_baton_render_final);
+        tcase_add_test(tc, test_baton_session_bound_to_its_agents);
+        tcase_add_test(tc, test_baton_session_size_capped);
+        tcase_add_test(tc, test_baton_stage_too_big_refused);
         suite_add_tcase(s, tc);
         tc = tcase_create("ctl");
         tcase_add_test(tc, test_ctl_baton_show);
