@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sodium.h>
 #include <unistd.h>
 
 #include "handoffctl.h"
@@ -43,36 +44,27 @@ static void consume_usage(FILE *f)
                 CONFIG_DEFAULT_PATH);
 }
 
-/* The configuration's keys this user may read: an agent reads the key
- * that signs what it is sent, seldom every key of the host. */
-static size_t consume_load_keys(struct config *c)
+/* A sender's own key this user cannot read verifies nothing: a random
+ * key bound to that agent stands in for it, so its handoffs fail their
+ * MAC (never checked with the default key instead) and a kid key is still
+ * refused for it, as the daemon refuses it. */
+static int consume_stand_ins(struct config *c)
 {
-        size_t n = 0;
-        char msg[256];
+        unsigned char rnd[HD_KEY_MIN_LEN];
+        int r;
 
-#define TRY(spec, dst) do {                                                    \
-                if ((spec) && strncmp((spec), "credential:", 11) &&            \
-                    hd_key_load((spec), (dst), msg, sizeof(msg)) == 0)        \
-                        n++;                                                   \
-        } while (0)
-        TRY(c->default_key_path, &c->default_key);
-        for (size_t i = 0; i < c->n_kids; i++)
-                TRY(c->kid_paths[i], &c->kid_keys[i]);
-        for (size_t i = 0; i < c->n_agents; i++)
-                TRY(c->agents[i].key_path, &c->agents[i].key);
-#undef TRY
-        return n;
-}
-
-/* The daemon's choice of key, with a key this user could not read
- * counted as missing (never replaced by the default key). */
-static const hd_key *consume_lookup(void *cfg, const char *kid, const char *from_agent)
-{
-        const struct config_agent *a = config_agent(cfg, from_agent);
-
-        if (!kid && a && a->key_path && !a->key)
-                return NULL;
-        return config_key_lookup(cfg, kid, from_agent);
+        for (size_t i = 0; i < c->n_agents; i++) {
+                struct config_agent *a = &c->agents[i];
+                if (!a->key_path || a->key)
+                        continue;
+                randombytes_buf(rnd, sizeof(rnd));
+                r = hd_key_from_bytes(rnd, sizeof(rnd), &a->key);
+                sodium_memzero(rnd, sizeof(rnd));
+                if (r < 0)
+                        return r;
+                hd_key_set_agent(a->key, a->name);
+        }
+        return 0;
 }
 
 static const hd_key *consume_one_key(void *k, const char *kid, const char *from_agent)
@@ -164,8 +156,13 @@ int cmd_consume(int argc, char **argv)
                 o.max_size = cfg->max_file_size;
                 o.policy.max_clock_skew_s = cfg->max_clock_skew;
                 o.policy.max_window_s = cfg->max_window;
-                if (!key && !no_verify && consume_load_keys(cfg) > 0) {
-                        o.lookup = consume_lookup;
+                if (!key && !no_verify && config_load_keys_readable(cfg) > 0) {
+                        r = consume_stand_ins(cfg);
+                        if (r < 0) {
+                                config_free(cfg);
+                                return ctl_fail(CTL_EXIT_ERROR, "consume: %s", strerror(-r));
+                        }
+                        o.lookup = config_key_lookup;
                         o.userdata = cfg;
                 }
                 r = xsnprintf(dir, sizeof(dir), "%s/handoffs", a->state_dir);

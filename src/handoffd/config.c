@@ -801,6 +801,48 @@ static int config_load_keys(struct config *c, char **err)
         return 0;
 }
 
+/* The keys this user may read, each failure skipped (a consumer reads the
+ * keys that verify what it is sent, seldom every key of the host).  An
+ * agent's own key that is not loaded stays NULL: config_key_lookup() then
+ * answers with the default key, so a caller must treat a sender with
+ * key_path set and no key as having no key.  Returns how many loaded. */
+int config_load_keys_readable(struct config *c)
+{
+        char *e = NULL;
+        size_t n = 0;
+
+#define TRY(fn, ...) do {                                                     \
+                if (fn(__VA_ARGS__, &e) == 0)                                 \
+                        n++;                                                  \
+                free(e);                                                      \
+                e = NULL;                                                     \
+        } while (0)
+        if (c->default_key_path)
+                TRY(key_load_hmac, c->default_key_path, &c->default_key);
+        for (size_t i = 0; i < c->n_kids; i++)
+                TRY(key_load_hmac, c->kid_paths[i], &c->kid_keys[i]);
+        for (size_t i = 0; i < c->n_agents; i++) {
+                struct config_agent *a = &c->agents[i];
+
+                if (a->key_path) {
+                        TRY(key_load_hmac, a->key_path, &a->key);
+                        if (a->key)
+                                hd_key_set_agent(a->key, a->name);
+                }
+                for (size_t j = 0; j < a->n_pubkey_paths; j++)
+                        TRY(agent_pubkeys_add, c, a, a->pubkey_paths[j]);
+        }
+        if (c->pubkey_dir)
+                TRY(pubkeys_load_dir, c);
+#undef TRY
+        n = c->default_key ? 1 : 0;
+        for (size_t i = 0; i < c->n_kids; i++)
+                n += c->kid_keys[i] != NULL;
+        for (size_t i = 0; i < c->n_agents; i++)
+                n += c->agents[i].key != NULL;
+        return (int)(n + c->n_pubkeys);
+}
+
 int config_load(const char *path, bool load_keys, struct config **ret,
                 char **err)
 {

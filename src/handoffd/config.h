@@ -91,6 +91,9 @@ struct config {
 int config_load(const char *path, bool load_keys, struct config **ret,
                 char **err);
 void config_free(struct config *c);
+/* After config_load() without keys: load the keys this user can read,
+ * skipping the others; > 0 when any key (HMAC or public) is loaded. */
+int config_load_keys_readable(struct config *c);
 
 const struct config_agent *config_agent(const struct config *c,
                                         const char *name);
