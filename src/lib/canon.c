@@ -192,26 +192,30 @@ static void real_digits(double x, int prec, uint64_t *ret_m, int *ret_e)
  * satisfies -4 < decpt <= 16, else d.ddde[+-]XX; ".0" on integral fixed
  * values.  x is finite.
  *
- * At most three digit strings and two reads for a normal double (four
- * at a power of two), five of each for a subnormal, whatever x (a file of reals
- * must not cost a second per MiB before its MAC is even checked):
- *  - 15 digits: any decimal of at most DBL_DIG (15) digits survives
- *    decimal -> double -> 15 digits, so when the shortest string of x has
- *    at most 15 digits, x printed to 15 digits is that string padded with
- *    zeros; when that does not read back as x, the shortest has 16 or 17.
- *  - 16 digits: the correctly rounded string is the closest; at a power
- *    of two the interval that reads back as x is lopsided, so when it does
- *    not read back, its neighbour on the other side may.
- *  - 17 digits always read back, the correctly rounded one is the closest.
+ * For a normal double that is not a power of two, at most two digit
+ * strings and two reads, whatever x (a file of reals must not cost a
+ * second per MiB before its MAC is even checked):
+ *  - 16 digits, correctly rounded: the closest 16-digit string to x.  The
+ *    interval that reads back as x is symmetric around it, so when this
+ *    one does not read back no string of 16 digits or fewer does (fewer
+ *    digits padded with zeros are 16-digit strings no closer): the answer
+ *    is the 17 correctly rounded digits, which always read back.
+ *  - when it does, 15 digits: any decimal of at most DBL_DIG (15) digits
+ *    survives decimal -> double -> 15 digits, so when the shortest string
+ *    of x has at most 15 digits, x printed to 15 digits is that string
+ *    padded with zeros; when that does not read back, the 16 stand.
+ * A power of two has a lopsided interval (the gap below is half the gap
+ * above): 15 digits first, then the 16 correctly rounded and, when they
+ * do not read back, their neighbour on the other side, then 17.
  * Subnormals have fewer bits than DBL_DIG assumes, but evenly spaced: the
  * interval that reads back is symmetric, and the correctly rounded string
  * of n + 1 digits is never farther from x than that of n digits, so
  * whether it reads back only turns from no to yes as n grows: a binary
- * search over 1 to 17 digits finds the shortest. */
+ * search over 1 to 17 digits (five tries) finds the shortest. */
 static void real_shortest(double x, uint64_t *ret_m, int *ret_e)
 {
-        uint64_t m = 0;
-        int e = 0, exp2;
+        uint64_t m = 0, m15;
+        int e = 0, e15, exp2;
 
         if (x < DBL_MIN) {
                 int lo = 1, hi = 17;
@@ -226,11 +230,24 @@ static void real_shortest(double x, uint64_t *ret_m, int *ret_e)
                 real_digits(x, lo - 1, ret_m, ret_e);
                 return;
         }
+        if (frexp(x, &exp2) != 0.5) {
+                real_digits(x, 15, &m, &e);
+                if (!real_round_trips(x, m, e)) {
+                        real_digits(x, 16, ret_m, ret_e);
+                        return;
+                }
+                real_digits(x, 14, &m15, &e15);
+                if (real_round_trips(x, m15, e15))
+                        m = m15, e = e15;
+                *ret_m = m;
+                *ret_e = e;
+                return;
+        }
         for (int prec = DBL_DIG - 1; prec <= 16; prec++) {
                 real_digits(x, prec, &m, &e);
                 if (prec == 16 || real_round_trips(x, m, e))
                         break;
-                if (prec == DBL_DIG && frexp(x, &exp2) == 0.5) {
+                if (prec == DBL_DIG) {
                         if (real_round_trips(x, m + 1, e)) {
                                 m += 1;
                                 break;
