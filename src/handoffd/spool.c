@@ -202,10 +202,12 @@ static int agent_open(struct agent_rt *a, gid_t shared)
                 return log_error_errno(r, "Cannot open state_dir '%s' of agent %s",
                                        dir, a->cfg->name);
         why = agent_dir_unsafe(a->state_fd, shared);
-        if (why)
-                return log_error_errno(-EPERM, "Refusing state_dir '%s' of agent %s: it %s "
-                                       "(only the daemon and the agent may write it; see handoffd(8))",
-                                       dir, a->cfg->name, why);
+        if (why) {
+                log_error("Refusing state_dir '%s' of agent %s: it %s "
+                          "(only the daemon and the agent may write it; see handoffd(8))",
+                          dir, a->cfg->name, why);
+                return -EPERM;
+        }
         /* Created here, it can only be the agent's if it inherits a group
          * other than the spool's (setgid state_dir of the agent's group):
          * else it stays the daemon's until set up (handoffd(8)). */
@@ -226,10 +228,12 @@ static int agent_open(struct agent_rt *a, gid_t shared)
                                     dir, a->cfg->name);
         }
         why = agent_dir_unsafe(a->handoffs_fd, shared);
-        if (why)
-                return log_error_errno(-EPERM, "Refusing '%s/handoffs' of agent %s: it %s "
-                                       "(only the daemon and the agent may write it; see handoffd(8))",
-                                       dir, a->cfg->name, why);
+        if (why) {
+                log_error("Refusing '%s/handoffs' of agent %s: it %s "
+                          "(only the daemon and the agent may write it; see handoffd(8))",
+                          dir, a->cfg->name, why);
+                return -EPERM;
+        }
         return 0;
 }
 

@@ -18,6 +18,7 @@ Runs as root; the member and alice are throwaway uids/gids."""
 
 import json
 import os
+import struct
 import subprocess
 import sys
 import time
@@ -166,6 +167,27 @@ def main():
               f"no line naming the directory and the reason:\n{log}")
         print(f"- handoffs/ group-writable by the spool's group: exit {rc}: {line[0].strip()}")
         d.stop()
+
+        # 4. The same through a POSIX ACL entry for the spool's group (the
+        # mode shows only the mask).
+        hd = agent_layout(env, "alice", ALICE)
+        u32 = 0xFFFFFFFF
+        acl = struct.pack("<I", 2) + b"".join(struct.pack("<HHI", t, p, i) for t, p, i in (
+            (0x01, 7, u32), (0x04, 7, u32), (0x08, 7, SPOOL_GID), (0x10, 7, u32), (0x20, 0, u32)))
+        try:
+            os.setxattr(hd, "system.posix_acl_access", acl)
+        except OSError as e:
+            print(f"- (no POSIX ACLs on this file system: {e.strerror}; ACL case not run)")
+            return
+        d = env.start(name="d3", wait=False)
+        try:
+            rc = d.proc.wait(10 * hdtest.SLOW)
+        except subprocess.TimeoutExpired:
+            rc = None
+        check(rc not in (None, 0) and "through an ACL" in d.logs(),
+              f"started on a handoffs/ the spool's group may write through an ACL (rc {rc}):\n{d.logs()}")
+        d.stop()
+        print(f"- the same through an ACL entry: exit {rc}")
 
 
 if __name__ == "__main__":
