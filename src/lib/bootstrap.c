@@ -182,11 +182,12 @@ static int bootstrap_fit(json_t *b, size_t max_size, bool same_payload)
                 case 2:
                 case 4: {
                         const char *ctx = json_string_value(json_object_get(b, "resume_context"));
-                        size_t over = len - max_size, esc, keep, cut;
+                        size_t over = len - max_size, esc, note, keep, cut;
                         _cleanup_free_ char *t = NULL;
 
                         escaped_cut(ctx, SIZE_MAX, &esc);
-                        keep = esc > over + sizeof(TRUNCATED_NOTE) ? esc - over - sizeof(TRUNCATED_NOTE) : 0;
+                        escaped_cut(TRUNCATED_NOTE, SIZE_MAX, &note);
+                        keep = esc > over + note ? esc - over - note : 0;
                         cut = escaped_cut(ctx, keep, &esc);
                         if (cut == 0)
                                 break;  /* no room for any: dropping the handoff makes some */

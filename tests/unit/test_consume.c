@@ -231,6 +231,42 @@ START_TEST(test_consume_with_proof_of_origin)
 }
 END_TEST
 
+/* A bootstrap stays within the spool's size cap: a 600 kB transcript
+ * (rendered again as resume_context, copied again at the top level and
+ * kept in the member handoff) still fits in 1 MiB, proof included; when
+ * even that cannot fit, resume_context is shortened first. */
+START_TEST(test_bootstrap_within_size_cap)
+{
+        size_t n = 600 * 1024, len;
+        char *text = malloc(n + 1), *buf = NULL;
+        json_t *h, *b = NULL;
+
+        ck_assert_ptr_nonnull(text);
+        memset(text, 'w', n);
+        text[n] = '\0';
+        h = json_pack("{s:s,s:s,s:s,s:s,s:[{s:s,s:s}]}", "handoff_id", "big", "from_agent", "bob",
+                      "to_agent", "alice", "reason", "r", "transcript", "role", "user", "text", text);
+        ck_assert_ptr_nonnull(h);
+        ck_assert_int_eq(hd_bootstrap_build_shown(h, NULL, NOW, 1024 * 1024, &b), 0);
+        ck_assert_int_eq(hd_canon_dump(b, NULL, &buf, &len), 0);
+        ck_assert_uint_le(len, 1024 * 1024);
+        ck_assert(json_equal(json_object_get(b, "handoff"), h));
+        ck_assert_ptr_null(json_object_get(b, "transcript"));
+        ck_assert_ptr_nonnull(strstr(json_string_value(json_object_get(b, "resume_context")),
+                                     "[truncated"));
+        free(buf);
+        json_decref(b);
+        /* no cap: everything, as before */
+        ck_assert_int_eq(hd_bootstrap_build(h, NOW, &b), 0);
+        ck_assert_ptr_nonnull(json_object_get(b, "transcript"));
+        ck_assert_ptr_null(strstr(json_string_value(json_object_get(b, "resume_context")),
+                                  "[truncated"));
+        json_decref(b);
+        json_decref(h);
+        free(text);
+}
+END_TEST
+
 Suite *suite_consume(void);
 Suite *suite_consume(void)
 {
@@ -242,6 +278,7 @@ Suite *suite_consume(void)
         tcase_add_test(tc, test_consume_oldest_fresh_first);
         tcase_add_test(tc, test_consume_two_processes_one_winner);
         tcase_add_test(tc, test_consume_with_proof_of_origin);
+        tcase_add_test(tc, test_bootstrap_within_size_cap);
         suite_add_tcase(s, tc);
         return s;
 }
