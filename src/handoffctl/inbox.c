@@ -50,7 +50,8 @@ int inbox_reopen(struct inbox *ib)
 {
         if (ib->fd >= 0)
                 return 0;
-        ib->fd = open(ib->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        /* never through a link: handoffs/ swapped for one is another dir */
+        ib->fd = open(ib->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         return ib->fd >= 0 ? 1 : -errno;
 }
 
