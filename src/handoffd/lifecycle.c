@@ -207,6 +207,8 @@ static int check_locked(struct spool *sp, const char *id, int fd, int64_t now)
         bool readable;
 
         r = hd_read_fd(fd, id, sp->cfg->max_file_size, &buf, &len, &v);
+        if (r == -ENOENT)
+                return 0;       /* archived by another daemon since our open */
         if (r < 0 && r != -EBADMSG)
                 return r;
         readable = r == 0 && (r = hd_parse(buf, len, &lim, &doc, &v)) == 0;

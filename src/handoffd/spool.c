@@ -672,6 +672,8 @@ static int decide(struct spool *sp, struct item *it, int64_t now)
                 return r;
         it->lock_ino = lock_off_inode(st.st_dev, st.st_ino);
         r = hd_read_fd(it->fd, name, c->max_file_size, &buf, &len, &v);
+        if (r == -ENOENT)
+                return IO_GONE;
         if (r == -EBADMSG)
                 goto reject;
         if (r < 0)

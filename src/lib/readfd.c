@@ -50,6 +50,10 @@ int hd_read_fd(int fd, const char *name, size_t max_size, char **ret_buf,
         if (!S_ISREG(st.st_mode))
                 return verdict(v, HD_R_NOT_REGULAR, "'%s' is not a regular file (mode %06o)",
                                name, (unsigned)st.st_mode);
+        /* No name left: removed since it was opened (another consumer or
+         * claimer won), which is gone, not bad. */
+        if (st.st_nlink == 0)
+                return -ENOENT;
         /* A second name elsewhere means someone else can still change what
          * we are about to trust. */
         if (st.st_nlink != 1)

@@ -204,6 +204,27 @@ START_TEST(test_move_noreplace_moves_and_reports_vanished)
 }
 END_TEST
 
+START_TEST(test_read_fd_of_a_removed_file_is_gone_not_hardlink)
+{
+        char *dir = tu_tmpdir(), path[4096], *buf = NULL;
+        hd_verdict v;
+        size_t len;
+        int dfd, fd;
+
+        dfd = open_dir(dir);
+        snprintf(path, sizeof(path), "%s/boot.json", dir);
+        tu_write_file(path, "{}", 2);
+        ck_assert_int_eq(hd_open_at(dfd, "boot.json", &fd, &v), 0);
+        /* another consumer takes and deletes it between our open and read */
+        ck_assert_int_eq(unlink(path), 0);
+        ck_assert_int_eq(hd_read_fd(fd, "boot.json", 0, &buf, &len, &v), -ENOENT);
+        ck_assert_ptr_null(buf);
+        close(fd);
+        close(dfd);
+        free(dir);
+}
+END_TEST
+
 START_TEST(test_mkdir_p_and_random_hex)
 {
         char *dir = tu_tmpdir(), path[4096], a[33], b[33];
@@ -245,6 +266,7 @@ Suite *suite_files(void)
         tcase_add_test(tc, test_write_atomic_failure_leaves_nothing);
         tcase_add_test(tc, test_move_noreplace_refuses_existing);
         tcase_add_test(tc, test_move_noreplace_moves_and_reports_vanished);
+        tcase_add_test(tc, test_read_fd_of_a_removed_file_is_gone_not_hardlink);
         tcase_add_test(tc, test_mkdir_p_and_random_hex);
         suite_add_tcase(s, tc);
         return s;
