@@ -67,6 +67,24 @@ static int consume_stand_ins(struct config *c)
         return 0;
 }
 
+int consume_opts_from_config(struct config *cfg, bool verify, hd_consume_opts *o)
+{
+        int r;
+
+        o->resume_window_s = cfg->resume_window;
+        o->max_size = cfg->max_file_size;
+        o->policy.max_clock_skew_s = cfg->max_clock_skew;
+        o->policy.max_window_s = cfg->max_window;
+        if (!verify || config_load_keys_readable(cfg) <= 0)
+                return 0;
+        r = consume_stand_ins(cfg);
+        if (r < 0)
+                return r;
+        o->lookup = config_key_lookup;
+        o->userdata = cfg;
+        return 1;
+}
+
 static const hd_key *consume_one_key(void *k, const char *kid, const char *from_agent)
 {
         (void)kid;
@@ -152,19 +170,12 @@ int cmd_consume(int argc, char **argv)
                         return ctl_fail(CTL_EXIT_USAGE, "consume: agent '%s' is not in %s", agent,
                                         conf ? conf : CONFIG_DEFAULT_PATH);
                 }
-                o.resume_window_s = window = cfg->resume_window;
-                o.max_size = cfg->max_file_size;
-                o.policy.max_clock_skew_s = cfg->max_clock_skew;
-                o.policy.max_window_s = cfg->max_window;
-                if (!key && !no_verify && config_load_keys_readable(cfg) > 0) {
-                        r = consume_stand_ins(cfg);
-                        if (r < 0) {
-                                config_free(cfg);
-                                return ctl_fail(CTL_EXIT_ERROR, "consume: %s", strerror(-r));
-                        }
-                        o.lookup = config_key_lookup;
-                        o.userdata = cfg;
+                r = consume_opts_from_config(cfg, !key && !no_verify, &o);
+                if (r < 0) {
+                        config_free(cfg);
+                        return ctl_fail(CTL_EXIT_ERROR, "consume: %s", strerror(-r));
                 }
+                window = o.resume_window_s;
                 r = xsnprintf(dir, sizeof(dir), "%s/handoffs", a->state_dir);
         } else {
                 r = xsnprintf(dir, sizeof(dir), "%s/handoffs", state_dir);

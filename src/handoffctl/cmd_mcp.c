@@ -470,6 +470,16 @@ int cmd_mcp(int argc, char **argv)
         if (r)
                 return r;
         r = inbox_init(&m.ib, m.cfg, m.agent, NULL, 0, "mcp");
+        if (r == 0) {
+                /* handoff_take checks the proof of origin as consume does */
+                int q = consume_opts_from_config(m.cfg, true, &m.copts);
+                if (q < 0)
+                        r = ctl_fail(CTL_EXIT_ERROR, "mcp: %s", strerror(-q));
+                else if (q == 0)
+                        fprintf(stderr, "handoffctl: mcp: no key to verify with: handoff_take does not check "
+                                "the bootstrap's origin (only the directory's permissions protect it)\n");
+                m.copts.agent = m.agent;
+        }
         if (r == 0)
                 r = mcp_key(&m, key, key != NULL);
         if (r == 0 && mcp_tools_init(&m) < 0)

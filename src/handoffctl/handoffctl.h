@@ -2,6 +2,10 @@
 #ifndef HANDOFFCTL_H
 #define HANDOFFCTL_H
 
+#include <stdbool.h>
+
+#include "handoff.h"
+
 /* Exit codes, documented in handoffctl(1). */
 enum {
         CTL_EXIT_OK = 0,
@@ -23,6 +27,14 @@ int cmd_baton(int argc, char **argv);
 int cmd_inbox(int argc, char **argv);
 int cmd_wait(int argc, char **argv);
 int cmd_mcp(int argc, char **argv);
+
+struct config;
+/* The consume options of cfg (resume window, size cap, clock policy) and,
+ * with verify, the keys this user can read for the proof of origin (a
+ * sender's own key that cannot be read stands in as a random one, so its
+ * handoffs fail rather than verify with another key).  > 0 when keys
+ * were loaded (o->lookup set), 0 when none, or -errno. */
+int consume_opts_from_config(struct config *cfg, bool verify, hd_consume_opts *o);
 
 /* "handoffctl: " + message + newline on stderr; returns code. */
 int ctl_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -27,6 +27,7 @@ struct mcp {
         hd_key *key;            /* signing key, or NULL (key_error says why) */
         char key_error[512];
         struct inbox ib;
+        hd_consume_opts copts;  /* handoff_take: window, caps, proof of origin */
         int ifd;                /* inotify: the inbox */
         bool initialized;       /* notifications/initialized was seen */
         json_t *tools;          /* the tools/list array */

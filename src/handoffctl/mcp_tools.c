@@ -136,6 +136,7 @@ static int tool_take(struct mcp *m, const json_t *args, json_t **ret)
                                             "payload_type", "payload" };
         const char *id = arg_str(args, "handoff_id");
         _cleanup_json_ json_t *b = NULL;
+        hd_verdict v = { 0 };
         _cleanup_free_ char *text = NULL;
         json_t *out;
         int r;
@@ -149,7 +150,7 @@ static int tool_take(struct mcp *m, const json_t *args, json_t **ret)
                 *ret = tool_error("%s does not exist (yet): no handoffs", m->ib.dir);
                 return 0;
         }
-        r = hd_consume(m->ib.fd, id, m->ib.window, hd_now_usec(), &b);
+        r = hd_consume_with(m->ib.fd, id, &m->copts, hd_now_usec(), &b, &v);
         if (r == -ENOENT) {
                 *ret = id ? tool_error("no handoff %s is waiting for %s", id, m->agent)
                           : tool_error("no handoff is waiting for %s", m->agent);
@@ -161,7 +162,8 @@ static int tool_take(struct mcp *m, const json_t *args, json_t **ret)
                 return 0;
         }
         if (r == -EBADMSG) {
-                *ret = tool_error("handoff %s is not a usable bootstrap", id);
+                *ret = tool_error("handoff %s refused: %s: %s", id ? id : "(oldest)",
+                                  hd_reason_name(v.reason), v.detail);
                 return 0;
         }
         if (r < 0) {
