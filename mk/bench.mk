@@ -1,27 +1,42 @@
 # mk/bench.mk: `make bench`, included by the top Makefile.
 #
-#   make bench                         N=5000 per run, fixed rate 500/s
-#   make bench BENCH_N=20000 BENCH_RATE=200
-#   make bench BENCH_ARGS='--fsync on --phases rate'
+#   make bench                         10,000 items, 3 rounds (about 6 min)
+#   make bench BENCH_N=20000 BENCH_ROUNDS=5
+#   make bench BENCH_BACKLOG=100000    the issue's 100k backlog (longer)
+#   make bench BENCH_ARGS='--only burst'
 #   make bench TMPDIR=/dev/shm         (temp spools go under $TMPDIR or /tmp)
 #   make bench BENCH_SETTLE=0          (do not wait for cheap file creation;
 #                                       see bench/README.md)
+#   make bench-floor                   only build $(B)/bench/floor
 #
 # Always the normal optimised build in build/ (never the sanitized one, even
-# with SANITIZE=1 on the command line).  The last line of output is
-# "BENCH_JSON {...}"; bench/README.md explains the figures.
+# with SANITIZE=1 on the command line).  Runs bench/floor (the reference
+# loop) and handoffd alternately on the same items and prints each figure
+# as a ratio handoffd/floor.  The last line of output is "BENCH_JSON {...}";
+# bench/README.md explains the figures.
 
-BENCH_N    ?= 5000
-BENCH_RATE ?= 500
-BENCH_SETTLE ?= 90
-BENCH_ARGS ?=
-BENCH_BUILD := $(CURDIR)/build
+BENCH_N       ?= 10000
+BENCH_ROUNDS  ?= 3
+BENCH_RATE    ?= 200
+BENCH_RATE_N  ?= 1000
+BENCH_BACKLOG ?= 20000
+BENCH_SETTLE  ?= 90
+BENCH_ARGS    ?=
+BENCH_BUILD   := $(CURDIR)/build
+FLOOR         := $(B)/bench/floor
+
+.PHONY: bench-floor
+bench-floor: $(FLOOR)
+
+$(FLOOR): $(B)/bench/floor.o $(LIBA)
+	$(CC) $(HD_LDFLAGS) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
 
 bench: deps
-	@$(MAKE) --no-print-directory SANITIZE= B=build all
+	@$(MAKE) --no-print-directory SANITIZE= B=build all bench-floor
 	@python3 $(CURDIR)/bench/bench.py --build $(BENCH_BUILD) \
-		--n '$(BENCH_N)' --rate '$(BENCH_RATE)' \
-		--settle '$(BENCH_SETTLE)' $(BENCH_ARGS)
+		--n '$(BENCH_N)' --rounds '$(BENCH_ROUNDS)' \
+		--rate '$(BENCH_RATE)' --rate-n '$(BENCH_RATE_N)' \
+		--backlog '$(BENCH_BACKLOG)' --settle '$(BENCH_SETTLE)' $(BENCH_ARGS)
 
 # `make bench-verify`: hd_verify per document, HMAC against Ed25519
 # (bench/verify_cost.c, in-memory, no daemon).
