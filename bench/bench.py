@@ -1,21 +1,25 @@
 #!/usr/bin/env python3
 """handoffd benchmark (`make bench`), stdlib only.
 
-For fsync on and fsync off, each run on a fresh temp spool with one daemon
-(the real binary, started with a NOTIFY_SOCKET, timed from READY=1) and one
-served agent:
+handoffd against bench/floor (a plain C loop doing the same work per item
+with the same library calls, see floor.c), on the same generated items
+(about 2 KB each), each run on a fresh temp spool, alternating floor,
+handoffd, floor, handoffd ... within each round; medians of the rounds.
+Both programs run through the test kit's runner (tests/py/hdtest.py
+Daemon: a NOTIFY_SOCKET read for the whole run, the clock starting at
+READY=1).  Phases, each for the floor and for handoffd:
 
-  burst  N handoffs, signed in memory before the clock starts, dropped as
-         fast as one Python writer can (write tmp/, rename into handoff/);
-         throughput = N / (last bootstrap seen - first drop).
-  rate   N handoffs dropped at a fixed rate (paced); per item the latency
-         from just after the rename to the bootstrap's IN_MOVED_TO in the
-         agent's handoffs/ dir (inotify via ctypes, read in its own thread).
+  burst    N items dropped back to back (fsync off, then on: the floor
+           --watch syncs per item): items/s, CPU per item, memory after
+  latency  items dropped one at a time at a fixed rate (fsync off and on):
+           drop-to-bootstrap p50/p99; before the first drop of the fsync
+           off run, the idle wake-ups per second
+  backlog  items already in handoff/ when the program starts (floor
+           --batch): time from start to the last bootstrap, memory after
 
-After each run: the daemon's VmHWM / VmRSS (/proc/PID/status) and its CPU
-time (utime+stime, /proc/PID/stat) per 1000 items; every id must have got
-exactly one bootstrap and nothing may be rejected.  One table at the end and
-one machine-readable line prefixed "BENCH_JSON ".  See bench/README.md.
+One table at the end: each figure for the floor, for handoffd and as the
+ratio handoffd/floor, and one machine-readable line "BENCH_JSON {...}".
+See bench/README.md.
 """
 
 import argparse
@@ -28,7 +32,7 @@ import select
 import shlex
 import shutil
 import signal
-import socket
+import statistics
 import struct
 import subprocess
 import sys
@@ -41,9 +45,12 @@ SRC = os.path.abspath(os.environ.get("HD_SRC", os.path.join(HERE, "..")))
 sys.dont_write_bytecode = True   # no __pycache__ in the source tree
 sys.path.insert(0, os.path.join(SRC, "tests", "py"))
 import hdproto  # noqa: E402
+import hdtest   # noqa: E402
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
-PAGE_KB = os.sysconf("SC_PAGE_SIZE") // 1024
+AGENT = "alice"
+PROGS = ("floor", "handoffd")
+ITEM_BYTES = 2048    # about this many bytes per handoff file
 
 
 class BenchError(Exception):
@@ -53,7 +60,6 @@ class BenchError(Exception):
 # ---------------------------------------------------------------- inotify
 
 IN_MOVED_TO = 0x00000080
-IN_CREATE = 0x00000100
 IN_Q_OVERFLOW = 0x00004000
 IN_NONBLOCK = 0o4000
 IN_CLOEXEC = 0o2000000
@@ -69,14 +75,15 @@ _libc.read.restype = ctypes.c_ssize_t
 
 
 class Watcher(threading.Thread):
-    """Records time.monotonic() of each IN_MOVED_TO name in one directory.
-
-    The thread blocks in poll(2) and then read(2) (libc, through ctypes:
+    """Records time.monotonic() of each IN_MOVED_TO name in one directory:
+    the moment a bootstrap is renamed into place, when its agent could read
+    it.  The thread blocks in poll(2) and read(2) (libc through ctypes:
     both release the GIL), so a timestamp is taken as soon as the thread
     runs after the kernel queued the event."""
 
     def __init__(self, path):
         super().__init__(daemon=True)
+        self.path = path
         self.fd = _libc.inotify_init1(IN_NONBLOCK | IN_CLOEXEC)
         if self.fd < 0:
             raise OSError(ctypes.get_errno(), "inotify_init1")
@@ -104,7 +111,6 @@ class Watcher(threading.Thread):
             if n <= 0:
                 continue
             data = self.buf.raw[:n]
-            new = 0
             off = 0
             while off < n:
                 wd, mask, cookie, ln = _EVHDR.unpack_from(data, off)
@@ -119,20 +125,39 @@ class Watcher(threading.Thread):
                     self.dups[name] = self.dups.get(name, 0) + 1
                 else:
                     self.seen[name] = now
-                    new += 1
-            if new:
-                with self.cond:
-                    self.cond.notify_all()
+            with self.cond:
+                self.cond.notify_all()
 
-    def wait_count(self, n, timeout):
+    def count(self):
+        """Bootstraps seen; after a queue overflow, the names on disk."""
+        if self.overflow:
+            return len([x for x in os.listdir(self.path) if not x.startswith(".")])
+        return len(self.seen)
+
+    def wait_count(self, n, timeout, alive):
+        """True once n bootstraps are there; False after timeout or when
+        alive() says the program is gone and nothing more comes."""
         deadline = time.monotonic() + timeout
-        with self.cond:
-            while len(self.seen) < n and not self.overflow:
+        dead_since = None
+        while True:
+            with self.cond:
+                if self.count() >= n:
+                    if self.overflow:   # the time of the last one is lost
+                        self.t_done = time.monotonic()
+                    return True
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return False
-                self.cond.wait(min(left, 0.5))
-        return len(self.seen) >= n
+                self.cond.wait(min(left, 0.05 if self.overflow else 0.5))
+            if not alive():
+                dead_since = dead_since or time.monotonic()
+                if time.monotonic() - dead_since > 1.0:
+                    return self.count() >= n
+
+    def last(self):
+        if self.overflow and hasattr(self, "t_done"):
+            return self.t_done
+        return max(self.seen.values()) if self.seen else None
 
     def close(self):
         os.write(self.stop_w, b"x")
@@ -141,7 +166,7 @@ class Watcher(threading.Thread):
             os.close(fd)
 
 
-# ---------------------------------------------------------------- daemon
+# ---------------------------------------------------------------- /proc
 
 def proc_status(pid):
     out = {}
@@ -154,7 +179,7 @@ def proc_status(pid):
 
 
 def proc_cpu(pid):
-    """utime+stime of the process in seconds."""
+    """utime+stime of the process (all its threads) in seconds."""
     with open(f"/proc/{pid}/stat") as f:
         s = f.read()
     fields = s[s.rindex(")") + 2:].split()
@@ -162,146 +187,57 @@ def proc_cpu(pid):
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
-class Run:
-    """One temp spool, one key, one agent, one daemon."""
-
-    def __init__(self, handoffd, fsync, tag):
-        base = os.environ.get("TMPDIR") or "/tmp"
-        self.dir = tempfile.mkdtemp(prefix=f"hdbench.{tag}.", dir=base)
-        os.chmod(self.dir, 0o755)
-        self.spool = os.path.join(self.dir, "spool")
-        self.agent = "alice"
-        self.state = os.path.join(self.dir, "agents", self.agent)
-        self.handoffs = os.path.join(self.state, "handoffs")
-        for d in ("tmp", "handoff"):
-            os.makedirs(os.path.join(self.spool, d), exist_ok=True)
-        os.makedirs(self.handoffs, exist_ok=True)
-        self.key_path = os.path.join(self.dir, "default.key")
-        self.key = hdproto.make_key(self.key_path)
-        self.sock = os.path.join(self.dir, "control.sock")
-        self.conf = os.path.join(self.dir, "handoffd.conf")
-        with open(self.conf, "w") as f:
-            f.write("\n".join([
-                "[spool]",
-                f"dir = {self.spool}",
-                f"fsync = {'yes' if fsync else 'no'}",
-                "rescan_interval = 30",
-                "resume_window = 600",
-                "",
-                "[keys]",
-                f"default = {self.key_path}",
-                "",
-                "[control]",
-                f"socket = {self.sock}",
-                "",
-                f"[agent {self.agent}]",
-                f"state_dir = {self.state}",
-                "",
-            ]))
-        self.handoffd = handoffd
-        self.keep = False
-        self.proc = None
-        self.log = None
-        self.notify = None
-
-    def start(self, timeout=20.0):
-        npath = os.path.join(self.dir, "notify.sock")
-        self.notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        self.notify.bind(npath)
-        self.notify.settimeout(0.1)
-        env = dict(os.environ)
-        env["NOTIFY_SOCKET"] = npath
-        for k in ("JOURNAL_STREAM", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS"):
-            env.pop(k, None)
-        self.log_path = os.path.join(self.dir, "handoffd.log")
-        self.log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen([self.handoffd, "-f", "-c", self.conf],
-                                     stdin=subprocess.DEVNULL, stdout=self.log,
-                                     stderr=subprocess.STDOUT, env=env)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                msg = self.notify.recv(4096).decode(errors="replace")
-            except socket.timeout:
-                msg = ""
-            if "READY=1" in msg.split("\n"):
-                return
-            if self.proc.poll() is not None:
-                raise BenchError(f"handoffd exited {self.proc.returncode} before READY=1:\n{self.logs()}")
-        raise BenchError(f"handoffd not READY after {timeout}s:\n{self.logs()}")
-
-    def logs(self, tail=4000):
+def proc_switches(pid):
+    """Context switches of all the process's threads: each time a thread
+    blocks (voluntary) or is preempted counts one, so an idle wake-up
+    (a timer, a poll that returns) adds at least one."""
+    total = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
         try:
-            self.log.flush()
-            with open(self.log_path, "rb") as f:
-                return f.read().decode(errors="replace")[-tail:]
-        except (OSError, ValueError, AttributeError):
-            return ""
-
-    def status(self):
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.settimeout(5)
-        try:
-            s.connect(self.sock)
-            s.sendall(b'{"command":"status"}\n')
-            data = b""
-            while True:
-                chunk = s.recv(65536)
-                if not chunk:
-                    break
-                data += chunk
-            return json.loads(data)
-        finally:
-            s.close()
-
-    def stop(self):
-        rc = None
-        if self.proc is not None:
-            if self.proc.poll() is None:
-                self.proc.send_signal(signal.SIGTERM)
-            try:
-                rc = self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-                rc = "killed"
-        for x in (self.log, self.notify):
-            if x is not None:
-                try:
-                    x.close()
-                except OSError:
-                    pass
-        return rc
-
-    def cleanup(self, keep):
-        if keep:
-            print(f"  (temp dir kept: {self.dir})", file=sys.stderr)
-        else:
-            shutil.rmtree(self.dir, ignore_errors=True)
+            with open(f"/proc/{pid}/task/{tid}/status") as f:
+                for line in f:
+                    if line.startswith(("voluntary_ctxt_switches:", "nonvoluntary_ctxt_switches:")):
+                        total += int(line.split()[1])
+        except FileNotFoundError:
+            pass    # a thread that just ended
+    return total
 
 
-# ---------------------------------------------------------------- workload
+# ---------------------------------------------------------------- runs
 
 def presign(key, n):
-    """(handoff_id, file name, bytes) for n valid handoffs to alice, signed
-    now with a ttl long enough for the slowest run."""
+    """(file name, bytes) for n valid handoffs to alice of about ITEM_BYTES
+    each (a longer transcript), signed now by the reference signer."""
+    turn = "I need to move my appointment to next week, and check the invoice too. "
     out = []
-    for _ in range(n):
-        doc = hdproto.build("bob", "alice", key, ttl=1800)
-        hid = doc["handoff_id"]
-        out.append((hid, hid + ".json", hdproto.dumps(doc)))
+    for i in range(n):
+        transcript = [{"role": "user" if t % 2 == 0 else "assistant", "text": f"{t}: {turn * 3}"}
+                      for t in range(7)]
+        doc = hdproto.build("bob", AGENT, key, ttl=3000, transcript=transcript)
+        data = hdproto.dumps(doc)
+        out.append((doc["handoff_id"] + ".json", data))
     return out
 
 
-def drop_one(tmp_fd, hand_fd, name, data):
+def stage_one(tmp_fd, name, data):
+    """The real writer's first step: the whole file under a temp name in tmp/."""
     tname = "." + name + ".tmp"
     fd = os.open(tname, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644, dir_fd=tmp_fd)
     try:
         os.write(fd, data)
     finally:
         os.close(fd)
+    return tname
+
+
+def publish_one(tmp_fd, hand_fd, tname, name):
+    """Its second step, the drop: the rename into handoff/."""
     os.rename(tname, name, src_dir_fd=tmp_fd, dst_dir_fd=hand_fd)
     return time.monotonic()
+
+
+def drop_one(tmp_fd, hand_fd, name, data):
+    return publish_one(tmp_fd, hand_fd, stage_one(tmp_fd, name, data), name)
 
 
 def pct(sorted_vals, p):
@@ -312,13 +248,92 @@ def pct(sorted_vals, p):
     return sorted_vals[k]
 
 
-def start_attach(cmd, pid, tag):
-    """--attach: a profiler on the running daemon, e.g.
-    'strace -c -f -p {pid} -o /tmp/strace.{tag}' or
-    'perf record -g -p {pid} -o /tmp/perf.{tag}'."""
+class Run:
+    """One fresh temp spool (hdtest.Env: a dir, a key, a config) and one
+    program on it, the floor or handoffd, run by hdtest.Daemon."""
+
+    def __init__(self, paths, prog, fsync, tag, key_hex):
+        self.paths = paths
+        self.prog = prog
+        self.fsync = fsync
+        self.tag = tag
+        self.env = hdtest.Env(agents=[AGENT], fsync=fsync, keep=True)
+        e = self.env
+        with open(e.key_path, "w") as f:   # the round's key: the same items for both
+            f.write(key_hex + "\n")
+        self.spool = e.spool
+        self.state = e.state[AGENT]
+        self.handoffs = os.path.join(self.state, "handoffs")
+        for d in ("tmp", "handoff"):
+            os.makedirs(os.path.join(self.spool, d))
+        os.makedirs(self.handoffs)
+        self.conf = e.write_config(prog, text="\n".join([
+            "[spool]",
+            f"dir = {self.spool}",
+            f"fsync = {'yes' if fsync else 'no'}",
+            "rescan_interval = 30",
+            "resume_window = 600",
+            "",
+            "[keys]",
+            f"default = {e.key_path}",
+            "",
+            "[control]",
+            f"socket = {os.path.join(e.dir, prog + '.sock')}",
+            "",
+            f"[agent {AGENT}]",
+            f"state_dir = {self.state}",
+            "",
+        ]))
+        self.d = None
+
+    def start(self, mode="watch", wait=True):
+        if self.prog == "floor":
+            argv = [self.paths["floor"], "--" + mode, self.spool, "--key", self.env.key_path,
+                    "--agent", AGENT, "--state", self.state] + (["--fsync"] if self.fsync else [])
+        else:
+            argv = [self.paths["handoffd"], "-f", "-c", self.conf]
+        self.d = hdtest.Daemon(self.env, self.conf, self.prog, argv=argv)
+        self.env.daemons.append(self.d)
+        if wait:
+            self.d.wait_message("READY=1", timeout=60)
+        return self.d.proc.pid
+
+    def alive(self):
+        return self.d.proc.poll() is None
+
+    def counters(self):
+        """handoffd's counters from its control socket."""
+        try:
+            return self.d.status().get("counters", {})
+        except (OSError, ValueError) as e:
+            return {"error": str(e)}
+
+    def floor_report(self):
+        for line in self.d.logs().splitlines():
+            if line.startswith("FLOOR "):
+                return json.loads(line[6:])
+        return {}
+
+    def stop(self):
+        try:
+            return self.d.stop(timeout=30)
+        except hdtest.Fail as e:
+            raise BenchError(str(e)) from None
+
+    def cleanup(self):
+        for d in self.env.daemons:
+            if d.proc.poll() is None:
+                d.proc.kill()
+                d.proc.wait()
+        shutil.rmtree(self.env.dir, ignore_errors=True)
+
+
+def start_attach(cmd, pid, tag, prog):
+    """--attach: a profiler on the running program, e.g.
+    'strace -c -f -p {pid} -o /tmp/strace.{tag}'."""
     if not cmd:
         return None
-    argv = [x.format(pid=pid, tag=tag) for x in shlex.split(cmd)]
+    argv = [x.format(pid=pid, tag=tag, prog=prog) for x in shlex.split(cmd)]
     p = subprocess.Popen(argv, stdin=subprocess.DEVNULL)
     time.sleep(1.0)   # let it attach before the clock starts
     return p
@@ -336,55 +351,66 @@ def stop_attach(p):
         p.wait()
 
 
-def bench_one(handoffd, fsync, phase, n, rate, timeout, keep, attach=None, cleanup=None,
-              dump=None, settle=None):
-    tag = f"{'on' if fsync else 'off'}-{phase}"
-    r = Run(handoffd, fsync, tag)
-    if cleanup is not None:
-        cleanup.append(r)
-    ok = False
+def run_one(a, paths, phase, fsync, prog, items, key_hex, tag, runs, settle):
+    """One program, one phase, one fresh spool.  Returns its figures."""
+    r = Run(paths, prog, fsync, tag, key_hex)
+    runs.append(r)
+    n = len(items)
+    res = {"prog": prog, "phase": phase, "fsync": "on" if fsync else "off", "n": n}
+    res["create_us"], res["settle_s"] = warm_up(settle)
+    problems = []
     prof = None
-    res = {"fsync": "on" if fsync else "off", "phase": phase, "n": n}
+    w = Watcher(r.handoffs)
+    w.start()
     try:
-        items = presign(r.key, n)
-        # the file system's create cost right now, next to this run's spool
-        scratch = os.path.join(r.dir, "create-cost")
-        os.mkdir(scratch)
-        res["create_us"] = _create_cost_in(scratch, 100)
-        # --settle: ext4 without a journal skips inodes freed in the last
-        # 60 s (360 s while their inode table block is dirty), so creates
-        # are slow for minutes after anyone's mass delete.  Observed here:
-        # they get cheap again after some thousands of creates, so warm up
-        # by creating (and keeping) files, within a time budget shared by
-        # all runs, until a create is cheap.
-        waited = 0.0
-        while settle is not None and res["create_us"] > settle["us"] and settle["left"] > 0:
-            t = time.monotonic()
-            _create_cost_in(scratch, 1000)
-            res["create_us"] = _create_cost_in(scratch, 100)
-            dt = time.monotonic() - t
-            settle["left"] -= dt
-            waited += dt
-        res["settle_s"] = waited
-        w = Watcher(r.handoffs)
-        w.start()
-        try:
-            r.start()
-            pid = r.proc.pid
-            prof = start_attach(attach, pid, tag)
-            mem0 = proc_status(pid)
-            cpu0 = proc_cpu(pid)
+        if phase == "backlog":
+            hand = os.path.join(r.spool, "handoff")
+            tmp_fd = os.open(os.path.join(r.spool, "tmp"), os.O_RDONLY | os.O_DIRECTORY)
+            hand_fd = os.open(hand, os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                for name, data in items:
+                    drop_one(tmp_fd, hand_fd, name, data)
+            finally:
+                os.close(tmp_fd)
+                os.close(hand_fd)
+            os.sync()   # the writer's dirty pages are not the program's work
+            t0 = time.monotonic()
+            pid = r.start("batch", wait=False)
+            done = w.wait_count(n, a.timeout, r.alive)
+            t_last = w.last()
+            res["startup_s"] = round(t_last - t0, 4) if done and t_last else None
+            if prog == "handoffd" and r.alive():
+                mem = proc_status(pid)
+                res["cpu_s"] = proc_cpu(pid)
+            else:
+                r.d.proc.wait(60)
+                mem = {}
+        else:
+            pid = r.start("watch")
+            prof = start_attach(a.attach, pid, tag, prog)
+            if phase == "latency" and not fsync and a.idle > 0:
+                time.sleep(0.5)   # READY=1 was just sent: let it settle
+                s0, t = proc_switches(pid), time.monotonic()
+                time.sleep(a.idle)
+                res["wakeups_per_s"] = round((proc_switches(pid) - s0) / (time.monotonic() - t), 2)
             tmp_fd = os.open(os.path.join(r.spool, "tmp"), os.O_RDONLY | os.O_DIRECTORY)
             hand_fd = os.open(os.path.join(r.spool, "handoff"), os.O_RDONLY | os.O_DIRECTORY)
             drops = [0.0] * n
             try:
+                if phase == "burst":
+                    # Written into tmp/ before the clock starts, so that
+                    # the burst is only the renames: a Python writer that
+                    # also creates each file would set the pace itself.
+                    staged = [stage_one(tmp_fd, name, data) for name, data in items]
+                    os.sync()
+                mem0, cpu0 = proc_status(pid), proc_cpu(pid)
                 t0 = time.monotonic()
                 if phase == "burst":
-                    for i, (_, name, data) in enumerate(items):
-                        drops[i] = drop_one(tmp_fd, hand_fd, name, data)
+                    for i, (name, _) in enumerate(items):
+                        drops[i] = publish_one(tmp_fd, hand_fd, staged[i], name)
                 else:
-                    step = 1.0 / rate
-                    for i, (_, name, data) in enumerate(items):
+                    step = 1.0 / a.rate
+                    for i, (name, data) in enumerate(items):
                         due = t0 + i * step
                         while True:
                             left = due - time.monotonic()
@@ -396,94 +422,79 @@ def bench_one(handoffd, fsync, phase, n, rate, timeout, keep, attach=None, clean
             finally:
                 os.close(tmp_fd)
                 os.close(hand_fd)
-            done = w.wait_count(n, timeout)
-            t_end = time.monotonic()
-            if r.proc.poll() is not None:
-                raise BenchError(f"handoffd exited {r.proc.returncode} during the run:\n{r.logs()}")
-            cpu1 = proc_cpu(pid)
-            mem1 = proc_status(pid)
-            try:
-                st = r.status()
-                counters = st.get("counters", {})
-            except (OSError, ValueError) as e:
-                counters = {"error": str(e)}
-        finally:
-            w.close()
-
-        # cross-checks
-        names = {name: hid for hid, name, _ in items}
-        on_disk = sorted(x for x in os.listdir(r.handoffs) if not x.startswith("."))
-        missing = [x for x in names if x not in w.seen]
-        extra = [x for x in w.seen if x not in names]
-        dups = sum(w.dups.values())
-        rejected = [x for x in os.listdir(os.path.join(r.spool, "rejected"))
-                    if not x.startswith(".") and not x.endswith(".reason")] \
-            if os.path.isdir(os.path.join(r.spool, "rejected")) else []
-        problems = []
-        if w.overflow:
-            problems.append("inotify overflow in the bench watcher (latencies incomplete)")
-        if not done and not w.overflow:
-            problems.append(f"timed out after {timeout}s: {len(w.seen)}/{n} bootstraps seen")
-        if missing:
-            problems.append(f"{len(missing)} ids without a bootstrap event, e.g. {missing[:3]}")
-        if extra:
-            problems.append(f"{len(extra)} unexpected bootstrap names, e.g. {extra[:3]}")
-        if dups:
-            problems.append(f"{dups} bootstraps delivered more than once")
-        if sorted(names) != on_disk and not missing:
-            problems.append(f"handoffs/ holds {len(on_disk)} files, expected exactly the {n} ids")
-        if rejected:
-            problems.append(f"{len(rejected)} rejected, e.g. {rejected[:3]}")
-        for k in ("claimed", "delivered"):
-            if isinstance(counters.get(k), int) and counters[k] != n:
-                problems.append(f"daemon counter {k} = {counters[k]}, expected {n}")
-
-        if dump:
-            with open(dump.format(tag=tag), "w") as f:
-                f.write("i,drop_s,latency_ms\n")
-                for i, (_, name, _) in enumerate(items):
-                    if name in w.seen:
-                        f.write(f"{i},{drops[i] - drops[0]:.6f},{(w.seen[name] - drops[i]) * 1000.0:.3f}\n")
-        lat = sorted((w.seen[name] - drops[i]) * 1000.0
-                     for i, (_, name, _) in enumerate(items) if name in w.seen)
-        last = max(w.seen.values()) if w.seen else t_end
-        span = last - drops[0] if n else 0.0
-        res.update({
-            "drop_s": round(t_dropped - t0, 4),
-            "drop_rate": round(n / (t_dropped - t0), 1) if t_dropped > t0 else None,
-            "target_rate": rate if phase == "rate" else None,
-            "span_s": round(span, 4),
-            "throughput": round(len(w.seen) / span, 1) if span > 0 else None,
-            "lat_p50_ms": round(pct(lat, 50), 3) if lat else None,
-            "lat_p99_ms": round(pct(lat, 99), 3) if lat else None,
-            "lat_max_ms": round(lat[-1], 3) if lat else None,
-            "cpu_s": round(cpu1 - cpu0, 3),
-            "cpu_ms_per_1000": round((cpu1 - cpu0) * 1000.0 / n * 1000, 1) if n else None,
-            "rss_ready_kb": mem0.get("VmRSS"),
-            "vmhwm_kb": mem1.get("VmHWM"),
-            "vmrss_kb": mem1.get("VmRSS"),
-            "bootstraps": len(w.seen),
-            "counters": {k: counters.get(k) for k in ("claimed", "delivered", "recovered", "rejected")
-                         if k in counters},
-            "ok": not problems,
-            "problems": problems,
-        })
-        ok = not problems
-        return res
+            done = w.wait_count(n, a.timeout, r.alive)
+            if not r.alive():
+                raise BenchError(f"{prog} exited {r.d.proc.returncode} during the run:\n{r.d.logs()[-4000:]}")
+            cpu1, mem = proc_cpu(pid), proc_status(pid)
+            res["cpu_s"] = round(cpu1 - cpu0, 3)
+            res["cpu_us_per_item"] = round((cpu1 - cpu0) / n * 1e6, 1)
+            res["rss_ready_kb"] = mem0.get("VmRSS")
+            res["drop_rate"] = round(n / (t_dropped - t0), 1) if t_dropped > t0 else None
+            lat = sorted((w.seen[name] - drops[i]) * 1000.0
+                         for i, (name, _) in enumerate(items) if name in w.seen)
+            last = w.last()
+            span = (last - drops[0]) if last else None
+            if phase == "burst":
+                res["throughput"] = round(n / span, 1) if done and span else None
+                # the last bootstrap came right after the last drop: the
+                # program kept up and the writer set the pace
+                res["writer_bound"] = bool(span and span <= (t_dropped - t0) * 1.05 + 0.05)
+            res["lat_p50_ms"] = round(pct(lat, 50), 3) if lat else None
+            res["lat_p99_ms"] = round(pct(lat, 99), 3) if lat else None
+            res["lat_max_ms"] = round(lat[-1], 3) if lat else None
+            if a.dump and phase == "latency":
+                with open(a.dump.format(tag=tag), "w") as f:
+                    f.write("i,drop_s,latency_ms\n")
+                    for i, (name, _) in enumerate(items):
+                        if name in w.seen:
+                            f.write(f"{i},{drops[i] - drops[0]:.6f},{(w.seen[name] - drops[i]) * 1000.0:.3f}\n")
+        res["vmrss_kb"] = mem.get("VmRSS")
+        res["vmhwm_kb"] = mem.get("VmHWM")
+        counters = r.counters() if prog == "handoffd" and r.alive() else {}
     finally:
+        w.close()
         stop_attach(prof)
-        rc = r.stop()
-        res["exit"] = rc
-        if rc not in (0, None) and res.get("ok"):
-            res["ok"] = False
-            res.setdefault("problems", []).append(f"handoffd exit status {rc}")
-            ok = False
-        r.keep = keep or (not ok and bool(os.environ.get("HD_KEEP_TMP")))
-        if cleanup is None:
-            r.cleanup(r.keep)
+        rc = r.stop() if r.d is not None else None
+    res["exit"] = rc
+
+    # Both must have delivered every item exactly once and exited 0.
+    names = {name for name, _ in items}
+    on_disk = {x for x in os.listdir(r.handoffs) if not x.startswith(".")}
+    if not done:
+        problems.append(f"timed out after {a.timeout:g}s: {w.count()}/{n} bootstraps")
+    if w.overflow:
+        problems.append("inotify queue overflow in the bench's watcher: times are approximate")
+    if on_disk != names:
+        problems.append(f"handoffs/ holds {len(on_disk & names)} of the {n} bootstraps"
+                        f" and {len(on_disk - names)} other names")
+    if w.dups:
+        problems.append(f"{sum(w.dups.values())} bootstraps renamed into place more than once")
+    if rc != 0:
+        problems.append(f"{prog} exit status {rc}")
+    if prog == "handoffd":
+        res["counters"] = {k: counters.get(k) for k in ("claimed", "delivered", "rejected", "error")
+                           if k in counters}
+        for k in ("claimed", "delivered"):
+            if counters.get(k) != n:
+                problems.append(f"handoffd counter {k} = {counters.get(k)}, expected {n}")
+        if os.path.isdir(os.path.join(r.spool, "rejected")) and \
+                any(not x.startswith(".") for x in os.listdir(os.path.join(r.spool, "rejected"))):
+            problems.append("handoffd rejected items")
+    else:
+        rep = r.floor_report()
+        res["floor"] = rep
+        if rep.get("claimed") != n or rep.get("errors"):
+            problems.append(f"floor claimed {rep.get('claimed')} of {n}, errors {rep.get('errors')}")
+        if phase == "backlog":
+            res["vmrss_kb"] = rep.get("vmrss_kb")
+            res["vmhwm_kb"] = rep.get("vmhwm_kb")
+            res["cpu_s"] = round(rep.get("utime_s", 0) + rep.get("stime_s", 0), 3)
+    res["problems"] = problems
+    res["ok"] = not problems
+    return res
 
 
-# ---------------------------------------------------------------- machine
+# ---------------------------------------------------------------- file system
 
 def fs_info(path):
     try:
@@ -514,17 +525,10 @@ def fs_info(path):
     return info
 
 
-def create_cost(base, n=300):
+def create_cost_in(parent, n):
     """Microseconds per empty-file create (open O_CREAT|O_EXCL + close) in a
-    fresh directory under base: the file system's inode allocation cost,
-    which bounds both the writer and the daemon (3 creates per item).
-    Returns (us, dir); the dir is removed at the very end, as deleting
-    files makes later creates slower on ext4 without a journal."""
-    d = tempfile.mkdtemp(prefix="hdbench.cal.", dir=base)
-    return _create_cost_in(d, n), d
-
-
-def _create_cost_in(parent, n):
+    fresh directory under parent: the file system's inode allocation cost,
+    which bounds the writer, the floor and handoffd alike."""
     d = tempfile.mkdtemp(prefix="c.", dir=parent)
     fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
     try:
@@ -535,6 +539,24 @@ def _create_cost_in(parent, n):
     finally:
         os.close(fd)
     return round(us, 1)
+
+
+def warm_up(settle):
+    """The create cost now; with a budget left, first create (and keep)
+    batches of files while a create costs more than settle["us"]: ext4
+    without a journal skips inodes freed in the last minutes, so creates
+    are slow for a while after anyone's mass delete, and some thousands of
+    creates of our own make them cheap again (bench/README.md)."""
+    us = create_cost_in(settle["dir"], 100)
+    waited = 0.0
+    while us > settle["us"] and settle["left"] > 0:
+        t = time.monotonic()
+        create_cost_in(settle["dir"], 1000)
+        us = create_cost_in(settle["dir"], 100)
+        dt = time.monotonic() - t
+        settle["left"] -= dt
+        waited += dt
+    return us, round(waited, 1)
 
 
 def machine(tmpbase):
@@ -557,25 +579,75 @@ def machine(tmpbase):
 
 # ---------------------------------------------------------------- report
 
-def fmt(v, spec):
-    return "-" if v is None else format(v, spec)
+# (label, phase, fsync, key, better).  better: which way is good for handoffd.
+def figures(a):
+    k = f"{a.n / 1000:g}k"
+    b = f"{a.backlog / 1000:g}k"
+    rate = f"{a.rate:g}/s"
+    return [
+        ("burst items/s, fsync off", "burst", "off", "throughput", "higher"),
+        ("burst items/s, fsync on (floor: per item)", "burst", "on", "throughput", "higher"),
+        (f"latency p50 ms at {rate}, fsync off", "latency", "off", "lat_p50_ms", "lower"),
+        (f"latency p99 ms at {rate}, fsync off", "latency", "off", "lat_p99_ms", "lower"),
+        (f"latency p50 ms at {rate}, fsync on", "latency", "on", "lat_p50_ms", "lower"),
+        (f"latency p99 ms at {rate}, fsync on", "latency", "on", "lat_p99_ms", "lower"),
+        ("CPU us/item, burst, fsync off", "burst", "off", "cpu_us_per_item", "lower"),
+        ("CPU us/item, burst, fsync on", "burst", "on", "cpu_us_per_item", "lower"),
+        (f"VmRSS kB after a {k} burst", "burst", "off", "vmrss_kb", "lower"),
+        (f"VmHWM kB after a {k} burst", "burst", "off", "vmhwm_kb", "lower"),
+        (f"startup s, {b} backlog (floor --batch)", "backlog", "off", "startup_s", "lower"),
+        (f"VmRSS kB after a {b} backlog", "backlog", "off", "vmrss_kb", "lower"),
+        (f"VmHWM kB after a {b} backlog", "backlog", "off", "vmhwm_kb", "lower"),
+        (f"idle wake-ups/s ({a.idle:g} s)", "latency", "off", "wakeups_per_s", "lower"),
+    ]
 
 
-def table(results):
-    cols = [("fsync", 5, "s"), ("phase", 5, "s"), ("N", 6, "d"),
-            ("drop/s", 8, ".0f"), ("items/s", 8, ".0f"), ("p50 ms", 8, ".2f"),
-            ("p99 ms", 8, ".2f"), ("max ms", 8, ".2f"), ("cpu ms/1k", 9, ".1f"),
-            ("HWM kB", 7, "d"), ("RSS kB", 7, "d"), ("fs us/cr", 8, ".0f"), ("check", 5, "s")]
-    keys = ["fsync", "phase", "n", "drop_rate", "throughput", "lat_p50_ms", "lat_p99_ms",
-            "lat_max_ms", "cpu_ms_per_1000", "vmhwm_kb", "vmrss_kb", "create_us", None]
-    head = "  ".join(f"{c:>{w}}" for c, w, _ in cols)
+def median(vals):
+    vals = [v for v in vals if v is not None]
+    return statistics.median(vals) if vals else None
+
+
+def fmt(v):
+    if v is None:
+        return "-"
+    if abs(v) >= 100:
+        return f"{v:.0f}"
+    if abs(v) >= 10:
+        return f"{v:.1f}"
+    return f"{v:.2f}"
+
+
+def summarize(a, results):
+    """One row per figure: medians of the floor and of handoffd over the
+    rounds, and the median of the per-round ratios handoffd/floor (each
+    ratio from two runs a few seconds apart, so machine noise cancels)."""
+    rows = []
+    for label, phase, fsync, key, better in figures(a):
+        by = {p: [x for x in results if x["phase"] == phase and x["fsync"] == fsync and x["prog"] == p]
+              for p in PROGS}
+        if not by["floor"] and not by["handoffd"]:
+            continue
+        fl = [x.get(key) for x in by["floor"]]
+        hd = [x.get(key) for x in by["handoffd"]]
+        ratios = []
+        for f, h in zip(fl, hd):
+            ratios.append(h / f if f and h is not None else None)
+        rows.append({"figure": label, "phase": phase, "fsync": fsync, "key": key, "better": better,
+                     "floor": median(fl), "handoffd": median(hd), "ratio": median(ratios),
+                     "ratios": [None if x is None else round(x, 3) for x in ratios],
+                     "floor_rounds": fl, "handoffd_rounds": hd})
+    return rows
+
+
+def table(rows):
+    w = max(len(r["figure"]) for r in rows)
+    head = f"{'figure':<{w}}  {'floor':>9}  {'handoffd':>9}  {'ratio':>6}  {'better':>6}  per round"
     lines = [head, "-" * len(head)]
-    for r in results:
-        cells = []
-        for (c, w, spec), k in zip(cols, keys):
-            v = ("ok" if r.get("ok") else "FAIL") if k is None else r.get(k)
-            cells.append(f"{fmt(v, spec):>{w}}")
-        lines.append("  ".join(cells))
+    for r in rows:
+        ratio = "-" if r["ratio"] is None else f"{r['ratio']:.2f}"
+        per = " ".join("-" if x is None else f"{x:.2f}" for x in r["ratios"])
+        lines.append(f"{r['figure']:<{w}}  {fmt(r['floor']):>9}  {fmt(r['handoffd']):>9}  "
+                     f"{ratio:>6}  {r['better']:>6}  {per}")
     return "\n".join(lines)
 
 
@@ -590,82 +662,75 @@ def parse_rate(s):
     return v
 
 
-def run_relay(handoffd, mode, a, results):
-    """The relay phase (bench/bench_relay.py): rburst and rrate rows."""
-    import bench_relay
-    t = time.monotonic()
-    rows = bench_relay.run(handoffd, mode == "on", a.relay_n, a.relay_rate, a.timeout, a.keep)
-    for res in rows:
-        results.append(res)
-        print(f"  fsync {mode:3} {res['phase']:6}: {fmt(res.get('throughput'), '.0f')} items/s, "
-              f"p50 {fmt(res.get('lat_p50_ms'), '.2f')} ms, p99 {fmt(res.get('lat_p99_ms'), '.2f')} ms"
-              f"{'' if res.get('ok') else '  FAIL'}")
-        for p in res.get("problems", []):
-            print(f"    problem: {p}")
-    print(f"    (relay a -> nats-server -> b, {time.monotonic() - t:.1f}s)")
-    sys.stdout.flush()
-    return not all(r.get("ok") for r in rows)
-
-
 def main():
-    ap = argparse.ArgumentParser(description="handoffd benchmark (see bench/README.md)")
-    ap.add_argument("--build", default=os.environ.get("HD_BUILD", os.path.join(SRC, "build")),
-                    help="build dir holding handoffd (default: build/)")
-    ap.add_argument("-n", "--n", type=int, default=int(os.environ.get("BENCH_N", "5000")),
-                    help="handoffs per run (default 5000)")
-    ap.add_argument("--rate", type=parse_rate, default=parse_rate(os.environ.get("BENCH_RATE", "500")),
-                    help="fixed-rate phase: drops per second (default 500)")
-    ap.add_argument("--fsync", default="on,off", help="modes to run: on,off (default both)")
-    ap.add_argument("--phases", default="burst,rate,relay",
-                    help="phases: burst,rate,relay (default all; relay: bench/bench_relay.py)")
-    ap.add_argument("--relay-n", type=int, default=int(os.environ.get("BENCH_RELAY_N", "2000")),
-                    help="relay phase: handoffs per run (default 2000)")
-    ap.add_argument("--relay-rate", type=parse_rate, default=parse_rate(os.environ.get("BENCH_RELAY_RATE", "200")),
-                    help="relay phase: fixed rate (default 200/s)")
-    ap.add_argument("--timeout", type=float, default=120.0,
-                    help="seconds to wait for the last bootstrap after the last drop")
-    ap.add_argument("--attach", default=os.environ.get("BENCH_ATTACH"),
-                    help="command run against the daemon during each run, {pid} and {tag} "
+    env = os.environ.get
+    ap = argparse.ArgumentParser(description="handoffd against bench/floor (see bench/README.md)")
+    ap.add_argument("--build", default=env("HD_BUILD", os.path.join(SRC, "build")),
+                    help="build dir holding handoffd and bench/floor (default: build/)")
+    ap.add_argument("-n", "--n", type=int, default=int(env("BENCH_N", "10000")),
+                    help="items per burst (default 10000)")
+    ap.add_argument("--rounds", type=int, default=int(env("BENCH_ROUNDS", "3")),
+                    help="rounds; each runs every phase for the floor then handoffd (default 3)")
+    ap.add_argument("--rate", type=parse_rate, default=parse_rate(env("BENCH_RATE", "200")),
+                    help="latency phase: drops per second (default 200)")
+    ap.add_argument("--rate-n", type=int, default=int(env("BENCH_RATE_N", "1000")),
+                    help="latency phase: items (default 1000)")
+    ap.add_argument("--backlog", type=int, default=int(env("BENCH_BACKLOG", "20000")),
+                    help="backlog phase: items in handoff/ at start (default 20000)")
+    ap.add_argument("--idle", type=float, default=float(env("BENCH_IDLE", "5")),
+                    help="seconds of idle before the fsync-off latency run, wake-ups counted (default 5)")
+    ap.add_argument("--only", default="burst,latency,backlog",
+                    help="phases to run, of burst,latency,backlog (default all)")
+    ap.add_argument("--timeout", type=float, default=300.0,
+                    help="seconds to wait for the last bootstrap (default 300)")
+    ap.add_argument("--attach", default=env("BENCH_ATTACH"),
+                    help="command run against each program during its watch runs, {pid} {tag} {prog} "
                          "substituted, stopped with SIGINT, e.g. 'strace -c -f -p {pid} -o /tmp/st.{tag}'")
     ap.add_argument("--dump", default=None,
-                    help="write per-item drop time and latency as CSV to this path ({tag} substituted)")
-    ap.add_argument("--settle", type=float, default=float(os.environ.get("BENCH_SETTLE", "0")),
+                    help="latency runs: per-item CSV to this path ({tag} substituted)")
+    ap.add_argument("--settle", type=float, default=float(env("BENCH_SETTLE", "0")),
                     help="seconds, shared by all runs, to spend creating throwaway files before a run "
-                         "while a create in the temp dir costs more than --settle-us (default 0)")
+                         "while a create costs more than --settle-us (default 0)")
     ap.add_argument("--settle-us", type=float, default=100.0,
                     help="create cost in us below which a run starts at once (default 100)")
     ap.add_argument("--keep", action="store_true", help="keep the temp dirs")
     a = ap.parse_args()
-    if a.n < 1:
-        ap.error("N must be >= 1")
-    handoffd = os.path.join(a.build, "handoffd")
-    if not os.access(handoffd, os.X_OK):
-        ap.error(f"{handoffd}: not built (run make)")
-    modes = [m.strip() for m in a.fsync.split(",") if m.strip()]
-    phases = [p.strip() for p in a.phases.split(",") if p.strip()]
-    if any(m not in ("on", "off") for m in modes) or any(p not in ("burst", "rate", "relay") for p in phases):
-        ap.error("--fsync takes on,off and --phases burst,rate,relay")
+    if min(a.n, a.rounds, a.rate_n, a.backlog) < 1:
+        ap.error("--n, --rounds, --rate-n and --backlog must be >= 1")
+    paths = {"handoffd": os.path.join(a.build, "handoffd"),
+             "floor": os.path.join(a.build, "bench", "floor")}
+    for p in paths.values():
+        if not os.access(p, os.X_OK):
+            ap.error(f"{p}: not built (run make bench-floor, or make bench)")
+    only = [x.strip() for x in a.only.split(",") if x.strip()]
+    if any(x not in ("burst", "latency", "backlog") for x in only):
+        ap.error("--only takes burst,latency,backlog")
+    plan = [(ph, fs) for ph, fs in (("burst", False), ("burst", True), ("latency", False),
+                                    ("latency", True), ("backlog", False)) if ph in only]
+    sizes = {"burst": a.n, "latency": a.rate_n, "backlog": a.backlog}
 
     # The watcher thread takes its timestamps as soon as it holds the GIL:
     # keep the writer's hold short.
     sys.setswitchinterval(0.0005)
 
-    tmpbase = os.path.realpath(os.environ.get("TMPDIR") or "/tmp")
+    tmpbase = os.path.realpath(env("TMPDIR") or "/tmp")
     m = machine(tmpbase)
     fs = m["fs"]
-    m["create_us"], cal_dir = create_cost(tmpbase)
+    cal_dir = tempfile.mkdtemp(prefix="hdbench.cal.", dir=tmpbase)
+    m["create_us"] = create_cost_in(cal_dir, 300)
     jr = {True: ", journal", False: ", NO journal"}.get(fs.get("journal"), "")
-    print(f"handoffd bench: {handoffd}")
+    print(f"handoffd bench: {paths['handoffd']} against {paths['floor']}")
     print(f"machine: nproc {m['nproc']}, {m['cpu']}, Linux {m['kernel']}, python {m['python']}")
     print(f"temp dir: {tmpbase} on {fs['mount']} ({fs['type']}{jr}; stat -f: {fs['stat_f']}; {fs['options']})")
-    print(f"file create cost there: {m['create_us']:.0f} us per empty file (the daemon creates 3 per item)")
-    print(f"N = {a.n} per run, fixed rate {a.rate:g}/s, fsync {'+'.join(modes)}, phases {'+'.join(phases)}"
-          + (f", warm-up up to {a.settle:g}s while creates cost > {a.settle_us:g} us" if a.settle > 0 else ""))
+    print(f"file create cost there: {m['create_us']:.0f} us per empty file")
+    print(f"{a.rounds} rounds of: burst {a.n} (fsync off, on), latency {a.rate_n} at {a.rate:g}/s "
+          f"(fsync off, on; idle {a.idle:g}s before the off run), backlog {a.backlog} (fsync off); "
+          f"items of about {ITEM_BYTES} bytes; phases {'+'.join(only)}"
+          + (f"; warm-up up to {a.settle:g}s while creates cost > {a.settle_us:g} us" if a.settle > 0 else ""))
     sys.stdout.flush()
 
-    settle = {"us": a.settle_us, "left": a.settle} if a.settle > 0 else None
-    results = []
-    runs = []
+    settle = {"us": a.settle_us, "left": a.settle, "dir": cal_dir}
+    results, runs = [], []
     failed = False
 
     def on_term(sig, frame):
@@ -674,71 +739,70 @@ def main():
 
     t_all = time.monotonic()
     try:
-        for mode in modes:
-            for phase in phases:
-                t = time.monotonic()
-                if phase == "relay":
-                    failed |= run_relay(handoffd, mode, a, results)
-                    continue
-                try:
-                    res = bench_one(handoffd, mode == "on", phase, a.n, a.rate, a.timeout,
-                                    a.keep, a.attach, runs, a.dump, settle)
-                except BenchError as e:
-                    res = {"fsync": mode, "phase": phase, "n": a.n, "ok": False, "problems": [str(e)]}
-                except Exception as e:  # noqa: BLE001 -- report, and go on with the next run
-                    res = {"fsync": mode, "phase": phase, "n": a.n, "ok": False,
-                           "problems": [f"{type(e).__name__}: {e}"]}
-                if phase == "rate" and res.get("throughput"):
-                    res["saturated"] = res["throughput"] < 0.95 * a.rate
-                if phase == "burst" and res.get("drop_s") is not None:
-                    # the last bootstrap came right after the last drop: the
-                    # daemon kept up and the writer set the pace
-                    res["writer_bound"] = res["span_s"] <= res["drop_s"] * 1.05 + 0.05
-                results.append(res)
-                if res.get("settle_s"):
-                    print(f"  (warmed the file system for {res['settle_s']:.0f}s: "
-                          f"now {res['create_us']:.0f} us per create)")
-                print(f"  fsync {mode:3} {phase:5}: "
-                      f"{fmt(res.get('throughput'), '.0f')} items/s, "
-                      f"p50 {fmt(res.get('lat_p50_ms'), '.2f')} ms, "
-                      f"p99 {fmt(res.get('lat_p99_ms'), '.2f')} ms "
-                      f"({time.monotonic() - t:.1f}s){'' if res.get('ok') else '  FAIL'}")
-                for p in res.get("problems", []):
-                    print(f"    problem: {p}")
-                sys.stdout.flush()
-                failed |= not res.get("ok")
+        for rnd in range(a.rounds):
+            # Signed per round, so items stay fresh however long the bench.
+            key_hex = os.urandom(32).hex()
+            items = presign(key_hex.encode(), max(sizes[ph] for ph, _ in plan))
+            for phase, fsync in plan:
+                for prog in PROGS:
+                    tag = f"r{rnd + 1}-{phase}-{'on' if fsync else 'off'}-{prog}"
+                    t = time.monotonic()
+                    try:
+                        res = run_one(a, paths, phase, fsync, prog, items[:sizes[phase]], key_hex,
+                                      tag, runs, settle)
+                    except (BenchError, OSError) as e:
+                        res = {"prog": prog, "phase": phase, "fsync": "on" if fsync else "off",
+                               "ok": False, "problems": [f"{type(e).__name__}: {e}"]}
+                    res["round"] = rnd + 1
+                    results.append(res)
+                    fig = {"burst": ("throughput", "items/s"), "latency": ("lat_p99_ms", "ms p99"),
+                           "backlog": ("startup_s", "s")}[phase]
+                    warm = f", warmed {res['settle_s']:g}s" if res.get("settle_s") else ""
+                    print(f"  {tag:28} {fmt(res.get(fig[0])):>8} {fig[1]:8} "
+                          f"(create {fmt(res.get('create_us'))} us{warm}; {time.monotonic() - t:.1f}s)"
+                          f"{'' if res.get('ok') else '  FAIL'}")
+                    for p in res.get("problems", []):
+                        print(f"    problem: {p}")
+                    sys.stdout.flush()
+                    failed |= not res.get("ok")
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         failed = True
     finally:
         # Removed only now: on ext4 without a journal, creates right after a
         # mass delete are slower, and one run must not slow the next.
+        t = time.monotonic()
         for r in runs:
-            r.cleanup(r.keep)
+            if a.keep:
+                print(f"  (temp dir kept: {r.env.dir})", file=sys.stderr)
+            else:
+                r.cleanup()
         shutil.rmtree(cal_dir, ignore_errors=True)
+        t_clean = time.monotonic() - t
 
+    rows = summarize(a, results)
     print()
-    print(table(results))
+    if rows:
+        print(table(rows))
     print()
-    print("items/s: N / (last bootstrap - first drop).  drop/s: what the writer achieved.")
-    print("p50/p99/max: from just after the rename into handoff/ to the bootstrap's IN_MOVED_TO.")
-    print("cpu ms/1k: daemon utime+stime per 1000 items.  HWM/RSS: daemon VmHWM/VmRSS after the run.")
-    print("fs us/cr: microseconds per empty-file create in the temp dir just before the run.")
-    if "relay" in phases:
-        print("rburst/rrate: the relay, host a -> one local nats-server -> host b; items/s and p50/p99 from the")
-        print(f"drop on a to the bootstrap on b; N = {a.relay_n}, rate {a.relay_rate:g}/s; cpu ms/1k is a + b.")
-    sat = [r for r in results if r.get("saturated")]
-    if sat:
-        print(f"NOTE: at {a.rate:g}/s the daemon was saturated (fsync "
-              f"{', '.join(r['fsync'] for r in sat)}): the rate run's latency is queueing, "
-              f"not service time; try BENCH_RATE below its burst items/s.")
-    wb = [r for r in results if r.get("writer_bound")]
+    print("floor, handoffd: medians over the rounds.  ratio: median of the per-round ratios handoffd/floor;")
+    print("better: the direction that is good for handoffd (items/s: higher; times, CPU, memory: lower).")
+    print("burst: N dropped back to back, items/s = N / (last bootstrap - first drop).  latency: drop")
+    print("(rename into handoff/) to the bootstrap's IN_MOVED_TO, one item at a time.  CPU: utime+stime.")
+    print("backlog: items in handoff/ before the start; time from start to the last bootstrap.")
+    wb = sorted({f"{x['prog']} fsync {x['fsync']}" for x in results if x.get("writer_bound")})
     if wb:
-        print(f"NOTE: burst with fsync {', '.join(r['fsync'] for r in wb)}: the daemon kept up with the "
-              f"writer, so items/s there is a lower bound of its throughput.")
-    print(f"total {time.monotonic() - t_all:.1f}s")
-    out = {"version": 1, "machine": m, "params": {"n": a.n, "rate": a.rate, "fsync": modes, "phases": phases},
-           "runs": results, "ok": not failed}
+        print(f"NOTE: the writer set the pace in the burst of {', '.join(wb)}: items/s there is a lower bound.")
+    cr = [x["create_us"] for x in results if x.get("create_us") is not None]
+    if cr:
+        print(f"file create cost before the runs: {min(cr):.0f} to {max(cr):.0f} us "
+              f"(median {statistics.median(cr):.0f})")
+    print(f"total {time.monotonic() - t_all:.1f}s (of which {t_clean:.1f}s removing the temp dirs); "
+          f"{sum(1 for x in results if x.get('ok'))}/{len(results)} runs ok")
+    out = {"version": 2, "machine": m,
+           "params": {"n": a.n, "rounds": a.rounds, "rate": a.rate, "rate_n": a.rate_n,
+                      "backlog": a.backlog, "idle_s": a.idle, "phases": only},
+           "figures": rows, "runs": results, "ok": not failed}
     print("BENCH_JSON " + json.dumps(out, sort_keys=True, separators=(",", ":")))
     return 1 if failed else 0
 

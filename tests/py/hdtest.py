@@ -51,7 +51,10 @@ def wait_for(pred, timeout=10.0, what="condition"):
 
 
 class Daemon:
-    def __init__(self, env, conf, name, extra_args=(), env_vars=None):
+    """handoffd -f -v -c conf, or argv: any program that speaks the same
+    NOTIFY_SOCKET protocol (bench/floor, handoffd without -v)."""
+
+    def __init__(self, env, conf, name, extra_args=(), env_vars=None, argv=None):
         self.env = env
         self.conf = conf
         self.name = name
@@ -75,7 +78,7 @@ class Daemon:
         if env_vars:
             e.update(env_vars)
         self.log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen([HANDOFFD, "-f", "-v", "-c", conf, *extra_args],
+        self.proc = subprocess.Popen(argv or [HANDOFFD, "-f", "-v", "-c", conf, *extra_args],
                                      stdin=subprocess.DEVNULL, stdout=self.log,
                                      stderr=subprocess.STDOUT, env=e)
 
