@@ -442,6 +442,10 @@ def run_one(a, paths, phase, fsync, prog, items, key_hex, tag, runs, settle):
             res["lat_p50_ms"] = round(pct(lat, 50), 3) if lat else None
             res["lat_p99_ms"] = round(pct(lat, 99), 3) if lat else None
             res["lat_max_ms"] = round(lat[-1], 3) if lat else None
+            if phase == "latency" and lat:
+                # Half the items waited longer than the gap between two
+                # drops: it did not keep up, and latency is queueing.
+                res["saturated"] = pct(lat, 50) > 1000.0 / a.rate
             if a.dump and phase == "latency":
                 with open(a.dump.format(tag=tag), "w") as f:
                     f.write("i,drop_s,latency_ms\n")
@@ -629,13 +633,15 @@ def summarize(a, results):
             continue
         fl = [x.get(key) for x in by["floor"]]
         hd = [x.get(key) for x in by["handoffd"]]
-        ratios = []
-        for f, h in zip(fl, hd):
-            ratios.append(h / f if f and h is not None else None)
+        ratios, saturated = [], []
+        for f, h in zip(by["floor"], by["handoffd"]):
+            fv, hv = f.get(key), h.get(key)
+            ratios.append(hv / fv if fv and hv is not None else None)
+            saturated.append([p for p, x in (("floor", f), ("handoffd", h)) if x.get("saturated")])
         rows.append({"figure": label, "phase": phase, "fsync": fsync, "key": key, "better": better,
                      "floor": median(fl), "handoffd": median(hd), "ratio": median(ratios),
                      "ratios": [None if x is None else round(x, 3) for x in ratios],
-                     "floor_rounds": fl, "handoffd_rounds": hd})
+                     "saturated": saturated, "floor_rounds": fl, "handoffd_rounds": hd})
     return rows
 
 
@@ -645,7 +651,8 @@ def table(rows):
     lines = [head, "-" * len(head)]
     for r in rows:
         ratio = "-" if r["ratio"] is None else f"{r['ratio']:.2f}"
-        per = " ".join("-" if x is None else f"{x:.2f}" for x in r["ratios"])
+        per = " ".join(("-" if x is None else f"{x:.2f}") + ("*" if sat else "")
+                       for x, sat in zip(r["ratios"], r["saturated"]))
         lines.append(f"{r['figure']:<{w}}  {fmt(r['floor']):>9}  {fmt(r['handoffd']):>9}  "
                      f"{ratio:>6}  {r['better']:>6}  {per}")
     return "\n".join(lines)
@@ -691,8 +698,8 @@ def main():
     ap.add_argument("--settle", type=float, default=float(env("BENCH_SETTLE", "0")),
                     help="seconds, shared by all runs, to spend creating throwaway files before a run "
                          "while a create costs more than --settle-us (default 0)")
-    ap.add_argument("--settle-us", type=float, default=100.0,
-                    help="create cost in us below which a run starts at once (default 100)")
+    ap.add_argument("--settle-us", type=float, default=float(env("BENCH_SETTLE_US", "50")),
+                    help="create cost in us below which a run starts at once (default 50)")
     ap.add_argument("--keep", action="store_true", help="keep the temp dirs")
     a = ap.parse_args()
     if min(a.n, a.rounds, a.rate_n, a.backlog) < 1:
@@ -723,9 +730,11 @@ def main():
     print(f"machine: nproc {m['nproc']}, {m['cpu']}, Linux {m['kernel']}, python {m['python']}")
     print(f"temp dir: {tmpbase} on {fs['mount']} ({fs['type']}{jr}; stat -f: {fs['stat_f']}; {fs['options']})")
     print(f"file create cost there: {m['create_us']:.0f} us per empty file")
-    print(f"{a.rounds} rounds of: burst {a.n} (fsync off, on), latency {a.rate_n} at {a.rate:g}/s "
-          f"(fsync off, on; idle {a.idle:g}s before the off run), backlog {a.backlog} (fsync off); "
-          f"items of about {ITEM_BYTES} bytes; phases {'+'.join(only)}"
+    what = {"burst": f"burst {a.n} (fsync off, on)",
+            "latency": f"latency {a.rate_n} at {a.rate:g}/s (fsync off, on; {a.idle:g}s idle before the off run)",
+            "backlog": f"backlog {a.backlog} (fsync off)"}
+    print(f"{a.rounds} round(s) of: " + ", ".join(what[x] for x in what if x in only)
+          + f"; items of about {ITEM_BYTES} bytes"
           + (f"; warm-up up to {a.settle:g}s while creates cost > {a.settle_us:g} us" if a.settle > 0 else ""))
     sys.stdout.flush()
 
@@ -743,8 +752,12 @@ def main():
             # Signed per round, so items stay fresh however long the bench.
             key_hex = os.urandom(32).hex()
             items = presign(key_hex.encode(), max(sizes[ph] for ph, _ in plan))
+            # floor first in odd rounds, handoffd first in even ones: a
+            # file system that gets faster or slower during the bench
+            # favours neither.
+            order = PROGS if rnd % 2 == 0 else PROGS[::-1]
             for phase, fsync in plan:
-                for prog in PROGS:
+                for prog in order:
                     tag = f"r{rnd + 1}-{phase}-{'on' if fsync else 'off'}-{prog}"
                     t = time.monotonic()
                     try:
@@ -790,6 +803,10 @@ def main():
     print("burst: N dropped back to back, items/s = N / (last bootstrap - first drop).  latency: drop")
     print("(rename into handoff/) to the bootstrap's IN_MOVED_TO, one item at a time.  CPU: utime+stime.")
     print("backlog: items in handoff/ before the start; time from start to the last bootstrap.")
+    sat = [f"{x['prog']} fsync {x['fsync']} round {x['round']}" for x in results if x.get("saturated")]
+    if sat:
+        print(f"NOTE (*): at {a.rate:g}/s these did not keep up (p50 above the {1000.0 / a.rate:g} ms between "
+              f"drops), so their latency is queueing: {', '.join(sat)}.")
     wb = sorted({f"{x['prog']} fsync {x['fsync']}" for x in results if x.get("writer_bound")})
     if wb:
         print(f"NOTE: the writer set the pace in the burst of {', '.join(wb)}: items/s there is a lower bound.")

@@ -1,6 +1,6 @@
 # mk/bench.mk: `make bench`, included by the top Makefile.
 #
-#   make bench                         10,000 items, 3 rounds (about 6 min)
+#   make bench                         10,000 items, 3 rounds (5 to 8 min)
 #   make bench BENCH_N=20000 BENCH_ROUNDS=5
 #   make bench BENCH_BACKLOG=100000    the issue's 100k backlog (longer)
 #   make bench BENCH_ARGS='--only burst'
@@ -21,6 +21,7 @@ BENCH_RATE    ?= 200
 BENCH_RATE_N  ?= 1000
 BENCH_BACKLOG ?= 20000
 BENCH_SETTLE  ?= 90
+BENCH_SETTLE_US ?= 50
 BENCH_ARGS    ?=
 BENCH_BUILD   := $(CURDIR)/build
 FLOOR         := $(B)/bench/floor
@@ -36,7 +37,8 @@ bench: deps
 	@python3 $(CURDIR)/bench/bench.py --build $(BENCH_BUILD) \
 		--n '$(BENCH_N)' --rounds '$(BENCH_ROUNDS)' \
 		--rate '$(BENCH_RATE)' --rate-n '$(BENCH_RATE_N)' \
-		--backlog '$(BENCH_BACKLOG)' --settle '$(BENCH_SETTLE)' $(BENCH_ARGS)
+		--backlog '$(BENCH_BACKLOG)' --settle '$(BENCH_SETTLE)' \
+		--settle-us '$(BENCH_SETTLE_US)' $(BENCH_ARGS)
 
 # `make bench-verify`: hd_verify per document, HMAC against Ed25519
 # (bench/verify_cost.c, in-memory, no daemon).
