@@ -631,11 +631,11 @@ def summarize(a, results):
               for p in PROGS}
         if not by["floor"] and not by["handoffd"]:
             continue
-        fl = [x.get(key) for x in by["floor"]]
-        hd = [x.get(key) for x in by["handoffd"]]
+        # A run that failed its checks gives no figure.
+        fl = [x.get(key) if x.get("ok") else None for x in by["floor"]]
+        hd = [x.get(key) if x.get("ok") else None for x in by["handoffd"]]
         ratios, saturated = [], []
-        for f, h in zip(by["floor"], by["handoffd"]):
-            fv, hv = f.get(key), h.get(key)
+        for f, h, fv, hv in zip(by["floor"], by["handoffd"], fl, hd):
             ratios.append(hv / fv if fv and hv is not None else None)
             saturated.append([p for p, x in (("floor", f), ("handoffd", h)) if x.get("saturated")])
         rows.append({"figure": label, "phase": phase, "fsync": fsync, "key": key, "better": better,
@@ -763,7 +763,7 @@ def main():
                     try:
                         res = run_one(a, paths, phase, fsync, prog, items[:sizes[phase]], key_hex,
                                       tag, runs, settle)
-                    except (BenchError, OSError) as e:
+                    except (BenchError, hdtest.Fail, OSError) as e:
                         res = {"prog": prog, "phase": phase, "fsync": "on" if fsync else "off",
                                "ok": False, "problems": [f"{type(e).__name__}: {e}"]}
                     res["round"] = rnd + 1
