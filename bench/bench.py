@@ -257,7 +257,7 @@ class Run:
         self.prog = prog
         self.fsync = fsync
         self.tag = tag
-        self.env = hdtest.Env(agents=[AGENT], fsync=fsync, keep=True)
+        self.env = hdtest.Env(agents=[AGENT], fsync=fsync, keep=True, prefix=f"hdbench.{tag}.")
         e = self.env
         with open(e.key_path, "w") as f:   # the round's key: the same items for both
             f.write(key_hex + "\n")

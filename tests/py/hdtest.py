@@ -147,8 +147,8 @@ class Daemon:
 class Env:
     """A temp spool with agent state dirs, one default key and configs."""
 
-    def __init__(self, agents=("alice",), fsync=True, extra=None, keep=False):
-        self.dir = tempfile.mkdtemp(prefix="hde2e.")
+    def __init__(self, agents=("alice",), fsync=True, extra=None, keep=False, prefix="hde2e."):
+        self.dir = tempfile.mkdtemp(prefix=prefix)
         os.chmod(self.dir, 0o755)
         self.spool = os.path.join(self.dir, "spool")
         self.agents = list(agents)
