@@ -746,83 +746,88 @@ def main():
         raise KeyboardInterrupt
     signal.signal(signal.SIGTERM, on_term)
 
-    t_all = time.monotonic()
-    try:
-        for rnd in range(a.rounds):
-            # Signed per round, so items stay fresh however long the bench.
-            key_hex = os.urandom(32).hex()
-            items = presign(key_hex.encode(), max(sizes[ph] for ph, _ in plan))
-            # floor first in odd rounds, handoffd first in even ones: a
-            # file system that gets faster or slower during the bench
-            # favours neither.
-            order = PROGS if rnd % 2 == 0 else PROGS[::-1]
-            for phase, fsync in plan:
-                for prog in order:
-                    tag = f"r{rnd + 1}-{phase}-{'on' if fsync else 'off'}-{prog}"
-                    t = time.monotonic()
-                    try:
-                        res = run_one(a, paths, phase, fsync, prog, items[:sizes[phase]], key_hex,
-                                      tag, runs, settle)
-                    except (BenchError, hdtest.Fail, OSError) as e:
-                        res = {"prog": prog, "phase": phase, "fsync": "on" if fsync else "off",
-                               "ok": False, "problems": [f"{type(e).__name__}: {e}"]}
-                    res["round"] = rnd + 1
-                    results.append(res)
-                    fig = {"burst": ("throughput", "items/s"), "latency": ("lat_p99_ms", "ms p99"),
-                           "backlog": ("startup_s", "s")}[phase]
-                    warm = f", warmed {res['settle_s']:g}s" if res.get("settle_s") else ""
-                    print(f"  {tag:28} {fmt(res.get(fig[0])):>8} {fig[1]:8} "
-                          f"(create {fmt(res.get('create_us'))} us{warm}; {time.monotonic() - t:.1f}s)"
-                          f"{'' if res.get('ok') else '  FAIL'}")
-                    for p in res.get("problems", []):
-                        print(f"    problem: {p}")
-                    sys.stdout.flush()
-                    failed |= not res.get("ok")
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        failed = True
-    finally:
-        # Removed only now: on ext4 without a journal, creates right after a
+    def cleanup():
+        # Only now, once: on ext4 without a journal, creates right after a
         # mass delete are slower, and one run must not slow the next.
-        t = time.monotonic()
         for r in runs:
             if a.keep:
                 print(f"  (temp dir kept: {r.env.dir})", file=sys.stderr)
             else:
                 r.cleanup()
+        runs.clear()
         shutil.rmtree(cal_dir, ignore_errors=True)
-        t_clean = time.monotonic() - t
 
-    rows = summarize(a, results)
-    print()
-    if rows:
-        print(table(rows))
-    print()
-    print("floor, handoffd: medians over the rounds.  ratio: median of the per-round ratios handoffd/floor;")
-    print("better: the direction that is good for handoffd (items/s: higher; times, CPU, memory: lower).")
-    print("burst: N dropped back to back, items/s = N / (last bootstrap - first drop).  latency: drop")
-    print("(rename into handoff/) to the bootstrap's IN_MOVED_TO, one item at a time.  CPU: utime+stime.")
-    print("backlog: items in handoff/ before the start; time from start to the last bootstrap.")
-    sat = [f"{x['prog']} fsync {x['fsync']} round {x['round']}" for x in results if x.get("saturated")]
-    if sat:
-        print(f"NOTE (*): at {a.rate:g}/s these did not keep up (p50 above the {1000.0 / a.rate:g} ms between "
-              f"drops), so their latency is queueing: {', '.join(sat)}.")
-    wb = sorted({f"{x['prog']} fsync {x['fsync']}" for x in results if x.get("writer_bound")})
-    if wb:
-        print(f"NOTE: the writer set the pace in the burst of {', '.join(wb)}: items/s there is a lower bound.")
-    cr = [x["create_us"] for x in results if x.get("create_us") is not None]
-    if cr:
-        print(f"file create cost before the runs: {min(cr):.0f} to {max(cr):.0f} us "
-              f"(median {statistics.median(cr):.0f})")
-    print(f"total {time.monotonic() - t_all:.1f}s (of which {t_clean:.1f}s removing the temp dirs); "
-          f"{sum(1 for x in results if x.get('ok'))}/{len(results)} runs ok")
+    t_all = time.monotonic()
+    try:
+        try:
+            for rnd in range(a.rounds):
+                # Signed per round, so items stay fresh however long the bench.
+                key_hex = os.urandom(32).hex()
+                items = presign(key_hex.encode(), max(sizes[ph] for ph, _ in plan))
+                # floor first in odd rounds, handoffd first in even ones: a
+                # file system that gets faster or slower during the bench
+                # favours neither.
+                order = PROGS if rnd % 2 == 0 else PROGS[::-1]
+                for phase, fsync in plan:
+                    for prog in order:
+                        tag = f"r{rnd + 1}-{phase}-{'on' if fsync else 'off'}-{prog}"
+                        t = time.monotonic()
+                        try:
+                            res = run_one(a, paths, phase, fsync, prog, items[:sizes[phase]], key_hex,
+                                          tag, runs, settle)
+                        except (BenchError, hdtest.Fail, OSError) as e:
+                            res = {"prog": prog, "phase": phase, "fsync": "on" if fsync else "off",
+                                   "ok": False, "problems": [f"{type(e).__name__}: {e}"]}
+                        res["round"] = rnd + 1
+                        results.append(res)
+                        fig = {"burst": ("throughput", "items/s"), "latency": ("lat_p99_ms", "ms p99"),
+                               "backlog": ("startup_s", "s")}[phase]
+                        warm = f", warmed {res['settle_s']:g}s" if res.get("settle_s") else ""
+                        print(f"  {tag:28} {fmt(res.get(fig[0])):>8} {fig[1]:8} "
+                              f"(create {fmt(res.get('create_us'))} us{warm}; {time.monotonic() - t:.1f}s)"
+                              f"{'' if res.get('ok') else '  FAIL'}")
+                        for p in res.get("problems", []):
+                            print(f"    problem: {p}")
+                        sys.stdout.flush()
+                        failed |= not res.get("ok")
+        except KeyboardInterrupt:
+            print("interrupted", file=sys.stderr)
+            failed = True
+
+        rows = summarize(a, results)
+        print()
+        if rows:
+            print(table(rows))
+        print()
+        print("floor, handoffd: medians over the rounds.  ratio: median of the per-round ratios handoffd/floor;")
+        print("better: the direction that is good for handoffd (items/s: higher; times, CPU, memory: lower).")
+        print("burst: N dropped back to back, items/s = N / (last bootstrap - first drop).  latency: drop")
+        print("(rename into handoff/) to the bootstrap's IN_MOVED_TO, one item at a time.  CPU: utime+stime.")
+        print("backlog: items in handoff/ before the start; time from start to the last bootstrap.")
+        sat = [f"{x['prog']} fsync {x['fsync']} round {x['round']}" for x in results if x.get("saturated")]
+        if sat:
+            print(f"NOTE (*): at {a.rate:g}/s these did not keep up (p50 above the {1000.0 / a.rate:g} ms between "
+                  f"drops), so their latency is queueing: {', '.join(sat)}.")
+        wb = sorted({f"{x['prog']} fsync {x['fsync']}" for x in results if x.get("writer_bound")})
+        if wb:
+            print(f"NOTE: the writer set the pace in the burst of {', '.join(wb)}: items/s there is a lower bound.")
+        cr = [x["create_us"] for x in results if x.get("create_us") is not None]
+        if cr:
+            print(f"file create cost before the runs: {min(cr):.0f} to {max(cr):.0f} us "
+                  f"(median {statistics.median(cr):.0f})")
+        sys.stdout.flush()
+        t = time.monotonic()
+        cleanup()
+        print(f"total {time.monotonic() - t_all:.1f}s (of which {time.monotonic() - t:.1f}s removing "
+              f"the temp dirs); {sum(1 for x in results if x.get('ok'))}/{len(results)} runs ok")
+    finally:
+        cleanup()
     out = {"version": 2, "machine": m,
            "params": {"n": a.n, "rounds": a.rounds, "rate": a.rate, "rate_n": a.rate_n,
                       "backlog": a.backlog, "idle_s": a.idle, "phases": only},
            "figures": rows, "runs": results, "ok": not failed}
     print("BENCH_JSON " + json.dumps(out, sort_keys=True, separators=(",", ":")))
     return 1 if failed else 0
-
 
 if __name__ == "__main__":
     sys.exit(main())
