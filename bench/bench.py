@@ -637,7 +637,8 @@ def summarize(a, results):
         ratios, saturated = [], []
         for f, h, fv, hv in zip(by["floor"], by["handoffd"], fl, hd):
             ratios.append(hv / fv if fv and hv is not None else None)
-            saturated.append([p for p, x in (("floor", f), ("handoffd", h)) if x.get("saturated")])
+            saturated.append([p for p, x in (("floor", f), ("handoffd", h))
+                              if x.get("saturated") and key.startswith("lat_")])
         rows.append({"figure": label, "phase": phase, "fsync": fsync, "key": key, "better": better,
                      "floor": median(fl), "handoffd": median(hd), "ratio": median(ratios),
                      "ratios": [None if x is None else round(x, 3) for x in ratios],
