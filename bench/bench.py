@@ -134,7 +134,7 @@ class Watcher(threading.Thread):
             return len([x for x in os.listdir(self.path) if not x.startswith(".")])
         return len(self.seen)
 
-    def wait_count(self, n, timeout, alive):
+    def wait_count(self, n, timeout, alive=lambda: True):
         """True once n bootstraps are there; False after timeout or when
         alive() says the program is gone and nothing more comes."""
         deadline = time.monotonic() + timeout
@@ -659,6 +659,41 @@ def table(rows):
     return "\n".join(lines)
 
 
+def run_relay(a, paths, rows):
+    """The relay phase (bench/bench_relay.py), fsync off then on: a burst
+    and a fixed rate through host a -> one nats-server -> host b.  There is
+    no floor for it: its figures are absolute.  True when a run failed."""
+    import bench_relay
+    failed = False
+    for fsync in (False, True):
+        t = time.monotonic()
+        for res in bench_relay.run(paths["handoffd"], fsync, a.relay_n, a.relay_rate, a.timeout, a.keep):
+            rows.append(res)
+            print(f"  relay-{res['fsync']}-{res['phase']:22} {fmt(res.get('throughput')):>8} items/s "
+                  f"p99 {fmt(res.get('lat_p99_ms'))} ms{'' if res.get('ok') else '  FAIL'}")
+            for p in res.get("problems", []):
+                print(f"    problem: {p}")
+            failed |= not res.get("ok")
+        print(f"    (relay a -> nats-server -> b, fsync {'on' if fsync else 'off'}: "
+              f"{time.monotonic() - t:.1f}s)")
+        sys.stdout.flush()
+    return failed
+
+
+def relay_table(a, rows):
+    head = (f"{'relay a -> nats-server -> b (no floor)':<40}  {'items/s':>8}  {'p50 ms':>7}  {'p99 ms':>7}  "
+            f"{'max ms':>7}  {'cpu us/item':>11}")
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        what = {"rburst": f"burst of {r.get('n')}", "rrate": f"{r.get('n')} at {a.relay_rate:g}/s"}.get(
+            r.get("phase"), r.get("phase"))
+        cpu = r.get("cpu_ms_per_1000")
+        lines.append(f"{what + ', fsync ' + str(r.get('fsync')):<40}  {fmt(r.get('throughput')):>8}  "
+                     f"{fmt(r.get('lat_p50_ms')):>7}  {fmt(r.get('lat_p99_ms')):>7}  {fmt(r.get('lat_max_ms')):>7}  "
+                     f"{fmt(None if cpu is None else cpu):>11}{'' if r.get('ok') else '  FAIL'}")
+    return "\n".join(lines)
+
+
 def parse_rate(s):
     s = str(s).strip().lower()
     for suf in ("/s", "/sec", "per s", "hz"):
@@ -687,8 +722,12 @@ def main():
                     help="backlog phase: items in handoff/ at start (default 20000)")
     ap.add_argument("--idle", type=float, default=float(env("BENCH_IDLE", "5")),
                     help="seconds of idle before the fsync-off latency run, wake-ups counted (default 5)")
-    ap.add_argument("--only", default="burst,latency,backlog",
-                    help="phases to run, of burst,latency,backlog (default all)")
+    ap.add_argument("--only", default="burst,latency,backlog,relay",
+                    help="phases to run, of burst,latency,backlog,relay (default all)")
+    ap.add_argument("--relay-n", type=int, default=int(env("BENCH_RELAY_N", "1000")),
+                    help="relay phase: handoffs per run (default 1000)")
+    ap.add_argument("--relay-rate", type=parse_rate, default=parse_rate(env("BENCH_RELAY_RATE", "200")),
+                    help="relay phase: fixed rate (default 200/s)")
     ap.add_argument("--timeout", type=float, default=300.0,
                     help="seconds to wait for the last bootstrap (default 300)")
     ap.add_argument("--attach", default=env("BENCH_ATTACH"),
@@ -711,8 +750,8 @@ def main():
         if not os.access(p, os.X_OK):
             ap.error(f"{p}: not built (run make bench-floor, or make bench)")
     only = [x.strip() for x in a.only.split(",") if x.strip()]
-    if any(x not in ("burst", "latency", "backlog") for x in only):
-        ap.error("--only takes burst,latency,backlog")
+    if any(x not in ("burst", "latency", "backlog", "relay") for x in only):
+        ap.error("--only takes burst,latency,backlog,relay")
     plan = [(ph, fs) for ph, fs in (("burst", False), ("burst", True), ("latency", False),
                                     ("latency", True), ("backlog", False)) if ph in only]
     sizes = {"burst": a.n, "latency": a.rate_n, "backlog": a.backlog}
@@ -733,14 +772,16 @@ def main():
     print(f"file create cost there: {m['create_us']:.0f} us per empty file")
     what = {"burst": f"burst {a.n} (fsync off, on)",
             "latency": f"latency {a.rate_n} at {a.rate:g}/s (fsync off, on; {a.idle:g}s idle before the off run)",
-            "backlog": f"backlog {a.backlog} (fsync off)"}
-    print(f"{a.rounds} round(s) of: " + ", ".join(what[x] for x in what if x in only)
-          + f"; items of about {ITEM_BYTES} bytes"
+            "backlog": f"backlog {a.backlog} (fsync off)",
+            "relay": f"once: relay {a.relay_n} (burst and at {a.relay_rate:g}/s, fsync off, on)"}
+    print((f"{a.rounds} round(s) of: " + ", ".join(what[x] for x in what if x in only and x != "relay")
+           + f"; items of about {ITEM_BYTES} bytes" if plan else "")
+          + (("; " if plan else "") + what["relay"] if "relay" in only else "")
           + (f"; warm-up up to {a.settle:g}s while creates cost > {a.settle_us:g} us" if a.settle > 0 else ""))
     sys.stdout.flush()
 
     settle = {"us": a.settle_us, "left": a.settle, "dir": cal_dir}
-    results, runs = [], []
+    results, runs, relay_rows = [], [], []
     failed = False
 
     def on_term(sig, frame):
@@ -761,10 +802,10 @@ def main():
     t_all = time.monotonic()
     try:
         try:
-            for rnd in range(a.rounds):
+            for rnd in range(a.rounds if plan else 0):
                 # Signed per round, so items stay fresh however long the bench.
                 key_hex = os.urandom(32).hex()
-                items = presign(key_hex.encode(), max(sizes[ph] for ph, _ in plan))
+                items = presign(key_hex.encode(), max(sizes[ph] for ph, _ in plan)) if plan else []
                 # floor first in odd rounds, handoffd first in even ones: a
                 # file system that gets faster or slower during the bench
                 # favours neither.
@@ -791,6 +832,8 @@ def main():
                             print(f"    problem: {p}")
                         sys.stdout.flush()
                         failed |= not res.get("ok")
+            if "relay" in only:
+                failed |= run_relay(a, paths, relay_rows)
         except KeyboardInterrupt:
             print("interrupted", file=sys.stderr)
             failed = True
@@ -799,12 +842,18 @@ def main():
         print()
         if rows:
             print(table(rows))
+        if relay_rows:
+            print()
+            print(relay_table(a, relay_rows))
         print()
         print("floor, handoffd: medians over the rounds.  ratio: median of the per-round ratios handoffd/floor;")
         print("better: the direction that is good for handoffd (items/s: higher; times, CPU, memory: lower).")
         print("burst: N dropped back to back, items/s = N / (last bootstrap - first drop).  latency: drop")
         print("(rename into handoff/) to the bootstrap's IN_MOVED_TO, one item at a time.  CPU: utime+stime.")
         print("backlog: items in handoff/ before the start; time from start to the last bootstrap.")
+        if relay_rows:
+            print("relay: host a -> one local nats-server -> host b, from the drop on a to the bootstrap on b;")
+            print("cpu us/item is a's and b's together.")
         sat = [f"{x['prog']} fsync {x['fsync']} round {x['round']}" for x in results if x.get("saturated")]
         if sat:
             print(f"NOTE (*): at {a.rate:g}/s these did not keep up (p50 above the {1000.0 / a.rate:g} ms between "
@@ -820,13 +869,15 @@ def main():
         t = time.monotonic()
         cleanup()
         print(f"total {time.monotonic() - t_all:.1f}s (of which {time.monotonic() - t:.1f}s removing "
-              f"the temp dirs); {sum(1 for x in results if x.get('ok'))}/{len(results)} runs ok")
+              f"the temp dirs); {sum(1 for x in results + relay_rows if x.get('ok'))}/"
+              f"{len(results) + len(relay_rows)} runs ok")
     finally:
         cleanup()
     out = {"version": 2, "machine": m,
            "params": {"n": a.n, "rounds": a.rounds, "rate": a.rate, "rate_n": a.rate_n,
-                      "backlog": a.backlog, "idle_s": a.idle, "phases": only},
-           "figures": rows, "runs": results, "ok": not failed}
+                      "backlog": a.backlog, "idle_s": a.idle, "phases": only,
+                      "relay_n": a.relay_n, "relay_rate": a.relay_rate},
+           "figures": rows, "runs": results, "relay": relay_rows, "ok": not failed}
     print("BENCH_JSON " + json.dumps(out, sort_keys=True, separators=(",", ":")))
     return 1 if failed else 0
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The relay phase of `make bench` (bench.py --phases relay), stdlib only:
+"""The relay phase of `make bench` (bench.py --only relay), stdlib only:
 host a (agent bob, [remote] alice on host b) and host b (agent alice), each
 a real handoffd on its own temp spool, through one real nats-server on a
 loopback port (JetStream, temp store dir).
@@ -18,9 +18,6 @@ import argparse
 import json
 import os
 import shutil
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -31,6 +28,7 @@ sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.join(SRC, "tests", "py"))
 sys.path.insert(0, HERE)
 import hdproto  # noqa: E402
+import hdtest  # noqa: E402
 import natsrv  # noqa: E402
 from bench import Watcher, drop_one, pct, proc_cpu  # noqa: E402
 
@@ -53,64 +51,38 @@ class Host:
             lines += [f"[agent {a}]", f"state_dir = {s}", ""]
         with open(self.conf, "w") as f:
             f.write("\n".join(lines) + "\n" + relay)
+        self.sockets = {"handoffd": self.sock}
         self.handoffd = handoffd
-        self.proc = None
+        self.proc = self.d = None
 
     def start(self, timeout=20.0):
-        npath = os.path.join(self.dir, "notify.sock")
-        notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        notify.bind(npath)
-        notify.settimeout(0.1)
-        env = dict(os.environ, NOTIFY_SOCKET=npath)
-        for k in ("JOURNAL_STREAM", "WATCHDOG_USEC", "WATCHDOG_PID"):
-            env.pop(k, None)
-        self.log = open(os.path.join(self.dir, "handoffd.log"), "wb")
-        self.proc = subprocess.Popen([self.handoffd, "-f", "-c", self.conf], stdin=subprocess.DEVNULL,
-                                     stdout=self.log, stderr=subprocess.STDOUT, env=env)
-        deadline = time.monotonic() + timeout
+        # The test kit's runner: it reads NOTIFY_SOCKET for the whole run,
+        # as systemd does (hdtest.Daemon needs only .dir and .sockets).
+        self.d = hdtest.Daemon(self, self.conf, "handoffd",
+                               argv=[self.handoffd, "-f", "-c", self.conf])
+        self.proc = self.d.proc
         try:
-            while time.monotonic() < deadline:
-                try:
-                    if "READY=1" in notify.recv(4096).decode().split("\n"):
-                        break
-                except socket.timeout:
-                    pass
-                if self.proc.poll() is not None:
-                    raise RuntimeError(f"handoffd exited {self.proc.returncode}")
-            else:
-                raise RuntimeError("handoffd not READY")
-            # ... and its relay set up on the server.
-            while time.monotonic() < deadline:
-                if (self.status().get("relay") or {}).get("ready"):
-                    return self
-                time.sleep(0.05)
-            raise RuntimeError(f"relay not ready: {self.status().get('relay')}")
-        finally:
-            notify.close()
+            self.d.wait_message("READY=1", timeout)
+        except hdtest.Fail as e:
+            raise RuntimeError(str(e)) from None
+        # ... and its relay set up on the server.
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if (self.status().get("relay") or {}).get("ready"):
+                return self
+            time.sleep(0.05)
+        raise RuntimeError(f"relay not ready: {self.status().get('relay')}")
 
     def status(self):
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.settimeout(5)
-        try:
-            s.connect(self.sock)
-            s.sendall(b'{"command":"status"}\n')
-            data = b""
-            while chunk := s.recv(65536):
-                data += chunk
-            return json.loads(data)
-        finally:
-            s.close()
+        return self.d.status()
 
     def stop(self):
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                return self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-                return "killed"
-        return self.proc.returncode if self.proc else None
+        if self.d is None:
+            return None
+        try:
+            return self.d.stop()
+        except hdtest.Fail:
+            return "killed"
 
 
 def one(a, b, key, phase, n, rate, timeout):
