@@ -437,7 +437,7 @@ DROP = _Drop()
 
 
 def main():
-    tmp = tempfile.mkdtemp(prefix="hd-ctl-")
+    tmp = tempfile.mkdtemp(prefix="hdtest.")
     try:
         test_keygen(tmp)
         keyfile = os.path.join(tmp, "key")

@@ -199,7 +199,7 @@ def libhandoff_example():
             + code + "\nint main(int c, char **v) { return c == 4 ? "
             "check(v[1], v[2], v[3]) != 0 : 2; }\n")
     import tempfile
-    with tempfile.TemporaryDirectory(prefix="hd-man-") as t:
+    with tempfile.TemporaryDirectory(prefix="hdtest.") as t:
         c = os.path.join(t, "ex.c")
         open(c, "w").write(code)
         libs = subprocess.run(["pkg-config", "--libs", "jansson", "libsodium",

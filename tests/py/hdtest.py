@@ -141,11 +141,28 @@ class Daemon:
         return json.loads(data)
 
 
+def rm_rf(path):
+    """Remove a test's directory, also parts a test made read-only."""
+    def writable(func, p, exc):
+        try:
+            os.chmod(os.path.dirname(p), 0o700)
+            func(p)
+        except OSError:
+            pass
+    shutil.rmtree(path, onerror=writable)
+
+
+def tmpdir():
+    """A fresh temp directory named like every test's (hdtest.*), for
+    `with` blocks: removed at the end, also on failure."""
+    return tempfile.TemporaryDirectory(prefix="hdtest.")
+
+
 class Env:
     """A temp spool with agent state dirs, one default key and configs."""
 
     def __init__(self, agents=("alice",), fsync=True, extra=None, keep=False):
-        self.dir = tempfile.mkdtemp(prefix="hde2e.")
+        self.dir = tempfile.mkdtemp(prefix="hdtest.")
         os.chmod(self.dir, 0o755)
         self.spool = os.path.join(self.dir, "spool")
         self.agents = list(agents)
@@ -169,10 +186,15 @@ class Env:
         if et is not None:
             for d in self.daemons:
                 sys.stdout.write(f"---- log of {d.name} ----\n{d.logs()[-20000:]}\n")
-        if not self.keep and et is None:
-            shutil.rmtree(self.dir, ignore_errors=True)
-        elif et is not None:
+        for d in self.daemons:
+            if not d.log.closed:
+                d.log.close()
+        # Removed also when the test failed (its logs are printed above);
+        # HD_KEEP_TMP=1 keeps it for a look.
+        if self.keep:
             sys.stdout.write(f"(test dir kept: {self.dir})\n")
+        else:
+            rm_rf(self.dir)
         return False
 
     def config_text(self, name="d0", agents=None, extra=None):
