@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define SUITE(n) Suite *suite_##n(void);
 #include "suites.inc"
@@ -56,6 +57,8 @@ int main(void)
                 perror("check: mkdtemp");
                 return EXIT_FAILURE;
         }
+        /* as /tmp: tests run peers under other uids (the control socket) */
+        chmod(root, 0755);
         setenv("TMPDIR", root, 1);
 
 #define SUITE(n) srunner_add_suite(sr, suite_##n());

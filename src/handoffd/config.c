@@ -7,6 +7,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <ini.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -1106,6 +1107,32 @@ int config_load(const char *path, bool load_keys, struct config **ret,
         }
         *ret = c;
         return 0;
+}
+
+int config_warnings(const struct config *c,
+                    void (*emit)(void *userdata, const char *msg), void *userdata)
+{
+        int n = 0;
+
+        if (c->n_agents == 0) {
+                char *m = NULL;
+                if (asprintf(&m, "%s has no [agent NAME] section: nothing will be claimed, "
+                                 "only rejected and expired", c->path) >= 0) {
+                        emit(userdata, m);
+                        free(m);
+                }
+                n++;
+        }
+        if (c->control_group && !getgrnam(c->control_group)) {
+                char *m = NULL;
+                if (asprintf(&m, "[control] group '%s' does not exist: the control socket "
+                                 "stays with the daemon's own group", c->control_group) >= 0) {
+                        emit(userdata, m);
+                        free(m);
+                }
+                n++;
+        }
+        return n;
 }
 
 void config_free(struct config *c)

@@ -154,11 +154,15 @@ static void drain(struct daemon *d, size_t max)
         arm_deadline(d);
 }
 
+static void warn_config(void *userdata, const char *msg)
+{
+        (void)userdata;
+        log_warning("%s", msg);
+}
+
 static void mark_ready(struct daemon *d)
 {
-        if (d->cfg->n_agents == 0)
-                log_warning("%s has no [agent NAME] section: nothing will be claimed, "
-                            "only rejected and expired", d->config_path);
+        config_warnings(d->cfg, warn_config, NULL);
         d->ready = true;
         log_info("handoffd %s ready: spool %s, %zu agent(s), fsync %s", HD_VERSION_STRING,
                  d->cfg->spool_dir, d->cfg->n_agents, d->cfg->fsync ? "on" : "off");
