@@ -327,8 +327,9 @@ def lock_id(spool, handoff_id):
 
 def real_consumer(state_dir, handoff_id, resume_window=300, now=None):
     """The real consumer's logic (gptme-voice): read the bootstrap, require
-    source == voice_handoff and a non-empty resume_context, check accepted_at
-    within the resume window, delete it.  Returns resume_context or None."""
+    source == voice_handoff and a resume_context that str.strip() leaves
+    non-empty, check accepted_at within the resume window, delete it.
+    Returns the stripped resume_context or None."""
     from datetime import datetime, timezone
     safe = "".join(c for c in handoff_id if c.isalnum() or c in "-_") or "handoff"
     path = os.path.join(state_dir, "handoffs", f"{safe}.json")
@@ -339,8 +340,9 @@ def real_consumer(state_dir, handoff_id, resume_window=300, now=None):
         return None
     if payload.get("protocol_version") != 1 or payload.get("source") != "voice_handoff":
         return None
-    ctx = payload.get("resume_context")
-    if not isinstance(ctx, str) or not ctx.strip():
+    # exactly the real consumer: "empty resume_context" when .strip() is empty
+    ctx = str(payload.get("resume_context") or "").strip()
+    if not ctx:
         return None
     acc = payload.get("accepted_at")
     if not isinstance(acc, str):
