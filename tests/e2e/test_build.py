@@ -65,7 +65,8 @@ def make(*args, cwd=SRC):
 def includers(header):
     """Objects of the build whose .d file names header."""
     found = set()
-    for d, _, files in os.walk(BUILD):
+    # the objects of `all` (not build/fuzz, build/san, the tests)
+    for d, _, files in os.walk(os.path.join(BUILD, "src")):
         for n in files:
             if not n.endswith(".d"):
                 continue
@@ -88,7 +89,7 @@ def would_rebuild(header):
 def header_rebuilds():
     for h in ("src/handoffctl/items.h", "src/handoffd/log.h", "src/lib/files.h",
               "include/handoff.h"):
-        want = {o for o in includers(h) if "/tests/" not in o}
+        want = includers(h)
         got = would_rebuild(h)
         short = sorted(os.path.relpath(o, BUILD) for o in got)
         if not want:
@@ -153,6 +154,21 @@ def quiet_output():
             print(f"make V=1 prints the command ({len(lines[0])} chars)")
 
 
+def default_sysconfdir():
+    """A plain `make` reads /etc/handoffd/handoffd.conf, as the package and
+    the man pages say (a config.mk from ./configure may say otherwise)."""
+    rc, out, err = make("-s", "NO_DEPS=1", "--eval", "print-sysconfdir: ; @echo $(sysconfdir)",
+                        "print-sysconfdir")
+    got = out.strip()
+    cm = os.path.join(SRC, "config.mk")
+    if os.path.exists(cm) and re.search(r"^sysconfdir = (?!/etc$)", open(cm).read(), re.M):
+        print(f"sysconfdir: {got} (from config.mk)")
+    elif got != "/etc":
+        fail(f"a plain make has sysconfdir {got!r}, not /etc")
+    else:
+        print("a plain make reads /etc/handoffd/handoffd.conf")
+
+
 def configure_without_check():
     if not shutil.which("autoconf"):
         fail("autoconf is not installed (mk/build-deps lists it)")
@@ -190,6 +206,7 @@ def main():
     header_rebuilds()
     include_paths()
     quiet_output()
+    default_sysconfdir()
     configure_without_check()
     if failures:
         print(f"{len(failures)} failure(s)")
