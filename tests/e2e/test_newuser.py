@@ -178,7 +178,29 @@ def test_second_instance(env, first):
     print("second instance: names the pid that answers, says what to do")
 
 
+def complete(*words):
+    """What completion/handoffctl.bash offers after words (the last one is
+    the word being completed)."""
+    script = (f"source {os.path.join(hdtest.SRC, 'completion', 'handoffctl.bash')}\n"
+              "COMP_WORDS=(\"$@\"); COMP_CWORD=$(($# - 1)); _handoffctl\n"
+              "printf '%s\\n' \"${COMPREPLY[@]}\"\n")
+    p = subprocess.run(["bash", "-c", script, "bash", "handoffctl", *words],
+                       capture_output=True, text=True, cwd=hdtest.SRC)
+    return p.stdout.split()
+
+
+def test_completion():
+    opts = complete("submit", "--")
+    check("--config" in opts and "--create-spool" in opts and "--context" in opts,
+          f"submit options completed: {opts}")
+    files = complete("submit", "-c", "READ")
+    check(files == ["README.md"], f"submit -c completes a file: {files}")
+    check(complete("baton", "li") == ["list"], "baton list completed")
+    print("completion: submit -c is --config, --create-spool, baton list")
+
+
 def main():
+    test_completion()
     py_spaces = [c for c in range(0x110000) if chr(c).isspace()]
     with hdtest.Env(agents=["alice"]) as env:
         conf = env.write_config("d0")
