@@ -41,9 +41,11 @@ def make_env():
 
 def build_vars():
     """B, SANITIZE and the compiled-in directories of the build under test,
-    so that asking make about it changes nothing there."""
+    so that asking make about it changes nothing there (and its stamp of
+    those directories, which another test may have touched, counts as
+    old)."""
     b = os.path.relpath(BUILD, SRC)
-    out = [f"B={b}", "NO_DEPS=1"]
+    out = [f"B={b}", "NO_DEPS=1", "-o", os.path.join(b, ".dirs")]
     if os.environ.get("SANITIZE") == "1":
         out.append("SANITIZE=1")
     try:

@@ -174,7 +174,8 @@ START_TEST(test_config_missing_settings_all_reported)
         ck_assert_int_ge(asprintf(&want, "%s: [spool] dir is not set\n"
                                          "%s: [agent a] state_dir is not set\n"
                                          "%s: [agent b] state_dir is not set\n"
-                                         "%s: no key configured ([keys] default or [agent NAME] key)",
+                                         "%s: no key configured ([keys] default or pubkey_dir, "
+                                         "[agent NAME] key or pubkeys)",
                                   path, path, path, path), 0);
         ck_assert_str_eq(err, want);
         free(want);
