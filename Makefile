@@ -2,7 +2,7 @@
 # ./configure (optional, from configure.ac) writes config.mk with install
 # directories, which this file picks up.
 #
-#   make                 build into build/
+#   make                 build into build/ (quiet; V=1 shows every command)
 #   make check           install missing build deps, build, run every test
 #   make check SANITIZE=1   the same under ASan+UBSan, into build/san/
 #   make run             build and start handoffd -f on a demo spool
@@ -22,7 +22,10 @@ libdir      ?= $(exec_prefix)/lib
 includedir  ?= $(prefix)/include
 datarootdir ?= $(prefix)/share
 mandir      ?= $(datarootdir)/man
-sysconfdir  ?= $(prefix)/etc
+# A daemon's configuration is in /etc whatever the prefix, as its state and
+# runtime directories are in /var and /run: a plain `make` build reads
+# /etc/handoffd/handoffd.conf, like the package and the man pages.
+sysconfdir  ?= /etc
 localstatedir ?= /var
 runstatedir ?= /run
 
@@ -48,7 +51,7 @@ CHECK_CFLAGS := $(shell $(PKG_CONFIG) --cflags check 2>/dev/null)
 HD_CFLAGS := -std=gnu11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wshadow \
 	-Wno-unused-parameter -Wmissing-prototypes -Wstrict-prototypes \
 	-fPIC -fstack-protector-strong -fno-strict-aliasing \
-	-Iinclude -Isrc/lib -Isrc/handoffd $(PKG_CFLAGS) $(SAN) \
+	-Iinclude $(PKG_CFLAGS) $(SAN) \
 	-DHD_SYSCONFDIR='"$(sysconfdir)"' -DHD_RUNSTATEDIR='"$(runstatedir)"' \
 	-DHD_LOCALSTATEDIR='"$(localstatedir)"'
 ifneq ($(SANITIZE),1)
@@ -92,32 +95,56 @@ DIRS_STAMP := $(B)/.dirs
 DIRS_NOW := $(sysconfdir) $(runstatedir) $(localstatedir)
 $(shell mkdir -p $(B) && (echo '$(DIRS_NOW)' | cmp -s - $(DIRS_STAMP) || echo '$(DIRS_NOW)' > $(DIRS_STAMP)))
 
-$(B)/%.o: %.c $(wildcard include/*.h src/lib/*.h src/handoffd/*.h src/handoffctl/*.h) Makefile $(DIRS_STAMP)
-	@mkdir -p $(@D)
-	$(CC) $(HD_CFLAGS) $(CFLAGS) -MMD -c -o $@ $<
+# Each directory sees only the headers of what it builds on: the library
+# its own, the daemon the library's, the CLI and the tests both.
+INC_lib := -Isrc/lib
+INC_handoffd := $(INC_lib) -Isrc/handoffd
+INC_handoffctl := $(INC_handoffd) -Isrc/handoffctl
+$(B)/src/lib/%.o: HD_CFLAGS += $(INC_lib)
+$(B)/src/handoffd/%.o: HD_CFLAGS += $(INC_handoffd)
+$(B)/src/handoffctl/%.o: HD_CFLAGS += $(INC_handoffctl)
+$(B)/tests/%.o: HD_CFLAGS += $(INC_handoffd) $(CHECK_CFLAGS) -Itests/unit
 
-$(B)/tests/%.o: HD_CFLAGS += $(CHECK_CFLAGS) -Itests/unit
+# Quiet by default ("CC src/lib/canon.c"), every command line with V=1.
+ifeq ($(V),1)
+Q :=
+quiet = @:
+else
+Q := @
+quiet = @printf '  %-6s %s\n'
+endif
+
+# Headers: the -MMD .d files name exactly what each object includes.
+$(B)/%.o: %.c Makefile $(DIRS_STAMP)
+	@mkdir -p $(@D)
+	$(quiet) CC $<
+	$(Q)$(CC) $(HD_CFLAGS) $(CFLAGS) -MMD -MP -c -o $@ $<
 
 $(LIBA): $(LIB_OBJS)
 	@rm -f $@
-	ar rcs $@ $^
+	$(quiet) AR $@
+	$(Q)ar rcs $@ $^
 
 $(LIBSO): $(LIB_OBJS) src/lib/libhandoff.sym
-	$(CC) -shared -Wl,-soname,libhandoff.so.$(SOVERSION) \
+	$(quiet) LD $@
+	$(Q)$(CC) -shared -Wl,-soname,libhandoff.so.$(SOVERSION) \
 		-Wl,--version-script=src/lib/libhandoff.sym $(HD_LDFLAGS) $(LDFLAGS) \
 		-o $@ $(LIB_OBJS) $(PKG_LIBS)
-	ln -sf libhandoff.so.$(VERSION) $(B)/libhandoff.so.$(SOVERSION)
-	ln -sf libhandoff.so.$(VERSION) $(B)/libhandoff.so
+	$(Q)ln -sf libhandoff.so.$(VERSION) $(B)/libhandoff.so.$(SOVERSION)
+	$(Q)ln -sf libhandoff.so.$(VERSION) $(B)/libhandoff.so
 
 $(CORE): $(DAEMON_OBJS)
 	@rm -f $@
-	ar rcs $@ $^
+	$(quiet) AR $@
+	$(Q)ar rcs $@ $^
 
 $(DAEMON): $(B)/src/handoffd/main.o $(CORE) $(LIBA)
-	$(CC) $(HD_LDFLAGS) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
+	$(quiet) LD $@
+	$(Q)$(CC) $(HD_LDFLAGS) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
 
 $(CTL): $(CTL_OBJS) $(CORE) $(LIBA)
-	$(CC) $(HD_LDFLAGS) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
+	$(quiet) LD $@
+	$(Q)$(CC) $(HD_LDFLAGS) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
 
 # One Check binary: every tests/unit/test_NAME.c defines Suite *suite_NAME(void).
 $(B)/tests/suites.inc: $(TEST_SRCS) Makefile
@@ -127,10 +154,12 @@ $(B)/tests/suites.inc: $(TEST_SRCS) Makefile
 
 $(B)/tests/check_main.o: tests/check_main.c $(B)/tests/suites.inc
 	@mkdir -p $(@D)
-	$(CC) $(HD_CFLAGS) $(CHECK_CFLAGS) -I$(B)/tests $(CFLAGS) -c -o $@ $<
+	$(quiet) CC $<
+	$(Q)$(CC) $(HD_CFLAGS) $(CHECK_CFLAGS) -I$(B)/tests $(CFLAGS) -c -o $@ $<
 
 $(CHECKB): $(B)/tests/check_main.o $(TEST_OBJS) $(CORE) $(LIBA)
-	$(CC) $(HD_LDFLAGS) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) $(CHECK_LIBS) -lm
+	$(quiet) LD $@
+	$(Q)$(CC) $(HD_LDFLAGS) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) $(CHECK_LIBS) -lm
 
 # CK_RUN_SUITE=NAME / CK_RUN_CASE=NAME select; T=NAME is short for the first.
 CHECK_ENV = HD_BUILD=$(CURDIR)/$(B) HD_SRC=$(CURDIR) SANITIZE=$(SANITIZE) \

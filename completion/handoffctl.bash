@@ -39,7 +39,8 @@ _handoffctl()
         -s|--spool|-d|--state-dir)
             COMPREPLY=($(compgen -d -- "$cur"))
             return ;;
-        --type)
+        -t|--type)
+            [[ $cmd == render ]] || { [[ $prev == --type ]] || return; }
             COMPREPLY=($(compgen -W "vox/1.0 baton/1 U.AgentHandoff/0.1.0 act/1.0" -- "$cur"))
             return ;;
         --state)
@@ -58,8 +59,9 @@ _handoffctl()
     local opts="--help --version"
     case $cmd in
         status)  opts+=" -c --config -j --json" ;;
-        submit)  opts+=" -s --spool -k --key -f --from -t --to -r --reason --transcript
-                        -c --context --ttl --id --kid --type --payload --caller-hash" ;;
+        submit)  opts+=" -c --config -s --spool --create-spool -k --key -f --from -t --to
+                        -r --reason --transcript --context --ttl --id --kid --type --payload
+                        --caller-hash" ;;
         verify)  opts+=" -k --key --kid --now --max-window --max-clock-skew --max-size" ;;
         consume) opts+=" -c --config -a --agent -d --state-dir -w --window -x --context" ;;
         inbox)   opts+=" -c --config -a --agent -d --state-dir -w --window -f --follow -j --json" ;;
@@ -67,12 +69,14 @@ _handoffctl()
         mcp)     opts+=" -a --agent -c --config -k --key --kid" ;;
         list)    opts+=" -c --config -s --state -a --agent -j --json" ;;
         show)    opts+=" -c --config -j --json" ;;
-        render)  opts+=" --type" ;;
-        baton)   opts+=" show -c --config --spool --history --json" ;;
+        render)  opts+=" -t --type" ;;
+        baton)   opts+=" -c --config -s --spool -H --history -j --json" ;;
         keygen)  opts+=" -o --output --ed25519 --kid" ;;
     esac
 
-    if [[ $cur == -* ]]; then
+    if [[ $cmd == baton && $cword -eq $((i + 1)) && $cur != -* ]]; then
+        COMPREPLY=($(compgen -W "show list" -- "$cur"))
+    elif [[ $cur == -* ]]; then
         COMPREPLY=($(compgen -W "$opts" -- "$cur"))
     elif [[ $cmd == verify || $cmd == render ]]; then
         COMPREPLY=($(compgen -f -- "$cur"))

@@ -21,7 +21,7 @@ FUZZ_SAN    := -fsanitize=address,undefined -fno-sanitize-recover=all \
 # The project's flags and include paths without its own sanitizer choice
 # (and without _FORTIFY_SOURCE, which hides overflows from ASan).
 FUZZ_CFLAGS := $(filter-out $(SAN) -D_FORTIFY_SOURCE=2,$(HD_CFLAGS)) \
-	-Itests/fuzz -g -O1 $(FUZZ_SAN) -fsanitize=fuzzer-no-link
+	$(INC_handoffd) -Itests/fuzz -g -O1 $(FUZZ_SAN) -fsanitize=fuzzer-no-link
 FUZZ_LDFLAGS := $(filter-out $(SAN),$(HD_LDFLAGS)) $(FUZZ_SAN) -fsanitize=fuzzer
 
 FUZZ_ALL     := $(notdir $(basename $(wildcard tests/fuzz/fuzz_*.c)))
@@ -29,7 +29,6 @@ FUZZ_TARGETS ?= $(FUZZ_ALL)
 FUZZ_CORE    := $(FB)/libhandoff-fuzz.a
 FUZZ_OBJS    := $(patsubst %.c,$(FB)/%.o,$(LIB_SRCS) $(DAEMON_SRCS))
 FUZZ_BINS    := $(addprefix $(FB)/,$(FUZZ_TARGETS))
-FUZZ_HDRS    := $(wildcard include/*.h src/lib/*.h src/handoffd/*.h)
 
 .PHONY: fuzz fuzz-build
 # Keep the targets' objects: they are intermediate to the pattern rule.
@@ -37,13 +36,16 @@ FUZZ_HDRS    := $(wildcard include/*.h src/lib/*.h src/handoffd/*.h)
 
 fuzz-build: $(FUZZ_BINS)
 
-$(FB)/src/%.o: src/%.c $(FUZZ_HDRS) mk/fuzz.mk
+# Headers: the -MMD .d files (included below) name what each object includes.
+$(FB)/src/%.o: src/%.c mk/fuzz.mk
 	@mkdir -p $(@D)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -MMD -c -o $@ $<
+	$(quiet) CC $<
+	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -MMD -MP -c -o $@ $<
 
-$(FB)/tests/fuzz/%.o: tests/fuzz/%.c $(FUZZ_HDRS) $(wildcard tests/fuzz/*.h) mk/fuzz.mk
+$(FB)/tests/fuzz/%.o: tests/fuzz/%.c mk/fuzz.mk
 	@mkdir -p $(@D)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -MMD -c -o $@ $<
+	$(quiet) CC $<
+	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -MMD -MP -c -o $@ $<
 
 $(FUZZ_CORE): $(FUZZ_OBJS)
 	@rm -f $@

@@ -18,9 +18,11 @@ run: deps
 	@echo
 	@echo "In another terminal, hand something to the demo agent 'alice':"
 	@echo
-	@echo "  $(CURDIR)/$(B)/handoffctl submit --spool $(DEMO)/spool --key $(DEMO)/keys/default.key --from bob --to alice --reason 'demo handoff'"
+	@echo "  $(CURDIR)/$(B)/handoffctl submit -c $(DEMO)/handoffd.conf --from bob --to alice --reason 'demo handoff'"
 	@echo
 	@echo "then: $(B)/handoffctl status -c $(DEMO)/handoffd.conf"
 	@echo "      $(B)/handoffctl consume -c $(DEMO)/handoffd.conf --agent alice"
+	@echo
+	@echo "Ctrl-C stops handoffd; rm -rf $(DEMO) resets the demo."
 	@echo
 	exec $(B)/handoffd -f -c $(DEMO)/handoffd.conf

@@ -1,6 +1,8 @@
 /* handoffctl consume: an agent takes its bootstrap, once (hd_consume()).
  *
- * Exit: 0 one was consumed; 1 none is there; 2 usage or config error;
+ * Exit: 0 one was consumed; 1 none is there (for an id the spool knows, it
+ * says where the item is: already consumed and archived, rejected, not yet
+ * claimed); 2 usage or config error, a --state-dir that does not exist;
  * 3 the one asked for is stale or unusable (left for the sweeper); 4 a
  * system error. */
 #include <errno.h>
@@ -11,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sodium.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "handoffctl.h"
@@ -40,7 +43,8 @@ static void consume_usage(FILE *f)
                 "  -h, --help             this text\n"
                 "      --version          the version\n"
                 "\n"
-                "Exit: 0 consumed, 1 none there, 2 usage, 3 stale, unusable or refused, 4 error.\n",
+                "Exit: 0 consumed, 1 none there (or that id was already consumed),\n"
+                "2 usage or configuration error, 3 stale, unusable or refused, 4 error.\n",
                 CONFIG_DEFAULT_PATH);
 }
 
@@ -92,6 +96,43 @@ static const hd_key *consume_one_key(void *k, const char *kid, const char *from_
         return k;
 }
 
+/* No bootstrap of id: where the item is, when the spool says (-c). */
+static int consume_none(const char *dir, const char *spool_dir, const char *id)
+{
+        _cleanup_json_ json_t *it = NULL;
+        const char *state, *path, *outcome, *reason, *at;
+
+        if (!id)
+                return ctl_fail(CTL_EXIT_NEGATIVE, "consume: %s: no fresh handoff", dir);
+        if (!spool_dir || items_find(spool_dir, id, &it) <= 0)
+                it = NULL;
+        state = json_string_value(json_object_get(it, "state"));
+        path = json_string_value(json_object_get(it, "path"));
+        outcome = json_string_value(json_object_get(it, "outcome"));
+        reason = json_string_value(json_object_get(it, "reason"));
+        at = json_string_value(json_object_get(it, "archived_at")) ?:
+             json_string_value(json_object_get(it, "at"));
+        if (state && !strcmp(state, "archive") && outcome && !strcmp(outcome, "consumed"))
+                return ctl_fail(CTL_EXIT_NEGATIVE, "consume: %s: already consumed, archived at %s (%s)",
+                                id, at, path);
+        if (state && !strcmp(state, "archive") && outcome && !strcmp(outcome, "relayed"))
+                return ctl_fail(CTL_EXIT_NEGATIVE, "consume: %s: relayed to another host, archived at %s (%s)",
+                                id, at, path);
+        if (state && !strcmp(state, "outbox"))
+                return ctl_fail(CTL_EXIT_NEGATIVE, "consume: %s: waiting in %s to be relayed to another host",
+                                id, path);
+        if (state && !strcmp(state, "archive"))
+                return ctl_fail(CTL_EXIT_NEGATIVE, "consume: %s: not consumed in time, archived as %s at %s (%s)",
+                                id, outcome ? outcome : "?", at, path);
+        if (state && !strcmp(state, "rejected"))
+                return ctl_fail(CTL_EXIT_NEGATIVE, "consume: %s: rejected (%s), never delivered (%s)",
+                                id, reason ? reason : "?", path);
+        if (state && !strcmp(state, "handoff"))
+                return ctl_fail(CTL_EXIT_NEGATIVE, "consume: %s: not claimed yet, pending in %s",
+                                id, path);
+        return ctl_fail(CTL_EXIT_NEGATIVE, "consume: %s: no such handoff", dir);
+}
+
 int cmd_consume(int argc, char **argv)
 {
         static const struct option opts[] = {
@@ -115,7 +156,9 @@ int cmd_consume(int argc, char **argv)
         _cleanup_close_ int fd = -1;
         hd_consume_opts o = { 0 };
         hd_verdict v = { 0 };
+        _cleanup_free_ char *spool_dir = NULL;
         char dir[PATH_MAX], msg[512];
+        struct stat st;
         int c, r;
 
         while ((c = getopt_long(argc, argv, "c:a:d:k:w:xh", opts, NULL)) >= 0) {
@@ -177,7 +220,19 @@ int cmd_consume(int argc, char **argv)
                 }
                 window = o.resume_window_s;
                 r = xsnprintf(dir, sizeof(dir), "%s/handoffs", a->state_dir);
+                spool_dir = strdup(cfg->spool_dir);
+                if (!spool_dir) {
+                        config_free(cfg);
+                        return ctl_fail(CTL_EXIT_ERROR, "consume: out of memory");
+                }
         } else {
+                /* a typo in the directory is not "none there" */
+                if (stat(state_dir, &st) < 0)
+                        return ctl_fail(CTL_EXIT_USAGE, "consume: --state-dir %s: %s",
+                                        state_dir, strerror(errno));
+                if (!S_ISDIR(st.st_mode))
+                        return ctl_fail(CTL_EXIT_USAGE, "consume: --state-dir %s: not a directory",
+                                        state_dir);
                 r = xsnprintf(dir, sizeof(dir), "%s/handoffs", state_dir);
         }
         if (r < 0) {
@@ -202,8 +257,7 @@ int cmd_consume(int argc, char **argv)
         r = hd_consume_with(fd, id, &o, hd_now_usec(), &b, &v);
         config_free(cfg);
         if (r == -ENOENT)
-                return ctl_fail(CTL_EXIT_NEGATIVE, "consume: %s: no %s", dir,
-                                id ? "such handoff" : "fresh handoff");
+                return consume_none(dir, spool_dir, id);
         if (r == -ESTALE)
                 return ctl_fail(CTL_EXIT_STALE, "consume: %s: %s is older than the resume window (%llds); left for the sweeper",
                                 dir, id, (long long)window);

@@ -36,6 +36,63 @@ static bool item_has_agent(json_t *it, const char *agent)
         return (f && !strcmp(f, agent)) || (t && !strcmp(t, agent));
 }
 
+/* One row's cells: state, id, from, to, time, outcome or reason. */
+#define LIST_COLS 6
+
+static void list_cells(json_t *it, const char *cell[LIST_COLS])
+{
+        cell[0] = json_string_value(json_object_get(it, "state"));
+        cell[1] = json_string_value(json_object_get(it, "handoff_id")) ?:
+                  json_string_value(json_object_get(it, "name"));
+        cell[2] = json_string_value(json_object_get(it, "from_agent")) ?: "?";
+        cell[3] = json_string_value(json_object_get(it, "to_agent")) ?: "?";
+        cell[4] = json_string_value(json_object_get(it, "at"));
+        cell[5] = json_string_value(json_object_get(it, "outcome")) ?:
+                  json_string_value(json_object_get(it, "reason")) ?: "";
+        for (size_t i = 0; i < LIST_COLS; i++)
+                if (!cell[i])
+                        cell[i] = "-";
+}
+
+/* A header, columns as wide as their widest cell, no trailing blanks, and
+ * the count (as postqueue -p ends). */
+static void list_print(json_t *all)
+{
+        static const char *const head[LIST_COLS] = {
+                "STATE", "HANDOFF_ID", "FROM", "TO", "AT", "OUTCOME",
+        };
+        size_t w[LIST_COLS], n = json_array_size(all), j;
+        const char *cell[LIST_COLS];
+        json_t *it;
+
+        if (n == 0) {
+                printf("no items\n");
+                return;
+        }
+        for (size_t i = 0; i < LIST_COLS; i++)
+                w[i] = strlen(head[i]);
+        json_array_foreach(all, j, it) {
+                list_cells(it, cell);
+                for (size_t i = 0; i < LIST_COLS; i++)
+                        if (strlen(cell[i]) > w[i])
+                                w[i] = strlen(cell[i]);
+        }
+        for (size_t row = 0; row <= n; row++) {
+                if (row == 0)
+                        memcpy(cell, head, sizeof(cell));
+                else
+                        list_cells(json_array_get(all, row - 1), cell);
+                /* the last non-empty cell ends the line */
+                size_t last = LIST_COLS - 1;
+                while (last > 0 && !*cell[last])
+                        last--;
+                for (size_t i = 0; i < last; i++)
+                        printf("%-*s  ", (int)w[i], cell[i]);
+                printf("%s\n", cell[last]);
+        }
+        printf("%zu item%s\n", n, n == 1 ? "" : "s");
+}
+
 int cmd_list(int argc, char **argv)
 {
         static const struct option opts[] = {
@@ -96,20 +153,7 @@ int cmd_list(int argc, char **argv)
                 printf("%s\n", s ? s : "[]");
                 free(s);
         } else {
-                json_t *it;
-                size_t j;
-                json_array_foreach(all, j, it) {
-                        const char *extra = json_string_value(json_object_get(it, "outcome"));
-                        if (!extra)
-                                extra = json_string_value(json_object_get(it, "reason"));
-                        printf("%-8s %-40s %s -> %s  %s  %s\n",
-                               json_string_value(json_object_get(it, "state")),
-                               json_string_value(json_object_get(it, "handoff_id")) ?: "-",
-                               json_string_value(json_object_get(it, "from_agent")) ?: "?",
-                               json_string_value(json_object_get(it, "to_agent")) ?: "?",
-                               json_string_value(json_object_get(it, "at")),
-                               extra ? extra : "");
-                }
+                list_print(all);
         }
         json_decref(all);
         return code;

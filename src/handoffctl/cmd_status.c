@@ -96,7 +96,7 @@ static void print_relay(json_t *rl)
         else
                 printf("relay: NOT connected, host %s, stream %s\n", S("host"), S("stream"));
         printf("  outbox %lld", I("outbox"));
-        if (I("outbox_oldest_s") >= 0)
+        if (json_is_integer(json_object_get(rl, "outbox_oldest_s")) && I("outbox_oldest_s") >= 0)
                 printf(" (oldest %llds)", I("outbox_oldest_s"));
         printf(", relayed %lld, received %lld, duplicates %lld, publish errors %lld\n",
                I("relayed"), I("received"), I("duplicates"), I("publish_errors"));
@@ -104,6 +104,65 @@ static void print_relay(json_t *rl)
                 printf("  last relay error (%llds ago): %s\n", I("last_error_age_s"), S("last_error"));
 #undef I
 #undef S
+}
+
+/* "5min 38s", "2h 0min 5s", "3d 4h 0min 0s", "0s": systemd's units. */
+static const char *fmt_span(json_int_t s, char *buf, size_t n)
+{
+        static const struct { const char *unit; json_int_t secs; } units[] = {
+                { "d", 86400 }, { "h", 3600 }, { "min", 60 }, { "s", 1 },
+        };
+        size_t len = 0;
+        bool started = false;
+
+        buf[0] = '\0';
+        if (s < 0)
+                s = 0;
+        for (size_t i = 0; i < ELEMENTSOF(units); i++) {
+                json_int_t q = s / units[i].secs;
+                s %= units[i].secs;
+                if (!q && !started && units[i].secs > 1)
+                        continue;
+                started = true;
+                len += (size_t)snprintf(buf + len, len < n ? n - len : 0, "%s%lld%s",
+                                        len ? " " : "", (long long)q, units[i].unit);
+        }
+        return buf;
+}
+
+/* The counters "since start" in the order of an item's life, then the
+ * rest as the daemon sends them. */
+static void print_counters(json_t *k)
+{
+        static const char *const life[] = {
+                "claimed", "delivered", "consumed", "expired", "rejected", "left",
+                "deferred", "recovered", "retried", "pruned", "errors", "overflows",
+                "rescans",
+        };
+        json_t *rej = json_object_get(k, "rejected"), *v;
+        json_int_t nrej = 0;
+        const char *key;
+
+        json_object_foreach(rej, key, v)
+                nrej += json_integer_value(v);
+        printf("since start:");
+        for (size_t i = 0; i < ELEMENTSOF(life); i++) {
+                if (!strcmp(life[i], "rejected"))
+                        printf(" rejected %lld", (long long)nrej);
+                else if (json_is_integer(json_object_get(k, life[i])))
+                        printf(" %s %lld", life[i],
+                               (long long)json_integer_value(json_object_get(k, life[i])));
+        }
+        json_object_foreach(k, key, v) {
+                bool known = false;
+                for (size_t i = 0; i < ELEMENTSOF(life) && !known; i++)
+                        known = !strcmp(key, life[i]);
+                if (!known && json_is_integer(v))
+                        printf(" %s %lld", key, (long long)json_integer_value(v));
+        }
+        printf("\n");
+        json_object_foreach(rej, key, v)
+                printf("  rejected %s: %lld\n", key, (long long)json_integer_value(v));
 }
 
 static void print_text(json_t *st)
@@ -114,11 +173,14 @@ static void print_text(json_t *st)
         const char *key;
         size_t i;
 
+        json_t *op = json_object_get(st, "oldest_pending_by_agent");
+        char span[64];
+
         if (json_is_true(json_object_get(d, "running")))
-                printf("handoffd %s: running, pid %lld, up %llds, %s, fsync %s, watch %s\n",
+                printf("handoffd %s: running, pid %lld, up %s, %s, fsync %s, watch %s\n",
                        json_string_value(json_object_get(d, "version")),
                        (long long)json_integer_value(json_object_get(d, "pid")),
-                       (long long)json_integer_value(json_object_get(d, "uptime_s")),
+                       fmt_span(json_integer_value(json_object_get(d, "uptime_s")), span, sizeof(span)),
                        json_string_value(json_object_get(d, "config")),
                        json_is_true(json_object_get(d, "fsync")) ? "on" : "off",
                        json_is_true(json_object_get(d, "watch_ok")) ? "ok" : "LOST");
@@ -135,26 +197,24 @@ static void print_text(json_t *st)
                (long long)json_integer_value(json_object_get(c, "rejected")),
                (long long)json_integer_value(json_object_get(json_object_get(st, "bytes"), "rejected")));
         json_object_foreach(pa, key, v)
-                printf("  pending for %s: %lld\n", key, (long long)json_integer_value(v));
-        if (json_integer_value(json_object_get(st, "oldest_pending_s")) >= 0)
-                printf("oldest pending: %llds\n",
-                       (long long)json_integer_value(json_object_get(st, "oldest_pending_s")));
-        if (json_integer_value(json_object_get(st, "oldest_claimed_s")) >= 0)
-                printf("oldest claimed: %llds\n",
-                       (long long)json_integer_value(json_object_get(st, "oldest_claimed_s")));
-        if (k) {
-                printf("since start:");
-                json_object_foreach(k, key, v)
-                        if (json_is_integer(v))
-                                printf(" %s %lld", key, (long long)json_integer_value(v));
-                printf("\n");
-                json_object_foreach(json_object_get(k, "rejected"), key, v)
-                        printf("  rejected %s: %lld\n", key, (long long)json_integer_value(v));
-        }
+                printf("  pending for %s: %lld, the oldest waiting %s\n", key,
+                       (long long)json_integer_value(v),
+                       fmt_span(json_integer_value(json_object_get(op, key)), span, sizeof(span)));
+        if (json_is_integer(json_object_get(st, "oldest_pending_s")))
+                printf("oldest pending (for an agent served here): %s\n",
+                       fmt_span(json_integer_value(json_object_get(st, "oldest_pending_s")),
+                                span, sizeof(span)));
+        if (json_is_integer(json_object_get(st, "oldest_claimed_s")))
+                printf("oldest claimed: %s\n",
+                       fmt_span(json_integer_value(json_object_get(st, "oldest_claimed_s")),
+                                span, sizeof(span)));
+        if (k)
+                print_counters(k);
         print_relay(json_object_get(st, "relay"));
         if (json_string_value(json_object_get(st, "last_error")))
-                printf("last error (%llds ago): %s\n",
-                       (long long)json_integer_value(json_object_get(st, "last_error_age_s")),
+                printf("last error (%s ago): %s\n",
+                       fmt_span(json_integer_value(json_object_get(st, "last_error_age_s")),
+                                span, sizeof(span)),
                        json_string_value(json_object_get(st, "last_error")));
 }
 
@@ -170,7 +230,7 @@ int cmd_status(int argc, char **argv)
         const char *conf = NULL;
         bool as_json = false;
         struct config *cfg = NULL;
-        json_t *st, *daemon, *counts, *bytes, *pending, *problems;
+        json_t *st, *daemon, *counts, *bytes, *pending, *pending_oldest, *problems;
         int64_t oldest_pending = -1, oldest_claimed = -1;
         int c, r, code;
 
@@ -193,6 +253,7 @@ int cmd_status(int argc, char **argv)
         counts = json_object();
         bytes = json_object();
         pending = json_object();
+        pending_oldest = json_object();
         problems = json_array();
         daemon = ask_daemon(cfg->control_socket);
         for (size_t i = 0; i < 4; i++) {
@@ -216,6 +277,9 @@ int cmd_status(int argc, char **argv)
                                 const char *k = to && hd_agent_valid(to) ? to : "(unknown)";
                                 json_object_set_new(pending, k, json_integer(
                                         json_integer_value(json_object_get(pending, k)) + 1));
+                                if (!json_object_get(pending_oldest, k) ||
+                                    age > json_integer_value(json_object_get(pending_oldest, k)))
+                                        json_object_set_new(pending_oldest, k, json_integer(age));
                                 if (config_agent(cfg, to) && age > oldest_pending)
                                         oldest_pending = age;
                         } else if (i == 1 && age > oldest_claimed) {
@@ -228,18 +292,32 @@ int cmd_status(int argc, char **argv)
         json_object_set_new(st, "counts", counts);
         json_object_set_new(st, "bytes", bytes);
         json_object_set_new(st, "pending_by_agent", pending);
-        json_object_set_new(st, "oldest_pending_s", json_integer(oldest_pending));
-        json_object_set_new(st, "oldest_claimed_s", json_integer(oldest_claimed));
+        json_object_set_new(st, "oldest_pending_by_agent", pending_oldest);
+        /* none: null, never a -1 a script would take for an age */
+        json_object_set_new(st, "oldest_pending_s",
+                            oldest_pending >= 0 ? json_integer(oldest_pending) : json_null());
+        json_object_set_new(st, "oldest_claimed_s",
+                            oldest_claimed >= 0 ? json_integer(oldest_claimed) : json_null());
 
         if (daemon) {
                 json_t *d = json_object_get(daemon, "daemon");
                 json_object_set(st, "daemon", d);
                 json_object_set(st, "counters", json_object_get(daemon, "counters"));
-                json_object_set(st, "last_error", json_object_get(daemon, "last_error"));
-                json_object_set(st, "last_error_age_s", json_object_get(daemon, "last_error_age_s"));
+                json_object_set_new(st, "last_error",
+                                    json_incref(json_object_get(daemon, "last_error")) ?: json_null());
+                json_t *age = json_object_get(daemon, "last_error_age_s");
+                json_object_set_new(st, "last_error_age_s",
+                                    json_integer_value(age) >= 0 && json_is_integer(age)
+                                    ? json_incref(age) : json_null());
                 json_t *rl = json_object_get(daemon, "relay");
                 if (rl) {
-                        json_object_set(st, "relay", rl);
+                        /* its absent ages too: null, never -1 */
+                        json_t *rc = json_copy(rl);
+                        static const char *const ages[] = { "outbox_oldest_s", "last_error_age_s" };
+                        for (size_t a = 0; rc && a < ELEMENTSOF(ages); a++)
+                                if (json_integer_value(json_object_get(rc, ages[a])) < 0)
+                                        json_object_set_new(rc, ages[a], json_null());
+                        json_object_set_new(st, "relay", rc);
                         if (!json_is_true(json_object_get(rl, "ready")))
                                 json_array_append_new(problems, json_sprintf("the relay is not connected%s%s",
                                         json_string_value(json_object_get(rl, "last_error")) ? ": " : "",

@@ -2,9 +2,14 @@
  * producer does, check it locally, sign it and publish it into a spool:
  * written atomically into tmp/, then moved (no replace) into handoff/.
  *
+ * The spool and the key come from the daemon's configuration unless --spool
+ * and --key name them; a spool is never created by accident (a typo would
+ * make one nothing watches) unless --create-spool says so.
+ *
  * Exit: 0 submitted (handoff_id on stdout); 1 refused locally (the reason
  * as the daemon would name it) or the handoff_id is already in handoff/;
- * 2 bad usage, unreadable key, transcript or payload file; 4 I/O error. */
+ * 2 bad usage or configuration, no such spool, unreadable key, transcript
+ * or payload file; 4 I/O error. */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -15,9 +20,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "config.h"
 #include "files.h"
 #include "handoff.h"
 #include "handoffctl.h"
+#include "items.h"
 #include "submit.h"
 #include "util.h"
 
@@ -25,41 +32,117 @@
 static void submit_usage(FILE *f)
 {
         fprintf(f,
-                "Usage: handoffctl submit --spool DIR --key FILE --from AGENT --to AGENT\n"
-                "                         [OPTIONS]\n"
+                "Usage: handoffctl submit [-c CONF] --from AGENT --to AGENT [OPTIONS]\n"
+                "       handoffctl submit --spool DIR --key FILE --from AGENT --to AGENT [OPTIONS]\n"
                 "\n"
-                "Sign a protocol_version 1 handoff and drop it into DIR/handoff/ (via\n"
-                "DIR/tmp/).  Prints the handoff_id.\n"
+                "Sign a protocol_version 1 handoff and drop it into the spool's handoff/\n"
+                "(via tmp/).  Prints the handoff_id.  The spool and the key come from the\n"
+                "daemon configuration (-c, default %s)\n"
+                "unless --spool and --key are given.\n"
                 "\n"
-                "  -s, --spool DIR        the spool (missing state directories are created)\n"
+                "  -c, --config FILE      daemon configuration: its [spool] dir, and the key\n"
+                "                         it checks AGENT's handoffs with\n"
+                "  -s, --spool DIR        the spool (it must exist, with its handoff/)\n"
+                "      --create-spool     create the spool and its directories when missing\n"
                 "  -k, --key FILE         the signing key (0600, or 0640 for a group): an\n"
                 "                         HMAC key, or an Ed25519 secret key (sig + kid)\n"
                 "  -f, --from AGENT       from_agent\n"
                 "  -t, --to AGENT         to_agent (default: the payload's target agent)\n"
                 "  -r, --reason TEXT      reason (default \"handoff\")\n"
                 "      --transcript FILE  JSON array of {\"role\", \"text\"} (default [])\n"
-                "  -c, --context TEXT     context_summary\n"
+                "      --context TEXT     context_summary\n"
                 "      --ttl SECONDS      expires_at = now + SECONDS (default %d)\n"
                 "      --id ID            handoff_id (default UNIXTIME-FROM-TO-16HEX)\n"
                 "      --kid NAME         kid: the name of the HMAC key the receiver uses\n"
                 "                         (an Ed25519 key sets its own kid)\n"
-                "      --type TYPE        payload_type (vox/1.0, baton/1,\n"
-                "                         U.AgentHandoff/0.1.0, act/1.0); needs --payload\n"
+                "      --type TYPE        payload_type (" CTL_PAYLOAD_TYPES ");\n"
+                "                         needs --payload\n"
                 "      --payload FILE|-   the payload for --type\n"
                 "      --caller-hash HEX  caller_hash (16 lowercase hex chars)\n"
                 "  -h, --help             this text\n"
                 "      --version          the version\n"
                 "\n"
+                "With a configuration, a warning on stderr when no [agent TO] is in it\n"
+                "(the handoff is still written: another daemon may serve TO).\n"
+                "\n"
                 "Exit: 0 submitted, 1 refused (\"submit: REASON: detail\") or the id is\n"
-                "already pending, 2 bad usage or unreadable key/input file, 4 I/O error.\n",
-                SUBMIT_DEFAULT_TTL);
+                "already pending, 2 bad usage or configuration, no such spool, unreadable\n"
+                "key or input file, 4 I/O error.\n",
+                CONFIG_DEFAULT_PATH, SUBMIT_DEFAULT_TTL);
 }
 
 struct submit_args {
-        const char *spool, *key, *from, *to, *reason, *transcript, *context;
+        const char *conf, *spool, *key, *from, *to, *reason, *transcript, *context;
         const char *id, *kid, *type, *payload, *caller_hash;
         int64_t ttl;
+        bool create_spool;
 };
+
+static void config_freep(struct config **c)
+{
+        config_free(*c);
+}
+
+/* --from/--to before anything else: a bad name is the user's typo, not a
+ * handoff_id the daemon would refuse. */
+static int check_agent_arg(const char *opt, const char *name)
+{
+        if (hd_agent_valid(name))
+                return 0;
+        return ctl_fail(CTL_EXIT_USAGE,
+                        "submit: %s '%s': not a valid agent name (lowercase letters, digits, '-', '_')",
+                        opt, name);
+}
+
+/* The spool and the key of the configuration, for what the command line
+ * does not give.  The key is the one the daemon checks from's handoffs
+ * with: the agent's own, else the default. */
+static int submit_from_config(struct submit_args *a, struct config **cfg)
+{
+        const struct config_agent *ag;
+        int r;
+
+        r = ctl_config(a->conf, cfg);
+        if (r) {
+                if (!a->conf)
+                        ctl_fail(CTL_EXIT_USAGE,
+                                 "submit: give -c CONF, or --spool DIR and --key FILE");
+                return r;
+        }
+        if (!a->spool)
+                a->spool = (*cfg)->spool_dir;
+        if (!a->key) {
+                ag = config_agent(*cfg, a->from);
+                a->key = ag && ag->key_path ? ag->key_path : (*cfg)->default_key_path;
+                if (!a->key)
+                        return ctl_fail(CTL_EXIT_USAGE,
+                                        "submit: %s has no [keys] default for %s: give --key FILE",
+                                        (*cfg)->path, a->from);
+                if (!strncmp(a->key, "credential:", 11))
+                        return ctl_fail(CTL_EXIT_USAGE,
+                                        "submit: the key in %s is a systemd credential (%s): give --key FILE",
+                                        (*cfg)->path, a->key);
+        }
+        return 0;
+}
+
+/* Without --create-spool the spool must be one: a typo is refused, never
+ * made into a spool that nothing watches. */
+static int check_spool(const char *spool)
+{
+        _cleanup_close_ int fd = open(spool, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+        if (fd < 0 && errno == ENOENT)
+                return ctl_fail(CTL_EXIT_USAGE,
+                                "submit: %s: no such spool (--create-spool makes one)", spool);
+        if (fd < 0)
+                return ctl_fail(CTL_EXIT_ERROR, "submit: %s: %s", spool, strerror(errno));
+        if (faccessat(fd, "handoff", F_OK, AT_SYMLINK_NOFOLLOW) < 0)
+                return ctl_fail(errno == ENOENT ? CTL_EXIT_USAGE : CTL_EXIT_ERROR,
+                                "submit: %s: not a spool, it has no handoff/ (--create-spool makes one)",
+                                spool);
+        return 0;
+}
 
 static bool caller_hash_valid(const char *s)
 {
@@ -95,14 +178,16 @@ static int load_transcript(const char *path, json_t **ret)
 int cmd_submit(int argc, char **argv)
 {
         enum { OPT_TRANSCRIPT = 0x100, OPT_TTL, OPT_ID, OPT_KID, OPT_TYPE, OPT_PAYLOAD,
-               OPT_CALLER_HASH, OPT_VERSION };
+               OPT_CALLER_HASH, OPT_VERSION, OPT_CONTEXT, OPT_CREATE_SPOOL };
         static const struct option opts[] = {
+                { "config",      required_argument, NULL, 'c' },
                 { "spool",       required_argument, NULL, 's' },
+                { "create-spool", no_argument,      NULL, OPT_CREATE_SPOOL },
                 { "key",         required_argument, NULL, 'k' },
                 { "from",        required_argument, NULL, 'f' },
                 { "to",          required_argument, NULL, 't' },
                 { "reason",      required_argument, NULL, 'r' },
-                { "context",     required_argument, NULL, 'c' },
+                { "context",     required_argument, NULL, OPT_CONTEXT },
                 { "transcript",  required_argument, NULL, OPT_TRANSCRIPT },
                 { "ttl",         required_argument, NULL, OPT_TTL },
                 { "id",          required_argument, NULL, OPT_ID },
@@ -118,6 +203,7 @@ int cmd_submit(int argc, char **argv)
                                  .ttl = SUBMIT_DEFAULT_TTL };
         _cleanup_json_ json_t *transcript = NULL, *payload = NULL;
         _cleanup_(hd_key_freep) hd_key *key = NULL;
+        _cleanup_(config_freep) struct config *cfg = NULL;
         _cleanup_free_ char *buf = NULL;
         char err[512], id[SUBMIT_ID_MAX];
         struct submit_err e;
@@ -132,7 +218,9 @@ int cmd_submit(int argc, char **argv)
                 case 'f': a.from = optarg; break;
                 case 't': a.to = optarg; break;
                 case 'r': a.reason = optarg; break;
-                case 'c': a.context = optarg; break;
+                case 'c': a.conf = optarg; break;
+                case OPT_CONTEXT: a.context = optarg; break;
+                case OPT_CREATE_SPOOL: a.create_spool = true; break;
                 case OPT_TRANSCRIPT: a.transcript = optarg; break;
                 case OPT_ID: a.id = optarg; break;
                 case OPT_KID: a.kid = optarg; break;
@@ -160,12 +248,20 @@ int cmd_submit(int argc, char **argv)
                 return ctl_fail(CTL_EXIT_USAGE,
                                 "submit: unexpected argument '%s' (try --help)",
                                 argv[optind]);
-        if (!a.spool || !a.key || !a.from)
+        if (!a.from)
+                return ctl_fail(CTL_EXIT_USAGE, "submit: --from is required (try --help)");
+        r = check_agent_arg("--from", a.from);
+        if (r == 0 && a.to)
+                r = check_agent_arg("--to", a.to);
+        if (r != 0)
+                return r;
+        if (a.payload && !a.type)
                 return ctl_fail(CTL_EXIT_USAGE,
-                                "submit: --spool, --key and --from are required (try --help)");
-        if (!!a.type != !!a.payload)
-                return ctl_fail(CTL_EXIT_USAGE,
-                                "submit: --type and --payload go together");
+                                "submit: --payload needs --type TYPE (" CTL_PAYLOAD_TYPES ")");
+        if (a.type && !a.payload)
+                return ctl_fail(CTL_EXIT_USAGE, "submit: --type needs --payload FILE");
+        if (a.type && (r = ctl_check_type("submit", a.type)) != 0)
+                return r;
         if (a.caller_hash && !caller_hash_valid(a.caller_hash))
                 return ctl_fail(CTL_EXIT_USAGE,
                                 "submit: --caller-hash '%s': not 16 lowercase hex chars",
@@ -176,6 +272,13 @@ int cmd_submit(int argc, char **argv)
                                 "submit: bad_id: handoff_id '%s' is not [A-Za-z0-9][A-Za-z0-9_-]{0,127}",
                                 a.id);
 
+        if (a.conf || !a.spool || !a.key) {
+                r = submit_from_config(&a, &cfg);
+                if (r != 0)
+                        return r;
+        }
+        if (!a.create_spool && (r = check_spool(a.spool)) != 0)
+                return r;
         r = hd_key_load(a.key, &key, err, sizeof(err));
         if (r < 0)
                 return ctl_fail(CTL_EXIT_USAGE, "submit: %s",
@@ -194,13 +297,16 @@ int cmd_submit(int argc, char **argv)
                 verdict_clear(&v);
                 r = hd_payload_load(a.type, a.payload, &payload, &v);
                 if (r == -EBADMSG)
-                        return ctl_fail(CTL_EXIT_NEGATIVE, "submit: %s: %s",
+                        return ctl_fail(CTL_EXIT_NEGATIVE, "submit: %s: %s: %s", a.payload,
                                         hd_reason_name(v.reason), v.detail);
                 if (r < 0)
                         return ctl_fail(CTL_EXIT_USAGE, "submit: %s: %s",
                                         a.payload, strerror(-r));
-                if (!a.to)
+                if (!a.to) {
                         a.to = hd_payload_target(a.type, payload);
+                        if (a.to && (r = check_agent_arg("--to (from the payload)", a.to)) != 0)
+                                return r;
+                }
         }
         if (!a.to)
                 return ctl_fail(CTL_EXIT_USAGE,
@@ -213,10 +319,22 @@ int cmd_submit(int argc, char **argv)
                 .payload = payload, .transcript = transcript, .ttl = a.ttl,
         };
         r = submit_build(&rq, key, &buf, &len, id, &e);
+        /* a refusal about the transcript or the payload names its file */
+        if (r == CTL_EXIT_NEGATIVE && a.transcript && strstr(e.msg, "transcript"))
+                return ctl_fail(r, "submit: %s: %s", a.transcript, e.msg);
+        if (r == CTL_EXIT_NEGATIVE && a.payload && strstr(e.msg, "payload"))
+                return ctl_fail(r, "submit: %s: %s", a.payload, e.msg);
         if (r == 0)
-                r = submit_publish(a.spool, id, buf, len, true, &e);
+                r = submit_publish(a.spool, id, buf, len, a.create_spool, &e);
         if (r != 0)
                 return ctl_fail(r, "submit: %s", e.msg);
+        /* Written all the same: another daemon on this spool may serve it. */
+        if (cfg && !config_agent(cfg, a.to))
+                fprintf(stderr,
+                        "handoffctl: submit: warning: %s has no [agent %s]: no daemon with this "
+                        "configuration claims it; unless another one serves %s, it is rejected as "
+                        "expired_unclaimed after [spool] max_window (%llds)\n",
+                        cfg->path, a.to, a.to, (long long)cfg->max_window);
         printf("%s\n", id);
         if (fflush(stdout) == EOF)
                 return ctl_fail(CTL_EXIT_ERROR, "submit: stdout: %s",

@@ -22,7 +22,13 @@ int ctl_config(const char *path, struct config **ret)
 
         r = config_load(path ? path : CONFIG_DEFAULT_PATH, false, ret, &err);
         if (r < 0) {
-                ctl_fail(CTL_EXIT_USAGE, "%s", err ? err : strerror(-r));
+                /* each mistake on a line of its own, "FILE:LINE: message" */
+                char *save = NULL;
+                if (!err)
+                        ctl_fail(CTL_EXIT_USAGE, "%s", strerror(-r));
+                for (char *l = err ? strtok_r(err, "\n", &save) : NULL; l;
+                     l = strtok_r(NULL, "\n", &save))
+                        ctl_fail(CTL_EXIT_USAGE, "%s", l);
                 free(err);
                 return CTL_EXIT_USAGE;
         }

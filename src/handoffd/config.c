@@ -1,10 +1,13 @@
 /* handoffd.conf: parsing (inih), defaults, checks and key loading.  Every
  * key is in the table below; an unknown section or key is an error with its
- * line, so a typo never silently falls back to a default. */
+ * line, so a typo never silently falls back to a default.  Every mistake of
+ * a file is reported, each as "FILE:LINE: message"; an unknown section at
+ * its header's line, once, with the known name it is closest to. */
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <ini.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -17,22 +20,85 @@
 #include "config.h"
 #include "util.h"
 
+/* Errors reported for one file, at most; then "... and N more". */
+#define CONFIG_MAX_ERRORS 20
+
 struct parse_state {
         struct config *c;
-        char *err;              /* first error, without "FILE:LINE: " */
+        /* the reader: whole lines from f, counted as inih counts them */
+        FILE *f;
+        char *buf;
+        size_t cap;
+        int line;               /* the line being parsed, from 1 */
+        bool key_line;          /* it should reach the handler */
+        bool handled;           /* it did */
+        int section_line;       /* the header of the current section */
+        bool section_reported;  /* its "unknown section" is out */
+        /* the errors: "FILE:LINE: message" lines */
+        char *errs;
+        size_t errs_len;
+        unsigned n_errs;
 };
 
+static void errs_append(struct parse_state *st, const char *entry, size_t n)
+{
+        char *grown = realloc(st->errs, st->errs_len + n + 1);
+
+        if (!grown)
+                return;
+        memcpy(grown + st->errs_len, entry, n + 1);
+        st->errs = grown;
+        st->errs_len += n;
+}
+
+/* Append "FILE:LINE: message" (LINE 0: "FILE: message"). */
+_printf_(3, 0) static void perr_at(struct parse_state *st, int line,
+                                   const char *fmt, va_list ap)
+{
+        _cleanup_free_ char *msg = NULL, *entry = NULL;
+        int n;
+
+        if (++st->n_errs > CONFIG_MAX_ERRORS || vasprintf(&msg, fmt, ap) < 0)
+                return;
+        n = line > 0 ? asprintf(&entry, "%s%s:%d: %s", st->errs_len ? "\n" : "",
+                                st->c->path, line, msg)
+                     : asprintf(&entry, "%s%s: %s", st->errs_len ? "\n" : "",
+                                st->c->path, msg);
+        if (n >= 0)
+                errs_append(st, entry, (size_t)n);
+}
+
+/* An error of the line being parsed. */
 _printf_(2, 3) static int perr(struct parse_state *st, const char *fmt, ...)
 {
         va_list ap;
 
-        if (!st->err) {
-                va_start(ap, fmt);
-                if (vasprintf(&st->err, fmt, ap) < 0)
-                        st->err = NULL;
-                va_end(ap);
-        }
+        va_start(ap, fmt);
+        perr_at(st, st->line, fmt, ap);
+        va_end(ap);
         return 0;       /* inih: stop treating this line as good */
+}
+
+/* An error of another line (a section's header). */
+_printf_(3, 4) static int perr_line(struct parse_state *st, int line,
+                                    const char *fmt, ...)
+{
+        va_list ap;
+
+        va_start(ap, fmt);
+        perr_at(st, line, fmt, ap);
+        va_end(ap);
+        return 0;
+}
+
+/* An error of the file as a whole (no line). */
+_printf_(2, 3) static void cerr(struct parse_state *st, const char *fmt, ...)
+{
+        va_list ap;
+
+        va_start(ap, fmt);
+        perr_at(st, 0, fmt, ap);
+        va_end(ap);
 }
 
 static int parse_bool(const char *s, bool *ret)
@@ -236,8 +302,14 @@ static int handle_agent(struct parse_state *st, const char *name,
         struct config_agent *a;
         int64_t n;
 
-        if (!hd_agent_valid(name))
-                return perr(st, "[agent %s]: '%s' is not a valid agent name", name, name);
+        if (!hd_agent_valid(name)) {
+                /* once, at the header, not at each of its keys */
+                if (st->section_reported)
+                        return 0;
+                st->section_reported = true;
+                return perr_line(st, st->section_line,
+                                 "[agent %s]: '%s' is not a valid agent name", name, name);
+        }
         a = agent_get(st->c, name);
         if (!a)
                 return perr(st, "out of memory");
@@ -395,11 +467,78 @@ static int handle_remote(struct parse_state *st, const char *name,
         return set_str(&rm->host, v) == 0;
 }
 
+/* Levenshtein distance of a and b (short names), capped at 9. */
+static unsigned edit_distance(const char *a, size_t la, const char *b)
+{
+        size_t lb = strlen(b);
+        unsigned row[32], prev, cur;
+
+        if (la >= ELEMENTSOF(row) || lb >= ELEMENTSOF(row))
+                return 9;
+        for (size_t j = 0; j <= lb; j++)
+                row[j] = (unsigned)j;
+        for (size_t i = 1; i <= la; i++) {
+                prev = row[0];
+                row[0] = (unsigned)i;
+                for (size_t j = 1; j <= lb; j++) {
+                        unsigned sub = prev + (tolower((unsigned char)a[i - 1]) != b[j - 1]);
+                        cur = row[j];
+                        row[j] = row[j] + 1 < row[j - 1] + 1 ? row[j] + 1 : row[j - 1] + 1;
+                        if (sub < row[j])
+                                row[j] = sub;
+                        prev = cur;
+                }
+        }
+        return row[lb] < 9 ? row[lb] : 9;
+}
+
+/* The section names handoffd.conf(5) documents, for "did you mean". */
+static const char *const config_sections[] = {
+        "spool", "keys", "agent", "retention", "control", "metrics", "payload",
+        "relay", "remote",
+};
+
+/* Reported once, at the section's header; its keys are then ignored. */
+static int unknown_section(struct parse_state *st, const char *section)
+{
+        size_t word = strcspn(section, " \t");
+        const char *rest = section + word, *best = NULL;
+        unsigned best_d = 3;
+
+        if (st->section_reported)
+                return 0;
+        st->section_reported = true;
+        for (size_t i = 0; i < ELEMENTSOF(config_sections); i++) {
+                unsigned d = edit_distance(section, word, config_sections[i]);
+                if (d < best_d && d < strlen(config_sections[i])) {
+                        best_d = d;
+                        best = config_sections[i];
+                }
+        }
+        while (*rest == ' ' || *rest == '\t')
+                rest++;
+        /* [agent NAME] and [remote NAME] name what they configure */
+        bool named = best && (!strcmp(best, "agent") || !strcmp(best, "remote"));
+        if (named && !*rest)
+                return perr_line(st, st->section_line,
+                                 "[%s]: this section names its %s: [%s NAME]", section,
+                                 best, best);
+        if (named)
+                return perr_line(st, st->section_line,
+                                 "unknown section [%s] (did you mean [%s %s]?)", section, best, rest);
+        if (best)
+                return perr_line(st, st->section_line,
+                                 "unknown section [%s] (did you mean [%s]?)", section, best);
+        return perr_line(st, st->section_line, "unknown section [%s]", section);
+}
+
 static int handler(void *user, const char *section, const char *k,
                    const char *v)
 {
         struct parse_state *st = user;
         struct config *c = st->c;
+
+        st->handled = true;
 
         if (!strcmp(section, "spool"))
                 return handle_spool(st, k, v);
@@ -438,7 +577,7 @@ static int handler(void *user, const char *section, const char *k,
         }
         if (!*section)
                 return perr(st, "key '%s' outside of any section", k);
-        return perr(st, "unknown section [%s]", section);
+        return unknown_section(st, section);
 }
 
 /* "credential:NAME" -> $CREDENTIALS_DIRECTORY/NAME (systemd LoadCredential=). */
@@ -522,38 +661,47 @@ static int config_check_relay(struct config *c, char **err)
         return 0;
 }
 
-static int config_check(struct config *c, char **err)
+/* What no single line shows: each problem reported, none stops the rest. */
+static int config_check(struct parse_state *st)
 {
+        struct config *c = st->c;
         bool any_key = c->default_key_path || c->n_kids > 0 || c->pubkey_dir;
         int r;
 
-#define FAIL(...) do { if (asprintf(err, __VA_ARGS__) < 0) *err = NULL; return -EINVAL; } while (0)
         if (!c->spool_dir)
-                FAIL("%s: [spool] dir is not set", c->path);
+                cerr(st, "[spool] dir is not set");
         for (size_t i = 0; i < c->n_agents; i++) {
                 struct config_agent *a = &c->agents[i];
                 if (!a->state_dir)
-                        FAIL("%s: [agent %s] state_dir is not set", c->path, a->name);
+                        cerr(st, "[agent %s] state_dir is not set", a->name);
                 if (a->key_path || a->n_pubkey_paths > 0)
                         any_key = true;
                 if (a->require_sig && a->n_pubkey_paths == 0 && !c->pubkey_dir)
-                        FAIL("%s: [agent %s] require = sig, but no public key is configured "
-                             "(pubkeys = or [keys] pubkey_dir)", c->path, a->name);
+                        cerr(st, "[agent %s] require = sig, but no public key is configured "
+                             "(pubkeys = or [keys] pubkey_dir)", a->name);
                 if (!a->delivery && !(a->delivery = strdup("bootstrap")))
                         return -ENOMEM;
                 if (!a->act_format && !(a->act_format = strdup("xml")))
                         return -ENOMEM;
         }
         if (!any_key)
-                FAIL("%s: no key configured ([keys] default or pubkey_dir, [agent NAME] key "
-                     "or pubkeys)", c->path);
+                cerr(st, "no key configured ([keys] default or pubkey_dir, [agent NAME] key "
+                     "or pubkeys)");
         if (c->max_window < c->max_clock_skew)
-                FAIL("%s: [spool] max_window is shorter than max_clock_skew", c->path);
-        r = config_check_relay(c, err);
-        if (r < 0)
+                cerr(st, "[spool] max_window is shorter than max_clock_skew");
+        /* the relay's checks stop at their first problem: one more line */
+        char *rerr = NULL;
+        r = config_check_relay(c, &rerr);
+        if (r == -EINVAL && rerr) {
+                st->n_errs++;
+                if (st->errs_len)
+                        errs_append(st, "\n", 1);
+                errs_append(st, rerr, strlen(rerr));
+        }
+        free(rerr);
+        if (r < 0 && r != -EINVAL)
                 return r;
-#undef FAIL
-        return 0;
+        return st->n_errs ? -EINVAL : 0;
 }
 
 /* The HMAC slots ([keys] default and NAME, [agent NAME] key) take HMAC
@@ -843,6 +991,56 @@ int config_load_keys_readable(struct config *c)
         return (int)(n + c->n_pubkeys);
 }
 
+/* The line inih just parsed, checked now that it is done: one that should
+ * have reached the handler and did not is a syntax error inih found. */
+static void reader_line_done(struct parse_state *st)
+{
+        if (st->line > 0 && st->key_line && !st->handled)
+                perr(st, "expected KEY = VALUE or [SECTION]");
+}
+
+/* inih's reader (fgets-like): whole lines, each counted once, so that
+ * st->line is the line the handler is called for.  A line longer than
+ * inih takes is an error of its own, never split into two. */
+static char *reader(char *str, int num, void *stream)
+{
+        struct parse_state *st = stream;
+        const char *p, *end;
+        ssize_t n;
+
+        reader_line_done(st);
+        n = getline(&st->buf, &st->cap, st->f);
+        if (n < 0)
+                return NULL;
+        st->line++;
+        st->key_line = st->handled = false;
+        if (n > num - 3) {
+                perr(st, "line longer than %d characters", num - 3);
+                memcpy(str, "\n", 2);
+                return str;
+        }
+        memcpy(str, st->buf, (size_t)n + 1);
+        p = st->buf;
+        if (st->line == 1 && !strncmp(p, "\xEF\xBB\xBF", 3))
+                p += 3;
+        while (isspace((unsigned char)*p))
+                p++;
+        if (!*p || *p == ';' || *p == '#')
+                return str;
+        if (*p != '[') {
+                st->key_line = true;    /* KEY = VALUE, or a continuation */
+                return str;
+        }
+        end = strchr(p, ']');
+        if (!end) {
+                perr(st, "'[' without ']'");
+                return str;
+        }
+        st->section_line = st->line;
+        st->section_reported = false;
+        return str;
+}
+
 int config_load(const char *path, bool load_keys, struct config **ret,
                 char **err)
 {
@@ -868,33 +1066,73 @@ int config_load(const char *path, bool load_keys, struct config **ret,
                 return -ENOMEM;
         }
         st.c = c;
-        line = ini_parse(path, handler, &st);
-        if (line < 0) {
-                r = line == -1 ? -errno : -ENOMEM;
-                if (r == 0)
-                        r = -EIO;
+        st.f = fopen(path, "re");
+        if (!st.f) {
+                r = -errno;
                 if (asprintf(err, "%s: cannot read: %s", path, strerror(-r)) < 0)
                         *err = NULL;
                 config_free(c);
                 return r;
         }
-        if (line > 0) {
-                if (asprintf(err, "%s:%d: %s", path, line,
-                             st.err ? st.err : "syntax error") < 0)
-                        *err = NULL;
-                free(st.err);
-                config_free(c);
-                return -EINVAL;
+        line = ini_parse_stream(reader, &st, handler, &st);
+        r = ferror(st.f) ? -EIO : 0;
+        fclose(st.f);
+        free(st.buf);
+        if (line == -2)
+                r = -ENOMEM;
+        if (r == 0 && line > 0 && st.n_errs == 0)
+                perr_line(&st, line, "syntax error");
+        /* a file's own mistakes first; what is missing only once they
+         * are fixed (a bad line often leaves a key "not set") */
+        if (r == 0 && st.n_errs == 0)
+                r = config_check(&st);
+        else if (r == 0)
+                r = -EINVAL;
+        if (r == -EIO && !st.errs)
+                cerr(&st, "cannot read: %s", strerror(EIO));
+        if (st.n_errs > CONFIG_MAX_ERRORS) {
+                char more[64];
+                int n = snprintf(more, sizeof(more), "\n... and %u more",
+                                 st.n_errs - CONFIG_MAX_ERRORS);
+                errs_append(&st, more, (size_t)n);
         }
-        r = config_check(c, err);
         if (r == 0 && load_keys)
                 r = config_load_keys(c, err);
+        else if (r < 0)
+                *err = TAKE_PTR(st.errs);
+        free(st.errs);
         if (r < 0) {
                 config_free(c);
                 return r;
         }
         *ret = c;
         return 0;
+}
+
+int config_warnings(const struct config *c,
+                    void (*emit)(void *userdata, const char *msg), void *userdata)
+{
+        int n = 0;
+
+        if (c->n_agents == 0) {
+                char *m = NULL;
+                if (asprintf(&m, "%s has no [agent NAME] section: nothing will be claimed, "
+                                 "only rejected and expired", c->path) >= 0) {
+                        emit(userdata, m);
+                        free(m);
+                }
+                n++;
+        }
+        if (c->control_group && !getgrnam(c->control_group)) {
+                char *m = NULL;
+                if (asprintf(&m, "[control] group '%s' does not exist: the control socket "
+                                 "stays with the daemon's own group", c->control_group) >= 0) {
+                        emit(userdata, m);
+                        free(m);
+                }
+                n++;
+        }
+        return n;
 }
 
 void config_free(struct config *c)

@@ -95,6 +95,12 @@ void config_free(struct config *c);
  * skipping the others; > 0 when any key (HMAC or public) is loaded. */
 int config_load_keys_readable(struct config *c);
 
+/* What the daemon warns about at start for a loaded config (nothing will be
+ * claimed, a [control] group that does not exist): each message to emit;
+ * returns how many.  handoffd -n prints the same. */
+int config_warnings(const struct config *c,
+                    void (*emit)(void *userdata, const char *msg), void *userdata);
+
 const struct config_agent *config_agent(const struct config *c,
                                         const char *name);
 /* The host that serves remote agent name ([remote NAME] host), or NULL. */

@@ -344,9 +344,13 @@ static void on_connection(uv_stream_t *server, int status)
 
 /* A socket file left by a crash is removed; one that answers is another
  * daemon's, and we refuse to take it over. */
-static int clear_stale(const char *path)
+/* A socket file nobody answers on is removed; one that answers is in use
+ * (-EADDRINUSE, *ret_pid the pid that listens on it, 0 if unknown). */
+static int clear_stale(const char *path, pid_t *ret_pid)
 {
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        struct ucred cred = { 0 };
+        socklen_t cl = sizeof(cred);
         struct stat st;
         int fd, r;
 
@@ -359,10 +363,35 @@ static int clear_stale(const char *path)
                 return -errno;
         snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
         r = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+        /* the peer of a connected socket is the process that listens */
+        if (r == 0 && getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0)
+                *ret_pid = cred.pid;
         close(fd);
         if (r == 0)
                 return -EADDRINUSE;
         return unlink(path) < 0 ? -errno : 0;
+}
+
+/* "1234 (handoffd)" for a pid, from /proc; empty when unknown. */
+static void control_peer_name(pid_t pid, char *buf, size_t n)
+{
+        char path[64], comm[32] = "";
+        FILE *f;
+
+        buf[0] = '\0';
+        if (pid <= 0)
+                return;
+        snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
+        f = fopen(path, "re");
+        if (f) {
+                if (fgets(comm, sizeof(comm), f))
+                        comm[strcspn(comm, "\n")] = '\0';
+                fclose(f);
+        }
+        if (comm[0])
+                snprintf(buf, n, "%d (%s)", (int)pid, comm);
+        else
+                snprintf(buf, n, "%d", (int)pid);
 }
 
 int control_open(uv_loop_t *loop, struct config *cfg, struct spool *sp,
@@ -389,7 +418,21 @@ int control_open(uv_loop_t *loop, struct config *cfg, struct spool *sp,
                 *slash = '\0';
                 mkdir_p_at(AT_FDCWD, dir, 0750);
         }
-        r = clear_stale(c->path);
+        pid_t holder = 0;
+        r = clear_stale(c->path, &holder);
+        if (r == -EADDRINUSE) {
+                char who[64] = "another process";
+                if (holder > 0) {
+                        char name[48];
+                        control_peer_name(holder, name, sizeof(name));
+                        snprintf(who, sizeof(who), "pid %s", name);
+                }
+                log_error("Control socket '%s' is in use: %s answers on it. Each handoffd "
+                          "on a host needs its own [control] socket (see handoffd.conf(5)); "
+                          "stop that one, or give this one another socket",
+                          c->path, who);
+                goto fail;
+        }
         if (r < 0) {
                 log_error_errno(r, "Control socket '%s' cannot be used", c->path);
                 goto fail;

@@ -22,6 +22,7 @@
                                  * SPOOL_BATCH_MAX_USEC of deciding */
 #define SWEEP_MAX_MS 60000      /* retention at least once a minute */
 #define REWATCH_MAX 10          /* per minute, then give up: never spin */
+#define STATUS_COALESCE_MS 1000 /* STATUS= at most once a second */
 
 static void arm_deadline(struct daemon *d);
 static int rewatch(struct daemon *d);
@@ -29,17 +30,43 @@ static void stop(struct daemon *d, int code);
 static void on_idle(uv_idle_t *h);
 static void on_retry(uv_timer_t *t);
 
-static void status_notify(struct daemon *d)
+static void status_text(struct daemon *d, char *buf, size_t n)
 {
         const struct spool_stats *s = &d->sp->st;
         uint64_t rej = 0;
 
         for (int i = 0; i < _HD_R_MAX; i++)
                 rej += s->rejected[i];
-        sd_notifyf(0, "STATUS=claimed %llu, consumed %llu, expired %llu, rejected %llu, pending %zu%s",
-                   (unsigned long long)s->claimed, (unsigned long long)s->consumed,
-                   (unsigned long long)s->expired, (unsigned long long)rej,
-                   json_object_size(d->pending), s->watch_ok ? "" : ", watch lost");
+        snprintf(buf, n, "claimed %llu, consumed %llu, expired %llu, rejected %llu, pending %zu%s",
+                 (unsigned long long)s->claimed, (unsigned long long)s->consumed,
+                 (unsigned long long)s->expired, (unsigned long long)rej,
+                 json_object_size(d->pending), s->watch_ok ? "" : ", watch lost");
+}
+
+static void status_notify(struct daemon *d)
+{
+        status_text(d, d->status_sent, sizeof(d->status_sent));
+        sd_notifyf(0, "STATUS=%s", d->status_sent);
+}
+
+static void on_status_timer(uv_timer_t *t)
+{
+        status_notify(t->data);
+}
+
+/* STATUS= follows the counts, at most once a second, and only when they
+ * changed: an idle daemon is not woken for it (this check runs only when
+ * the loop woke up for something else). */
+static void on_status_check(uv_check_t *h)
+{
+        struct daemon *d = h->data;
+        char now[sizeof(d->status_sent)];
+
+        if (uv_is_active((uv_handle_t *)&d->t_status))
+                return;
+        status_text(d, now, sizeof(now));
+        if (strcmp(now, d->status_sent) != 0)
+                uv_timer_start(&d->t_status, on_status_timer, STATUS_COALESCE_MS, 0);
 }
 
 static int watch_handoff(struct daemon *d)
@@ -154,11 +181,15 @@ static void drain(struct daemon *d, size_t max)
         arm_deadline(d);
 }
 
+static void warn_config(void *userdata, const char *msg)
+{
+        (void)userdata;
+        log_warning("%s", msg);
+}
+
 static void mark_ready(struct daemon *d)
 {
-        if (d->cfg->n_agents == 0)
-                log_warning("%s has no [agent NAME] section: nothing will be claimed, "
-                            "only rejected and expired", d->config_path);
+        config_warnings(d->cfg, warn_config, NULL);
         d->ready = true;
         log_info("handoffd %s ready: spool %s, %zu agent(s), fsync %s", HD_VERSION_STRING,
                  d->cfg->spool_dir, d->cfg->n_agents, d->cfg->fsync ? "on" : "off");
@@ -251,10 +282,6 @@ static void on_rescan(uv_timer_t *t)
         daemon_rescan(d, "periodic");
 }
 
-static void on_status_timer(uv_timer_t *t)
-{
-        status_notify(t->data);
-}
 
 static void on_watchdog(uv_timer_t *t)
 {
@@ -484,7 +511,13 @@ int daemon_run(const char *config_path, struct config *cfg)
         uv_signal_start(&d.sig_int, on_signal, SIGINT);
         uv_timer_start(&d.t_rescan, on_rescan, (uint64_t)cfg->rescan_interval * 1000,
                        (uint64_t)cfg->rescan_interval * 1000);
-        uv_timer_start(&d.t_status, on_status_timer, 5000, 5000);
+        /* only with a service manager to tell: no check, no wake-up */
+        if (getenv("NOTIFY_SOCKET")) {
+                uv_check_init(&d.loop, &d.status_check);
+                d.status_check.data = &d;
+                uv_check_start(&d.status_check, on_status_check);
+                uv_unref((uv_handle_t *)&d.status_check);
+        }
         if (sd_watchdog_enabled(0, &wd_usec) > 0 && wd_usec > 0)
                 uv_timer_start(&d.t_watchdog, on_watchdog, 0, wd_usec / 2000 ? wd_usec / 2000 : 1);
 

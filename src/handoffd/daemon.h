@@ -25,6 +25,8 @@ struct daemon {
         uv_signal_t sig_hup, sig_term, sig_int;
         uv_timer_t t_rescan, t_deadline, t_retry, t_watchdog, t_status;
         uv_idle_t idle;         /* drains the pending set in chunks */
+        uv_check_t status_check;/* after each wake-up: did the counts change? */
+        char status_sent[192];  /* the last STATUS= sent */
 
         json_t *pending;        /* names in handoff/ to decide about, ordered */
         json_t *retry;          /* names that hit a system error */

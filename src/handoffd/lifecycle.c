@@ -12,6 +12,7 @@
  * again later, never waited for.  The content of claimed/<id>.json is
  * verified again each time it is read: the producer still owns that inode
  * and may have rewritten it since the claim. */
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -84,10 +85,27 @@ static int write_marker(struct spool *sp, const char *mname, json_t *m)
         return r;
 }
 
+/* Whether id already names the two agents: "FROM-TO-..." or, as the real
+ * writer makes them, "UNIXTIME-FROM-TO-...". */
+static bool id_names_agents(const char *id, const char *from, const char *to)
+{
+        size_t lf = strlen(from), lt = strlen(to);
+
+        if (isdigit((unsigned char)*id)) {
+                const char *p = id + strspn(id, "0123456789");
+                if (*p == '-' && !strncmp(p + 1, from, lf) && p[1 + lf] == '-' &&
+                    !strncmp(p + 2 + lf, to, lt) && p[2 + lf + lt] == '-')
+                        return true;
+        }
+        return !strncmp(id, from, lf) && id[lf] == '-' && !strncmp(id + lf + 1, to, lt) &&
+               id[lf + 1 + lt] == '-';
+}
+
 /* Move claimed/<id>.json to archive/ with its .outcome.  The archive name
  * (the real implementation's "{unix_ts}-{from}-{to}-{id}.json", ts = when
- * it ended) is chosen once and kept in the marker first, so a crash in the
- * middle and the retry after it end with one name and one sidecar. */
+ * it ended; "{unix_ts}-{id}.json" when the id already names from and to)
+ * is chosen once and kept in the marker first, so a crash in the middle
+ * and the retry after it end with one name and one sidecar. */
 static int archive(struct spool *sp, const char *id, const json_t *doc, json_t *marker,
                    const char *mname, const char *outcome, int64_t now)
 {
@@ -106,9 +124,14 @@ static int archive(struct spool *sp, const char *id, const json_t *doc, json_t *
                 for (unsigned n = 0;; n++) {
                         if (n >= 100)
                                 return -EEXIST;
-                        snprintf(fresh, sizeof(fresh), n ? "%lld-%s-%s-%s~%u.json" : "%lld-%s-%s-%s.json",
-                                 (long long)(now / 1000000), from ? from : "unknown",
-                                 to ? to : "unknown", id, n);
+                        if (from && to && id_names_agents(id, from, to))
+                                snprintf(fresh, sizeof(fresh), n ? "%lld-%s~%u.json" : "%lld-%s.json",
+                                         (long long)(now / 1000000), id, n);
+                        else
+                                snprintf(fresh, sizeof(fresh),
+                                         n ? "%lld-%s-%s-%s~%u.json" : "%lld-%s-%s-%s.json",
+                                         (long long)(now / 1000000), from ? from : "unknown",
+                                         to ? to : "unknown", id, n);
                         if (fstatat(sp->fd[SD_ARCHIVE], fresh, &st, AT_SYMLINK_NOFOLLOW) < 0)
                                 break;
                 }

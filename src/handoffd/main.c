@@ -1,7 +1,8 @@
 /* handoffd: options, configuration check (-n), then the loop.
  *
  * Exit codes (handoffd(8)): 0 stopped by SIGTERM/SIGINT or -n found no
- * problem, 1 a fatal runtime error, 2 bad usage or a bad configuration. */
+ * problem, 1 a fatal runtime error, 2 bad usage or a bad configuration (or,
+ * with --strict, one the daemon would warn about). */
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
@@ -20,28 +21,39 @@ static void usage(FILE *f)
                 "Watch a handoff spool: verify, claim and deliver signed handoffs.\n\n"
                 "  -c, --config FILE     configuration (default %s)\n"
                 "  -f, --foreground      stay in the foreground (always: handoffd never forks)\n"
-                "  -n, --check-config    check the configuration and keys, then exit\n"
+                "  -n, --check-config    check the configuration and keys, print what the\n"
+                "                        daemon would warn about at start, then exit\n"
+                "      --strict          a warning about the configuration is an error\n"
                 "  -v, --verbose         log debug messages too\n"
                 "  -h, --help            show this help\n"
                 "  -V, --version         show the version\n\n"
-                "Exit codes: 0 clean stop, 1 fatal error, 2 usage or configuration error.\n"
+                "Exit codes: 0 clean stop (or -n: a good configuration), 1 fatal error,\n"
+                "2 usage or configuration error (with --strict, also a warning).\n"
                 "See handoffd(8) and handoffd.conf(5).\n",
                 CONFIG_DEFAULT_PATH);
 }
 
+static void print_warning(void *userdata, const char *msg)
+{
+        (void)userdata;
+        fprintf(stderr, "handoffd: warning: %s\n", msg);
+}
+
 int main(int argc, char **argv)
 {
+        enum { OPT_STRICT = 0x100 };
         static const struct option opts[] = {
                 { "config", required_argument, NULL, 'c' },
                 { "foreground", no_argument, NULL, 'f' },
                 { "check-config", no_argument, NULL, 'n' },
+                { "strict", no_argument, NULL, OPT_STRICT },
                 { "verbose", no_argument, NULL, 'v' },
                 { "help", no_argument, NULL, 'h' },
                 { "version", no_argument, NULL, 'V' },
                 {}
         };
         const char *path = CONFIG_DEFAULT_PATH;
-        bool check_only = false, verbose = false;
+        bool check_only = false, verbose = false, strict = false;
         struct config *cfg = NULL;
         char *err = NULL;
         int c, r;
@@ -51,6 +63,7 @@ int main(int argc, char **argv)
                 case 'c': path = optarg; break;
                 case 'f': break;
                 case 'n': check_only = true; break;
+                case OPT_STRICT: strict = true; break;
                 case 'v': verbose = true; break;
                 case 'h': usage(stdout); return 0;
                 case 'V': printf("handoffd %s\n", HD_VERSION_STRING); return 0;
@@ -70,8 +83,18 @@ int main(int argc, char **argv)
                 free(err);
                 return 2;
         }
+        /* The daemon warns at start; -n and --strict look now. */
+        int warnings = check_only || strict ? config_warnings(cfg, print_warning, NULL) : 0;
+        if (strict && warnings > 0) {
+                fprintf(stderr, "%s: %d warning(s), an error with --strict\n", path, warnings);
+                config_free(cfg);
+                return 2;
+        }
         if (check_only) {
-                printf("%s: ok (%zu agent(s), spool %s)\n", path, cfg->n_agents, cfg->spool_dir);
+                printf("%s: ok (%zu agent(s), spool %s", path, cfg->n_agents, cfg->spool_dir);
+                if (warnings > 0)
+                        printf(", %d warning(s)", warnings);
+                printf(")\n");
                 config_free(cfg);
                 return 0;
         }

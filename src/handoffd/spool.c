@@ -707,6 +707,13 @@ static int decide(struct spool *sp, struct item *it, int64_t now)
                 if (v.reason == HD_R_UNKNOWN_KEY || v.reason == HD_R_BAD_MAC)
                         goto left;
                 if (v.reason == HD_R_EXPIRED && to && hd_agent_valid(to)) {
+                        char was[sizeof(v.detail)];
+                        snprintf(was, sizeof(was), "%s", v.detail);
+                        /* truncation only shortens the quoted detail */
+                        if (snprintf(v.detail, sizeof(v.detail),
+                                     "no daemon claimed it for agent %s before it expired (%.150s)",
+                                     to, was) < 0)
+                                v.detail[0] = '\0';
                         v.reason = HD_R_EXPIRED_UNCLAIMED;
                         goto reject_authenticated;
                 }
@@ -785,7 +792,8 @@ left:
                 if (t < now) {
                         hd_reason was = r == -EBADMSG ? v.reason : HD_OK;
                         snprintf(v.detail, sizeof(v.detail),
-                                 "for agent %s, not served here, past its expiry%s%s",
+                                 "no daemon claimed it for agent %s before it expired "
+                                 "(not served here%s%s)",
                                  to && hd_agent_valid(to) ? to : "(invalid)",
                                  was ? "; not authenticated here: " : "",
                                  was ? hd_reason_name(was) : "");
@@ -798,7 +806,8 @@ left:
                 lifecycle_note_deadline(sp, t + 1);
                 sp->st.left++;
                 char q[300];
-                log_decision(LOG_DEBUG, NULL, to, "left", NULL,
+                /* info, once: later looks end in foreign_fresh() */
+                log_decision(LOG_INFO, NULL, to, "left", NULL,
                              "Left %s for agent %s, not served here",
                              log_quote(name, q, sizeof(q)), to ? to : "(none)");
                 return IO_LEFT;

@@ -31,6 +31,9 @@ int hd_bootstrap_name(const char *handoff_id, char *buf, size_t n)
         return 0;
 }
 
+/* The turns of the transcript shown after a producer's summary. */
+#define BOOTSTRAP_TURNS 20
+
 /* Growable string for the rendered context. */
 struct sbuf {
         char *s;
@@ -75,37 +78,60 @@ static const char *jstr(const json_t *o, const char *k)
         return s && *s ? s : NULL;
 }
 
+/* A summary that Python's str.strip() empties is no summary: the real
+ * consumer strips resume_context and ignores a bootstrap left empty. */
+static const char *summary(const json_t *h, const char *k)
+{
+        const char *s = jstr(h, k);
+        return s && !utf8_blank(s) ? s : NULL;
+}
+
+/* The turns of a transcript, the last max of them (all with max 0). */
+static void render_transcript(struct sbuf *b, const json_t *tr, size_t max)
+{
+        size_t n = json_array_size(tr), first = max && n > max ? n - max : 0;
+
+        if (first)
+                sb_printf(b, "\n\nTranscript, the last %zu of %zu turns:", n - first, n);
+        else
+                sb_printf(b, "\n\nTranscript so far:");
+        for (size_t i = first; i < n; i++) {
+                const json_t *t = json_array_get(tr, i);
+                const char *text = json_string_value(json_object_get(t, "text"));
+                sb_printf(b, "\n- %s: %s", jstr(t, "role") ? jstr(t, "role") : "?",
+                          text ? text : "");
+        }
+}
+
 /* The context the agent resumes from: the producer's own summary when it
- * wrote one, else what from_agent, reason and transcript say; a payload's
- * Markdown rendering is appended. */
-static int render_context(const json_t *h, char **ret)
+ * wrote one (then the last turns of the transcript, unless with_turns is
+ * false), else what from_agent, reason and transcript say; a payload's
+ * Markdown rendering is appended.  *ret_turns: turns follow a summary. */
+static int render_context(const json_t *h, bool with_turns, char **ret, bool *ret_turns)
 {
         struct sbuf b = { 0 };
-        const char *own = jstr(h, "resume_context");
+        const char *own = summary(h, "resume_context");
         const json_t *tr = json_object_get(h, "transcript");
         const char *ptype = jstr(h, "payload_type");
+        bool turns = json_is_array(tr) && json_array_size(tr) > 0;
 
+        *ret_turns = false;
         if (!own)
-                own = jstr(h, "context_summary");
+                own = summary(h, "context_summary");
         if (own) {
                 sb_printf(&b, "%s", own);
+                if (turns && with_turns) {
+                        render_transcript(&b, tr, BOOTSTRAP_TURNS);
+                        *ret_turns = true;
+                }
         } else {
                 sb_printf(&b, "%s handed this over to you",
                           jstr(h, "from_agent") ? jstr(h, "from_agent") : "another agent");
                 if (jstr(h, "reason"))
                         sb_printf(&b, ". Reason: %s", jstr(h, "reason"));
                 sb_printf(&b, ".");
-                if (json_is_array(tr) && json_array_size(tr) > 0) {
-                        size_t i;
-                        json_t *t;
-                        sb_printf(&b, "\n\nTranscript so far:");
-                        json_array_foreach(tr, i, t)
-                                sb_printf(&b, "\n- %s: %s",
-                                          jstr(t, "role") ? jstr(t, "role") : "?",
-                                          json_string_value(json_object_get(t, "text"))
-                                                  ? json_string_value(json_object_get(t, "text"))
-                                                  : "");
-                }
+                if (turns)
+                        render_transcript(&b, tr, 0);
         }
         if (ptype) {
                 char *md = NULL;
@@ -217,6 +243,8 @@ int hd_bootstrap_build_shown(const json_t *h, const json_t *shown,
         char at[HD_TIME_MAX];
         _cleanup_free_ char *ctx = NULL;
         _cleanup_json_ json_t *b = NULL;
+        bool turns;
+        size_t len;
         int r;
 
         if (!shown)
@@ -227,7 +255,7 @@ int hd_bootstrap_build_shown(const json_t *h, const json_t *shown,
         r = hd_time_format(accepted_usec, at, sizeof(at));
         if (r < 0)
                 return r;
-        r = render_context(shown, &ctx);
+        r = render_context(shown, true, &ctx, &turns);
         if (r < 0)
                 return r;
         b = json_object();
@@ -250,6 +278,23 @@ int hd_bootstrap_build_shown(const json_t *h, const json_t *shown,
         r |= json_object_set(b, "handoff", (json_t *)h);
         if (r)
                 return -ENOMEM;
+        /* The turns after a summary are a convenience: first to go when
+         * the bootstrap would pass the size cap (the library's, when none
+         * is given: what a consumer reads). */
+        if (turns) {
+                r = canon_size(b, &len);
+                if (r < 0)
+                        return r;
+                if (len > (max_size ? max_size : HD_DEFAULT_MAX_SIZE)) {
+                        free(ctx);
+                        ctx = NULL;
+                        r = render_context(shown, false, &ctx, &turns);
+                        if (r < 0)
+                                return r;
+                        if (json_object_set_new(b, "resume_context", json_string(ctx)) < 0)
+                                return -ENOMEM;
+                }
+        }
         if (max_size) {
                 r = bootstrap_fit(b, max_size,
                                   json_equal(json_object_get(h, "payload"),

@@ -1,5 +1,6 @@
-/* Small private helpers declared in util.h: strict integer parsing, and
- * UTF-8 repair and quoting of untrusted strings in verdict details. */
+/* Small private helpers declared in util.h: strict integer parsing, UTF-8
+ * repair and quoting of untrusted strings in verdict details, and
+ * whitespace as Python's str.strip() sees it. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -97,4 +98,41 @@ const char *quote_untrusted(const char *s, size_t len, char *buf, size_t n)
         }
         buf[o] = '\0';
         return buf;
+}
+
+/* The code points for which Python's str.isspace() is true (bidi class WS,
+ * B or S, or category Zs): what the real consumer's .strip() removes.
+ * tests/unit/test_whitespace.c compares it with python3 over every code point. */
+static const struct { uint32_t lo, hi; } py_space_ranges[] = {
+        { 0x0009, 0x000D }, { 0x001C, 0x0020 }, { 0x0085, 0x0085 },
+        { 0x00A0, 0x00A0 }, { 0x1680, 0x1680 }, { 0x2000, 0x200A },
+        { 0x2028, 0x2029 }, { 0x202F, 0x202F }, { 0x205F, 0x205F },
+        { 0x3000, 0x3000 },
+};
+
+bool py_isspace(uint32_t cp)
+{
+        for (size_t i = 0; i < ELEMENTSOF(py_space_ranges); i++)
+                if (cp >= py_space_ranges[i].lo && cp <= py_space_ranges[i].hi)
+                        return true;
+        return false;
+}
+
+bool utf8_blank(const char *s)
+{
+        const unsigned char *p = (const unsigned char *)s;
+
+        while (*p) {
+                size_t n = utf8_len(p);
+                uint32_t cp;
+                if (n == 0)
+                        return false;   /* not text: not whitespace either */
+                cp = n == 1 ? p[0] : p[0] & (0x7F >> n);
+                for (size_t i = 1; i < n; i++)
+                        cp = (cp << 6) | (p[i] & 0x3F);
+                if (!py_isspace(cp))
+                        return false;
+                p += n;
+        }
+        return true;
 }

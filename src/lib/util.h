@@ -64,6 +64,11 @@ xsnprintf(char *buf, size_t n, const char *fmt, ...)
  * place: details quote untrusted bytes and must fit in JSON strings. */
 void utf8_fix(char *s);
 
+/* Python's str.isspace() for one code point, and whether a UTF-8 string is
+ * empty once stripped as str.strip() strips (invalid UTF-8 is not blank). */
+bool py_isspace(uint32_t cp);
+bool utf8_blank(const char *s);
+
 /* Fill a verdict and return -EBADMSG, so rejections read as one line:
  *         return verdict(v, HD_R_BAD_ID, "handoff_id '%s' ...", id); */
 _printf_(3, 4) static inline int

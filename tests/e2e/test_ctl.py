@@ -93,7 +93,12 @@ def test_submit(tmp, keyfile, key):
     spool = os.path.join(tmp, "spool")
     p = run("submit", "--spool", spool, "--key", keyfile,
             "--from", "alice", "--to", "bob")
-    check(p.returncode == 0, "submit exits 0")
+    check(p.returncode == 2 and p.stderr == f"handoffctl: submit: {spool}: no such spool "
+          "(--create-spool makes one)\n" and not os.path.exists(spool),
+          f"submit into a spool that does not exist: exit 2, one line, nothing made ({p.stderr!r})")
+    p = run("submit", "--spool", spool, "--key", keyfile, "--create-spool",
+            "--from", "alice", "--to", "bob")
+    check(p.returncode == 0, "submit --create-spool exits 0")
     hid = p.stdout.strip()
     check(re.fullmatch(r"\d{9,}-alice-bob-[0-9a-f]{16}", hid) is not None,
           f"default handoff_id is UNIXTIME-FROM-TO-16HEX ({hid!r})")
@@ -181,14 +186,15 @@ def test_submit(tmp, keyfile, key):
           "self handoff refused locally")
     p = run("submit", "--spool", spool, "--key", keyfile, "--from", "Alice",
             "--to", "bob")
-    check(p.returncode == 1 and "submit: bad_agent:" in p.stderr,
-          "bad agent name refused locally")
+    check(p.returncode == 2 and p.stderr == "handoffctl: submit: --from 'Alice': not a valid "
+          "agent name (lowercase letters, digits, '-', '_')\n",
+          f"bad agent name refused first, naming the option ({p.stderr!r})")
     bad_tr = write(os.path.join(tmp, "badtr.json"),
                    b'[{"role": "robot", "text": "x"}]')
     p = run("submit", "--spool", spool, "--key", keyfile, "--from", "alice",
             "--to", "bob", "--transcript", bad_tr)
-    check(p.returncode == 1 and "submit: bad_type:" in p.stderr,
-          "a transcript with a bad role is refused locally")
+    check(p.returncode == 1 and f"submit: {bad_tr}: bad_type:" in p.stderr,
+          f"a transcript with a bad role is refused locally, naming the file ({p.stderr!r})")
     p = run("submit", "--spool", spool, "--key", keyfile, "--from", "alice",
             "--to", "bob", "--transcript", os.path.join(tmp, "missing.json"))
     check(p.returncode == 2, "a missing transcript file -> 2")
@@ -437,7 +443,7 @@ DROP = _Drop()
 
 
 def main():
-    tmp = tempfile.mkdtemp(prefix="hd-ctl-")
+    tmp = tempfile.mkdtemp(prefix="hdtest.")
     try:
         test_keygen(tmp)
         keyfile = os.path.join(tmp, "key")

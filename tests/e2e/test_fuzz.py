@@ -45,7 +45,7 @@ def have_libfuzzer():
     """Why libFuzzer cannot be used here, or None when it can."""
     if not shutil.which(CC):
         return f"no {CC} in PATH"
-    with tempfile.TemporaryDirectory() as d:
+    with tempfile.TemporaryDirectory(prefix="hdtest.") as d:
         c = os.path.join(d, "t.c")
         with open(c, "w") as f:
             f.write("#include <stddef.h>\n#include <stdint.h>\n"
@@ -127,7 +127,7 @@ def finish(t, p, log, art):
 
 def fuzz_all(ts):
     jobs = max(1, min(2, os.cpu_count() or 1))
-    with tempfile.TemporaryDirectory(prefix="handoffd-fuzz.") as work:
+    with tempfile.TemporaryDirectory(prefix="hdtest.") as work:
         pending = list(ts)
         running = []
         while pending or running:

@@ -133,7 +133,7 @@ def main():
     before = {f: os.stat(os.path.join(BUILD, f)).st_mtime_ns
               for f in ("handoffd", "handoffctl")}
 
-    with tempfile.TemporaryDirectory(prefix="hd-install-") as t:
+    with tempfile.TemporaryDirectory(prefix="hdtest.") as t:
         root = os.path.join(t, "root")
         make("install", root, "prefix=/usr", "sysconfdir=/etc")
         check_tree(root, v)

@@ -56,7 +56,8 @@ def main():
         hdproto.drop(env.spool, b)
         hdtest.wait_for(lambda: len(env.bootstraps("alice")) == 2, what="b delivered")
         p = env.ctl("consume", "-c", conf, "--agent", "alice", "--context", check_rc=0)
-        check(p.stdout.strip() == "first", f"oldest first: {p.stdout!r}")
+        # the producer's summary, then the conversation (issue 10.1)
+        check(p.stdout.startswith("first\n\nTranscript so far:\n"), f"oldest first: {p.stdout!r}")
         env.ctl("consume", "-c", conf, "--agent", "alice", "--context", check_rc=0)
         env.ctl("consume", "-c", conf, "--agent", "alice", check_rc=1)
 

@@ -6,7 +6,14 @@
   it is there) appears in handoffd.conf(5);
 - every long option printed by `handoffd --help` appears in handoffd(8);
 - every subcommand printed by `handoffctl --help` appears in handoffctl(1),
-  and for each subcommand whose --help works, its long options too.
+  and for each subcommand whose --help works, its long options too;
+- the exit codes each subcommand's --help lists are the ones its section
+  of handoffctl(1) lists, and handoffd's --help agrees with handoffd(8);
+- the default configuration path is the same in --help of every command,
+  in what the binaries read without -c, and (for a build with sysconfdir
+  /etc) in the man pages;
+- every page renders at 80 columns as a user reads it (MANWIDTH=80 man -l,
+  groff's warnings on): no warning, no line wider than 80.
 Prints what it checked.
 """
 
@@ -172,6 +179,103 @@ def ctl_commands():
             fail(f"handoffctl {c} options missing from handoffctl.1: " + " ".join(missing))
 
 
+def exit_codes_of(text):
+    """The codes of an "Exit: 0 ..., 1 ..." paragraph (up to a blank line
+    or the end), as a sorted list."""
+    m = re.search(r"\bExit(?: codes)?:?\s+(.*?)(?:\n\s*\n|\Z)", text, re.S)
+    if not m:
+        return None
+    para = " ".join(m.group(1).split())
+    return sorted({int(c) for c in re.findall(r"(?:^|[ ,(])([0-9])(?= [A-Za-z(\"])", para)})
+
+
+def ctl_sections(page):
+    """handoffctl(1) as {subcommand: its section's text}."""
+    out = {}
+    parts = re.split(r"^   (\w+)\s*$", page.split("\nOUTPUT")[0], flags=re.M)
+    for i in range(1, len(parts) - 1, 2):
+        out[parts[i]] = parts[i + 1]
+    return out
+
+
+def exit_codes():
+    exe = os.path.join(BUILD, "handoffctl")
+    rc, out = run_help([exe, "--help"])
+    if rc != 0:
+        fail(f"handoffctl --help: exit {rc}")
+        return
+    cmds = re.findall(r"^  ([a-z]+)\s", out, re.M)
+    sections = ctl_sections(render("handoffctl.1"))
+    for c in cmds:
+        rc, help_text = run_help([exe, c, "--help"])
+        want = exit_codes_of(help_text or "")
+        if rc != 0 or not want:
+            fail(f"handoffctl {c} --help lists no exit codes (exit {rc})")
+            continue
+        got = exit_codes_of(sections.get(c, "")) if c in sections else None
+        if got != want:
+            fail(f"handoffctl {c}: --help says exit {want}, handoffctl.1 says {got}")
+        else:
+            print(f"  {c}: exit codes {want} in --help and handoffctl.1")
+    rc, help_text = run_help([os.path.join(BUILD, "handoffd"), "--help"])
+    want = exit_codes_of(help_text or "")
+    page = render("handoffd.8")
+    m = re.search(r"^EXIT STATUS\n(.*?)^\S", page, re.S | re.M)
+    got = sorted({int(c) for c in re.findall(r"^       ([0-9])\s", m.group(1), re.M)}) if m else None
+    if not want or got != want:
+        fail(f"handoffd: --help says exit {want}, handoffd.8 says {got}")
+    else:
+        print(f"  handoffd: exit codes {want} in --help and handoffd.8")
+
+
+def default_config_path():
+    # (the build's own sysconfdir is what --help prints; a plain make's is
+    # /etc, which test_build.py checks)
+    seen = {}
+    exe = os.path.join(BUILD, "handoffctl")
+    rc, out = run_help([exe, "--help"])
+    cmds = re.findall(r"^  ([a-z]+)\s", out or "", re.M)
+    for argv in [[os.path.join(BUILD, "handoffd"), "--help"]] + [[exe, c, "--help"] for c in cmds]:
+        rc, text = run_help(argv)
+        for p in re.findall(r"\(default (/\S+\.conf)\)", " ".join((text or "").split())):
+            seen.setdefault(p, []).append(" ".join(os.path.basename(a) for a in argv[:-1]))
+    if len(seen) != 1:
+        fail(f"--help names {len(seen)} default config paths: {seen}")
+        return
+    path = next(iter(seen))
+    # what the binaries read without -c
+    r = subprocess.run([os.path.join(BUILD, "handoffd"), "-n"], capture_output=True, text=True)
+    r2 = subprocess.run([exe, "list"], capture_output=True, text=True)
+    for name, res in (("handoffd -n", r), ("handoffctl list", r2)):
+        if path not in res.stdout + res.stderr and res.returncode != 0:
+            fail(f"{name} without -c does not read {path}: {res.stderr.strip()}")
+    print(f"default config path: {path} in {sum(len(v) for v in seen.values())} --help texts "
+          "and in what the binaries read")
+    if path == "/etc/handoffd/handoffd.conf":
+        for page in ("handoffd.8", "handoffctl.1", "handoffd.conf.5"):
+            if path not in render(page):
+                fail(f"{page} does not name the default {path}")
+        print("  and in handoffd.8, handoffctl.1, handoffd.conf.5")
+    else:
+        print("  (built with another sysconfdir: the pages name /etc's path; not compared)")
+
+
+def render_80():
+    if not shutil.which("man") or not shutil.which("groff"):
+        fail("man (man-db) or groff is not installed (mk/build-deps lists them)")
+        return
+    env = dict(os.environ, MANWIDTH="80", MAN_KEEP_FORMATTING="0", LC_ALL="C.UTF-8")
+    for page in PAGES:
+        r = subprocess.run(["man", "--warnings", "-l", os.path.join(MAN, page)],
+                           capture_output=True, text=True, env=env)
+        text = re.sub(r".\x08", "", r.stdout)
+        wide = [line for line in text.splitlines() if len(line) > 80]
+        if r.returncode != 0 or r.stderr.strip() or wide:
+            fail(f"{page} at 80 columns: {r.stderr.strip()[:500]} {len(wide)} wide line(s) {wide[:2]}")
+        else:
+            print(f"renders at 80 columns: {page}")
+
+
 def api_functions():
     """Every function of include/handoff.h appears in libhandoff(3)."""
     hdr = open(os.path.join(SRC, "include", "handoff.h")).read()
@@ -199,7 +303,7 @@ def libhandoff_example():
             + code + "\nint main(int c, char **v) { return c == 4 ? "
             "check(v[1], v[2], v[3]) != 0 : 2; }\n")
     import tempfile
-    with tempfile.TemporaryDirectory(prefix="hd-man-") as t:
+    with tempfile.TemporaryDirectory(prefix="hdtest.") as t:
         c = os.path.join(t, "ex.c")
         open(c, "w").write(code)
         libs = subprocess.run(["pkg-config", "--libs", "jansson", "libsodium",
@@ -226,6 +330,9 @@ def main():
     config_keys()
     daemon_options()
     ctl_commands()
+    exit_codes()
+    default_config_path()
+    render_80()
     api_functions()
     libhandoff_example()
     if failures:

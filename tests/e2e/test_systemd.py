@@ -107,7 +107,7 @@ def main():
         print("systemd-analyze not installed: skipped")
         return 0
     security()
-    with tempfile.TemporaryDirectory(prefix="hd-systemd-") as t:
+    with tempfile.TemporaryDirectory(prefix="hdtest.") as t:
         verify(t)
         sysusers_tmpfiles(t)
     print("systemd ok")

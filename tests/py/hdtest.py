@@ -144,10 +144,27 @@ class Daemon:
         return json.loads(data)
 
 
+def rm_rf(path):
+    """Remove a test's directory, also parts a test made read-only."""
+    def writable(func, p, exc):
+        try:
+            os.chmod(os.path.dirname(p), 0o700)
+            func(p)
+        except OSError:
+            pass
+    shutil.rmtree(path, onerror=writable)
+
+
+def tmpdir():
+    """A fresh temp directory named like every test's (hdtest.*), for
+    `with` blocks: removed at the end, also on failure."""
+    return tempfile.TemporaryDirectory(prefix="hdtest.")
+
+
 class Env:
     """A temp spool with agent state dirs, one default key and configs."""
 
-    def __init__(self, agents=("alice",), fsync=True, extra=None, keep=False, prefix="hde2e."):
+    def __init__(self, agents=("alice",), fsync=True, extra=None, keep=False, prefix="hdtest."):
         self.dir = tempfile.mkdtemp(prefix=prefix)
         os.chmod(self.dir, 0o755)
         self.spool = os.path.join(self.dir, "spool")
@@ -172,10 +189,15 @@ class Env:
         if et is not None:
             for d in self.daemons:
                 sys.stdout.write(f"---- log of {d.name} ----\n{d.logs()[-20000:]}\n")
-        if not self.keep and et is None:
-            shutil.rmtree(self.dir, ignore_errors=True)
-        elif et is not None:
+        for d in self.daemons:
+            if not d.log.closed:
+                d.log.close()
+        # Removed also when the test failed (its logs are printed above);
+        # HD_KEEP_TMP=1 keeps it for a look.
+        if self.keep:
             sys.stdout.write(f"(test dir kept: {self.dir})\n")
+        else:
+            rm_rf(self.dir)
         return False
 
     def config_text(self, name="d0", agents=None, extra=None):
@@ -308,8 +330,9 @@ def lock_id(spool, handoff_id):
 
 def real_consumer(state_dir, handoff_id, resume_window=300, now=None):
     """The real consumer's logic (gptme-voice): read the bootstrap, require
-    source == voice_handoff and a non-empty resume_context, check accepted_at
-    within the resume window, delete it.  Returns resume_context or None."""
+    source == voice_handoff and a resume_context that str.strip() leaves
+    non-empty, check accepted_at within the resume window, delete it.
+    Returns the stripped resume_context or None."""
     from datetime import datetime, timezone
     safe = "".join(c for c in handoff_id if c.isalnum() or c in "-_") or "handoff"
     path = os.path.join(state_dir, "handoffs", f"{safe}.json")
@@ -320,8 +343,9 @@ def real_consumer(state_dir, handoff_id, resume_window=300, now=None):
         return None
     if payload.get("protocol_version") != 1 or payload.get("source") != "voice_handoff":
         return None
-    ctx = payload.get("resume_context")
-    if not isinstance(ctx, str) or not ctx.strip():
+    # exactly the real consumer: "empty resume_context" when .strip() is empty
+    ctx = str(payload.get("resume_context") or "").strip()
+    if not ctx:
         return None
     acc = payload.get("accepted_at")
     if not isinstance(acc, str):

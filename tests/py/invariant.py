@@ -502,9 +502,10 @@ def real_consume_one(state_dir, handoff_id, resume_window=300):
         return None
     if payload.get("protocol_version") != 1 or payload.get("source") != "voice_handoff":
         return None
-    ctx = payload.get("resume_context")
+    # exactly the real consumer: "empty resume_context" when .strip() is empty
+    ctx = str(payload.get("resume_context") or "").strip()
     acc = payload.get("accepted_at")
-    if not isinstance(ctx, str) or not ctx.strip() or not isinstance(acc, str):
+    if not ctx or not isinstance(acc, str):
         return None
     try:
         at = datetime.fromisoformat(acc.replace("Z", "+00:00"))

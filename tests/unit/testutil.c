@@ -23,32 +23,51 @@ const char *tu_src_dir(void)
         return s ? s : ".";
 }
 
-static char *tmp_root;
+/* Every directory tu_tmpdir() made in this process, removed at its exit. */
+static char **tmp_dirs;
+static size_t n_tmp_dirs;
 
 static int rm_cb(const char *p, const struct stat *st, int flag, struct FTW *f)
 {
         (void)st, (void)flag, (void)f;
-        return remove(p) < 0 ? 0 : 0;
+        remove(p);
+        return 0;
+}
+
+void tu_rm_rf(const char *path)
+{
+        nftw(path, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 static void tmp_cleanup(void)
 {
-        if (tmp_root && !getenv("HD_KEEP_TMP"))
-                nftw(tmp_root, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+        for (size_t i = 0; i < n_tmp_dirs; i++) {
+                if (!getenv("HD_KEEP_TMP"))
+                        tu_rm_rf(tmp_dirs[i]);
+                free(tmp_dirs[i]);
+        }
+        free(tmp_dirs);
+        tmp_dirs = NULL;
+        n_tmp_dirs = 0;
 }
 
 char *tu_tmpdir(void)
 {
         const char *base = getenv("TMPDIR");
-        char *p;
+        char **dirs, *p;
 
         if (asprintf(&p, "%s/hdtest.XXXXXX", base ? base : "/tmp") < 0)
                 abort();
         ck_assert_ptr_nonnull(mkdtemp(p));
-        if (!tmp_root) {
-                tmp_root = strdup(p);
+        dirs = realloc(tmp_dirs, (n_tmp_dirs + 1) * sizeof(*dirs));
+        ck_assert_ptr_nonnull(dirs);
+        if (!tmp_dirs)
                 atexit(tmp_cleanup);
-        }
+        tmp_dirs = dirs;
+        /* the list owns a copy: callers may free what they got */
+        tmp_dirs[n_tmp_dirs] = strdup(p);
+        ck_assert_ptr_nonnull(tmp_dirs[n_tmp_dirs]);
+        n_tmp_dirs++;
         return p;
 }
 

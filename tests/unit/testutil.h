@@ -9,8 +9,11 @@
 /* $HD_BUILD (the build dir with handoffd, handoffctl) and $HD_SRC. */
 const char *tu_build_dir(void);
 const char *tu_src_dir(void);
-/* A fresh directory under $TMPDIR, removed at exit of the test process. */
+/* A fresh directory under $TMPDIR, removed (all of them) at the exit of
+ * the test process; the runner removes what a failed test left. */
 char *tu_tmpdir(void);
+/* Remove path and everything under it (best effort). */
+void tu_rm_rf(const char *path);
 /* Run argv (NULL-terminated) with stdin from /dev/null; output (stdout and
  * stderr merged) into *out (malloc'ed, may be NULL).  Returns the exit code,
  * or 128+signal. */

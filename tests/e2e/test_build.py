@@ -1,0 +1,221 @@
+"""The build itself: what a header change rebuilds, who may include what,
+the quiet output, and ./configure without Check.
+
+- `make -n -W HEADER` (what would a change of HEADER rebuild) names exactly
+  the objects whose -MMD dependency file lists HEADER, for a library, a
+  daemon, a CLI and the public header;
+- a library source cannot include a daemon header, a daemon source cannot
+  include a CLI header (each directory has its own include path), while
+  their own headers still compile;
+- `make` prints "  CC     src/lib/util.c" for an object, `make V=1` the
+  full command line;
+- ./configure (when autoconf is there) succeeds without the `check`
+  package and fails without a library the build needs.
+Prints what it checked.
+"""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+SRC = os.environ.get("HD_SRC") or os.path.abspath(
+    os.path.join(os.path.dirname(__file__), "..", ".."))
+BUILD = os.environ.get("HD_BUILD") or os.path.join(SRC, "build")
+
+failures = []
+
+
+def fail(msg):
+    print("FAIL: " + msg)
+    failures.append(msg)
+
+
+def make_env():
+    # Not the outer make's jobserver, flags and variables (make check runs us).
+    keep = ("PATH", "HOME", "TMPDIR", "LANG", "LC_ALL", "TERM", "PKG_CONFIG")
+    return {k: v for k, v in os.environ.items() if k in keep}
+
+
+def build_vars():
+    """B, SANITIZE and the compiled-in directories of the build under test,
+    so that asking make about it changes nothing there (and its stamp of
+    those directories, which another test may have touched, counts as
+    old)."""
+    b = os.path.relpath(BUILD, SRC)
+    out = [f"B={b}", "NO_DEPS=1", "-o", os.path.join(b, ".dirs")]
+    if os.environ.get("SANITIZE") == "1":
+        out.append("SANITIZE=1")
+    try:
+        dirs = open(os.path.join(BUILD, ".dirs")).read().split()
+    except OSError:
+        dirs = []
+    if len(dirs) == 3:
+        out += [f"sysconfdir={dirs[0]}", f"runstatedir={dirs[1]}",
+                f"localstatedir={dirs[2]}"]
+    return out
+
+
+def make(*args, cwd=SRC):
+    r = subprocess.run(["make", "--no-print-directory", *args], cwd=cwd,
+                       capture_output=True, text=True, env=make_env(), timeout=300)
+    return r.returncode, r.stdout, r.stderr
+
+
+def includers(header):
+    """Objects of the build whose .d file names header."""
+    found = set()
+    # the objects of `all` (not build/fuzz, build/san, the tests)
+    for d, _, files in os.walk(os.path.join(BUILD, "src")):
+        for n in files:
+            if not n.endswith(".d"):
+                continue
+            text = open(os.path.join(d, n)).read().replace("\\\n", " ")
+            target, _, deps = text.partition(":")
+            if header in deps.split():
+                found.add(os.path.normpath(os.path.join(SRC, target.split()[0])))
+    return found
+
+
+def would_rebuild(header):
+    rc, out, err = make("-n", "-W", header, "V=1", *build_vars(), "all")
+    if rc != 0:
+        fail(f"make -n -W {header}: exit {rc}: {err[-1000:]}")
+        return set()
+    objs = re.findall(r" -c -o (\S+\.o) ", out)
+    return {os.path.normpath(os.path.join(SRC, o)) for o in objs}
+
+
+def header_rebuilds():
+    for h in ("src/handoffctl/items.h", "src/handoffd/log.h", "src/lib/files.h",
+              "include/handoff.h"):
+        want = includers(h)
+        got = would_rebuild(h)
+        short = sorted(os.path.relpath(o, BUILD) for o in got)
+        if not want:
+            fail(f"{h}: no object of {BUILD} includes it (is the build there?)")
+        elif got != want:
+            fail(f"{h}: a change rebuilds {short}, "
+                 f"but only {sorted(os.path.relpath(o, BUILD) for o in want)} include it")
+        else:
+            print(f"{h}: rebuilds {len(got)} object(s), exactly its includers")
+
+
+def compile_line(obj_src):
+    """The compile command make uses for obj_src, as an argv."""
+    obj = os.path.join(os.path.relpath(BUILD, SRC), obj_src[:-2] + ".o")
+    rc, out, err = make("-n", "-W", obj_src, "V=1", *build_vars(), obj)
+    for line in out.splitlines():
+        if " -c -o " in line and line.rstrip().endswith(obj_src):
+            return line.split()
+    fail(f"no compile line for {obj_src} in make -n: {out[-500:]} {err[-500:]}")
+    return None
+
+
+def include_paths():
+    cases = [("src/lib/util.c", "util.h", "config.h"),
+             ("src/handoffd/log.c", "config.h", "items.h")]
+    with tempfile.TemporaryDirectory(prefix="hdtest.") as t:
+        for src, own, foreign in cases:
+            argv = compile_line(src)
+            if not argv:
+                continue
+            argv = [a for a in argv if a not in ("-MMD", "-MP")]
+            i = argv.index("-o")
+            for inc, should in ((own, True), (foreign, False)):
+                c = os.path.join(t, "probe.c")
+                open(c, "w").write(f'#include "{inc}"\nint probe(void);\nint probe(void) {{ return 0; }}\n')
+                cmd = argv[:i] + ["-fsyntax-only"] + [a for a in argv[i + 2:] if a != src] + [c]
+                r = subprocess.run(cmd, cwd=SRC, capture_output=True, text=True)
+                if (r.returncode == 0) != should:
+                    fail(f"with the flags of {src}, #include \"{inc}\" "
+                         f"{'fails' if should else 'compiles'}: {r.stderr[-500:]}")
+                else:
+                    print(f"{src}: #include \"{inc}\" {'compiles' if should else 'is refused'}")
+
+
+def quiet_output():
+    with tempfile.TemporaryDirectory(prefix="hdtest.") as t:
+        b = os.path.join(t, "b")
+        obj = os.path.join(b, "src/lib/util.o")
+        rc, out, err = make("NO_DEPS=1", f"B={b}", obj)
+        if rc != 0 or not os.path.exists(obj):
+            fail(f"make {obj}: exit {rc}: {err[-1000:]}")
+            return
+        if out.splitlines() != ["  CC     src/lib/util.c"] or err:
+            fail(f"quiet make printed {out!r} {err!r}, wanted '  CC     src/lib/util.c'")
+        else:
+            print(f"make prints: {out.strip()!r}")
+        rc, out, err = make("NO_DEPS=1", f"B={b}", "V=1", "-B", obj)
+        lines = out.splitlines()
+        if rc != 0 or len(lines) != 1 or not re.search(r" -c -o \S+util\.o src/lib/util\.c$", lines[0]):
+            fail(f"make V=1 printed {out!r}, wanted the compile command")
+        else:
+            print(f"make V=1 prints the command ({len(lines[0])} chars)")
+
+
+def default_sysconfdir():
+    """A plain `make` reads /etc/handoffd/handoffd.conf, as the package and
+    the man pages say (a config.mk from ./configure may say otherwise)."""
+    rc, out, err = make("-s", "NO_DEPS=1", "--eval", "print-sysconfdir: ; @echo $(sysconfdir)",
+                        "print-sysconfdir")
+    got = out.strip()
+    cm = os.path.join(SRC, "config.mk")
+    if os.path.exists(cm) and re.search(r"^sysconfdir = (?!/etc$)", open(cm).read(), re.M):
+        print(f"sysconfdir: {got} (from config.mk)")
+    elif got != "/etc":
+        fail(f"a plain make has sysconfdir {got!r}, not /etc")
+    else:
+        print("a plain make reads /etc/handoffd/handoffd.conf")
+
+
+def configure_without_check():
+    if not shutil.which("autoconf"):
+        fail("autoconf is not installed (mk/build-deps lists it)")
+        return
+    real = shutil.which(os.environ.get("PKG_CONFIG", "pkg-config"))
+    with tempfile.TemporaryDirectory(prefix="hdtest.") as t:
+        for f in ("configure.ac", "config.mk.in", "include/handoff.h"):
+            os.makedirs(os.path.dirname(os.path.join(t, f)), exist_ok=True)
+            shutil.copy(os.path.join(SRC, f), os.path.join(t, f))
+        r = subprocess.run(["autoconf"], cwd=t, capture_output=True, text=True)
+        if r.returncode != 0:
+            fail(f"autoconf: {r.stderr[-1000:]}")
+            return
+        for hidden, should in (("check", True), ("jansson", False)):
+            # pkg-config that does not know one module
+            pc = os.path.join(t, "pc-without-" + hidden)
+            open(pc, "w").write(
+                "#!/bin/sh\nfor a in \"$@\"; do [ \"$a\" = %s ] && exit 1; done\n"
+                "exec %s \"$@\"\n" % (hidden, real))
+            os.chmod(pc, 0o755)
+            r = subprocess.run(["./configure", f"PKG_CONFIG={pc}"], cwd=t,
+                               capture_output=True, text=True, env=make_env())
+            if (r.returncode == 0) != should:
+                fail(f"./configure without {hidden}: exit {r.returncode}, "
+                     f"wanted {'success' if should else 'failure'}:\n{(r.stdout + r.stderr)[-1500:]}")
+                continue
+            print(f"./configure without {hidden}: {'ok' if should else 'stops'}")
+            if should:
+                mk = open(os.path.join(t, "config.mk")).read()
+                if not re.search(r"^sysconfdir = /etc$", mk, re.M):
+                    fail("./configure: sysconfdir is not /etc by default")
+
+
+def main():
+    header_rebuilds()
+    include_paths()
+    quiet_output()
+    default_sysconfdir()
+    configure_without_check()
+    if failures:
+        print(f"{len(failures)} failure(s)")
+        return 1
+    print("build ok")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,218 @@
+/* handoffd.conf errors: every mistake of a file reported, each as
+ * "FILE:LINE: message", an unknown section at its header's line with the
+ * known name it is closest to. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "testutil.h"
+
+/* config_load() of text; returns its error text (malloc'ed) or NULL. */
+static char *load_err(const char *text, char **path_ret)
+{
+        char *dir = tu_tmpdir(), *path, *err = NULL;
+        struct config *c = NULL;
+        int r;
+
+        ck_assert_int_ge(asprintf(&path, "%s/h.conf", dir), 0);
+        tu_write_file(path, text, strlen(text));
+        r = config_load(path, false, &c, &err);
+        if (r == 0) {
+                config_free(c);
+                ck_assert_ptr_null(err);
+        } else {
+                ck_assert_ptr_null(c);
+                ck_assert_ptr_nonnull(err);
+        }
+        free(dir);
+        if (path_ret)
+                *path_ret = path;
+        else
+                free(path);
+        return err;
+}
+
+static void assert_line(const char *err, const char *path, int line, const char *msg)
+{
+        char *want;
+
+        ck_assert_int_ge(asprintf(&want, "%s:%d: %s", path, line, msg), 0);
+        for (const char *p = err; p && *p;) {
+                size_t n = strcspn(p, "\n");
+                if (n == strlen(want) && !strncmp(p, want, n)) {
+                        free(want);
+                        return;
+                }
+                p += n + (p[n] == '\n');
+        }
+        ck_abort_msg("no line '%s' in:\n%s", want, err);
+}
+
+static int count_lines(const char *s)
+{
+        int n = 1;
+        for (; *s; s++)
+                n += *s == '\n';
+        return n;
+}
+
+#define GOOD "[spool]\ndir = /srv/spool\n[keys]\ndefault = /k/default.key\n"
+
+START_TEST(test_config_good_has_no_error)
+{
+        ck_assert_ptr_null(load_err(GOOD, NULL));
+}
+END_TEST
+
+START_TEST(test_config_reports_every_mistake)
+{
+        char *path, *err = load_err("[spool]\n"               /* 1 */
+                                    "dir = /srv/spool\n"      /* 2 */
+                                    "fsync = maybe\n"         /* 3 */
+                                    "max_window = soon\n"     /* 4 */
+                                    "[keys]\n"                /* 5 */
+                                    "default = relative.key\n" /* 6 */
+                                    "[control]\n"             /* 7 */
+                                    "socket = /run/x.sock\n"  /* 8 */
+                                    "sokcet = /run/y.sock\n", /* 9 */
+                                    &path);
+
+        assert_line(err, path, 3, "[spool] fsync: 'maybe' is not yes or no");
+        assert_line(err, path, 4, "[spool] max_window: 'soon' is not a duration (like 300, 5m, 1h)");
+        assert_line(err, path, 6, "[keys] default: 'relative.key' is neither an absolute path nor credential:NAME");
+        assert_line(err, path, 9, "unknown key 'sokcet' in [control]");
+        ck_assert_int_eq(count_lines(err), 4);
+        free(err);
+        free(path);
+}
+END_TEST
+
+START_TEST(test_config_unknown_section_at_header_with_suggestion)
+{
+        char *path, *err = load_err(GOOD
+                                    "\n"                      /* 5 */
+                                    "[key]\n"                 /* 6 */
+                                    "alice = /k/alice.key\n"  /* 7 */
+                                    "bob = /k/bob.key\n",     /* 8 */
+                                    &path);
+
+        /* once, at the header, not at each key */
+        assert_line(err, path, 6, "unknown section [key] (did you mean [keys]?)");
+        ck_assert_int_eq(count_lines(err), 1);
+        free(err);
+        free(path);
+}
+END_TEST
+
+START_TEST(test_config_unknown_section_suggestions)
+{
+        static const struct { const char *section, *msg; } cases[] = {
+                { "Spool", "unknown section [Spool] (did you mean [spool]?)" },
+                { "retension", "unknown section [retension] (did you mean [retention]?)" },
+                { "agents alice", "unknown section [agents alice] (did you mean [agent alice]?)" },
+                { "agent", "[agent]: this section names its agent: [agent NAME]" },
+                { "remote", "[remote]: this section names its remote: [remote NAME]" },
+                { "remotes bob", "unknown section [remotes bob] (did you mean [remote bob]?)" },
+                { "relais", "unknown section [relais] (did you mean [relay]?)" },
+                { "frobnicate", "unknown section [frobnicate]" },
+        };
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+                char text[256], *path, *err;
+                snprintf(text, sizeof(text), GOOD "[%s]\nx = 1\n", cases[i].section);
+                err = load_err(text, &path);
+                assert_line(err, path, 5, cases[i].msg);
+                ck_assert_int_eq(count_lines(err), 1);
+                free(err);
+                free(path);
+        }
+}
+END_TEST
+
+START_TEST(test_config_syntax_errors_each_with_line)
+{
+        char *path, *err = load_err(GOOD
+                                    "this is no setting\n"    /* 5 */
+                                    "[control\n"              /* 6 */
+                                    "[agent Al ice]\n"        /* 7 */
+                                    "state_dir = /a\n"        /* 8 */
+                                    "delivery = bootstrap\n"  /* 9 */
+                                    "neither\n",              /* 10 */
+                                    &path);
+
+        assert_line(err, path, 5, "expected KEY = VALUE or [SECTION]");
+        assert_line(err, path, 6, "'[' without ']'");
+        assert_line(err, path, 7, "[agent Al ice]: 'Al ice' is not a valid agent name");
+        assert_line(err, path, 10, "expected KEY = VALUE or [SECTION]");
+        ck_assert_int_eq(count_lines(err), 4);
+        free(err);
+        free(path);
+}
+END_TEST
+
+START_TEST(test_config_long_line_keeps_numbering)
+{
+        char text[1024], *path, *err;
+
+        snprintf(text, sizeof(text), GOOD "[control]\nsocket = /%0600d\nsokcet = x\n", 0);
+        err = load_err(text, &path);
+        assert_line(err, path, 6, "line longer than 197 characters");
+        assert_line(err, path, 7, "unknown key 'sokcet' in [control]");
+        ck_assert_int_eq(count_lines(err), 2);
+        free(err);
+        free(path);
+}
+END_TEST
+
+START_TEST(test_config_missing_settings_all_reported)
+{
+        char *path, *err = load_err("[agent a]\ndelivery = vox\n[agent b]\ndelivery = act\n",
+                                    &path);
+        char *want;
+
+        ck_assert_int_ge(asprintf(&want, "%s: [spool] dir is not set\n"
+                                         "%s: [agent a] state_dir is not set\n"
+                                         "%s: [agent b] state_dir is not set\n"
+                                         "%s: no key configured ([keys] default or pubkey_dir, "
+                                         "[agent NAME] key or pubkeys)",
+                                  path, path, path, path), 0);
+        ck_assert_str_eq(err, want);
+        free(want);
+        free(err);
+        free(path);
+}
+END_TEST
+
+START_TEST(test_config_errors_bounded)
+{
+        size_t cap = 100 * 8 + sizeof(GOOD);
+        char *text = malloc(cap), *err;
+        size_t n = (size_t)snprintf(text, cap, GOOD);
+
+        for (int i = 0; i < 100; i++)
+                n += (size_t)snprintf(text + n, cap - n, "garbage\n");
+        err = load_err(text, NULL);
+        ck_assert_int_eq(count_lines(err), 21);
+        ck_assert_ptr_nonnull(strstr(err, "\n... and 80 more"));
+        free(err);
+        free(text);
+}
+END_TEST
+
+Suite *suite_config_errors(void);
+Suite *suite_config_errors(void)
+{
+        Suite *s = suite_create("config_errors");
+        TCase *tc = tcase_create("errors");
+        tcase_add_test(tc, test_config_good_has_no_error);
+        tcase_add_test(tc, test_config_reports_every_mistake);
+        tcase_add_test(tc, test_config_unknown_section_at_header_with_suggestion);
+        tcase_add_test(tc, test_config_unknown_section_suggestions);
+        tcase_add_test(tc, test_config_syntax_errors_each_with_line);
+        tcase_add_test(tc, test_config_long_line_keeps_numbering);
+        tcase_add_test(tc, test_config_missing_settings_all_reported);
+        tcase_add_test(tc, test_config_errors_bounded);
+        suite_add_tcase(s, tc);
+        return s;
+}
