@@ -61,15 +61,25 @@ def main():
                          name=f"replay-{i}.json")
         hdtest.wait_for(lambda: sum(n.startswith("replay-") for n in env.items("rejected")) == 3,
                         what="3 replays rejected")
+        t_replays = time.monotonic()
         # Sweeps run every second: the unauthenticated ones go, the floor
-        # holds for the rest.  Wait for that while still inside the window.
+        # holds for the rest.  Until the window ends, every look must show
+        # all 6 archived and all 3 replays kept.
         want = sorted(f"replay-{i}.json" for i in ids[:3])
-        while time.monotonic() - t6 < WINDOW - 0.7 and sorted(env.items("rejected")) != want:
-            time.sleep(0.05)
-        if time.monotonic() - t6 < WINDOW - 0.5:
+        deadline = t6 + WINDOW - 0.7
+        while time.monotonic() < deadline:
+            seen = sorted(env.items("rejected"))
             check(env.count("archive") == 6, f"floor: {env.count('archive')} left within the window")
-            check(sorted(env.items("rejected")) == sorted(f"replay-{i}.json" for i in ids[:3]),
-                  f"floor for authenticated rejections: {env.items('rejected')}")
+            check(set(want) <= set(seen), f"floor for authenticated rejections: {seen}")
+            if seen == want:
+                break
+            time.sleep(0.05)
+        # The unauthenticated ones must be gone by then, if two sweeps had
+        # the time to run; on a machine too slow for that the window ended
+        # first, and the trim to 2 below still checks they go.
+        if deadline - t_replays >= 2.2:
+            check(sorted(env.items("rejected")) == want,
+                  f"unauthenticated rejections kept past two sweeps: {env.items('rejected')}")
         hdtest.wait_for(lambda: env.count("archive") == 3, timeout=WINDOW + 5, what="trimmed to 3")
         kept = [n for n in env.items("archive")]
         check(sorted(kept) == sorted(by_age[3:]), f"the 3 newest kept: {kept} of {by_age}")
