@@ -14,12 +14,13 @@
 
 #include "control.h"
 #include "daemon.h"
+#include "intake.h"
 #include "lifecycle.h"
 #include "log.h"
 #include "relay.h"
 
 #define CHUNK 256               /* names decided per loop turn, at most
-                                 * SPOOL_BATCH_MAX_USEC of deciding */
+                                 * INTAKE_BATCH_MAX_USEC of deciding */
 #define SWEEP_MAX_MS 60000      /* retention at least once a minute */
 #define REWATCH_MAX 10          /* per minute, then give up: never spin */
 #define STATUS_COALESCE_MS 1000 /* STATUS= at most once a second */
@@ -161,7 +162,7 @@ static void drain(struct daemon *d, size_t max)
         }
         for (size_t i = 0; i < n; i++)
                 json_object_del(d->pending, names[i]);
-        spool_process_batch(d->sp, names, n, now, outcomes);
+        intake_batch(d->sp, names, n, now, outcomes);
         for (size_t i = 0; i < n; i++) {
                 if (outcomes[i] == IO_SKIPPED) {
                         queue_name(d, names[i]);        /* the batch's time was up */
@@ -252,7 +253,7 @@ static void on_deadline(uv_timer_t *t)
  * retention and the consumed items inotify did not tell us about. */
 static void arm_deadline(struct daemon *d)
 {
-        int64_t now = hd_now_usec(), nd = d->sp->next_deadline;
+        int64_t now = hd_now_usec(), nd = d->sp->deadline.next;
         uint64_t max = (uint64_t)d->cfg->rescan_interval * 1000, ms;
 
         if (max > SWEEP_MAX_MS)

@@ -2,7 +2,7 @@
  * profile copies, the bootstrap written hidden, the delivered marker, the
  * publish.  Why three steps: see the comment above delivery_pending_name().
  * The steps are separate so a burst can sync each directory once between
- * them (spool_process_batch) and recovery can redo any one (lifecycle.c). */
+ * them (intake_batch) and recovery can redo any one (lifecycle.c). */
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -12,7 +12,7 @@
 
 #include "delivery.h"
 #include "files.h"
-#include "lifecycle.h"
+#include "deadline.h"
 #include "lock.h"
 #include "log.h"
 #include "payload.h"
@@ -152,7 +152,7 @@ int delivery_mark(struct spool *sp, struct agent_rt *a, const char *id, int64_t 
         if (r < 0)
                 return r;
         sp->dirty[SD_CLAIMED] = true;
-        lifecycle_note_deadline(sp, now + sp->cfg->resume_window * 1000000LL);
+        deadline_note(&sp->deadline, now + sp->cfg->resume_window * 1000000LL);
         return 0;
 }
 
@@ -200,7 +200,7 @@ void delivery_failed(struct spool *sp, const char *id, int64_t now)
 {
         if (sp->deliver_backoff_usec < 1000000)
                 sp->deliver_backoff_usec = 1000000;
-        lifecycle_note_deadline(sp, now + sp->deliver_backoff_usec);
+        deadline_note(&sp->deadline, now + sp->deliver_backoff_usec);
         sp->deliver_backoff_usec *= 2;
         if (sp->deliver_backoff_usec > 60 * 1000000LL)
                 sp->deliver_backoff_usec = 60 * 1000000LL;

@@ -26,6 +26,7 @@
 
 #include "delivery.h"
 #include "files.h"
+#include "intake.h"
 #include "lifecycle.h"
 #include "lock.h"
 #include "log.h"
@@ -33,12 +34,6 @@
 #include "retention.h"
 
 #define BUSY_RETRY_USEC 1000000LL
-
-void lifecycle_note_deadline(struct spool *sp, int64_t t)
-{
-        if (sp->next_deadline == 0 || t < sp->next_deadline)
-                sp->next_deadline = t;
-}
 
 /* One of our own small files (a marker, a bootstrap), parsed. */
 static int load_own(int dirfd, const char *name, size_t max, json_t **ret)
@@ -265,7 +260,7 @@ static int check_locked(struct spool *sp, const char *id, int fd, int64_t now)
         if (r < 0)
                 return r;
         snprintf(xname, sizeof(xname), ".expire.%s", bname);
-        if (!readable || spool_verify_claimed(sp, doc, id, &v) < 0) {
+        if (!readable || intake_verify_claimed(sp, doc, id, &v) < 0) {
                 char q[300];
                 log_warning("Claimed item %s no longer verifies (%s: %s): not delivered",
                             log_quote(id, q, sizeof(q)), hd_reason_name(v.reason), v.detail);
@@ -304,7 +299,7 @@ static int check_locked(struct spool *sp, const char *id, int fd, int64_t now)
                 bool retry = json_object_get(sp->failed, id) != NULL;
                 r = delivery_run(sp, a, doc, now);
                 if (r == -EAGAIN) {     /* the baton lock: soon again */
-                        lifecycle_note_deadline(sp, now + 100000);
+                        deadline_note(&sp->deadline, now + 100000);
                         return 0;
                 }
                 if (r < 0)
@@ -345,14 +340,14 @@ static int check_locked(struct spool *sp, const char *id, int fd, int64_t now)
         }
         if (!have_boot) {
                 if (consume_in_progress(a, bname)) {
-                        lifecycle_note_deadline(sp, now + BUSY_RETRY_USEC);
+                        deadline_note(&sp->deadline, now + BUSY_RETRY_USEC);
                         return 0;
                 }
                 return archive(sp, id, doc, marker, mname, "consumed", now);
         }
         int64_t deadline = accepted + sp->cfg->resume_window * 1000000LL;
         if (now < deadline) {
-                lifecycle_note_deadline(sp, deadline);
+                deadline_note(&sp->deadline, deadline);
                 return 0;
         }
         /* Take the bootstrap as a consumer would, so a consumer racing us
@@ -385,7 +380,7 @@ int lifecycle_check(struct spool *sp, const char *id, int64_t now)
         off = lock_off_id(id);
         r = lock_try(sp->lock_fd, off, true);
         if (r == -EAGAIN) {
-                lifecycle_note_deadline(sp, now + BUSY_RETRY_USEC);
+                deadline_note(&sp->deadline, now + BUSY_RETRY_USEC);
                 return 0;
         }
         if (r < 0)
@@ -498,7 +493,6 @@ int lifecycle_sweep(struct spool *sp, int64_t now, bool at_start)
 {
         json_t *set = json_object(), *v;
         const char *k;
-        void *tmp;
         int r, first = 0;
 
         if (!set)
@@ -519,7 +513,7 @@ int lifecycle_sweep(struct spool *sp, int64_t now, bool at_start)
                 for (size_t i = 0; i < sp->n_agents; i++)
                         remove_temps(sp->agents[i].handoffs_fd, sole);
         }
-        sp->next_deadline = 0;
+        deadline_reset(&sp->deadline);
         r = spool_list(sp, SD_CLAIMED, set);
         if (r == 0 && at_start)
                 for (size_t i = 0; i < sp->n_agents; i++)
@@ -550,39 +544,7 @@ int lifecycle_sweep(struct spool *sp, int64_t now, bool at_start)
                         log_error_errno(q, "Cannot finish claimed item %s", id);
                 }
         }
-        /* Items left for agents not served here, now past their expiry:
-         * decide again (they end as expired_unclaimed). */
-        json_t *due = json_array();
-        json_object_foreach_safe(sp->foreign, tmp, k, v) {
-                int64_t t = json_integer_value(json_array_get(v, 0));
-                if (t <= now) {
-                        json_array_append_new(due, json_string_nocheck(k));
-                        json_object_del(sp->foreign, k);
-                } else {
-                        lifecycle_note_deadline(sp, t);
-                }
-        }
-        if (json_array_size(due) > 0) {
-                size_t n = json_array_size(due);
-                char **names = calloc(n, sizeof(char *));
-                int *outcomes = calloc(n, sizeof(int));
-                if (names && outcomes) {
-                        for (size_t i = 0; i < n; i++)
-                                names[i] = (char *)json_string_value(json_array_get(due, i));
-                        spool_process_batch(sp, names, n, now, outcomes);
-                        /* Past the batch's time: at the next deadline. */
-                        for (size_t i = 0; i < n; i++)
-                                if (outcomes[i] == IO_SKIPPED)
-                                        json_object_set_new_nocheck(sp->foreign, names[i],
-                                                json_pack("[I, I, I]", (json_int_t)now, (json_int_t)-1,
-                                                          (json_int_t)-1));
-                        if (json_object_size(sp->foreign))
-                                lifecycle_note_deadline(sp, now + 1000);
-                }
-                free(names);
-                free(outcomes);
-        }
-        json_decref(due);
+        intake_foreign_due(sp, now);
         /* Sweeps also come at every deadline; retention and metrics list
          * whole directories, so they run at most once per rescan_interval. */
         if (at_start || now - sp->housekeeping_at >= sp->cfg->rescan_interval * 1000000LL) {

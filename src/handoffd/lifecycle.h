@@ -5,9 +5,6 @@
 
 #include "spool.h"
 
-/* Remember a deadline (usec): the loop arms its timer for the earliest. */
-void lifecycle_note_deadline(struct spool *sp, int64_t t);
-
 /* Look at one claimed item: deliver if never delivered, archive as consumed
  * when its bootstrap is gone, expire it when its window has passed. */
 int lifecycle_check(struct spool *sp, const char *handoff_id, int64_t now);
@@ -17,7 +14,7 @@ int lifecycle_bootstrap_gone(struct spool *sp, struct agent_rt *a,
                              const char *name, int64_t now);
 
 /* Every claimed item, the foreign items past expiry, and retention.
- * Recomputes sp->next_deadline.  at_start also removes temp files left by
+ * Recomputes sp->deadline.  at_start also removes temp files left by
  * a crash. */
 int lifecycle_sweep(struct spool *sp, int64_t now, bool at_start);
 

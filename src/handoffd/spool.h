@@ -1,6 +1,6 @@
-/* The spool: its state directories, the decision for each file dropped into
- * handoff/ (DESIGN.md "The daemon's decisions, in order"), claim, reject,
- * deliver.  Plain functions over directory fds; the loop calls them. */
+/* The spool as storage (spool.c): state directories, agents' directories,
+ * listing, rejection moves, replay memory, syncs.  Plain functions over
+ * directory fds; the policy modules (intake, delivery, lifecycle) call them. */
 #ifndef HD_SPOOL_H
 #define HD_SPOOL_H
 
@@ -9,6 +9,7 @@
 #include <stdio.h>
 
 #include "config.h"
+#include "deadline.h"
 #include "handoff.h"
 
 enum spool_dir {
@@ -68,7 +69,7 @@ struct spool {
         json_t *foreign;        /* name -> [expires usec, ino, ctime], left alone */
         json_t *failed;         /* ids whose delivery failed: retried */
         int64_t deliver_backoff_usec;
-        int64_t next_deadline;  /* earliest lifecycle deadline, usec; 0 none */
+        struct deadline deadline; /* the daemon's timer: the earliest one */
         int64_t housekeeping_at;/* last retention and metrics run, usec */
         uint64_t arrived_at_housekeeping; /* rejected+archived then */
         bool dirty[_SD_MAX];    /* directory needs an fsync */
@@ -88,10 +89,6 @@ enum item_outcome {
         IO_SKIPPED,     /* not looked at: the batch's time was up */
 };
 
-/* One batch decides for at most this long (then yields to the loop; the
- * rest comes back IO_SKIPPED), and always decides at least one name. */
-#define SPOOL_BATCH_MAX_USEC 10000
-
 /* Open (creating what is missing) the spool of cfg and the agents' state
  * directories. */
 int spool_open(struct config *cfg, struct spool **ret);
@@ -100,14 +97,6 @@ void spool_close(struct spool *sp);
 int spool_set_config(struct spool *sp, struct config *cfg);
 
 struct agent_rt *spool_agent(struct spool *sp, const char *name);
-
-/* Decide about names in handoff/ (a burst): claims are made durable with one
- * fsync per directory for the whole batch before any bootstrap is written.
- * outcomes (may be NULL) gets one enum item_outcome per name; a negative
- * entry is a system error for that name (it stays where it is).  Returns
- * the number of system errors. */
-int spool_process_batch(struct spool *sp, char *const *names, size_t n,
-                        int64_t now, int *outcomes);
 
 /* Every name currently in directory d, into set (a JSON object used as an
  * ordered set of names). */
@@ -127,14 +116,6 @@ bool spool_id_seen(struct spool *sp, const char *handoff_id);
 /* The same for claimed/<handoff_id>.json. */
 int spool_reject_claimed(struct spool *sp, const char *handoff_id, hd_reason reason,
                          const char *detail, int64_t now);
-
-/* Claimed content read again (recovery, retry, lifecycle, archive): the
- * producer still owns that inode and may have rewritten it.  Every check
- * of the claim but freshness (the item may rightly be old): key, MAC or
- * signature, fields, payload, handoff_id equal to id, to_agent served
- * here.  0, or -EBADMSG with v. */
-int spool_verify_claimed(struct spool *sp, const json_t *doc, const char *id,
-                         hd_verdict *v);
 
 /* Remember handoff_id in ids/ (replay memory once it leaves claimed/). */
 int spool_id_mark(struct spool *sp, const char *handoff_id);

@@ -7,7 +7,10 @@
   may include only include/ and src/lib headers, never a program's.
 - libhandoff's objects (nm over $HD_BUILD/src/lib/*.o): no two of them call
   each other around a circle either, also not through the public hd_ calls
-  that one handoff.h declares for all.
+  that one handoff.h declares for all.  The same for handoffd's objects
+  (src/handoffd/*.o): daemon -> intake, delivery, lifecycle -> spool, so
+  one handoff followed from on_inotify to its archive never returns into a
+  file it has left.
 - The checks themselves find a circle and a library file including a daemon
   header in a small made-up tree, so they can fail.
 Prints what it checked.
@@ -26,12 +29,6 @@ BUILD = os.environ.get("HD_BUILD") or os.path.join(SRC, "build")
 SEARCH = ["include", "src/lib", "src/handoffd"]
 LIBRARY = ("include/", "src/lib/")
 
-# The one circle that exists and is known; any other fails, and so does
-# this one if it grows.  The daemon's spool, lifecycle and delivery use each
-# other (metrics and retention through spool.h) until the state-machine
-# redesign splits them (issue 17).
-KNOWN = [{"src/handoffd/" + m for m in
-          ("spool", "lifecycle", "delivery", "metrics", "retention")}]
 
 INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"([^"]+)"', re.M)
 failures = []
@@ -121,29 +118,25 @@ def check_includes():
     for f, p in outside:
         fail(f"{f} includes {p}: the library uses only include/ and src/lib")
     for c in circles(edges):
-        names = " ".join(sorted(c))
-        if any(c <= k for k in KNOWN):
-            print(f"known include circle (issue 17, state machine): {names}")
-            continue
-        fail(f"include circle: {names}")
+        fail(f"include circle: {' '.join(sorted(c))}")
     lib = {k: v for k, v in edges.items() if k.startswith(LIBRARY)}
     print(f"library modules that include another's header: {len(lib)}, "
           f"include circles among them: {len(circles(lib))}")
 
 
-def check_symbols():
+def check_symbols(sub="lib", what="libhandoff"):
     # Only objects of sources that exist: a stale one left in the build
     # dir would define the same names twice.
-    objs = sorted(f for f in os.listdir(os.path.join(BUILD, "src", "lib"))
+    objs = sorted(f for f in os.listdir(os.path.join(BUILD, "src", sub))
                   if f.endswith(".o") and
-                  os.path.isfile(os.path.join(SRC, "src", "lib", f[:-2] + ".c")))
+                  os.path.isfile(os.path.join(SRC, "src", sub, f[:-2] + ".c")))
     if not objs:
-        fail(f"no objects in {BUILD}/src/lib: build first")
+        fail(f"no objects in {BUILD}/src/{sub}: build first")
         return
     defined, used = {}, {}
     for o in objs:
         m = o[:-2]
-        out = subprocess.run(["nm", "-g", os.path.join(BUILD, "src", "lib", o)],
+        out = subprocess.run(["nm", "-g", os.path.join(BUILD, "src", sub, o)],
                              capture_output=True, text=True, check=True).stdout
         used[m] = set()
         for line in out.splitlines():
@@ -154,12 +147,12 @@ def check_symbols():
                 defined[f[2]] = m
     edges = {m: {defined[s] for s in u if defined.get(s, m) != m}
              for m, u in used.items()}
-    print(f"libhandoff objects: {len(objs)}, call edges between them: "
+    print(f"{what} objects: {len(objs)}, call edges between them: "
           f"{sum(len(v) for v in edges.values())}")
     for c in circles(edges):
         why = [f"{a} -> {b} ({', '.join(sorted(s for s in used[a] if defined.get(s) == b)[:3])})"
                for a in sorted(c) for b in sorted(edges[a] & c)]
-        fail("libhandoff objects call each other around a circle: "
+        fail(f"{what} objects call each other around a circle: "
              + "; ".join(why))
 
 
@@ -196,6 +189,7 @@ def main():
     check_the_check()
     check_includes()
     check_symbols()
+    check_symbols("handoffd", "handoffd")
     if failures:
         print(f"{len(failures)} failure(s)")
         sys.exit(1)

@@ -1,0 +1,489 @@
+/* Intake: the decision for each file dropped into handoff/, in the order
+ * of DESIGN.md (name, safe open, parse, authenticate, validate, freshness,
+ * target, replay, claim), then the three delivery steps for a batch of
+ * claims; items left for agents not served here, and their expiry; the
+ * same checks again on claimed content (intake_verify_claimed).  The
+ * decisions are made here; the moves and markers are spool.c's; the
+ * deadlines it finds go into the spool's deadline queue (deadline.h).
+ *
+ * Exactly-once among several daemons on one spool rests on three things:
+ * the claim is renameat2(RENAME_NOREPLACE) to claimed/<handoff_id>.json, so
+ * of two files or two daemons with one id only one wins; the claimer holds
+ * the lock of the id (lock.h: a byte of SPOOL/.lock, which no producer can
+ * open) from before the rename until its bootstrap and delivered marker
+ * are written, so recovery in another daemon never delivers an item that
+ * is being delivered; and ids/<handoff_id> remembers every authenticated
+ * id after the item has left claimed/.  Nothing here waits for a lock. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "deadline.h"
+#include "delivery.h"
+#include "files.h"
+#include "intake.h"
+#include "lock.h"
+#include "log.h"
+#include "payload.h"
+
+/* A file whose parse fails this soon after we first saw it (and after its
+ * last change) may still be being written in place (no tmp/ + rename):
+ * look again later.  Its mtime alone is its owner's to set. */
+#define SETTLE_USEC (2 * 1000000LL)
+/* Names remembered for that; when full, a new name gets no grace. */
+#define SEEN_MAX 4096
+
+static int64_t mono_usec(void)
+{
+        struct timespec ts;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (int64_t)ts.tv_sec * 1000000LL + ts.tv_nsec / 1000;
+}
+
+static bool name_ignored(const char *name)
+{
+        size_t l = strlen(name);
+
+        /* Dotfiles are writers' temp names (".NAME.tmp", ours too). */
+        return name[0] == '.' || (l > 4 && !strcmp(name + l - 4, ".tmp")) ||
+               name[l - 1] == '~';
+}
+
+int intake_verify_claimed(struct spool *sp, const json_t *doc, const char *id,
+                          hd_verdict *v)
+{
+        const struct config *c = sp->cfg;
+        hd_policy pol = { .max_clock_skew_s = c->max_clock_skew, .max_window_s = c->max_window };
+        hd_payload_opts po = { .roles = (const char *const *)c->roles };
+        const char *ini = json_string_value(json_object_get(doc, "initiated_at"));
+        const char *hid, *to;
+        int64_t at = 0;
+        int r;
+
+        /* Freshness was checked at the claim: verify as of the issue time,
+         * when every signed handoff was fresh. */
+        if (ini)
+                hd_time_parse(ini, &at);
+        r = hd_verify(doc, config_key_lookup, (void *)c, &pol, &po, at, v);
+        if (r < 0)
+                return r;
+        hid = json_string_value(json_object_get(doc, "handoff_id"));
+        if (!hid || strcmp(hid, id)) {
+                v->reason = HD_R_BAD_ID;
+                snprintf(v->detail, sizeof(v->detail),
+                         "claimed as '%s', now says handoff_id '%.64s'", id, hid ? hid : "");
+                return -EBADMSG;
+        }
+        to = json_string_value(json_object_get(doc, "to_agent"));
+        if (!spool_agent(sp, to)) {
+                v->reason = HD_R_BAD_AGENT;
+                snprintf(v->detail, sizeof(v->detail),
+                         "to_agent '%.64s' is not served here", to ? to : "");
+                return -EBADMSG;
+        }
+        return 0;
+}
+
+/* When did we first see this file, the name with this inode?  Entries go
+ * when the decision is made (intake_batch). */
+static int64_t seen_first(struct spool *sp, const char *name, ino_t ino, int64_t mono)
+{
+        json_t *e = json_object_get(sp->seen, name);
+        const char *k;
+        void *tmp;
+        json_t *v;
+
+        if (e && json_integer_value(json_array_get(e, 0)) == (json_int_t)ino)
+                return json_integer_value(json_array_get(e, 1));
+        if (!e && json_object_size(sp->seen) >= SEEN_MAX) {
+                /* Only names whose decision never came (a daemon bug) are
+                 * this old; a flood of new ones just gets no grace. */
+                json_object_foreach_safe(sp->seen, tmp, k, v)
+                        if (mono - json_integer_value(json_array_get(v, 1)) > 60 * 1000000LL)
+                                json_object_del(sp->seen, k);
+                if (json_object_size(sp->seen) >= SEEN_MAX)
+                        return mono - SETTLE_USEC;
+        }
+        json_object_set_new_nocheck(sp->seen, name, json_pack("[I, I]", (json_int_t)ino,
+                                                              (json_int_t)mono));
+        return mono;
+}
+
+/* The file we left for another agent, unchanged, and not yet expired?
+ * Names get reused (the real writer's "{caller_hash}-{seq}.json"), so the
+ * inode and ctime must match too. */
+static bool foreign_fresh(struct spool *sp, const char *name, int64_t now)
+{
+        json_t *e = json_object_get(sp->foreign, name);
+        struct stat st;
+
+        if (!e || json_integer_value(json_array_get(e, 0)) < now)
+                return false;
+        if (fstatat(sp->fd[SD_HANDOFF], name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return false;
+        return (json_int_t)st.st_ino == json_integer_value(json_array_get(e, 1)) &&
+               (json_int_t)st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec ==
+                       json_integer_value(json_array_get(e, 2));
+}
+
+static void foreign_note(struct spool *sp, const char *name, int fd, int64_t expires)
+{
+        struct stat st;
+
+        if (fstat(fd, &st) < 0)
+                return;
+        json_object_set_new_nocheck(sp->foreign, name,
+                json_pack("[I, I, I]", (json_int_t)expires, (json_int_t)st.st_ino,
+                          (json_int_t)st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec));
+}
+
+/* One item between the first look and the claim rename. */
+struct item {
+        const char *name;
+        int fd;
+        uint64_t lock_ino;      /* lock.h bytes held until the batch ends; 0 none */
+        uint64_t lock_id;
+        json_t *doc;
+        const char *id;
+        struct agent_rt *agent;
+        int outcome;
+};
+
+/* Steps 1-9 for one name; on IO_CLAIMED it->doc/fd stay for delivery. */
+static int decide(struct spool *sp, struct item *it, int64_t now)
+{
+        const struct config *c = sp->cfg;
+        const char *name = it->name;
+        _cleanup_free_ char *buf = NULL;
+        char claimed[NAME_MAX + 1];
+        hd_verdict v;
+        size_t len;
+        struct stat st;
+        int r;
+
+        if (name_ignored(name))
+                return IO_IGNORED;
+        if (!hd_name_safe(name))
+                return spool_reject(sp, name, HD_R_BAD_NAME,
+                                    "file name is not a safe name", NULL, now) ?: IO_REJECTED;
+        if (foreign_fresh(sp, name, now))
+                return IO_LEFT;
+
+        r = hd_open_at(sp->fd[SD_HANDOFF], name, &it->fd, &v);
+        if (r == -ENOENT)
+                return IO_GONE;
+        if (r == -EBADMSG)
+                goto reject;
+        if (r < 0)
+                return r;
+        if (fstat(it->fd, &st) < 0)
+                return -errno;
+        /* Another handoffd is deciding about this very file. */
+        r = lock_try(sp->lock_fd, lock_off_inode(st.st_dev, st.st_ino), true);
+        if (r == -EAGAIN)
+                return IO_BUSY;
+        if (r < 0)
+                return r;
+        it->lock_ino = lock_off_inode(st.st_dev, st.st_ino);
+        r = hd_read_fd(it->fd, name, c->max_file_size, &buf, &len, &v);
+        if (r == -ENOENT)
+                return IO_GONE;
+        if (r == -EBADMSG)
+                goto reject;
+        if (r < 0)
+                return r;
+        hd_limits lim = { .max_size = c->max_file_size, .max_depth = HD_DEFAULT_MAX_DEPTH };
+        r = hd_parse(buf, len, &lim, &it->doc, &v);
+        if (r == -EBADMSG) {
+                int64_t mono = mono_usec();
+                if (now - (int64_t)st.st_mtim.tv_sec * 1000000LL - st.st_mtim.tv_nsec / 1000 < SETTLE_USEC &&
+                    mono - seen_first(sp, name, st.st_ino, mono) < SETTLE_USEC) {
+                        sp->st.deferred++;
+                        return IO_DEFERRED;
+                }
+                goto reject;
+        }
+        if (r < 0)
+                return r;
+
+        const char *to = json_string_value(json_object_get(it->doc, "to_agent"));
+        hd_policy pol = { .max_clock_skew_s = c->max_clock_skew, .max_window_s = c->max_window };
+        hd_payload_opts po = { .roles = (const char *const *)c->roles };
+        it->agent = spool_agent(sp, to);
+        /* For a remote agent: checked here as for our own (never an open
+         * relay), then handed to the relay. */
+        const char *remote = !it->agent && sp->relay.ctx ? config_remote(c, to) : NULL;
+        r = hd_verify(it->doc, config_key_lookup, (void *)c, &pol, &po, now, &v);
+        if (r == -EBADMSG) {
+                if (it->agent || remote)
+                        goto reject;
+                /* Not ours: another daemon may hold the sender's key. */
+                if (v.reason == HD_R_UNKNOWN_KEY || v.reason == HD_R_BAD_MAC)
+                        goto left;
+                if (v.reason == HD_R_EXPIRED && to && hd_agent_valid(to)) {
+                        char was[sizeof(v.detail)];
+                        snprintf(was, sizeof(was), "%s", v.detail);
+                        /* truncation only shortens the quoted detail */
+                        if (snprintf(v.detail, sizeof(v.detail),
+                                     "no daemon claimed it for agent %s before it expired (%.150s)",
+                                     to, was) < 0)
+                                v.detail[0] = '\0';
+                        v.reason = HD_R_EXPIRED_UNCLAIMED;
+                        goto reject_authenticated;
+                }
+                goto reject;
+        }
+        if (r < 0)
+                return r;
+        it->id = json_string_value(json_object_get(it->doc, "handoff_id"));
+        if (!it->agent && !remote)
+                goto left;
+
+        /* From here to the delivered marker, recovery in another daemon
+         * keeps off this id. */
+        r = lock_try(sp->lock_fd, lock_off_id(it->id), true);
+        if (r == -EAGAIN)
+                return IO_BUSY;
+        if (r < 0)
+                return r;
+        it->lock_id = lock_off_id(it->id);
+        if (spool_id_seen(sp, it->id)) {
+                v.reason = HD_R_DUPLICATE_ID;
+                snprintf(v.detail, sizeof(v.detail), "handoff_id '%s' was seen before", it->id);
+                goto reject_authenticated;
+        }
+        if (remote) {
+                r = sp->relay.take(sp->relay.ctx, name, it->doc, now);
+                if (r == -EEXIST) {
+                        v.reason = HD_R_DUPLICATE_ID;
+                        snprintf(v.detail, sizeof(v.detail), "handoff_id '%s' is already in outbox/", it->id);
+                        goto reject_authenticated;
+                }
+                return r == -ENOENT ? IO_GONE : r < 0 ? r : IO_OUTBOX;
+        }
+        const char *ptype = json_string_value(json_object_get(it->doc, "payload_type"));
+        if (payload_type_session_store(ptype)) {
+                r = hd_baton_check_handoff(sp->fd[SD_BATON], it->doc, &v);
+                if (r == -EBADMSG)
+                        goto reject_authenticated;
+                if (r < 0)
+                        return r;
+        }
+
+        snprintf(claimed, sizeof(claimed), "%s.json", it->id);
+        r = move_noreplace(sp->fd[SD_HANDOFF], name, sp->fd[SD_CLAIMED], claimed);
+        if (r == -ENOENT)
+                return IO_GONE;
+        if (r == -EEXIST) {
+                v.reason = HD_R_DUPLICATE_ID;
+                snprintf(v.detail, sizeof(v.detail), "handoff_id '%s' is already claimed", it->id);
+                goto reject_authenticated;
+        }
+        if (r < 0)
+                return r;
+        sp->dirty[SD_CLAIMED] = sp->dirty[SD_HANDOFF] = true;
+        /* claimed/<id>.json is the replay memory while it is there;
+         * ids/<id> is written when it leaves (lifecycle.c). */
+        sp->st.claimed++;
+        return IO_CLAIMED;
+
+left:
+        {
+                /* Looked at again when it expires.  Its own times may be
+                 * forged (it may not be authenticated here), so it expires
+                 * at the latest max_window after it arrived. */
+                const char *exp = json_string_value(json_object_get(it->doc, "expires_at"));
+                const char *ini = json_string_value(json_object_get(it->doc, "initiated_at"));
+                int64_t t, x;
+                t = fstat(it->fd, &st) == 0
+                        ? (int64_t)st.st_ctim.tv_sec * 1000000LL + st.st_ctim.tv_nsec / 1000
+                        : now;
+                t += (c->max_window + c->max_clock_skew) * 1000000LL;
+                if (exp && hd_time_parse(exp, &x) == 0 && x < t)
+                        t = x;
+                if (ini && hd_time_parse(ini, &x) == 0 && x + c->max_window * 1000000LL < t)
+                        t = x + c->max_window * 1000000LL;
+                if (t < now) {
+                        hd_reason was = r == -EBADMSG ? v.reason : HD_OK;
+                        snprintf(v.detail, sizeof(v.detail),
+                                 "no daemon claimed it for agent %s before it expired "
+                                 "(not served here%s%s)",
+                                 to && hd_agent_valid(to) ? to : "(invalid)",
+                                 was ? "; not authenticated here: " : "",
+                                 was ? hd_reason_name(was) : "");
+                        v.reason = HD_R_EXPIRED_UNCLAIMED;
+                        if (was)
+                                goto reject;
+                        goto reject_authenticated;
+                }
+                foreign_note(sp, name, it->fd, t + 1);
+                deadline_note(&sp->deadline, t + 1);
+                sp->st.left++;
+                char q[300];
+                /* info, once: later looks end in foreign_fresh() */
+                log_decision(LOG_INFO, NULL, to, "left", NULL,
+                             "Left %s for agent %s, not served here",
+                             log_quote(name, q, sizeof(q)), to ? to : "(none)");
+                return IO_LEFT;
+        }
+reject_authenticated:
+        r = spool_reject(sp, name, v.reason, v.detail,
+                         json_string_value(json_object_get(it->doc, "handoff_id")), now);
+        return r < 0 ? r : r == IO_GONE ? IO_GONE : IO_REJECTED;
+reject:
+        r = spool_reject(sp, name, v.reason, v.detail, NULL, now);
+        return r < 0 ? r : r == IO_GONE ? IO_GONE : IO_REJECTED;
+}
+
+int intake_batch(struct spool *sp, char *const *names, size_t n,
+                 int64_t now, int *outcomes)
+{
+        struct item *items;
+        int64_t t0 = mono_usec();
+        int errors = 0, r;
+
+        items = calloc(n ? n : 1, sizeof(*items));
+        if (!items)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++) {
+                items[i].name = names[i];
+                items[i].fd = -1;
+                /* Never hold the loop long: the rest waits for a later turn. */
+                if (i > 0 && mono_usec() - t0 > INTAKE_BATCH_MAX_USEC) {
+                        items[i].outcome = IO_SKIPPED;
+                        if (outcomes)
+                                outcomes[i] = IO_SKIPPED;
+                        continue;
+                }
+                r = items[i].outcome = decide(sp, &items[i], now);
+                /* Only a claimed item's document is needed (for delivery):
+                 * a batch of big rejected ones must not add up. */
+                if (r != IO_CLAIMED) {
+                        json_decref(TAKE_PTR(items[i].doc));
+                        items[i].id = NULL;
+                }
+                if (items[i].fd >= 0)
+                        close(TAKE_FD(items[i].fd));
+                if (r != IO_DEFERRED && r != IO_BUSY)
+                        json_object_del(sp->seen, names[i]);
+                if (r < 0) {
+                        char q[300];
+                        spool_error(sp, r, "Cannot process %s",
+                                    log_quote(names[i], q, sizeof(q)));
+                        log_error_errno(r, "Cannot process %s", q);
+                        errors++;
+                }
+                if (outcomes)
+                        outcomes[i] = r;
+        }
+        /* Claims are on disk before any bootstrap exists: otherwise a power
+         * loss could bring the file back to handoff/ after its agent had
+         * already read the bootstrap, and it would be delivered twice. */
+        r = spool_flush(sp);
+        if (r < 0) {
+                spool_error(sp, r, "Cannot fsync the spool");
+                log_error_errno(r, "Cannot fsync the spool");
+        }
+        /* The three steps of delivery (see delivery_write), each for the
+         * whole burst, each followed by one sync per directory. */
+        for (int step = 1; step <= 3; step++) {
+                for (size_t i = 0; i < n; i++) {
+                        struct item *it = &items[i];
+                        int q;
+                        if (it->outcome != IO_CLAIMED)
+                                continue;
+                        if (r < 0)
+                                q = r;
+                        else if (step == 1)
+                                q = delivery_write(sp, it->agent, it->doc, now);
+                        else if (step == 2)
+                                q = delivery_mark(sp, it->agent, it->id, now);
+                        else
+                                q = delivery_publish(sp, it->agent, it->id);
+                        if (q == -EAGAIN) {
+                                /* Another daemon holds the baton lock: not
+                                 * an error; the sweep delivers it soon. */
+                                it->outcome = q;
+                                log_debug("Delivery of %s waits for the baton lock", it->id);
+                                json_object_set_new_nocheck(sp->failed, it->id, json_null());
+                                deadline_note(&sp->deadline, now + 100000);
+                        } else if (q < 0) {
+                                /* It stays claimed; the sweep finishes it. */
+                                it->outcome = q;
+                                spool_error(sp, q, "Cannot deliver %s to %s", it->id,
+                                            it->agent->cfg->name);
+                                log_error_errno(q, "Cannot deliver %s to %s", it->id,
+                                                it->agent->cfg->name);
+                                delivery_failed(sp, it->id, now);
+                                errors++;
+                        } else if (step == 3) {
+                                sp->deliver_backoff_usec = 0;
+                                log_decision(LOG_INFO, it->id, it->agent->cfg->name, "claimed",
+                                             NULL, "Claimed %s for %s", it->id,
+                                             it->agent->cfg->name);
+                        }
+                }
+                if (r == 0 && (r = spool_flush(sp)) < 0) {
+                        spool_error(sp, r, "Cannot fsync the spool or the agents' handoffs/");
+                        log_error_errno(r, "Cannot fsync the spool or the agents' handoffs/");
+                }
+        }
+        r = spool_flush(sp);
+        if (r < 0)
+                spool_error(sp, r, "Cannot fsync the spool");
+        for (size_t i = 0; i < n; i++) {
+                if (items[i].lock_id)
+                        lock_release(sp->lock_fd, items[i].lock_id);
+                if (items[i].lock_ino)
+                        lock_release(sp->lock_fd, items[i].lock_ino);
+                json_decref(items[i].doc);
+        }
+        free(items);
+        return errors;
+}
+
+void intake_foreign_due(struct spool *sp, int64_t now)
+{
+        const char *k;
+        void *tmp;
+        json_t *v;
+
+        json_t *due = json_array();
+        json_object_foreach_safe(sp->foreign, tmp, k, v) {
+                int64_t t = json_integer_value(json_array_get(v, 0));
+                if (t <= now) {
+                        json_array_append_new(due, json_string_nocheck(k));
+                        json_object_del(sp->foreign, k);
+                } else {
+                        deadline_note(&sp->deadline, t);
+                }
+        }
+        if (json_array_size(due) > 0) {
+                size_t n = json_array_size(due);
+                char **names = calloc(n, sizeof(char *));
+                int *outcomes = calloc(n, sizeof(int));
+                if (names && outcomes) {
+                        for (size_t i = 0; i < n; i++)
+                                names[i] = (char *)json_string_value(json_array_get(due, i));
+                        intake_batch(sp, names, n, now, outcomes);
+                        /* Past the batch's time: at the next deadline. */
+                        for (size_t i = 0; i < n; i++)
+                                if (outcomes[i] == IO_SKIPPED)
+                                        json_object_set_new_nocheck(sp->foreign, names[i],
+                                                json_pack("[I, I, I]", (json_int_t)now, (json_int_t)-1,
+                                                          (json_int_t)-1));
+                        if (json_object_size(sp->foreign))
+                                deadline_note(&sp->deadline, now + 1000);
+                }
+                free(names);
+                free(outcomes);
+        }
+        json_decref(due);
+}
