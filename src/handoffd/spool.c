@@ -362,6 +362,13 @@ int spool_flush(struct spool *sp)
         return r;
 }
 
+bool spool_exists_at(int dirfd, const char *name)
+{
+        struct stat st;
+
+        return fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
 int spool_list(struct spool *sp, enum spool_dir d, json_t *set)
 {
         struct dirent *de;

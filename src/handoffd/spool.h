@@ -98,6 +98,9 @@ int spool_set_config(struct spool *sp, struct config *cfg);
 
 struct agent_rt *spool_agent(struct spool *sp, const char *name);
 
+/* Is there an entry name in dirfd (not followed)? */
+bool spool_exists_at(int dirfd, const char *name);
+
 /* Every name currently in directory d, into set (a JSON object used as an
  * ordered set of names). */
 int spool_list(struct spool *sp, enum spool_dir d, json_t *set);

@@ -1,0 +1,26 @@
+/* The claimed item's states and what is done in each; see item.c. */
+#ifndef HD_ITEM_H
+#define HD_ITEM_H
+
+#include "spool.h"
+
+/* The states of a claimed item, read off its files (handoffd(8), "Crash
+ * windows"). */
+enum item_state {
+        IS_GONE,        /* archived by another daemon since it was opened */
+        IS_NOT_OURS,    /* for an agent not served here: left alone */
+        IS_TAMPERED,    /* no longer verifies (or unreadable) */
+        IS_CLAIMED,     /* no marker, no bootstrap: never visible */
+        IS_UNMARKED,    /* bootstrap, no marker (an older version's) */
+        IS_MARKED,      /* marker, hidden .pending. bootstrap */
+        IS_PUBLISHED,   /* marker, bootstrap: waits for its consumer */
+        IS_EXPIRING,    /* marker, .expire.: the expiry was cut short */
+        IS_TAKEN,       /* marker, no bootstrap: consumed */
+        _IS_MAX
+};
+
+/* claimed/<id>.json open as fd, the lock of id held: read the item's
+ * state and take the action of that state. */
+int item_check_locked(struct spool *sp, const char *id, int fd, int64_t now);
+
+#endif
