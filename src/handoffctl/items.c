@@ -11,6 +11,7 @@
 
 #include "handoffctl.h"
 #include "items.h"
+#include "layout.h"
 #include "util.h"
 
 const char *const items_states[4] = { "handoff", "claimed", "archive", "rejected" };
@@ -35,11 +36,6 @@ int ctl_config(const char *path, struct config **ret)
         return 0;
 }
 
-static bool has_suffix(const char *s, const char *suf)
-{
-        size_t l = strlen(s), m = strlen(suf);
-        return l > m && !strcmp(s + l - m, suf);
-}
 
 static void copy_str(json_t *dst, const char *k, const json_t *src, const char *sk)
 {
@@ -90,11 +86,11 @@ static json_t *item_new(int dirfd, const char *dir, const char *state, const cha
                 copy_str(it, "expires_at", doc, "expires_at");
         }
         if (!strcmp(state, "archive"))
-                snprintf(sname, sizeof(sname), "%s.outcome", name);
+                snprintf(sname, sizeof(sname), "%s" LAYOUT_OUTCOME, name);
         else if (!strcmp(state, "rejected"))
-                snprintf(sname, sizeof(sname), "%s.reason", name);
-        else if (!strcmp(state, "claimed") && has_suffix(name, ".json"))
-                snprintf(sname, sizeof(sname), "%.*s.delivered", (int)(strlen(name) - 5), name);
+                snprintf(sname, sizeof(sname), "%s" LAYOUT_REASON, name);
+        else if (!strcmp(state, "claimed") && layout_has_suffix(name, ".json"))
+                snprintf(sname, sizeof(sname), "%.*s" LAYOUT_DELIVERED, (int)(strlen(name) - 5), name);
         else
                 sname[0] = '\0';
         uint64_t bytes = (uint64_t)st.st_size;
@@ -152,17 +148,12 @@ int items_list(const char *spool_dir, const char *state, json_t **ret)
                  * In archive/ and rejected/ one without its item (a file a
                  * producer named so, rejected under that name) is one, and
                  * is counted, as retention counts it. */
-                if (!strcmp(state, "claimed") && has_suffix(n, ".delivered"))
+                if (!strcmp(state, "claimed") && layout_has_suffix(n, LAYOUT_DELIVERED))
                         continue;
-                const char *suf = !strcmp(state, "archive") ? ".outcome" :
-                                  !strcmp(state, "rejected") ? ".reason" : NULL;
-                if (suf && has_suffix(n, suf)) {
-                        char item[NAME_MAX + 1];
-                        struct stat st;
-                        snprintf(item, sizeof(item), "%.*s", (int)(strlen(n) - strlen(suf)), n);
-                        if (fstatat(dirfd(d), item, &st, AT_SYMLINK_NOFOLLOW) == 0)
-                                continue;
-                }
+                const char *suf = !strcmp(state, "archive") ? LAYOUT_OUTCOME :
+                                  !strcmp(state, "rejected") ? LAYOUT_REASON : NULL;
+                if (suf && layout_is_sidecar_at(dirfd(d), n, suf))
+                        continue;
                 json_t *it = item_new(dirfd(d), dir, state, n, now);
                 if (it)
                         json_array_append_new(arr, it);
@@ -211,7 +202,7 @@ static void reason_of(int dirfd, const char *name, char *id, size_t idn,
         hd_verdict v;
 
         id[0] = reason[0] = '\0';
-        if (xsnprintf(sname, sizeof(sname), "%s.reason", name) < 0 ||
+        if (layout_suffixed(name, LAYOUT_REASON, sname, sizeof(sname)) < 0 ||
             hd_load_at(dirfd, sname, &lim, &side, &v) < 0)
                 return;
         snprintf(id, idn, "%s", json_string_value(json_object_get(side, "handoff_id")) ?: "");
@@ -237,7 +228,7 @@ static int match_at(int dirfd, const char *dir, const char *state, const char *n
                         return ITEMS_NONE;
                 rank = ITEMS_ARCHIVED;
         } else if (!strcmp(state, "rejected")) {
-                if (has_suffix(name, ".reason"))
+                if (layout_has_suffix(name, LAYOUT_REASON))
                         return ITEMS_NONE;
                 /* Only an authenticated rejection names its id; a file
                  * rejected before that counts by its name alone. */

@@ -1,6 +1,6 @@
 /* Delivery of a claimed handoff to its agent: Baton sessions, delivery
  * profile copies, the bootstrap written hidden, the delivered marker, the
- * publish.  Why three steps: see the comment above delivery_pending_name().
+ * publish.  Why three steps: see the comment above delivery_write().
  * The steps are separate so a burst can sync each directory once between
  * them (intake_batch) and recovery can redo any one (lifecycle.c). */
 #include <errno.h>
@@ -12,6 +12,7 @@
 
 #include "delivery.h"
 #include "files.h"
+#include "layout.h"
 #include "deadline.h"
 #include "lock.h"
 #include "log.h"
@@ -75,11 +76,7 @@ static int delivery_baton(struct spool *sp, const json_t *doc, int64_t now, json
  * So after any crash the state tells what happened: no marker = never
  * visible, write it (again); marker and .pending = publish it; marker and
  * neither file = the agent took it.  A handoff is never shown to its agent
- * twice. */
-int delivery_pending_name(const char *bname, char *buf, size_t n)
-{
-        return xsnprintf(buf, n, ".pending.%s", bname) < 0 ? -ENAMETOOLONG : 0;
-}
+ * twice.  The names are layout.h's. */
 
 /* Step 1, with Baton and the profile copies.  The file is synced, its
  * directory not yet. */
@@ -116,7 +113,7 @@ int delivery_write(struct spool *sp, struct agent_rt *a, const json_t *doc,
                 if (r < 0)
                         return r;
         }
-        r = delivery_pending_name(bname, pname, sizeof(pname));
+        r = layout_prefixed(LAYOUT_PENDING, bname, pname, sizeof(pname));
         if (r < 0)
                 return r;
         r = write_atomic(a->handoffs_fd, pname, buf, len, 0640,
@@ -147,7 +144,9 @@ int delivery_mark(struct spool *sp, struct agent_rt *a, const char *id, int64_t 
         r = hd_canon_dump(m, NULL, &mbuf, &mlen);
         if (r < 0)
                 return r;
-        snprintf(mname, sizeof(mname), "%s.delivered", id);
+        r = layout_suffixed(id, LAYOUT_DELIVERED, mname, sizeof(mname));
+        if (r < 0)
+                return r;
         r = write_atomic(sp->fd[SD_CLAIMED], mname, mbuf, mlen, 0640, 0);
         if (r < 0)
                 return r;
@@ -164,7 +163,7 @@ int delivery_publish(struct spool *sp, struct agent_rt *a, const char *id)
 
         r = hd_bootstrap_name(id, bname, sizeof(bname));
         if (r == 0)
-                r = delivery_pending_name(bname, pname, sizeof(pname));
+                r = layout_prefixed(LAYOUT_PENDING, bname, pname, sizeof(pname));
         if (r < 0)
                 return r;
         if (renameat(a->handoffs_fd, pname, a->handoffs_fd, bname) < 0)

@@ -4,8 +4,6 @@
 
 #include "spool.h"
 
-/* ".pending.NAME": where a bootstrap waits until its marker is on disk. */
-int delivery_pending_name(const char *bootstrap_name, char *buf, size_t n);
 /* Step 1: Baton, profile copies, the bootstrap under its hidden name (file
  * synced, the directory marked for the burst's sync). */
 int delivery_write(struct spool *sp, struct agent_rt *a, const json_t *doc, int64_t now);

@@ -24,6 +24,7 @@
 #include "delivery.h"
 #include "files.h"
 #include "intake.h"
+#include "layout.h"
 #include "item.h"
 #include "log.h"
 
@@ -58,16 +59,14 @@ static bool consume_in_progress(struct agent_rt *a, const char *bname)
 {
         struct dirent *de;
         bool found = false;
-        size_t bl = strlen(bname);
         DIR *d;
 
         d = opendir_at(a->handoffs_fd);
         if (!d)
                 return false;
         while (!found && (de = readdir(d))) {
-                size_t l = strlen(de->d_name);
-                found = !strncmp(de->d_name, ".consume.", 9) && l > bl &&
-                        !strcmp(de->d_name + l - bl, bname);
+                found = layout_classify(de->d_name) == LK_CONSUME &&
+                        layout_has_suffix(de->d_name, bname);
         }
         closedir(d);
         return found;
@@ -151,7 +150,9 @@ static int archive(struct spool *sp, const char *id, const json_t *doc, json_t *
                         outcome = o0;
         }
         hd_time_format(now, at, sizeof(at));
-        snprintf(side, sizeof(side), "%s.outcome", name);
+        r = layout_suffixed(name, LAYOUT_OUTCOME, side, sizeof(side));
+        if (r < 0)
+                return r;
         snprintf(src, sizeof(src), "%s.json", id);
         o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "handoff_id", id, "outcome", outcome,
                       "from_agent", from ? from : "", "to_agent", to ? to : "",
@@ -204,8 +205,8 @@ static int reject_tampered(struct spool *sp, struct agent_rt *a, const char *id,
         r = spool_reject_claimed(sp, id, v->reason, detail, now);
         if (r < 0)
                 return r;
-        snprintf(mname, sizeof(mname), "%s.delivered", id);
-        if (unlinkat(sp->fd[SD_CLAIMED], mname, 0) == 0)
+        if (layout_suffixed(id, LAYOUT_DELIVERED, mname, sizeof(mname)) == 0 &&
+            unlinkat(sp->fd[SD_CLAIMED], mname, 0) == 0)
                 sp->dirty[SD_CLAIMED] = true;
         json_object_del(sp->failed, id);
         return 0;
@@ -264,11 +265,13 @@ static int item_state(struct spool *sp, const char *id, int fd, struct item_file
         r = hd_bootstrap_name(id, f->bname, sizeof(f->bname));
         if (r < 0)
                 return r;
-        r = delivery_pending_name(f->bname, f->pname, sizeof(f->pname));
+        r = layout_prefixed(LAYOUT_PENDING, f->bname, f->pname, sizeof(f->pname));
+        if (r == 0)
+                r = layout_prefixed(LAYOUT_EXPIRE, f->bname, f->xname, sizeof(f->xname));
+        if (r == 0)
+                r = layout_suffixed(id, LAYOUT_DELIVERED, f->mname, sizeof(f->mname));
         if (r < 0)
                 return r;
-        snprintf(f->xname, sizeof(f->xname), ".expire.%s", f->bname);
-        snprintf(f->mname, sizeof(f->mname), "%s.delivered", id);
         /* Unreadable now: whose it was is lost with its bytes.  The
          * bootstrap name tells, if one of our agents has one. */
         for (size_t i = 0; i < sp->n_agents && !f->a; i++)

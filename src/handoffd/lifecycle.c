@@ -21,6 +21,7 @@
 #include "intake.h"
 #include "files.h"
 #include "item.h"
+#include "layout.h"
 #include "lifecycle.h"
 #include "lock.h"
 #include "log.h"
@@ -74,12 +75,10 @@ int lifecycle_bootstrap_gone(struct spool *sp, struct agent_rt *a,
         /* A consumer that took NAME by renaming it to .consume.PID.RAND.NAME
          * (hd_consume) has now deleted that: look at NAME's item at once,
          * rather than at the next sweep. */
-        if (!strncmp(name, ".consume.", 9)) {
-                const char *p = strchr(name + 9, '.');
-                p = p ? strchr(p + 1, '.') : NULL;
-                if (!p)
+        if (layout_classify(name) == LK_CONSUME) {
+                name = layout_consume_target(name);
+                if (!name)
                         return 0;
-                name = p + 1;
                 l = strlen(name);
         }
         /* A valid id's bootstrap name is the id plus ".json". */
@@ -108,11 +107,10 @@ static void remove_temps(int dirfd, bool sole)
                 const char *n = de->d_name;
                 if (n[0] != '.' || !strcmp(n, ".") || !strcmp(n, ".."))
                         continue;
-                if (!strncmp(n, ".consume.", 9))
-                        continue;       /* a consumer's, not ours */
-                /* Records of deliveries and expiries in flight: the sweep
-                 * reads and finishes them (or removes them as orphans). */
-                if (!strncmp(n, ".pending.", 9) || !strncmp(n, ".expire.", 8))
+                /* A consumer's, not ours; or records of deliveries and
+                 * expiries in flight: the sweep reads and finishes them
+                 * (or removes them as orphans). */
+                if (layout_classify(n) != LK_DOT)
                         continue;
                 struct stat st;
                 if (fstatat(dirfd, n, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
@@ -135,13 +133,9 @@ static void remove_orphans(struct spool *sp, struct agent_rt *a)
         if (!d)
                 return;
         while ((de = readdir(d))) {
-                const char *n = de->d_name, *base;
+                const char *n = de->d_name, *base = layout_hidden_target(n);
                 char claimed[NAME_MAX + 1];
-                if (!strncmp(n, ".pending.", 9))
-                        base = n + 9;
-                else if (!strncmp(n, ".expire.", 8))
-                        base = n + 8;
-                else
+                if (!base)
                         continue;
                 /* The bootstrap name is the id + ".json", the claimed name too. */
                 if (xsnprintf(claimed, sizeof(claimed), "%s", base) < 0 || spool_exists_at(sp->fd[SD_CLAIMED], claimed))
@@ -186,12 +180,12 @@ int lifecycle_sweep(struct spool *sp, int64_t now, bool at_start)
         json_object_foreach(set, k, v) {
                 size_t l = strlen(k);
                 char id[NAME_MAX + 1];
-                if (l > 10 && !strcmp(k + l - 10, ".delivered") && l - 10 < sizeof(id)) {
+                if (layout_strip(k, LAYOUT_DELIVERED, id, sizeof(id)) == 0) {
                         /* A marker outlives its item only when the archive
                          * was cut short after the move: it is done with. */
                         char item[NAME_MAX + 1];
-                        snprintf(item, sizeof(item), "%.*s.json", (int)(l - 10), k);
-                        if (!spool_exists_at(sp->fd[SD_CLAIMED], item) &&
+                        if ((xsnprintf(item, sizeof(item), "%s.json", id) < 0 ||
+                             !spool_exists_at(sp->fd[SD_CLAIMED], item)) &&
                             unlinkat(sp->fd[SD_CLAIMED], k, 0) == 0)
                                 sp->dirty[SD_CLAIMED] = true;
                         continue;

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "files.h"
+#include "layout.h"
 #include "metrics.h"
 
 static long count_items(int dirfd, const char *skip_suffix)
@@ -22,10 +23,9 @@ static long count_items(int dirfd, const char *skip_suffix)
         if (!d)
                 return -1;
         while ((de = readdir(d))) {
-                size_t l = strlen(de->d_name), m = skip_suffix ? strlen(skip_suffix) : 0;
                 if (de->d_name[0] == '.')
                         continue;
-                if (m && l > m && !strcmp(de->d_name + l - m, skip_suffix))
+                if (skip_suffix && layout_has_suffix(de->d_name, skip_suffix))
                         continue;
                 n++;
         }
@@ -50,9 +50,9 @@ int metrics_write(struct spool *sp, int64_t now)
         fprintf(f, "# HELP handoffd_items Items per spool state directory.\n"
                    "# TYPE handoffd_items gauge\n");
         fprintf(f, "handoffd_items{state=\"handoff\"} %ld\n", count_items(sp->fd[SD_HANDOFF], NULL));
-        fprintf(f, "handoffd_items{state=\"claimed\"} %ld\n", count_items(sp->fd[SD_CLAIMED], ".delivered"));
-        fprintf(f, "handoffd_items{state=\"archive\"} %ld\n", count_items(sp->fd[SD_ARCHIVE], ".outcome"));
-        fprintf(f, "handoffd_items{state=\"rejected\"} %ld\n", count_items(sp->fd[SD_REJECTED], ".reason"));
+        fprintf(f, "handoffd_items{state=\"claimed\"} %ld\n", count_items(sp->fd[SD_CLAIMED], LAYOUT_DELIVERED));
+        fprintf(f, "handoffd_items{state=\"archive\"} %ld\n", count_items(sp->fd[SD_ARCHIVE], LAYOUT_OUTCOME));
+        fprintf(f, "handoffd_items{state=\"rejected\"} %ld\n", count_items(sp->fd[SD_REJECTED], LAYOUT_REASON));
         fprintf(f, "# HELP handoffd_events_total Decisions since the daemon started.\n"
                    "# TYPE handoffd_events_total counter\n");
 #define C(name, v) fprintf(f, "handoffd_events_total{event=\"" name "\"} %llu\n", (unsigned long long)(v))

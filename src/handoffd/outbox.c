@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "files.h"
+#include "layout.h"
 #include "log.h"
 #include "outbox.h"
 #include "relay_queue.h"
@@ -196,7 +197,7 @@ static int archive(struct relay *r, const char *id, json_t *e, bool duplicate, i
         for (unsigned n = 0; n < 100; n++) {
                 snprintf(name, sizeof(name), n ? "%lld-%s-%s-%s~%u.json" : "%lld-%s-%s-%s.json",
                          (long long)(EGET(e, "at") / 1000000), from, to, id, n);
-                snprintf(side, sizeof(side), "%s.outcome", name);
+                snprintf(side, sizeof(side), "%s" LAYOUT_OUTCOME, name);
                 q = hd_write_atomic(sp->fd[SD_ARCHIVE], side, buf, len, 0640, false);
                 if (q < 0)
                         return q;

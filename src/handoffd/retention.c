@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "files.h"
+#include "layout.h"
 #include "log.h"
 #include "util.h"
 #include "retention.h"
@@ -36,34 +37,9 @@ static int entry_cmp(const void *a, const void *b)
         return strcmp(x->name, y->name);
 }
 
-static bool has_suffix(const char *s, const char *suf)
-{
-        size_t l = strlen(s), m = strlen(suf);
-        return l > m && !strcmp(s + l - m, suf);
-}
-
 static int64_t st_ctime_usec(const struct stat *st)
 {
         return (int64_t)st->st_ctim.tv_sec * 1000000LL + st->st_ctim.tv_nsec / 1000;
-}
-
-static bool exists_at(int dirfd, const char *name)
-{
-        struct stat st;
-        return fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
-}
-
-/* NAME+suffix beside an existing NAME: a sidecar, not an item. */
-static bool is_sidecar(int dirfd, const char *name, const char *suffix)
-{
-        char item[NAME_MAX + 1];
-        size_t l = strlen(name), m = strlen(suffix);
-
-        if (!has_suffix(name, suffix) || l - m >= sizeof(item))
-                return false;
-        memcpy(item, name, l - m);
-        item[l - m] = '\0';
-        return exists_at(dirfd, item);
 }
 
 /* Items of dirfd (not sidecars, not dotfiles), oldest first. */
@@ -80,7 +56,7 @@ static int list_items(int dirfd, const char *suffix, struct entry **ret, size_t 
         while ((de = readdir(d))) {
                 struct stat st, ss;
                 char side[NAME_MAX + 16];
-                if (de->d_name[0] == '.' || (suffix && is_sidecar(dirfd, de->d_name, suffix)))
+                if (de->d_name[0] == '.' || (suffix && layout_is_sidecar_at(dirfd, de->d_name, suffix)))
                         continue;
                 if (fstatat(dirfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
                         continue;
@@ -122,7 +98,7 @@ static bool guards_id(int dirfd, const char *name, const char *suffix)
         if (!suffix || xsnprintf(side, sizeof(side), "%s%s", name, suffix) < 0)
                 return true;
         if (hd_load_at(dirfd, side, &lim, &o, &v) < 0)
-                return exists_at(dirfd, side);  /* unreadable: keep it */
+                return spool_exists_at(dirfd, side);  /* unreadable: keep it */
         return json_object_get(o, "handoff_id") != NULL;
 }
 
@@ -200,10 +176,10 @@ void retention_run(struct spool *sp, int64_t now)
         batch = RETENTION_BATCH + (arrived - sp->arrived_at_housekeeping);
         sp->arrived_at_housekeeping = arrived;
 
-        sp->st.archived_pruned += prune(sp, SD_ARCHIVE, ".outcome", c->archive_max_items,
+        sp->st.archived_pruned += prune(sp, SD_ARCHIVE, LAYOUT_OUTCOME, c->archive_max_items,
                                         c->archive_max_age, c->archive_max_bytes, now, floor,
                                         batch, false);
-        sp->st.rejected_pruned += prune(sp, SD_REJECTED, ".reason", c->rejected_max_items,
+        sp->st.rejected_pruned += prune(sp, SD_REJECTED, LAYOUT_REASON, c->rejected_max_items,
                                         c->rejected_max_age, 0, now, floor, batch, true);
         /* ids/: a marker older than the window guards nothing. */
         prune(sp, SD_IDS, NULL, 0, c->max_window + c->max_clock_skew, 0, now, floor,

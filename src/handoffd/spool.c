@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "files.h"
+#include "layout.h"
 #include "lock.h"
 #include "log.h"
 #include "spool.h"
@@ -460,7 +461,7 @@ int spool_reject_from(struct spool *sp, enum spool_dir from, const char *name,
                         snprintf(dst, sizeof(dst), "%s", base);
                 else
                         snprintf(dst, sizeof(dst), "%s~%u", base, n);
-                snprintf(rsn, sizeof(rsn), "%s.reason", dst);
+                snprintf(rsn, sizeof(rsn), "%s" LAYOUT_REASON, dst);
                 /* A .reason without its item is what a crash between the
                  * two steps below leaves: its name is free to reuse. */
                 if (fstatat(sp->fd[SD_REJECTED], dst, &st, AT_SYMLINK_NOFOLLOW) == 0)

@@ -17,6 +17,7 @@
 
 #include "handoff.h"
 #include "files.h"
+#include "layout.h"
 #include "util.h"
 
 #define CONSUME_SKEW_USEC (30 * 1000000LL)
@@ -139,9 +140,9 @@ static int take(int dirfd, const char *name, const hd_consume_opts *o, int64_t n
                 return r;
         if (random_hex(rnd, 4) < 0)
                 return -EIO;
-        if (xsnprintf(priv, sizeof(priv), ".consume.%d.%s.%s", (int)getpid(),
-                      rnd, name) < 0)
-                return -ENAMETOOLONG;
+        r = layout_consume_name((int)getpid(), rnd, name, priv, sizeof(priv));
+        if (r < 0)
+                return r;
         if (renameat(dirfd, name, dirfd, priv) < 0)
                 return -errno;  /* ENOENT: another consumer won */
         /* What was checked is what was taken: a file swapped in between

@@ -1,0 +1,51 @@
+/* The spool's names, private to handoffd, handoffctl and consume.c: every
+ * prefix and suffix a state directory or an agent's handoffs/ holds, the
+ * builders of those names, what a directory entry is (layout_classify),
+ * and the consumer's private name parsed back.  One place, so the writer
+ * and the readers of a name cannot drift apart.  Builders return 0 or
+ * -ENAMETOOLONG. */
+#ifndef HD_LAYOUT_H
+#define HD_LAYOUT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#define LAYOUT_PENDING   ".pending."    /* + bootstrap: written, not published */
+#define LAYOUT_EXPIRE    ".expire."     /* + bootstrap: taken back by an expiry */
+#define LAYOUT_CONSUME   ".consume."    /* + PID.RAND.bootstrap: a consumer's */
+#define LAYOUT_DELIVERED ".delivered"   /* claimed/<id> + : the delivered marker */
+#define LAYOUT_OUTCOME   ".outcome"     /* archive/NAME + : how it ended */
+#define LAYOUT_REASON    ".reason"      /* rejected/NAME + : why */
+
+/* What a directory entry is. */
+enum layout_kind {
+        LK_ITEM,        /* an item (or a bootstrap) */
+        LK_SIDECAR,     /* NAME.delivered, NAME.outcome, NAME.reason */
+        LK_PENDING,     /* .pending.NAME */
+        LK_EXPIRE,      /* .expire.NAME */
+        LK_CONSUME,     /* .consume.PID.RAND.NAME: a consumer's private name */
+        LK_DOT,         /* another dotfile: a writer's temp name, ours too */
+};
+
+bool layout_has_suffix(const char *s, const char *suffix);
+enum layout_kind layout_classify(const char *name);
+
+/* name ends with suffix and the item it describes (name without it) is
+ * in dirfd: a sidecar.  A name so ending without its item is an item (a
+ * file a producer named so, rejected under that name). */
+bool layout_is_sidecar_at(int dirfd, const char *name, const char *suffix);
+
+/* prefix + name (LAYOUT_PENDING, LAYOUT_EXPIRE), or name + suffix (a
+ * sidecar, the marker). */
+int layout_prefixed(const char *prefix, const char *name, char *buf, size_t n);
+int layout_suffixed(const char *name, const char *suffix, char *buf, size_t n);
+/* name without suffix (which it must end with; else -EINVAL). */
+int layout_strip(const char *name, const char *suffix, char *buf, size_t n);
+/* A consumer's private name for bootstrap name. */
+int layout_consume_name(int pid, const char *rnd, const char *name, char *buf, size_t n);
+/* The bootstrap name inside a consumer's private name, or NULL. */
+const char *layout_consume_target(const char *name);
+/* The bootstrap name inside .pending.NAME or .expire.NAME, or NULL. */
+const char *layout_hidden_target(const char *name);
+
+#endif
