@@ -135,10 +135,8 @@ int daemon_rescan(struct daemon *d, const char *why)
 
         d->sp->st.rescans++;
         r = spool_list(d->sp, SD_HANDOFF, d->pending);
-        if (r < 0) {
-                spool_error(d->sp, r, "Cannot list handoff/");
-                return log_error_errno(r, "Cannot list handoff/ (%s)", why);
-        }
+        if (r < 0)
+                return spool_error(d->sp, r, "Cannot list handoff/ (%s)", why);
         log_debug("Rescan (%s): %zu name(s) pending", why, json_object_size(d->pending));
         if (json_object_size(d->pending) > 0 && !d->stopping)
                 uv_idle_start(&d->idle, on_idle);
@@ -158,7 +156,10 @@ static void drain(struct daemon *d, size_t max)
         json_object_foreach(d->pending, k, v) {
                 if (n == max || n == CHUNK)
                         break;
-                names[n++] = strdup(k);
+                char *s = strdup(k);
+                if (!s)
+                        break;  /* out of memory: the rest stays pending */
+                names[n++] = s;
         }
         for (size_t i = 0; i < n; i++)
                 json_object_del(d->pending, names[i]);
@@ -377,8 +378,15 @@ static void on_inotify(uv_poll_t *h, int status, int events)
                                 struct agent_rt *a = &d->sp->agents[i];
                                 if (ev->wd != a->wd || ev->len == 0)
                                         continue;
-                                if (ev->mask & (IN_DELETE | IN_MOVED_FROM))
-                                        lifecycle_bootstrap_gone(d->sp, a, ev->name, now);
+                                if (!(ev->mask & (IN_DELETE | IN_MOVED_FROM)))
+                                        continue;
+                                int r = lifecycle_bootstrap_gone(d->sp, a, ev->name, now);
+                                if (r < 0) {
+                                        /* The sweep looks at it again. */
+                                        char q[300];
+                                        spool_error(d->sp, r, "Cannot finish the item of %s",
+                                                    log_quote(ev->name, q, sizeof(q)));
+                                }
                         }
                 }
         }
@@ -484,16 +492,25 @@ int daemon_run(const char *config_path, struct config *cfg)
         }
         watch_agents(&d);
 
-        uv_poll_init(&d.loop, &d.ipoll, d.ifd);
-        uv_idle_init(&d.loop, &d.idle);
-        uv_timer_init(&d.loop, &d.t_rescan);
-        uv_timer_init(&d.loop, &d.t_deadline);
-        uv_timer_init(&d.loop, &d.t_retry);
-        uv_timer_init(&d.loop, &d.t_watchdog);
-        uv_timer_init(&d.loop, &d.t_status);
-        uv_signal_init(&d.loop, &d.sig_hup);
-        uv_signal_init(&d.loop, &d.sig_term);
-        uv_signal_init(&d.loop, &d.sig_int);
+        /* uv_idle_init and uv_timer_init only fill in the handle: they
+         * return 0.  A poll and a signal handle need the kernel. */
+        (void)uv_idle_init(&d.loop, &d.idle);
+        (void)uv_timer_init(&d.loop, &d.t_rescan);
+        (void)uv_timer_init(&d.loop, &d.t_deadline);
+        (void)uv_timer_init(&d.loop, &d.t_retry);
+        (void)uv_timer_init(&d.loop, &d.t_watchdog);
+        (void)uv_timer_init(&d.loop, &d.t_status);
+        r = uv_poll_init(&d.loop, &d.ipoll, d.ifd);
+        if (r == 0)
+                r = uv_signal_init(&d.loop, &d.sig_hup);
+        if (r == 0)
+                r = uv_signal_init(&d.loop, &d.sig_term);
+        if (r == 0)
+                r = uv_signal_init(&d.loop, &d.sig_int);
+        if (r < 0) {
+                log_error_errno(r, "Cannot set up the event loop");
+                goto out;
+        }
         d.ipoll.data = d.idle.data = d.t_rescan.data = d.t_deadline.data = &d;
         d.t_retry.data = d.t_watchdog.data = d.t_status.data = &d;
         d.sig_hup.data = d.sig_term.data = d.sig_int.data = &d;
@@ -506,10 +523,17 @@ int daemon_run(const char *config_path, struct config *cfg)
         if (r < 0)
                 goto out;
 
-        uv_poll_start(&d.ipoll, UV_READABLE, on_inotify);
-        uv_signal_start(&d.sig_hup, on_signal, SIGHUP);
-        uv_signal_start(&d.sig_term, on_signal, SIGTERM);
-        uv_signal_start(&d.sig_int, on_signal, SIGINT);
+        r = uv_poll_start(&d.ipoll, UV_READABLE, on_inotify);
+        if (r == 0)
+                r = uv_signal_start(&d.sig_hup, on_signal, SIGHUP);
+        if (r == 0)
+                r = uv_signal_start(&d.sig_term, on_signal, SIGTERM);
+        if (r == 0)
+                r = uv_signal_start(&d.sig_int, on_signal, SIGINT);
+        if (r < 0) {
+                log_error_errno(r, "Cannot watch for inotify events and signals");
+                goto out;
+        }
         uv_timer_start(&d.t_rescan, on_rescan, (uint64_t)cfg->rescan_interval * 1000,
                        (uint64_t)cfg->rescan_interval * 1000);
         /* only with a service manager to tell: no check, no wake-up */

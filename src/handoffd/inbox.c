@@ -136,7 +136,6 @@ void inbox_batch(struct relay *r, struct relay_batch *b, int64_t now)
                 q = write_one(sp, name, in);
                 if (q < 0) {
                         spool_error(sp, q, "Cannot write relayed %s into handoff/", name);
-                        log_error_errno(q, "Cannot write relayed %s into handoff/", name);
                         relay_error(r, "cannot write %s: %s", name, strerror(-q));
                         continue;
                 }
@@ -156,8 +155,7 @@ void inbox_batch(struct relay *r, struct relay_batch *b, int64_t now)
         /* Durable before acked: the renames, then the verdicts. */
         q = spool_flush(sp);
         if (q < 0) {
-                spool_error(sp, q, "Cannot fsync handoff/");
-                log_error_errno(q, "Cannot fsync handoff/; relayed messages not acked");
+                spool_error(sp, q, "Cannot fsync handoff/; relayed messages not acked");
                 for (size_t i = 0; i < b->n; i++)
                         b->in[i].ack = false;
         }

@@ -377,7 +377,6 @@ int intake_batch(struct spool *sp, char *const *names, size_t n,
                         char q[300];
                         spool_error(sp, r, "Cannot process %s",
                                     log_quote(names[i], q, sizeof(q)));
-                        log_error_errno(r, "Cannot process %s", q);
                         errors++;
                 }
                 if (outcomes)
@@ -387,10 +386,8 @@ int intake_batch(struct spool *sp, char *const *names, size_t n,
          * loss could bring the file back to handoff/ after its agent had
          * already read the bootstrap, and it would be delivered twice. */
         r = spool_flush(sp);
-        if (r < 0) {
+        if (r < 0)
                 spool_error(sp, r, "Cannot fsync the spool");
-                log_error_errno(r, "Cannot fsync the spool");
-        }
         /* The three steps of delivery (see delivery_write), each for the
          * whole burst, each followed by one sync per directory. */
         for (int step = 1; step <= 3; step++) {
@@ -399,9 +396,16 @@ int intake_batch(struct spool *sp, char *const *names, size_t n,
                         int q;
                         if (it->outcome != IO_CLAIMED)
                                 continue;
-                        if (r < 0)
-                                q = r;
-                        else if (step == 1)
+                        if (r < 0) {
+                                /* A sync of the burst failed, and was
+                                 * reported once: it stays claimed, the
+                                 * sweep finishes it. */
+                                it->outcome = r;
+                                delivery_failed(sp, it->id, now);
+                                errors++;
+                                continue;
+                        }
+                        if (step == 1)
                                 q = delivery_write(sp, it->agent, it->doc, now);
                         else if (step == 2)
                                 q = delivery_mark(sp, it->agent, it->id, now);
@@ -419,8 +423,6 @@ int intake_batch(struct spool *sp, char *const *names, size_t n,
                                 it->outcome = q;
                                 spool_error(sp, q, "Cannot deliver %s to %s", it->id,
                                             it->agent->cfg->name);
-                                log_error_errno(q, "Cannot deliver %s to %s", it->id,
-                                                it->agent->cfg->name);
                                 delivery_failed(sp, it->id, now);
                                 errors++;
                         } else if (step == 3) {
@@ -430,14 +432,13 @@ int intake_batch(struct spool *sp, char *const *names, size_t n,
                                              it->agent->cfg->name);
                         }
                 }
-                if (r == 0 && (r = spool_flush(sp)) < 0) {
+                if (r == 0 && (r = spool_flush(sp)) < 0)
                         spool_error(sp, r, "Cannot fsync the spool or the agents' handoffs/");
-                        log_error_errno(r, "Cannot fsync the spool or the agents' handoffs/");
-                }
         }
-        r = spool_flush(sp);
-        if (r < 0)
-                spool_error(sp, r, "Cannot fsync the spool");
+        /* What the failed sync left dirty: tried again, not reported again. */
+        int q = spool_flush(sp);
+        if (q < 0 && r == 0)
+                spool_error(sp, q, "Cannot fsync the spool");
         for (size_t i = 0; i < n; i++) {
                 if (items[i].lock_id)
                         lock_release(sp->lock_fd, items[i].lock_id);

@@ -198,7 +198,6 @@ int lifecycle_sweep(struct spool *sp, int64_t now, bool at_start)
                 if (q < 0 && first == 0) {
                         first = q;
                         spool_error(sp, q, "Cannot finish claimed item %s", id);
-                        log_error_errno(q, "Cannot finish claimed item %s", id);
                 }
         }
         intake_foreign_due(sp, now);

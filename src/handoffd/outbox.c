@@ -231,7 +231,6 @@ void outbox_puback(struct relay *r, const char *id, bool ok, bool duplicate,
                         /* Relayed, not archived: published again later,
                          * which the stream or the receiver drops. */
                         spool_error(r->sp, q, "Cannot archive relayed %s", id);
-                        log_error_errno(q, "Cannot archive relayed %s", id);
                         json_object_set_new(e, "next", json_integer(now + RELAY_BACKOFF_MIN_USEC));
                         if (now + RELAY_BACKOFF_MIN_USEC < r->scan_at)
                                 r->scan_at = now + RELAY_BACKOFF_MIN_USEC;
@@ -328,8 +327,7 @@ static void scan(struct relay *r, int64_t now)
                 if (now > exp) {
                         int q = expire(r, k, now);
                         if (q < 0) {
-                                spool_error(r->sp, q, "Cannot reject %s", k);
-                                log_error_errno(q, "Cannot reject %s from outbox/", k);
+                                spool_error(r->sp, q, "Cannot reject %s from outbox/", k);
                                 json_object_set_new(e, "exp", json_integer(now + RELAY_BACKOFF_MAX_USEC));
                         } else {
                                 json_array_append_new(gone, json_string(k));

@@ -36,19 +36,23 @@ const char *const spool_dir_names[_SD_MAX] = {
 };
 
 
-void spool_error(struct spool *sp, int err, const char *fmt, ...)
+int spool_error(struct spool *sp, int err, const char *fmt, ...)
 {
+        char msg[1024];
         va_list ap;
         int n;
 
         va_start(ap, fmt);
-        n = vsnprintf(sp->st.last_error, sizeof(sp->st.last_error), fmt, ap);
+        vsnprintf(msg, sizeof(msg), fmt, ap);
         va_end(ap);
+        n = snprintf(sp->st.last_error, sizeof(sp->st.last_error), "%.*s",
+                     (int)sizeof(sp->st.last_error) - 1, msg);
         if (err && n >= 0 && (size_t)n < sizeof(sp->st.last_error))
                 snprintf(sp->st.last_error + n, sizeof(sp->st.last_error) - (size_t)n,
                          ": %s", strerror(err < 0 ? -err : err));
         sp->st.last_error_usec = hd_now_usec();
         sp->st.errors++;
+        return log_error_errno(err, "%s", msg);
 }
 
 /* Open dirfd/path as a directory, creating it (and its parents) when

@@ -126,8 +126,9 @@ int spool_id_mark(struct spool *sp, const char *handoff_id);
 /* fsync every directory marked dirty. */
 int spool_flush(struct spool *sp);
 
-/* Record a system error for status. */
-void spool_error(struct spool *sp, int err, const char *fmt, ...)
+/* A system error: recorded for status (last_error, errors), logged once;
+ * returns -|err|.  The one way a failure of the daemon is reported. */
+int spool_error(struct spool *sp, int err, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
 
 #endif
