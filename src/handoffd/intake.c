@@ -156,6 +156,61 @@ struct item {
         int outcome;
 };
 
+/* Move it to rejected/ for v; an authenticated one's id is remembered. */
+static int decide_reject(struct spool *sp, struct item *it, const hd_verdict *v,
+                         bool authenticated, int64_t now)
+{
+        const char *id = authenticated
+                ? json_string_value(json_object_get(it->doc, "handoff_id")) : NULL;
+        int r;
+
+        r = spool_reject(sp, it->name, v->reason, v->detail, id, now);
+        return r < 0 ? r : r == IO_GONE ? IO_GONE : IO_REJECTED;
+}
+
+/* For an agent not served here: left in handoff/ and looked at again when
+ * it expires, or rejected as expired_unclaimed once past that.  was: why
+ * it does not verify here (HD_OK: it does). */
+static int decide_left(struct spool *sp, struct item *it, const char *to, hd_reason was,
+                       hd_verdict *v, int64_t now)
+{
+        const struct config *c = sp->cfg;
+        const char *exp = json_string_value(json_object_get(it->doc, "expires_at"));
+        const char *ini = json_string_value(json_object_get(it->doc, "initiated_at"));
+        struct stat st;
+        int64_t t, x;
+        char q[300];
+
+        /* Its own times may be forged (it may not be authenticated here),
+         * so it expires at the latest max_window after it arrived. */
+        t = fstat(it->fd, &st) == 0
+                ? (int64_t)st.st_ctim.tv_sec * 1000000LL + st.st_ctim.tv_nsec / 1000
+                : now;
+        t += (c->max_window + c->max_clock_skew) * 1000000LL;
+        if (exp && hd_time_parse(exp, &x) == 0 && x < t)
+                t = x;
+        if (ini && hd_time_parse(ini, &x) == 0 && x + c->max_window * 1000000LL < t)
+                t = x + c->max_window * 1000000LL;
+        if (t < now) {
+                snprintf(v->detail, sizeof(v->detail),
+                         "no daemon claimed it for agent %s before it expired "
+                         "(not served here%s%s)",
+                         to && hd_agent_valid(to) ? to : "(invalid)",
+                         was ? "; not authenticated here: " : "",
+                         was ? hd_reason_name(was) : "");
+                v->reason = HD_R_EXPIRED_UNCLAIMED;
+                return decide_reject(sp, it, v, !was, now);
+        }
+        foreign_note(sp, it->name, it->fd, t + 1);
+        deadline_note(&sp->deadline, t + 1);
+        sp->st.left++;
+        /* info, once: later looks end in foreign_fresh() */
+        log_decision(LOG_INFO, NULL, to, "left", NULL,
+                     "Left %s for agent %s, not served here",
+                     log_quote(it->name, q, sizeof(q)), to ? to : "(none)");
+        return IO_LEFT;
+}
+
 /* Steps 1-9 for one name; on IO_CLAIMED it->doc/fd stay for delivery. */
 static int decide(struct spool *sp, struct item *it, int64_t now)
 {
@@ -180,7 +235,7 @@ static int decide(struct spool *sp, struct item *it, int64_t now)
         if (r == -ENOENT)
                 return IO_GONE;
         if (r == -EBADMSG)
-                goto reject;
+                return decide_reject(sp, it, &v, false, now);
         if (r < 0)
                 return r;
         if (fstat(it->fd, &st) < 0)
@@ -196,7 +251,7 @@ static int decide(struct spool *sp, struct item *it, int64_t now)
         if (r == -ENOENT)
                 return IO_GONE;
         if (r == -EBADMSG)
-                goto reject;
+                return decide_reject(sp, it, &v, false, now);
         if (r < 0)
                 return r;
         hd_limits lim = { .max_size = c->max_file_size, .max_depth = HD_DEFAULT_MAX_DEPTH };
@@ -208,7 +263,7 @@ static int decide(struct spool *sp, struct item *it, int64_t now)
                         sp->st.deferred++;
                         return IO_DEFERRED;
                 }
-                goto reject;
+                return decide_reject(sp, it, &v, false, now);
         }
         if (r < 0)
                 return r;
@@ -223,10 +278,10 @@ static int decide(struct spool *sp, struct item *it, int64_t now)
         r = hd_verify(it->doc, config_key_lookup, (void *)c, &pol, &po, now, &v);
         if (r == -EBADMSG) {
                 if (it->agent || remote)
-                        goto reject;
+                        return decide_reject(sp, it, &v, false, now);
                 /* Not ours: another daemon may hold the sender's key. */
                 if (v.reason == HD_R_UNKNOWN_KEY || v.reason == HD_R_BAD_MAC)
-                        goto left;
+                        return decide_left(sp, it, to, v.reason, &v, now);
                 if (v.reason == HD_R_EXPIRED && to && hd_agent_valid(to)) {
                         char was[sizeof(v.detail)];
                         snprintf(was, sizeof(was), "%s", v.detail);
@@ -236,15 +291,15 @@ static int decide(struct spool *sp, struct item *it, int64_t now)
                                      to, was) < 0)
                                 v.detail[0] = '\0';
                         v.reason = HD_R_EXPIRED_UNCLAIMED;
-                        goto reject_authenticated;
+                        return decide_reject(sp, it, &v, true, now);
                 }
-                goto reject;
+                return decide_reject(sp, it, &v, false, now);
         }
         if (r < 0)
                 return r;
         it->id = json_string_value(json_object_get(it->doc, "handoff_id"));
         if (!it->agent && !remote)
-                goto left;
+                return decide_left(sp, it, to, HD_OK, &v, now);
 
         /* From here to the delivered marker, recovery in another daemon
          * keeps off this id. */
@@ -257,14 +312,14 @@ static int decide(struct spool *sp, struct item *it, int64_t now)
         if (spool_id_seen(sp, it->id)) {
                 v.reason = HD_R_DUPLICATE_ID;
                 snprintf(v.detail, sizeof(v.detail), "handoff_id '%s' was seen before", it->id);
-                goto reject_authenticated;
+                return decide_reject(sp, it, &v, true, now);
         }
         if (remote) {
                 r = sp->relay.take(sp->relay.ctx, name, it->doc, now);
                 if (r == -EEXIST) {
                         v.reason = HD_R_DUPLICATE_ID;
                         snprintf(v.detail, sizeof(v.detail), "handoff_id '%s' is already in outbox/", it->id);
-                        goto reject_authenticated;
+                        return decide_reject(sp, it, &v, true, now);
                 }
                 return r == -ENOENT ? IO_GONE : r < 0 ? r : IO_OUTBOX;
         }
@@ -272,7 +327,7 @@ static int decide(struct spool *sp, struct item *it, int64_t now)
         if (payload_type_session_store(ptype)) {
                 r = hd_baton_check_handoff(sp->fd[SD_BATON], it->doc, &v);
                 if (r == -EBADMSG)
-                        goto reject_authenticated;
+                        return decide_reject(sp, it, &v, true, now);
                 if (r < 0)
                         return r;
         }
@@ -284,7 +339,7 @@ static int decide(struct spool *sp, struct item *it, int64_t now)
         if (r == -EEXIST) {
                 v.reason = HD_R_DUPLICATE_ID;
                 snprintf(v.detail, sizeof(v.detail), "handoff_id '%s' is already claimed", it->id);
-                goto reject_authenticated;
+                return decide_reject(sp, it, &v, true, now);
         }
         if (r < 0)
                 return r;
@@ -293,53 +348,6 @@ static int decide(struct spool *sp, struct item *it, int64_t now)
          * ids/<id> is written when it leaves (lifecycle.c). */
         sp->st.claimed++;
         return IO_CLAIMED;
-
-left:
-        {
-                /* Looked at again when it expires.  Its own times may be
-                 * forged (it may not be authenticated here), so it expires
-                 * at the latest max_window after it arrived. */
-                const char *exp = json_string_value(json_object_get(it->doc, "expires_at"));
-                const char *ini = json_string_value(json_object_get(it->doc, "initiated_at"));
-                int64_t t, x;
-                t = fstat(it->fd, &st) == 0
-                        ? (int64_t)st.st_ctim.tv_sec * 1000000LL + st.st_ctim.tv_nsec / 1000
-                        : now;
-                t += (c->max_window + c->max_clock_skew) * 1000000LL;
-                if (exp && hd_time_parse(exp, &x) == 0 && x < t)
-                        t = x;
-                if (ini && hd_time_parse(ini, &x) == 0 && x + c->max_window * 1000000LL < t)
-                        t = x + c->max_window * 1000000LL;
-                if (t < now) {
-                        hd_reason was = r == -EBADMSG ? v.reason : HD_OK;
-                        snprintf(v.detail, sizeof(v.detail),
-                                 "no daemon claimed it for agent %s before it expired "
-                                 "(not served here%s%s)",
-                                 to && hd_agent_valid(to) ? to : "(invalid)",
-                                 was ? "; not authenticated here: " : "",
-                                 was ? hd_reason_name(was) : "");
-                        v.reason = HD_R_EXPIRED_UNCLAIMED;
-                        if (was)
-                                goto reject;
-                        goto reject_authenticated;
-                }
-                foreign_note(sp, name, it->fd, t + 1);
-                deadline_note(&sp->deadline, t + 1);
-                sp->st.left++;
-                char q[300];
-                /* info, once: later looks end in foreign_fresh() */
-                log_decision(LOG_INFO, NULL, to, "left", NULL,
-                             "Left %s for agent %s, not served here",
-                             log_quote(name, q, sizeof(q)), to ? to : "(none)");
-                return IO_LEFT;
-        }
-reject_authenticated:
-        r = spool_reject(sp, name, v.reason, v.detail,
-                         json_string_value(json_object_get(it->doc, "handoff_id")), now);
-        return r < 0 ? r : r == IO_GONE ? IO_GONE : IO_REJECTED;
-reject:
-        r = spool_reject(sp, name, v.reason, v.detail, NULL, now);
-        return r < 0 ? r : r == IO_GONE ? IO_GONE : IO_REJECTED;
 }
 
 int intake_batch(struct spool *sp, char *const *names, size_t n,
