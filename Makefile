@@ -96,10 +96,11 @@ DIRS_NOW := $(sysconfdir) $(runstatedir) $(localstatedir)
 $(shell mkdir -p $(B) && (echo '$(DIRS_NOW)' | cmp -s - $(DIRS_STAMP) || echo '$(DIRS_NOW)' > $(DIRS_STAMP)))
 
 # Each directory sees only the headers of what it builds on: the library
-# its own, the daemon the library's, the CLI and the tests both.
+# its own, the daemon and the CLI the library's (the config reader both
+# use is there), the tests the daemon's too.
 INC_lib := -Isrc/lib
 INC_handoffd := $(INC_lib) -Isrc/handoffd
-INC_handoffctl := $(INC_handoffd) -Isrc/handoffctl
+INC_handoffctl := $(INC_lib) -Isrc/handoffctl
 $(B)/src/lib/%.o: HD_CFLAGS += $(INC_lib)
 $(B)/src/handoffd/%.o: HD_CFLAGS += $(INC_handoffd)
 $(B)/src/handoffctl/%.o: HD_CFLAGS += $(INC_handoffctl)
@@ -142,7 +143,7 @@ $(DAEMON): $(B)/src/handoffd/main.o $(CORE) $(LIBA)
 	$(quiet) LD $@
 	$(Q)$(CC) $(HD_LDFLAGS) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
 
-$(CTL): $(CTL_OBJS) $(CORE) $(LIBA)
+$(CTL): $(CTL_OBJS) $(LIBA)
 	$(quiet) LD $@
 	$(Q)$(CC) $(HD_LDFLAGS) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
 
@@ -175,6 +176,9 @@ check: deps mcp-deps
 
 -include mk/*.mk
 -include $(shell find $(B) -name '*.d' 2>/dev/null)
+# Headers that moved (dependency files written before -MP still name them):
+# rebuild what included them.
+src/handoffd/config.h: ;
 
 clean:
 	rm -rf build

@@ -2,8 +2,8 @@
 
 - mandoc -T lint on each page: any WARNING or worse fails (STYLE is ignored).
 - every reason name of src/lib/reason.c appears in handoff(7);
-- every config key of etc/handoffd.conf (and of src/handoffd/config.c, when
-  it is there) appears in handoffd.conf(5);
+- every config key of etc/handoffd.conf (and of src/lib/config.c, the
+  reader handoffd and handoffctl share) appears in handoffd.conf(5);
 - every long option printed by `handoffd --help` appears in handoffd(8);
 - every subcommand printed by `handoffctl --help` appears in handoffctl(1),
   and for each subcommand whose --help works, its long options too;
@@ -107,9 +107,11 @@ def config_keys():
         return
     keys = sorted({k for _, k in pairs})
     sections = sorted({s for s, _ in pairs})
-    code = os.path.join(SRC, "src/handoffd/config.c")
+    code = os.path.join(SRC, "src/lib/config.c")
     code_keys = []
-    if os.path.exists(code):
+    if not os.path.exists(code):
+        fail("no src/lib/config.c")
+    else:
         text = open(code).read()
         code_keys = set(re.findall(r'strcmp\(k, "([a-z_]+)"\)', text))
         code_keys |= set(re.findall(r'\{ "([a-z_]+)", &c->', text))

@@ -1,5 +1,7 @@
 /* handoffd.conf: the INI file (parsed with inih), its defaults and checks.
- * Shared by handoffd and handoffctl. */
+ * Shared by handoffd and handoffctl (so it lives beside the library, not in
+ * the daemon: the CLI includes no daemon header); private, not exported by
+ * libhandoff.so.  It never logs: errors come back as text. */
 #ifndef HD_CONFIG_H
 #define HD_CONFIG_H
 
