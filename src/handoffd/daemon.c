@@ -538,9 +538,9 @@ int daemon_run(const char *config_path, struct config *cfg)
                        (uint64_t)cfg->rescan_interval * 1000);
         /* only with a service manager to tell: no check, no wake-up */
         if (getenv("NOTIFY_SOCKET")) {
-                uv_check_init(&d.loop, &d.status_check);
+                (void)uv_check_init(&d.loop, &d.status_check);  /* fills in the handle */
                 d.status_check.data = &d;
-                uv_check_start(&d.status_check, on_status_check);
+                (void)uv_check_start(&d.status_check, on_status_check); /* fails only without a callback */
                 uv_unref((uv_handle_t *)&d.status_check);
         }
         if (sd_watchdog_enabled(0, &wd_usec) > 0 && wd_usec > 0)
