@@ -1,6 +1,6 @@
 /* The relay, the loop's side; see relay.h (and relay_nats.c for the
  * threads).  Events from the threads are taken from the queue in
- * on_async(); outbox.c and inbox.c act on them. */
+ * on_async(); outbox.c and relay_inbound.c act on them. */
 #include <errno.h>
 #include <nats/nats.h>
 #include <stdarg.h>
@@ -8,10 +8,10 @@
 #include <string.h>
 
 #include "files.h"
-#include "inbox.h"
 #include "log.h"
 #include "outbox.h"
 #include "relay.h"
+#include "relay_inbound.h"
 #include "relay_nats.h"
 #include "relay_queue.h"
 
@@ -79,7 +79,7 @@ static void on_async(uv_async_t *h)
                         acks = true;
                         break;
                 case RELAY_EV_BATCH:
-                        inbox_batch(r, ev->batch, now);
+                        relay_inbound_batch(r, ev->batch, now);
                         break;
                 }
                 free(ev);
@@ -131,7 +131,7 @@ int relay_start(uv_loop_t *loop, struct spool *sp, struct relay **ret)
         sp->relay = (struct spool_relay) { .ctx = r, .take = take_hook,
                                            .status = relay_status, .metrics = relay_metrics };
 
-        inbox_clean(r);
+        relay_inbound_clean(r);
         q = outbox_scan(r, hd_now_usec());
         if (q < 0)
                 log_warning_errno(q, "Cannot list outbox/");

@@ -1,17 +1,17 @@
 /* The relay: handoffs across hosts through NATS JetStream (DESIGN.md "Scale
  * beyond one host").  Its parts:
  *
- *   relay.c        start, stop, the events from the threads, status.
- *   relay_queue.c  the shared state and the queues between the loop and
- *                  the threads.
- *   relay_nats.c   the NATS side: the connection, the stream and the
- *                  durable consumer, a worker thread that publishes and a
- *                  fetch thread that pulls; results reach the loop through
- *                  a mutex-protected queue and a uv_async_t.
- *   outbox.c       outbound: outbox/ -> publish -> archive/ (relayed) or,
- *                  expired first, rejected/ (expired_unrelayed).
- *   inbox.c        inbound: each message into handoff/ (tmp/ then rename),
- *                  acked only when durable; known ids dropped.
+ *   relay.c          start, stop, the events from the threads, status.
+ *   relay_queue.c    the shared state and the queues between the loop and
+ *                    the threads.
+ *   relay_nats.c     the NATS side: the connection, the stream and the
+ *                    durable consumer, a worker thread that publishes and a
+ *                    fetch thread that pulls; results reach the loop
+ *                    through a mutex-protected queue and a uv_async_t.
+ *   outbox.c         outbound: outbox/ -> publish -> archive/ (relayed) or,
+ *                    expired first, rejected/ (expired_unrelayed).
+ *   relay_inbound.c  inbound: each message into handoff/ (tmp/ then
+ *                    rename), acked only when durable; known ids dropped.
  *
  * libnats threads and ours never touch the spool, the config or the
  * counters: they only fill the queue.  The spool reaches the relay only

@@ -11,8 +11,11 @@
   (src/handoffd/*.o): daemon -> intake, delivery, lifecycle -> spool, so
   one handoff followed from on_inotify to its archive never returns into a
   file it has left.
-- The checks themselves find a circle and a library file including a daemon
-  header in a small made-up tree, so they can fail.
+- One name, one file: no two sources under src/ share a file name (each
+  program's main.c aside), so a name says which part owns it and an
+  #include "x.h" cannot mean two headers.
+- The checks themselves find a circle, a library file including a daemon
+  header and a name used twice in a small made-up tree, so they can fail.
 Prints what it checked.
 """
 
@@ -124,6 +127,27 @@ def check_includes():
           f"include circles among them: {len(circles(lib))}")
 
 
+def shared_names(root):
+    """{file name: [its paths]} for each name that two sources under src/
+    use, main.c aside: each program has its own."""
+    where = {}
+    for d, dirs, names in os.walk(os.path.join(root, "src")):
+        dirs.sort()
+        for f in sorted(names):
+            if f.endswith((".c", ".h")) and f != "main.c":
+                where.setdefault(f, []).append(
+                    os.path.relpath(os.path.join(d, f), root))
+    return {f: p for f, p in where.items() if len(p) > 1}
+
+
+def check_names():
+    twice = shared_names(SRC)
+    print(f"source file names used by two parts: {len(twice)}")
+    for f, paths in sorted(twice.items()):
+        fail(f"{' and '.join(paths)} share the name {f}: name each for "
+             "what it owns")
+
+
 def check_symbols(sub="lib", what="libhandoff"):
     # Only objects of sources that exist: a stale one left in the build
     # dir would define the same names twice.
@@ -172,6 +196,9 @@ def check_the_check():
         put("src/lib/c.c", '  #  include "a.h"\n#include "d.h"\n')
         put("src/lib/c.h", "")
         put("src/handoffd/d.h", "")
+        put("src/handoffctl/d.h", "")
+        put("src/handoffd/main.c", "")
+        put("src/handoffctl/main.c", "")
         edges, outside, _ = include_graph(tmp)
         found = circles(edges)
         want = {"src/lib/a", "src/lib/b", "src/lib/c"}
@@ -179,8 +206,11 @@ def check_the_check():
             fail(f"self-check: circle a->b->c->a not found, got {found}")
         if outside != [("src/lib/c.c", "src/handoffd/d.h")]:
             fail(f"self-check: src/lib/c.c including d.h not found, got {outside}")
-        print("self-check: a made-up circle and a library file including a "
-              "daemon header are found")
+        twice = shared_names(tmp)
+        if twice != {"d.h": ["src/handoffctl/d.h", "src/handoffd/d.h"]}:
+            fail(f"self-check: d.h in two parts not found, got {twice}")
+        print("self-check: a made-up circle, a library file including a "
+              "daemon header and a name used twice are found")
     finally:
         shutil.rmtree(tmp)
 
@@ -188,6 +218,7 @@ def check_the_check():
 def main():
     check_the_check()
     check_includes()
+    check_names()
     check_symbols()
     check_symbols("handoffd", "handoffd")
     if failures:

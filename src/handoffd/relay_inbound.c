@@ -20,8 +20,8 @@
 #include <unistd.h>
 
 #include "files.h"
-#include "inbox.h"
 #include "log.h"
+#include "relay_inbound.h"
 #include "relay_queue.h"
 #include "spool.h"
 
@@ -102,7 +102,7 @@ fail:
         return q;
 }
 
-void inbox_batch(struct relay *r, struct relay_batch *b, int64_t now)
+void relay_inbound_batch(struct relay *r, struct relay_batch *b, int64_t now)
 {
         struct spool *sp = r->sp;
         size_t written = 0;
@@ -162,7 +162,7 @@ void inbox_batch(struct relay *r, struct relay_batch *b, int64_t now)
         relay_batch_done(r, b);
 }
 
-void inbox_clean(struct relay *r)
+void relay_inbound_clean(struct relay *r)
 {
         struct dirent *de;
         DIR *d;

@@ -1,6 +1,6 @@
-/* Inbound relay messages into handoff/; see inbox.c. */
-#ifndef HD_INBOX_H
-#define HD_INBOX_H
+/* Inbound relay messages into handoff/; see relay_inbound.c. */
+#ifndef HD_RELAY_INBOUND_H
+#define HD_RELAY_INBOUND_H
 
 #include <stdint.h>
 
@@ -9,8 +9,8 @@ struct relay_batch;
 
 /* Write each message of b into handoff/ (or drop it as a duplicate), make
  * them durable, set each one's ack verdict and hand b back. */
-void inbox_batch(struct relay *r, struct relay_batch *b, int64_t now);
+void relay_inbound_batch(struct relay *r, struct relay_batch *b, int64_t now);
 /* At start: our temp files in tmp/ left by a crash. */
-void inbox_clean(struct relay *r);
+void relay_inbound_clean(struct relay *r);
 
 #endif
