@@ -1,6 +1,7 @@
 /* handoffctl show: one item by handoff_id, wherever it is.
  *
- * Exit: 0 found; 1 no such item; 2 usage or config error. */
+ * Exit: 0 found; 1 no such item; 2 usage or config error; 4 an error. */
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,7 +24,7 @@ static void show_usage(FILE *f)
                 "  -h, --help         this text\n"
                 "      --version      the version\n"
                 "\n"
-                "Exit: 0 found, 1 not found, 2 usage.\n",
+                "Exit: 0 found, 1 not found, 2 usage, 4 error.\n",
                 CONFIG_DEFAULT_PATH);
 }
 
@@ -59,28 +60,21 @@ int cmd_show(int argc, char **argv)
         r = ctl_config(conf, &cfg);
         if (r)
                 return r;
-        /* Later states win: a replay rejected after the claim is not the item. */
-        static const char *const order[] = { "rejected", "archive", "claimed", "outbox", "handoff" };
-        for (size_t i = 0; i < ELEMENTSOF(order) && !found; i++) {
-                json_t *items = NULL, *it;
-                size_t j;
-                if (items_list(cfg->spool_dir, order[i], &items) < 0)
-                        continue;
-                json_array_foreach(items, j, it) {
-                        const char *hid = json_string_value(json_object_get(it, "handoff_id"));
-                        const char *reason = json_string_value(json_object_get(it, "reason"));
-                        if (!hid || strcmp(hid, id))
-                                continue;
-                        if (reason && !strcmp(reason, "duplicate_id"))
-                                continue;
-                        found = json_incref(it);
-                        break;
-                }
-                json_decref(items);
+        /* The same rule as wait and the MCP server's handoff_status: an id
+         * is where its highest-ranked item is, and a file in rejected/
+         * counts for an id by its .reason or its own name, never by what
+         * it says inside. */
+        r = items_find(cfg->spool_dir, id, &found);
+        if (r < 0) {
+                if (r == -ENOENT)
+                        r = ctl_fail(CTL_EXIT_NEGATIVE, "show: no item with handoff_id %s", id);
+                else
+                        r = ctl_fail(CTL_EXIT_ERROR, "show: cannot read %s: %s",
+                                     cfg->spool_dir, strerror(-r));
+                config_free(cfg);
+                return r;
         }
         config_free(cfg);
-        if (!found)
-                return ctl_fail(CTL_EXIT_NEGATIVE, "show: no item with handoff_id %s", id);
         if (as_json) {
                 char *s = json_dumps(found, JSON_INDENT(2) | JSON_SORT_KEYS);
                 printf("%s\n", s ? s : "{}");

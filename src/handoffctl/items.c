@@ -79,12 +79,8 @@ static json_t *item_new(int dirfd, const char *dir, const char *state, const cha
         json_object_set_new(it, "path", name_json(path));
         json_object_set_new(it, "at", json_string(at));
         json_object_set_new(it, "age_s", json_integer((now - t) / 1000000));
-        if (S_ISREG(st.st_mode) && hd_load_at(dirfd, name, NULL, &doc, &v) == 0) {
-                copy_str(it, "handoff_id", doc, "handoff_id");
-                copy_str(it, "from_agent", doc, "from_agent");
-                copy_str(it, "to_agent", doc, "to_agent");
-                copy_str(it, "expires_at", doc, "expires_at");
-        }
+        if (S_ISREG(st.st_mode))
+                (void) hd_load_at(dirfd, name, NULL, &doc, &v);
         if (!strcmp(state, "archive"))
                 snprintf(sname, sizeof(sname), "%s" LAYOUT_OUTCOME, name);
         else if (!strcmp(state, "rejected"))
@@ -105,9 +101,21 @@ static json_t *item_new(int dirfd, const char *dir, const char *state, const cha
                 copy_str(it, "accepted_at", side, "accepted_at");
                 copy_str(it, "archived_at", side, "archived_at");
                 copy_str(it, "relayed_to", side, "relayed_to");
-                if (!json_object_get(it, "handoff_id"))
-                        copy_str(it, "handoff_id", side, "handoff_id");
         }
+        /* What a file in rejected/ says of itself is a producer's claim:
+         * it describes the item only when the daemon authenticated it (its
+         * .reason names the same id), else the file is its name alone and
+         * cannot pass for another item. */
+        const char *sid = json_string_value(json_object_get(side, "handoff_id"));
+        const char *did = json_string_value(json_object_get(doc, "handoff_id"));
+        if (doc && (strcmp(state, "rejected") || (sid && did && !strcmp(sid, did)))) {
+                copy_str(it, "handoff_id", doc, "handoff_id");
+                copy_str(it, "from_agent", doc, "from_agent");
+                copy_str(it, "to_agent", doc, "to_agent");
+                copy_str(it, "expires_at", doc, "expires_at");
+        }
+        if (!json_object_get(it, "handoff_id"))
+                copy_str(it, "handoff_id", side, "handoff_id");
         return it;
 }
 

@@ -13,7 +13,10 @@ extern const char *const items_states[4];   /* handoff claimed archive rejected 
 /* Items of one state ("handoff", ...) of spool_dir as a JSON array of
  * {handoff_id?, state, name, path, from_agent?, to_agent?, at, age_s,
  *  outcome?, reason?, detail?, accepted_at?}.  Untrusted files are read
- * with the library's limits; unreadable ones still count. */
+ * with the library's limits; unreadable ones still count.  The id and the
+ * agents of a file in rejected/ are the document's only when the daemon
+ * authenticated it (its .reason names that id): a file rejected before
+ * that is its name alone. */
 int items_list(const char *spool_dir, const char *state, json_t **ret);
 
 /* How much an item found for a handoff_id says, least first: a file of
