@@ -386,6 +386,12 @@ typedef struct hd_consume_opts {
 int hd_consume_with(int dirfd, const char *handoff_id, const hd_consume_opts *o,
                     int64_t now_usec, json_t **ret, hd_verdict *v);
 
+/* What hd_consume_with() would take from the file name in dirfd, without
+ * taking it (to show a waiting bootstrap): the same checks, and *ret the
+ * document it would return.  -ENOENT, -ESTALE, -EBADMSG (v) as there. */
+int hd_consume_peek(int dirfd, const char *name, const hd_consume_opts *o,
+                    int64_t now_usec, json_t **ret, hd_verdict *v);
+
 /* hd_consume_with() with resume_window_s and no proof of origin checked:
  * for consumers that trust the directory's permissions alone. */
 int hd_consume(int dirfd, const char *handoff_id, int64_t resume_window_s,

@@ -180,8 +180,10 @@ static json_t *mcp_resources_read(struct mcp *m, const json_t *params, struct mc
         id = strncmp(uri, MCP_URI_PREFIX, strlen(MCP_URI_PREFIX)) ? NULL
                                                                  : uri + strlen(MCP_URI_PREFIX);
         inbox_reopen(&m->ib);
+        /* What handoff_take would give: a file that would be refused
+         * (planted, copied from another agent, stale) is not found. */
         if (!id || !hd_id_valid(id) || hd_bootstrap_name(id, name, sizeof(name)) < 0 ||
-            m->ib.fd < 0 || hd_load_at(m->ib.fd, name, NULL, &b, &v) < 0 ||
+            m->ib.fd < 0 || hd_consume_peek(m->ib.fd, name, &m->copts, hd_now_usec(), &b, &v) < 0 ||
             strcmp(json_string_value(json_object_get(b, "handoff_id")) ?: "", id)) {
                 snprintf(e->msg, sizeof(e->msg), "Resource not found");
                 *ret_data = json_pack("{s:s}", "uri", uri);
@@ -479,6 +481,7 @@ int cmd_mcp(int argc, char **argv)
                         fprintf(stderr, "handoffctl: mcp: no key to verify with: handoff_take does not check "
                                 "the bootstrap's origin (only the directory's permissions protect it)\n");
                 m.copts.agent = m.agent;
+                m.ib.copts = &m.copts;  /* handoff_inbox and resources show what a take gets */
         }
         if (r == 0)
                 r = mcp_key(&m, key, key != NULL);

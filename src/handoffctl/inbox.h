@@ -12,6 +12,7 @@
 #include <sys/inotify.h>
 
 #include "config.h"
+#include "handoff.h"
 
 struct inbox {
         char dir[PATH_MAX];     /* state_dir/handoffs */
@@ -19,6 +20,7 @@ struct inbox {
         int64_t window;         /* resume window, seconds */
         int wd;                 /* inotify watch, or -1 */
         bool wd_parent;         /* ... on the state dir, for handoffs/ */
+        const hd_consume_opts *copts;   /* the checks of a take; NULL: keyless */
 };
 
 /* The inbox of agent in cfg (or of state_dir when agent is NULL, with
@@ -31,9 +33,9 @@ void inbox_done(struct inbox *ib);
 int inbox_reopen(struct inbox *ib);
 
 /* One waiting bootstrap as shown: {handoff_id, from_agent, to_agent?,
- * reason, accepted_at, age_s, seconds_left, name, payload_type?}.
- * -ENOENT gone, -ESTALE past the resume window, -EBADMSG not one
- * hd_consume() would take, other -errno. */
+ * reason, accepted_at, age_s, seconds_left, name, payload_type?}, as
+ * hd_consume_peek() with copts sees it.  -ENOENT gone, -ESTALE past the
+ * resume window, -EBADMSG not one a take would take, other -errno. */
 int inbox_entry(const struct inbox *ib, const char *name, int64_t now,
                 json_t **ret);
 /* All of them, oldest first (as handoff_take picks). */

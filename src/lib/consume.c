@@ -58,26 +58,6 @@ static int consume_check(const json_t *b, const char *name, const hd_consume_opt
         return 0;
 }
 
-/* The keyless checks of a bootstrap found by another name than its file's
- * (handoffctl inbox): 0 fresh, -ESTALE stale, -EBADMSG not usable. */
-int bootstrap_check(const json_t *b, int64_t window_s, int64_t now, int64_t *ret_at)
-{
-        const char *at = json_string_value(json_object_get(b, "accepted_at"));
-        const char *src = json_string_value(json_object_get(b, "source"));
-        const char *ctx = json_string_value(json_object_get(b, "resume_context"));
-        int64_t t;
-
-        if (!src || strcmp(src, "voice_handoff") || !ctx || !*ctx)
-                return -EBADMSG;
-        if (!at || hd_time_parse(at, &t) < 0)
-                return -EBADMSG;
-        if (ret_at)
-                *ret_at = t;
-        if (now - t > window_s * 1000000LL || t - now > CONSUME_SKEW_USEC)
-                return -ESTALE;
-        return 0;
-}
-
 /* The proof of origin, when o has keys: on success *ret is the bootstrap
  * rebuilt from the verified handoff. */
 static int bootstrap_prove(const json_t *b, const char *name, const hd_consume_opts *o,
@@ -258,6 +238,25 @@ out:
         free(c);
         closedir(d);
         return r;
+}
+
+int hd_consume_peek(int dirfd, const char *name, const hd_consume_opts *o,
+                    int64_t now, json_t **ret, hd_verdict *v)
+{
+        _cleanup_json_ json_t *b = NULL;
+        hd_limits lim;
+        int r;
+
+        if (!o || !name || !ret)
+                return -EINVAL;
+        lim = (hd_limits) { .max_size = o->max_size };
+        r = hd_load_at(dirfd, name, &lim, &b, v);
+        if (r < 0)
+                return r;
+        r = consume_check(b, name, o, now, NULL, v);
+        if (r < 0)
+                return r;
+        return bootstrap_prove(b, name, o, ret, v);
 }
 
 int hd_consume(int dirfd, const char *handoff_id, int64_t window_s,

@@ -106,11 +106,5 @@ const char *quote_untrusted(const char *s, size_t len, char *buf, size_t n);
  * Plain helper: strict, no sign games, no trailing junk. */
 int parse_int64(const char *s, int64_t min, int64_t max, int64_t *ret);
 
-/* consume.c: is b a bootstrap hd_consume() would take, name and proof of
- * origin aside?  0 fresh,
- * -ESTALE older than window_s, -EBADMSG not a usable bootstrap (no valid
- * accepted_at, source or resume_context); ret_at gets accepted_at. */
-int bootstrap_check(const json_t *b, int64_t window_s, int64_t now,
-                    int64_t *ret_at);
 
 #endif
