@@ -96,7 +96,7 @@ static void print_relay(json_t *rl)
         else
                 printf("relay: NOT connected, host %s, stream %s\n", S("host"), S("stream"));
         printf("  outbox %lld", I("outbox"));
-        if (json_is_integer(json_object_get(rl, "outbox_oldest_s")) && I("outbox_oldest_s") >= 0)
+        if (json_is_integer(json_object_get(rl, "outbox_oldest_s")))
                 printf(" (oldest %llds)", I("outbox_oldest_s"));
         printf(", relayed %lld, received %lld, duplicates %lld, publish errors %lld\n",
                I("relayed"), I("received"), I("duplicates"), I("publish_errors"));
@@ -303,21 +303,14 @@ int cmd_status(int argc, char **argv)
                 json_t *d = json_object_get(daemon, "daemon");
                 json_object_set(st, "daemon", d);
                 json_object_set(st, "counters", json_object_get(daemon, "counters"));
+                /* as the daemon says them: null when there is none */
                 json_object_set_new(st, "last_error",
                                     json_incref(json_object_get(daemon, "last_error")) ?: json_null());
-                json_t *age = json_object_get(daemon, "last_error_age_s");
                 json_object_set_new(st, "last_error_age_s",
-                                    json_integer_value(age) >= 0 && json_is_integer(age)
-                                    ? json_incref(age) : json_null());
+                                    json_incref(json_object_get(daemon, "last_error_age_s")) ?: json_null());
                 json_t *rl = json_object_get(daemon, "relay");
                 if (rl) {
-                        /* its absent ages too: null, never -1 */
-                        json_t *rc = json_copy(rl);
-                        static const char *const ages[] = { "outbox_oldest_s", "last_error_age_s" };
-                        for (size_t a = 0; rc && a < ELEMENTSOF(ages); a++)
-                                if (json_integer_value(json_object_get(rc, ages[a])) < 0)
-                                        json_object_set_new(rc, ages[a], json_null());
-                        json_object_set_new(st, "relay", rc);
+                        json_object_set(st, "relay", rl);
                         if (!json_is_true(json_object_get(rl, "ready")))
                                 json_array_append_new(problems, json_sprintf("the relay is not connected%s%s",
                                         json_string_value(json_object_get(rl, "last_error")) ? ": " : "",
@@ -325,8 +318,10 @@ int cmd_status(int argc, char **argv)
                 }
                 if (!json_is_true(json_object_get(d, "watch_ok")))
                         json_array_append_new(problems, json_string("the watch on handoff/ is lost"));
-                json_int_t ea = json_integer_value(json_object_get(daemon, "last_error_age_s"));
-                if (json_string_value(json_object_get(daemon, "last_error")) && ea >= 0 && ea < RECENT_ERROR_S)
+                const json_t *eage = json_object_get(daemon, "last_error_age_s");
+                json_int_t ea = json_integer_value(eage);
+                if (json_string_value(json_object_get(daemon, "last_error")) && json_is_integer(eage) &&
+                    ea < RECENT_ERROR_S)
                         json_array_append_new(problems, json_sprintf("error %llds ago: %s", (long long)ea,
                                               json_string_value(json_object_get(daemon, "last_error"))));
                 /* A served item waiting longer than two rescans was missed. */

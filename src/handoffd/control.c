@@ -63,9 +63,10 @@ json_t *control_status(const struct spool *sp, const char *config_path)
                 if (s->rejected[i])
                         json_object_set_new(rej, hd_reason_name((hd_reason)i),
                                             json_integer((json_int_t)s->rejected[i]));
+        /* no error yet: null, never a -1 a script would take for an age */
         o = json_pack("{s:{s:b, s:I, s:I, s:s, s:s, s:b, s:b, s:s}, "
                       "s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o}, "
-                      "s:s?, s:I}",
+                      "s:s?, s:o}",
                       "daemon", "running", 1, "pid", (json_int_t)getpid(),
                       "uptime_s", (json_int_t)((now - s->started_usec) / 1000000),
                       "version", HD_VERSION_STRING, "config", config_path ? config_path : "",
@@ -85,8 +86,8 @@ json_t *control_status(const struct spool *sp, const char *config_path)
                       "pruned", (json_int_t)(s->archived_pruned + s->rejected_pruned),
                       "rejected", rej,
                       "last_error", s->last_error[0] ? s->last_error : NULL,
-                      "last_error_age_s",
-                      (json_int_t)(s->last_error_usec ? (now - s->last_error_usec) / 1000000 : -1));
+                      "last_error_age_s", s->last_error_usec
+                      ? json_integer((now - s->last_error_usec) / 1000000) : json_null());
         if (o && sp->relay.status)
                 json_object_set_new(o, "relay", sp->relay.status(sp->relay.ctx, now));
         return o;

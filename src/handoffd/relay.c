@@ -262,18 +262,19 @@ static json_t *relay_status(void *ctx, int64_t now)
                 if (age > oldest)
                         oldest = age;
         }
-        return json_pack("{s:b, s:b, s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:s?, s:I}",
+        /* none (outbox empty, no error yet): null, never -1 */
+        return json_pack("{s:b, s:b, s:s, s:s, s:s, s:I, s:o, s:I, s:I, s:I, s:I, s:s?, s:o}",
                          "connected", r->st.connected, "ready", r->st.ready,
                          "server", r->st.server, "host", r->host, "stream", r->stream,
                          "outbox", (json_int_t)json_object_size(r->outbox),
-                         "outbox_oldest_s", (json_int_t)oldest,
+                         "outbox_oldest_s", oldest >= 0 ? json_integer(oldest) : json_null(),
                          "relayed", (json_int_t)r->st.relayed,
                          "received", (json_int_t)r->st.received,
                          "duplicates", (json_int_t)r->st.duplicates,
                          "publish_errors", (json_int_t)r->st.publish_errors,
                          "last_error", r->st.last_error[0] ? r->st.last_error : NULL,
-                         "last_error_age_s",
-                         (json_int_t)(r->st.last_error_usec ? (now - r->st.last_error_usec) / 1000000 : -1));
+                         "last_error_age_s", r->st.last_error_usec
+                         ? json_integer((now - r->st.last_error_usec) / 1000000) : json_null());
 }
 
 static void relay_metrics(void *ctx, FILE *f, int64_t now)
@@ -291,7 +292,8 @@ static void relay_metrics(void *ctx, FILE *f, int64_t now)
         fprintf(f, "# HELP handoffd_relay_outbox_oldest_seconds Age of the oldest item in outbox/ (-1: none).\n"
                    "# TYPE handoffd_relay_outbox_oldest_seconds gauge\n"
                    "handoffd_relay_outbox_oldest_seconds %lld\n",
-                (long long)json_integer_value(json_object_get(s, "outbox_oldest_s")));
+                json_is_integer(json_object_get(s, "outbox_oldest_s"))
+                ? (long long)json_integer_value(json_object_get(s, "outbox_oldest_s")) : -1LL);
         fprintf(f, "# HELP handoffd_relay_total Relay events since start.\n"
                    "# TYPE handoffd_relay_total counter\n");
         fprintf(f, "handoffd_relay_total{event=\"relayed\"} %llu\n", (unsigned long long)r->st.relayed);

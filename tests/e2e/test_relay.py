@@ -60,8 +60,15 @@ def main():
         check(st["relay"]["connected"] is True and st["relay"]["relayed"] == N, f"status --json relay: {st.get('relay')}")
         txt = h.a.ctl("status", "-c", a.conf).stdout
         check("relay: connected" in txt, f"status text shows the relay:\n{txt}")
+        # An empty outbox has no oldest age: null on the control socket.
+        ra = a.status()["relay"]
+        check(ra["outbox"] == 0 and "outbox_oldest_s" in ra and ra["outbox_oldest_s"] is None
+              and (ra["last_error"] is None) == (ra["last_error_age_s"] is None),
+              f"control socket relay: nulls, not -1: {ra}")
         hdtest.wait_for(lambda: os.path.exists(metrics) and
                         "handoffd_relay_connected 1" in open(metrics).read(), 15, "metrics textfile")
+        check("handoffd_relay_outbox_oldest_seconds -1\n" in open(metrics).read(),
+              "metrics: an empty outbox's oldest age is -1 there, as its HELP says")
 
         # A forged file for a remote agent: rejected on a, never published.
         forged = hdproto.build("bob", "alice", b"not the key" * 4)

@@ -1,5 +1,6 @@
 """handoffctl status: figures match the spool after a scripted mix of
-outcomes; exit codes 0 (healthy), 1 (degraded: a served handoff stuck
+outcomes; with no error since start the control socket's last_error and
+last_error_age_s are null (never -1) and the text has no "last error" line; exit codes 0 (healthy), 1 (degraded: a served handoff stuck
 behind another daemon's lock for longer than its window), 3 (not running); the control
 socket refuses a peer that is not root, not the daemon's user and not in
 [control] group, and accepts a member of that group."""
@@ -99,6 +100,13 @@ def main():
         check(st["oldest_claimed_s"] >= 0, "oldest claimed")
         p = env.ctl("status", "-c", conf, check_rc=0)
         check("running" in p.stdout and "claimed 4" in p.stdout, f"text status:\n{p.stdout}")
+        # No error since start: the control socket says null, not -1, and
+        # the text has no "last error" line (handoffd(8), handoffctl(1)).
+        raw = d.status()
+        check("last_error_age_s" in raw and raw["last_error_age_s"] is None and raw["last_error"] is None,
+              f"control socket without an error: { {k: raw.get(k) for k in ('last_error', 'last_error_age_s')} }")
+        check(st["last_error_age_s"] is None, f"status --json: {st['last_error_age_s']!r}")
+        check("last error" not in p.stdout, f"text status without an error:\n{p.stdout}")
 
         # Degraded: a handoff for alice whose id another daemon holds
         # (as if stuck mid-claim) waits longer than its window (2 rescans
