@@ -40,7 +40,9 @@ struct daemon {
         int exit_code;
 };
 
-/* Runs until SIGTERM/SIGINT (0) or a fatal error (<0); takes cfg. */
+/* Runs until SIGTERM/SIGINT (0) or a fatal error (<0); takes cfg.
+ * -EPERM: the start refused a set-up (an agent's directory others may
+ * write, a spool lock file not ours: spool_open()). */
 int daemon_run(const char *config_path, struct config *cfg);
 
 /* Queue every name in handoff/ (start, overflow, periodic safety net). */

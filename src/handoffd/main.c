@@ -3,6 +3,7 @@
  * Exit codes (handoffd(8)): 0 stopped by SIGTERM/SIGINT or -n found no
  * problem, 1 a fatal runtime error, 2 bad usage or a bad configuration (or,
  * with --strict, one the daemon would warn about). */
+#include <errno.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
@@ -101,5 +102,8 @@ int main(int argc, char **argv)
         /* Nothing we create is for others; explicit modes add the group. */
         umask(0027);
         r = daemon_run(path, cfg);
-        return r < 0 ? 1 : 0;
+        /* A set-up refused at start (an agent's directory others may
+         * write) is the operator's to fix, like an unsafe key: 2, which
+         * the unit does not restart into the same refusal. */
+        return r == -EPERM ? 2 : r < 0 ? 1 : 0;
 }
