@@ -129,6 +129,7 @@ int cmd_inbox(int argc, char **argv)
         bool follow = false, as_json = false;
         struct inbox ib = { .fd = -1 };
         struct config *cfg = NULL;
+        hd_consume_opts copts = { 0 };
         _cleanup_json_ json_t *seen = NULL;
         int64_t window = 300;
         int c, r;
@@ -159,12 +160,24 @@ int cmd_inbox(int argc, char **argv)
                         return r;
         }
         r = inbox_init(&ib, cfg, agent, state_dir, window, "inbox");
-        config_free(cfg);
-        if (r)
+        /* What consume --agent would take: checked with the keys the
+         * configuration lets this user read, as consume does. */
+        if (r == 0 && cfg) {
+                int q = consume_opts_from_config(cfg, true, &copts);
+                if (q < 0)
+                        r = ctl_fail(CTL_EXIT_ERROR, "inbox: %s", strerror(-q));
+                copts.agent = agent;
+                ib.copts = &copts;
+        }
+        if (r) {
+                inbox_done(&ib);
+                config_free(cfg);
                 return r;
+        }
         seen = json_object();
         if (!seen) {
                 inbox_done(&ib);
+                config_free(cfg);
                 return ctl_fail(CTL_EXIT_ERROR, "inbox: out of memory");
         }
         /* a reader that goes away ends --follow, quietly */
@@ -174,6 +187,7 @@ int cmd_inbox(int argc, char **argv)
         else
                 r = inbox_show(&ib, seen, as_json);
         inbox_done(&ib);
+        config_free(cfg);       /* after the last look: copts reads its keys */
         if (r == -EPIPE)
                 return CTL_EXIT_OK;
         if (r < 0)
