@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "handoff.h"
+#include "sbuf.h"
 #include "util.h"
 
 int hd_bootstrap_name(const char *handoff_id, char *buf, size_t n)
@@ -33,44 +34,6 @@ int hd_bootstrap_name(const char *handoff_id, char *buf, size_t n)
 
 /* The turns of the transcript shown after a producer's summary. */
 #define BOOTSTRAP_TURNS 20
-
-/* Growable string for the rendered context. */
-struct sbuf {
-        char *s;
-        size_t len, cap;
-        int err;
-};
-
-_printf_(2, 3) static void sb_printf(struct sbuf *b, const char *fmt, ...)
-{
-        va_list ap;
-        int n;
-
-        if (b->err)
-                return;
-        for (;;) {
-                va_start(ap, fmt);
-                n = vsnprintf(b->s ? b->s + b->len : NULL,
-                              b->s ? b->cap - b->len : 0, fmt, ap);
-                va_end(ap);
-                if (n < 0) {
-                        b->err = -EINVAL;
-                        return;
-                }
-                if (b->s && b->len + (size_t)n < b->cap) {
-                        b->len += (size_t)n;
-                        return;
-                }
-                size_t cap = (b->cap + (size_t)n + 1) * 2;
-                char *s = realloc(b->s, cap);
-                if (!s) {
-                        b->err = -ENOMEM;
-                        return;
-                }
-                b->s = s;
-                b->cap = cap;
-        }
-}
 
 static const char *jstr(const json_t *o, const char *k)
 {
@@ -140,12 +103,7 @@ static int render_context(const json_t *h, bool with_turns, char **ret, bool *re
                         free(md);
                 }
         }
-        if (b.err) {
-                free(b.s);
-                return b.err;
-        }
-        *ret = b.s;
-        return 0;
+        return sb_take(&b, ret);
 }
 
 /* How many bytes of UTF-8 s fit in budget bytes of canonical JSON (the

@@ -24,13 +24,10 @@ import tempfile
 SRC = os.environ.get("HD_SRC") or os.path.abspath(
     os.path.join(os.path.dirname(__file__), "..", ".."))
 BUILD = os.environ.get("HD_BUILD") or os.path.join(SRC, "build")
+sys.path.insert(0, os.path.join(SRC, "tests", "py"))
+import hdtest  # noqa: E402
 
-failures = []
-
-
-def fail(msg):
-    print("FAIL: " + msg)
-    failures.append(msg)
+fail = hdtest.fail
 
 
 def make_env():
@@ -217,12 +214,8 @@ def main():
     quiet_output()
     default_sysconfdir()
     configure_without_check()
-    if failures:
-        print(f"{len(failures)} failure(s)")
-        return 1
-    print("build ok")
-    return 0
+    hdtest.finish("build ok")
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

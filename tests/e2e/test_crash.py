@@ -78,7 +78,7 @@ class Consumer(threading.Thread):
                             return
                         if not name.endswith(".json"):
                             continue
-                        b = invariant.real_consume_one(self.env.state[a], name[:-5])
+                        b = invariant.real_consume(self.env.state[a], name[:-5])
                         if b is not None:
                             self.got[b["handoff_id"]] += 1
                             n += 1
@@ -242,7 +242,7 @@ def window(label, syscall, path_of, *, consume=False, expire=False, restart_dela
         if consume_first:
             # Consumed while the daemon runs: it archives, and dies there.
             hdtest.wait_for(lambda: env.bootstraps("alice"), timeout=5, what="bootstrap")
-            if invariant.real_consume_one(env.state["alice"], hid):
+            if invariant.real_consume(env.state["alice"], hid):
                 got[hid] += 1
         try:
             d.proc.wait(10 * hdtest.SLOW + (3 if expire else 0))
@@ -254,14 +254,14 @@ def window(label, syscall, path_of, *, consume=False, expire=False, restart_dela
         d.stop()
         before = invariant.summary(env.spool, env.state)
         if consume:
-            b = invariant.real_consume_one(env.state["alice"], hid)
+            b = invariant.real_consume(env.state["alice"], hid)
             if b:
                 got[hid] += 1
         time.sleep(restart_delay)
         d2 = env.start(name="w1")
         time.sleep(0.3)
         if not expire:
-            b = invariant.real_consume_one(env.state["alice"], hid)
+            b = invariant.real_consume(env.state["alice"], hid)
             if b:
                 got[hid] += 1
             hdtest.wait_for(lambda: reject or env.count("archive") == 1, timeout=5,

@@ -19,9 +19,9 @@ from datetime import timedelta
 
 sys.path.insert(0, os.path.join(os.environ["HD_SRC"], "tests/py"))
 import hdproto  # noqa: E402
+import hdtest  # noqa: E402
 
 CTL = os.path.join(os.environ["HD_BUILD"], "handoffctl")
-FAILS = []
 
 
 def run(*args, stdin=None):
@@ -34,11 +34,7 @@ def run(*args, stdin=None):
 
 
 def check(cond, what):
-    if cond:
-        print(f"ok: {what}")
-    else:
-        print(f"FAIL: {what}")
-        FAILS.append(what)
+    hdtest.expect(cond, what, say_ok=True)
 
 
 def write(path, data):
@@ -452,12 +448,7 @@ def main():
         test_verify(tmp, keyfile, key)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    if FAILS:
-        print(f"{len(FAILS)} FAILED:")
-        for f in FAILS:
-            print(f"  {f}")
-        sys.exit(1)
-    print("all passed")
+    hdtest.finish("all passed")
 
 
 if __name__ == "__main__":

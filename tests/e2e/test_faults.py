@@ -78,7 +78,6 @@ def scenario(label, expect, fault_on, fault_off, *, agents=("alice",), bad=0,
         try:
             with START_LOCK:
                 d = (start or (lambda e: e.start()))(env)
-            drain = invariant.NotifyDrain(d)
             ctx["d"] = d
             pid = d.proc.pid
             base = d.status()["counters"]
@@ -105,7 +104,7 @@ def scenario(label, expect, fault_on, fault_off, *, agents=("alice",), bad=0,
             while time.monotonic() < deadline:
                 if consume_during:
                     for i in ids:
-                        b = invariant.real_consume_one(env.state[agents[0]], i)
+                        b = invariant.real_consume(env.state[agents[0]], i)
                         if b:
                             consumed[i] = consumed.get(i, 0) + 1
                 time.sleep(0.05)
@@ -137,12 +136,12 @@ def scenario(label, expect, fault_on, fault_off, *, agents=("alice",), bad=0,
             res["recovered_s"] = rec
             # Now take everything; a second copy of anything is a duplicate.
             for i in ids:
-                b = invariant.real_consume_one(env.state[agents[0]], i)
+                b = invariant.real_consume(env.state[agents[0]], i)
                 if b:
                     consumed[i] = consumed.get(i, 0) + 1
             time.sleep(0.3)
             for i in ids:
-                b = invariant.real_consume_one(env.state[agents[0]], i)
+                b = invariant.real_consume(env.state[agents[0]], i)
                 if b:
                     consumed[i] = consumed.get(i, 0) + 1
             res["dups"] = {i: c for i, c in consumed.items() if c > 1}
@@ -153,7 +152,6 @@ def scenario(label, expect, fault_on, fault_off, *, agents=("alice",), bad=0,
             c = d.status()["counters"]
             res["recovered"] = c["recovered"] + c["retried"]
             rc = d.stop()
-            drain.stop()
             res["rc"] = rc
             res["expect"] = expect
             res["logtail"] = d.logs()[-1500:]

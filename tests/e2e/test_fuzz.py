@@ -18,17 +18,17 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.environ["HD_SRC"], "tests", "py"))
+import hdtest  # noqa: E402
+
 SRC = os.environ["HD_SRC"]
 FB = os.path.join(SRC, "build", "fuzz")
 SECONDS = int(os.environ.get("HD_FUZZ_SECONDS", "5"))
 CC = os.environ.get("FUZZ_CC", "clang")
-FAILS = []
 
 
 def check(cond, what):
-    print(f"{'ok' if cond else 'FAIL'}: {what}")
-    if not cond:
-        FAILS.append(what)
+    hdtest.expect(cond, what, say_ok=True)
 
 
 def clean_env():
@@ -172,11 +172,7 @@ def main():
         return 1
     fuzz_all(ts)
     regressions(ts)
-    if FAILS:
-        print(f"{len(FAILS)} failed: " + "; ".join(FAILS))
-        return 1
-    print("all fuzz checks passed")
-    return 0
+    hdtest.finish("all fuzz checks passed")
 
 
 if __name__ == "__main__":

@@ -29,17 +29,14 @@ import tempfile
 SRC = os.environ.get("HD_SRC") or os.path.abspath(
     os.path.join(os.path.dirname(__file__), "..", ".."))
 BUILD = os.environ.get("HD_BUILD") or os.path.join(SRC, "build")
+sys.path.insert(0, os.path.join(SRC, "tests", "py"))
+import hdtest  # noqa: E402
 SEARCH = ["include", "src/lib", "src/handoffd"]
 LIBRARY = ("include/", "src/lib/")
 
 
 INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"([^"]+)"', re.M)
-failures = []
-
-
-def fail(msg):
-    print("FAIL: " + msg)
-    failures.append(msg)
+fail = hdtest.fail
 
 
 def circles(edges):
@@ -221,10 +218,7 @@ def main():
     check_names()
     check_symbols()
     check_symbols("handoffd", "handoffd")
-    if failures:
-        print(f"{len(failures)} failure(s)")
-        sys.exit(1)
-    print("ok")
+    hdtest.finish("ok")
 
 
 if __name__ == "__main__":

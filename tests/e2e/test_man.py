@@ -26,16 +26,13 @@ import sys
 SRC = os.environ.get("HD_SRC") or os.path.abspath(
     os.path.join(os.path.dirname(__file__), "..", ".."))
 BUILD = os.environ.get("HD_BUILD") or os.path.join(SRC, "build")
+sys.path.insert(0, os.path.join(SRC, "tests", "py"))
+import hdtest  # noqa: E402
 MAN = os.path.join(SRC, "man")
 PAGES = ["handoffd.8", "handoffd.conf.5", "handoffctl.1", "handoff.7",
          "libhandoff.3"]
 
-failures = []
-
-
-def fail(msg):
-    print("FAIL: " + msg)
-    failures.append(msg)
+fail = hdtest.fail
 
 
 def render(page):
@@ -337,12 +334,8 @@ def main():
     render_80()
     api_functions()
     libhandoff_example()
-    if failures:
-        print(f"{len(failures)} failure(s)")
-        return 1
-    print("man pages ok")
-    return 0
+    hdtest.finish("man pages ok")
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

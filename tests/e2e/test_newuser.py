@@ -224,7 +224,8 @@ def main():
                         what="every whitespace handoff delivered")
         taken = 0
         for doc in docs:
-            ctx = hdtest.real_consumer(env.state["alice"], doc["handoff_id"])
+            got = hdtest.real_consumer(env.state["alice"], doc["handoff_id"])
+            ctx = got and got["resume_context"].strip()
             check(ctx and ctx.startswith("bob handed this over to you"),
                   f"summary {doc.get('context_summary', doc.get('resume_context'))!r}: consumer got {ctx!r}")
             taken += 1

@@ -29,6 +29,10 @@ SLOW = 4 if SANITIZE else 1
 
 sys.path.insert(0, os.path.join(SRC, "tests", "py"))
 import hdproto  # noqa: E402
+import invariant  # noqa: E402
+
+# The real consumer's logic, one copy: returns the bootstrap dict or None.
+real_consumer = invariant.real_consume
 
 
 class Fail(Exception):
@@ -38,6 +42,35 @@ class Fail(Exception):
 def check(cond, msg):
     if not cond:
         raise Fail(msg)
+
+
+# Soft checks, for a script that goes on after a failure so that one run
+# reports all of them (the man pages, the build, the CLI's many cases):
+# expect() records, finish() ends the script with the count.
+_failures = []
+
+
+def expect(cond, what, say_ok=False):
+    if cond:
+        if say_ok:
+            print(f"ok: {what}")
+        return True
+    print(f"FAIL: {what}")
+    _failures.append(what)
+    return False
+
+
+def fail(what):
+    expect(False, what)
+
+
+def finish(ok_line):
+    """Exit 1 after the count of failed expect()s, else print ok_line, exit 0."""
+    if _failures:
+        print(f"{len(_failures)} failure(s)")
+        sys.exit(1)
+    print(ok_line)
+    sys.exit(0)
 
 
 def wait_for(pred, timeout=10.0, what="condition"):
@@ -326,39 +359,6 @@ def lock_id(spool, handoff_id):
     fd = os.open(os.path.join(spool, ".lock"), os.O_RDWR | os.O_CLOEXEC)
     fcntl.fcntl(fd, fcntl.F_OFD_SETLK, struct.pack("hhqqi", fcntl.F_WRLCK, 0, off, 1, 0))
     return fd
-
-
-def real_consumer(state_dir, handoff_id, resume_window=300, now=None):
-    """The real consumer's logic (gptme-voice): read the bootstrap, require
-    source == voice_handoff and a resume_context that str.strip() leaves
-    non-empty, check accepted_at within the resume window, delete it.
-    Returns the stripped resume_context or None."""
-    from datetime import datetime, timezone
-    safe = "".join(c for c in handoff_id if c.isalnum() or c in "-_") or "handoff"
-    path = os.path.join(state_dir, "handoffs", f"{safe}.json")
-    try:
-        with open(path) as f:
-            payload = json.load(f)
-    except FileNotFoundError:
-        return None
-    if payload.get("protocol_version") != 1 or payload.get("source") != "voice_handoff":
-        return None
-    # exactly the real consumer: "empty resume_context" when .strip() is empty
-    ctx = str(payload.get("resume_context") or "").strip()
-    if not ctx:
-        return None
-    acc = payload.get("accepted_at")
-    if not isinstance(acc, str):
-        return None
-    try:
-        at = datetime.fromisoformat(acc.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    now = now or datetime.now(timezone.utc)
-    if (now - at).total_seconds() > resume_window:
-        return None
-    os.unlink(path)
-    return ctx
 
 
 def run(main):

@@ -375,36 +375,6 @@ class Gate:
         return not self.stopping.is_set()
 
 
-class NotifyDrain:
-    """Reads the daemons' NOTIFY_SOCKET datagrams in the background.  The
-    daemon sends STATUS= every 5 s with a blocking sendmsg(); a test that
-    never reads would fill the socket queue (10 datagrams) after about
-    50 s and the daemon would then hang in sd_notify()."""
-
-    def __init__(self, *daemons):
-        import threading
-        self.daemons = list(daemons)
-        self._stop = threading.Event()
-        self._t = threading.Thread(target=self._run, daemon=True)
-        self._t.start()
-
-    def add(self, d):
-        self.daemons.append(d)
-
-    def _run(self):
-        while not self._stop.wait(0.5):
-            for d in list(self.daemons):
-                try:
-                    if d.notify.fileno() >= 0:
-                        d.poll_notify()
-                except OSError:
-                    pass
-
-    def stop(self):
-        self._stop.set()
-        self._t.join()
-
-
 def tracer_pid(pid):
     try:
         with open(f"/proc/{pid}/status") as f:
@@ -489,10 +459,14 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def real_consume_one(state_dir, handoff_id, resume_window=300):
-    """The real consumer (gptme-voice): read, check, unlink.  Returns the
-    bootstrap dict or None.  Tolerates a racing consumer (ENOENT on read or
-    unlink = somebody else got it)."""
+def real_consume(state_dir, handoff_id, resume_window=300, now=None):
+    """The real consumer (gptme-voice's _consume_handoff_bootstrap): read the
+    bootstrap, require protocol_version 1, source voice_handoff and a
+    resume_context that str.strip() leaves non-empty ("empty
+    resume_context" otherwise), accepted_at within the resume window, then
+    unlink.  Returns the bootstrap dict or None.  Tolerates a racing
+    consumer (ENOENT on read or unlink = somebody else got it).  The one
+    copy the tests use (hdtest.real_consumer is this)."""
     from datetime import datetime, timezone
     path = os.path.join(state_dir, "handoffs", bootstrap_name(handoff_id))
     try:
@@ -502,7 +476,6 @@ def real_consume_one(state_dir, handoff_id, resume_window=300):
         return None
     if payload.get("protocol_version") != 1 or payload.get("source") != "voice_handoff":
         return None
-    # exactly the real consumer: "empty resume_context" when .strip() is empty
     ctx = str(payload.get("resume_context") or "").strip()
     acc = payload.get("accepted_at")
     if not ctx or not isinstance(acc, str):
@@ -511,7 +484,7 @@ def real_consume_one(state_dir, handoff_id, resume_window=300):
         at = datetime.fromisoformat(acc.replace("Z", "+00:00"))
     except ValueError:
         return None
-    if (datetime.now(timezone.utc) - at).total_seconds() > resume_window:
+    if ((now or datetime.now(timezone.utc)) - at).total_seconds() > resume_window:
         return None
     try:
         os.unlink(path)
