@@ -285,6 +285,18 @@ int items_match(const char *spool_dir, const char *state, const char *name,
         return match_at(fd, dir, state, name, handoff_id, hd_now_usec(), ret);
 }
 
+/* Keep it (of rank r) if it says more than the best so far; else drop it. */
+static void keep_best(json_t **best, int *best_rank, json_t *it, int r)
+{
+        if (r > *best_rank) {
+                json_decref(*best);
+                *best = it;
+                *best_rank = r;
+        } else {
+                json_decref(it);
+        }
+}
+
 int items_find(const char *spool_dir, const char *handoff_id, json_t **ret)
 {
         _cleanup_json_ json_t *best = NULL;
@@ -316,13 +328,7 @@ int items_find(const char *spool_dir, const char *handoff_id, json_t **ret)
                         snprintf(name, sizeof(name), "%s.json", handoff_id);
                         r = match_at(fd, dir, state, name, handoff_id, now, &it);
                         close(fd);
-                        if (r > best_rank) {
-                                json_decref(best);
-                                best = it;
-                                best_rank = r;
-                        } else {
-                                json_decref(it);
-                        }
+                        keep_best(&best, &best_rank, it, r);
                         continue;
                 }
                 d = fdopendir(fd);
@@ -333,13 +339,7 @@ int items_find(const char *spool_dir, const char *handoff_id, json_t **ret)
                 while ((de = readdir(d))) {
                         json_t *it = NULL;
                         int r = match_at(dirfd(d), dir, state, de->d_name, handoff_id, now, &it);
-                        if (r > best_rank) {
-                                json_decref(best);
-                                best = it;
-                                best_rank = r;
-                        } else {
-                                json_decref(it);
-                        }
+                        keep_best(&best, &best_rank, it, r);
                 }
                 closedir(d);
         }

@@ -101,12 +101,13 @@ static int bootstrap_prove(const json_t *b, const char *name, const hd_consume_o
         return hd_bootstrap_build_shown(h, shown, at, 0, ret);
 }
 
-static int take(int dirfd, const char *name, const hd_consume_opts *o, int64_t now,
-                json_t **ret, hd_verdict *v)
+/* Load the bootstrap name, check it and prove it: *ret_b the file as it
+ * is, *ret the bootstrap rebuilt from the verified handoff. */
+static int peek(int dirfd, const char *name, const hd_consume_opts *o, int64_t now,
+                json_t **ret_b, json_t **ret, hd_verdict *v)
 {
-        _cleanup_json_ json_t *b = NULL, *mine = NULL, *out = NULL;
+        _cleanup_json_ json_t *b = NULL;
         hd_limits lim = { .max_size = o->max_size };
-        char priv[NAME_MAX + 1], rnd[9];
         int r;
 
         r = hd_load_at(dirfd, name, &lim, &b, v);
@@ -115,7 +116,23 @@ static int take(int dirfd, const char *name, const hd_consume_opts *o, int64_t n
         r = consume_check(b, name, o, now, NULL, v);
         if (r < 0)
                 return r;
-        r = bootstrap_prove(b, name, o, &out, v);
+        r = bootstrap_prove(b, name, o, ret, v);
+        if (r < 0)
+                return r;
+        if (ret_b)
+                *ret_b = TAKE_PTR(b);
+        return 0;
+}
+
+static int take(int dirfd, const char *name, const hd_consume_opts *o, int64_t now,
+                json_t **ret, hd_verdict *v)
+{
+        _cleanup_json_ json_t *b = NULL, *mine = NULL, *out = NULL;
+        hd_limits lim = { .max_size = o->max_size };
+        char priv[NAME_MAX + 1], rnd[9];
+        int r;
+
+        r = peek(dirfd, name, o, now, &b, &out, v);
         if (r < 0)
                 return r;
         if (random_hex(rnd, 4) < 0)
@@ -243,20 +260,9 @@ out:
 int hd_consume_peek(int dirfd, const char *name, const hd_consume_opts *o,
                     int64_t now, json_t **ret, hd_verdict *v)
 {
-        _cleanup_json_ json_t *b = NULL;
-        hd_limits lim;
-        int r;
-
         if (!o || !name || !ret)
                 return -EINVAL;
-        lim = (hd_limits) { .max_size = o->max_size };
-        r = hd_load_at(dirfd, name, &lim, &b, v);
-        if (r < 0)
-                return r;
-        r = consume_check(b, name, o, now, NULL, v);
-        if (r < 0)
-                return r;
-        return bootstrap_prove(b, name, o, ret, v);
+        return peek(dirfd, name, o, now, NULL, ret, v);
 }
 
 int hd_consume(int dirfd, const char *handoff_id, int64_t window_s,
