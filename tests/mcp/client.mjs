@@ -16,21 +16,13 @@ import {
   EmptyResultSchema,
   McpError,
 } from '@modelcontextprotocol/sdk/types.js';
+import { check, checks, text } from './kit.mjs';
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 
 const [HANDOFFCTL, CONF, VOX] = process.argv.slice(2);
 const SLOW = Number(process.env.HD_SLOW || 1);
-let checks = 0;
 
-function check(cond, what, extra) {
-  if (!cond) {
-    console.log(`FAIL: ${what}${extra === undefined ? '' : ': ' + JSON.stringify(extra)}`);
-    process.exit(1);
-  }
-  checks++;
-  console.log(`ok: ${what}`);
-}
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
@@ -72,9 +64,6 @@ async function rpcError(p) {
   return 'no error';
 }
 
-function text(result) {
-  return (result.content || []).filter((c) => c.type === 'text').map((c) => c.text).join('\n');
-}
 
 // ---- raw lines: what no SDK would send ---------------------------------
 
@@ -322,7 +311,7 @@ async function main() {
   await alice.client.close();
   check(!/AddressSanitizer|runtime error/.test(bob.state.stderr + alice.state.stderr),
     'no sanitizer report on the servers\' stderr', bob.state.stderr + alice.state.stderr);
-  console.log(JSON.stringify({ handoff_id: id, checks, alice_list_changed: alice.state.changes,
+  console.log(JSON.stringify({ handoff_id: id, checks: checks(), alice_list_changed: alice.state.changes,
     send_to_list_changed_ms: Math.round(arrivalMs * 10) / 10 }));
 }
 

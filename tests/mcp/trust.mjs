@@ -19,22 +19,11 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { McpError } from '@modelcontextprotocol/sdk/types.js';
+import { check, checks, text } from './kit.mjs';
 
 const [STEP, HANDOFFCTL, CONF, ...rest] = process.argv.slice(2);
-let checks = 0;
 
-function check(cond, what, extra) {
-  if (!cond) {
-    console.log(`FAIL: ${what}${extra === undefined ? '' : ': ' + JSON.stringify(extra)}`);
-    process.exit(1);
-  }
-  checks++;
-  console.log(`ok: ${what}`);
-}
 
-function text(result) {
-  return (result.content || []).filter((c) => c.type === 'text').map((c) => c.text).join('\n');
-}
 
 async function connect(agent, extra = []) {
   const state = { stderr: '' };
@@ -60,7 +49,7 @@ async function send([key]) {
     'bob (Ed25519 key): handoff_send returns a handoff_id', sent);
   await bob.client.close();
   check(!/AddressSanitizer|runtime error/.test(bob.state.stderr), 'no sanitizer report', bob.state.stderr);
-  console.log(JSON.stringify({ handoff_id: sent.structuredContent.handoff_id, checks }));
+  console.log(JSON.stringify({ handoff_id: sent.structuredContent.handoff_id, checks: checks() }));
 }
 
 async function take([genuine, ...forged]) {
@@ -105,7 +94,7 @@ async function take([genuine, ...forged]) {
     'alice: only forged bootstraps left: handoff_take is a tool error', none);
   await alice.client.close();
   check(!/AddressSanitizer|runtime error/.test(alice.state.stderr), 'no sanitizer report', alice.state.stderr);
-  console.log(JSON.stringify({ taken: sc.handoff_id, checks }));
+  console.log(JSON.stringify({ taken: sc.handoff_id, checks: checks() }));
 }
 
 (STEP === 'send' ? send(rest) : take(rest)).catch((e) => {
