@@ -184,6 +184,27 @@ START_TEST(test_config_missing_settings_all_reported)
 }
 END_TEST
 
+/* The relay's checks of the section as a whole: each problem, not the first. */
+START_TEST(test_config_relay_problems_all_reported)
+{
+        char *path, *err = load_err(GOOD "[agent a]\nstate_dir = /srv/a\n"
+                                    "[relay]\nservers = nats://127.0.0.1:4222\nhost = h1\n"
+                                    "user = u\ntls_cert = /c.pem\n"
+                                    "[remote a]\nhost = h2\n[remote b]\nhost = h1\n", &path);
+        char *want;
+
+        ck_assert_int_ge(asprintf(&want, "%s: [remote a]: the agent is also an [agent a] of this host\n"
+                                         "%s: [relay] tls_cert and tls_key go together\n"
+                                         "%s: [relay] user and password go together\n"
+                                         "%s: [remote b] host is this host (h1)",
+                                  path, path, path, path), 0);
+        ck_assert_str_eq(err, want);
+        free(want);
+        free(err);
+        free(path);
+}
+END_TEST
+
 START_TEST(test_config_errors_bounded)
 {
         size_t cap = 100 * 8 + sizeof(GOOD);
@@ -212,6 +233,7 @@ Suite *suite_config_errors(void)
         tcase_add_test(tc, test_config_syntax_errors_each_with_line);
         tcase_add_test(tc, test_config_long_line_keeps_numbering);
         tcase_add_test(tc, test_config_missing_settings_all_reported);
+        tcase_add_test(tc, test_config_relay_problems_all_reported);
         tcase_add_test(tc, test_config_errors_bounded);
         suite_add_tcase(s, tc);
         return s;

@@ -1,0 +1,40 @@
+/* Private to the reader of handoffd.conf: the state of one parse and its
+ * list of errors, each "FILE:LINE: message" (config_err.c).  config_err()
+ * is an error of the line being parsed and returns 0 (inih: a bad line);
+ * config_err_line() of another line (a section's header);
+ * config_err_file() of the file as a whole. */
+#ifndef HD_CONFIG_ERR_H
+#define HD_CONFIG_ERR_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "config.h"
+#include "util.h"
+
+/* Errors reported for one file, at most; then "... and N more". */
+#define CONFIG_MAX_ERRORS 20
+
+struct parse_state {
+        struct config *c;
+        /* the reader: whole lines from f, counted as inih counts them */
+        FILE *f;
+        char *buf;
+        size_t cap;
+        int line;               /* the line being parsed, from 1 */
+        bool key_line;          /* it should reach the handler */
+        bool handled;           /* it did */
+        int section_line;       /* the header of the current section */
+        bool section_reported;  /* its "unknown section" is out */
+        /* the errors: "FILE:LINE: message" lines */
+        char *errs;
+        size_t errs_len;
+        unsigned n_errs;
+};
+
+void config_errs_append(struct parse_state *st, const char *entry, size_t n);
+_printf_(2, 3) int config_err(struct parse_state *st, const char *fmt, ...);
+_printf_(3, 4) int config_err_line(struct parse_state *st, int line, const char *fmt, ...);
+_printf_(2, 3) void config_err_file(struct parse_state *st, const char *fmt, ...);
+
+#endif

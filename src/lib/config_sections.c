@@ -1,0 +1,501 @@
+/* handoffd.conf's sections and keys: inih's handler, one function per
+ * section, the value parsers (booleans, sizes, durations), and an unknown
+ * section reported once at its header with the known name it is closest
+ * to.  Each bad value is an error of its line (config_err). */
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <ini.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "config_err.h"
+#include "config_sections.h"
+#include "util.h"
+
+static int parse_bool(const char *s, bool *ret)
+{
+        if (!strcmp(s, "yes") || !strcmp(s, "true") || !strcmp(s, "on") ||
+            !strcmp(s, "1"))
+                *ret = true;
+        else if (!strcmp(s, "no") || !strcmp(s, "false") ||
+                 !strcmp(s, "off") || !strcmp(s, "0"))
+                *ret = false;
+        else
+                return -EINVAL;
+        return 0;
+}
+
+/* A number with an optional one-letter unit from units[] (letter, factor). */
+static int parse_unit(const char *s, const char *letters,
+                      const uint64_t *factors, uint64_t max, uint64_t *ret)
+{
+        char *end;
+        unsigned long long x;
+        uint64_t f = 1;
+
+        if (!s || !isdigit((unsigned char)*s))
+                return -EINVAL;
+        errno = 0;
+        x = strtoull(s, &end, 10);
+        if (errno)
+                return -ERANGE;
+        if (*end) {
+                const char *p = strchr(letters, *end);
+                if (!p || end[1])
+                        return -EINVAL;
+                f = factors[p - letters];
+        }
+        if (x > max / f)
+                return -ERANGE;
+        *ret = x * f;
+        return 0;
+}
+
+int config_parse_size(const char *s, uint64_t *ret)
+{
+        static const uint64_t f[] = { 1024, 1024, 1024 * 1024, 1024 * 1024,
+                                      1024ULL * 1024 * 1024,
+                                      1024ULL * 1024 * 1024 };
+        return parse_unit(s, "kKMmGg", f, INT64_MAX, ret);
+}
+
+int config_parse_duration(const char *s, int64_t *ret)
+{
+        static const uint64_t f[] = { 1, 60, 3600, 86400, 604800 };
+        uint64_t x;
+        int r = parse_unit(s, "smhdw", f, INT32_MAX, &x);
+
+        if (r < 0)
+                return r;
+        *ret = (int64_t)x;
+        return 0;
+}
+
+static struct config_agent *agent_get(struct config *c, const char *name)
+{
+        struct config_agent *a;
+
+        for (size_t i = 0; i < c->n_agents; i++)
+                if (!strcmp(c->agents[i].name, name))
+                        return &c->agents[i];
+        a = realloc(c->agents, (c->n_agents + 1) * sizeof(*a));
+        if (!a)
+                return NULL;
+        c->agents = a;
+        a = &c->agents[c->n_agents++];
+        memset(a, 0, sizeof(*a));
+        a->name = strdup(name);
+        a->act_max_files = 5;
+        return a->name ? a : NULL;
+}
+
+int config_set_str(char **dst, const char *v)
+{
+        char *s = strdup(v);
+        if (!s)
+                return -ENOMEM;
+        free(*dst);
+        *dst = s;
+        return 0;
+}
+
+int config_set_roles(struct config *c, const char *v)
+{
+        char *copy = strdup(v), *save = NULL, *tok;
+        size_t n = 0;
+        char **roles;
+
+        if (!copy)
+                return -ENOMEM;
+        roles = calloc(strlen(v) / 2 + 2, sizeof(char *));
+        if (!roles) {
+                free(copy);
+                return -ENOMEM;
+        }
+        for (tok = strtok_r(copy, ", \t", &save); tok;
+             tok = strtok_r(NULL, ", \t", &save))
+                roles[n++] = strdup(tok);
+        free(copy);
+        if (n == 0) {
+                free(roles);
+                return -EINVAL;
+        }
+        if (c->roles)
+                for (char **p = c->roles; *p; p++)
+                        free(*p);
+        free(c->roles);
+        c->roles = roles;
+        return 0;
+}
+
+static int path_ok(const char *v)
+{
+        return v[0] == '/' || !strncmp(v, "credential:", 11);
+}
+
+static int handle_spool(struct parse_state *st, const char *k, const char *v)
+{
+        struct config *c = st->c;
+        uint64_t u;
+
+        if (!strcmp(k, "dir")) {
+                if (v[0] != '/')
+                        return config_err(st, "[spool] dir must be an absolute path");
+                return config_set_str(&c->spool_dir, v) == 0;
+        }
+        if (!strcmp(k, "fsync")) {
+                if (parse_bool(v, &c->fsync) < 0)
+                        return config_err(st, "[spool] fsync: '%s' is not yes or no", v);
+                return 1;
+        }
+        if (!strcmp(k, "max_file_size")) {
+                if (config_parse_size(v, &u) < 0 || u < 1024 || u > 64 << 20)
+                        return config_err(st, "[spool] max_file_size: '%s' is not a size between 1K and 64M", v);
+                c->max_file_size = u;
+                return 1;
+        }
+        struct { const char *key; int64_t *dst; int64_t min; } durs[] = {
+                { "resume_window", &c->resume_window, 1 },
+                { "max_clock_skew", &c->max_clock_skew, 0 },
+                { "max_window", &c->max_window, 1 },
+                { "rescan_interval", &c->rescan_interval, 1 },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(durs); i++)
+                if (!strcmp(k, durs[i].key)) {
+                        if (config_parse_duration(v, durs[i].dst) < 0 ||
+                            *durs[i].dst < durs[i].min)
+                                return config_err(st, "[spool] %s: '%s' is not a duration (like 300, 5m, 1h)", k, v);
+                        return 1;
+                }
+        return config_err(st, "unknown key '%s' in [spool]", k);
+}
+
+static int handle_keys(struct parse_state *st, const char *k, const char *v)
+{
+        struct config *c = st->c;
+
+        if (!strcmp(k, "pubkey_dir")) {
+                if (v[0] != '/')
+                        return config_err(st, "[keys] pubkey_dir must be an absolute path");
+                return config_set_str(&c->pubkey_dir, v) == 0;
+        }
+        if (!path_ok(v))
+                return config_err(st, "[keys] %s: '%s' is neither an absolute path nor credential:NAME", k, v);
+        if (!strcmp(k, "default"))
+                return config_set_str(&c->default_key_path, v) == 0;
+        if (!hd_agent_valid(k))
+                return config_err(st, "[keys] '%s' is not a valid key name", k);
+        for (size_t i = 0; i < c->n_kids; i++)
+                if (!strcmp(c->kid_names[i], k))
+                        return config_err(st, "[keys] '%s' given twice", k);
+        size_t n = c->n_kids + 1;
+        char **names = realloc(c->kid_names, n * sizeof(char *));
+        if (names)
+                c->kid_names = names;
+        char **paths = realloc(c->kid_paths, n * sizeof(char *));
+        if (paths)
+                c->kid_paths = paths;
+        hd_key **keys = realloc(c->kid_keys, n * sizeof(hd_key *));
+        if (keys)
+                c->kid_keys = keys;
+        if (!names || !paths || !keys)
+                return config_err(st, "out of memory");
+        c->kid_names[c->n_kids] = strdup(k);
+        c->kid_paths[c->n_kids] = strdup(v);
+        c->kid_keys[c->n_kids] = NULL;
+        c->n_kids = n;
+        return 1;
+}
+
+static int handle_agent(struct parse_state *st, const char *name,
+                        const char *k, const char *v)
+{
+        struct config_agent *a;
+        int64_t n;
+
+        if (!hd_agent_valid(name)) {
+                /* once, at the header, not at each of its keys */
+                if (st->section_reported)
+                        return 0;
+                st->section_reported = true;
+                return config_err_line(st, st->section_line,
+                                 "[agent %s]: '%s' is not a valid agent name", name, name);
+        }
+        a = agent_get(st->c, name);
+        if (!a)
+                return config_err(st, "out of memory");
+        if (!strcmp(k, "state_dir")) {
+                if (v[0] != '/')
+                        return config_err(st, "[agent %s] state_dir must be an absolute path", name);
+                return config_set_str(&a->state_dir, v) == 0;
+        }
+        if (!strcmp(k, "key")) {
+                if (!path_ok(v))
+                        return config_err(st, "[agent %s] key: '%s' is neither an absolute path nor credential:NAME", name, v);
+                return config_set_str(&a->key_path, v) == 0;
+        }
+        if (!strcmp(k, "pubkeys")) {
+                char **paths;
+
+                if (v[0] != '/')
+                        return config_err(st, "[agent %s] pubkeys: '%s' is not an absolute path", name, v);
+                paths = realloc(a->pubkey_paths, (a->n_pubkey_paths + 1) * sizeof(char *));
+                if (!paths)
+                        return config_err(st, "out of memory");
+                a->pubkey_paths = paths;
+                paths[a->n_pubkey_paths] = strdup(v);
+                if (!paths[a->n_pubkey_paths])
+                        return config_err(st, "out of memory");
+                a->n_pubkey_paths++;
+                return 1;
+        }
+        if (!strcmp(k, "require")) {
+                if (strcmp(v, "sig") && strcmp(v, "any"))
+                        return config_err(st, "[agent %s] require: '%s' is not sig or any", name, v);
+                a->require_sig = !strcmp(v, "sig");
+                return 1;
+        }
+        if (!strcmp(k, "delivery")) {
+                if (strcmp(v, "bootstrap") && strcmp(v, "vox") && strcmp(v, "act"))
+                        return config_err(st, "[agent %s] delivery: '%s' is not bootstrap, vox or act", name, v);
+                return config_set_str(&a->delivery, v) == 0;
+        }
+        if (!strcmp(k, "act_format")) {
+                if (strcmp(v, "xml") && strcmp(v, "md"))
+                        return config_err(st, "[agent %s] act_format: '%s' is not xml or md", name, v);
+                return config_set_str(&a->act_format, v) == 0;
+        }
+        if (!strcmp(k, "act_max_files")) {
+                if (parse_int64(v, 1, 1000, &n) < 0)
+                        return config_err(st, "[agent %s] act_max_files: '%s' is not a number from 1 to 1000", name, v);
+                a->act_max_files = (unsigned)n;
+                return 1;
+        }
+        return config_err(st, "unknown key '%s' in [agent %s]", k, name);
+}
+
+static int handle_retention(struct parse_state *st, const char *k,
+                            const char *v)
+{
+        struct config *c = st->c;
+        int64_t n;
+
+        if (!strcmp(k, "archive_max_items") || !strcmp(k, "rejected_max_items")) {
+                if (parse_int64(v, 0, INT32_MAX, &n) < 0)
+                        return config_err(st, "[retention] %s: '%s' is not a count", k, v);
+                *(k[0] == 'a' ? &c->archive_max_items : &c->rejected_max_items) = (uint64_t)n;
+                return 1;
+        }
+        if (!strcmp(k, "archive_max_bytes")) {
+                if (config_parse_size(v, &c->archive_max_bytes) < 0)
+                        return config_err(st, "[retention] %s: '%s' is not a size (like 10M)", k, v);
+                return 1;
+        }
+        if (!strcmp(k, "archive_max_age") || !strcmp(k, "rejected_max_age")) {
+                if (config_parse_duration(v, k[0] == 'a' ? &c->archive_max_age
+                                                         : &c->rejected_max_age) < 0)
+                        return config_err(st, "[retention] %s: '%s' is not a duration (like 7d)", k, v);
+                return 1;
+        }
+        return config_err(st, "unknown key '%s' in [retention]", k);
+}
+
+/* [relay]: the NATS side of relay.c.  Secrets stay in files (credentials,
+ * nkey_seed, TLS key); password is the one exception NATS user/password
+ * auth needs. */
+static int handle_relay(struct parse_state *st, const char *k, const char *v)
+{
+        struct config_relay *rl = &st->c->relay;
+        int64_t n;
+
+        if (!strcmp(k, "servers")) {
+                for (const char *p = v; *p; p++)
+                        if ((unsigned char)*p < 0x20 || *p == 0x7f)
+                                return config_err(st, "[relay] servers: control character in '%s'", v);
+                return config_set_str(&rl->servers, v) == 0;
+        }
+        if (!strcmp(k, "host")) {
+                if (!hd_agent_valid(v))
+                        return config_err(st, "[relay] host: '%s' is not a valid host name (lowercase letters, digits, '-', '_')", v);
+                return config_set_str(&rl->host, v) == 0;
+        }
+        if (!strcmp(k, "stream")) {
+                if (!hd_id_valid(v) || strlen(v) > 64)
+                        return config_err(st, "[relay] stream: '%s' is not a valid stream name (letters, digits, '-', '_')", v);
+                return config_set_str(&rl->stream, v) == 0;
+        }
+        if (!strcmp(k, "replicas")) {
+                if (parse_int64(v, 1, 5, &n) < 0)
+                        return config_err(st, "[relay] replicas: '%s' is not a number from 1 to 5", v);
+                rl->replicas = (int)n;
+                return 1;
+        }
+        if (!strcmp(k, "user"))
+                return config_set_str(&rl->user, v) == 0;
+        if (!strcmp(k, "password"))
+                return config_set_str(&rl->password, v) == 0;
+        if (!strcmp(k, "nkey"))
+                return config_set_str(&rl->nkey, v) == 0;
+        struct { const char *key; char **dst; } paths[] = {
+                { "credentials", &rl->credentials }, { "nkey_seed", &rl->nkey_seed },
+                { "tls_ca", &rl->tls_ca }, { "tls_cert", &rl->tls_cert },
+                { "tls_key", &rl->tls_key },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(paths); i++)
+                if (!strcmp(k, paths[i].key)) {
+                        if (v[0] != '/')
+                                return config_err(st, "[relay] %s must be an absolute path", k);
+                        return config_set_str(paths[i].dst, v) == 0;
+                }
+        return config_err(st, "unknown key '%s' in [relay]", k);
+}
+
+static int handle_remote(struct parse_state *st, const char *name,
+                         const char *k, const char *v)
+{
+        struct config *c = st->c;
+        struct config_remote *rm = NULL;
+
+        if (!hd_agent_valid(name))
+                return config_err(st, "[remote %s]: '%s' is not a valid agent name", name, name);
+        if (strcmp(k, "host"))
+                return config_err(st, "unknown key '%s' in [remote %s]", k, name);
+        if (!hd_agent_valid(v))
+                return config_err(st, "[remote %s] host: '%s' is not a valid host name", name, v);
+        for (size_t i = 0; i < c->n_remotes; i++)
+                if (!strcmp(c->remotes[i].name, name))
+                        rm = &c->remotes[i];
+        if (!rm) {
+                rm = realloc(c->remotes, (c->n_remotes + 1) * sizeof(*rm));
+                if (!rm)
+                        return config_err(st, "out of memory");
+                c->remotes = rm;
+                rm = &c->remotes[c->n_remotes++];
+                *rm = (struct config_remote) { .name = strdup(name) };
+                if (!rm->name)
+                        return config_err(st, "out of memory");
+        }
+        return config_set_str(&rm->host, v) == 0;
+}
+
+/* Levenshtein distance of a and b (short names), capped at 9. */
+static unsigned edit_distance(const char *a, size_t la, const char *b)
+{
+        size_t lb = strlen(b);
+        unsigned row[32], prev, cur;
+
+        if (la >= ELEMENTSOF(row) || lb >= ELEMENTSOF(row))
+                return 9;
+        for (size_t j = 0; j <= lb; j++)
+                row[j] = (unsigned)j;
+        for (size_t i = 1; i <= la; i++) {
+                prev = row[0];
+                row[0] = (unsigned)i;
+                for (size_t j = 1; j <= lb; j++) {
+                        unsigned sub = prev + (tolower((unsigned char)a[i - 1]) != b[j - 1]);
+                        cur = row[j];
+                        row[j] = row[j] + 1 < row[j - 1] + 1 ? row[j] + 1 : row[j - 1] + 1;
+                        if (sub < row[j])
+                                row[j] = sub;
+                        prev = cur;
+                }
+        }
+        return row[lb] < 9 ? row[lb] : 9;
+}
+
+/* The section names handoffd.conf(5) documents, for "did you mean". */
+static const char *const config_sections[] = {
+        "spool", "keys", "agent", "retention", "control", "metrics", "payload",
+        "relay", "remote",
+};
+
+/* Reported once, at the section's header; its keys are then ignored. */
+static int unknown_section(struct parse_state *st, const char *section)
+{
+        size_t word = strcspn(section, " \t");
+        const char *rest = section + word, *best = NULL;
+        unsigned best_d = 3;
+
+        if (st->section_reported)
+                return 0;
+        st->section_reported = true;
+        for (size_t i = 0; i < ELEMENTSOF(config_sections); i++) {
+                unsigned d = edit_distance(section, word, config_sections[i]);
+                if (d < best_d && d < strlen(config_sections[i])) {
+                        best_d = d;
+                        best = config_sections[i];
+                }
+        }
+        while (*rest == ' ' || *rest == '\t')
+                rest++;
+        /* [agent NAME] and [remote NAME] name what they configure */
+        bool named = best && (!strcmp(best, "agent") || !strcmp(best, "remote"));
+        if (named && !*rest)
+                return config_err_line(st, st->section_line,
+                                 "[%s]: this section names its %s: [%s NAME]", section,
+                                 best, best);
+        if (named)
+                return config_err_line(st, st->section_line,
+                                 "unknown section [%s] (did you mean [%s %s]?)", section, best, rest);
+        if (best)
+                return config_err_line(st, st->section_line,
+                                 "unknown section [%s] (did you mean [%s]?)", section, best);
+        return config_err_line(st, st->section_line, "unknown section [%s]", section);
+}
+
+int config_handler(void *user, const char *section, const char *k,
+                   const char *v)
+{
+        struct parse_state *st = user;
+        struct config *c = st->c;
+
+        st->handled = true;
+
+        if (!strcmp(section, "spool"))
+                return handle_spool(st, k, v);
+        if (!strcmp(section, "keys"))
+                return handle_keys(st, k, v);
+        if (!strncmp(section, "agent ", 6))
+                return handle_agent(st, section + 6, k, v);
+        if (!strcmp(section, "retention"))
+                return handle_retention(st, k, v);
+        if (!strcmp(section, "relay"))
+                return handle_relay(st, k, v);
+        if (!strncmp(section, "remote ", 7))
+                return handle_remote(st, section + 7, k, v);
+        if (!strcmp(section, "control")) {
+                if (!strcmp(k, "socket")) {
+                        if (v[0] != '/')
+                                return config_err(st, "[control] socket must be an absolute path");
+                        return config_set_str(&c->control_socket, v) == 0;
+                }
+                if (!strcmp(k, "group"))
+                        return config_set_str(&c->control_group, v) == 0;
+                return config_err(st, "unknown key '%s' in [control]", k);
+        }
+        if (!strcmp(section, "metrics")) {
+                if (!strcmp(k, "textfile")) {
+                        if (v[0] != '/')
+                                return config_err(st, "[metrics] textfile must be an absolute path");
+                        return config_set_str(&c->metrics_textfile, v) == 0;
+                }
+                return config_err(st, "unknown key '%s' in [metrics]", k);
+        }
+        if (!strcmp(section, "payload")) {
+                if (!strcmp(k, "roles"))
+                        return config_set_roles(c, v) == 0 ? 1 : config_err(st, "[payload] roles: empty list");
+                return config_err(st, "unknown key '%s' in [payload]", k);
+        }
+        if (!*section)
+                return config_err(st, "key '%s' outside of any section", k);
+        return unknown_section(st, section);
+}
