@@ -435,6 +435,17 @@ static int (*const item_actions[_IS_MAX])(struct spool *, struct item_files *, i
         [IS_TAKEN]     = act_archive_consumed,  /* unless a consume is in progress */
 };
 
+int item_state_at(struct spool *sp, const char *id, int fd)
+{
+        struct item_files f = {};
+        int s;
+
+        s = item_state(sp, id, fd, &f);
+        json_decref(f.doc);
+        json_decref(f.marker);
+        return s;
+}
+
 int item_check_locked(struct spool *sp, const char *id, int fd, int64_t now)
 {
         struct item_files f = {};

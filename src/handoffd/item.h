@@ -19,6 +19,10 @@ enum item_state {
         _IS_MAX
 };
 
+/* The state of claimed/<id>.json (open as fd), read off its files; no
+ * action.  For the unit tests of the state table. */
+int item_state_at(struct spool *sp, const char *id, int fd);
+
 /* claimed/<id>.json open as fd, the lock of id held: read the item's
  * state and take the action of that state. */
 int item_check_locked(struct spool *sp, const char *id, int fd, int64_t now);
