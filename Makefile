@@ -63,7 +63,7 @@ LIB_SRCS    := $(sort $(wildcard src/lib/*.c))
 DAEMON_SRCS := $(sort $(filter-out src/handoffd/main.c,$(wildcard src/handoffd/*.c)))
 CTL_SRCS    := $(sort $(wildcard src/handoffctl/*.c))
 TEST_SRCS   := $(sort $(wildcard tests/unit/test_*.c))
-TESTLIB_SRCS := tests/unit/testutil.c
+TESTLIB_SRCS := tests/unit/testutil.c tests/unit/daemonfx.c
 
 LIB_OBJS    := $(patsubst %.c,$(B)/%.o,$(LIB_SRCS))
 DAEMON_OBJS := $(patsubst %.c,$(B)/%.o,$(DAEMON_SRCS))

@@ -17,95 +17,22 @@
 #include "config.h"
 #include "item.h"
 #include "spool.h"
+#include "daemonfx.h"
 #include "testutil.h"
-
-#define HEXKEY "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
 
 enum { M_EXPIRE = 1, M_BOOT = 2, M_PENDING = 4, M_MARKER = 8 };
 
-struct fx {
-        char *root;
-        struct config *cfg;
-        struct spool *sp;
-        struct agent_rt *alice;
-        hd_key *k;
-};
-
-static void fx_open(struct fx *f)
-{
-        char *conf, *key, *text, *err = NULL;
-
-        memset(f, 0, sizeof(*f));
-        f->root = tu_tmpdir();
-        ck_assert_int_ge(asprintf(&key, "%s/key", f->root), 0);
-        tu_write_file(key, HEXKEY "\n", strlen(HEXKEY) + 1);
-        ck_assert_int_ge(asprintf(&text,
-                                  "[spool]\ndir = %s/spool\nfsync = no\n"
-                                  "[keys]\ndefault = %s\n"
-                                  "[control]\nsocket = %s/c.sock\n"
-                                  "[agent alice]\nstate_dir = %s/alice\n",
-                                  f->root, key, f->root, f->root), 0);
-        ck_assert_int_ge(asprintf(&conf, "%s/h.conf", f->root), 0);
-        tu_write_file(conf, text, strlen(text));
-        ck_assert_int_eq(config_load(conf, true, &f->cfg, &err), 0);
-        ck_assert_ptr_null(err);
-        ck_assert_int_eq(spool_open(f->cfg, &f->sp), 0);
-        f->alice = spool_agent(f->sp, "alice");
-        ck_assert_ptr_nonnull(f->alice);
-        ck_assert_int_eq(hd_key_from_bytes(HEXKEY, strlen(HEXKEY), &f->k), 0);
-        free(text);
-        free(conf);
-        free(key);
-}
-
-static void fx_close(struct fx *f)
-{
-        spool_close(f->sp);
-        config_free(f->cfg);
-        hd_key_free(f->k);
-        free(f->root);
-}
-
-/* A handoff from bob to `to`, signed with the spool's key, as claimed/<id>.json;
- * with tamper, changed after signing. */
+/* A handoff from bob to `to` as claimed/<id>.json; with tamper, changed
+ * after signing. */
 static void put_claimed(struct fx *f, const char *id, const char *to, bool tamper)
 {
-        char at[HD_TIME_MAX], ex[HD_TIME_MAX], name[300], *s;
-        int64_t now = hd_now_usec();
-        json_t *h;
+        json_t *h = fx_doc(id, to, 10, 600, f->k);
+        char name[300];
 
-        hd_time_format(now - 10 * 1000000LL, at, sizeof(at));
-        hd_time_format(now + 600 * 1000000LL, ex, sizeof(ex));
-        h = json_pack("{s:i,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:[]}", "protocol_version", 1,
-                      "handoff_id", id, "caller_hash", "0123456789abcdef", "from_agent", "bob",
-                      "to_agent", to, "reason", "review", "initiated_at", at, "expires_at", ex,
-                      "transcript");
-        ck_assert_ptr_nonnull(h);
-        ck_assert_int_eq(hd_sign(h, f->k), 0);
         if (tamper)
                 json_object_set_new(h, "reason", json_string("forged"));
-        s = json_dumps(h, JSON_COMPACT);
         snprintf(name, sizeof(name), "%s.json", id);
-        ck_assert_int_eq(hd_write_atomic(f->sp->fd[SD_CLAIMED], name, s, strlen(s), 0640, false), 0);
-        free(s);
-        json_decref(h);
-}
-
-static void put_at(int dirfd, const char *prefix, const char *name, const char *suffix,
-                   const char *text)
-{
-        char n[400];
-
-        snprintf(n, sizeof(n), "%s%s%s", prefix, name, suffix);
-        ck_assert_int_eq(hd_write_atomic(dirfd, n, text, strlen(text), 0640, false), 0);
-}
-
-static bool there(int dirfd, const char *prefix, const char *name, const char *suffix)
-{
-        char n[400];
-
-        snprintf(n, sizeof(n), "%s%s%s", prefix, name, suffix);
-        return faccessat(dirfd, n, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
+        fx_put_doc(f->sp->fd[SD_CLAIMED], name, h);
 }
 
 /* The item id with the files of mask; accepted `age_s` seconds ago. */
@@ -118,13 +45,13 @@ static void put_item(struct fx *f, const char *id, unsigned mask, int64_t age_s)
         hd_time_format(hd_now_usec() - age_s * 1000000LL, at, sizeof(at));
         snprintf(marker, sizeof(marker), "{\"accepted_at\":\"%s\"}", at);
         if (mask & M_MARKER)
-                put_at(f->sp->fd[SD_CLAIMED], "", id, ".delivered", marker);
+                fx_put(f->sp->fd[SD_CLAIMED], "", id, ".delivered", marker);
         if (mask & M_PENDING)
-                put_at(f->alice->handoffs_fd, ".pending.", b, "", marker);
+                fx_put(f->alice->handoffs_fd, ".pending.", b, "", marker);
         if (mask & M_BOOT)
-                put_at(f->alice->handoffs_fd, "", b, "", marker);
+                fx_put(f->alice->handoffs_fd, "", b, "", marker);
         if (mask & M_EXPIRE)
-                put_at(f->alice->handoffs_fd, ".expire.", b, "", marker);
+                fx_put(f->alice->handoffs_fd, ".expire.", b, "", marker);
 }
 
 static int state_of(struct fx *f, const char *id)
@@ -196,7 +123,7 @@ START_TEST(test_item_state_content_first)
         fx_open(&f);
         /* changed after its claim, whatever files it has */
         put_claimed(&f, "tampered", "alice", true);
-        put_at(f.sp->fd[SD_CLAIMED], "", "tampered", ".delivered", "{}");
+        fx_put(f.sp->fd[SD_CLAIMED], "", "tampered", ".delivered", "{}");
         ck_assert_int_eq(state_of(&f, "tampered"), IS_TAMPERED);
         /* for an agent not served here */
         put_claimed(&f, "gordons", "gordon", false);
@@ -210,7 +137,7 @@ START_TEST(test_item_state_content_first)
         close(fd);
         /* an empty marker (its bytes not synced before a power loss) is a marker */
         put_item(&f, "emptymarker", M_BOOT, 1);
-        put_at(f.sp->fd[SD_CLAIMED], "", "emptymarker", ".delivered", "");
+        fx_put(f.sp->fd[SD_CLAIMED], "", "emptymarker", ".delivered", "");
         ck_assert_int_eq(state_of(&f, "emptymarker"), IS_PUBLISHED);
         ck_assert_int_eq(hd_bootstrap_name("emptymarker", b, sizeof(b)), 0);
         fx_close(&f);
@@ -227,22 +154,22 @@ START_TEST(test_item_actions_of_each_state)
         put_item(&f, "a-claimed", 0, 1);
         ck_assert_int_ge(check_item(&f, "a-claimed"), 0);
         ck_assert_int_eq(hd_bootstrap_name("a-claimed", b, sizeof(b)), 0);
-        ck_assert(there(f.alice->handoffs_fd, "", b, ""));
-        ck_assert(!there(f.alice->handoffs_fd, ".pending.", b, ""));
-        ck_assert(there(f.sp->fd[SD_CLAIMED], "", "a-claimed", ".delivered"));
+        ck_assert(fx_there(f.alice->handoffs_fd, "", b, ""));
+        ck_assert(!fx_there(f.alice->handoffs_fd, ".pending.", b, ""));
+        ck_assert(fx_there(f.sp->fd[SD_CLAIMED], "", "a-claimed", ".delivered"));
         ck_assert_int_eq(state_of(&f, "a-claimed"), IS_PUBLISHED);
 
         /* marked: published */
         put_item(&f, "a-marked", M_MARKER | M_PENDING, 1);
         ck_assert_int_ge(check_item(&f, "a-marked"), 0);
         ck_assert_int_eq(hd_bootstrap_name("a-marked", b, sizeof(b)), 0);
-        ck_assert(there(f.alice->handoffs_fd, "", b, ""));
-        ck_assert(!there(f.alice->handoffs_fd, ".pending.", b, ""));
+        ck_assert(fx_there(f.alice->handoffs_fd, "", b, ""));
+        ck_assert(!fx_there(f.alice->handoffs_fd, ".pending.", b, ""));
 
         /* unmarked: the marker written, the bootstrap left as it is */
         put_item(&f, "a-unmarked", M_BOOT, 1);
         ck_assert_int_ge(check_item(&f, "a-unmarked"), 0);
-        ck_assert(there(f.sp->fd[SD_CLAIMED], "", "a-unmarked", ".delivered"));
+        ck_assert(fx_there(f.sp->fd[SD_CLAIMED], "", "a-unmarked", ".delivered"));
         ck_assert_int_eq(state_of(&f, "a-unmarked"), IS_PUBLISHED);
 
         /* published, within the window: nothing moves, a deadline is noted */
@@ -256,30 +183,30 @@ START_TEST(test_item_actions_of_each_state)
         put_item(&f, "a-late", M_MARKER | M_BOOT, f.cfg->resume_window + 5);
         ck_assert_int_ge(check_item(&f, "a-late"), 0);
         ck_assert_int_eq(hd_bootstrap_name("a-late", b, sizeof(b)), 0);
-        ck_assert(!there(f.alice->handoffs_fd, "", b, ""));
-        ck_assert(!there(f.alice->handoffs_fd, ".expire.", b, ""));
-        ck_assert(!there(f.sp->fd[SD_CLAIMED], "", "a-late", ".json"));
+        ck_assert(!fx_there(f.alice->handoffs_fd, "", b, ""));
+        ck_assert(!fx_there(f.alice->handoffs_fd, ".expire.", b, ""));
+        ck_assert(!fx_there(f.sp->fd[SD_CLAIMED], "", "a-late", ".json"));
 
         /* expiring: the cut-short expiry finished */
         put_item(&f, "a-expiring", M_MARKER | M_EXPIRE, 1);
         ck_assert_int_ge(check_item(&f, "a-expiring"), 0);
         ck_assert_int_eq(hd_bootstrap_name("a-expiring", b, sizeof(b)), 0);
-        ck_assert(!there(f.alice->handoffs_fd, ".expire.", b, ""));
-        ck_assert(!there(f.sp->fd[SD_CLAIMED], "", "a-expiring", ".json"));
-        ck_assert(!there(f.sp->fd[SD_CLAIMED], "", "a-expiring", ".delivered"));
+        ck_assert(!fx_there(f.alice->handoffs_fd, ".expire.", b, ""));
+        ck_assert(!fx_there(f.sp->fd[SD_CLAIMED], "", "a-expiring", ".json"));
+        ck_assert(!fx_there(f.sp->fd[SD_CLAIMED], "", "a-expiring", ".delivered"));
 
         /* taken, while a consumer still holds it under its private name: kept */
         put_item(&f, "a-held", M_MARKER, 1);
         ck_assert_int_eq(hd_bootstrap_name("a-held", b, sizeof(b)), 0);
-        put_at(f.alice->handoffs_fd, ".consume.1.abcdef01.", b, "", "{}");
+        fx_put(f.alice->handoffs_fd, ".consume.1.abcdef01.", b, "", "{}");
         ck_assert_int_ge(check_item(&f, "a-held"), 0);
-        ck_assert(there(f.sp->fd[SD_CLAIMED], "", "a-held", ".json"));
+        ck_assert(fx_there(f.sp->fd[SD_CLAIMED], "", "a-held", ".json"));
 
         /* taken: archived as consumed */
         put_item(&f, "a-taken", M_MARKER, 1);
         ck_assert_int_ge(check_item(&f, "a-taken"), 0);
-        ck_assert(!there(f.sp->fd[SD_CLAIMED], "", "a-taken", ".json"));
-        ck_assert(!there(f.sp->fd[SD_CLAIMED], "", "a-taken", ".delivered"));
+        ck_assert(!fx_there(f.sp->fd[SD_CLAIMED], "", "a-taken", ".json"));
+        ck_assert(!fx_there(f.sp->fd[SD_CLAIMED], "", "a-taken", ".delivered"));
         ck_assert_uint_eq(f.sp->st.consumed, 1);
         ck_assert_uint_eq(f.sp->st.expired, 2);
 
@@ -288,14 +215,14 @@ START_TEST(test_item_actions_of_each_state)
         put_claimed(&f, "a-forged", "alice", true);
         ck_assert_int_ge(check_item(&f, "a-forged"), 0);
         ck_assert_int_eq(hd_bootstrap_name("a-forged", b, sizeof(b)), 0);
-        ck_assert(!there(f.alice->handoffs_fd, "", b, ""));
-        ck_assert(!there(f.sp->fd[SD_CLAIMED], "", "a-forged", ".json"));
-        ck_assert(there(f.sp->fd[SD_REJECTED], "", "a-forged", ".json"));
+        ck_assert(!fx_there(f.alice->handoffs_fd, "", b, ""));
+        ck_assert(!fx_there(f.sp->fd[SD_CLAIMED], "", "a-forged", ".json"));
+        ck_assert(fx_there(f.sp->fd[SD_REJECTED], "", "a-forged", ".json"));
 
         /* not ours: left alone */
         put_claimed(&f, "a-gordons", "gordon", false);
         ck_assert_int_ge(check_item(&f, "a-gordons"), 0);
-        ck_assert(there(f.sp->fd[SD_CLAIMED], "", "a-gordons", ".json"));
+        ck_assert(fx_there(f.sp->fd[SD_CLAIMED], "", "a-gordons", ".json"));
         fx_close(&f);
 }
 END_TEST
