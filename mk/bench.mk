@@ -30,6 +30,9 @@ FLOOR         := $(B)/bench/floor
 .PHONY: bench-floor
 bench-floor: $(FLOOR)
 
+# bench/ uses the library's private headers (files.h) like the daemon does.
+$(B)/bench/%.o: HD_CFLAGS += $(INC_lib)
+
 $(FLOOR): $(B)/bench/floor.o $(LIBA)
 	$(CC) $(HD_LDFLAGS) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
 
