@@ -192,6 +192,51 @@ fail:
         return r;
 }
 
+int write_direct(int dirfd, const char *name, const void *buf, size_t len,
+                 mode_t mode, unsigned flags)
+{
+        int fd = -1, r;
+
+        if (!name || !*name || strchr(name, '/') || !strcmp(name, ".") ||
+            !strcmp(name, "..") || (!buf && len > 0))
+                return -EINVAL;
+        for (int tries = 0;; tries++) {
+                fd = openat(dirfd, name,
+                            O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+                if (fd >= 0)
+                        break;
+                if (errno != EEXIST || tries >= 2)
+                        return -errno;
+                if (unlinkat(dirfd, name, 0) < 0 && errno != ENOENT)
+                        return -errno;
+        }
+        r = write_all(fd, buf, len);
+        if (r < 0)
+                goto fail;
+        if (fchmod(fd, mode & 07777) < 0) {
+                r = -errno;
+                goto fail;
+        }
+        if ((flags & WRITE_SYNC_FILE) && fsync(fd) < 0) {
+                r = -errno;
+                goto fail;
+        }
+        r = close(TAKE_FD(fd));
+        if (r < 0 && errno != EINTR) {
+                r = -errno;
+                goto fail;
+        }
+        if (flags & WRITE_SYNC_DIR)
+                return fsync_dir(dirfd);
+        return 0;
+
+fail:
+        if (fd >= 0)
+                close(fd);
+        unlinkat(dirfd, name, 0);
+        return r;
+}
+
 int read_all(int fd, size_t max, size_t extra, char **ret_buf, size_t *ret_len)
 {
         _cleanup_free_ char *buf = NULL;

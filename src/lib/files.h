@@ -40,4 +40,12 @@ int read_all(int fd, size_t max, size_t extra, char **ret_buf, size_t *ret_len);
 int write_atomic(int dirfd, const char *name, const void *buf, size_t len,
                  mode_t mode, unsigned flags);
 
+/* The same, written under name itself, with no temp name and rename: for
+ * a file nobody trusts until a later step (a hidden name published by a
+ * rename, a marker whose being there is what counts).  A file already
+ * there under name is unlinked first, never written through (it may be a
+ * link someone else planted).  On failure name is removed again. */
+int write_direct(int dirfd, const char *name, const void *buf, size_t len,
+                 mode_t mode, unsigned flags);
+
 #endif
