@@ -79,9 +79,10 @@ static int delivery_baton(struct spool *sp, const json_t *doc, int64_t now, json
  * twice.  The names are layout.h's. */
 
 /* Step 1, with Baton and the profile copies.  The file is synced, its
- * directory not yet. */
+ * directory not yet; with sync_later not even the file: the caller syncs
+ * a burst's files together (intake_batch), and before its marker. */
 int delivery_write(struct spool *sp, struct agent_rt *a, const json_t *doc,
-                             int64_t now)
+                   int64_t now, bool sync_later)
 {
         const char *id = json_string_value(json_object_get(doc, "handoff_id"));
         _cleanup_free_ char *buf = NULL;
@@ -117,7 +118,7 @@ int delivery_write(struct spool *sp, struct agent_rt *a, const json_t *doc,
         if (r < 0)
                 return r;
         r = write_atomic(a->handoffs_fd, pname, buf, len, 0640,
-                         sp->cfg->fsync ? WRITE_SYNC_FILE : 0);
+                         sp->cfg->fsync && !sync_later ? WRITE_SYNC_FILE : 0);
         if (r < 0)
                 return r;
         a->dirty = true;
@@ -181,7 +182,7 @@ int delivery_run(struct spool *sp, struct agent_rt *a, const json_t *doc,
         const char *id = json_string_value(json_object_get(doc, "handoff_id"));
         int r;
 
-        r = delivery_write(sp, a, doc, now);
+        r = delivery_write(sp, a, doc, now, false);
         if (r == 0)
                 r = spool_flush(sp);
         if (r == 0)

@@ -6,7 +6,8 @@
 
 /* Step 1: Baton, profile copies, the bootstrap under its hidden name (file
  * synced, the directory marked for the burst's sync). */
-int delivery_write(struct spool *sp, struct agent_rt *a, const json_t *doc, int64_t now);
+int delivery_write(struct spool *sp, struct agent_rt *a, const json_t *doc, int64_t now,
+                   bool sync_later);
 /* Step 2: claimed/<id>.delivered. */
 int delivery_mark(struct spool *sp, struct agent_rt *a, const char *id, int64_t now);
 /* Step 3: the bootstrap under its name. */

@@ -28,6 +28,7 @@
 #include "delivery.h"
 #include "files.h"
 #include "intake.h"
+#include "layout.h"
 #include "lock.h"
 #include "log.h"
 #include "payload.h"
@@ -350,6 +351,65 @@ static int decide(struct spool *sp, struct item *it, int64_t now)
         return IO_CLAIMED;
 }
 
+/* Step 1's hidden bootstraps of a burst, written unsynced, synced
+ * together (files.c fsync_many_at(): they share the device's flushes)
+ * before any marker is written: as durable, at the same point, as one
+ * fsync each.  One that does not sync is removed again, as if its write
+ * had failed: it stays claimed, the sweep finishes it. */
+static int sync_written(struct spool *sp, struct item *items, size_t n, int64_t now)
+{
+        _cleanup_free_ int *dirfds = NULL, *rets = NULL;
+        _cleanup_free_ const char **names = NULL;
+        _cleanup_free_ char (*pnames)[NAME_MAX + 1] = NULL;
+        _cleanup_free_ size_t *idx = NULL;
+        size_t k = 0, cap = n + sp->n_agents;
+        int errors = 0;
+
+        dirfds = calloc(cap, sizeof(*dirfds));
+        rets = calloc(cap, sizeof(*rets));
+        names = calloc(cap, sizeof(*names));
+        pnames = calloc(cap, sizeof(*pnames));
+        idx = calloc(cap, sizeof(*idx));
+        if (!dirfds || !rets || !names || !pnames || !idx)
+                return -ENOMEM;
+        /* Their directories' new names in the same round: all were made
+         * before any of these syncs starts. */
+        for (size_t i = 0; i < sp->n_agents; i++)
+                if (sp->agents[i].dirty) {
+                        sp->agents[i].dirty = false;
+                        dirfds[k] = sp->agents[i].handoffs_fd;
+                        names[k] = NULL;
+                        idx[k++] = SIZE_MAX;
+                }
+        for (size_t i = 0; i < n; i++) {
+                char bname[NAME_MAX + 1];
+                if (items[i].outcome != IO_CLAIMED)
+                        continue;
+                if (hd_bootstrap_name(items[i].id, bname, sizeof(bname)) < 0 ||
+                    layout_prefixed(LAYOUT_PENDING, bname, pnames[k], sizeof(pnames[k])) < 0)
+                        return -EINVAL;         /* delivery_write() made it */
+                dirfds[k] = items[i].agent->handoffs_fd;
+                names[k] = pnames[k];
+                idx[k++] = i;
+        }
+        if (fsync_many_at(dirfds, names, k, rets) == 0)
+                return 0;
+        for (size_t j = 0; j < k; j++) {
+                if (rets[j] == 0)
+                        continue;
+                /* A directory: nothing of this burst may be marked. */
+                if (idx[j] == SIZE_MAX)
+                        return rets[j];
+                struct item *it = &items[idx[j]];
+                (void) unlinkat(dirfds[j], names[j], 0);
+                it->outcome = rets[j];
+                spool_error(sp, rets[j], "Cannot deliver %s to %s", it->id, it->agent->cfg->name);
+                delivery_failed(sp, it->id, now);
+                errors++;
+        }
+        return errors;
+}
+
 int intake_batch(struct spool *sp, char *const *names, size_t n,
                  int64_t now, int *outcomes)
 {
@@ -397,7 +457,12 @@ int intake_batch(struct spool *sp, char *const *names, size_t n,
         if (r < 0)
                 spool_error(sp, r, "Cannot fsync the spool");
         /* The three steps of delivery (see delivery_write), each for the
-         * whole burst, each followed by one sync per directory. */
+         * whole burst, each followed by one sync per directory; with fsync,
+         * a burst's bootstraps are synced together, a lone one at once. */
+        size_t n_claimed = 0;
+        for (size_t i = 0; i < n; i++)
+                n_claimed += items[i].outcome == IO_CLAIMED;
+        bool sync_later = sp->cfg->fsync && n_claimed > 1;
         for (int step = 1; step <= 3; step++) {
                 for (size_t i = 0; i < n; i++) {
                         struct item *it = &items[i];
@@ -414,7 +479,7 @@ int intake_batch(struct spool *sp, char *const *names, size_t n,
                                 continue;
                         }
                         if (step == 1)
-                                q = delivery_write(sp, it->agent, it->doc, now);
+                                q = delivery_write(sp, it->agent, it->doc, now, sync_later);
                         else if (step == 2)
                                 q = delivery_mark(sp, it->agent, it->id, now);
                         else
@@ -438,6 +503,16 @@ int intake_batch(struct spool *sp, char *const *names, size_t n,
                                 log_decision(LOG_INFO, it->id, it->agent->cfg->name, "claimed",
                                              NULL, "Claimed %s for %s", it->id,
                                              it->agent->cfg->name);
+                        }
+                }
+                if (step == 1 && sync_later && r == 0) {
+                        int e = sync_written(sp, items, n, now);
+                        if (e < 0) {
+                                /* Not all synced: none may be marked. */
+                                spool_error(sp, e, "Cannot fsync the spool or the agents' handoffs/");
+                                r = e;
+                        } else {
+                                errors += e;
                         }
                 }
                 if (r == 0 && (r = spool_flush(sp)) < 0)

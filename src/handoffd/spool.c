@@ -24,6 +24,9 @@
 #include "log.h"
 #include "spool.h"
 
+/* Agents' handoffs/ synced together by spool_flush(); more, one by one. */
+#define SPOOL_FLUSH_AGENTS_MAX 16
+
 const char *const spool_dir_names[_SD_MAX] = {
         [SD_TMP] = "tmp",
         [SD_HANDOFF] = "handoff",
@@ -350,20 +353,30 @@ struct agent_rt *spool_agent(struct spool *sp, const char *name)
 
 int spool_flush(struct spool *sp)
 {
+        int fds[_SD_MAX + SPOOL_FLUSH_AGENTS_MAX], rets[_SD_MAX + SPOOL_FLUSH_AGENTS_MAX];
+        size_t n = 0;
         int r = 0, q;
 
+        /* The dirty directories are synced together (fsync_many_at()), so
+         * they share the device's flushes; beyond the array, one by one. */
         for (size_t i = 0; i < sp->n_agents; i++)
                 if (sp->agents[i].dirty) {
                         sp->agents[i].dirty = false;
-                        if (sp->cfg->fsync && (q = fsync_dir(sp->agents[i].handoffs_fd)) < 0 && r == 0)
+                        if (!sp->cfg->fsync)
+                                continue;
+                        if (n < SPOOL_FLUSH_AGENTS_MAX)
+                                fds[n++] = sp->agents[i].handoffs_fd;
+                        else if ((q = fsync_dir(sp->agents[i].handoffs_fd)) < 0 && r == 0)
                                 r = q;
                 }
         for (int i = 0; i < _SD_MAX; i++)
                 if (sp->dirty[i]) {
                         sp->dirty[i] = false;
-                        if (sp->cfg->fsync && (q = fsync_dir(sp->fd[i])) < 0 && r == 0)
-                                r = q;
+                        if (sp->cfg->fsync)
+                                fds[n++] = sp->fd[i];
                 }
+        if (n > 0 && (q = fsync_many_at(fds, NULL, n, rets)) < 0 && r == 0)
+                r = q;
         return r;
 }
 

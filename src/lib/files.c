@@ -4,7 +4,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <sodium.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
@@ -235,6 +237,60 @@ fail:
                 close(fd);
         unlinkat(dirfd, name, 0);
         return r;
+}
+
+struct fsync_many {
+        const int *dirfds;
+        const char *const *names;
+        size_t n;
+        int *rets;
+        atomic_size_t next;
+};
+
+static int fsync_one_at(int dirfd, const char *name)
+{
+        int fd, r = 0;
+
+        if (!name)
+                return fsync_dir(dirfd);
+        fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0)
+                return -errno;
+        if (fsync(fd) < 0)
+                r = -errno;
+        close(fd);
+        return r;
+}
+
+static void *fsync_many_worker(void *arg)
+{
+        struct fsync_many *m = arg;
+        size_t i;
+
+        while ((i = atomic_fetch_add(&m->next, 1)) < m->n)
+                m->rets[i] = fsync_one_at(m->dirfds[i], m->names ? m->names[i] : NULL);
+        return NULL;
+}
+
+int fsync_many_at(const int *dirfds, const char *const *names, size_t n, int *rets)
+{
+        struct fsync_many m = { .dirfds = dirfds, .names = names, .n = n, .rets = rets };
+        pthread_t th[FSYNC_MANY_THREADS];
+        size_t k = 0;
+
+        /* Threads only when there is something to share: one sync is done
+         * here.  The calling thread works too; a thread that cannot be
+         * started leaves its share to the others. */
+        for (; n > 1 && k < n - 1 && k < FSYNC_MANY_THREADS - 1; k++)
+                if (pthread_create(&th[k], NULL, fsync_many_worker, &m) != 0)
+                        break;
+        fsync_many_worker(&m);
+        for (size_t i = 0; i < k; i++)
+                pthread_join(th[i], NULL);
+        for (size_t i = 0; i < n; i++)
+                if (rets[i] < 0)
+                        return rets[i];
+        return 0;
 }
 
 int read_all(int fd, size_t max, size_t extra, char **ret_buf, size_t *ret_len)

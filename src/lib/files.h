@@ -48,4 +48,14 @@ int write_atomic(int dirfd, const char *name, const void *buf, size_t len,
 int write_direct(int dirfd, const char *name, const void *buf, size_t len,
                  mode_t mode, unsigned flags);
 
+/* fsync of n files or directories at once, so they share the device's
+ * cache flushes (and a journal's commits): names[i] in dirfds[i], or
+ * dirfds[i] itself when names is NULL or names[i] is NULL (fsync_dir()'s
+ * rules then).  A file is opened read-only, O_NOFOLLOW, for it.  Up to
+ * FSYNC_MANY_THREADS threads while this call waits; one item is synced
+ * here, with no thread.  rets[i]: 0 or -errno of each; returns the first
+ * error or 0. */
+#define FSYNC_MANY_THREADS 8
+int fsync_many_at(const int *dirfds, const char *const *names, size_t n, int *rets);
+
 #endif
