@@ -248,7 +248,7 @@ static int decide(struct spool *sp, struct item *it, int64_t now)
         if (r < 0)
                 return r;
         it->lock_ino = lock_off_inode(st.st_dev, st.st_ino);
-        r = hd_read_fd(it->fd, name, c->max_file_size, &buf, &len, &v);
+        r = read_fd_stat(it->fd, &st, name, c->max_file_size, &buf, &len, &v);
         if (r == -ENOENT)
                 return IO_GONE;
         if (r == -EBADMSG)

@@ -127,6 +127,25 @@ static int write_all(int fd, const void *buf, size_t len)
         return 0;
 }
 
+/* A temp name's random suffix, from a small per-thread pool of
+ * randombytes refilled a few dozen names at a time (not a syscall each). */
+static int tmp_suffix(char rnd[2 * TMP_SUFFIX_BYTES + 1])
+{
+        static __thread unsigned char pool[16 * TMP_SUFFIX_BYTES];
+        static __thread size_t left;
+
+        if (left < TMP_SUFFIX_BYTES) {
+                if (sodium_init() < 0)
+                        return -EIO;
+                randombytes_buf(pool, sizeof(pool));
+                left = sizeof(pool);
+        }
+        left -= TMP_SUFFIX_BYTES;
+        sodium_bin2hex(rnd, 2 * TMP_SUFFIX_BYTES + 1, pool + left, TMP_SUFFIX_BYTES);
+        sodium_memzero(pool + left, TMP_SUFFIX_BYTES);
+        return 0;
+}
+
 int hd_write_atomic(int dirfd, const char *name, const void *buf, size_t len,
                     mode_t mode, bool do_fsync)
 {
@@ -145,7 +164,7 @@ int write_atomic(int dirfd, const char *name, const void *buf, size_t len,
                 return -EINVAL;
 
         for (int tries = 0;; tries++) {
-                r = random_hex(rnd, TMP_SUFFIX_BYTES);
+                r = tmp_suffix(rnd);
                 if (r < 0)
                         return r;
                 r = xsnprintf(tmp, sizeof(tmp), ".%s.%s", name, rnd);

@@ -4,7 +4,10 @@
 #define HD_FILES_H
 
 #include <stddef.h>
+#include <sys/stat.h>
 #include <sys/types.h>
+
+#include "handoff.h"
 
 /* mkdir -p of path relative to dirfd (AT_FDCWD fine); each component it
  * creates gets mode (subject to the umask); existing directories are fine,
@@ -32,6 +35,11 @@ DIR *opendir_at(int dirfd);
  * max bytes (the buffer has room for extra more bytes after them):
  * -EFBIG when there is more. */
 int read_all(int fd, size_t max, size_t extra, char **ret_buf, size_t *ret_len);
+
+/* hd_read_fd() for a caller that has just done fstat(fd, st) itself:
+ * the same checks on *st, no second fstat. */
+int read_fd_stat(int fd, const struct stat *st, const char *name, size_t max_size,
+                 char **ret_buf, size_t *ret_len, hd_verdict *v);
 
 /* hd_write_atomic() with the two syncs chosen apart, so a burst can sync
  * each file and then its directory once. */

@@ -35,16 +35,25 @@ int hd_open_at(int dirfd, const char *name, int *ret_fd, hd_verdict *v)
 int hd_read_fd(int fd, const char *name, size_t max_size, char **ret_buf,
                size_t *ret_len, hd_verdict *v)
 {
-        _cleanup_free_ char *buf = NULL;
-        size_t len = 0;
         struct stat st;
+
+        verdict_clear(v);
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        return read_fd_stat(fd, &st, name, max_size, ret_buf, ret_len, v);
+}
+
+int read_fd_stat(int fd, const struct stat *sp, const char *name, size_t max_size,
+                 char **ret_buf, size_t *ret_len, hd_verdict *v)
+{
+        _cleanup_free_ char *buf = NULL;
+        const struct stat st = *sp;
+        size_t len = 0;
         int r;
 
         if (max_size == 0)
                 max_size = HD_DEFAULT_MAX_SIZE;
         verdict_clear(v);
-        if (fstat(fd, &st) < 0)
-                return -errno;
         /* Never read anything but a regular file: a FIFO or device could
          * block or never end. */
         if (!S_ISREG(st.st_mode))
