@@ -146,6 +146,27 @@ static int tmp_suffix(char rnd[2 * TMP_SUFFIX_BYTES + 1])
         return 0;
 }
 
+/* Write buf to the new file fd, set its mode (fchmod before fsync, so the
+ * synced inode already has it; fchmod is not subject to the umask, the
+ * caller's mode is exact), sync it if flags say so, close it (always). */
+static int fill_fd(int fd, const void *buf, size_t len, mode_t mode, unsigned flags)
+{
+        _cleanup_close_ int f = fd;
+        int r;
+
+        r = write_all(f, buf, len);
+        if (r < 0)
+                return r;
+        if (fchmod(f, mode & 07777) < 0)
+                return -errno;
+        if ((flags & WRITE_SYNC_FILE) && fsync(f) < 0)
+                return -errno;
+        r = close(TAKE_FD(f));
+        if (r < 0 && errno != EINTR)
+                return -errno;
+        return 0;
+}
+
 int hd_write_atomic(int dirfd, const char *name, const void *buf, size_t len,
                     mode_t mode, bool do_fsync)
 {
@@ -180,24 +201,9 @@ int write_atomic(int dirfd, const char *name, const void *buf, size_t len,
                         return -errno;
         }
 
-        r = write_all(fd, buf, len);
+        r = fill_fd(TAKE_FD(fd), buf, len, mode, flags);
         if (r < 0)
                 goto fail;
-        /* fchmod before fsync, so the synced inode already has its mode;
-         * fchmod is not subject to the umask, the caller's mode is exact */
-        if (fchmod(fd, mode & 07777) < 0) {
-                r = -errno;
-                goto fail;
-        }
-        if ((flags & WRITE_SYNC_FILE) && fsync(fd) < 0) {
-                r = -errno;
-                goto fail;
-        }
-        r = close(TAKE_FD(fd));
-        if (r < 0 && errno != EINTR) {
-                r = -errno;
-                goto fail;
-        }
         if (renameat(dirfd, tmp, dirfd, name) < 0) {
                 r = -errno;
                 goto fail;
@@ -207,8 +213,6 @@ int write_atomic(int dirfd, const char *name, const void *buf, size_t len,
         return 0;
 
 fail:
-        if (fd >= 0)
-                close(fd);
         unlinkat(dirfd, tmp, 0);
         return r;
 }
@@ -231,29 +235,14 @@ int write_direct(int dirfd, const char *name, const void *buf, size_t len,
                 if (unlinkat(dirfd, name, 0) < 0 && errno != ENOENT)
                         return -errno;
         }
-        r = write_all(fd, buf, len);
+        r = fill_fd(TAKE_FD(fd), buf, len, mode, flags);
         if (r < 0)
                 goto fail;
-        if (fchmod(fd, mode & 07777) < 0) {
-                r = -errno;
-                goto fail;
-        }
-        if ((flags & WRITE_SYNC_FILE) && fsync(fd) < 0) {
-                r = -errno;
-                goto fail;
-        }
-        r = close(TAKE_FD(fd));
-        if (r < 0 && errno != EINTR) {
-                r = -errno;
-                goto fail;
-        }
         if (flags & WRITE_SYNC_DIR)
                 return fsync_dir(dirfd);
         return 0;
 
 fail:
-        if (fd >= 0)
-                close(fd);
         unlinkat(dirfd, name, 0);
         return r;
 }
