@@ -111,7 +111,8 @@ def scenario(label, expect, fault_on, fault_off, *, agents=("alice",), bad=0,
             during = where(env, ids)
             cpu = invariant.cpu_seconds(pid) - cpu0
             wall = time.monotonic() - t0
-            v = invariant.check(env.spool, env.state, ids, consumed=consumed)
+            # The bad files' rejections are retried while the fault lasts.
+            v = invariant.check(env.spool, env.state, ids, consumed=consumed, rejecting=True)
             st = d.status() if status_during else None
             bad_during = [n for n in bad_names if n in env.names("handoff")]
             fault_off(env, d, ctx)
@@ -152,6 +153,10 @@ def scenario(label, expect, fault_on, fault_off, *, agents=("alice",), bad=0,
             c = d.status()["counters"]
             res["recovered"] = c["recovered"] + c["retried"]
             rc = d.stop()
+            # Stopped: no rejection in flight, no sidecar may be alone.
+            res["violations"] = res["violations"] + [
+                f"after the stop, sidecar without item: {st}/{n}"
+                for st, n in invariant.scan(env.spool, env.state)["orphans"]]
             res["rc"] = rc
             res["expect"] = expect
             res["logtail"] = d.logs()[-1500:]

@@ -244,7 +244,7 @@ def compare(root, before, exclude=()):
 
 
 def check(spool, state_dirs, submitted, consumed=None, settled=False, sentinels=None,
-          allow_states=ITEM_DIRS, cache=None):
+          allow_states=ITEM_DIRS, cache=None, rejecting=False):
     """The invariant; returns a list of violations (empty = holds).
 
     spool: spool dir; state_dirs: {agent: state_dir}; submitted: handoff_ids
@@ -254,7 +254,10 @@ def check(spool, state_dirs, submitted, consumed=None, settled=False, sentinels=
     producers and consumers paused, or after everything drained);
     sentinels: {root: snapshot(root)} or {root: (snapshot, exclude)};
     allow_states: the states a submitted id may legitimately be in;
-    cache: see scan()."""
+    cache: see scan(); rejecting: a rejection may be in flight (the daemon
+    writes rejected/NAME.reason before it moves NAME in, and a fault may
+    make it try again and again), so a .reason alone in rejected/ is not
+    a violation (never with settled)."""
     v = []
     s = scan(spool, state_dirs, cache)
     items, boots = s["items"], s["bootstraps"]
@@ -315,6 +318,8 @@ def check(spool, state_dirs, submitted, consumed=None, settled=False, sentinels=
     for agent, n in s["boot_noid"]:
         v.append(f"unreadable bootstrap: {agent}/handoffs/{n}")
     for state, n in s["orphans"]:
+        if rejecting and not settled and state == "rejected" and n.endswith(".reason"):
+            continue
         v.append(f"sidecar without item: {state}/{n}")
     if settled:
         for p in s["temps"]:
