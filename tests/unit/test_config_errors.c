@@ -221,6 +221,133 @@ START_TEST(test_config_errors_bounded)
 }
 END_TEST
 
+/* Every error a single line can have, each at its line: the section's
+ * header is line 5 (after GOOD), the key line 6, a second key line 7. */
+static const struct { const char *text, *msg; int line; } line_errors[] = {
+        { "[spool]\ndir = srv\n", "[spool] dir must be an absolute path", 6 },
+        { "[spool]\nfsync = maybe\n", "[spool] fsync: 'maybe' is not yes or no", 6 },
+        { "[spool]\nmax_file_size = 10\n",
+          "[spool] max_file_size: '10' is not a size between 1K and 64M", 6 },
+        { "[spool]\nmax_file_size = 65M\n",
+          "[spool] max_file_size: '65M' is not a size between 1K and 64M", 6 },
+        { "[spool]\nresume_window = 0\n",
+          "[spool] resume_window: '0' is not a duration (like 300, 5m, 1h)", 6 },
+        { "[spool]\nmax_clock_skew = 5y\n",
+          "[spool] max_clock_skew: '5y' is not a duration (like 300, 5m, 1h)", 6 },
+        { "[spool]\nmax_window = 1h30\n",
+          "[spool] max_window: '1h30' is not a duration (like 300, 5m, 1h)", 6 },
+        { "[spool]\nrescan_interval = -1\n",
+          "[spool] rescan_interval: '-1' is not a duration (like 300, 5m, 1h)", 6 },
+        { "[spool]\nfrob = 1\n", "unknown key 'frob' in [spool]", 6 },
+        { "[keys]\npubkey_dir = pub\n", "[keys] pubkey_dir must be an absolute path", 6 },
+        { "[keys]\nk1 = k1.key\n",
+          "[keys] k1: 'k1.key' is neither an absolute path nor credential:NAME", 6 },
+        { "[keys]\nK 1 = /k/k1.key\n", "[keys] 'K 1' is not a valid key name", 6 },
+        { "[keys]\nk1 = /k/a.key\nk1 = /k/b.key\n", "[keys] 'k1' given twice", 7 },
+        { "[agent a]\nstate_dir = a\n", "[agent a] state_dir must be an absolute path", 6 },
+        { "[agent a]\nkey = a.key\n",
+          "[agent a] key: 'a.key' is neither an absolute path nor credential:NAME", 6 },
+        { "[agent a]\npubkeys = a.pub\n", "[agent a] pubkeys: 'a.pub' is not an absolute path", 6 },
+        { "[agent a]\nrequire = maybe\n", "[agent a] require: 'maybe' is not sig or any", 6 },
+        { "[agent a]\ndelivery = fax\n",
+          "[agent a] delivery: 'fax' is not bootstrap, vox or act", 6 },
+        { "[agent a]\nact_format = pdf\n", "[agent a] act_format: 'pdf' is not xml or md", 6 },
+        { "[agent a]\nact_max_files = 0\n",
+          "[agent a] act_max_files: '0' is not a number from 1 to 1000", 6 },
+        { "[agent a]\nfrob = 1\n", "unknown key 'frob' in [agent a]", 6 },
+        { "[agent A]\nstate_dir = /a\n", "[agent A]: 'A' is not a valid agent name", 5 },
+        { "[retention]\narchive_max_items = many\n",
+          "[retention] archive_max_items: 'many' is not a count", 6 },
+        { "[retention]\nrejected_max_items = -1\n",
+          "[retention] rejected_max_items: '-1' is not a count", 6 },
+        { "[retention]\narchive_max_bytes = lots\n",
+          "[retention] archive_max_bytes: 'lots' is not a size (like 10M)", 6 },
+        { "[retention]\narchive_max_age = old\n",
+          "[retention] archive_max_age: 'old' is not a duration (like 7d)", 6 },
+        { "[retention]\nrejected_max_age = 1x\n",
+          "[retention] rejected_max_age: '1x' is not a duration (like 7d)", 6 },
+        { "[retention]\nfrob = 1\n", "unknown key 'frob' in [retention]", 6 },
+        { "[relay]\nservers = nats://a\x01\n", "[relay] servers: control character in 'nats://a\x01'", 6 },
+        { "[relay]\nhost = Host\n",
+          "[relay] host: 'Host' is not a valid host name (lowercase letters, digits, '-', '_')", 6 },
+        { "[relay]\nstream = a.b\n",
+          "[relay] stream: 'a.b' is not a valid stream name (letters, digits, '-', '_')", 6 },
+        { "[relay]\nreplicas = 7\n", "[relay] replicas: '7' is not a number from 1 to 5", 6 },
+        { "[relay]\ncredentials = c.creds\n", "[relay] credentials must be an absolute path", 6 },
+        { "[relay]\nnkey_seed = seed\n", "[relay] nkey_seed must be an absolute path", 6 },
+        { "[relay]\ntls_ca = ca.pem\n", "[relay] tls_ca must be an absolute path", 6 },
+        { "[relay]\ntls_cert = c.pem\n", "[relay] tls_cert must be an absolute path", 6 },
+        { "[relay]\ntls_key = k.pem\n", "[relay] tls_key must be an absolute path", 6 },
+        { "[relay]\nfrob = 1\n", "unknown key 'frob' in [relay]", 6 },
+        { "[remote B]\nhost = b\n", "[remote B]: 'B' is not a valid agent name", 6 },
+        { "[remote b]\nport = 1\n", "unknown key 'port' in [remote b]", 6 },
+        { "[remote b]\nhost = Host\n", "[remote b] host: 'Host' is not a valid host name", 6 },
+        { "[control]\nsocket = c.sock\n", "[control] socket must be an absolute path", 6 },
+        { "[metrics]\ntextfile = m.prom\n", "[metrics] textfile must be an absolute path", 6 },
+        { "[metrics]\nfrob = 1\n", "unknown key 'frob' in [metrics]", 6 },
+        { "[payload]\nroles = ,\n", "[payload] roles: empty list", 6 },
+        { "[payload]\nfrob = 1\n", "unknown key 'frob' in [payload]", 6 },
+};
+
+START_TEST(test_config_line_error)
+{
+        char text[512], *path, *err;
+
+        snprintf(text, sizeof(text), GOOD "%s", line_errors[_i].text);
+        err = load_err(text, &path);
+        ck_assert_msg(err != NULL, "case %d: no error for %s", _i, line_errors[_i].text);
+        assert_line(err, path, line_errors[_i].line, line_errors[_i].msg);
+        ck_assert_int_eq(count_lines(err), 1);
+        free(err);
+        free(path);
+}
+END_TEST
+
+START_TEST(test_config_key_outside_section)
+{
+        char *path, *err = load_err("dir = /srv\n" GOOD, &path);
+
+        assert_line(err, path, 1, "key 'dir' outside of any section");
+        ck_assert_int_eq(count_lines(err), 1);
+        free(err);
+        free(path);
+}
+END_TEST
+
+/* What no single line shows: "FILE: message", no line. */
+static const struct { const char *text, *msg; } file_errors[] = {
+        { "[spool]\nmax_window = 10\nmax_clock_skew = 20\n",
+          "[spool] max_window is shorter than max_clock_skew" },
+        { "[agent a]\nstate_dir = /a\nrequire = sig\n",
+          "[agent a] require = sig, but no public key is configured "
+          "(pubkeys = or [keys] pubkey_dir)" },
+        { "[agent a]\nstate_dir = /a\n[remote a]\nhost = b\n",
+          "[remote a]: the agent is also an [agent a] of this host" },
+        { "[relay]\nservers = nats://127.0.0.1:4222\nhost = a\ntls_cert = /c.pem\n",
+          "[relay] tls_cert and tls_key go together" },
+        { "[relay]\nservers = nats://127.0.0.1:4222\nhost = a\nuser = u\n",
+          "[relay] user and password go together" },
+        { "[relay]\nservers = nats://127.0.0.1:4222\nhost = a\nnkey = U\n",
+          "[relay] nkey and nkey_seed go together" },
+        { "[relay]\nservers = nats://127.0.0.1:4222\nhost = a\n[remote b]\nhost = a\n",
+          "[remote b] host is this host (a)" },
+};
+
+START_TEST(test_config_file_error)
+{
+        char text[512], *path, *err, *want;
+
+        snprintf(text, sizeof(text), GOOD "%s", file_errors[_i].text);
+        err = load_err(text, &path);
+        ck_assert_int_ge(asprintf(&want, "%s: %s", path, file_errors[_i].msg), 0);
+        ck_assert_msg(err && !strcmp(err, want), "case %d: got '%s', want '%s'", _i,
+                      err ? err : "(none)", want);
+        free(want);
+        free(err);
+        free(path);
+}
+END_TEST
+
 Suite *suite_config_errors(void);
 Suite *suite_config_errors(void)
 {
@@ -235,6 +362,11 @@ Suite *suite_config_errors(void)
         tcase_add_test(tc, test_config_missing_settings_all_reported);
         tcase_add_test(tc, test_config_relay_problems_all_reported);
         tcase_add_test(tc, test_config_errors_bounded);
+        tcase_add_loop_test(tc, test_config_line_error, 0,
+                            (int)(sizeof(line_errors) / sizeof(line_errors[0])));
+        tcase_add_test(tc, test_config_key_outside_section);
+        tcase_add_loop_test(tc, test_config_file_error, 0,
+                            (int)(sizeof(file_errors) / sizeof(file_errors[0])));
         suite_add_tcase(s, tc);
         return s;
 }
