@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "daemonfx.h"
+#include "log.h"
 #include "testutil.h"
 
 #define HEXKEY "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
@@ -14,18 +15,27 @@
 
 void fx_open(struct fx *f)
 {
-        char *conf, *key, *text, *err = NULL;
+        char *conf, *key, *pub, *text, *err = NULL;
+        char line[HD_KEY_LINE_MAX];
 
         memset(f, 0, sizeof(*f));
+        /* the decisions are asserted, not read: stderr keeps errors only */
+        log_set_max_priority(LOG_ERR);
         f->root = tu_tmpdir();
         ck_assert_int_ge(asprintf(&key, "%s/key", f->root), 0);
         tu_write_file(key, HEXKEY "\n", strlen(HEXKEY) + 1);
+        ck_assert_int_eq(hd_key_generate("carol-1", &f->carol), 0);
+        ck_assert_int_eq(hd_key_format(f->carol, false, line, sizeof(line)), 0);
+        ck_assert_int_ge(asprintf(&pub, "%s/carol.pub", f->root), 0);
+        tu_write_file(pub, line, strlen(line));
         ck_assert_int_ge(asprintf(&text,
                                   "[spool]\ndir = %s/spool\nfsync = no\n"
                                   "[keys]\ndefault = %s\n"
                                   "[control]\nsocket = %s/c.sock\n"
-                                  "[agent alice]\nstate_dir = %s/alice\n",
-                                  f->root, key, f->root, f->root), 0);
+                                  "[agent alice]\nstate_dir = %s/alice\n"
+                                  "[agent carol]\nstate_dir = %s/carol\nrequire = sig\n"
+                                  "pubkeys = %s\n",
+                                  f->root, key, f->root, f->root, f->root, pub), 0);
         ck_assert_int_ge(asprintf(&conf, "%s/h.conf", f->root), 0);
         tu_write_file(conf, text, strlen(text));
         ck_assert_int_eq(config_load(conf, true, &f->cfg, &err), 0);
@@ -38,6 +48,7 @@ void fx_open(struct fx *f)
         free(text);
         free(conf);
         free(key);
+        free(pub);
 }
 
 void fx_close(struct fx *f)
@@ -46,6 +57,7 @@ void fx_close(struct fx *f)
         config_free(f->cfg);
         hd_key_free(f->k);
         hd_key_free(f->other);
+        hd_key_free(f->carol);
         free(f->root);
 }
 

@@ -1,6 +1,7 @@
 /* A temp spool opened as handoffd opens it (config_load + spool_open), for
  * the Check suites that call the daemon's plain functions directly, no
- * event loop: one agent, alice, served here; one HMAC key, the default. */
+ * event loop: agents alice and carol served here; one HMAC key, the
+ * default; carol signs with an Ed25519 key and requires it (require = sig). */
 #ifndef HD_DAEMONFX_H
 #define HD_DAEMONFX_H
 
@@ -17,6 +18,7 @@ struct fx {
         struct agent_rt *alice;
         hd_key *k;              /* the spool's key */
         hd_key *other;          /* a key the spool does not know */
+        hd_key *carol;          /* carol's Ed25519 secret key (pubkeys = carol.pub) */
 };
 
 void fx_open(struct fx *f);

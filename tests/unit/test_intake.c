@@ -2,7 +2,10 @@
  * directly on a temp spool opened as the daemon opens it, no event loop:
  * one test per decision, in DESIGN.md's order (name, safe open, parse,
  * authenticate, target, replay, claim), each checking the outcome and
- * where the file went (with the reason its .reason file gives). */
+ * where the file went (with the reason its .reason file gives); every
+ * reject reason the daemon decides for a dropped file in a test of its
+ * own; and the order: a file that fails two checks gets the earlier one's
+ * decision. */
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -205,6 +208,274 @@ START_TEST(test_intake_claims_and_delivers)
 }
 END_TEST
 
+/* ---- every other reason the daemon rejects for, one test each ------------ */
+
+/* A handoff from `from` to `to`, fresh, not signed. */
+static json_t *doc_from(const char *id, const char *from, const char *to)
+{
+        json_t *d = fx_doc(id, to, 10, 600, NULL);
+
+        json_object_set_new(d, "from_agent", json_string(from));
+        return d;
+}
+
+/* Signed with k (the spool's key when NULL), into handoff/x.json. */
+static void put_signed(struct fx *f, json_t *d, const hd_key *k)
+{
+        ck_assert_int_eq(hd_sign(d, k ? k : f->k), 0);
+        fx_put_doc(f->sp->fd[SD_HANDOFF], "x.json", d);
+}
+
+static void mk_fifo(struct fx *f)
+{
+        ck_assert_int_eq(mkfifoat(f->sp->fd[SD_HANDOFF], "x.json", 0600), 0);
+}
+
+static void mk_hardlink(struct fx *f)
+{
+        put_signed(f, doc_from("id-1", "bob", "alice"), NULL);
+        ck_assert_int_eq(linkat(f->sp->fd[SD_HANDOFF], "x.json", f->sp->fd[SD_TMP], "x.json", 0), 0);
+}
+
+static void mk_too_large(struct fx *f)
+{
+        size_t n = HD_DEFAULT_MAX_SIZE + 2;
+        char *junk = malloc(n);
+
+        memset(junk, '{', n - 1);
+        junk[n - 1] = '\0';
+        fx_put(f->sp->fd[SD_HANDOFF], "", "x.json", "", junk);
+        free(junk);
+}
+
+static void mk_duplicate_key(struct fx *f)
+{
+        fx_put(f->sp->fd[SD_HANDOFF], "", "x.json", "", "{\"a\": 1, \"a\": 2}");
+        age(f->sp->fd[SD_HANDOFF], "x.json", 60);
+}
+
+static void mk_too_deep(struct fx *f)
+{
+        char buf[201];
+
+        memset(buf, '[', 100);
+        memset(buf + 100, ']', 100);
+        buf[200] = '\0';
+        fx_put(f->sp->fd[SD_HANDOFF], "", "x.json", "", buf);
+        age(f->sp->fd[SD_HANDOFF], "x.json", 60);
+}
+
+static void mk_bad_version(struct fx *f)
+{
+        json_t *d = doc_from("id-1", "bob", "alice");
+
+        json_object_set_new(d, "protocol_version", json_integer(2));
+        put_signed(f, d, NULL);
+}
+
+static void mk_bad_id(struct fx *f)
+{
+        put_signed(f, doc_from("../id", "bob", "alice"), NULL);
+}
+
+static void mk_bad_agent(struct fx *f)
+{
+        put_signed(f, doc_from("id-1", "Bob!", "alice"), NULL);
+}
+
+static void mk_self_handoff(struct fx *f)
+{
+        put_signed(f, doc_from("id-1", "alice", "alice"), NULL);
+}
+
+static void mk_bad_mac_format(struct fx *f)
+{
+        json_t *d = doc_from("id-1", "bob", "alice");
+
+        json_object_set_new(d, "hmac", json_string("not base64"));
+        fx_put_doc(f->sp->fd[SD_HANDOFF], "x.json", d);
+}
+
+/* Signed by an Ed25519 key whose kid nobody configured. */
+static void mk_unknown_key(struct fx *f)
+{
+        hd_key *k;
+
+        ck_assert_int_eq(hd_key_generate("stranger-1", &k), 0);
+        put_signed(f, doc_from("id-1", "bob", "alice"), k);
+        hd_key_free(k);
+}
+
+static void mk_bad_timestamp(struct fx *f)
+{
+        json_t *d = doc_from("id-1", "bob", "alice");
+
+        json_object_set_new(d, "initiated_at", json_string("yesterday"));
+        put_signed(f, d, NULL);
+}
+
+static void mk_future_timestamp(struct fx *f)
+{
+        put_signed(f, fx_doc("id-1", "alice", -600, 1200, NULL), NULL);
+}
+
+static void mk_payload_invalid(struct fx *f)
+{
+        json_t *d = doc_from("id-1", "bob", "alice");
+
+        json_object_set_new(d, "payload_type", json_string("vox/1.0"));
+        json_object_set_new(d, "payload", json_object());
+        put_signed(f, d, NULL);
+}
+
+static void mk_bad_signature(struct fx *f)
+{
+        json_t *d = doc_from("id-1", "carol", "alice");
+
+        ck_assert_int_eq(hd_sign(d, f->carol), 0);
+        json_object_set_new(d, "reason", json_string("changed after signing"));
+        fx_put_doc(f->sp->fd[SD_HANDOFF], "x.json", d);
+}
+
+/* carol's key under a document from bob */
+static void mk_key_agent_mismatch(struct fx *f)
+{
+        put_signed(f, doc_from("id-1", "bob", "alice"), f->carol);
+}
+
+/* carol requires signatures: her hmac is refused */
+static void mk_signature_required(struct fx *f)
+{
+        put_signed(f, doc_from("id-1", "carol", "alice"), NULL);
+}
+
+static const struct reject_case {
+        const char *reason;
+        void (*make)(struct fx *f);
+} rejects[] = {
+        { "not_regular", mk_fifo },
+        { "hardlink", mk_hardlink },
+        { "too_large", mk_too_large },
+        { "duplicate_key", mk_duplicate_key },
+        { "too_deep", mk_too_deep },
+        { "bad_version", mk_bad_version },
+        { "bad_id", mk_bad_id },
+        { "bad_agent", mk_bad_agent },
+        { "self_handoff", mk_self_handoff },
+        { "bad_mac_format", mk_bad_mac_format },
+        { "unknown_key", mk_unknown_key },
+        { "bad_timestamp", mk_bad_timestamp },
+        { "future_timestamp", mk_future_timestamp },
+        { "payload_invalid", mk_payload_invalid },
+        { "bad_signature", mk_bad_signature },
+        { "key_agent_mismatch", mk_key_agent_mismatch },
+        { "signature_required", mk_signature_required },
+};
+
+START_TEST(test_intake_rejects_for_each_reason)
+{
+        struct fx f;
+
+        fx_open(&f);
+        rejects[_i].make(&f);
+        assert_rejected(&f, "x.json", decide(&f, "x.json"), rejects[_i].reason);
+        ck_assert_uint_eq(f.sp->st.claimed, 0);
+        fx_close(&f);
+}
+END_TEST
+
+/* A signed Ed25519 document of carol (require = sig) is claimed. */
+START_TEST(test_intake_claims_a_signed_handoff)
+{
+        struct fx f;
+
+        fx_open(&f);
+        put_signed(&f, doc_from("id-1", "carol", "alice"), f.carol);
+        ck_assert_int_eq(decide(&f, "x.json"), IO_CLAIMED);
+        ck_assert(fx_there(f.sp->fd[SD_CLAIMED], "", "id-1", ".json"));
+        fx_close(&f);
+}
+END_TEST
+
+/* Not served here and not authenticated either: its own times may be
+ * forged, so it expires max_window after it arrived at the latest. */
+START_TEST(test_intake_rejects_an_unauthenticated_leftover_past_max_window)
+{
+        struct fx f;
+        char *names[1] = { "x.json" };
+        int out = -1;
+
+        fx_open(&f);
+        fx_put_doc(f.sp->fd[SD_HANDOFF], "x.json", fx_doc("id-1", "gordon", 10, 600, f.other));
+        ck_assert_int_eq(decide(&f, "x.json"), IO_LEFT);
+        ck_assert_int_eq(intake_batch(f.sp, names, 1, hd_now_usec() +
+                                      (f.cfg->max_window + f.cfg->max_clock_skew + 60) * 1000000LL,
+                                      &out), 0);
+        assert_rejected(&f, "x.json", out, "expired_unclaimed");
+        fx_close(&f);
+}
+END_TEST
+
+/* ---- the order: a file that fails two checks gets the earlier one's ---- */
+
+/* Size before parse: a too large file is not read at all. */
+START_TEST(test_intake_order_size_before_parse)
+{
+        struct fx f;
+
+        fx_open(&f);
+        mk_too_large(&f);       /* unparsable too */
+        age(f.sp->fd[SD_HANDOFF], "x.json", 60);
+        assert_rejected(&f, "x.json", decide(&f, "x.json"), "too_large");
+        fx_close(&f);
+}
+END_TEST
+
+/* Authentication before validation: a bad MAC on an invalid document is
+ * bad_mac (an unauthenticated sender learns nothing of the rules). */
+START_TEST(test_intake_order_auth_before_validate)
+{
+        struct fx f;
+        json_t *d;
+
+        fx_open(&f);
+        d = doc_from("id-1", "bob", "alice");
+        ck_assert_int_eq(hd_sign(d, f.k), 0);
+        json_object_del(d, "expires_at");
+        fx_put_doc(f.sp->fd[SD_HANDOFF], "x.json", d);
+        assert_rejected(&f, "x.json", decide(&f, "x.json"), "bad_mac");
+        fx_close(&f);
+}
+END_TEST
+
+/* Freshness before target: an expired document for another agent that
+ * verifies here is expired_unclaimed at once, not left. */
+START_TEST(test_intake_order_fresh_before_target)
+{
+        struct fx f;
+
+        fx_open(&f);
+        fx_put_doc(f.sp->fd[SD_HANDOFF], "x.json", fx_doc("id-1", "gordon", 900, -60, f.k));
+        assert_rejected(&f, "x.json", decide(&f, "x.json"), "expired_unclaimed");
+        ck_assert_uint_eq(f.sp->st.left, 0);
+        fx_close(&f);
+}
+END_TEST
+
+/* Target before replay: a known id for another agent is left, not
+ * rejected as a duplicate (its recipient decides). */
+START_TEST(test_intake_order_target_before_replay)
+{
+        struct fx f;
+
+        fx_open(&f);
+        ck_assert_int_eq(spool_id_mark(f.sp, "id-1"), 0);
+        fx_put_doc(f.sp->fd[SD_HANDOFF], "x.json", fx_doc("id-1", "gordon", 10, 600, f.k));
+        ck_assert_int_eq(decide(&f, "x.json"), IO_LEFT);
+        fx_close(&f);
+}
+END_TEST
+
 Suite *suite_intake(void);
 Suite *suite_intake(void)
 {
@@ -218,6 +489,14 @@ Suite *suite_intake(void)
         tcase_add_test(tc, test_intake_leaves_an_item_for_an_agent_not_served_here);
         tcase_add_test(tc, test_intake_rejects_a_replay);
         tcase_add_test(tc, test_intake_claims_and_delivers);
+        tcase_add_loop_test(tc, test_intake_rejects_for_each_reason, 0,
+                            (int)(sizeof(rejects) / sizeof(rejects[0])));
+        tcase_add_test(tc, test_intake_claims_a_signed_handoff);
+        tcase_add_test(tc, test_intake_rejects_an_unauthenticated_leftover_past_max_window);
+        tcase_add_test(tc, test_intake_order_size_before_parse);
+        tcase_add_test(tc, test_intake_order_auth_before_validate);
+        tcase_add_test(tc, test_intake_order_fresh_before_target);
+        tcase_add_test(tc, test_intake_order_target_before_replay);
         suite_add_tcase(s, tc);
         return s;
 }
