@@ -5,6 +5,7 @@
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "control.h"
 #include "daemonfx.h"
@@ -80,6 +81,44 @@ START_TEST(test_control_refuses_bad_requests)
 }
 END_TEST
 
+/* The limit itself: a request of exactly CONTROL_REQUEST_MAX bytes is
+ * answered, one byte more is refused. */
+START_TEST(test_control_request_at_the_limit)
+{
+        struct fx f;
+        size_t n = CONTROL_REQUEST_MAX;
+        char *req = malloc(n + 1);
+        json_t *o;
+
+        fx_open(&f);
+        memset(req, ' ', n + 1);
+        memcpy(req, "{\"command\":\"ping\"", 17);
+        req[n - 1] = '}';
+        o = ask(&f, req, n);
+        ck_assert(json_is_true(json_object_get(o, "ok")));
+        json_decref(o);
+        req[n - 1] = ' ';
+        req[n] = '}';
+        assert_refused(&f, req, n + 1, "");
+        free(req);
+        fx_close(&f);
+}
+END_TEST
+
+/* Root and the daemon's own user may talk to it; another uid only as a
+ * member of [control] group. */
+START_TEST(test_control_peer_allowed)
+{
+        gid_t none[] = { 12345 };
+        uid_t stranger = geteuid() == 0 ? 4242 : geteuid() + 1;
+
+        ck_assert_int_eq(control_peer_allowed(0, NULL, 0, NULL), 1);
+        ck_assert_int_eq(control_peer_allowed(geteuid(), NULL, 0, NULL), 1);
+        ck_assert_int_eq(control_peer_allowed(stranger, none, 1, NULL), 0);
+        ck_assert_int_eq(control_peer_allowed(stranger, none, 1, "no-such-group-hd"), 0);
+}
+END_TEST
+
 Suite *suite_control(void);
 Suite *suite_control(void)
 {
@@ -87,6 +126,8 @@ Suite *suite_control(void)
         TCase *tc = tcase_create("handle");
         tcase_add_test(tc, test_control_status_counts_what_happened);
         tcase_add_test(tc, test_control_refuses_bad_requests);
+        tcase_add_test(tc, test_control_request_at_the_limit);
+        tcase_add_test(tc, test_control_peer_allowed);
         suite_add_tcase(s, tc);
         return s;
 }
