@@ -42,8 +42,11 @@ B ?= build
 SAN :=
 endif
 
-PKGS := libuv jansson libsodium libsystemd inih yaml-0.1 expat libnats
-PKG_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
+PKGS := libuv jansson libsodium inih yaml-0.1 expat
+# Loaded by handoffd with dlopen() only when needed (libsystemd for the
+# journal, libnats for a [relay]): their headers, never their libraries.
+DL_PKGS := libsystemd libnats
+PKG_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(PKGS) $(DL_PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null)
 CHECK_LIBS := $(shell $(PKG_CONFIG) --libs check 2>/dev/null)
 CHECK_CFLAGS := $(shell $(PKG_CONFIG) --cflags check 2>/dev/null)

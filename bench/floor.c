@@ -40,12 +40,12 @@
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
-#include <systemd/sd-daemon.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "files.h"
 #include "handoff.h"
+#include "notify.h"
 #include "util.h"
 
 struct floor {
@@ -245,7 +245,7 @@ static int floor_watch(struct floor *f, const char *handoff_path)
         r = floor_scan(f);
         if (r < 0)
                 return r;
-        (void)sd_notify(0, "READY=1");  /* no NOTIFY_SOCKET: nothing to tell */
+        (void)notify_send("READY=1");   /* no NOTIFY_SOCKET: nothing to tell */
 
         for (;;) {
                 struct pollfd p[2] = { { .fd = ifd, .events = POLLIN },

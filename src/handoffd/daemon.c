@@ -9,7 +9,6 @@
 #include <string.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
-#include <systemd/sd-daemon.h>
 #include <unistd.h>
 
 #include "control.h"
@@ -17,6 +16,7 @@
 #include "intake.h"
 #include "lifecycle.h"
 #include "log.h"
+#include "notify.h"
 #include "relay.h"
 
 #define CHUNK 256               /* names decided per loop turn, at most
@@ -47,7 +47,7 @@ static void status_text(struct daemon *d, char *buf, size_t n)
 static void status_notify(struct daemon *d)
 {
         status_text(d, d->status_sent, sizeof(d->status_sent));
-        sd_notifyf(0, "STATUS=%s", d->status_sent);
+        (void)notify_sendf("STATUS=%s", d->status_sent);
 }
 
 static void on_status_timer(uv_timer_t *t)
@@ -195,7 +195,7 @@ static void mark_ready(struct daemon *d)
         d->ready = true;
         log_info("handoffd %s ready: spool %s, %zu agent(s), fsync %s", HD_VERSION_STRING,
                  d->cfg->spool_dir, d->cfg->n_agents, d->cfg->fsync ? "on" : "off");
-        sd_notify(0, "READY=1");
+        (void)notify_send("READY=1");
         status_notify(d);
 }
 
@@ -288,7 +288,7 @@ static void on_rescan(uv_timer_t *t)
 static void on_watchdog(uv_timer_t *t)
 {
         (void)t;
-        sd_notify(0, "WATCHDOG=1");
+        (void)notify_send("WATCHDOG=1");
 }
 
 static int rewatch(struct daemon *d)
@@ -330,7 +330,7 @@ static void stop(struct daemon *d, int code)
                 return;
         d->stopping = true;
         d->exit_code = code;
-        sd_notify(0, "STOPPING=1");
+        (void)notify_send("STOPPING=1");
         uv_stop(&d->loop);
 }
 
@@ -418,8 +418,8 @@ static void on_signal(uv_signal_t *h, int sig)
                 return;
         }
         /* SIGHUP: re-read config and keys; a bad new config keeps the old. */
-        sd_notifyf(0, "RELOADING=1\nMONOTONIC_USEC=%llu",
-                   (unsigned long long)(uv_hrtime() / 1000));
+        (void)notify_sendf("RELOADING=1\nMONOTONIC_USEC=%llu",
+                           (unsigned long long)(uv_hrtime() / 1000));
         r = config_load(d->config_path, true, &nc, &err);
         if (r < 0) {
                 log_error("Reload failed, keeping the running configuration: %s",
@@ -448,7 +448,7 @@ static void on_signal(uv_signal_t *h, int sig)
                         daemon_rescan(d, "reload");
                 }
         }
-        sd_notify(0, "READY=1");
+        (void)notify_send("READY=1");
         status_notify(d);
 }
 
@@ -537,13 +537,13 @@ int daemon_run(const char *config_path, struct config *cfg)
         uv_timer_start(&d.t_rescan, on_rescan, (uint64_t)cfg->rescan_interval * 1000,
                        (uint64_t)cfg->rescan_interval * 1000);
         /* only with a service manager to tell: no check, no wake-up */
-        if (getenv("NOTIFY_SOCKET")) {
+        if (notify_enabled()) {
                 (void)uv_check_init(&d.loop, &d.status_check);  /* fills in the handle */
                 d.status_check.data = &d;
                 (void)uv_check_start(&d.status_check, on_status_check); /* fails only without a callback */
                 uv_unref((uv_handle_t *)&d.status_check);
         }
-        if (sd_watchdog_enabled(0, &wd_usec) > 0 && wd_usec > 0)
+        if (notify_watchdog_usec(&wd_usec) > 0)
                 uv_timer_start(&d.t_watchdog, on_watchdog, 0, wd_usec / 2000 ? wd_usec / 2000 : 1);
 
         /* Recovery, then the first scan; READY=1 when it is drained (in

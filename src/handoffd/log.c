@@ -1,4 +1,11 @@
-/* Logging to the journal or stderr; see log.h. */
+/* Logging to the journal or stderr; see log.h.
+ *
+ * libsystemd is loaded only when the journal is where stderr goes
+ * (dlopen, as systemd itself loads its optional libraries): a daemon
+ * logging to a terminal or a file does not map it, nor the compression
+ * and crypto libraries it pulls in.  The header gives the pointer its
+ * type, so a changed prototype breaks the build. */
+#include <dlfcn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,8 +15,37 @@
 
 #include "log.h"
 
+#define LIBSYSTEMD "libsystemd.so.0"
+
 static int max_prio = LOG_INFO;
 static int to_journal;
+static typeof(sd_journal_send) *sym_sd_journal_send;
+
+/* The journal's sender, or, said once on stderr, plain lines (journald
+ * still records them from the stream, without the fields). */
+static void journal_load(void)
+{
+        static bool tried;
+        const char *err;
+        void *dl;
+
+        if (tried)
+                return;
+        tried = true;
+        dl = dlopen(LIBSYSTEMD, RTLD_NOW | RTLD_NODELETE);
+        if (dl) {
+                sym_sd_journal_send = (typeof(sym_sd_journal_send))dlsym(dl, "sd_journal_send");
+                if (sym_sd_journal_send) {
+                        to_journal = 1;
+                        return;
+                }
+        }
+        err = dlerror();
+        fprintf(stderr, "handoffd[warning]: Cannot load %s (%s): plain lines without "
+                "journal fields\n", LIBSYSTEMD, err ? err : "unknown error");
+        if (dl)
+                dlclose(dl);
+}
 
 void log_set_max_priority(int p) { max_prio = p; }
 
@@ -25,7 +61,7 @@ void log_setup(int p)
         if (js && sscanf(js, "%llu:%llu", &dev, &ino) == 2 &&
             fstat(STDERR_FILENO, &st) == 0 && st.st_dev == dev &&
             st.st_ino == ino)
-                to_journal = 1;
+                journal_load();
 }
 
 const char *log_quote(const char *s, char *buf, size_t n)
@@ -66,12 +102,12 @@ static void emit(int prio, const char *msg, const char *id, const char *agent,
         if (prio > max_prio)
                 return;
         if (to_journal) {
-                sd_journal_send("MESSAGE=%s", msg, "PRIORITY=%d", prio,
-                                "SYSLOG_IDENTIFIER=handoffd",
-                                "HANDOFF_ID=%s", id ? id : "",
-                                "AGENT=%s", agent ? agent : "",
-                                "OUTCOME=%s", outcome ? outcome : "",
-                                "REASON=%s", reason ? reason : "", NULL);
+                sym_sd_journal_send("MESSAGE=%s", msg, "PRIORITY=%d", prio,
+                                    "SYSLOG_IDENTIFIER=handoffd",
+                                    "HANDOFF_ID=%s", id ? id : "",
+                                    "AGENT=%s", agent ? agent : "",
+                                    "OUTCOME=%s", outcome ? outcome : "",
+                                    "REASON=%s", reason ? reason : "", NULL);
                 return;
         }
         fprintf(stderr, "handoffd[%s]: %s\n", names[prio & 7], msg);

@@ -1,6 +1,7 @@
 /* Logging: one line per decision.  Under journald (JOURNAL_STREAM names our
  * stderr) lines go to the journal with structured fields HANDOFF_ID=,
- * AGENT=, OUTCOME=, REASON=; otherwise plain lines on stderr. */
+ * AGENT=, OUTCOME=, REASON= (libsystemd, loaded by log_setup() then);
+ * otherwise plain lines on stderr. */
 #ifndef HD_LOG_H
 #define HD_LOG_H
 

@@ -2,13 +2,13 @@
  * threads).  Events from the threads are taken from the queue in
  * on_async(); outbox.c and relay_inbound.c act on them. */
 #include <errno.h>
-#include <nats/nats.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "files.h"
 #include "log.h"
+#include "nats_dl.h"
 #include "outbox.h"
 #include "relay.h"
 #include "relay_inbound.h"
@@ -102,6 +102,10 @@ int relay_start(uv_loop_t *loop, struct spool *sp, struct relay **ret)
         *ret = NULL;
         if (!config_relay_on(c))
                 return 0;
+        /* Only now: without a relay, libnats is never mapped. */
+        q = nats_dl_open();
+        if (q < 0)
+                return q;
         r = calloc(1, sizeof(*r));
         if (!r)
                 return -ENOMEM;
@@ -225,16 +229,16 @@ void relay_free(struct relay *r)
                 return;
         free_queues(r);
         if (r->sub)
-                natsSubscription_Destroy(SUB(r));
+                sym_natsSubscription_Destroy(SUB(r));
         if (r->js)
-                jsCtx_Destroy(JS(r));
+                sym_jsCtx_Destroy(JS(r));
         if (r->nc)
-                natsConnection_Destroy(NC(r));
+                sym_natsConnection_Destroy(NC(r));
         if (r->opts)
-                natsOptions_Destroy((natsOptions *)r->opts);
+                sym_natsOptions_Destroy((natsOptions *)r->opts);
         /* Its threads may still call us (a closed callback): r lives until
          * they are gone, or for ever if they do not end. */
-        if (nats_CloseAndWait(10000) != NATS_OK) {
+        if (sym_nats_CloseAndWait(10000) != NATS_OK) {
                 log_warning("Relay: the NATS library did not shut down in 10 s");
                 return;
         }

@@ -12,6 +12,8 @@
  *                    expired first, rejected/ (expired_unrelayed).
  *   relay_inbound.c  inbound: each message into handoff/ (tmp/ then
  *                    rename), acked only when durable; known ids dropped.
+ *   nats_dl.c        libnats, loaded by relay_start() (never without a
+ *                    relay); relay*.c call it through sym_ pointers.
  *
  * libnats threads and ours never touch the spool, the config or the
  * counters: they only fill the queue.  The spool reaches the relay only

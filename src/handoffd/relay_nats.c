@@ -8,13 +8,13 @@
  * and wakes the loop with uv_async_send().  Nothing here touches the spool,
  * the config or the counters. */
 #include <errno.h>
-#include <nats/nats.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "log.h"
+#include "nats_dl.h"
 #include "relay_nats.h"
 #include "relay_queue.h"
 
@@ -49,8 +49,8 @@ static void post_state(struct relay *r, const char *fmt, ...)
 
 static const char *nats_err(natsStatus s)
 {
-        const char *t = nats_GetLastError(NULL);
-        return t && *t ? t : natsStatus_GetText(s);
+        const char *t = sym_nats_GetLastError(NULL);
+        return t && *t ? t : sym_natsStatus_GetText(s);
 }
 
 static void timed_wait(pthread_cond_t *c, pthread_mutex_t *m, int64_t ms)
@@ -82,7 +82,7 @@ static void on_connected(natsConnection *nc, void *closure)
         struct relay *r = closure;
         char url[200] = "";
 
-        natsConnection_GetConnectedUrl(nc, url, sizeof(url));
+        sym_natsConnection_GetConnectedUrl(nc, url, sizeof(url));
         set_connected(r, true);
         post_state(r, "%s", url);
 }
@@ -98,7 +98,7 @@ static void on_async_error(natsConnection *nc, natsSubscription *sub, natsStatus
 {
         (void)nc;
         (void)sub;
-        post_state(closure, "!NATS: %s", natsStatus_GetText(s));
+        post_state(closure, "!NATS: %s", sym_natsStatus_GetText(s));
 }
 
 static void on_puback(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae, void *closure)
@@ -108,20 +108,20 @@ static void on_puback(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae, v
         const char *id = NULL;
 
         (void)js;
-        if (ev && natsMsgHeader_Get(msg, "Nats-Msg-Id", &id) == NATS_OK && id) {
+        if (ev && sym_natsMsgHeader_Get(msg, "Nats-Msg-Id", &id) == NATS_OK && id) {
                 ev->type = RELAY_EV_PUBACK;
                 snprintf(ev->id, sizeof(ev->id), "%s", id);
                 ev->ok = pa != NULL;
                 ev->duplicate = pa && pa->Duplicate;
                 if (pae)
                         snprintf(ev->text, sizeof(ev->text), "%s%s%s",
-                                 natsStatus_GetText(pae->Err), pae->ErrText ? ": " : "",
+                                 sym_natsStatus_GetText(pae->Err), pae->ErrText ? ": " : "",
                                  pae->ErrText ? pae->ErrText : "");
                 relay_post(r, ev);
         } else {
                 free(ev);
         }
-        natsMsg_Destroy(msg);
+        sym_natsMsg_Destroy(msg);
 }
 
 /* ---- the worker thread: stream, consumer, publishes ------------------- */
@@ -136,11 +136,11 @@ static natsStatus setup(struct relay *r, char *err, size_t n)
         jsErrCode jerr = 0;
         natsStatus s;
 
-        s = js_GetStreamInfo(&si, JS(r), r->stream, NULL, &jerr);
+        s = sym_js_GetStreamInfo(&si, JS(r), r->stream, NULL, &jerr);
         if (s == NATS_NOT_FOUND || jerr == JSStreamNotFoundErr) {
                 const char *subjects[] = { "handoff.>" };
                 jsStreamConfig sc;
-                jsStreamConfig_Init(&sc);
+                sym_jsStreamConfig_Init(&sc);
                 sc.Name = r->stream;
                 sc.Subjects = subjects;
                 sc.SubjectsLen = 1;
@@ -149,41 +149,41 @@ static natsStatus setup(struct relay *r, char *err, size_t n)
                 sc.Storage = js_FileStorage;
                 sc.Replicas = r->replicas;
                 sc.MaxAge = r->max_age_usec * 1000;
-                s = js_AddStream(&si, JS(r), &sc, NULL, &jerr);
+                s = sym_js_AddStream(&si, JS(r), &sc, NULL, &jerr);
                 if (s != NATS_OK && jerr == JSStreamNameExistErr)
-                        s = js_GetStreamInfo(&si, JS(r), r->stream, NULL, &jerr);
+                        s = sym_js_GetStreamInfo(&si, JS(r), r->stream, NULL, &jerr);
         }
         if (s != NATS_OK) {
                 snprintf(err, n, "stream %s: %s", r->stream, nats_err(s));
                 return s;
         }
-        jsStreamInfo_Destroy(si);
+        sym_jsStreamInfo_Destroy(si);
 
-        s = js_GetConsumerInfo(&ci, JS(r), r->stream, r->durable, NULL, &jerr);
+        s = sym_js_GetConsumerInfo(&ci, JS(r), r->stream, r->durable, NULL, &jerr);
         if (s == NATS_NOT_FOUND || jerr == JSConsumerNotFoundErr) {
                 jsConsumerConfig cc;
-                jsConsumerConfig_Init(&cc);
+                sym_jsConsumerConfig_Init(&cc);
                 cc.Durable = r->durable;
                 cc.FilterSubject = r->filter;
                 cc.AckPolicy = js_AckExplicit;
                 cc.DeliverPolicy = js_DeliverAll;
                 cc.AckWait = ACK_WAIT_NS;
                 cc.MaxAckPending = 4 * RELAY_FETCH_BATCH;
-                s = js_AddConsumer(&ci, JS(r), r->stream, &cc, NULL, &jerr);
+                s = sym_js_AddConsumer(&ci, JS(r), r->stream, &cc, NULL, &jerr);
         }
         if (s != NATS_OK) {
                 snprintf(err, n, "consumer %s: %s", r->durable, nats_err(s));
                 return s;
         }
-        jsConsumerInfo_Destroy(ci);
+        sym_jsConsumerInfo_Destroy(ci);
 
         /* Bound to the consumer we made: destroying the subscription
          * never deletes it. */
         jsSubOptions so;
-        jsSubOptions_Init(&so);
+        sym_jsSubOptions_Init(&so);
         so.Stream = r->stream;
         so.Consumer = r->durable;
-        s = js_PullSubscribe(&sub, JS(r), r->filter, r->durable, NULL, &so, &jerr);
+        s = sym_js_PullSubscribe(&sub, JS(r), r->filter, r->durable, NULL, &so, &jerr);
         if (s != NATS_OK) {
                 snprintf(err, n, "subscription %s: %s", r->durable, nats_err(s));
                 return s;
@@ -202,13 +202,13 @@ static void publish(struct relay *r, struct relay_job *j)
         jsPubOptions po;
         natsStatus s;
 
-        jsPubOptions_Init(&po);
+        sym_jsPubOptions_Init(&po);
         po.MsgId = j->id;       /* JetStream drops a second publish of it */
         po.MaxWait = PUBACK_WAIT_MS;
-        s = natsMsg_Create(&msg, j->subject, NULL, j->data, (int)j->len);
+        s = sym_natsMsg_Create(&msg, j->subject, NULL, j->data, (int)j->len);
         if (s == NATS_OK)
-                s = js_PublishMsgAsync(JS(r), &msg, &po);
-        natsMsg_Destroy(msg);   /* NULL when libnats took it */
+                s = sym_js_PublishMsgAsync(JS(r), &msg, &po);
+        sym_natsMsg_Destroy(msg);   /* NULL when libnats took it */
         if (s != NATS_OK) {
                 struct relay_ev *ev = calloc(1, sizeof(*ev));
                 if (ev) {
@@ -228,7 +228,7 @@ void *relay_worker_main(void *arg)
         char err[300];
         natsStatus s;
 
-        s = natsConnection_Connect(&nc, r->opts);
+        s = sym_natsConnection_Connect(&nc, r->opts);
         if (s != NATS_OK && s != NATS_NOT_YET_CONNECTED) {
                 post_state(r, "!cannot connect: %s", nats_err(s));
                 return NULL;
@@ -237,23 +237,23 @@ void *relay_worker_main(void *arg)
                 on_connected(nc, r);
         jsOptions jo;
         jsCtx *js = NULL;
-        jsOptions_Init(&jo);
+        sym_jsOptions_Init(&jo);
         jo.Wait = API_WAIT_MS;
         jo.PublishAsync.AckHandler = on_puback;
         jo.PublishAsync.AckHandlerClosure = r;
         jo.PublishAsync.MaxPending = RELAY_INFLIGHT_MAX;
-        s = natsConnection_JetStream(&js, nc, &jo);
+        s = sym_natsConnection_JetStream(&js, nc, &jo);
         if (s != NATS_OK) {
                 post_state(r, "!JetStream context: %s", nats_err(s));
-                natsConnection_Close(nc);
-                natsConnection_Destroy(nc);
+                sym_natsConnection_Close(nc);
+                sym_natsConnection_Destroy(nc);
                 return NULL;
         }
         pthread_mutex_lock(&r->m);
         r->nc = nc;
         r->js = js;
         while (!r->stop) {
-                if (r->connected && !r->ready && nats_Now() >= setup_at) {
+                if (r->connected && !r->ready && sym_nats_Now() >= setup_at) {
                         pthread_mutex_unlock(&r->m);
                         s = setup(r, err, sizeof(err));
                         if (s == NATS_OK) {
@@ -261,7 +261,7 @@ void *relay_worker_main(void *arg)
                                 post_state(r, NULL);
                         } else {
                                 post_state(r, "!%s", err);
-                                setup_at = nats_Now() + setup_wait;
+                                setup_at = sym_nats_Now() + setup_wait;
                                 setup_wait = setup_wait * 2 > SETUP_RETRY_MAX_MS ? SETUP_RETRY_MAX_MS
                                                                                  : setup_wait * 2;
                         }
@@ -288,7 +288,7 @@ void *relay_worker_main(void *arg)
         pthread_cond_broadcast(&r->wake_fetcher);
         pthread_mutex_unlock(&r->m);
         /* Wakes a fetch in progress. */
-        natsConnection_Close(nc);
+        sym_natsConnection_Close(nc);
         return NULL;
 }
 
@@ -307,14 +307,14 @@ static struct relay_batch *batch_new(natsMsgList *list)
                 natsMsg *m = list->Msgs[i];
                 struct relay_in *in = &b->in[i];
                 const char *id = NULL;
-                int len = natsMsg_GetDataLength(m);
+                int len = sym_natsMsg_GetDataLength(m);
                 in->len = len > 0 ? (size_t)len : 0;
                 in->data = malloc(in->len + 1);
                 if (in->data) {
-                        memcpy(in->data, natsMsg_GetData(m), in->len);
+                        memcpy(in->data, sym_natsMsg_GetData(m), in->len);
                         in->data[in->len] = '\0';
                 }
-                if (natsMsgHeader_Get(m, "Nats-Msg-Id", &id) == NATS_OK && id &&
+                if (sym_natsMsgHeader_Get(m, "Nats-Msg-Id", &id) == NATS_OK && id &&
                     strlen(id) <= RELAY_ID_MAX && hd_id_valid(id))
                         snprintf(in->msg_id, sizeof(in->msg_id), "%s", id);
         }
@@ -342,24 +342,24 @@ void *relay_fetch_main(void *arg)
                         /* One message, waited for: it comes back as soon
                          * as there is one (a larger batch would wait for
                          * the whole batch or the timeout). */
-                        s = natsSubscription_Fetch(&list, sub, 1, FETCH_WAIT_MS, &jerr);
+                        s = sym_natsSubscription_Fetch(&list, sub, 1, FETCH_WAIT_MS, &jerr);
                 } else {
                         /* What is there now, up to a batch. */
                         jsFetchRequest req;
-                        jsFetchRequest_Init(&req);
+                        sym_jsFetchRequest_Init(&req);
                         req.Batch = RELAY_FETCH_BATCH;
                         req.NoWait = true;
                         req.Expires = (int64_t)FETCH_WAIT_MS * 1000000;
-                        s = natsSubscription_FetchRequest(&list, sub, &req);
+                        s = sym_natsSubscription_FetchRequest(&list, sub, &req);
                 }
                 struct relay_batch *b = s == NATS_OK && list.Count > 0 ? batch_new(&list) : NULL;
                 pthread_mutex_lock(&r->m);
                 if (!b) {
-                        natsMsgList_Destroy(&list);
+                        sym_natsMsgList_Destroy(&list);
                         if (s != NATS_OK && s != NATS_TIMEOUT && s != NATS_NOT_FOUND && !r->stop &&
                             r->connected) {
                                 pthread_mutex_unlock(&r->m);
-                                post_state(r, "!fetch: %s", natsStatus_GetText(s));
+                                post_state(r, "!fetch: %s", sym_natsStatus_GetText(s));
                                 pthread_mutex_lock(&r->m);
                                 timed_wait(&r->wake_fetcher, &r->m, 1000);
                         } else if (s != NATS_OK && !r->connected && !r->stop) {
@@ -389,11 +389,11 @@ void *relay_fetch_main(void *arg)
                 if (done)
                         for (size_t i = 0; i < b->n; i++) {
                                 if (b->in[i].ack)
-                                        natsMsg_Ack(list.Msgs[i], NULL);
+                                        sym_natsMsg_Ack(list.Msgs[i], NULL);
                                 else
-                                        natsMsg_NakWithDelay(list.Msgs[i], 1000, NULL);
+                                        sym_natsMsg_NakWithDelay(list.Msgs[i], 1000, NULL);
                         }
-                natsMsgList_Destroy(&list);
+                sym_natsMsgList_Destroy(&list);
                 /* Not done: the loop never saw it (stop); done: the loop
                  * has let go of it. */
                 if (done || !ev)
@@ -438,46 +438,46 @@ int relay_options(struct relay *r, const struct config_relay *c)
         if (q < 0)
                 goto out;
         snprintf(name, sizeof(name), "handoffd %s", r->host);
-        s = natsOptions_Create(&o);
+        s = sym_natsOptions_Create(&o);
         if (s == NATS_OK)
-                s = natsOptions_SetServers(o, (const char **)servers, n);
+                s = sym_natsOptions_SetServers(o, (const char **)servers, n);
         if (s == NATS_OK)
-                s = natsOptions_SetName(o, name);
+                s = sym_natsOptions_SetName(o, name);
         /* Reconnect for ever, one attempt a second per server; a dead
          * server is noticed within 10 s even without a reset. */
         if (s == NATS_OK)
-                s = natsOptions_SetMaxReconnect(o, -1);
+                s = sym_natsOptions_SetMaxReconnect(o, -1);
         if (s == NATS_OK)
-                s = natsOptions_SetReconnectWait(o, 1000);
+                s = sym_natsOptions_SetReconnectWait(o, 1000);
         if (s == NATS_OK)
-                s = natsOptions_SetPingInterval(o, 5000);
+                s = sym_natsOptions_SetPingInterval(o, 5000);
         if (s == NATS_OK)
-                s = natsOptions_SetMaxPingsOut(o, 2);
+                s = sym_natsOptions_SetMaxPingsOut(o, 2);
         if (s == NATS_OK)
-                s = natsOptions_SetRetryOnFailedConnect(o, true, on_connected, r);
+                s = sym_natsOptions_SetRetryOnFailedConnect(o, true, on_connected, r);
         if (s == NATS_OK)
-                s = natsOptions_SetReconnectedCB(o, on_connected, r);
+                s = sym_natsOptions_SetReconnectedCB(o, on_connected, r);
         if (s == NATS_OK)
-                s = natsOptions_SetDisconnectedCB(o, on_disconnected, r);
+                s = sym_natsOptions_SetDisconnectedCB(o, on_disconnected, r);
         if (s == NATS_OK)
-                s = natsOptions_SetClosedCB(o, on_disconnected, r);
+                s = sym_natsOptions_SetClosedCB(o, on_disconnected, r);
         if (s == NATS_OK)
-                s = natsOptions_SetErrorHandler(o, on_async_error, r);
+                s = sym_natsOptions_SetErrorHandler(o, on_async_error, r);
         if (s == NATS_OK && c->credentials)
-                s = natsOptions_SetUserCredentialsFromFiles(o, c->credentials, NULL);
+                s = sym_natsOptions_SetUserCredentialsFromFiles(o, c->credentials, NULL);
         if (s == NATS_OK && c->user)
-                s = natsOptions_SetUserInfo(o, c->user, c->password);
+                s = sym_natsOptions_SetUserInfo(o, c->user, c->password);
         if (s == NATS_OK && c->nkey)
-                s = natsOptions_SetNKeyFromSeed(o, c->nkey, c->nkey_seed);
+                s = sym_natsOptions_SetNKeyFromSeed(o, c->nkey, c->nkey_seed);
         if (s == NATS_OK && (c->tls_ca || c->tls_cert))
-                s = natsOptions_SetSecure(o, true);
+                s = sym_natsOptions_SetSecure(o, true);
         if (s == NATS_OK && c->tls_ca)
-                s = natsOptions_LoadCATrustedCertificates(o, c->tls_ca);
+                s = sym_natsOptions_LoadCATrustedCertificates(o, c->tls_ca);
         if (s == NATS_OK && c->tls_cert)
-                s = natsOptions_LoadCertificatesChain(o, c->tls_cert, c->tls_key);
+                s = sym_natsOptions_LoadCertificatesChain(o, c->tls_cert, c->tls_key);
         if (s != NATS_OK) {
                 log_error("[relay]: %s", nats_err(s));
-                natsOptions_Destroy(o);
+                sym_natsOptions_Destroy(o);
                 q = -EINVAL;
                 goto out;
         }

@@ -87,20 +87,28 @@ class Daemon:
     """handoffd -f -v -c conf, or argv: any program that speaks the same
     NOTIFY_SOCKET protocol (bench/floor, handoffd without -v)."""
 
-    def __init__(self, env, conf, name, extra_args=(), env_vars=None, argv=None):
+    def __init__(self, env, conf, name, extra_args=(), env_vars=None, argv=None,
+                 notify_abstract=False):
         self.env = env
         self.conf = conf
         self.name = name
         self.log_path = os.path.join(env.dir, f"{name}.log")
-        self.notify_path = os.path.join(env.dir, f"{name}.notify")
         self.notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        if os.path.exists(self.notify_path):  # a restart under the same name
-            os.unlink(self.notify_path)
-        self.notify.bind(self.notify_path)
+        if notify_abstract:
+            # An abstract name, as systemd may pass: "@name" in the
+            # environment, a leading NUL in the address.
+            abstract = f"hdtest-{os.getpid()}-{os.path.basename(env.dir)}-{name}"
+            self.notify.bind("\0" + abstract)
+            self.notify_path = "@" + abstract
+        else:
+            self.notify_path = os.path.join(env.dir, f"{name}.notify")
+            if os.path.exists(self.notify_path):  # a restart under the same name
+                os.unlink(self.notify_path)
+            self.notify.bind(self.notify_path)
         self.notify.settimeout(0.05)
         self.messages = []
         # Read NOTIFY_SOCKET all the time, as systemd does: a full socket
-        # buffer would block the daemon in sd_notify().
+        # buffer would block the daemon's notify_send().
         self._reading = True
         self._reader = threading.Thread(target=self._read_notify, daemon=True)
         self._reader.start()
