@@ -13,6 +13,7 @@
 
 #include "control.h"
 #include "daemon.h"
+#include "files.h"
 #include "intake.h"
 #include "lifecycle.h"
 #include "log.h"
@@ -21,6 +22,8 @@
 
 #define CHUNK 256               /* names decided per loop turn, at most
                                  * INTAKE_BATCH_MAX_USEC of deciding */
+#define PENDING_MAX (2 * CHUNK) /* then inotify is read no further: its
+                                 * events wait in the kernel's queue */
 #define SWEEP_MAX_MS 60000      /* retention at least once a minute */
 #define REWATCH_MAX 10          /* per minute, then give up: never spin */
 #define STATUS_COALESCE_MS 1000 /* STATUS= at most once a second */
@@ -30,6 +33,7 @@ static int rewatch(struct daemon *d);
 static void stop(struct daemon *d, int code);
 static void on_idle(uv_idle_t *h);
 static void on_retry(uv_timer_t *t);
+static void on_inotify(uv_poll_t *h, int status, int events);
 
 static void status_text(struct daemon *d, char *buf, size_t n)
 {
@@ -129,18 +133,53 @@ static void queue_name(struct daemon *d, const char *name)
                 uv_idle_start(&d->idle, on_idle);
 }
 
+/* A rescan reads handoff/ as the loop goes, a chunk of names a turn
+ * (scan_more), so a backlog of any size costs a chunk of memory.  Asked
+ * again while one runs, it starts over from the top: what arrived before
+ * the request is then seen, what was decided meanwhile is gone (IO_GONE)
+ * or left (foreign_fresh) when seen again. */
 int daemon_rescan(struct daemon *d, const char *why)
 {
-        int r;
-
         d->sp->st.rescans++;
-        r = spool_list(d->sp, SD_HANDOFF, d->pending);
-        if (r < 0)
-                return spool_error(d->sp, r, "Cannot list handoff/ (%s)", why);
+        /* Opened again, not rewound: handoff/ may be a new directory. */
+        if (d->scan)
+                closedir(d->scan);
+        d->scan = opendir_at(d->sp->fd[SD_HANDOFF]);
+        if (!d->scan)
+                return spool_error(d->sp, -errno, "Cannot list handoff/ (%s)", why);
         log_debug("Rescan (%s): %zu name(s) pending", why, json_object_size(d->pending));
-        if (json_object_size(d->pending) > 0 && !d->stopping)
+        if (!d->stopping)
                 uv_idle_start(&d->idle, on_idle);
         return 0;
+}
+
+/* The next names of the running rescan, while the pending set has room. */
+static void scan_more(struct daemon *d)
+{
+        struct dirent *de;
+
+        while (d->scan && json_object_size(d->pending) < CHUNK) {
+                errno = 0;
+                de = readdir(d->scan);
+                if (!de) {
+                        if (errno)
+                                spool_error(d->sp, -errno, "Cannot list handoff/");
+                        closedir(d->scan);
+                        d->scan = NULL;
+                        break;
+                }
+                if (de->d_name[0] != '.')
+                        json_object_set_new_nocheck(d->pending, de->d_name, json_null());
+        }
+}
+
+/* Read inotify again once the pending set has room. */
+static void inotify_resume(struct daemon *d)
+{
+        if (!d->ipoll_paused || json_object_size(d->pending) >= CHUNK || d->stopping)
+                return;
+        if (uv_poll_start(&d->ipoll, UV_READABLE, on_inotify) == 0)
+                d->ipoll_paused = false;
 }
 
 /* Decide about up to max pending names. */
@@ -203,8 +242,10 @@ static void on_idle(uv_idle_t *h)
 {
         struct daemon *d = h->data;
 
+        scan_more(d);
         drain(d, CHUNK);
-        if (json_object_size(d->pending) == 0 || d->stopping) {
+        inotify_resume(d);
+        if ((json_object_size(d->pending) == 0 && !d->scan) || d->stopping) {
                 uv_idle_stop(h);
                 if (!d->ready && !d->stopping)
                         mark_ready(d);
@@ -348,6 +389,14 @@ static void on_inotify(uv_poll_t *h, int status, int events)
                 return;
         }
         for (;;) {
+                /* Enough to decide for now: the rest waits in the
+                 * kernel (an overflow there is a rescan), read again
+                 * once the set has room (inotify_resume). */
+                if (json_object_size(d->pending) >= PENDING_MAX) {
+                        uv_poll_stop(&d->ipoll);
+                        d->ipoll_paused = true;
+                        break;
+                }
                 ssize_t n = read(d->ifd, buf, sizeof(buf));
                 if (n < 0) {
                         if (errno == EINTR)
@@ -552,7 +601,7 @@ int daemon_run(const char *config_path, struct config *cfg)
         r = daemon_rescan(&d, "start");
         if (r < 0)
                 goto out;
-        if (json_object_size(d.pending) == 0)
+        if (json_object_size(d.pending) == 0 && !d.scan)
                 mark_ready(&d);
         arm_deadline(&d);
 
@@ -570,6 +619,8 @@ out:
                 close(d.ifd);
         spool_close(d.sp);
         config_free(d.cfg);     /* ours: a reload may have replaced it */
+        if (d.scan)
+                closedir(d.scan);
         json_decref(d.pending);
         json_decref(d.retry);
         return r;

@@ -5,6 +5,7 @@
 #ifndef HD_DAEMON_H
 #define HD_DAEMON_H
 
+#include <dirent.h>
 #include <stdbool.h>
 #include <uv.h>
 
@@ -29,6 +30,8 @@ struct daemon {
         char status_sent[192];  /* the last STATUS= sent */
 
         json_t *pending;        /* names in handoff/ to decide about, ordered */
+        DIR *scan;              /* a rescan of handoff/ under way */
+        bool ipoll_paused;      /* inotify not read: pending is full */
         json_t *retry;          /* names that hit a system error */
         uint64_t retry_backoff_ms;
         unsigned rewatch_count;

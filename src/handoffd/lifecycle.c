@@ -148,12 +148,10 @@ static void remove_orphans(struct spool *sp, struct agent_rt *a)
 
 int lifecycle_sweep(struct spool *sp, int64_t now, bool at_start)
 {
-        json_t *set = json_object(), *v;
-        const char *k;
-        int r, first = 0;
+        struct dirent *de;
+        DIR *dir = NULL;
+        int r = 0, first = 0;
 
-        if (!set)
-                return -ENOMEM;
         if (at_start) {
                 static const int dirs[] = { SD_CLAIMED, SD_ARCHIVE, SD_REJECTED, SD_IDS, SD_BATON };
                 /* Every daemon holds its running byte shared while it
@@ -171,14 +169,29 @@ int lifecycle_sweep(struct spool *sp, int64_t now, bool at_start)
                         remove_temps(sp->agents[i].handoffs_fd, sole);
         }
         deadline_reset(&sp->deadline);
-        r = spool_list(sp, SD_CLAIMED, set);
-        if (r == 0 && at_start)
+        /* Read as it goes (a claimed backlog of any size costs no
+         * memory): an entry the checks move out or add meanwhile may be
+         * seen or not, and either is fine (a marker is kept while its item
+         * is there). */
+        dir = opendir_at(sp->fd[SD_CLAIMED]);
+        if (!dir) {
+                r = -errno;
+                goto out;
+        }
+        if (at_start)
                 for (size_t i = 0; i < sp->n_agents; i++)
                         remove_orphans(sp, &sp->agents[i]);
-        if (r < 0)
-                goto out;
-        json_object_foreach(set, k, v) {
+        for (;;) {
+                errno = 0;
+                de = readdir(dir);
+                if (!de) {
+                        r = -errno;
+                        break;
+                }
+                const char *k = de->d_name;
                 size_t l = strlen(k);
+                if (k[0] == '.')
+                        continue;
                 char id[NAME_MAX + 1];
                 if (layout_strip(k, LAYOUT_DELIVERED, id, sizeof(id)) == 0) {
                         /* A marker outlives its item only when the archive
@@ -200,6 +213,8 @@ int lifecycle_sweep(struct spool *sp, int64_t now, bool at_start)
                         spool_error(sp, q, "Cannot finish claimed item %s", id);
                 }
         }
+        if (r < 0)
+                goto out;
         intake_foreign_due(sp, now);
         /* Sweeps also come at every deadline; retention and metrics list
          * whole directories, so they run at most once per rescan_interval. */
@@ -215,6 +230,7 @@ int lifecycle_sweep(struct spool *sp, int64_t now, bool at_start)
         if (r < 0)
                 spool_error(sp, r, "Cannot fsync the spool");
 out:
-        json_decref(set);
+        if (dir)
+                closedir(dir);
         return first ? first : r;
 }
