@@ -410,46 +410,24 @@ static int sync_written(struct spool *sp, struct item *items, size_t n, int64_t 
         return errors;
 }
 
-int intake_batch(struct spool *sp, char *const *names, size_t n,
-                 int64_t now, int *outcomes)
+static void item_release(struct spool *sp, struct item *it)
 {
-        struct item *items;
-        int64_t t0 = mono_usec();
+        if (it->lock_id)
+                lock_release(sp->lock_fd, it->lock_id);
+        if (it->lock_ino)
+                lock_release(sp->lock_fd, it->lock_ino);
+        it->lock_id = it->lock_ino = 0;
+        json_decref(TAKE_PTR(it->doc));
+        it->id = NULL;
+}
+
+/* The claims of items[0..n) made durable, then the three steps of their
+ * delivery; returns the number of errors.  The items' documents and
+ * locks are released. */
+static int deliver(struct spool *sp, struct item *items, size_t n, int64_t now)
+{
         int errors = 0, r;
 
-        items = calloc(n ? n : 1, sizeof(*items));
-        if (!items)
-                return -ENOMEM;
-        for (size_t i = 0; i < n; i++) {
-                items[i].name = names[i];
-                items[i].fd = -1;
-                /* Never hold the loop long: the rest waits for a later turn. */
-                if (i > 0 && mono_usec() - t0 > INTAKE_BATCH_MAX_USEC) {
-                        items[i].outcome = IO_SKIPPED;
-                        if (outcomes)
-                                outcomes[i] = IO_SKIPPED;
-                        continue;
-                }
-                r = items[i].outcome = decide(sp, &items[i], now);
-                /* Only a claimed item's document is needed (for delivery):
-                 * a batch of big rejected ones must not add up. */
-                if (r != IO_CLAIMED) {
-                        json_decref(TAKE_PTR(items[i].doc));
-                        items[i].id = NULL;
-                }
-                if (items[i].fd >= 0)
-                        close(TAKE_FD(items[i].fd));
-                if (r != IO_DEFERRED && r != IO_BUSY)
-                        json_object_del(sp->seen, names[i]);
-                if (r < 0) {
-                        char q[300];
-                        spool_error(sp, r, "Cannot process %s",
-                                    log_quote(names[i], q, sizeof(q)));
-                        errors++;
-                }
-                if (outcomes)
-                        outcomes[i] = r;
-        }
         /* Claims are on disk before any bootstrap exists: otherwise a power
          * loss could bring the file back to handoff/ after its agent had
          * already read the bootstrap, and it would be delivered twice. */
@@ -522,13 +500,61 @@ int intake_batch(struct spool *sp, char *const *names, size_t n,
         int q = spool_flush(sp);
         if (q < 0 && r == 0)
                 spool_error(sp, q, "Cannot fsync the spool");
+        for (size_t i = 0; i < n; i++)
+                item_release(sp, &items[i]);
+        return errors;
+}
+
+int intake_batch(struct spool *sp, char *const *names, size_t n,
+                 int64_t now, int *outcomes)
+{
+        struct item *items;
+        int64_t t0 = mono_usec();
+        int errors = 0, r;
+
+        items = calloc(n ? n : 1, sizeof(*items));
+        if (!items)
+                return -ENOMEM;
         for (size_t i = 0; i < n; i++) {
-                if (items[i].lock_id)
-                        lock_release(sp->lock_fd, items[i].lock_id);
-                if (items[i].lock_ino)
-                        lock_release(sp->lock_fd, items[i].lock_ino);
-                json_decref(items[i].doc);
+                items[i].name = names[i];
+                items[i].fd = -1;
+                /* Never hold the loop long: the rest waits for a later turn. */
+                if (i > 0 && mono_usec() - t0 > INTAKE_BATCH_MAX_USEC) {
+                        items[i].outcome = IO_SKIPPED;
+                        if (outcomes)
+                                outcomes[i] = IO_SKIPPED;
+                        continue;
+                }
+                r = items[i].outcome = decide(sp, &items[i], now);
+                /* Only a claimed item's document is needed (for delivery):
+                 * a batch of big rejected ones must not add up. */
+                if (r != IO_CLAIMED) {
+                        json_decref(TAKE_PTR(items[i].doc));
+                        items[i].id = NULL;
+                }
+                if (items[i].fd >= 0)
+                        close(TAKE_FD(items[i].fd));
+                if (r != IO_DEFERRED && r != IO_BUSY)
+                        json_object_del(sp->seen, names[i]);
+                if (r < 0) {
+                        char q[300];
+                        spool_error(sp, r, "Cannot process %s",
+                                    log_quote(names[i], q, sizeof(q)));
+                        errors++;
+                }
+                if (outcomes)
+                        outcomes[i] = r;
+                /* Without fsync nothing is gained by holding a burst's
+                 * claims for their delivery together (the syncs are what
+                 * a batch shares): each is delivered at once, and its
+                 * document freed, so a burst holds one document. */
+                if (r == IO_CLAIMED && !sp->cfg->fsync)
+                        errors += deliver(sp, &items[i], 1, now);
         }
+        if (sp->cfg->fsync)
+                errors += deliver(sp, items, n, now);
+        for (size_t i = 0; i < n; i++)
+                item_release(sp, &items[i]);
         free(items);
         return errors;
 }
