@@ -13,6 +13,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <sodium.h>
+
 #include "log.h"
 #include "nats_dl.h"
 #include "relay_nats.h"
@@ -110,7 +112,8 @@ static void on_puback(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae, v
         (void)js;
         if (ev && sym_natsMsgHeader_Get(msg, "Nats-Msg-Id", &id) == NATS_OK && id) {
                 ev->type = RELAY_EV_PUBACK;
-                snprintf(ev->id, sizeof(ev->id), "%s", id);
+                /* handoff_id.DIGEST (msg_id()): the item is handoff_id */
+                snprintf(ev->id, sizeof(ev->id), "%.*s", (int)strcspn(id, "."), id);
                 ev->ok = pa != NULL;
                 ev->duplicate = pa && pa->Duplicate;
                 if (pae)
@@ -196,14 +199,30 @@ static natsStatus setup(struct relay *r, char *err, size_t n)
         return NATS_OK;
 }
 
+/* Nats-Msg-Id: the handoff_id and a digest of the bytes.  JetStream
+ * drops a second publish of the same bytes; a message someone else put
+ * on the stream first under this handoff_id (issue 24.2) does not make
+ * it drop ours. */
+static void msg_id(const struct relay_job *j, char *out, size_t n)
+{
+        unsigned char h[crypto_hash_sha256_BYTES];
+        char hex[2 * 12 + 1];
+
+        crypto_hash_sha256(h, (const unsigned char *)j->data, j->len);
+        sodium_bin2hex(hex, sizeof(hex), h, 12);
+        snprintf(out, n, "%s.%s", j->id, hex);
+}
+
 static void publish(struct relay *r, struct relay_job *j)
 {
+        char id[RELAY_ID_MAX + 32];
         natsMsg *msg = NULL;
         jsPubOptions po;
         natsStatus s;
 
         sym_jsPubOptions_Init(&po);
-        po.MsgId = j->id;       /* JetStream drops a second publish of it */
+        msg_id(j, id, sizeof(id));
+        po.MsgId = id;
         po.MaxWait = PUBACK_WAIT_MS;
         s = sym_natsMsg_Create(&msg, j->subject, NULL, j->data, (int)j->len);
         if (s == NATS_OK)
@@ -314,9 +333,13 @@ static struct relay_batch *batch_new(natsMsgList *list)
                         memcpy(in->data, sym_natsMsg_GetData(m), in->len);
                         in->data[in->len] = '\0';
                 }
+                /* handoff_id.DIGEST (msg_id()): the handoff_id */
                 if (sym_natsMsgHeader_Get(m, "Nats-Msg-Id", &id) == NATS_OK && id &&
-                    strlen(id) <= RELAY_ID_MAX && hd_id_valid(id))
-                        snprintf(in->msg_id, sizeof(in->msg_id), "%s", id);
+                    strcspn(id, ".") <= RELAY_ID_MAX) {
+                        snprintf(in->msg_id, sizeof(in->msg_id), "%.*s", (int)strcspn(id, "."), id);
+                        if (!hd_id_valid(in->msg_id))
+                                in->msg_id[0] = '\0';
+                }
         }
         return b;
 }
