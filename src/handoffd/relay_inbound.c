@@ -16,7 +16,10 @@
  * When handoff/<id>.json holds other bytes that do not verify here and
  * the message does, that file is rejected for what it is (its own reason)
  * and the message takes the name; a message that does not verify either
- * goes in under a name of its own, and the pipeline decides about both. */
+ * goes in under a name of its own, and the pipeline decides about both.
+ *
+ * A message over [spool] max_file_size is never copied (relay_nats.c): it
+ * is acked and counted as rejected (too_large) here. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -185,7 +188,7 @@ static int reject_squatter(struct spool *sp, const char *name, const char *id,
                 sv->reason = HD_R_PARSE_ERROR;
         /* truncation only shortens the quoted detail */
         if (snprintf(detail, sizeof(detail),
-                     "%.200s; handoff_id '%s' is a relayed handoff's that verified here",
+                     "%.200s; handoff_id '%s' belongs to a relayed handoff that verified here",
                      sv->detail, id) < 0)
                 detail[0] = '\0';
         return spool_reject(sp, name, sv->reason, detail, NULL, now);
@@ -276,6 +279,19 @@ void relay_inbound_batch(struct relay *r, struct relay_batch *b, int64_t now)
         for (size_t i = 0; i < b->n; i++) {
                 struct relay_in *in = &b->in[i];
                 in->ack = false;
+                if (in->too_large) {
+                        /* Never copied, never written: refused by its
+                         * length, acked so that it does not come again. */
+                        in->ack = true;
+                        sp->st.rejected[HD_R_TOO_LARGE]++;
+                        log_decision(LOG_NOTICE, in->msg_id[0] ? in->msg_id : NULL, NULL,
+                                     "rejected", hd_reason_name(HD_R_TOO_LARGE),
+                                     "Relay: refused message %s: too_large: %zu bytes, "
+                                     "over max_file_size (%zu)",
+                                     in->msg_id[0] ? in->msg_id : "(no Nats-Msg-Id)",
+                                     in->len, r->max_msg);
+                        continue;
+                }
                 if (!in->data)
                         continue;       /* out of memory: redelivered */
                 in->ack = inbound_one(r, in, now) >= 0;

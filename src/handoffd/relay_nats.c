@@ -313,7 +313,9 @@ void *relay_worker_main(void *arg)
 
 /* ---- the fetch thread: pull, hand to the loop, ack ---------------------- */
 
-static struct relay_batch *batch_new(natsMsgList *list)
+/* The loop's copy of each message; one over max_msg is not copied (the
+ * loop refuses it by its length). */
+static struct relay_batch *batch_new(struct relay *r, natsMsgList *list)
 {
         struct relay_batch *b = calloc(1, sizeof(*b));
 
@@ -328,7 +330,8 @@ static struct relay_batch *batch_new(natsMsgList *list)
                 const char *id = NULL;
                 int len = sym_natsMsg_GetDataLength(m);
                 in->len = len > 0 ? (size_t)len : 0;
-                in->data = malloc(in->len + 1);
+                in->too_large = in->len > r->max_msg;
+                in->data = in->too_large ? NULL : malloc(in->len + 1);
                 if (in->data) {
                         memcpy(in->data, sym_natsMsg_GetData(m), in->len);
                         in->data[in->len] = '\0';
@@ -367,20 +370,30 @@ void *relay_fetch_main(void *arg)
                          * the whole batch or the timeout). */
                         s = sym_natsSubscription_Fetch(&list, sub, 1, FETCH_WAIT_MS, &jerr);
                 } else {
-                        /* What is there now, up to a batch. */
+                        /* What is there now, up to a batch and up to
+                         * RELAY_FETCH_MAX_BYTES: the messages and the
+                         * loop's copies of them are what the relay holds.
+                         * A message larger than that ends the batch (409
+                         * "Message Size Exceeds MaxBytes"): it comes alone
+                         * in the idle fetch next. */
                         jsFetchRequest req;
                         sym_jsFetchRequest_Init(&req);
                         req.Batch = RELAY_FETCH_BATCH;
+                        req.MaxBytes = RELAY_FETCH_MAX_BYTES;
                         req.NoWait = true;
                         req.Expires = (int64_t)FETCH_WAIT_MS * 1000000;
                         s = sym_natsSubscription_FetchRequest(&list, sub, &req);
                 }
-                struct relay_batch *b = s == NATS_OK && list.Count > 0 ? batch_new(&list) : NULL;
+                struct relay_batch *b = s == NATS_OK && list.Count > 0 ? batch_new(r, &list) : NULL;
+                bool too_large = s == NATS_ERR && !idle && sym_nats_GetLastError(NULL) &&
+                                 strstr(sym_nats_GetLastError(NULL), "MaxBytes");
                 pthread_mutex_lock(&r->m);
                 if (!b) {
                         sym_natsMsgList_Destroy(&list);
-                        if (s != NATS_OK && s != NATS_TIMEOUT && s != NATS_NOT_FOUND && !r->stop &&
-                            r->connected) {
+                        if (too_large) {
+                                ;       /* the next fetch takes it alone */
+                        } else if (s != NATS_OK && s != NATS_TIMEOUT && s != NATS_NOT_FOUND &&
+                                   !r->stop && r->connected) {
                                 pthread_mutex_unlock(&r->m);
                                 post_state(r, "!fetch: %s", sym_natsStatus_GetText(s));
                                 pthread_mutex_lock(&r->m);
