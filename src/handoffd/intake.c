@@ -280,7 +280,17 @@ static int decide(struct spool *sp, struct item *it, int64_t now)
         if (r == -EBADMSG) {
                 if (it->agent || remote)
                         return decide_reject(sp, it, &v, false, now);
-                /* Not ours: another daemon may hold the sender's key. */
+                /* Not ours: another daemon may hold the sender's key;
+                 * unless a document that verified holds its id already:
+                 * then no daemon will ever claim it (issue 24.2). */
+                const char *hid = json_string_value(json_object_get(it->doc, "handoff_id"));
+                if ((v.reason == HD_R_UNKNOWN_KEY || v.reason == HD_R_BAD_MAC) &&
+                    hid && hd_id_valid(hid) && spool_id_seen(sp, hid)) {
+                        size_t l = strlen(v.detail);
+                        snprintf(v.detail + l, sizeof(v.detail) - l,
+                                 "; handoff_id is held here by a handoff that verified");
+                        return decide_reject(sp, it, &v, false, now);
+                }
                 if (v.reason == HD_R_UNKNOWN_KEY || v.reason == HD_R_BAD_MAC)
                         return decide_left(sp, it, to, v.reason, &v, now);
                 if (v.reason == HD_R_EXPIRED && to && hd_agent_valid(to)) {

@@ -114,6 +114,7 @@ int relay_start(uv_loop_t *loop, struct spool *sp, struct relay **ret)
         r->replicas = c->relay.replicas;
         /* A handoff is never valid longer than this anywhere we relay to. */
         r->max_age_usec = (c->max_window + c->max_clock_skew) * 1000000LL;
+        r->max_msg = c->max_file_size;
         r->outbox = json_object();
         r->queue = json_array();
         pthread_mutex_init(&r->m, NULL);

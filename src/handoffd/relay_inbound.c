@@ -4,11 +4,22 @@
  * synced (per [spool] fsync).  From there the ordinary pipeline verifies it
  * with this host's keys, claims and delivers it, or rejects it.
  *
- * A message whose handoff_id is known here (pending in handoff/, claimed,
- * archived or rejected after authentication: ids/) is a redelivery or a
- * second publish: acked and dropped, counted as a duplicate, never
- * rejected and never delivered twice.  The id is the document's own
- * handoff_id when it parses, else its Nats-Msg-Id. */
+ * A message whose handoff_id is known here (claimed, archived or rejected
+ * after authentication: ids/; or pending in handoff/ with the same bytes
+ * or as a document that verifies here) is a redelivery or a second
+ * publish: acked and dropped, counted as a duplicate, never rejected and
+ * never delivered twice.  The id is the document's own handoff_id when it
+ * parses, else its Nats-Msg-Id.
+ *
+ * A file that does not verify reserves no id (issue 24.2): anyone in the
+ * spool's group can drop one under the name a relayed message will take.
+ * When handoff/<id>.json holds other bytes that do not verify here and
+ * the message does, that file is rejected for what it is (its own reason)
+ * and the message takes the name; a message that does not verify either
+ * goes in under a name of its own, and the pipeline decides about both.
+ *
+ * A message over [spool] max_file_size is never copied (relay_nats.c): it
+ * is acked and counted as rejected (too_large) here. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -20,6 +31,7 @@
 #include <unistd.h>
 
 #include "files.h"
+#include "lock.h"
 #include "log.h"
 #include "relay_inbound.h"
 #include "relay_queue.h"
@@ -27,18 +39,81 @@
 
 #define TMP_PREFIX ".relay."
 
-static bool known(struct spool *sp, const char *id)
+/* A relayed or pending document, parsed (or NULL): does it verify here,
+ * now, as the intake would find? */
+static bool verifies(struct spool *sp, const json_t *doc, int64_t now, hd_verdict *v)
 {
-        char name[NAME_MAX + 1];
-        struct stat st;
+        const struct config *c = sp->cfg;
+        hd_policy pol = { .max_clock_skew_s = c->max_clock_skew, .max_window_s = c->max_window };
+        hd_payload_opts po = { .roles = (const char *const *)c->roles };
 
-        snprintf(name, sizeof(name), "%s.json", id);
-        return fstatat(sp->fd[SD_HANDOFF], name, &st, AT_SYMLINK_NOFOLLOW) == 0 ||
-               spool_id_seen(sp, id);
+        if (!doc)
+                return false;
+        return hd_verify(doc, config_key_lookup, (void *)c, &pol, &po, now, v) == 0;
 }
 
-/* The handoff_id the message itself names, else its Nats-Msg-Id. */
-static void message_id(struct spool *sp, const struct relay_in *in, char *id, size_t n)
+enum id_state {
+        ID_FREE,        /* nothing holds it here */
+        ID_KNOWN,       /* a verified document holds it, or these very bytes */
+        ID_SQUATTED,    /* handoff/NAME: other bytes that do not verify here */
+};
+
+/* Who holds id here?  For ID_SQUATTED, *sv says why handoff/NAME fails
+ * and *lock is the inode lock (lock.h) taken on it (0: none); <0: error,
+ * -EAGAIN when another daemon is deciding about that file right now. */
+static int id_state(struct spool *sp, const char *id, const char *name,
+                    const struct relay_in *in, int64_t now, hd_verdict *sv, uint64_t *lock)
+{
+        hd_limits lim = { .max_size = sp->cfg->max_file_size, .max_depth = HD_DEFAULT_MAX_DEPTH };
+        _cleanup_free_ char *buf = NULL;
+        json_t *doc = NULL;
+        struct stat st;
+        size_t len;
+        int fd = -1, r;
+
+        *lock = 0;
+        if (spool_id_seen(sp, id))
+                return ID_KNOWN;
+        r = hd_open_at(sp->fd[SD_HANDOFF], name, &fd, sv);
+        if (r == -ENOENT)
+                return ID_FREE;
+        if (r == -EBADMSG)
+                return ID_SQUATTED;     /* not a plain file: nothing reads it */
+        if (r < 0)
+                return r;
+        if (fstat(fd, &st) < 0) {
+                r = -errno;
+                goto out;
+        }
+        r = lock_try(sp->lock_fd, lock_off_inode(st.st_dev, st.st_ino), true);
+        if (r < 0)
+                goto out;
+        *lock = lock_off_inode(st.st_dev, st.st_ino);
+        r = read_fd_stat(fd, &st, name, sp->cfg->max_file_size, &buf, &len, sv);
+        if (r == -EBADMSG)
+                r = ID_SQUATTED;
+        else if (r < 0)
+                ;
+        else if (len == in->len && !memcmp(buf, in->data, len))
+                r = ID_KNOWN;
+        else if (hd_parse(buf, len, &lim, &doc, sv) < 0)
+                r = ID_SQUATTED;
+        else
+                r = verifies(sp, doc, now, sv) ? ID_KNOWN : ID_SQUATTED;
+out:
+        json_decref(doc);
+        close(fd);
+        if (r != ID_SQUATTED && *lock) {
+                lock_release(sp->lock_fd, *lock);
+                *lock = 0;
+        }
+        return r;
+}
+
+/* The handoff_id the message itself names, else its Nats-Msg-Id; its
+ * document in *ret_doc (NULL when it does not parse). */
+static void message_id(struct spool *sp, const struct relay_in *in, char *id, size_t n,
+                       json_t **ret_doc)
 {
         hd_limits lim = { .max_size = sp->cfg->max_file_size, .max_depth = HD_DEFAULT_MAX_DEPTH };
         json_t *doc = NULL;
@@ -51,9 +126,8 @@ static void message_id(struct spool *sp, const struct relay_in *in, char *id, si
                 snprintf(id, n, "%s", s);
         else
                 snprintf(id, n, "%s", in->msg_id);
-        json_decref(doc);
+        *ret_doc = doc;
 }
-
 /* tmp/.relay.NAME.RAND, written and synced, then renamed to handoff/NAME.
  * 1: written; 0: NAME is there already; <0: error. */
 static int write_one(struct spool *sp, const char *name, const struct relay_in *in)
@@ -102,55 +176,125 @@ fail:
         return q;
 }
 
+/* The squatter at handoff/name loses to a relayed message that verifies:
+ * rejected with its own reason, its id not remembered (it is not
+ * authenticated).  0, or IO_GONE, or <0. */
+static int reject_squatter(struct spool *sp, const char *name, const char *id,
+                           hd_verdict *sv, int64_t now)
+{
+        char detail[sizeof(sv->detail)];
+
+        if (!sv->reason)
+                sv->reason = HD_R_PARSE_ERROR;
+        /* truncation only shortens the quoted detail */
+        if (snprintf(detail, sizeof(detail),
+                     "%.200s; handoff_id '%s' belongs to a relayed handoff that verified here",
+                     sv->detail, id) < 0)
+                detail[0] = '\0';
+        return spool_reject(sp, name, sv->reason, detail, NULL, now);
+}
+
+/* One message: written into handoff/ (1), dropped as known (0), or left
+ * unacked for a redelivery (<0, reported here when it is an error). */
+static int inbound_one(struct relay *r, struct relay_in *in, int64_t now)
+{
+        struct spool *sp = r->sp;
+        char id[RELAY_ID_MAX + 1], name[NAME_MAX + 1];
+        json_t *doc = NULL;
+        hd_verdict sv = { 0 }, v;
+        uint64_t lock = 0;
+        bool own_name = false;
+        int q, k = ID_FREE;
+
+        message_id(sp, in, id, sizeof(id), &doc);
+        if (id[0]) {
+                snprintf(name, sizeof(name), "%s.json", id);
+                k = id_state(sp, id, name, in, now, &sv, &lock);
+                if (k == -EAGAIN) {
+                        q = -EAGAIN;    /* another daemon decides about it: later */
+                        goto out;
+                }
+                if (k < 0) {
+                        q = k;
+                        spool_error(sp, q, "Cannot look at handoff/%s", name);
+                        goto out;
+                }
+        }
+        if (k == ID_KNOWN) {
+                r->st.duplicates++;
+                log_decision(LOG_INFO, id, NULL, "duplicate", NULL,
+                             "Relay: dropped %s, known here already", id);
+                q = 0;
+                goto out;
+        }
+        if (k == ID_SQUATTED) {
+                if (verifies(sp, doc, now, &v)) {
+                        q = reject_squatter(sp, name, id, &sv, now);
+                        if (q < 0) {
+                                spool_error(sp, q, "Cannot reject handoff/%s", name);
+                                goto out;
+                        }
+                } else {
+                        /* Neither verifies: both go through the pipeline. */
+                        own_name = true;
+                }
+        }
+        if (!id[0] || own_name) {
+                /* No usable id, or its name taken: the pipeline decides
+                 * (parse_error, bad_id, bad_mac, ...). */
+                char rnd[17];
+                q = random_hex(rnd, 8);
+                if (q < 0)
+                        goto out;
+                snprintf(name, sizeof(name), "relay-%s.json", rnd);
+        }
+        q = write_one(sp, name, in);
+        if (q < 0) {
+                spool_error(sp, q, "Cannot write relayed %s into handoff/", name);
+                relay_error(r, "cannot write %s: %s", name, strerror(-q));
+                goto out;
+        }
+        if (q == 0) {
+                /* The name was taken since we looked: look again at the
+                 * redelivery. */
+                log_debug("Relay: handoff/%s appeared meanwhile; %s redelivered", name, id);
+                q = -EAGAIN;
+                goto out;
+        }
+        r->st.received++;
+        log_decision(LOG_DEBUG, id[0] ? id : NULL, NULL, "received", NULL,
+                     "Relay: received %s", name);
+out:
+        if (lock)
+                lock_release(sp->lock_fd, lock);
+        json_decref(doc);
+        return q;
+}
+
 void relay_inbound_batch(struct relay *r, struct relay_batch *b, int64_t now)
 {
         struct spool *sp = r->sp;
-        size_t written = 0;
         int q;
 
-        (void)now;
         for (size_t i = 0; i < b->n; i++) {
                 struct relay_in *in = &b->in[i];
-                char id[RELAY_ID_MAX + 1], name[NAME_MAX + 1];
                 in->ack = false;
+                if (in->too_large) {
+                        /* Never copied, never written: refused by its
+                         * length, acked so that it does not come again. */
+                        in->ack = true;
+                        sp->st.rejected[HD_R_TOO_LARGE]++;
+                        log_decision(LOG_NOTICE, in->msg_id[0] ? in->msg_id : NULL, NULL,
+                                     "rejected", hd_reason_name(HD_R_TOO_LARGE),
+                                     "Relay: refused message %s: too_large: %zu bytes, "
+                                     "over max_file_size (%zu)",
+                                     in->msg_id[0] ? in->msg_id : "(no Nats-Msg-Id)",
+                                     in->len, r->max_msg);
+                        continue;
+                }
                 if (!in->data)
                         continue;       /* out of memory: redelivered */
-                message_id(sp, in, id, sizeof(id));
-                if (id[0] && known(sp, id)) {
-                        in->ack = true;
-                        r->st.duplicates++;
-                        log_decision(LOG_INFO, id, NULL, "duplicate", NULL,
-                                     "Relay: dropped %s, known here already", id);
-                        continue;
-                }
-                if (id[0]) {
-                        snprintf(name, sizeof(name), "%s.json", id);
-                } else {
-                        /* No usable id: the pipeline rejects it with its
-                         * reason (parse_error, bad_id, ...). */
-                        char rnd[17];
-                        if (random_hex(rnd, 8) < 0)
-                                continue;
-                        snprintf(name, sizeof(name), "relay-%s.json", rnd);
-                }
-                q = write_one(sp, name, in);
-                if (q < 0) {
-                        spool_error(sp, q, "Cannot write relayed %s into handoff/", name);
-                        relay_error(r, "cannot write %s: %s", name, strerror(-q));
-                        continue;
-                }
-                if (q == 0) {
-                        in->ack = true;
-                        r->st.duplicates++;
-                        log_decision(LOG_INFO, id, NULL, "duplicate", NULL,
-                                     "Relay: dropped %s, pending here already", id);
-                        continue;
-                }
-                in->ack = true;
-                written++;
-                r->st.received++;
-                log_decision(LOG_DEBUG, id[0] ? id : NULL, NULL, "received", NULL,
-                             "Relay: received %s", name);
+                in->ack = inbound_one(r, in, now) >= 0;
         }
         /* Durable before acked: the renames, then the verdicts. */
         q = spool_flush(sp);

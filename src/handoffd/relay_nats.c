@@ -13,6 +13,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <sodium.h>
+
 #include "log.h"
 #include "nats_dl.h"
 #include "relay_nats.h"
@@ -110,7 +112,8 @@ static void on_puback(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae, v
         (void)js;
         if (ev && sym_natsMsgHeader_Get(msg, "Nats-Msg-Id", &id) == NATS_OK && id) {
                 ev->type = RELAY_EV_PUBACK;
-                snprintf(ev->id, sizeof(ev->id), "%s", id);
+                /* handoff_id.DIGEST (msg_id()): the item is handoff_id */
+                snprintf(ev->id, sizeof(ev->id), "%.*s", (int)strcspn(id, "."), id);
                 ev->ok = pa != NULL;
                 ev->duplicate = pa && pa->Duplicate;
                 if (pae)
@@ -196,14 +199,30 @@ static natsStatus setup(struct relay *r, char *err, size_t n)
         return NATS_OK;
 }
 
+/* Nats-Msg-Id: the handoff_id and a digest of the bytes.  JetStream
+ * drops a second publish of the same bytes; a message someone else put
+ * on the stream first under this handoff_id (issue 24.2) does not make
+ * it drop ours. */
+static void msg_id(const struct relay_job *j, char *out, size_t n)
+{
+        unsigned char h[crypto_hash_sha256_BYTES];
+        char hex[2 * 12 + 1];
+
+        crypto_hash_sha256(h, (const unsigned char *)j->data, j->len);
+        sodium_bin2hex(hex, sizeof(hex), h, 12);
+        snprintf(out, n, "%s.%s", j->id, hex);
+}
+
 static void publish(struct relay *r, struct relay_job *j)
 {
+        char id[RELAY_ID_MAX + 32];
         natsMsg *msg = NULL;
         jsPubOptions po;
         natsStatus s;
 
         sym_jsPubOptions_Init(&po);
-        po.MsgId = j->id;       /* JetStream drops a second publish of it */
+        msg_id(j, id, sizeof(id));
+        po.MsgId = id;
         po.MaxWait = PUBACK_WAIT_MS;
         s = sym_natsMsg_Create(&msg, j->subject, NULL, j->data, (int)j->len);
         if (s == NATS_OK)
@@ -294,7 +313,9 @@ void *relay_worker_main(void *arg)
 
 /* ---- the fetch thread: pull, hand to the loop, ack ---------------------- */
 
-static struct relay_batch *batch_new(natsMsgList *list)
+/* The loop's copy of each message; one over max_msg is not copied (the
+ * loop refuses it by its length). */
+static struct relay_batch *batch_new(struct relay *r, natsMsgList *list)
 {
         struct relay_batch *b = calloc(1, sizeof(*b));
 
@@ -309,14 +330,19 @@ static struct relay_batch *batch_new(natsMsgList *list)
                 const char *id = NULL;
                 int len = sym_natsMsg_GetDataLength(m);
                 in->len = len > 0 ? (size_t)len : 0;
-                in->data = malloc(in->len + 1);
+                in->too_large = in->len > r->max_msg;
+                in->data = in->too_large ? NULL : malloc(in->len + 1);
                 if (in->data) {
                         memcpy(in->data, sym_natsMsg_GetData(m), in->len);
                         in->data[in->len] = '\0';
                 }
+                /* handoff_id.DIGEST (msg_id()): the handoff_id */
                 if (sym_natsMsgHeader_Get(m, "Nats-Msg-Id", &id) == NATS_OK && id &&
-                    strlen(id) <= RELAY_ID_MAX && hd_id_valid(id))
-                        snprintf(in->msg_id, sizeof(in->msg_id), "%s", id);
+                    strcspn(id, ".") <= RELAY_ID_MAX) {
+                        snprintf(in->msg_id, sizeof(in->msg_id), "%.*s", (int)strcspn(id, "."), id);
+                        if (!hd_id_valid(in->msg_id))
+                                in->msg_id[0] = '\0';
+                }
         }
         return b;
 }
@@ -344,20 +370,30 @@ void *relay_fetch_main(void *arg)
                          * the whole batch or the timeout). */
                         s = sym_natsSubscription_Fetch(&list, sub, 1, FETCH_WAIT_MS, &jerr);
                 } else {
-                        /* What is there now, up to a batch. */
+                        /* What is there now, up to a batch and up to
+                         * RELAY_FETCH_MAX_BYTES: the messages and the
+                         * loop's copies of them are what the relay holds.
+                         * A message larger than that ends the batch (409
+                         * "Message Size Exceeds MaxBytes"): it comes alone
+                         * in the idle fetch next. */
                         jsFetchRequest req;
                         sym_jsFetchRequest_Init(&req);
                         req.Batch = RELAY_FETCH_BATCH;
+                        req.MaxBytes = RELAY_FETCH_MAX_BYTES;
                         req.NoWait = true;
                         req.Expires = (int64_t)FETCH_WAIT_MS * 1000000;
                         s = sym_natsSubscription_FetchRequest(&list, sub, &req);
                 }
-                struct relay_batch *b = s == NATS_OK && list.Count > 0 ? batch_new(&list) : NULL;
+                struct relay_batch *b = s == NATS_OK && list.Count > 0 ? batch_new(r, &list) : NULL;
+                bool too_large = s == NATS_ERR && !idle && sym_nats_GetLastError(NULL) &&
+                                 strstr(sym_nats_GetLastError(NULL), "MaxBytes");
                 pthread_mutex_lock(&r->m);
                 if (!b) {
                         sym_natsMsgList_Destroy(&list);
-                        if (s != NATS_OK && s != NATS_TIMEOUT && s != NATS_NOT_FOUND && !r->stop &&
-                            r->connected) {
+                        if (too_large) {
+                                ;       /* the next fetch takes it alone */
+                        } else if (s != NATS_OK && s != NATS_TIMEOUT && s != NATS_NOT_FOUND &&
+                                   !r->stop && r->connected) {
                                 pthread_mutex_unlock(&r->m);
                                 post_state(r, "!fetch: %s", sym_natsStatus_GetText(s));
                                 pthread_mutex_lock(&r->m);

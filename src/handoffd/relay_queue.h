@@ -19,6 +19,9 @@ struct spool;
 
 #define RELAY_ID_MAX 128        /* hd_id_valid's limit */
 #define RELAY_FETCH_BATCH 64
+/* What one fetch of a batch may hold (the server's byte count: subject,
+ * headers and data); a larger message comes alone (relay_nats.c). */
+#define RELAY_FETCH_MAX_BYTES (4 * 1024 * 1024)
 #define RELAY_INFLIGHT_MAX 512  /* publishes waiting for their PubAck */
 #define RELAY_BACKOFF_MIN_USEC 1000000LL
 #define RELAY_BACKOFF_MAX_USEC 60000000LL
@@ -29,6 +32,7 @@ struct relay_in {
         size_t len;
         char msg_id[RELAY_ID_MAX + 1];  /* Nats-Msg-Id, "" when absent or unusable */
         bool ack;                       /* the loop's verdict */
+        bool too_large;                 /* over max_msg: data not copied */
 };
 
 struct relay_batch {
@@ -79,6 +83,7 @@ struct relay {
         char *host, *stream, *durable, *filter;
         int replicas;
         int64_t max_age_usec;
+        size_t max_msg;                 /* [spool] max_file_size */
 
         /* NATS objects: made and used by the two threads only. */
         void *opts, *nc, *js, *sub;     /* natsOptions, natsConnection, jsCtx, natsSubscription */

@@ -33,7 +33,7 @@ def free_port():
 
 
 class Node:
-    def __init__(self, base, name, cluster_ports=None, index=0):
+    def __init__(self, base, name, cluster_ports=None, index=0, conf_extra=""):
         self.name = name
         self.dir = os.path.join(base, name)
         os.makedirs(self.dir, exist_ok=True)
@@ -49,6 +49,8 @@ class Node:
             routes = ", ".join(f'"nats-route://127.0.0.1:{p}"' for p in cluster_ports)
             lines.append('cluster { name: "hd", listen: "127.0.0.1:%d", routes: [%s] }'
                          % (cluster_ports[index], routes))
+        if conf_extra:
+            lines.append(conf_extra)     # e.g. "max_payload: 8MB"
         with open(self.conf, "w") as f:
             f.write("\n".join(lines) + "\n")
         self.proc = None
@@ -98,10 +100,10 @@ class Node:
 class Cluster:
     """nodes=1: one server; nodes=3: a JetStream cluster."""
 
-    def __init__(self, base, nodes=1, start=True):
+    def __init__(self, base, nodes=1, start=True, conf_extra=""):
         self.base = os.path.join(base, "nats")
         cports = [free_port() for _ in range(nodes)] if nodes > 1 else None
-        self.nodes = [Node(self.base, f"n{i + 1}", cports, i) for i in range(nodes)]
+        self.nodes = [Node(self.base, f"n{i + 1}", cports, i, conf_extra) for i in range(nodes)]
         if start:
             self.start()
 

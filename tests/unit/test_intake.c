@@ -476,6 +476,26 @@ START_TEST(test_intake_order_target_before_replay)
 }
 END_TEST
 
+/* An unverified file reserves no id: for another agent, with an id a
+ * verified document holds here, it is rejected for what it is (bad_mac),
+ * not left, and its id is not remembered as authenticated. */
+START_TEST(test_intake_rejects_an_unverified_file_for_an_id_held_here)
+{
+        struct fx f;
+
+        fx_open(&f);
+        ck_assert_int_eq(spool_id_mark(f.sp, "id-1"), 0);
+        fx_put_doc(f.sp->fd[SD_HANDOFF], "junk.json", fx_doc("id-1", "gordon", 10, 600, f.other));
+        assert_rejected(&f, "junk.json", decide(&f, "junk.json"), "bad_mac");
+        ck_assert_uint_eq(f.sp->st.left, 0);
+        /* an id nobody verified: left as before */
+        fx_put_doc(f.sp->fd[SD_HANDOFF], "junk2.json", fx_doc("id-2", "gordon", 10, 600, f.other));
+        ck_assert_int_eq(decide(&f, "junk2.json"), IO_LEFT);
+        ck_assert(!spool_id_seen(f.sp, "id-2"));
+        fx_close(&f);
+}
+END_TEST
+
 Suite *suite_intake(void);
 Suite *suite_intake(void)
 {
@@ -497,6 +517,7 @@ Suite *suite_intake(void)
         tcase_add_test(tc, test_intake_order_auth_before_validate);
         tcase_add_test(tc, test_intake_order_fresh_before_target);
         tcase_add_test(tc, test_intake_order_target_before_replay);
+        tcase_add_test(tc, test_intake_rejects_an_unverified_file_for_an_id_held_here);
         suite_add_tcase(s, tc);
         return s;
 }
