@@ -83,6 +83,36 @@ def wait_for(pred, timeout=10.0, what="condition"):
     raise Fail(f"timed out waiting for {what}")
 
 
+def inotify_watches(pid):
+    """How many inotify watches process pid holds (0 when it has none or
+    is gone): /proc/PID/fdinfo lists one "inotify wd:" line per watch."""
+    n = 0
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return 0
+    for fd in fds:
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}") != "anon_inode:inotify":
+                continue
+            with open(f"/proc/{pid}/fdinfo/{fd}") as f:
+                n += sum(1 for ln in f if ln.startswith("inotify wd:"))
+        except OSError:
+            continue
+    return n
+
+
+def wait_watching(proc, n=1, timeout=10.0, what="the process"):
+    """Wait until proc (a Popen) watches n paths with inotify: the moment
+    it waits for a change, instead of a fixed pause a loaded machine may
+    not give it."""
+    def ready():
+        if proc.poll() is not None:
+            raise Fail(f"{what} exited {proc.returncode} before it watched anything")
+        return inotify_watches(proc.pid) >= n
+    wait_for(ready, timeout=timeout, what=f"{what} to watch {n} path(s) with inotify")
+
+
 class Daemon:
     """handoffd -f -v -c conf, or argv: any program that speaks the same
     NOTIFY_SOCKET protocol (bench/floor, handoffd without -v)."""
