@@ -101,8 +101,9 @@ int main(int argc, char **argv)
         if (check_only) {
                 r = spool_check(cfg);
                 if (r < 0) {
-                        fprintf(stderr, "%s: the daemon would not start (%s)\n", path,
-                                strerror(-r));
+                        fprintf(stderr, "%s: the daemon would not start: %s\n", path,
+                                r == -EPERM ? "an agent's directory is unsafe (above)"
+                                            : strerror(-r));
                         config_free(cfg);
                         return start_exit(r);
                 }

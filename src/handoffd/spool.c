@@ -191,9 +191,10 @@ static int open_dir_look(int dirfd, const char *path, int *ret)
 }
 
 /* Open one agent's state_dir and handoffs/; with look (handoffd -n),
- * only those that exist, creating nothing.  -ELOOP/-ENOTDIR: a link or
- * no directory where one belongs; -EPERM: others may write it; other
- * -errno.  What each means for the start: agent_failure_fatal(). */
+ * only those that exist, creating nothing (1: this user cannot reach
+ * them, not inspected).  -ELOOP/-ENOTDIR: a link or no directory where
+ * one belongs; -EPERM: others may write it; other -errno.  What each
+ * means for the start: agent_failure_fatal(). */
 static int agent_open(struct agent_rt *a, gid_t shared, bool look)
 {
         const char *dir = a->cfg->state_dir, *why;
@@ -205,6 +206,14 @@ static int agent_open(struct agent_rt *a, gid_t shared, bool look)
                  : open_dir_at(AT_FDCWD, dir, 0750, &a->state_fd, &sd_created);
         if (look && r == -ENOENT)
                 return 0;       /* the start creates it */
+        if (look && r == -EACCES) {
+                /* -n run by a user who cannot reach it: not the start's
+                 * verdict (the daemon's user may), a warning */
+                log_warning("Cannot inspect state_dir '%s' of agent %s as this user (permission "
+                            "denied): run handoffd -n as root or as the daemon's user", dir,
+                            a->cfg->name);
+                return 1;
+        }
         if (r == -ELOOP || r == -ENOTDIR) {
                 log_error("Not serving agent %s: state_dir '%s' is a symbolic link or not a directory",
                           a->cfg->name, dir);
@@ -233,6 +242,12 @@ static int agent_open(struct agent_rt *a, gid_t shared, bool look)
                  : open_dir_at(a->state_fd, "handoffs", 0700, &a->handoffs_fd, &created);
         if (look && r == -ENOENT)
                 return 0;
+        if (look && r == -EACCES) {
+                log_warning("Cannot inspect '%s/handoffs' of agent %s as this user (permission "
+                            "denied): run handoffd -n as root or as the daemon's user", dir,
+                            a->cfg->name);
+                return 1;
+        }
         if (r == -ELOOP || r == -ENOTDIR) {
                 log_error("Not serving agent %s: '%s/handoffs' is a symbolic link or not a directory",
                           a->cfg->name, dir);
@@ -291,7 +306,7 @@ static int agents_open_all(struct config *cfg, gid_t shared, bool look,
                 a[n].cfg = &cfg->agents[i];
                 a[n].state_fd = a[n].handoffs_fd = a[n].wd = -1;
                 q = agent_open(&a[n], shared, look);
-                if (q < 0 && !agent_failure_fatal(q)) {
+                if (q > 0 || (q < 0 && !agent_failure_fatal(q))) {
                         agent_rt_close(&a[n]);
                         left++;
                         continue;
