@@ -97,10 +97,11 @@ static const hd_key *consume_one_key(void *k, const char *kid, const char *from_
 }
 
 /* No bootstrap of id: where the item is, when the spool says (-c). */
-static int consume_none(const char *dir, const char *spool_dir, const char *id)
+static int consume_none(const char *dir, const char *spool_dir, const char *id,
+                        const char *agent)
 {
         _cleanup_json_ json_t *it = NULL;
-        const char *state, *path, *outcome, *reason, *at;
+        const char *state, *path, *outcome, *reason, *at, *to;
 
         if (!id)
                 return ctl_fail(CTL_EXIT_NEGATIVE, "consume: %s: no fresh handoff", dir);
@@ -112,6 +113,11 @@ static int consume_none(const char *dir, const char *spool_dir, const char *id)
         reason = json_string_value(json_object_get(it, "reason"));
         at = json_string_value(json_object_get(it, "archived_at")) ?:
              json_string_value(json_object_get(it, "at"));
+        to = json_string_value(json_object_get(it, "to_agent"));
+        /* Another agent's: that is the news, whatever its state. */
+        if (state && agent && to && *to && strcmp(to, agent))
+                return ctl_fail(CTL_EXIT_NEGATIVE, "consume: %s: addressed to %s, not to %s (%s: %s)",
+                                id, to, agent, state, path ? path : "?");
         if (state && !strcmp(state, "archive") && outcome && !strcmp(outcome, "consumed"))
                 return ctl_fail(CTL_EXIT_NEGATIVE, "consume: %s: already consumed, archived at %s (%s)",
                                 id, at, path);
@@ -257,7 +263,7 @@ int cmd_consume(int argc, char **argv)
         r = hd_consume_with(fd, id, &o, hd_now_usec(), &b, &v);
         config_free(cfg);
         if (r == -ENOENT)
-                return consume_none(dir, spool_dir, id);
+                return consume_none(dir, spool_dir, id, agent);
         if (r == -ESTALE)
                 return ctl_fail(CTL_EXIT_STALE, "consume: %s: %s is older than the resume window (%llds); left for the sweeper",
                                 dir, id, (long long)window);

@@ -83,7 +83,8 @@ int cmd_show(int argc, char **argv)
                 const char *k;
                 json_t *v;
                 json_object_foreach(found, k, v) {
-                        if (json_is_string(v))
+                        /* a field the item does not have ("") is not a line */
+                        if (json_is_string(v) && json_string_length(v) > 0)
                                 printf("%-12s %s\n", k, json_string_value(v));
                         else if (json_is_integer(v))
                                 printf("%-12s %lld\n", k, (long long)json_integer_value(v));

@@ -3,7 +3,8 @@
  *
  * Exit: 0 running and healthy; 1 running but degraded (watch lost, a recent
  * error, a backlog older than its window, a claimed item past its resume
- * window); 2 usage or config error; 3 not running. */
+ * window); 2 usage or config error; 3 not running; 4 the control socket
+ * refused us (whether the daemon runs is unknown). */
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -36,12 +37,15 @@ static void status_usage(FILE *f)
                 "      --version      the version\n"
                 "\n"
                 "Exit: 0 running and healthy, 1 running but degraded, 2 usage,\n"
-                "3 not running.\n",
+                "3 not running, 4 the control socket refused this user.\n",
                 CONFIG_DEFAULT_PATH);
 }
 
-/* The daemon's answer, or NULL when nobody listens. */
-static json_t *ask_daemon(const char *path)
+/* The daemon's answer, or NULL: *refused then says whether a daemon
+ * is there but would not answer us (the socket's mode denied the connect,
+ * or the daemon closed it unanswered: not root, not its user, not in
+ * [control] group) rather than nobody listening. */
+static json_t *ask_daemon(const char *path, bool *refused)
 {
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
         struct timeval tv = { .tv_sec = 5 };
@@ -59,8 +63,14 @@ static json_t *ask_daemon(const char *path)
                 return NULL;
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
         setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-        if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
-            write(fd, req, sizeof(req) - 1) != (ssize_t)(sizeof(req) - 1)) {
+        if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+                *refused = errno == EACCES || errno == EPERM;
+                close(fd);
+                return NULL;
+        }
+        /* no SIGPIPE from a daemon that closed on us: that is a refusal */
+        if (send(fd, req, sizeof(req) - 1, MSG_NOSIGNAL) != (ssize_t)(sizeof(req) - 1)) {
+                *refused = true;
                 close(fd);
                 return NULL;
         }
@@ -75,6 +85,8 @@ static json_t *ask_daemon(const char *path)
                         break;
         }
         close(fd);
+        if (len == 0)
+                *refused = true;        /* accepted, then closed unanswered */
         j = json_loadb(buf, len, 0, NULL);
         if (j && !json_is_true(json_object_get(j, "ok"))) {
                 json_decref(j);
@@ -184,12 +196,19 @@ static void print_text(json_t *st)
                        json_string_value(json_object_get(d, "config")),
                        json_is_true(json_object_get(d, "fsync")) ? "on" : "off",
                        json_is_true(json_object_get(d, "watch_ok")) ? "ok" : "LOST");
+        else if (json_is_true(json_object_get(d, "refused")))
+                printf("handoffd: the control socket %s refused this user (only root, the "
+                       "daemon's user and the members of [control] group %s may ask); "
+                       "whether it runs is unknown, the spool is read directly\n",
+                       json_string_value(json_object_get(d, "socket")),
+                       json_string_value(json_object_get(d, "group")) ?: "(none set)");
         else
                 printf("handoffd: not running (spool read directly)\n");
         printf("health: %s\n", json_string_value(json_object_get(st, "health")));
         json_array_foreach(probs, i, v)
                 printf("  problem: %s\n", json_string_value(v));
-        printf("spool %s: handoff %lld, claimed %lld, archive %lld, rejected %lld (%lld bytes)\n",
+        /* the bytes are rejected/'s (what retention bounds), said so */
+        printf("spool %s: handoff %lld, claimed %lld, archive %lld, rejected %lld (%lld bytes in rejected/)\n",
                json_string_value(json_object_get(st, "spool")),
                (long long)json_integer_value(json_object_get(c, "handoff")),
                (long long)json_integer_value(json_object_get(c, "claimed")),
@@ -255,7 +274,8 @@ int cmd_status(int argc, char **argv)
         pending = json_object();
         pending_oldest = json_object();
         problems = json_array();
-        daemon = ask_daemon(cfg->control_socket);
+        bool refused = false;
+        daemon = ask_daemon(cfg->control_socket, &refused);
         for (size_t i = 0; i < 4; i++) {
                 json_t *items = NULL, *it;
                 size_t j;
@@ -334,6 +354,16 @@ int cmd_status(int argc, char **argv)
                 code = json_array_size(problems) ? CTL_EXIT_NEGATIVE : CTL_EXIT_OK;
                 json_object_set_new(st, "health", json_string(code ? "degraded" : "healthy"));
                 json_decref(daemon);
+        } else if (refused) {
+                /* A daemon may well run: not "not running" (3). */
+                json_object_set_new(st, "daemon", json_pack("{s:n, s:b, s:s, s:s?}", "running",
+                                                             "refused", 1,
+                                                             "socket", cfg->control_socket,
+                                                             "group", cfg->control_group));
+                json_object_set_new(st, "health", json_string("unknown"));
+                json_array_append_new(problems, json_sprintf("the control socket %s refused this user",
+                                                             cfg->control_socket));
+                code = CTL_EXIT_ERROR;
         } else {
                 json_object_set_new(st, "daemon", json_pack("{s:b, s:s}", "running", 0,
                                                              "socket", cfg->control_socket));

@@ -14,6 +14,7 @@
 #include "config.h"
 #include "daemon.h"
 #include "log.h"
+#include "spool.h"
 
 static void usage(FILE *f)
 {
@@ -38,6 +39,14 @@ static void print_warning(void *userdata, const char *msg)
 {
         (void)userdata;
         fprintf(stderr, "handoffd: warning: %s\n", msg);
+}
+
+/* A set-up refused at start (an agent's directory others may write) is
+ * the operator's to fix, like an unsafe key: 2, which the unit does not
+ * restart into the same refusal. */
+static int start_exit(int r)
+{
+        return r == -EPERM ? 2 : r < 0 ? 1 : 0;
 }
 
 int main(int argc, char **argv)
@@ -86,6 +95,20 @@ int main(int argc, char **argv)
         }
         /* The daemon warns at start; -n and --strict look now. */
         int warnings = check_only || strict ? config_warnings(cfg, print_warning, NULL) : 0;
+        /* -n also makes the start's checks of the agents' directories
+         * (spool_check(): the same code as the start), and exits as the
+         * start would. */
+        if (check_only) {
+                r = spool_check(cfg);
+                if (r < 0) {
+                        fprintf(stderr, "%s: the daemon would not start: %s\n", path,
+                                r == -EPERM ? "an agent's directory is unsafe (above)"
+                                            : strerror(-r));
+                        config_free(cfg);
+                        return start_exit(r);
+                }
+                warnings += r;
+        }
         if (strict && warnings > 0) {
                 fprintf(stderr, "%s: %d warning(s), an error with --strict\n", path, warnings);
                 config_free(cfg);
@@ -101,9 +124,5 @@ int main(int argc, char **argv)
         }
         /* Nothing we create is for others; explicit modes add the group. */
         umask(0027);
-        r = daemon_run(path, cfg);
-        /* A set-up refused at start (an agent's directory others may
-         * write) is the operator's to fix, like an unsafe key: 2, which
-         * the unit does not restart into the same refusal. */
-        return r == -EPERM ? 2 : r < 0 ? 1 : 0;
+        return start_exit(daemon_run(path, cfg));
 }

@@ -149,6 +149,14 @@ static const char *agent_dir_unsafe(int fd, gid_t shared)
         return NULL;
 }
 
+/* Can only the daemon's user enter the directory of fd? */
+static bool agent_dir_private(int fd)
+{
+        struct stat st;
+
+        return fstat(fd, &st) == 0 && st.st_uid == geteuid() && !(st.st_mode & 0011);
+}
+
 static void agent_rt_close(struct agent_rt *a)
 {
         if (a->state_fd >= 0)
@@ -167,17 +175,45 @@ static void agents_close(struct spool *sp)
         sp->n_agents = 0;
 }
 
-/* Open one agent's state_dir and handoffs/.  -ELOOP/-ENOTDIR: a link or
- * no directory where one belongs (the agent is skipped); -EPERM: others
- * may write it (refused: a set-up error); other -errno. */
-static int agent_open(struct agent_rt *a, gid_t shared)
+/* Open an existing directory for a look only (handoffd -n): nothing is
+ * created; without read permission, an O_PATH fd still gives its owner
+ * and mode.  -ENOENT when it is missing (the start would create it). */
+static int open_dir_look(int dirfd, const char *path, int *ret)
+{
+        int fd = openat(dirfd, path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+        if (fd < 0 && errno == EACCES)
+                fd = openat(dirfd, path, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        *ret = fd;
+        return 0;
+}
+
+/* Open one agent's state_dir and handoffs/; with look (handoffd -n),
+ * only those that exist, creating nothing (1: this user cannot reach
+ * them, not inspected).  -ELOOP/-ENOTDIR: a link or no directory where
+ * one belongs; -EPERM: others may write it; other -errno.  What each
+ * means for the start: agent_failure_fatal(). */
+static int agent_open(struct agent_rt *a, gid_t shared, bool look)
 {
         const char *dir = a->cfg->state_dir, *why;
         struct stat st;
-        bool created;
+        bool created = false, sd_created = false;
         int r;
 
-        r = open_dir_at(AT_FDCWD, dir, 0750, &a->state_fd, NULL);
+        r = look ? open_dir_look(AT_FDCWD, dir, &a->state_fd)
+                 : open_dir_at(AT_FDCWD, dir, 0750, &a->state_fd, &sd_created);
+        if (look && r == -ENOENT)
+                return 0;       /* the start creates it */
+        if (look && r == -EACCES) {
+                /* -n run by a user who cannot reach it: not the start's
+                 * verdict (the daemon's user may), a warning */
+                log_warning("Cannot inspect state_dir '%s' of agent %s as this user (permission "
+                            "denied): run handoffd -n as root or as the daemon's user", dir,
+                            a->cfg->name);
+                return 1;
+        }
         if (r == -ELOOP || r == -ENOTDIR) {
                 log_error("Not serving agent %s: state_dir '%s' is a symbolic link or not a directory",
                           a->cfg->name, dir);
@@ -186,6 +222,12 @@ static int agent_open(struct agent_rt *a, gid_t shared)
         if (r < 0)
                 return log_error_errno(r, "Cannot open state_dir '%s' of agent %s",
                                        dir, a->cfg->name);
+        /* Made here in the spool's group (no setgid parent of the
+         * agent's own): only the daemon's user can be its agent, and the
+         * mode says so. */
+        if (sd_created && fstat(a->state_fd, &st) == 0 && st.st_gid == shared &&
+            fchmod(a->state_fd, 0700) < 0)
+                return log_error_errno(errno, "Cannot set the mode of '%s'", dir);
         why = agent_dir_unsafe(a->state_fd, shared);
         if (why) {
                 log_error("Refusing state_dir '%s' of agent %s: it %s "
@@ -196,7 +238,16 @@ static int agent_open(struct agent_rt *a, gid_t shared)
         /* Created here, it can only be the agent's if it inherits a group
          * other than the spool's (setgid state_dir of the agent's group):
          * else it stays the daemon's until set up (handoffd(8)). */
-        r = open_dir_at(a->state_fd, "handoffs", 0700, &a->handoffs_fd, &created);
+        r = look ? open_dir_look(a->state_fd, "handoffs", &a->handoffs_fd)
+                 : open_dir_at(a->state_fd, "handoffs", 0700, &a->handoffs_fd, &created);
+        if (look && r == -ENOENT)
+                return 0;
+        if (look && r == -EACCES) {
+                log_warning("Cannot inspect '%s/handoffs' of agent %s as this user (permission "
+                            "denied): run handoffd -n as root or as the daemon's user", dir,
+                            a->cfg->name);
+                return 1;
+        }
         if (r == -ELOOP || r == -ENOTDIR) {
                 log_error("Not serving agent %s: '%s/handoffs' is a symbolic link or not a directory",
                           a->cfg->name, dir);
@@ -207,9 +258,16 @@ static int agent_open(struct agent_rt *a, gid_t shared)
         if (created && fstat(a->handoffs_fd, &st) == 0) {
                 if (st.st_gid != shared && fchmod(a->handoffs_fd, 02770) < 0)
                         return log_error_errno(errno, "Cannot set the mode of '%s/handoffs'", dir);
-                if (st.st_gid == shared)
+                /* 0700: true only for an agent of another user, who
+                 * could reach state_dir; else the agent is the daemon's
+                 * user (make run's demo) and consumes. */
+                if (st.st_gid == shared && agent_dir_private(a->state_fd))
+                        log_info("Created '%s/handoffs' with mode 0700: agent %s is the daemon's "
+                                 "own user (only it can enter '%s')", dir, a->cfg->name, dir);
+                else if (st.st_gid == shared)
                         log_warning("Created '%s/handoffs' with mode 0700: agent %s cannot consume "
-                                    "until it is given the agent's own group (see handoffd(8))",
+                                    "unless it runs as the daemon's user, until it is given the "
+                                    "agent's own group (see handoffd(8))",
                                     dir, a->cfg->name);
         }
         why = agent_dir_unsafe(a->handoffs_fd, shared);
@@ -222,46 +280,105 @@ static int agent_open(struct agent_rt *a, gid_t shared)
         return 0;
 }
 
-/* Open every agent of cfg.  An agent whose directory is a link is
- * reported and left out (handoffs to it wait in handoff/ as for an agent
- * served elsewhere); any other failure fails the whole call, and the
- * agents in use stay as they were. */
-static int agents_open(struct spool *sp, struct config *cfg)
+/* What an agent's directory that failed agent_open() means for the start
+ * and a reload: true, refuse them all; false, leave that agent out (its
+ * handoffs wait in handoff/ as for an agent served elsewhere).  The one
+ * place this is decided: spool_open(), a reload and handoffd -n
+ * (spool_check()) all follow it. */
+static bool agent_failure_fatal(int r)
+{
+        return r < 0 && r != -ELOOP && r != -ENOTDIR;
+}
+
+/* Open every agent of cfg (with look, only inspect them, going on past a
+ * refusal to report every agent).  *ret_left: the agents left out.  A
+ * fatal failure (agent_failure_fatal()) fails the whole call. */
+static int agents_open_all(struct config *cfg, gid_t shared, bool look,
+                           struct agent_rt **ret, size_t *ret_n, size_t *ret_left)
 {
         struct agent_rt *a = calloc(cfg->n_agents ? cfg->n_agents : 1, sizeof(*a));
-        struct stat st;
-        size_t n = 0;
-        int r = 0;
+        size_t n = 0, left = 0;
+        int r = 0, q;
 
         if (!a)
                 return -ENOMEM;
-        if (fstat(sp->fd[SD_HANDOFF], &st) < 0) {
-                free(a);
-                return log_error_errno(errno, "Cannot stat '%s/handoff'", cfg->spool_dir);
-        }
         for (size_t i = 0; i < cfg->n_agents; i++) {
                 a[n].cfg = &cfg->agents[i];
                 a[n].state_fd = a[n].handoffs_fd = a[n].wd = -1;
-                r = agent_open(&a[n], st.st_gid);
-                if (r == -ELOOP || r == -ENOTDIR) {
+                q = agent_open(&a[n], shared, look);
+                if (q > 0 || (q < 0 && !agent_failure_fatal(q))) {
                         agent_rt_close(&a[n]);
-                        r = 0;
+                        left++;
                         continue;
                 }
                 n++;
-                if (r < 0)
+                if (q < 0 && r == 0)
+                        r = q;
+                if (r < 0 && !look)
                         break;
         }
-        if (r < 0) {
+        if (r < 0 || look) {
                 for (size_t i = 0; i < n; i++)
                         agent_rt_close(&a[i]);
                 free(a);
-                return r;
+                a = NULL;
+                n = 0;
         }
+        if (r < 0)
+                return r;
+        *ret = a;
+        *ret_n = n;
+        if (ret_left)
+                *ret_left = left;
+        return 0;
+}
+
+/* Open every agent of cfg.  On failure the agents in use stay as they
+ * were. */
+static int agents_open(struct spool *sp, struct config *cfg)
+{
+        struct agent_rt *a;
+        struct stat st;
+        size_t n;
+        int r;
+
+        if (fstat(sp->fd[SD_HANDOFF], &st) < 0)
+                return log_error_errno(errno, "Cannot stat '%s/handoff'", cfg->spool_dir);
+        r = agents_open_all(cfg, st.st_gid, false, &a, &n, NULL);
+        if (r < 0)
+                return r;
         agents_close(sp);
         sp->agents = a;
         sp->n_agents = n;
         return 0;
+}
+
+int spool_check(struct config *cfg)
+{
+        _cleanup_close_ int root = -1, hd = -1;
+        struct agent_rt *a;
+        struct stat st;
+        gid_t shared;
+        size_t n, left;
+        int r;
+
+        /* The spool's group: that of handoff/, or the one the start would
+         * give it (the spool's if setgid, else ours). */
+        r = open_dir_look(AT_FDCWD, cfg->spool_dir, &root);
+        if (r == -ELOOP || r == -ENOTDIR)
+                return log_error_errno(r, "Cannot open spool '%s'", cfg->spool_dir);
+        if (r == 0)
+                r = open_dir_look(root, spool_dir_names[SD_HANDOFF], &hd);
+        if (r == 0 && fstat(hd, &st) == 0)
+                shared = st.st_gid;
+        else if (root >= 0 && fstat(root, &st) == 0 && (st.st_mode & S_ISGID))
+                shared = st.st_gid;
+        else
+                shared = getegid();
+        r = agents_open_all(cfg, shared, true, &a, &n, &left);
+        if (r < 0)
+                return r;
+        return (int)left;
 }
 
 int spool_open(struct config *cfg, struct spool **ret)

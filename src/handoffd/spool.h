@@ -93,6 +93,12 @@ enum item_outcome {
  * directories. */
 int spool_open(struct config *cfg, struct spool **ret);
 void spool_close(struct spool *sp);
+/* handoffd -n: the checks spool_open() makes of the agents' directories,
+ * on those that exist, creating nothing; each problem logged as the start
+ * logs it.  The number of agents the start would leave out, or the
+ * negative errno the start would fail with (-EPERM: others may write an
+ * agent's directory). */
+int spool_check(struct config *cfg);
 /* After a reload: take the new config's agents (same spool dir). */
 int spool_set_config(struct spool *sp, struct config *cfg);
 

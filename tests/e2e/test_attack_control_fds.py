@@ -106,7 +106,7 @@ def test_attack_control_refusal_log_bounded(env, d):
 
 def main():
     group = grp.getgrgid(65534).gr_name
-    with hdtest.Env(agents=["alice"]) as env:
+    with hdtest.Env(agents=["alice"], shared=True) as env:
         conf = env.write_config(text=env.config_text().replace(
             "[control]\n", f"[control]\ngroup = {group}\n", 1))
         d = env.start(conf=conf)

@@ -68,7 +68,7 @@ def consume(env, conf, agent, *extra):
 
 
 def main():
-    with hdtest.Env(agents=["alice", "bob"]) as env:
+    with hdtest.Env(agents=["alice", "bob"], shared=True) as env:
         spool_layout(env)
         agent_layout(env, "bob", ALICE)
 

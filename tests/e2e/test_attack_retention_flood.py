@@ -59,7 +59,16 @@ def test_attack_retention_flood_bounded(env, conf, d):
         peak = max(peak, on_disk(env)[0])
         time.sleep(max(0, (i / RATE) - (time.monotonic() - t0)))
     hdtest.wait_for(lambda: not os.listdir(env.path("handoff")), what="flood decided")
-    time.sleep(2.5)         # two more retention runs (rescan_interval 1 s)
+    # Retention (each rescan, 1 s) brings rejected/ back to its limit and
+    # prunes the sidecar-named files: waited for, with a generous bound,
+    # not a fixed pause that a loaded machine may not give it.
+    def settled():
+        n, _ = on_disk(env)
+        return n <= MAX_ITEMS and not [x for x in os.listdir(env.path("rejected")) if x.startswith("fill")]
+    try:
+        hdtest.wait_for(settled, timeout=30, what="rejected/ pruned to its limit")
+    except hdtest.Fail as e:
+        print(f"{e}: {on_disk(env)[0]} items on disk")
     n, b = on_disk(env)
     st = json.loads(env.ctl("status", "-c", conf, "--json").stdout)
     st.setdefault("bytes", {}).setdefault("rejected", None)

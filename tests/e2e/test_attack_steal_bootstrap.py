@@ -35,7 +35,7 @@ def as_user(uid, gid, groups, argv):
 
 
 def main():
-    with hdtest.Env(agents=["alice"]) as env:
+    with hdtest.Env(agents=["alice"], shared=True) as env:
         for d in ("", "tmp", "handoff"):
             p = os.path.join(env.spool, d)
             os.makedirs(p, exist_ok=True)
@@ -72,7 +72,7 @@ def main():
         hdtest.wait_for(lambda: os.path.exists(boot), what="bootstrap")
 
         p = as_user(MALLORY, SPOOL_GID, [SPOOL_GID],
-                    [hdtest.HANDOFFCTL, "consume", "--state-dir", sd, "--no-verify"])
+                    [env.for_others(hdtest.HANDOFFCTL), "consume", "--state-dir", sd, "--no-verify"])
         check(p.returncode != 0, f"the member took alice's handoff:\n{p.stdout}")
         check(os.path.exists(boot), "the bootstrap is gone")
         time.sleep(0.3)
@@ -84,7 +84,7 @@ def main():
 
         # Alice takes it.
         p = as_user(ALICE, ALICE, [ALICE],
-                    [hdtest.HANDOFFCTL, "consume", "--state-dir", sd, doc["handoff_id"]])
+                    [env.for_others(hdtest.HANDOFFCTL), "consume", "--state-dir", sd, doc["handoff_id"]])
         check(p.returncode == 0, f"alice could not consume: {p.returncode}: {p.stderr}")
         check(json.loads(p.stdout)["handoff_id"] == doc["handoff_id"], "alice got another one")
         check("origin is not checked" in p.stderr, f"no warning without a key: {p.stderr!r}")

@@ -13,7 +13,6 @@ bob's settings.json (handoff_id "settings") and delete it later.
 import os
 import signal
 import sys
-import time
 
 sys.path.insert(0, os.path.join(os.environ.get("HD_SRC", "."), "tests", "py"))
 import hdproto  # noqa: E402
@@ -22,6 +21,17 @@ import invariant  # noqa: E402
 from hdtest import check  # noqa: E402
 
 EXTRA = "[spool]\nresume_window = 1\n"
+
+
+def past_a_sweep(env, bob):
+    """Wait (a condition, not a fixed time) until the daemon has let a
+    handoff to bob pass its resume_window and archived it as expired: its
+    sweep and timers have run since, which is when harm through the link
+    would show."""
+    canary = hdproto.build("carol", "bob", env.key, ttl=600)
+    hdproto.drop(env.spool, canary)
+    hdtest.wait_for(lambda: [n for n in env.items("archive") if n.endswith(canary["handoff_id"] + ".json")],
+                    timeout=30, what="a handoff to bob archived as expired (resume_window 1 s)")
 
 
 def main():
@@ -48,7 +58,7 @@ def main():
         hdproto.drop(env.spool, to_bob)
         hdtest.wait_for(lambda: os.path.exists(os.path.join(bob, "handoffs", to_bob["handoff_id"] + ".json")),
                         what="bob still served")
-        time.sleep(2.5)     # past resume_window and a sweep
+        past_a_sweep(env, bob)
         v = invariant.compare(bob, snap, exclude=(os.path.join(bob, "handoffs"),))
         check(not v, "after SIGHUP: bob's directory touched:\n  " + "\n  ".join(v))
         check(d.proc.poll() is None, "the daemon exited")
@@ -60,7 +70,7 @@ def main():
         # A restart with the link still there: starts, still untouched.
         check(d.stop() == 0, "exit 0")
         d = env.start(name="d1", conf=conf)
-        time.sleep(2.5)
+        past_a_sweep(env, bob)
         v = invariant.compare(bob, snap, exclude=(os.path.join(bob, "handoffs"),))
         check(not v, "after a restart: bob's directory touched:\n  " + "\n  ".join(v))
         print("- restart with the link in place: started, bob's dir untouched")

@@ -33,7 +33,10 @@ def main():
             else:
                 os.rename(hd, os.path.join(env.dir, "moved-away"))
             hdtest.wait_for(lambda: os.path.isdir(hd), what=f"handoff/ re-created after {how}")
-            time.sleep(0.2)
+            # the new watch in place (not a fixed pause): then a drop is
+            # claimed through it, well before the next rescan
+            hdtest.wait_for(lambda: d.status()["daemon"]["watch_ok"] is True, timeout=10,
+                            what=f"the watch on handoff/ back after {how}")
             doc = hdproto.build("bob", "alice", env.key)
             hdproto.drop(env.spool, doc)
             hdtest.wait_for(lambda: doc["handoff_id"] + ".json" in env.bootstraps("alice"),

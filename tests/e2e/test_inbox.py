@@ -131,7 +131,7 @@ def main():
         state = env.state["alice"]
         os.makedirs(state)
         f = Follower(["--state-dir", state])
-        time.sleep(0.3)
+        hdtest.wait_watching(f.p, what="a follower of a handoffs/ not there yet")
         check(f.p.poll() is None, "a follower waits for handoffs/ to appear")
         conf = env.write_config("d0")
         d = env.start(conf=conf)         # the daemon creates handoffs/

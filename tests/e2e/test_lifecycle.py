@@ -77,7 +77,7 @@ def main():
                         timeout=WINDOW + 3, what="stale bootstrap removed by the daemon")
         t_gone = time.time()
         arch = hdtest.wait_for(lambda: [n for n in env.items("archive") if n.endswith(s["handoff_id"] + ".json")],
-                               timeout=3, what="archived as expired")
+                               timeout=10, what="archived as expired")
         check(len(arch) == 1, f"archived: {arch}")
         o = json.load(open(env.path("archive", arch[0] + ".outcome")))
         check(o["outcome"] == "expired" and o["accepted_at"] == accepted, f"outcome {o}")

@@ -56,7 +56,7 @@ def ask_as(path, uid, gid):
 
 
 def main():
-    with hdtest.Env(agents=["alice", "gordon"]) as env:
+    with hdtest.Env(agents=["alice", "gordon"], shared=True) as env:
         group = grp.getgrgid(65534).gr_name  # nogroup
         text = env.config_text("d0").replace("rescan_interval = 5", "rescan_interval = 1") + \
             f"\n[control]\ngroup = {group}\n"

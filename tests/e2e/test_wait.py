@@ -42,6 +42,9 @@ def finish(p, timeout=20):
 
 
 def still_running(p, secs):
+    """p reached its wait (its inotify watches are up: a condition, not a
+    guess of how long start-up takes) and is still waiting secs later."""
+    hdtest.wait_watching(p, what="handoffctl wait")
     time.sleep(secs)
     return p.poll() is None
 
@@ -171,7 +174,7 @@ def main():
         hid = "1700000000-bob-erin-0123456789abcdef"
         w = subprocess.Popen([HANDOFFCTL, "wait", "--spool", spool, hid], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
-        time.sleep(0.3)
+        hdtest.wait_watching(w, what="handoffctl wait")
         name = f"1700000001-bob-erin-{hid}.json"
         with open(os.path.join(spool, "archive", name + ".outcome"), "w") as f:
             json.dump({"handoff_id": hid, "outcome": "relayed", "from_agent": "bob", "to_agent": "erin"}, f)

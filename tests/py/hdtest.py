@@ -83,6 +83,36 @@ def wait_for(pred, timeout=10.0, what="condition"):
     raise Fail(f"timed out waiting for {what}")
 
 
+def inotify_watches(pid):
+    """How many inotify watches process pid holds (0 when it has none or
+    is gone): /proc/PID/fdinfo lists one "inotify wd:" line per watch."""
+    n = 0
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return 0
+    for fd in fds:
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}") != "anon_inode:inotify":
+                continue
+            with open(f"/proc/{pid}/fdinfo/{fd}") as f:
+                n += sum(1 for ln in f if ln.startswith("inotify wd:"))
+        except OSError:
+            continue
+    return n
+
+
+def wait_watching(proc, n=1, timeout=10.0, what="the process"):
+    """Wait until proc (a Popen) watches n paths with inotify: the moment
+    it waits for a change, instead of a fixed pause a loaded machine may
+    not give it."""
+    def ready():
+        if proc.poll() is not None:
+            raise Fail(f"{what} exited {proc.returncode} before it watched anything")
+        return inotify_watches(proc.pid) >= n
+    wait_for(ready, timeout=timeout, what=f"{what} to watch {n} path(s) with inotify")
+
+
 class Daemon:
     """handoffd -f -v -c conf, or argv: any program that speaks the same
     NOTIFY_SOCKET protocol (bench/floor, handoffd without -v)."""
@@ -202,11 +232,41 @@ def tmpdir():
     return tempfile.TemporaryDirectory(prefix="hdtest.")
 
 
-class Env:
-    """A temp spool with agent state dirs, one default key and configs."""
+def closed_parent(path):
+    """The first directory of path (itself or a parent) that other users
+    cannot enter (no o+x), or None when they can reach it."""
+    p = os.path.abspath(path)
+    while True:
+        if not os.stat(p).st_mode & 0o001:
+            return p
+        if p == "/":
+            return None
+        p = os.path.dirname(p)
 
-    def __init__(self, agents=("alice",), fsync=True, extra=None, keep=False, prefix="hdtest."):
-        self.dir = tempfile.mkdtemp(prefix=prefix)
+
+def shared_tmp():
+    """A directory for temp dirs that other users can reach: TMPDIR when
+    its parents let them in, else /tmp or /var/tmp.  A test that runs a
+    program as another user needs it (where the checkout is, or TMPDIR,
+    may be a private home or a mktemp -d)."""
+    tried = []
+    for base in (tempfile.gettempdir(), "/tmp", "/var/tmp"):
+        if os.path.isdir(base):
+            closed = closed_parent(base)
+            if closed is None:
+                return base
+            tried.append(f"{base} (other users cannot enter {closed})")
+    raise Fail("no temp directory other users can reach: " + ", ".join(tried))
+
+
+class Env:
+    """A temp spool with agent state dirs, one default key and configs.
+    shared=True: in a directory other users can reach (shared_tmp()), for a
+    test that runs programs as another user; see Env.for_others()."""
+
+    def __init__(self, agents=("alice",), fsync=True, extra=None, keep=False, prefix="hdtest.",
+                 shared=False):
+        self.dir = tempfile.mkdtemp(prefix=prefix, dir=shared_tmp() if shared else None)
         os.chmod(self.dir, 0o755)
         self.spool = os.path.join(self.dir, "spool")
         self.agents = list(agents)
@@ -240,6 +300,20 @@ class Env:
         else:
             rm_rf(self.dir)
         return False
+
+    def for_others(self, prog):
+        """prog (HANDOFFCTL, HANDOFFD, ...) copied into this test's own
+        bin/ (mode 0755, in an Env(shared=True)), so another user can run
+        it wherever the checkout is: its path for that user's argv."""
+        closed = closed_parent(self.dir)
+        check(closed is None, f"other users cannot enter {closed}: use Env(shared=True)")
+        bindir = os.path.join(self.dir, "bin")
+        os.makedirs(bindir, mode=0o755, exist_ok=True)
+        dst = os.path.join(bindir, os.path.basename(prog))
+        if not os.path.exists(dst):
+            shutil.copy(prog, dst)
+            os.chmod(dst, 0o755)
+        return dst
 
     def config_text(self, name="d0", agents=None, extra=None):
         agents = self.agents if agents is None else agents

@@ -4,10 +4,12 @@
  * the assertion message. */
 #include <check.h>
 #include <dirent.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "testutil.h"
 
@@ -41,6 +43,65 @@ static void discover(void)
         qsort(scripts, (size_t)n_scripts, sizeof(char *), cmp_str);
 }
 
+/* The run's tally: each script's process appends "P name" or "F name"
+ * (a script killed by its timeout appends nothing); the tcase's teardown,
+ * in the runner's own process after the last script, prints one line. */
+static char tally_path[4096];
+
+static void tally_add(char mark, const char *name)
+{
+        char line[300];
+        int fd = open(tally_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+        int n = snprintf(line, sizeof(line), "%c %s\n", mark, name);
+
+        if (fd < 0)
+                return;
+        if (n > 0 && write(fd, line, (size_t)n) != n)
+                fprintf(stderr, "e2e: cannot write %s\n", tally_path);
+        close(fd);
+}
+
+static void tally_setup(void)
+{
+        const char *t = getenv("TMPDIR");
+
+        snprintf(tally_path, sizeof(tally_path), "%s/e2e-tally.%ld", t && *t ? t : "/tmp",
+                 (long)getpid());
+        unlink(tally_path);
+}
+
+static void tally_teardown(void)
+{
+        char line[300], failed[2048] = "";
+        int pass = 0, fail = 0;
+        const char *only = getenv("HD_E2E");
+        int run = 0;
+        FILE *f = fopen(tally_path, "re");
+
+        for (int i = 0; i < n_scripts; i++)
+                run += !only || strstr(scripts[i], only);
+        while (f && fgets(line, sizeof(line), f)) {
+                line[strcspn(line, "\n")] = '\0';
+                if (line[0] == 'P') {
+                        pass++;
+                } else {
+                        fail++;
+                        if (strlen(failed) + strlen(line) + 3 < sizeof(failed))
+                                strcat(strcat(failed, " "), line + 2);
+                }
+        }
+        if (f)
+                fclose(f);
+        unlink(tally_path);
+        /* one not counted was killed (timeout or crash): a failure */
+        if (pass + fail < run) {
+                strcat(failed, " (and the ones that timed out)");
+                fail = run - pass;
+        }
+        fprintf(stderr, "e2e: %d passed, %d failed%s%s\n", pass, fail,
+                fail ? ":" : "", failed);
+}
+
 START_TEST(test_e2e_script)
 {
         char path[4096], *out = NULL;
@@ -58,6 +119,7 @@ START_TEST(test_e2e_script)
                 const char *tail = l > 3000 ? out + l - 3000 : out;
                 fprintf(stderr, "---- %s (exit %d) ----\n%s\n", scripts[_i],
                         r, out);
+                tally_add('F', scripts[_i]);
                 ck_abort_msg("%s exited %d: ...%s", scripts[_i], r, tail);
         }
         /* The figures: the script's last lines (its summary and "ok"),
@@ -83,6 +145,7 @@ START_TEST(test_e2e_script)
                 q += n + 1;
         }
         free(out);
+        tally_add('P', scripts[_i]);
 }
 END_TEST
 
@@ -94,6 +157,7 @@ Suite *suite_e2e(void)
 
         discover();
         tcase_set_timeout(tc, 600);
+        tcase_add_unchecked_fixture(tc, tally_setup, tally_teardown);
         if (n_scripts > 0)
                 tcase_add_loop_test(tc, test_e2e_script, 0, n_scripts);
         suite_add_tcase(s, tc);

@@ -1,0 +1,277 @@
+"""What a new operator trips on (issue 28), each pinned:
+
+1. `handoffd -n` makes every check the start makes of the agents'
+   directories: a state_dir of mode 0777 or a handoffs/ others may write
+   is named by -n as by the start, for every agent at once, and -n decides
+   as the start does (refused: exit 2; the agent left out: a warning, exit
+   2 with --strict); a good set-up says ok, and -n creates nothing.
+2. `handoffctl status` run by a user the control socket refuses (not in
+   [control] group) does not say "not running" while the daemon runs: it
+   says the socket refused it, names the group, exits 4 (never 3).
+3. `make run` starts without a warning (the demo's agent is the daemon's
+   own user); a handoffs/ another user could reach still gets one.
+4. every handoffctl line `make run` prints has the same absolute path, and
+   the lines work as printed.
+5. `consume --agent alice ID` of a handoff addressed to zed says so.
+6. status text says whose the bytes are (rejected/); show prints no empty
+   line for a field an item does not have.
+
+Runs as root for 2 (a throwaway uid/gid)."""
+
+import json
+import os
+import re
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.join(os.environ.get("HD_SRC", "."), "tests", "py"))
+import hdproto  # noqa: E402
+import hdtest  # noqa: E402
+from hdtest import check  # noqa: E402
+
+OUTSIDER = 47431        # a uid in no group of the daemon's
+OUTSIDER_GID = 47432
+
+
+def check_config(conf):
+    return subprocess.run([hdtest.HANDOFFD, "-n", "-c", conf], capture_output=True, text=True,
+                          timeout=30 * hdtest.SLOW)
+
+
+def test_check_config_agent_dirs(env):
+    """1: -n says what the start says of the agents' directories, and
+    decides as the start does (refused: exit 2; an agent left out: a
+    warning, an error with --strict), for every agent at once."""
+    conf = env.write_config("n1", agents=["alice", "bob"])
+    p = check_config(conf)
+    check(p.returncode == 0 and ": ok (" in p.stdout, f"good set-up: {p.returncode} {p.stdout!r} {p.stderr!r}")
+    check(not os.path.exists(env.state["alice"]), "-n created alice's state_dir")
+
+    for a in ("alice", "bob"):
+        os.makedirs(os.path.join(env.state[a], "handoffs"), exist_ok=True)
+        os.chmod(env.state[a], 0o750)
+        os.chmod(os.path.join(env.state[a], "handoffs"), 0o700)
+    os.chmod(env.state["alice"], 0o777)
+    os.chmod(os.path.join(env.state["bob"], "handoffs"), 0o772)
+    p = check_config(conf)
+    print(f"-n, alice's state_dir 0777, bob's handoffs/ 0772: exit {p.returncode}")
+    for line in p.stderr.splitlines():
+        print(f"  {line}")
+
+    # What the start does with it.
+    d = env.start(name="n1", conf=conf, wait=False)
+    try:
+        rc = d.proc.wait(20 * hdtest.SLOW)
+    except subprocess.TimeoutExpired:
+        rc = None               # it runs (the unsafe agents left out)
+    logs = d.logs()
+    if rc is None:
+        d.stop()
+    print(f"the start: {'runs' if rc is None else f'exit {rc}'}")
+
+    def said(text, path):
+        return any(path in ln and "writable by others" in ln for ln in text.splitlines())
+    # (a start that refuses stops at the first: alice; -n goes on to bob)
+    check(said(logs, f"'{env.state['alice']}'"), f"the start does not name alice's state_dir:\n{logs}")
+    start_line = next(ln for ln in logs.splitlines() if "writable by others" in ln).split("]: ", 1)[-1]
+    check(start_line in p.stderr, f"-n does not say what the start says ({start_line!r}): {p.stderr!r}")
+    check(said(p.stderr, f"'{env.state['bob']}/handoffs'"), f"-n does not name bob's handoffs/: {p.stderr!r}")
+    if rc is not None:
+        check(rc == 2 and p.returncode == 2 and "ok (" not in p.stdout,
+              f"the start exits {rc}, -n {p.returncode}: {p.stdout!r}")
+    else:
+        check(p.returncode == 0 and "warning(s)" in p.stdout,
+              f"the start leaves the agents out; -n: {p.returncode} {p.stdout!r}")
+        q = subprocess.run([hdtest.HANDOFFD, "-n", "--strict", "-c", conf], capture_output=True, text=True)
+        check(q.returncode == 2, f"-n --strict: {q.returncode}")
+
+    os.chmod(env.state["alice"], 0o750)
+    os.chmod(os.path.join(env.state["bob"], "handoffs"), 0o700)
+    p = check_config(conf)
+    check(p.returncode == 0 and "warning" not in p.stdout + p.stderr,
+          f"repaired: -n exit {p.returncode} {p.stdout!r} {p.stderr!r}")
+
+
+def test_demo_warning(env):
+    """3 (the daemon's part): a handoffs/ it makes for an agent only the
+    daemon's user can reach is no warning; one others can reach is."""
+    priv = os.path.join(env.dir, "private")
+    os.makedirs(priv, mode=0o700)
+    os.chmod(priv, 0o700)
+    open_ = os.path.join(env.dir, "open")
+    os.makedirs(open_, mode=0o755)
+    os.chmod(open_, 0o755)
+    text = env.config_text("w1", agents=[]) + f"[agent carol]\nstate_dir = {priv}\n\n" \
+        + f"[agent dave]\nstate_dir = {open_}\n\n[agent erin]\nstate_dir = {env.dir}/fresh/erin\n"
+    conf = env.write_config("w1", text=text)
+    d = env.start(name="w1", conf=conf)
+    logs = d.logs()
+    d.stop()
+    warned = [ln for ln in logs.splitlines() if "[warning]" in ln]
+    for ln in warned:
+        print(f"  {ln}")
+    check(not any("carol" in ln for ln in warned), f"warned for carol, the daemon's own user's:\n{logs}")
+    check(not any("erin" in ln for ln in warned), f"warned for erin (state_dir made by the daemon):\n{logs}")
+    check(any("dave cannot consume unless" in ln for ln in warned), f"no warning for dave:\n{logs}")
+    mode = os.stat(f"{env.dir}/fresh/erin").st_mode & 0o7777
+    check(mode == 0o700, f"erin's state_dir made {oct(mode)}")
+
+
+def test_make_run():
+    """3, 4: make run on a fresh demo: no warning, one absolute form of
+    the handoffctl path, and the printed lines work."""
+    src = os.path.abspath(hdtest.SRC)
+    build = os.path.abspath(hdtest.BUILD)
+    if os.path.dirname(build) != src and not build.startswith(src + "/build/"):
+        print("- make run: skipped (HD_BUILD is not under the checkout)")
+        return
+    b = os.path.relpath(build, src)
+    with hdtest.tmpdir() as tmp:
+        demo = os.path.join(tmp, "demo")
+        out_path = os.path.join(tmp, "run.out")
+        out = open(out_path, "w")
+        env = dict(os.environ, NO_DEPS="1")
+        args = ["make", "-s", "--no-print-directory", "-C", src, "run", f"DEMO={demo}", f"B={b}"]
+        if hdtest.SANITIZE:
+            args.append("SANITIZE=1")
+        p = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                             env=env, start_new_session=True)
+        text = lambda: open(out_path).read()  # noqa: E731
+        try:
+            sock = os.path.join(demo, "control.sock")
+            hdtest.wait_for(lambda: os.path.exists(sock) and p.poll() is None or p.poll() is not None,
+                            timeout=120, what="make run's daemon")
+            check(p.poll() is None, f"make run exited {p.returncode}:\n{text()}")
+            lines = [ln.strip() for ln in text().splitlines()]
+            ctl = [ln.split()[1] if ln.startswith("then:") else ln.split()[0]
+                   for ln in lines if "handoffctl " in ln and not ln.startswith("exec")]
+            print(f"- make run prints {len(ctl)} handoffctl line(s): {sorted(set(ctl))}")
+            check(len(ctl) == 3 and len(set(ctl)) == 1 and os.path.isabs(ctl[0]),
+                  f"handoffctl paths {ctl}:\n{text()}")
+            warned = [ln for ln in lines if "warning" in ln.lower()]
+            check(not warned, f"make run warns: {warned}")
+            submit = next(ln for ln in lines if " submit " in ln)
+            consume = next(ln for ln in lines if " consume " in ln).split(None, 0)[0]
+            q = subprocess.run(shlex.split(submit), capture_output=True, text=True, timeout=30)
+            check(q.returncode == 0, f"{submit}: {q.returncode} {q.stderr}")
+            hid = q.stdout.split()[0] if q.stdout.split() else ""
+            hdtest.wait_for(lambda: any(n.endswith(".json") for n in
+                                        os.listdir(os.path.join(demo, "agents", "alice", "handoffs"))),
+                            timeout=20, what="the demo's bootstrap")
+            q = subprocess.run(shlex.split(consume), capture_output=True, text=True, timeout=30)
+            check(q.returncode == 0 and "demo handoff" in q.stdout,
+                  f"{consume}: {q.returncode} {q.stdout} {q.stderr} (submitted {hid})")
+            print("- make run: no warning; the printed submit and consume work")
+        finally:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGTERM)
+                try:
+                    p.wait(30)
+                except subprocess.TimeoutExpired:
+                    os.killpg(p.pid, signal.SIGKILL)
+                    p.wait()
+            out.close()
+
+
+def as_outsider(argv):
+    return subprocess.run(argv, user=OUTSIDER, group=OUTSIDER_GID, extra_groups=[],
+                          capture_output=True, text=True, timeout=30 * hdtest.SLOW)
+
+
+def test_status_refused(env, d, conf):
+    """2: refused is not "not running"."""
+    ctl = env.for_others(hdtest.HANDOFFCTL)
+    sock = env.sockets["s1"]
+    check(os.stat(sock).st_mode & 0o777 == 0o660, "socket mode 0660")
+    for how in ("mode 0660 (connect: EACCES)", "mode 0666 (the daemon closes)"):
+        if "0666" in how:
+            os.chmod(sock, 0o666)
+        p = as_outsider([ctl, "status", "-c", conf])
+        print(f"- status by a user outside [control] group, socket {how}: exit {p.returncode}: "
+              f"{p.stdout.splitlines()[0] if p.stdout else p.stderr!r}")
+        check("not running" not in p.stdout, f"says not running while it runs:\n{p.stdout}{p.stderr}")
+        check(p.returncode == 4, f"exit {p.returncode}, not 4:\n{p.stdout}{p.stderr}")
+        check("refused this user" in p.stdout and "nogroup" in p.stdout,
+              f"does not say who may connect:\n{p.stdout}")
+        p = as_outsider([ctl, "status", "-c", conf, "--json"])
+        j = json.loads(p.stdout)
+        check(p.returncode == 4 and j["daemon"]["running"] is None and j["daemon"]["refused"] is True
+              and j["health"] == "unknown", f"--json: {p.returncode} {j['daemon']} {j['health']}")
+    os.chmod(sock, 0o660)
+
+
+def test_consume_other_agent(env, conf):
+    """5: another agent's handoff."""
+    doc = hdproto.build("bob", "zed", env.key, handoff_id="for-zed-1")
+    hdproto.drop(env.spool, doc)
+    hdtest.wait_for(lambda: "for-zed-1.json" in env.names("handoff"), what="the handoff to zed")
+    p = env.ctl("consume", "-c", conf, "--agent", "alice", "for-zed-1")
+    print(f"- consume --agent alice of zed's handoff: {p.stderr.strip()}")
+    check(p.returncode == 1 and "addressed to zed, not to alice" in p.stderr,
+          f"{p.returncode} {p.stderr!r}")
+
+
+def test_status_text(env, conf):
+    """6: whose bytes."""
+    with open(env.path("handoff", "broken-1.json"), "w") as f:
+        f.write("{ not json")
+    hdtest.wait_for(lambda: "broken-1.json" in env.names("rejected"), what="broken-1 rejected")
+    p = env.ctl("status", "-c", conf)
+    line = next((ln for ln in p.stdout.splitlines() if ln.startswith("spool ")), "")
+    print(f"- status: {line}")
+    check(re.search(r"rejected 1 \(\d+ bytes in rejected/\)$", line), f"status spool line: {line!r}")
+
+
+def test_show_no_empty_field(env, conf):
+    """6: show prints no empty line for a field an item lacks."""
+    # A relayed item as outbox.c archives it: its .outcome has
+    # accepted_at "" (nobody here accepted it).
+    doc = hdproto.build("bob", "zed", env.key, handoff_id="relayed-1")
+    name = f"{int(hdproto.now().timestamp())}-bob-zed-relayed-1.json"
+    with open(env.path("archive", name), "w") as f:
+        json.dump(doc, f)
+    with open(env.path("archive", name + ".outcome"), "w") as f:
+        json.dump({"handoff_id": "relayed-1", "outcome": "relayed", "relayed_to": "hostb",
+                   "from_agent": "bob", "to_agent": "zed", "archived_at": hdproto.iso(hdproto.now()),
+                   "accepted_at": "", "duplicate": False}, f)
+    p = env.ctl("show", "-c", conf, "relayed-1")
+    print("- show of an item without accepted_at:\n" + "".join(f"    {ln}\n" for ln in p.stdout.splitlines()))
+    check(p.returncode == 0, f"show: {p.returncode} {p.stderr}")
+    empty = [ln for ln in p.stdout.splitlines() if len(ln.split()) < 2]
+    check(not empty, f"show prints empty fields: {empty}")
+
+
+def main():
+    # Each finding on its own: one run reports every one that fails.
+    failed = []
+
+    def part(fn, *args):
+        try:
+            fn(*args)
+        except hdtest.Fail as e:
+            print(f"FAIL: {fn.__name__}: {e}")
+            failed.append(fn.__name__)
+
+    with hdtest.Env(agents=["alice"]) as env:
+        part(test_check_config_agent_dirs, env)
+        part(test_demo_warning, env)
+    part(test_make_run)
+    with hdtest.Env(agents=["alice"], shared=True) as env:
+        conf = env.write_config("s1", text=env.config_text("s1").replace(
+            "[control]\n", "[control]\ngroup = nogroup\n", 1))
+        d = env.start(name="s1", conf=conf)
+        part(test_consume_other_agent, env, conf)
+        part(test_status_text, env, conf)
+        part(test_show_no_empty_field, env, conf)
+        if os.geteuid() == 0:
+            part(test_status_refused, env, d, conf)
+        else:
+            print("- status by a refused user: skipped (needs root)")
+        check(d.stop() == 0, "exit 0")
+    check(not failed, f"{len(failed)} part(s) failed: {', '.join(failed)}")
+
+
+hdtest.run(main)
