@@ -21,6 +21,7 @@
 
 #include "files.h"
 #include "log.h"
+#include "receipt.h"
 #include "relay_inbound.h"
 #include "relay_queue.h"
 #include "spool.h"
@@ -108,13 +109,16 @@ void relay_inbound_batch(struct relay *r, struct relay_batch *b, int64_t now)
         size_t written = 0;
         int q;
 
-        (void)now;
         for (size_t i = 0; i < b->n; i++) {
                 struct relay_in *in = &b->in[i];
                 char id[RELAY_ID_MAX + 1], name[NAME_MAX + 1];
                 in->ack = false;
                 if (!in->data)
                         continue;       /* out of memory: redelivered */
+                if (in->receipt) {
+                        in->ack = receipt_in(r, in, now);
+                        continue;
+                }
                 message_id(sp, in, id, sizeof(id));
                 if (id[0] && known(sp, id)) {
                         in->ack = true;
@@ -133,6 +137,8 @@ void relay_inbound_batch(struct relay *r, struct relay_batch *b, int64_t now)
                                 continue;
                         snprintf(name, sizeof(name), "relay-%s.json", rnd);
                 }
+                if (id[0])
+                        receipt_owe(r, id, in->origin);
                 q = write_one(sp, name, in);
                 if (q < 0) {
                         spool_error(sp, q, "Cannot write relayed %s into handoff/", name);
@@ -153,7 +159,9 @@ void relay_inbound_batch(struct relay *r, struct relay_batch *b, int64_t now)
                              "Relay: received %s", name);
         }
         /* Durable before acked: the renames, then the verdicts. */
-        q = spool_flush(sp);
+        q = receipt_sync(r);
+        if (q == 0)
+                q = spool_flush(sp);
         if (q < 0) {
                 spool_error(sp, q, "Cannot fsync handoff/; relayed messages not acked");
                 for (size_t i = 0; i < b->n; i++)

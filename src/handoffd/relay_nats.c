@@ -206,6 +206,8 @@ static void publish(struct relay *r, struct relay_job *j)
         po.MsgId = j->id;       /* JetStream drops a second publish of it */
         po.MaxWait = PUBACK_WAIT_MS;
         s = sym_natsMsg_Create(&msg, j->subject, NULL, j->data, (int)j->len);
+        if (s == NATS_OK)       /* where receipts go back (receipt.c) */
+                s = sym_natsMsgHeader_Set(msg, "Handoff-Origin", r->host);
         if (s == NATS_OK)
                 s = sym_js_PublishMsgAsync(JS(r), &msg, &po);
         sym_natsMsg_Destroy(msg);   /* NULL when libnats took it */
@@ -294,7 +296,26 @@ void *relay_worker_main(void *arg)
 
 /* ---- the fetch thread: pull, hand to the loop, ack ---------------------- */
 
-static struct relay_batch *batch_new(natsMsgList *list)
+/* receipt.c's part of a message: the origin of a handoff, or that it is
+ * a receipt (on handoff.<host>.receipt.<from>) and its Nats-Msg-Id. */
+static void relay_in_receipt(struct relay *r, natsMsg *m, struct relay_in *in)
+{
+        const char *v = NULL, *subj = sym_natsMsg_GetSubject(m);
+        size_t lh = strlen(r->host);
+
+        if (subj && !strncmp(subj, "handoff.", 8) && !strncmp(subj + 8, r->host, lh) &&
+            !strncmp(subj + 8 + lh, ".receipt.", 9)) {
+                in->receipt = true;
+                if (sym_natsMsgHeader_Get(m, "Nats-Msg-Id", &v) == NATS_OK && v &&
+                    strlen(v) <= RELAY_MSGID_MAX)
+                        snprintf(in->rmsg_id, sizeof(in->rmsg_id), "%s", v);
+                return;
+        }
+        if (sym_natsMsgHeader_Get(m, "Handoff-Origin", &v) == NATS_OK && v && hd_agent_valid(v))
+                snprintf(in->origin, sizeof(in->origin), "%s", v);
+}
+
+static struct relay_batch *batch_new(struct relay *r, natsMsgList *list)
 {
         struct relay_batch *b = calloc(1, sizeof(*b));
 
@@ -317,6 +338,7 @@ static struct relay_batch *batch_new(natsMsgList *list)
                 if (sym_natsMsgHeader_Get(m, "Nats-Msg-Id", &id) == NATS_OK && id &&
                     strlen(id) <= RELAY_ID_MAX && hd_id_valid(id))
                         snprintf(in->msg_id, sizeof(in->msg_id), "%s", id);
+                relay_in_receipt(r, m, in);
         }
         return b;
 }
@@ -352,7 +374,7 @@ void *relay_fetch_main(void *arg)
                         req.Expires = (int64_t)FETCH_WAIT_MS * 1000000;
                         s = sym_natsSubscription_FetchRequest(&list, sub, &req);
                 }
-                struct relay_batch *b = s == NATS_OK && list.Count > 0 ? batch_new(&list) : NULL;
+                struct relay_batch *b = s == NATS_OK && list.Count > 0 ? batch_new(r, &list) : NULL;
                 pthread_mutex_lock(&r->m);
                 if (!b) {
                         sym_natsMsgList_Destroy(&list);

@@ -18,6 +18,8 @@
 struct spool;
 
 #define RELAY_ID_MAX 128        /* hd_id_valid's limit */
+/* A Nats-Msg-Id: a handoff_id, or a receipt's "ID:OUTCOME" (receipt.c). */
+#define RELAY_MSGID_MAX (RELAY_ID_MAX + 16)
 #define RELAY_FETCH_BATCH 64
 #define RELAY_INFLIGHT_MAX 512  /* publishes waiting for their PubAck */
 #define RELAY_BACKOFF_MIN_USEC 1000000LL
@@ -29,6 +31,12 @@ struct relay_in {
         size_t len;
         char msg_id[RELAY_ID_MAX + 1];  /* Nats-Msg-Id, "" when absent or unusable */
         bool ack;                       /* the loop's verdict */
+        /* Receipts (receipt.c): the Handoff-Origin header of a handoff
+         * ("" when absent or not a host name); a message on this host's
+         * receipt subject is a receipt, its Nats-Msg-Id in rmsg_id. */
+        char origin[65];
+        bool receipt;
+        char rmsg_id[RELAY_MSGID_MAX + 1];
 };
 
 struct relay_batch {
@@ -47,14 +55,14 @@ struct relay_ev {
         struct relay_ev *next;
         enum relay_ev_type type;
         bool ok, duplicate;
-        char id[RELAY_ID_MAX + 1];
+        char id[RELAY_MSGID_MAX + 1];
         char text[256];         /* error text, or the server's URL */
         struct relay_batch *batch;
 };
 
 struct relay_job {
         struct relay_job *next;
-        char id[RELAY_ID_MAX + 1];
+        char id[RELAY_MSGID_MAX + 1];
         char subject[160];
         char *data;
         size_t len;
@@ -64,6 +72,9 @@ struct relay_stats {
         bool connected, ready;
         char server[256];
         uint64_t relayed, received, duplicates, publish_errors;
+        /* receipt.c: sent (PubAck), applied, known already, dropped as
+         * not verifying. */
+        uint64_t receipts_sent, receipts_applied, receipts_duplicate, receipts_bad;
         char last_error[256];
         int64_t last_error_usec;
 };
@@ -102,6 +113,7 @@ struct relay {
         int64_t scan_at;        /* next look at every item (expiry, retries) */
         size_t inflight;
         struct relay_stats st;
+        struct receipts *rc;    /* receipt.c's; NULL: receipts off */
 };
 
 /* From the loop: publish data on subject with Nats-Msg-Id id (takes data). */

@@ -87,6 +87,8 @@ void config_free(struct config *c)
         free(rl->tls_ca);
         free(rl->tls_cert);
         free(rl->tls_key);
+        free(rl->host_key);
+        free(rl->host_pubkey_dir);
         for (size_t i = 0; i < c->n_remotes; i++) {
                 free(c->remotes[i].name);
                 free(c->remotes[i].host);

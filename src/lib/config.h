@@ -43,6 +43,11 @@ struct config_relay {
         char *user, *password;
         char *nkey, *nkey_seed; /* public key and its seed file */
         char *tls_ca, *tls_cert, *tls_key;
+        /* Receipts (receipt.c): this host's Ed25519 secret key, which signs
+         * the receipts it sends; one HOST.pub per host whose receipts it
+         * accepts.  Either unset: that half of receipts is off. */
+        char *host_key;
+        char *host_pubkey_dir;
 };
 
 struct config {
