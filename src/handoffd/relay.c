@@ -126,6 +126,7 @@ int relay_start(uv_loop_t *loop, struct spool *sp, struct relay **ret)
         pthread_cond_init(&r->wake_worker, NULL);
         pthread_cond_init(&r->wake_fetcher, NULL);
         if (!(r->host = strdup(c->relay.host)) || !(r->stream = strdup(c->relay.stream)) ||
+            !(r->servers = strdup(c->relay.servers)) ||
             asprintf(&r->durable, "handoffd-%s", c->relay.host) < 0 ||
             asprintf(&r->filter, "handoff.%s.>", c->relay.host) < 0 || !r->outbox || !r->queue) {
                 q = -ENOMEM;
@@ -262,6 +263,7 @@ void relay_free(struct relay *r)
         json_decref(r->outbox);
         json_decref(r->queue);
         free(r->host);
+        free(r->servers);
         free(r->stream);
         free(r->durable);
         free(r->filter);
@@ -283,7 +285,9 @@ static json_t *relay_status(void *ctx, int64_t now)
         /* none (outbox empty, no error yet): null, never -1 */
         json_t *o = json_pack("{s:b, s:b, s:s, s:s, s:s, s:I, s:o, s:I, s:I, s:I, s:I, s:s?, s:o}",
                          "connected", r->st.connected, "ready", r->st.ready,
-                         "server", r->st.server, "host", r->host, "stream", r->stream,
+                         /* before a first connection: the servers it tries */
+                         "server", r->st.server[0] ? r->st.server : r->servers,
+                         "host", r->host, "stream", r->stream,
                          "outbox", (json_int_t)json_object_size(r->outbox),
                          "outbox_oldest_s", oldest >= 0 ? json_integer(oldest) : json_null(),
                          "relayed", (json_int_t)r->st.relayed,

@@ -12,6 +12,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "log.h"
 #include "nats_dl.h"
@@ -24,6 +29,7 @@
  * which the stream answers "duplicate" if the first one got there. */
 #define PUBACK_WAIT_MS 2000
 #define API_WAIT_MS 5000
+#define UNREACHABLE_REPEAT_MS 30000
 #define ACK_WAIT_NS (10LL * 1000000000LL)
 
 #define JS(r) ((jsCtx *)(r)->js)
@@ -65,6 +71,63 @@ static void timed_wait(pthread_cond_t *c, pthread_mutex_t *m, int64_t ms)
                 ts.tv_nsec -= 1000000000L;
         }
         pthread_cond_timedwait(c, m, &ts);
+}
+
+/* Why the servers cannot be reached, as TCP says it (libnats only says
+ * "not yet connected"): "HOST:PORT: Connection refused; ...". */
+static void probe_servers(const char *servers, char *buf, size_t n)
+{
+        char copy[512], *save = NULL;
+        size_t off = 0;
+        int k = 0;
+
+        buf[0] = '\0';
+        snprintf(copy, sizeof(copy), "%s", servers);
+        for (char *t = strtok_r(copy, ", \t", &save); t && k < 4; t = strtok_r(NULL, ", \t", &save), k++) {
+                char host[256], port[16] = "4222", *p = strstr(t, "://");
+                const char *why = NULL;
+                struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *ai = NULL;
+                p = p ? p + 3 : t;
+                if (strchr(p, '@'))
+                        p = strchr(p, '@') + 1;
+                snprintf(host, sizeof(host), "%s", p);
+                char *c = strrchr(host, ':');
+                if (c && !strchr(c, ']')) {
+                        snprintf(port, sizeof(port), "%s", c + 1);
+                        *c = '\0';
+                }
+                host[strcspn(host, "/")] = '\0';
+                if (host[0] == '[') {
+                        memmove(host, host + 1, strlen(host));
+                        host[strcspn(host, "]")] = '\0';
+                }
+                int g = getaddrinfo(host, port, &hints, &ai);
+                if (g != 0) {
+                        why = gai_strerror(g);
+                } else {
+                        int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+                        int e = fd < 0 ? errno : 0;
+                        if (fd >= 0 && connect(fd, ai->ai_addr, ai->ai_addrlen) < 0) {
+                                e = errno;
+                                if (e == EINPROGRESS) {
+                                        struct pollfd pf = { .fd = fd, .events = POLLOUT };
+                                        socklen_t l = sizeof(e);
+                                        if (poll(&pf, 1, 2000) <= 0)
+                                                e = ETIMEDOUT;
+                                        else if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &l) < 0)
+                                                e = errno;
+                                }
+                        }
+                        if (fd >= 0)
+                                close(fd);
+                        why = e ? strerror(e) : "the port answers, NATS does not (TLS? auth?)";
+                        freeaddrinfo(ai);
+                }
+                int w = snprintf(buf + off, n - off, "%s%s:%s: %s", off ? "; " : "", host, port, why);
+                if (w < 0 || (size_t)w >= n - off)
+                        break;
+                off += (size_t)w;
+        }
 }
 
 /* ---- libnats callbacks (libnats threads) ---------------------------- */
@@ -237,6 +300,16 @@ void *relay_worker_main(void *arg)
         }
         if (s == NATS_OK)
                 on_connected(nc, r);
+        /* Not connected: said at once (libnats retries in the background
+         * and tells nothing until it connects), then every
+         * UNREACHABLE_REPEAT_MS while it lasts. */
+        int64_t down_since = sym_nats_Now(), down_said = 0;
+        if (s != NATS_OK) {
+                char why[200];
+                probe_servers(r->servers, why, sizeof(why));
+                post_state(r, "!cannot connect: %s; retrying every second", why);
+                down_said = down_since;
+        }
         jsOptions jo;
         jsCtx *js = NULL;
         sym_jsOptions_Init(&jo);
@@ -283,6 +356,19 @@ void *relay_worker_main(void *arg)
                         }
                         pthread_mutex_lock(&r->m);
                         continue;
+                }
+                if (r->connected) {
+                        down_since = 0;
+                } else if (!down_since) {
+                        down_since = down_said = sym_nats_Now();
+                } else if (sym_nats_Now() - down_said >= UNREACHABLE_REPEAT_MS) {
+                        char why[200];
+                        down_said = sym_nats_Now();
+                        pthread_mutex_unlock(&r->m);
+                        probe_servers(r->servers, why, sizeof(why));
+                        post_state(r, "!cannot connect for %llds: %s; retrying",
+                                   (long long)((down_said - down_since) / 1000), why);
+                        pthread_mutex_lock(&r->m);
                 }
                 timed_wait(&r->wake_worker, &r->m, 1000);
         }

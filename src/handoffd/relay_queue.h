@@ -88,6 +88,7 @@ struct relay {
 
         /* Settings, copied at start: a reload does not change them. */
         char *host, *stream, *durable, *filter;
+        char *servers;          /* as configured, for what is said */
         int replicas;
         int64_t max_age_usec;
 

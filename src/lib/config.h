@@ -82,6 +82,8 @@ struct config {
         /* [control] */
         char *control_socket;
         char *control_group;
+        /* "bob, carol": [agent NAME] sections without a key (a warning) */
+        char *empty_agents;
         /* [metrics] */
         char *metrics_textfile;
         /* [payload] */
