@@ -50,6 +50,11 @@ struct receipts {
         bool owed_dirty;
         uv_timer_t timer;       /* a retry after a failed publish */
         bool timer_open;
+        /* Written since the last spool_flush(), synced by flush_hook()
+         * before the spool's directories: n files, and the directories. */
+        struct { int fd; char name[NAME_MAX + 1]; } *unsynced;
+        size_t n_unsynced, cap_unsynced;
+        bool out_dirty;
 };
 
 static const char *const finals[] = { "consumed", "expired", "rejected" };
@@ -89,9 +94,69 @@ static char *read_small(int dirfd, const char *name, size_t max, size_t *ret_len
         return buf;
 }
 
-static unsigned sync_flags(struct relay *r)
+/* dirfd/name, just written: synced at the next spool_flush(), before the
+ * outcome it precedes.  Without room, synced now. */
+static int note_unsynced(struct relay *r, int dirfd, const char *name)
 {
-        return r->sp->cfg->fsync ? WRITE_SYNC_FILE | WRITE_SYNC_DIR : 0;
+        struct receipts *rc = r->rc;
+
+        if (!r->sp->cfg->fsync)
+                return 0;
+        if (rc->n_unsynced == rc->cap_unsynced) {
+                size_t cap = rc->cap_unsynced ? 2 * rc->cap_unsynced : 64;
+                void *p = cap <= 65536 ? realloc(rc->unsynced, cap * sizeof(*rc->unsynced)) : NULL;
+                if (!p) {
+                        int rets[1];
+                        return fsync_many_at(&dirfd, &name, 1, rets);
+                }
+                rc->unsynced = p;
+                rc->cap_unsynced = cap;
+        }
+        rc->unsynced[rc->n_unsynced].fd = dirfd;
+        snprintf(rc->unsynced[rc->n_unsynced].name, sizeof(rc->unsynced[0].name), "%s", name);
+        rc->n_unsynced++;
+        return 0;
+}
+
+static int flush_hook(void *ctx)
+{
+        struct relay *r = ctx;
+        struct receipts *rc = r->rc;
+        size_t n = rc->n_unsynced, k = 0;
+        int q = 0;
+
+        if (!n && !rc->owed_dirty && !rc->out_dirty)
+                return 0;
+        int *fds = calloc(n + 2, sizeof(int)), *rets = calloc(n + 2, sizeof(int));
+        const char **names = calloc(n + 2, sizeof(char *));
+        if (!fds || !rets || !names) {
+                q = -ENOMEM;
+                goto out;
+        }
+        for (; k < n; k++) {
+                fds[k] = rc->unsynced[k].fd;
+                names[k] = rc->unsynced[k].name;
+        }
+        if (rc->owed_dirty)
+                fds[k++] = rc->owed_fd;
+        if (rc->out_dirty)
+                fds[k++] = rc->out_fd;
+        if (r->sp->cfg->fsync)
+                q = fsync_many_at(fds, names, k, rets);
+        /* one gone since (published, or its outcome final): nothing to sync */
+        for (size_t i = 0; q < 0 && i < k; i++)
+                if (rets[i] < 0 && rets[i] != -ENOENT)
+                        goto out;
+        q = 0;
+        rc->n_unsynced = 0;
+        rc->owed_dirty = rc->out_dirty = false;
+out:
+        free(fds);
+        free(rets);
+        free(names);
+        if (q < 0)
+                spool_error(r->sp, q, "Cannot fsync receipts/");
+        return q;
 }
 
 /* ---- sending: the host where the item ended ---------------------------- */
@@ -206,8 +271,9 @@ void receipt_owe(struct relay *r, const char *id, const char *origin)
 
         if (!rc || !origin[0] || !hd_agent_valid(origin) || !strcmp(origin, r->host))
                 return;
-        q = write_atomic(rc->owed_fd, id, origin, strlen(origin), 0640,
-                         r->sp->cfg->fsync ? WRITE_SYNC_FILE : 0);
+        q = write_atomic(rc->owed_fd, id, origin, strlen(origin), 0640, 0);
+        if (q == 0)
+                q = note_unsynced(r, rc->owed_fd, id);
         if (q < 0) {
                 spool_error(r->sp, q, "Cannot write receipts/owed/%s", id);
                 return;
@@ -217,14 +283,7 @@ void receipt_owe(struct relay *r, const char *id, const char *origin)
 
 int receipt_sync(struct relay *r)
 {
-        struct receipts *rc = r->rc;
-
-        if (!rc || !rc->owed_dirty)
-                return 0;
-        rc->owed_dirty = false;
-        if (r->sp->cfg->fsync && fsync(rc->owed_fd) < 0)
-                return -errno;
-        return 0;
+        return r->rc ? flush_hook(r) : 0;
 }
 
 /* The id of handoff/name (ID.json), or false. */
@@ -284,9 +343,13 @@ static int receipt_write(struct relay *r, const char *id, const char *origin, co
                 return q;
         if (xsnprintf(name, sizeof(name), "%s.%s", id, outcome) < 0)
                 return -ENAMETOOLONG;
-        q = write_atomic(rc->out_fd, name, buf, len, 0640, sync_flags(r));
+        /* Synced with the outcome's own directories, before them. */
+        q = write_atomic(rc->out_fd, name, buf, len, 0640, 0);
+        if (q == 0)
+                q = note_unsynced(r, rc->out_fd, name);
         if (q < 0)
                 return q;
+        rc->out_dirty = true;
         json_object_set_new(rc->pending, name, json_false());
         return 0;
 }
@@ -490,13 +553,17 @@ bool receipt_in(struct relay *r, const struct relay_in *in, int64_t now)
                 json_object_set_new(side, "remote_detail", json_string(detail ?: ""));
                 json_object_set_new(side, "receipt_at", json_string(at));
         }
+        /* Synced, with the directory, before the batch is acked. */
         q = hd_canon_dump(side, NULL, &buf, &len);
         if (q == 0)
-                q = hd_write_atomic(sp->fd[SD_ARCHIVE], sname, buf, len, 0640, sp->cfg->fsync);
+                q = write_atomic(sp->fd[SD_ARCHIVE], sname, buf, len, 0640, 0);
+        if (q == 0)
+                q = note_unsynced(r, sp->fd[SD_ARCHIVE], sname);
         if (q < 0) {
                 spool_error(sp, q, "Cannot record the receipt of %s", id);
                 return false;
         }
+        sp->dirty[SD_ARCHIVE] = true;
         r->st.receipts_applied++;
         log_decision(LOG_INFO, id, NULL, "receipt", outcome, "Receipt for %s from %s: %s%s%s", id,
                      host, outcome, reason && *reason ? ": " : "", reason ? reason : "");
@@ -562,6 +629,7 @@ int receipt_start(struct relay *r)
         rc->timer_open = true;
         sp->relay.outcome = outcome_hook;
         sp->relay.origin = origin_hook;
+        sp->relay.flush = flush_hook;
         log_info("Relay: receipts: %s, %s; %zu waiting to be published",
                  rc->key ? "signed and sent for relayed items" : "not sent ([relay] host_key not set)",
                  rc->pub_fd >= 0 ? "accepted from the hosts of host_pubkey_dir"
@@ -589,6 +657,7 @@ void receipt_free(struct relay *r)
                 if (fds[i] >= 0)
                         close(fds[i]);
         hd_key_free(rc->key);
+        free(rc->unsynced);
         json_decref(rc->pending);
         free(rc);
         r->rc = NULL;

@@ -357,6 +357,8 @@ int spool_flush(struct spool *sp)
         size_t n = 0;
         int r = 0, q;
 
+        if (sp->relay.flush && (q = sp->relay.flush(sp->relay.ctx)) < 0)
+                r = q;
         /* The dirty directories are synced together (fsync_many_at()), so
          * they share the device's flushes; beyond the array, one by one. */
         for (size_t i = 0; i < sp->n_agents; i++)

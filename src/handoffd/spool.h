@@ -66,6 +66,9 @@ struct spool_relay {
         /* handoff/name came through the relay: the host it came from into
          * buf (a rejection says so), true; else false. */
         bool (*origin)(void *ctx, const char *name, char *buf, size_t n);
+        /* spool_flush() calls it first: what the relay wrote since (the
+         * receipts of outcomes about to be synced) is synced before them. */
+        int (*flush)(void *ctx);
 };
 
 struct spool {
