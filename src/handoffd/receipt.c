@@ -47,6 +47,9 @@ struct receipts {
         int pub_fd;             /* host_pubkey_dir, -1: accepting off */
         hd_key *key;            /* host_key, NULL: sending off */
         json_t *pending;        /* out/ name -> busy (true while published) */
+        /* Sending off (no host_key): id -> origin in memory only, for a
+         * rejection to say where a file came from (no file per item). */
+        json_t *origins;
         bool owed_dirty;
         uv_timer_t timer;       /* a retry after a failed publish */
         bool timer_open;
@@ -271,6 +274,11 @@ void receipt_owe(struct relay *r, const char *id, const char *origin)
 
         if (!rc || !origin[0] || !hd_agent_valid(origin) || !strcmp(origin, r->host))
                 return;
+        if (!rc->key) {
+                if (json_object_size(rc->origins) < 65536)
+                        json_object_set_new(rc->origins, id, json_string(origin));
+                return;
+        }
         q = write_atomic(rc->owed_fd, id, origin, strlen(origin), 0640, 0);
         if (q == 0)
                 q = note_unsynced(r, rc->owed_fd, id);
@@ -297,6 +305,13 @@ static bool name_id(const char *name, char *id, size_t n)
 static bool owed_origin(struct receipts *rc, const char *id, char *buf, size_t n)
 {
         size_t len = 0;
+
+        if (!rc->key) {
+                const char *o = json_string_value(json_object_get(rc->origins, id));
+                if (o)
+                        snprintf(buf, n, "%s", o);
+                return o != NULL;
+        }
         _cleanup_free_ char *s = read_small(rc->owed_fd, id, 64, &len);
 
         if (!s || !hd_agent_valid(s))
@@ -382,8 +397,12 @@ static void outcome_hook(void *ctx, const char *id, const char *name, const char
                              origin, outcome);
                 kick(r);
         }
-        if (is_final(outcome) && unlinkat(rc->owed_fd, id, 0) == 0 && r->sp->cfg->fsync)
+        if (!rc->key) {
+                if (is_final(outcome))
+                        json_object_del(rc->origins, id);
+        } else if (is_final(outcome) && unlinkat(rc->owed_fd, id, 0) == 0 && r->sp->cfg->fsync) {
                 rc->owed_dirty = true;
+        }
 }
 
 /* ---- receiving: the origin ------------------------------------------- */
@@ -587,8 +606,9 @@ int receipt_start(struct relay *r)
                 return -ENOMEM;
         rc->dir_fd = rc->owed_fd = rc->out_fd = rc->sent_fd = rc->pub_fd = -1;
         rc->pending = json_object();
+        rc->origins = json_object();
         r->rc = rc;
-        if (!rc->pending)
+        if (!rc->pending || !rc->origins)
                 return -ENOMEM;
         if ((q = rc->dir_fd = open_sub(sp->root_fd, "receipts")) < 0 ||
             (q = rc->owed_fd = open_sub(rc->dir_fd, "owed")) < 0 ||
@@ -659,6 +679,7 @@ void receipt_free(struct relay *r)
         hd_key_free(rc->key);
         free(rc->unsynced);
         json_decref(rc->pending);
+        json_decref(rc->origins);
         free(rc);
         r->rc = NULL;
 }
