@@ -496,7 +496,11 @@ bool receipt_in(struct relay *r, const struct relay_in *in, int64_t now)
         int q;
 
         if (!rc || rc->pub_fd < 0) {
-                drop(r, NULL, "receipts are off here ([relay] host_pubkey_dir)");
+                /* said once: the other host sends them, this one is not
+                 * set up to take them */
+                if (r->st.receipts_bad++ == 0)
+                        log_warning("Relay: receipts come in, but are off here ([relay] "
+                                    "host_pubkey_dir not set): dropped and counted");
                 return true;
         }
         if (!in->data || hd_parse(in->data, in->len, &lim, &doc, &v) < 0 || !json_is_object(doc)) {

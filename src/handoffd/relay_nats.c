@@ -112,7 +112,7 @@ static void probe_servers(const char *servers, char *buf, size_t n)
                                 if (e == EINPROGRESS) {
                                         struct pollfd pf = { .fd = fd, .events = POLLOUT };
                                         socklen_t l = sizeof(e);
-                                        if (poll(&pf, 1, 2000) <= 0)
+                                        if (poll(&pf, 1, 1000) <= 0)
                                                 e = ETIMEDOUT;
                                         else if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &l) < 0)
                                                 e = errno;

@@ -151,12 +151,13 @@ def main():
         mallory = hded25519.Key(hded25519.seed_from("mallory"))
         line = open(keys["b"]).read().split()
         real_b = hded25519.Key(base64.b64decode(line[1]), kid=line[2])
+        m2 = hded25519.Key(hded25519.seed_from("m2"), kid=line[2])
         forged = [
             ("another key", mallory.sign(base)),
-            ("another key under b's kid", dict(hded25519.Key(hded25519.seed_from("m2"), kid=line[2])
-                                               .sign(base))),
+            ("another key under b's kid", m2.sign(base)),
             ("no signature", dict(base)),
         ]
+        m2.close()
         # b's own valid receipt of one id (signed here, by a second
         # implementation), published as another's.
         replay = real_b.sign(dict(base, handoff_id=ids[0]))
