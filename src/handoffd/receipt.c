@@ -648,6 +648,21 @@ int receipt_start(struct relay *r)
         }
         if (d)
                 closedir(d);
+        /* receipts/sent/ entries whose archived item retention pruned (or
+         * whose final receipt never came): gone with it. */
+        d = opendir_at(rc->sent_fd);
+        while (d && (de = readdir(d))) {
+                if (de->d_name[0] == '.') {
+                        if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+                                unlinkat(rc->sent_fd, de->d_name, 0);
+                        continue;
+                }
+                _cleanup_free_ char *an = read_small(rc->sent_fd, de->d_name, NAME_MAX, NULL);
+                if (!an || !hd_name_safe(an) || !spool_exists_at(sp->fd[SD_ARCHIVE], an))
+                        unlinkat(rc->sent_fd, de->d_name, 0);
+        }
+        if (d)
+                closedir(d);
         uv_timer_init(r->loop, &rc->timer);
         rc->timer.data = r;
         rc->timer_open = true;

@@ -87,7 +87,13 @@ def main():
         h.consumer.agents = relaykit.B_AGENTS
         wait(lambda: b.status()["relay"]["receipts"]["sent"] >= 2 * N, 60,
              lambda: f"phase 1: b published while a is down: {b.status()['relay']['receipts']}")
+        # An entry of receipts/sent/ whose archived item is gone (pruned):
+        # dropped at the start.
+        stale = os.path.join(h.a.spool, "receipts", "sent", "1-bob-alice-stale")
+        with open(stale, "w") as f:
+            f.write("1-1-bob-alice-stale.json")
         a = h.start_a(name="a2")
+        check(not os.path.exists(stale), "a stale receipts/sent/ entry is dropped at start")
         check_once(h, ids, "a down")
         print(f"1. a down while b published {2 * N} receipts: each applied once after its restart")
 
@@ -140,6 +146,8 @@ def main():
         b = h.start_b(name="b3")
         check_once(h, ids + ids2 + ids3 + ids4, "b killed before publishing")
         print(f"4. server down, b SIGKILLed with {N} receipts unpublished: published after the restart, once each")
+        sent = os.listdir(os.path.join(h.a.spool, "receipts", "sent"))
+        check(sent == [], f"a's receipts/sent/ empty once every final receipt is in: {sent[:3]}")
         check(a.stop() == 0 and b.stop() == 0, "both exit 0")
 
 
