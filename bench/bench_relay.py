@@ -18,6 +18,7 @@ import argparse
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -132,10 +133,12 @@ def one(a, b, key, phase, n, rate, timeout):
             "lat_p50_ms": pct(lat, 50), "lat_p99_ms": pct(lat, 99), "lat_max_ms": lat[-1] if lat else None,
             "cpu_ms_per_1000": cpu * 1000 * 1000 / n, "ok": not problems, "problems": problems,
             "relay_publish_errors": sa["relay"]["publish_errors"],
-            "relay_duplicates": sb["relay"]["duplicates"]}
+            "relay_duplicates": sb["relay"]["duplicates"],
+            "receipts_applied": (sa["relay"].get("receipts") or {}).get("applied")}
 
 
-def run(handoffd, fsync, n, rate, timeout=120.0, keep=False):
+def run(handoffd, fsync, n, rate, timeout=120.0, keep=False,
+        receipts=os.environ.get("BENCH_RELAY_RECEIPTS") == "1"):
     """Both relay phases with fsync on or off: [rburst row, rrate row]."""
     if not natsrv.available():
         return [{"fsync": "on" if fsync else "off", "phase": "relay", "n": n, "ok": True,
@@ -147,9 +150,23 @@ def run(handoffd, fsync, n, rate, timeout=120.0, keep=False):
     key = hdproto.make_key(key_path)
     ns = natsrv.Cluster(base, nodes=1)
     relay = "[relay]\nservers = {}\nhost = {}\n"
+    rc = {"a": "", "b": ""}
+    if receipts:
+        # Receipts on (issue 27): each host its own Ed25519 host key, the
+        # other's public key in its host_pubkey_dir; b signs and sends a
+        # receipt of each delivery, a verifies and records it.
+        ctl = os.path.join(os.path.dirname(handoffd), "handoffctl")
+        for h, o in (("a", "b"), ("b", "a")):
+            hk = os.path.join(base, f"host-{h}.key")
+            subprocess.run([ctl, "keygen", "--ed25519", "-o", hk], check=True, capture_output=True)
+        for h, o in (("a", "b"), ("b", "a")):
+            d = os.path.join(base, f"hosts-{h}")
+            os.makedirs(d)
+            shutil.copy(os.path.join(base, f"host-{o}.pub"), os.path.join(d, f"{o}.pub"))
+            rc[h] = f"host_key = {os.path.join(base, f'host-{h}.key')}\nhost_pubkey_dir = {d}\n"
     a = Host(base, "a", handoffd, fsync, key_path, ["bob"],
-             relay.format(ns.url, "a") + "\n[remote alice]\nhost = b\n")
-    b = Host(base, "b", handoffd, fsync, key_path, ["alice"], relay.format(ns.url, "b"))
+             relay.format(ns.url, "a") + rc["a"] + "\n[remote alice]\nhost = b\n")
+    b = Host(base, "b", handoffd, fsync, key_path, ["alice"], relay.format(ns.url, "b") + rc["b"])
     rows = []
     try:
         b.start()
@@ -181,10 +198,13 @@ def main():
     ap.add_argument("--rate", type=float, default=200.0)
     ap.add_argument("--fsync", default="on,off")
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--receipts", action="store_true",
+                    help="receipts on both hosts (also BENCH_RELAY_RECEIPTS=1)")
     x = ap.parse_args()
     rows = []
     for m in x.fsync.split(","):
-        rows += run(os.path.join(x.build, "handoffd"), m == "on", x.n, x.rate, keep=x.keep)
+        rows += run(os.path.join(x.build, "handoffd"), m == "on", x.n, x.rate, keep=x.keep,
+                    receipts=x.receipts or os.environ.get("BENCH_RELAY_RECEIPTS") == "1")
     for r in rows:
         print(f"fsync {r['fsync']:3} {r['phase']:6}: {r.get('throughput') or 0:.0f} items/s, "
               f"p50 {r.get('lat_p50_ms') or 0:.2f} ms, p99 {r.get('lat_p99_ms') or 0:.2f} ms"

@@ -2,7 +2,8 @@
 # Included by the top Makefile.  make check runs the same scripts short.
 #
 #   make stress                       200 kill cycles, 10,000 racing items, longer faults,
-#                                     5,000 relayed items through a 3-node cluster
+#                                     5,000 relayed items through a 3-node cluster,
+#                                     500 receipts of mixed outcomes
 #   make stress STRESS_CYCLES=1000 STRESS_N=50000 [SANITIZE=1]
 #
 # Each harness prints its figures; every harness runs even when one fails,
@@ -35,6 +36,8 @@ stress: deps
 		python3 -B tests/e2e/test_faults.py || rc=1; \
 	echo "== stress: relay through a 3-node cluster, 5,000 items, stream leader SIGKILLed"; \
 	$(STRESS_ENV) HD_RELAY_CLUSTER_N=5000 python3 -B tests/e2e/test_relay_cluster.py || rc=1; \
+	echo "== stress: receipts, 500 relayed handoffs of mixed outcomes"; \
+	$(STRESS_ENV) HD_RECEIPT_N=500 python3 -B tests/e2e/test_receipts.py || rc=1; \
 	echo "== stress: hostile spool"; \
 	$(STRESS_ENV) python3 -B tests/e2e/test_hostile.py || rc=1; \
 	if [ $$rc -eq 0 ]; then echo "stress: all passed"; else echo "stress: FAILED (see above)"; fi; \

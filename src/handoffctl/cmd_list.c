@@ -15,8 +15,9 @@ static void list_usage(FILE *f)
         fprintf(f,
                 "Usage: handoffctl list [-c CONF] [--state STATE] [--agent NAME] [--json]\n"
                 "\n"
-                "List the items of the spool: STATE is handoff, claimed, archive or\n"
-                "rejected (default all); --agent keeps items from or to NAME.\n"
+                "List the items of the spool: STATE is handoff, outbox (waiting for the\n"
+                "relay), claimed, archive or rejected (default all); --agent keeps items\n"
+                "from or to NAME.\n"
                 "\n"
                 "  -c, --config FILE  daemon configuration (default %s)\n"
                 "  -s, --state STATE  one state directory\n"
@@ -123,22 +124,29 @@ int cmd_list(int argc, char **argv)
         }
         if (optind < argc)
                 return ctl_fail(CTL_EXIT_USAGE, "list: unexpected argument '%s'", argv[optind]);
-        if (state && strcmp(state, "handoff") && strcmp(state, "claimed") &&
-            strcmp(state, "archive") && strcmp(state, "rejected"))
-                return ctl_fail(CTL_EXIT_USAGE, "list: state '%s' is not handoff, claimed, archive or rejected", state);
+        bool known = !state;
+        for (size_t i = 0; i < ELEMENTSOF(items_find_states); i++)
+                known = known || !strcmp(state, items_find_states[i]);
+        if (!known)
+                return ctl_fail(CTL_EXIT_USAGE, "list: state '%s' is not handoff, outbox, claimed, "
+                                "archive or rejected", state);
         r = ctl_config(conf, &cfg);
         if (r)
                 return r;
         all = json_array();
-        for (size_t i = 0; i < 4; i++) {
+        /* outbox/: handoffs for another host, waiting for the relay */
+        for (size_t i = 0; i < ELEMENTSOF(items_find_states); i++) {
+                const char *st = items_find_states[i];
                 json_t *items = NULL, *it;
                 size_t j;
-                if (state && strcmp(state, items_states[i]))
+                if (state && strcmp(state, st))
                         continue;
-                r = items_list(cfg->spool_dir, items_states[i], &items);
+                r = items_list(cfg->spool_dir, st, &items);
+                if (r == -ENOENT && !strcmp(st, "outbox"))
+                        continue;       /* no relay here, ever */
                 if (r < 0) {
                         ctl_fail(CTL_EXIT_ERROR, "list: %s/%s: %s", cfg->spool_dir,
-                                 items_states[i], strerror(-r));
+                                 st, strerror(-r));
                         code = CTL_EXIT_ERROR;
                         continue;
                 }

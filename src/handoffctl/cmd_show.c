@@ -91,6 +91,14 @@ int cmd_show(int argc, char **argv)
                 }
                 if (json_string_value(json_object_get(found, "relayed_to")))
                         printf("relayed to %s\n", json_string_value(json_object_get(found, "relayed_to")));
+                /* The receipt of the receiving host (receipt.c). */
+                if (json_string_value(json_object_get(found, "remote_outcome")))
+                        printf("there %s (receipt signed by %s, %s)\n",
+                               json_string_value(json_object_get(found, "remote_outcome")),
+                               json_string_value(json_object_get(found, "remote_host")) ?: "?",
+                               json_string_value(json_object_get(found, "remote_at")) ?: "?");
+                else if (json_string_value(json_object_get(found, "relayed_to")))
+                        printf("there: no receipt yet\n");
         }
         json_decref(found);
         return CTL_EXIT_OK;

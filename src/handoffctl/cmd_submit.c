@@ -329,7 +329,17 @@ int cmd_submit(int argc, char **argv)
         if (r != 0)
                 return ctl_fail(r, "submit: %s", e.msg);
         /* Written all the same: another daemon on this spool may serve it. */
-        if (cfg && !config_agent(cfg, a.to))
+        const char *remote = cfg ? config_remote(cfg, a.to) : NULL;
+        if (remote && config_relay_on(cfg))
+                fprintf(stderr, "handoffctl: submit: %s is an agent of host %s ([remote %s]): "
+                        "relayed to %s\n", a.to, remote, a.to, remote);
+        else if (remote)
+                fprintf(stderr,
+                        "handoffctl: submit: warning: %s names [remote %s] on host %s but has no "
+                        "[relay] servers: nothing relays it; it is rejected as expired_unclaimed "
+                        "after [spool] max_window (%llds)\n",
+                        cfg->path, a.to, remote, (long long)cfg->max_window);
+        else if (cfg && !config_agent(cfg, a.to))
                 fprintf(stderr,
                         "handoffctl: submit: warning: %s has no [agent %s]: no daemon with this "
                         "configuration claims it; unless another one serves %s, it is rejected as "

@@ -5,7 +5,11 @@
  *
  * Exit: 0 consumed (with --until claimed: claimed, or past the claim);
  * 1 rejected or expired; 2 usage or config error; 3 timeout; 4 a system
- * error; 5 relayed to another host (the outcome is decided there). */
+ * error; 5 relayed to another host (the outcome is decided there).  With
+ * receipts on ([relay] host_pubkey_dir), a relayed item is waited for
+ * through to the outcome its receiving host's signed receipt reports
+ * (receipt.c): consumed 0, expired or rejected 1; --until relayed stops at
+ * the relay as before. */
 #include <errno.h>
 #include <getopt.h>
 #include <poll.h>
@@ -18,6 +22,7 @@
 
 #include "handoffctl.h"
 #include "items.h"
+#include "layout.h"
 #include "util.h"
 
 #define WAIT_EXIT_TIMEOUT 3
@@ -27,7 +32,7 @@ static void wait_usage(FILE *f)
 {
         fprintf(f,
                 "Usage: handoffctl wait [-c CONF | --spool DIR] HANDOFF_ID [--timeout SECONDS]\n"
-                "                       [--until claimed] [--json]\n"
+                "                       [--until claimed|relayed] [--json]\n"
                 "\n"
                 "Block until the handoff is consumed, expired, rejected or relayed (or\n"
                 "claimed, with --until claimed) and print what became of it.  An id\n"
@@ -38,13 +43,52 @@ static void wait_usage(FILE *f)
                 "  -t, --timeout SECONDS  give up after this long (5m, 1h: a duration;\n"
                 "                         0 looks once); default: wait for ever\n"
                 "  -u, --until claimed    return at the claim already\n"
+                "      --until relayed    return when relayed to another host (5), not\n"
+                "                         at the outcome that host's receipt reports\n"
                 "  -j, --json             one JSON object\n"
                 "  -h, --help             this text\n"
                 "      --version          the version\n"
                 "\n"
                 "Exit: 0 consumed (--until claimed: claimed), 1 rejected or expired,\n"
-                "2 usage, 3 timeout, 4 error, 5 relayed to another host.\n",
+                "2 usage, 3 timeout, 4 error, 5 relayed to another host (receipts off,\n"
+                "or --until relayed).  A relayed item's outcome on the other host\n"
+                "counts when receipts are on ([relay] host_pubkey_dir).\n",
                 CONFIG_DEFAULT_PATH);
+}
+
+enum wait_relayed {
+        WAIT_RELAYED_STOP,      /* receipts off: relayed is the end (5) */
+        WAIT_RELAYED_RECEIPT,   /* through to the receipt's outcome */
+        WAIT_RELAYED_UNTIL,     /* --until relayed */
+};
+
+static enum wait_relayed relayed_mode;
+
+/* A relayed item: its outcome on the other host, or the relay's 5. */
+static bool wait_relayed(const json_t *it, bool until_claimed, int *ret_code)
+{
+        const char *ro = json_string_value(json_object_get(it, "remote_outcome"));
+
+        if (relayed_mode == WAIT_RELAYED_UNTIL) {
+                *ret_code = WAIT_EXIT_RELAYED;
+                return true;
+        }
+        if (ro && !strcmp(ro, "consumed")) {
+                *ret_code = CTL_EXIT_OK;
+                return true;
+        }
+        if (ro && (!strcmp(ro, "expired") || !strcmp(ro, "rejected"))) {
+                *ret_code = until_claimed && !strcmp(ro, "expired") ? CTL_EXIT_OK : CTL_EXIT_NEGATIVE;
+                return true;
+        }
+        if (ro && !strcmp(ro, "delivered") && until_claimed) {
+                *ret_code = CTL_EXIT_OK;
+                return true;
+        }
+        if (relayed_mode == WAIT_RELAYED_RECEIPT)
+                return false;
+        *ret_code = WAIT_EXIT_RELAYED;
+        return true;
 }
 
 /* Is the item (of this rank) an end to the wait, and with what code? */
@@ -58,7 +102,7 @@ static bool wait_done(const json_t *it, int rank, bool until_claimed, int *ret_c
         }
         if (rank == ITEMS_ARCHIVED) {
                 if (!strcmp(st, "relayed"))
-                        *ret_code = WAIT_EXIT_RELAYED;
+                        return wait_relayed(it, until_claimed, ret_code);
                 else if (!strcmp(st, "consumed") || until_claimed)
                         *ret_code = CTL_EXIT_OK;   /* expired: it was claimed */
                 else
@@ -87,6 +131,21 @@ static void wait_print(const char *id, const json_t *it, const char *status, boo
         }
         const char *reason = json_string_value(json_object_get(it, "reason"));
         const char *detail = json_string_value(json_object_get(it, "detail"));
+        const char *ro = json_string_value(json_object_get(it, "remote_outcome"));
+        if (ro && !strcmp(status, "relayed")) {
+                /* "ID relayed to b: consumed", or with b's reason */
+                status = "relayed to";
+                reason = json_string_value(json_object_get(it, "remote_reason"));
+                detail = json_string_value(json_object_get(it, "remote_detail"));
+                printf("%s %s %s: %s", id, status,
+                       json_string_value(json_object_get(it, "remote_host")) ?: "?", ro);
+                if (reason && *reason)
+                        printf(": %s", reason);
+                if (detail && *detail)
+                        printf(": %s", detail);
+                printf("\n");
+                return;
+        }
         printf("%s %s", id, status);
         if (reason && *reason)
                 printf(": %s", reason);
@@ -147,12 +206,20 @@ static int wait_events(struct waiter *w, int ifd)
                 for (size_t i = 0; i < ELEMENTSOF(w->wd); i++) {
                         json_t *it = NULL;
                         int r;
+                        char iname[256];
+                        const char *name = ev->name;
                         if (w->wd[i] != ev->wd)
                                 continue;
-                        r = items_match(w->spool, items_find_states[i], ev->name, w->id, &it);
+                        /* An archived item's .outcome rewritten: a receipt. */
+                        bool side = !strcmp(items_find_states[i], "archive") &&
+                                    layout_has_suffix(name, LAYOUT_OUTCOME) &&
+                                    layout_strip(name, LAYOUT_OUTCOME, iname, sizeof(iname)) == 0;
+                        if (side)
+                                name = iname;
+                        r = items_match(w->spool, items_find_states[i], name, w->id, &it);
                         if (r == ITEMS_REJECTED_BY_NAME)
                                 rescan = true;  /* counts only when nothing else does */
-                        else if (r > w->rank) {
+                        else if (r > w->rank || (side && r == w->rank && r > 0)) {
                                 json_decref(w->it);
                                 w->it = TAKE_PTR(it);
                                 w->rank = r;
@@ -177,7 +244,7 @@ int cmd_wait(int argc, char **argv)
         };
         const char *conf = NULL, *spool = NULL;
         struct waiter w = { .rank = ITEMS_NONE };
-        bool as_json = false, until_claimed = false;
+        bool as_json = false, until_claimed = false, until_relayed = false;
         int64_t timeout = -1, deadline = 0;
         struct config *cfg = NULL;
         _cleanup_close_ int ifd = -1;
@@ -192,8 +259,12 @@ int cmd_wait(int argc, char **argv)
                                 return ctl_fail(CTL_EXIT_USAGE, "wait: --timeout '%s' is not a duration", optarg);
                         break;
                 case 'u':
+                        if (!strcmp(optarg, "relayed")) {
+                                until_relayed = true;
+                                break;
+                        }
                         if (strcmp(optarg, "claimed"))
-                                return ctl_fail(CTL_EXIT_USAGE, "wait: --until '%s': only 'claimed' is known", optarg);
+                                return ctl_fail(CTL_EXIT_USAGE, "wait: --until '%s': 'claimed' or 'relayed'", optarg);
                         until_claimed = true;
                         break;
                 case 'j': as_json = true; break;
@@ -216,6 +287,8 @@ int cmd_wait(int argc, char **argv)
                 spool = cfg->spool_dir;
         }
         w.spool = spool;
+        relayed_mode = until_relayed ? WAIT_RELAYED_UNTIL
+                       : cfg && cfg->relay.host_pubkey_dir ? WAIT_RELAYED_RECEIPT : WAIT_RELAYED_STOP;
 
         /* Watch first, then look: what happens in between is in the queue. */
         ifd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);

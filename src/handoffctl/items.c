@@ -101,6 +101,12 @@ static json_t *item_new(int dirfd, const char *dir, const char *state, const cha
                 copy_str(it, "accepted_at", side, "accepted_at");
                 copy_str(it, "archived_at", side, "archived_at");
                 copy_str(it, "relayed_to", side, "relayed_to");
+                /* A receipt from the host it was relayed to (receipt.c). */
+                copy_str(it, "remote_outcome", side, "remote_outcome");
+                copy_str(it, "remote_host", side, "remote_host");
+                copy_str(it, "remote_at", side, "remote_at");
+                copy_str(it, "remote_reason", side, "remote_reason");
+                copy_str(it, "remote_detail", side, "remote_detail");
         }
         /* What a file in rejected/ says of itself is a producer's claim:
          * it describes the item only when the daemon authenticated it (its

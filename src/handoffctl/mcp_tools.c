@@ -194,7 +194,9 @@ static int tool_take(struct mcp *m, const json_t *args, json_t **ret)
 static int tool_status(struct mcp *m, const json_t *args, json_t **ret)
 {
         static const char *const copy[] = { "from_agent", "to_agent", "reason", "detail",
-                                            "at", "expires_at", "accepted_at" };
+                                            "at", "expires_at", "accepted_at", "relayed_to",
+                                            "remote_outcome", "remote_host", "remote_at",
+                                            "remote_reason", "remote_detail" };
         const char *id = arg_str(args, "handoff_id");
         _cleanup_json_ json_t *it = NULL;
         char text[768];
@@ -225,6 +227,11 @@ static int tool_status(struct mcp *m, const json_t *args, json_t **ret)
         if (arg_str(it, "reason"))
                 snprintf(text, sizeof(text), "%s: %s (%s: %s)", id, items_status(it),
                          arg_str(it, "reason"), arg_str(it, "detail") ?: "");
+        else if (arg_str(it, "remote_outcome"))
+                snprintf(text, sizeof(text), "%s: relayed to %s, there %s%s%s", id,
+                         arg_str(it, "remote_host") ?: "", arg_str(it, "remote_outcome"),
+                         *(arg_str(it, "remote_reason") ?: "") ? ": " : "",
+                         arg_str(it, "remote_reason") ?: "");
         else
                 snprintf(text, sizeof(text), "%s: %s", id, items_status(it));
         utf8_fix(text);
@@ -294,7 +301,11 @@ static const struct mcp_tool mcp_tool_table[] = {
                 "'status':{'type':'string','description':'pending, claimed, consumed, expired, rejected or relayed'},"
                 "'reason':{'type':'string'},'detail':{'type':'string'},'from_agent':{'type':'string'},"
                 "'to_agent':{'type':'string'},'at':{'type':'string'},'expires_at':{'type':'string'},"
-                "'accepted_at':{'type':'string'}},'required':['handoff_id','status']}",
+                "'accepted_at':{'type':'string'},"
+                "'relayed_to':{'type':'string'},"
+                "'remote_outcome':{'type':'string','description':'relayed: the outcome on the receiving host (delivered, consumed, expired, rejected), from its signed receipt'},"
+                "'remote_host':{'type':'string'},'remote_at':{'type':'string'},"
+                "'remote_reason':{'type':'string'},'remote_detail':{'type':'string'}},'required':['handoff_id','status']}",
                 tool_status,
         },
 };

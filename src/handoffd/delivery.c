@@ -169,6 +169,9 @@ int delivery_publish(struct spool *sp, struct agent_rt *a, const char *id)
                 r = layout_prefixed(LAYOUT_PENDING, bname, pname, sizeof(pname));
         if (r < 0)
                 return r;
+        /* The marker is on disk: delivered is decided. */
+        if (sp->relay.outcome)
+                sp->relay.outcome(sp->relay.ctx, id, NULL, "delivered", NULL, NULL, hd_now_usec());
         if (renameat(a->handoffs_fd, pname, a->handoffs_fd, bname) < 0)
                 return -errno;
         a->dirty = true;

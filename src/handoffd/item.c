@@ -172,6 +172,8 @@ static int archive(struct spool *sp, const char *id, const json_t *doc, json_t *
         r = spool_id_mark(sp, id);
         if (r < 0)
                 return r;
+        if (sp->relay.outcome)
+                sp->relay.outcome(sp->relay.ctx, id, NULL, outcome, NULL, NULL, now);
         r = move_noreplace(sp->fd[SD_CLAIMED], src, sp->fd[SD_ARCHIVE], name);
         if (r < 0)
                 return r == -ENOENT ? 0 : r;    /* another daemon archived it */

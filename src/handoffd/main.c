@@ -119,6 +119,13 @@ int main(int argc, char **argv)
                 if (warnings > 0)
                         printf(", %d warning(s)", warnings);
                 printf(")\n");
+                if (config_relay_on(cfg))
+                        printf("relay: host %s; receipts: %s, %s\n", cfg->relay.host,
+                               cfg->relay.host_key ? "sent (host_key)"
+                                                   : "not sent ([relay] host_key not set)",
+                               cfg->relay.host_pubkey_dir
+                               ? "accepted (host_pubkey_dir)"
+                               : "not accepted ([relay] host_pubkey_dir not set: wait stops at relayed)");
                 config_free(cfg);
                 return 0;
         }

@@ -37,12 +37,14 @@
         X(natsConnection_GetConnectedUrl) \
         X(natsConnection_JetStream) \
         X(natsMsgHeader_Get) \
+        X(natsMsgHeader_Set) \
         X(natsMsgList_Destroy) \
         X(natsMsg_Ack) \
         X(natsMsg_Create) \
         X(natsMsg_Destroy) \
         X(natsMsg_GetData) \
         X(natsMsg_GetDataLength) \
+        X(natsMsg_GetSubject) \
         X(natsMsg_NakWithDelay) \
         X(natsOptions_Create) \
         X(natsOptions_Destroy) \

@@ -24,6 +24,7 @@
 #include "layout.h"
 #include "log.h"
 #include "outbox.h"
+#include "receipt.h"
 #include "relay_queue.h"
 #include "spool.h"
 
@@ -164,7 +165,22 @@ void outbox_resend(struct relay *r)
         outbox_kick(r);
 }
 
-/* The archive name of the real implementation, "{ts}-{from}-{to}-{id}.json",
+/* Whether id already names the two agents, "FROM-TO-..." or
+ * "UNIXTIME-FROM-TO-..." (as item.c's archive names see it). */
+static bool id_names_agents(const char *id, const char *from, const char *to)
+{
+        size_t lf = strlen(from), lt = strlen(to);
+        const char *p = id + strspn(id, "0123456789");
+
+        if (p > id && *p == '-' && !strncmp(p + 1, from, lf) && p[1 + lf] == '-' &&
+            !strncmp(p + 2 + lf, to, lt) && p[2 + lf + lt] == '-')
+                return true;
+        return !strncmp(id, from, lf) && id[lf] == '-' && !strncmp(id + lf + 1, to, lt) &&
+               id[lf + 1 + lt] == '-';
+}
+
+/* The archive name of the real implementation, "{ts}-{from}-{to}-{id}.json"
+ * ("{ts}-{id}.json" when the id names from and to already, as item.c's),
  * ts = when it entered outbox/ (stable across a retry after a crash). */
 static int archive(struct relay *r, const char *id, json_t *e, bool duplicate, int64_t now)
 {
@@ -195,8 +211,13 @@ static int archive(struct relay *r, const char *id, json_t *e, bool duplicate, i
         if (q < 0)
                 return q;
         for (unsigned n = 0; n < 100; n++) {
-                snprintf(name, sizeof(name), n ? "%lld-%s-%s-%s~%u.json" : "%lld-%s-%s-%s.json",
-                         (long long)(EGET(e, "at") / 1000000), from, to, id, n);
+                if (id_names_agents(id, from, to))
+                        snprintf(name, sizeof(name), n ? "%lld-%s~%u.json" : "%lld-%s.json",
+                                 (long long)(EGET(e, "at") / 1000000), id, n);
+                else
+                        snprintf(name, sizeof(name),
+                                 n ? "%lld-%s-%s-%s~%u.json" : "%lld-%s-%s-%s.json",
+                                 (long long)(EGET(e, "at") / 1000000), from, to, id, n);
                 snprintf(side, sizeof(side), "%s" LAYOUT_OUTCOME, name);
                 q = hd_write_atomic(sp->fd[SD_ARCHIVE], side, buf, len, 0640, false);
                 if (q < 0)
@@ -209,6 +230,7 @@ static int archive(struct relay *r, const char *id, json_t *e, bool duplicate, i
                         return q;
                 }
                 sp->dirty[SD_ARCHIVE] = sp->dirty[SD_OUTBOX] = true;
+                receipt_sent(r, id, name);
                 return 0;
         }
         return -EEXIST;

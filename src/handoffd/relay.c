@@ -10,6 +10,7 @@
 #include "log.h"
 #include "nats_dl.h"
 #include "outbox.h"
+#include "receipt.h"
 #include "relay.h"
 #include "relay_inbound.h"
 #include "relay_nats.h"
@@ -46,6 +47,7 @@ static void on_state(struct relay *r, struct relay_ev *ev)
                 snprintf(r->st.server, sizeof(r->st.server), "%s", ev->text);
                 log_info("Relay: connected to %s", ev->text);
                 outbox_resend(r);
+                receipt_resend(r);
         } else if (!r->st.connected && was_ready) {
                 log_warning("Relay: disconnected from %s; outbound items wait in outbox/",
                             r->st.server);
@@ -54,6 +56,7 @@ static void on_state(struct relay *r, struct relay_ev *ev)
                 log_info("Relay ready: host %s, stream %s, consumer %s", r->host, r->stream,
                          r->durable);
                 outbox_ready(r);
+                receipt_resend(r);
         }
 }
 
@@ -75,7 +78,10 @@ static void on_async(uv_async_t *h)
                         on_state(r, ev);
                         break;
                 case RELAY_EV_PUBACK:
-                        outbox_puback(r, ev->id, ev->ok, ev->duplicate, ev->text, now);
+                        if (strchr(ev->id, ':'))        /* a receipt's ID:OUTCOME */
+                                receipt_puback(r, ev->id, ev->ok, ev->text, now);
+                        else
+                                outbox_puback(r, ev->id, ev->ok, ev->duplicate, ev->text, now);
                         acks = true;
                         break;
                 case RELAY_EV_BATCH:
@@ -121,6 +127,7 @@ int relay_start(uv_loop_t *loop, struct spool *sp, struct relay **ret)
         pthread_cond_init(&r->wake_worker, NULL);
         pthread_cond_init(&r->wake_fetcher, NULL);
         if (!(r->host = strdup(c->relay.host)) || !(r->stream = strdup(c->relay.stream)) ||
+            !(r->servers = strdup(c->relay.servers)) ||
             asprintf(&r->durable, "handoffd-%s", c->relay.host) < 0 ||
             asprintf(&r->filter, "handoff.%s.>", c->relay.host) < 0 || !r->outbox || !r->queue) {
                 q = -ENOMEM;
@@ -136,6 +143,9 @@ int relay_start(uv_loop_t *loop, struct spool *sp, struct relay **ret)
         sp->relay = (struct spool_relay) { .ctx = r, .take = take_hook,
                                            .status = relay_status, .metrics = relay_metrics };
 
+        q = receipt_start(r);
+        if (q < 0)
+                goto fail;
         relay_inbound_clean(r);
         q = outbox_scan(r, hd_now_usec());
         if (q < 0)
@@ -199,7 +209,10 @@ void relay_stop(struct relay *r)
         struct relay_ev *ev = r->evs, **pp = &r->evs;
         while (ev) {
                 if (ev->type == RELAY_EV_PUBACK && ev->ok) {
-                        outbox_puback(r, ev->id, true, ev->duplicate, "", hd_now_usec());
+                        if (strchr(ev->id, ':'))
+                                receipt_puback(r, ev->id, true, "", hd_now_usec());
+                        else
+                                outbox_puback(r, ev->id, true, ev->duplicate, "", hd_now_usec());
                         *pp = ev->next;
                         free(ev);
                         ev = *pp;
@@ -216,6 +229,7 @@ void relay_stop(struct relay *r)
         pthread_mutex_lock(&r->m);
         r->closed = true;
         pthread_mutex_unlock(&r->m);
+        receipt_stop(r);
         if (r->handles_open) {
                 uv_close((uv_handle_t *)&r->async, NULL);
                 uv_close((uv_handle_t *)&r->timer, NULL);
@@ -229,6 +243,7 @@ void relay_free(struct relay *r)
         if (!r)
                 return;
         free_queues(r);
+        receipt_free(r);
         if (r->sub)
                 sym_natsSubscription_Destroy(SUB(r));
         if (r->js)
@@ -249,6 +264,7 @@ void relay_free(struct relay *r)
         json_decref(r->outbox);
         json_decref(r->queue);
         free(r->host);
+        free(r->servers);
         free(r->stream);
         free(r->durable);
         free(r->filter);
@@ -268,9 +284,11 @@ static json_t *relay_status(void *ctx, int64_t now)
                         oldest = age;
         }
         /* none (outbox empty, no error yet): null, never -1 */
-        return json_pack("{s:b, s:b, s:s, s:s, s:s, s:I, s:o, s:I, s:I, s:I, s:I, s:s?, s:o}",
+        json_t *o = json_pack("{s:b, s:b, s:s, s:s, s:s, s:I, s:o, s:I, s:I, s:I, s:I, s:s?, s:o}",
                          "connected", r->st.connected, "ready", r->st.ready,
-                         "server", r->st.server, "host", r->host, "stream", r->stream,
+                         /* before a first connection: the servers it tries */
+                         "server", r->st.server[0] ? r->st.server : r->servers,
+                         "host", r->host, "stream", r->stream,
                          "outbox", (json_int_t)json_object_size(r->outbox),
                          "outbox_oldest_s", oldest >= 0 ? json_integer(oldest) : json_null(),
                          "relayed", (json_int_t)r->st.relayed,
@@ -280,6 +298,13 @@ static json_t *relay_status(void *ctx, int64_t now)
                          "last_error", r->st.last_error[0] ? r->st.last_error : NULL,
                          "last_error_age_s", r->st.last_error_usec
                          ? json_integer((now - r->st.last_error_usec) / 1000000) : json_null());
+        if (o)
+                json_object_set_new(o, "receipts", json_pack("{s:I, s:I, s:I, s:I}",
+                        "sent", (json_int_t)r->st.receipts_sent,
+                        "applied", (json_int_t)r->st.receipts_applied,
+                        "duplicate", (json_int_t)r->st.receipts_duplicate,
+                        "dropped", (json_int_t)r->st.receipts_bad));
+        return o;
 }
 
 static void relay_metrics(void *ctx, FILE *f, int64_t now)
@@ -306,5 +331,13 @@ static void relay_metrics(void *ctx, FILE *f, int64_t now)
         fprintf(f, "handoffd_relay_total{event=\"duplicate\"} %llu\n", (unsigned long long)r->st.duplicates);
         fprintf(f, "handoffd_relay_total{event=\"publish_error\"} %llu\n",
                 (unsigned long long)r->st.publish_errors);
+        fprintf(f, "handoffd_relay_total{event=\"receipt_sent\"} %llu\n",
+                (unsigned long long)r->st.receipts_sent);
+        fprintf(f, "handoffd_relay_total{event=\"receipt_applied\"} %llu\n",
+                (unsigned long long)r->st.receipts_applied);
+        fprintf(f, "handoffd_relay_total{event=\"receipt_duplicate\"} %llu\n",
+                (unsigned long long)r->st.receipts_duplicate);
+        fprintf(f, "handoffd_relay_total{event=\"receipt_dropped\"} %llu\n",
+                (unsigned long long)r->st.receipts_bad);
         json_decref(s);
 }

@@ -33,6 +33,7 @@
 #include "files.h"
 #include "lock.h"
 #include "log.h"
+#include "receipt.h"
 #include "relay_inbound.h"
 #include "relay_queue.h"
 #include "spool.h"
@@ -248,6 +249,8 @@ static int inbound_one(struct relay *r, struct relay_in *in, int64_t now)
                         goto out;
                 snprintf(name, sizeof(name), "relay-%s.json", rnd);
         }
+        if (id[0])
+                receipt_owe(r, id, in->origin);
         q = write_one(sp, name, in);
         if (q < 0) {
                 spool_error(sp, q, "Cannot write relayed %s into handoff/", name);
@@ -294,10 +297,16 @@ void relay_inbound_batch(struct relay *r, struct relay_batch *b, int64_t now)
                 }
                 if (!in->data)
                         continue;       /* out of memory: redelivered */
+                if (in->receipt) {
+                        in->ack = receipt_in(r, in, now);
+                        continue;
+                }
                 in->ack = inbound_one(r, in, now) >= 0;
         }
         /* Durable before acked: the renames, then the verdicts. */
-        q = spool_flush(sp);
+        q = receipt_sync(r);
+        if (q == 0)
+                q = spool_flush(sp);
         if (q < 0) {
                 spool_error(sp, q, "Cannot fsync handoff/; relayed messages not acked");
                 for (size_t i = 0; i < b->n; i++)

@@ -12,6 +12,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <sodium.h>
 
@@ -26,6 +31,7 @@
  * which the stream answers "duplicate" if the first one got there. */
 #define PUBACK_WAIT_MS 2000
 #define API_WAIT_MS 5000
+#define UNREACHABLE_REPEAT_MS 30000
 #define ACK_WAIT_NS (10LL * 1000000000LL)
 
 #define JS(r) ((jsCtx *)(r)->js)
@@ -67,6 +73,63 @@ static void timed_wait(pthread_cond_t *c, pthread_mutex_t *m, int64_t ms)
                 ts.tv_nsec -= 1000000000L;
         }
         pthread_cond_timedwait(c, m, &ts);
+}
+
+/* Why the servers cannot be reached, as TCP says it (libnats only says
+ * "not yet connected"): "HOST:PORT: Connection refused; ...". */
+static void probe_servers(const char *servers, char *buf, size_t n)
+{
+        char copy[512], *save = NULL;
+        size_t off = 0;
+        int k = 0;
+
+        buf[0] = '\0';
+        snprintf(copy, sizeof(copy), "%s", servers);
+        for (char *t = strtok_r(copy, ", \t", &save); t && k < 4; t = strtok_r(NULL, ", \t", &save), k++) {
+                char host[256], port[16] = "4222", *p = strstr(t, "://");
+                const char *why = NULL;
+                struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *ai = NULL;
+                p = p ? p + 3 : t;
+                if (strchr(p, '@'))
+                        p = strchr(p, '@') + 1;
+                snprintf(host, sizeof(host), "%s", p);
+                char *c = strrchr(host, ':');
+                if (c && !strchr(c, ']')) {
+                        snprintf(port, sizeof(port), "%s", c + 1);
+                        *c = '\0';
+                }
+                host[strcspn(host, "/")] = '\0';
+                if (host[0] == '[') {
+                        memmove(host, host + 1, strlen(host));
+                        host[strcspn(host, "]")] = '\0';
+                }
+                int g = getaddrinfo(host, port, &hints, &ai);
+                if (g != 0) {
+                        why = gai_strerror(g);
+                } else {
+                        int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+                        int e = fd < 0 ? errno : 0;
+                        if (fd >= 0 && connect(fd, ai->ai_addr, ai->ai_addrlen) < 0) {
+                                e = errno;
+                                if (e == EINPROGRESS) {
+                                        struct pollfd pf = { .fd = fd, .events = POLLOUT };
+                                        socklen_t l = sizeof(e);
+                                        if (poll(&pf, 1, 1000) <= 0)
+                                                e = ETIMEDOUT;
+                                        else if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &l) < 0)
+                                                e = errno;
+                                }
+                        }
+                        if (fd >= 0)
+                                close(fd);
+                        why = e ? strerror(e) : "the port answers, NATS does not (TLS? auth?)";
+                        freeaddrinfo(ai);
+                }
+                int w = snprintf(buf + off, n - off, "%s%s:%s: %s", off ? "; " : "", host, port, why);
+                if (w < 0 || (size_t)w >= n - off)
+                        break;
+                off += (size_t)w;
+        }
 }
 
 /* ---- libnats callbacks (libnats threads) ---------------------------- */
@@ -202,12 +265,17 @@ static natsStatus setup(struct relay *r, char *err, size_t n)
 /* Nats-Msg-Id: the handoff_id and a digest of the bytes.  JetStream
  * drops a second publish of the same bytes; a message someone else put
  * on the stream first under this handoff_id (issue 24.2) does not make
- * it drop ours. */
+ * it drop ours.  A receipt's "ID:OUTCOME" goes as it is: the origin
+ * checks it (receipt.c), and its signature already binds its bytes. */
 static void msg_id(const struct relay_job *j, char *out, size_t n)
 {
         unsigned char h[crypto_hash_sha256_BYTES];
         char hex[2 * 12 + 1];
 
+        if (strchr(j->id, ':')) {
+                snprintf(out, n, "%s", j->id);
+                return;
+        }
         crypto_hash_sha256(h, (const unsigned char *)j->data, j->len);
         sodium_bin2hex(hex, sizeof(hex), h, 12);
         snprintf(out, n, "%s.%s", j->id, hex);
@@ -215,7 +283,7 @@ static void msg_id(const struct relay_job *j, char *out, size_t n)
 
 static void publish(struct relay *r, struct relay_job *j)
 {
-        char id[RELAY_ID_MAX + 32];
+        char id[RELAY_MSGID_MAX + 32];
         natsMsg *msg = NULL;
         jsPubOptions po;
         natsStatus s;
@@ -225,6 +293,8 @@ static void publish(struct relay *r, struct relay_job *j)
         po.MsgId = id;
         po.MaxWait = PUBACK_WAIT_MS;
         s = sym_natsMsg_Create(&msg, j->subject, NULL, j->data, (int)j->len);
+        if (s == NATS_OK)       /* where receipts go back (receipt.c) */
+                s = sym_natsMsgHeader_Set(msg, "Handoff-Origin", r->host);
         if (s == NATS_OK)
                 s = sym_js_PublishMsgAsync(JS(r), &msg, &po);
         sym_natsMsg_Destroy(msg);   /* NULL when libnats took it */
@@ -254,6 +324,16 @@ void *relay_worker_main(void *arg)
         }
         if (s == NATS_OK)
                 on_connected(nc, r);
+        /* Not connected: said at once (libnats retries in the background
+         * and tells nothing until it connects), then every
+         * UNREACHABLE_REPEAT_MS while it lasts. */
+        int64_t down_since = sym_nats_Now(), down_said = 0;
+        if (s != NATS_OK) {
+                char why[200];
+                probe_servers(r->servers, why, sizeof(why));
+                post_state(r, "!cannot connect: %s; retrying every second", why);
+                down_said = down_since;
+        }
         jsOptions jo;
         jsCtx *js = NULL;
         sym_jsOptions_Init(&jo);
@@ -301,6 +381,19 @@ void *relay_worker_main(void *arg)
                         pthread_mutex_lock(&r->m);
                         continue;
                 }
+                if (r->connected) {
+                        down_since = 0;
+                } else if (!down_since) {
+                        down_since = down_said = sym_nats_Now();
+                } else if (sym_nats_Now() - down_said >= UNREACHABLE_REPEAT_MS) {
+                        char why[200];
+                        down_said = sym_nats_Now();
+                        pthread_mutex_unlock(&r->m);
+                        probe_servers(r->servers, why, sizeof(why));
+                        post_state(r, "!cannot connect for %llds: %s; retrying",
+                                   (long long)((down_said - down_since) / 1000), why);
+                        pthread_mutex_lock(&r->m);
+                }
                 timed_wait(&r->wake_worker, &r->m, 1000);
         }
         r->ready = false;
@@ -312,6 +405,25 @@ void *relay_worker_main(void *arg)
 }
 
 /* ---- the fetch thread: pull, hand to the loop, ack ---------------------- */
+
+/* receipt.c's part of a message: the origin of a handoff, or that it is
+ * a receipt (on handoff.<host>.receipt.<from>) and its Nats-Msg-Id. */
+static void relay_in_receipt(struct relay *r, natsMsg *m, struct relay_in *in)
+{
+        const char *v = NULL, *subj = sym_natsMsg_GetSubject(m);
+        size_t lh = strlen(r->host);
+
+        if (subj && !strncmp(subj, "handoff.", 8) && !strncmp(subj + 8, r->host, lh) &&
+            !strncmp(subj + 8 + lh, ".receipt.", 9)) {
+                in->receipt = true;
+                if (sym_natsMsgHeader_Get(m, "Nats-Msg-Id", &v) == NATS_OK && v &&
+                    strlen(v) <= RELAY_MSGID_MAX)
+                        snprintf(in->rmsg_id, sizeof(in->rmsg_id), "%s", v);
+                return;
+        }
+        if (sym_natsMsgHeader_Get(m, "Handoff-Origin", &v) == NATS_OK && v && hd_agent_valid(v))
+                snprintf(in->origin, sizeof(in->origin), "%s", v);
+}
 
 /* The loop's copy of each message; one over max_msg is not copied (the
  * loop refuses it by its length). */
@@ -343,6 +455,7 @@ static struct relay_batch *batch_new(struct relay *r, natsMsgList *list)
                         if (!hd_id_valid(in->msg_id))
                                 in->msg_id[0] = '\0';
                 }
+                relay_in_receipt(r, m, in);
         }
         return b;
 }

@@ -18,6 +18,8 @@
 struct spool;
 
 #define RELAY_ID_MAX 128        /* hd_id_valid's limit */
+/* A Nats-Msg-Id: a handoff_id, or a receipt's "ID:OUTCOME" (receipt.c). */
+#define RELAY_MSGID_MAX (RELAY_ID_MAX + 16)
 #define RELAY_FETCH_BATCH 64
 /* What one fetch of a batch may hold (the server's byte count: subject,
  * headers and data); a larger message comes alone (relay_nats.c). */
@@ -33,6 +35,12 @@ struct relay_in {
         char msg_id[RELAY_ID_MAX + 1];  /* Nats-Msg-Id, "" when absent or unusable */
         bool ack;                       /* the loop's verdict */
         bool too_large;                 /* over max_msg: data not copied */
+        /* Receipts (receipt.c): the Handoff-Origin header of a handoff
+         * ("" when absent or not a host name); a message on this host's
+         * receipt subject is a receipt, its Nats-Msg-Id in rmsg_id. */
+        char origin[65];
+        bool receipt;
+        char rmsg_id[RELAY_MSGID_MAX + 1];
 };
 
 struct relay_batch {
@@ -51,14 +59,14 @@ struct relay_ev {
         struct relay_ev *next;
         enum relay_ev_type type;
         bool ok, duplicate;
-        char id[RELAY_ID_MAX + 1];
+        char id[RELAY_MSGID_MAX + 1];
         char text[256];         /* error text, or the server's URL */
         struct relay_batch *batch;
 };
 
 struct relay_job {
         struct relay_job *next;
-        char id[RELAY_ID_MAX + 1];
+        char id[RELAY_MSGID_MAX + 1];
         char subject[160];
         char *data;
         size_t len;
@@ -68,6 +76,9 @@ struct relay_stats {
         bool connected, ready;
         char server[256];
         uint64_t relayed, received, duplicates, publish_errors;
+        /* receipt.c: sent (PubAck), applied, known already, dropped as
+         * not verifying. */
+        uint64_t receipts_sent, receipts_applied, receipts_duplicate, receipts_bad;
         char last_error[256];
         int64_t last_error_usec;
 };
@@ -81,6 +92,7 @@ struct relay {
 
         /* Settings, copied at start: a reload does not change them. */
         char *host, *stream, *durable, *filter;
+        char *servers;          /* as configured, for what is said */
         int replicas;
         int64_t max_age_usec;
         size_t max_msg;                 /* [spool] max_file_size */
@@ -107,6 +119,7 @@ struct relay {
         int64_t scan_at;        /* next look at every item (expiry, retries) */
         size_t inflight;
         struct relay_stats st;
+        struct receipts *rc;    /* receipt.c's; NULL: receipts off */
 };
 
 /* From the loop: publish data on subject with Nats-Msg-Id id (takes data). */

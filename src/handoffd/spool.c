@@ -474,6 +474,8 @@ int spool_flush(struct spool *sp)
         size_t n = 0;
         int r = 0, q;
 
+        if (sp->relay.flush && (q = sp->relay.flush(sp->relay.ctx)) < 0)
+                r = q;
         /* The dirty directories are synced together (fsync_many_at()), so
          * they share the device's flushes; beyond the array, one by one. */
         for (size_t i = 0; i < sp->n_agents; i++)
@@ -576,6 +578,18 @@ int spool_reject_from(struct spool *sp, enum spool_dir from, const char *name,
 
         name_sanitize(name, base, sizeof(base));
         hd_time_format(now, at, sizeof(at));
+        /* Relayed here: the reason says from where, or an operator reads
+         * a bad_mac without knowing that the sender's key is another
+         * host's (handoffd(8) RELAY). */
+        char origin[80], rdetail[HD_DETAIL_MAX + 160];
+        if (from == SD_HANDOFF && sp->relay.origin &&
+            sp->relay.origin(sp->relay.ctx, name, origin, sizeof(origin))) {
+                snprintf(rdetail, sizeof(rdetail), "came through the relay from host %s: %s", origin,
+                         detail ? detail : "");
+                detail = rdetail;
+        } else {
+                origin[0] = '\0';
+        }
         o = json_pack("{s:s, s:s, s:s, s:s}", "reason", hd_reason_name(reason),
                       "detail", detail ? detail : "", "at", at, "name", base);
         if (!o)  /* a detail that is no UTF-8 must not keep a file here */
@@ -585,6 +599,8 @@ int spool_reject_from(struct spool *sp, enum spool_dir from, const char *name,
                 return -ENOMEM;
         if (handoff_id && hd_id_valid(handoff_id))
                 json_object_set_new(o, "handoff_id", json_string(handoff_id));
+        if (origin[0])
+                json_object_set_new(o, "relayed_from", json_string(origin));
         r = hd_canon_dump(o, NULL, &buf, &len);
         json_decref(o);
         if (r < 0)
@@ -608,6 +624,9 @@ int spool_reject_from(struct spool *sp, enum spool_dir from, const char *name,
                  * as archive() does: a replay is known at every moment. */
                 if (handoff_id && (r = spool_id_mark(sp, handoff_id)) < 0)
                         return r;
+                if (sp->relay.outcome && (from == SD_HANDOFF || from == SD_CLAIMED))
+                        sp->relay.outcome(sp->relay.ctx, handoff_id, from == SD_HANDOFF ? name : NULL,
+                                          "rejected", hd_reason_name(reason), detail, now);
                 r = move_noreplace(sp->fd[from], name, sp->fd[SD_REJECTED], dst);
                 if (r == -EEXIST)
                         continue;       /* another rejecter took dst: its reason stands */

@@ -56,6 +56,19 @@ struct spool_relay {
         int (*take)(void *ctx, const char *name, const json_t *doc, int64_t now);
         json_t *(*status)(void *ctx, int64_t now);
         void (*metrics)(void *ctx, FILE *f, int64_t now);
+        /* An item reaches an outcome (delivered, consumed, expired,
+         * rejected with reason): called once the outcome is decided and
+         * before it is final on disk (receipt.c owes the origin a receipt
+         * when the item came through the relay).  name: the file's name
+         * in handoff/ when the id is not known yet, else NULL. */
+        void (*outcome)(void *ctx, const char *id, const char *name, const char *outcome,
+                        const char *reason, const char *detail, int64_t now);
+        /* handoff/name came through the relay: the host it came from into
+         * buf (a rejection says so), true; else false. */
+        bool (*origin)(void *ctx, const char *name, char *buf, size_t n);
+        /* spool_flush() calls it first: what the relay wrote since (the
+         * receipts of outcomes about to be synced) is synced before them. */
+        int (*flush)(void *ctx);
 };
 
 struct spool {

@@ -25,6 +25,25 @@ int config_warnings(const struct config *c,
                 }
                 n++;
         }
+        if (c->empty_agents) {
+                char *m = NULL;
+                if (asprintf(&m, "%s: [agent %s] has no key at all (state_dir is required): "
+                                 "ignored", c->path, c->empty_agents) >= 0) {
+                        emit(userdata, m);
+                        free(m);
+                }
+                n++;
+        }
+        if (c->n_remotes > 0 && !config_relay_on(c)) {
+                char *m = NULL;
+                if (asprintf(&m, "%s: [remote %s] but no [relay] servers: handoffs to it are "
+                                 "not relayed, they wait and are rejected as expired_unclaimed",
+                             c->path, c->remotes[0].name) >= 0) {
+                        emit(userdata, m);
+                        free(m);
+                }
+                n++;
+        }
         if (c->control_group && !getgrnam(c->control_group)) {
                 char *m = NULL;
                 if (asprintf(&m, "[control] group '%s' does not exist: the control socket "
@@ -42,6 +61,7 @@ void config_free(struct config *c)
         if (!c)
                 return;
         free(c->path);
+        free(c->empty_agents);
         free(c->spool_dir);
         free(c->default_key_path);
         hd_key_free(c->default_key);
@@ -87,6 +107,8 @@ void config_free(struct config *c)
         free(rl->tls_ca);
         free(rl->tls_cert);
         free(rl->tls_key);
+        free(rl->host_key);
+        free(rl->host_pubkey_dir);
         for (size_t i = 0; i < c->n_remotes; i++) {
                 free(c->remotes[i].name);
                 free(c->remotes[i].host);

@@ -43,6 +43,11 @@ struct config_relay {
         char *user, *password;
         char *nkey, *nkey_seed; /* public key and its seed file */
         char *tls_ca, *tls_cert, *tls_key;
+        /* Receipts (receipt.c): this host's Ed25519 secret key, which signs
+         * the receipts it sends; one HOST.pub per host whose receipts it
+         * accepts.  Either unset: that half of receipts is off. */
+        char *host_key;
+        char *host_pubkey_dir;
 };
 
 struct config {
@@ -77,6 +82,8 @@ struct config {
         /* [control] */
         char *control_socket;
         char *control_group;
+        /* "bob, carol": [agent NAME] sections without a key (a warning) */
+        char *empty_agents;
         /* [metrics] */
         char *metrics_textfile;
         /* [payload] */

@@ -26,6 +26,10 @@ struct parse_state {
         bool handled;           /* it did */
         int section_line;       /* the header of the current section */
         bool section_reported;  /* its "unknown section" is out */
+        /* [agent NAME] and [remote NAME] with no key at all: inih never
+         * calls the handler for them, the reader sees them end */
+        char section[128];
+        unsigned section_keys;
         /* the errors: "FILE:LINE: message" lines */
         char *errs;
         size_t errs_len;

@@ -105,6 +105,29 @@ static void reader_line_done(struct parse_state *st)
 {
         if (st->line > 0 && st->key_line && !st->handled)
                 config_err(st, "expected KEY = VALUE or [SECTION]");
+        if (st->line > 0 && st->key_line)
+                st->section_keys++;
+}
+
+/* The section that just ended: an [agent NAME] or [remote NAME] without a
+ * key is nothing inih reports (its handler never runs for it). */
+static void reader_section_done(struct parse_state *st)
+{
+        struct config *c = st->c;
+
+        if (!strncmp(st->section, "remote ", 7) && st->section_keys == 0)
+                config_err_line(st, st->section_line, "[%s]: host is not set (required)",
+                                st->section);
+        if (!strncmp(st->section, "agent ", 6) && st->section_keys == 0) {
+                char *s = NULL;
+                if (asprintf(&s, "%s%s%s", c->empty_agents ? c->empty_agents : "",
+                             c->empty_agents ? "], [agent " : "", st->section + 6) >= 0) {
+                        free(c->empty_agents);
+                        c->empty_agents = s;
+                }
+        }
+        st->section[0] = '\0';
+        st->section_keys = 0;
 }
 
 /* inih's reader (fgets-like): whole lines, each counted once, so that
@@ -118,8 +141,10 @@ static char *reader(char *str, int num, void *stream)
 
         reader_line_done(st);
         n = getline(&st->buf, &st->cap, st->f);
-        if (n < 0)
+        if (n < 0) {
+                reader_section_done(st);
                 return NULL;
+        }
         st->line++;
         st->key_line = st->handled = false;
         if (n > num - 3) {
@@ -144,6 +169,8 @@ static char *reader(char *str, int num, void *stream)
                 config_err(st, "'[' without ']'");
                 return str;
         }
+        reader_section_done(st);
+        snprintf(st->section, sizeof(st->section), "%.*s", (int)(end - p - 1), p + 1);
         st->section_line = st->line;
         st->section_reported = false;
         return str;

@@ -348,7 +348,8 @@ static int handle_relay(struct parse_state *st, const char *k, const char *v)
         struct { const char *key; char **dst; } paths[] = {
                 { "credentials", &rl->credentials }, { "nkey_seed", &rl->nkey_seed },
                 { "tls_ca", &rl->tls_ca }, { "tls_cert", &rl->tls_cert },
-                { "tls_key", &rl->tls_key },
+                { "tls_key", &rl->tls_key }, { "host_key", &rl->host_key },
+                { "host_pubkey_dir", &rl->host_pubkey_dir },
         };
         for (size_t i = 0; i < ELEMENTSOF(paths); i++)
                 if (!strcmp(k, paths[i].key)) {

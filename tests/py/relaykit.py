@@ -95,10 +95,34 @@ class Hosts:
         self.consumer = Consumer(self.b, B_AGENTS)
         self.consumer.start()
         self.da = self.db = None
+        self.receipt_conf = {}
+
+    def enable_receipts(self):
+        """Receipts on both hosts: each its own Ed25519 host key made by
+        `handoffctl keygen --ed25519` ([relay] host_key), the other's
+        public key as HOST.pub in its host_pubkey_dir.  Returns the paths
+        of the secret keys by host."""
+        keys = {}
+        for host, env in (("a", self.a), ("b", self.b)):
+            keys[host] = os.path.join(env.dir, f"host-{host}.key")
+            env.ctl("keygen", "--ed25519", "-o", keys[host], check_rc=0)
+        for host, env, other in (("a", self.a, "b"), ("b", self.b, "a")):
+            d = os.path.join(env.dir, "hostkeys")
+            os.makedirs(d, exist_ok=True)
+            os.chmod(d, 0o755)
+            shutil.copy(os.path.join(os.path.dirname(keys[other]), f"host-{other}.pub"),
+                        os.path.join(d, f"{other}.pub"))
+            os.chmod(os.path.join(d, f"{other}.pub"), 0o644)
+            self.receipt_conf[host] = [f"host_key = {keys[host]}", f"host_pubkey_dir = {d}"]
+        return keys
+
+    def receipts_of_a(self):
+        """id -> the .outcome of each item archived as relayed on a."""
+        return self.relayed_on_a()
 
     def relay_conf(self, host, remotes=()):
         lines = ["[relay]", f"servers = {self.ns.url}", f"host = {host}",
-                 f"replicas = {self.replicas}", ""]
+                 f"replicas = {self.replicas}"] + self.receipt_conf.get(host, []) + [""]
         for agent, h in remotes:
             lines += [f"[remote {agent}]", f"host = {h}", ""]
         return "\n".join(lines) + "\n"

@@ -1,0 +1,36 @@
+/* Receipts: the outcome of a relayed item goes back to its origin host,
+ * signed by the host where it ended (DESIGN.md "Receipts"); see receipt.c. */
+#ifndef HD_RECEIPT_H
+#define HD_RECEIPT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct relay;
+struct relay_in;
+
+/* At relay start: SPOOL/receipts/, the keys of [relay] host_key and
+ * host_pubkey_dir, the receipts left to publish; the spool's outcome and
+ * origin hooks.  <0 only for a key that cannot be used. */
+int receipt_start(struct relay *r);
+void receipt_stop(struct relay *r);
+void receipt_free(struct relay *r);
+
+/* Inbound (relay_inbound.c), before the message is renamed into handoff/:
+ * id came from host origin, which is owed a receipt for each outcome. */
+void receipt_owe(struct relay *r, const char *id, const char *origin);
+/* Before the batch is acked: what receipt_owe() wrote is durable. */
+int receipt_sync(struct relay *r);
+/* A receipt from another host: verify it, record it with the archived
+ * item.  false: not handled now (an I/O error), to be redelivered. */
+bool receipt_in(struct relay *r, const struct relay_in *in, int64_t now);
+
+/* outbox.c archived id as name: where a receipt for it finds it. */
+void receipt_sent(struct relay *r, const char *id, const char *name);
+
+/* The relay is (again) ready, or a new connection: publish what waits. */
+void receipt_resend(struct relay *r);
+/* msg_id "ID:OUTCOME" ended its publish. */
+void receipt_puback(struct relay *r, const char *msg_id, bool ok, const char *err, int64_t now);
+
+#endif

@@ -1,0 +1,189 @@
+"""Receipts through the relay (issue 27), two real handoffds and a real
+nats-server, each host with its own Ed25519 host key made by `handoffctl
+keygen --ed25519` ([relay] host_key) and the other's public key in its
+[relay] host_pubkey_dir:
+
+- a mixed batch relayed from a to b, each kind ending differently on b:
+  consumed (alice's, taken by the consumer), expired (gordon's, never
+  taken), rejected bad_mac (from carl, whose key only a holds), rejected
+  expired_unclaimed (for carol, whom b does not serve); each outcome's
+  receipt reaches a once: the archived item stays "relayed" with the
+  remote outcome, host, time and reason beside it; `handoffctl wait` on a
+  returns 0 / 1 with b's reason (a wait started before the drop too),
+  `--until relayed` returns 5, `show` and status say it;
+- b's rejection of carl's handoff says that it came through the relay and
+  from host a (log, show, .reason);
+- forged receipts published straight onto handoff.a.receipt.b (signed by
+  another key, another key under b's kid, no signature, and b's own valid
+  receipt of one id replayed as another's) change nothing on a and are
+  counted as dropped.
+
+HD_RECEIPT_N sets the batch (default 80; `make stress` runs 500)."""
+
+import base64
+import json
+import os
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.environ.get("HD_SRC", "."), "tests", "py"))
+import hded25519  # noqa: E402
+import hdproto  # noqa: E402
+import hdtest  # noqa: E402
+import natsrv  # noqa: E402
+import relaykit  # noqa: E402
+from hdtest import check  # noqa: E402
+
+N = int(os.environ.get("HD_RECEIPT_N", "80"))
+FINAL = ("consumed", "expired", "rejected")
+
+
+def wait(pred, timeout, what):
+    """hdtest.wait_for, with what() said on failure (the state then)."""
+    try:
+        return hdtest.wait_for(pred, timeout, "")
+    except hdtest.Fail:
+        raise hdtest.Fail(f"timed out waiting for {what()}")
+
+
+def kinds(i):
+    """(from, to, ttl, final outcome on b, its reason) of the i-th handoff."""
+    return [("bob", "alice", 600, "consumed", ""),
+            ("bob", "gordon", 600, "expired", ""),
+            ("carl", "alice", 600, "rejected", "bad_mac"),
+            ("bob", "carol", 6, "rejected", "expired_unclaimed")][i % 4]
+
+
+def main():
+    relaykit.skip_without_nats()
+    with relaykit.Hosts() as h:
+        keys = h.enable_receipts()
+        carl_key_path = os.path.join(h.a.dir, "carl.key")
+        carl_key = hdproto.make_key(carl_key_path)
+        h.a.extra = (f"[agent carl]\nstate_dir = {os.path.join(h.a.dir, 'agents', 'carl')}\n"
+                     f"key = {carl_key_path}\n\n[remote carol]\nhost = b\n")
+        h.b.extra = "[spool]\nresume_window = 3\n"
+        h.consumer.agents = ["alice"]   # gordon's are never taken: they expire
+        a, b = h.start_a(), h.start_b()
+        hdtest.wait_for(lambda: (a.status().get("relay") or {}).get("ready") and
+                        (b.status().get("relay") or {}).get("ready"), 20, "both relays ready")
+        p = subprocess.run([hdtest.HANDOFFD, "-n", "-c", a.conf], capture_output=True, text=True)
+        check(p.returncode == 0 and "receipts: sent (host_key), accepted" in p.stdout,
+              f"handoffd -n says receipts are on:\n{p.stdout}{p.stderr}")
+
+        docs = []
+        for i in range(N):
+            frm, to, ttl, _, _ = kinds(i)
+            docs.append(hdproto.build(frm, to, carl_key if frm == "carl" else h.a.key, ttl=ttl))
+        ids = [d["handoff_id"] for d in docs]
+        # A wait started before the handoff exists follows it through.
+        early = subprocess.Popen([hdtest.HANDOFFCTL, "wait", "-c", a.conf, ids[0], "--timeout", "120"],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        t0 = time.monotonic()
+        for d in docs:
+            hdproto.drop(h.a.spool, d)
+
+        def done():
+            rel = h.relayed_on_a()
+            return sum(1 for i in ids if rel.get(i, {}).get("remote_outcome") in FINAL)
+        wait(lambda: done() == N, 120,
+                        lambda: f"every receipt's final outcome on a ({done()} of {N})")
+        took = time.monotonic() - t0
+        rel = h.relayed_on_a()
+        want_applied = 0
+        for i, hid in enumerate(ids):
+            _, _, _, final, reason = kinds(i)
+            o = rel[hid]
+            check(o["outcome"] == "relayed" and o.get("remote_outcome") == final and
+                  o.get("remote_host") == "b" and o.get("remote_reason", "") == reason and
+                  o.get("remote_at"), f"{hid}: {o}")
+            seen = sorted(o.get("remote_outcomes", []))
+            want = sorted(["delivered", final] if final != "rejected" else [final])
+            check(seen == want, f"{hid}: receipts {seen}, want {want}")
+            want_applied += len(want)
+        sa = a.status()["relay"]["receipts"]
+        check(sa["applied"] == want_applied and sa["dropped"] == 0,
+              f"a applied each receipt once: {sa}, want {want_applied}")
+        wait(lambda: b.status()["relay"]["receipts"]["sent"] == want_applied, 20,
+                        lambda: f"b's receipts all acked: {b.status()['relay']['receipts']}")
+        out = os.listdir(os.path.join(h.b.spool, "receipts", "out"))
+        owed = os.listdir(os.path.join(h.b.spool, "receipts", "owed"))
+        check(out == [] and owed == [], f"b has nothing left to publish: out {out[:3]}, owed {owed[:3]}")
+        print(f"{N} relayed, {want_applied} receipts applied on a once each, after {took:.1f}s")
+
+        rc = early.wait(30)
+        eo = early.stdout.read()
+        check(rc == 0 and "relayed to b: consumed" in eo, f"early wait: rc {rc}: {eo}{early.stderr.read()}")
+        for i in range(4):
+            hid = ids[i]
+            _, _, _, final, reason = kinds(i)
+            p = h.a.ctl("wait", "-c", a.conf, hid, "--timeout", "10")
+            check(p.returncode == (0 if final == "consumed" else 1) and
+                  f"relayed to b: {final}" in p.stdout and reason in p.stdout,
+                  f"wait {hid} ({final} {reason}): rc {p.returncode}: {p.stdout}{p.stderr}")
+            p = h.a.ctl("wait", "-c", a.conf, hid, "--until", "relayed", "--timeout", "10")
+            check(p.returncode == 5, f"wait --until relayed: rc {p.returncode}: {p.stdout}")
+            js = json.loads(h.a.ctl("wait", "-c", a.conf, hid, "--json", "--timeout", "10").stdout)
+            check(js.get("remote_outcome") == final and js.get("status") == "relayed",
+                  f"wait --json: {js}")
+            p = h.a.ctl("show", "-c", a.conf, hid, check_rc=0)
+            check(f"there {final} (receipt signed by b" in p.stdout, f"show:\n{p.stdout}")
+        print("wait on a: consumed 0, expired 1, rejected 1 with b's reason; --until relayed 5; show")
+
+        # b's rejection of carl's: through the relay, from a.
+        name = ids[2] + ".json"
+        r = h.b.reason_of(name)
+        check(r["reason"] == "bad_mac" and r.get("relayed_from") == "a" and
+              "came through the relay from host a" in r["detail"], f"b's .reason: {r}")
+        p = h.b.ctl("show", "-c", b.conf, ids[2])
+        check("came through the relay from host a" in p.stdout, f"show on b:\n{p.stdout}")
+        check("came through the relay from host a" in b.logs(), "b's log says so")
+
+        # Forged receipts straight onto the subject.
+        snap = h.relayed_on_a()
+        before = a.status()["relay"]["receipts"]
+        cl = natsrv.Client(h.ns.urls[0])
+        target = ids[1]         # expired on b: claim it was consumed
+        base = {"type": "handoff-receipt", "version": 1, "handoff_id": target, "outcome": "consumed",
+                "reason": "", "detail": "", "host": "b", "origin": "a",
+                "at": hdproto.iso(hdproto.now())}
+        mallory = hded25519.Key(hded25519.seed_from("mallory"))
+        line = open(keys["b"]).read().split()
+        real_b = hded25519.Key(base64.b64decode(line[1]), kid=line[2])
+        m2 = hded25519.Key(hded25519.seed_from("m2"), kid=line[2])
+        forged = [
+            ("another key", mallory.sign(base)),
+            ("another key under b's kid", m2.sign(base)),
+            ("no signature", dict(base)),
+        ]
+        m2.close()
+        # b's own valid receipt of one id (signed here, by a second
+        # implementation), published as another's.
+        replay = real_b.sign(dict(base, handoff_id=ids[0]))
+        forged.insert(0, ("replayed", replay))
+        for k, (what, doc) in enumerate(forged):
+            # the first under the target's own Nats-Msg-Id, the others
+            # under new ones, past the stream's dedup
+            ack = cl.js_publish("handoff.a.receipt.b", json.dumps(doc).encode(),
+                                msg_id=f"{target}:consumed" if k == 0 else f"f{k}-{target}:consumed")
+            check(ack.get("stream") == "HANDOFF" and not ack.get("duplicate"), f"{what}: PubAck {ack}")
+        mallory.close()
+        real_b.close()
+        cl.close()
+        wait(lambda: a.status()["relay"]["receipts"]["dropped"] >= before["dropped"] + 4, 15,
+                        lambda: f"a drops the forged receipts: {a.status()['relay']['receipts']}")
+        time.sleep(0.5)
+        after = a.status()["relay"]["receipts"]
+        check(after["dropped"] == before["dropped"] + 4 and after["applied"] == before["applied"],
+              f"each forged receipt dropped, none applied: {before} -> {after}")
+        check(h.relayed_on_a() == snap, "nothing changed on a")
+        check("a replay" in a.logs(), "the replay is named in a's log")
+        p = h.a.ctl("wait", "-c", a.conf, target, "--timeout", "5")
+        check(p.returncode == 1 and "expired" in p.stdout, f"still expired: {p.stdout}")
+        print("forged receipts (another key, b's kid on another key, no signature, replay): "
+              "dropped and counted, nothing changed")
+        check(a.stop() == 0 and b.stop() == 0, "both exit 0")
+
+
+hdtest.run(main)
