@@ -34,7 +34,7 @@ bashcompdir   ?= $(datarootdir)/bash-completion/completions
 confdir       ?= $(sysconfdir)/handoffd
 
 MAN_PAGES := man/handoffctl.1 man/libhandoff.3 man/handoffd.conf.5 \
-	man/handoff.7 man/handoffd.8
+	man/handoff.7 man/handoffd.8 man/handoff-hubd.8
 PC_FILE := $(B)/handoff.pc
 
 .PHONY: install-files dist distcheck deb deb-deps
@@ -62,6 +62,7 @@ install-files:
 		$(DESTDIR)$(bashcompdir) $(DESTDIR)$(confdir)
 	$(INSTALL_PROGRAM) $(DAEMON) $(DESTDIR)$(sbindir)/handoffd
 	$(INSTALL_PROGRAM) $(CTL) $(DESTDIR)$(bindir)/handoffctl
+	$(INSTALL_PROGRAM) $(HUBD) $(DESTDIR)$(sbindir)/handoff-hubd
 	$(INSTALL_DATA) $(LIBSO) $(DESTDIR)$(libdir)/libhandoff.so.$(VERSION)
 	ln -sf libhandoff.so.$(VERSION) $(DESTDIR)$(libdir)/libhandoff.so.$(SOVERSION)
 	ln -sf libhandoff.so.$(SOVERSION) $(DESTDIR)$(libdir)/libhandoff.so
@@ -94,6 +95,7 @@ install-files:
 # sample), then the directories of ours that are left empty.
 uninstall:
 	rm -f $(DESTDIR)$(sbindir)/handoffd $(DESTDIR)$(bindir)/handoffctl \
+		$(DESTDIR)$(sbindir)/handoff-hubd \
 		$(DESTDIR)$(libdir)/libhandoff.so.$(VERSION) \
 		$(DESTDIR)$(libdir)/libhandoff.so.$(SOVERSION) \
 		$(DESTDIR)$(libdir)/libhandoff.so $(DESTDIR)$(libdir)/libhandoff.a \
