@@ -34,7 +34,7 @@ struct hub {
         struct config *cfg;
         bool verbose;
         /* held directory fds: the spool's tmp/ and handoff/, our records */
-        int tmp_fd, handoff_fd, state_fd, ids_fd;
+        int tmp_fd, handoff_fd, state_fd, ids_fd, claimed_fd;
         struct hub_tokens *tokens;      /* swapped on SIGHUP under the lock */
         pthread_rwlock_t tokens_lock;
         struct hub_tls *tls;            /* NULL: plain HTTP (loopback, unix) */

@@ -3,9 +3,11 @@
  * freshness; to_agent served here or reachable through a [remote]), then
  * written into the spool as any producer writes it (tmp/, rename without
  * replace into handoff/, synced when fsync = yes), and only then
- * answered.  What was accepted is recorded per handoff_id in state_dir
- * (SHA-256 of the bytes and the two agents), so a retry gets the same
- * answer and a different document under a known id is duplicate_id. */
+ * answered.  What is accepted is recorded per handoff_id in state_dir
+ * (SHA-256 of the bytes and the two agents) before it is dropped, so a
+ * retry gets the same answer (and drops the file again only when the
+ * spool does not know the id: a crash in between), and a different
+ * document under a known id is duplicate_id. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -106,20 +108,32 @@ static int record_read(struct hub *h, const char *id, char hex[HASH_HEX])
         return 1;
 }
 
-/* handoff/NAME already there (a retry whose record was lost in a crash):
- * the same bytes? */
-static int spool_same(struct hub *h, const char *name, const char *body,
-                      size_t len)
+/* dirfd/NAME holds exactly these bytes? */
+static bool spool_same(int dirfd, const char *name, const char *body, size_t len)
 {
         _cleanup_free_ char *buf = NULL;
         size_t blen;
         hd_verdict v;
-        int r;
 
-        r = hd_read_at(h->handoff_fd, name, len + 1, &buf, &blen, &v);
-        if (r < 0)
-                return 0;
+        if (dirfd < 0 || hd_read_at(dirfd, name, len + 1, &buf, &blen, &v) < 0)
+                return false;
         return blen == len && memcmp(buf, body, len) == 0;
+}
+
+static bool exists_at(int dirfd, const char *name)
+{
+        struct stat st;
+
+        return dirfd >= 0 && fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
+/* Does the spool know id, as the daemon's replay check does (ids/,
+ * claimed/), or is it pending in handoff/?  Looked at in the order an item
+ * moves, claimed/ twice, so a move between two looks is not missed. */
+static bool spool_known(struct hub *h, const char *id, const char *name)
+{
+        return exists_at(h->handoff_fd, name) || exists_at(h->claimed_fd, name) ||
+               exists_at(h->ids_fd, id) || exists_at(h->claimed_fd, name);
 }
 
 /* Into handoff/ as a producer does.  0, or -EEXIST when the name is taken. */
@@ -219,7 +233,6 @@ int hub_accept_post(struct hub *h, const char *agent, const char *body,
         char hex[HASH_HEX], old[HASH_HEX], name[NAME_MAX + 1];
         const char *id, *from, *to;
         pthread_mutex_t *lk;
-        struct stat st;
         int r;
 
         r = post_judge(h, agent, body, len, &doc, a);
@@ -236,35 +249,45 @@ int hub_accept_post(struct hub *h, const char *agent, const char *body,
         lk = id_lock(id);
         pthread_mutex_lock(lk);
         r = record_read(h, id, old);
-        if (r > 0) {
-                bool same = strcmp(old, hex) == 0;
+        if (r < 0)
+                goto fail;
+        if (r > 0 && strcmp(old, hex)) {
                 pthread_mutex_unlock(lk);
-                hub_stats_accepted(true);
-                if (same)
-                        return answer_accepted(a, id);
                 return hub_answer_reject(a, 409, "duplicate_id",
                                          "another document was accepted under this handoff_id");
         }
-        if (r < 0)
-                goto fail;
-        /* an id the daemon already knows (from any producer) */
-        if (h->ids_fd >= 0 && fstatat(h->ids_fd, id, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+        if (spool_known(h, id, name)) {
+                /* ours (recorded), or the same bytes still there to compare */
+                bool ours = r > 0 || spool_same(h->handoff_fd, name, body, len) ||
+                            spool_same(h->claimed_fd, name, body, len);
+                if (ours && r == 0)
+                        record_write(h, id, hex, from, to);
                 pthread_mutex_unlock(lk);
-                return hub_answer_reject(a, 409, "duplicate_id",
-                                         "this handoff_id is already known to the spool");
+                if (!ours)
+                        return hub_answer_reject(a, 409, "duplicate_id",
+                                                 "this handoff_id is already known to the spool");
+                hub_stats_accepted(true);
+                return answer_accepted(a, id);
+        }
+        /* The record first: a retry after a crash between the two finds it
+         * and, the file not being in the spool, drops it again. */
+        if (r == 0) {
+                r = record_write(h, id, hex, from, to);
+                if (r < 0)
+                        goto fail;
         }
         r = spool_publish(h, name, body, len);
         if (r == -EEXIST) {
-                if (!spool_same(h, name, body, len)) {
-                        pthread_mutex_unlock(lk);
+                /* another producer's file appeared meanwhile */
+                bool same = spool_same(h->handoff_fd, name, body, len);
+                if (!same)
+                        unlinkat(h->state_fd, id, 0);
+                pthread_mutex_unlock(lk);
+                if (!same)
                         return hub_answer_reject(a, 409, "duplicate_id",
                                                  "another document is pending under this handoff_id");
-                }
-                r = 0;
+                return answer_accepted(a, id);
         }
-        if (r < 0)
-                goto fail;
-        r = record_write(h, id, hex, from, to);
         if (r < 0)
                 goto fail;
         pthread_mutex_unlock(lk);

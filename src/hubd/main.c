@@ -134,9 +134,11 @@ static int hub_setup(struct hub *h)
                 return fail(HUB_EXIT_RUNTIME, "%s/tmp: %s", spool, strerror(-r));
         if ((r = open_dir(spool, "handoff", &h->handoff_fd)) < 0)
                 return fail(HUB_EXIT_RUNTIME, "%s/handoff: %s", spool, strerror(-r));
-        /* the daemon's replay memory, when this user may look */
+        /* the daemon's replay memory and claims, when this user may look */
         if (open_dir(spool, "ids", &h->ids_fd) < 0)
                 h->ids_fd = -1;
+        if (open_dir(spool, "claimed", &h->claimed_fd) < 0)
+                h->claimed_fd = -1;
         r = mkdir_p_at(AT_FDCWD, ch->state_dir, 0750);
         if (r < 0)
                 return fail(HUB_EXIT_RUNTIME, "[hub] state_dir %s: %s", ch->state_dir,
@@ -212,7 +214,8 @@ int main(int argc, char **argv)
                 { 0 },
         };
         const char *path = CONFIG_DEFAULT_PATH;
-        struct hub h = { .tmp_fd = -1, .handoff_fd = -1, .state_fd = -1, .ids_fd = -1 };
+        struct hub h = { .tmp_fd = -1, .handoff_fd = -1, .state_fd = -1, .ids_fd = -1,
+                       .claimed_fd = -1 };
         struct hub_http *http = NULL;
         bool loopback = false, is_unix = false, activated = false;
         char err[512] = "", *cerr = NULL;
@@ -287,6 +290,7 @@ out:
         closep(&h.handoff_fd);
         closep(&h.state_fd);
         closep(&h.ids_fd);
+        closep(&h.claimed_fd);
         config_free(h.cfg);
         return r;
 }
