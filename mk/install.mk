@@ -78,6 +78,12 @@ install-files:
 		> $(DESTDIR)$(systemdsystemunitdir)/handoffd.service
 	chmod 0644 $(DESTDIR)$(systemdsystemunitdir)/handoffd.service
 	$(INSTALL_DATA) systemd/handoff-agent@.path $(DESTDIR)$(systemdsystemunitdir)/handoff-agent@.path
+	sed -e 's|/usr/sbin/handoff-hubd|$(sbindir)/handoff-hubd|g' \
+	    -e 's|/etc/handoffd/|$(confdir)/|g' systemd/handoff-hubd.service \
+		> $(DESTDIR)$(systemdsystemunitdir)/handoff-hubd.service
+	chmod 0644 $(DESTDIR)$(systemdsystemunitdir)/handoff-hubd.service
+	$(INSTALL_DATA) systemd/handoff-hubd.socket $(DESTDIR)$(systemdsystemunitdir)/handoff-hubd.socket
+	$(INSTALL_DATA) systemd/handoff-hubd.sysusers $(DESTDIR)$(sysusersdir)/handoff-hubd.conf
 	$(INSTALL_DATA) systemd/handoffd.preset $(DESTDIR)$(systemdsystempresetdir)/90-handoffd.preset
 	$(INSTALL_DATA) systemd/handoffd.sysusers $(DESTDIR)$(sysusersdir)/handoffd.conf
 	$(INSTALL_DATA) systemd/handoffd.tmpfiles $(DESTDIR)$(tmpfilesdir)/handoffd.conf
@@ -102,6 +108,9 @@ uninstall:
 		$(DESTDIR)$(includedir)/handoff.h $(DESTDIR)$(pkgconfigdir)/handoff.pc \
 		$(DESTDIR)$(systemdsystemunitdir)/handoffd.service \
 		$(DESTDIR)$(systemdsystemunitdir)/handoff-agent@.path \
+		$(DESTDIR)$(systemdsystemunitdir)/handoff-hubd.service \
+		$(DESTDIR)$(systemdsystemunitdir)/handoff-hubd.socket \
+		$(DESTDIR)$(sysusersdir)/handoff-hubd.conf \
 		$(DESTDIR)$(systemdsystempresetdir)/90-handoffd.preset \
 		$(DESTDIR)$(sysusersdir)/handoffd.conf \
 		$(DESTDIR)$(tmpfilesdir)/handoffd.conf \
