@@ -90,6 +90,10 @@ int hub_accept_show(struct hub *h, const char *agent, const char *id,
 /* A refusal as JSON: {"status":"rejected","reason":..,"detail":..}. */
 int hub_answer_reject(struct hub_answer *a, unsigned status,
                       const char *reason, const char *detail);
+/* Remove records older than any document under their id can be fresh
+ * (max_window + max_clock_skew): how many. */
+int hub_records_prune(struct hub *h, int64_t now_s);
+#define HUB_PRUNE_INTERVAL 600
 /* Remove what an earlier run of ours left in tmp/. */
 int hub_spool_clean_tmp(struct hub *h);
 

@@ -326,6 +326,28 @@ int hub_accept_show(struct hub *h, const char *agent, const char *id,
         return answer_json(a, 200, json_incref(item));
 }
 
+int hub_records_prune(struct hub *h, int64_t now_s)
+{
+        /* past this age no document under the id can be fresh any more:
+         * a retry is refused as expired whatever the record says */
+        int64_t keep = h->cfg->max_window + h->cfg->max_clock_skew + 60;
+        DIR *d = opendir_at(h->state_fd);
+        struct dirent *de;
+        struct stat st;
+        int n = 0;
+
+        if (!d)
+                return -errno;
+        while ((de = readdir(d)))
+                if (de->d_name[0] != '.' &&
+                    fstatat(h->state_fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+                    S_ISREG(st.st_mode) && st.st_mtime < now_s - keep &&
+                    unlinkat(h->state_fd, de->d_name, 0) == 0)
+                        n++;
+        closedir(d);
+        return n;
+}
+
 int hub_spool_clean_tmp(struct hub *h)
 {
         DIR *d = opendir_at(h->tmp_fd);

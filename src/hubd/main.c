@@ -147,6 +147,7 @@ static int hub_setup(struct hub *h)
         if (h->state_fd < 0)
                 return fail(HUB_EXIT_RUNTIME, "[hub] state_dir %s: %s", ch->state_dir,
                             strerror(errno));
+        hub_records_prune(h, time(NULL));
         r = hub_spool_clean_tmp(h);
         if (r > 0)
                 hub_log("removed %d unfinished file(s) of an earlier run from %s/tmp", r,
@@ -183,6 +184,7 @@ static void hub_reload(struct hub *h)
 static int hub_run(struct hub *h, sigset_t *set)
 {
         time_t next = time(NULL) + HUB_AUTH_LOG_INTERVAL;
+        time_t prune = time(NULL) + HUB_PRUNE_INTERVAL;
 
         for (;;) {
                 struct timespec ts = { .tv_sec = 1 };
@@ -195,6 +197,10 @@ static int hub_run(struct hub *h, sigset_t *set)
                                 hub_log("%llu request(s) failed to authenticate in the last %d s",
                                         (unsigned long long)n, HUB_AUTH_LOG_INTERVAL);
                         next = now + HUB_AUTH_LOG_INTERVAL;
+                }
+                if (now >= prune) {
+                        hub_records_prune(h, now);
+                        prune = now + HUB_PRUNE_INTERVAL;
                 }
                 if (sig == SIGHUP)
                         hub_reload(h);
@@ -272,6 +278,7 @@ int main(int argc, char **argv)
                 r = fail(HUB_EXIT_RUNTIME, "%s", err);
                 goto out;
         }
+        fd = -1;        /* libmicrohttpd's now: it closes it at stop */
         hub_log("listening on %s (%s), %zu token(s), spool %s",
                 activated ? "the passed socket" : h.cfg->hub.listen,
                 h.tls ? "TLS" : "plain HTTP, this host only",

@@ -13,7 +13,8 @@ certificate made by openssl, against the real hub and the real daemon.
   client is served meanwhile;
 - TLS: plain HTTP on a non-loopback address is refused at start with one
   line (exit 2); SIGHUP serves a new certificate;
-- /healthz and /metrics.
+- /healthz and /metrics; a record older than max_window + max_clock_skew
+  is removed at start.
 """
 
 import base64
@@ -88,7 +89,19 @@ def main():
         with open(hub.conf, "w") as f:
             f.write(conf)
         env.start(conf=hub.conf)
+        # records older than any document under their id can be fresh are
+        # removed at start; a recent one stays
+        os.makedirs(hub.state_dir, 0o750)
+        for rid, age in (("old-1", 2 * 86400), ("recent-1", 60)):
+            p = os.path.join(hub.state_dir, rid)
+            with open(p, "w") as f:
+                f.write("0" * 64 + " bob alice\n")
+            t = time.time() - age
+            os.utime(p, (t, t))
         hd = hub.start()
+        check(sorted(os.listdir(hub.state_dir)) == ["recent-1"],
+              f"records after start: {sorted(os.listdir(hub.state_dir))}")
+        print("ok: an expired record removed at start, a recent one kept")
 
         # Accepted and delivered.
         doc = hdproto.build("bob", "alice", env.key)
