@@ -84,6 +84,11 @@ struct hub_answer {
  * -ENOMEM. */
 int hub_accept_post(struct hub *h, const char *agent, const char *body,
                     size_t len, struct hub_answer *a);
+/* ?wait=claimed after an accepted POST: a's answer again with "outcome"
+ * (claimed, relayed, rejected, ...; "pending" when timeout_ms passed). */
+#define HUB_WAIT_MS 5000
+int hub_accept_wait(struct hub *h, const char *id, int64_t timeout_ms,
+                    struct hub_answer *a);
 /* GET /api/v1/handoffs/{id} for agent. */
 int hub_accept_show(struct hub *h, const char *agent, const char *id,
                     struct hub_answer *a);

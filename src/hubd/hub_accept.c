@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "files.h"
@@ -297,6 +298,48 @@ fail:
         pthread_mutex_unlock(lk);
         hub_log("Failed to drop '%s' into the spool: %s", id, strerror(-r));
         return hub_answer_reject(a, 503, "internal", "the spool could not take it; retry");
+}
+
+int hub_accept_wait(struct hub *h, const char *id, int64_t timeout_ms,
+                    struct hub_answer *a)
+{
+        const int64_t until = hd_now_usec() + timeout_ms * 1000;
+        const struct timespec tick = { .tv_nsec = 10 * 1000 * 1000 };
+        char name[NAME_MAX + 1];
+        const char *outcome = "pending";
+        json_t *item = NULL, *o;
+
+        if (xsnprintf(name, sizeof(name), "%s.json", id) < 0)
+                return 0;
+        /* a cheap look until the daemon takes it from handoff/, then the
+         * spool's word on where it went (outbox/ is still pending, claimed/
+         * until the bootstrap is delivered) */
+        while (hd_now_usec() < until) {
+                if (!exists_at(h->handoff_fd, name)) {
+                        if (items_find(h->cfg->spool_dir, id, &item) >= 0 && item) {
+                                const char *st = items_status(item);
+                                /* claimed counts once delivered: its
+                                 * .delivered marker names accepted_at */
+                                bool done = st && strcmp(st, "pending") &&
+                                            (strcmp(st, "claimed") ||
+                                             json_object_get(item, "accepted_at"));
+                                if (done) {
+                                        outcome = st;
+                                        break;
+                                }
+                                json_decref(item);
+                                item = NULL;
+                        }
+                }
+                nanosleep(&tick, NULL);
+        }
+        o = json_pack("{s:s, s:s, s:s}", "status", "accepted", "handoff_id", id,
+                      "outcome", outcome);
+        json_decref(item);      /* outcome pointed into it: packed first */
+        if (!o)
+                return -ENOMEM;
+        free(a->body);
+        return answer_json(a, 200, o);
 }
 
 int hub_accept_show(struct hub *h, const char *agent, const char *id,

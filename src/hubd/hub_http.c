@@ -2,7 +2,8 @@
  * here), this file routes them, enforces the token and the body cap, and
  * turns what hub_accept.c decides into answers.
  *
- *   POST /api/v1/handoffs/start    a signed handoff (hub_accept_post)
+ *   POST /api/v1/handoffs/start    a signed handoff (hub_accept_post);
+ *                                  ?wait=claimed: and its outcome
  *   GET  /api/v1/handoffs/{id}     its state (hub_accept_show)
  *   GET  /healthz                  "ok"
  *   GET  /metrics                  Prometheus text (hub_stats.c) */
@@ -34,6 +35,7 @@ struct req {
         char *body;
         size_t len;
         bool too_large;
+        bool wait;                      /* ?wait=claimed */
 };
 
 static double since(const struct timespec *t0)
@@ -130,7 +132,7 @@ static bool json_content_type(struct MHD_Connection *c)
 static enum MHD_Result post_begin(struct hub *h, struct MHD_Connection *c,
                                   struct req *rq, bool *decided)
 {
-        const char *cl;
+        const char *cl, *v;
         char detail[128];
         int64_t n;
 
@@ -149,6 +151,10 @@ static enum MHD_Result post_begin(struct hub *h, struct MHD_Connection *c,
                          (unsigned long long)h->cfg->max_file_size);
                 return refuse(c, rq, 413, "too_large", detail);
         }
+        v = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "wait");
+        if (v && strcmp(v, "claimed"))
+                return refuse(c, rq, 400, "bad_request", "wait= takes claimed only");
+        rq->wait = v != NULL;
         *decided = false;
         return MHD_YES;
 }
@@ -189,6 +195,14 @@ static enum MHD_Result post_end(struct hub *h, struct MHD_Connection *c,
         }
         if (hub_accept_post(h, rq->agent, rq->body ? rq->body : "", rq->len, &a) < 0)
                 return refuse(c, rq, 500, "internal", "out of memory");
+        if (a.status == 200 && rq->wait) {
+                json_t *o = json_loads(a.body, 0, NULL);
+                const char *id = json_string_value(json_object_get(o, "handoff_id"));
+                int r = id ? hub_accept_wait(h, id, HUB_WAIT_MS, &a) : 0;
+                json_decref(o);
+                if (r < 0)
+                        return refuse(c, rq, 500, "internal", "out of memory");
+        }
         return respond_answer(c, rq, &a);
 }
 

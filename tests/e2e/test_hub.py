@@ -1,7 +1,8 @@
 """handoff-hubd: the protocol HandoffHubWriter speaks, over TLS with a
 certificate made by openssl, against the real hub and the real daemon.
 
-- accepted: 200 {"status":"accepted","handoff_id":ID}, the daemon delivers
+- accepted: 200 {"status":"accepted","handoff_id":ID}, with ?wait=claimed
+  also "outcome":"claimed" once the daemon claimed it; the daemon delivers
   it; the same bytes again: the same answer, nothing delivered twice; another
   document under that id: 409 duplicate_id; GET of the id: its state, to
   the sender's and the target's token only;
@@ -132,6 +133,15 @@ def main():
         check(st == 404, f"GET of an unknown id: {st} {a}")
         print("ok: GET of an id: sender and target only")
 
+        # ?wait=claimed: the answer once the daemon claimed it.
+        w = hdproto.build("bob", "alice", env.key)
+        st, a = hub.post(w, "bob", query="?wait=claimed")
+        check(st == 200 and a == {"status": "accepted", "handoff_id": w["handoff_id"], "outcome": "claimed"},
+              f"?wait=claimed: {st} {a}")
+        check(w["handoff_id"] + ".json" in env.bootstraps("alice"), "delivered when the answer came")
+        print("ok: ?wait=claimed: outcome claimed, delivered by then")
+        refuse(hub, "?wait=other", 400, "bad_request", w, "bob", query="?wait=consumed")
+
         # Refusals.
         d = hdproto.build("bob", "alice", env.key)
         refuse(hub, "no token", 401, "unauthorized", d)
@@ -183,7 +193,8 @@ def main():
         st, a = hub.request("GET", "/api/v1/handoffs/start")
         check(st in (401, 404, 405), f"GET of the POST path: {st}")
         # None of them reached the spool: only the two accepted ones did.
-        check(env.names("handoff") == [] or all(n in (hid + ".json", sd["handoff_id"] + ".json")
+        check(env.names("handoff") == [] or all(n in (hid + ".json", sd["handoff_id"] + ".json",
+                                                        w["handoff_id"] + ".json")
                                                   for n in env.names("handoff")),
               f"handoff/: {env.names('handoff')}")
         check(env.count("rejected") == 0, f"rejected/: {env.names('rejected')}")
@@ -195,7 +206,7 @@ def main():
         st, text = hub.get("/metrics")
         check(st == 200 and 'handoff_hub_requests_total{code="401"} 2' in text
               and "handoff_hub_request_seconds_bucket" in text
-              and "handoff_hub_accepted_total 2" in text, f"metrics:\n{text}")
+              and "handoff_hub_accepted_total 3" in text, f"metrics:\n{text}")
         print("ok: /metrics")
 
         # SIGHUP: a new certificate is served.

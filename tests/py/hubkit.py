@@ -110,7 +110,7 @@ class Hub:
                 c.close()
 
     def post(self, doc, agent=None, token=None, ctype="application/json", raw=None,
-             conn=None):
+             conn=None, query=""):
         """What HandoffHubWriter sends."""
         body = raw if raw is not None else json.dumps(
             doc, sort_keys=True, separators=(",", ":")).encode()
@@ -120,7 +120,7 @@ class Hub:
         tok = token if token is not None else (self.tokens.get(agent) if agent else None)
         if tok:
             headers["Authorization"] = f"Bearer {tok}"
-        return self.request("POST", "/api/v1/handoffs/start", body, headers, conn)
+        return self.request("POST", "/api/v1/handoffs/start" + query, body, headers, conn)
 
     def get(self, path, agent=None, conn=None):
         headers = {}
