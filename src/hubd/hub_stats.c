@@ -1,15 +1,20 @@
 /* The hub's own figures for GET /metrics: requests by status code, a
  * latency histogram, handoffs accepted and retries answered again.  All
  * counters are atomics bumped by the request threads; the text is built
- * on demand in Prometheus' text exposition format. */
+ * on demand in Prometheus' text exposition format, followed by the
+ * daemon's figures from its [metrics] textfile when it writes one. */
+#include <fcntl.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "handoff.h"
 #include "hub.h"
 #include "sbuf.h"
 #include "util.h"
+
+#define STATS_DAEMON_MAX (256 * 1024)
 
 static const unsigned stat_codes[] = { 200, 400, 401, 403, 404, 405, 409, 413,
                                        415, 422, 431, 500, 503 };
@@ -39,6 +44,23 @@ void hub_stats_request(unsigned status, double seconds)
 void hub_stats_accepted(bool duplicate)
 {
         atomic_fetch_add(duplicate ? &repeated : &accepted, 1);
+}
+
+/* The daemon's own figures, as it last wrote them to [metrics] textfile
+ * (on every sweep): appended as they are, when there is one to read. */
+static void stats_daemon(struct hub *h, struct sbuf *b)
+{
+        _cleanup_free_ char *buf = NULL;
+        size_t len;
+        hd_verdict v;
+
+        if (!h->cfg->metrics_textfile ||
+            hd_read_at(AT_FDCWD, h->cfg->metrics_textfile, STATS_DAEMON_MAX, &buf, &len,
+                       &v) < 0)
+                return;
+        sb_put(b, buf, len);
+        if (len > 0 && buf[len - 1] != '\n')
+                sb_puts(b, "\n");
 }
 
 char *hub_stats_text(struct hub *h)
@@ -89,5 +111,6 @@ char *hub_stats_text(struct hub *h)
                     (unsigned long long)atomic_load(&accepted),
                     (unsigned long long)atomic_load(&repeated),
                     ntok);
+        stats_daemon(h, &b);
         return sb_take(&b, &out) < 0 ? NULL : out;
 }

@@ -13,8 +13,8 @@ certificate made by openssl, against the real hub and the real daemon.
 - slow headers: the connection is cut within [hub] timeout while another
   client is served meanwhile;
 - TLS: plain HTTP on a non-loopback address is refused at start with one
-  line (exit 2); SIGHUP serves a new certificate;
-- /healthz and /metrics; a record older than max_window + max_clock_skew
+  line (exit 2); SIGHUP serves a new certificate and reads the tokens again;
+- /healthz and /metrics (the daemon's figures from its textfile too); a record older than max_window + max_clock_skew
   is removed at start.
 """
 
@@ -81,7 +81,8 @@ def slow_headers(hub):
 def main():
     with hdtest.Env(agents=["alice"]) as env:
         carol, carol_conf = carol_signer(env)
-        env.extra = carol_conf
+        prom = os.path.join(env.dir, "handoffd.prom")
+        env.extra = carol_conf + f"\n[metrics]\ntextfile = {prom}\n"
         # a 4 KiB body cap, a 2 s idle timeout
         hub = hubkit.Hub(env, tokens={"bob": None, "alice": None, "carol": None},
                          extra=f"timeout = {TIMEOUT}\n")
@@ -138,8 +139,11 @@ def main():
         st, a = hub.post(w, "bob", query="?wait=claimed")
         check(st == 200 and a == {"status": "accepted", "handoff_id": w["handoff_id"], "outcome": "claimed"},
               f"?wait=claimed: {st} {a}")
-        check(w["handoff_id"] + ".json" in env.bootstraps("alice"), "delivered when the answer came")
-        print("ok: ?wait=claimed: outcome claimed, delivered by then")
+        # the answer comes once the daemon's delivered marker is there: the
+        # bootstrap's rename into sight follows at once
+        hdtest.wait_for(lambda: w["handoff_id"] + ".json" in env.bootstraps("alice"), 2,
+                        "the bootstrap visible right after the answer")
+        print("ok: ?wait=claimed: outcome claimed, the bootstrap visible right after")
         refuse(hub, "?wait=other", 400, "bad_request", w, "bob", query="?wait=consumed")
 
         # Refusals.
@@ -207,16 +211,25 @@ def main():
         check(st == 200 and 'handoff_hub_requests_total{code="401"} 2' in text
               and "handoff_hub_request_seconds_bucket" in text
               and "handoff_hub_accepted_total 3" in text, f"metrics:\n{text}")
-        print("ok: /metrics")
+        hdtest.wait_for(lambda: os.path.exists(prom), 30, "the daemon's metrics textfile")
+        st, text = hub.get("/metrics")
+        check(st == 200 and "handoffd_items" in text, f"metrics: the daemon's figures too:\n{text[-600:]}")
+        print("ok: /metrics: the hub's figures and the daemon's")
 
-        # SIGHUP: a new certificate is served.
+        # SIGHUP: a new certificate is served, and the tokens are read again.
         old_der = ssl.PEM_cert_to_DER_cert(open(hub.cert).read())
         cert2, key2 = hubkit.make_cert(env.dir, "hub2")
         os.replace(cert2, hub.cert)
         os.replace(key2, hub.key)
+        old_tok = hub.tokens["bob"]
+        hub.add_token("bob")
         hd.messages.clear()
         hd.send(__import__("signal").SIGHUP)
         hd.wait_message("READY=1")
+        refuse(hub, "bob's old token after SIGHUP", 401, "unauthorized",
+               hdproto.build("bob", "alice", env.key), token=old_tok)
+        st, a = hub.post(hdproto.build("bob", "alice", env.key), "bob")
+        check(st == 200, f"bob's new token after SIGHUP: {st} {a}")
         c = hub.connect()
         c.connect()
         der = c.sock.getpeercert(binary_form=True)
