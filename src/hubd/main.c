@@ -119,6 +119,16 @@ static int hub_setup(struct hub *h)
         if (!ch->tls_cert != !ch->tls_key)
                 return fail(HUB_EXIT_CONFIG, "%s: [hub] tls_cert and tls_key go together",
                             h->cfg->path);
+        if (!strcmp(ch->token_dir, "credential:")) {
+                /* LoadCredential=AGENT.token:FILE, one per sender */
+                const char *cd = getenv("CREDENTIALS_DIRECTORY");
+                if (!cd || cd[0] != '/')
+                        return fail(HUB_EXIT_CONFIG, "[hub] token_dir = credential: but "
+                                    "$CREDENTIALS_DIRECTORY is not set");
+                free(ch->token_dir);
+                if (!(ch->token_dir = strdup(cd)))
+                        return fail(HUB_EXIT_RUNTIME, "out of memory");
+        }
         r = hub_tokens_load(ch->token_dir, &h->tokens, err, sizeof(err));
         if (r < 0)
                 return fail(HUB_EXIT_CONFIG, "%s", err[0] ? err : strerror(-r));

@@ -406,8 +406,10 @@ static int handle_hub(struct parse_state *st, const char *k, const char *v)
                 return config_set_str(k[4] == 'c' ? &h->tls_cert : &h->tls_key, v) == 0;
         }
         if (!strcmp(k, "token_dir") || !strcmp(k, "state_dir")) {
-                if (v[0] != '/')
-                        return config_err(st, "[hub] %s must be an absolute path", k);
+                /* token_dir = credential: the service's credentials */
+                if (v[0] != '/' && !(k[0] == 't' && !strcmp(v, "credential:")))
+                        return config_err(st, "[hub] %s must be an absolute path%s", k,
+                                          k[0] == 't' ? " or credential:" : "");
                 return config_set_str(k[0] == 't' ? &h->token_dir : &h->state_dir, v) == 0;
         }
         if (!strcmp(k, "timeout")) {

@@ -4,8 +4,9 @@
   LISTEN_FDS=1 and LISTEN_PID = the hub's pid (sd_listen_fds(3)): served,
   [hub] listen is not used (its port stays free);
 - LISTEN_PID naming another process: the passed fd is not taken;
-- listen = unix:PATH, plain HTTP (a reverse proxy's side): served, and a
-  handoff posted there is delivered.
+- listen = unix:PATH, plain HTTP (a reverse proxy's side), tokens from
+  token_dir = credential: ($CREDENTIALS_DIRECTORY): served, and a handoff
+  posted there is delivered.
 """
 
 import http.client
@@ -93,11 +94,15 @@ def main():
     with hdtest.Env(agents=["alice"]) as env:
         path = os.path.join(env.dir, "hub.sock")
         hub = hubkit.Hub(env, tokens={"bob": None}, tls=False)
+        # and the tokens from systemd's credentials (LoadCredential=bob.token:...)
+        creds = os.path.join(env.dir, "creds")
+        os.rename(hub.token_dir, creds)
         conf = open(hub.conf).read().replace(f"listen = 127.0.0.1:{hub.port}", f"listen = unix:{path}")
+        conf = conf.replace(f"token_dir = {hub.token_dir}", "token_dir = credential:")
         with open(hub.conf, "w") as f:
             f.write(conf)
         env.start(conf=hub.conf)
-        hub.start()
+        hub.start(env_vars={"CREDENTIALS_DIRECTORY": creds})
         doc = hdproto.build("bob", "alice", env.key)
         c = UnixHTTP(path)
         c.request("POST", "/api/v1/handoffs/start", body=hdproto.dumps(doc),

@@ -75,8 +75,8 @@ class Hub:
         self.tokens[agent] = tok
         return tok
 
-    def start(self, name="hub", wait=True, args=("-v",)):
-        d = hdtest.Daemon(self.env, self.conf, name,
+    def start(self, name="hub", wait=True, args=("-v",), env_vars=None):
+        d = hdtest.Daemon(self.env, self.conf, name, env_vars=env_vars,
                           argv=[HUBD, "-f", *args, "-c", self.conf])
         self.env.daemons.append(d)
         if wait:
