@@ -80,7 +80,16 @@ DAEMON := $(B)/handoffd
 CTL    := $(B)/handoffctl
 CHECKB := $(B)/tests/check_handoff
 
-PROGRAMS := $(DAEMON) $(CTL)
+# handoff-hubd: the HTTPS side (src/hubd/), its own program and privilege;
+# it links the daemon's sd_notify and handoffctl's spool reader (items.c).
+HUBD_SRCS := $(sort $(wildcard src/hubd/*.c))
+HUBD_OBJS := $(patsubst %.c,$(B)/%.o,$(HUBD_SRCS))
+HUBD   := $(B)/handoff-hubd
+HUB_PKGS := libmicrohttpd gnutls
+HUB_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(HUB_PKGS) 2>/dev/null)
+HUB_LIBS := $(shell $(PKG_CONFIG) --libs $(HUB_PKGS) 2>/dev/null)
+
+PROGRAMS := $(DAEMON) $(CTL) $(HUBD)
 
 .PHONY: all deps check run bench install uninstall clean distclean FORCE
 all: $(LIBA) $(LIBSO) $(PROGRAMS)
@@ -104,9 +113,11 @@ $(shell mkdir -p $(B) && (echo '$(DIRS_NOW)' | cmp -s - $(DIRS_STAMP) || echo '$
 INC_lib := -Isrc/lib
 INC_handoffd := $(INC_lib) -Isrc/handoffd
 INC_handoffctl := $(INC_lib) -Isrc/handoffctl
+INC_hubd := $(INC_lib) -Isrc/hubd -Isrc/handoffd -Isrc/handoffctl
 $(B)/src/lib/%.o: HD_CFLAGS += $(INC_lib)
 $(B)/src/handoffd/%.o: HD_CFLAGS += $(INC_handoffd)
 $(B)/src/handoffctl/%.o: HD_CFLAGS += $(INC_handoffctl)
+$(B)/src/hubd/%.o: HD_CFLAGS += $(INC_hubd) $(HUB_CFLAGS)
 $(B)/tests/%.o: HD_CFLAGS += $(INC_handoffd) $(CHECK_CFLAGS) -Itests/unit
 
 # Quiet by default ("CC src/lib/canon.c"), every command line with V=1.
@@ -149,6 +160,10 @@ $(DAEMON): $(B)/src/handoffd/main.o $(CORE) $(LIBA)
 $(CTL): $(CTL_OBJS) $(LIBA)
 	$(quiet) LD $@
 	$(Q)$(CC) $(HD_LDFLAGS) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
+
+$(HUBD): $(HUBD_OBJS) $(B)/src/handoffd/notify.o $(B)/src/handoffctl/items.o $(LIBA)
+	$(quiet) LD $@
+	$(Q)$(CC) $(HD_LDFLAGS) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) $(HUB_LIBS) -lpthread -lm
 
 # One Check binary: every tests/unit/test_NAME.c defines Suite *suite_NAME(void).
 $(B)/tests/suites.inc: $(TEST_SRCS) Makefile

@@ -694,6 +694,41 @@ def relay_table(a, rows):
     return "\n".join(lines)
 
 
+def run_hub(a, paths, rows):
+    """The hub phase (bench/bench_hub.py), fsync off then on: the file drop
+    and handoff-hubd (TLS, 8 keep-alive clients) in the same run, a burst
+    and a fixed rate.  True when a run failed."""
+    import bench_hub
+    failed = False
+    for fsync in (False, True):
+        t = time.monotonic()
+        for res in bench_hub.run(paths["handoffd"], paths["hubd"], fsync, a.hub_n, a.rate_n,
+                                 a.rate, a.timeout, a.keep):
+            rows.append(res)
+            print(f"  hub-{res['fsync']}-{res['phase']}-{res['how']:16} {fmt(res.get('throughput')):>8} items/s "
+                  f"p99 {fmt(res.get('lat_p99_ms'))} ms{'' if res.get('ok') else '  FAIL'}")
+            for p in res.get("problems", []):
+                print(f"    problem: {p}")
+            failed |= not res.get("ok")
+        print(f"    (file drop and hub, fsync {'on' if fsync else 'off'}: {time.monotonic() - t:.1f}s)")
+        sys.stdout.flush()
+    return failed
+
+
+def hub_table(a, rows):
+    head = (f"{'hub against the file drop (same run)':<40}  {'items/s':>8}  {'p50 ms':>7}  {'p99 ms':>7}  "
+            f"{'max ms':>7}  {'cpu us/item':>11}")
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        what = {"burst": f"burst of {r.get('n')}", "rate": f"{r.get('n')} at {a.rate:g}/s"}.get(
+            r.get("phase"), r.get("phase"))
+        what = f"{r.get('how')}: {what}, fsync {r.get('fsync')}"
+        lines.append(f"{what:<40}  {fmt(r.get('throughput')):>8}  {fmt(r.get('lat_p50_ms')):>7}  "
+                     f"{fmt(r.get('lat_p99_ms')):>7}  {fmt(r.get('lat_max_ms')):>7}  "
+                     f"{fmt(r.get('cpu_ms_per_1000')):>11}{'' if r.get('ok') else '  FAIL'}")
+    return "\n".join(lines)
+
+
 def parse_rate(s):
     s = str(s).strip().lower()
     for suf in ("/s", "/sec", "per s", "hz"):
@@ -722,8 +757,10 @@ def main():
                     help="backlog phase: items in handoff/ at start (default 20000)")
     ap.add_argument("--idle", type=float, default=float(env("BENCH_IDLE", "5")),
                     help="seconds of idle before the fsync-off latency run, wake-ups counted (default 5)")
-    ap.add_argument("--only", default="burst,latency,backlog,relay",
-                    help="phases to run, of burst,latency,backlog,relay (default all)")
+    ap.add_argument("--only", default="burst,latency,backlog,relay,hub",
+                    help="phases to run, of burst,latency,backlog,relay,hub (default all)")
+    ap.add_argument("--hub-n", type=int, default=int(env("BENCH_HUB_N", "2000")),
+                    help="hub phase: handoffs per burst (default 2000; the rate run uses --rate-n)")
     ap.add_argument("--relay-n", type=int, default=int(env("BENCH_RELAY_N", "1000")),
                     help="relay phase: handoffs per run (default 1000)")
     ap.add_argument("--relay-rate", type=parse_rate, default=parse_rate(env("BENCH_RELAY_RATE", "200")),
@@ -745,13 +782,14 @@ def main():
     if min(a.n, a.rounds, a.rate_n, a.backlog) < 1:
         ap.error("--n, --rounds, --rate-n and --backlog must be >= 1")
     paths = {"handoffd": os.path.join(a.build, "handoffd"),
-             "floor": os.path.join(a.build, "bench", "floor")}
+             "floor": os.path.join(a.build, "bench", "floor"),
+             "hubd": os.path.join(a.build, "handoff-hubd")}
     for p in paths.values():
         if not os.access(p, os.X_OK):
             ap.error(f"{p}: not built (run make bench-floor, or make bench)")
     only = [x.strip() for x in a.only.split(",") if x.strip()]
-    if any(x not in ("burst", "latency", "backlog", "relay") for x in only):
-        ap.error("--only takes burst,latency,backlog,relay")
+    if any(x not in ("burst", "latency", "backlog", "relay", "hub") for x in only):
+        ap.error("--only takes burst,latency,backlog,relay,hub")
     plan = [(ph, fs) for ph, fs in (("burst", False), ("burst", True), ("latency", False),
                                     ("latency", True), ("backlog", False)) if ph in only]
     sizes = {"burst": a.n, "latency": a.rate_n, "backlog": a.backlog}
@@ -773,15 +811,17 @@ def main():
     what = {"burst": f"burst {a.n} (fsync off, on)",
             "latency": f"latency {a.rate_n} at {a.rate:g}/s (fsync off, on; {a.idle:g}s idle before the off run)",
             "backlog": f"backlog {a.backlog} (fsync off)",
-            "relay": f"once: relay {a.relay_n} (burst and at {a.relay_rate:g}/s, fsync off, on)"}
-    print((f"{a.rounds} round(s) of: " + ", ".join(what[x] for x in what if x in only and x != "relay")
+            "relay": f"once: relay {a.relay_n} (burst and at {a.relay_rate:g}/s, fsync off, on)",
+            "hub": f"once: hub against file drop, burst {a.hub_n} and {a.rate_n} at {a.rate:g}/s (fsync off, on)"}
+    print((f"{a.rounds} round(s) of: " + ", ".join(what[x] for x in what if x in only and x not in ("relay", "hub"))
            + f"; items of about {ITEM_BYTES} bytes" if plan else "")
           + (("; " if plan else "") + what["relay"] if "relay" in only else "")
+          + ("; " + what["hub"] if "hub" in only else "")
           + (f"; warm-up up to {a.settle:g}s while creates cost > {a.settle_us:g} us" if a.settle > 0 else ""))
     sys.stdout.flush()
 
     settle = {"us": a.settle_us, "left": a.settle, "dir": cal_dir}
-    results, runs, relay_rows = [], [], []
+    results, runs, relay_rows, hub_rows = [], [], [], []
     failed = False
 
     def on_term(sig, frame):
@@ -834,6 +874,8 @@ def main():
                         failed |= not res.get("ok")
             if "relay" in only:
                 failed |= run_relay(a, paths, relay_rows)
+            if "hub" in only:
+                failed |= run_hub(a, paths, hub_rows)
         except KeyboardInterrupt:
             print("interrupted", file=sys.stderr)
             failed = True
@@ -845,6 +887,9 @@ def main():
         if relay_rows:
             print()
             print(relay_table(a, relay_rows))
+        if hub_rows:
+            print()
+            print(hub_table(a, hub_rows))
         print()
         print("floor, handoffd: medians over the rounds.  ratio: median of the per-round ratios handoffd/floor;")
         print("better: the direction that is good for handoffd (items/s: higher; times, CPU, memory: lower).")
@@ -854,6 +899,9 @@ def main():
         if relay_rows:
             print("relay: host a -> one local nats-server -> host b, from the drop on a to the bootstrap on b;")
             print("cpu us/item is a's and b's together.")
+        if hub_rows:
+            print("hub: handoff-hubd (TLS, 8 keep-alive clients) against the file drop on the same spool; latency")
+            print("from the start of the POST (or the drop) to the bootstrap; cpu us/item is handoffd's and the hub's.")
         sat = [f"{x['prog']} fsync {x['fsync']} round {x['round']}" for x in results if x.get("saturated")]
         if sat:
             print(f"NOTE (*): at {a.rate:g}/s these did not keep up (p50 above the {1000.0 / a.rate:g} ms between "
@@ -869,15 +917,15 @@ def main():
         t = time.monotonic()
         cleanup()
         print(f"total {time.monotonic() - t_all:.1f}s (of which {time.monotonic() - t:.1f}s removing "
-              f"the temp dirs); {sum(1 for x in results + relay_rows if x.get('ok'))}/"
-              f"{len(results) + len(relay_rows)} runs ok")
+              f"the temp dirs); {sum(1 for x in results + relay_rows + hub_rows if x.get('ok'))}/"
+              f"{len(results) + len(relay_rows) + len(hub_rows)} runs ok")
     finally:
         cleanup()
     out = {"version": 2, "machine": m,
            "params": {"n": a.n, "rounds": a.rounds, "rate": a.rate, "rate_n": a.rate_n,
                       "backlog": a.backlog, "idle_s": a.idle, "phases": only,
-                      "relay_n": a.relay_n, "relay_rate": a.relay_rate},
-           "figures": rows, "runs": results, "relay": relay_rows, "ok": not failed}
+                      "relay_n": a.relay_n, "relay_rate": a.relay_rate, "hub_n": a.hub_n},
+           "figures": rows, "runs": results, "relay": relay_rows, "hub": hub_rows, "ok": not failed}
     print("BENCH_JSON " + json.dumps(out, sort_keys=True, separators=(",", ":")))
     return 1 if failed else 0
 

@@ -5,6 +5,7 @@
 #   make bench BENCH_BACKLOG=100000    the issue's 100k backlog (longer)
 #   make bench BENCH_ARGS='--only burst'
 #   make bench BENCH_RELAY_N=2000      (relay phase: items per run; BENCH_RELAY_RATE)
+#   make bench BENCH_ARGS="--only hub" BENCH_HUB_N=2000   (the hub against the file drop)
 #   make bench TMPDIR=/dev/shm         (temp spools go under $TMPDIR or /tmp)
 #   make bench BENCH_SETTLE=0          (do not wait for cheap file creation;
 #                                       see bench/README.md)

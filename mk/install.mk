@@ -34,7 +34,7 @@ bashcompdir   ?= $(datarootdir)/bash-completion/completions
 confdir       ?= $(sysconfdir)/handoffd
 
 MAN_PAGES := man/handoffctl.1 man/libhandoff.3 man/handoffd.conf.5 \
-	man/handoff.7 man/handoffd.8
+	man/handoff.7 man/handoffd.8 man/handoff-hubd.8
 PC_FILE := $(B)/handoff.pc
 
 .PHONY: install-files dist distcheck deb deb-deps
@@ -62,6 +62,7 @@ install-files:
 		$(DESTDIR)$(bashcompdir) $(DESTDIR)$(confdir)
 	$(INSTALL_PROGRAM) $(DAEMON) $(DESTDIR)$(sbindir)/handoffd
 	$(INSTALL_PROGRAM) $(CTL) $(DESTDIR)$(bindir)/handoffctl
+	$(INSTALL_PROGRAM) $(HUBD) $(DESTDIR)$(sbindir)/handoff-hubd
 	$(INSTALL_DATA) $(LIBSO) $(DESTDIR)$(libdir)/libhandoff.so.$(VERSION)
 	ln -sf libhandoff.so.$(VERSION) $(DESTDIR)$(libdir)/libhandoff.so.$(SOVERSION)
 	ln -sf libhandoff.so.$(SOVERSION) $(DESTDIR)$(libdir)/libhandoff.so
@@ -77,6 +78,12 @@ install-files:
 		> $(DESTDIR)$(systemdsystemunitdir)/handoffd.service
 	chmod 0644 $(DESTDIR)$(systemdsystemunitdir)/handoffd.service
 	$(INSTALL_DATA) systemd/handoff-agent@.path $(DESTDIR)$(systemdsystemunitdir)/handoff-agent@.path
+	sed -e 's|/usr/sbin/handoff-hubd|$(sbindir)/handoff-hubd|g' \
+	    -e 's|/etc/handoffd/|$(confdir)/|g' systemd/handoff-hubd.service \
+		> $(DESTDIR)$(systemdsystemunitdir)/handoff-hubd.service
+	chmod 0644 $(DESTDIR)$(systemdsystemunitdir)/handoff-hubd.service
+	$(INSTALL_DATA) systemd/handoff-hubd.socket $(DESTDIR)$(systemdsystemunitdir)/handoff-hubd.socket
+	$(INSTALL_DATA) systemd/handoff-hubd.sysusers $(DESTDIR)$(sysusersdir)/handoff-hubd.conf
 	$(INSTALL_DATA) systemd/handoffd.preset $(DESTDIR)$(systemdsystempresetdir)/90-handoffd.preset
 	$(INSTALL_DATA) systemd/handoffd.sysusers $(DESTDIR)$(sysusersdir)/handoffd.conf
 	$(INSTALL_DATA) systemd/handoffd.tmpfiles $(DESTDIR)$(tmpfilesdir)/handoffd.conf
@@ -94,12 +101,16 @@ install-files:
 # sample), then the directories of ours that are left empty.
 uninstall:
 	rm -f $(DESTDIR)$(sbindir)/handoffd $(DESTDIR)$(bindir)/handoffctl \
+		$(DESTDIR)$(sbindir)/handoff-hubd \
 		$(DESTDIR)$(libdir)/libhandoff.so.$(VERSION) \
 		$(DESTDIR)$(libdir)/libhandoff.so.$(SOVERSION) \
 		$(DESTDIR)$(libdir)/libhandoff.so $(DESTDIR)$(libdir)/libhandoff.a \
 		$(DESTDIR)$(includedir)/handoff.h $(DESTDIR)$(pkgconfigdir)/handoff.pc \
 		$(DESTDIR)$(systemdsystemunitdir)/handoffd.service \
 		$(DESTDIR)$(systemdsystemunitdir)/handoff-agent@.path \
+		$(DESTDIR)$(systemdsystemunitdir)/handoff-hubd.service \
+		$(DESTDIR)$(systemdsystemunitdir)/handoff-hubd.socket \
+		$(DESTDIR)$(sysusersdir)/handoff-hubd.conf \
 		$(DESTDIR)$(systemdsystempresetdir)/90-handoffd.preset \
 		$(DESTDIR)$(sysusersdir)/handoffd.conf \
 		$(DESTDIR)$(tmpfilesdir)/handoffd.conf \

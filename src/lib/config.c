@@ -118,6 +118,11 @@ void config_free(struct config *c)
                 for (char **p = c->roles; *p; p++)
                         free(*p);
         free(c->roles);
+        free(c->hub.listen);
+        free(c->hub.tls_cert);
+        free(c->hub.tls_key);
+        free(c->hub.token_dir);
+        free(c->hub.state_dir);
         free(c);
 }
 

@@ -50,6 +50,17 @@ struct config_relay {
         char *host_pubkey_dir;
 };
 
+/* [hub]: handoff-hubd, the HTTPS side (src/hubd/).  Zero numbers mean
+ * the defaults handoff-hubd(8) states. */
+struct config_hub {
+        char *listen;           /* "HOST:PORT" or "unix:PATH"; NULL = none */
+        char *tls_cert, *tls_key;
+        char *token_dir;        /* AGENT.token files */
+        char *state_dir;        /* the hub's record of each id it accepted */
+        int64_t timeout;        /* seconds a connection may stay silent */
+        int64_t max_connections, max_per_address;
+};
+
 struct config {
         char *path;
         /* [spool] */
@@ -92,6 +103,8 @@ struct config {
         struct config_relay relay;
         size_t n_remotes;
         struct config_remote *remotes;
+        /* [hub] */
+        struct config_hub hub;
 };
 
 /* Parse and check path.  On failure *err holds "FILE:LINE: message"

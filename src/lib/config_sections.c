@@ -388,6 +388,46 @@ static int handle_remote(struct parse_state *st, const char *name,
         return config_set_str(&rm->host, v) == 0;
 }
 
+/* [hub]: read by handoff-hubd only; the daemon ignores it. */
+static int handle_hub(struct parse_state *st, const char *k, const char *v)
+{
+        struct config_hub *h = &st->c->hub;
+        int64_t n;
+
+        if (!strcmp(k, "listen")) {
+                if (!v[0] || strspn(v, " \t") == strlen(v))
+                        return config_err(st, "[hub] listen: empty");
+                if (!strncmp(v, "unix:", 5) && v[5] != '/')
+                        return config_err(st, "[hub] listen: '%s': unix: needs an absolute path", v);
+                return config_set_str(&h->listen, v) == 0;
+        }
+        if (!strcmp(k, "tls_cert") || !strcmp(k, "tls_key")) {
+                if (!path_ok(v))
+                        return config_err(st, "[hub] %s: '%s' is neither an absolute path nor credential:NAME", k, v);
+                return config_set_str(k[4] == 'c' ? &h->tls_cert : &h->tls_key, v) == 0;
+        }
+        if (!strcmp(k, "token_dir") || !strcmp(k, "state_dir")) {
+                /* token_dir = credential: the service's credentials */
+                if (v[0] != '/' && !(k[0] == 't' && !strcmp(v, "credential:")))
+                        return config_err(st, "[hub] %s must be an absolute path%s", k,
+                                          k[0] == 't' ? " or credential:" : "");
+                return config_set_str(k[0] == 't' ? &h->token_dir : &h->state_dir, v) == 0;
+        }
+        if (!strcmp(k, "timeout")) {
+                if (config_parse_duration(v, &h->timeout) < 0 || h->timeout < 1 ||
+                    h->timeout > 3600)
+                        return config_err(st, "[hub] timeout: '%s' is not a duration from 1s to 1h", v);
+                return 1;
+        }
+        if (!strcmp(k, "max_connections") || !strcmp(k, "max_per_address")) {
+                if (parse_int64(v, 1, 65536, &n) < 0)
+                        return config_err(st, "[hub] %s: '%s' is not a number from 1 to 65536", k, v);
+                *(k[4] == 'c' ? &h->max_connections : &h->max_per_address) = n;
+                return 1;
+        }
+        return config_err(st, "unknown key '%s' in [hub]", k);
+}
+
 /* Levenshtein distance of a and b (short names), capped at 9. */
 static unsigned edit_distance(const char *a, size_t la, const char *b)
 {
@@ -416,7 +456,7 @@ static unsigned edit_distance(const char *a, size_t la, const char *b)
 /* The section names handoffd.conf(5) documents, for "did you mean". */
 static const char *const config_sections[] = {
         "spool", "keys", "agent", "retention", "control", "metrics", "payload",
-        "relay", "remote",
+        "relay", "remote", "hub",
 };
 
 /* Reported once, at the section's header; its keys are then ignored. */
@@ -473,6 +513,8 @@ int config_handler(void *user, const char *section, const char *k,
                 return handle_relay(st, k, v);
         if (!strncmp(section, "remote ", 7))
                 return handle_remote(st, section + 7, k, v);
+        if (!strcmp(section, "hub"))
+                return handle_hub(st, k, v);
         if (!strcmp(section, "control")) {
                 if (!strcmp(k, "socket")) {
                         if (v[0] != '/')

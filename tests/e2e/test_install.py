@@ -62,6 +62,11 @@ def expected(v):
     return {
         "usr/sbin/handoffd": 0o755,
         "usr/bin/handoffctl": 0o755,
+        "usr/sbin/handoff-hubd": 0o755,
+        "usr/share/man/man8/handoff-hubd.8": 0o644,
+        "usr/lib/systemd/system/handoff-hubd.service": 0o644,
+        "usr/lib/systemd/system/handoff-hubd.socket": 0o644,
+        "usr/lib/sysusers.d/handoff-hubd.conf": 0o644,
         f"usr/lib/libhandoff.so.{v}": 0o644,
         "usr/lib/libhandoff.so.0": "libhandoff.so." + v,
         "usr/lib/libhandoff.so": "libhandoff.so.0",
@@ -106,6 +111,8 @@ def check_tree(root, v):
 
     unit = open(os.path.join(root, "usr/lib/systemd/system/handoffd.service")).read()
     assert "ExecStart=/usr/sbin/handoffd -f -c /etc/handoffd/handoffd.conf" in unit, unit
+    unit = open(os.path.join(root, "usr/lib/systemd/system/handoff-hubd.service")).read()
+    assert "ExecStart=/usr/sbin/handoff-hubd -f -c /etc/handoffd/handoffd.conf" in unit, unit
     pc = open(os.path.join(root, "usr/lib/pkgconfig/handoff.pc")).read()
     assert "prefix=/usr\n" in pc and f"Version: {v}\n" in pc and "libdir=/usr/lib\n" in pc, pc
     assert open(os.path.join(root, "etc/handoffd/handoffd.conf")).read() == \

@@ -31,7 +31,7 @@ sys.path.insert(0, os.path.join(SRC, "tests", "py"))
 import hdtest  # noqa: E402
 MAN = os.path.join(SRC, "man")
 PAGES = ["handoffd.8", "handoffd.conf.5", "handoffctl.1", "handoff.7",
-         "libhandoff.3"]
+         "libhandoff.3", "handoff-hubd.8"]
 
 fail = hdtest.fail
 
@@ -141,18 +141,18 @@ def run_help(argv):
     return r.returncode, r.stdout + r.stderr
 
 
-def daemon_options():
-    exe = os.path.join(BUILD, "handoffd")
+def daemon_options(prog="handoffd", page_name="handoffd.8"):
+    exe = os.path.join(BUILD, prog)
     rc, out = run_help([exe, "--help"])
     opts = long_options(out or "") if rc == 0 else []
     if not opts:
-        print(f"handoffd --help: exit {rc}, no long options printed: skipped")
+        print(f"{prog} --help: exit {rc}, no long options printed: skipped")
         return
-    page = render("handoffd.8")
-    print(f"handoffd options checked in handoffd.8: {' '.join(opts)}")
+    page = render(page_name)
+    print(f"{prog} options checked in {page_name}: {' '.join(opts)}")
     missing = [o for o in opts if o not in page]
     if missing:
-        fail("handoffd options missing from handoffd.8: " + " ".join(missing))
+        fail(f"{prog} options missing from {page_name}: " + " ".join(missing))
 
 
 def ctl_commands():
@@ -329,6 +329,7 @@ def main():
     reasons()
     config_keys()
     daemon_options()
+    daemon_options("handoff-hubd", "handoff-hubd.8")
     ctl_commands()
     exit_codes()
     default_config_path()

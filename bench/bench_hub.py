@@ -1,0 +1,194 @@
+#!/usr/bin/env python3
+"""The hub phase of `make bench` (bench.py --only hub), stdlib only: one
+real handoffd and one real handoff-hubd (TLS, a certificate made with
+openssl) on a temp spool; the same kind of signed handoffs go in through
+the file drop and through the hub in the same run.
+
+  burst  N handoffs: dropped back to back by one writer (file), or posted
+         by 8 keep-alive HTTPS clients (hub); throughput = N / (last
+         bootstrap - first drop or post).
+  rate   N handoffs at a fixed rate (default 200/s; the hub's spread over
+         the 8 clients); per item the latency from the drop (just after the
+         rename into handoff/) or the start of the POST, to the bootstrap's
+         IN_MOVED_TO in the agent's handoffs/.
+
+Every id must get exactly one bootstrap and every POST a 200.  Runs alone
+too:  python3 bench/bench_hub.py
+"""
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SRC = os.path.abspath(os.environ.get("HD_SRC", os.path.join(HERE, "..")))
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.join(SRC, "tests", "py"))
+sys.path.insert(0, HERE)
+import hdproto  # noqa: E402
+import hdtest  # noqa: E402
+import hubkit  # noqa: E402
+from bench import Watcher, drop_one, pct, proc_cpu  # noqa: E402
+
+CLIENTS = 8
+
+
+class Site:
+    """What hdtest.Daemon and hubkit.Hub need of an environment."""
+
+    def __init__(self, base, fsync):
+        self.dir = base
+        self.spool = os.path.join(base, "spool")
+        for d in ("tmp", "handoff"):
+            os.makedirs(os.path.join(self.spool, d), exist_ok=True)
+        self.state = {"alice": os.path.join(base, "agents", "alice")}
+        os.makedirs(os.path.join(self.state["alice"], "handoffs"), exist_ok=True)
+        self.key_path = os.path.join(base, "default.key")
+        self.key = hdproto.make_key(self.key_path)
+        self.sock = os.path.join(base, "control.sock")
+        self.sockets = {"handoffd": self.sock}
+        self.daemons = []
+        self.extra = ""
+        self.fsync = fsync
+
+    def config_text(self, name="d0", extra=""):
+        return "\n".join(["[spool]", f"dir = {self.spool}",
+                          f"fsync = {'yes' if self.fsync else 'no'}", "rescan_interval = 30",
+                          "resume_window = 1800", "", "[keys]", f"default = {self.key_path}", "",
+                          "[control]", f"socket = {self.sock}", "",
+                          "[agent alice]", f"state_dir = {self.state['alice']}", ""]) + "\n" + extra
+
+    def write_config(self, name="d0", extra="", text=None):
+        path = os.path.join(self.dir, name + ".conf")
+        with open(path, "w") as f:
+            f.write(text if text is not None else self.config_text(name, extra))
+        return path
+
+
+def one(site, hub, how, phase, n, rate, timeout, procs):
+    docs = [hdproto.build("bob", "alice", site.key, ttl=1800) for _ in range(n)]
+    w = Watcher(os.path.join(site.state["alice"], "handoffs"))
+    w.start()
+    cpu0 = sum(proc_cpu(p.pid) for p in procs)
+    starts, problems = {}, []
+    t0 = time.monotonic()
+    try:
+        if how == "file":
+            tmp_fd = os.open(os.path.join(site.spool, "tmp"), os.O_RDONLY | os.O_DIRECTORY)
+            hand_fd = os.open(os.path.join(site.spool, "handoff"), os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                for i, d in enumerate(docs):
+                    if rate:
+                        delay = t0 + i / rate - time.monotonic()
+                        if delay > 0:
+                            time.sleep(delay)
+                    name = d["handoff_id"] + ".json"
+                    starts[name] = drop_one(tmp_fd, hand_fd, name, hdproto.dumps(d))
+            finally:
+                os.close(tmp_fd)
+                os.close(hand_fd)
+        else:
+            bad, lock = [], threading.Lock()
+
+            def client(k):
+                conn = hub.connect()
+                try:
+                    for i in range(k, n, CLIENTS):
+                        if rate:
+                            delay = t0 + i / rate - time.monotonic()
+                            if delay > 0:
+                                time.sleep(delay)
+                        d = docs[i]
+                        t = time.monotonic()
+                        st, a = hub.post(d, "bob", conn=conn)
+                        with lock:
+                            starts[d["handoff_id"] + ".json"] = t
+                            if st != 200:
+                                bad.append((st, a))
+                finally:
+                    conn.close()
+            threads = [threading.Thread(target=client, args=(k,)) for k in range(CLIENTS)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            if bad:
+                problems.append(f"{len(bad)} posts not accepted, e.g. {bad[:2]}")
+        t_in = time.monotonic() - t0
+        if not w.wait_count(n, timeout):
+            problems.append(f"only {w.count()} of {n} bootstraps after {timeout:g}s")
+    finally:
+        w.close()
+    if w.dups:
+        problems.append(f"{len(w.dups)} bootstrap(s) moved in more than once")
+    lat = sorted((w.seen[k] - starts[k]) * 1000 for k in starts if k in w.seen)
+    span = (w.last() - min(starts.values())) if w.seen and starts else None
+    cpu = sum(proc_cpu(p.pid) for p in procs) - cpu0
+    return {"fsync": "on" if site.fsync else "off", "how": how, "phase": phase, "n": n,
+            "in_rate": n / t_in if t_in > 0 else None,
+            "throughput": len(w.seen) / span if span else None,
+            "lat_p50_ms": pct(lat, 50), "lat_p99_ms": pct(lat, 99),
+            "lat_max_ms": lat[-1] if lat else None,
+            "cpu_ms_per_1000": cpu * 1000 * 1000 / n, "ok": not problems, "problems": problems}
+
+
+def run(handoffd, hubd, fsync, n, rate_n, rate, timeout=120.0, keep=False):
+    """Burst and rate through the file drop and through the hub: 4 rows."""
+    base = tempfile.mkdtemp(prefix=f"hdbench.hub-{'on' if fsync else 'off'}.",
+                            dir=os.environ.get("TMPDIR") or "/tmp")
+    os.chmod(base, 0o755)
+    site = Site(base, fsync)
+    rows = []
+    try:
+        hub = hubkit.Hub(site, tokens={"bob": None}, extra="max_per_address = 64\n")
+        d = hdtest.Daemon(site, hub.conf, "handoffd", argv=[handoffd, "-f", "-c", hub.conf])
+        site.daemons.append(d)
+        d.wait_message("READY=1")
+        h = hdtest.Daemon(site, hub.conf, "hub", argv=[hubd, "-f", "-c", hub.conf])
+        site.daemons.append(h)
+        h.wait_message("READY=1")
+        procs = [d.proc, h.proc]
+        for phase, count, r in (("burst", n, None), ("rate", rate_n, rate)):
+            for how in ("file", "hub"):
+                rows.append(one(site, hub, how, phase, count, r, timeout, procs))
+    finally:
+        for x in site.daemons:
+            if x.proc.poll() is None:
+                x.proc.terminate()
+                x.proc.wait()
+            x.log.close()
+        if keep:
+            print(f"  (temp dir kept: {base})", file=sys.stderr)
+        else:
+            shutil.rmtree(base, ignore_errors=True)
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser(description="handoff-hubd against the file drop")
+    ap.add_argument("--build", default=os.environ.get("HD_BUILD", os.path.join(SRC, "build")))
+    ap.add_argument("-n", "--n", type=int, default=2000)
+    ap.add_argument("--rate-n", type=int, default=1000)
+    ap.add_argument("--rate", type=float, default=200.0)
+    ap.add_argument("--fsync", default="off,on")
+    ap.add_argument("--keep", action="store_true")
+    x = ap.parse_args()
+    rows = []
+    for m in x.fsync.split(","):
+        rows += run(os.path.join(x.build, "handoffd"), os.path.join(x.build, "handoff-hubd"),
+                    m == "on", x.n, x.rate_n, x.rate, keep=x.keep)
+    for r in rows:
+        print(f"fsync {r['fsync']:3} {r['phase']:5} {r['how']:4}: {r.get('throughput') or 0:.0f} items/s, "
+              f"p50 {r.get('lat_p50_ms') or 0:.2f} ms, p99 {r.get('lat_p99_ms') or 0:.2f} ms"
+              f"{'' if r['ok'] else '  FAIL ' + '; '.join(r['problems'])}")
+    print("BENCH_HUB_JSON " + json.dumps(rows, sort_keys=True, separators=(",", ":")))
+    return 0 if all(r["ok"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

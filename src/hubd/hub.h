@@ -1,0 +1,117 @@
+/* handoff-hubd: what its parts share.  One process: libmicrohttpd's
+ * threads answer requests (hub_http.c), each POST is judged and dropped
+ * into the spool (hub_accept.c), the main thread waits for signals and
+ * logs (main.c). */
+#ifndef HUBD_HUB_H
+#define HUBD_HUB_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+
+/* Exit codes (handoff-hubd(8)). */
+enum {
+        HUB_EXIT_OK = 0,
+        HUB_EXIT_RUNTIME = 1,   /* cannot listen, spool unusable, ... */
+        HUB_EXIT_CONFIG = 2,    /* usage, config, keys, tokens, TLS files */
+};
+
+#define HUB_DEFAULT_TIMEOUT 10
+#define HUB_DEFAULT_MAX_CONNECTIONS 256
+#define HUB_DEFAULT_MAX_PER_ADDRESS 32
+#define HUB_THREADS 8
+#define HUB_AUTH_LOG_INTERVAL 60        /* seconds between failed-auth lines */
+#define HUB_DEFAULT_STATE_DIR HD_LOCALSTATEDIR "/lib/handoff-hubd"
+
+struct hub_tokens;
+struct hub_tls;
+
+struct hub {
+        struct config *cfg;
+        bool verbose;
+        /* held directory fds: the spool's tmp/ and handoff/, our records */
+        int tmp_fd, handoff_fd, state_fd, ids_fd, claimed_fd;
+        struct hub_tokens *tokens;      /* swapped on SIGHUP under the lock */
+        pthread_rwlock_t tokens_lock;
+        struct hub_tls *tls;            /* NULL: plain HTTP (loopback, unix) */
+        atomic_uint_fast64_t auth_failed;  /* since the last log line */
+};
+
+/* ---- logging (main.c): one line on stderr, journald picks it up ---- */
+void hub_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* ---- tokens (hub_tokens.c) ---- */
+/* Load every AGENT.token of dir.  Returns 0, or -errno with err filled. */
+int hub_tokens_load(const char *dir, struct hub_tokens **ret, char *err,
+                    size_t errlen);
+void hub_tokens_free(struct hub_tokens *t);
+size_t hub_tokens_count(const struct hub_tokens *t);
+/* The agent the presented token speaks for, or NULL.  Every stored token
+ * is compared, in constant time each. */
+const char *hub_tokens_agent(const struct hub_tokens *t, const char *token,
+                             size_t len);
+/* "credential:NAME" -> $CREDENTIALS_DIRECTORY/NAME into buf. */
+int hub_path_resolve(const char *spec, char *buf, size_t n);
+
+/* ---- TLS (hub_tls.c) ---- */
+int hub_tls_load(const char *cert, const char *key, struct hub_tls **ret,
+                 char *err, size_t errlen);
+/* Load the files again; on failure the old pair stays in use. */
+int hub_tls_reload(struct hub_tls *t, char *err, size_t errlen);
+/* The gnutls_certificate_retrieve_function2 for MHD_OPTION_HTTPS_CERT_CALLBACK. */
+void *hub_tls_callback(void);
+void hub_tls_set_global(struct hub_tls *t);
+void hub_tls_free(struct hub_tls *t);
+
+/* ---- listening (hub_listen.c) ---- */
+/* A listening socket for spec (HOST:PORT, [V6]:PORT or unix:PATH), or the
+ * one systemd passed (LISTEN_FDS).  *ret_loopback: only this host can
+ * connect (a loopback address or a unix socket); *ret_unix likewise. */
+int hub_listen_open(const char *spec, int *ret_fd, bool *ret_loopback,
+                    bool *ret_unix, bool *ret_activated, char *err,
+                    size_t errlen);
+
+/* ---- judging and dropping a POST (hub_accept.c) ---- */
+struct hub_answer {
+        unsigned status;        /* HTTP status */
+        char *body;             /* JSON text, malloc'ed */
+};
+/* agent: the token's agent.  Fills a; returns 0 (also for refusals) or
+ * -ENOMEM. */
+int hub_accept_post(struct hub *h, const char *agent, const char *body,
+                    size_t len, struct hub_answer *a);
+/* ?wait=claimed after an accepted POST: a's answer again with "outcome"
+ * (claimed, relayed, rejected, ...; "pending" when timeout_ms passed). */
+#define HUB_WAIT_MS 5000
+int hub_accept_wait(struct hub *h, const char *id, int64_t timeout_ms,
+                    struct hub_answer *a);
+/* GET /api/v1/handoffs/{id} for agent. */
+int hub_accept_show(struct hub *h, const char *agent, const char *id,
+                    struct hub_answer *a);
+/* A refusal as JSON: {"status":"rejected","reason":..,"detail":..}. */
+int hub_answer_reject(struct hub_answer *a, unsigned status,
+                      const char *reason, const char *detail);
+/* Remove records older than any document under their id can be fresh
+ * (max_window + max_clock_skew): how many. */
+int hub_records_prune(struct hub *h, int64_t now_s);
+#define HUB_PRUNE_INTERVAL 600
+/* Remove what an earlier run of ours left in tmp/. */
+int hub_spool_clean_tmp(struct hub *h);
+
+/* ---- HTTP (hub_http.c) ---- */
+struct hub_http;
+int hub_http_start(struct hub *h, int listen_fd, bool is_unix,
+                   struct hub_http **ret, char *err, size_t errlen);
+void hub_http_stop(struct hub_http *s);
+
+/* ---- figures (hub_stats.c) ---- */
+void hub_stats_request(unsigned status, double seconds);
+void hub_stats_accepted(bool duplicate);
+/* Prometheus text exposition, malloc'ed. */
+char *hub_stats_text(struct hub *h);
+
+#endif

@@ -1,0 +1,411 @@
+/* A POST judged and dropped: the document is parsed and verified exactly
+ * as the daemon will (limits, key, MAC or signature, fields, payload,
+ * freshness; to_agent served here or reachable through a [remote]), then
+ * written into the spool as any producer writes it (tmp/, rename without
+ * replace into handoff/, synced when fsync = yes), and only then
+ * answered.  What is accepted is recorded per handoff_id in state_dir
+ * (SHA-256 of the bytes and the two agents) before it is dropped, so a
+ * retry gets the same answer (and drops the file again only when the
+ * spool does not know the id: a crash in between), and a different
+ * document under a known id is duplicate_id. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "files.h"
+#include "handoff.h"
+#include "hub.h"
+#include "items.h"
+#include "util.h"
+
+#define HASH_HEX (2 * crypto_hash_sha256_BYTES + 1)
+#define RECORD_MAX 256
+#define ID_LOCKS 64
+
+/* Two requests for one id are judged one after the other. */
+static pthread_mutex_t id_locks[ID_LOCKS] = {
+        [0 ... ID_LOCKS - 1] = PTHREAD_MUTEX_INITIALIZER
+};
+
+static pthread_mutex_t *id_lock(const char *id)
+{
+        uint32_t h = 2166136261u;
+
+        for (const char *p = id; *p; p++)
+                h = (h ^ (unsigned char)*p) * 16777619u;
+        return &id_locks[h % ID_LOCKS];
+}
+
+static int answer_json(struct hub_answer *a, unsigned status, json_t *o)
+{
+        a->status = status;
+        a->body = o ? json_dumps(o, JSON_COMPACT) : NULL;
+        json_decref(o);
+        return a->body ? 0 : -ENOMEM;
+}
+
+int hub_answer_reject(struct hub_answer *a, unsigned status,
+                      const char *reason, const char *detail)
+{
+        return answer_json(a, status, json_pack("{s:s, s:s, s:s}", "status",
+                                                "rejected", "reason", reason,
+                                                "detail", detail ? detail : ""));
+}
+
+static int answer_accepted(struct hub_answer *a, const char *id)
+{
+        return answer_json(a, 200, json_pack("{s:s, s:s}", "status", "accepted",
+                                             "handoff_id", id));
+}
+
+/* The HTTP status of a document's verdict. */
+static unsigned verdict_status(hd_reason r)
+{
+        switch (r) {
+        case HD_R_TOO_LARGE:
+                return 413;
+        case HD_R_PARSE_ERROR:
+        case HD_R_DUPLICATE_KEY:
+        case HD_R_TOO_DEEP:
+        case HD_R_TOO_MANY_VALUES:
+                return 400;
+        case HD_R_DUPLICATE_ID:
+                return 409;
+        default:
+                return 422;
+        }
+}
+
+static int answer_verdict(struct hub_answer *a, const hd_verdict *v)
+{
+        return hub_answer_reject(a, verdict_status(v->reason),
+                                 hd_reason_name(v->reason), v->detail);
+}
+
+/* Our record of id: "SHA256HEX FROM TO\n".  1 when there is one (hash
+ * into hex), 0 when not. */
+static int record_read(struct hub *h, const char *id, char hex[HASH_HEX])
+{
+        _cleanup_close_ int fd = -1;
+        char buf[RECORD_MAX];
+        ssize_t n;
+
+        fd = openat(h->state_fd, id, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return errno == ENOENT ? 0 : -errno;
+        n = read(fd, buf, sizeof(buf) - 1);
+        if (n < HASH_HEX - 1)
+                return n < 0 ? -errno : -EBADMSG;
+        memcpy(hex, buf, HASH_HEX - 1);
+        hex[HASH_HEX - 1] = '\0';
+        return 1;
+}
+
+/* dirfd/NAME holds exactly these bytes? */
+static bool spool_same(int dirfd, const char *name, const char *body, size_t len)
+{
+        _cleanup_free_ char *buf = NULL;
+        size_t blen;
+        hd_verdict v;
+
+        if (dirfd < 0 || hd_read_at(dirfd, name, len + 1, &buf, &blen, &v) < 0)
+                return false;
+        return blen == len && memcmp(buf, body, len) == 0;
+}
+
+static bool exists_at(int dirfd, const char *name)
+{
+        struct stat st;
+
+        return dirfd >= 0 && fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
+/* Does the spool know id, as the daemon's replay check does (ids/,
+ * claimed/), or is it pending in handoff/?  Looked at in the order an item
+ * moves, claimed/ twice, so a move between two looks is not missed. */
+static bool spool_known(struct hub *h, const char *id, const char *name)
+{
+        return exists_at(h->handoff_fd, name) || exists_at(h->claimed_fd, name) ||
+               exists_at(h->ids_fd, id) || exists_at(h->claimed_fd, name);
+}
+
+/* Into handoff/ as a producer does.  0, or -EEXIST when the name is taken. */
+static int spool_publish(struct hub *h, const char *name, const char *body,
+                         size_t len)
+{
+        char tmp[NAME_MAX + 1];
+        bool sync = h->cfg->fsync;
+        int r;
+
+        r = xsnprintf(tmp, sizeof(tmp), "hub.%s", name);
+        if (r < 0)
+                return r;
+        r = write_atomic(h->tmp_fd, tmp, body, len, 0640, sync ? WRITE_SYNC_FILE : 0);
+        if (r < 0)
+                return r;
+        r = move_noreplace(h->tmp_fd, tmp, h->handoff_fd, name);
+        if (r < 0) {
+                unlinkat(h->tmp_fd, tmp, 0);
+                return r;
+        }
+        if (sync) {
+                r = fsync_dir(h->handoff_fd);
+                if (r == 0)
+                        r = fsync_dir(h->tmp_fd);
+        }
+        return r;
+}
+
+static int record_write(struct hub *h, const char *id, const char *hex,
+                        const char *from, const char *to)
+{
+        char buf[RECORD_MAX];
+        int r = xsnprintf(buf, sizeof(buf), "%s %s %s\n", hex, from, to);
+
+        if (r < 0)
+                return r;
+        return hd_write_atomic(h->state_fd, id, buf, strlen(buf), 0640, h->cfg->fsync);
+}
+
+static bool agent_reachable(const struct config *c, const char *to)
+{
+        return config_agent(c, to) || config_remote(c, to);
+}
+
+/* The document as the daemon will judge it.  0 with *ret, or a refusal
+ * already in a (returns 1). */
+static int post_judge(struct hub *h, const char *agent, const char *body,
+                      size_t len, json_t **ret, struct hub_answer *a)
+{
+        const struct config *c = h->cfg;
+        const hd_limits lim = { .max_size = c->max_file_size };
+        const hd_policy pol = { .max_clock_skew_s = c->max_clock_skew,
+                                .max_window_s = c->max_window };
+        const hd_payload_opts popts = { .roles = (const char *const *)c->roles };
+        _cleanup_json_ json_t *doc = NULL;
+        const char *from, *to;
+        char detail[HD_DETAIL_MAX];
+        hd_verdict v;
+        int r;
+
+        verdict_clear(&v);
+        r = hd_parse(body, len, &lim, &doc, &v);
+        if (r == -EBADMSG)
+                return answer_verdict(a, &v) < 0 ? -ENOMEM : 1;
+        if (r < 0)
+                return r;
+        /* the token says who knocks: it speaks for from_agent or not at all */
+        from = json_string_value(json_object_get(doc, "from_agent"));
+        if (from && strcmp(from, agent)) {
+                snprintf(detail, sizeof(detail),
+                         "this token speaks for '%s', not for from_agent", agent);
+                return hub_answer_reject(a, 403, "forbidden", detail) < 0 ? -ENOMEM : 1;
+        }
+        verdict_clear(&v);
+        r = hd_verify(doc, config_key_lookup, (void *)c, &pol, &popts,
+                      hd_now_usec(), &v);
+        if (r == -EBADMSG)
+                return answer_verdict(a, &v) < 0 ? -ENOMEM : 1;
+        if (r < 0)
+                return r;
+        to = json_string_value(json_object_get(doc, "to_agent"));
+        if (!to || !agent_reachable(c, to)) {
+                snprintf(detail, sizeof(detail), "no agent '%s' is served here or "
+                         "reachable through a [remote]", to ? to : "");
+                return hub_answer_reject(a, 422, "unknown_agent", detail) < 0 ? -ENOMEM : 1;
+        }
+        *ret = TAKE_PTR(doc);
+        return 0;
+}
+
+int hub_accept_post(struct hub *h, const char *agent, const char *body,
+                    size_t len, struct hub_answer *a)
+{
+        _cleanup_json_ json_t *doc = NULL;
+        unsigned char hash[crypto_hash_sha256_BYTES];
+        char hex[HASH_HEX], old[HASH_HEX], name[NAME_MAX + 1];
+        const char *id, *from, *to;
+        pthread_mutex_t *lk;
+        int r;
+
+        r = post_judge(h, agent, body, len, &doc, a);
+        if (r != 0)
+                return r < 0 ? r : 0;
+        id = json_string_value(json_object_get(doc, "handoff_id"));
+        from = json_string_value(json_object_get(doc, "from_agent"));
+        to = json_string_value(json_object_get(doc, "to_agent"));
+        if (xsnprintf(name, sizeof(name), "%s.json", id) < 0 || !hd_name_safe(name))
+                return hub_answer_reject(a, 422, "bad_id", "the handoff_id makes no file name");
+        crypto_hash_sha256(hash, (const unsigned char *)body, len);
+        sodium_bin2hex(hex, sizeof(hex), hash, sizeof(hash));
+
+        lk = id_lock(id);
+        pthread_mutex_lock(lk);
+        r = record_read(h, id, old);
+        if (r < 0)
+                goto fail;
+        if (r > 0 && strcmp(old, hex)) {
+                pthread_mutex_unlock(lk);
+                return hub_answer_reject(a, 409, "duplicate_id",
+                                         "another document was accepted under this handoff_id");
+        }
+        if (spool_known(h, id, name)) {
+                /* ours (recorded), or the same bytes still there to compare */
+                bool ours = r > 0 || spool_same(h->handoff_fd, name, body, len) ||
+                            spool_same(h->claimed_fd, name, body, len);
+                if (ours && r == 0)
+                        record_write(h, id, hex, from, to);
+                pthread_mutex_unlock(lk);
+                if (!ours)
+                        return hub_answer_reject(a, 409, "duplicate_id",
+                                                 "this handoff_id is already known to the spool");
+                hub_stats_accepted(true);
+                return answer_accepted(a, id);
+        }
+        /* The record first: a retry after a crash between the two finds it
+         * and, the file not being in the spool, drops it again. */
+        if (r == 0) {
+                r = record_write(h, id, hex, from, to);
+                if (r < 0)
+                        goto fail;
+        }
+        r = spool_publish(h, name, body, len);
+        if (r == -EEXIST) {
+                /* another producer's file appeared meanwhile */
+                bool same = spool_same(h->handoff_fd, name, body, len);
+                if (!same)
+                        unlinkat(h->state_fd, id, 0);
+                pthread_mutex_unlock(lk);
+                if (!same)
+                        return hub_answer_reject(a, 409, "duplicate_id",
+                                                 "another document is pending under this handoff_id");
+                return answer_accepted(a, id);
+        }
+        if (r < 0)
+                goto fail;
+        pthread_mutex_unlock(lk);
+        hub_stats_accepted(false);
+        return answer_accepted(a, id);
+fail:
+        pthread_mutex_unlock(lk);
+        hub_log("Failed to drop '%s' into the spool: %s", id, strerror(-r));
+        return hub_answer_reject(a, 503, "internal", "the spool could not take it; retry");
+}
+
+int hub_accept_wait(struct hub *h, const char *id, int64_t timeout_ms,
+                    struct hub_answer *a)
+{
+        const int64_t until = hd_now_usec() + timeout_ms * 1000;
+        const struct timespec tick = { .tv_nsec = 10 * 1000 * 1000 };
+        char name[NAME_MAX + 1];
+        const char *outcome = "pending";
+        json_t *item = NULL, *o;
+
+        if (xsnprintf(name, sizeof(name), "%s.json", id) < 0)
+                return 0;
+        /* a cheap look until the daemon takes it from handoff/, then the
+         * spool's word on where it went (outbox/ is still pending, claimed/
+         * until the bootstrap is delivered) */
+        while (hd_now_usec() < until) {
+                if (!exists_at(h->handoff_fd, name)) {
+                        if (items_find(h->cfg->spool_dir, id, &item) >= 0 && item) {
+                                const char *st = items_status(item);
+                                /* claimed counts once the delivery is
+                                 * committed: the .delivered marker (read
+                                 * as accepted_at) precedes only the
+                                 * bootstrap's rename into sight */
+                                bool done = st && strcmp(st, "pending") &&
+                                            (strcmp(st, "claimed") ||
+                                             json_object_get(item, "accepted_at"));
+                                if (done) {
+                                        outcome = st;
+                                        break;
+                                }
+                                json_decref(item);
+                                item = NULL;
+                        }
+                }
+                nanosleep(&tick, NULL);
+        }
+        o = json_pack("{s:s, s:s, s:s}", "status", "accepted", "handoff_id", id,
+                      "outcome", outcome);
+        json_decref(item);      /* outcome pointed into it: packed first */
+        if (!o)
+                return -ENOMEM;
+        free(a->body);
+        return answer_json(a, 200, o);
+}
+
+int hub_accept_show(struct hub *h, const char *agent, const char *id,
+                    struct hub_answer *a)
+{
+        _cleanup_json_ json_t *item = NULL;
+        const char *from, *to, *status;
+        int r;
+
+        if (!hd_id_valid(id))
+                return hub_answer_reject(a, 404, "not_found", "no such handoff_id");
+        r = items_find(h->cfg->spool_dir, id, &item);
+        if (r == -ENOENT)
+                return hub_answer_reject(a, 404, "not_found", "no such handoff_id");
+        if (r < 0)
+                return hub_answer_reject(a, 503, "internal", strerror(-r));
+        from = json_string_value(json_object_get(item, "from_agent"));
+        to = json_string_value(json_object_get(item, "to_agent"));
+        if (!(from && !strcmp(from, agent)) && !(to && !strcmp(to, agent)))
+                return hub_answer_reject(a, 403, "forbidden",
+                                         "only the sender's or the target's token may see it");
+        status = items_status(item);
+        /* this host's paths are not the client's business */
+        json_object_del(item, "path");
+        if (status)
+                json_object_set_new(item, "status", json_string(status));
+        return answer_json(a, 200, json_incref(item));
+}
+
+int hub_records_prune(struct hub *h, int64_t now_s)
+{
+        /* past this age no document under the id can be fresh any more:
+         * a retry is refused as expired whatever the record says */
+        int64_t keep = h->cfg->max_window + h->cfg->max_clock_skew + 60;
+        DIR *d = opendir_at(h->state_fd);
+        struct dirent *de;
+        struct stat st;
+        int n = 0;
+
+        if (!d)
+                return -errno;
+        while ((de = readdir(d)))
+                if (de->d_name[0] != '.' &&
+                    fstatat(h->state_fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+                    S_ISREG(st.st_mode) && st.st_mtime < now_s - keep &&
+                    unlinkat(h->state_fd, de->d_name, 0) == 0)
+                        n++;
+        closedir(d);
+        return n;
+}
+
+int hub_spool_clean_tmp(struct hub *h)
+{
+        DIR *d = opendir_at(h->tmp_fd);
+        struct dirent *de;
+        int n = 0;
+
+        if (!d)
+                return -errno;
+        /* only our own names: other producers share tmp/ */
+        while ((de = readdir(d)))
+                if (!strncmp(de->d_name, "hub.", 4) || !strncmp(de->d_name, ".hub.", 5))
+                        if (unlinkat(h->tmp_fd, de->d_name, 0) == 0)
+                                n++;
+        closedir(d);
+        return n;
+}

@@ -1,0 +1,313 @@
+/* handoff-hubd: the HTTPS side of handoffd.  Reads the same handoffd.conf,
+ * listens where [hub] says (or on the socket systemd passed), and drops
+ * each handoff it accepts into the spool as any producer does; the daemon
+ * does the rest.  The main thread only waits for signals: SIGTERM/SIGINT
+ * stop, SIGHUP loads the TLS files and the tokens again; once a minute
+ * it logs how many requests failed to authenticate. */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <signal.h>
+#include <sodium.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "files.h"
+#include "handoff.h"
+#include "hub.h"
+#include "notify.h"
+#include "util.h"
+
+void hub_log(const char *fmt, ...)
+{
+        char buf[1024];
+        va_list ap;
+
+        va_start(ap, fmt);
+        vsnprintf(buf, sizeof(buf), fmt, ap);
+        va_end(ap);
+        fprintf(stderr, "handoff-hubd: %s\n", buf);
+}
+
+/* items.c (shared with handoffctl, for GET /api/v1/handoffs/{id}) names
+ * handoffctl's error printer; the hub never calls the function that uses
+ * it, but links it. */
+int ctl_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int ctl_fail(int code, const char *fmt, ...)
+{
+        char buf[1024];
+        va_list ap;
+
+        va_start(ap, fmt);
+        vsnprintf(buf, sizeof(buf), fmt, ap);
+        va_end(ap);
+        hub_log("%s", buf);
+        return code;
+}
+
+static void usage(FILE *f)
+{
+        fprintf(f,
+                "Usage: handoff-hubd [OPTIONS]\n"
+                "Take signed handoffs over HTTPS and drop them into the handoffd spool.\n\n"
+                "  -c, --config FILE     configuration (default %s)\n"
+                "  -f, --foreground      stay in the foreground (always: it never forks)\n"
+                "  -v, --verbose         log each refusal and libmicrohttpd's messages\n"
+                "  -h, --help            show this help\n"
+                "  -V, --version         show the version\n\n"
+                "Exit codes: 0 clean stop, 1 fatal runtime error (cannot listen, spool\n"
+                "unusable), 2 usage or configuration error (config, keys, tokens, TLS).\n"
+                "See handoff-hubd(8) and handoffd.conf(5).\n",
+                CONFIG_DEFAULT_PATH);
+}
+
+static int fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int fail(int code, const char *fmt, ...)
+{
+        char buf[1024];
+        va_list ap;
+
+        va_start(ap, fmt);
+        vsnprintf(buf, sizeof(buf), fmt, ap);
+        va_end(ap);
+        hub_log("%s", buf);
+        return code;
+}
+
+static int open_dir(const char *base, const char *sub, int *ret)
+{
+        int bfd, fd;
+
+        bfd = open(base, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (bfd < 0)
+                return -errno;
+        fd = openat(bfd, sub, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0) {
+                int r = -errno;
+                close(bfd);
+                return r;
+        }
+        close(bfd);
+        *ret = fd;
+        return 0;
+}
+
+static int hub_setup(struct hub *h)
+{
+        struct config_hub *ch = &h->cfg->hub;
+        const char *spool = h->cfg->spool_dir;
+        char err[512] = "";
+        int r;
+
+        if (!ch->timeout)
+                ch->timeout = HUB_DEFAULT_TIMEOUT;
+        if (!ch->max_connections)
+                ch->max_connections = HUB_DEFAULT_MAX_CONNECTIONS;
+        if (!ch->max_per_address)
+                ch->max_per_address = HUB_DEFAULT_MAX_PER_ADDRESS;
+        if (!ch->state_dir && !(ch->state_dir = strdup(HUB_DEFAULT_STATE_DIR)))
+                return fail(HUB_EXIT_RUNTIME, "out of memory");
+        if (!spool)
+                return fail(HUB_EXIT_CONFIG, "%s: [spool] dir is not set", h->cfg->path);
+        if (!ch->token_dir)
+                return fail(HUB_EXIT_CONFIG, "%s: [hub] token_dir is not set", h->cfg->path);
+        if (!ch->tls_cert != !ch->tls_key)
+                return fail(HUB_EXIT_CONFIG, "%s: [hub] tls_cert and tls_key go together",
+                            h->cfg->path);
+        if (!strcmp(ch->token_dir, "credential:")) {
+                /* LoadCredential=AGENT.token:FILE, one per sender */
+                const char *cd = getenv("CREDENTIALS_DIRECTORY");
+                if (!cd || cd[0] != '/')
+                        return fail(HUB_EXIT_CONFIG, "[hub] token_dir = credential: but "
+                                    "$CREDENTIALS_DIRECTORY is not set");
+                free(ch->token_dir);
+                if (!(ch->token_dir = strdup(cd)))
+                        return fail(HUB_EXIT_RUNTIME, "out of memory");
+        }
+        r = hub_tokens_load(ch->token_dir, &h->tokens, err, sizeof(err));
+        if (r < 0)
+                return fail(HUB_EXIT_CONFIG, "%s", err[0] ? err : strerror(-r));
+        if (hub_tokens_count(h->tokens) == 0)
+                hub_log("warning: no AGENT.token in %s: every request will be refused",
+                        ch->token_dir);
+        if (ch->tls_cert) {
+                r = hub_tls_load(ch->tls_cert, ch->tls_key, &h->tls, err, sizeof(err));
+                if (r < 0)
+                        return fail(HUB_EXIT_CONFIG, "TLS: %s", err[0] ? err : strerror(-r));
+        }
+        if ((r = open_dir(spool, "tmp", &h->tmp_fd)) < 0)
+                return fail(HUB_EXIT_RUNTIME, "%s/tmp: %s", spool, strerror(-r));
+        if ((r = open_dir(spool, "handoff", &h->handoff_fd)) < 0)
+                return fail(HUB_EXIT_RUNTIME, "%s/handoff: %s", spool, strerror(-r));
+        /* the daemon's replay memory and claims, when this user may look */
+        if (open_dir(spool, "ids", &h->ids_fd) < 0)
+                h->ids_fd = -1;
+        if (open_dir(spool, "claimed", &h->claimed_fd) < 0)
+                h->claimed_fd = -1;
+        r = mkdir_p_at(AT_FDCWD, ch->state_dir, 0750);
+        if (r < 0)
+                return fail(HUB_EXIT_RUNTIME, "[hub] state_dir %s: %s", ch->state_dir,
+                            strerror(-r));
+        h->state_fd = open(ch->state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (h->state_fd < 0)
+                return fail(HUB_EXIT_RUNTIME, "[hub] state_dir %s: %s", ch->state_dir,
+                            strerror(errno));
+        hub_records_prune(h, time(NULL));
+        r = hub_spool_clean_tmp(h);
+        if (r > 0)
+                hub_log("removed %d unfinished file(s) of an earlier run from %s/tmp", r,
+                        spool);
+        return 0;
+}
+
+static void hub_reload(struct hub *h)
+{
+        struct hub_tokens *t = NULL, *old;
+        char err[512] = "";
+        int r;
+
+        r = hub_tokens_load(h->cfg->hub.token_dir, &t, err, sizeof(err));
+        if (r < 0) {
+                hub_log("reload: tokens kept: %s", err[0] ? err : strerror(-r));
+        } else {
+                pthread_rwlock_wrlock(&h->tokens_lock);
+                old = h->tokens;
+                h->tokens = t;
+                pthread_rwlock_unlock(&h->tokens_lock);
+                hub_tokens_free(old);
+        }
+        if (h->tls) {
+                r = hub_tls_reload(h->tls, err, sizeof(err));
+                if (r < 0)
+                        hub_log("reload: TLS files kept: %s", err[0] ? err : strerror(-r));
+        }
+        hub_log("reloaded: %zu token(s)%s", hub_tokens_count(h->tokens),
+                h->tls ? ", TLS certificate and key" : "");
+        notify_send("READY=1");
+}
+
+static int hub_run(struct hub *h, sigset_t *set)
+{
+        time_t next = time(NULL) + HUB_AUTH_LOG_INTERVAL;
+        time_t prune = time(NULL) + HUB_PRUNE_INTERVAL;
+
+        for (;;) {
+                struct timespec ts = { .tv_sec = 1 };
+                int sig = sigtimedwait(set, NULL, &ts);
+                time_t now = time(NULL);
+
+                if (now >= next) {
+                        uint64_t n = atomic_exchange(&h->auth_failed, 0);
+                        if (n > 0)
+                                hub_log("%llu request(s) failed to authenticate in the last %d s",
+                                        (unsigned long long)n, HUB_AUTH_LOG_INTERVAL);
+                        next = now + HUB_AUTH_LOG_INTERVAL;
+                }
+                if (now >= prune) {
+                        hub_records_prune(h, now);
+                        prune = now + HUB_PRUNE_INTERVAL;
+                }
+                if (sig == SIGHUP)
+                        hub_reload(h);
+                else if (sig == SIGTERM || sig == SIGINT)
+                        return 0;
+        }
+}
+
+int main(int argc, char **argv)
+{
+        static const struct option longopts[] = {
+                { "config", required_argument, NULL, 'c' },
+                { "foreground", no_argument, NULL, 'f' },
+                { "verbose", no_argument, NULL, 'v' },
+                { "help", no_argument, NULL, 'h' },
+                { "version", no_argument, NULL, 'V' },
+                { 0 },
+        };
+        const char *path = CONFIG_DEFAULT_PATH;
+        struct hub h = { .tmp_fd = -1, .handoff_fd = -1, .state_fd = -1, .ids_fd = -1,
+                       .claimed_fd = -1 };
+        struct hub_http *http = NULL;
+        bool loopback = false, is_unix = false, activated = false;
+        char err[512] = "", *cerr = NULL;
+        int c, r, fd = -1;
+        sigset_t set;
+
+        while ((c = getopt_long(argc, argv, "c:fvhV", longopts, NULL)) != -1) {
+                switch (c) {
+                case 'c': path = optarg; break;
+                case 'f': break;
+                case 'v': h.verbose = true; break;
+                case 'h': usage(stdout); return HUB_EXIT_OK;
+                case 'V': printf("handoff-hubd %s\n", HD_VERSION_STRING); return HUB_EXIT_OK;
+                default: usage(stderr); return HUB_EXIT_CONFIG;
+                }
+        }
+        if (optind < argc) {
+                hub_log("unexpected argument '%s' (see --help)", argv[optind]);
+                return HUB_EXIT_CONFIG;
+        }
+        if (sodium_init() < 0)
+                return fail(HUB_EXIT_RUNTIME, "libsodium did not initialize");
+        r = config_load(path, true, &h.cfg, &cerr);
+        if (r < 0) {
+                hub_log("%s", cerr ? cerr : strerror(-r));
+                free(cerr);
+                return HUB_EXIT_CONFIG;
+        }
+        pthread_rwlock_init(&h.tokens_lock, NULL);
+        r = hub_setup(&h);
+        if (r != 0)
+                goto out;
+        r = hub_listen_open(h.cfg->hub.listen, &fd, &loopback, &is_unix, &activated,
+                            err, sizeof(err));
+        if (r < 0) {
+                r = fail(r == -EINVAL ? HUB_EXIT_CONFIG : HUB_EXIT_RUNTIME, "%s", err);
+                goto out;
+        }
+        if (!loopback && !h.tls) {
+                r = fail(HUB_EXIT_CONFIG, "refusing to serve plain HTTP on %s: it is not a "
+                         "loopback address; set [hub] tls_cert and tls_key",
+                         activated ? "the passed socket" : h.cfg->hub.listen);
+                goto out;
+        }
+        /* the request threads inherit this mask: signals come to sigtimedwait */
+        sigemptyset(&set);
+        sigaddset(&set, SIGTERM);
+        sigaddset(&set, SIGINT);
+        sigaddset(&set, SIGHUP);
+        pthread_sigmask(SIG_BLOCK, &set, NULL);
+        signal(SIGPIPE, SIG_IGN);
+        r = hub_http_start(&h, fd, is_unix, &http, err, sizeof(err));
+        if (r < 0) {
+                r = fail(HUB_EXIT_RUNTIME, "%s", err);
+                goto out;
+        }
+        fd = -1;        /* libmicrohttpd's now: it closes it at stop */
+        hub_log("listening on %s (%s), %zu token(s), spool %s",
+                activated ? "the passed socket" : h.cfg->hub.listen,
+                h.tls ? "TLS" : "plain HTTP, this host only",
+                hub_tokens_count(h.tokens), h.cfg->spool_dir);
+        notify_send("READY=1");
+        r = hub_run(&h, &set);
+        notify_send("STOPPING=1");
+        hub_http_stop(http);
+        hub_log("stopped");
+out:
+        if (fd >= 0)
+                close(fd);
+        hub_tokens_free(h.tokens);
+        hub_tls_free(h.tls);
+        closep(&h.tmp_fd);
+        closep(&h.handoff_fd);
+        closep(&h.state_fd);
+        closep(&h.ids_fd);
+        closep(&h.claimed_fd);
+        config_free(h.cfg);
+        return r;
+}
