@@ -19,16 +19,17 @@
 #include "log.h"
 #include "notify.h"
 #include "relay.h"
+#include "slice.h"
 
 #define CHUNK 256               /* names decided per loop turn, at most
                                  * INTAKE_BATCH_MAX_USEC of deciding */
 #define PENDING_MAX (2 * CHUNK) /* then inotify is read no further: its
                                  * events wait in the kernel's queue */
-#define SWEEP_MAX_MS 60000      /* retention at least once a minute */
 #define REWATCH_MAX 10          /* per minute, then give up: never spin */
 #define STATUS_COALESCE_MS 1000 /* STATUS= at most once a second */
+#define READY_WAIT_USEC 10000000 /* READY=1 at most this long after the
+                                 * first scan for the first sweep */
 
-static void arm_deadline(struct daemon *d);
 static int rewatch(struct daemon *d);
 static void stop(struct daemon *d, int code);
 static void on_idle(uv_idle_t *h);
@@ -219,7 +220,7 @@ static void drain(struct daemon *d, size_t max)
                         d->retry_backoff_ms = 1000;
                 uv_timer_start(&d->t_retry, on_retry, d->retry_backoff_ms, 0);
         }
-        arm_deadline(d);
+        slice_arm(d);
 }
 
 static void warn_config(void *userdata, const char *msg)
@@ -238,6 +239,19 @@ static void mark_ready(struct daemon *d)
         status_notify(d);
 }
 
+/* READY=1 once the first scan is drained and recovery (the first sweep)
+ * is done, or once that has run READY_WAIT_USEC: a large spool does not
+ * keep the daemon from serving (the sweep goes on meanwhile). */
+void daemon_maybe_ready(struct daemon *d)
+{
+        if (d->ready || d->stopping || json_object_size(d->pending) > 0 || d->scan)
+                return;
+        if (d->sp->sweep.dir && d->sp->sweep.at_start &&
+            uv_hrtime() / 1000 - d->started_usec < READY_WAIT_USEC)
+                return;
+        mark_ready(d);
+}
+
 static void on_idle(uv_idle_t *h)
 {
         struct daemon *d = h->data;
@@ -247,8 +261,7 @@ static void on_idle(uv_idle_t *h)
         inotify_resume(d);
         if ((json_object_size(d->pending) == 0 && !d->scan) || d->stopping) {
                 uv_idle_stop(h);
-                if (!d->ready && !d->stopping)
-                        mark_ready(d);
+                daemon_maybe_ready(d);
         }
 }
 
@@ -280,38 +293,6 @@ static void on_retry(uv_timer_t *t)
                 uv_timer_stop(&d->t_retry);
                 uv_timer_start(&d->t_retry, on_retry, d->retry_backoff_ms, 0);
         }
-}
-
-static void on_deadline(uv_timer_t *t)
-{
-        struct daemon *d = t->data;
-
-        lifecycle_sweep(d->sp, hd_now_usec(), false);
-        arm_deadline(d);
-}
-
-/* The sweep timer: at the earliest deadline (expiry within a second of
- * it), and at least every rescan_interval (at most a minute) for
- * retention and the consumed items inotify did not tell us about. */
-static void arm_deadline(struct daemon *d)
-{
-        int64_t now = hd_now_usec(), nd = d->sp->deadline.next;
-        uint64_t max = (uint64_t)d->cfg->rescan_interval * 1000, ms;
-
-        if (max > SWEEP_MAX_MS)
-                max = SWEEP_MAX_MS;
-        ms = max;
-
-        if (nd) {
-                int64_t dt = nd - now;
-                ms = dt <= 0 ? 0 : (uint64_t)(dt + 999) / 1000;
-                if (ms > max)
-                        ms = max;
-        }
-        if (uv_is_active((uv_handle_t *)&d->t_deadline) &&
-            uv_timer_get_due_in(&d->t_deadline) <= ms)
-                return;
-        uv_timer_start(&d->t_deadline, on_deadline, ms, 0);
 }
 
 static void on_rescan(uv_timer_t *t)
@@ -379,8 +360,9 @@ static void on_inotify(uv_poll_t *h, int status, int events)
 {
         struct daemon *d = h->data;
         char buf[65536] __attribute__((aligned(__alignof__(struct inotify_event))));
-        bool overflow = false, lost = false;
+        bool overflow = false, lost = false, later = false;
         int64_t now = hd_now_usec();
+        uint64_t t0 = uv_hrtime();
 
         (void)events;
         if (status < 0) {
@@ -429,6 +411,11 @@ static void on_inotify(uv_poll_t *h, int status, int events)
                                         continue;
                                 if (!(ev->mask & (IN_DELETE | IN_MOVED_FROM)))
                                         continue;
+                                /* Past a slice's time: the sweep looks. */
+                                if (uv_hrtime() - t0 > SLICE_USEC * 1000ULL) {
+                                        later = true;
+                                        continue;
+                                }
                                 int r = lifecycle_bootstrap_gone(d->sp, a, ev->name, now);
                                 if (r < 0) {
                                         /* The sweep looks at it again. */
@@ -445,13 +432,15 @@ static void on_inotify(uv_poll_t *h, int status, int events)
                         return;
                 }
         }
+        if (later)
+                slice_sweep(d, false);
         if (overflow) {
                 d->sp->st.overflows++;
                 log_warning("inotify queue overflowed: rescanning");
                 daemon_rescan(d, "overflow");
-                lifecycle_sweep(d->sp, now, false);
+                slice_sweep(d, false);
         }
-        arm_deadline(d);
+        slice_arm(d);
 }
 
 static void on_signal(uv_signal_t *h, int sig)
@@ -520,6 +509,7 @@ int daemon_run(const char *config_path, struct config *cfg)
         d.ifd = -1;
         d.pending = json_object();
         d.retry = json_object();
+        d.started_usec = uv_hrtime() / 1000;
         r = uv_loop_init(&d.loop);
         if (r < 0)
                 return log_error_errno(r, "Cannot create the event loop");
@@ -544,6 +534,7 @@ int daemon_run(const char *config_path, struct config *cfg)
         /* uv_idle_init and uv_timer_init only fill in the handle: they
          * return 0.  A poll and a signal handle need the kernel. */
         (void)uv_idle_init(&d.loop, &d.idle);
+        (void)uv_idle_init(&d.loop, &d.sweep_idle);
         (void)uv_timer_init(&d.loop, &d.t_rescan);
         (void)uv_timer_init(&d.loop, &d.t_deadline);
         (void)uv_timer_init(&d.loop, &d.t_retry);
@@ -561,7 +552,7 @@ int daemon_run(const char *config_path, struct config *cfg)
                 goto out;
         }
         d.ipoll.data = d.idle.data = d.t_rescan.data = d.t_deadline.data = &d;
-        d.t_retry.data = d.t_watchdog.data = d.t_status.data = &d;
+        d.t_retry.data = d.t_watchdog.data = d.t_status.data = d.sweep_idle.data = &d;
         d.sig_hup.data = d.sig_term.data = d.sig_int.data = &d;
 
         r = control_open(&d.loop, cfg, d.sp, &d.ctl);
@@ -595,15 +586,15 @@ int daemon_run(const char *config_path, struct config *cfg)
         if (notify_watchdog_usec(&wd_usec) > 0)
                 uv_timer_start(&d.t_watchdog, on_watchdog, 0, wd_usec / 2000 ? wd_usec / 2000 : 1);
 
-        /* Recovery, then the first scan; READY=1 when it is drained (in
-         * the loop, so a SIGTERM during a long first scan is heard). */
-        lifecycle_sweep(d.sp, hd_now_usec(), true);
+        /* Recovery and the first scan, a slice of each a turn; READY=1
+         * when the scan is drained (in the loop, so a SIGTERM during a
+         * long first scan is heard), whatever recovery has left to do. */
+        slice_sweep(&d, true);
         r = daemon_rescan(&d, "start");
         if (r < 0)
                 goto out;
-        if (json_object_size(d.pending) == 0 && !d.scan)
-                mark_ready(&d);
-        arm_deadline(&d);
+        daemon_maybe_ready(&d);
+        slice_arm(&d);
 
         uv_run(&d.loop, UV_RUN_DEFAULT);
         r = d.exit_code ? -EIO : 0;

@@ -26,6 +26,7 @@ struct daemon {
         uv_signal_t sig_hup, sig_term, sig_int;
         uv_timer_t t_rescan, t_deadline, t_retry, t_watchdog, t_status;
         uv_idle_t idle;         /* drains the pending set in chunks */
+        uv_idle_t sweep_idle;   /* a sweep under way, a slice a turn (slice.c) */
         uv_check_t status_check;/* after each wake-up: did the counts change? */
         char status_sent[192];  /* the last STATUS= sent */
 
@@ -40,6 +41,7 @@ struct daemon {
         struct control *ctl;
         struct relay *relay;    /* NULL: relay off */
         bool ready, stopping;
+        uint64_t started_usec;  /* monotonic (uv_hrtime) */
         int exit_code;
 };
 
@@ -47,6 +49,9 @@ struct daemon {
  * -EPERM: the start refused a set-up (an agent's directory others may
  * write, a spool lock file not ours: spool_open()). */
 int daemon_run(const char *config_path, struct config *cfg);
+
+/* READY=1 if the start is done far enough (daemon.c). */
+void daemon_maybe_ready(struct daemon *d);
 
 /* Queue every name in handoff/ (start, overflow, periodic safety net). */
 int daemon_rescan(struct daemon *d, const char *why);

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "delivery.h"
+#include "verified.h"
 #include "files.h"
 #include "layout.h"
 #include "deadline.h"
@@ -142,6 +143,10 @@ int delivery_mark(struct spool *sp, struct agent_rt *a, const char *id, int64_t 
                       "bootstrap", bname, "accepted_at", at);
         if (!m)
                 return -ENOMEM;
+        /* What was verified, so a restart need not verify it again. */
+        json_t *vr = verified_record(sp, id);
+        if (vr)
+                json_object_set_new(m, "verified", vr);
         r = hd_canon_dump(m, NULL, &mbuf, &mlen);
         if (r < 0)
                 return r;

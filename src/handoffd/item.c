@@ -27,6 +27,7 @@
 #include "layout.h"
 #include "item.h"
 #include "log.h"
+#include "verified.h"
 
 #define BUSY_RETRY_USEC 1000000LL
 
@@ -40,6 +41,7 @@ struct item_files {
         char bname[NAME_MAX + 1], pname[NAME_MAX + 1], xname[NAME_MAX + 16];
         char mname[NAME_MAX + 1];
         unsigned files;         /* F_*: which of them are there */
+        bool stub;              /* doc holds only from/to, from the cache */
 };
 
 enum { F_EXPIRE = 1, F_BOOT = 2, F_PENDING = 4, F_MARKER = 8 };
@@ -243,16 +245,31 @@ static const enum item_state item_by_files[16] = {
 };
 
 /* Read claimed/<id>.json (fd) and the item's other files, once. */
-static int item_state(struct spool *sp, const char *id, int fd, struct item_files *f)
+static int item_state_files(struct spool *sp, const char *id, int fd, struct item_files *f,
+                            bool cached)
 {
         _cleanup_free_ char *buf = NULL;
         hd_limits lim = { .max_size = sp->cfg->max_file_size, .max_depth = HD_DEFAULT_MAX_DEPTH };
+        struct stat st;
         size_t len;
         bool readable;
         int r;
 
         f->id = id;
-        r = hd_read_fd(fd, id, sp->cfg->max_file_size, &buf, &len, &f->v);
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        if (st.st_nlink == 0)
+                return IS_GONE;         /* archived by another daemon since our open */
+        f->doc = cached ? verified_lookup(sp, id, fd, &st) : NULL;
+        if (f->doc) {
+                f->stub = true;
+                readable = true;
+                goto known;
+        }
+        /* From the start: a look at the cache may have read it. */
+        if (lseek(fd, 0, SEEK_SET) < 0)
+                return -errno;
+        r = read_fd_stat(fd, &st, id, sp->cfg->max_file_size, &buf, &len, &f->v);
         if (r == -ENOENT)
                 return IS_GONE;         /* archived by another daemon since our open */
         if (r < 0 && r != -EBADMSG)
@@ -260,10 +277,14 @@ static int item_state(struct spool *sp, const char *id, int fd, struct item_file
         readable = r == 0 && (r = hd_parse(buf, len, &lim, &f->doc, &f->v)) == 0;
         if (r < 0 && r != -EBADMSG)
                 return r;
+known:
         /* Not authenticated yet: only says whose item it may be. */
         f->a = spool_agent(sp, readable ? json_string_value(json_object_get(f->doc, "to_agent")) : NULL);
-        if (!f->a && readable)
+        if (!f->a && readable) {
+                if (!f->stub)   /* whose it is, as these bytes say */
+                        verified_store(sp, id, &st, buf, len, f->doc);
                 return IS_NOT_OURS;     /* served by another daemon (or no more) */
+        }
         r = hd_bootstrap_name(id, f->bname, sizeof(f->bname));
         if (r < 0)
                 return r;
@@ -282,8 +303,13 @@ static int item_state(struct spool *sp, const char *id, int fd, struct item_file
                         f->a = &sp->agents[i];
         if (!f->a)
                 return IS_NOT_OURS;
-        if (!readable || intake_verify_claimed(sp, f->doc, id, &f->v) < 0)
-                return IS_TAMPERED;
+        if (!f->stub) {
+                if (!readable || intake_verify_claimed(sp, f->doc, id, &f->v) < 0) {
+                        verified_forget(sp, id);
+                        return IS_TAMPERED;
+                }
+                verified_store(sp, id, &st, buf, len, f->doc);
+        }
         r = load_own(sp->fd[SD_CLAIMED], f->mname, 65536, &f->marker);
         if (r == -EBADMSG) {
                 /* Its name is synced, its bytes are not (one fsync less per
@@ -300,6 +326,26 @@ static int item_state(struct spool *sp, const char *id, int fd, struct item_file
                    (spool_exists_at(f->a->handoffs_fd, f->bname) ? F_BOOT : 0) |
                    (spool_exists_at(f->a->handoffs_fd, f->xname) ? F_EXPIRE : 0);
         return item_by_files[f->files];
+}
+
+static void item_files_clear(struct item_files *f)
+{
+        json_decref(f->doc);
+        json_decref(f->marker);
+        *f = (struct item_files){ 0 };
+}
+
+/* The state from the cache when the item is known and unchanged; read in
+ * full when the action needs the document (a delivery). */
+static int item_state(struct spool *sp, const char *id, int fd, struct item_files *f)
+{
+        int s = item_state_files(sp, id, fd, f, true);
+
+        if (s == IS_CLAIMED && f->stub) {
+                item_files_clear(f);
+                s = item_state_files(sp, id, fd, f, false);
+        }
+        return s;
 }
 
 static int64_t item_accepted(const json_t *m, int64_t now)
@@ -443,8 +489,7 @@ int item_state_at(struct spool *sp, const char *id, int fd)
         int s;
 
         s = item_state(sp, id, fd, &f);
-        json_decref(f.doc);
-        json_decref(f.marker);
+        item_files_clear(&f);
         return s;
 }
 
@@ -455,7 +500,8 @@ int item_check_locked(struct spool *sp, const char *id, int fd, int64_t now)
 
         s = item_state(sp, id, fd, &f);
         r = s < 0 ? s : item_actions[s](sp, &f, now);
-        json_decref(f.doc);
-        json_decref(f.marker);
+        if (s == IS_GONE || r > 0)
+                verified_forget(sp, id);    /* archived */
+        item_files_clear(&f);
         return r;
 }

@@ -27,6 +27,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "retention.h"
+#include "verified.h"
 
 #define BUSY_RETRY_USEC 1000000LL
 
@@ -146,12 +147,24 @@ static void remove_orphans(struct spool *sp, struct agent_rt *a)
         closedir(d);
 }
 
-int lifecycle_sweep(struct spool *sp, int64_t now, bool at_start)
+static int64_t mono_usec(void)
 {
-        struct dirent *de;
-        DIR *dir = NULL;
-        int r = 0, first = 0;
+        struct timespec ts;
 
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (int64_t)ts.tv_sec * 1000000LL + ts.tv_nsec / 1000;
+}
+
+int lifecycle_sweep_begin(struct spool *sp, int64_t now, bool at_start)
+{
+        DIR *dir;
+
+        (void)now;
+        if (sp->sweep.dir) {
+                /* Items it has passed may have changed: once more after it. */
+                sp->sweep.again = true;
+                return 0;
+        }
         if (at_start) {
                 static const int dirs[] = { SD_CLAIMED, SD_ARCHIVE, SD_REJECTED, SD_IDS, SD_BATON };
                 /* Every daemon holds its running byte shared while it
@@ -167,23 +180,53 @@ int lifecycle_sweep(struct spool *sp, int64_t now, bool at_start)
                         remove_temps(sp->fd[dirs[i]], sole);
                 for (size_t i = 0; i < sp->n_agents; i++)
                         remove_temps(sp->agents[i].handoffs_fd, sole);
+                for (size_t i = 0; i < sp->n_agents; i++)
+                        remove_orphans(sp, &sp->agents[i]);
         }
         deadline_reset(&sp->deadline);
+        sp->sweep_gen++;
         /* Read as it goes (a claimed backlog of any size costs no
          * memory): an entry the checks move out or add meanwhile may be
          * seen or not, and either is fine (a marker is kept while its item
          * is there). */
         dir = opendir_at(sp->fd[SD_CLAIMED]);
-        if (!dir) {
-                r = -errno;
-                goto out;
+        if (!dir)
+                return spool_error(sp, -errno, "Cannot list claimed/");
+        sp->sweep = (struct sweep){ .dir = dir, .at_start = at_start };
+        return 0;
+}
+
+/* What a sweep does once it has seen every claimed item. */
+static void sweep_end(struct spool *sp, int64_t now)
+{
+        bool at_start = sp->sweep.at_start;
+
+        intake_foreign_due(sp, now);
+        /* Sweeps also come at every deadline; retention and metrics list
+         * whole directories, so they run at most once per rescan_interval. */
+        if (at_start || now - sp->housekeeping_at >= sp->cfg->rescan_interval * 1000000LL) {
+                sp->housekeeping_at = now;
+                retention_run(sp, now);
+                int q = metrics_write(sp, now);
+                if (q < 0)
+                        log_warning_errno(q, "Cannot write the metrics textfile %s",
+                                          sp->cfg->metrics_textfile);
         }
-        if (at_start)
-                for (size_t i = 0; i < sp->n_agents; i++)
-                        remove_orphans(sp, &sp->agents[i]);
+}
+
+int lifecycle_sweep_step(struct spool *sp, int64_t now, int64_t budget_usec)
+{
+        int64_t t0 = mono_usec();
+        struct dirent *de;
+        int r = 0, more = 1, q;
+
+        if (!sp->sweep.dir)
+                return 0;
         for (;;) {
+                if (mono_usec() - t0 > budget_usec)
+                        goto out;       /* the rest at the next turn */
                 errno = 0;
-                de = readdir(dir);
+                de = readdir(sp->sweep.dir);
                 if (!de) {
                         r = -errno;
                         break;
@@ -207,30 +250,40 @@ int lifecycle_sweep(struct spool *sp, int64_t now, bool at_start)
                         continue;
                 memcpy(id, k, l - 5);
                 id[l - 5] = '\0';
-                int q = lifecycle_check(sp, id, now);
-                if (q < 0 && first == 0) {
-                        first = q;
+                q = lifecycle_check(sp, id, now);
+                if (q < 0 && sp->sweep.first == 0) {
+                        sp->sweep.first = q;
                         spool_error(sp, q, "Cannot finish claimed item %s", id);
                 }
         }
-        if (r < 0)
-                goto out;
-        intake_foreign_due(sp, now);
-        /* Sweeps also come at every deadline; retention and metrics list
-         * whole directories, so they run at most once per rescan_interval. */
-        if (at_start || now - sp->housekeeping_at >= sp->cfg->rescan_interval * 1000000LL) {
-                sp->housekeeping_at = now;
-                retention_run(sp, now);
-                int q = metrics_write(sp, now);
-                if (q < 0)
-                        log_warning_errno(q, "Cannot write the metrics textfile %s",
-                                          sp->cfg->metrics_textfile);
+        closedir(sp->sweep.dir);
+        sp->sweep.dir = NULL;
+        if (r < 0) {
+                spool_error(sp, r, "Cannot list claimed/");
+        } else {
+                /* Seen by no look of this sweep: no longer claimed. */
+                verified_forget_older(sp, sp->sweep_gen);
+                sweep_end(sp, now);
         }
-        r = spool_flush(sp);
-        if (r < 0)
-                spool_error(sp, r, "Cannot fsync the spool");
+        more = 0;
+        if (sp->sweep.again) {
+                r = lifecycle_sweep_begin(sp, now, false);
+                more = r == 0;
+        } else if (r == 0 && sp->sweep.first) {
+                r = sp->sweep.first;
+        }
 out:
-        if (dir)
-                closedir(dir);
-        return first ? first : r;
+        q = spool_flush(sp);
+        if (q < 0)
+                spool_error(sp, q, "Cannot fsync the spool");
+        return r < 0 ? r : more;
+}
+
+int lifecycle_sweep(struct spool *sp, int64_t now, bool at_start)
+{
+        int r = lifecycle_sweep_begin(sp, now, at_start);
+
+        while (r > 0 || (r == 0 && sp->sweep.dir))
+                r = lifecycle_sweep_step(sp, now, INT64_MAX);
+        return r;
 }

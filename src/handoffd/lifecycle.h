@@ -15,7 +15,17 @@ int lifecycle_bootstrap_gone(struct spool *sp, struct agent_rt *a,
 
 /* Every claimed item, the foreign items past expiry, and retention.
  * Recomputes sp->deadline.  at_start also removes temp files left by
- * a crash. */
+ * a crash.  All at once: for tests and tools; the daemon sweeps in slices
+ * with the two below. */
 int lifecycle_sweep(struct spool *sp, int64_t now, bool at_start);
+
+/* Begin a sweep (what at_start removes is removed now, at once); one
+ * under way is done once more when it ends. */
+int lifecycle_sweep_begin(struct spool *sp, int64_t now, bool at_start);
+
+/* Go on with the sweep under way for about budget_usec (at least one
+ * item): 1 while there is more, 0 when it has ended (or none is under
+ * way), <0 for the first error met (the sweep has ended). */
+int lifecycle_sweep_step(struct spool *sp, int64_t now, int64_t budget_usec);
 
 #endif

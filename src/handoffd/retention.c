@@ -87,7 +87,10 @@ static int list_items(int dirfd, const char *suffix, struct entry **ret, size_t 
 }
 
 /* A rejection that names no handoff_id was never authenticated: it guards
- * no replay and may go before the window has passed. */
+ * no replay and may go before the window has passed.  Nor does a copy
+ * rejected as duplicate_id: its id is remembered already (claimed/, ids/,
+ * outbox/), and copies of one valid handoff must not fill rejected/ for
+ * the whole window (issue 24.5). */
 static bool guards_id(int dirfd, const char *name, const char *suffix)
 {
         char side[NAME_MAX + 16];
@@ -99,6 +102,9 @@ static bool guards_id(int dirfd, const char *name, const char *suffix)
                 return true;
         if (hd_load_at(dirfd, side, &lim, &o, &v) < 0)
                 return spool_exists_at(dirfd, side);  /* unreadable: keep it */
+        const char *why = json_string_value(json_object_get(o, "reason"));
+        if (why && !strcmp(why, hd_reason_name(HD_R_DUPLICATE_ID)))
+                return false;
         return json_object_get(o, "handoff_id") != NULL;
 }
 

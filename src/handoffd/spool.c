@@ -395,6 +395,7 @@ int spool_open(struct config *cfg, struct spool **ret)
         sp->foreign = json_object();
         sp->failed = json_object();
         sp->seen = json_object();
+        sp->verified = json_object();
         sp->cfg = cfg;
         sp->st.started_usec = hd_now_usec();
         r = open_dir_at(AT_FDCWD, cfg->spool_dir, 0750, &sp->root_fd, NULL);
@@ -437,6 +438,8 @@ int spool_set_config(struct spool *sp, struct config *cfg)
         if (r < 0)
                 return r;
         sp->cfg = cfg;
+        /* Keys and agents may have changed: every item is verified again. */
+        json_object_clear(sp->verified);
         return 0;
 }
 
@@ -455,6 +458,9 @@ void spool_close(struct spool *sp)
         json_decref(sp->foreign);
         json_decref(sp->failed);
         json_decref(sp->seen);
+        json_decref(sp->verified);
+        if (sp->sweep.dir)
+                closedir(sp->sweep.dir);
         free(sp);
 }
 

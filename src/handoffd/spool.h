@@ -88,6 +88,16 @@ struct spool {
         bool dirty[_SD_MAX];    /* directory needs an fsync */
         int lock_fd;            /* SPOOL/.lock (lock.h) */
         json_t *seen;           /* name -> [ino, first seen, monotonic usec] */
+        /* item.c: id -> [dev, ino, size, ctime ns, sweep gen, from, to] of
+         * a claimed item as last verified; cleared by a reload. */
+        json_t *verified;
+        uint64_t sweep_gen;     /* sweeps begun */
+        /* A sweep under way (lifecycle_sweep_step), a slice a loop turn. */
+        struct sweep {
+                void *dir;      /* DIR * of claimed/, NULL: none */
+                bool at_start, again;
+                int first;      /* the first error met */
+        } sweep;
 };
 
 enum item_outcome {

@@ -1,0 +1,78 @@
+/* The sweep in slices (issue 24).  A sweep looks at every claimed item;
+ * a user can make that large (many items, each up to max_file_size), so
+ * it never runs in one callback: a slice of about SLICE_USEC per loop
+ * turn, continued from an idle handle (with one active the loop polls
+ * without blocking, so I/O and signals are polled between slices).
+ *
+ * The timer that starts a sweep at the earliest deadline is never armed
+ * below TIMER_FLOOR_MS: libuv (1.44) runs a timer re-armed at 0 ms from
+ * its own callback again in the same phase, before any I/O is polled, so
+ * a deadline already past (a sweep longer than the gap to the next one)
+ * would otherwise hold the loop for good. */
+#include "deadline.h"
+#include "lifecycle.h"
+#include "log.h"
+#include "slice.h"
+
+#define TIMER_FLOOR_MS 10
+#define SWEEP_MAX_MS 60000      /* retention at least once a minute */
+
+static void on_sweep_idle(uv_idle_t *h)
+{
+        struct daemon *d = h->data;
+        int r;
+
+        r = lifecycle_sweep_step(d->sp, hd_now_usec(), SLICE_USEC);
+        daemon_maybe_ready(d);
+        if (r > 0 && !d->stopping)
+                return;         /* the next slice at the next turn */
+        uv_idle_stop(h);
+        slice_arm(d);
+}
+
+void slice_sweep(struct daemon *d, bool at_start)
+{
+        if (lifecycle_sweep_begin(d->sp, hd_now_usec(), at_start) < 0 || d->stopping)
+                return;
+        d->sweep_idle.data = d;
+        if (!uv_is_active((uv_handle_t *)&d->sweep_idle))
+                uv_idle_start(&d->sweep_idle, on_sweep_idle);
+}
+
+static void on_deadline(uv_timer_t *t)
+{
+        struct daemon *d = t->data;
+
+        /* One under way arms the timer again when it ends. */
+        if (!uv_is_active((uv_handle_t *)&d->sweep_idle))
+                slice_sweep(d, false);
+}
+
+/* At the earliest deadline (expiry within a second of it), and at least
+ * every rescan_interval (at most a minute) for retention and the consumed
+ * items inotify did not tell us about.  While a sweep is under way its
+ * deadlines are still being gathered: it arms the timer when it ends. */
+void slice_arm(struct daemon *d)
+{
+        int64_t now = hd_now_usec(), nd = d->sp->deadline.next;
+        uint64_t max = (uint64_t)d->cfg->rescan_interval * 1000, ms;
+
+        if (uv_is_active((uv_handle_t *)&d->sweep_idle))
+                return;
+        if (max > SWEEP_MAX_MS)
+                max = SWEEP_MAX_MS;
+        ms = max;
+        if (nd) {
+                int64_t dt = nd - now;
+                ms = dt <= 0 ? 0 : (uint64_t)(dt + 999) / 1000;
+                if (ms > max)
+                        ms = max;
+        }
+        if (ms < TIMER_FLOOR_MS)
+                ms = TIMER_FLOOR_MS;
+        if (uv_is_active((uv_handle_t *)&d->t_deadline) &&
+            uv_timer_get_due_in(&d->t_deadline) <= ms)
+                return;
+        d->t_deadline.data = d;
+        uv_timer_start(&d->t_deadline, on_deadline, ms, 0);
+}
