@@ -316,6 +316,14 @@ int cmd_status(int argc, char **argv)
                                         json_string_value(json_object_get(rl, "last_error")) ? ": " : "",
                                         json_string_value(json_object_get(rl, "last_error")) ?: ""));
                 }
+                json_t *oos = json_object_get(daemon, "agents_out_of_service");
+                const char *an;
+                json_t *why;
+                json_object_set_new(st, "agents_out_of_service",
+                                    json_is_object(oos) ? json_incref(oos) : json_object());
+                json_object_foreach(oos, an, why)
+                        json_array_append_new(problems, json_sprintf("agent %s is out of service: %s", an,
+                                              json_string_value(why) ?: "(no reason given)"));
                 if (!json_is_true(json_object_get(d, "watch_ok")))
                         json_array_append_new(problems, json_string("the watch on handoff/ is lost"));
                 const json_t *eage = json_object_get(daemon, "last_error_age_s");

@@ -88,6 +88,9 @@ json_t *control_status(const struct spool *sp, const char *config_path)
                       "last_error", s->last_error[0] ? s->last_error : NULL,
                       "last_error_age_s", s->last_error_usec
                       ? json_integer((now - s->last_error_usec) / 1000000) : json_null());
+        /* agents taken out of service by their directory (spool.c) */
+        if (o && sp->unserved)
+                json_object_set(o, "agents_out_of_service", sp->unserved);
         if (o && sp->relay.status)
                 json_object_set_new(o, "relay", sp->relay.status(sp->relay.ctx, now));
         return o;

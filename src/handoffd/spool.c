@@ -167,9 +167,27 @@ static void agents_close(struct spool *sp)
         sp->n_agents = 0;
 }
 
-/* Open one agent's state_dir and handoffs/.  -ELOOP/-ENOTDIR: a link or
- * no directory where one belongs (the agent is skipped); -EPERM: others
- * may write it (refused: a set-up error); other -errno. */
+/* Out of service: log why, keep it for status (sp->unserved) and -n. */
+static int agent_unserved(struct agent_rt *a, const char *fmt, ...)
+        __attribute__((format(printf, 2, 3)));
+static int agent_unserved(struct agent_rt *a, const char *fmt, ...)
+{
+        va_list ap;
+
+        va_start(ap, fmt);
+        vsnprintf(a->unserved, sizeof(a->unserved), fmt, ap);
+        va_end(ap);
+        log_error("Not serving agent %s: %s; its handoffs wait in handoff/ until it is "
+                  "fixed and handoffd reloads (see handoffd(8))", a->cfg->name, a->unserved);
+        agent_rt_close(a);
+        return 1;
+}
+
+/* Open one agent's state_dir and handoffs/.  This decides whether the
+ * agent is served: 0 it is; 1 it is out of service (a link, no directory
+ * where one belongs, one others may write, one we cannot open: its
+ * handoffs wait in handoff/ as for an agent served elsewhere, the other
+ * agents and the daemon go on), the reason in a->unserved; -ENOMEM. */
 static int agent_open(struct agent_rt *a, gid_t shared)
 {
         const char *dir = a->cfg->state_dir, *why;
@@ -177,74 +195,72 @@ static int agent_open(struct agent_rt *a, gid_t shared)
         bool created;
         int r;
 
+        a->unserved[0] = '\0';
         r = open_dir_at(AT_FDCWD, dir, 0750, &a->state_fd, NULL);
-        if (r == -ELOOP || r == -ENOTDIR) {
-                log_error("Not serving agent %s: state_dir '%s' is a symbolic link or not a directory",
-                          a->cfg->name, dir);
+        if (r == -ELOOP || r == -ENOTDIR)
+                return agent_unserved(a, "state_dir '%s' is a symbolic link or not a directory", dir);
+        if (r == -ENOMEM)
                 return r;
-        }
         if (r < 0)
-                return log_error_errno(r, "Cannot open state_dir '%s' of agent %s",
-                                       dir, a->cfg->name);
+                return agent_unserved(a, "cannot open state_dir '%s': %s", dir, strerror(-r));
         why = agent_dir_unsafe(a->state_fd, shared);
-        if (why) {
-                log_error("Refusing state_dir '%s' of agent %s: it %s "
-                          "(only the daemon and the agent may write it; see handoffd(8))",
-                          dir, a->cfg->name, why);
-                return -EPERM;
-        }
+        if (why)
+                return agent_unserved(a, "refusing state_dir '%s': it %s "
+                                      "(only the daemon and the agent may write it)", dir, why);
         /* Created here, it can only be the agent's if it inherits a group
          * other than the spool's (setgid state_dir of the agent's group):
          * else it stays the daemon's until set up (handoffd(8)). */
         r = open_dir_at(a->state_fd, "handoffs", 0700, &a->handoffs_fd, &created);
-        if (r == -ELOOP || r == -ENOTDIR) {
-                log_error("Not serving agent %s: '%s/handoffs' is a symbolic link or not a directory",
-                          a->cfg->name, dir);
+        if (r == -ELOOP || r == -ENOTDIR)
+                return agent_unserved(a, "'%s/handoffs' is a symbolic link or not a directory", dir);
+        if (r == -ENOMEM)
                 return r;
-        }
         if (r < 0)
-                return log_error_errno(r, "Cannot open '%s/handoffs'", dir);
+                return agent_unserved(a, "cannot open '%s/handoffs': %s", dir, strerror(-r));
         if (created && fstat(a->handoffs_fd, &st) == 0) {
                 if (st.st_gid != shared && fchmod(a->handoffs_fd, 02770) < 0)
-                        return log_error_errno(errno, "Cannot set the mode of '%s/handoffs'", dir);
+                        return agent_unserved(a, "cannot set the mode of '%s/handoffs': %s",
+                                              dir, strerror(errno));
                 if (st.st_gid == shared)
                         log_warning("Created '%s/handoffs' with mode 0700: agent %s cannot consume "
                                     "until it is given the agent's own group (see handoffd(8))",
                                     dir, a->cfg->name);
         }
         why = agent_dir_unsafe(a->handoffs_fd, shared);
-        if (why) {
-                log_error("Refusing '%s/handoffs' of agent %s: it %s "
-                          "(only the daemon and the agent may write it; see handoffd(8))",
-                          dir, a->cfg->name, why);
-                return -EPERM;
-        }
+        if (why)
+                return agent_unserved(a, "refusing '%s/handoffs': it %s "
+                                      "(only the daemon and the agent may write it)", dir, why);
         return 0;
 }
 
-/* Open every agent of cfg.  An agent whose directory is a link is
- * reported and left out (handoffs to it wait in handoff/ as for an agent
- * served elsewhere); any other failure fails the whole call, and the
+/* Open every agent of cfg.  An agent out of service (agent_open()) is
+ * left out and remembered in sp->unserved (name -> why) for status;
+ * only a failure of the daemon itself fails the whole call, and the
  * agents in use stay as they were. */
 static int agents_open(struct spool *sp, struct config *cfg)
 {
         struct agent_rt *a = calloc(cfg->n_agents ? cfg->n_agents : 1, sizeof(*a));
+        json_t *unserved = json_object();
         struct stat st;
         size_t n = 0;
         int r = 0;
 
-        if (!a)
+        if (!a || !unserved) {
+                free(a);
+                json_decref(unserved);
                 return -ENOMEM;
+        }
         if (fstat(sp->fd[SD_HANDOFF], &st) < 0) {
                 free(a);
+                json_decref(unserved);
                 return log_error_errno(errno, "Cannot stat '%s/handoff'", cfg->spool_dir);
         }
         for (size_t i = 0; i < cfg->n_agents; i++) {
                 a[n].cfg = &cfg->agents[i];
                 a[n].state_fd = a[n].handoffs_fd = a[n].wd = -1;
                 r = agent_open(&a[n], st.st_gid);
-                if (r == -ELOOP || r == -ENOTDIR) {
-                        agent_rt_close(&a[n]);
+                if (r > 0) {
+                        json_object_set_new(unserved, a[n].cfg->name, json_string(a[n].unserved));
                         r = 0;
                         continue;
                 }
@@ -256,11 +272,14 @@ static int agents_open(struct spool *sp, struct config *cfg)
                 for (size_t i = 0; i < n; i++)
                         agent_rt_close(&a[i]);
                 free(a);
+                json_decref(unserved);
                 return r;
         }
         agents_close(sp);
         sp->agents = a;
         sp->n_agents = n;
+        json_decref(sp->unserved);
+        sp->unserved = unserved;
         return 0;
 }
 
@@ -336,6 +355,7 @@ void spool_close(struct spool *sp)
         if (sp->lock_fd >= 0)
                 close(sp->lock_fd);
         json_decref(sp->foreign);
+        json_decref(sp->unserved);
         json_decref(sp->failed);
         json_decref(sp->seen);
         free(sp);

@@ -32,6 +32,7 @@ struct agent_rt {
         int handoffs_fd;        /* state_dir/handoffs/ */
         int wd;                 /* inotify watch on handoffs/, or -1 */
         bool dirty;             /* handoffs/ needs an fsync */
+        char unserved[512];     /* why agent_open() took it out of service */
 };
 
 struct spool_stats {
@@ -75,6 +76,7 @@ struct spool {
         bool dirty[_SD_MAX];    /* directory needs an fsync */
         int lock_fd;            /* SPOOL/.lock (lock.h) */
         json_t *seen;           /* name -> [ino, first seen, monotonic usec] */
+        json_t *unserved;       /* agent -> why it is out of service */
 };
 
 enum item_outcome {
