@@ -36,6 +36,11 @@ static bool item_has_agent(json_t *it, const char *agent)
         return (f && !strcmp(f, agent)) || (t && !strcmp(t, agent));
 }
 
+/* list reads at most this much of each file: a spool of large files
+ * (a flood) is listed from names and stat, and says how many it did not
+ * read, rather than parse them all. */
+#define LIST_READ_MAX 65536
+
 /* One row's cells: state, id, from, to, time, outcome or reason. */
 #define LIST_COLS 6
 
@@ -90,7 +95,14 @@ static void list_print(json_t *all)
                         printf("%-*s  ", (int)w[i], cell[i]);
                 printf("%s\n", cell[last]);
         }
-        printf("%zu item%s\n", n, n == 1 ? "" : "s");
+        size_t unread = 0;
+        json_array_foreach(all, j, it)
+                unread += json_is_true(json_object_get(it, "unread"));
+        if (unread)
+                printf("%zu item%s, %zu not read (over %d bytes each: their name and time only)\n",
+                       n, n == 1 ? "" : "s", unread, LIST_READ_MAX);
+        else
+                printf("%zu item%s\n", n, n == 1 ? "" : "s");
 }
 
 int cmd_list(int argc, char **argv)
@@ -135,7 +147,7 @@ int cmd_list(int argc, char **argv)
                 size_t j;
                 if (state && strcmp(state, items_states[i]))
                         continue;
-                r = items_list(cfg->spool_dir, items_states[i], &items);
+                r = items_list(cfg->spool_dir, items_states[i], LIST_READ_MAX, &items);
                 if (r < 0) {
                         ctl_fail(CTL_EXIT_ERROR, "list: %s/%s: %s", cfg->spool_dir,
                                  items_states[i], strerror(-r));
