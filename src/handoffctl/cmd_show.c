@@ -84,12 +84,12 @@ int cmd_show(int argc, char **argv)
                 json_t *v;
                 json_object_foreach(found, k, v) {
                         if (json_is_string(v))
-                                printf("%-12s %s\n", k, json_string_value(v));
+                                printf("%-12s %s\n", k, ctl_esc(json_string_value(v)));
                         else if (json_is_integer(v))
                                 printf("%-12s %lld\n", k, (long long)json_integer_value(v));
                 }
                 if (json_string_value(json_object_get(found, "relayed_to")))
-                        printf("relayed to %s\n", json_string_value(json_object_get(found, "relayed_to")));
+                        printf("relayed to %s\n", ctl_esc(json_string_value(json_object_get(found, "relayed_to"))));
         }
         json_decref(found);
         return CTL_EXIT_OK;

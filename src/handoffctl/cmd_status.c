@@ -101,7 +101,7 @@ static void print_relay(json_t *rl)
         printf(", relayed %lld, received %lld, duplicates %lld, publish errors %lld\n",
                I("relayed"), I("received"), I("duplicates"), I("publish_errors"));
         if (S("last_error"))
-                printf("  last relay error (%llds ago): %s\n", I("last_error_age_s"), S("last_error"));
+                printf("  last relay error (%llds ago): %s\n", I("last_error_age_s"), ctl_esc(S("last_error")));
 #undef I
 #undef S
 }
@@ -188,7 +188,7 @@ static void print_text(json_t *st)
                 printf("handoffd: not running (spool read directly)\n");
         printf("health: %s\n", json_string_value(json_object_get(st, "health")));
         json_array_foreach(probs, i, v)
-                printf("  problem: %s\n", json_string_value(v));
+                printf("  problem: %s\n", ctl_esc(json_string_value(v)));
         printf("spool %s: handoff %lld, claimed %lld, archive %lld, rejected %lld (%lld bytes)\n",
                json_string_value(json_object_get(st, "spool")),
                (long long)json_integer_value(json_object_get(c, "handoff")),
@@ -198,11 +198,11 @@ static void print_text(json_t *st)
                (long long)json_integer_value(json_object_get(json_object_get(st, "bytes"), "rejected")));
         json_object_foreach(pa, key, v)
                 if (json_is_integer(json_object_get(op, key)))
-                        printf("  pending for %s: %lld, the oldest waiting %s\n", key,
+                        printf("  pending for %s: %lld, the oldest waiting %s\n", ctl_esc(key),
                                (long long)json_integer_value(v),
                                fmt_span(json_integer_value(json_object_get(op, key)), span, sizeof(span)));
                 else
-                        printf("  pending %s: %lld\n", key, (long long)json_integer_value(v));
+                        printf("  pending %s: %lld\n", ctl_esc(key), (long long)json_integer_value(v));
         if (json_is_null(pa))
                 printf("  pending per agent: not known (the daemon is not running; status reads no file)\n");
         if (json_is_integer(json_object_get(st, "oldest_pending_s")))
@@ -220,7 +220,7 @@ static void print_text(json_t *st)
                 printf("last error (%s ago): %s\n",
                        fmt_span(json_integer_value(json_object_get(st, "last_error_age_s")),
                                 span, sizeof(span)),
-                       json_string_value(json_object_get(st, "last_error")));
+                       ctl_esc(json_string_value(json_object_get(st, "last_error"))));
 }
 
 int cmd_status(int argc, char **argv)

@@ -224,7 +224,7 @@ static int tool_status(struct mcp *m, const json_t *args, json_t **ret)
         }
         if (arg_str(it, "reason"))
                 snprintf(text, sizeof(text), "%s: %s (%s: %s)", id, items_status(it),
-                         arg_str(it, "reason"), arg_str(it, "detail") ?: "");
+                         ctl_esc(arg_str(it, "reason")), ctl_esc(arg_str(it, "detail")) ?: "");
         else
                 snprintf(text, sizeof(text), "%s: %s", id, items_status(it));
         utf8_fix(text);
