@@ -319,7 +319,7 @@ int hd_payload_load(const char *type, const char *path, json_t **ret,
  * metadata/to_agent), or NULL. */
 const char *hd_payload_target(const char *type, const json_t *payload);
 
-/* Baton sessions, kept as dirfd/<session_id>.json holding
+/* Baton sessions, kept as dirfd/<key>.json holding
  * {"baton": {...}, "history": [...], "agents": [...]}.  check: would this
  * payload apply (decision_log_rewrite, payload_invalid with the real cause
  * in the detail: a session that cannot be read, one this sender took no
@@ -337,8 +337,16 @@ int hd_baton_apply(int dirfd, const json_t *payload, int64_t now_usec,
 int hd_baton_check_handoff(int dirfd, const json_t *handoff, hd_verdict *v);
 int hd_baton_apply_handoff(int dirfd, const json_t *handoff, int64_t now_usec,
                            bool do_fsync, hd_verdict *v);
-/* The session file's whole document (baton, history, agents). */
+/* The session file's whole document (baton, history, agents).
+ * session_id: a key, CREATOR.SESSION_ID, or a bare SESSION_ID (a session
+ * of the payload-only forms, else the one session of that name:
+ * -ENOTUNIQ when there are several). */
 int hd_baton_load(int dirfd, const char *session_id, json_t **ret);
+/* The session a handoff's stage went to, as the _handoff forms resolve
+ * it: a session is scoped by the agent that began it (key
+ * CREATOR.SESSION_ID; see handoff(7)).  *ret_key (may be NULL): its key,
+ * to free. */
+int hd_baton_load_handoff(int dirfd, const json_t *handoff, json_t **ret, char **ret_key);
 
 /* Delivery profiles beside the bootstrap: "vox" writes
  * state_dir/.vox/handoffs/<session_id>.json and lists .vox/handoffs/ in

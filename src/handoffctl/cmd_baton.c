@@ -80,6 +80,21 @@ static int cmp_str(const void *a, const void *b)
         return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+/* A session's key as the store names it: SESSION_ID or CREATOR.SESSION_ID. */
+static bool ctl_baton_key_valid(const char *key)
+{
+        const char *dot = strchr(key, '.');
+        char agent[65];
+
+        if (!dot)
+                return hd_id_valid(key);
+        if ((size_t)(dot - key) >= sizeof(agent))
+                return false;
+        memcpy(agent, key, (size_t)(dot - key));
+        agent[dot - key] = '\0';
+        return hd_agent_valid(agent) && hd_id_valid(dot + 1);
+}
+
 static int baton_list(int bfd, bool as_json)
 {
         _cleanup_json_ json_t *all = json_array();
@@ -116,7 +131,8 @@ static int baton_list(int bfd, bool as_json)
                 qsort(names, n, sizeof(*names), cmp_str);
         for (size_t i = 0; i < n; i++) {
                 _cleanup_json_ json_t *doc = NULL;
-                if (hd_id_valid(names[i]) && hd_baton_load(bfd, names[i], &doc) == 0) {
+                /* a key: CREATOR.SESSION_ID, or a bare id (older ones) */
+                if (ctl_baton_key_valid(names[i]) && hd_baton_load(bfd, names[i], &doc) == 0) {
                         json_t *hist = json_object_get(doc, "history");
                         json_t *last = json_array_get(hist, json_array_size(hist) - 1);
                         json_array_append_new(all, json_pack("{s:s, s:I, s:o, s:o}",
@@ -142,8 +158,8 @@ static int baton_list(int bfd, bool as_json)
                         printf("%-*s  %6lld  %s %s\n", (int)w,
                                json_string_value(json_object_get(it, "session_id")),
                                (long long)json_integer_value(json_object_get(it, "stages")),
-                               json_string_value(json_object_get(it, "last_at")) ?: "-",
-                               json_string_value(json_object_get(it, "last_stage")) ?: "-");
+                               ctl_esc(json_string_value(json_object_get(it, "last_at"))) ?: "-",
+                               ctl_esc(json_string_value(json_object_get(it, "last_stage"))) ?: "-");
                 printf("%zu session%s\n", json_array_size(all), json_array_size(all) == 1 ? "" : "s");
         }
         return fflush(stdout) == 0 ? CTL_EXIT_OK : CTL_EXIT_ERROR;
@@ -161,10 +177,10 @@ static void baton_print_history(const json_t *hist)
                 json_t *val;
 
                 printf("%zu. %s %s:", i + 1,
-                       json_string_value(json_object_get(e, "at")) ?: "?",
-                       json_string_value(json_object_get(e, "stage_id")) ?: "?");
+                       ctl_esc(json_string_value(json_object_get(e, "at"))) ?: "?",
+                       ctl_esc(json_string_value(json_object_get(e, "stage_id"))) ?: "?");
                 json_object_foreach((json_t *)patch, key, val) {
-                        printf("%s %s%s", sep, key, json_is_null(val) ? " (reset)" : "");
+                        printf("%s %s%s", sep, ctl_esc(key), json_is_null(val) ? " (reset)" : "");
                         sep = ",";
                 }
                 printf("\n");
@@ -234,8 +250,8 @@ int cmd_baton(int argc, char **argv)
         if (optind + 1 != argc)
                 return ctl_fail(CTL_EXIT_USAGE, "baton show: one SESSION is needed (try --help)");
         session = argv[optind];
-        /* The session names a file: only ids, never paths. */
-        if (!hd_id_valid(session))
+        /* The session names a file: only ids or keys, never paths. */
+        if (!ctl_baton_key_valid(session))
                 return ctl_fail(CTL_EXIT_USAGE, "baton: '%s' is not a valid session id",
                                 session);
         bfd = baton_dir(conf, spool, &code);
@@ -244,8 +260,12 @@ int cmd_baton(int argc, char **argv)
         if (bfd < 0)
                 return ctl_fail(CTL_EXIT_NEGATIVE, "baton: no session '%s'", session);
         r = hd_baton_load(bfd, session, &doc);
-        if (r == -ENOENT)
+        if (r == -ENOENT || r == -EINVAL)
                 return ctl_fail(CTL_EXIT_NEGATIVE, "baton: no session '%s'", session);
+        if (r == -ENOTUNIQ)
+                return ctl_fail(CTL_EXIT_NEGATIVE, "baton: several sessions are named '%s': "
+                                "name one by its key, CREATOR.%s (see handoffctl baton list)",
+                                session, session);
         if (r < 0)
                 return ctl_fail(CTL_EXIT_ERROR, "baton: session '%s': %s", session,
                                 strerror(-r));
@@ -260,7 +280,7 @@ int cmd_baton(int argc, char **argv)
                 if (r < 0)
                         return ctl_fail(CTL_EXIT_ERROR, "baton: cannot render: %s",
                                         strerror(-r));
-                fputs(md, stdout);
+                fputs(ctl_esc_text(md), stdout);
                 if (history)
                         baton_print_history(json_object_get(doc, "history"));
         }

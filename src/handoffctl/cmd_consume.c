@@ -273,7 +273,8 @@ int cmd_consume(int argc, char **argv)
         if (r < 0)
                 return ctl_fail(CTL_EXIT_ERROR, "consume: %s: %s", dir, strerror(-r));
         if (context) {
-                printf("%s\n", json_string_value(json_object_get(b, "resume_context")));
+                /* the agent reads it, and a person may: lines, no controls */
+                printf("%s\n", ctl_esc_text(json_string_value(json_object_get(b, "resume_context"))));
         } else {
                 _cleanup_free_ char *s = json_dumps(b, JSON_INDENT(2) | JSON_SORT_KEYS);
                 if (!s)

@@ -37,6 +37,11 @@ static bool item_has_agent(json_t *it, const char *agent)
         return (f && !strcmp(f, agent)) || (t && !strcmp(t, agent));
 }
 
+/* list reads at most this much of each file: a spool of large files
+ * (a flood) is listed from names and stat, and says how many it did not
+ * read, rather than parse them all. */
+#define LIST_READ_MAX 65536
+
 /* One row's cells: state, id, from, to, time, outcome or reason. */
 #define LIST_COLS 6
 
@@ -51,8 +56,7 @@ static void list_cells(json_t *it, const char *cell[LIST_COLS])
         cell[5] = json_string_value(json_object_get(it, "outcome")) ?:
                   json_string_value(json_object_get(it, "reason")) ?: "";
         for (size_t i = 0; i < LIST_COLS; i++)
-                if (!cell[i])
-                        cell[i] = "-";
+                cell[i] = cell[i] ? ctl_esc(cell[i]) : "-";
 }
 
 /* A header, columns as wide as their widest cell, no trailing blanks, and
@@ -91,7 +95,14 @@ static void list_print(json_t *all)
                         printf("%-*s  ", (int)w[i], cell[i]);
                 printf("%s\n", cell[last]);
         }
-        printf("%zu item%s\n", n, n == 1 ? "" : "s");
+        size_t unread = 0;
+        json_array_foreach(all, j, it)
+                unread += json_is_true(json_object_get(it, "unread"));
+        if (unread)
+                printf("%zu item%s, %zu not read (over %d bytes each: their name and time only)\n",
+                       n, n == 1 ? "" : "s", unread, LIST_READ_MAX);
+        else
+                printf("%zu item%s\n", n, n == 1 ? "" : "s");
 }
 
 int cmd_list(int argc, char **argv)
@@ -141,7 +152,7 @@ int cmd_list(int argc, char **argv)
                 size_t j;
                 if (state && strcmp(state, st))
                         continue;
-                r = items_list(cfg->spool_dir, st, &items);
+                r = items_list(cfg->spool_dir, st, LIST_READ_MAX, &items);
                 if (r == -ENOENT && !strcmp(st, "outbox"))
                         continue;       /* no relay here, ever */
                 if (r < 0) {

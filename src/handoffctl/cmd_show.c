@@ -85,18 +85,18 @@ int cmd_show(int argc, char **argv)
                 json_object_foreach(found, k, v) {
                         /* a field the item does not have ("") is not a line */
                         if (json_is_string(v) && json_string_length(v) > 0)
-                                printf("%-12s %s\n", k, json_string_value(v));
+                                printf("%-12s %s\n", k, ctl_esc(json_string_value(v)));
                         else if (json_is_integer(v))
                                 printf("%-12s %lld\n", k, (long long)json_integer_value(v));
                 }
                 if (json_string_value(json_object_get(found, "relayed_to")))
-                        printf("relayed to %s\n", json_string_value(json_object_get(found, "relayed_to")));
+                        printf("relayed to %s\n", ctl_esc(json_string_value(json_object_get(found, "relayed_to"))));
                 /* The receipt of the receiving host (receipt.c). */
                 if (json_string_value(json_object_get(found, "remote_outcome")))
                         printf("there %s (receipt signed by %s, %s)\n",
-                               json_string_value(json_object_get(found, "remote_outcome")),
-                               json_string_value(json_object_get(found, "remote_host")) ?: "?",
-                               json_string_value(json_object_get(found, "remote_at")) ?: "?");
+                               ctl_esc(json_string_value(json_object_get(found, "remote_outcome"))),
+                               ctl_esc(json_string_value(json_object_get(found, "remote_host"))) ?: "?",
+                               ctl_esc(json_string_value(json_object_get(found, "remote_at"))) ?: "?");
                 else if (json_string_value(json_object_get(found, "relayed_to")))
                         printf("there: no receipt yet\n");
         }

@@ -50,12 +50,12 @@ static json_t *ask_daemon(const char *path, bool *refused)
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
         struct timeval tv = { .tv_sec = 5 };
         static const char req[] = "{\"command\":\"status\"}\n";
-        char buf[65536];
-        size_t len = 0;
+        size_t cap = 1 << 20, len = 0;
+        _cleanup_free_ char *buf = malloc(cap);
         json_t *j;
         int fd;
 
-        if (strlen(path) >= sizeof(sa.sun_path))
+        if (!buf || strlen(path) >= sizeof(sa.sun_path))
                 return NULL;
         memcpy(sa.sun_path, path, strlen(path) + 1);
         fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -75,13 +75,13 @@ static json_t *ask_daemon(const char *path, bool *refused)
                 return NULL;
         }
         for (;;) {
-                ssize_t n = read(fd, buf + len, sizeof(buf) - 1 - len);
+                ssize_t n = read(fd, buf + len, cap - 1 - len);
                 if (n < 0 && errno == EINTR)
                         continue;
                 if (n <= 0)
                         break;
                 len += (size_t)n;
-                if (len == sizeof(buf) - 1)
+                if (len == cap - 1)
                         break;
         }
         close(fd);
@@ -113,7 +113,7 @@ static void print_relay(json_t *rl)
         printf(", relayed %lld, received %lld, duplicates %lld, publish errors %lld\n",
                I("relayed"), I("received"), I("duplicates"), I("publish_errors"));
         if (S("last_error"))
-                printf("  last relay error (%llds ago): %s\n", I("last_error_age_s"), S("last_error"));
+                printf("  last relay error (%llds ago): %s\n", I("last_error_age_s"), ctl_esc(S("last_error")));
 #undef I
 #undef S
 }
@@ -206,7 +206,7 @@ static void print_text(json_t *st)
                 printf("handoffd: not running (spool read directly)\n");
         printf("health: %s\n", json_string_value(json_object_get(st, "health")));
         json_array_foreach(probs, i, v)
-                printf("  problem: %s\n", json_string_value(v));
+                printf("  problem: %s\n", ctl_esc(json_string_value(v)));
         /* the bytes are rejected/'s (what retention bounds), said so */
         printf("spool %s: handoff %lld, claimed %lld, archive %lld, rejected %lld (%lld bytes in rejected/)\n",
                json_string_value(json_object_get(st, "spool")),
@@ -216,9 +216,14 @@ static void print_text(json_t *st)
                (long long)json_integer_value(json_object_get(c, "rejected")),
                (long long)json_integer_value(json_object_get(json_object_get(st, "bytes"), "rejected")));
         json_object_foreach(pa, key, v)
-                printf("  pending for %s: %lld, the oldest waiting %s\n", key,
-                       (long long)json_integer_value(v),
-                       fmt_span(json_integer_value(json_object_get(op, key)), span, sizeof(span)));
+                if (json_is_integer(json_object_get(op, key)))
+                        printf("  pending for %s: %lld, the oldest waiting %s\n", ctl_esc(key),
+                               (long long)json_integer_value(v),
+                               fmt_span(json_integer_value(json_object_get(op, key)), span, sizeof(span)));
+                else
+                        printf("  pending %s: %lld\n", ctl_esc(key), (long long)json_integer_value(v));
+        if (json_is_null(pa))
+                printf("  pending per agent: not known (the daemon is not running; status reads no file)\n");
         if (json_is_integer(json_object_get(st, "oldest_pending_s")))
                 printf("oldest pending (for an agent served here): %s\n",
                        fmt_span(json_integer_value(json_object_get(st, "oldest_pending_s")),
@@ -234,7 +239,7 @@ static void print_text(json_t *st)
                 printf("last error (%s ago): %s\n",
                        fmt_span(json_integer_value(json_object_get(st, "last_error_age_s")),
                                 span, sizeof(span)),
-                       json_string_value(json_object_get(st, "last_error")));
+                       ctl_esc(json_string_value(json_object_get(st, "last_error"))));
 }
 
 int cmd_status(int argc, char **argv)
@@ -252,6 +257,7 @@ int cmd_status(int argc, char **argv)
         json_t *st, *daemon, *counts, *bytes, *pending, *pending_oldest, *problems;
         int64_t oldest_pending = -1, oldest_claimed = -1;
         int c, r, code;
+        size_t i;
 
         while ((c = getopt_long(argc, argv, "c:jh", opts, NULL)) >= 0) {
                 switch (c) {
@@ -276,43 +282,69 @@ int cmd_status(int argc, char **argv)
         problems = json_array();
         bool refused = false;
         daemon = ask_daemon(cfg->control_socket, &refused);
-        for (size_t i = 0; i < 4; i++) {
-                json_t *items = NULL, *it;
-                size_t j;
-                r = items_list(cfg->spool_dir, items_states[i], &items);
+        /* Names and stat only: a file's content is the producer's, and
+         * reading every one makes status as slow as the spool is large.
+         * Who a pending item is for comes from the daemon (what it left
+         * in handoff/ for agents not served here); without it, unknown. */
+        json_t *ages = json_array(), *left = json_object_get(daemon, "left"), *lin, *e;
+        /* the left items' inodes as a set */
+        _cleanup_json_ json_t *lset = json_object();
+        json_array_foreach(json_object_get(left, "inodes"), i, lin) {
+                char k[32];
+                snprintf(k, sizeof(k), "%lld", (long long)json_integer_value(lin));
+                json_object_set_new(lset, k, json_true());
+        }
+        for (i = 0; i < 4; i++) {
+                uint64_t nb = 0;
+                size_t n = 0, j;
+                r = items_count(cfg->spool_dir, items_states[i], &n, &nb, i < 2 ? ages : NULL);
                 if (r < 0) {
                         json_array_append_new(problems, json_sprintf("cannot read %s/%s: %s",
                                               cfg->spool_dir, items_states[i], strerror(-r)));
                         continue;
                 }
-                json_object_set_new(counts, items_states[i], json_integer((json_int_t)json_array_size(items)));
-                json_int_t nb = 0;
-                json_array_foreach(items, j, it)
-                        nb += json_integer_value(json_object_get(it, "bytes"));
-                json_object_set_new(bytes, items_states[i], json_integer(nb));
-                json_array_foreach(items, j, it) {
-                        int64_t age = json_integer_value(json_object_get(it, "age_s"));
-                        const char *to = json_string_value(json_object_get(it, "to_agent"));
-                        if (i == 0) {
-                                const char *k = to && hd_agent_valid(to) ? to : "(unknown)";
-                                json_object_set_new(pending, k, json_integer(
-                                        json_integer_value(json_object_get(pending, k)) + 1));
-                                if (!json_object_get(pending_oldest, k) ||
-                                    age > json_integer_value(json_object_get(pending_oldest, k)))
-                                        json_object_set_new(pending_oldest, k, json_integer(age));
-                                if (config_agent(cfg, to) && age > oldest_pending)
-                                        oldest_pending = age;
-                        } else if (i == 1 && age > oldest_claimed) {
-                                oldest_claimed = age;
+                json_object_set_new(counts, items_states[i], json_integer((json_int_t)n));
+                json_object_set_new(bytes, items_states[i], json_integer((json_int_t)nb));
+                json_array_foreach(ages, j, e) {
+                        json_int_t ino = json_integer_value(json_array_get(e, 0));
+                        int64_t age = json_integer_value(json_array_get(e, 1));
+                        char k[32];
+                        if (i == 1) {
+                                if (age > oldest_claimed)
+                                        oldest_claimed = age;
+                                continue;
                         }
+                        snprintf(k, sizeof(k), "%lld", (long long)ino);
+                        bool was_left = json_object_get(lset, k) != NULL;
+                        /* not left by the daemon: for an agent served here
+                         * (or not read yet) */
+                        if (daemon && !was_left && age > oldest_pending)
+                                oldest_pending = age;
                 }
-                json_decref(items);
+                json_array_clear(ages);
+        }
+        json_decref(ages);
+        if (daemon) {
+                json_t *by = json_object_get(left, "by_agent"), *old = json_object_get(left, "oldest_s_by_agent");
+                json_int_t unread = json_integer_value(json_object_get(counts, "handoff")) -
+                                    json_integer_value(json_object_get(left, "count"));
+                json_object_update(pending, by);
+                json_object_update(pending_oldest, old);
+                if (unread > 0)
+                        json_object_set_new(pending, "(not read yet)", json_integer(unread));
+                if (!json_is_true(json_object_get(left, "inodes_complete")))
+                        oldest_pending = -1;    /* cannot tell them apart */
         }
         json_object_set_new(st, "spool", json_string(cfg->spool_dir));
         json_object_set_new(st, "counts", counts);
         json_object_set_new(st, "bytes", bytes);
-        json_object_set_new(st, "pending_by_agent", pending);
-        json_object_set_new(st, "oldest_pending_by_agent", pending_oldest);
+        /* not running: who they are for is not known without reading them */
+        json_object_set_new(st, "pending_by_agent", daemon ? pending : json_null());
+        json_object_set_new(st, "oldest_pending_by_agent", daemon ? pending_oldest : json_null());
+        if (!daemon) {
+                json_decref(pending);
+                json_decref(pending_oldest);
+        }
         /* none: null, never a -1 a script would take for an age */
         json_object_set_new(st, "oldest_pending_s",
                             oldest_pending >= 0 ? json_integer(oldest_pending) : json_null());
@@ -336,6 +368,14 @@ int cmd_status(int argc, char **argv)
                                         json_string_value(json_object_get(rl, "last_error")) ? ": " : "",
                                         json_string_value(json_object_get(rl, "last_error")) ?: ""));
                 }
+                json_t *oos = json_object_get(daemon, "agents_out_of_service");
+                const char *an;
+                json_t *why;
+                json_object_set_new(st, "agents_out_of_service",
+                                    json_is_object(oos) ? json_incref(oos) : json_object());
+                json_object_foreach(oos, an, why)
+                        json_array_append_new(problems, json_sprintf("agent %s is out of service: %s", an,
+                                              json_string_value(why) ?: "(no reason given)"));
                 if (!json_is_true(json_object_get(d, "watch_ok")))
                         json_array_append_new(problems, json_string("the watch on handoff/ is lost"));
                 const json_t *eage = json_object_get(daemon, "last_error_age_s");

@@ -148,9 +148,9 @@ static void wait_print(const char *id, const json_t *it, const char *status, boo
         }
         printf("%s %s", id, status);
         if (reason && *reason)
-                printf(": %s", reason);
+                printf(": %s", ctl_esc(reason));
         if (detail && *detail)
-                printf(": %s", detail);
+                printf(": %s", ctl_esc(detail));
         printf("\n");
 }
 

@@ -42,7 +42,16 @@ extern const char *const ctl_payload_types[];
  * (naming the supported types) and CTL_EXIT_USAGE. */
 int ctl_check_type(const char *cmd, const char *type);
 
-/* "handoffctl: " + message + newline on stderr; returns code. */
+/* A producer's text as shown to a person (esc.c): control characters,
+ * C1 controls, line separators and bidi overrides written as \e, \n,
+ * \x1b, \u2028...  ctl_esc_text() keeps newlines and tabs (a multi-line
+ * text whose lines the caller marks).  NULL stays NULL; the result lives
+ * until 16 more calls. */
+const char *ctl_esc(const char *s);
+const char *ctl_esc_text(const char *s);
+
+/* "handoffctl: " + message (escaped: ctl_esc()) + newline on stderr;
+ * returns code. */
 int ctl_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #endif

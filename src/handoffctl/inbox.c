@@ -219,9 +219,9 @@ void inbox_print(FILE *f, const json_t *e, bool as_json)
 void inbox_text(FILE *f, const json_t *e)
 {
         fprintf(f, "%s from %s, %llds old, %llds left: %s",
-                json_string_value(json_object_get(e, "handoff_id")),
-                json_string_value(json_object_get(e, "from_agent")) ?: "?",
+                ctl_esc(json_string_value(json_object_get(e, "handoff_id"))),
+                ctl_esc(json_string_value(json_object_get(e, "from_agent"))) ?: "?",
                 (long long)json_integer_value(json_object_get(e, "age_s")),
                 (long long)json_integer_value(json_object_get(e, "seconds_left")),
-                json_string_value(json_object_get(e, "reason")) ?: "");
+                ctl_esc(json_string_value(json_object_get(e, "reason"))) ?: "");
 }

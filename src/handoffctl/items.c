@@ -60,7 +60,7 @@ static json_t *name_json(const char *s)
 }
 
 static json_t *item_new(int dirfd, const char *dir, const char *state, const char *name,
-                        int64_t now)
+                        size_t max_read, int64_t now)
 {
         _cleanup_json_ json_t *doc = NULL, *side = NULL;
         char path[PATH_MAX + NAME_MAX + 2], sname[NAME_MAX + 16], at[HD_TIME_MAX];
@@ -79,7 +79,9 @@ static json_t *item_new(int dirfd, const char *dir, const char *state, const cha
         json_object_set_new(it, "path", name_json(path));
         json_object_set_new(it, "at", json_string(at));
         json_object_set_new(it, "age_s", json_integer((now - t) / 1000000));
-        if (S_ISREG(st.st_mode))
+        if (S_ISREG(st.st_mode) && max_read && (uint64_t)st.st_size > max_read)
+                json_object_set_new(it, "unread", json_true());
+        else if (S_ISREG(st.st_mode))
                 (void) hd_load_at(dirfd, name, NULL, &doc, &v);
         if (!strcmp(state, "archive"))
                 snprintf(sname, sizeof(sname), "%s" LAYOUT_OUTCOME, name);
@@ -125,7 +127,7 @@ static json_t *item_new(int dirfd, const char *dir, const char *state, const cha
         return it;
 }
 
-int items_list(const char *spool_dir, const char *state, json_t **ret)
+int items_list(const char *spool_dir, const char *state, size_t max_read, json_t **ret)
 {
         char dir[PATH_MAX];
         struct dirent *de;
@@ -168,12 +170,65 @@ int items_list(const char *spool_dir, const char *state, json_t **ret)
                                   !strcmp(state, "rejected") ? LAYOUT_REASON : NULL;
                 if (suf && layout_is_sidecar_at(dirfd(d), n, suf))
                         continue;
-                json_t *it = item_new(dirfd(d), dir, state, n, now);
+                json_t *it = item_new(dirfd(d), dir, state, n, max_read, now);
                 if (it)
                         json_array_append_new(arr, it);
         }
         closedir(d);
         *ret = arr;
+        return 0;
+}
+
+int items_count(const char *spool_dir, const char *state, size_t *ret_n,
+                uint64_t *ret_bytes, json_t *ages)
+{
+        int64_t now = hd_now_usec();
+        const char *suf = !strcmp(state, "archive") ? LAYOUT_OUTCOME :
+                          !strcmp(state, "rejected") ? LAYOUT_REASON : NULL;
+        char dir[PATH_MAX];
+        struct dirent *de;
+        uint64_t bytes = 0;
+        size_t n = 0;
+        DIR *d;
+        int fd;
+
+        if (xsnprintf(dir, sizeof(dir), "%s/%s", spool_dir, state) < 0)
+                return -ENAMETOOLONG;
+        fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0) {
+                if (errno != ENOENT)
+                        return -errno;
+                *ret_n = 0;
+                *ret_bytes = 0;
+                return 0;
+        }
+        d = fdopendir(fd);
+        if (!d) {
+                close(fd);
+                return -errno;
+        }
+        while ((de = readdir(d))) {
+                const char *nm = de->d_name;
+                struct stat st;
+
+                if (nm[0] == '.' || fstatat(dirfd(d), nm, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                        continue;
+                bytes += (uint64_t)st.st_size;  /* sidecars too, as items_list() adds them */
+                /* the same items as items_list() */
+                if (!strcmp(state, "claimed") && layout_has_suffix(nm, LAYOUT_DELIVERED))
+                        continue;
+                if (suf && layout_is_sidecar_at(dirfd(d), nm, suf))
+                        continue;
+                n++;
+                if (ages) {
+                        int64_t t = (int64_t)st.st_ctim.tv_sec * 1000000LL + st.st_ctim.tv_nsec / 1000;
+                        json_array_append_new(ages, json_pack("[I, I]", (json_int_t)st.st_ino,
+                                                              (json_int_t)((now - t) / 1000000)));
+                }
+        }
+        closedir(d);
+        *ret_n = n;
+        *ret_bytes = bytes;
         return 0;
 }
 
@@ -257,9 +312,19 @@ static int match_at(int dirfd, const char *dir, const char *state, const char *n
                         rank = ITEMS_REJECTED_BY_NAME;
                 }
         } else {
+                /* Any name: the id inside counts.  Parse only a file named
+                 * for it or whose bytes hold it, never every file. */
+                if (base_len(name) != strlen(want) || strncmp(name, want, strlen(want))) {
+                        _cleanup_free_ char *buf = NULL;
+                        size_t len;
+                        hd_verdict v;
+                        if (hd_read_at(dirfd, name, 0, &buf, &len, &v) < 0 ||
+                            !memmem(buf, len, id, strlen(id)))
+                                return ITEMS_NONE;
+                }
                 rank = ITEMS_PENDING;
         }
-        it = item_new(dirfd, dir, state, name, now);
+        it = item_new(dirfd, dir, state, name, 0, now);
         if (!it)
                 return ITEMS_NONE;      /* gone meanwhile */
         got = json_string_value(json_object_get(it, "handoff_id"));
@@ -312,9 +377,15 @@ int items_find(const char *spool_dir, const char *handoff_id, json_t **ret)
 
         if (!hd_id_valid(handoff_id))
                 return -EINVAL;
-        for (size_t i = 0; i < ELEMENTSOF(items_find_states); i++) {
-                const char *state = items_find_states[i];
+        /* The states where the name tells first: a pending file (any
+         * name, read to know) is looked for only when none says more. */
+        static const char *const order[] = { "claimed", "archive", "rejected", "handoff", "outbox" };
+        for (size_t i = 0; i < ELEMENTSOF(order); i++) {
+                const char *state = order[i];
                 struct dirent *de;
+
+                if (best_rank > ITEMS_PENDING && (!strcmp(state, "handoff") || !strcmp(state, "outbox")))
+                        break;
                 DIR *d;
                 int fd;
 

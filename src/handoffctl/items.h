@@ -5,6 +5,7 @@
 #define HANDOFFCTL_ITEMS_H
 
 #include <jansson.h>
+#include <stdint.h>
 
 #include "config.h"
 
@@ -16,8 +17,15 @@ extern const char *const items_states[4];   /* handoff claimed archive rejected 
  * with the library's limits; unreadable ones still count.  The id and the
  * agents of a file in rejected/ are the document's only when the daemon
  * authenticated it (its .reason names that id): a file rejected before
- * that is its name alone. */
-int items_list(const char *spool_dir, const char *state, json_t **ret);
+ * that is its name alone.  A file over max_read bytes (0: no bound) is
+ * not read: its item is its name, stat and sidecar, with "unread": true. */
+int items_list(const char *spool_dir, const char *state, size_t max_read, json_t **ret);
+
+/* Count the items of one state from names and stat alone, never opening
+ * a file: *ret_n items (as items_list() counts them), *ret_bytes with
+ * their sidecars; with ages, an array of [inode, age_s] per item. */
+int items_count(const char *spool_dir, const char *state, size_t *ret_n,
+                uint64_t *ret_bytes, json_t *ages);
 
 /* How much an item found for a handoff_id says, least first: a file of
  * that name rejected before it was authenticated, pending (handoff/ or

@@ -27,13 +27,13 @@ static const struct {
 
 int ctl_fail(int code, const char *fmt, ...)
 {
+        char msg[4096];
         va_list ap;
 
-        fputs("handoffctl: ", stderr);
         va_start(ap, fmt);
-        vfprintf(stderr, fmt, ap);
+        vsnprintf(msg, sizeof(msg), fmt, ap);
         va_end(ap);
-        fputc('\n', stderr);
+        fprintf(stderr, "handoffctl: %s\n", ctl_esc(msg));
         return code;
 }
 

@@ -226,12 +226,12 @@ static int tool_status(struct mcp *m, const json_t *args, json_t **ret)
         }
         if (arg_str(it, "reason"))
                 snprintf(text, sizeof(text), "%s: %s (%s: %s)", id, items_status(it),
-                         arg_str(it, "reason"), arg_str(it, "detail") ?: "");
+                         ctl_esc(arg_str(it, "reason")), ctl_esc(arg_str(it, "detail")) ?: "");
         else if (arg_str(it, "remote_outcome"))
                 snprintf(text, sizeof(text), "%s: relayed to %s, there %s%s%s", id,
-                         arg_str(it, "remote_host") ?: "", arg_str(it, "remote_outcome"),
+                         ctl_esc(arg_str(it, "remote_host")) ?: "", arg_str(it, "remote_outcome"),
                          *(arg_str(it, "remote_reason") ?: "") ? ": " : "",
-                         arg_str(it, "remote_reason") ?: "");
+                         ctl_esc(arg_str(it, "remote_reason")) ?: "");
         else
                 snprintf(text, sizeof(text), "%s: %s", id, items_status(it));
         utf8_fix(text);

@@ -53,6 +53,40 @@ struct conn {
         char *resp;
 };
 
+/* Status lists the left items' inodes up to this many (it tells them
+ * from the items a served agent waits for); past it, only figures. */
+#define CONTROL_LEFT_INODES_MAX 4096
+
+/* What the daemon left in handoff/ for agents not served here, from its
+ * own memory (intake.c's foreign set), so that handoffctl status need not
+ * parse a file: {count, by_agent, oldest_s_by_agent, inodes, inodes_complete}. */
+static json_t *left_status(const struct spool *sp, int64_t now)
+{
+        json_t *by = json_object(), *old = json_object(), *inos = json_array(), *v;
+        size_t n = 0;
+        const char *k;
+
+        json_object_foreach(sp->foreign, k, v) {
+                const char *to = json_string_value(json_array_get(v, 3));
+                json_int_t ino = json_integer_value(json_array_get(v, 1));
+                json_int_t ct = json_integer_value(json_array_get(v, 2));
+                json_int_t age = ct > 0 ? (now - ct / 1000) / 1000000 : 0;
+
+                (void)k;
+                if (!to)
+                        continue;       /* being looked at again */
+                n++;
+                json_object_set_new(by, to, json_integer(json_integer_value(json_object_get(by, to)) + 1));
+                if (!json_object_get(old, to) || age > json_integer_value(json_object_get(old, to)))
+                        json_object_set_new(old, to, json_integer(age < 0 ? 0 : age));
+                if (json_array_size(inos) < CONTROL_LEFT_INODES_MAX)
+                        json_array_append_new(inos, json_integer(ino));
+        }
+        return json_pack("{s:I, s:o, s:o, s:o, s:b}", "count", (json_int_t)n, "by_agent", by,
+                         "oldest_s_by_agent", old, "inodes", inos,
+                         "inodes_complete", n <= CONTROL_LEFT_INODES_MAX);
+}
+
 json_t *control_status(const struct spool *sp, const char *config_path)
 {
         const struct spool_stats *s = &sp->st;
@@ -88,6 +122,11 @@ json_t *control_status(const struct spool *sp, const char *config_path)
                       "last_error", s->last_error[0] ? s->last_error : NULL,
                       "last_error_age_s", s->last_error_usec
                       ? json_integer((now - s->last_error_usec) / 1000000) : json_null());
+        if (o)
+                json_object_set_new(o, "left", left_status(sp, now));
+        /* agents taken out of service by their directory (spool.c) */
+        if (o && sp->unserved)
+                json_object_set(o, "agents_out_of_service", sp->unserved);
         if (o && sp->relay.status)
                 json_object_set_new(o, "relay", sp->relay.status(sp->relay.ctx, now));
         return o;

@@ -29,6 +29,7 @@ static int delivery_baton(struct spool *sp, const json_t *doc, int64_t now, json
         const char *ptype = json_string_value(json_object_get(doc, "payload_type"));
         const json_t *payload = json_object_get(doc, "payload");
         _cleanup_json_ json_t *session = NULL;
+        _cleanup_free_ char *key = NULL;
         hd_verdict v;
         json_t *copy, *np;
         int r;
@@ -40,10 +41,10 @@ static int delivery_baton(struct spool *sp, const json_t *doc, int64_t now, json
         if (r < 0)
                 return r;
         r = hd_baton_apply_handoff(sp->fd[SD_BATON], doc, now, sp->cfg->fsync, &v);
+        /* the session the stage went to: the sender's, or one it
+         * passed through (scoped by creator: baton.c) */
         if (r == 0)
-                r = hd_baton_load(sp->fd[SD_BATON],
-                                  json_string_value(json_object_get(payload, "session_id")),
-                                  &session);
+                r = hd_baton_load_handoff(sp->fd[SD_BATON], doc, &session, &key);
         lock_release(sp->lock_fd, LOCK_OFF_BATON);
         if (r == -EBADMSG) {
                 /* Another daemon applied a conflicting patch between our
@@ -56,7 +57,10 @@ static int delivery_baton(struct spool *sp, const json_t *doc, int64_t now, json
         if (r < 0)
                 return r;
         copy = json_deep_copy(doc);
-        np = json_pack("{s:O, s:O, s:O}", "session_id", json_object_get(payload, "session_id"),
+        /* session_key: what the recipient names to send the next stage
+         * when several sessions of that name passed through it */
+        np = json_pack("{s:O, s:s, s:O, s:O}", "session_id", json_object_get(payload, "session_id"),
+                       "session_key", key,
                        "stage_id", json_object_get(payload, "stage_id"),
                        "baton", json_object_get(session, "baton"));
         if (!copy || !np || json_object_set_new(copy, "payload", np) < 0) {

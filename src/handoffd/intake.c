@@ -135,15 +135,18 @@ static bool foreign_fresh(struct spool *sp, const char *name, int64_t now)
                        json_integer_value(json_array_get(e, 2));
 }
 
-static void foreign_note(struct spool *sp, const char *name, int fd, int64_t expires)
+/* [expires, ino, ctime ns, to_agent]: the agent for status (control.c) */
+static void foreign_note(struct spool *sp, const char *name, int fd, int64_t expires,
+                         const char *to)
 {
         struct stat st;
 
         if (fstat(fd, &st) < 0)
                 return;
         json_object_set_new_nocheck(sp->foreign, name,
-                json_pack("[I, I, I]", (json_int_t)expires, (json_int_t)st.st_ino,
-                          (json_int_t)st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec));
+                json_pack("[I, I, I, s]", (json_int_t)expires, (json_int_t)st.st_ino,
+                          (json_int_t)st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec,
+                          to && hd_agent_valid(to) ? to : "(invalid)"));
 }
 
 /* One item between the first look and the claim rename. */
@@ -203,7 +206,7 @@ static int decide_left(struct spool *sp, struct item *it, const char *to, hd_rea
                 v->reason = HD_R_EXPIRED_UNCLAIMED;
                 return decide_reject(sp, it, v, !was, now);
         }
-        foreign_note(sp, it->name, it->fd, t + 1);
+        foreign_note(sp, it->name, it->fd, t + 1, to);
         deadline_note(&sp->deadline, t + 1);
         sp->st.left++;
         /* info, once: later looks end in foreign_fresh() */

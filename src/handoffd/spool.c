@@ -190,51 +190,73 @@ static int open_dir_look(int dirfd, const char *path, int *ret)
         return 0;
 }
 
+/* Out of service: log why, keep it for status (sp->unserved) and -n. */
+static int agent_unserved(struct agent_rt *a, const char *fmt, ...)
+        __attribute__((format(printf, 2, 3)));
+static int agent_unserved(struct agent_rt *a, const char *fmt, ...)
+{
+        va_list ap;
+
+        va_start(ap, fmt);
+        vsnprintf(a->unserved, sizeof(a->unserved), fmt, ap);
+        va_end(ap);
+        log_error("Not serving agent %s: %s; its handoffs wait in handoff/ until it is "
+                  "fixed and handoffd reloads (see handoffd(8))", a->cfg->name, a->unserved);
+        agent_rt_close(a);
+        return 1;
+}
+
+/* handoffd -n run by a user who cannot reach an agent's directory: not
+ * the start's verdict (the daemon's user may), a warning; 1, not
+ * inspected. */
+static int agent_not_inspected(struct agent_rt *a, const char *what)
+{
+        log_warning("Cannot inspect %s of agent %s as this user (permission denied): run "
+                    "handoffd -n as root or as the daemon's user", what, a->cfg->name);
+        agent_rt_close(a);
+        return 1;
+}
+
 /* Open one agent's state_dir and handoffs/; with look (handoffd -n),
- * only those that exist, creating nothing (1: this user cannot reach
- * them, not inspected).  -ELOOP/-ENOTDIR: a link or no directory where
- * one belongs; -EPERM: others may write it; other -errno.  What each
- * means for the start: agent_failure_fatal(). */
+ * only those that exist, creating nothing.  This decides whether the
+ * agent is served: 0 it is; 1 it is out of service (a link, no directory
+ * where one belongs, one others may write, one we cannot open: its
+ * handoffs wait in handoff/ as for an agent served elsewhere, the other
+ * agents and the daemon go on), the reason in a->unserved, or with look
+ * this user cannot reach it; -ENOMEM. */
 static int agent_open(struct agent_rt *a, gid_t shared, bool look)
 {
         const char *dir = a->cfg->state_dir, *why;
         struct stat st;
         bool created = false, sd_created = false;
+        char what[PATH_MAX + 32];
         int r;
 
+        a->unserved[0] = '\0';
         r = look ? open_dir_look(AT_FDCWD, dir, &a->state_fd)
                  : open_dir_at(AT_FDCWD, dir, 0750, &a->state_fd, &sd_created);
         if (look && r == -ENOENT)
                 return 0;       /* the start creates it */
         if (look && r == -EACCES) {
-                /* -n run by a user who cannot reach it: not the start's
-                 * verdict (the daemon's user may), a warning */
-                log_warning("Cannot inspect state_dir '%s' of agent %s as this user (permission "
-                            "denied): run handoffd -n as root or as the daemon's user", dir,
-                            a->cfg->name);
-                return 1;
+                snprintf(what, sizeof(what), "state_dir '%s'", dir);
+                return agent_not_inspected(a, what);
         }
-        if (r == -ELOOP || r == -ENOTDIR) {
-                log_error("Not serving agent %s: state_dir '%s' is a symbolic link or not a directory",
-                          a->cfg->name, dir);
+        if (r == -ELOOP || r == -ENOTDIR)
+                return agent_unserved(a, "state_dir '%s' is a symbolic link or not a directory", dir);
+        if (r == -ENOMEM)
                 return r;
-        }
         if (r < 0)
-                return log_error_errno(r, "Cannot open state_dir '%s' of agent %s",
-                                       dir, a->cfg->name);
+                return agent_unserved(a, "cannot open state_dir '%s': %s", dir, strerror(-r));
         /* Made here in the spool's group (no setgid parent of the
          * agent's own): only the daemon's user can be its agent, and the
          * mode says so. */
         if (sd_created && fstat(a->state_fd, &st) == 0 && st.st_gid == shared &&
             fchmod(a->state_fd, 0700) < 0)
-                return log_error_errno(errno, "Cannot set the mode of '%s'", dir);
+                return agent_unserved(a, "cannot set the mode of '%s': %s", dir, strerror(errno));
         why = agent_dir_unsafe(a->state_fd, shared);
-        if (why) {
-                log_error("Refusing state_dir '%s' of agent %s: it %s "
-                          "(only the daemon and the agent may write it; see handoffd(8))",
-                          dir, a->cfg->name, why);
-                return -EPERM;
-        }
+        if (why)
+                return agent_unserved(a, "refusing state_dir '%s': it %s "
+                                      "(only the daemon and the agent may write it)", dir, why);
         /* Created here, it can only be the agent's if it inherits a group
          * other than the spool's (setgid state_dir of the agent's group):
          * else it stays the daemon's until set up (handoffd(8)). */
@@ -243,21 +265,19 @@ static int agent_open(struct agent_rt *a, gid_t shared, bool look)
         if (look && r == -ENOENT)
                 return 0;
         if (look && r == -EACCES) {
-                log_warning("Cannot inspect '%s/handoffs' of agent %s as this user (permission "
-                            "denied): run handoffd -n as root or as the daemon's user", dir,
-                            a->cfg->name);
-                return 1;
+                snprintf(what, sizeof(what), "'%s/handoffs'", dir);
+                return agent_not_inspected(a, what);
         }
-        if (r == -ELOOP || r == -ENOTDIR) {
-                log_error("Not serving agent %s: '%s/handoffs' is a symbolic link or not a directory",
-                          a->cfg->name, dir);
+        if (r == -ELOOP || r == -ENOTDIR)
+                return agent_unserved(a, "'%s/handoffs' is a symbolic link or not a directory", dir);
+        if (r == -ENOMEM)
                 return r;
-        }
         if (r < 0)
-                return log_error_errno(r, "Cannot open '%s/handoffs'", dir);
+                return agent_unserved(a, "cannot open '%s/handoffs': %s", dir, strerror(-r));
         if (created && fstat(a->handoffs_fd, &st) == 0) {
                 if (st.st_gid != shared && fchmod(a->handoffs_fd, 02770) < 0)
-                        return log_error_errno(errno, "Cannot set the mode of '%s/handoffs'", dir);
+                        return agent_unserved(a, "cannot set the mode of '%s/handoffs': %s",
+                                              dir, strerror(errno));
                 /* 0700: true only for an agent of another user, who
                  * could reach state_dir; else the agent is the daemon's
                  * user (make run's demo) and consumes. */
@@ -271,50 +291,41 @@ static int agent_open(struct agent_rt *a, gid_t shared, bool look)
                                     dir, a->cfg->name);
         }
         why = agent_dir_unsafe(a->handoffs_fd, shared);
-        if (why) {
-                log_error("Refusing '%s/handoffs' of agent %s: it %s "
-                          "(only the daemon and the agent may write it; see handoffd(8))",
-                          dir, a->cfg->name, why);
-                return -EPERM;
-        }
+        if (why)
+                return agent_unserved(a, "refusing '%s/handoffs': it %s "
+                                      "(only the daemon and the agent may write it)", dir, why);
         return 0;
 }
 
-/* What an agent's directory that failed agent_open() means for the start
- * and a reload: true, refuse them all; false, leave that agent out (its
- * handoffs wait in handoff/ as for an agent served elsewhere).  The one
- * place this is decided: spool_open(), a reload and handoffd -n
- * (spool_check()) all follow it. */
-static bool agent_failure_fatal(int r)
-{
-        return r < 0 && r != -ELOOP && r != -ENOTDIR;
-}
-
-/* Open every agent of cfg (with look, only inspect them, going on past a
- * refusal to report every agent).  *ret_left: the agents left out.  A
- * fatal failure (agent_failure_fatal()) fails the whole call. */
-static int agents_open_all(struct config *cfg, gid_t shared, bool look,
+/* Open every agent of cfg (with look, only inspect them).  An agent out
+ * of service (agent_open()) is left out and, with unserved, remembered
+ * there (name -> why); *ret_left counts them.  Only a failure of the
+ * daemon itself (-ENOMEM) fails the whole call.  The one place this is
+ * decided: spool_open(), a reload and handoffd -n (spool_check()) all
+ * follow it. */
+static int agents_open_all(struct config *cfg, gid_t shared, bool look, json_t *unserved,
                            struct agent_rt **ret, size_t *ret_n, size_t *ret_left)
 {
         struct agent_rt *a = calloc(cfg->n_agents ? cfg->n_agents : 1, sizeof(*a));
         size_t n = 0, left = 0;
-        int r = 0, q;
+        int r = 0;
 
         if (!a)
                 return -ENOMEM;
         for (size_t i = 0; i < cfg->n_agents; i++) {
                 a[n].cfg = &cfg->agents[i];
                 a[n].state_fd = a[n].handoffs_fd = a[n].wd = -1;
-                q = agent_open(&a[n], shared, look);
-                if (q > 0 || (q < 0 && !agent_failure_fatal(q))) {
-                        agent_rt_close(&a[n]);
+                r = agent_open(&a[n], shared, look);
+                if (r > 0) {
+                        if (unserved && a[n].unserved[0])
+                                json_object_set_new(unserved, a[n].cfg->name,
+                                                    json_string(a[n].unserved));
                         left++;
+                        r = 0;
                         continue;
                 }
                 n++;
-                if (q < 0 && r == 0)
-                        r = q;
-                if (r < 0 && !look)
+                if (r < 0)
                         break;
         }
         if (r < 0 || look) {
@@ -337,19 +348,24 @@ static int agents_open_all(struct config *cfg, gid_t shared, bool look,
  * were. */
 static int agents_open(struct spool *sp, struct config *cfg)
 {
+        _cleanup_json_ json_t *unserved = json_object();
         struct agent_rt *a;
         struct stat st;
         size_t n;
         int r;
 
+        if (!unserved)
+                return -ENOMEM;
         if (fstat(sp->fd[SD_HANDOFF], &st) < 0)
                 return log_error_errno(errno, "Cannot stat '%s/handoff'", cfg->spool_dir);
-        r = agents_open_all(cfg, st.st_gid, false, &a, &n, NULL);
+        r = agents_open_all(cfg, st.st_gid, false, unserved, &a, &n, NULL);
         if (r < 0)
                 return r;
         agents_close(sp);
         sp->agents = a;
         sp->n_agents = n;
+        json_decref(sp->unserved);
+        sp->unserved = json_incref(unserved);
         return 0;
 }
 
@@ -375,7 +391,7 @@ int spool_check(struct config *cfg)
                 shared = st.st_gid;
         else
                 shared = getegid();
-        r = agents_open_all(cfg, shared, true, &a, &n, &left);
+        r = agents_open_all(cfg, shared, true, NULL, &a, &n, &left);
         if (r < 0)
                 return r;
         return (int)left;
@@ -456,6 +472,7 @@ void spool_close(struct spool *sp)
         if (sp->lock_fd >= 0)
                 close(sp->lock_fd);
         json_decref(sp->foreign);
+        json_decref(sp->unserved);
         json_decref(sp->failed);
         json_decref(sp->seen);
         json_decref(sp->verified);

@@ -32,6 +32,7 @@ struct agent_rt {
         int handoffs_fd;        /* state_dir/handoffs/ */
         int wd;                 /* inotify watch on handoffs/, or -1 */
         bool dirty;             /* handoffs/ needs an fsync */
+        char unserved[512];     /* why agent_open() took it out of service */
 };
 
 struct spool_stats {
@@ -98,6 +99,7 @@ struct spool {
                 bool at_start, again;
                 int first;      /* the first error met */
         } sweep;
+        json_t *unserved;       /* agent -> why it is out of service */
 };
 
 enum item_outcome {

@@ -1,4 +1,4 @@
-/* The Baton store: one file per session, dirfd/<session_id>.json holding
+/* The Baton store: one file per session, dirfd/<key>.json holding
  * {"baton": {...}, "history": [...], "agents": [...]}.  Patches merge with
  * RFC 7386 merge-patch semantics, except that decision_log only grows.
  *
@@ -8,7 +8,15 @@
  * send its next stage; its file stays within BATON_SESSION_MAX bytes and
  * HD_DEFAULT_MAX_VALUES values, the oldest history entries giving way
  * (counted in history_dropped); a session idle for BATON_IDLE_MAX is
- * removed when any stage is applied. */
+ * removed when any stage is applied.
+ *
+ * A session made by a handoff is scoped by its creator (issue 24.7): its
+ * key, and file name, is CREATOR.SESSION_ID, so that nobody can take a
+ * name first.  A stage naming a bare SESSION_ID is its sender's own
+ * session of that name, else the one of that name it passed through, else
+ * (a whole baton) a new one of the sender's; several it passed through
+ * must be told apart by their key.  The payload-only API keeps bare keys,
+ * as older versions did. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -20,6 +28,7 @@
 #include "files.h"
 #include "handoff.h"
 #include "payload_baton.h"
+#include "payload_str.h"
 #include "util.h"
 
 #define BATON_SESSION_MAX   (1024 * 1024)
@@ -27,11 +36,13 @@
 #define BATON_IDLE_MAX      (30 * 24 * 3600LL)
 #define BATON_PRUNE_BATCH   64
 
-static int baton_file_name(const char *session, char buf[static 160])
+#define BATON_NAME_MAX (64 + 1 + 128 + sizeof(".json"))
+
+static int baton_file_name(const char *key, char buf[static BATON_NAME_MAX])
 {
-        if (!hd_id_valid(session))
+        if (!payload_baton_key_valid(key))
                 return -EINVAL;
-        return xsnprintf(buf, 160, "%s.json", session) < 0 ? -EINVAL : 0;
+        return xsnprintf(buf, BATON_NAME_MAX, "%s.json", key) < 0 ? -EINVAL : 0;
 }
 
 /* The session's document; -EBADMSG with v saying why it is unusable. */
@@ -41,7 +52,7 @@ static int baton_load(int dirfd, const char *session_id, json_t **ret, hd_verdic
          * indented files. */
         hd_limits lim = { .max_size = 2 * BATON_SESSION_MAX };
         json_t *doc = NULL;
-        char name[160];
+        char name[BATON_NAME_MAX];
         int r;
 
         r = baton_file_name(session_id, name);
@@ -67,10 +78,155 @@ static int baton_load(int dirfd, const char *session_id, json_t **ret, hd_verdic
         return 0;
 }
 
+/* Each stored session named session (bare, or CREATOR.session), until
+ * fn returns non-zero (which is returned). */
+static int baton_each(int dirfd, const char *session,
+                      int (*fn)(const char *key, void *ud), void *ud)
+{
+        struct dirent *de;
+        int r = 0;
+        DIR *d;
+
+        d = opendir_at(dirfd);
+        if (!d)
+                return -errno;
+        while (r == 0 && (de = readdir(d))) {
+                const char *n = de->d_name, *dot;
+                size_t l = strlen(n);
+                char key[BATON_NAME_MAX];
+
+                if (n[0] == '.' || l < 6 || strcmp(n + l - 5, ".json") || l - 5 >= sizeof(key))
+                        continue;
+                memcpy(key, n, l - 5);
+                key[l - 5] = '\0';
+                dot = strchr(key, '.');
+                if (strcmp(dot ? dot + 1 : key, session) || !payload_baton_key_valid(key))
+                        continue;
+                r = fn(key, ud);
+        }
+        closedir(d);
+        return r;
+}
+
+struct baton_pick {
+        const char *from;       /* NULL: any session of that name */
+        json_t *doc;            /* with from: the first one's, loaded */
+        size_t n;
+        char key[BATON_NAME_MAX], other[BATON_NAME_MAX];
+        int dirfd;
+};
+
+static bool agents_have(const json_t *agents, const char *name);
+
+static int pick_one(const char *key, void *ud)
+{
+        struct baton_pick *p = ud;
+
+        if (p->from) {
+                _cleanup_json_ json_t *doc = NULL;
+                hd_verdict v;
+                json_t *agents;
+                if (baton_load(p->dirfd, key, &doc, &v) < 0)
+                        return 0;
+                agents = json_object_get(doc, "agents");
+                /* an older version's session (no agents) is anyone's */
+                if (json_is_array(agents) && !agents_have(agents, p->from))
+                        return 0;
+                if (!p->doc)
+                        p->doc = TAKE_PTR(doc);
+        }
+        if (p->n++ == 0)
+                snprintf(p->key, sizeof(p->key), "%s", key);
+        else
+                snprintf(p->other, sizeof(p->other), "%s", key);
+        return 0;
+}
+
+static bool baton_exists(int dirfd, const char *key)
+{
+        char name[BATON_NAME_MAX];
+        struct stat st;
+
+        return baton_file_name(key, name) == 0 &&
+               fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
 int hd_baton_load(int dirfd, const char *session_id, json_t **ret)
 {
+        struct baton_pick p = { .dirfd = dirfd };
         hd_verdict v;
-        return baton_load(dirfd, session_id, ret, &v);
+        int r;
+
+        if (!payload_baton_key_valid(session_id))
+                return -EINVAL;
+        if (strchr(session_id, '.') || baton_exists(dirfd, session_id))
+                return baton_load(dirfd, session_id, ret, &v);
+        r = baton_each(dirfd, session_id, pick_one, &p);
+        if (r < 0)
+                return r;
+        if (p.n > 1)
+                return -ENOTUNIQ;
+        if (p.n == 0)
+                return -ENOENT;
+        return baton_load(dirfd, p.key, ret, &v);
+}
+
+/* The session a stage from `from` naming `session` is: its key into key,
+ * *exists whether it is stored.  full: the stage carries a whole baton
+ * (it may begin a session); else a patch, which needs one to apply to. */
+static int baton_resolve(int dirfd, const char *session, const char *from, bool full,
+                         char key[static BATON_NAME_MAX], bool *exists, json_t **ret_doc,
+                         hd_verdict *v)
+{
+        struct baton_pick mine = { .dirfd = dirfd, .from = from },
+                          any = { .dirfd = dirfd };
+        const char *dot = strchr(session, '.');
+        char q[72];
+        int r;
+
+        if (!from || dot) {
+                /* the payload-only API, or a key: that session only; a
+                 * new one only under the sender's own name */
+                snprintf(key, BATON_NAME_MAX, "%s", session);
+                *exists = baton_exists(dirfd, key);
+                if (!*exists && from && dot &&
+                    ((size_t)(dot - session) != strlen(from) || strncmp(session, from, strlen(from))))
+                        return verdict(v, HD_R_PAYLOAD_INVALID,
+                                       "baton/1: no session '%s' (only %s may begin %s.%s)",
+                                       payload_quote(session, q), from, from, dot + 1);
+                return 0;
+        }
+        if (xsnprintf(key, BATON_NAME_MAX, "%s.%s", from, session) < 0)
+                return -EINVAL;
+        *exists = baton_exists(dirfd, key);
+        if (*exists)
+                return 0;
+        r = baton_each(dirfd, session, pick_one, &mine);
+        _cleanup_json_ json_t *found = mine.doc;
+        if (r < 0 && r != -ENOENT)
+                return r;
+        if (mine.n > 1)
+                return verdict(v, HD_R_PAYLOAD_INVALID,
+                               "baton/1: %zu sessions named '%s' passed through %s "
+                               "('%s', '%s'): name one by its key", mine.n, session,
+                               from, mine.key, mine.other);
+        if (mine.n == 1) {
+                memcpy(key, mine.key, BATON_NAME_MAX);
+                *exists = true;
+                if (ret_doc)
+                        *ret_doc = TAKE_PTR(found);    /* read once */
+                return 0;
+        }
+        if (!full) {
+                r = baton_each(dirfd, session, pick_one, &any);
+                if (r < 0 && r != -ENOENT)
+                        return r;
+                if (any.n > 0)
+                        return verdict(v, HD_R_PAYLOAD_INVALID,
+                                       "baton/1: session '%s' is not %s's: only the agents it "
+                                       "passed through may send its next stage", session, from);
+        }
+        return 0;       /* a new session of the sender's: from.session */
 }
 
 /* RFC 7386: a patch object merges member by member, null removes,
@@ -205,7 +361,8 @@ static int baton_bind(json_t *doc, const char *session, const char *from,
  * document this payload leads to, from and to (may be NULL) being the
  * handoff's sender and recipient. */
 static int baton_next(int dirfd, const json_t *payload, const char *from, const char *to,
-                      int64_t now_usec, json_t **ret_doc, hd_verdict *v)
+                      int64_t now_usec, json_t **ret_doc, char ret_key[static BATON_NAME_MAX],
+                      hd_verdict *v)
 {
         _cleanup_json_ json_t *doc = NULL, *next = NULL, *entry = NULL;
         const json_t *cur, *old_log, *new_log, *change;
@@ -219,7 +376,12 @@ static int baton_next(int dirfd, const json_t *payload, const char *from, const 
         if (r < 0)
                 return r;
         session = json_string_value(json_object_get(payload, "session_id"));
-        r = baton_load(dirfd, session, &doc, v);
+        r = baton_resolve(dirfd, session, from, json_object_get(payload, "baton") != NULL,
+                          ret_key, &exists, &doc, v);
+        if (r < 0)
+                return r;
+        session = ret_key;
+        r = doc ? 0 : exists ? baton_load(dirfd, session, &doc, v) : -ENOENT;
         if (r == -ENOENT) {
                 exists = false;
                 doc = json_pack("{s:{},s:[]}", "baton", "history");
@@ -305,9 +467,10 @@ static int baton_check(int dirfd, const json_t *payload, const char *from,
                        const char *to, hd_verdict *v)
 {
         _cleanup_json_ json_t *doc = NULL;
+        char key[BATON_NAME_MAX];
 
         verdict_clear(v);
-        return baton_next(dirfd, payload, from, to, hd_now_usec(), &doc, v);
+        return baton_next(dirfd, payload, from, to, hd_now_usec(), &doc, key, v);
 }
 
 static int baton_apply(int dirfd, const json_t *payload, const char *from, const char *to,
@@ -315,17 +478,17 @@ static int baton_apply(int dirfd, const json_t *payload, const char *from, const
 {
         _cleanup_json_ json_t *doc = NULL;
         _cleanup_free_ char *buf = NULL;
-        char name[160];
+        char name[BATON_NAME_MAX], key[BATON_NAME_MAX];
         int r;
 
         verdict_clear(v);
-        r = baton_next(dirfd, payload, from, to, now_usec, &doc, v);
+        r = baton_next(dirfd, payload, from, to, now_usec, &doc, key, v);
         if (r < 0)
                 return r;
         buf = json_dumps(doc, JSON_COMPACT | JSON_SORT_KEYS);
         if (!buf)
                 return -ENOMEM;
-        r = baton_file_name(json_string_value(json_object_get(payload, "session_id")), name);
+        r = baton_file_name(key, name);
         if (r < 0)
                 return r;
         r = hd_write_atomic(dirfd, name, buf, strlen(buf), 0640, do_fsync);
@@ -369,4 +532,39 @@ int hd_baton_apply_handoff(int dirfd, const json_t *doc, int64_t now_usec,
                 return verdict(v, HD_R_MISSING_FIELD, "baton/1: the handoff has no from_agent");
         return baton_apply(dirfd, json_object_get(doc, "payload"), from,
                            doc_str(doc, "to_agent"), now_usec, do_fsync, v);
+}
+
+int hd_baton_load_handoff(int dirfd, const json_t *doc, json_t **ret, char **ret_key)
+{
+        const json_t *p = json_object_get(doc, "payload");
+        const char *from = doc_str(doc, "from_agent");
+        const char *session = json_string_value(json_object_get(p, "session_id"));
+        char key[BATON_NAME_MAX];
+        hd_verdict v;
+        bool exists;
+        int r;
+
+        if (!from || !session)
+                return -EINVAL;
+        json_t *found = NULL;
+        r = baton_resolve(dirfd, session, from, true, key, &exists, &found, &v);
+        if (r < 0)
+                return r;
+        if (!exists)
+                return -ENOENT;
+        if (found) {
+                *ret = found;
+                r = 0;
+        } else {
+                r = baton_load(dirfd, key, ret, &v);
+        }
+        if (r == 0 && ret_key) {
+                *ret_key = strdup(key);
+                if (!*ret_key) {
+                        json_decref(*ret);
+                        *ret = NULL;
+                        return -ENOMEM;
+                }
+        }
+        return r;
 }

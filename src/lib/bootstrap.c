@@ -66,42 +66,69 @@ static void render_transcript(struct sbuf *b, const json_t *tr, size_t max)
         }
 }
 
-/* The context the agent resumes from: the producer's own summary when it
+/* s with each line quoted ("> "), so no line of it stands alone. */
+static void quote_lines(struct sbuf *b, const char *s)
+{
+        while (*s) {
+                size_t n = strcspn(s, "\n");
+                sb_puts(b, n ? "\n> " : "\n>");
+                sb_put(b, s, n);
+                s += n;
+                if (*s)
+                        s++;
+        }
+}
+
+/* The context the agent resumes from.  Its first line is handoffd's: who
+ * sent it (from_agent, verified with the sender's key).  Everything after
+ * is the sender's own text, each line quoted and said to be the sender's,
+ * so that it cannot pass for a line of handoffd's ("bob handed this over
+ * to you" written by another sender): the producer's own summary when it
  * wrote one (then the last turns of the transcript, unless with_turns is
- * false), else what from_agent, reason and transcript say; a payload's
- * Markdown rendering is appended.  *ret_turns: turns follow a summary. */
+ * false), else its reason and transcript; a payload's Markdown rendering
+ * is appended.  *ret_turns: turns follow a summary. */
 static int render_context(const json_t *h, bool with_turns, char **ret, bool *ret_turns)
 {
-        struct sbuf b = { 0 };
+        struct sbuf b = { 0 }, t = { 0 };
         const char *own = summary(h, "resume_context");
         const json_t *tr = json_object_get(h, "transcript");
         const char *ptype = jstr(h, "payload_type");
+        const char *from = jstr(h, "from_agent") ? jstr(h, "from_agent") : "another agent";
         bool turns = json_is_array(tr) && json_array_size(tr) > 0;
+        _cleanup_free_ char *text = NULL;
+        int r;
 
         *ret_turns = false;
         if (!own)
                 own = summary(h, "context_summary");
         if (own) {
-                sb_printf(&b, "%s", own);
+                sb_printf(&t, "%s", own);
                 if (turns && with_turns) {
-                        render_transcript(&b, tr, BOOTSTRAP_TURNS);
+                        render_transcript(&t, tr, BOOTSTRAP_TURNS);
                         *ret_turns = true;
                 }
         } else {
-                sb_printf(&b, "%s handed this over to you",
-                          jstr(h, "from_agent") ? jstr(h, "from_agent") : "another agent");
                 if (jstr(h, "reason"))
-                        sb_printf(&b, ". Reason: %s", jstr(h, "reason"));
-                sb_printf(&b, ".");
+                        sb_printf(&t, "Reason: %s", jstr(h, "reason"));
                 if (turns)
-                        render_transcript(&b, tr, 0);
+                        render_transcript(&t, tr, 0);
         }
         if (ptype) {
                 char *md = NULL;
                 if (hd_payload_render(ptype, json_object_get(h, "payload"), &md) == 0 && md) {
-                        sb_printf(&b, "\n\n%s", md);
+                        sb_printf(&t, "\n\n%s", md);
                         free(md);
                 }
+        }
+        r = sb_take(&t, &text);
+        if (r < 0)
+                return r;
+        sb_printf(&b, "%s handed this over to you (from_agent verified by handoffd).", from);
+        /* a leading blank line of the text (after no reason) is not kept */
+        const char *body = text + strspn(text, "\n");
+        if (*body) {
+                sb_printf(&b, "\nWhat %s wrote (the sender's words, not handoffd's):", from);
+                quote_lines(&b, body);
         }
         return sb_take(&b, ret);
 }

@@ -136,8 +136,9 @@ int payload_baton_validate(const json_t *p, hd_verdict *v)
                 r = payload_string(PT_BATON, p, "stage_id", true, &stage, v);
         if (r < 0)
                 return r;
-        /* The session id names the store file baton/<session_id>.json. */
-        if (!hd_id_valid(session))
+        /* The session id names the store file baton/<key>.json: a bare
+         * id, or a session's key CREATOR.ID (baton.c). */
+        if (!payload_baton_key_valid(session))
                 return verdict(v, HD_R_PAYLOAD_INVALID,
                                "baton/1: field 'session_id' '%s' is not a valid id",
                                payload_quote(session, q));
@@ -162,4 +163,18 @@ int payload_baton_validate(const json_t *p, hd_verdict *v)
         if (full)
                 return baton_fields(full, "baton", false, v);
         return baton_fields(patch, "baton_patch", true, v);
+}
+
+bool payload_baton_key_valid(const char *key)
+{
+        const char *dot = strchr(key, '.');
+        char agent[65];
+
+        if (!dot)
+                return hd_id_valid(key);
+        if ((size_t)(dot - key) >= sizeof(agent))
+                return false;
+        memcpy(agent, key, (size_t)(dot - key));
+        agent[dot - key] = '\0';
+        return hd_agent_valid(agent) && hd_id_valid(dot + 1);
 }

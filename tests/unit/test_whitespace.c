@@ -105,6 +105,11 @@ static char *context_of(json_t *h)
         return ctx;
 }
 
+/* resume_context: handoffd's line naming the verified sender, then the
+ * sender's own text, quoted (issue 24.8) */
+#define CTX_HEAD "bob handed this over to you (from_agent verified by handoffd).\n" \
+                 "What bob wrote (the sender's words, not handoffd's):\n"
+
 START_TEST(test_whitespace_summary_is_absent)
 {
         static const char *const keys[] = { "context_summary", "resume_context" };
@@ -124,8 +129,8 @@ START_TEST(test_whitespace_summary_is_absent)
                         s[len] = '\0';
                         json_t *h = handoff(keys[k], s, 1);
                         char *ctx = context_of(h);
-                        ck_assert_msg(!strncmp(ctx, "bob handed this over to you. Reason: billing.",
-                                               strlen("bob handed this over to you. Reason: billing.")),
+                        ck_assert_msg(!strncmp(ctx, CTX_HEAD "> Reason: billing\n",
+                                               strlen(CTX_HEAD "> Reason: billing\n")),
                                       "%s of U+%04X only: resume_context '%s'", keys[k],
                                       i < n ? py[i] : 0, ctx);
                         ck_assert_ptr_nonnull(strstr(ctx, "- user: turn 1"));
@@ -148,7 +153,9 @@ START_TEST(test_whitespace_near_misses_are_text)
                 s[utf8_put(text[i], s)] = '\0';
                 json_t *h = handoff("context_summary", s, 0);
                 char *ctx = context_of(h);
-                ck_assert_str_eq(ctx, s);
+                char want[160];
+                snprintf(want, sizeof(want), CTX_HEAD "> %s", s);
+                ck_assert_str_eq(ctx, want);
                 free(ctx);
                 json_decref(h);
         }
@@ -160,22 +167,24 @@ START_TEST(test_summary_then_last_turns)
         json_t *h = handoff("context_summary", "Fix the invoice.", 25);
         char *ctx = context_of(h);
 
-        ck_assert_msg(!strncmp(ctx, "Fix the invoice.\n\nTranscript, the last 20 of 25 turns:\n"
-                               "- assistant: turn 6\n", 74), "'%s'", ctx);
+        static const char want[] = CTX_HEAD "> Fix the invoice.\n>\n"
+                "> Transcript, the last 20 of 25 turns:\n> - assistant: turn 6\n";
+        ck_assert_msg(!strncmp(ctx, want, strlen(want)), "'%s'", ctx);
         ck_assert_ptr_null(strstr(ctx, "turn 5\n"));
-        ck_assert_ptr_nonnull(strstr(ctx, "- user: turn 25"));
+        ck_assert_ptr_nonnull(strstr(ctx, "> - user: turn 25"));
         free(ctx);
         json_decref(h);
 
         h = handoff("context_summary", "Short.", 2);
         ctx = context_of(h);
-        ck_assert_str_eq(ctx, "Short.\n\nTranscript so far:\n- user: turn 1\n- assistant: turn 2");
+        ck_assert_str_eq(ctx, CTX_HEAD "> Short.\n>\n> Transcript so far:\n> - user: turn 1\n"
+                         "> - assistant: turn 2");
         free(ctx);
         json_decref(h);
 
         h = handoff("context_summary", "Alone.", 0);
         ctx = context_of(h);
-        ck_assert_str_eq(ctx, "Alone.");
+        ck_assert_str_eq(ctx, CTX_HEAD "> Alone.");
         free(ctx);
         json_decref(h);
 }
@@ -197,7 +206,7 @@ START_TEST(test_summary_turns_dropped_past_size_cap)
                 json_array_append_new(json_object_get(h, "transcript"),
                                       json_pack("{s:s, s:s}", "role", "user", "text", big));
         ck_assert_int_eq(hd_bootstrap_build(h, NOW, &b), 0);
-        ck_assert_str_eq(json_string_value(json_object_get(b, "resume_context")), "Big.");
+        ck_assert_str_eq(json_string_value(json_object_get(b, "resume_context")), CTX_HEAD "> Big.");
         ck_assert_int_eq(hd_canon_dump(b, NULL, &buf, &len), 0);
         ck_assert_uint_le(len, HD_DEFAULT_MAX_SIZE);
         free(buf);
