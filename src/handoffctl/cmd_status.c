@@ -223,7 +223,9 @@ static void print_text(json_t *st)
                 else
                         printf("  pending %s: %lld\n", ctl_esc(key), (long long)json_integer_value(v));
         if (json_is_null(pa))
-                printf("  pending per agent: not known (the daemon is not running; status reads no file)\n");
+                printf("  pending per agent: not known (%s; status reads no file)\n",
+                       json_is_true(json_object_get(d, "refused")) ? "the daemon was not asked"
+                                                                   : "the daemon is not running");
         if (json_is_integer(json_object_get(st, "oldest_pending_s")))
                 printf("oldest pending (for an agent served here): %s\n",
                        fmt_span(json_integer_value(json_object_get(st, "oldest_pending_s")),
