@@ -58,6 +58,31 @@ int spool_error(struct spool *sp, int err, const char *fmt, ...)
         return log_error_errno(err, "%s", msg);
 }
 
+/* A directory just created, and every directory above it up to as many
+ * levels as path has components (mkdir -p may have made them all): synced,
+ * else a power cut takes it, and all that is later put in it, away. */
+static int sync_created(int fd, const char *path)
+{
+        int cur = fd, r = 0;
+
+        for (const char *p = path; *p && r == 0; p++) {
+                if (p != path && !(p[0] != '/' && p[-1] == '/'))
+                        continue;
+                r = fsync_dir(cur);
+                int up = openat(cur, "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                if (cur != fd)
+                        close(cur);
+                if (up < 0)
+                        return -errno;
+                cur = up;
+        }
+        if (r == 0)
+                r = fsync_dir(cur);
+        if (cur != fd)
+                close(cur);
+        return r;
+}
+
 /* Open dirfd/path as a directory, creating it (and its parents) when
  * missing.  A directory we create gets exactly mode, whatever the umask:
  * the group write bit of handoff/ is what lets agents submit.  The last
@@ -85,6 +110,13 @@ static int open_dir_at(int dirfd, const char *path, mode_t mode, int *ret,
                 r = -errno;
                 close(fd);
                 return r;
+        }
+        if (created) {
+                r = sync_created(fd, path);
+                if (r < 0) {
+                        close(fd);
+                        return r;
+                }
         }
         *ret = fd;
         if (ret_created)
