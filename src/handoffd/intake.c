@@ -345,6 +345,12 @@ static int decide(struct spool *sp, struct item *it, int64_t now)
         if (r < 0)
                 return r;
         sp->dirty[SD_CLAIMED] = sp->dirty[SD_HANDOFF] = true;
+        /* The claimed item's bytes are the producer's, which a producer
+         * like gptme-voice's writer never syncs: synced before the claim
+         * is (spool_flush), or a power cut leaves an acknowledged claim
+         * empty.  When that fails it stays claimed; the sweep delivers. */
+        if (c->fsync && fsync(it->fd) < 0)
+                return -errno;
         /* claimed/<id>.json is the replay memory while it is there;
          * ids/<id> is written when it leaves (lifecycle.c). */
         sp->st.claimed++;
