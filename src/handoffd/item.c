@@ -166,7 +166,8 @@ static int archive(struct spool *sp, const char *id, const json_t *doc, json_t *
         /* Outcome first: an archived item always says how it ended.  And
          * the id is remembered before the item leaves claimed/, so a
          * replay is recognised at every moment. */
-        r = hd_write_atomic(sp->fd[SD_ARCHIVE], side, buf, len, 0640, false);
+        r = write_atomic(sp->fd[SD_ARCHIVE], side, buf, len, 0640,
+                         sp->cfg->fsync ? WRITE_SYNC_FILE : 0);
         if (r < 0)
                 return r;
         r = spool_id_mark(sp, id);
