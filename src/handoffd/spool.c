@@ -516,7 +516,8 @@ int spool_reject_from(struct spool *sp, enum spool_dir from, const char *name,
                 if (fstatat(sp->fd[SD_REJECTED], dst, &st, AT_SYMLINK_NOFOLLOW) == 0)
                         continue;
                 /* The reason first: an item in rejected/ always has one. */
-                r = hd_write_atomic(sp->fd[SD_REJECTED], rsn, buf, len, 0640, false);
+                r = write_atomic(sp->fd[SD_REJECTED], rsn, buf, len, 0640,
+                                 sp->cfg->fsync ? WRITE_SYNC_FILE : 0);
                 if (r < 0)
                         return r;
                 /* The id is remembered before the item shows in rejected/,
