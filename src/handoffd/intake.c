@@ -235,6 +235,10 @@ static int decide(struct spool *sp, struct item *it, int64_t now)
         r = hd_open_at(sp->fd[SD_HANDOFF], name, &it->fd, &v);
         if (r == -ENOENT)
                 return IO_GONE;
+        if (r == -EBADMSG && v.reason == HD_R_HARDLINK && spool_drop_claim_leftover(sp, name))
+                return IO_GONE;
+        if (r == -EBADMSG && v.reason == HD_R_HARDLINK && spool_drop_tmp_twin(sp, name))
+                r = hd_open_at(sp->fd[SD_HANDOFF], name, &it->fd, &v);
         if (r == -EBADMSG)
                 return decide_reject(sp, it, &v, false, now);
         if (r < 0)

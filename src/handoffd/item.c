@@ -252,6 +252,16 @@ static int item_state(struct spool *sp, const char *id, int fd, struct item_file
 
         f->id = id;
         r = hd_read_fd(fd, id, sp->cfg->max_file_size, &buf, &len, &f->v);
+        if (r == -EBADMSG && f->v.reason == HD_R_HARDLINK) {
+                /* Its other link a claim left in handoff/, or its archive:
+                 * not tampering. */
+                char name[NAME_MAX + 1];
+                if (spool_drop_archived_leftover(sp, id))
+                        return IS_GONE;
+                if (xsnprintf(name, sizeof(name), "%s.json", id) >= 0 &&
+                    spool_drop_claim_leftover(sp, name))
+                        r = hd_read_fd(fd, id, sp->cfg->max_file_size, &buf, &len, &f->v);
+        }
         if (r == -ENOENT)
                 return IS_GONE;         /* archived by another daemon since our open */
         if (r < 0 && r != -EBADMSG)

@@ -401,15 +401,110 @@ int spool_flush(struct spool *sp)
                         else if ((q = fsync_dir(sp->agents[i].handoffs_fd)) < 0 && r == 0)
                                 r = q;
                 }
-        for (int i = 0; i < _SD_MAX; i++)
-                if (sp->dirty[i]) {
+        /* A move is a change in two directories: the one it goes to is
+         * synced before the one it leaves (claims leave handoff/ for
+         * claimed/, claimed/ is left for archive/ and rejected/), so a
+         * power cut between the two leaves the item in both, never in
+         * neither. */
+        for (int round = 0; round < 3; round++) {
+                for (int i = 0; i < _SD_MAX; i++) {
+                        int want = i == SD_HANDOFF ? 2 : i == SD_CLAIMED ? 1 : 0;
+                        if (want != round || !sp->dirty[i])
+                                continue;
                         sp->dirty[i] = false;
                         if (sp->cfg->fsync)
                                 fds[n++] = sp->fd[i];
                 }
-        if (n > 0 && (q = fsync_many_at(fds, NULL, n, rets)) < 0 && r == 0)
-                r = q;
+                if (n > 0 && (q = fsync_many_at(fds, NULL, n, rets)) < 0 && r == 0)
+                        r = q;
+                n = 0;
+        }
         return r;
+}
+
+bool spool_drop_claim_leftover(struct spool *sp, const char *name)
+{
+        struct stat a, b;
+
+        if (fstatat(sp->fd[SD_HANDOFF], name, &a, AT_SYMLINK_NOFOLLOW) < 0 ||
+            fstatat(sp->fd[SD_CLAIMED], name, &b, AT_SYMLINK_NOFOLLOW) < 0 ||
+            !S_ISREG(a.st_mode) || a.st_dev != b.st_dev || a.st_ino != b.st_ino)
+                return false;
+        if (unlinkat(sp->fd[SD_HANDOFF], name, 0) < 0)
+                return false;
+        log_info("Removed handoff/%s, left beside its claim by a power cut", name);
+        if (sp->cfg->fsync)
+                (void) fsync_dir(sp->fd[SD_HANDOFF]);
+        return true;
+}
+
+bool spool_drop_archived_leftover(struct spool *sp, const char *id)
+{
+        char name[NAME_MAX + 1], mname[NAME_MAX + 1], buf[4096];
+        struct stat a, b;
+        const char *as;
+        json_t *m;
+        ssize_t n;
+        bool done = false;
+        int fd;
+
+        if (xsnprintf(name, sizeof(name), "%s.json", id) < 0 ||
+            layout_suffixed(id, LAYOUT_DELIVERED, mname, sizeof(mname)) < 0)
+                return false;
+        fd = openat(sp->fd[SD_CLAIMED], mname, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+        if (fd < 0)
+                return false;
+        n = read(fd, buf, sizeof(buf) - 1);
+        close(fd);
+        if (n <= 0)
+                return false;
+        buf[n] = '\0';
+        m = json_loads(buf, 0, NULL);
+        as = json_string_value(json_object_get(m, "archive_as"));
+        if (as && hd_name_safe(as) &&
+            fstatat(sp->fd[SD_CLAIMED], name, &a, AT_SYMLINK_NOFOLLOW) == 0 &&
+            fstatat(sp->fd[SD_ARCHIVE], as, &b, AT_SYMLINK_NOFOLLOW) == 0 &&
+            S_ISREG(a.st_mode) && a.st_dev == b.st_dev && a.st_ino == b.st_ino &&
+            unlinkat(sp->fd[SD_CLAIMED], name, 0) == 0) {
+                unlinkat(sp->fd[SD_CLAIMED], mname, 0);
+                log_info("Removed claimed/%s, left beside its archive by a power cut", name);
+                if (sp->cfg->fsync)
+                        (void) fsync_dir(sp->fd[SD_CLAIMED]);
+                done = true;
+        }
+        json_decref(m);
+        return done;
+}
+
+bool spool_drop_tmp_twin(struct spool *sp, const char *name)
+{
+        struct stat a, b;
+        struct dirent *de;
+        bool done = false;
+        DIR *d;
+        int fd;
+
+        if (fstatat(sp->fd[SD_HANDOFF], name, &a, AT_SYMLINK_NOFOLLOW) < 0 ||
+            !S_ISREG(a.st_mode) || a.st_nlink != 2)
+                return false;
+        fd = openat(sp->fd[SD_TMP], ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+                return false;
+        d = fdopendir(fd);
+        if (!d) {
+                close(fd);
+                return false;
+        }
+        while (!done && (de = readdir(d)))
+                if (de->d_ino == a.st_ino &&
+                    fstatat(sp->fd[SD_TMP], de->d_name, &b, AT_SYMLINK_NOFOLLOW) == 0 &&
+                    b.st_dev == a.st_dev && b.st_ino == a.st_ino &&
+                    unlinkat(sp->fd[SD_TMP], de->d_name, 0) == 0)
+                        done = true;
+        closedir(d);
+        if (done && sp->cfg->fsync)
+                (void) fsync_dir(sp->fd[SD_TMP]);
+        return done;
 }
 
 bool spool_exists_at(int dirfd, const char *name)
