@@ -81,7 +81,9 @@ static int write_marker(struct spool *sp, const char *mname, json_t *m)
         r = hd_canon_dump(m, NULL, &buf, &len);
         if (r < 0)
                 return r;
-        r = hd_write_atomic(sp->fd[SD_CLAIMED], mname, buf, len, 0640, false);
+        /* Synced (fsync = yes): it holds the outcome an interrupted
+         * expiry must end with, once its bootstrap is gone. */
+        r = hd_write_atomic(sp->fd[SD_CLAIMED], mname, buf, len, 0640, sp->cfg->fsync);
         if (r == 0)
                 sp->dirty[SD_CLAIMED] = true;
         return r;
