@@ -387,6 +387,14 @@ static int act_publish(struct spool *sp, struct item_files *f, int64_t now)
         return spool_flush(sp);
 }
 
+/* The bootstrap's taking (a consumer's, which may not sync it, or the
+ * expiry's rename) on disk before the item is archived: else a power cut
+ * brings the bootstrap back beside an archived item. */
+static int sync_taken(struct spool *sp, struct agent_rt *a)
+{
+        return sp->cfg->fsync ? fsync_dir(a->handoffs_fd) : 0;
+}
+
 /* An expiry that was cut short: finish it. */
 static int act_archive_expired(struct spool *sp, struct item_files *f, int64_t now)
 {
@@ -394,6 +402,8 @@ static int act_archive_expired(struct spool *sp, struct item_files *f, int64_t n
 
         if (f->files & F_BOOT)
                 unlinkat(f->a->handoffs_fd, f->bname, 0);
+        if ((r = sync_taken(sp, f->a)) < 0)
+                return r;
         r = archive(sp, f->id, f->doc, f->marker, f->mname, "expired", now);
         if (r >= 0)
                 unlinkat(f->a->handoffs_fd, f->xname, 0);
@@ -406,6 +416,9 @@ static int act_archive_consumed(struct spool *sp, struct item_files *f, int64_t 
                 deadline_note(&sp->deadline, now + BUSY_RETRY_USEC);
                 return 0;
         }
+        int r = sync_taken(sp, f->a);
+        if (r < 0)
+                return r;
         return archive(sp, f->id, f->doc, f->marker, f->mname, "consumed", now);
 }
 
@@ -425,8 +438,12 @@ static int act_wait_or_expire(struct spool *sp, struct item_files *f, int64_t no
         if (renameat(a->handoffs_fd, f->bname, a->handoffs_fd, f->xname) < 0) {
                 if (errno != ENOENT)
                         return -errno;
+                if ((r = sync_taken(sp, a)) < 0)
+                        return r;
                 return archive(sp, f->id, f->doc, f->marker, f->mname, "consumed", now);
         }
+        if ((r = sync_taken(sp, a)) < 0)
+                return r;
         r = archive(sp, f->id, f->doc, f->marker, f->mname, "expired", now);
         if (r < 0)
                 return r;       /* .expire.NAME tells the retry */
