@@ -81,11 +81,17 @@ static int write_marker(struct spool *sp, const char *mname, json_t *m)
         r = hd_canon_dump(m, NULL, &buf, &len);
         if (r < 0)
                 return r;
-        /* Synced (fsync = yes): it holds the outcome an interrupted
-         * expiry must end with, once its bootstrap is gone. */
-        r = hd_write_atomic(sp->fd[SD_CLAIMED], mname, buf, len, 0640, sp->cfg->fsync);
-        if (r == 0)
+        /* On disk (fsync = yes) before anything else happens: it holds the
+         * outcome an interrupted expiry must end with, once its bootstrap
+         * is gone.  claimed/ synced through spool_flush(), which syncs the
+         * directories earlier moves went to first. */
+        r = write_atomic(sp->fd[SD_CLAIMED], mname, buf, len, 0640,
+                         sp->cfg->fsync ? WRITE_SYNC_FILE : 0);
+        if (r == 0) {
                 sp->dirty[SD_CLAIMED] = true;
+                if (sp->cfg->fsync)
+                        r = spool_flush(sp);
+        }
         return r;
 }
 

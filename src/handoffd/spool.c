@@ -433,8 +433,8 @@ bool spool_drop_claim_leftover(struct spool *sp, const char *name)
         if (unlinkat(sp->fd[SD_HANDOFF], name, 0) < 0)
                 return false;
         log_info("Removed handoff/%s, left beside its claim by a power cut", name);
-        if (sp->cfg->fsync)
-                (void) fsync_dir(sp->fd[SD_HANDOFF]);
+        sp->dirty[SD_HANDOFF] = true;
+        (void) spool_flush(sp);
         return true;
 }
 
@@ -468,8 +468,8 @@ bool spool_drop_archived_leftover(struct spool *sp, const char *id)
             unlinkat(sp->fd[SD_CLAIMED], name, 0) == 0) {
                 unlinkat(sp->fd[SD_CLAIMED], mname, 0);
                 log_info("Removed claimed/%s, left beside its archive by a power cut", name);
-                if (sp->cfg->fsync)
-                        (void) fsync_dir(sp->fd[SD_CLAIMED]);
+                sp->dirty[SD_CLAIMED] = true;
+                (void) spool_flush(sp);
                 done = true;
         }
         json_decref(m);
@@ -502,8 +502,10 @@ bool spool_drop_tmp_twin(struct spool *sp, const char *name)
                     unlinkat(sp->fd[SD_TMP], de->d_name, 0) == 0)
                         done = true;
         closedir(d);
-        if (done && sp->cfg->fsync)
-                (void) fsync_dir(sp->fd[SD_TMP]);
+        if (done) {
+                sp->dirty[SD_TMP] = true;
+                (void) spool_flush(sp);
+        }
         return done;
 }
 
