@@ -24,4 +24,4 @@ check: $(POWERCUTFS)
 .PHONY: powercut
 powercut: deps
 	@$(MAKE) --no-print-directory all $(POWERCUTFS)
-	@$(CHECK_ENV) python3 -B tests/e2e/test_powercut.py
+	@$(CHECK_ENV) HD_POWERCUT_ENFORCE=1 python3 -B tests/e2e/test_powercut.py

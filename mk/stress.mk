@@ -36,7 +36,7 @@ stress: deps
 	echo "== stress: relay through a 3-node cluster, 5,000 items, stream leader SIGKILLed"; \
 	$(STRESS_ENV) HD_RELAY_CLUSTER_N=5000 python3 -B tests/e2e/test_relay_cluster.py || rc=1; \
 	echo "== stress: power cuts, $(STRESS_CYCLES) cuts (powercutfs, fsync = yes)"; \
-	$(STRESS_ENV) HD_POWERCUT_CUTS=$(STRESS_CYCLES) python3 -B tests/e2e/test_powercut.py || rc=1; \
+	$(STRESS_ENV) HD_POWERCUT_CUTS=$(STRESS_CYCLES) HD_POWERCUT_ENFORCE=1 python3 -B tests/e2e/test_powercut.py || rc=1; \
 	echo "== stress: hostile spool"; \
 	$(STRESS_ENV) python3 -B tests/e2e/test_hostile.py || rc=1; \
 	if [ $$rc -eq 0 ]; then echo "stress: all passed"; else echo "stress: FAILED (see above)"; fi; \
