@@ -364,8 +364,8 @@ int hd_deliver_profile(int state_dirfd, const json_t *doc,
 
 /* ---- consume ---------------------------------------------------------- */
 
-/* How a consumer checks a bootstrap.  Always: source "voice_handoff", a
- * non-empty resume_context, accepted_at within resume_window_s of now, and
+/* How a consumer checks a bootstrap.  Always: protocol_version 1, source
+ * "voice_handoff", a non-empty resume_context, accepted_at within resume_window_s of now, and
  * a handoff_id that is valid and whose bootstrap name is the file's name.
  * With lookup (proof of origin required): the member "handoff" must be
  * there and pass hd_verify() with lookup at the bootstrap's accepted_at

@@ -1,9 +1,9 @@
 # mk/stress.mk: the long runs of the robustness harnesses (issue 7).
 # Included by the top Makefile.  make check runs the same scripts short.
 #
-#   make stress                       200 kill cycles, 10,000 racing items, longer faults,
-#                                     5,000 relayed items through a 3-node cluster,
-#                                     500 receipts of mixed outcomes
+#   make stress                       200 kill cycles, 200 power cuts, 10,000 racing items,
+#                                     longer faults, 5,000 relayed items through a 3-node
+#                                     cluster, 500 receipts of mixed outcomes
 #   make stress STRESS_CYCLES=1000 STRESS_N=50000 [SANITIZE=1]
 #
 # Each harness prints its figures; every harness runs even when one fails,
@@ -19,7 +19,7 @@ STRESS_ENV = HD_BUILD=$(CURDIR)/$(B) HD_SRC=$(CURDIR) SANITIZE=$(SANITIZE) \
 
 .PHONY: stress
 stress: deps
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory all $(POWERCUTFS)
 	@rc=0; \
 	echo "== stress: crash, $(STRESS_CYCLES) SIGKILL cycles"; \
 	$(STRESS_ENV) HD_CRASH_CYCLES=$(STRESS_CYCLES) HD_CRASH_MAX_RUN=1.5 \
@@ -38,6 +38,8 @@ stress: deps
 	$(STRESS_ENV) HD_RELAY_CLUSTER_N=5000 python3 -B tests/e2e/test_relay_cluster.py || rc=1; \
 	echo "== stress: receipts, 500 relayed handoffs of mixed outcomes"; \
 	$(STRESS_ENV) HD_RECEIPT_N=500 python3 -B tests/e2e/test_receipts.py || rc=1; \
+	echo "== stress: power cuts, $(STRESS_CYCLES) cuts (powercutfs, fsync = yes)"; \
+	$(STRESS_ENV) HD_POWERCUT_CUTS=$(STRESS_CYCLES) HD_POWERCUT_ENFORCE=1 python3 -B tests/e2e/test_powercut.py || rc=1; \
 	echo "== stress: hostile spool"; \
 	$(STRESS_ENV) python3 -B tests/e2e/test_hostile.py || rc=1; \
 	if [ $$rc -eq 0 ]; then echo "stress: all passed"; else echo "stress: FAILED (see above)"; fi; \

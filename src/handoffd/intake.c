@@ -239,6 +239,10 @@ static int decide(struct spool *sp, struct item *it, int64_t now)
         r = hd_open_at(sp->fd[SD_HANDOFF], name, &it->fd, &v);
         if (r == -ENOENT)
                 return IO_GONE;
+        if (r == -EBADMSG && v.reason == HD_R_HARDLINK && spool_drop_claim_leftover(sp, name))
+                return IO_GONE;
+        if (r == -EBADMSG && v.reason == HD_R_HARDLINK && spool_drop_tmp_twin(sp, name))
+                r = hd_open_at(sp->fd[SD_HANDOFF], name, &it->fd, &v);
         if (r == -EBADMSG)
                 return decide_reject(sp, it, &v, false, now);
         if (r < 0)
@@ -359,6 +363,12 @@ static int decide(struct spool *sp, struct item *it, int64_t now)
         if (r < 0)
                 return r;
         sp->dirty[SD_CLAIMED] = sp->dirty[SD_HANDOFF] = true;
+        /* The claimed item's bytes are the producer's, which a producer
+         * like gptme-voice's writer never syncs: synced before the claim
+         * is (spool_flush), or a power cut leaves an acknowledged claim
+         * empty.  When that fails it stays claimed; the sweep delivers. */
+        if (c->fsync && fsync(it->fd) < 0)
+                return -errno;
         /* Verified: the sweep need only see that these bytes are still
          * the item's, not verify them again (item.c). */
         verified_claimed(sp, it->id, it->fd, buf, len, it->doc);

@@ -83,9 +83,17 @@ static int write_marker(struct spool *sp, const char *mname, json_t *m)
         r = hd_canon_dump(m, NULL, &buf, &len);
         if (r < 0)
                 return r;
-        r = hd_write_atomic(sp->fd[SD_CLAIMED], mname, buf, len, 0640, false);
-        if (r == 0)
+        /* On disk (fsync = yes) before anything else happens: it holds the
+         * outcome an interrupted expiry must end with, once its bootstrap
+         * is gone.  claimed/ synced through spool_flush(), which syncs the
+         * directories earlier moves went to first. */
+        r = write_atomic(sp->fd[SD_CLAIMED], mname, buf, len, 0640,
+                         sp->cfg->fsync ? WRITE_SYNC_FILE : 0);
+        if (r == 0) {
                 sp->dirty[SD_CLAIMED] = true;
+                if (sp->cfg->fsync)
+                        r = spool_flush(sp);
+        }
         return r;
 }
 
@@ -168,7 +176,8 @@ static int archive(struct spool *sp, const char *id, const json_t *doc, json_t *
         /* Outcome first: an archived item always says how it ended.  And
          * the id is remembered before the item leaves claimed/, so a
          * replay is recognised at every moment. */
-        r = hd_write_atomic(sp->fd[SD_ARCHIVE], side, buf, len, 0640, false);
+        r = write_atomic(sp->fd[SD_ARCHIVE], side, buf, len, 0640,
+                         sp->cfg->fsync ? WRITE_SYNC_FILE : 0);
         if (r < 0)
                 return r;
         r = spool_id_mark(sp, id);
@@ -270,6 +279,19 @@ static int item_state_files(struct spool *sp, const char *id, int fd, struct ite
         if (lseek(fd, 0, SEEK_SET) < 0)
                 return -errno;
         r = read_fd_stat(fd, &st, id, sp->cfg->max_file_size, &buf, &len, &f->v);
+        if (r == -EBADMSG && f->v.reason == HD_R_HARDLINK) {
+                /* Its other link a claim left in handoff/, or its archive:
+                 * not tampering. */
+                char name[NAME_MAX + 1];
+                if (spool_drop_archived_leftover(sp, id))
+                        return IS_GONE;
+                if (xsnprintf(name, sizeof(name), "%s.json", id) >= 0 &&
+                    spool_drop_claim_leftover(sp, name)) {
+                        if (fstat(fd, &st) < 0)
+                                return -errno;
+                        r = read_fd_stat(fd, &st, id, sp->cfg->max_file_size, &buf, &len, &f->v);
+                }
+        }
         if (r == -ENOENT)
                 return IS_GONE;         /* archived by another daemon since our open */
         if (r < 0 && r != -EBADMSG)
@@ -422,6 +444,14 @@ static int act_publish(struct spool *sp, struct item_files *f, int64_t now)
         return spool_flush(sp);
 }
 
+/* The bootstrap's taking (a consumer's, which may not sync it, or the
+ * expiry's rename) on disk before the item is archived: else a power cut
+ * brings the bootstrap back beside an archived item. */
+static int sync_taken(struct spool *sp, struct agent_rt *a)
+{
+        return sp->cfg->fsync ? fsync_dir(a->handoffs_fd) : 0;
+}
+
 /* An expiry that was cut short: finish it. */
 static int act_archive_expired(struct spool *sp, struct item_files *f, int64_t now)
 {
@@ -429,6 +459,8 @@ static int act_archive_expired(struct spool *sp, struct item_files *f, int64_t n
 
         if (f->files & F_BOOT)
                 unlinkat(f->a->handoffs_fd, f->bname, 0);
+        if ((r = sync_taken(sp, f->a)) < 0)
+                return r;
         r = archive(sp, f->id, f->doc, f->marker, f->mname, "expired", now);
         if (r >= 0)
                 unlinkat(f->a->handoffs_fd, f->xname, 0);
@@ -441,6 +473,9 @@ static int act_archive_consumed(struct spool *sp, struct item_files *f, int64_t 
                 deadline_note(&sp->deadline, now + BUSY_RETRY_USEC);
                 return 0;
         }
+        int r = sync_taken(sp, f->a);
+        if (r < 0)
+                return r;
         return archive(sp, f->id, f->doc, f->marker, f->mname, "consumed", now);
 }
 
@@ -460,8 +495,12 @@ static int act_wait_or_expire(struct spool *sp, struct item_files *f, int64_t no
         if (renameat(a->handoffs_fd, f->bname, a->handoffs_fd, f->xname) < 0) {
                 if (errno != ENOENT)
                         return -errno;
+                if ((r = sync_taken(sp, a)) < 0)
+                        return r;
                 return archive(sp, f->id, f->doc, f->marker, f->mname, "consumed", now);
         }
+        if ((r = sync_taken(sp, a)) < 0)
+                return r;
         r = archive(sp, f->id, f->doc, f->marker, f->mname, "expired", now);
         if (r < 0)
                 return r;       /* .expire.NAME tells the retry */

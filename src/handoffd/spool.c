@@ -58,6 +58,31 @@ int spool_error(struct spool *sp, int err, const char *fmt, ...)
         return log_error_errno(err, "%s", msg);
 }
 
+/* A directory just created, and every directory above it up to as many
+ * levels as path has components (mkdir -p may have made them all): synced,
+ * else a power cut takes it, and all that is later put in it, away. */
+static int sync_created(int fd, const char *path)
+{
+        int cur = fd, r = 0;
+
+        for (const char *p = path; *p && r == 0; p++) {
+                if (p != path && !(p[0] != '/' && p[-1] == '/'))
+                        continue;
+                r = fsync_dir(cur);
+                int up = openat(cur, "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                if (cur != fd)
+                        close(cur);
+                if (up < 0)
+                        return -errno;
+                cur = up;
+        }
+        if (r == 0)
+                r = fsync_dir(cur);
+        if (cur != fd)
+                close(cur);
+        return r;
+}
+
 /* Open dirfd/path as a directory, creating it (and its parents) when
  * missing.  A directory we create gets exactly mode, whatever the umask:
  * the group write bit of handoff/ is what lets agents submit.  The last
@@ -85,6 +110,13 @@ static int open_dir_at(int dirfd, const char *path, mode_t mode, int *ret,
                 r = -errno;
                 close(fd);
                 return r;
+        }
+        if (created) {
+                r = sync_created(fd, path);
+                if (r < 0) {
+                        close(fd);
+                        return r;
+                }
         }
         *ret = fd;
         if (ret_created)
@@ -511,15 +543,112 @@ int spool_flush(struct spool *sp)
                         else if ((q = fsync_dir(sp->agents[i].handoffs_fd)) < 0 && r == 0)
                                 r = q;
                 }
-        for (int i = 0; i < _SD_MAX; i++)
-                if (sp->dirty[i]) {
+        /* A move is a change in two directories: the one it goes to is
+         * synced before the one it leaves (claims leave handoff/ for
+         * claimed/, claimed/ is left for archive/ and rejected/), so a
+         * power cut between the two leaves the item in both, never in
+         * neither. */
+        for (int round = 0; round < 3; round++) {
+                for (int i = 0; i < _SD_MAX; i++) {
+                        int want = i == SD_HANDOFF ? 2 : i == SD_CLAIMED ? 1 : 0;
+                        if (want != round || !sp->dirty[i])
+                                continue;
                         sp->dirty[i] = false;
                         if (sp->cfg->fsync)
                                 fds[n++] = sp->fd[i];
                 }
-        if (n > 0 && (q = fsync_many_at(fds, NULL, n, rets)) < 0 && r == 0)
-                r = q;
+                if (n > 0 && (q = fsync_many_at(fds, NULL, n, rets)) < 0 && r == 0)
+                        r = q;
+                n = 0;
+        }
         return r;
+}
+
+bool spool_drop_claim_leftover(struct spool *sp, const char *name)
+{
+        struct stat a, b;
+
+        if (fstatat(sp->fd[SD_HANDOFF], name, &a, AT_SYMLINK_NOFOLLOW) < 0 ||
+            fstatat(sp->fd[SD_CLAIMED], name, &b, AT_SYMLINK_NOFOLLOW) < 0 ||
+            !S_ISREG(a.st_mode) || a.st_dev != b.st_dev || a.st_ino != b.st_ino)
+                return false;
+        if (unlinkat(sp->fd[SD_HANDOFF], name, 0) < 0)
+                return false;
+        log_info("Removed handoff/%s, left beside its claim by a power cut", name);
+        sp->dirty[SD_HANDOFF] = true;
+        (void) spool_flush(sp);
+        return true;
+}
+
+bool spool_drop_archived_leftover(struct spool *sp, const char *id)
+{
+        char name[NAME_MAX + 1], mname[NAME_MAX + 1], buf[4096];
+        struct stat a, b;
+        const char *as;
+        json_t *m;
+        ssize_t n;
+        bool done = false;
+        int fd;
+
+        if (xsnprintf(name, sizeof(name), "%s.json", id) < 0 ||
+            layout_suffixed(id, LAYOUT_DELIVERED, mname, sizeof(mname)) < 0)
+                return false;
+        fd = openat(sp->fd[SD_CLAIMED], mname, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+        if (fd < 0)
+                return false;
+        n = read(fd, buf, sizeof(buf) - 1);
+        close(fd);
+        if (n <= 0)
+                return false;
+        buf[n] = '\0';
+        m = json_loads(buf, 0, NULL);
+        as = json_string_value(json_object_get(m, "archive_as"));
+        if (as && hd_name_safe(as) &&
+            fstatat(sp->fd[SD_CLAIMED], name, &a, AT_SYMLINK_NOFOLLOW) == 0 &&
+            fstatat(sp->fd[SD_ARCHIVE], as, &b, AT_SYMLINK_NOFOLLOW) == 0 &&
+            S_ISREG(a.st_mode) && a.st_dev == b.st_dev && a.st_ino == b.st_ino &&
+            unlinkat(sp->fd[SD_CLAIMED], name, 0) == 0) {
+                unlinkat(sp->fd[SD_CLAIMED], mname, 0);
+                log_info("Removed claimed/%s, left beside its archive by a power cut", name);
+                sp->dirty[SD_CLAIMED] = true;
+                (void) spool_flush(sp);
+                done = true;
+        }
+        json_decref(m);
+        return done;
+}
+
+bool spool_drop_tmp_twin(struct spool *sp, const char *name)
+{
+        struct stat a, b;
+        struct dirent *de;
+        bool done = false;
+        DIR *d;
+        int fd;
+
+        if (fstatat(sp->fd[SD_HANDOFF], name, &a, AT_SYMLINK_NOFOLLOW) < 0 ||
+            !S_ISREG(a.st_mode) || a.st_nlink != 2)
+                return false;
+        fd = openat(sp->fd[SD_TMP], ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+                return false;
+        d = fdopendir(fd);
+        if (!d) {
+                close(fd);
+                return false;
+        }
+        while (!done && (de = readdir(d)))
+                if (de->d_ino == a.st_ino &&
+                    fstatat(sp->fd[SD_TMP], de->d_name, &b, AT_SYMLINK_NOFOLLOW) == 0 &&
+                    b.st_dev == a.st_dev && b.st_ino == a.st_ino &&
+                    unlinkat(sp->fd[SD_TMP], de->d_name, 0) == 0)
+                        done = true;
+        closedir(d);
+        if (done) {
+                sp->dirty[SD_TMP] = true;
+                (void) spool_flush(sp);
+        }
+        return done;
 }
 
 bool spool_exists_at(int dirfd, const char *name)
@@ -640,7 +769,8 @@ int spool_reject_from(struct spool *sp, enum spool_dir from, const char *name,
                 if (fstatat(sp->fd[SD_REJECTED], dst, &st, AT_SYMLINK_NOFOLLOW) == 0)
                         continue;
                 /* The reason first: an item in rejected/ always has one. */
-                r = hd_write_atomic(sp->fd[SD_REJECTED], rsn, buf, len, 0640, false);
+                r = write_atomic(sp->fd[SD_REJECTED], rsn, buf, len, 0640,
+                                 sp->cfg->fsync ? WRITE_SYNC_FILE : 0);
                 if (r < 0)
                         return r;
                 /* The id is remembered before the item shows in rejected/,

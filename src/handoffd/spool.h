@@ -130,6 +130,19 @@ int spool_set_config(struct spool *sp, struct config *cfg);
 struct agent_rt *spool_agent(struct spool *sp, const char *name);
 
 /* Is there an entry name in dirfd (not followed)? */
+/* handoff/NAME and claimed/NAME are one inode (a claim's two directories
+ * not both synced before a power cut): the handoff/ name is removed, and
+ * synced with fsync = yes.  True when it was. */
+bool spool_drop_claim_leftover(struct spool *sp, const char *name);
+/* claimed/<id>.json and archive/<the marker's archive_as> are one inode
+ * (an archiving's two directories not both synced before a power cut):
+ * the archive stands, the claimed/ name and the marker are removed.  True
+ * when they were. */
+bool spool_drop_archived_leftover(struct spool *sp, const char *id);
+/* handoff/NAME has a second link in tmp/ (a producer's rename whose
+ * two directories were not both synced before a power cut): the tmp/ one
+ * is removed.  True when it was. */
+bool spool_drop_tmp_twin(struct spool *sp, const char *name);
 bool spool_exists_at(int dirfd, const char *name);
 
 /* Every name currently in directory d, into set (a JSON object used as an

@@ -42,6 +42,11 @@ static int consume_check(const json_t *b, const char *name, const hd_consume_opt
 
         if (!src || strcmp(src, "voice_handoff") || !ctx || !*ctx)
                 return verdict(v, HD_R_MISSING_FIELD, "%s: no source voice_handoff or no resume_context", name);
+        /* As the real consumer: protocol_version 1 (1.0 compares equal
+         * there too); another version is a format this reader does not know. */
+        if (!json_is_number(json_object_get(b, "protocol_version")) ||
+            json_number_value(json_object_get(b, "protocol_version")) != 1.0)
+                return verdict(v, HD_R_BAD_VERSION, "%s: protocol_version is not 1", name);
         /* Missing or invalid accepted_at is a refusal, never "fresh". */
         if (!at || hd_time_parse(at, &t) < 0)
                 return verdict(v, HD_R_BAD_TIMESTAMP, "%s: no valid accepted_at", name);

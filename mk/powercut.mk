@@ -1,0 +1,27 @@
+# mk/powercut.mk: the power-cut harness (issue 26).  Included by the top
+# Makefile.
+#
+#   make powercut        the short power-cut run (tests/e2e/test_powercut.py);
+#                        its last line: powercut: N cuts, N handoffs, lost N, twice N, left N
+#   make stress          runs the long one (mk/stress.mk)
+#
+# tests/powercut/powercutfs.c is a FUSE file system (libfuse3) that forgets,
+# on command, everything not synced: see its header for the model.
+
+POWERCUTFS := $(B)/tests/powercutfs
+FUSE_CFLAGS := $(shell $(PKG_CONFIG) --cflags fuse3 2>/dev/null)
+FUSE_LIBS   := $(shell $(PKG_CONFIG) --libs fuse3 2>/dev/null)
+
+$(POWERCUTFS): tests/powercut/powercutfs.c mk/powercut.mk
+	@mkdir -p $(@D)
+	$(quiet) CC $<
+	$(Q)$(CC) $(filter-out -fPIC,$(HD_CFLAGS)) $(FUSE_CFLAGS) $(CFLAGS) $(HD_LDFLAGS) $(LDFLAGS) \
+		-o $@ $< $(FUSE_LIBS)
+
+# make check runs the power-cut tests too: they need the harness built.
+check: $(POWERCUTFS)
+
+.PHONY: powercut
+powercut: deps
+	@$(MAKE) --no-print-directory all $(POWERCUTFS)
+	@$(CHECK_ENV) HD_POWERCUT_ENFORCE=1 python3 -B tests/e2e/test_powercut.py

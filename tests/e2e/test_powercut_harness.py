@@ -1,0 +1,153 @@
+#!/usr/bin/env python3
+"""The power-cut harness checked before anything is proven with it (issue
+26): tests/powercut/powercutfs must lose exactly what was not synced.
+
+Each case writes through the mount as a program would, cuts the power,
+mounts the backing directory again and reads what the "disk" kept:
+- a rename whose directories were not synced is lost; one followed by an
+  fsync of both directories is kept;
+- a rename where only the destination was synced leaves the name in both
+  directories (the strict model: two changes, one per directory);
+- bytes written without fsync are lost (the old bytes come back); with an
+  fsync they are kept;
+- a new file synced, its directory not: gone; its directory synced, the file
+  not: there, empty;
+- an unlink not synced comes back; an unlink synced stays gone.
+Skipped (passes, says why) where FUSE cannot be mounted."""
+
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.environ.get("HD_SRC", "."), "tests", "py"))
+sys.path.insert(0, os.path.join(os.environ.get("HD_SRC", "."), "tests", "powercut"))
+import hdtest  # noqa: E402
+import pcfs  # noqa: E402
+
+
+def fsync_path(p):
+    fd = os.open(p, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write(p, data, sync):
+    with open(p, "wb") as f:
+        f.write(data)
+        f.flush()
+        if sync:
+            os.fsync(f.fileno())
+
+
+def read(p):
+    try:
+        with open(p, "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        return None
+
+
+def main():
+    why = pcfs.unusable()
+    if why:
+        print(f"skipped: {why}")
+        return
+    print(f"model: {pcfs.MODEL}")
+    with hdtest.tmpdir() as d:
+        disk, mnt = os.path.join(d, "disk"), os.path.join(d, "mnt")
+        log = open(os.path.join(d, "fs.log"), "w+")
+        fs = [pcfs.Mount(disk, mnt, log=log)]
+
+        def cut():
+            fs[0].cut()
+            fs[0].unmount()
+            fs[0] = pcfs.Mount(disk, mnt, log=log)
+
+        try:
+            M = lambda *p: os.path.join(mnt, *p)  # noqa: E731
+
+            # A durable start: a/ and b/ exist, a/f holds v1.
+            os.mkdir(M("a"))
+            os.mkdir(M("b"))
+            write(M("a", "f"), b"v1", sync=True)
+            fsync_path(M("a"))
+            fsync_path(M("b"))
+            fsync_path(mnt)
+            cut()
+            hdtest.expect(read(M("a", "f")) == b"v1", "synced file and directories survive a cut", True)
+
+            os.rename(M("a", "f"), M("b", "f"))
+            cut()
+            hdtest.expect(read(M("a", "f")) == b"v1" and read(M("b", "f")) is None,
+                          f"a rename without a directory fsync is lost (a/f {read(M('a', 'f'))!r}, "
+                          f"b/f {read(M('b', 'f'))!r})", True)
+
+            os.rename(M("a", "f"), M("b", "f"))
+            fsync_path(M("b"))
+            fsync_path(M("a"))
+            cut()
+            hdtest.expect(read(M("a", "f")) is None and read(M("b", "f")) == b"v1",
+                          f"a rename followed by an fsync of both directories is kept "
+                          f"(a/f {read(M('a', 'f'))!r}, b/f {read(M('b', 'f'))!r})", True)
+
+            os.rename(M("b", "f"), M("a", "f"))
+            fsync_path(M("a"))
+            cut()
+            hdtest.expect(read(M("a", "f")) == b"v1" and read(M("b", "f")) == b"v1",
+                          "a rename with only the destination synced leaves the name in both "
+                          f"(a/f {read(M('a', 'f'))!r}, b/f {read(M('b', 'f'))!r})", True)
+            os.unlink(M("b", "f"))
+            fsync_path(M("b"))
+
+            write(M("a", "f"), b"v2 unsynced", sync=False)
+            hdtest.expect(read(M("a", "f")) == b"v2 unsynced", "the mount reads what was written", True)
+            cut()
+            hdtest.expect(read(M("a", "f")) == b"v1",
+                          f"bytes written without fsync are lost (a/f {read(M('a', 'f'))!r})", True)
+
+            write(M("a", "f"), b"v3 synced", sync=True)
+            cut()
+            hdtest.expect(read(M("a", "f")) == b"v3 synced",
+                          f"bytes written and fsynced are kept (a/f {read(M('a', 'f'))!r})", True)
+
+            write(M("a", "g"), b"new", sync=True)
+            cut()
+            hdtest.expect(read(M("a", "g")) is None,
+                          "a new file synced in a directory not synced is gone", True)
+
+            write(M("a", "h"), b"data never synced", sync=False)
+            fsync_path(M("a"))
+            cut()
+            hdtest.expect(read(M("a", "h")) == b"",
+                          f"a new name synced, its bytes not: the file is there, empty "
+                          f"({read(M('a', 'h'))!r})", True)
+
+            os.unlink(M("a", "h"))
+            cut()
+            hdtest.expect(read(M("a", "h")) == b"", "an unlink not synced comes back", True)
+            os.unlink(M("a", "h"))
+            fsync_path(M("a"))
+            cut()
+            hdtest.expect(read(M("a", "h")) is None, "an unlink synced stays gone", True)
+
+            # An inode number reused by the backing file system must not mix two
+            # files: unlink (synced), create many, sync nothing of their bytes.
+            for i in range(50):
+                write(M("b", f"n{i}"), b"x" * i, sync=False)
+            fsync_path(M("b"))
+            cut()
+            hdtest.expect(read(M("a", "f")) == b"v3 synced" and
+                          all(read(M("b", f"n{i}")) == b"" for i in range(50)),
+                          "new files whose bytes were not synced are empty, old ones intact", True)
+
+        finally:
+            fs[0].unmount()
+        log.seek(0)
+        cuts = sum(1 for line in log if "cut: image written" in line)
+        hdtest.expect(cuts == 11, f"{cuts} cuts written", True)
+    hdtest.finish("powercut harness: loses what was not synced, keeps what was")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,81 @@
+"""The power-cut harness from Python: mount tests/powercut/powercutfs over
+a backing directory, cut the power, mount it again.
+
+    fs = pcfs.Mount(backing, mnt)      # mounted when this returns
+    ...                                # work under mnt
+    fs.cut()                           # the disk is now what was synced
+    kill what used mnt; fs.unmount()
+    fs = pcfs.Mount(backing, mnt)      # the reboot
+
+MODEL is the one-line statement of what survives (powercutfs.c's header)."""
+
+import os
+import subprocess
+import time
+
+MODEL = ("strict file system: a file's bytes survive a cut only as of its last "
+         "fsync/fdatasync, a directory's entries only as of that directory's last "
+         "fsync; no ordering beyond that (a rename between two directories is a "
+         "change in each)")
+
+
+def binary():
+    return os.path.join(os.environ.get("HD_BUILD", "build"), "tests", "powercutfs")
+
+
+def unusable():
+    """Why the harness cannot run here, or None."""
+    if not os.path.exists(binary()):
+        return f"no {binary()} (make {binary()})"
+    if not os.path.exists("/dev/fuse"):
+        return "no /dev/fuse"
+    if os.geteuid() != 0:
+        return "not root (the harness mounts with allow_other)"
+    return None
+
+
+def _mounted(mnt):
+    mnt = os.path.realpath(mnt)
+    with open("/proc/self/mountinfo") as f:
+        return any(line.split()[4] == mnt for line in f)
+
+
+class Mount:
+    def __init__(self, backing, mnt, log=None):
+        self.backing, self.mnt = backing, mnt
+        os.makedirs(backing, exist_ok=True)
+        os.makedirs(mnt, exist_ok=True)
+        self.log = log
+        self.proc = subprocess.Popen([binary(), backing, mnt], stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.DEVNULL,
+                                     stderr=log or subprocess.DEVNULL)
+        deadline = time.monotonic() + 20
+        while not _mounted(mnt):
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"powercutfs exited {self.proc.returncode} before mounting {mnt}")
+            if time.monotonic() > deadline:
+                self.proc.kill()
+                raise RuntimeError(f"powercutfs did not mount {mnt} in 20 s")
+            time.sleep(0.01)
+
+    def stats(self):
+        with open(os.path.join(self.mnt, ".powercut")) as f:
+            return dict((k, int(v)) for k, v in (line.split() for line in f))
+
+    def cut(self):
+        """The power goes: the backing directory becomes what was synced;
+        every later operation on the mount fails with EIO."""
+        fd = os.open(os.path.join(self.mnt, ".powercut"), os.O_WRONLY)
+        try:
+            os.write(fd, b"cut\n")
+        finally:
+            os.close(fd)
+
+    def unmount(self):
+        if _mounted(self.mnt):
+            subprocess.run(["umount", "-l", self.mnt], check=False)
+        try:
+            self.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()

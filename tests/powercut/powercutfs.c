@@ -1,0 +1,736 @@
+/* powercutfs: a FUSE file system for power-cut tests (issue 26).
+ *
+ *   powercutfs BACKING MOUNTPOINT [-d]
+ *
+ * Every operation on MOUNTPOINT passes through to the real directory
+ * BACKING.  Beside it the program keeps, in memory, the image of what a disk
+ * would hold after a power cut, and writing "cut" to MOUNTPOINT/.powercut
+ * makes BACKING that image: everything not synced is gone.  From then on
+ * every operation fails with EIO (the machine is off); the caller kills the
+ * processes that used the mount and unmounts it (umount -l), and the program
+ * exits.  Mount BACKING again for the "reboot".
+ *
+ * The model: a strict file system, no ordering guarantee beyond what fsync
+ * gives.
+ *   - At mount everything in BACKING is on disk.
+ *   - A file's bytes, mode, owner and mtime reach the disk only with an
+ *     fsync or fdatasync of that file: the image keeps what the file held
+ *     at its last sync (nothing for a file never synced: it comes back
+ *     empty if its name survives).
+ *   - A directory's entries (create, mknod, mkdir, symlink, link, unlink,
+ *     rmdir, rename in or out) reach the disk only with an fsync of that
+ *     directory: the image keeps the entries the directory had at its last
+ *     sync.  A rename between two directories is two changes, one in each:
+ *     syncing only the destination keeps the name in both (two links),
+ *     syncing only the source loses it from both.  Nothing else (a sync of
+ *     another file or directory, the order of the calls) makes anything
+ *     durable.
+ * Inodes are followed by number while live and by a record of their own in
+ * the image, so a number the backing file system reuses after an unlink
+ * does not mix two files.  Reading MOUNTPOINT/.powercut gives counters. */
+#define FUSE_USE_VERSION 31
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <fuse.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#define CTL_NAME "/.powercut"
+#define HASH_SIZE 4096
+
+struct entry {
+        char *name;
+        size_t rec;
+};
+
+/* One inode as the image holds it. */
+struct rec {
+        mode_t mode;
+        uid_t uid;
+        gid_t gid;
+        struct timespec mtime;
+        char *data;        /* regular file: bytes at the last sync; symlink: target */
+        size_t len;
+        struct entry *ents; /* directory: entries at the last sync */
+        size_t n_ents;
+        size_t made;       /* during a cut: 1 + index in made_paths once created */
+};
+
+struct live {
+        ino_t ino;
+        size_t rec;
+        struct live *next;
+};
+
+static int root_fd = -1;
+static char *backing;
+static struct rec *recs;
+static size_t n_recs, cap_recs;
+static size_t root_rec;
+static struct live *live[HASH_SIZE];
+static bool cut_done;
+static unsigned long n_fsync, n_fsyncdir, n_ops;
+
+static void *xrealloc(void *p, size_t n)
+{
+        void *q = realloc(p, n ? n : 1);
+        if (!q) {
+                perror("powercutfs: realloc");
+                abort();
+        }
+        return q;
+}
+
+static size_t rec_new(const struct stat *st)
+{
+        if (n_recs == cap_recs) {
+                cap_recs = cap_recs ? 2 * cap_recs : 256;
+                recs = xrealloc(recs, cap_recs * sizeof(*recs));
+        }
+        memset(&recs[n_recs], 0, sizeof(recs[0]));
+        recs[n_recs].mode = st->st_mode;
+        recs[n_recs].uid = st->st_uid;
+        recs[n_recs].gid = st->st_gid;
+        recs[n_recs].mtime = st->st_mtim;
+        return n_recs++;
+}
+
+static struct live **live_slot(ino_t ino)
+{
+        struct live **l = &live[ino % HASH_SIZE];
+        while (*l && (*l)->ino != ino)
+                l = &(*l)->next;
+        return l;
+}
+
+/* The record of a live inode, made when the image has none yet. */
+static size_t rec_of(const struct stat *st)
+{
+        struct live **l = live_slot(st->st_ino);
+        if (*l)
+                return (*l)->rec;
+        *l = xrealloc(NULL, sizeof(**l));
+        (*l)->ino = st->st_ino;
+        (*l)->next = NULL;
+        (*l)->rec = rec_new(st);
+        return (*l)->rec;
+}
+
+/* A new inode got this number: whatever the image holds under the old
+ * record stays there, the new file gets a record of its own. */
+static void live_forget(ino_t ino)
+{
+        struct live **l = live_slot(ino), *x = *l;
+        if (x) {
+                *l = x->next;
+                free(x);
+        }
+}
+
+static void forget_at(const char *rel)
+{
+        struct stat st;
+        if (fstatat(root_fd, rel, &st, AT_SYMLINK_NOFOLLOW) == 0)
+                live_forget(st.st_ino);
+}
+
+static int read_all(int fd, char **out, size_t *len)
+{
+        size_t cap = 4096, n = 0;
+        char *b = xrealloc(NULL, cap);
+        for (;;) {
+                if (n == cap)
+                        b = xrealloc(b, cap *= 2);
+                ssize_t k = pread(fd, b + n, cap - n, (off_t)n);
+                if (k < 0) {
+                        int e = errno;
+                        free(b);
+                        return -e;
+                }
+                if (k == 0)
+                        break;
+                n += (size_t)k;
+        }
+        *out = b;
+        *len = n;
+        return 0;
+}
+
+/* fsync of a file: its bytes and attributes as they are now. */
+static int sync_file(int fd)
+{
+        struct stat st;
+        char p[64], *data;
+        size_t len;
+        int rfd, r;
+
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        size_t i = rec_of(&st);
+        recs[i].mode = st.st_mode;
+        recs[i].uid = st.st_uid;
+        recs[i].gid = st.st_gid;
+        recs[i].mtime = st.st_mtim;
+        if (S_ISDIR(st.st_mode) || !S_ISREG(st.st_mode))
+                return 0;
+        /* the caller's fd may be write-only: read through a fresh one */
+        snprintf(p, sizeof(p), "/proc/self/fd/%d", fd);
+        rfd = open(p, O_RDONLY | O_CLOEXEC);
+        if (rfd < 0)
+                return -errno;
+        r = read_all(rfd, &data, &len);
+        close(rfd);
+        if (r < 0)
+                return r;
+        free(recs[i].data);
+        recs[i].data = data;
+        recs[i].len = len;
+        n_fsync++;
+        return 0;
+}
+
+static void ents_free(struct rec *r)
+{
+        for (size_t k = 0; k < r->n_ents; k++)
+                free(r->ents[k].name);
+        free(r->ents);
+        r->ents = NULL;
+        r->n_ents = 0;
+}
+
+/* fsync of a directory: its entries as they are now.  An entry new to the
+ * image brings its inode as created (mode, owner), not its bytes. */
+static int sync_dir(int dfd, bool initial);
+
+static int snapshot_entry(int dfd, const char *name, struct stat *st, bool initial)
+{
+        size_t i = rec_of(st);
+        if (S_ISLNK(st->st_mode) && !recs[i].data) {
+                char buf[4096];
+                ssize_t n = readlinkat(dfd, name, buf, sizeof(buf));
+                if (n >= 0) {
+                        recs[i].data = xrealloc(NULL, (size_t)n);
+                        memcpy(recs[i].data, buf, (size_t)n);
+                        recs[i].len = (size_t)n;
+                }
+        }
+        if (initial) {
+                /* at mount everything is on disk */
+                if (S_ISREG(st->st_mode)) {
+                        int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+                        if (fd >= 0) {
+                                free(recs[i].data);
+                                if (read_all(fd, &recs[i].data, &recs[i].len) < 0) {
+                                        recs[i].data = NULL;
+                                        recs[i].len = 0;
+                                }
+                                close(fd);
+                        }
+                } else if (S_ISDIR(st->st_mode)) {
+                        int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                        if (fd >= 0) {
+                                sync_dir(fd, true);
+                                close(fd);
+                        }
+                }
+        }
+        return (int)i;
+}
+
+static int sync_dir(int dfd, bool initial)
+{
+        struct stat st;
+        struct dirent *de;
+        DIR *d;
+        int fd;
+
+        if (fstat(dfd, &st) < 0)
+                return -errno;
+        size_t me = rec_of(&st);
+        recs[me].mode = st.st_mode;
+        recs[me].uid = st.st_uid;
+        recs[me].gid = st.st_gid;
+        fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        d = fdopendir(fd);
+        if (!d) {
+                close(fd);
+                return -errno;
+        }
+        struct entry *ents = NULL;
+        size_t n = 0, cap = 0;
+        while ((de = readdir(d))) {
+                struct stat est;
+                if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+                        continue;
+                if (fstatat(dfd, de->d_name, &est, AT_SYMLINK_NOFOLLOW) < 0)
+                        continue;
+                size_t i = (size_t)snapshot_entry(dfd, de->d_name, &est, initial);
+                if (n == cap)
+                        ents = xrealloc(ents, (cap = cap ? 2 * cap : 16) * sizeof(*ents));
+                ents[n].name = strdup(de->d_name);
+                ents[n].rec = i;
+                n++;
+        }
+        closedir(d);
+        ents_free(&recs[me]);
+        recs[me].ents = ents;
+        recs[me].n_ents = n;
+        if (!initial)
+                n_fsyncdir++;
+        return 0;
+}
+
+/* ---- the cut: build the image beside BACKING, swap it in ---- */
+
+static char **made_paths;
+static size_t n_made;
+
+static int build(const char *path, size_t i)
+{
+        struct rec *r = &recs[i];
+        int fd;
+
+        if (r->made)
+                return link(made_paths[r->made - 1], path) < 0 ? -errno : 0;
+        made_paths = xrealloc(made_paths, (n_made + 1) * sizeof(*made_paths));
+        made_paths[n_made++] = strdup(path);
+        r->made = n_made;
+        if (S_ISDIR(r->mode)) {
+                if (mkdir(path, 0700) < 0)
+                        return -errno;
+                for (size_t k = 0; k < r->n_ents; k++) {
+                        char *p;
+                        if (asprintf(&p, "%s/%s", path, r->ents[k].name) < 0)
+                                return -ENOMEM;
+                        int e = build(p, r->ents[k].rec);
+                        free(p);
+                        if (e < 0)
+                                return e;
+                }
+        } else if (S_ISREG(r->mode)) {
+                fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+                if (fd < 0)
+                        return -errno;
+                if (r->len && write(fd, r->data, r->len) != (ssize_t)r->len) {
+                        close(fd);
+                        return -EIO;
+                }
+                close(fd);
+        } else if (S_ISLNK(r->mode)) {
+                char *t = strndup(r->data ? r->data : "", r->len);
+                int e = symlink(t, path);
+                free(t);
+                if (e < 0)
+                        return -errno;
+                return 0;
+        } else {
+                /* sockets, fifos: their node, as mknod made it */
+                if (mknod(path, r->mode, 0) < 0)
+                        return -errno;
+        }
+        if (lchown(path, r->uid, r->gid) < 0) {
+                /* not root: keep ours */
+        }
+        if (chmod(path, r->mode & 07777) < 0)
+                return -errno;
+        struct timespec ts[2] = { r->mtime, r->mtime };
+        utimensat(AT_FDCWD, path, ts, AT_SYMLINK_NOFOLLOW);
+        return 0;
+}
+
+static int rm_rf(const char *path)
+{
+        char *cmd;
+        /* the old tree is ours alone now; rm knows every corner case */
+        if (asprintf(&cmd, "rm -rf -- '%s'", path) < 0)
+                return -ENOMEM;
+        int r = system(cmd);
+        free(cmd);
+        return r == 0 ? 0 : -EIO;
+}
+
+static int do_cut(void)
+{
+        char *nw, *old;
+        int r;
+
+        if (asprintf(&nw, "%s.cut-new", backing) < 0 || asprintf(&old, "%s.cut-old", backing) < 0)
+                return -ENOMEM;
+        rm_rf(nw);
+        rm_rf(old);
+        r = build(nw, root_rec);
+        if (r >= 0 && (rename(backing, old) < 0 || rename(nw, backing) < 0))
+                r = -errno;
+        if (r >= 0)
+                rm_rf(old);
+        fprintf(stderr, "powercutfs: cut: %s (%zu records, %lu file syncs, %lu directory syncs, %lu ops)\n",
+                r < 0 ? strerror(-r) : "image written", n_recs, n_fsync, n_fsyncdir, n_ops);
+        free(nw);
+        free(old);
+        cut_done = true;
+        return r;
+}
+
+/* ---- pass-through operations ---- */
+
+#define REL(p) ((p)[0] == '/' && (p)[1] ? (p) + 1 : ".")
+#define OFF()                          \
+        do {                           \
+                n_ops++;               \
+                if (cut_done)          \
+                        return -EIO;   \
+        } while (0)
+#define RET(x) return (x) < 0 ? -errno : 0
+
+static bool is_ctl(const char *path)
+{
+        return path && !strcmp(path, CTL_NAME);
+}
+
+static int pc_getattr(const char *path, struct stat *st, struct fuse_file_info *fi)
+{
+        OFF();
+        if (is_ctl(path)) {
+                memset(st, 0, sizeof(*st));
+                st->st_mode = S_IFREG | 0600;
+                st->st_nlink = 1;
+                st->st_size = 4096;
+                return 0;
+        }
+        if (fi && fi->fh != (uint64_t)-1)
+                RET(fstat((int)fi->fh, st));
+        RET(fstatat(root_fd, REL(path), st, AT_SYMLINK_NOFOLLOW));
+}
+
+static int pc_readlink(const char *path, char *buf, size_t size)
+{
+        OFF();
+        ssize_t n = readlinkat(root_fd, REL(path), buf, size - 1);
+        if (n < 0)
+                return -errno;
+        buf[n] = '\0';
+        return 0;
+}
+
+static int pc_mknod(const char *path, mode_t mode, dev_t rdev)
+{
+        OFF();
+        if (mknodat(root_fd, REL(path), mode, rdev) < 0)
+                return -errno;
+        forget_at(REL(path));
+        return 0;
+}
+
+static int pc_mkdir(const char *path, mode_t mode)
+{
+        OFF();
+        if (mkdirat(root_fd, REL(path), mode) < 0)
+                return -errno;
+        forget_at(REL(path));
+        return 0;
+}
+
+static int pc_unlink(const char *path)
+{
+        OFF();
+        RET(unlinkat(root_fd, REL(path), 0));
+}
+
+static int pc_rmdir(const char *path)
+{
+        OFF();
+        RET(unlinkat(root_fd, REL(path), AT_REMOVEDIR));
+}
+
+static int pc_symlink(const char *target, const char *path)
+{
+        OFF();
+        if (symlinkat(target, root_fd, REL(path)) < 0)
+                return -errno;
+        forget_at(REL(path));
+        return 0;
+}
+
+static int pc_rename(const char *from, const char *to, unsigned int flags)
+{
+        OFF();
+        RET(renameat2(root_fd, REL(from), root_fd, REL(to), flags));
+}
+
+static int pc_link(const char *from, const char *to)
+{
+        OFF();
+        RET(linkat(root_fd, REL(from), root_fd, REL(to), 0));
+}
+
+static int pc_chmod(const char *path, mode_t mode, struct fuse_file_info *fi)
+{
+        OFF();
+        if (fi && fi->fh != (uint64_t)-1)
+                RET(fchmod((int)fi->fh, mode));
+        RET(fchmodat(root_fd, REL(path), mode, 0));
+}
+
+static int pc_chown(const char *path, uid_t uid, gid_t gid, struct fuse_file_info *fi)
+{
+        OFF();
+        if (fi && fi->fh != (uint64_t)-1)
+                RET(fchown((int)fi->fh, uid, gid));
+        RET(fchownat(root_fd, REL(path), uid, gid, AT_SYMLINK_NOFOLLOW));
+}
+
+static int pc_truncate(const char *path, off_t size, struct fuse_file_info *fi)
+{
+        OFF();
+        if (fi && fi->fh != (uint64_t)-1)
+                RET(ftruncate((int)fi->fh, size));
+        int fd = openat(root_fd, REL(path), O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0)
+                return -errno;
+        int r = ftruncate(fd, size) < 0 ? -errno : 0;
+        close(fd);
+        return r;
+}
+
+static int pc_utimens(const char *path, const struct timespec ts[2], struct fuse_file_info *fi)
+{
+        OFF();
+        if (fi && fi->fh != (uint64_t)-1)
+                RET(futimens((int)fi->fh, ts));
+        RET(utimensat(root_fd, REL(path), ts, AT_SYMLINK_NOFOLLOW));
+}
+
+static int pc_open(const char *path, struct fuse_file_info *fi)
+{
+        OFF();
+        if (is_ctl(path)) {
+                fi->fh = (uint64_t)-1;
+                fi->direct_io = 1;
+                return 0;
+        }
+        int fd = openat(root_fd, REL(path), (fi->flags & ~O_NOFOLLOW) | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        fi->fh = (uint64_t)fd;
+        return 0;
+}
+
+static int pc_create(const char *path, mode_t mode, struct fuse_file_info *fi)
+{
+        OFF();
+        struct stat st;
+        bool existed = fstatat(root_fd, REL(path), &st, AT_SYMLINK_NOFOLLOW) == 0;
+        int fd = openat(root_fd, REL(path), fi->flags | O_CREAT | O_CLOEXEC, mode);
+        if (fd < 0)
+                return -errno;
+        if (!existed && fstat(fd, &st) == 0)
+                live_forget(st.st_ino);
+        fi->fh = (uint64_t)fd;
+        return 0;
+}
+
+static int pc_read(const char *path, char *buf, size_t size, off_t off, struct fuse_file_info *fi)
+{
+        OFF();
+        if (fi->fh == (uint64_t)-1) {
+                char txt[256];
+                int n = snprintf(txt, sizeof(txt),
+                                 "records %zu\nfile_syncs %lu\ndir_syncs %lu\nops %lu\n",
+                                 n_recs, n_fsync, n_fsyncdir, n_ops);
+                if (off >= n)
+                        return 0;
+                size_t k = (size_t)(n - off) < size ? (size_t)(n - off) : size;
+                memcpy(buf, txt + off, k);
+                return (int)k;
+        }
+        ssize_t n = pread((int)fi->fh, buf, size, off);
+        return n < 0 ? -errno : (int)n;
+}
+
+static int pc_write(const char *path, const char *buf, size_t size, off_t off,
+                    struct fuse_file_info *fi)
+{
+        OFF();
+        if (fi->fh == (uint64_t)-1) {
+                if (size >= 3 && !memcmp(buf, "cut", 3)) {
+                        int r = do_cut();
+                        return r < 0 ? r : (int)size;
+                }
+                return -EINVAL;
+        }
+        ssize_t n = pwrite((int)fi->fh, buf, size, off);
+        return n < 0 ? -errno : (int)n;
+}
+
+static int pc_statfs(const char *path, struct statvfs *sv)
+{
+        OFF();
+        RET(fstatvfs(root_fd, sv));
+}
+
+static int pc_release(const char *path, struct fuse_file_info *fi)
+{
+        if (fi->fh != (uint64_t)-1)
+                close((int)fi->fh);
+        return 0;
+}
+
+static int pc_fsync(const char *path, int datasync, struct fuse_file_info *fi)
+{
+        OFF();
+        if (fi->fh == (uint64_t)-1)
+                return 0;
+        if (fsync((int)fi->fh) < 0)
+                return -errno;
+        return sync_file((int)fi->fh);
+}
+
+static int pc_opendir(const char *path, struct fuse_file_info *fi)
+{
+        OFF();
+        int fd = openat(root_fd, REL(path), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        fi->fh = (uint64_t)fd;
+        return 0;
+}
+
+static int pc_readdir(const char *path, void *buf, fuse_fill_dir_t fill, off_t off,
+                      struct fuse_file_info *fi, enum fuse_readdir_flags flags)
+{
+        OFF();
+        int fd = openat((int)fi->fh, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        DIR *d = fdopendir(fd);
+        if (!d) {
+                close(fd);
+                return -errno;
+        }
+        struct dirent *de;
+        while ((de = readdir(d))) {
+                struct stat st;
+                memset(&st, 0, sizeof(st));
+                st.st_ino = de->d_ino;
+                st.st_mode = (mode_t)DTTOIF(de->d_type);
+                if (fill(buf, de->d_name, &st, 0, 0))
+                        break;
+        }
+        closedir(d);
+        return 0;
+}
+
+static int pc_releasedir(const char *path, struct fuse_file_info *fi)
+{
+        close((int)fi->fh);
+        return 0;
+}
+
+static int pc_fsyncdir(const char *path, int datasync, struct fuse_file_info *fi)
+{
+        OFF();
+        if (fsync((int)fi->fh) < 0)
+                return -errno;
+        return sync_dir((int)fi->fh, false);
+}
+
+static int pc_access(const char *path, int mask)
+{
+        OFF();
+        if (is_ctl(path))
+                return 0;
+        RET(faccessat(root_fd, REL(path), mask, AT_SYMLINK_NOFOLLOW));
+}
+
+static void *pc_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
+{
+        /* every operation reaches us: no caches, no hidden renames */
+        cfg->use_ino = 1;
+        cfg->hard_remove = 1;
+        cfg->nullpath_ok = 1;
+        cfg->entry_timeout = 0;
+        cfg->attr_timeout = 0;
+        cfg->negative_timeout = 0;
+        cfg->direct_io = 0;
+        cfg->kernel_cache = 0;
+        conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
+        return NULL;
+}
+
+static const struct fuse_operations ops = {
+        .init = pc_init,
+        .getattr = pc_getattr,
+        .readlink = pc_readlink,
+        .mknod = pc_mknod,
+        .mkdir = pc_mkdir,
+        .unlink = pc_unlink,
+        .rmdir = pc_rmdir,
+        .symlink = pc_symlink,
+        .rename = pc_rename,
+        .link = pc_link,
+        .chmod = pc_chmod,
+        .chown = pc_chown,
+        .truncate = pc_truncate,
+        .utimens = pc_utimens,
+        .open = pc_open,
+        .create = pc_create,
+        .read = pc_read,
+        .write = pc_write,
+        .statfs = pc_statfs,
+        .release = pc_release,
+        .fsync = pc_fsync,
+        .opendir = pc_opendir,
+        .readdir = pc_readdir,
+        .releasedir = pc_releasedir,
+        .fsyncdir = pc_fsyncdir,
+        .access = pc_access,
+};
+
+int main(int argc, char **argv)
+{
+        struct stat st;
+
+        if (argc < 3) {
+                fprintf(stderr, "usage: powercutfs BACKING MOUNTPOINT [fuse options]\n");
+                return 2;
+        }
+        backing = realpath(argv[1], NULL);
+        if (!backing || (root_fd = open(backing, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+                perror(argv[1]);
+                return 1;
+        }
+        if (fstat(root_fd, &st) < 0)
+                return 1;
+        root_rec = rec_of(&st);
+        if (sync_dir(root_fd, true) < 0) {
+                perror("powercutfs: reading the backing directory");
+                return 1;
+        }
+        fprintf(stderr, "powercutfs: %s on %s, %zu records on disk; model: strict, a file's "
+                "bytes are durable at its fsync, a directory's entries at the directory's fsync, "
+                "nothing else\n", backing, argv[2], n_recs);
+        /* foreground, one thread: each operation is whole before the next,
+         * so a cut falls between two operations */
+        char *fargv[16];
+        int fargc = 0;
+        fargv[fargc++] = argv[0];
+        fargv[fargc++] = argv[2];
+        fargv[fargc++] = "-f";
+        fargv[fargc++] = "-s";
+        fargv[fargc++] = "-o";
+        fargv[fargc++] = "allow_other,default_permissions,fsname=powercutfs";
+        for (int k = 3; k < argc && fargc < 15; k++)
+                fargv[fargc++] = argv[k];
+        fargv[fargc] = NULL;
+        return fuse_main(fargc, fargv, &ops, NULL);
+}
