@@ -406,25 +406,6 @@ void *relay_worker_main(void *arg)
 
 /* ---- the fetch thread: pull, hand to the loop, ack ---------------------- */
 
-/* receipt.c's part of a message: the origin of a handoff, or that it is
- * a receipt (on handoff.<host>.receipt.<from>) and its Nats-Msg-Id. */
-static void relay_in_receipt(struct relay *r, natsMsg *m, struct relay_in *in)
-{
-        const char *v = NULL, *subj = sym_natsMsg_GetSubject(m);
-        size_t lh = strlen(r->host);
-
-        if (subj && !strncmp(subj, "handoff.", 8) && !strncmp(subj + 8, r->host, lh) &&
-            !strncmp(subj + 8 + lh, ".receipt.", 9)) {
-                in->receipt = true;
-                if (sym_natsMsgHeader_Get(m, "Nats-Msg-Id", &v) == NATS_OK && v &&
-                    strlen(v) <= RELAY_MSGID_MAX)
-                        snprintf(in->rmsg_id, sizeof(in->rmsg_id), "%s", v);
-                return;
-        }
-        if (sym_natsMsgHeader_Get(m, "Handoff-Origin", &v) == NATS_OK && v && hd_agent_valid(v))
-                snprintf(in->origin, sizeof(in->origin), "%s", v);
-}
-
 /* The loop's copy of each message; one over max_msg is not copied (the
  * loop refuses it by its length). */
 static struct relay_batch *batch_new(struct relay *r, natsMsgList *list)
@@ -438,24 +419,14 @@ static struct relay_batch *batch_new(struct relay *r, natsMsgList *list)
         b->n = (size_t)list->Count;
         for (size_t i = 0; i < b->n; i++) {
                 natsMsg *m = list->Msgs[i];
-                struct relay_in *in = &b->in[i];
-                const char *id = NULL;
+                const char *id = NULL, *origin = NULL;
                 int len = sym_natsMsg_GetDataLength(m);
-                in->len = len > 0 ? (size_t)len : 0;
-                in->too_large = in->len > r->max_msg;
-                in->data = in->too_large ? NULL : malloc(in->len + 1);
-                if (in->data) {
-                        memcpy(in->data, sym_natsMsg_GetData(m), in->len);
-                        in->data[in->len] = '\0';
-                }
-                /* handoff_id.DIGEST (msg_id()): the handoff_id */
-                if (sym_natsMsgHeader_Get(m, "Nats-Msg-Id", &id) == NATS_OK && id &&
-                    strcspn(id, ".") <= RELAY_ID_MAX) {
-                        snprintf(in->msg_id, sizeof(in->msg_id), "%.*s", (int)strcspn(id, "."), id);
-                        if (!hd_id_valid(in->msg_id))
-                                in->msg_id[0] = '\0';
-                }
-                relay_in_receipt(r, m, in);
+                if (sym_natsMsgHeader_Get(m, "Nats-Msg-Id", &id) != NATS_OK)
+                        id = NULL;
+                if (sym_natsMsgHeader_Get(m, "Handoff-Origin", &origin) != NATS_OK)
+                        origin = NULL;
+                relay_in_fill(r, &b->in[i], sym_natsMsg_GetSubject(m), id, origin,
+                              sym_natsMsg_GetData(m), len > 0 ? (size_t)len : 0);
         }
         return b;
 }

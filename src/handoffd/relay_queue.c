@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "handoff.h"
 #include "relay_queue.h"
 
 void relay_post(struct relay *r, struct relay_ev *ev)
@@ -80,4 +81,42 @@ void relay_batch_free(struct relay_batch *b)
                 free(b->in[i].data);
         free(b->in);
         free(b);
+}
+
+/* receipt.c's part of a message: the origin of a handoff, or that it is
+ * a receipt (on handoff.<host>.receipt.<from>) and its Nats-Msg-Id. */
+static void relay_in_receipt(const struct relay *r, const char *subj, const char *msg_id,
+                             const char *origin, struct relay_in *in)
+{
+        size_t lh = strlen(r->host);
+
+        if (subj && !strncmp(subj, "handoff.", 8) && !strncmp(subj + 8, r->host, lh) &&
+            !strncmp(subj + 8 + lh, ".receipt.", 9)) {
+                in->receipt = true;
+                if (msg_id && strlen(msg_id) <= RELAY_MSGID_MAX)
+                        snprintf(in->rmsg_id, sizeof(in->rmsg_id), "%s", msg_id);
+                return;
+        }
+        if (origin && hd_agent_valid(origin))
+                snprintf(in->origin, sizeof(in->origin), "%s", origin);
+}
+
+void relay_in_fill(const struct relay *r, struct relay_in *in, const char *subject,
+                   const char *msg_id, const char *origin, const void *data, size_t len)
+{
+        in->len = len;
+        in->too_large = in->len > r->max_msg;
+        in->data = in->too_large ? NULL : malloc(in->len + 1);
+        if (in->data) {
+                if (in->len)
+                        memcpy(in->data, data, in->len);
+                in->data[in->len] = '\0';
+        }
+        /* handoff_id.DIGEST (relay_nats.c msg_id()): the handoff_id */
+        if (msg_id && strcspn(msg_id, ".") <= RELAY_ID_MAX) {
+                snprintf(in->msg_id, sizeof(in->msg_id), "%.*s", (int)strcspn(msg_id, "."), msg_id);
+                if (!hd_id_valid(in->msg_id))
+                        in->msg_id[0] = '\0';
+        }
+        relay_in_receipt(r, subject, msg_id, origin, in);
 }

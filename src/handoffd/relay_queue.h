@@ -134,5 +134,10 @@ void relay_error(struct relay *r, const char *fmt, ...) __attribute__((format(pr
 void relay_post(struct relay *r, struct relay_ev *ev);
 /* A batch and its messages (the fetch thread, or at stop). */
 void relay_batch_free(struct relay_batch *b);
+/* One message as the fetch thread got it into *in (zeroed): its subject,
+ * its Nats-Msg-Id and Handoff-Origin headers (NULL when absent) and its
+ * data, copied unless over r->max_msg.  No NATS: the fuzz target calls it. */
+void relay_in_fill(const struct relay *r, struct relay_in *in, const char *subject,
+                   const char *msg_id, const char *origin, const void *data, size_t len);
 
 #endif
