@@ -18,6 +18,7 @@
 
 #include "config.h"
 #include "files.h"
+#include "payload.h"
 #include "handoff.h"
 #include "handoffctl.h"
 #include "items.h"
@@ -276,7 +277,7 @@ int cmd_baton(int argc, char **argv)
                         return ctl_fail(CTL_EXIT_ERROR, "baton: out of memory");
                 printf("%s\n", s);
         } else {
-                r = hd_payload_render("baton/1", json_object_get(doc, "baton"), &md);
+                r = hd_payload_render(PT_BATON, json_object_get(doc, "baton"), &md);
                 if (r < 0)
                         return ctl_fail(CTL_EXIT_ERROR, "baton: cannot render: %s",
                                         strerror(-r));

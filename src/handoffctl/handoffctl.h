@@ -5,6 +5,7 @@
 #include <stdbool.h>
 
 #include "handoff.h"
+#include "payload.h"
 
 /* Exit codes, documented in handoffctl(1). */
 enum {
@@ -35,9 +36,8 @@ struct config;
  * handoffs fail rather than verify with another key).  > 0 when keys
  * were loaded (o->lookup set), 0 when none, or -errno. */
 int consume_opts_from_config(struct config *cfg, bool verify, hd_consume_opts *o);
-/* The payload types --type takes (NULL-terminated), and as one string. */
-extern const char *const ctl_payload_types[];
-#define CTL_PAYLOAD_TYPES "vox/1.0, baton/1, U.AgentHandoff/0.1.0, act/1.0"
+/* The payload types --type takes, as one string (payload.h). */
+#define CTL_PAYLOAD_TYPES PAYLOAD_TYPE_NAMES
 /* 0 for a supported payload type, else the usage error of cmd printed
  * (naming the supported types) and CTL_EXIT_USAGE. */
 int ctl_check_type(const char *cmd, const char *type);

@@ -37,15 +37,10 @@ int ctl_fail(int code, const char *fmt, ...)
         return code;
 }
 
-const char *const ctl_payload_types[] = {
-        "vox/1.0", "baton/1", "U.AgentHandoff/0.1.0", "act/1.0", NULL,
-};
-
 int ctl_check_type(const char *cmd, const char *type)
 {
-        for (size_t i = 0; ctl_payload_types[i]; i++)
-                if (!strcmp(type, ctl_payload_types[i]))
-                        return 0;
+        if (payload_type_find(type))
+                return 0;
         return ctl_fail(CTL_EXIT_USAGE, "%s: --type '%s' is not supported; the types are "
                         CTL_PAYLOAD_TYPES, cmd, type);
 }

@@ -18,6 +18,7 @@
 #include "handoff.h"
 #include "files.h"
 #include "layout.h"
+#include "payload.h"
 #include "util.h"
 
 #define CONSUME_SKEW_USEC (30 * 1000000LL)
@@ -98,7 +99,7 @@ static int bootstrap_prove(const json_t *b, const char *name, const hd_consume_o
         /* A Baton agent is shown the session's whole baton, which only the
          * daemon knows; everything else comes from the signed handoff. */
         ptype = json_string_value(json_object_get(h, "payload_type"));
-        if (ptype && !strcmp(ptype, "baton/1") && json_object_get(b, "payload")) {
+        if (payload_type_session_store(ptype) && json_object_get(b, "payload")) {
                 shown = json_deep_copy(h);
                 if (!shown || json_object_set(shown, "payload", json_object_get(b, "payload")) < 0)
                         return -ENOMEM;

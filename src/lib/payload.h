@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "handoff.h"
+#include "payload_names.h"
 
 struct payload_type {
         const char *name;               /* the payload_type value */

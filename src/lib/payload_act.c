@@ -9,6 +9,7 @@
 #include <strings.h>
 
 #include "handoff.h"
+#include "payload_names.h"
 #include "payload_act.h"
 #include "payload_str.h"
 #include "sbuf.h"

@@ -9,7 +9,6 @@
 
 #include "handoff.h"
 
-#define PT_ACT "act/1.0"
 
 #define ACT_MAX_SIZE        (256 * 1024)
 #define ACT_MAX_DEPTH       8

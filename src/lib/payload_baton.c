@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "handoff.h"
+#include "payload_names.h"
 #include "payload_baton.h"
 #include "payload_str.h"
 #include "util.h"

@@ -7,7 +7,6 @@
 
 #include "handoff.h"
 
-#define PT_BATON "baton/1"
 
 int payload_baton_validate(const json_t *p, hd_verdict *v);
 /* A whole baton (the stored one, or the result of a patch); where names

@@ -8,6 +8,7 @@
 
 #include "handoff.h"
 #include "payload_str.h"
+#include "payload_names.h"
 #include "payload_uah.h"
 #include "util.h"
 

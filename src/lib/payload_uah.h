@@ -8,7 +8,6 @@
 
 #include "handoff.h"
 
-#define PT_UAH "U.AgentHandoff/0.1.0"
 
 /* roles NULL = the default role set; envelope is unused (the signature is
  * payload.c's validate hook). */

@@ -4,6 +4,7 @@
 
 #include "handoff.h"
 #include "payload_str.h"
+#include "payload_names.h"
 #include "payload_vox.h"
 #include "util.h"
 

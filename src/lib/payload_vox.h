@@ -6,7 +6,6 @@
 
 #include "handoff.h"
 
-#define PT_VOX "vox/1.0"
 
 /* envelope may be NULL (a bare payload): then agent names are not
  * compared.  roles is unused: the signature is payload.c's validate hook. */
