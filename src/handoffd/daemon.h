@@ -1,59 +1,13 @@
-/* The daemon: one libuv loop, a raw inotify fd in a uv_poll_t, signals,
- * timers (rescan, deadlines, retry, watchdog), the control socket.  The
- * callbacks decode events and call plain functions of spool, lifecycle and
- * control. */
+/* The daemon: sets up the loop (loop.h) and its parts, runs it, reloads
+ * on SIGHUP. */
 #ifndef HD_DAEMON_H
 #define HD_DAEMON_H
 
-#include <dirent.h>
-#include <stdbool.h>
-#include <uv.h>
-
 #include "config.h"
-#include "spool.h"
-
-struct control;
-
-struct daemon {
-        uv_loop_t loop;
-        const char *config_path;
-        struct config *cfg;
-        struct spool *sp;
-
-        int ifd;                /* inotify */
-        int wd_handoff;
-        uv_poll_t ipoll;
-        uv_signal_t sig_hup, sig_term, sig_int;
-        uv_timer_t t_rescan, t_deadline, t_retry, t_watchdog, t_status;
-        uv_idle_t idle;         /* drains the pending set in chunks */
-        uv_idle_t sweep_idle;   /* a sweep under way, a slice a turn (slice.c) */
-        uv_check_t status_check;/* after each wake-up: did the counts change? */
-        char status_sent[192];  /* the last STATUS= sent */
-
-        json_t *pending;        /* names in handoff/ to decide about, ordered */
-        DIR *scan;              /* a rescan of handoff/ under way */
-        bool ipoll_paused;      /* inotify not read: pending is full */
-        json_t *retry;          /* names that hit a system error */
-        uint64_t retry_backoff_ms;
-        unsigned rewatch_count;
-        int64_t rewatch_window_start;
-
-        struct control *ctl;
-        struct relay *relay;    /* NULL: relay off */
-        bool ready, stopping;
-        uint64_t started_usec;  /* monotonic (uv_hrtime) */
-        int exit_code;
-};
 
 /* Runs until SIGTERM/SIGINT (0) or a fatal error (<0); takes cfg.
  * -EPERM: the start refused a set-up (an agent's directory others may
  * write, a spool lock file not ours: spool_open()). */
 int daemon_run(const char *config_path, struct config *cfg);
-
-/* READY=1 if the start is done far enough (daemon.c). */
-void daemon_maybe_ready(struct daemon *d);
-
-/* Queue every name in handoff/ (start, overflow, periodic safety net). */
-int daemon_rescan(struct daemon *d, const char *why);
 
 #endif

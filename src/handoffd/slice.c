@@ -12,6 +12,7 @@
 #include "deadline.h"
 #include "lifecycle.h"
 #include "log.h"
+#include "service.h"
 #include "slice.h"
 
 #define TIMER_FLOOR_MS 10
@@ -23,7 +24,7 @@ static void on_sweep_idle(uv_idle_t *h)
         int r;
 
         r = lifecycle_sweep_step(d->sp, hd_now_usec(), SLICE_USEC);
-        daemon_maybe_ready(d);
+        service_maybe_ready(d);
         if (r > 0 && !d->stopping)
                 return;         /* the next slice at the next turn */
         uv_idle_stop(h);

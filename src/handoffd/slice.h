@@ -7,7 +7,7 @@
 
 #include <stdbool.h>
 
-#include "daemon.h"
+#include "loop.h"
 
 /* A slice of a sweep (or of deciding a batch: intake.h) takes about this
  * long, then yields to the loop. */

@@ -1,0 +1,386 @@
+/* The watch and the intake's side of the loop.  inotify is a hint, never
+ * the truth: watch first, then scan; rescan on IN_Q_OVERFLOW and on a
+ * timer.  The names to decide wait in d->pending and are decided a chunk
+ * a loop turn (intake_batch()), so the loop keeps answering. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "files.h"
+#include "intake.h"
+#include "lifecycle.h"
+#include "log.h"
+#include "service.h"
+#include "slice.h"
+#include "watch.h"
+
+#define CHUNK 256               /* names decided per loop turn, at most
+                                 * INTAKE_BATCH_MAX_USEC of deciding */
+#define PENDING_MAX (2 * CHUNK) /* then inotify is read no further: its
+                                 * events wait in the kernel's queue */
+#define REWATCH_MAX 10          /* per minute, then give up: never spin */
+
+static int rewatch(struct daemon *d);
+static void on_idle(uv_idle_t *h);
+static void on_retry(uv_timer_t *t);
+static void on_inotify(uv_poll_t *h, int status, int events);
+
+static int watch_handoff(struct daemon *d)
+{
+        char path[PATH_MAX];
+
+        if (xsnprintf(path, sizeof(path), "%s/handoff", d->cfg->spool_dir) < 0)
+                return -ENAMETOOLONG;
+        d->wd_handoff = inotify_add_watch(d->ifd, path,
+                                          IN_MOVED_TO | IN_CLOSE_WRITE | IN_DELETE_SELF |
+                                          IN_MOVE_SELF | IN_ATTRIB | IN_ONLYDIR |
+                                          IN_DONT_FOLLOW | IN_EXCL_UNLINK);
+        if (d->wd_handoff < 0)
+                return -errno;
+        d->sp->st.watch_ok = true;
+        return 0;
+}
+
+/* Watch the handoffs/ directories we hold open, not their paths: a path
+ * may have been swapped for a link since we opened it.  A watch that
+ * fails is reported and left out (the sweep still notices consumed
+ * bootstraps); it never stops the others. */
+void watch_agents(struct daemon *d)
+{
+        char path[64];
+
+        for (size_t i = 0; i < d->sp->n_agents; i++) {
+                struct agent_rt *a = &d->sp->agents[i];
+                snprintf(path, sizeof(path), "/proc/self/fd/%d", a->handoffs_fd);
+                a->wd = inotify_add_watch(d->ifd, path,
+                                          IN_DELETE | IN_MOVED_FROM | IN_ONLYDIR |
+                                          IN_EXCL_UNLINK);
+                if (a->wd < 0)
+                        log_warning_errno(errno, "Cannot watch '%s/handoffs' of agent %s; "
+                                          "the sweep looks at it instead",
+                                          a->cfg->state_dir, a->cfg->name);
+        }
+}
+
+/* Is handoff/ still the directory we watch?  IN_DELETE_SELF only comes
+ * when the inode goes, and our own fd keeps it: a removed directory shows
+ * as a link count of 0 (IN_ATTRIB tells us to look), one moved away as a
+ * different inode under the name. */
+static bool watch_lost(struct daemon *d)
+{
+        struct stat a, b;
+
+        if (fstat(d->sp->fd[SD_HANDOFF], &a) < 0 || a.st_nlink == 0)
+                return true;
+        if (fstatat(d->sp->root_fd, "handoff", &b, AT_SYMLINK_NOFOLLOW) < 0)
+                return true;
+        return a.st_ino != b.st_ino || a.st_dev != b.st_dev;
+}
+
+static void queue_name(struct daemon *d, const char *name)
+{
+        json_object_set_new_nocheck(d->pending, name, json_null());
+        if (!uv_is_active((uv_handle_t *)&d->idle) && !d->stopping)
+                uv_idle_start(&d->idle, on_idle);
+}
+
+/* A rescan reads handoff/ as the loop goes, a chunk of names a turn
+ * (scan_more), so a backlog of any size costs a chunk of memory.  Asked
+ * again while one runs, it starts over from the top: what arrived before
+ * the request is then seen, what was decided meanwhile is gone (IO_GONE)
+ * or left (foreign_fresh) when seen again. */
+int watch_rescan(struct daemon *d, const char *why)
+{
+        d->sp->st.rescans++;
+        /* Opened again, not rewound: handoff/ may be a new directory. */
+        if (d->scan)
+                closedir(d->scan);
+        d->scan = opendir_at(d->sp->fd[SD_HANDOFF]);
+        if (!d->scan)
+                return spool_error(d->sp, -errno, "Cannot list handoff/ (%s)", why);
+        log_debug("Rescan (%s): %zu name(s) pending", why, json_object_size(d->pending));
+        if (!d->stopping)
+                uv_idle_start(&d->idle, on_idle);
+        return 0;
+}
+
+/* The next names of the running rescan, while the pending set has room. */
+static void scan_more(struct daemon *d)
+{
+        struct dirent *de;
+
+        while (d->scan && json_object_size(d->pending) < CHUNK) {
+                errno = 0;
+                de = readdir(d->scan);
+                if (!de) {
+                        if (errno)
+                                spool_error(d->sp, -errno, "Cannot list handoff/");
+                        closedir(d->scan);
+                        d->scan = NULL;
+                        break;
+                }
+                if (de->d_name[0] != '.')
+                        json_object_set_new_nocheck(d->pending, de->d_name, json_null());
+        }
+}
+
+/* Read inotify again once the pending set has room. */
+static void inotify_resume(struct daemon *d)
+{
+        if (!d->ipoll_paused || json_object_size(d->pending) >= CHUNK || d->stopping)
+                return;
+        if (uv_poll_start(&d->ipoll, UV_READABLE, on_inotify) == 0)
+                d->ipoll_paused = false;
+}
+
+/* Decide about up to max pending names. */
+static void drain(struct daemon *d, size_t max)
+{
+        char *names[CHUNK];
+        int outcomes[CHUNK];
+        const char *k;
+        json_t *v;
+        size_t n = 0;
+        int64_t now = hd_now_usec();
+
+        json_object_foreach(d->pending, k, v) {
+                if (n == max || n == CHUNK)
+                        break;
+                char *s = strdup(k);
+                if (!s)
+                        break;  /* out of memory: the rest stays pending */
+                names[n++] = s;
+        }
+        for (size_t i = 0; i < n; i++)
+                json_object_del(d->pending, names[i]);
+        intake_batch(d->sp, names, n, now, outcomes);
+        for (size_t i = 0; i < n; i++) {
+                if (outcomes[i] == IO_SKIPPED) {
+                        queue_name(d, names[i]);        /* the batch's time was up */
+                } else if (outcomes[i] < 0) {
+                        json_object_set_new_nocheck(d->retry, names[i], json_null());
+                } else if (outcomes[i] == IO_DEFERRED || outcomes[i] == IO_BUSY) {
+                        /* Looked at again by the retry timer. */
+                        json_object_set_new_nocheck(d->retry, names[i], json_null());
+                }
+                free(names[i]);
+        }
+        if (json_object_size(d->retry) > 0 && !uv_is_active((uv_handle_t *)&d->t_retry)) {
+                if (d->retry_backoff_ms == 0)
+                        d->retry_backoff_ms = 1000;
+                uv_timer_start(&d->t_retry, on_retry, d->retry_backoff_ms, 0);
+        }
+        slice_arm(d);
+}
+
+static void on_idle(uv_idle_t *h)
+{
+        struct daemon *d = h->data;
+
+        scan_more(d);
+        drain(d, CHUNK);
+        inotify_resume(d);
+        if ((json_object_size(d->pending) == 0 && !d->scan) || d->stopping) {
+                uv_idle_stop(h);
+                service_maybe_ready(d);
+        }
+}
+
+static void on_retry(uv_timer_t *t)
+{
+        struct daemon *d = t->data;
+        const char *k;
+        json_t *v;
+        size_t had = json_object_size(d->retry);
+        uint64_t errors_before = d->sp->st.errors;
+
+        json_object_foreach(d->retry, k, v)
+                json_object_set_new_nocheck(d->pending, k, json_null());
+        json_object_clear(d->retry);
+        /* One batch here; the idle handle drains the rest, a turn at a
+         * time, so the loop keeps answering. */
+        drain(d, CHUNK);
+        if (json_object_size(d->pending) > 0 && !d->stopping)
+                uv_idle_start(&d->idle, on_idle);
+        /* Back off while the fault lasts (ENOSPC, EIO, EMFILE): no busy loop. */
+        if (d->sp->st.errors > errors_before && had > 0) {
+                d->retry_backoff_ms = d->retry_backoff_ms ? d->retry_backoff_ms * 2 : 1000;
+                if (d->retry_backoff_ms > 60000)
+                        d->retry_backoff_ms = 60000;
+        } else {
+                d->retry_backoff_ms = 1000;
+        }
+        if (json_object_size(d->retry) > 0) {
+                uv_timer_stop(&d->t_retry);
+                uv_timer_start(&d->t_retry, on_retry, d->retry_backoff_ms, 0);
+        }
+}
+
+static void on_rescan(uv_timer_t *t)
+{
+        struct daemon *d = t->data;
+
+        if (watch_lost(d) && rewatch(d) < 0) {
+                service_stop(d, 1);
+                return;
+        }
+        watch_rescan(d, "periodic");
+}
+
+static int rewatch(struct daemon *d)
+{
+        int64_t now = hd_now_usec();
+        int fd, r;
+
+        d->sp->st.watch_ok = false;
+        if (now - d->rewatch_window_start > 60 * 1000000LL) {
+                d->rewatch_window_start = now;
+                d->rewatch_count = 0;
+        }
+        if (++d->rewatch_count > REWATCH_MAX)
+                return log_error_errno(-ELOOP, "handoff/ keeps disappearing; giving up");
+        log_warning("handoff/ disappeared; creating and watching it again");
+        if (d->wd_handoff >= 0)
+                inotify_rm_watch(d->ifd, d->wd_handoff);
+        d->wd_handoff = -1;
+        bool created = mkdirat(d->sp->root_fd, "handoff", 0700) == 0;
+        if (!created && errno != EEXIST)
+                return log_error_errno(errno, "Cannot re-create handoff/");
+        fd = openat(d->sp->root_fd, "handoff", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0)
+                return log_error_errno(errno, "Cannot open handoff/");
+        /* The mode spool_open() gives it, whatever the umask. */
+        if (created && fchmod(fd, 03770) < 0)
+                log_warning_errno(errno, "Cannot set the mode of handoff/");
+        close(d->sp->fd[SD_HANDOFF]);
+        d->sp->fd[SD_HANDOFF] = fd;
+        r = watch_handoff(d);
+        if (r < 0)
+                return log_error_errno(r, "Cannot watch handoff/");
+        return watch_rescan(d, "re-watch");
+}
+
+static void on_inotify(uv_poll_t *h, int status, int events)
+{
+        struct daemon *d = h->data;
+        char buf[65536] __attribute__((aligned(__alignof__(struct inotify_event))));
+        bool overflow = false, lost = false, later = false;
+        int64_t now = hd_now_usec();
+        uint64_t t0 = uv_hrtime();
+
+        (void)events;
+        if (status < 0) {
+                log_error("inotify poll failed: %s", uv_strerror(status));
+                service_stop(d, 1);
+                return;
+        }
+        for (;;) {
+                /* Enough to decide for now: the rest waits in the
+                 * kernel (an overflow there is a rescan), read again
+                 * once the set has room (inotify_resume). */
+                if (json_object_size(d->pending) >= PENDING_MAX) {
+                        uv_poll_stop(&d->ipoll);
+                        d->ipoll_paused = true;
+                        break;
+                }
+                ssize_t n = read(d->ifd, buf, sizeof(buf));
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        if (errno != EAGAIN)
+                                log_error_errno(errno, "Cannot read inotify events");
+                        break;
+                }
+                if (n == 0)
+                        break;
+                for (char *p = buf; p < buf + n;) {
+                        const struct inotify_event *ev = (const struct inotify_event *)p;
+                        p += sizeof(*ev) + ev->len;
+                        if (ev->mask & IN_Q_OVERFLOW) {
+                                overflow = true;
+                                continue;
+                        }
+                        if (ev->wd == d->wd_handoff) {
+                                if (ev->mask & (IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF))
+                                        lost = true;
+                                else if ((ev->mask & IN_ATTRIB) && ev->len == 0)
+                                        lost = lost || watch_lost(d);
+                                else if (ev->len > 0 && ev->name[0] && !(ev->mask & IN_ATTRIB))
+                                        queue_name(d, ev->name);
+                                continue;
+                        }
+                        for (size_t i = 0; i < d->sp->n_agents; i++) {
+                                struct agent_rt *a = &d->sp->agents[i];
+                                if (ev->wd != a->wd || ev->len == 0)
+                                        continue;
+                                if (!(ev->mask & (IN_DELETE | IN_MOVED_FROM)))
+                                        continue;
+                                /* Past a slice's time: the sweep looks. */
+                                if (uv_hrtime() - t0 > SLICE_USEC * 1000ULL) {
+                                        later = true;
+                                        continue;
+                                }
+                                int r = lifecycle_bootstrap_gone(d->sp, a, ev->name, now);
+                                if (r < 0) {
+                                        /* The sweep looks at it again. */
+                                        char q[300];
+                                        spool_error(d->sp, r, "Cannot finish the item of %s",
+                                                    log_quote(ev->name, q, sizeof(q)));
+                                }
+                        }
+                }
+        }
+        if (lost) {
+                if (rewatch(d) < 0) {
+                        service_stop(d, 1);
+                        return;
+                }
+        }
+        if (later)
+                slice_sweep(d, false);
+        if (overflow) {
+                d->sp->st.overflows++;
+                log_warning("inotify queue overflowed: rescanning");
+                watch_rescan(d, "overflow");
+                slice_sweep(d, false);
+        }
+        slice_arm(d);
+}
+
+int watch_open(struct daemon *d)
+{
+        int r;
+
+        d->ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+        if (d->ifd < 0)
+                return log_error_errno(errno, "Cannot create an inotify instance");
+        r = watch_handoff(d);
+        if (r < 0)
+                return log_error_errno(r, "Cannot watch %s/handoff", d->cfg->spool_dir);
+        watch_agents(d);
+        return 0;
+}
+
+void watch_agents_drop(struct daemon *d)
+{
+        for (size_t i = 0; i < d->sp->n_agents; i++)
+                if (d->sp->agents[i].wd >= 0)
+                        inotify_rm_watch(d->ifd, d->sp->agents[i].wd);
+}
+
+int watch_start(struct daemon *d)
+{
+        int r = uv_poll_start(&d->ipoll, UV_READABLE, on_inotify);
+
+        if (r < 0)
+                return r;
+        uv_timer_start(&d->t_rescan, on_rescan, (uint64_t)d->cfg->rescan_interval * 1000,
+                       (uint64_t)d->cfg->rescan_interval * 1000);
+        return 0;
+}
