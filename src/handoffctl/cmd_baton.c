@@ -19,6 +19,7 @@
 #include "config.h"
 #include "files.h"
 #include "payload.h"
+#include "payload_baton.h"
 #include "handoff.h"
 #include "handoffctl.h"
 #include "items.h"
@@ -81,21 +82,6 @@ static int cmp_str(const void *a, const void *b)
         return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* A session's key as the store names it: SESSION_ID or CREATOR.SESSION_ID. */
-static bool ctl_baton_key_valid(const char *key)
-{
-        const char *dot = strchr(key, '.');
-        char agent[65];
-
-        if (!dot)
-                return hd_id_valid(key);
-        if ((size_t)(dot - key) >= sizeof(agent))
-                return false;
-        memcpy(agent, key, (size_t)(dot - key));
-        agent[dot - key] = '\0';
-        return hd_agent_valid(agent) && hd_id_valid(dot + 1);
-}
-
 static int baton_list(int bfd, bool as_json)
 {
         _cleanup_json_ json_t *all = json_array();
@@ -133,7 +119,7 @@ static int baton_list(int bfd, bool as_json)
         for (size_t i = 0; i < n; i++) {
                 _cleanup_json_ json_t *doc = NULL;
                 /* a key: CREATOR.SESSION_ID, or a bare id (older ones) */
-                if (ctl_baton_key_valid(names[i]) && hd_baton_load(bfd, names[i], &doc) == 0) {
+                if (payload_baton_key_valid(names[i]) && hd_baton_load(bfd, names[i], &doc) == 0) {
                         json_t *hist = json_object_get(doc, "history");
                         json_t *last = json_array_get(hist, json_array_size(hist) - 1);
                         json_array_append_new(all, json_pack("{s:s, s:I, s:o, s:o}",
@@ -252,7 +238,7 @@ int cmd_baton(int argc, char **argv)
                 return ctl_fail(CTL_EXIT_USAGE, "baton show: one SESSION is needed (try --help)");
         session = argv[optind];
         /* The session names a file: only ids or keys, never paths. */
-        if (!ctl_baton_key_valid(session))
+        if (!payload_baton_key_valid(session))
                 return ctl_fail(CTL_EXIT_USAGE, "baton: '%s' is not a valid session id",
                                 session);
         bfd = baton_dir(conf, spool, &code);

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "handoffctl.h"
+#include "key.h"
 #include "items.h"
 #include "util.h"
 

@@ -17,6 +17,7 @@
 #include "files.h"
 #include "handoff.h"
 #include "handoffctl.h"
+#include "key.h"
 #include "util.h"
 
 #define KEYGEN_BYTES 32

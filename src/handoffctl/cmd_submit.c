@@ -24,6 +24,7 @@
 #include "files.h"
 #include "handoff.h"
 #include "handoffctl.h"
+#include "key.h"
 #include "items.h"
 #include "submit.h"
 #include "util.h"

@@ -18,6 +18,7 @@
 
 #include "handoff.h"
 #include "handoffctl.h"
+#include "key.h"
 #include "util.h"
 
 #define VERIFY_MAX_KIDS 64

@@ -301,6 +301,24 @@ int fsync_many_at(const int *dirfds, const char *const *names, size_t n, int *re
         return 0;
 }
 
+ssize_t read_full(int fd, void *buf, size_t cap)
+{
+        size_t len = 0;
+
+        while (len < cap) {
+                ssize_t n = read(fd, (char *)buf + len, cap - len);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                if (n == 0)
+                        break;
+                len += (size_t)n;
+        }
+        return (ssize_t)len;
+}
+
 int read_all(int fd, size_t max, size_t extra, char **ret_buf, size_t *ret_len)
 {
         _cleanup_free_ char *buf = NULL;
@@ -324,15 +342,12 @@ int read_all(int fd, size_t max, size_t extra, char **ret_buf, size_t *ret_len)
                                 return -ENOMEM;
                         buf = nb;
                 }
-                n = read(fd, buf + len, cap - len);
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return -errno;
-                }
-                if (n == 0)
-                        break;
+                n = read_full(fd, buf + len, cap - len);
+                if (n < 0)
+                        return (int)n;
                 len += (size_t)n;
+                if (len < cap)
+                        break;          /* the end of the file */
         }
         if (len > max)
                 return -EFBIG;

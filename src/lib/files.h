@@ -36,6 +36,10 @@ DIR *opendir_at(int dirfd);
  * -EFBIG when there is more. */
 int read_all(int fd, size_t max, size_t extra, char **ret_buf, size_t *ret_len);
 
+/* Read fd into buf until cap bytes or the end of the file (EINTR
+ * retried); returns the count, or -errno. */
+ssize_t read_full(int fd, void *buf, size_t cap);
+
 /* hd_read_fd() for a caller that has just done fstat(fd, st) itself:
  * the same checks on *st, no second fstat. */
 int read_fd_stat(int fd, const struct stat *st, const char *name, size_t max_size,

@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "files.h"
 #include "handoff.h"
 #include "key.h"
 #include "util.h"
@@ -290,25 +291,6 @@ int hd_key_parse(const char *line, size_t len, hd_key **ret, char *err,
         return key_parse_line(line, len, ret, err, errlen);
 }
 
-/* Read the whole of fd into buf (at most cap bytes); returns the count. */
-static ssize_t key_read_all(int fd, unsigned char *buf, size_t cap)
-{
-        size_t len = 0;
-
-        while (len < cap) {
-                ssize_t n = read(fd, buf + len, cap - len);
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return -errno;
-                }
-                if (n == 0)
-                        break;
-                len += (size_t)n;
-        }
-        return (ssize_t)len;
-}
-
 /* Open and read a key file: a regular file, not a symlink, at most
  * KEY_FILE_MAX bytes, into sodium_malloc'ed memory (it may hold a secret;
  * the caller wipes and frees it with key_file_free). */
@@ -358,7 +340,7 @@ static int key_file_read(int dirfd, const char *name, unsigned char **ret_buf,
                 key_err(err, errlen, "key file '%s': out of memory", name);
                 return -ENOMEM;
         }
-        n = key_read_all(fd, buf, KEY_FILE_MAX + 1);
+        n = read_full(fd, buf, KEY_FILE_MAX + 1);
         if (n < 0 || n > KEY_FILE_MAX) {
                 r = n < 0 ? (int)n : -EINVAL;
                 key_err(err, errlen, "key file '%s': %s", name,

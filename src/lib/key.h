@@ -30,4 +30,7 @@ struct hd_key {
  * (no stray low bits), so that one value has one spelling. */
 bool key_b64_decode(const char *s, size_t slen, unsigned char *out, size_t n);
 
+/* For _cleanup_(hd_key_freep) (util.h). */
+static inline void hd_key_freep(hd_key **k) { hd_key_free(*k); }
+
 #endif

@@ -31,7 +31,6 @@ static inline void fclosep(FILE **f)
         if (*f)
                 fclose(*f);
 }
-static inline void hd_key_freep(hd_key **k) { hd_key_free(*k); }
 
 #define _cleanup_(f) __attribute__((cleanup(f)))
 #define _cleanup_free_ _cleanup_(freep)
