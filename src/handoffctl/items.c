@@ -44,6 +44,17 @@ static void copy_str(json_t *dst, const char *k, const json_t *src, const char *
                 json_object_set_new(dst, k, json_string(s));
 }
 
+/* Open SPOOL/state (its path in dir): the fd, or -errno (-ENOENT: none). */
+static int state_open(const char *spool_dir, const char *state, char dir[PATH_MAX])
+{
+        int fd;
+
+        if (xsnprintf(dir, PATH_MAX, "%s/%s", spool_dir, state) < 0)
+                return -ENAMETOOLONG;
+        fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        return fd < 0 ? -errno : fd;
+}
+
 /* File names need not be UTF-8; JSON strings must. */
 static json_t *name_json(const char *s)
 {
@@ -136,19 +147,17 @@ int items_list(const char *spool_dir, const char *state, size_t max_read, json_t
         DIR *d;
         int fd;
 
-        if (xsnprintf(dir, sizeof(dir), "%s/%s", spool_dir, state) < 0)
-                return -ENAMETOOLONG;
         arr = json_array();
         if (!arr)
                 return -ENOMEM;
-        fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        fd = state_open(spool_dir, state, dir);
+        if (fd == -ENOENT) {
+                *ret = arr;
+                return 0;
+        }
         if (fd < 0) {
-                if (errno == ENOENT) {
-                        *ret = arr;
-                        return 0;
-                }
                 json_decref(arr);
-                return -errno;
+                return fd;
         }
         d = fdopendir(fd);
         if (!d) {
@@ -192,12 +201,10 @@ int items_count(const char *spool_dir, const char *state, size_t *ret_n,
         DIR *d;
         int fd;
 
-        if (xsnprintf(dir, sizeof(dir), "%s/%s", spool_dir, state) < 0)
-                return -ENAMETOOLONG;
-        fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        fd = state_open(spool_dir, state, dir);
         if (fd < 0) {
-                if (errno != ENOENT)
-                        return -errno;
+                if (fd != -ENOENT)
+                        return fd;
                 *ret_n = 0;
                 *ret_bytes = 0;
                 return 0;
@@ -348,11 +355,9 @@ int items_match(const char *spool_dir, const char *state, const char *name,
 
         if (!hd_id_valid(handoff_id))
                 return -EINVAL;
-        if (xsnprintf(dir, sizeof(dir), "%s/%s", spool_dir, state) < 0)
-                return -ENAMETOOLONG;
-        fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        fd = state_open(spool_dir, state, dir);
         if (fd < 0)
-                return errno == ENOENT ? ITEMS_NONE : -errno;
+                return fd == -ENOENT ? ITEMS_NONE : fd;
         return match_at(fd, dir, state, name, handoff_id, hd_now_usec(), ret);
 }
 
@@ -389,14 +394,11 @@ int items_find(const char *spool_dir, const char *handoff_id, json_t **ret)
                 DIR *d;
                 int fd;
 
-                if (xsnprintf(dir, sizeof(dir), "%s/%s", spool_dir, state) < 0)
-                        return -ENAMETOOLONG;
-                fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-                if (fd < 0) {
-                        if (errno == ENOENT)
-                                continue;
-                        return -errno;
-                }
+                fd = state_open(spool_dir, state, dir);
+                if (fd == -ENOENT)
+                        continue;
+                if (fd < 0)
+                        return fd;
                 /* claimed/ holds one name an id can have: no listing */
                 if (!strcmp(state, "claimed")) {
                         char name[NAME_MAX + 1];

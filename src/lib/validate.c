@@ -57,6 +57,21 @@ bad:
                        "caller_hash %s is not 16 lowercase hex chars", Q(j, qb));
 }
 
+/* transcript[i].key, a string: 0 and *ret, or the verdict. */
+static int transcript_string(const json_t *e, size_t i, const char *key, const json_t **ret,
+                             hd_verdict *v)
+{
+        const json_t *s = json_object_get(e, key);
+
+        if (!s)
+                return verdict(v, HD_R_BAD_TYPE, "transcript[%zu].%s is missing", i, key);
+        if (!json_is_string(s))
+                return verdict(v, HD_R_BAD_TYPE, "transcript[%zu].%s is %s, not a string",
+                               i, key, type_name(s));
+        *ret = s;
+        return 0;
+}
+
 static int validate_transcript(const json_t *t, hd_verdict *v)
 {
         const json_t *e;
@@ -69,33 +84,24 @@ static int validate_transcript(const json_t *t, hd_verdict *v)
                 const json_t *role, *text;
                 const char *r;
                 char qb[QBUF_LEN];
+                int q;
 
                 if (!json_is_object(e))
                         return verdict(v, HD_R_BAD_TYPE,
                                        "transcript[%zu] is %s, not an object",
                                        i, type_name(e));
-                role = json_object_get(e, "role");
-                if (!role)
-                        return verdict(v, HD_R_BAD_TYPE,
-                                       "transcript[%zu].role is missing", i);
-                if (!json_is_string(role))
-                        return verdict(v, HD_R_BAD_TYPE,
-                                       "transcript[%zu].role is %s, not a string",
-                                       i, type_name(role));
+                q = transcript_string(e, i, "role", &role, v);
+                if (q < 0)
+                        return q;
                 r = json_string_value(role);
                 if (strcmp(r, "user") != 0 && strcmp(r, "assistant") != 0 &&
                     strcmp(r, "system") != 0)
                         return verdict(v, HD_R_BAD_TYPE,
                                        "transcript[%zu].role %s is not user, assistant or system",
                                        i, Q(role, qb));
-                text = json_object_get(e, "text");
-                if (!text)
-                        return verdict(v, HD_R_BAD_TYPE,
-                                       "transcript[%zu].text is missing", i);
-                if (!json_is_string(text))
-                        return verdict(v, HD_R_BAD_TYPE,
-                                       "transcript[%zu].text is %s, not a string",
-                                       i, type_name(text));
+                q = transcript_string(e, i, "text", &text, v);
+                if (q < 0)
+                        return q;
         }
         return 0;
 }
