@@ -62,7 +62,11 @@ HD_CFLAGS += -D_FORTIFY_SOURCE=2
 endif
 HD_LDFLAGS := -Wl,-z,relro,-z,now -Wl,--as-needed $(SAN)
 
-LIB_SRCS    := $(sort $(wildcard src/lib/*.c))
+# src/lib/: what libhandoff exports (hd_*, include/handoff.h) and the
+# helpers it needs; src/lib/payload/: the payload formats behind the table
+# (payload.c); src/lib/private/: the code the daemon, the CLI and the hub
+# share, which the library carries but does not export (config, layout).
+LIB_SRCS    := $(sort $(wildcard src/lib/*.c src/lib/payload/*.c src/lib/private/*.c))
 DAEMON_SRCS := $(sort $(filter-out src/handoffd/main.c,$(wildcard src/handoffd/*.c)))
 CTL_SRCS    := $(sort $(wildcard src/handoffctl/*.c))
 TEST_SRCS   := $(sort $(wildcard tests/unit/test_*.c))
@@ -110,7 +114,7 @@ $(shell mkdir -p $(B) && (echo '$(DIRS_NOW)' | cmp -s - $(DIRS_STAMP) || echo '$
 # Each directory sees only the headers of what it builds on: the library
 # its own, the daemon and the CLI the library's (the config reader both
 # use is there), the tests the daemon's too.
-INC_lib := -Isrc/lib
+INC_lib := -Isrc/lib -Isrc/lib/payload -Isrc/lib/private
 INC_handoffd := $(INC_lib) -Isrc/handoffd
 INC_handoffctl := $(INC_lib) -Isrc/handoffctl
 INC_hubd := $(INC_lib) -Isrc/hubd -Isrc/handoffd -Isrc/handoffctl

@@ -7,7 +7,7 @@ the quiet output, and ./configure without Check.
 - a library source cannot include a daemon header, a daemon source cannot
   include a CLI header (each directory has its own include path), while
   their own headers still compile;
-- `make` prints "  CC     src/lib/util.c" for an object, `make V=1` the
+- `make` prints "  CC     src/lib/private/util.c" for an object, `make V=1` the
   full command line;
 - ./configure (when autoconf is there) succeeds without the `check`
   package and fails without a library the build needs.
@@ -118,7 +118,7 @@ def compile_line(obj_src):
 def include_paths():
     # config.h, the config reader, is the library's (private), for both
     # programs; the CLI sees no daemon header.
-    cases = [("src/lib/util.c", "util.h", "spool.h"),
+    cases = [("src/lib/private/util.c", "util.h", "spool.h"),
              ("src/handoffd/log.c", "config.h", "items.h"),
              ("src/handoffctl/items.c", "config.h", "spool.h")]
     with tempfile.TemporaryDirectory(prefix="hdtest.") as t:
@@ -143,18 +143,18 @@ def include_paths():
 def quiet_output():
     with tempfile.TemporaryDirectory(prefix="hdtest.") as t:
         b = os.path.join(t, "b")
-        obj = os.path.join(b, "src/lib/util.o")
+        obj = os.path.join(b, "src/lib/private/util.o")
         rc, out, err = make("NO_DEPS=1", f"B={b}", obj)
         if rc != 0 or not os.path.exists(obj):
             fail(f"make {obj}: exit {rc}: {err[-1000:]}")
             return
-        if out.splitlines() != ["  CC     src/lib/util.c"] or err:
-            fail(f"quiet make printed {out!r} {err!r}, wanted '  CC     src/lib/util.c'")
+        if out.splitlines() != ["  CC     src/lib/private/util.c"] or err:
+            fail(f"quiet make printed {out!r} {err!r}, wanted '  CC     src/lib/private/util.c'")
         else:
             print(f"make prints: {out.strip()!r}")
         rc, out, err = make("NO_DEPS=1", f"B={b}", "V=1", "-B", obj)
         lines = out.splitlines()
-        if rc != 0 or len(lines) != 1 or not re.search(r" -c -o \S+util\.o src/lib/util\.c$", lines[0]):
+        if rc != 0 or len(lines) != 1 or not re.search(r" -c -o \S+util\.o src/lib/private/util\.c$", lines[0]):
             fail(f"make V=1 printed {out!r}, wanted the compile command")
         else:
             print(f"make V=1 prints the command ({len(lines[0])} chars)")

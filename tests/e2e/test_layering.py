@@ -5,7 +5,7 @@
   its header are one module (src/lib/payload.c + payload.h).  No two modules
   may include each other, directly or around a circle.  src/lib and include/
   may include only include/ and src/lib headers, never a program's.
-- libhandoff's objects (nm over $HD_BUILD/src/lib/*.o): no two of them call
+- libhandoff's objects (nm over $HD_BUILD/src/lib/**/*.o): no two of them call
   each other around a circle either, also not through the public hd_ calls
   that one handoff.h declares for all.  The same for handoffd's objects
   (src/handoffd/*.o): daemon -> intake, delivery, lifecycle -> spool, so
@@ -31,7 +31,7 @@ SRC = os.environ.get("HD_SRC") or os.path.abspath(
 BUILD = os.environ.get("HD_BUILD") or os.path.join(SRC, "build")
 sys.path.insert(0, os.path.join(SRC, "tests", "py"))
 import hdtest  # noqa: E402
-SEARCH = ["include", "src/lib", "src/handoffd"]
+SEARCH = ["include", "src/lib", "src/lib/payload", "src/lib/private", "src/handoffd"]
 LIBRARY = ("include/", "src/lib/")
 
 
@@ -148,9 +148,13 @@ def check_names():
 def check_symbols(sub="lib", what="libhandoff"):
     # Only objects of sources that exist: a stale one left in the build
     # dir would define the same names twice.
-    objs = sorted(f for f in os.listdir(os.path.join(BUILD, "src", sub))
+    # (src/lib's subfolders, payload/ and private/, are the library too)
+    objs = sorted(os.path.relpath(os.path.join(d, f), os.path.join(BUILD, "src", sub))
+                  for d, _, names in os.walk(os.path.join(BUILD, "src", sub)) for f in names
                   if f.endswith(".o") and
-                  os.path.isfile(os.path.join(SRC, "src", sub, f[:-2] + ".c")))
+                  os.path.isfile(os.path.join(SRC, "src", sub,
+                                              os.path.relpath(d, os.path.join(BUILD, "src", sub)),
+                                              f[:-2] + ".c")))
     if not objs:
         fail(f"no objects in {BUILD}/src/{sub}: build first")
         return
