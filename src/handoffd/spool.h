@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "agents.h"
 #include "config.h"
 #include "deadline.h"
 #include "handoff.h"
@@ -25,15 +26,6 @@ enum spool_dir {
 };
 
 extern const char *const spool_dir_names[_SD_MAX];
-
-struct agent_rt {
-        const struct config_agent *cfg;
-        int state_fd;
-        int handoffs_fd;        /* state_dir/handoffs/ */
-        int wd;                 /* inotify watch on handoffs/, or -1 */
-        bool dirty;             /* handoffs/ needs an fsync */
-        char unserved[512];     /* why agent_open() took it out of service */
-};
 
 struct spool_stats {
         int64_t started_usec;

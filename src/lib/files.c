@@ -373,3 +373,83 @@ DIR *opendir_at(int dirfd)
         }
         return d;
 }
+
+/* A directory just created, and every directory above it up to as many
+ * levels as path has components (mkdir -p may have made them all): synced,
+ * else a power cut takes it, and all that is later put in it, away. */
+static int sync_created(int fd, const char *path)
+{
+        int cur = fd, r = 0;
+
+        for (const char *p = path; *p && r == 0; p++) {
+                if (p != path && !(p[0] != '/' && p[-1] == '/'))
+                        continue;
+                r = fsync_dir(cur);
+                int up = openat(cur, "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                if (cur != fd)
+                        close(cur);
+                if (up < 0)
+                        return -errno;
+                cur = up;
+        }
+        if (r == 0)
+                r = fsync_dir(cur);
+        if (cur != fd)
+                close(cur);
+        return r;
+}
+
+/* Open dirfd/path as a directory, creating it (and its parents) when
+ * missing.  A directory we create gets exactly mode, whatever the umask:
+ * the group write bit of handoff/ is what lets agents submit.  The last
+ * component is never followed: a symlink there is -ELOOP (or -ENOTDIR). */
+int open_dir_at(int dirfd, const char *path, mode_t mode, int *ret, bool *ret_created)
+{
+        bool created = false;
+        int fd, r;
+
+        if (mkdirat(dirfd, path, mode & 0777) == 0) {
+                created = true;
+        } else if (errno == ENOENT) {
+                r = mkdir_p_at(dirfd, path, 0750);
+                if (r < 0)
+                        return r;
+                created = true;
+        } else if (errno != EEXIST) {
+                return -errno;
+        }
+        fd = openat(dirfd, path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        if (created && fchmod(fd, mode) < 0) {
+                r = -errno;
+                close(fd);
+                return r;
+        }
+        if (created) {
+                r = sync_created(fd, path);
+                if (r < 0) {
+                        close(fd);
+                        return r;
+                }
+        }
+        *ret = fd;
+        if (ret_created)
+                *ret_created = created;
+        return 0;
+}
+
+/* Open an existing directory for a look only (handoffd -n): nothing is
+ * created; without read permission, an O_PATH fd still gives its owner
+ * and mode.  -ENOENT when it is missing (the start would create it). */
+int open_dir_look(int dirfd, const char *path, int *ret)
+{
+        int fd = openat(dirfd, path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+        if (fd < 0 && errno == EACCES)
+                fd = openat(dirfd, path, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        *ret = fd;
+        return 0;
+}

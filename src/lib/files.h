@@ -31,6 +31,17 @@ int random_hex(char *buf, size_t nbytes);
 #include <dirent.h>
 DIR *opendir_at(int dirfd);
 
+/* Open dirfd/path as a directory, creating it (and its parents) when
+ * missing, with exactly mode whatever the umask; a directory created is
+ * synced with every one above it.  The last component is never
+ * followed: a symlink there is -ELOOP (or -ENOTDIR). */
+int open_dir_at(int dirfd, const char *path, mode_t mode, int *ret, bool *ret_created);
+
+/* Open an existing directory for a look only (nothing created); without
+ * read permission an O_PATH fd, which still gives its owner and mode.
+ * -ENOENT when it is missing. */
+int open_dir_look(int dirfd, const char *path, int *ret);
+
 /* Read fd to its end into a NUL-terminated malloc'ed buffer of at most
  * max bytes (the buffer has room for extra more bytes after them):
  * -EFBIG when there is more. */

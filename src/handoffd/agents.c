@@ -1,0 +1,245 @@
+/* An agent's directories (see agents.h): opened, checked and, when
+ * they are not safe, the agent taken out of service alone. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <endian.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "agents.h"
+#include "files.h"
+#include "log.h"
+
+/* The parts of a POSIX access ACL (the system.posix_acl_access xattr,
+ * format of linux/posix_acl_xattr.h) that matter here. */
+#define ACL_XATTR_VERSION 2
+#define ACL_TAG_GROUP 0x08
+#define ACL_TAG_MASK  0x10
+
+struct acl_entry {
+        uint16_t tag, perm;
+        uint32_t id;
+};
+
+/* Does an ACL entry of fd give group gid write access? */
+static bool acl_group_writes(int fd, gid_t gid)
+{
+        unsigned char buf[4 + 64 * sizeof(struct acl_entry)];
+        bool named = false, mask = true;
+        uint32_t ver;
+        ssize_t n;
+
+        n = fgetxattr(fd, "system.posix_acl_access", buf, sizeof(buf));
+        if (n < 4)
+                return n < 0 && errno == ERANGE;        /* an ACL this big: suspect */
+        memcpy(&ver, buf, 4);
+        if (le32toh(ver) != ACL_XATTR_VERSION)
+                return true;
+        for (size_t o = 4; o + sizeof(struct acl_entry) <= (size_t)n; o += sizeof(struct acl_entry)) {
+                struct acl_entry e;
+                memcpy(&e, buf + o, sizeof(e));
+                if (le16toh(e.tag) == ACL_TAG_GROUP && le32toh(e.id) == gid &&
+                    (le16toh(e.perm) & 2))
+                        named = true;
+                if (le16toh(e.tag) == ACL_TAG_MASK && !(le16toh(e.perm) & 2))
+                        mask = false;
+        }
+        return named && mask;
+}
+
+/* Only the daemon and the agent may write an agent's state_dir and its
+ * handoffs/: anyone else could plant a bootstrap, take one, or swap the
+ * directory for a link.  Refused: writable by others, or writable by the
+ * spool's shared group (the group of handoff/, which every producer is
+ * in), through the mode or a POSIX ACL.  NULL when fine, else why not. */
+static const char *agent_dir_unsafe(int fd, gid_t shared)
+{
+        struct stat st;
+
+        if (fstat(fd, &st) < 0)
+                return "cannot be inspected";
+        if (st.st_mode & S_IWOTH)
+                return "is writable by others";
+        if ((st.st_mode & S_IWGRP) && st.st_gid == shared)
+                return "is writable by the spool's group";
+        if (acl_group_writes(fd, shared))
+                return "is writable by the spool's group through an ACL";
+        return NULL;
+}
+
+/* Can only the daemon's user enter the directory of fd? */
+static bool agent_dir_private(int fd)
+{
+        struct stat st;
+
+        return fstat(fd, &st) == 0 && st.st_uid == geteuid() && !(st.st_mode & 0011);
+}
+
+void agent_rt_close(struct agent_rt *a)
+{
+        if (a->state_fd >= 0)
+                close(a->state_fd);
+        if (a->handoffs_fd >= 0)
+                close(a->handoffs_fd);
+        a->state_fd = a->handoffs_fd = -1;
+}
+
+/* Out of service: log why, keep it for status (sp->unserved) and -n. */
+static int agent_unserved(struct agent_rt *a, const char *fmt, ...)
+        __attribute__((format(printf, 2, 3)));
+static int agent_unserved(struct agent_rt *a, const char *fmt, ...)
+{
+        va_list ap;
+
+        va_start(ap, fmt);
+        vsnprintf(a->unserved, sizeof(a->unserved), fmt, ap);
+        va_end(ap);
+        log_error("Not serving agent %s: %s; its handoffs wait in handoff/ until it is "
+                  "fixed and handoffd reloads (see handoffd(8))", a->cfg->name, a->unserved);
+        agent_rt_close(a);
+        return 1;
+}
+
+/* handoffd -n run by a user who cannot reach an agent's directory: not
+ * the start's verdict (the daemon's user may), a warning; 1, not
+ * inspected. */
+static int agent_not_inspected(struct agent_rt *a, const char *what)
+{
+        log_warning("Cannot inspect %s of agent %s as this user (permission denied): run "
+                    "handoffd -n as root or as the daemon's user", what, a->cfg->name);
+        agent_rt_close(a);
+        return 1;
+}
+
+/* Open one agent's state_dir and handoffs/; with look (handoffd -n),
+ * only those that exist, creating nothing.  This decides whether the
+ * agent is served: 0 it is; 1 it is out of service (a link, no directory
+ * where one belongs, one others may write, one we cannot open: its
+ * handoffs wait in handoff/ as for an agent served elsewhere, the other
+ * agents and the daemon go on), the reason in a->unserved, or with look
+ * this user cannot reach it; -ENOMEM. */
+static int agent_open(struct agent_rt *a, gid_t shared, bool look)
+{
+        const char *dir = a->cfg->state_dir, *why;
+        struct stat st;
+        bool created = false, sd_created = false;
+        char what[PATH_MAX + 32];
+        int r;
+
+        a->unserved[0] = '\0';
+        r = look ? open_dir_look(AT_FDCWD, dir, &a->state_fd)
+                 : open_dir_at(AT_FDCWD, dir, 0750, &a->state_fd, &sd_created);
+        if (look && r == -ENOENT)
+                return 0;       /* the start creates it */
+        if (look && r == -EACCES) {
+                snprintf(what, sizeof(what), "state_dir '%s'", dir);
+                return agent_not_inspected(a, what);
+        }
+        if (r == -ELOOP || r == -ENOTDIR)
+                return agent_unserved(a, "state_dir '%s' is a symbolic link or not a directory", dir);
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0)
+                return agent_unserved(a, "cannot open state_dir '%s': %s", dir, strerror(-r));
+        /* Made here in the spool's group (no setgid parent of the
+         * agent's own): only the daemon's user can be its agent, and the
+         * mode says so. */
+        if (sd_created && fstat(a->state_fd, &st) == 0 && st.st_gid == shared &&
+            fchmod(a->state_fd, 0700) < 0)
+                return agent_unserved(a, "cannot set the mode of '%s': %s", dir, strerror(errno));
+        why = agent_dir_unsafe(a->state_fd, shared);
+        if (why)
+                return agent_unserved(a, "refusing state_dir '%s': it %s "
+                                      "(only the daemon and the agent may write it)", dir, why);
+        /* Created here, it can only be the agent's if it inherits a group
+         * other than the spool's (setgid state_dir of the agent's group):
+         * else it stays the daemon's until set up (handoffd(8)). */
+        r = look ? open_dir_look(a->state_fd, "handoffs", &a->handoffs_fd)
+                 : open_dir_at(a->state_fd, "handoffs", 0700, &a->handoffs_fd, &created);
+        if (look && r == -ENOENT)
+                return 0;
+        if (look && r == -EACCES) {
+                snprintf(what, sizeof(what), "'%s/handoffs'", dir);
+                return agent_not_inspected(a, what);
+        }
+        if (r == -ELOOP || r == -ENOTDIR)
+                return agent_unserved(a, "'%s/handoffs' is a symbolic link or not a directory", dir);
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0)
+                return agent_unserved(a, "cannot open '%s/handoffs': %s", dir, strerror(-r));
+        if (created && fstat(a->handoffs_fd, &st) == 0) {
+                if (st.st_gid != shared && fchmod(a->handoffs_fd, 02770) < 0)
+                        return agent_unserved(a, "cannot set the mode of '%s/handoffs': %s",
+                                              dir, strerror(errno));
+                /* 0700: true only for an agent of another user, who
+                 * could reach state_dir; else the agent is the daemon's
+                 * user (make run's demo) and consumes. */
+                if (st.st_gid == shared && agent_dir_private(a->state_fd))
+                        log_info("Created '%s/handoffs' with mode 0700: agent %s is the daemon's "
+                                 "own user (only it can enter '%s')", dir, a->cfg->name, dir);
+                else if (st.st_gid == shared)
+                        log_warning("Created '%s/handoffs' with mode 0700: agent %s cannot consume "
+                                    "unless it runs as the daemon's user, until it is given the "
+                                    "agent's own group (see handoffd(8))",
+                                    dir, a->cfg->name);
+        }
+        why = agent_dir_unsafe(a->handoffs_fd, shared);
+        if (why)
+                return agent_unserved(a, "refusing '%s/handoffs': it %s "
+                                      "(only the daemon and the agent may write it)", dir, why);
+        return 0;
+}
+
+/* Open every agent of cfg (with look, only inspect them).  An agent out
+ * of service (agent_open()) is left out and, with unserved, remembered
+ * there (name -> why); *ret_left counts them.  Only a failure of the
+ * daemon itself (-ENOMEM) fails the whole call.  The one place this is
+ * decided: spool_open(), a reload and handoffd -n (spool_check()) all
+ * follow it. */
+int agents_open_all(struct config *cfg, gid_t shared, bool look, json_t *unserved,
+                    struct agent_rt **ret, size_t *ret_n, size_t *ret_left)
+{
+        struct agent_rt *a = calloc(cfg->n_agents ? cfg->n_agents : 1, sizeof(*a));
+        size_t n = 0, left = 0;
+        int r = 0;
+
+        if (!a)
+                return -ENOMEM;
+        for (size_t i = 0; i < cfg->n_agents; i++) {
+                a[n].cfg = &cfg->agents[i];
+                a[n].state_fd = a[n].handoffs_fd = a[n].wd = -1;
+                r = agent_open(&a[n], shared, look);
+                if (r > 0) {
+                        if (unserved && a[n].unserved[0])
+                                json_object_set_new(unserved, a[n].cfg->name,
+                                                    json_string(a[n].unserved));
+                        left++;
+                        r = 0;
+                        continue;
+                }
+                n++;
+                if (r < 0)
+                        break;
+        }
+        if (r < 0 || look) {
+                for (size_t i = 0; i < n; i++)
+                        agent_rt_close(&a[i]);
+                free(a);
+                a = NULL;
+                n = 0;
+        }
+        if (r < 0)
+                return r;
+        *ret = a;
+        *ret_n = n;
+        if (ret_left)
+                *ret_left = left;
+        return 0;
+}

@@ -1,0 +1,33 @@
+/* The agents a daemon serves: each one's state_dir and handoffs/, opened
+ * and checked (owner, mode, ACL), and an agent whose directories are not
+ * safe taken out of service alone, never the daemon (agents.c). */
+#ifndef HD_AGENTS_H
+#define HD_AGENTS_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "config.h"
+
+struct agent_rt {
+        const struct config_agent *cfg;
+        int state_fd;
+        int handoffs_fd;        /* state_dir/handoffs/ */
+        int wd;                 /* inotify watch on handoffs/, or -1 */
+        bool dirty;             /* handoffs/ needs an fsync */
+        char unserved[512];     /* why agent_open() took it out of service */
+};
+
+/* Open every agent of cfg (with look, handoffd -n, only inspect them,
+ * creating nothing).  An agent out of service is left out and, with
+ * unserved, remembered there (name -> why); *ret_left counts them.  Only
+ * a failure of the daemon itself (-ENOMEM) fails the whole call.
+ * shared: the spool's group (that of handoff/). */
+int agents_open_all(struct config *cfg, gid_t shared, bool look, json_t *unserved,
+                    struct agent_rt **ret, size_t *ret_n, size_t *ret_left);
+
+/* Close an agent's directories. */
+void agent_rt_close(struct agent_rt *a);
+
+#endif
