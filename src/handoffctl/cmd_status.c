@@ -112,6 +112,17 @@ static void print_relay(json_t *rl)
                 printf(" (oldest %llds)", I("outbox_oldest_s"));
         printf(", relayed %lld, received %lld, duplicates %lld, publish errors %lld\n",
                I("relayed"), I("received"), I("duplicates"), I("publish_errors"));
+        json_t *rc = json_object_get(rl, "receipts");
+#define R(k) ((long long)json_integer_value(json_object_get(rc, k)))
+        /* the sending half (this host owes them) and the accepting half */
+        if (rc)
+                printf("  receipts: sending %s: owed %lld, queued %lld, sent %lld; accepting %s: "
+                       "awaited %lld, applied %lld, duplicates %lld, dropped %lld\n",
+                       json_is_true(json_object_get(rc, "sending")) ? "on" : "off", R("owed"),
+                       R("queued"), R("sent"),
+                       json_is_true(json_object_get(rc, "accepting")) ? "on" : "off", R("awaited"),
+                       R("applied"), R("duplicate"), R("dropped"));
+#undef R
         if (S("last_error"))
                 printf("  last relay error (%llds ago): %s\n", I("last_error_age_s"), ctl_esc(S("last_error")));
 #undef I
