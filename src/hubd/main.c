@@ -51,8 +51,8 @@ void hub_auth_failed(struct hub *h, const char *from, const char *why)
         pthread_mutex_unlock(&h->auth_lock);
         /* the address and the reason are ours (no byte of the request) */
         if (first)
-                hub_log("authentication failed from %s: %s (more in the next %d s are "
-                        "counted, one line for them)", from, why, HUB_AUTH_LOG_INTERVAL);
+                hub_log("authentication failed from %s: %s (those after it are counted "
+                        "and said every %d s)", from, why, HUB_AUTH_LOG_INTERVAL);
 }
 
 void hub_auth_tick(struct hub *h)
