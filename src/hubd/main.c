@@ -36,43 +36,6 @@ void hub_log(const char *fmt, ...)
         fprintf(stderr, "handoff-hubd: %s\n", buf);
 }
 
-void hub_auth_failed(struct hub *h, const char *from, const char *why)
-{
-        bool first;
-
-        hub_stats_auth_failed();
-        pthread_mutex_lock(&h->auth_lock);
-        first = !h->auth_logging;
-        if (first)
-                h->auth_logging = true;
-        else
-                h->auth_more++;
-        snprintf(h->auth_last, sizeof(h->auth_last), "%s: %s", from, why);
-        pthread_mutex_unlock(&h->auth_lock);
-        /* the address and the reason are ours (no byte of the request) */
-        if (first)
-                hub_log("authentication failed from %s: %s (those after it are counted "
-                        "and said every %d s)", from, why, HUB_AUTH_LOG_INTERVAL);
-}
-
-void hub_auth_tick(struct hub *h)
-{
-        char last[sizeof(h->auth_last)];
-        uint64_t n;
-
-        pthread_mutex_lock(&h->auth_lock);
-        n = h->auth_more;
-        h->auth_more = 0;
-        /* none since the last line: the next one is logged at once */
-        if (n == 0)
-                h->auth_logging = false;
-        memcpy(last, h->auth_last, sizeof(last));
-        pthread_mutex_unlock(&h->auth_lock);
-        if (n > 0)
-                hub_log("authentication failed for %llu more request(s) in the last %d s, "
-                        "the last from %s", (unsigned long long)n, HUB_AUTH_LOG_INTERVAL, last);
-}
-
 /* items.c (shared with handoffctl, for GET /api/v1/handoffs/{id}) names
  * handoffctl's error printer; the hub never calls the function that uses
  * it, but links it. */
@@ -228,6 +191,43 @@ static void hub_reload(struct hub *h)
         hub_log("reloaded: %zu token(s)%s", hub_tokens_count(h->tokens),
                 h->tls ? ", TLS certificate and key" : "");
         notify_send("READY=1");
+}
+
+void hub_auth_failed(struct hub *h, const char *from, const char *why)
+{
+        bool first;
+
+        hub_stats_auth_failed();
+        pthread_mutex_lock(&h->auth_lock);
+        first = !h->auth_logging;
+        if (first)
+                h->auth_logging = true;
+        else
+                h->auth_more++;
+        snprintf(h->auth_last, sizeof(h->auth_last), "%s: %s", from, why);
+        pthread_mutex_unlock(&h->auth_lock);
+        /* the address and the reason are ours (no byte of the request) */
+        if (first)
+                hub_log("authentication failed from %s: %s (those after it are counted "
+                        "and said every %d s)", from, why, HUB_AUTH_LOG_INTERVAL);
+}
+
+void hub_auth_tick(struct hub *h)
+{
+        char last[sizeof(h->auth_last)];
+        uint64_t n;
+
+        pthread_mutex_lock(&h->auth_lock);
+        n = h->auth_more;
+        h->auth_more = 0;
+        /* none since the last line: the next one is logged at once */
+        if (n == 0)
+                h->auth_logging = false;
+        memcpy(last, h->auth_last, sizeof(last));
+        pthread_mutex_unlock(&h->auth_lock);
+        if (n > 0)
+                hub_log("authentication failed for %llu more request(s) in the last %d s, "
+                        "the last from %s", (unsigned long long)n, HUB_AUTH_LOG_INTERVAL, last);
 }
 
 static int hub_run(struct hub *h, sigset_t *set)
