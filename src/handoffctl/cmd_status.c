@@ -6,6 +6,9 @@
  * window); 2 usage or config error; 3 not running; 4 the control socket
  * refused us (whether the daemon runs is unknown). */
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +16,7 @@
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "handoffctl.h"
@@ -112,10 +116,131 @@ static void print_relay(json_t *rl)
                 printf(" (oldest %llds)", I("outbox_oldest_s"));
         printf(", relayed %lld, received %lld, duplicates %lld, publish errors %lld\n",
                I("relayed"), I("received"), I("duplicates"), I("publish_errors"));
+        json_t *rc = json_object_get(rl, "receipts");
+#define R(k) ((long long)json_integer_value(json_object_get(rc, k)))
+        /* the sending half (this host owes them) and the accepting half */
+        if (rc)
+                printf("  receipts: sending %s: owed %lld, queued %lld, sent %lld; accepting %s: "
+                       "awaited %lld, applied %lld, duplicates %lld, dropped %lld\n",
+                       json_is_true(json_object_get(rc, "sending")) ? "on" : "off", R("owed"),
+                       R("queued"), R("sent"),
+                       json_is_true(json_object_get(rc, "accepting")) ? "on" : "off", R("awaited"),
+                       R("applied"), R("duplicate"), R("dropped"));
+#undef R
         if (S("last_error"))
                 printf("  last relay error (%llds ago): %s\n", I("last_error_age_s"), ctl_esc(S("last_error")));
 #undef I
 #undef S
+}
+
+static const char *fmt_span(json_int_t s, char *buf, size_t n);
+
+/* The hub's figures (handoff-hubd writes them to its state_dir while it
+ * runs, removes them at a clean stop), when [hub] is set; NULL when not.
+ * Only the known figures are taken from the file, none of its text but
+ * the listening address, which is printed escaped. */
+#define HUB_FIGURES_STALE_S 60
+static json_t *hub_status(const struct config *cfg, json_t *problems)
+{
+        const char *dir = cfg->hub.state_dir ?: CONFIG_HUB_STATE_DIR_DEFAULT;
+        static const char *const ints[] = { "pid", "tokens", "requests_total", "accepted",
+                                            "repeated", "auth_failed" };
+        _cleanup_free_ char *buf = NULL;
+        _cleanup_json_ json_t *f = NULL;
+        char path[PATH_MAX];
+        size_t len;
+        hd_verdict v;
+        json_t *o;
+        int r;
+
+        if (!cfg->hub.listen && !cfg->hub.token_dir && !cfg->hub.state_dir)
+                return NULL;
+        if (xsnprintf(path, sizeof(path), "%s/%s", dir, CONFIG_HUB_STATUS_FILE) < 0)
+                return NULL;
+        o = json_pack("{s:s}", "figures", path);
+        r = hd_read_at(AT_FDCWD, path, 64 * 1024, &buf, &len, &v);
+        if (r == -ENOENT) {
+                json_object_set_new(o, "running", json_false());
+                return o;
+        }
+        f = r < 0 ? NULL : json_loadb(buf, len, 0, NULL);
+        pid_t pid = (pid_t)json_integer_value(json_object_get(f, "pid"));
+        if (!json_is_object(f) || pid <= 0) {
+                /* whether it runs is not known: said, not guessed */
+                json_object_set_new(o, "running", json_null());
+                json_object_set_new(o, "error", r < 0 ? json_sprintf("cannot read %s: %s", path,
+                                                                     strerror(-r))
+                                                      : json_sprintf("%s is not the hub's figures", path));
+                /* not this user's to read (not in the hub's group): no
+                 * problem of the hub's */
+                if (r != -EACCES && r != -EPERM)
+                        json_array_append_new(problems, json_sprintf("the hub's figures: %s",
+                                              json_string_value(json_object_get(o, "error"))));
+                return o;
+        }
+        /* its pid gone: SIGKILLed, or stopped without removing them */
+        if (kill(pid, 0) < 0 && errno == ESRCH) {
+                json_object_set_new(o, "running", json_false());
+                return o;
+        }
+        int64_t now = time(NULL);
+        json_object_set_new(o, "running", json_true());
+        for (size_t i = 0; i < ELEMENTSOF(ints); i++)
+                json_object_set_new(o, ints[i], json_integer(json_integer_value(json_object_get(f, ints[i]))));
+        json_object_set_new(o, "listen", json_string(json_string_value(json_object_get(f, "listen")) ?: ""));
+        json_object_set_new(o, "tls", json_boolean(json_is_true(json_object_get(f, "tls"))));
+        json_t *req = json_object(), *n;
+        const char *code;
+        json_object_foreach(json_object_get(f, "requests"), code, n)
+                if (json_is_integer(n) && strlen(code) <= 5)
+                        json_object_set_new(req, code, json_integer(json_integer_value(n)));
+        json_object_set_new(o, "requests", req);
+        json_int_t started = json_integer_value(json_object_get(f, "started"));
+        json_int_t updated = json_integer_value(json_object_get(f, "updated"));
+        json_object_set_new(o, "uptime_s", json_integer(now > started ? now - started : 0));
+        json_object_set_new(o, "figures_age_s", json_integer(now > updated ? now - updated : 0));
+        if (now - updated > HUB_FIGURES_STALE_S)
+                json_array_append_new(problems, json_sprintf("the hub (pid %lld) has not written its "
+                                      "figures for %llds", (long long)pid, (long long)(now - updated)));
+        return o;
+}
+
+static void print_hub(json_t *hb)
+{
+        char span[64];
+        json_int_t c2 = 0, c4 = 0, c5 = 0;
+        const char *code;
+        json_t *n;
+
+        if (!hb)
+                return;
+        if (json_is_null(json_object_get(hb, "running"))) {
+                printf("hub: unknown: %s\n", ctl_esc(json_string_value(json_object_get(hb, "error"))));
+                return;
+        }
+        if (!json_is_true(json_object_get(hb, "running"))) {
+                printf("hub: not running (no figures in %s)\n",
+                       ctl_esc(json_string_value(json_object_get(hb, "figures"))));
+                return;
+        }
+        json_object_foreach(json_object_get(hb, "requests"), code, n) {
+                if (code[0] == '2')
+                        c2 += json_integer_value(n);
+                else if (code[0] == '4')
+                        c4 += json_integer_value(n);
+                else if (code[0] == '5')
+                        c5 += json_integer_value(n);
+        }
+#define I(k) ((long long)json_integer_value(json_object_get(hb, k)))
+        printf("hub: running, pid %lld, up %s, listening on %s (%s), %lld token(s)\n", I("pid"),
+               fmt_span(json_integer_value(json_object_get(hb, "uptime_s")), span, sizeof(span)),
+               ctl_esc(json_string_value(json_object_get(hb, "listen"))),
+               json_is_true(json_object_get(hb, "tls")) ? "TLS" : "plain HTTP",
+               I("tokens"));
+        printf("  requests %lld (2xx %lld, 4xx %lld, 5xx %lld), accepted %lld, repeated %lld, "
+               "failed authentication %lld\n", I("requests_total"), (long long)c2, (long long)c4,
+               (long long)c5, I("accepted"), I("repeated"), I("auth_failed"));
+#undef I
 }
 
 /* "5min 38s", "2h 0min 5s", "3d 4h 0min 0s", "0s": systemd's units. */
@@ -237,6 +362,7 @@ static void print_text(json_t *st)
         if (k)
                 print_counters(k);
         print_relay(json_object_get(st, "relay"));
+        print_hub(json_object_get(st, "hub"));
         if (json_string_value(json_object_get(st, "last_error")))
                 printf("last error (%s ago): %s\n",
                        fmt_span(json_integer_value(json_object_get(st, "last_error_age_s")),
@@ -411,6 +537,14 @@ int cmd_status(int argc, char **argv)
                                                              "socket", cfg->control_socket));
                 json_object_set_new(st, "health", json_string("not running"));
                 code = CTL_EXIT_STALE;
+        }
+        json_t *hb = hub_status(cfg, problems);
+        if (hb)
+                json_object_set_new(st, "hub", hb);
+        /* a problem of the hub's makes a running daemon degraded */
+        if (code == CTL_EXIT_OK && json_array_size(problems)) {
+                code = CTL_EXIT_NEGATIVE;
+                json_object_set_new(st, "health", json_string("degraded"));
         }
         json_object_set_new(st, "problems", problems);
         config_free(cfg);

@@ -58,6 +58,10 @@ struct receipts {
         struct { int fd; char name[NAME_MAX + 1]; } *unsynced;
         size_t n_unsynced, cap_unsynced;
         bool out_dirty;
+        /* For status: entries of owed/ (outcomes still owed a final
+         * receipt) and of sent/ (items relayed from here whose final
+         * receipt has not come), counted at start and kept since. */
+        size_t n_owed, n_awaited;
 };
 
 static const char *const finals[] = { "consumed", "expired", "rejected" };
@@ -279,7 +283,11 @@ void receipt_owe(struct relay *r, const char *id, const char *origin)
                         json_object_set_new(rc->origins, id, json_string(origin));
                 return;
         }
+        /* a message redelivered after a crash: owed once */
+        bool known = faccessat(rc->owed_fd, id, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
         q = write_atomic(rc->owed_fd, id, origin, strlen(origin), 0640, 0);
+        if (q == 0 && !known)
+                rc->n_owed++;
         if (q == 0)
                 q = note_unsynced(r, rc->owed_fd, id);
         if (q < 0) {
@@ -400,8 +408,11 @@ static void outcome_hook(void *ctx, const char *id, const char *name, const char
         if (!rc->key) {
                 if (is_final(outcome))
                         json_object_del(rc->origins, id);
-        } else if (is_final(outcome) && unlinkat(rc->owed_fd, id, 0) == 0 && r->sp->cfg->fsync) {
-                rc->owed_dirty = true;
+        } else if (is_final(outcome) && unlinkat(rc->owed_fd, id, 0) == 0) {
+                if (rc->n_owed > 0)
+                        rc->n_owed--;
+                if (r->sp->cfg->fsync)
+                        rc->owed_dirty = true;
         }
 }
 
@@ -412,7 +423,10 @@ void receipt_sent(struct relay *r, const char *id, const char *name)
         if (!r->rc || r->rc->pub_fd < 0)
                 return;
         /* Without a sync: a lost one is found by a look through archive/. */
+        bool known = faccessat(r->rc->sent_fd, id, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
         int q = write_atomic(r->rc->sent_fd, id, name, strlen(name), 0640, 0);
+        if (q == 0 && !known)
+                r->rc->n_awaited++;
         if (q < 0)
                 log_warning_errno(q, "Cannot write receipts/sent/%s", id);
 }
@@ -590,8 +604,8 @@ bool receipt_in(struct relay *r, const struct relay_in *in, int64_t now)
         r->st.receipts_applied++;
         log_decision(LOG_INFO, id, NULL, "receipt", outcome, "Receipt for %s from %s: %s%s%s", id,
                      host, outcome, reason && *reason ? ": " : "", reason ? reason : "");
-        if (is_final(outcome))
-                unlinkat(rc->sent_fd, id, 0);
+        if (is_final(outcome) && unlinkat(rc->sent_fd, id, 0) == 0 && rc->n_awaited > 0)
+                rc->n_awaited--;
         return true;
 }
 
@@ -660,7 +674,16 @@ int receipt_start(struct relay *r)
                 _cleanup_free_ char *an = read_small(rc->sent_fd, de->d_name, NAME_MAX, NULL);
                 if (!an || !hd_name_safe(an) || !spool_exists_at(sp->fd[SD_ARCHIVE], an))
                         unlinkat(rc->sent_fd, de->d_name, 0);
+                else
+                        rc->n_awaited++;
         }
+        if (d)
+                closedir(d);
+        /* what a crash left owed (the files are read when an outcome comes) */
+        d = opendir_at(rc->owed_fd);
+        while (d && (de = readdir(d)))
+                if (de->d_name[0] != '.')
+                        rc->n_owed++;
         if (d)
                 closedir(d);
         uv_timer_init(r->loop, &rc->timer);
@@ -675,6 +698,22 @@ int receipt_start(struct relay *r)
                                  : "not accepted ([relay] host_pubkey_dir not set)",
                  json_object_size(rc->pending));
         return 0;
+}
+
+json_t *receipt_status(struct relay *r)
+{
+        struct receipts *rc = r->rc;
+        bool sending = rc && rc->key, accepting = rc && rc->pub_fd >= 0;
+
+        return json_pack("{s:b, s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
+                         "sending", sending, "accepting", accepting,
+                         "owed", (json_int_t)(sending ? rc->n_owed : 0),
+                         "queued", (json_int_t)(rc ? json_object_size(rc->pending) : 0),
+                         "awaited", (json_int_t)(accepting ? rc->n_awaited : 0),
+                         "sent", (json_int_t)r->st.receipts_sent,
+                         "applied", (json_int_t)r->st.receipts_applied,
+                         "duplicate", (json_int_t)r->st.receipts_duplicate,
+                         "dropped", (json_int_t)r->st.receipts_bad);
 }
 
 void receipt_stop(struct relay *r)

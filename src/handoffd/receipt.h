@@ -6,6 +6,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 struct relay;
 struct relay_in;
 
@@ -27,6 +29,12 @@ bool receipt_in(struct relay *r, const struct relay_in *in, int64_t now);
 
 /* outbox.c archived id as name: where a receipt for it finds it. */
 void receipt_sent(struct relay *r, const char *id, const char *name);
+
+/* For status: {sending, accepting, owed (items whose final receipt this
+ * host still owes), queued (receipts written, not yet PubAck'ed), awaited
+ * (items relayed from here whose final receipt has not come), sent,
+ * applied, duplicate, dropped}. */
+json_t *receipt_status(struct relay *r);
 
 /* The relay is (again) ready, or a new connection: publish what waits. */
 void receipt_resend(struct relay *r);

@@ -299,11 +299,7 @@ static json_t *relay_status(void *ctx, int64_t now)
                          "last_error_age_s", r->st.last_error_usec
                          ? json_integer((now - r->st.last_error_usec) / 1000000) : json_null());
         if (o)
-                json_object_set_new(o, "receipts", json_pack("{s:I, s:I, s:I, s:I}",
-                        "sent", (json_int_t)r->st.receipts_sent,
-                        "applied", (json_int_t)r->st.receipts_applied,
-                        "duplicate", (json_int_t)r->st.receipts_duplicate,
-                        "dropped", (json_int_t)r->st.receipts_bad));
+                json_object_set_new(o, "receipts", receipt_status(r));
         return o;
 }
 
@@ -339,5 +335,13 @@ static void relay_metrics(void *ctx, FILE *f, int64_t now)
                 (unsigned long long)r->st.receipts_duplicate);
         fprintf(f, "handoffd_relay_total{event=\"receipt_dropped\"} %llu\n",
                 (unsigned long long)r->st.receipts_bad);
+        json_t *rs = json_object_get(s, "receipts");
+        fprintf(f, "# HELP handoffd_relay_receipts Receipts owed (final one not yet written), "
+                   "queued (not yet PubAck'ed) and awaited (relayed from here, final one not in).\n"
+                   "# TYPE handoffd_relay_receipts gauge\n");
+        static const char *const gauges[] = { "owed", "queued", "awaited" };
+        for (size_t i = 0; i < ELEMENTSOF(gauges); i++)
+                fprintf(f, "handoffd_relay_receipts{state=\"%s\"} %lld\n", gauges[i],
+                        (long long)json_integer_value(json_object_get(rs, gauges[i])));
         json_decref(s);
 }

@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "config.h"
 
@@ -25,7 +26,8 @@ enum {
 #define HUB_DEFAULT_MAX_PER_ADDRESS 32
 #define HUB_THREADS 8
 #define HUB_AUTH_LOG_INTERVAL 60        /* seconds between failed-auth lines */
-#define HUB_DEFAULT_STATE_DIR HD_LOCALSTATEDIR "/lib/handoff-hubd"
+#define HUB_DEFAULT_STATE_DIR CONFIG_HUB_STATE_DIR_DEFAULT
+#define HUB_STATUS_INTERVAL 10          /* status.json rewritten at least this often */
 
 struct hub_tokens;
 struct hub_tls;
@@ -38,11 +40,24 @@ struct hub {
         struct hub_tokens *tokens;      /* swapped on SIGHUP under the lock */
         pthread_rwlock_t tokens_lock;
         struct hub_tls *tls;            /* NULL: plain HTTP (loopback, unix) */
-        atomic_uint_fast64_t auth_failed;  /* since the last log line */
+        /* Failed authentications: the first is logged at once with the
+         * peer's address and why; the ones after it are counted and said
+         * in one line per HUB_AUTH_LOG_INTERVAL, with the last of them. */
+        pthread_mutex_t auth_lock;
+        bool auth_logging;              /* a first one was logged */
+        uint64_t auth_more;             /* since, not logged one by one */
+        char auth_last[192];            /* "ADDRESS: WHY" of the last */
+        /* for status.json */
+        time_t started;
+        const char *listen_desc;
 };
 
 /* ---- logging (main.c): one line on stderr, journald picks it up ---- */
 void hub_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* A request failed to authenticate: from (the peer's address), why. */
+void hub_auth_failed(struct hub *h, const char *from, const char *why);
+/* Once per HUB_AUTH_LOG_INTERVAL: the count of the ones not logged. */
+void hub_auth_tick(struct hub *h);
 
 /* ---- tokens (hub_tokens.c) ---- */
 /* Load every AGENT.token of dir.  Returns 0, or -errno with err filled. */
@@ -111,7 +126,12 @@ void hub_http_stop(struct hub_http *s);
 /* ---- figures (hub_stats.c) ---- */
 void hub_stats_request(unsigned status, double seconds);
 void hub_stats_accepted(bool duplicate);
+void hub_stats_auth_failed(void);
 /* Prometheus text exposition, malloc'ed. */
 char *hub_stats_text(struct hub *h);
+/* state_dir/status.json: the hub's figures for handoffctl status, written
+ * when they changed or every HUB_STATUS_INTERVAL s; removed at a clean stop. */
+void hub_stats_write(struct hub *h, time_t now);
+void hub_stats_remove(struct hub *h);
 
 #endif

@@ -7,6 +7,7 @@
  *   GET  /api/v1/handoffs/{id}     its state (hub_accept_show)
  *   GET  /healthz                  "ok"
  *   GET  /metrics                  Prometheus text (hub_stats.c) */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <microhttpd.h>
 #include <pthread.h>
@@ -89,19 +90,38 @@ static enum MHD_Result refuse(struct MHD_Connection *c, struct req *rq,
         return respond_answer(c, rq, &a);
 }
 
+/* The peer's address as text ("unix" on a unix socket). */
+static const char *peer_address(struct MHD_Connection *c, char *buf, size_t n)
+{
+        const union MHD_ConnectionInfo *ci =
+                MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+
+        if (sa && sa->sa_family == AF_INET)
+                inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, buf, (socklen_t)n);
+        else if (sa && sa->sa_family == AF_INET6)
+                inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, buf, (socklen_t)n);
+        else
+                snprintf(buf, n, "unix");
+        return buf;
+}
+
 /* Authorization: Bearer TOKEN -> the agent it speaks for into agent[65];
  * false when none. */
 static bool auth_agent(struct hub *h, struct MHD_Connection *c, char *agent)
 {
         const char *v = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
                                                     MHD_HTTP_HEADER_AUTHORIZATION);
-        const char *a = NULL;
+        const char *a = NULL, *why = "no Authorization header";
 
         agent[0] = '\0';
+        if (v && strncasecmp(v, "Bearer ", 7))
+                why = "an Authorization header that is not Bearer";
         if (v && !strncasecmp(v, "Bearer ", 7)) {
                 v += 7;
                 while (*v == ' ')
                         v++;
+                why = "a token not in token_dir";
                 /* SIGHUP may swap the tokens meanwhile */
                 pthread_rwlock_rdlock(&h->tokens_lock);
                 a = hub_tokens_agent(h->tokens, v, strlen(v));
@@ -109,8 +129,10 @@ static bool auth_agent(struct hub *h, struct MHD_Connection *c, char *agent)
                         snprintf(agent, 65, "%s", a);
                 pthread_rwlock_unlock(&h->tokens_lock);
         }
-        if (!a)
-                atomic_fetch_add(&h->auth_failed, 1);
+        if (!a) {
+                char from[INET6_ADDRSTRLEN + 1];
+                hub_auth_failed(h, peer_address(c, from, sizeof(from)), why);
+        }
         return a != NULL;
 }
 

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "handoff.h"
 #include "hub.h"
@@ -24,7 +25,7 @@ static const double stat_bounds[] = { 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
 
 static atomic_uint_fast64_t by_code[ELEMENTSOF(stat_codes) + 1];
 static atomic_uint_fast64_t buckets[ELEMENTSOF(stat_bounds) + 1];
-static atomic_uint_fast64_t sum_usec, accepted, repeated;
+static atomic_uint_fast64_t sum_usec, accepted, repeated, auth_failed;
 
 void hub_stats_request(unsigned status, double seconds)
 {
@@ -44,6 +45,11 @@ void hub_stats_request(unsigned status, double seconds)
 void hub_stats_accepted(bool duplicate)
 {
         atomic_fetch_add(duplicate ? &repeated : &accepted, 1);
+}
+
+void hub_stats_auth_failed(void)
+{
+        atomic_fetch_add(&auth_failed, 1);
 }
 
 /* The daemon's own figures, as it last wrote them to [metrics] textfile
@@ -105,12 +111,67 @@ char *hub_stats_text(struct hub *h)
                     "# HELP handoff_hub_repeated_total Posts of an id already accepted (answered from the record).\n"
                     "# TYPE handoff_hub_repeated_total counter\n"
                     "handoff_hub_repeated_total %llu\n"
+                    "# HELP handoff_hub_auth_failed_total Requests that failed to authenticate.\n"
+                    "# TYPE handoff_hub_auth_failed_total counter\n"
+                    "handoff_hub_auth_failed_total %llu\n"
                     "# HELP handoff_hub_tokens Tokens loaded.\n"
                     "# TYPE handoff_hub_tokens gauge\n"
                     "handoff_hub_tokens %zu\n",
                     (unsigned long long)atomic_load(&accepted),
                     (unsigned long long)atomic_load(&repeated),
+                    (unsigned long long)atomic_load(&auth_failed),
                     ntok);
         stats_daemon(h, &b);
         return sb_take(&b, &out) < 0 ? NULL : out;
+}
+
+void hub_stats_write(struct hub *h, time_t now)
+{
+        static uint64_t last_sum = UINT64_MAX;
+        static time_t last_at;
+        _cleanup_json_ json_t *o = NULL;
+        json_t *req = json_object();
+        uint64_t sum = atomic_load(&auth_failed), total = 0;
+        size_t ntok;
+        char *s;
+
+        for (size_t i = 0; i <= ELEMENTSOF(stat_codes); i++) {
+                uint64_t n = atomic_load(&by_code[i]);
+                char code[16];
+                snprintf(code, sizeof(code), i < ELEMENTSOF(stat_codes) ? "%u" : "other",
+                         i < ELEMENTSOF(stat_codes) ? stat_codes[i] : 0);
+                total += n;
+                if (n)
+                        json_object_set_new(req, code, json_integer((json_int_t)n));
+        }
+        sum += total;
+        if (sum == last_sum && now - last_at < HUB_STATUS_INTERVAL) {
+                json_decref(req);
+                return;
+        }
+        pthread_rwlock_rdlock(&h->tokens_lock);
+        ntok = hub_tokens_count(h->tokens);
+        pthread_rwlock_unlock(&h->tokens_lock);
+        o = json_pack("{s:I, s:I, s:I, s:s, s:b, s:I, s:o, s:I, s:I, s:I, s:I}",
+                      "pid", (json_int_t)getpid(), "started", (json_int_t)h->started,
+                      "updated", (json_int_t)now, "listen", h->listen_desc ?: "",
+                      "tls", h->tls != NULL, "tokens", (json_int_t)ntok, "requests", req,
+                      "requests_total", (json_int_t)total,
+                      "accepted", (json_int_t)atomic_load(&accepted),
+                      "repeated", (json_int_t)atomic_load(&repeated),
+                      "auth_failed", (json_int_t)atomic_load(&auth_failed));
+        s = o ? json_dumps(o, JSON_SORT_KEYS | JSON_COMPACT) : NULL;
+        /* figures, not records: no sync */
+        if (s && hd_write_atomic(h->state_fd, CONFIG_HUB_STATUS_FILE, s, strlen(s), 0640,
+                                 false) == 0) {
+                last_sum = sum;
+                last_at = now;
+        }
+        free(s);
+}
+
+void hub_stats_remove(struct hub *h)
+{
+        if (h->state_fd >= 0)
+                unlinkat(h->state_fd, CONFIG_HUB_STATUS_FILE, 0);
 }

@@ -3,7 +3,9 @@
  * each handoff it accepts into the spool as any producer does; the daemon
  * does the rest.  The main thread only waits for signals: SIGTERM/SIGINT
  * stop, SIGHUP loads the TLS files and the tokens again; once a minute
- * it logs how many requests failed to authenticate. */
+ * it logs how many more requests failed to authenticate (the first is
+ * logged at once); every second it refreshes state_dir/status.json when
+ * the figures changed. */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -57,7 +59,7 @@ static void usage(FILE *f)
                 "Take signed handoffs over HTTPS and drop them into the handoffd spool.\n\n"
                 "  -c, --config FILE     configuration (default %s)\n"
                 "  -f, --foreground      stay in the foreground (always: it never forks)\n"
-                "  -v, --verbose         log each refusal and libmicrohttpd's messages\n"
+                "  -v, --verbose         also log libmicrohttpd's own messages\n"
                 "  -h, --help            show this help\n"
                 "  -V, --version         show the version\n\n"
                 "Exit codes: 0 clean stop, 1 fatal runtime error (cannot listen, spool\n"
@@ -179,6 +181,43 @@ static void hub_reload(struct hub *h)
         notify_send("READY=1");
 }
 
+void hub_auth_failed(struct hub *h, const char *from, const char *why)
+{
+        bool first;
+
+        hub_stats_auth_failed();
+        pthread_mutex_lock(&h->auth_lock);
+        first = !h->auth_logging;
+        if (first)
+                h->auth_logging = true;
+        else
+                h->auth_more++;
+        snprintf(h->auth_last, sizeof(h->auth_last), "%s: %s", from, why);
+        pthread_mutex_unlock(&h->auth_lock);
+        /* the address and the reason are ours (no byte of the request) */
+        if (first)
+                hub_log("authentication failed from %s: %s (those after it are counted "
+                        "and said every %d s)", from, why, HUB_AUTH_LOG_INTERVAL);
+}
+
+void hub_auth_tick(struct hub *h)
+{
+        char last[sizeof(h->auth_last)];
+        uint64_t n;
+
+        pthread_mutex_lock(&h->auth_lock);
+        n = h->auth_more;
+        h->auth_more = 0;
+        /* none since the last line: the next one is logged at once */
+        if (n == 0)
+                h->auth_logging = false;
+        memcpy(last, h->auth_last, sizeof(last));
+        pthread_mutex_unlock(&h->auth_lock);
+        if (n > 0)
+                hub_log("authentication failed for %llu more request(s) in the last %d s, "
+                        "the last from %s", (unsigned long long)n, HUB_AUTH_LOG_INTERVAL, last);
+}
+
 static int hub_run(struct hub *h, sigset_t *set)
 {
         time_t next = time(NULL) + HUB_AUTH_LOG_INTERVAL;
@@ -190,12 +229,10 @@ static int hub_run(struct hub *h, sigset_t *set)
                 time_t now = time(NULL);
 
                 if (now >= next) {
-                        uint64_t n = atomic_exchange(&h->auth_failed, 0);
-                        if (n > 0)
-                                hub_log("%llu request(s) failed to authenticate in the last %d s",
-                                        (unsigned long long)n, HUB_AUTH_LOG_INTERVAL);
+                        hub_auth_tick(h);
                         next = now + HUB_AUTH_LOG_INTERVAL;
                 }
+                hub_stats_write(h, now);
                 if (now >= prune) {
                         hub_records_prune(h, now);
                         prune = now + HUB_PRUNE_INTERVAL;
@@ -249,6 +286,7 @@ int main(int argc, char **argv)
                 return HUB_EXIT_CONFIG;
         }
         pthread_rwlock_init(&h.tokens_lock, NULL);
+        pthread_mutex_init(&h.auth_lock, NULL);
         r = hub_setup(&h);
         if (r != 0)
                 goto out;
@@ -281,10 +319,14 @@ int main(int argc, char **argv)
                 activated ? "the passed socket" : h.cfg->hub.listen,
                 h.tls ? "TLS" : "plain HTTP, this host only",
                 hub_tokens_count(h.tokens), h.cfg->spool_dir);
+        h.started = time(NULL);
+        h.listen_desc = activated ? "the passed socket" : h.cfg->hub.listen;
+        hub_stats_write(&h, h.started);
         notify_send("READY=1");
         r = hub_run(&h, &set);
         notify_send("STOPPING=1");
         hub_http_stop(http);
+        hub_stats_remove(&h);
         hub_log("stopped");
 out:
         if (fd >= 0)

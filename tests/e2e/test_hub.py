@@ -15,7 +15,12 @@ certificate made by openssl, against the real hub and the real daemon.
 - TLS: plain HTTP on a non-loopback address is refused at start with one
   line (exit 2); SIGHUP serves a new certificate and reads the tokens again;
 - /healthz and /metrics (the daemon's figures from its textfile too); a record older than max_window + max_clock_skew
-  is removed at start.
+  is removed at start;
+- failed authentications: the first logged at once with the peer's address
+  and why, the 21 after it in the same minute not one line each;
+- handoffctl status shows the hub's figures (pid, listening address,
+  tokens, requests, accepted, failed authentications) while it runs, and
+  "not running" once it stopped.
 """
 
 import base64
@@ -101,8 +106,8 @@ def main():
             t = time.time() - age
             os.utime(p, (t, t))
         hd = hub.start()
-        check(sorted(os.listdir(hub.state_dir)) == ["recent-1"],
-              f"records after start: {sorted(os.listdir(hub.state_dir))}")
+        recs = sorted(n for n in os.listdir(hub.state_dir) if n != "status.json")
+        check(recs == ["recent-1"], f"records after start: {recs}")
         print("ok: an expired record removed at start, a recent one kept")
 
         # Accepted and delivered.
@@ -150,6 +155,16 @@ def main():
         d = hdproto.build("bob", "alice", env.key)
         refuse(hub, "no token", 401, "unauthorized", d)
         refuse(hub, "wrong token", 401, "unauthorized", d, token="x" * 40)
+        # The failed authentications: the first logged at once with the
+        # peer's address and why (before its answer), the others counted
+        # for one line a minute, not one each.
+        for _ in range(20):
+            st, _ = hub.post(d, token="y" * 40)
+            check(st == 401, f"a wrong token: {st}")
+        lines = [ln for ln in hd.logs().splitlines() if "authentication failed" in ln]
+        check(len(lines) == 1 and "authentication failed from 127.0.0.1: no Authorization header" in lines[0],
+              f"one line for 22 failed authentications, with the address and why: {lines}")
+        print(f"ok: 22 failed authentications, one line: {lines[0]}")
         refuse(hub, "another sender's token", 403, "forbidden", d, "alice")
         bad = dict(d)
         bad["reason"] = "changed after signing"
@@ -208,13 +223,31 @@ def main():
 
         # Figures.
         st, text = hub.get("/metrics")
-        check(st == 200 and 'handoff_hub_requests_total{code="401"} 2' in text
+        check(st == 200 and 'handoff_hub_requests_total{code="401"} 22' in text
+              and "handoff_hub_auth_failed_total 22" in text
               and "handoff_hub_request_seconds_bucket" in text
               and "handoff_hub_accepted_total 3" in text, f"metrics:\n{text}")
         hdtest.wait_for(lambda: os.path.exists(prom), 30, "the daemon's metrics textfile")
         st, text = hub.get("/metrics")
         check(st == 200 and "handoffd_items" in text, f"metrics: the daemon's figures too:\n{text[-600:]}")
         print("ok: /metrics: the hub's figures and the daemon's")
+
+        # handoffctl status: the hub's figures (from its state_dir).
+        def hub_status():
+            return __import__("json").loads(env.ctl("status", "-c", hub.conf, "--json").stdout).get("hub")
+        hdtest.wait_for(lambda: (hub_status() or {}).get("accepted") == 3, 10,
+                        "the hub's figures in status")
+        hs = hub_status()
+        check(hs.get("running") is True and hs.get("pid") == hd.proc.pid and hs.get("tls") is True and
+              hs.get("auth_failed") == 22 and hs.get("requests", {}).get("401") == 22 and
+              hs.get("listen") == f"127.0.0.1:{hub.port}" and hs.get("tokens") == 3,
+              f"status --json: hub {hs}")
+        p = env.ctl("status", "-c", hub.conf)
+        check(f"hub: running, pid {hd.proc.pid}, up " in p.stdout and
+              f"listening on 127.0.0.1:{hub.port} (TLS), 3 token(s)" in p.stdout and
+              ", accepted 3, repeated 1, failed authentication 22" in p.stdout,
+              f"status text, the hub's lines:\n{p.stdout}")
+        print("ok: handoffctl status shows the hub's figures")
 
         # SIGHUP: a new certificate is served, and the tokens are read again.
         old_der = ssl.PEM_cert_to_DER_cert(open(hub.cert).read())
@@ -239,6 +272,10 @@ def main():
         print("ok: SIGHUP serves the new certificate")
         hd.stop()
         check(hd.proc.returncode == 0, f"SIGTERM: exit {hd.proc.returncode}")
+        p = env.ctl("status", "-c", hub.conf)
+        check("hub: not running (no figures in " in p.stdout and hub_status().get("running") is False,
+              f"status after the hub stopped:\n{p.stdout}")
+        print("ok: status after the hub stopped: not running")
 
         # Plain HTTP on a non-loopback address: refused, one line, exit 2.
         port = hubkit.free_port()

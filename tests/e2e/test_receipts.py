@@ -10,7 +10,9 @@ keygen --ed25519` ([relay] host_key) and the other's public key in its
   receipt reaches a once: the archived item stays "relayed" with the
   remote outcome, host, time and reason beside it; `handoffctl wait` on a
   returns 0 / 1 with b's reason (a wait started before the drop too),
-  `--until relayed` returns 5, `show` and status say it;
+  `--until relayed` returns 5, `show` and status say it; `handoffctl
+  status` shows the receipts b owes and a awaits (non-zero under way, 0
+  once every final receipt is in) with the sent/applied/dropped counts;
 - b's rejection of carl's handoff says that it came through the relay and
   from host a (log, show, .reason);
 - forged receipts published straight onto handoff.a.receipt.b (signed by
@@ -84,7 +86,14 @@ def main():
         for d in docs:
             hdproto.drop(h.a.spool, d)
 
+        # status while they are under way: a awaits final receipts, b owes
+        # them (gordon's are delivered, not final, for resume_window)
+        peak = {"awaited": 0, "owed": 0}
+
         def done():
+            ra, rb = a.status()["relay"]["receipts"], b.status()["relay"]["receipts"]
+            peak["awaited"] = max(peak["awaited"], ra.get("awaited", 0))
+            peak["owed"] = max(peak["owed"], rb.get("owed", 0))
             rel = h.relayed_on_a()
             return sum(1 for i in ids if rel.get(i, {}).get("remote_outcome") in FINAL)
         wait(lambda: done() == N, 120,
@@ -111,6 +120,18 @@ def main():
         owed = os.listdir(os.path.join(h.b.spool, "receipts", "owed"))
         check(out == [] and owed == [], f"b has nothing left to publish: out {out[:3]}, owed {owed[:3]}")
         print(f"{N} relayed, {want_applied} receipts applied on a once each, after {took:.1f}s")
+        # handoffctl status: both halves' figures, owed and awaited back to 0
+        sa, sb = a.status()["relay"]["receipts"], b.status()["relay"]["receipts"]
+        check(sa.get("sending") is True and sa.get("accepting") is True and sa.get("awaited") == 0 and
+              sb.get("owed") == 0 and sb.get("queued") == 0 and 0 < peak["awaited"] <= N and
+              0 < peak["owed"] <= N, f"status receipts: a {sa}, b {sb}, seen under way {peak}")
+        js = json.loads(h.a.ctl("status", "-c", a.conf, "--json").stdout)
+        check(js.get("relay", {}).get("receipts") == sa, f"status --json on a: {js.get('relay')}")
+        p = h.b.ctl("status", "-c", b.conf)
+        want = (f"receipts: sending on: owed 0, queued 0, sent {sb['sent']}; accepting on: awaited 0, "
+                f"applied {sb['applied']}, duplicates 0, dropped 0")
+        check(want in p.stdout, f"status text on b has '{want}':\n{p.stdout}")
+        print(f"status: a awaited up to {peak['awaited']}, b owed up to {peak['owed']}, both 0 after")
 
         rc = early.wait(30)
         eo = early.stdout.read()

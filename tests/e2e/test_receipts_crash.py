@@ -6,8 +6,9 @@
 2. a SIGKILLed in the middle of a stream of receipts, then restarted;
 3. b SIGKILLed in the middle of its outcomes, then restarted;
 4. b SIGKILLed between the outcome and the publish: the server is down,
-   the receipts wait in b's receipts/out/; b is killed, the server and b
-   come back, and they are published.
+   the receipts wait in b's receipts/out/; b is killed and comes back
+   (status: N queued on b, N awaited on a), then the server, and they are
+   published (status: 0 and 0).
 
 Every phase: each handoff's receipts (delivered, consumed) recorded on a
 exactly once (a's logs, over all its lives, name each at most once),
@@ -142,10 +143,21 @@ def main():
         wait(lambda: len([n for n in os.listdir(outdir) if n.endswith(".consumed")]) == N, 60,
              lambda: f"phase 4: {N} consumed receipts waiting in b's out/ ({len(os.listdir(outdir))})")
         kill(b)
-        h.ns.nodes[0].start()
+        # b comes back first: status counts what the crash left (read at
+        # its start), and a awaits the final receipts of phase 4
         b = h.start_b(name="b3")
+        rb, ra = b.status()["relay"]["receipts"], a.status()["relay"]["receipts"]
+        check(rb.get("queued") == N and rb.get("owed") == 0 and ra.get("awaited") == N,
+              f"phase 4 status after b's restart, the server down: b {rb}, a {ra} (want queued "
+              f"{N}, owed 0 on b, awaited {N} on a)")
+        h.ns.nodes[0].start()
         check_once(h, ids + ids2 + ids3 + ids4, "b killed before publishing")
-        print(f"4. server down, b SIGKILLed with {N} receipts unpublished: published after the restart, once each")
+        wait(lambda: b.status()["relay"]["receipts"]["queued"] == 0 and
+             a.status()["relay"]["receipts"]["awaited"] == 0, 30,
+             lambda: f"phase 4: status queued 0 on b, awaited 0 on a: b {b.status()['relay']['receipts']}, "
+                     f"a {a.status()['relay']['receipts']}")
+        print(f"4. server down, b SIGKILLed with {N} receipts unpublished: published after the restart, "
+              f"once each; status said queued {N} on b and awaited {N} on a meanwhile")
         sent = os.listdir(os.path.join(h.a.spool, "receipts", "sent"))
         check(sent == [], f"a's receipts/sent/ empty once every final receipt is in: {sent[:3]}")
         check(a.stop() == 0 and b.stop() == 0, "both exit 0")

@@ -52,6 +52,12 @@ struct config_relay {
 
 /* [hub]: handoff-hubd, the HTTPS side (src/hubd/).  Zero numbers mean
  * the defaults handoff-hubd(8) states. */
+/* [hub] state_dir when unset (handoff-hubd, and handoffctl status, which
+ * reads the hub's figures there). */
+#define CONFIG_HUB_STATE_DIR_DEFAULT HD_LOCALSTATEDIR "/lib/handoff-hubd"
+/* The hub's figures in state_dir, rewritten while it runs, for status. */
+#define CONFIG_HUB_STATUS_FILE "status.json"
+
 struct config_hub {
         char *listen;           /* "HOST:PORT" or "unix:PATH"; NULL = none */
         char *tls_cert, *tls_key;
