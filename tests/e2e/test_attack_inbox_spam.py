@@ -1,0 +1,103 @@
+"""Attack (issue 24.9): inbox spam.  Any member of group handoff may send
+an agent valid handoffs, as many as she likes: each waits in the agent's
+handoffs/ for the resume window.  Each consume read and checked every
+waiting bootstrap to find the oldest (1,000 waiting took about 5 minutes
+to consume with two consumers), and nothing bounded how many wait.
+
+Part one: HD_ATTACK_N small handoffs (default 300, from ten senders, so
+the default quotas let them in) and HD_ATTACK_LARGE large ones (default 20
+of about 0.5 MiB) wait for alice; then bob hands her one.  `handoffctl
+consume` (the oldest) and `consume ID` (bob's) each answer within 0.5 s
+(x HD_SLOW): a consume reads the one it takes, not every waiting one.
+`handoffctl inbox` is timed too (it shows every waiting one, each checked)."""
+
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.environ.get("HD_SRC", "."), "tests", "py"))
+import hdproto  # noqa: E402
+import hdtest  # noqa: E402
+from hdtest import check  # noqa: E402
+
+N = int(os.environ.get("HD_ATTACK_N", "300"))
+N_LARGE = int(os.environ.get("HD_ATTACK_LARGE", "20"))
+LIMIT_S = 0.5 * hdtest.SLOW
+
+
+def timed(env, *args):
+    t0 = time.monotonic()
+    p = env.ctl(*args)
+    return time.monotonic() - t0, p
+
+
+def flood(env, conf):
+    floats = [i * 1.000001 for i in range(30000)]
+    docs = []
+    for i in range(N_LARGE):
+        docs.append(hdproto.build(f"big{i % 10}", "alice", env.key, ttl=3600,
+                                  extra={"floats": floats}))
+    for i in range(N):
+        docs.append(hdproto.build(f"m{i % 10}", "alice", env.key, ttl=3600, reason=f"spam {i}"))
+    for doc in docs:
+        hdproto.drop(env.spool, doc)
+    total = N + N_LARGE
+    hdtest.wait_for(lambda: len(env.bootstraps("alice")) >= total, timeout=120 * hdtest.SLOW,
+                    what=f"{total} bootstraps waiting for alice")
+    size = os.path.getsize(os.path.join(env.state["alice"], "handoffs",
+                                        docs[0]["handoff_id"] + ".json"))
+    print(f"- {N} small and {N_LARGE} large ({size} bytes) bootstraps waiting for alice")
+    return docs
+
+
+def part_speed():
+    with hdtest.Env(agents=["alice"]) as env:
+        text = env.config_text("d0").replace("[spool]\n", "[spool]\nmax_file_size = 4194304\n", 1)
+        conf = env.write_config("d0", text=text)
+        d = env.start(conf=conf)
+        flood(env, conf)
+        bob = hdproto.build("bob", "alice", env.key, ttl=600, reason="the real one")
+        hdproto.drop(env.spool, bob)
+        boot = os.path.join(env.state["alice"], "handoffs", bob["handoff_id"] + ".json")
+        hdtest.wait_for(lambda: os.path.exists(boot), timeout=30 * hdtest.SLOW,
+                        what="bob's handoff delivered")
+
+        figures, wrong = {}, []
+        t, p = timed(env, "inbox", "-c", conf, "--agent", "alice", "--json")
+        figures["inbox"] = t
+        lines = p.stdout.splitlines()
+        if p.returncode != 0 or len(lines) != N + N_LARGE + 1:
+            wrong.append(f"inbox: exit {p.returncode}, {len(lines)} lines, wanted {N + N_LARGE + 1}:"
+                         f"\n{p.stderr[-1000:]}")
+        t, p = timed(env, "consume", "-c", conf, "--agent", "alice")
+        figures["consume (oldest)"] = t
+        got = json.loads(p.stdout) if p.stdout.startswith("{") else {}
+        if p.returncode != 0 or got.get("handoff_id") == bob["handoff_id"]:
+            wrong.append(f"consume oldest: exit {p.returncode}: {p.stdout[:300]}{p.stderr[-500:]}")
+        t, p = timed(env, "consume", "-c", conf, "--agent", "alice", bob["handoff_id"])
+        figures["consume ID"] = t
+        if p.returncode != 0 or bob["handoff_id"] not in p.stdout:
+            wrong.append(f"consume bob's: exit {p.returncode}: {p.stdout[:300]}{p.stderr[-500:]}")
+        # The oldest really is taken first, and ten more in a row stay fast.
+        t0 = time.monotonic()
+        for _ in range(10):
+            p = env.ctl("consume", "-c", conf, "--agent", "alice")
+            if p.returncode != 0:
+                wrong.append(f"consume in a row: exit {p.returncode}: {p.stderr[-500:]}")
+                break
+        figures["10 consumes"] = time.monotonic() - t0
+        print("- " + ", ".join(f"{k} {v:.2f}s" for k, v in figures.items()))
+        check(not wrong, "wrong answers:\n  " + "\n  ".join(wrong))
+        slow = {k: v for k, v in figures.items() if k != "inbox" and
+                v > (10 * LIMIT_S if k == "10 consumes" else LIMIT_S)}
+        check(not slow, f"over {LIMIT_S:.1f}s (10 consumes: {10 * LIMIT_S:.1f}s): {slow}")
+        check(d.stop() == 0, "exit 0")
+
+
+def main():
+    part_speed()
+
+
+if __name__ == "__main__":
+    hdtest.run(main)
