@@ -60,6 +60,7 @@ typedef enum hd_reason {
         HD_R_SIGNATURE_REQUIRED,
         HD_R_EXPIRED_UNRELAYED, /* for a remote agent, expired before the relay took it */
         HD_R_TOO_MANY_VALUES,
+        HD_R_INBOX_FULL,        /* the agent's waiting bootstraps at their limit */
         _HD_R_MAX
 } hd_reason;
 

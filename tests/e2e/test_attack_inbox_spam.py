@@ -9,7 +9,13 @@ the default quotas let them in) and HD_ATTACK_LARGE large ones (default 20
 of about 0.5 MiB) wait for alice; then bob hands her one.  `handoffctl
 consume` (the oldest) and `consume ID` (bob's) each answer within 0.5 s
 (x HD_SLOW): a consume reads the one it takes, not every waiting one.
-`handoffctl inbox` is timed too (it shows every waiting one, each checked)."""
+`handoffctl inbox` is timed too (it shows every waiting one, each checked).
+
+Part two: the quota.  With [spool] max_waiting_per_sender = 5 and
+max_waiting = 8, mallory's 7 handoffs: 5 delivered, 2 rejected as
+inbox_full; carol's 4: 3 delivered (8 in all), 1 rejected; bob's is
+rejected too until alice consumes one, then the next one gets in.  The
+reason files and the status counters say inbox_full."""
 
 import json
 import os
@@ -53,7 +59,9 @@ def flood(env, conf):
 
 def part_speed():
     with hdtest.Env(agents=["alice"]) as env:
-        text = env.config_text("d0").replace("[spool]\n", "[spool]\nmax_file_size = 4194304\n", 1)
+        # the defaults (the kit turns the quota off: its tests flood)
+        text = env.config_text("d0").replace("max_waiting = 0\n", "").replace(
+            "max_waiting_per_sender = 0\n", "") + "\n[spool]\nmax_file_size = 4194304\n"
         conf = env.write_config("d0", text=text)
         d = env.start(conf=conf)
         flood(env, conf)
@@ -95,8 +103,65 @@ def part_speed():
         check(d.stop() == 0, "exit 0")
 
 
+def part_quota():
+    with hdtest.Env(agents=["alice"]) as env:
+        text = env.config_text("d0") + "\n[spool]\nmax_waiting_per_sender = 5\nmax_waiting = 8\n"
+        conf = env.write_config("d0", text=text)
+        d = env.start(conf=conf)
+
+        def send(frm, n):
+            docs = [hdproto.build(frm, "alice", env.key, ttl=600) for _ in range(n)]
+            for doc in docs:
+                hdproto.drop(env.spool, doc)
+            return docs
+
+        def settled(n_boot, n_rej):
+            try:
+                hdtest.wait_for(lambda: len(env.bootstraps("alice")) == n_boot and
+                                env.count("rejected") == n_rej and not env.names("handoff"),
+                                timeout=20 * hdtest.SLOW, what=f"{n_boot} waiting, {n_rej} rejected")
+            except hdtest.Fail as e:
+                raise hdtest.Fail(f"{e}: now {len(env.bootstraps('alice'))} waiting, "
+                                  f"{env.count('rejected')} rejected, handoff/ {env.names('handoff')}")
+
+        send("mallory", 7)
+        settled(5, 2)
+        send("carol", 4)
+        settled(8, 3)
+        reasons = [env.reason_of(n) for n in env.items("rejected")]
+        check(all(r.get("reason") == "inbox_full" for r in reasons),
+              f"reasons: {reasons}")
+        details = sorted(r.get("detail", "") for r in reasons)
+        check(details == ["5 handoffs from mallory already wait for alice (max_waiting_per_sender)"] * 2 +
+              ["8 handoffs already wait for alice (max_waiting)"], f"details: {details}")
+        # not remembered: the same handoff may come again once there is room
+        check(not any("handoff_id" in r for r in reasons), f"an id remembered: {reasons}")
+        print(f"- mallory 7, carol 4: 8 waiting, 3 rejected inbox_full: {details}")
+        bob = send("bob", 1)[0]
+        settled(8, 4)
+        p = env.ctl("consume", "-c", conf, "--agent", "alice", check_rc=0)
+        # archived once the consume is noticed: then there is room
+        hdtest.wait_for(lambda: env.count("archive") == 1, what="the consumed one archived")
+        bob2 = send("bob", 1)[0]
+        boot = os.path.join(env.state["alice"], "handoffs", bob2["handoff_id"] + ".json")
+        hdtest.wait_for(lambda: os.path.exists(boot), what="bob's second handoff delivered")
+        st = json.loads(env.ctl("status", "-c", conf, "--json", check_rc=0).stdout)
+        rej = st.get("counters", {}).get("rejected", {})
+        check(rej.get("inbox_full") == 4, f"status counts 4 inbox_full: {rej}")
+        check(bob["handoff_id"] not in p.stdout, "bob's first was never delivered")
+        print("- bob's first rejected while the inbox was full, his second delivered after a consume")
+        check(d.stop() == 0, "exit 0")
+        # A restart counts what waits again (the start's sweep): still full.
+        d = env.start(conf=conf)
+        send("carol", 1)
+        settled(8, 5)
+        print("- after a restart: 8 still waiting, carol's next rejected")
+        check(d.stop() == 0, "exit 0 after the restart")
+
+
 def main():
     part_speed()
+    part_quota()
 
 
 if __name__ == "__main__":
