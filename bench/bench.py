@@ -273,6 +273,8 @@ class Run:
             f"fsync = {'yes' if fsync else 'no'}",
             "rescan_interval = 30",
             "resume_window = 600",
+            "max_waiting = 0",
+            "max_waiting_per_sender = 0",
             "",
             "[keys]",
             f"default = {e.key_path}",

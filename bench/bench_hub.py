@@ -59,7 +59,8 @@ class Site:
     def config_text(self, name="d0", extra=""):
         return "\n".join(["[spool]", f"dir = {self.spool}",
                           f"fsync = {'yes' if self.fsync else 'no'}", "rescan_interval = 30",
-                          "resume_window = 1800", "", "[keys]", f"default = {self.key_path}", "",
+                          "resume_window = 1800", "max_waiting = 0", "max_waiting_per_sender = 0",
+                          "", "[keys]", f"default = {self.key_path}", "",
                           "[control]", f"socket = {self.sock}", "",
                           "[agent alice]", f"state_dir = {self.state['alice']}", ""]) + "\n" + extra
 

@@ -46,7 +46,8 @@ class Host:
         self.sock = os.path.join(self.dir, "control.sock")
         self.conf = os.path.join(self.dir, "handoffd.conf")
         lines = ["[spool]", f"dir = {self.spool}", f"fsync = {'yes' if fsync else 'no'}",
-                 "rescan_interval = 30", "resume_window = 1800", "",
+                 "rescan_interval = 30", "resume_window = 1800",
+                 "max_waiting = 0", "max_waiting_per_sender = 0", "",
                  "[keys]", f"default = {key_path}", "", "[control]", f"socket = {self.sock}", ""]
         for a, s in self.state.items():
             lines += [f"[agent {a}]", f"state_dir = {s}", ""]

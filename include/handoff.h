@@ -60,6 +60,7 @@ typedef enum hd_reason {
         HD_R_SIGNATURE_REQUIRED,
         HD_R_EXPIRED_UNRELAYED, /* for a remote agent, expired before the relay took it */
         HD_R_TOO_MANY_VALUES,
+        HD_R_INBOX_FULL,        /* the agent's waiting bootstraps at their limit */
         _HD_R_MAX
 } hd_reason;
 
@@ -387,7 +388,9 @@ typedef struct hd_consume_opts {
 /* Take one bootstrap from dirfd (an agent's handoffs/ directory): rename it
  * to a private name first so that of two consumers exactly one gets it,
  * check it as o says, return its document and delete it.  handoff_id NULL
- * = the oldest fresh one that passes.  -ENOENT when none is there;
+ * = the oldest fresh one that passes, oldest by the file's mtime (the
+ * daemon writes each at its accepted_at): only the one taken is read and
+ * checked, then the next if it fails.  -ENOENT when none is there;
  * -ESTALE when the one asked for is stale (it is put back for the
  * sweeper); -EBADMSG with v filled when the one asked for (or, without
  * handoff_id, every fresh one there) is refused: it is left in place. */

@@ -26,8 +26,10 @@ static void inbox_usage(FILE *f)
                 "\n"
                 "The bootstraps waiting for agent NAME (fresh ones, that consume would\n"
                 "take), oldest first: handoff_id, from_agent, age, seconds left in the\n"
-                "resume window, reason.  Nothing is consumed.  With --follow, then each\n"
-                "one that arrives, once, until interrupted.\n"
+                "resume window, reason.  At most the oldest 100 (or 4 MiB of files) are\n"
+                "read and shown; how many more wait is said after them.  Nothing is\n"
+                "consumed.  With --follow, then each one that arrives, once, until\n"
+                "interrupted.\n"
                 "\n"
                 "  -c, --config FILE      daemon configuration (default %s)\n"
                 "  -a, --agent NAME       the agent\n"
@@ -43,17 +45,18 @@ static void inbox_usage(FILE *f)
 }
 
 /* Print the entries not printed yet; seen: name -> true for those still
- * there (a name that left and comes back is a new arrival). */
-static int inbox_show(const struct inbox *ib, json_t *seen, bool as_json)
+ * there (a name that left and comes back is a new arrival).  say_more:
+ * how many were not looked at (the bound of inbox_list()), after them. */
+static int inbox_show(const struct inbox *ib, json_t *seen, bool as_json, bool say_more)
 {
         _cleanup_json_ json_t *list = NULL, *now_there = json_object();
         json_t *e;
-        size_t i;
+        size_t i, more = 0;
         int r;
 
         if (!now_there)
                 return -ENOMEM;
-        r = inbox_list(ib, hd_now_usec(), &list);
+        r = inbox_list(ib, hd_now_usec(), &list, &more);
         if (r < 0)
                 return r;
         json_array_foreach(list, i, e) {
@@ -64,6 +67,11 @@ static int inbox_show(const struct inbox *ib, json_t *seen, bool as_json)
         }
         json_object_clear(seen);
         json_object_update(seen, now_there);
+        /* --json lines are entries only: the note goes to stderr there */
+        if (say_more && more)
+                fprintf(as_json ? stderr : stdout,
+                        "%zu more waiting, not shown (the oldest %zu were looked at; consume takes the oldest first)\n",
+                        more, json_array_size(list));
         return fflush(stdout) == EOF ? -errno : 0;
 }
 
@@ -79,7 +87,7 @@ static int inbox_follow(struct inbox *ib, json_t *seen, bool as_json)
         if (r < 0)
                 return r;
         /* Watch first, then list: an arrival in between is in the queue. */
-        r = inbox_show(ib, seen, as_json);
+        r = inbox_show(ib, seen, as_json, true);
         for (;;) {
                 struct pollfd p[2] = { { .fd = ifd, .events = POLLIN },
                                        { .fd = STDOUT_FILENO, .events = 0 } };
@@ -108,7 +116,7 @@ static int inbox_follow(struct inbox *ib, json_t *seen, bool as_json)
                                 changed = true;
                 }
                 if (changed)
-                        r = inbox_show(ib, seen, as_json);
+                        r = inbox_show(ib, seen, as_json, false);
         }
 }
 
@@ -185,7 +193,7 @@ int cmd_inbox(int argc, char **argv)
         if (follow)
                 r = inbox_follow(&ib, seen, as_json);
         else
-                r = inbox_show(&ib, seen, as_json);
+                r = inbox_show(&ib, seen, as_json, true);
         inbox_done(&ib);
         config_free(cfg);       /* after the last look: copts reads its keys */
         if (r == -EPIPE)

@@ -133,7 +133,7 @@ static json_t *mcp_resources_list(struct mcp *m, struct mcp_err *e)
         int r;
 
         inbox_reopen(&m->ib);
-        r = inbox_list(&m->ib, hd_now_usec(), &list);
+        r = inbox_list(&m->ib, hd_now_usec(), &list, NULL);
         if (r < 0 || !res) {
                 json_decref(res);
                 e->code = RPC_INTERNAL_ERROR;

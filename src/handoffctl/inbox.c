@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "files.h"
@@ -122,25 +123,100 @@ static int entry_cmp(const void *a, const void *b)
                       json_string_value(json_object_get(y, "name")));
 }
 
-int inbox_list(const struct inbox *ib, int64_t now, json_t **ret)
+struct cand {
+        char *name;
+        int64_t mtime;
+        off_t size;
+};
+
+/* By mtime (the daemon writes each bootstrap at its accepted_at), as
+ * hd_consume_with() picks them; then by name. */
+static int cand_cmp(const void *a, const void *b)
+{
+        const struct cand *x = a, *y = b;
+
+        if (x->mtime != y->mtime)
+                return x->mtime < y->mtime ? -1 : 1;
+        return strcmp(x->name, y->name);
+}
+
+/* The names that may be bootstraps, with their mtimes and sizes: a
+ * listing and a stat each, no file read. */
+static int inbox_cands(const struct inbox *ib, struct cand **ret, size_t *ret_n)
+{
+        struct cand *c = NULL;
+        size_t n = 0, cap = 0;
+        struct dirent *de;
+        DIR *d;
+
+        d = opendir_at(ib->fd);
+        if (!d)
+                return -errno;
+        while ((de = readdir(d))) {
+                struct stat st;
+                if (!inbox_name(de->d_name) ||
+                    fstatat(ib->fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+                    !S_ISREG(st.st_mode))
+                        continue;
+                if (n == cap) {
+                        struct cand *t = realloc(c, (cap = cap ? cap * 2 : 16) * sizeof(*c));
+                        if (!t)
+                                goto nomem;
+                        c = t;
+                }
+                c[n].name = strdup(de->d_name);
+                if (!c[n].name)
+                        goto nomem;
+                c[n].mtime = (int64_t)st.st_mtim.tv_sec * 1000000LL + st.st_mtim.tv_nsec / 1000;
+                c[n].size = st.st_size;
+                n++;
+        }
+        closedir(d);
+        if (n > 1)
+                qsort(c, n, sizeof(*c), cand_cmp);
+        *ret = c;
+        *ret_n = n;
+        return 0;
+nomem:
+        closedir(d);
+        for (size_t i = 0; i < n; i++)
+                free(c[i].name);
+        free(c);
+        return -ENOMEM;
+}
+
+int inbox_list(const struct inbox *ib, int64_t now, json_t **ret, size_t *ret_more)
 {
         _cleanup_json_ json_t *arr = json_array();
+        struct cand *c = NULL;
         json_t **v = NULL, *e;
-        struct dirent *de;
-        size_t n, i;
-        DIR *d;
+        size_t n = 0, i, k = 0;
+        uint64_t read = 0;
+        int r;
 
         if (!arr)
                 return -ENOMEM;
         if (ib->fd >= 0) {
-                d = opendir_at(ib->fd);
-                if (!d)
-                        return -errno;
-                while ((de = readdir(d)))
-                        if (inbox_entry(ib, de->d_name, now, &e) == 0)
-                                json_array_append_new(arr, e);
-                closedir(d);
+                r = inbox_cands(ib, &c, &n);
+                if (r < 0)
+                        return r;
         }
+        /* Each one shown is read and checked as a take would: the oldest
+         * first, up to a bound, so a flooded inbox costs that bound, not
+         * every file in it (issue 24.9); the rest is counted. */
+        for (k = 0; k < n; k++) {
+                if (json_array_size(arr) >= INBOX_SHOW_MAX ||
+                    (k > 0 && read + (uint64_t)c[k].size > INBOX_READ_MAX))
+                        break;
+                read += (uint64_t)c[k].size;
+                if (inbox_entry(ib, c[k].name, now, &e) == 0)
+                        json_array_append_new(arr, e);
+        }
+        if (ret_more)
+                *ret_more = n - k;
+        for (i = 0; i < n; i++)
+                free(c[i].name);
+        free(c);
         n = json_array_size(arr);
         if (n > 1) {
                 v = malloc(n * sizeof(*v));

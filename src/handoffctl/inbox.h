@@ -38,8 +38,13 @@ int inbox_reopen(struct inbox *ib);
  * resume window, -EBADMSG not one a take would take, other -errno. */
 int inbox_entry(const struct inbox *ib, const char *name, int64_t now,
                 json_t **ret);
-/* All of them, oldest first (as handoff_take picks). */
-int inbox_list(const struct inbox *ib, int64_t now, json_t **ret);
+/* The oldest of them (by mtime, as handoff_take picks them), sorted by
+ * accepted_at: at most INBOX_SHOW_MAX, and no more once INBOX_READ_MAX
+ * bytes of files were read (at least one file is); *ret_more (may be
+ * NULL) the number of names not looked at. */
+#define INBOX_SHOW_MAX 100
+#define INBOX_READ_MAX (4u << 20)
+int inbox_list(const struct inbox *ib, int64_t now, json_t **ret, size_t *ret_more);
 
 /* A name that can be a bootstrap: not a dotfile (a temp, pending, taken or
  * expiring one), ends in ".json". */

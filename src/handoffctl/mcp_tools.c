@@ -98,13 +98,13 @@ static int tool_inbox(struct mcp *m, const json_t *args, json_t **ret)
 {
         _cleanup_json_ json_t *list = NULL;
         _cleanup_free_ char *text = NULL;
-        size_t size = 0, i;
+        size_t size = 0, i, more = 0;
         FILE *f;
         json_t *e;
         int r;
 
         inbox_reopen(&m->ib);
-        r = inbox_list(&m->ib, hd_now_usec(), &list);
+        r = inbox_list(&m->ib, hd_now_usec(), &list, &more);
         if (r < 0) {
                 *ret = tool_error("%s: %s", m->ib.dir, strerror(-r));
                 return 0;
@@ -121,9 +121,13 @@ static int tool_inbox(struct mcp *m, const json_t *args, json_t **ret)
                 fprintf(f, "\n- ");
                 inbox_text(f, e);
         }
+        /* only the oldest are read (inbox_list()): the rest counted */
+        if (more)
+                fprintf(f, "\n%zu more waiting, not shown (handoff_take takes the oldest first).", more);
         if (fclose(f) != 0)
                 return -ENOMEM;
-        *ret = tool_result(json_pack("{s:O}", "handoffs", list), text);
+        *ret = tool_result(json_pack("{s:O, s:I}", "handoffs", list, "not_shown", (json_int_t)more),
+                           text);
         return 0;
 }
 
@@ -269,13 +273,15 @@ static const struct mcp_tool mcp_tool_table[] = {
         {
                 "handoff_inbox", "List waiting handoffs",
                 "The handoffs delivered to this agent and not taken yet, oldest first: "
-                "id, sender, reason, age and seconds left to take it. Takes nothing.",
+                "id, sender, reason, age and seconds left to take it; at most the oldest "
+                "100, not_shown says how many more wait. Takes nothing.",
                 "{'type':'object','properties':{},'additionalProperties':false}",
                 "{'type':'object','properties':{'handoffs':{'type':'array','items':{'type':'object',"
                 "'properties':{'handoff_id':{'type':'string'},'from_agent':{'type':'string'},"
                 "'reason':{'type':'string'},'accepted_at':{'type':'string'},'payload_type':{'type':'string'},"
                 "'age_s':{'type':'integer'},'seconds_left':{'type':'integer'}},"
-                "'required':['handoff_id','age_s','seconds_left']}}},'required':['handoffs']}",
+                "'required':['handoff_id','age_s','seconds_left']}},'not_shown':{'type':'integer'}},"
+                "'required':['handoffs']}",
                 tool_inbox,
         },
         {

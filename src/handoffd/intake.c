@@ -33,6 +33,7 @@
 #include "lock.h"
 #include "log.h"
 #include "payload.h"
+#include "quota.h"
 
 /* A file whose parse fails this soon after we first saw it (and after its
  * last change) may still be being written in place (no tmp/ + rename):
@@ -342,6 +343,11 @@ static int decide(struct spool *sp, struct item *it, int64_t now)
                 }
                 return r == -ENOENT ? IO_GONE : r < 0 ? r : IO_OUTBOX;
         }
+        /* An agent's inbox is bounded (quota.c): refused, not remembered,
+         * so the sender may send it again once there is room. */
+        const char *from = json_string_value(json_object_get(it->doc, "from_agent"));
+        if (quota_check(sp, it->agent->cfg->name, from, &v) < 0)
+                return decide_reject(sp, it, &v, false, now);
         const char *ptype = json_string_value(json_object_get(it->doc, "payload_type"));
         if (payload_type_session_store(ptype)) {
                 r = hd_baton_check_handoff(sp->fd[SD_BATON], it->doc, &v);
@@ -372,6 +378,7 @@ static int decide(struct spool *sp, struct item *it, int64_t now)
         /* Verified: the sweep need only see that these bytes are still
          * the item's, not verify them again (item.c). */
         verified_claimed(sp, it->id, it->fd, buf, len, it->doc);
+        quota_note(sp, it->id, it->agent->cfg->name, from);
         /* claimed/<id>.json is the replay memory while it is there;
          * ids/<id> is written when it leaves (lifecycle.c). */
         sp->st.claimed++;

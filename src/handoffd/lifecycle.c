@@ -26,6 +26,7 @@
 #include "lock.h"
 #include "log.h"
 #include "metrics.h"
+#include "quota.h"
 #include "retention.h"
 #include "verified.h"
 
@@ -185,6 +186,7 @@ int lifecycle_sweep_begin(struct spool *sp, int64_t now, bool at_start)
         }
         deadline_reset(&sp->deadline);
         sp->sweep_gen++;
+        quota_sweep_begin(sp);
         /* Read as it goes (a claimed backlog of any size costs no
          * memory): an entry the checks move out or add meanwhile may be
          * seen or not, and either is fine (a marker is kept while its item
@@ -263,6 +265,7 @@ int lifecycle_sweep_step(struct spool *sp, int64_t now, int64_t budget_usec)
         } else {
                 /* Seen by no look of this sweep: no longer claimed. */
                 verified_forget_older(sp, sp->sweep_gen);
+                quota_sweep_end(sp);
                 sweep_end(sp, now);
         }
         more = 0;

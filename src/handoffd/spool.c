@@ -133,6 +133,8 @@ int spool_open(struct config *cfg, struct spool **ret)
         sp->failed = json_object();
         sp->seen = json_object();
         sp->verified = json_object();
+        sp->waiting = json_object();
+        sp->waiting_n = json_object();
         sp->cfg = cfg;
         sp->st.started_usec = hd_now_usec();
         r = open_dir_at(AT_FDCWD, cfg->spool_dir, 0750, &sp->root_fd, NULL);
@@ -197,6 +199,9 @@ void spool_close(struct spool *sp)
         json_decref(sp->failed);
         json_decref(sp->seen);
         json_decref(sp->verified);
+        json_decref(sp->waiting);
+        json_decref(sp->waiting_n);
+        json_decref(sp->waiting_prev);
         if (sp->sweep.dir)
                 closedir(sp->sweep.dir);
         free(sp);

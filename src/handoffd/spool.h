@@ -92,6 +92,10 @@ struct spool {
                 int first;      /* the first error met */
         } sweep;
         json_t *unserved;       /* agent -> why it is out of service */
+        /* quota.c: id -> [agent, from, n] of each claimed item (one
+         * array per pair, shared), agent -> {"": n, from: that array},
+         * the ids set aside while a sweep is under way */
+        json_t *waiting, *waiting_n, *waiting_prev;
 };
 
 enum item_outcome {

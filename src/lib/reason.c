@@ -37,6 +37,7 @@ static const char *const reason_names[_HD_R_MAX] = {
         [HD_R_SIGNATURE_REQUIRED] = "signature_required",
         [HD_R_EXPIRED_UNRELAYED] = "expired_unrelayed",
         [HD_R_TOO_MANY_VALUES] = "too_many_values",
+        [HD_R_INBOX_FULL] = "inbox_full",
 };
 
 const char *hd_reason_name(hd_reason r)

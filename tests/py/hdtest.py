@@ -322,6 +322,10 @@ class Env:
             f"dir = {self.spool}",
             f"fsync = {'yes' if self.fsync else 'no'}",
             "rescan_interval = 5",
+            # tests flood agents on purpose; the inbox quota has its own
+            # test (test_attack_inbox_spam.py)
+            "max_waiting = 0",
+            "max_waiting_per_sender = 0",
             "",
             "[keys]",
             f"default = {self.key_path}",

@@ -1,5 +1,7 @@
 /* hd_consume(): one winner, freshness checked before taking, missing or
- * invalid accepted_at refused (never "fresh by default"), oldest first. */
+ * invalid accepted_at refused (never "fresh by default"), oldest first
+ * (by mtime: the daemon writes each bootstrap at its accepted_at, and a
+ * consume reads only the one it takes, issue 24.9). */
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -42,6 +44,10 @@ static void put(int dfd, const char *id, int64_t accepted)
         s = json_dumps(b, JSON_COMPACT);
         ck_assert_int_eq(hd_bootstrap_name(id, name, sizeof(name)), 0);
         ck_assert_int_eq(hd_write_atomic(dfd, name, s, strlen(s), 0640, false), 0);
+        /* written at accepted, as the daemon writes it */
+        struct timespec ts[2] = { { .tv_sec = accepted / 1000000, .tv_nsec = accepted % 1000000 * 1000 } };
+        ts[1] = ts[0];
+        ck_assert_int_eq(utimensat(dfd, name, ts, 0), 0);
         free(s);
         json_decref(b);
         json_decref(h);

@@ -77,6 +77,7 @@ struct config {
         int64_t max_clock_skew; /* seconds */
         int64_t max_window;     /* seconds after issue a handoff stays valid */
         int64_t rescan_interval;/* seconds */
+        uint64_t max_waiting, max_waiting_per_sender; /* bootstraps per agent; 0 = none */
         /* [keys] */
         char *default_key_path;
         hd_key *default_key;

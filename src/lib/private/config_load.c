@@ -195,6 +195,8 @@ int config_load(const char *path, bool load_keys, struct config **ret,
         c->max_clock_skew = HD_DEFAULT_MAX_CLOCK_SKEW;
         c->max_window = HD_DEFAULT_MAX_WINDOW;
         c->rescan_interval = 30;
+        c->max_waiting = 1000;
+        c->max_waiting_per_sender = 100;
         c->control_socket = strdup(HD_RUNSTATEDIR "/handoffd/control.sock");
         if (!c->control_socket || config_set_roles(c, "strategist,executor,proxy-auditor,human") < 0) {
                 config_free(c);

@@ -163,6 +163,13 @@ static int handle_spool(struct parse_state *st, const char *k, const char *v)
                 c->max_file_size = u;
                 return 1;
         }
+        if (!strcmp(k, "max_waiting") || !strcmp(k, "max_waiting_per_sender")) {
+                int64_t n;
+                if (parse_int64(v, 0, INT32_MAX, &n) < 0)
+                        return config_err(st, "[spool] %s: '%s' is not a count", k, v);
+                *(k[11] ? &c->max_waiting_per_sender : &c->max_waiting) = (uint64_t)n;
+                return 1;
+        }
         struct { const char *key; int64_t *dst; int64_t min; } durs[] = {
                 { "resume_window", &c->resume_window, 1 },
                 { "max_clock_skew", &c->max_clock_skew, 0 },
