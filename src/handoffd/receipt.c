@@ -36,37 +36,13 @@
 #include "layout.h"
 #include "log.h"
 #include "receipt.h"
+#include "receipt_int.h"
 #include "relay_queue.h"
 #include "spool.h"
 
-#define RECEIPT_MAX 16384
-#define RECEIPT_RETRY_MS 2000
-
-struct receipts {
-        int dir_fd, owed_fd, out_fd, sent_fd;
-        int pub_fd;             /* host_pubkey_dir, -1: accepting off */
-        hd_key *key;            /* host_key, NULL: sending off */
-        json_t *pending;        /* out/ name -> busy (true while published) */
-        /* Sending off (no host_key): id -> origin in memory only, for a
-         * rejection to say where a file came from (no file per item). */
-        json_t *origins;
-        bool owed_dirty;
-        uv_timer_t timer;       /* a retry after a failed publish */
-        bool timer_open;
-        /* Written since the last spool_flush(), synced by flush_hook()
-         * before the spool's directories: n files, and the directories. */
-        struct { int fd; char name[NAME_MAX + 1]; } *unsynced;
-        size_t n_unsynced, cap_unsynced;
-        bool out_dirty;
-        /* For status: entries of owed/ (outcomes still owed a final
-         * receipt) and of sent/ (items relayed from here whose final
-         * receipt has not come), counted at start and kept since. */
-        size_t n_owed, n_awaited;
-};
-
 static const char *const finals[] = { "consumed", "expired", "rejected" };
 
-static bool is_final(const char *o)
+bool receipt_is_final(const char *o)
 {
         for (size_t i = 0; i < ELEMENTSOF(finals); i++)
                 if (!strcmp(o, finals[i]))
@@ -74,9 +50,9 @@ static bool is_final(const char *o)
         return false;
 }
 
-static bool is_outcome(const char *o)
+bool receipt_is_outcome(const char *o)
 {
-        return o && (is_final(o) || !strcmp(o, "delivered"));
+        return o && (receipt_is_final(o) || !strcmp(o, "delivered"));
 }
 
 static int open_sub(int dirfd, const char *name)
@@ -88,7 +64,7 @@ static int open_sub(int dirfd, const char *name)
 }
 
 /* A small file of ours, NUL-terminated, or NULL. */
-static char *read_small(int dirfd, const char *name, size_t max, size_t *ret_len)
+char *receipt_read_small(int dirfd, const char *name, size_t max, size_t *ret_len)
 {
         _cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
         char *buf = NULL;
@@ -103,7 +79,7 @@ static char *read_small(int dirfd, const char *name, size_t max, size_t *ret_len
 
 /* dirfd/name, just written: synced at the next spool_flush(), before the
  * outcome it precedes.  Without room, synced now. */
-static int note_unsynced(struct relay *r, int dirfd, const char *name)
+int receipt_note_unsynced(struct relay *r, int dirfd, const char *name)
 {
         struct receipts *rc = r->rc;
 
@@ -180,7 +156,7 @@ static int publish_one(struct relay *r, const char *name)
         struct receipts *rc = r->rc;
         char subject[160], msgid[RELAY_MSGID_MAX + 1];
         size_t len = 0;
-        char *buf = read_small(rc->out_fd, name, RECEIPT_MAX, &len);
+        char *buf = receipt_read_small(rc->out_fd, name, RECEIPT_MAX, &len);
         json_t *doc;
         int q;
 
@@ -289,7 +265,7 @@ void receipt_owe(struct relay *r, const char *id, const char *origin)
         if (q == 0 && !known)
                 rc->n_owed++;
         if (q == 0)
-                q = note_unsynced(r, rc->owed_fd, id);
+                q = receipt_note_unsynced(r, rc->owed_fd, id);
         if (q < 0) {
                 spool_error(r->sp, q, "Cannot write receipts/owed/%s", id);
                 return;
@@ -320,7 +296,7 @@ static bool owed_origin(struct receipts *rc, const char *id, char *buf, size_t n
                         snprintf(buf, n, "%s", o);
                 return o != NULL;
         }
-        _cleanup_free_ char *s = read_small(rc->owed_fd, id, 64, &len);
+        _cleanup_free_ char *s = receipt_read_small(rc->owed_fd, id, 64, &len);
 
         if (!s || !hd_agent_valid(s))
                 return false;
@@ -369,7 +345,7 @@ static int receipt_write(struct relay *r, const char *id, const char *origin, co
         /* Synced with the outcome's own directories, before them. */
         q = write_atomic(rc->out_fd, name, buf, len, 0640, 0);
         if (q == 0)
-                q = note_unsynced(r, rc->out_fd, name);
+                q = receipt_note_unsynced(r, rc->out_fd, name);
         if (q < 0)
                 return q;
         rc->out_dirty = true;
@@ -406,207 +382,14 @@ static void outcome_hook(void *ctx, const char *id, const char *name, const char
                 kick(r);
         }
         if (!rc->key) {
-                if (is_final(outcome))
+                if (receipt_is_final(outcome))
                         json_object_del(rc->origins, id);
-        } else if (is_final(outcome) && unlinkat(rc->owed_fd, id, 0) == 0) {
+        } else if (receipt_is_final(outcome) && unlinkat(rc->owed_fd, id, 0) == 0) {
                 if (rc->n_owed > 0)
                         rc->n_owed--;
                 if (r->sp->cfg->fsync)
                         rc->owed_dirty = true;
         }
-}
-
-/* ---- receiving: the origin ------------------------------------------- */
-
-void receipt_sent(struct relay *r, const char *id, const char *name)
-{
-        if (!r->rc || r->rc->pub_fd < 0)
-                return;
-        /* Without a sync: a lost one is found by a look through archive/. */
-        bool known = faccessat(r->rc->sent_fd, id, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
-        int q = write_atomic(r->rc->sent_fd, id, name, strlen(name), 0640, 0);
-        if (q == 0 && !known)
-                r->rc->n_awaited++;
-        if (q < 0)
-                log_warning_errno(q, "Cannot write receipts/sent/%s", id);
-}
-
-/* The archive name of the item relayed as id, or false. */
-static bool find_archived(struct relay *r, const char *id, char *name, size_t n)
-{
-        struct spool *sp = r->sp;
-        _cleanup_free_ char *s = read_small(r->rc->sent_fd, id, NAME_MAX, NULL);
-        char suffix[NAME_MAX + 8];
-        struct dirent *de;
-        DIR *d;
-
-        if (s && hd_name_safe(s) && spool_exists_at(sp->fd[SD_ARCHIVE], s)) {
-                snprintf(name, n, "%s", s);
-                return true;
-        }
-        snprintf(suffix, sizeof(suffix), "-%s.json", id);
-        d = opendir_at(sp->fd[SD_ARCHIVE]);
-        if (!d)
-                return false;
-        bool found = false;
-        while (!found && (de = readdir(d)))
-                if (de->d_name[0] != '.' && layout_has_suffix(de->d_name, suffix)) {
-                        snprintf(name, n, "%s", de->d_name);
-                        found = true;
-                }
-        closedir(d);
-        return found;
-}
-
-static void drop(struct relay *r, const char *id, const char *why)
-{
-        char q[200];
-
-        r->st.receipts_bad++;
-        relay_error(r, "receipt dropped: %s", why);
-        log_decision(LOG_WARNING, id && hd_id_valid(id) ? id : NULL, NULL, "receipt_dropped", NULL,
-                     "Relay: dropped a receipt%s%s: %s", id ? " for " : "",
-                     id ? log_quote(id, q, sizeof(q)) : "", why);
-}
-
-/* A key of host's file that verifies doc. */
-static bool verify(struct relay *r, const char *host, const json_t *doc, char *why, size_t n)
-{
-        hd_key *keys[HD_PUBKEYS_MAX];
-        char name[NAME_MAX + 1], err[200] = "";
-        size_t nk = 0;
-        bool ok = false;
-        hd_verdict v = { 0 };
-
-        snprintf(name, sizeof(name), "%s.pub", host);
-        if (hd_pubkeys_load_at(r->rc->pub_fd, name, keys, HD_PUBKEYS_MAX, &nk, err, sizeof(err)) < 0) {
-                snprintf(why, n, "no usable key for host %s (%s)", host, err[0] ? err : name);
-                return false;
-        }
-        snprintf(why, n, "host %s: no key in %s", host, name);
-        for (size_t i = 0; i < nk; i++) {
-                if (!ok) {
-                        int q = hd_sig_check(doc, keys[i], &v);
-                        if (q == 0)
-                                ok = true;
-                        else if (q > 0 || v.reason)
-                                snprintf(why, n, "host %s: %s", host, v.detail);
-                }
-                hd_key_free(keys[i]);
-        }
-        return ok;
-}
-
-bool receipt_in(struct relay *r, const struct relay_in *in, int64_t now)
-{
-        struct spool *sp = r->sp;
-        struct receipts *rc = r->rc;
-        hd_limits lim = { .max_size = RECEIPT_MAX, .max_depth = 4 };
-        _cleanup_json_ json_t *doc = NULL, *side = NULL;
-        _cleanup_free_ char *buf = NULL;
-        char why[400], aname[NAME_MAX + 1], sname[NAME_MAX + 16], at[HD_TIME_MAX];
-        hd_verdict v;
-        size_t len;
-        int q;
-
-        if (!rc || rc->pub_fd < 0) {
-                /* said once: the other host sends them, this one is not
-                 * set up to take them */
-                if (r->st.receipts_bad++ == 0)
-                        log_warning("Relay: receipts come in, but are off here ([relay] "
-                                    "host_pubkey_dir not set): dropped and counted");
-                return true;
-        }
-        if (!in->data || hd_parse(in->data, in->len, &lim, &doc, &v) < 0 || !json_is_object(doc)) {
-                drop(r, NULL, "not a JSON object");
-                return true;
-        }
-        const char *id = json_string_value(json_object_get(doc, "handoff_id"));
-        const char *outcome = json_string_value(json_object_get(doc, "outcome"));
-        const char *host = json_string_value(json_object_get(doc, "host"));
-        const char *origin = json_string_value(json_object_get(doc, "origin"));
-        const char *rat = json_string_value(json_object_get(doc, "at"));
-        const char *reason = json_string_value(json_object_get(doc, "reason"));
-        const char *detail = json_string_value(json_object_get(doc, "detail"));
-        if (strcmp(json_string_value(json_object_get(doc, "type")) ?: "", "handoff-receipt") ||
-            !id || !hd_id_valid(id) || !is_outcome(outcome) || !host || !hd_agent_valid(host) ||
-            !origin || !rat) {
-                drop(r, id, "not a receipt (type, handoff_id, outcome, host, origin, at)");
-                return true;
-        }
-        if (!verify(r, host, doc, why, sizeof(why))) {
-                drop(r, id, why);
-                return true;
-        }
-        if (strcmp(origin, r->host)) {
-                drop(r, id, "a receipt for another origin host");
-                return true;
-        }
-        /* Its own Nats-Msg-Id: a signed receipt of one id published again
-         * as another's is a replay. */
-        char want[RELAY_MSGID_MAX + 1];
-        snprintf(want, sizeof(want), "%s:%s", id, outcome);
-        if (strcmp(in->rmsg_id, want)) {
-                drop(r, id, "its Nats-Msg-Id is not its own id and outcome (a replay)");
-                return true;
-        }
-        char oname[NAME_MAX + 1];
-        snprintf(oname, sizeof(oname), "%s.json", id);
-        if (spool_exists_at(sp->fd[SD_OUTBOX], oname))
-                return false;   /* its PubAck is not in yet: redelivered */
-        if (!find_archived(r, id, aname, sizeof(aname))) {
-                drop(r, id, "no item of that id was relayed from here");
-                return true;
-        }
-        snprintf(sname, sizeof(sname), "%s" LAYOUT_OUTCOME, aname);
-        if (hd_load_at(sp->fd[SD_ARCHIVE], sname, NULL, &side, &v) < 0 ||
-            strcmp(json_string_value(json_object_get(side, "outcome")) ?: "", "relayed") ||
-            strcmp(json_string_value(json_object_get(side, "relayed_to")) ?: "", host)) {
-                drop(r, id, "the item was not relayed to that host");
-                return true;
-        }
-        json_t *seen = json_object_get(side, "remote_outcomes");
-        size_t i;
-        json_t *e;
-        json_array_foreach(seen, i, e)
-                if (!strcmp(json_string_value(e) ?: "", outcome)) {
-                        r->st.receipts_duplicate++;
-                        log_decision(LOG_DEBUG, id, NULL, "receipt_duplicate", outcome,
-                                     "Relay: receipt for %s (%s) known already", id, outcome);
-                        return true;
-                }
-        if (!json_is_array(seen)) {
-                seen = json_array();
-                json_object_set_new(side, "remote_outcomes", seen);
-        }
-        json_array_append_new(seen, json_string(outcome));
-        const char *cur = json_string_value(json_object_get(side, "remote_outcome"));
-        if (!cur || !is_final(cur)) {
-                hd_time_format(now, at, sizeof(at));
-                json_object_set_new(side, "remote_outcome", json_string(outcome));
-                json_object_set_new(side, "remote_host", json_string(host));
-                json_object_set_new(side, "remote_at", json_string(rat));
-                json_object_set_new(side, "remote_reason", json_string(reason ?: ""));
-                json_object_set_new(side, "remote_detail", json_string(detail ?: ""));
-                json_object_set_new(side, "receipt_at", json_string(at));
-        }
-        /* Synced, with the directory, before the batch is acked. */
-        q = hd_canon_dump(side, NULL, &buf, &len);
-        if (q == 0)
-                q = write_atomic(sp->fd[SD_ARCHIVE], sname, buf, len, 0640, 0);
-        if (q == 0)
-                q = note_unsynced(r, sp->fd[SD_ARCHIVE], sname);
-        if (q < 0) {
-                spool_error(sp, q, "Cannot record the receipt of %s", id);
-                return false;
-        }
-        sp->dirty[SD_ARCHIVE] = true;
-        r->st.receipts_applied++;
-        log_decision(LOG_INFO, id, NULL, "receipt", outcome, "Receipt for %s from %s: %s%s%s", id,
-                     host, outcome, reason && *reason ? ": " : "", reason ? reason : "");
-        if (is_final(outcome) && unlinkat(rc->sent_fd, id, 0) == 0 && rc->n_awaited > 0)
-                rc->n_awaited--;
-        return true;
 }
 
 /* ---- start and stop ----------------------------------------------------- */
@@ -671,7 +454,7 @@ int receipt_start(struct relay *r)
                                 unlinkat(rc->sent_fd, de->d_name, 0);
                         continue;
                 }
-                _cleanup_free_ char *an = read_small(rc->sent_fd, de->d_name, NAME_MAX, NULL);
+                _cleanup_free_ char *an = receipt_read_small(rc->sent_fd, de->d_name, NAME_MAX, NULL);
                 if (!an || !hd_name_safe(an) || !spool_exists_at(sp->fd[SD_ARCHIVE], an))
                         unlinkat(rc->sent_fd, de->d_name, 0);
                 else
