@@ -8,12 +8,16 @@
 #                                 every tests/fuzz/regress/<target>/ input;
 #                                 non-zero exit on any crash
 #   make fuzz FUZZ_TARGETS=fuzz_config   only some targets
+#   make fuzz-long FUZZ_EXECS=N   run each target until N executions
+#                                 (default 10,000,000: libFuzzer's -runs=N),
+#                                 then the regression inputs; hours in all
 #
 # Crash inputs land in build/fuzz/artifacts/<target>/; a crash found becomes
 # a file in tests/fuzz/regress/<target>/ (test_fuzz.py replays them all).
 
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 60
+FUZZ_EXECS   ?= 10000000
 FB           := build/fuzz
 
 FUZZ_SAN    := -fsanitize=address,undefined -fno-sanitize-recover=all \
@@ -46,7 +50,7 @@ $(FB)/fuzz_mcp: $(FUZZ_CTL)
 $(FB)/fuzz_hub: $(FUZZ_HUB)
 $(FB)/fuzz_hub: FUZZ_LIBS := $(HUB_LIBS) -lpthread
 
-.PHONY: fuzz fuzz-build
+.PHONY: fuzz fuzz-build fuzz-long
 # Keep the targets' objects: they are intermediate to the pattern rule.
 .SECONDARY: $(patsubst %,$(FB)/tests/fuzz/%.o,$(FUZZ_ALL))
 
@@ -82,5 +86,8 @@ $(FB)/fuzz_%: $(FB)/tests/fuzz/fuzz_%.o $(FUZZ_CORE)
 
 fuzz: fuzz-build
 	@sh tests/fuzz/run.sh $(FB) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
+fuzz-long: fuzz-build
+	@FUZZ_EXECS=$(FUZZ_EXECS) sh tests/fuzz/run.sh $(FB) 0 $(FUZZ_TARGETS)
 
 -include $(shell find $(FB) -name '*.d' 2>/dev/null)
