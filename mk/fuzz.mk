@@ -8,12 +8,16 @@
 #                                 every tests/fuzz/regress/<target>/ input;
 #                                 non-zero exit on any crash
 #   make fuzz FUZZ_TARGETS=fuzz_config   only some targets
+#   make fuzz-long FUZZ_EXECS=N   run each target until N executions
+#                                 (default 10,000,000: libFuzzer's -runs=N),
+#                                 then the regression inputs; hours in all
 #
 # Crash inputs land in build/fuzz/artifacts/<target>/; a crash found becomes
 # a file in tests/fuzz/regress/<target>/ (test_fuzz.py replays them all).
 
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 60
+FUZZ_EXECS   ?= 10000000
 FB           := build/fuzz
 
 FUZZ_SAN    := -fsanitize=address,undefined -fno-sanitize-recover=all \
@@ -30,7 +34,23 @@ FUZZ_CORE    := $(FB)/libhandoff-fuzz.a
 FUZZ_OBJS    := $(patsubst %.c,$(FB)/%.o,$(LIB_SRCS) $(DAEMON_SRCS))
 FUZZ_BINS    := $(addprefix $(FB)/,$(FUZZ_TARGETS))
 
-.PHONY: fuzz fuzz-build
+# fuzz_mcp links handoffctl's objects, fuzz_hub handoff-hubd's (and the
+# spool reader it shares with handoffctl), each from an archive of its own.
+# Their main.c is in it with main() renamed, for the helpers beside it
+# (ctl_fail, hub_log, hub_setup): the program's main() is libFuzzer's.
+FUZZ_CTL     := $(FB)/libhandoffctl-fuzz.a
+FUZZ_HUB     := $(FB)/libhubd-fuzz.a
+FUZZ_CTL_OBJS := $(patsubst %.c,$(FB)/%.o,$(CTL_SRCS))
+FUZZ_HUB_OBJS := $(patsubst %.c,$(FB)/%.o,$(HUBD_SRCS) src/handoffctl/items.c)
+$(FB)/src/handoffctl/%.o $(FB)/tests/fuzz/fuzz_mcp.o: FUZZ_CFLAGS += $(INC_handoffctl)
+$(FB)/src/hubd/%.o $(FB)/tests/fuzz/fuzz_hub.o: FUZZ_CFLAGS += $(INC_hubd) $(HUB_CFLAGS)
+$(FB)/src/handoffctl/main.o $(FB)/src/hubd/main.o: FUZZ_CFLAGS += \
+	-Dmain=fuzz_program_main -Wno-missing-prototypes
+$(FB)/fuzz_mcp: $(FUZZ_CTL)
+$(FB)/fuzz_hub: $(FUZZ_HUB)
+$(FB)/fuzz_hub: FUZZ_LIBS := $(HUB_LIBS) -lpthread
+
+.PHONY: fuzz fuzz-build fuzz-long
 # Keep the targets' objects: they are intermediate to the pattern rule.
 .SECONDARY: $(patsubst %,$(FB)/tests/fuzz/%.o,$(FUZZ_ALL))
 
@@ -51,10 +71,23 @@ $(FUZZ_CORE): $(FUZZ_OBJS)
 	@rm -f $@
 	ar rcs $@ $^
 
+$(FUZZ_CTL): $(FUZZ_CTL_OBJS)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(FUZZ_HUB): $(FUZZ_HUB_OBJS)
+	@rm -f $@
+	ar rcs $@ $^
+
+# One group: the program's archive and the core call each other.
 $(FB)/fuzz_%: $(FB)/tests/fuzz/fuzz_%.o $(FUZZ_CORE)
-	$(FUZZ_CC) $(FUZZ_LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
+	$(FUZZ_CC) $(FUZZ_LDFLAGS) -o $@ $< -Wl,--start-group $(filter %.a,$^) \
+		-Wl,--end-group $(PKG_LIBS) $(FUZZ_LIBS) -lm
 
 fuzz: fuzz-build
 	@sh tests/fuzz/run.sh $(FB) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
+fuzz-long: fuzz-build
+	@FUZZ_EXECS=$(FUZZ_EXECS) sh tests/fuzz/run.sh $(FB) 0 $(FUZZ_TARGETS)
 
 -include $(shell find $(FB) -name '*.d' 2>/dev/null)

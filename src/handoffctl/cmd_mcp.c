@@ -56,7 +56,7 @@ static void mcp_usage(FILE *f)
 
 /* ---- output ----------------------------------------------------------- */
 
-static int mcp_send(json_t *msg)
+static int mcp_send(struct mcp *m, json_t *msg)
 {
         _cleanup_free_ char *s = NULL;
 
@@ -67,34 +67,35 @@ static int mcp_send(json_t *msg)
         json_decref(msg);
         if (!s)
                 return -ENOMEM;
-        if (fputs(s, stdout) == EOF || fputc('\n', stdout) == EOF || fflush(stdout) == EOF)
+        if (fputs(s, m->out) == EOF || fputc('\n', m->out) == EOF || fflush(m->out) == EOF)
                 return -errno;
         return 0;
 }
 
-static int mcp_reply(const json_t *id, json_t *result)
+static int mcp_reply(struct mcp *m, const json_t *id, json_t *result)
 {
         if (!result)
                 return -ENOMEM;
-        return mcp_send(json_pack("{s:s, s:O, s:o}", "jsonrpc", "2.0", "id", id, "result", result));
+        return mcp_send(m, json_pack("{s:s, s:O, s:o}", "jsonrpc", "2.0", "id", id, "result", result));
 }
 
-static int mcp_error(const json_t *id, int code, const char *msg, json_t *data)
+static int mcp_error(struct mcp *m, const json_t *id, int code, const char *msg,
+                     json_t *data)
 {
-        char m[512];
+        char text[512];
         json_t *err;
 
-        snprintf(m, sizeof(m), "%s", msg);
-        utf8_fix(m);
-        err = json_pack("{s:i, s:s}", "code", code, "message", m);
+        snprintf(text, sizeof(text), "%s", msg);
+        utf8_fix(text);
+        err = json_pack("{s:i, s:s}", "code", code, "message", text);
         if (err && data)
                 json_object_set_new(err, "data", data);
         else
                 json_decref(data);
         if (!err)
                 return -ENOMEM;
-        return mcp_send(json_pack("{s:s, s:O, s:o}", "jsonrpc", "2.0", "id",
-                                  id ? id : json_null(), "error", err));
+        return mcp_send(m, json_pack("{s:s, s:O, s:o}", "jsonrpc", "2.0", "id",
+                                     id ? id : json_null(), "error", err));
 }
 
 /* ---- lifecycle -------------------------------------------------------- */
@@ -236,11 +237,11 @@ static int mcp_request(struct mcp *m, const char *method, const json_t *id,
                 snprintf(e.msg, sizeof(e.msg), "Method not found: %.128s", method);
         }
         if (result)
-                return mcp_reply(id, result);
-        return mcp_error(id, e.code, e.msg, data);
+                return mcp_reply(m, id, result);
+        return mcp_error(m, id, e.code, e.msg, data);
 }
 
-static int mcp_message(struct mcp *m, const char *line, size_t len)
+int mcp_message(struct mcp *m, const char *line, size_t len)
 {
         _cleanup_json_ json_t *msg = NULL;
         const json_t *id, *params;
@@ -252,30 +253,30 @@ static int mcp_message(struct mcp *m, const char *line, size_t len)
 
         r = hd_parse(line, len, &lim, &msg, &v);
         if (r == -EBADMSG && v.reason == HD_R_BAD_TYPE)
-                return mcp_error(NULL, RPC_INVALID_REQUEST,
+                return mcp_error(m, NULL, RPC_INVALID_REQUEST,
                                  "Invalid Request: a message is one JSON object (no batches)", NULL);
         if (r < 0) {
                 snprintf(text, sizeof(text), "Parse error: %s", r == -EBADMSG ? v.detail : strerror(-r));
-                return mcp_error(NULL, RPC_PARSE_ERROR, text, NULL);
+                return mcp_error(m, NULL, RPC_PARSE_ERROR, text, NULL);
         }
         id = json_object_get(msg, "id");
         method = json_string_value(json_object_get(msg, "method"));
         params = json_object_get(msg, "params");
         if (id && !json_is_string(id) && !json_is_integer(id))
-                return mcp_error(NULL, RPC_INVALID_REQUEST,
+                return mcp_error(m, NULL, RPC_INVALID_REQUEST,
                                  "Invalid Request: id must be a string or an integer", NULL);
         if (!method) {
                 if (!json_object_get(msg, "method") && id &&
                     (json_object_get(msg, "result") || json_object_get(msg, "error")))
                         return 0;       /* a response: we send no requests */
-                return mcp_error(id, RPC_INVALID_REQUEST, "Invalid Request: no method", NULL);
+                return mcp_error(m, id, RPC_INVALID_REQUEST, "Invalid Request: no method", NULL);
         }
         if (!json_is_string(json_object_get(msg, "jsonrpc")) ||
             strcmp(json_string_value(json_object_get(msg, "jsonrpc")), "2.0"))
-                return id ? mcp_error(id, RPC_INVALID_REQUEST,
+                return id ? mcp_error(m, id, RPC_INVALID_REQUEST,
                                       "Invalid Request: jsonrpc must be \"2.0\"", NULL) : 0;
         if (params && !json_is_object(params))
-                return id ? mcp_error(id, RPC_INVALID_PARAMS,
+                return id ? mcp_error(m, id, RPC_INVALID_PARAMS,
                                       "Invalid params: params must be an object", NULL) : 0;
         if (!id) {
                 /* notifications: nothing is answered */
@@ -312,7 +313,7 @@ static int mcp_lines(struct mcp *m, struct mcp_input *in)
                         if (l > 0 && in->buf[start + l - 1] == '\r')
                                 l--;
                         if (l > MCP_MAX_LINE) {
-                                r = mcp_error(NULL, RPC_INVALID_REQUEST,
+                                r = mcp_error(m, NULL, RPC_INVALID_REQUEST,
                                               "Invalid Request: message over 1 MiB", NULL);
                         } else {
                                 bool blank = true;
@@ -329,7 +330,7 @@ static int mcp_lines(struct mcp *m, struct mcp_input *in)
         in->len -= start;
         if (in->len > MCP_MAX_LINE + 1) {
                 if (!in->skipping) {
-                        r = mcp_error(NULL, RPC_INVALID_REQUEST,
+                        r = mcp_error(m, NULL, RPC_INVALID_REQUEST,
                                       "Invalid Request: message over 1 MiB", NULL);
                         if (r < 0)
                                 return r;
@@ -357,8 +358,8 @@ static int mcp_inbox_events(struct mcp *m)
         }
         if (!changed || !m->initialized)
                 return 0;
-        return mcp_send(json_pack("{s:s, s:s}", "jsonrpc", "2.0", "method",
-                                  "notifications/resources/list_changed"));
+        return mcp_send(m, json_pack("{s:s, s:s}", "jsonrpc", "2.0", "method",
+                                     "notifications/resources/list_changed"));
 }
 
 static int mcp_loop(struct mcp *m)
@@ -437,6 +438,47 @@ static int mcp_key(struct mcp *m, const char *path, bool explicit)
         return 0;
 }
 
+int mcp_open(struct mcp *m, const char *conf, const char *key)
+{
+        int r;
+
+        m->ifd = -1;
+        m->ib.fd = -1;
+        if (!m->out)
+                m->out = stdout;
+        r = ctl_config(conf, &m->cfg);
+        if (r)
+                return r;
+        r = inbox_init(&m->ib, m->cfg, m->agent, NULL, 0, "mcp");
+        if (r == 0) {
+                /* handoff_take checks the proof of origin as consume does */
+                int q = consume_opts_from_config(m->cfg, true, &m->copts);
+                if (q < 0)
+                        r = ctl_fail(CTL_EXIT_ERROR, "mcp: %s", strerror(-q));
+                else if (q == 0)
+                        fprintf(stderr, "handoffctl: mcp: no key to verify with: handoff_take does not check "
+                                "the bootstrap's origin (only the directory's permissions protect it)\n");
+                m->copts.agent = m->agent;
+                m->ib.copts = &m->copts;  /* handoff_inbox and resources show what a take gets */
+        }
+        if (r == 0)
+                r = mcp_key(m, key, key != NULL);
+        if (r == 0 && mcp_tools_init(m) < 0)
+                r = ctl_fail(CTL_EXIT_ERROR, "mcp: the tool table does not parse");
+        return r;
+}
+
+void mcp_close(struct mcp *m)
+{
+        if (m->ifd >= 0)
+                close(m->ifd);
+        m->ifd = -1;
+        inbox_done(&m->ib);
+        json_decref(TAKE_PTR(m->tools));
+        hd_key_free(TAKE_PTR(m->key));
+        config_free(TAKE_PTR(m->cfg));
+}
+
 int cmd_mcp(int argc, char **argv)
 {
         enum { OPT_KID = 0x100, OPT_VERSION };
@@ -450,7 +492,7 @@ int cmd_mcp(int argc, char **argv)
                 {}
         };
         const char *conf = NULL, *key = NULL;
-        struct mcp m = { .ifd = -1, .ib = { .fd = -1 } };
+        struct mcp m = { .ifd = -1, .ib = { .fd = -1 }, .out = stdout };
         int c, r;
 
         while ((c = getopt_long(argc, argv, "a:c:k:h", opts, NULL)) >= 0) {
@@ -468,25 +510,7 @@ int cmd_mcp(int argc, char **argv)
                 return ctl_fail(CTL_EXIT_USAGE, "mcp: unexpected argument '%s'", argv[optind]);
         if (!m.agent)
                 return ctl_fail(CTL_EXIT_USAGE, "mcp: --agent NAME is required (try --help)");
-        r = ctl_config(conf, &m.cfg);
-        if (r)
-                return r;
-        r = inbox_init(&m.ib, m.cfg, m.agent, NULL, 0, "mcp");
-        if (r == 0) {
-                /* handoff_take checks the proof of origin as consume does */
-                int q = consume_opts_from_config(m.cfg, true, &m.copts);
-                if (q < 0)
-                        r = ctl_fail(CTL_EXIT_ERROR, "mcp: %s", strerror(-q));
-                else if (q == 0)
-                        fprintf(stderr, "handoffctl: mcp: no key to verify with: handoff_take does not check "
-                                "the bootstrap's origin (only the directory's permissions protect it)\n");
-                m.copts.agent = m.agent;
-                m.ib.copts = &m.copts;  /* handoff_inbox and resources show what a take gets */
-        }
-        if (r == 0)
-                r = mcp_key(&m, key, key != NULL);
-        if (r == 0 && mcp_tools_init(&m) < 0)
-                r = ctl_fail(CTL_EXIT_ERROR, "mcp: the tool table does not parse");
+        r = mcp_open(&m, conf, key);
         if (r == 0) {
                 m.ifd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
                 if (m.ifd < 0 || inbox_watch(&m.ib, m.ifd) < 0)
@@ -501,11 +525,6 @@ int cmd_mcp(int argc, char **argv)
                         r = 0;
                 r = r < 0 ? ctl_fail(CTL_EXIT_ERROR, "mcp: %s", strerror(-r)) : CTL_EXIT_OK;
         }
-        if (m.ifd >= 0)
-                close(m.ifd);
-        inbox_done(&m.ib);
-        json_decref(m.tools);
-        hd_key_free(m.key);
-        config_free(m.cfg);
+        mcp_close(&m);
         return r;
 }

@@ -8,6 +8,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 
 #include "config.h"
 #include "handoff.h"
@@ -31,6 +32,7 @@ struct mcp {
         int ifd;                /* inotify: the inbox */
         bool initialized;       /* notifications/initialized was seen */
         json_t *tools;          /* the tools/list array */
+        FILE *out;              /* where answers go, one per line: stdout */
 };
 
 /* A JSON-RPC error for a request: code and one line. */
@@ -38,6 +40,19 @@ struct mcp_err {
         int code;
         char msg[512];
 };
+
+/* The server for m->agent (and m->kid, m->out: stdout when NULL) without
+ * its transport: the configuration conf (NULL: the default), the inbox,
+ * the checks of a take, the signing key (key, else the configuration's),
+ * the tools.  Returns 0 or a CTL_EXIT_* code (printed).  mcp_close()
+ * frees it either way. */
+int mcp_open(struct mcp *m, const char *conf, const char *key);
+void mcp_close(struct mcp *m);
+/* One message (a line without its newline, not blank), as read from
+ * stdin: what it asks is done and answered on m->out (a notification or
+ * a response gets nothing).  Returns 0, or -errno when the answer could
+ * not be written. */
+int mcp_message(struct mcp *m, const char *line, size_t len);
 
 /* Build the tool table (schemas parsed once).  -ENOMEM or -EINVAL. */
 int mcp_tools_init(struct mcp *m);

@@ -50,6 +50,9 @@ struct hub {
         /* for status.json */
         time_t started;
         const char *listen_desc;
+        int64_t wait_ms;                /* ?wait=claimed: HUB_WAIT_MS */
+        int64_t (*now_usec)(void);      /* the clock documents are judged by;
+                                         * NULL: hd_now_usec (a test's own) */
 };
 
 /* ---- logging (main.c): one line on stderr, journald picks it up ---- */
@@ -58,6 +61,10 @@ void hub_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void hub_auth_failed(struct hub *h, const char *from, const char *why);
 /* Once per HUB_AUTH_LOG_INTERVAL: the count of the ones not logged. */
 void hub_auth_tick(struct hub *h);
+/* The hub of h->cfg made ready to answer (main.c): [hub] defaults, the
+ * tokens, the TLS files, the spool's directories, state_dir (pruned), our
+ * leftovers in tmp/ removed.  0, or a HUB_EXIT_* code (logged). */
+int hub_setup(struct hub *h);
 
 /* ---- tokens (hub_tokens.c) ---- */
 /* Load every AGENT.token of dir.  Returns 0, or -errno with err filled. */
@@ -94,6 +101,7 @@ int hub_listen_open(const char *spec, int *ret_fd, bool *ret_loopback,
 struct hub_answer {
         unsigned status;        /* HTTP status */
         char *body;             /* JSON text, malloc'ed */
+        const char *ctype;      /* Content-Type; NULL: application/json */
 };
 /* agent: the token's agent.  Fills a; returns 0 (also for refusals) or
  * -ENOMEM. */
@@ -118,6 +126,32 @@ int hub_records_prune(struct hub *h, int64_t now_s);
 int hub_spool_clean_tmp(struct hub *h);
 
 /* ---- HTTP (hub_http.c) ---- */
+/* A request as libmicrohttpd hands it over, and what is decided of it:
+ * routing, the token, the content type and length, ?wait=, the body cap,
+ * then hub_accept.c's judgement.  The HTTP parsing is the library's. */
+struct hub_request {
+        /* read by hub_request_head() only; header values NULL when absent */
+        const char *method, *url;       /* url without its query */
+        const char *authorization, *content_type, *content_length;
+        const char *wait;               /* the query's wait= */
+        const char *peer;               /* the peer's address, for the log; NULL: unknown */
+        /* the decision's state */
+        char agent[65];                 /* the token's, once checked */
+        char *body;                     /* so far, malloc'ed */
+        size_t len;
+        bool too_large;
+        bool wait_claimed;
+};
+/* The head: true with a filled when the answer is decided now (a GET, a
+ * refusal), false when a POST's body is to be read and ended. */
+bool hub_request_head(struct hub *h, struct hub_request *q, struct hub_answer *a);
+/* A piece of the body: 0, or -ENOMEM (the connection is dropped). */
+int hub_request_body(struct hub *h, struct hub_request *q, const char *data,
+                     size_t size);
+/* The body is complete: a filled. */
+void hub_request_end(struct hub *h, struct hub_request *q, struct hub_answer *a);
+/* Free what the decision kept. */
+void hub_request_done(struct hub_request *q);
 struct hub_http;
 int hub_http_start(struct hub *h, int listen_fd, bool is_unix,
                    struct hub_http **ret, char *err, size_t errlen);

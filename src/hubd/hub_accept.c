@@ -211,7 +211,7 @@ static int post_judge(struct hub *h, const char *agent, const char *body,
         }
         verdict_clear(&v);
         r = hd_verify(doc, config_key_lookup, (void *)c, &pol, &popts,
-                      hd_now_usec(), &v);
+                      h->now_usec ? h->now_usec() : hd_now_usec(), &v);
         if (r == -EBADMSG)
                 return answer_verdict(a, &v) < 0 ? -ENOMEM : 1;
         if (r < 0)

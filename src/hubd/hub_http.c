@@ -32,11 +32,8 @@ struct hub_http {
 
 struct req {
         struct timespec t0;
-        char agent[65];                 /* the token's, once checked */
-        char *body;
-        size_t len;
-        bool too_large;
-        bool wait;                      /* ?wait=claimed */
+        struct hub_request q;
+        char peer[INET6_ADDRSTRLEN + 1];        /* q.peer */
 };
 
 static double since(const struct timespec *t0)
@@ -47,11 +44,188 @@ static double since(const struct timespec *t0)
         return (double)(t.tv_sec - t0->tv_sec) + (double)(t.tv_nsec - t0->tv_nsec) / 1e9;
 }
 
+/* ---- the decision, without libmicrohttpd ------------------------------ */
+
+/* a's answer is a refusal */
+static bool refuse(struct hub_answer *a, unsigned status, const char *reason,
+                   const char *detail)
+{
+        hub_answer_reject(a, status, reason, detail);
+        return true;
+}
+
+static bool answer_text(struct hub_answer *a, char *body, const char *ctype)
+{
+        a->status = 200;
+        a->body = body;
+        a->ctype = ctype;
+        return true;
+}
+
+/* Authorization: Bearer TOKEN -> the agent it speaks for into agent[65];
+ * false when none. */
+static bool auth_agent(struct hub *h, const char *v, const char *peer, char *agent)
+{
+        const char *a = NULL, *why = "no Authorization header";
+
+        agent[0] = '\0';
+        if (v && strncasecmp(v, "Bearer ", 7))
+                why = "an Authorization header that is not Bearer";
+        if (v && !strncasecmp(v, "Bearer ", 7)) {
+                v += 7;
+                while (*v == ' ')
+                        v++;
+                why = "a token not in token_dir";
+                /* SIGHUP may swap the tokens meanwhile */
+                pthread_rwlock_rdlock(&h->tokens_lock);
+                a = hub_tokens_agent(h->tokens, v, strlen(v));
+                if (a)
+                        snprintf(agent, 65, "%s", a);
+                pthread_rwlock_unlock(&h->tokens_lock);
+        }
+        if (!a)
+                hub_auth_failed(h, peer ? peer : "an unknown address", why);
+        return a != NULL;
+}
+
+static bool json_content_type(const char *v)
+{
+        size_t n = strlen("application/json");
+
+        if (!v || strncasecmp(v, "application/json", n))
+                return false;
+        v += n;
+        while (*v == ' ' || *v == '\t')
+                v++;
+        return *v == '\0' || *v == ';';
+}
+
+/* The first call for a POST: refuse what can be refused before the body. */
+static bool post_begin(struct hub *h, struct hub_request *q, struct hub_answer *a)
+{
+        char detail[128];
+        int64_t n;
+
+        if (!auth_agent(h, q->authorization, q->peer, q->agent))
+                return refuse(a, 401, "unauthorized",
+                              "a valid Authorization: Bearer token is required");
+        if (!json_content_type(q->content_type))
+                return refuse(a, 415, "unsupported_media_type",
+                              "Content-Type must be application/json");
+        if (q->content_length && (parse_int64(q->content_length, 0, INT64_MAX, &n) < 0 ||
+                                  (uint64_t)n > h->cfg->max_file_size)) {
+                snprintf(detail, sizeof(detail), "the body is larger than %llu bytes",
+                         (unsigned long long)h->cfg->max_file_size);
+                return refuse(a, 413, "too_large", detail);
+        }
+        if (q->wait && strcmp(q->wait, "claimed"))
+                return refuse(a, 400, "bad_request", "wait= takes claimed only");
+        q->wait_claimed = q->wait != NULL;
+        return false;
+}
+
+static bool on_get(struct hub *h, struct hub_request *q, struct hub_answer *a)
+{
+        char agent[65];
+        const char *url = q->url;
+
+        if (!strcmp(url, "/healthz"))
+                return answer_text(a, strdup("ok\n"), "text/plain");
+        if (!strcmp(url, "/metrics"))
+                return answer_text(a, hub_stats_text(h), "text/plain; version=0.0.4");
+        if (strncmp(url, PATH_ITEM, strlen(PATH_ITEM)) || !strcmp(url, PATH_START))
+                return refuse(a, 404, "not_found", "no such resource");
+        if (!auth_agent(h, q->authorization, q->peer, agent))
+                return refuse(a, 401, "unauthorized",
+                              "a valid Authorization: Bearer token is required");
+        if (hub_accept_show(h, agent, url + strlen(PATH_ITEM), a) < 0)
+                return refuse(a, 500, "internal", "out of memory");
+        return true;
+}
+
+bool hub_request_head(struct hub *h, struct hub_request *q, struct hub_answer *a)
+{
+        const char *url = q->url, *method = q->method;
+
+        *a = (struct hub_answer){ 0 };
+        if (!strcmp(method, "GET") || !strcmp(method, "HEAD"))
+                return on_get(h, q, a);
+        if (strcmp(url, PATH_START))
+                return strncmp(url, PATH_ITEM, strlen(PATH_ITEM)) &&
+                               strcmp(url, "/healthz") && strcmp(url, "/metrics")
+                        ? refuse(a, 404, "not_found", "no such resource")
+                        : refuse(a, 405, "method_not_allowed", "use GET");
+        if (strcmp(method, "POST"))
+                return refuse(a, 405, "method_not_allowed", "use POST");
+        return post_begin(h, q, a);
+}
+
+int hub_request_body(struct hub *h, struct hub_request *q, const char *data,
+                     size_t size)
+{
+        size_t cap = h->cfg->max_file_size;
+
+        if (q->too_large || size > cap - q->len) {
+                /* read on and drop: the answer comes at the end */
+                q->too_large = true;
+                free(q->body);
+                q->body = NULL;
+                q->len = 0;
+                return 0;
+        }
+        if (!q->body) {
+                q->body = malloc(cap + 1);
+                if (!q->body)
+                        return -ENOMEM;
+        }
+        memcpy(q->body + q->len, data, size);
+        q->len += size;
+        return 0;
+}
+
+void hub_request_end(struct hub *h, struct hub_request *q, struct hub_answer *a)
+{
+        char detail[128];
+
+        *a = (struct hub_answer){ 0 };
+        if (q->too_large) {
+                snprintf(detail, sizeof(detail), "the body is larger than %llu bytes",
+                         (unsigned long long)h->cfg->max_file_size);
+                refuse(a, 413, "too_large", detail);
+                return;
+        }
+        if (hub_accept_post(h, q->agent, q->body ? q->body : "", q->len, a) < 0) {
+                refuse(a, 500, "internal", "out of memory");
+                return;
+        }
+        if (a->status == 200 && q->wait_claimed) {
+                json_t *o = json_loads(a->body, 0, NULL);
+                const char *id = json_string_value(json_object_get(o, "handoff_id"));
+                int r = id ? hub_accept_wait(h, id, h->wait_ms, a) : 0;
+                json_decref(o);
+                if (r < 0) {
+                        free(a->body);
+                        refuse(a, 500, "internal", "out of memory");
+                }
+        }
+}
+
+void hub_request_done(struct hub_request *q)
+{
+        free(q->body);
+        q->body = NULL;
+        q->len = 0;
+}
+
+/* ---- libmicrohttpd ---------------------------------------------------- */
+
 static enum MHD_Result respond(struct MHD_Connection *c, struct req *rq,
-                               unsigned status, char *body, const char *ctype)
+                               struct hub_answer *a)
 {
         struct MHD_Response *resp;
         enum MHD_Result ret;
+        unsigned status = a->status;
+        char *body = a->body;
 
         if (!body) {
                 status = 500;
@@ -64,7 +238,8 @@ static enum MHD_Result respond(struct MHD_Connection *c, struct req *rq,
                 free(body);
                 return MHD_NO;
         }
-        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
+                                a->ctype ? a->ctype : "application/json");
         MHD_add_response_header(resp, "Cache-Control", "no-store");
         if (status == 401)
                 MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
@@ -72,22 +247,6 @@ static enum MHD_Result respond(struct MHD_Connection *c, struct req *rq,
         MHD_destroy_response(resp);
         hub_stats_request(status, since(&rq->t0));
         return ret;
-}
-
-static enum MHD_Result respond_answer(struct MHD_Connection *c, struct req *rq,
-                                      struct hub_answer *a)
-{
-        return respond(c, rq, a->status, a->body, "application/json");
-}
-
-static enum MHD_Result refuse(struct MHD_Connection *c, struct req *rq,
-                              unsigned status, const char *reason,
-                              const char *detail)
-{
-        struct hub_answer a = { 0 };
-
-        hub_answer_reject(&a, status, reason, detail);
-        return respond_answer(c, rq, &a);
 }
 
 /* The peer's address as text ("unix" on a unix socket). */
@@ -106,147 +265,9 @@ static const char *peer_address(struct MHD_Connection *c, char *buf, size_t n)
         return buf;
 }
 
-/* Authorization: Bearer TOKEN -> the agent it speaks for into agent[65];
- * false when none. */
-static bool auth_agent(struct hub *h, struct MHD_Connection *c, char *agent)
+static const char *header(struct MHD_Connection *c, const char *name)
 {
-        const char *v = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
-                                                    MHD_HTTP_HEADER_AUTHORIZATION);
-        const char *a = NULL, *why = "no Authorization header";
-
-        agent[0] = '\0';
-        if (v && strncasecmp(v, "Bearer ", 7))
-                why = "an Authorization header that is not Bearer";
-        if (v && !strncasecmp(v, "Bearer ", 7)) {
-                v += 7;
-                while (*v == ' ')
-                        v++;
-                why = "a token not in token_dir";
-                /* SIGHUP may swap the tokens meanwhile */
-                pthread_rwlock_rdlock(&h->tokens_lock);
-                a = hub_tokens_agent(h->tokens, v, strlen(v));
-                if (a)
-                        snprintf(agent, 65, "%s", a);
-                pthread_rwlock_unlock(&h->tokens_lock);
-        }
-        if (!a) {
-                char from[INET6_ADDRSTRLEN + 1];
-                hub_auth_failed(h, peer_address(c, from, sizeof(from)), why);
-        }
-        return a != NULL;
-}
-
-static bool json_content_type(struct MHD_Connection *c)
-{
-        const char *v = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
-                                                    MHD_HTTP_HEADER_CONTENT_TYPE);
-        size_t n = strlen("application/json");
-
-        if (!v || strncasecmp(v, "application/json", n))
-                return false;
-        v += n;
-        while (*v == ' ' || *v == '\t')
-                v++;
-        return *v == '\0' || *v == ';';
-}
-
-/* The first call for a POST: refuse what can be refused before the body. */
-static enum MHD_Result post_begin(struct hub *h, struct MHD_Connection *c,
-                                  struct req *rq, bool *decided)
-{
-        const char *cl, *v;
-        char detail[128];
-        int64_t n;
-
-        *decided = true;
-        if (!auth_agent(h, c, rq->agent))
-                return refuse(c, rq, 401, "unauthorized",
-                              "a valid Authorization: Bearer token is required");
-        if (!json_content_type(c))
-                return refuse(c, rq, 415, "unsupported_media_type",
-                              "Content-Type must be application/json");
-        cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
-                                         MHD_HTTP_HEADER_CONTENT_LENGTH);
-        if (cl && (parse_int64(cl, 0, INT64_MAX, &n) < 0 ||
-                   (uint64_t)n > h->cfg->max_file_size)) {
-                snprintf(detail, sizeof(detail), "the body is larger than %llu bytes",
-                         (unsigned long long)h->cfg->max_file_size);
-                return refuse(c, rq, 413, "too_large", detail);
-        }
-        v = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "wait");
-        if (v && strcmp(v, "claimed"))
-                return refuse(c, rq, 400, "bad_request", "wait= takes claimed only");
-        rq->wait = v != NULL;
-        *decided = false;
-        return MHD_YES;
-}
-
-static enum MHD_Result post_body(struct hub *h, struct req *rq,
-                                 const char *data, size_t size)
-{
-        size_t cap = h->cfg->max_file_size;
-
-        if (rq->too_large || size > cap - rq->len) {
-                /* read on and drop: the answer comes at the end */
-                rq->too_large = true;
-                free(rq->body);
-                rq->body = NULL;
-                rq->len = 0;
-                return MHD_YES;
-        }
-        if (!rq->body) {
-                rq->body = malloc(cap + 1);
-                if (!rq->body)
-                        return MHD_NO;
-        }
-        memcpy(rq->body + rq->len, data, size);
-        rq->len += size;
-        return MHD_YES;
-}
-
-static enum MHD_Result post_end(struct hub *h, struct MHD_Connection *c,
-                                struct req *rq)
-{
-        struct hub_answer a = { 0 };
-        char detail[128];
-
-        if (rq->too_large) {
-                snprintf(detail, sizeof(detail), "the body is larger than %llu bytes",
-                         (unsigned long long)h->cfg->max_file_size);
-                return refuse(c, rq, 413, "too_large", detail);
-        }
-        if (hub_accept_post(h, rq->agent, rq->body ? rq->body : "", rq->len, &a) < 0)
-                return refuse(c, rq, 500, "internal", "out of memory");
-        if (a.status == 200 && rq->wait) {
-                json_t *o = json_loads(a.body, 0, NULL);
-                const char *id = json_string_value(json_object_get(o, "handoff_id"));
-                int r = id ? hub_accept_wait(h, id, HUB_WAIT_MS, &a) : 0;
-                json_decref(o);
-                if (r < 0)
-                        return refuse(c, rq, 500, "internal", "out of memory");
-        }
-        return respond_answer(c, rq, &a);
-}
-
-static enum MHD_Result on_get(struct hub *h, struct MHD_Connection *c,
-                              struct req *rq, const char *url)
-{
-        struct hub_answer a = { 0 };
-        char agent[65];
-
-        if (!strcmp(url, "/healthz"))
-                return respond(c, rq, 200, strdup("ok\n"), "text/plain");
-        if (!strcmp(url, "/metrics"))
-                return respond(c, rq, 200, hub_stats_text(h),
-                               "text/plain; version=0.0.4");
-        if (strncmp(url, PATH_ITEM, strlen(PATH_ITEM)) || !strcmp(url, PATH_START))
-                return refuse(c, rq, 404, "not_found", "no such resource");
-        if (!auth_agent(h, c, agent))
-                return refuse(c, rq, 401, "unauthorized",
-                              "a valid Authorization: Bearer token is required");
-        if (hub_accept_show(h, agent, url + strlen(PATH_ITEM), &a) < 0)
-                return refuse(c, rq, 500, "internal", "out of memory");
-        return respond_answer(c, rq, &a);
+        return MHD_lookup_connection_value(c, MHD_HEADER_KIND, name);
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
@@ -256,7 +277,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
 {
         struct hub *h = cls;
         struct req *rq = *con_cls;
-        bool decided;
+        struct hub_answer a;
 
         if (!rq) {
                 rq = calloc(1, sizeof(*rq));
@@ -264,23 +285,24 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
                         return MHD_NO;
                 clock_gettime(CLOCK_MONOTONIC, &rq->t0);
                 *con_cls = rq;
-                if (!strcmp(method, "GET") || !strcmp(method, "HEAD"))
-                        return on_get(h, c, rq, url);
-                if (strcmp(url, PATH_START))
-                        return strncmp(url, PATH_ITEM, strlen(PATH_ITEM)) &&
-                                       strcmp(url, "/healthz") && strcmp(url, "/metrics")
-                                ? refuse(c, rq, 404, "not_found", "no such resource")
-                                : refuse(c, rq, 405, "method_not_allowed", "use GET");
-                if (strcmp(method, "POST"))
-                        return refuse(c, rq, 405, "method_not_allowed", "use POST");
-                return post_begin(h, c, rq, &decided);
+                rq->q.method = method;
+                rq->q.url = url;
+                rq->q.authorization = header(c, MHD_HTTP_HEADER_AUTHORIZATION);
+                rq->q.content_type = header(c, MHD_HTTP_HEADER_CONTENT_TYPE);
+                rq->q.content_length = header(c, MHD_HTTP_HEADER_CONTENT_LENGTH);
+                rq->q.wait = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "wait");
+                rq->q.peer = peer_address(c, rq->peer, sizeof(rq->peer));
+                if (hub_request_head(h, &rq->q, &a))
+                        return respond(c, rq, &a);
+                return MHD_YES;
         }
         if (*upload_data_size > 0) {
                 size_t n = *upload_data_size;
                 *upload_data_size = 0;
-                return post_body(h, rq, upload_data, n);
+                return hub_request_body(h, &rq->q, upload_data, n) < 0 ? MHD_NO : MHD_YES;
         }
-        return post_end(h, c, rq);
+        hub_request_end(h, &rq->q, &a);
+        return respond(c, rq, &a);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
@@ -289,7 +311,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
         struct req *rq = *con_cls;
 
         if (rq) {
-                free(rq->body);
+                hub_request_done(&rq->q);
                 free(rq);
                 *con_cls = NULL;
         }

@@ -87,7 +87,7 @@ static int open_dir(const char *base, const char *sub, int *ret)
         return 0;
 }
 
-static int hub_setup(struct hub *h)
+int hub_setup(struct hub *h)
 {
         struct config_hub *ch = &h->cfg->hub;
         const char *spool = h->cfg->spool_dir;
@@ -256,7 +256,8 @@ int main(int argc, char **argv)
         };
         const char *path = CONFIG_DEFAULT_PATH;
         struct hub h = { .tmp_fd = -1, .handoff_fd = -1, .state_fd = -1, .ids_fd = -1,
-                       .claimed_fd = -1 };
+                       .claimed_fd = -1, .wait_ms = HUB_WAIT_MS,
+                       .now_usec = hd_now_usec };
         struct hub_http *http = NULL;
         bool loopback = false, is_unix = false, activated = false;
         char err[512] = "", *cerr = NULL;

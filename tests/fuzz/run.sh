@@ -1,6 +1,8 @@
 #!/bin/sh
 # Run libFuzzer targets for `make fuzz`:  run.sh BUILD_DIR SECONDS TARGET...
-# Each target runs SECONDS on a scratch copy of tests/fuzz/corpus/<target>/
+# Each target runs SECONDS (with FUZZ_EXECS=N in the environment, as
+# `make fuzz-long`: until N executions, libFuzzer's -runs=N, however long)
+# on a scratch copy of tests/fuzz/corpus/<target>/
 # (the committed corpus is never written), then replays every input of
 # tests/fuzz/regress/<target>/.  One line per target with its executions;
 # exit 1 when any target crashed (crash inputs: BUILD_DIR/artifacts/<t>/).
@@ -13,6 +15,11 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/handoffd-fuzz.XXXXXX")
 trap 'rm -rf "$work"' EXIT INT TERM
 failed=0
 total=0
+if [ -n "${FUZZ_EXECS:-}" ]; then
+	limit="-runs=$FUZZ_EXECS"
+else
+	limit="-max_total_time=$secs"
+fi
 
 for t in "$@"; do
 	bin="$fb/$t"
@@ -22,9 +29,11 @@ for t in "$@"; do
 	if [ -d "$src/tests/fuzz/corpus/$t" ]; then
 		cp -R "$src/tests/fuzz/corpus/$t/." "$work/$t/"
 	fi
-	"$bin" -max_total_time="$secs" -timeout=25 -print_final_stats=1 \
+	t0=$(date +%s)
+	"$bin" "$limit" -timeout=25 -print_final_stats=1 \
 		-artifact_prefix="$art/" "$work/$t" >"$log" 2>&1
 	rc=$?
+	took=$(($(date +%s) - t0))
 	execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)
 	cov=$(grep -E '^#[0-9]+' "$log" | tail -n 1 | sed -n 's/.* cov: \([0-9]*\).*/\1/p')
 	if [ "$rc" -eq 0 ]; then
@@ -34,8 +43,9 @@ for t in "$@"; do
 		failed=1
 	fi
 	total=$((total + ${execs:-0}))
-	printf 'fuzz: %-20s %10s executions in %ss, coverage %s, crashed: %s\n' \
-		"$t" "${execs:-?}" "$secs" "${cov:-?}" "$crashed"
+	rate=$((${execs:-0} / (took > 0 ? took : 1)))
+	printf 'fuzz: %-20s %10s executions in %ss (%s/s), coverage %s, crashed: %s\n' \
+		"$t" "${execs:-?}" "$took" "$rate" "${cov:-?}" "$crashed"
 	if [ "$rc" -ne 0 ]; then
 		grep -aE '^(==[0-9]+==ERROR|SUMMARY|fuzz: property|.*runtime error)|^ *#[0-9]+ 0x[0-9a-f]+ in [^ ]+ /.*/(src|tests)/' \
 			"$log" | head -n 12 | sed 's/^/    /'
