@@ -167,11 +167,17 @@ class Consumer(Worker):
             except (FileNotFoundError, ValueError):
                 continue
             priv = os.path.join(self.d, f".consume.{secrets.token_hex(4)}")
-            os.rename(p, priv)
+            # The directory is opened before the take: an open that the
+            # cut fails after the rename is a take not synced either.
+            fd = os.open(self.d, os.O_RDONLY)
+            try:
+                os.rename(p, priv)
+            except OSError:
+                os.close(fd)
+                raise
             # Taken (it was read): if the power goes before the sync,
             # whether the take is on disk is seen after the restart.
             self.got[b["handoff_id"]] += 1
-            fd = os.open(self.d, os.O_RDONLY)
             try:
                 os.fsync(fd)
             except OSError:
