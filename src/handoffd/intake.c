@@ -240,16 +240,15 @@ static int decide(struct spool *sp, struct item *it, int64_t now)
         r = hd_open_at(sp->fd[SD_HANDOFF], name, &it->fd, &v);
         if (r == -ENOENT)
                 return IO_GONE;
-        if (r == -EBADMSG && v.reason == HD_R_HARDLINK && spool_drop_claim_leftover(sp, name))
-                return IO_GONE;
-        if (r == -EBADMSG && v.reason == HD_R_HARDLINK && spool_drop_tmp_twin(sp, name))
-                r = hd_open_at(sp->fd[SD_HANDOFF], name, &it->fd, &v);
         if (r == -EBADMSG)
                 return decide_reject(sp, it, &v, false, now);
         if (r < 0)
                 return r;
         if (fstat(it->fd, &st) < 0)
                 return -errno;
+        /* Moved by this batch already (twice in its names). */
+        if (spool_leaving(sp, name, &st))
+                return IO_GONE;
         /* Another handoffd is deciding about this very file. */
         r = lock_try(sp->lock_fd, lock_off_inode(st.st_dev, st.st_ino), true);
         if (r == -EAGAIN)
@@ -258,6 +257,11 @@ static int decide(struct spool *sp, struct item *it, int64_t now)
                 return r;
         it->lock_ino = lock_off_inode(st.st_dev, st.st_ino);
         r = read_fd_stat(it->fd, &st, name, c->max_file_size, &buf, &len, &v);
+        /* Two links (read_fd_stat() tells, not hd_open_at()): the one a
+         * claim or a move left here beside its next state, that a power
+         * cut kept.  Any other second link is rejected as hardlink. */
+        if (r == -EBADMSG && v.reason == HD_R_HARDLINK && spool_drop_claim_leftover(sp, name))
+                return IO_GONE;
         if (r == -ENOENT)
                 return IO_GONE;
         if (r == -EBADMSG)
@@ -358,7 +362,7 @@ static int decide(struct spool *sp, struct item *it, int64_t now)
         }
 
         snprintf(claimed, sizeof(claimed), "%s.json", it->id);
-        r = move_noreplace(sp->fd[SD_HANDOFF], name, sp->fd[SD_CLAIMED], claimed);
+        r = spool_move_out(sp, name, SD_CLAIMED, claimed);
         if (r == -ENOENT)
                 return IO_GONE;
         if (r == -EEXIST) {
@@ -368,7 +372,6 @@ static int decide(struct spool *sp, struct item *it, int64_t now)
         }
         if (r < 0)
                 return r;
-        sp->dirty[SD_CLAIMED] = sp->dirty[SD_HANDOFF] = true;
         /* The claimed item's bytes are the producer's, which a producer
          * like gptme-voice's writer never syncs: synced before the claim
          * is (spool_flush), or a power cut leaves an acknowledged claim

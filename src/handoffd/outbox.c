@@ -61,12 +61,11 @@ int outbox_take(struct relay *r, const char *name, const json_t *doc, int64_t no
                 json_decref(e);
                 return -ENAMETOOLONG;
         }
-        q = move_noreplace(sp->fd[SD_HANDOFF], name, sp->fd[SD_OUTBOX], dst);
+        q = spool_move_out(sp, name, SD_OUTBOX, dst);
         if (q < 0) {
                 json_decref(e);
                 return q;
         }
-        sp->dirty[SD_HANDOFF] = sp->dirty[SD_OUTBOX] = true;
         json_object_set_new(e, "queued", json_true());
         /* Its expiry is a deadline of the next scan. */
         if (EGET(e, "exp") + 1 < r->scan_at)

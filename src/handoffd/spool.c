@@ -132,6 +132,7 @@ int spool_open(struct config *cfg, struct spool **ret)
         sp->foreign = json_object();
         sp->failed = json_object();
         sp->seen = json_object();
+        sp->leaving = json_object();
         sp->verified = json_object();
         sp->waiting = json_object();
         sp->waiting_n = json_object();
@@ -198,6 +199,7 @@ void spool_close(struct spool *sp)
         json_decref(sp->unserved);
         json_decref(sp->failed);
         json_decref(sp->seen);
+        json_decref(sp->leaving);
         json_decref(sp->verified);
         json_decref(sp->waiting);
         json_decref(sp->waiting_n);
@@ -215,6 +217,59 @@ struct agent_rt *spool_agent(struct spool *sp, const char *name)
                 if (!strcmp(sp->agents[i].cfg->name, name))
                         return &sp->agents[i];
         return NULL;
+}
+
+/* What spool_move_out() linked elsewhere leaves handoff/ now that the
+ * other directories are synced: each name that is still that inode. */
+static void leave_handoff(struct spool *sp)
+{
+        const char *name;
+        json_t *e, *tmp;
+        struct stat st;
+
+        json_object_foreach_safe(sp->leaving, tmp, name, e) {
+                if (fstatat(sp->fd[SD_HANDOFF], name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+                    (json_int_t)st.st_dev == json_integer_value(json_array_get(e, 0)) &&
+                    (json_int_t)st.st_ino == json_integer_value(json_array_get(e, 1)) &&
+                    unlinkat(sp->fd[SD_HANDOFF], name, 0) == 0)
+                        sp->dirty[SD_HANDOFF] = true;
+                json_object_del(sp->leaving, name);
+        }
+}
+
+bool spool_leaving(struct spool *sp, const char *name, const struct stat *st)
+{
+        json_t *e = json_object_get(sp->leaving, name);
+
+        return e && (json_int_t)st->st_dev == json_integer_value(json_array_get(e, 0)) &&
+               (json_int_t)st->st_ino == json_integer_value(json_array_get(e, 1));
+}
+
+int spool_move_out(struct spool *sp, const char *name, enum spool_dir to, const char *dst)
+{
+        struct stat st;
+        int r;
+
+        if (sp->cfg->fsync) {
+                if (linkat(sp->fd[SD_HANDOFF], name, sp->fd[to], dst, 0) == 0) {
+                        sp->dirty[to] = true;
+                        if (fstatat(sp->fd[to], dst, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                                return -errno;
+                        json_object_set_new(sp->leaving, name,
+                                            json_pack("[I, I]", (json_int_t)st.st_dev,
+                                                      (json_int_t)st.st_ino));
+                        return 0;
+                }
+                /* EPERM: fs.protected_hardlinks and a producer's file the
+                 * daemon may not write; EXDEV, ENOSYS...: no links.  Then a
+                 * rename, as without fsync. */
+                if (errno == EEXIST || errno == ENOENT)
+                        return -errno;
+        }
+        r = move_noreplace(sp->fd[SD_HANDOFF], name, sp->fd[to], dst);
+        if (r == 0)
+                sp->dirty[SD_HANDOFF] = sp->dirty[to] = true;
+        return r;
 }
 
 int spool_flush(struct spool *sp)
@@ -243,6 +298,8 @@ int spool_flush(struct spool *sp)
          * power cut between the two leaves the item in both, never in
          * neither. */
         for (int round = 0; round < 3; round++) {
+                if (round == 2 && r == 0)
+                        leave_handoff(sp);
                 for (int i = 0; i < _SD_MAX; i++) {
                         int want = i == SD_HANDOFF ? 2 : i == SD_CLAIMED ? 1 : 0;
                         if (want != round || !sp->dirty[i])
@@ -258,20 +315,52 @@ int spool_flush(struct spool *sp)
         return r;
 }
 
+/* Whether dirfd holds a link to a's inode: under name, or any other. */
+static bool dir_holds(int dirfd, const char *name, const struct stat *a)
+{
+        struct dirent *de;
+        struct stat b;
+        bool found = false;
+        DIR *d;
+
+        if (dirfd < 0)
+                return false;
+        if (fstatat(dirfd, name, &b, AT_SYMLINK_NOFOLLOW) == 0)
+                found = b.st_dev == a->st_dev && b.st_ino == a->st_ino;
+        if (found || !(d = opendir_at(dirfd)))
+                return found;
+        while (!found && (de = readdir(d)))
+                found = de->d_ino == a->st_ino && de->d_name[0] != '.' &&
+                        fstatat(dirfd, de->d_name, &b, AT_SYMLINK_NOFOLLOW) == 0 &&
+                        b.st_dev == a->st_dev && b.st_ino == a->st_ino;
+        closedir(d);
+        return found;
+}
+
 bool spool_drop_claim_leftover(struct spool *sp, const char *name)
 {
-        struct stat a, b;
+        static const enum spool_dir next[] = { SD_CLAIMED, SD_REJECTED, SD_OUTBOX };
+        static const char *const next_name[] = { "claim", "rejection", "outbox/ entry" };
+        struct stat a;
 
         if (fstatat(sp->fd[SD_HANDOFF], name, &a, AT_SYMLINK_NOFOLLOW) < 0 ||
-            fstatat(sp->fd[SD_CLAIMED], name, &b, AT_SYMLINK_NOFOLLOW) < 0 ||
-            !S_ISREG(a.st_mode) || a.st_dev != b.st_dev || a.st_ino != b.st_ino)
+            !S_ISREG(a.st_mode) || a.st_nlink < 2)
                 return false;
-        if (unlinkat(sp->fd[SD_HANDOFF], name, 0) < 0)
-                return false;
-        log_info("Removed handoff/%s, left beside its claim by a power cut", name);
-        sp->dirty[SD_HANDOFF] = true;
-        (void) spool_flush(sp);
-        return true;
+        for (size_t i = 0; i < ELEMENTSOF(next); i++) {
+                if (!dir_holds(sp->fd[next[i]], name, &a))
+                        continue;
+                /* That link is on disk before this one goes. */
+                if (sp->cfg->fsync && fsync_dir(sp->fd[next[i]]) < 0)
+                        return false;
+                if (unlinkat(sp->fd[SD_HANDOFF], name, 0) < 0)
+                        return false;
+                log_info("Removed handoff/%s, left beside its %s by a power cut", name,
+                         next_name[i]);
+                sp->dirty[SD_HANDOFF] = true;
+                (void) spool_flush(sp);
+                return true;
+        }
+        return false;
 }
 
 bool spool_drop_archived_leftover(struct spool *sp, const char *id)
@@ -474,7 +563,8 @@ int spool_reject_from(struct spool *sp, enum spool_dir from, const char *name,
                 if (sp->relay.outcome && (from == SD_HANDOFF || from == SD_CLAIMED))
                         sp->relay.outcome(sp->relay.ctx, handoff_id, from == SD_HANDOFF ? name : NULL,
                                           "rejected", hd_reason_name(reason), detail, now);
-                r = move_noreplace(sp->fd[from], name, sp->fd[SD_REJECTED], dst);
+                r = from == SD_HANDOFF ? spool_move_out(sp, name, SD_REJECTED, dst) :
+                    move_noreplace(sp->fd[from], name, sp->fd[SD_REJECTED], dst);
                 if (r == -EEXIST)
                         continue;       /* another rejecter took dst: its reason stands */
                 if (r < 0) {
@@ -485,7 +575,8 @@ int spool_reject_from(struct spool *sp, enum spool_dir from, const char *name,
                                 unlinkat(sp->fd[SD_REJECTED], rsn, 0);
                         return r == -ENOENT ? IO_GONE : r;
                 }
-                sp->dirty[SD_REJECTED] = sp->dirty[from] = true;
+                if (from != SD_HANDOFF)
+                        sp->dirty[SD_REJECTED] = sp->dirty[from] = true;
                 sp->st.rejected[reason]++;
                 char q[300];
                 log_decision(LOG_NOTICE, handoff_id, NULL, "rejected", hd_reason_name(reason),

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/stat.h>
 
 #include "agents.h"
 #include "config.h"
@@ -81,6 +82,7 @@ struct spool {
         bool dirty[_SD_MAX];    /* directory needs an fsync */
         int lock_fd;            /* SPOOL/.lock (lock.h) */
         json_t *seen;           /* name -> [ino, first seen, monotonic usec] */
+        json_t *leaving;        /* handoff/ name -> [dev, ino]: spool_move_out() */
         /* item.c: id -> [dev, ino, size, ctime ns, sweep gen, from, to] of
          * a claimed item as last verified; cleared by a reload. */
         json_t *verified;
@@ -126,9 +128,11 @@ int spool_set_config(struct spool *sp, struct config *cfg);
 struct agent_rt *spool_agent(struct spool *sp, const char *name);
 
 /* Is there an entry name in dirfd (not followed)? */
-/* handoff/NAME and claimed/NAME are one inode (a claim's two directories
- * not both synced before a power cut): the handoff/ name is removed, and
- * synced with fsync = yes.  True when it was. */
+/* handoff/NAME is one inode with an item in claimed/, rejected/ or
+ * outbox/ (under NAME or another name: a move whose two directories were
+ * not both synced before a power cut, spool_move_out()): that directory
+ * is synced, the handoff/ name removed, and synced with fsync = yes.
+ * True when it was. */
 bool spool_drop_claim_leftover(struct spool *sp, const char *name);
 /* claimed/<id>.json and archive/<the marker's archive_as> are one inode
  * (an archiving's two directories not both synced before a power cut):
@@ -163,7 +167,21 @@ int spool_reject_claimed(struct spool *sp, const char *handoff_id, hd_reason rea
 /* Remember handoff_id in ids/ (replay memory once it leaves claimed/). */
 int spool_id_mark(struct spool *sp, const char *handoff_id);
 
-/* fsync every directory marked dirty. */
+/* Move handoff/name to directory `to` as dst (a claim, a rejection, to
+ * outbox/): -EEXIST, -ENOENT (another took it) as a rename.  With fsync
+ * = yes the item is linked into `to` and leaves handoff/ only in
+ * spool_flush(), once `to` is synced: anyone may sync handoff/ at any
+ * moment (handoffctl submit does, for its own file), and a rename's
+ * removal from handoff/ made durable so before its destination was is
+ * the item lost in a power cut.  A rename when no link can be made
+ * (fs.protected_hardlinks and a producer's file the daemon may not
+ * write, a file system without links). */
+int spool_move_out(struct spool *sp, const char *name, enum spool_dir to, const char *dst);
+/* Is handoff/name (st) an item spool_move_out() moved already? */
+bool spool_leaving(struct spool *sp, const char *name, const struct stat *st);
+
+/* fsync every directory marked dirty (the destinations of moves before
+ * their sources; handoff/ after spool_move_out()'s removals). */
 int spool_flush(struct spool *sp);
 
 /* A system error: recorded for status (last_error, errors), logged once;

@@ -303,8 +303,10 @@ def targeted():
          dict(syscall="openat", path_of=claimed, consume=True)),
         ("consumed, killed after the outcome sidecar, before the move to archive/",
          dict(syscall="renameat2", path_of=archive, consume_first=True, restart_delay=1.1)),
+        # The move out of handoff/ is a link (fsync = yes: spool_move_out()),
+        # or a rename where no link can be made.
         ("rejected, killed after the reason sidecar, before the move to rejected/",
-         dict(syscall="renameat2", path_of=rejected, reject=True)),
+         dict(syscall="linkat,renameat2", path_of=rejected, reject=True)),
         ("expiring, killed after taking the bootstrap, before archiving",
          dict(syscall="openat", path_of=archive, expire=True)),
     ]
