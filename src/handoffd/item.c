@@ -281,13 +281,15 @@ static int item_state_files(struct spool *sp, const char *id, int fd, struct ite
                 return -errno;
         r = read_fd_stat(fd, &st, id, sp->cfg->max_file_size, &buf, &len, &f->v);
         if (r == -EBADMSG && f->v.reason == HD_R_HARDLINK) {
-                /* Its other link a claim left in handoff/, or its archive:
-                 * not tampering. */
+                /* Its other link a claim left in handoff/, its archive,
+                 * or a producer's tmp/ name a power cut kept: not
+                 * tampering. */
                 char name[NAME_MAX + 1];
                 if (spool_drop_archived_leftover(sp, id))
                         return IS_GONE;
                 if (xsnprintf(name, sizeof(name), "%s.json", id) >= 0 &&
-                    spool_drop_claim_leftover(sp, name)) {
+                    (spool_drop_claim_leftover(sp, name) ||
+                     spool_drop_tmp_twin(sp, SD_CLAIMED, name))) {
                         if (fstat(fd, &st) < 0)
                                 return -errno;
                         r = read_fd_stat(fd, &st, id, sp->cfg->max_file_size, &buf, &len, &f->v);

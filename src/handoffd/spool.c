@@ -401,7 +401,7 @@ bool spool_drop_archived_leftover(struct spool *sp, const char *id)
         return done;
 }
 
-bool spool_drop_tmp_twin(struct spool *sp, const char *name)
+bool spool_drop_tmp_twin(struct spool *sp, enum spool_dir in, const char *name)
 {
         struct stat a, b;
         struct dirent *de;
@@ -409,7 +409,7 @@ bool spool_drop_tmp_twin(struct spool *sp, const char *name)
         DIR *d;
         int fd;
 
-        if (fstatat(sp->fd[SD_HANDOFF], name, &a, AT_SYMLINK_NOFOLLOW) < 0 ||
+        if (fstatat(sp->fd[in], name, &a, AT_SYMLINK_NOFOLLOW) < 0 ||
             !S_ISREG(a.st_mode) || a.st_nlink != 2)
                 return false;
         fd = openat(sp->fd[SD_TMP], ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);

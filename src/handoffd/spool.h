@@ -139,10 +139,11 @@ bool spool_drop_claim_leftover(struct spool *sp, const char *name);
  * the archive stands, the claimed/ name and the marker are removed.  True
  * when they were. */
 bool spool_drop_archived_leftover(struct spool *sp, const char *id);
-/* handoff/NAME has a second link in tmp/ (a producer's rename whose
- * two directories were not both synced before a power cut): the tmp/ one
- * is removed.  True when it was. */
-bool spool_drop_tmp_twin(struct spool *sp, const char *name);
+/* in/NAME (claimed/<id>.json) has a second link in tmp/: a producer's
+ * temp name that a power cut kept beside the rename the daemon then
+ * claimed (the producer's tmp/ was synced by another producer, its
+ * handoff/ not).  The tmp/ one is removed.  True when it was. */
+bool spool_drop_tmp_twin(struct spool *sp, enum spool_dir in, const char *name);
 bool spool_exists_at(int dirfd, const char *name);
 
 /* Every name currently in directory d, into set (a JSON object used as an
