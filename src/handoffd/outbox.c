@@ -218,7 +218,11 @@ static int archive(struct relay *r, const char *id, json_t *e, bool duplicate, i
                                  n ? "%lld-%s-%s-%s~%u.json" : "%lld-%s-%s-%s.json",
                                  (long long)(EGET(e, "at") / 1000000), from, to, id, n);
                 snprintf(side, sizeof(side), "%s" LAYOUT_OUTCOME, name);
-                q = hd_write_atomic(sp->fd[SD_ARCHIVE], side, buf, len, 0640, false);
+                /* Synced before the move (fsync = yes), as item.c's: a
+                 * power cut must not leave the archived item's outcome
+                 * empty. */
+                q = write_atomic(sp->fd[SD_ARCHIVE], side, buf, len, 0640,
+                                 sp->cfg->fsync ? WRITE_SYNC_FILE : 0);
                 if (q < 0)
                         return q;
                 q = move_noreplace(sp->fd[SD_OUTBOX], src, sp->fd[SD_ARCHIVE], name);
