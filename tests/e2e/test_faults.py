@@ -277,9 +277,11 @@ def emfile_start_too_low():
 def build_scenarios():
     sc = []
     # name, expect during, kwargs
-    on, off = strace_fault("renameat2", "error=EIO", lambda e: [e.path("handoff")])
+    # The claim is a link then an unlink with fsync = yes (spool_move_out()),
+    # a rename otherwise: both fail.
+    on, off = strace_fault("linkat,renameat2", "error=EIO", lambda e: [e.path("handoff")])
     sc.append(("rename(claim) EIO", ("handoff",), dict(fault_on=on, fault_off=off, bad=1)))
-    on, off = strace_fault("renameat2", "error=ENOSPC", lambda e: [e.path("handoff")])
+    on, off = strace_fault("linkat,renameat2", "error=ENOSPC", lambda e: [e.path("handoff")])
     sc.append(("rename(claim) ENOSPC", ("handoff",), dict(fault_on=on, fault_off=off)))
     on, off = strace_fault("openat", "error=ENOSPC", handoffs_dir)
     sc.append(("open(bootstrap) ENOSPC", ("claimed",), dict(fault_on=on, fault_off=off)))
