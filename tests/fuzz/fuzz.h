@@ -5,11 +5,15 @@
 #define HD_FUZZ_H
 
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "handoff.h"
@@ -65,6 +69,28 @@ static inline const char *fuzz_path_of(const uint8_t *data, size_t size)
                 off += (size_t)n;
         }
         return path;
+}
+
+/* root/dir/name written with the len bytes of data, or with text (mode
+ * when it is made): the targets' temp spools.  Aborts on failure. */
+static inline void fuzz_write_file(const char *root, const char *dir, const char *name,
+                                   const void *data, size_t len, mode_t mode)
+{
+        char path[PATH_MAX];
+        int fd;
+
+        snprintf(path, sizeof(path), "%s/%s/%s", root, dir, name);
+        fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+        if (fd < 0 || write(fd, data, len) != (ssize_t)len || close(fd) < 0) {
+                perror(path);
+                abort();
+        }
+}
+
+static inline void fuzz_write_text(const char *root, const char *dir, const char *name,
+                                   const char *text, mode_t mode)
+{
+        fuzz_write_file(root, dir, name, text, strlen(text), mode);
 }
 
 /* The "now" of tests/vectors/expected.tsv, so the seeds are fresh. */

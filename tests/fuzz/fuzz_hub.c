@@ -77,20 +77,6 @@ static int64_t fuzz_clock(void)
         return now;
 }
 
-static void write_file(const char *dir, const char *name, const void *data, size_t len,
-                       mode_t mode)
-{
-        char path[PATH_MAX];
-        int fd;
-
-        snprintf(path, sizeof(path), "%s/%s/%s", root, dir, name);
-        fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
-        if (fd < 0 || write(fd, data, len) != (ssize_t)len || close(fd) < 0) {
-                perror(path);
-                abort();
-        }
-}
-
 static void make_dir(const char *sub, mode_t mode)
 {
         char path[PATH_MAX];
@@ -148,11 +134,11 @@ static void make_spool(void)
         }
         for (size_t i = 0; i < ELEMENTSOF(dirs); i++)
                 make_dir(dirs[i], 0750);
-        write_file(".", "vector.key", vector_key, strlen(vector_key), 0600);
+        fuzz_write_file(root, ".", "vector.key", vector_key, strlen(vector_key), 0600);
         for (size_t i = 0; i < ELEMENTSOF(tokens); i++) {
                 snprintf(name, sizeof(name), "%s.token", tokens[i][0]);
                 snprintf(path, sizeof(path), "%s\n", tokens[i][1]);
-                write_file("tokens", name, path, strlen(path), 0600);
+                fuzz_write_file(root, "tokens", name, path, strlen(path), 0600);
         }
         snprintf(conf, sizeof(conf),
                  "[spool]\ndir = %1$s/spool\nfsync = no\nmax_file_size = 4K\n"
@@ -161,15 +147,15 @@ static void make_spool(void)
                  "[agent bob]\nstate_dir = %1$s/bob\n"
                  "[hub]\nlisten = 127.0.0.1:1\ntoken_dir = %1$s/tokens\n"
                  "state_dir = %1$s/hubstate\n", root);
-        write_file(".", "handoffd.conf", conf, strlen(conf), 0600);
+        fuzz_write_file(root, ".", "handoffd.conf", conf, strlen(conf), 0600);
         snprintf(path, sizeof(path), "%s/handoffd.conf", root);
         if (config_load(path, true, &h.cfg, &cerr) < 0) {
                 fprintf(stderr, "fuzz_hub: config: %s\n", cerr ? cerr : "?");
                 abort();
         }
         /* vec-kid claimed with the vector's bytes; vec-unicode known */
-        write_file("spool/claimed", "vec-kid.json", kid_json, strlen(kid_json), 0640);
-        write_file("spool/ids", "vec-unicode", "", 0, 0640);
+        fuzz_write_file(root, "spool/claimed", "vec-kid.json", kid_json, strlen(kid_json), 0640);
+        fuzz_write_file(root, "spool/ids", "vec-unicode", "", 0, 0640);
 }
 
 static void remove_tree(void)

@@ -48,19 +48,6 @@ static int handoff_fd = -1, tmp_fd = -1, inbox_fd = -1;
 static int64_t planted_at;
 static bool verbose;
 
-static void write_file(const char *dir, const char *name, const char *text, mode_t mode)
-{
-        char path[PATH_MAX];
-        int fd;
-
-        snprintf(path, sizeof(path), "%s/%s/%s", root, dir, name);
-        fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
-        if (fd < 0 || write(fd, text, strlen(text)) != (ssize_t)strlen(text) || close(fd) < 0) {
-                perror(path);
-                abort();
-        }
-}
-
 static int open_dir(const char *sub, mode_t mode)
 {
         char path[PATH_MAX];
@@ -173,7 +160,7 @@ static void make_spool(void)
                 perror("mkdtemp");
                 abort();
         }
-        write_file(".", "vector.key", vector_key, 0600);
+        fuzz_write_text(root, ".", "vector.key", vector_key, 0600);
         close(open_dir("spool", 0750));
         for (size_t i = 0; i < ELEMENTSOF(states); i++)
                 close(open_dir(states[i], 0750));
@@ -187,25 +174,25 @@ static void make_spool(void)
                  "[keys]\ndefault = %1$s/vector.key\ntest-2026 = %1$s/vector.key\n"
                  "[agent alice]\nstate_dir = %1$s/alice\n"
                  "[agent bob]\nstate_dir = %1$s/bob\n", root);
-        write_file(".", "handoffd.conf", conf, 0600);
+        fuzz_write_text(root, ".", "handoffd.conf", conf, 0600);
         if (hd_key_from_bytes(vector_key, strlen(vector_key), &key) < 0)
                 abort();
 
         /* what handoff_status finds: one item of each kind */
         make_handoff(INBOX_ID, 600, &hbuf, &hlen);
-        write_file("spool/claimed", INBOX_ID ".json", hbuf, 0640);
-        write_file("spool/archive", "1776766560-alice-bob-vec-basic-0001.json", "{}", 0640);
-        write_file("spool/archive", "1776766560-alice-bob-vec-basic-0001.json.outcome",
+        fuzz_write_text(root, "spool/claimed", INBOX_ID ".json", hbuf, 0640);
+        fuzz_write_text(root, "spool/archive", "1776766560-alice-bob-vec-basic-0001.json", "{}", 0640);
+        fuzz_write_text(root, "spool/archive", "1776766560-alice-bob-vec-basic-0001.json.outcome",
                    "{\"handoff_id\":\"vec-basic-0001\",\"outcome\":\"consumed\","
                    "\"archived_at\":\"2026-04-21T10:17:00Z\"}", 0640);
-        write_file("spool/archive", "1776766570-alice-carol-vec-kid-0001.json", "{}", 0640);
-        write_file("spool/archive", "1776766570-alice-carol-vec-kid-0001.json.outcome",
+        fuzz_write_text(root, "spool/archive", "1776766570-alice-carol-vec-kid-0001.json", "{}", 0640);
+        fuzz_write_text(root, "spool/archive", "1776766570-alice-carol-vec-kid-0001.json.outcome",
                    "{\"handoff_id\":\"vec-kid-0001\",\"outcome\":\"relayed\",\"relayed_to\":\"b\","
                    "\"remote_outcome\":\"rejected\",\"remote_host\":\"b\","
                    "\"remote_at\":\"2026-04-21T10:18:00Z\",\"remote_reason\":\"bad_mac\","
                    "\"remote_detail\":\"\\u001b[31mred\\u001b[0m\"}", 0640);
-        write_file("spool/rejected", "vec-minimal.json", "{\"handoff_id\":\"vec-minimal\"}", 0640);
-        write_file("spool/rejected", "vec-minimal.json.reason",
+        fuzz_write_text(root, "spool/rejected", "vec-minimal.json", "{\"handoff_id\":\"vec-minimal\"}", 0640);
+        fuzz_write_text(root, "spool/rejected", "vec-minimal.json.reason",
                    "{\"handoff_id\":\"vec-minimal\",\"reason\":\"bad_mac\","
                    "\"detail\":\"the MAC does not match\"}", 0640);
 }

@@ -64,19 +64,6 @@ static hd_key *key_a;
 static int64_t now;
 static unsigned runs;
 
-static void write_file(const char *dir, const char *name, const char *text, mode_t mode)
-{
-        char path[PATH_MAX];
-        int fd;
-
-        snprintf(path, sizeof(path), "%s/%s/%s", root, dir, name);
-        fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
-        if (fd < 0 || write(fd, text, strlen(text)) != (ssize_t)strlen(text) || close(fd) < 0) {
-                perror(path);
-                abort();
-        }
-}
-
 static void empty_dir(int dirfd)
 {
         struct dirent *de;
@@ -123,11 +110,11 @@ static void reset_spool(void)
                 snprintf(text, sizeof(text),
                          "{\"handoff_id\":\"%s\",\"outcome\":\"relayed\",\"relayed_to\":\"a\"}",
                          relayed[i][0]);
-                write_file("spool/archive", relayed[i][1], "{}", 0640);
-                write_file("spool/archive", side, text, 0640);
+                fuzz_write_text(root, "spool/archive", relayed[i][1], "{}", 0640);
+                fuzz_write_text(root, "spool/archive", side, text, 0640);
         }
-        write_file("spool/receipts/sent", relayed[0][0], relayed[0][1], 0640);
-        write_file("spool/handoff", "vec-basic-0001.json", "squatted", 0640);
+        fuzz_write_text(root, "spool/receipts/sent", relayed[0][0], relayed[0][1], 0640);
+        fuzz_write_text(root, "spool/handoff", "vec-basic-0001.json", "squatted", 0640);
         if (spool_id_mark(sp, "vec-minimal") < 0)
                 abort();
 }
@@ -147,20 +134,20 @@ static void make_spool(void)
         snprintf(path, sizeof(path), "%s/pub", root);
         if (mkdir(path, 0700) < 0)
                 abort();
-        write_file(".", "vector.key", vector_key, 0600);
-        write_file(".", "host.key", host_b_line, 0600);
+        fuzz_write_text(root, ".", "vector.key", vector_key, 0600);
+        fuzz_write_text(root, ".", "host.key", host_b_line, 0600);
         if (hd_key_parse(host_a_line, strlen(host_a_line), &key_a, err, sizeof(err)) < 0 ||
             hd_key_format(key_a, false, line, sizeof(line)) < 0) {
                 fprintf(stderr, "fuzz_relay_inbound: host a key: %s\n", err);
                 abort();
         }
-        write_file("pub", "a.pub", line, 0644);
+        fuzz_write_text(root, "pub", "a.pub", line, 0644);
         /* b's own public key: a receipt "from b" signed by b is refused too */
         if (hd_key_parse(host_b_line, strlen(host_b_line), &kb, err, sizeof(err)) < 0 ||
             hd_key_format(kb, false, line, sizeof(line)) < 0)
                 abort();
         hd_key_free(kb);
-        write_file("pub", "b.pub", line, 0644);
+        fuzz_write_text(root, "pub", "b.pub", line, 0644);
         snprintf(conf, sizeof(conf),
                  "[spool]\ndir = %1$s/spool\nfsync = no\n"
                  "[keys]\ndefault = %1$s/vector.key\ntest-2026 = %1$s/vector.key\n"
@@ -168,7 +155,7 @@ static void make_spool(void)
                  "[remote carol]\nhost = a\n"
                  "[relay]\nservers = nats://127.0.0.1:1\nhost = b\n"
                  "host_key = %1$s/host.key\nhost_pubkey_dir = %1$s/pub\n", root);
-        write_file(".", "handoffd.conf", conf, 0600);
+        fuzz_write_text(root, ".", "handoffd.conf", conf, 0600);
         snprintf(path, sizeof(path), "%s/handoffd.conf", root);
         if (config_load(path, true, &cfg, &cerr) < 0) {
                 fprintf(stderr, "fuzz_relay_inbound: config: %s\n", cerr ? cerr : "?");
