@@ -28,6 +28,7 @@ import ctypes.util
 import json
 import os
 import platform
+import re
 import select
 import shlex
 import shutil
@@ -50,6 +51,7 @@ import hdtest   # noqa: E402
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 AGENT = "alice"
 PROGS = ("floor", "handoffd")
+PHASES = ("burst", "burst_tmpfs", "syscalls", "latency", "backlog", "relay", "hub")
 ITEM_BYTES = 2048    # about this many bytes per handoff file
 
 
@@ -252,12 +254,21 @@ class Run:
     """One fresh temp spool (hdtest.Env: a dir, a key, a config) and one
     program on it, the floor or handoffd, run by hdtest.Daemon."""
 
-    def __init__(self, paths, prog, fsync, tag, key_hex):
+    def __init__(self, paths, prog, fsync, tag, key_hex, base=None):
         self.paths = paths
         self.prog = prog
         self.fsync = fsync
         self.tag = tag
-        self.env = hdtest.Env(agents=[AGENT], fsync=fsync, keep=True, prefix=f"hdbench.{tag}.")
+        self.pid = None     # the program's own pid (not a tracer's)
+        # base: where the temp dir goes (the tmpfs phase), else $TMPDIR or
+        # /tmp; hdtest.Env takes tempfile's default, so set that meanwhile.
+        saved = tempfile.tempdir
+        try:
+            if base:
+                tempfile.tempdir = base
+            self.env = hdtest.Env(agents=[AGENT], fsync=fsync, keep=True, prefix=f"hdbench.{tag}.")
+        finally:
+            tempfile.tempdir = saved
         e = self.env
         with open(e.key_path, "w") as f:   # the round's key: the same items for both
             f.write(key_hex + "\n")
@@ -288,17 +299,22 @@ class Run:
         ]))
         self.d = None
 
-    def start(self, mode="watch", wait=True):
+    def start(self, mode="watch", wait=True, wrap=None):
+        """Starts the program (under wrap, a tracer's argv, if given) and
+        returns its pid: with wrap, the tracer's child."""
         if self.prog == "floor":
             argv = [self.paths["floor"], "--" + mode, self.spool, "--key", self.env.key_path,
                     "--agent", AGENT, "--state", self.state] + (["--fsync"] if self.fsync else [])
         else:
             argv = [self.paths["handoffd"], "-f", "-c", self.conf]
-        self.d = hdtest.Daemon(self.env, self.conf, self.prog, argv=argv)
+        self.d = hdtest.Daemon(self.env, self.conf, self.prog, argv=list(wrap or []) + argv)
         self.env.daemons.append(self.d)
         if wait:
             self.d.wait_message("READY=1", timeout=60)
-        return self.d.proc.pid
+        self.pid = self.d.proc.pid
+        if wrap:
+            self.pid = traced_child(self.d.proc)
+        return self.pid
 
     def alive(self):
         return self.d.proc.poll() is None
@@ -318,6 +334,13 @@ class Run:
 
     def stop(self):
         try:
+            if self.pid != self.d.proc.pid and self.d.proc.poll() is None:
+                # strace -o FILE PROG blocks SIGTERM: the program gets it,
+                # strace exits with the program's status.
+                try:
+                    os.kill(self.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
             return self.d.stop(timeout=30)
         except hdtest.Fail as e:
             raise BenchError(str(e)) from None
@@ -353,15 +376,137 @@ def stop_attach(p):
         p.wait()
 
 
+# ---------------------------------------------------------------- strace
+
+def strace_argv(prefix):
+    """The tracer for the syscalls phase: every thread (-f), one file per
+    thread (-ff: no <unfinished ...> lines to join), wall-clock time of
+    each call's entry (-ttt) to cut out the burst, short strings."""
+    return ["strace", "-f", "-ff", "-ttt", "-s", "24", "-o", prefix, "--"]
+
+
+def traced_child(proc, timeout=10.0):
+    """The pid of the program strace (proc) runs: its only child."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            for tid in os.listdir(f"/proc/{proc.pid}/task"):
+                with open(f"/proc/{proc.pid}/task/{tid}/children") as f:
+                    kids = f.read().split()
+                if kids:
+                    return int(kids[0])
+        except OSError:
+            pass
+        if proc.poll() is not None:
+            break
+        time.sleep(0.01)
+    raise BenchError(f"no traced child under strace (pid {proc.pid}, exit {proc.poll()})")
+
+
+def quiesce(pid, quiet=0.5, timeout=20.0):
+    """Waits until the program makes no system call for `quiet` seconds:
+    under ptrace every call stops the tracee, so its context switch count
+    stands still only when it does nothing.  After the last bootstrap a
+    program may still finish that item (a log line, a counter): part of
+    its per-item cost."""
+    deadline = time.monotonic() + timeout
+    last, since = proc_switches(pid), time.monotonic()
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+        now = proc_switches(pid)
+        if now != last:
+            last, since = now, time.monotonic()
+        elif time.monotonic() - since >= quiet:
+            return True
+    return False
+
+
+_QUOTED = re.compile(r'"(?:[^"\\]|\\.)*"(?:\.\.\.)?')
+_CALL = re.compile(r"^(\d+\.\d+) ([a-z_][a-z0-9_]*)\(")
+OPENS = ("open", "openat", "openat2", "creat")
+RENAMES = ("rename", "renameat", "renameat2")
+LINKS = ("link", "linkat")
+UNLINKS = ("unlink", "unlinkat", "rmdir")
+MAKES = ("mkdir", "mkdirat", "mknod", "mknodat", "symlink", "symlinkat")
+
+
+def strace_count(prefix, t0, t1):
+    """Counts the calls in strace's per-thread files prefix.TID whose entry
+    time is within [t0, t1] (time.time()).  Returns calls by name, failed
+    calls by name, and the file-system operations that succeeded: inodes
+    created (an open with O_CREAT|O_EXCL, one with O_CREAT alone (strace
+    cannot tell whether that one created the file: counted, and counted
+    apart as creates_maybe), O_TMPFILE, mkdir, mknod, symlink), renames,
+    links and unlinks.  strace prints flags symbolically (O_RDWR|O_CREAT|
+    O_EXCL|O_CLOEXEC; O_TMPFILE or __O_TMPFILE|O_DIRECTORY): quoted
+    strings are cut out before the flags are looked at."""
+    d = os.path.dirname(prefix) or "."
+    base = os.path.basename(prefix) + "."
+    calls, failed = {}, {}
+    ops = {"creates": 0, "creates_excl": 0, "creates_maybe": 0, "tmpfiles": 0, "mkdirs": 0,
+           "renames": 0, "links": 0, "unlinks": 0}
+    for fn in os.listdir(d):
+        if not fn.startswith(base):
+            continue
+        with open(os.path.join(d, fn), errors="replace") as f:
+            for line in f:
+                m = _CALL.match(line)
+                if not m or not t0 <= float(m.group(1)) <= t1:
+                    continue   # signals, exits, <... resumed>, out of the window
+                name = m.group(2)
+                calls[name] = calls.get(name, 0) + 1
+                # the return value: after the last " = " (strace pads
+                # short calls with spaces before it; a string argument may
+                # hold " = " too, but comes before)
+                i = line.rfind(" = ")
+                ret = line[i + 3:].split() if i >= 0 else []
+                ret = ret[0] if ret else "?"
+                if ret.startswith("-"):
+                    failed[name] = failed.get(name, 0) + 1
+                    continue
+                if ret == "?":
+                    continue   # exit, or a call the trace did not see return
+                if name in OPENS:
+                    args = _QUOTED.sub('""', line[m.end():])
+                    if "O_TMPFILE" in args:          # also __O_TMPFILE|O_DIRECTORY
+                        ops["tmpfiles"] += 1
+                        ops["creates"] += 1
+                    elif name == "creat" or "O_CREAT" in args:
+                        ops["creates"] += 1
+                        if name != "creat" and "O_EXCL" in args:
+                            ops["creates_excl"] += 1
+                        else:
+                            ops["creates_maybe"] += 1
+                elif name in MAKES:
+                    ops["creates"] += 1
+                    if name.startswith("mkdir"):
+                        ops["mkdirs"] += 1
+                elif name in RENAMES:
+                    ops["renames"] += 1
+                elif name in LINKS:
+                    ops["links"] += 1
+                elif name in UNLINKS:
+                    ops["unlinks"] += 1
+    return calls, failed, ops
+
+
 def run_one(a, paths, phase, fsync, prog, items, key_hex, tag, runs, settle):
-    """One program, one phase, one fresh spool.  Returns its figures."""
-    r = Run(paths, prog, fsync, tag, key_hex)
+    """One program, one phase, one fresh spool.  Returns its figures.
+    burst_tmpfs is the burst with the temp dir under a.tmpfs; syscalls is
+    a burst (of a.strace_n) with the program run under strace."""
+    tmpfs = phase == "burst_tmpfs"
+    traced = phase == "syscalls"
+    burst = phase in ("burst", "burst_tmpfs", "syscalls")
+    r = Run(paths, prog, fsync, tag, key_hex, base=a.tmpfs if tmpfs else None)
     runs.append(r)
     n = len(items)
     res = {"prog": prog, "phase": phase, "fsync": "on" if fsync else "off", "n": n}
     res["create_us"], res["settle_s"] = warm_up(settle)
     problems = []
     prof = None
+    st_prefix = os.path.join(r.env.dir, "strace")
+    if traced and not shutil.which("strace"):
+        raise BenchError("strace not found (apt-get install strace; it is in mk/build-deps)")
     w = Watcher(r.handoffs)
     w.start()
     try:
@@ -388,8 +533,9 @@ def run_one(a, paths, phase, fsync, prog, items, key_hex, tag, runs, settle):
                 r.d.proc.wait(60)
                 mem = {}
         else:
-            pid = r.start("watch")
-            prof = start_attach(a.attach, pid, tag, prog)
+            pid = r.start("watch", wrap=strace_argv(st_prefix) if traced else None)
+            if not traced:
+                prof = start_attach(a.attach, pid, tag, prog)
             if phase == "latency" and not fsync and a.idle > 0:
                 time.sleep(0.5)   # READY=1 was just sent: let it settle
                 s0, t = proc_switches(pid), time.monotonic()
@@ -399,15 +545,18 @@ def run_one(a, paths, phase, fsync, prog, items, key_hex, tag, runs, settle):
             hand_fd = os.open(os.path.join(r.spool, "handoff"), os.O_RDONLY | os.O_DIRECTORY)
             drops = [0.0] * n
             try:
-                if phase == "burst":
+                if burst:
                     # Written into tmp/ before the clock starts, so that
                     # the burst is only the renames: a Python writer that
                     # also creates each file would set the pace itself.
                     staged = [stage_one(tmp_fd, name, data) for name, data in items]
                     os.sync()
                 mem0, cpu0 = proc_status(pid), proc_cpu(pid)
+                if traced:
+                    quiesce(pid)    # whatever start-up left, done before the window
+                wall0 = time.time()
                 t0 = time.monotonic()
-                if phase == "burst":
+                if burst:
                     for i, (name, _) in enumerate(items):
                         drops[i] = publish_one(tmp_fd, hand_fd, staged[i], name)
                 else:
@@ -425,6 +574,9 @@ def run_one(a, paths, phase, fsync, prog, items, key_hex, tag, runs, settle):
                 os.close(tmp_fd)
                 os.close(hand_fd)
             done = w.wait_count(n, a.timeout, r.alive)
+            if traced and done and not quiesce(pid):
+                problems.append("still making system calls 20s after the last bootstrap")
+            wall1 = time.time()
             if not r.alive():
                 raise BenchError(f"{prog} exited {r.d.proc.returncode} during the run:\n{r.d.logs()[-4000:]}")
             cpu1, mem = proc_cpu(pid), proc_status(pid)
@@ -436,7 +588,7 @@ def run_one(a, paths, phase, fsync, prog, items, key_hex, tag, runs, settle):
                          for i, (name, _) in enumerate(items) if name in w.seen)
             last = w.last()
             span = (last - drops[0]) if last else None
-            if phase == "burst":
+            if burst:
                 res["throughput"] = round(n / span, 1) if done and span else None
                 # the last bootstrap came right after the last drop: the
                 # program kept up and the writer set the pace
@@ -462,6 +614,24 @@ def run_one(a, paths, phase, fsync, prog, items, key_hex, tag, runs, settle):
         stop_attach(prof)
         rc = r.stop() if r.d is not None else None
     res["exit"] = rc
+    if traced:
+        # Counted once strace has exited (its files are complete), only
+        # the calls made from the first drop to the quiet after the last
+        # bootstrap: not start-up, not the status query, not the exit.
+        calls, failed, ops = strace_count(st_prefix, wall0, wall1)
+        total = sum(calls.values())
+        if not total:
+            problems.append(f"strace recorded no system call in the burst ({st_prefix}.*)")
+        res["syscalls"] = total
+        res["syscalls_per_item"] = round(total / n, 2)
+        res["failed_per_item"] = round(sum(failed.values()) / n, 2)
+        res["calls_per_item"] = {k: round(v / n, 3) for k, v in sorted(calls.items())}
+        res["failed_calls_per_item"] = {k: round(v / n, 3) for k, v in sorted(failed.items())}
+        res["file_ops"] = ops
+        for k in ("creates", "creates_maybe", "tmpfiles", "mkdirs", "renames", "links", "unlinks"):
+            res[k + "_per_item"] = round(ops[k] / n, 3)
+        for k in ("throughput", "writer_bound", "cpu_s", "cpu_us_per_item"):
+            res.pop(k, None)    # under strace: not the program's speed
 
     # Both must have delivered every item exactly once and exited 0.
     names = {name for name, _ in items}
@@ -588,17 +758,25 @@ def machine(tmpbase):
 # (label, phase, fsync, key, better).  better: which way is good for handoffd.
 def figures(a):
     k = f"{a.n / 1000:g}k"
+    sk = f"{a.strace_n / 1000:g}k burst:"
     b = f"{a.backlog / 1000:g}k"
     rate = f"{a.rate:g}/s"
     return [
         ("burst items/s, fsync off", "burst", "off", "throughput", "higher"),
         ("burst items/s, fsync on (floor: per item)", "burst", "on", "throughput", "higher"),
+        ("burst items/s, fsync off, tmpfs", "burst_tmpfs", "off", "throughput", "higher"),
         (f"latency p50 ms at {rate}, fsync off", "latency", "off", "lat_p50_ms", "lower"),
         (f"latency p99 ms at {rate}, fsync off", "latency", "off", "lat_p99_ms", "lower"),
         (f"latency p50 ms at {rate}, fsync on", "latency", "on", "lat_p50_ms", "lower"),
         (f"latency p99 ms at {rate}, fsync on", "latency", "on", "lat_p99_ms", "lower"),
         ("CPU us/item, burst, fsync off", "burst", "off", "cpu_us_per_item", "lower"),
         ("CPU us/item, burst, fsync on", "burst", "on", "cpu_us_per_item", "lower"),
+        ("CPU us/item, burst, fsync off, tmpfs", "burst_tmpfs", "off", "cpu_us_per_item", "lower"),
+        (f"{sk} syscalls/item, fsync off (strace)", "syscalls", "off", "syscalls_per_item", "lower"),
+        (f"{sk} file creations/item (inodes)", "syscalls", "off", "creates_per_item", "lower"),
+        (f"{sk} renames/item", "syscalls", "off", "renames_per_item", "lower"),
+        (f"{sk} links/item", "syscalls", "off", "links_per_item", "lower"),
+        (f"{sk} unlinks/item", "syscalls", "off", "unlinks_per_item", "lower"),
         (f"VmRSS kB after a {k} burst", "burst", "off", "vmrss_kb", "lower"),
         (f"VmHWM kB after a {k} burst", "burst", "off", "vmhwm_kb", "lower"),
         (f"startup s, {b} backlog (floor --batch)", "backlog", "off", "startup_s", "lower"),
@@ -641,11 +819,23 @@ def summarize(a, results):
             ratios.append(hv / fv if fv and hv is not None else None)
             saturated.append([p for p, x in (("floor", f), ("handoffd", h))
                               if x.get("saturated") and key.startswith("lat_")])
+        rr = [x for x in ratios if x is not None]
         rows.append({"figure": label, "phase": phase, "fsync": fsync, "key": key, "better": better,
                      "floor": median(fl), "handoffd": median(hd), "ratio": median(ratios),
+                     "ratio_min": round(min(rr), 3) if rr else None,
+                     "ratio_max": round(max(rr), 3) if rr else None,
                      "ratios": [None if x is None else round(x, 3) for x in ratios],
                      "saturated": saturated, "floor_rounds": fl, "handoffd_rounds": hd})
     return rows
+
+
+def spread(r):
+    """min-max of the floor's, handoffd's and the ratio's rounds."""
+    def mm(vals):
+        vals = [v for v in vals if v is not None]
+        return f"{fmt(min(vals))}-{fmt(max(vals))}" if vals else "-"
+    return (f"floor {mm(r['floor_rounds'])}, handoffd {mm(r['handoffd_rounds'])}, "
+            f"ratio {mm(r['ratios'])} ({len(r['ratios'])} rounds)")
 
 
 def table(rows):
@@ -659,6 +849,65 @@ def table(rows):
         lines.append(f"{r['figure']:<{w}}  {fmt(r['floor']):>9}  {fmt(r['handoffd']):>9}  "
                      f"{ratio:>6}  {r['better']:>6}  {per}")
     return "\n".join(lines)
+
+
+TOP_CALLS = 12
+
+
+def syscall_rows(results):
+    """The syscalls phase per call: per item, median over the rounds of
+    each program's ok runs, the TOP_CALLS calls largest in either program,
+    then the rest, the total, the failed calls and the file operations."""
+    runs = {p: [x for x in results if x["phase"] == "syscalls" and x["prog"] == p and x.get("ok")]
+            for p in PROGS}
+    if not runs["floor"] and not runs["handoffd"]:
+        return []
+
+    def med(p, get):
+        return median([get(x) for x in runs[p]]) if runs[p] else None
+
+    names = {k for p in PROGS for x in runs[p] for k in x.get("calls_per_item", {})}
+    per = {k: {p: med(p, lambda x: x["calls_per_item"].get(k, 0.0)) for p in PROGS} for k in names}
+    top = sorted(names, key=lambda k: (-max(v or 0 for v in per[k].values()), k))
+    rows = []
+
+    def add(what, kind, f, h):
+        rows.append({"what": what, "kind": kind, "floor": f, "handoffd": h,
+                     "diff": None if f is None or h is None else round(h - f, 3)})
+    for k in top[:TOP_CALLS]:
+        add(k, "call", per[k]["floor"], per[k]["handoffd"])
+    rest = top[TOP_CALLS:]
+    if rest:
+        add(f"{len(rest)} other calls", "other",
+            *(None if not runs[p] else sum(per[k][p] or 0 for k in rest) for p in PROGS))
+    add("all system calls", "total", med("floor", lambda x: x["syscalls_per_item"]),
+        med("handoffd", lambda x: x["syscalls_per_item"]))
+    add("of which failed (ENOENT, EAGAIN, ...)", "failed", med("floor", lambda x: x["failed_per_item"]),
+        med("handoffd", lambda x: x["failed_per_item"]))
+    for what, key in (("file creations (inodes)", "creates_per_item"),
+                      ("  of which O_CREAT without O_EXCL", "creates_maybe_per_item"),
+                      ("  of which O_TMPFILE", "tmpfiles_per_item"),
+                      ("renames", "renames_per_item"), ("links", "links_per_item"),
+                      ("unlinks", "unlinks_per_item")):
+        add(what, "file", med("floor", lambda x: x.get(key)), med("handoffd", lambda x: x.get(key)))
+    return rows
+
+
+def syscall_table(a, rows):
+    w = max(40, max(len(r["what"]) for r in rows))
+    head = (f"{f'per item, {a.strace_n}-item burst under strace':<{w}}  {'floor':>8}  {'handoffd':>8}  "
+            f"{'hd-floor':>8}")
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        if r["kind"] in ("total", "file") and r["what"] in ("all system calls", "file creations (inodes)"):
+            lines.append("-" * len(head))
+        diff = "-" if r["diff"] is None else f"{r['diff']:+.2f}"
+        lines.append(f"{r['what']:<{w}}  {fmt2(r['floor']):>8}  {fmt2(r['handoffd']):>8}  {diff:>8}")
+    return "\n".join(lines)
+
+
+def fmt2(v):
+    return "-" if v is None else f"{v:.2f}"
 
 
 def run_relay(a, paths, rows):
@@ -759,8 +1008,12 @@ def main():
                     help="backlog phase: items in handoff/ at start (default 20000)")
     ap.add_argument("--idle", type=float, default=float(env("BENCH_IDLE", "5")),
                     help="seconds of idle before the fsync-off latency run, wake-ups counted (default 5)")
-    ap.add_argument("--only", default="burst,latency,backlog,relay,hub",
-                    help="phases to run, of burst,latency,backlog,relay,hub (default all)")
+    ap.add_argument("--only", default=",".join(PHASES),
+                    help=f"phases to run, of {','.join(PHASES)} (default all)")
+    ap.add_argument("--tmpfs", default=env("BENCH_TMPFS", "/dev/shm"),
+                    help="burst_tmpfs phase: a tmpfs directory for its temp spools (default /dev/shm)")
+    ap.add_argument("--strace-n", type=int, default=int(env("BENCH_STRACE_N", "1000")),
+                    help="syscalls phase: items in its burst under strace (default 1000)")
     ap.add_argument("--hub-n", type=int, default=int(env("BENCH_HUB_N", "2000")),
                     help="hub phase: handoffs per burst (default 2000; the rate run uses --rate-n)")
     ap.add_argument("--relay-n", type=int, default=int(env("BENCH_RELAY_N", "1000")),
@@ -781,8 +1034,8 @@ def main():
                     help="create cost in us below which a run starts at once (default 50)")
     ap.add_argument("--keep", action="store_true", help="keep the temp dirs")
     a = ap.parse_args()
-    if min(a.n, a.rounds, a.rate_n, a.backlog) < 1:
-        ap.error("--n, --rounds, --rate-n and --backlog must be >= 1")
+    if min(a.n, a.rounds, a.rate_n, a.backlog, a.strace_n) < 1:
+        ap.error("--n, --rounds, --rate-n, --backlog and --strace-n must be >= 1")
     paths = {"handoffd": os.path.join(a.build, "handoffd"),
              "floor": os.path.join(a.build, "bench", "floor"),
              "hubd": os.path.join(a.build, "handoff-hubd")}
@@ -790,11 +1043,19 @@ def main():
         if not os.access(p, os.X_OK):
             ap.error(f"{p}: not built (run make bench-floor, or make bench)")
     only = [x.strip() for x in a.only.split(",") if x.strip()]
-    if any(x not in ("burst", "latency", "backlog", "relay", "hub") for x in only):
-        ap.error("--only takes burst,latency,backlog,relay,hub")
-    plan = [(ph, fs) for ph, fs in (("burst", False), ("burst", True), ("latency", False),
-                                    ("latency", True), ("backlog", False)) if ph in only]
-    sizes = {"burst": a.n, "latency": a.rate_n, "backlog": a.backlog}
+    if any(x not in PHASES for x in only):
+        ap.error(f"--only takes {','.join(PHASES)}")
+    plan = [(ph, fs) for ph, fs in (("burst", False), ("burst", True), ("burst_tmpfs", False),
+                                    ("syscalls", False), ("latency", False), ("latency", True),
+                                    ("backlog", False)) if ph in only]
+    sizes = {"burst": a.n, "burst_tmpfs": a.n, "syscalls": a.strace_n, "latency": a.rate_n,
+             "backlog": a.backlog}
+    if "burst_tmpfs" in only:
+        if not os.path.isdir(a.tmpfs):
+            ap.error(f"--tmpfs {a.tmpfs}: not a directory (burst_tmpfs phase)")
+        a.tmpfs = os.path.realpath(a.tmpfs)
+    if "syscalls" in only and not shutil.which("strace"):
+        ap.error("the syscalls phase needs strace (apt-get install strace; make deps)")
 
     # The watcher thread takes its timestamps as soon as it holds the GIL:
     # keep the writer's hold short.
@@ -810,7 +1071,17 @@ def main():
     print(f"machine: nproc {m['nproc']}, {m['cpu']}, Linux {m['kernel']}, python {m['python']}")
     print(f"temp dir: {tmpbase} on {fs['mount']} ({fs['type']}{jr}; stat -f: {fs['stat_f']}; {fs['options']})")
     print(f"file create cost there: {m['create_us']:.0f} us per empty file")
+    tmpfs_cal = None
+    if "burst_tmpfs" in only:
+        tfs = fs_info(a.tmpfs)
+        tmpfs_cal = tempfile.mkdtemp(prefix="hdbench.cal.", dir=a.tmpfs)
+        m["tmpfs"] = {"dir": a.tmpfs, "fs": tfs, "create_us": create_cost_in(tmpfs_cal, 300)}
+        warn = "" if tfs["type"] in ("tmpfs", "ramfs") else "  (NOT a tmpfs: --tmpfs DIR or BENCH_TMPFS)"
+        print(f"burst_tmpfs temp dir: {a.tmpfs} on {tfs['mount']} ({tfs['type']}; "
+              f"{m['tmpfs']['create_us']:.0f} us per empty file){warn}")
     what = {"burst": f"burst {a.n} (fsync off, on)",
+            "burst_tmpfs": f"burst {a.n} on tmpfs (fsync off)",
+            "syscalls": f"burst {a.strace_n} under strace (fsync off)",
             "latency": f"latency {a.rate_n} at {a.rate:g}/s (fsync off, on; {a.idle:g}s idle before the off run)",
             "backlog": f"backlog {a.backlog} (fsync off)",
             "relay": f"once: relay {a.relay_n} (burst and at {a.relay_rate:g}/s, fsync off, on)",
@@ -823,6 +1094,8 @@ def main():
     sys.stdout.flush()
 
     settle = {"us": a.settle_us, "left": a.settle, "dir": cal_dir}
+    # tmpfs: creates cost the same whatever was deleted before, no warm-up
+    settle_tmpfs = {"us": a.settle_us, "left": 0, "dir": tmpfs_cal}
     results, runs, relay_rows, hub_rows = [], [], [], []
     failed = False
 
@@ -840,6 +1113,8 @@ def main():
                 r.cleanup()
         runs.clear()
         shutil.rmtree(cal_dir, ignore_errors=True)
+        if tmpfs_cal:
+            shutil.rmtree(tmpfs_cal, ignore_errors=True)
 
     t_all = time.monotonic()
     try:
@@ -858,14 +1133,19 @@ def main():
                         t = time.monotonic()
                         try:
                             res = run_one(a, paths, phase, fsync, prog, items[:sizes[phase]], key_hex,
-                                          tag, runs, settle)
+                                          tag, runs, settle_tmpfs if phase == "burst_tmpfs" else settle)
                         except (BenchError, hdtest.Fail, OSError) as e:
                             res = {"prog": prog, "phase": phase, "fsync": "on" if fsync else "off",
                                    "ok": False, "problems": [f"{type(e).__name__}: {e}"]}
                         res["round"] = rnd + 1
                         results.append(res)
-                        fig = {"burst": ("throughput", "items/s"), "latency": ("lat_p99_ms", "ms p99"),
-                               "backlog": ("startup_s", "s")}[phase]
+                        if phase == "burst_tmpfs" and not a.keep and runs and runs[-1].tag == tag:
+                            # in memory: removed now (the ext4 runs wait
+                            # for the end, see cleanup())
+                            runs.pop().cleanup()
+                        fig = {"burst": ("throughput", "items/s"), "burst_tmpfs": ("throughput", "items/s"),
+                               "syscalls": ("syscalls_per_item", "calls/it"),
+                               "latency": ("lat_p99_ms", "ms p99"), "backlog": ("startup_s", "s")}[phase]
                         warm = f", warmed {res['settle_s']:g}s" if res.get("settle_s") else ""
                         print(f"  {tag:28} {fmt(res.get(fig[0])):>8} {fig[1]:8} "
                               f"(create {fmt(res.get('create_us'))} us{warm}; {time.monotonic() - t:.1f}s)"
@@ -883,9 +1163,13 @@ def main():
             failed = True
 
         rows = summarize(a, results)
+        sc_rows = syscall_rows(results)
         print()
         if rows:
             print(table(rows))
+        if sc_rows:
+            print()
+            print(syscall_table(a, sc_rows))
         if relay_rows:
             print()
             print(relay_table(a, relay_rows))
@@ -898,6 +1182,16 @@ def main():
         print("burst: N dropped back to back, items/s = N / (last bootstrap - first drop).  latency: drop")
         print("(rename into handoff/) to the bootstrap's IN_MOVED_TO, one item at a time.  CPU: utime+stime.")
         print("backlog: items in handoff/ before the start; time from start to the last bootstrap.")
+        if "burst_tmpfs" in only:
+            print(f"tmpfs: the fsync-off burst again with the temp spools in {a.tmpfs} (no disk, so the "
+                  "programs' own cost).")
+        if sc_rows:
+            print(f"syscalls: a burst of {a.strace_n} (fsync off) with the program alone under strace -f "
+                  "(not the writer), calls from")
+            print("the first drop until it is quiet after the last bootstrap, per item; creates: inodes it "
+                  "allocated (O_CREAT")
+            print("or O_TMPFILE opens, mkdir, mknod, symlink), renames, links, unlinks: the ones that "
+                  "succeeded.")
         if relay_rows:
             print("relay: host a -> one local nats-server -> host b, from the drop on a to the bootstrap on b;")
             print("cpu us/item is a's and b's together.")
@@ -911,7 +1205,10 @@ def main():
         wb = sorted({f"{x['prog']} fsync {x['fsync']}" for x in results if x.get("writer_bound")})
         if wb:
             print(f"NOTE: the writer set the pace in the burst of {', '.join(wb)}: items/s there is a lower bound.")
-        cr = [x["create_us"] for x in results if x.get("create_us") is not None]
+        for r in rows:
+            if r["key"] == "throughput" and len([x for x in r["ratios"] if x is not None]) > 1:
+                print(f"spread, {r['figure']}: " + spread(r))
+        cr = [x["create_us"] for x in results if x.get("create_us") is not None and x["phase"] != "burst_tmpfs"]
         if cr:
             print(f"file create cost before the runs: {min(cr):.0f} to {max(cr):.0f} us "
                   f"(median {statistics.median(cr):.0f})")
@@ -923,11 +1220,13 @@ def main():
               f"{len(results) + len(relay_rows) + len(hub_rows)} runs ok")
     finally:
         cleanup()
-    out = {"version": 2, "machine": m,
+    out = {"version": 3, "machine": m,
            "params": {"n": a.n, "rounds": a.rounds, "rate": a.rate, "rate_n": a.rate_n,
                       "backlog": a.backlog, "idle_s": a.idle, "phases": only,
-                      "relay_n": a.relay_n, "relay_rate": a.relay_rate, "hub_n": a.hub_n},
-           "figures": rows, "runs": results, "relay": relay_rows, "hub": hub_rows, "ok": not failed}
+                      "relay_n": a.relay_n, "relay_rate": a.relay_rate, "hub_n": a.hub_n,
+                      "tmpfs": a.tmpfs if "burst_tmpfs" in only else None, "strace_n": a.strace_n},
+           "figures": rows, "syscalls": sc_rows, "runs": results, "relay": relay_rows, "hub": hub_rows,
+           "ok": not failed}
     print("BENCH_JSON " + json.dumps(out, sort_keys=True, separators=(",", ":")))
     return 1 if failed else 0
 

@@ -7,6 +7,8 @@
 #   make bench BENCH_RELAY_N=2000      (relay phase: items per run; BENCH_RELAY_RATE)
 #   make bench BENCH_ARGS="--only hub" BENCH_HUB_N=2000   (the hub against the file drop)
 #   make bench TMPDIR=/dev/shm         (temp spools go under $TMPDIR or /tmp)
+#   make bench BENCH_TMPFS=/run/x      (the burst_tmpfs phase's tmpfs dir, default /dev/shm)
+#   make bench BENCH_STRACE_N=2000     (the syscalls phase: items traced by strace)
 #   make bench BENCH_SETTLE=0          (do not wait for cheap file creation;
 #                                       see bench/README.md)
 #   make bench-floor                   only build $(B)/bench/floor
@@ -24,6 +26,8 @@ BENCH_RATE_N  ?= 1000
 BENCH_BACKLOG ?= 20000
 BENCH_SETTLE  ?= 90
 BENCH_SETTLE_US ?= 50
+BENCH_TMPFS   ?= /dev/shm
+BENCH_STRACE_N ?= 1000
 BENCH_ARGS    ?=
 BENCH_BUILD   := $(CURDIR)/build
 FLOOR         := $(B)/bench/floor
@@ -44,7 +48,8 @@ bench: deps
 		--n '$(BENCH_N)' --rounds '$(BENCH_ROUNDS)' \
 		--rate '$(BENCH_RATE)' --rate-n '$(BENCH_RATE_N)' \
 		--backlog '$(BENCH_BACKLOG)' --settle '$(BENCH_SETTLE)' \
-		--settle-us '$(BENCH_SETTLE_US)' $(BENCH_ARGS)
+		--settle-us '$(BENCH_SETTLE_US)' --tmpfs '$(BENCH_TMPFS)' \
+		--strace-n '$(BENCH_STRACE_N)' $(BENCH_ARGS)
 
 # `make bench-verify`: hd_verify per document, HMAC against Ed25519
 # (bench/verify_cost.c, in-memory, no daemon).
