@@ -11,6 +11,11 @@ READY=1).  Phases, each for the floor and for handoffd:
 
   burst    N items dropped back to back (fsync off, then on: the floor
            --watch syncs per item): items/s, CPU per item, memory after
+  burst_tmpfs  the fsync-off burst with the temp spools on tmpfs (--tmpfs,
+           /dev/shm): no disk, the programs' own cost
+  syscalls a burst of --strace-n (1,000), fsync off, the program alone
+           under strace -f: system calls per item by call, and the inodes
+           it creates, renames, links and unlinks per item
   latency  items dropped one at a time at a fixed rate (fsync off and on):
            drop-to-bootstrap p50/p99; before the first drop of the fsync
            off run, the idle wake-ups per second
@@ -18,7 +23,9 @@ READY=1).  Phases, each for the floor and for handoffd:
            --batch): time from start to the last bootstrap, memory after
 
 One table at the end: each figure for the floor, for handoffd and as the
-ratio handoffd/floor, and one machine-readable line "BENCH_JSON {...}".
+ratio handoffd/floor; the syscalls phase's per-call table (floor,
+handoffd, handoffd - floor); and one machine-readable line
+"BENCH_JSON {...}".
 See bench/README.md.
 """
 

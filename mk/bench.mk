@@ -1,6 +1,6 @@
 # mk/bench.mk: `make bench`, included by the top Makefile.
 #
-#   make bench                         10,000 items, 3 rounds (4 to 11 min)
+#   make bench                         10,000 items, 3 rounds (5 to 12 min)
 #   make bench BENCH_N=20000 BENCH_ROUNDS=5
 #   make bench BENCH_BACKLOG=100000    the issue's 100k backlog (longer)
 #   make bench BENCH_ARGS='--only burst'
