@@ -1209,7 +1209,8 @@ def main():
         if sat:
             print(f"NOTE (*): at {a.rate:g}/s these did not keep up (p50 above the {1000.0 / a.rate:g} ms between "
                   f"drops), so their latency is queueing: {', '.join(sat)}.")
-        wb = sorted({f"{x['prog']} fsync {x['fsync']}" for x in results if x.get("writer_bound")})
+        wb = sorted({f"{x['prog']} fsync {x['fsync']}" + (" on tmpfs" if x["phase"] == "burst_tmpfs" else "")
+                     for x in results if x.get("writer_bound")})
         if wb:
             print(f"NOTE: the writer set the pace in the burst of {', '.join(wb)}: items/s there is a lower bound.")
         for r in rows:
