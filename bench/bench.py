@@ -581,7 +581,9 @@ def run_one(a, paths, phase, fsync, prog, items, key_hex, tag, runs, settle):
                 os.close(tmp_fd)
                 os.close(hand_fd)
             done = w.wait_count(n, a.timeout, r.alive)
-            if traced and done and not quiesce(pid):
+            # 1 s of quiet: work a program defers a little after the last
+            # bootstrap (a batched unlink, a flush) is still its per-item cost
+            if traced and done and not quiesce(pid, quiet=1.0):
                 problems.append("still making system calls 20s after the last bootstrap")
             wall1 = time.time()
             if not r.alive():
@@ -879,6 +881,7 @@ def syscall_rows(results):
     rows = []
 
     def add(what, kind, f, h):
+        f, h = (None if v is None else round(v, 3) for v in (f, h))
         rows.append({"what": what, "kind": kind, "floor": f, "handoffd": h,
                      "diff": None if f is None or h is None else round(h - f, 3)})
     for k in top[:TOP_CALLS]:
