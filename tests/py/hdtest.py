@@ -447,6 +447,99 @@ def lock_id(spool, handoff_id):
     return fd
 
 
+class Deployed:
+    """The packaged layout with separate users (root only), in an
+    Env(shared=True): the daemon runs as its own user `uid` in the spool's
+    group `gid` (systemd/handoffd.service User=/Group=), which owns the
+    spool (tmp/ and handoff/ 3770, as systemd/handoffd.tmpfiles; the other
+    states as the daemon makes them) and each agent's state_dir and handoffs/
+    (2770, group the agent's own: agent_gids[agent]); the key is 0640 in
+    the spool's group.  A producer is a user in the spool's group: file
+    operations as her with as_user()."""
+
+    def __init__(self, env, uid, gid, agent_gids):
+        check(os.geteuid() == 0, "Deployed needs root")
+        self.env, self.uid, self.gid = env, uid, gid
+        # the other states the daemon makes itself, as its own
+        for d in ("", "tmp", "handoff"):
+            p = os.path.join(env.spool, d)
+            os.makedirs(p, exist_ok=True)
+            os.chown(p, uid, gid)
+            os.chmod(p, 0o3770 if d else 0o750)
+        for a, agid in agent_gids.items():
+            for p in (env.state[a], os.path.join(env.state[a], "handoffs")):
+                os.makedirs(p, exist_ok=True)
+                os.chown(p, uid, agid)
+                os.chmod(p, 0o2770)
+        os.chown(env.key_path, uid, gid)
+        os.chmod(env.key_path, 0o640)
+        # the control socket where the daemon's user may create it
+        self.run_dir = os.path.join(env.dir, "run")
+        os.makedirs(self.run_dir, exist_ok=True)
+        os.chown(self.run_dir, uid, gid)
+        os.chmod(self.run_dir, 0o750)
+
+    def start(self, name="d0", text=None):
+        """handoffd as the daemon's user (no other group), config text
+        env.config_text(name) (or text, made from it); waits for READY=1.
+        Returns (daemon, config path)."""
+        env = self.env
+        sock = os.path.join(self.run_dir, name + ".sock")
+        text = (text or env.config_text(name)).replace(
+            f"socket = {os.path.join(env.dir, name + '.sock')}", f"socket = {sock}")
+        conf = env.write_config(name, text=text)
+        env.sockets[name] = sock
+        argv = ["setpriv", f"--reuid={self.uid}", f"--regid={self.gid}", "--clear-groups",
+                env.for_others(HANDOFFD), "-f", "-v", "-c", conf]
+        old = os.umask(0)       # a NOTIFY_SOCKET the daemon's user may send to
+        try:
+            d = Daemon(env, conf, name, argv=argv)
+        finally:
+            os.umask(old)
+        env.daemons.append(d)
+        d.wait_message("READY=1")
+        return d, conf
+
+    def as_user(self, uid, groups, op, path, arg=""):
+        """One file operation as user uid (primary group the spool's, and
+        groups): "write" rewrites path in place with arg (the same inode,
+        as its owner can), "chmod" (arg octal), "truncate" (arg bytes),
+        "drop" publishes arg as handoff/<basename of path> through tmp/
+        (mode 0644, or 0600 with op "drop600").  Returns None when it
+        worked, else the errno's name (EACCES, EPERM, ENOENT...)."""
+        code = (
+            "import errno, os, sys\n"
+            "op, p, a = sys.argv[1:4]\n"
+            "try:\n"
+            "    if op == 'write':\n"
+            "        fd = os.open(p, os.O_WRONLY)\n"
+            "        os.ftruncate(fd, 0); os.write(fd, a.encode()); os.close(fd)\n"
+            "    elif op == 'chmod':\n"
+            "        os.chmod(p, int(a, 8))\n"
+            "    elif op == 'truncate':\n"
+            "        os.truncate(p, int(a))\n"
+            "    else:\n"
+            "        n = os.path.basename(p)\n"
+            "        spool = os.path.dirname(os.path.dirname(p))\n"
+            "        t = os.path.join(spool, 'tmp', '.' + n + '.tmp')\n"
+            "        fd = os.open(t, os.O_WRONLY | os.O_CREAT | os.O_EXCL,\n"
+            "                     0o600 if op == 'drop600' else 0o644)\n"
+            "        os.fchmod(fd, 0o600 if op == 'drop600' else 0o644)\n"
+            "        os.write(fd, a.encode()); os.close(fd)\n"
+            "        os.rename(t, os.path.join(spool, 'handoff', n))\n"
+            "except OSError as e:\n"
+            "    print(errno.errorcode.get(e.errno, str(e.errno))); sys.exit(0)\n"
+            "print('ok')\n")
+        # a python others may run (sys.executable may be under a private home)
+        py = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
+        p = subprocess.run([py, "-c", code, op, path, arg], user=uid, group=self.gid,
+                           extra_groups=[self.gid, *groups], capture_output=True, text=True,
+                           timeout=30 * SLOW)
+        check(p.returncode == 0, f"{op} {path} as uid {uid}: exit {p.returncode}: {p.stderr}")
+        out = p.stdout.strip()
+        return None if out == "ok" else out
+
+
 def run(main):
     """Run a test main(); print its figures; exit 1 on failure."""
     t0 = time.monotonic()
