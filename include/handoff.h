@@ -61,6 +61,7 @@ typedef enum hd_reason {
         HD_R_EXPIRED_UNRELAYED, /* for a remote agent, expired before the relay took it */
         HD_R_TOO_MANY_VALUES,
         HD_R_INBOX_FULL,        /* the agent's waiting bootstraps at their limit */
+        HD_R_UNREADABLE,        /* the daemon may not read it (its owner's mode) */
         _HD_R_MAX
 } hd_reason;
 

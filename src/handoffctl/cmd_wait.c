@@ -203,6 +203,14 @@ static int wait_events(struct waiter *w, int ifd)
                 }
                 if (!ev->len)
                         continue;
+                /* A pending name gone: with fsync = yes a move out of
+                 * handoff/ is a link, its handoff/ name removed after; a
+                 * rejection by name ranks below the pending name until then. */
+                if (ev->mask & IN_DELETE) {
+                        if (w->rank == ITEMS_PENDING)
+                                rescan = true;
+                        continue;
+                }
                 for (size_t i = 0; i < ELEMENTSOF(w->wd); i++) {
                         json_t *it = NULL;
                         int r;
@@ -299,7 +307,9 @@ int cmd_wait(int argc, char **argv)
         for (size_t i = 0; i < ELEMENTSOF(w.wd); i++) {
                 char dir[4096];
                 snprintf(dir, sizeof(dir), "%s/%s", spool, items_find_states[i]);
-                w.wd[i] = inotify_add_watch(ifd, dir, IN_MOVED_TO | IN_CREATE | IN_ONLYDIR);
+                w.wd[i] = inotify_add_watch(ifd, dir, IN_MOVED_TO | IN_CREATE | IN_ONLYDIR |
+                                            (!strcmp(items_find_states[i], "handoff") ||
+                                             !strcmp(items_find_states[i], "outbox") ? IN_DELETE : 0));
                 /* outbox/ exists only where a relay is set up */
                 if (w.wd[i] < 0 && (errno != ENOENT || !strcmp(items_find_states[i], "claimed") ||
                                     !strcmp(items_find_states[i], "archive"))) {

@@ -11,7 +11,9 @@
 
 #include "handoffctl.h"
 #include "items.h"
+#include "files.h"
 #include "layout.h"
+#include "record.h"
 #include "util.h"
 
 const char *const items_states[4] = { "handoff", "claimed", "archive", "rejected" };
@@ -93,7 +95,7 @@ static json_t *item_new(int dirfd, const char *dir, const char *state, const cha
         if (S_ISREG(st.st_mode) && max_read && (uint64_t)st.st_size > max_read)
                 json_object_set_new(it, "unread", json_true());
         else if (S_ISREG(st.st_mode))
-                (void) hd_load_at(dirfd, name, NULL, &doc, &v);
+                (void) load_at_linked(dirfd, name, NULL, &doc, &v);
         if (!strcmp(state, "archive"))
                 snprintf(sname, sizeof(sname), "%s" LAYOUT_OUTCOME, name);
         else if (!strcmp(state, "rejected"))
@@ -102,10 +104,10 @@ static json_t *item_new(int dirfd, const char *dir, const char *state, const cha
                 snprintf(sname, sizeof(sname), "%.*s" LAYOUT_DELIVERED, (int)(strlen(name) - 5), name);
         else
                 sname[0] = '\0';
-        uint64_t bytes = (uint64_t)st.st_size;
+        uint64_t bytes = st_bytes(&st);
         struct stat ss;
         if (sname[0] && fstatat(dirfd, sname, &ss, AT_SYMLINK_NOFOLLOW) == 0)
-                bytes += (uint64_t)ss.st_size;
+                bytes += st_bytes(&ss);
         json_object_set_new(it, "bytes", json_integer((json_int_t)bytes));
         if (sname[0] && hd_load_at(dirfd, sname, NULL, &side, &v) == 0) {
                 copy_str(it, "outcome", side, "outcome");
@@ -132,6 +134,9 @@ static json_t *item_new(int dirfd, const char *dir, const char *state, const cha
                 copy_str(it, "from_agent", doc, "from_agent");
                 copy_str(it, "to_agent", doc, "to_agent");
                 copy_str(it, "expires_at", doc, "expires_at");
+                /* A record (claimed/, archive/) says when it was claimed. */
+                if (record_form(doc) && !json_object_get(it, "accepted_at"))
+                        copy_str(it, "accepted_at", doc, "accepted_at");
         }
         if (!json_object_get(it, "handoff_id"))
                 copy_str(it, "handoff_id", side, "handoff_id");
@@ -220,7 +225,7 @@ int items_count(const char *spool_dir, const char *state, size_t *ret_n,
 
                 if (nm[0] == '.' || fstatat(dirfd(d), nm, &st, AT_SYMLINK_NOFOLLOW) < 0)
                         continue;
-                bytes += (uint64_t)st.st_size;  /* sidecars too, as items_list() adds them */
+                bytes += st_bytes(&st);  /* sidecars too, as items_list() adds them */
                 /* the same items as items_list() */
                 if (!strcmp(state, "claimed") && layout_has_suffix(nm, LAYOUT_DELIVERED))
                         continue;

@@ -1,9 +1,10 @@
 /* Delivery of a claimed handoff to its agent: Baton sessions, delivery
- * profile copies, the bootstrap written hidden, the delivered marker, the
- * publish.  Why three steps: see the comment above delivery_write().
+ * profile copies, the bootstrap written hidden, the record (the claim),
+ * the publish.  Why three steps: see the comment above delivery_write().
  * The steps are separate so a burst can sync each directory once between
  * them (intake_batch) and recovery can redo any one (lifecycle.c). */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,7 +12,6 @@
 #include <unistd.h>
 
 #include "delivery.h"
-#include "verified.h"
 #include "files.h"
 #include "layout.h"
 #include "deadline.h"
@@ -72,20 +72,31 @@ static int delivery_baton(struct spool *sp, const json_t *doc, int64_t now, json
 }
 
 /* Delivery is three steps, each made durable for a whole burst at once
- * (one sync per directory):
+ * (one sync per directory), and the one file the daemon writes per item
+ * (issue 25):
  *
- *   1. the bootstrap under a hidden name, .pending.NAME (no agent sees it)
- *   2. the marker claimed/<id>.delivered
+ *   1. the bootstrap, written once into a file of the daemon's (no
+ *      producer holds it, so nothing a producer does after the claim
+ *      changes what is delivered, archived or counted), linked under a
+ *      hidden name .pending.NAME in the agent's handoffs/: no agent sees it
+ *   2. the same file linked as claimed/<id>.json: the claim (a link never
+ *      replaces: of two with one id only one wins) and the daemon's
+ *      record of the item, which holds the handoff exactly as signed
+ *      ("handoff"); a copy where handoffs/ is on another file system or
+ *      mount (a link cannot cross it).  The producer's file leaves
+ *      handoff/ once the record is durable.
  *   3. the rename of .pending.NAME to NAME: the agent may take it now
  *
- * So after any crash the state tells what happened: no marker = never
- * visible, write it (again); marker and .pending = publish it; marker and
- * neither file = the agent took it.  A handoff is never shown to its agent
- * twice.  The names are layout.h's. */
+ * So after any crash the files tell what happened: no record = not
+ * claimed (the producer's file is still in handoff/; a .pending.NAME
+ * without its record is removed); record and .pending = publish it;
+ * record and NAME = published; record and neither = the agent took it.
+ * A handoff is never shown to its agent twice.  The names are layout.h's;
+ * the table is handoffd(8)'s "Crash windows". */
 
 /* Step 1, with Baton and the profile copies.  The file is synced, its
  * directory not yet; with sync_later not even the file: the caller syncs
- * a burst's files together (intake_batch), and before its marker. */
+ * a burst's files together (intake_batch), before any record is made. */
 int delivery_write(struct spool *sp, struct agent_rt *a, const json_t *doc,
                    int64_t now, bool sync_later)
 {
@@ -122,52 +133,94 @@ int delivery_write(struct spool *sp, struct agent_rt *a, const json_t *doc,
         r = layout_prefixed(LAYOUT_PENDING, bname, pname, sizeof(pname));
         if (r < 0)
                 return r;
-        r = write_atomic(a->handoffs_fd, pname, buf, len, 0640,
-                         sp->cfg->fsync && !sync_later ? WRITE_SYNC_FILE : 0);
+        /* main.c's umask 027 keeps 0640: no fchmod. */
+        unsigned fl = (sp->cfg->fsync && !sync_later ? WRITE_SYNC_FILE : 0) | WRITE_MODE_KEPT;
+        r = write_linked(a->handoffs_fd, pname, buf, len, 0640, fl);
+        if (r == -EEXIST) {
+                /* Left by a crash before its record: never visible. */
+                if (unlinkat(a->handoffs_fd, pname, 0) < 0 && errno != ENOENT)
+                        return -errno;
+                r = write_linked(a->handoffs_fd, pname, buf, len, 0640, fl);
+        }
         if (r < 0)
                 return r;
         a->dirty = true;
         return 0;
 }
 
-/* Step 2, once the hidden bootstrap is on disk. */
-int delivery_mark(struct spool *sp, struct agent_rt *a, const char *id, int64_t now)
+/* The record as a copy of the agent's file src (no link possible). */
+static int record_copy(struct spool *sp, struct agent_rt *a, const char *src, const char *dst)
 {
-        _cleanup_free_ char *mbuf = NULL;
-        _cleanup_json_ json_t *m = NULL;
-        char bname[NAME_MAX + 1], mname[NAME_MAX + 1], at[HD_TIME_MAX];
-        size_t mlen;
+        _cleanup_close_ int fd = -1;
+        _cleanup_free_ char *buf = NULL;
+        size_t len;
         int r;
 
-        r = hd_bootstrap_name(id, bname, sizeof(bname));
+        fd = openat(a->handoffs_fd, src, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        r = read_all(fd, 4 * sp->cfg->max_file_size + 65536, 0, &buf, &len);
         if (r < 0)
                 return r;
-        hd_time_format(now, at, sizeof(at));
-        m = json_pack("{s:s, s:s, s:s, s:s}", "handoff_id", id, "agent", a->cfg->name,
-                      "bootstrap", bname, "accepted_at", at);
-        if (!m)
-                return -ENOMEM;
-        /* What was verified, so a restart need not verify it again. */
-        json_t *vr = verified_record(sp, id);
-        if (vr)
-                json_object_set_new(m, "verified", vr);
-        r = hd_canon_dump(m, NULL, &mbuf, &mlen);
-        if (r < 0)
+        return write_linked(sp->fd[SD_CLAIMED], dst, buf, len, 0640,
+                            sp->cfg->fsync ? WRITE_SYNC_FILE : 0);
+}
+
+/* The agent's file src (the daemon's) as claimed/<id>.json; with replace,
+ * over what is there, in one rename. */
+static int record_link(struct spool *sp, struct agent_rt *a, const char *id, const char *src,
+                       bool replace)
+{
+        char rname[NAME_MAX + 1], tname[NAME_MAX + 1];
+        const char *dst;
+        int r;
+
+        if (xsnprintf(rname, sizeof(rname), "%s.json", id) < 0 ||
+            xsnprintf(tname, sizeof(tname), ".%s.record", id) < 0)
+                return -ENAMETOOLONG;
+        dst = replace ? tname : rname;
+        if (replace && unlinkat(sp->fd[SD_CLAIMED], tname, 0) < 0 && errno != ENOENT)
+                return -errno;
+        if (linkat(a->handoffs_fd, src, sp->fd[SD_CLAIMED], dst, 0) < 0) {
+                if (errno != EXDEV && errno != EPERM && errno != EMLINK && errno != ENOSYS &&
+                    errno != EOPNOTSUPP)
+                        return -errno;
+                r = record_copy(sp, a, src, dst);
+                if (r < 0)
+                        return r;
+        }
+        if (replace && renameat(sp->fd[SD_CLAIMED], tname, sp->fd[SD_CLAIMED], rname) < 0) {
+                r = -errno;
+                unlinkat(sp->fd[SD_CLAIMED], tname, 0);
                 return r;
-        r = layout_suffixed(id, LAYOUT_DELIVERED, mname, sizeof(mname));
-        if (r < 0)
-                return r;
-        /* Its being there is what counts (item.c reads an empty or cut
-         * one as a marker): written in place. */
-        r = write_direct(sp->fd[SD_CLAIMED], mname, mbuf, mlen, 0640, 0);
-        if (r < 0)
-                return r;
+        }
         sp->dirty[SD_CLAIMED] = true;
-        deadline_note(&sp->deadline, now + sp->cfg->resume_window * 1000000LL);
+        deadline_note(&sp->deadline, hd_now_usec() + sp->cfg->resume_window * 1000000LL);
         return 0;
 }
 
-/* Step 3, once the marker is on disk. */
+/* Step 2, once the hidden bootstrap is on disk. */
+int delivery_record(struct spool *sp, struct agent_rt *a, const char *id, bool replace)
+{
+        char bname[NAME_MAX + 1], pname[NAME_MAX + 1];
+        int r;
+
+        r = hd_bootstrap_name(id, bname, sizeof(bname));
+        if (r == 0)
+                r = layout_prefixed(LAYOUT_PENDING, bname, pname, sizeof(pname));
+        if (r < 0)
+                return r;
+        /* An earlier version's claimed item (the producer's inode) is
+         * replaced by the record in one rename. */
+        return record_link(sp, a, id, pname, replace);
+}
+
+int delivery_record_from(struct spool *sp, struct agent_rt *a, const char *id, const char *src)
+{
+        return record_link(sp, a, id, src, true);
+}
+
+/* Step 3, once the record is on disk. */
 int delivery_publish(struct spool *sp, struct agent_rt *a, const char *id)
 {
         char bname[NAME_MAX + 1], pname[NAME_MAX + 1];
@@ -178,7 +231,7 @@ int delivery_publish(struct spool *sp, struct agent_rt *a, const char *id)
                 r = layout_prefixed(LAYOUT_PENDING, bname, pname, sizeof(pname));
         if (r < 0)
                 return r;
-        /* The marker is on disk: delivered is decided. */
+        /* The record is on disk: delivered is decided. */
         if (sp->relay.outcome)
                 sp->relay.outcome(sp->relay.ctx, id, NULL, "delivered", NULL, NULL, hd_now_usec());
         if (renameat(a->handoffs_fd, pname, a->handoffs_fd, bname) < 0)
@@ -189,7 +242,7 @@ int delivery_publish(struct spool *sp, struct agent_rt *a, const char *id)
 }
 
 int delivery_run(struct spool *sp, struct agent_rt *a, const json_t *doc,
-                  int64_t now)
+                 int64_t now, bool replace)
 {
         const char *id = json_string_value(json_object_get(doc, "handoff_id"));
         int r;
@@ -198,7 +251,7 @@ int delivery_run(struct spool *sp, struct agent_rt *a, const json_t *doc,
         if (r == 0)
                 r = spool_flush(sp);
         if (r == 0)
-                r = delivery_mark(sp, a, id, now);
+                r = delivery_record(sp, a, id, replace);
         if (r == 0)
                 r = spool_flush(sp);
         if (r == 0)

@@ -8,12 +8,18 @@
  * synced, the directory marked for the burst's sync). */
 int delivery_write(struct spool *sp, struct agent_rt *a, const json_t *doc, int64_t now,
                    bool sync_later);
-/* Step 2: claimed/<id>.delivered. */
-int delivery_mark(struct spool *sp, struct agent_rt *a, const char *id, int64_t now);
+/* Step 2: the same file as claimed/<id>.json, the record: -EEXIST when
+ * the id is claimed already; with replace, over the claimed/<id>.json
+ * an earlier version left. */
+int delivery_record(struct spool *sp, struct agent_rt *a, const char *id, bool replace);
+/* An earlier version's claimed/<id>.json replaced by a link to (or a
+ * copy of) its bootstrap, the agent's file src. */
+int delivery_record_from(struct spool *sp, struct agent_rt *a, const char *id, const char *src);
 /* Step 3: the bootstrap under its name. */
 int delivery_publish(struct spool *sp, struct agent_rt *a, const char *id);
 /* All three for one handoff, each synced. */
-int delivery_run(struct spool *sp, struct agent_rt *a, const json_t *doc, int64_t now);
+int delivery_run(struct spool *sp, struct agent_rt *a, const json_t *doc, int64_t now,
+                 bool replace);
 /* A step failed: retry through the sweep after a growing backoff. */
 void delivery_failed(struct spool *sp, const char *id, int64_t now);
 

@@ -2,18 +2,20 @@
  * of DESIGN.md (name, safe open, parse, authenticate, validate, freshness,
  * target, replay, claim), then the three delivery steps for a batch of
  * claims; items left for agents not served here, and their expiry; the
- * same checks again on claimed content (intake_verify_claimed).  The
- * decisions are made here; the moves and markers are spool.c's; the
- * deadlines it finds go into the spool's deadline queue (deadline.h).
+ * same checks on an earlier version's claimed item (intake_verify_claimed).
+ * The decisions are made here; the moves are spool.c's, the files of a
+ * delivery delivery.c's; the deadlines it finds go into the spool's
+ * deadline queue (deadline.h).
  *
  * Exactly-once among several daemons on one spool rests on three things:
- * the claim is renameat2(RENAME_NOREPLACE) to claimed/<handoff_id>.json, so
- * of two files or two daemons with one id only one wins; the claimer holds
- * the lock of the id (lock.h: a byte of SPOOL/.lock, which no producer can
- * open) from before the rename until its bootstrap and delivered marker
- * are written, so recovery in another daemon never delivers an item that
- * is being delivered; and ids/<handoff_id> remembers every authenticated
- * id after the item has left claimed/.  Nothing here waits for a lock. */
+ * the claim is the link of the daemon's record as claimed/<handoff_id>.json
+ * (a link never replaces), so of two files or two daemons with one id
+ * only one wins; the claimer holds the lock of the id (lock.h: a byte of
+ * SPOOL/.lock, which no producer can open) from before its verdict until
+ * its bootstrap is published, so recovery in another daemon never
+ * publishes an item that is being delivered; and ids/<handoff_id>
+ * remembers every authenticated id after the item has left claimed/.
+ * Nothing here waits for a lock. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -34,6 +36,7 @@
 #include "log.h"
 #include "payload.h"
 #include "quota.h"
+#include "record.h"
 
 /* A file whose parse fails this soon after we first saw it (and after its
  * last change) may still be being written in place (no tmp/ + rename):
@@ -154,11 +157,12 @@ static void foreign_note(struct spool *sp, const char *name, int fd, int64_t exp
 struct item {
         const char *name;
         int fd;
-        uint64_t lock_ino;      /* lock.h bytes held until the batch ends; 0 none */
         uint64_t lock_id;
         json_t *doc;
         const char *id;
         struct agent_rt *agent;
+        dev_t dev;              /* the producer's file, left once claimed */
+        ino_t ino;
         int outcome;
 };
 
@@ -217,13 +221,43 @@ static int decide_left(struct spool *sp, struct item *it, const char *to, hd_rea
         return IO_LEFT;
 }
 
+/* Is the producer's file (src, which holds doc) what a claim left in
+ * handoff/: our record claimed/<id>.json holds doc, and src was last
+ * written before the record was?  A copy written since is a replay
+ * (rejected as duplicate_id, as before).  Its mtime is the producer's to
+ * set (a power cut that undoes our unlink keeps it, not its ctime): one
+ * set back makes her own copy go without a rejection, nothing more. */
+static bool claim_leftover(struct spool *sp, const char *id, const json_t *doc,
+                           const struct stat *src)
+{
+        hd_limits lim = { .max_size = 4 * sp->cfg->max_file_size + 65536,
+                          .max_depth = HD_DEFAULT_MAX_DEPTH + 2 };
+        _cleanup_close_ int fd = -1;
+        _cleanup_free_ char *buf = NULL;
+        _cleanup_json_ json_t *rec = NULL;
+        char name[NAME_MAX + 1];
+        struct stat st;
+        hd_verdict v;
+        size_t len;
+
+        if (xsnprintf(name, sizeof(name), "%s.json", id) < 0)
+                return false;
+        fd = openat(sp->fd[SD_CLAIMED], name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
+            src->st_mtim.tv_sec > st.st_mtim.tv_sec ||
+            (src->st_mtim.tv_sec == st.st_mtim.tv_sec && src->st_mtim.tv_nsec > st.st_mtim.tv_nsec) ||
+            read_all(fd, lim.max_size, 0, &buf, &len) < 0 ||
+            hd_parse(buf, len, &lim, &rec, &v) < 0)
+                return false;
+        return record_form(rec) && json_equal(json_object_get(rec, "handoff"), (json_t *)doc);
+}
+
 /* Steps 1-9 for one name; on IO_CLAIMED it->doc/fd stay for delivery. */
 static int decide(struct spool *sp, struct item *it, int64_t now)
 {
         const struct config *c = sp->cfg;
         const char *name = it->name;
         _cleanup_free_ char *buf = NULL;
-        char claimed[NAME_MAX + 1];
         hd_verdict v;
         size_t len;
         struct stat st;
@@ -240,22 +274,29 @@ static int decide(struct spool *sp, struct item *it, int64_t now)
         r = hd_open_at(sp->fd[SD_HANDOFF], name, &it->fd, &v);
         if (r == -ENOENT)
                 return IO_GONE;
+        if (r == -EACCES) {
+                /* Its owner's mode keeps us out: no later look will do
+                 * better (issue 25), so it is not retried forever. */
+                v.reason = HD_R_UNREADABLE;
+                snprintf(v.detail, sizeof(v.detail),
+                         "the daemon's user may not read it (mode or owner)");
+                return decide_reject(sp, it, &v, false, now);
+        }
         if (r == -EBADMSG)
                 return decide_reject(sp, it, &v, false, now);
         if (r < 0)
                 return r;
         if (fstat(it->fd, &st) < 0)
                 return -errno;
+        it->dev = st.st_dev;
+        it->ino = st.st_ino;
         /* Moved by this batch already (twice in its names). */
         if (spool_leaving(sp, name, &st))
                 return IO_GONE;
-        /* Another handoffd is deciding about this very file. */
-        r = lock_try(sp->lock_fd, lock_off_inode(st.st_dev, st.st_ino), true);
-        if (r == -EAGAIN)
-                return IO_BUSY;
-        if (r < 0)
-                return r;
-        it->lock_ino = lock_off_inode(st.st_dev, st.st_ino);
+        /* No lock on the file: two daemons may decide it at once.  Both
+         * reach the same verdict; of two rejections one finds it gone,
+         * of two claims one finds the id locked, then claimed (the
+         * record holds it: claim_leftover()). */
         r = read_fd_stat(it->fd, &st, name, c->max_file_size, &buf, &len, &v);
         /* Two links (read_fd_stat() tells, not hd_open_at()): the one a
          * claim or a move left here beside its next state, that a power
@@ -334,6 +375,16 @@ static int decide(struct spool *sp, struct item *it, int64_t now)
                 return r;
         it->lock_id = lock_off_id(it->id);
         if (spool_id_seen(sp, it->id)) {
+                /* The producer's file of a claim whose record a crash
+                 * kept beside it (the record made, this name not yet
+                 * removed): the record holds it, it goes. */
+                if (claim_leftover(sp, it->id, it->doc, &st)) {
+                        char q[300];
+                        spool_drop_source(sp, name, it->dev, it->ino);
+                        log_info("Removed %s: claimed already as %s (left by a crash)",
+                                 log_quote(name, q, sizeof(q)), it->id);
+                        return IO_GONE;
+                }
                 v.reason = HD_R_DUPLICATE_ID;
                 snprintf(v.detail, sizeof(v.detail), "handoff_id '%s' was seen before", it->id);
                 return decide_reject(sp, it, &v, true, now);
@@ -361,39 +412,20 @@ static int decide(struct spool *sp, struct item *it, int64_t now)
                         return r;
         }
 
-        snprintf(claimed, sizeof(claimed), "%s.json", it->id);
-        r = spool_move_out(sp, name, SD_CLAIMED, claimed);
-        if (r == -ENOENT)
-                return IO_GONE;
-        if (r == -EEXIST) {
-                v.reason = HD_R_DUPLICATE_ID;
-                snprintf(v.detail, sizeof(v.detail), "handoff_id '%s' is already claimed", it->id);
-                return decide_reject(sp, it, &v, true, now);
-        }
-        if (r < 0)
-                return r;
-        /* The claimed item's bytes are the producer's, which a producer
-         * like gptme-voice's writer never syncs: synced before the claim
-         * is (spool_flush), or a power cut leaves an acknowledged claim
-         * empty.  When that fails it stays claimed; the sweep delivers. */
-        if (c->fsync && fsync(it->fd) < 0)
-                return -errno;
-        /* Verified: the sweep need only see that these bytes are still
-         * the item's, not verify them again (item.c). */
-        verified_claimed(sp, it->id, it->fd, buf, len, it->doc);
+        /* Counted as waiting now, so the rest of a burst sees it. */
         quota_note(sp, it->id, it->agent->cfg->name, from);
-        /* claimed/<id>.json is the replay memory while it is there;
-         * ids/<id> is written when it leaves (lifecycle.c). */
-        sp->st.claimed++;
+        /* Verified and ours: the claim is the record that delivery
+         * makes (delivery.c); until then the item is the producer's
+         * file in handoff/, under the lock of its id. */
         return IO_CLAIMED;
 }
 
 /* Step 1's hidden bootstraps of a burst, written unsynced, synced
  * together (files.c fsync_many_at(): they share the device's flushes)
- * before any marker is written: as durable, at the same point, as one
+ * before any record is made: as durable, at the same point, as one
  * fsync each.  One that does not sync is removed again, as if its write
- * had failed: it stays claimed, the sweep finishes it. */
-static int sync_written(struct spool *sp, struct item *items, size_t n, int64_t now)
+ * had failed: it is not claimed, a later look delivers it. */
+static int sync_written(struct spool *sp, struct item *items, size_t n)
 {
         _cleanup_free_ int *dirfds = NULL, *rets = NULL;
         _cleanup_free_ const char **names = NULL;
@@ -434,14 +466,13 @@ static int sync_written(struct spool *sp, struct item *items, size_t n, int64_t 
         for (size_t j = 0; j < k; j++) {
                 if (rets[j] == 0)
                         continue;
-                /* A directory: nothing of this burst may be marked. */
+                /* A directory: nothing of this burst may be recorded. */
                 if (idx[j] == SIZE_MAX)
                         return rets[j];
                 struct item *it = &items[idx[j]];
                 (void) unlinkat(dirfds[j], names[j], 0);
                 it->outcome = rets[j];
                 spool_error(sp, rets[j], "Cannot deliver %s to %s", it->id, it->agent->cfg->name);
-                delivery_failed(sp, it->id, now);
                 errors++;
         }
         return errors;
@@ -451,30 +482,54 @@ static void item_release(struct spool *sp, struct item *it)
 {
         if (it->lock_id)
                 lock_release(sp->lock_fd, it->lock_id);
-        if (it->lock_ino)
-                lock_release(sp->lock_fd, it->lock_ino);
-        it->lock_id = it->lock_ino = 0;
+        it->lock_id = 0;
         json_decref(TAKE_PTR(it->doc));
         it->id = NULL;
 }
 
-/* The claims of items[0..n) made durable, then the three steps of their
- * delivery; returns the number of errors.  The items' documents and
- * locks are released. */
+/* A step of an item's delivery failed (q < 0): before its record it is
+ * not claimed, and stays in handoff/ for a later look (its hidden
+ * bootstrap removed); after, it is claimed and the sweep publishes it. */
+static void drop_pending(struct spool *sp, struct item *it)
+{
+        char bname[NAME_MAX + 1], pname[NAME_MAX + 1];
+
+        quota_forget(sp, it->id);
+        if (hd_bootstrap_name(it->id, bname, sizeof(bname)) == 0 &&
+            layout_prefixed(LAYOUT_PENDING, bname, pname, sizeof(pname)) == 0 &&
+            unlinkat(it->agent->handoffs_fd, pname, 0) == 0)
+                it->agent->dirty = true;
+}
+
+static int deliver_failed(struct spool *sp, struct item *it, int step, int q, int64_t now)
+{
+        if (step < 3)
+                drop_pending(sp, it);
+        if (q == -EAGAIN) {
+                /* Another daemon holds the baton lock: not an error; a
+                 * later look delivers it. */
+                log_debug("Delivery of %s waits for the baton lock", it->id);
+                it->outcome = IO_BUSY;
+                return 0;
+        }
+        it->outcome = step < 3 ? q : IO_CLAIMED;
+        spool_error(sp, q, "Cannot deliver %s to %s", it->id, it->agent->cfg->name);
+        if (step == 3)
+                delivery_failed(sp, it->id, now);
+        return 1;
+}
+
+/* Steps 1-3 of delivery.c for the items of a batch that verified
+ * (IO_CLAIMED so far means: to be claimed), each step for the whole
+ * batch, then one sync per directory; with fsync, a burst's bootstraps
+ * are synced together, a lone one at once.  Returns the number of
+ * errors; the items' outcomes are final; their documents and locks are
+ * released. */
 static int deliver(struct spool *sp, struct item *items, size_t n, int64_t now)
 {
-        int errors = 0, r;
-
-        /* Claims are on disk before any bootstrap exists: otherwise a power
-         * loss could bring the file back to handoff/ after its agent had
-         * already read the bootstrap, and it would be delivered twice. */
-        r = spool_flush(sp);
-        if (r < 0)
-                spool_error(sp, r, "Cannot fsync the spool");
-        /* The three steps of delivery (see delivery_write), each for the
-         * whole burst, each followed by one sync per directory; with fsync,
-         * a burst's bootstraps are synced together, a lone one at once. */
+        int errors = 0, r = 0;
         size_t n_claimed = 0;
+
         for (size_t i = 0; i < n; i++)
                 n_claimed += items[i].outcome == IO_CLAIMED;
         bool sync_later = sp->cfg->fsync && n_claimed > 1;
@@ -486,33 +541,29 @@ static int deliver(struct spool *sp, struct item *items, size_t n, int64_t now)
                                 continue;
                         if (r < 0) {
                                 /* A sync of the burst failed, and was
-                                 * reported once: it stays claimed, the
-                                 * sweep finishes it. */
-                                it->outcome = r;
-                                delivery_failed(sp, it->id, now);
-                                errors++;
+                                 * reported once. */
+                                errors += deliver_failed(sp, it, step, r, now);
                                 continue;
                         }
                         if (step == 1)
                                 q = delivery_write(sp, it->agent, it->doc, now, sync_later);
                         else if (step == 2)
-                                q = delivery_mark(sp, it->agent, it->id, now);
+                                q = delivery_record(sp, it->agent, it->id, false);
                         else
                                 q = delivery_publish(sp, it->agent, it->id);
-                        if (q == -EAGAIN) {
-                                /* Another daemon holds the baton lock: not
-                                 * an error; the sweep delivers it soon. */
+                        if (step == 2 && q == -EEXIST) {
+                                hd_verdict v = { .reason = HD_R_DUPLICATE_ID };
+                                drop_pending(sp, it);
+                                snprintf(v.detail, sizeof(v.detail),
+                                         "handoff_id '%s' is already claimed", it->id);
+                                q = decide_reject(sp, it, &v, true, now);
                                 it->outcome = q;
-                                log_debug("Delivery of %s waits for the baton lock", it->id);
-                                json_object_set_new_nocheck(sp->failed, it->id, json_null());
-                                deadline_note(&sp->deadline, now + 100000);
+                                errors += q < 0;
                         } else if (q < 0) {
-                                /* It stays claimed; the sweep finishes it. */
-                                it->outcome = q;
-                                spool_error(sp, q, "Cannot deliver %s to %s", it->id,
-                                            it->agent->cfg->name);
-                                delivery_failed(sp, it->id, now);
-                                errors++;
+                                errors += deliver_failed(sp, it, step, q, now);
+                        } else if (step == 2) {
+                                spool_drop_source(sp, it->name, it->dev, it->ino);
+                                sp->st.claimed++;
                         } else if (step == 3) {
                                 sp->deliver_backoff_usec = 0;
                                 log_decision(LOG_INFO, it->id, it->agent->cfg->name, "claimed",
@@ -520,16 +571,19 @@ static int deliver(struct spool *sp, struct item *items, size_t n, int64_t now)
                                              it->agent->cfg->name);
                         }
                 }
-                if (step == 1 && sync_later && r == 0) {
-                        int e = sync_written(sp, items, n, now);
+                if (step == 1 && sync_later) {
+                        int e = sync_written(sp, items, n);
                         if (e < 0) {
-                                /* Not all synced: none may be marked. */
-                                spool_error(sp, e, "Cannot fsync the spool or the agents' handoffs/");
+                                /* Not all synced: none may be recorded. */
+                                spool_error(sp, e, "Cannot fsync the agents' handoffs/");
                                 r = e;
                         } else {
                                 errors += e;
                         }
                 }
+                /* Before the records, the hidden bootstraps are on disk;
+                 * before the publish, the records (and the producers'
+                 * names leave handoff/ after them). */
                 if (r == 0 && (r = spool_flush(sp)) < 0)
                         spool_error(sp, r, "Cannot fsync the spool or the agents' handoffs/");
         }
@@ -585,11 +639,17 @@ int intake_batch(struct spool *sp, char *const *names, size_t n,
                  * claims for their delivery together (the syncs are what
                  * a batch shares): each is delivered at once, and its
                  * document freed, so a burst holds one document. */
-                if (r == IO_CLAIMED && !sp->cfg->fsync)
+                if (r == IO_CLAIMED && !sp->cfg->fsync) {
                         errors += deliver(sp, &items[i], 1, now);
+                        if (outcomes)
+                                outcomes[i] = items[i].outcome;
+                }
         }
-        if (sp->cfg->fsync)
+        if (sp->cfg->fsync) {
                 errors += deliver(sp, items, n, now);
+                for (size_t i = 0; outcomes && i < n; i++)
+                        outcomes[i] = items[i].outcome;
+        }
         for (size_t i = 0; i < n; i++)
                 item_release(sp, &items[i]);
         free(items);

@@ -1,14 +1,20 @@
 /* The claimed item's state machine (DESIGN.md "Lifecycle after claim" and
- * "Durability and recovery").  A claimed item is claimed/<id>.json; once
- * its bootstrap is written, claimed/<id>.delivered (the marker) records
- * where and when.  item_state() reads the item's files once and names its
+ * "Durability and recovery"; handoffd(8) "Crash windows").  A claimed
+ * item is claimed/<id>.json, the daemon's record: the bootstrap it wrote
+ * once, a hard link of the agent's bootstrap (delivery.c).  No producer
+ * holds it, so it is never verified again and nothing in it changes;
+ * its state is which of the agent's names for it are there: .pending.
+ * (not yet published), the bootstrap (published), .expire. (an expiry
+ * under way), none (taken).  item_state() reads that once and names the
  * state; item_actions[] says what is done in each, in the manner of a
- * state x event table with one event: "look at it" (the sweep, a deadline,
- * a bootstrap gone).  The caller (lifecycle_check) holds the lock of the
- * id (lock.h), as the claimer does, so two daemons never act on one item
- * at once.  The content of claimed/<id>.json is verified again each time
- * it is read: the producer still owns that inode and may have rewritten
- * it since the claim. */
+ * state x event table with one event: "look at it" (the sweep, a
+ * deadline, a bootstrap gone).  The caller (lifecycle_check) holds the
+ * lock of the id (lock.h), as the claimer does, so two daemons never act
+ * on one item at once.
+ *
+ * An earlier version left the producer's own file in claimed/ with a
+ * marker claimed/<id>.delivered: such an item is verified as before and
+ * converted to a record at its first look (act_convert). */
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
@@ -28,6 +34,7 @@
 #include "item.h"
 #include "log.h"
 #include "quota.h"
+#include "record.h"
 #include "verified.h"
 
 #define BUSY_RETRY_USEC 1000000LL
@@ -35,17 +42,26 @@
 /* What item_state() read off the files, for the action. */
 struct item_files {
         const char *id;
-        json_t *doc;            /* claimed/<id>.json, verified (NULL: tampered) */
-        json_t *marker;         /* claimed/<id>.delivered, or NULL */
+        json_t *doc;            /* the record (or what the cache keeps of
+                                 * it); legacy: the verified handoff */
+        json_t *marker;         /* legacy: claimed/<id>.delivered, or NULL */
+        bool legacy;            /* an earlier version's item */
         struct agent_rt *a;
-        hd_verdict v;           /* why it no longer verifies */
+        hd_verdict v;           /* legacy: why it no longer verifies */
         char bname[NAME_MAX + 1], pname[NAME_MAX + 1], xname[NAME_MAX + 16];
         char mname[NAME_MAX + 1];
-        unsigned files;         /* F_*: which of them are there */
-        bool stub;              /* doc holds only from/to, from the cache */
+        unsigned files;         /* F_*: which of the agent's names are there */
+        struct stat st;         /* claimed/<id>.json */
 };
 
-enum { F_EXPIRE = 1, F_BOOT = 2, F_PENDING = 4, F_MARKER = 8 };
+enum { F_EXPIRE = 1, F_BOOT = 2, F_PENDING = 4 };
+
+/* A record is at most a bootstrap, which the size cap bounds, with the
+ * handoff inside it (bootstrap.c). */
+static size_t record_max(const struct spool *sp)
+{
+        return 4 * sp->cfg->max_file_size + 65536;
+}
 
 /* One of our own small files (a marker, a bootstrap), parsed. */
 static int load_own(int dirfd, const char *name, size_t max, json_t **ret)
@@ -75,29 +91,6 @@ static bool consume_in_progress(struct agent_rt *a, const char *bname)
         return found;
 }
 
-static int write_marker(struct spool *sp, const char *mname, json_t *m)
-{
-        _cleanup_free_ char *buf = NULL;
-        size_t len;
-        int r;
-
-        r = hd_canon_dump(m, NULL, &buf, &len);
-        if (r < 0)
-                return r;
-        /* On disk (fsync = yes) before anything else happens: it holds the
-         * outcome an interrupted expiry must end with, once its bootstrap
-         * is gone.  claimed/ synced through spool_flush(), which syncs the
-         * directories earlier moves went to first. */
-        r = write_atomic(sp->fd[SD_CLAIMED], mname, buf, len, 0640,
-                         sp->cfg->fsync ? WRITE_SYNC_FILE : 0);
-        if (r == 0) {
-                sp->dirty[SD_CLAIMED] = true;
-                if (sp->cfg->fsync)
-                        r = spool_flush(sp);
-        }
-        return r;
-}
-
 /* Whether id already names the two agents: "FROM-TO-..." or, as the real
  * writer makes them, "UNIXTIME-FROM-TO-...". */
 static bool id_names_agents(const char *id, const char *from, const char *to)
@@ -114,19 +107,32 @@ static bool id_names_agents(const char *id, const char *from, const char *to)
                id[lf + 1 + lt] == '-';
 }
 
-/* Move claimed/<id>.json to archive/ with its .outcome.  The archive name
- * (the real implementation's "{unix_ts}-{from}-{to}-{id}.json", ts = when
- * it ended; "{unix_ts}-{id}.json" when the id already names from and to)
- * is chosen once and kept in the marker first, so a crash in the middle
- * and the retry after it end with one name and one sidecar. */
-static int archive(struct spool *sp, const char *id, const json_t *doc, json_t *marker,
-                   const char *mname, const char *outcome, int64_t now)
+static int64_t item_accepted(const struct item_files *f, int64_t now)
 {
-        const char *from = json_string_value(json_object_get(doc, "from_agent"));
-        const char *to = json_string_value(json_object_get(doc, "to_agent"));
-        const char *acc = json_string_value(json_object_get(marker, "accepted_at"));
-        const char *name = json_string_value(json_object_get(marker, "archive_as"));
+        const json_t *m = f->legacy ? f->marker : f->doc;
+        const char *acc = m ? json_string_value(json_object_get(m, "accepted_at")) : NULL;
+        int64_t t;
+
+        return acc && hd_time_parse(acc, &t) == 0 ? t : now;
+}
+
+/* Move claimed/<id>.json to archive/ with its .outcome, the outcome
+ * first: an archived item always says how it ended, and a crash in the
+ * middle leaves the item in claimed/ for the retry.  The archive name
+ * (the real implementation's "{unix_ts}-{from}-{to}-{id}.json";
+ * "{unix_ts}-{id}.json" when the id already names from and to) takes
+ * its time from the claim, so the retry chooses the same name and writes
+ * the same sidecar (an earlier version's marker may have chosen it
+ * already: "archive_as"). */
+static int archive(struct spool *sp, struct item_files *f, const char *outcome, int64_t now)
+{
+        const char *id = f->id;
+        const char *from = json_string_value(json_object_get(f->doc, "from_agent"));
+        const char *to = json_string_value(json_object_get(f->doc, "to_agent"));
+        const char *name = json_string_value(json_object_get(f->marker, "archive_as"));
         char fresh[NAME_MAX + 1], side[NAME_MAX + 16], src[NAME_MAX + 1], at[HD_TIME_MAX];
+        char acc[HD_TIME_MAX];
+        int64_t t = item_accepted(f, now);
         _cleanup_free_ char *buf = NULL;
         json_t *o;
         size_t len;
@@ -139,43 +145,48 @@ static int archive(struct spool *sp, const char *id, const json_t *doc, json_t *
                                 return -EEXIST;
                         if (from && to && id_names_agents(id, from, to))
                                 snprintf(fresh, sizeof(fresh), n ? "%lld-%s~%u.json" : "%lld-%s.json",
-                                         (long long)(now / 1000000), id, n);
+                                         (long long)(t / 1000000), id, n);
                         else
                                 snprintf(fresh, sizeof(fresh),
                                          n ? "%lld-%s-%s-%s~%u.json" : "%lld-%s-%s-%s.json",
-                                         (long long)(now / 1000000), from ? from : "unknown",
+                                         (long long)(t / 1000000), from ? from : "unknown",
                                          to ? to : "unknown", id, n);
                         if (fstatat(sp->fd[SD_ARCHIVE], fresh, &st, AT_SYMLINK_NOFOLLOW) < 0)
                                 break;
+                        /* Our record there already: the move was made,
+                         * and a power cut kept its claimed/ name too. */
+                        if (!f->legacy && st.st_dev == f->st.st_dev && st.st_ino == f->st.st_ino) {
+                                snprintf(src, sizeof(src), "%s.json", id);
+                                if (unlinkat(sp->fd[SD_CLAIMED], src, 0) < 0)
+                                        return -errno;
+                                sp->dirty[SD_CLAIMED] = true;
+                                log_info("Removed claimed/%s, left beside its archive by a power cut", src);
+                                return 1;
+                        }
                 }
                 name = fresh;
-                json_object_set_new(marker, "archive_as", json_string(fresh));
-                json_object_set_new(marker, "outcome", json_string(outcome));
-                r = write_marker(sp, mname, marker);
-                if (r < 0)
-                        return r;
         } else {
-                /* A retry: the outcome decided first stands. */
-                const char *o0 = json_string_value(json_object_get(marker, "outcome"));
+                /* An earlier version's retry: the outcome decided first stands. */
+                const char *o0 = json_string_value(json_object_get(f->marker, "outcome"));
                 if (o0 && (!strcmp(o0, "consumed") || !strcmp(o0, "expired")))
                         outcome = o0;
         }
         hd_time_format(now, at, sizeof(at));
+        hd_time_format(t, acc, sizeof(acc));
         r = layout_suffixed(name, LAYOUT_OUTCOME, side, sizeof(side));
         if (r < 0)
                 return r;
         snprintf(src, sizeof(src), "%s.json", id);
         o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "handoff_id", id, "outcome", outcome,
                       "from_agent", from ? from : "", "to_agent", to ? to : "",
-                      "archived_at", at, "accepted_at", acc ? acc : "");
+                      "archived_at", at, "accepted_at", acc);
         if (!o)
                 return -ENOMEM;
         r = hd_canon_dump(o, NULL, &buf, &len);
         json_decref(o);
         if (r < 0)
                 return r;
-        /* Outcome first: an archived item always says how it ended.  And
-         * the id is remembered before the item leaves claimed/, so a
+        /* The id is remembered before the item leaves claimed/, so a
          * replay is recognised at every moment. */
         r = write_atomic(sp->fd[SD_ARCHIVE], side, buf, len, 0640,
                          sp->cfg->fsync ? WRITE_SYNC_FILE : 0);
@@ -189,7 +200,8 @@ static int archive(struct spool *sp, const char *id, const json_t *doc, json_t *
         r = move_noreplace(sp->fd[SD_CLAIMED], src, sp->fd[SD_ARCHIVE], name);
         if (r < 0)
                 return r == -ENOENT ? 0 : r;    /* another daemon archived it */
-        unlinkat(sp->fd[SD_CLAIMED], mname, 0);
+        if (f->legacy)
+                unlinkat(sp->fd[SD_CLAIMED], f->mname, 0);
         sp->dirty[SD_ARCHIVE] = sp->dirty[SD_CLAIMED] = true;
         if (!strcmp(outcome, "consumed"))
                 sp->st.consumed++;
@@ -199,87 +211,81 @@ static int archive(struct spool *sp, const char *id, const json_t *doc, json_t *
         return 1;
 }
 
-
-/* A claimed item that no longer verifies: nothing of it may reach the
- * agent from now on.  A bootstrap not yet taken is withdrawn (it was built
- * from the verified bytes, but the item's record is gone), the marker and
- * a hidden bootstrap go, and the item ends in rejected/ with the reason. */
-static int reject_tampered(struct spool *sp, struct agent_rt *a, const char *id,
-                           const char *bname, const char *pname, const char *xname,
-                           const hd_verdict *v, int64_t now)
+/* An earlier version's claimed item that no longer verifies: nothing of
+ * it may reach the agent from now on.  A bootstrap not yet taken is
+ * withdrawn, the marker and a hidden bootstrap go, and the item ends in
+ * rejected/ with the reason. */
+static int reject_tampered(struct spool *sp, struct item_files *f, int64_t now)
 {
-        char mname[NAME_MAX + 1], detail[HD_DETAIL_MAX + 64];
+        struct agent_rt *a = f->a;
+        char detail[HD_DETAIL_MAX + 64];
         int r;
 
-        if (renameat(a->handoffs_fd, bname, a->handoffs_fd, xname) == 0 || errno == ENOENT)
-                unlinkat(a->handoffs_fd, xname, 0);
-        unlinkat(a->handoffs_fd, pname, 0);
+        if (renameat(a->handoffs_fd, f->bname, a->handoffs_fd, f->xname) == 0 || errno == ENOENT)
+                unlinkat(a->handoffs_fd, f->xname, 0);
+        unlinkat(a->handoffs_fd, f->pname, 0);
         a->dirty = true;
-        snprintf(detail, sizeof(detail), "changed after its claim: %s", v->detail);
-        r = spool_reject_claimed(sp, id, v->reason, detail, now);
+        snprintf(detail, sizeof(detail), "changed after its claim: %s", f->v.detail);
+        r = spool_reject_claimed(sp, f->id, f->v.reason, detail, now);
         if (r < 0)
                 return r;
-        if (layout_suffixed(id, LAYOUT_DELIVERED, mname, sizeof(mname)) == 0 &&
-            unlinkat(sp->fd[SD_CLAIMED], mname, 0) == 0)
+        if (unlinkat(sp->fd[SD_CLAIMED], f->mname, 0) == 0)
                 sp->dirty[SD_CLAIMED] = true;
-        json_object_del(sp->failed, id);
+        json_object_del(sp->failed, f->id);
         return 0;
 }
 
-
-/* The files of a verified item with a marker or not -> its state.  Index:
- * F_MARKER, F_PENDING, F_BOOT, F_EXPIRE.  Without a marker only
- * the bootstrap counts: a hidden bootstrap of an unmarked item is
- * rewritten by the delivery, a .expire. name without a marker is never
- * made.  With one, a cut-short expiry wins, then a published bootstrap.
- * The item's own content comes first: IS_NOT_OURS and IS_TAMPERED are
- * decided before the files are looked at. */
-static const enum item_state item_by_files[16] = {
-        /* marker pending boot expire */
-        [0x0] = IS_CLAIMED,     /* no  no  no  no  */
-        [0x1] = IS_CLAIMED,     /* no  no  no  yes */
-        [0x2] = IS_UNMARKED,    /* no  no  yes no  */
-        [0x3] = IS_UNMARKED,    /* no  no  yes yes */
-        [0x4] = IS_CLAIMED,     /* no  yes no  no  */
-        [0x5] = IS_CLAIMED,     /* no  yes no  yes */
-        [0x6] = IS_UNMARKED,    /* no  yes yes no  */
-        [0x7] = IS_UNMARKED,    /* no  yes yes yes */
-        [0x8] = IS_TAKEN,       /* yes no  no  no  */
-        [0x9] = IS_EXPIRING,    /* yes no  no  yes */
-        [0xa] = IS_PUBLISHED,   /* yes no  yes no  */
-        [0xb] = IS_EXPIRING,    /* yes no  yes yes */
-        [0xc] = IS_MARKED,      /* yes yes no  no  */
-        [0xd] = IS_EXPIRING,    /* yes yes no  yes */
-        [0xe] = IS_PUBLISHED,   /* yes yes yes no  */
-        [0xf] = IS_EXPIRING,    /* yes yes yes yes */
+/* The agent's names for a record -> its state.  Index: F_PENDING,
+ * F_BOOT, F_EXPIRE.  A cut-short expiry wins, then a published
+ * bootstrap; the hidden one alone is a publish not done; none: taken. */
+static const enum item_state item_by_files[8] = {
+        /* pending boot expire */
+        [0x0] = IS_TAKEN,       /* no  no  no  */
+        [0x1] = IS_EXPIRING,    /* no  no  yes */
+        [0x2] = IS_PUBLISHED,   /* no  yes no  */
+        [0x3] = IS_EXPIRING,    /* no  yes yes */
+        [0x4] = IS_HIDDEN,      /* yes no  no  */
+        [0x5] = IS_EXPIRING,    /* yes no  yes */
+        [0x6] = IS_PUBLISHED,   /* yes yes no  */
+        [0x7] = IS_EXPIRING,    /* yes yes yes */
 };
 
-/* Read claimed/<id>.json (fd) and the item's other files, once. */
-static int item_state_files(struct spool *sp, const char *id, int fd, struct item_files *f,
-                            bool cached)
+static int item_names(struct item_files *f, const char *id)
+{
+        int r = hd_bootstrap_name(id, f->bname, sizeof(f->bname));
+
+        if (r == 0)
+                r = layout_prefixed(LAYOUT_PENDING, f->bname, f->pname, sizeof(f->pname));
+        if (r == 0)
+                r = layout_prefixed(LAYOUT_EXPIRE, f->bname, f->xname, sizeof(f->xname));
+        if (r == 0)
+                r = layout_suffixed(id, LAYOUT_DELIVERED, f->mname, sizeof(f->mname));
+        return r;
+}
+
+static unsigned item_look(const struct item_files *f)
+{
+        return (spool_exists_at(f->a->handoffs_fd, f->pname) ? F_PENDING : 0) |
+               (spool_exists_at(f->a->handoffs_fd, f->bname) ? F_BOOT : 0) |
+               (spool_exists_at(f->a->handoffs_fd, f->xname) ? F_EXPIRE : 0);
+}
+
+/* An earlier version's claimed item: the producer's file (fd, st), which
+ * may have changed since its claim, verified before anything is done. */
+static int legacy_state(struct spool *sp, const char *id, int fd, struct stat *st,
+                        struct item_files *f)
 {
         _cleanup_free_ char *buf = NULL;
         hd_limits lim = { .max_size = sp->cfg->max_file_size, .max_depth = HD_DEFAULT_MAX_DEPTH };
-        struct stat st;
         size_t len;
         bool readable;
         int r;
 
-        f->id = id;
-        if (fstat(fd, &st) < 0)
-                return -errno;
-        if (st.st_nlink == 0)
-                return IS_GONE;         /* archived by another daemon since our open */
-        f->doc = cached ? verified_lookup(sp, id, fd, &st) : NULL;
-        if (f->doc) {
-                f->stub = true;
-                readable = true;
-                goto known;
-        }
-        /* From the start: a look at the cache may have read it. */
+        f->legacy = true;
+        json_decref(TAKE_PTR(f->doc));
         if (lseek(fd, 0, SEEK_SET) < 0)
                 return -errno;
-        r = read_fd_stat(fd, &st, id, sp->cfg->max_file_size, &buf, &len, &f->v);
+        r = read_fd_stat(fd, st, id, sp->cfg->max_file_size, &buf, &len, &f->v);
         if (r == -EBADMSG && f->v.reason == HD_R_HARDLINK) {
                 /* Its other link a claim left in handoff/, its archive,
                  * or a producer's tmp/ name a power cut kept: not
@@ -290,36 +296,22 @@ static int item_state_files(struct spool *sp, const char *id, int fd, struct ite
                 if (xsnprintf(name, sizeof(name), "%s.json", id) >= 0 &&
                     (spool_drop_claim_leftover(sp, name) ||
                      spool_drop_tmp_twin(sp, SD_CLAIMED, name))) {
-                        if (fstat(fd, &st) < 0)
+                        if (fstat(fd, st) < 0)
                                 return -errno;
-                        r = read_fd_stat(fd, &st, id, sp->cfg->max_file_size, &buf, &len, &f->v);
+                        r = read_fd_stat(fd, st, id, sp->cfg->max_file_size, &buf, &len, &f->v);
                 }
         }
         if (r == -ENOENT)
-                return IS_GONE;         /* archived by another daemon since our open */
+                return IS_GONE;
         if (r < 0 && r != -EBADMSG)
                 return r;
         readable = r == 0 && (r = hd_parse(buf, len, &lim, &f->doc, &f->v)) == 0;
         if (r < 0 && r != -EBADMSG)
                 return r;
-known:
         /* Not authenticated yet: only says whose item it may be. */
         f->a = spool_agent(sp, readable ? json_string_value(json_object_get(f->doc, "to_agent")) : NULL);
-        if (!f->a && readable) {
-                if (!f->stub)   /* whose it is, as these bytes say */
-                        verified_store(sp, id, &st, buf, len, f->doc);
+        if (!f->a && readable)
                 return IS_NOT_OURS;     /* served by another daemon (or no more) */
-        }
-        r = hd_bootstrap_name(id, f->bname, sizeof(f->bname));
-        if (r < 0)
-                return r;
-        r = layout_prefixed(LAYOUT_PENDING, f->bname, f->pname, sizeof(f->pname));
-        if (r == 0)
-                r = layout_prefixed(LAYOUT_EXPIRE, f->bname, f->xname, sizeof(f->xname));
-        if (r == 0)
-                r = layout_suffixed(id, LAYOUT_DELIVERED, f->mname, sizeof(f->mname));
-        if (r < 0)
-                return r;
         /* Unreadable now: whose it was is lost with its bytes.  The
          * bootstrap name tells, if one of our agents has one. */
         for (size_t i = 0; i < sp->n_agents && !f->a; i++)
@@ -328,28 +320,58 @@ known:
                         f->a = &sp->agents[i];
         if (!f->a)
                 return IS_NOT_OURS;
-        if (!f->stub) {
-                if (!readable || intake_verify_claimed(sp, f->doc, id, &f->v) < 0) {
-                        verified_forget(sp, id);
-                        return IS_TAMPERED;
-                }
-                verified_store(sp, id, &st, buf, len, f->doc);
-        }
+        if (!readable || intake_verify_claimed(sp, f->doc, id, &f->v) < 0)
+                return IS_TAMPERED;
         r = load_own(sp->fd[SD_CLAIMED], f->mname, 65536, &f->marker);
         if (r == -EBADMSG) {
-                /* Its name is synced, its bytes are not (one fsync less per
-                 * item): after a power loss it may be empty.  Being there is
-                 * what says the bootstrap may have been seen. */
+                /* Being there is what says the bootstrap may have been seen. */
                 f->marker = json_object();
                 if (!f->marker)
                         return -ENOMEM;
         } else if (r < 0 && r != -ENOENT) {
                 return r;
         }
-        f->files = (f->marker ? F_MARKER : 0) |
-                   (spool_exists_at(f->a->handoffs_fd, f->pname) ? F_PENDING : 0) |
-                   (spool_exists_at(f->a->handoffs_fd, f->bname) ? F_BOOT : 0) |
-                   (spool_exists_at(f->a->handoffs_fd, f->xname) ? F_EXPIRE : 0);
+        f->files = item_look(f);
+        return IS_LEGACY;
+}
+
+/* Read claimed/<id>.json (fd) and the agent's names for it, once. */
+static int item_state(struct spool *sp, const char *id, int fd, struct item_files *f)
+{
+        hd_limits lim = { .max_size = record_max(sp), .max_depth = HD_DEFAULT_MAX_DEPTH + 2 };
+        struct stat st;
+        int r;
+
+        f->id = id;
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        if (st.st_nlink == 0)
+                return IS_GONE;         /* archived by another daemon since our open */
+        f->st = st;
+        r = item_names(f, id);
+        if (r < 0)
+                return r;
+        f->doc = verified_lookup(sp, id, &st);
+        if (!f->doc) {
+                _cleanup_free_ char *buf = NULL;
+                size_t len;
+                /* Only the daemon's own file can be its record; whatever
+                 * else is here is verified as an earlier version's item. */
+                if (st.st_uid != geteuid() || !S_ISREG(st.st_mode))
+                        return legacy_state(sp, id, fd, &st, f);
+                r = read_all(fd, lim.max_size, 0, &buf, &len);
+                if (r == -EFBIG)
+                        return legacy_state(sp, id, fd, &st, f);
+                if (r < 0)
+                        return r;
+                if (hd_parse(buf, len, &lim, &f->doc, &f->v) < 0 || !record_form(f->doc))
+                        return legacy_state(sp, id, fd, &st, f);
+                verified_store(sp, id, &st, f->doc);
+        }
+        f->a = spool_agent(sp, json_string_value(json_object_get(f->doc, "to_agent")));
+        if (!f->a)
+                return IS_NOT_OURS;     /* another daemon's agent (or no more) */
+        f->files = item_look(f);
         return item_by_files[f->files];
 }
 
@@ -358,27 +380,6 @@ static void item_files_clear(struct item_files *f)
         json_decref(f->doc);
         json_decref(f->marker);
         *f = (struct item_files){ 0 };
-}
-
-/* The state from the cache when the item is known and unchanged; read in
- * full when the action needs the document (a delivery). */
-static int item_state(struct spool *sp, const char *id, int fd, struct item_files *f)
-{
-        int s = item_state_files(sp, id, fd, f, true);
-
-        if (s == IS_CLAIMED && f->stub) {
-                item_files_clear(f);
-                s = item_state_files(sp, id, fd, f, false);
-        }
-        return s;
-}
-
-static int64_t item_accepted(const json_t *m, int64_t now)
-{
-        const char *acc = m ? json_string_value(json_object_get(m, "accepted_at")) : NULL;
-        int64_t t;
-
-        return acc && hd_time_parse(acc, &t) == 0 ? t : now;
 }
 
 static int act_none(struct spool *sp, struct item_files *f, int64_t now)
@@ -392,57 +393,27 @@ static int act_reject(struct spool *sp, struct item_files *f, int64_t now)
 
         log_warning("Claimed item %s no longer verifies (%s: %s): not delivered",
                     log_quote(f->id, q, sizeof(q)), hd_reason_name(f->v.reason), f->v.detail);
-        return reject_tampered(sp, f->a, f->id, f->bname, f->pname, f->xname, &f->v, now);
+        return reject_tampered(sp, f, now);
 }
 
-/* Never visible to the agent: deliver it (the first time, as far as the
- * agent can tell). */
-static int act_deliver(struct spool *sp, struct item_files *f, int64_t now)
+/* The record is there, the publish was not done. */
+static int act_publish(struct spool *sp, struct item_files *f, int64_t now)
 {
-        bool retry = json_object_get(sp->failed, f->id) != NULL;
-        struct agent_rt *a = f->a;
         int r;
 
-        r = delivery_run(sp, a, f->doc, now);
-        if (r == -EAGAIN) {     /* the baton lock: soon again */
-                deadline_note(&sp->deadline, now + 100000);
-                return 0;
-        }
+        /* The record on disk first (a failed sync may have left it not). */
+        if (sp->cfg->fsync && (r = fsync_dir(sp->fd[SD_CLAIMED])) < 0)
+                return r;
+        r = delivery_publish(sp, f->a, f->id);
         if (r < 0)
                 return r;
+        bool retry = json_object_get(sp->failed, f->id) != NULL;
         json_object_del(sp->failed, f->id);
         if (retry)
                 sp->st.retried++;
         else
                 sp->st.recovered++;
-        log_decision(LOG_NOTICE, f->id, a->cfg->name, retry ? "retried" : "recovered", NULL,
-                     "Delivered %s to %s %s", f->id, a->cfg->name,
-                     retry ? "after an earlier failure" : "after a restart (it was claimed, never delivered)");
-        return 0;
-}
-
-/* Published by a version that wrote no marker first: record it as it is. */
-static int act_mark(struct spool *sp, struct item_files *f, int64_t now)
-{
-        _cleanup_json_ json_t *boot = NULL;
-        int r;
-
-        load_own(f->a->handoffs_fd, f->bname, sp->cfg->max_file_size, &boot);
-        r = delivery_mark(sp, f->a, f->id, item_accepted(boot, now));
-        return r < 0 ? r : spool_flush(sp);
-}
-
-/* The marker is on disk, the publish was not done. */
-static int act_publish(struct spool *sp, struct item_files *f, int64_t now)
-{
-        int r;
-
-        r = delivery_publish(sp, f->a, f->id);
-        if (r < 0)
-                return r;
-        json_object_del(sp->failed, f->id);
-        sp->st.recovered++;
-        log_decision(LOG_NOTICE, f->id, f->a->cfg->name, "recovered", NULL,
+        log_decision(LOG_NOTICE, f->id, f->a->cfg->name, retry ? "retried" : "recovered", NULL,
                      "Published %s to %s after a restart or failure", f->id, f->a->cfg->name);
         return spool_flush(sp);
 }
@@ -455,6 +426,20 @@ static int sync_taken(struct spool *sp, struct agent_rt *a)
         return sp->cfg->fsync ? fsync_dir(a->handoffs_fd) : 0;
 }
 
+/* The .expire. name is the record of an expiry until its archive is on
+ * disk (a power cut could otherwise keep its removal and lose the move,
+ * and the item would be taken for consumed). */
+static int drop_expire(struct spool *sp, struct item_files *f, int archived)
+{
+        int r = sp->cfg->fsync ? spool_flush(sp) : 0;
+
+        if (r < 0)
+                return r;
+        if (unlinkat(f->a->handoffs_fd, f->xname, 0) == 0)
+                f->a->dirty = true;
+        return archived;
+}
+
 /* An expiry that was cut short: finish it. */
 static int act_archive_expired(struct spool *sp, struct item_files *f, int64_t now)
 {
@@ -462,12 +447,12 @@ static int act_archive_expired(struct spool *sp, struct item_files *f, int64_t n
 
         if (f->files & F_BOOT)
                 unlinkat(f->a->handoffs_fd, f->bname, 0);
+        if (f->files & F_PENDING)
+                unlinkat(f->a->handoffs_fd, f->pname, 0);
         if ((r = sync_taken(sp, f->a)) < 0)
                 return r;
-        r = archive(sp, f->id, f->doc, f->marker, f->mname, "expired", now);
-        if (r >= 0)
-                unlinkat(f->a->handoffs_fd, f->xname, 0);
-        return r;
+        r = archive(sp, f, "expired", now);
+        return r < 0 ? r : drop_expire(sp, f, r);
 }
 
 static int act_archive_consumed(struct spool *sp, struct item_files *f, int64_t now)
@@ -479,12 +464,12 @@ static int act_archive_consumed(struct spool *sp, struct item_files *f, int64_t 
         int r = sync_taken(sp, f->a);
         if (r < 0)
                 return r;
-        return archive(sp, f->id, f->doc, f->marker, f->mname, "consumed", now);
+        return archive(sp, f, "consumed", now);
 }
 
 static int act_wait_or_expire(struct spool *sp, struct item_files *f, int64_t now)
 {
-        int64_t deadline = item_accepted(f->marker, now) + sp->cfg->resume_window * 1000000LL;
+        int64_t deadline = item_accepted(f, now) + sp->cfg->resume_window * 1000000LL;
         struct agent_rt *a = f->a;
         int r;
 
@@ -500,16 +485,56 @@ static int act_wait_or_expire(struct spool *sp, struct item_files *f, int64_t no
                         return -errno;
                 if ((r = sync_taken(sp, a)) < 0)
                         return r;
-                return archive(sp, f->id, f->doc, f->marker, f->mname, "consumed", now);
+                return archive(sp, f, "consumed", now);
         }
         if ((r = sync_taken(sp, a)) < 0)
                 return r;
-        r = archive(sp, f->id, f->doc, f->marker, f->mname, "expired", now);
+        r = archive(sp, f, "expired", now);
         if (r < 0)
                 return r;       /* .expire.NAME tells the retry */
-        unlinkat(a->handoffs_fd, f->xname, 0);
-        a->dirty = true;
-        return r;
+        return drop_expire(sp, f, r);
+}
+
+/* An earlier version's item, verified: made a record.  Its bootstrap
+ * (the daemon's file, built from the bytes verified at its claim) becomes
+ * the record, replacing the producer's file in one rename; the marker
+ * goes after.  Never visible (no marker, no published bootstrap): it is
+ * delivered as new.  Marked and taken: archived as it is. */
+static int act_convert(struct spool *sp, struct item_files *f, int64_t now)
+{
+        const char *src = (f->files & F_EXPIRE) ? f->xname : (f->files & F_BOOT) ? f->bname :
+                          (f->files & F_PENDING) ? f->pname : NULL;
+        int r;
+
+        if (!f->marker && !(f->files & F_BOOT)) {
+                unlinkat(f->a->handoffs_fd, f->xname, 0);
+                r = delivery_run(sp, f->a, f->doc, now, true);
+                if (r == -EAGAIN) {     /* the baton lock: soon again */
+                        deadline_note(&sp->deadline, now + 100000);
+                        return 0;
+                }
+                if (r < 0)
+                        return r;
+                sp->st.recovered++;
+                log_decision(LOG_NOTICE, f->id, f->a->cfg->name, "recovered", NULL,
+                             "Delivered %s to %s after a restart (claimed by an earlier "
+                             "version, never delivered)", f->id, f->a->cfg->name);
+                return 0;
+        }
+        if (!src)
+                return act_archive_consumed(sp, f, now);
+        r = delivery_record_from(sp, f->a, f->id, src);
+        if (r < 0)
+                return r;
+        r = spool_flush(sp);
+        if (r < 0)
+                return r;
+        if (unlinkat(sp->fd[SD_CLAIMED], f->mname, 0) == 0)
+                sp->dirty[SD_CLAIMED] = true;
+        log_info("Converted claimed item %s of an earlier version to a record", f->id);
+        /* Looked at again as a record at once. */
+        deadline_note(&sp->deadline, now);
+        return 0;
 }
 
 /* state -> action: the one place that says what happens next. */
@@ -517,9 +542,8 @@ static int (*const item_actions[_IS_MAX])(struct spool *, struct item_files *, i
         [IS_GONE]      = act_none,              /* another daemon finished it */
         [IS_NOT_OURS]  = act_none,              /* another daemon's agent */
         [IS_TAMPERED]  = act_reject,            /* withdraw, reject as changed */
-        [IS_CLAIMED]   = act_deliver,           /* write, mark, publish */
-        [IS_UNMARKED]  = act_mark,              /* bootstrap without marker */
-        [IS_MARKED]    = act_publish,
+        [IS_LEGACY]    = act_convert,           /* an earlier version's: a record */
+        [IS_HIDDEN]    = act_publish,
         [IS_PUBLISHED] = act_wait_or_expire,
         [IS_EXPIRING]  = act_archive_expired,
         [IS_TAKEN]     = act_archive_consumed,  /* unless a consume is in progress */

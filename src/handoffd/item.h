@@ -5,17 +5,16 @@
 #include "spool.h"
 
 /* The states of a claimed item, read off its files (handoffd(8), "Crash
- * windows"). */
+ * windows"); the order matters to item_check_locked(). */
 enum item_state {
         IS_GONE,        /* archived by another daemon since it was opened */
         IS_NOT_OURS,    /* for an agent not served here: left alone */
-        IS_TAMPERED,    /* no longer verifies (or unreadable) */
-        IS_CLAIMED,     /* no marker, no bootstrap: never visible */
-        IS_UNMARKED,    /* bootstrap, no marker (an older version's) */
-        IS_MARKED,      /* marker, hidden .pending. bootstrap */
-        IS_PUBLISHED,   /* marker, bootstrap: waits for its consumer */
-        IS_EXPIRING,    /* marker, .expire.: the expiry was cut short */
-        IS_TAKEN,       /* marker, no bootstrap: consumed */
+        IS_TAMPERED,    /* an earlier version's item that no longer verifies */
+        IS_LEGACY,      /* an earlier version's item (producer's file, marker) */
+        IS_HIDDEN,      /* record, hidden .pending. bootstrap: publish */
+        IS_PUBLISHED,   /* record, bootstrap: waits for its consumer */
+        IS_EXPIRING,    /* record, .expire.: the expiry was cut short */
+        IS_TAKEN,       /* record, no bootstrap: consumed */
         _IS_MAX
 };
 

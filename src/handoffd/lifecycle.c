@@ -5,7 +5,8 @@
  * daemons never act on one item at once; a busy item is looked at again
  * later, never waited for.  What is done then is item.c's state table.
  * The sweep also removes what a crash left (temp files, orphan .pending.
- * and .expire. names, markers without an item), runs intake's expiry of
+ * and .expire. names, an earlier version's markers without an item),
+ * runs intake's expiry of
  * items left for other agents, retention and the metrics. */
 #include <dirent.h>
 #include <errno.h>
@@ -124,8 +125,11 @@ static void remove_temps(int dirfd, bool sole)
         closedir(d);
 }
 
-/* .pending.NAME and .expire.NAME whose item is no longer claimed (a crash
- * after the archive, before the unlink). */
+/* .pending.NAME and .expire.NAME whose item has no record in claimed/: a
+ * crash after the archive, before the unlink, or after the hidden
+ * bootstrap, before the record (the claim): never visible, and the
+ * producer's file is still in handoff/.  An id another daemon is
+ * delivering right now (its lock held) is left alone. */
 static void remove_orphans(struct spool *sp, struct agent_rt *a)
 {
         struct dirent *de;
@@ -136,14 +140,21 @@ static void remove_orphans(struct spool *sp, struct agent_rt *a)
                 return;
         while ((de = readdir(d))) {
                 const char *n = de->d_name, *base = layout_hidden_target(n);
-                char claimed[NAME_MAX + 1];
-                if (!base)
+                char id[NAME_MAX + 1];
+                size_t l;
+                if (!base || (l = strlen(base)) < 6 || strcmp(base + l - 5, ".json"))
                         continue;
                 /* The bootstrap name is the id + ".json", the claimed name too. */
-                if (xsnprintf(claimed, sizeof(claimed), "%s", base) < 0 || spool_exists_at(sp->fd[SD_CLAIMED], claimed))
+                if (spool_exists_at(sp->fd[SD_CLAIMED], base))
                         continue;
-                if (unlinkat(a->handoffs_fd, n, 0) == 0)
-                        log_info("Removed '%s', left by a crash after its item was archived", n);
+                memcpy(id, base, l - 5);
+                id[l - 5] = '\0';
+                uint64_t off = lock_off_id(id);
+                if (lock_try(sp->lock_fd, off, true) < 0)
+                        continue;
+                if (!spool_exists_at(sp->fd[SD_CLAIMED], base) && unlinkat(a->handoffs_fd, n, 0) == 0)
+                        log_info("Removed '%s', left by a crash (its item has no record in claimed/)", n);
+                lock_release(sp->lock_fd, off);
         }
         closedir(d);
 }

@@ -70,11 +70,11 @@ static int list_items(int dirfd, const char *suffix, struct entry **ret, size_t 
                 if (!e[n].name)
                         break;
                 e[n].t = st_ctime_usec(&st);
-                e[n].bytes = (uint64_t)st.st_size;
+                e[n].bytes = st_bytes(&st);
                 if (suffix) {
                         snprintf(side, sizeof(side), "%s%s", de->d_name, suffix);
                         if (fstatat(dirfd, side, &ss, AT_SYMLINK_NOFOLLOW) == 0)
-                                e[n].bytes += (uint64_t)ss.st_size;
+                                e[n].bytes += st_bytes(&ss);
                 }
                 n++;
         }

@@ -272,6 +272,21 @@ int spool_move_out(struct spool *sp, const char *name, enum spool_dir to, const 
         return r;
 }
 
+void spool_drop_source(struct spool *sp, const char *name, dev_t dev, ino_t ino)
+{
+        struct stat st;
+
+        if (sp->cfg->fsync) {
+                json_object_set_new(sp->leaving, name,
+                                    json_pack("[I, I]", (json_int_t)dev, (json_int_t)ino));
+                return;
+        }
+        /* Names get reused: only the file that was read goes. */
+        if (fstatat(sp->fd[SD_HANDOFF], name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+            st.st_dev == dev && st.st_ino == ino && unlinkat(sp->fd[SD_HANDOFF], name, 0) == 0)
+                sp->dirty[SD_HANDOFF] = true;
+}
+
 int spool_flush(struct spool *sp)
 {
         int fds[_SD_MAX + SPOOL_FLUSH_AGENTS_MAX], rets[_SD_MAX + SPOOL_FLUSH_AGENTS_MAX];

@@ -178,6 +178,11 @@ int spool_id_mark(struct spool *sp, const char *handoff_id);
  * (fs.protected_hardlinks and a producer's file the daemon may not
  * write, a file system without links). */
 int spool_move_out(struct spool *sp, const char *name, enum spool_dir to, const char *dst);
+/* handoff/name, the producer's file (dev, ino), is claimed: its
+ * handoff is in the daemon's record.  Removed now, or with fsync = yes in
+ * spool_flush() once claimed/ is synced; only while the name is still
+ * that file. */
+void spool_drop_source(struct spool *sp, const char *name, dev_t dev, ino_t ino);
 /* Is handoff/name (st) an item spool_move_out() moved already? */
 bool spool_leaving(struct spool *sp, const char *name, const struct stat *st);
 

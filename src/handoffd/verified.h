@@ -1,4 +1,4 @@
-/* What was verified of each claimed item; see verified.c. */
+/* What each big claimed record says; see verified.c. */
 #ifndef HD_VERIFIED_H
 #define HD_VERIFIED_H
 
@@ -6,21 +6,13 @@
 
 #include "spool.h"
 
-/* These bytes (buf) of claimed/<id>.json (the inode st) verified as doc. */
-void verified_store(struct spool *sp, const char *id, const struct stat *st,
-                    const char *buf, size_t len, const json_t *doc);
+/* claimed/<id>.json (the inode st) is our record rec: remember what it
+ * says (if it is big enough to be worth it). */
+void verified_store(struct spool *sp, const char *id, const struct stat *st, const json_t *rec);
 
-/* The same for claimed/<id>.json open as fd, just claimed (intake.c). */
-void verified_claimed(struct spool *sp, const char *id, int fd, const char *buf, size_t len,
-                      const json_t *doc);
-
-/* {from_agent, to_agent} of claimed/<id>.json (fd, st) if it still holds
- * the bytes verified; NULL: read and verify it. */
-json_t *verified_lookup(struct spool *sp, const char *id, int fd, const struct stat *st);
-
-/* What was verified of id (its agents, the hash of its bytes), for its
- * marker; NULL if nothing is known. */
-json_t *verified_record(struct spool *sp, const char *id);
+/* {from_agent, to_agent, accepted_at} of the record claimed/<id>.json
+ * (st), if it is the one remembered; NULL: read it. */
+json_t *verified_lookup(struct spool *sp, const char *id, const struct stat *st);
 
 /* Forget id (archived, rejected), or (older) every id no sweep has seen
  * since the sweep gen began. */

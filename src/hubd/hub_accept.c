@@ -319,9 +319,10 @@ int hub_accept_wait(struct hub *h, const char *id, int64_t timeout_ms,
                         if (items_find(h->cfg->spool_dir, id, &item) >= 0 && item) {
                                 const char *st = items_status(item);
                                 /* claimed counts once the delivery is
-                                 * committed: the .delivered marker (read
-                                 * as accepted_at) precedes only the
-                                 * bootstrap's rename into sight */
+                                 * committed: the record (its accepted_at;
+                                 * an earlier version's .delivered marker)
+                                 * precedes only the bootstrap's rename
+                                 * into sight */
                                 bool done = st && strcmp(st, "pending") &&
                                             (strcmp(st, "claimed") ||
                                              json_object_get(item, "accepted_at"));

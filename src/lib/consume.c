@@ -117,7 +117,7 @@ static int peek(int dirfd, const char *name, const hd_consume_opts *o, int64_t n
         hd_limits lim = { .max_size = o->max_size };
         int r;
 
-        r = hd_load_at(dirfd, name, &lim, &b, v);
+        r = load_at_linked(dirfd, name, &lim, &b, v);
         if (r < 0)
                 return r;
         r = consume_check(b, name, o, now, NULL, v);
@@ -151,7 +151,7 @@ static int take(int dirfd, const char *name, const hd_consume_opts *o, int64_t n
                 return -errno;  /* ENOENT: another consumer won */
         /* What was checked is what was taken: a file swapped in between
          * is checked again, and put back when it fails. */
-        r = hd_load_at(dirfd, priv, &lim, &mine, v);
+        r = load_at_linked(dirfd, priv, &lim, &mine, v);
         if (r == 0 && !json_equal(mine, b)) {
                 json_decref(TAKE_PTR(out));
                 r = consume_check(mine, name, o, now, NULL, v);

@@ -247,6 +247,63 @@ fail:
         return r;
 }
 
+/* Link the unnamed file fd (O_TMPFILE) as name in dirfd. */
+static int link_unnamed(int fd, int dirfd, const char *name)
+{
+        char path[64];
+
+        snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+        if (linkat(AT_FDCWD, path, dirfd, name, AT_SYMLINK_FOLLOW) == 0)
+                return 0;
+        if (errno != ENOENT || faccessat(AT_FDCWD, "/proc/self/fd", F_OK, 0) == 0)
+                return -errno;
+        /* No /proc: AT_EMPTY_PATH needs CAP_DAC_READ_SEARCH. */
+        return linkat(fd, "", dirfd, name, AT_EMPTY_PATH) < 0 ? -errno : 0;
+}
+
+int write_linked(int dirfd, const char *name, const void *buf, size_t len,
+                 mode_t mode, unsigned flags)
+{
+        _cleanup_close_ int fd = -1;
+        int r;
+
+        if (!name || !*name || strchr(name, '/') || !strcmp(name, ".") ||
+            !strcmp(name, "..") || (!buf && len > 0))
+                return -EINVAL;
+        fd = openat(dirfd, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, mode & 0777);
+        if (fd < 0) {
+                /* A file system without O_TMPFILE: a temp name, then a
+                 * link (which, unlike a rename, never replaces). */
+                char tmp[NAME_MAX + 1], rnd[2 * TMP_SUFFIX_BYTES + 1];
+                if (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL)
+                        return -errno;
+                if (random_hex(rnd, TMP_SUFFIX_BYTES) < 0 ||
+                    xsnprintf(tmp, sizeof(tmp), ".%.200s.%s", name, rnd) < 0)
+                        return -ENAMETOOLONG;
+                r = write_direct(dirfd, tmp, buf, len, mode, flags & WRITE_SYNC_FILE);
+                if (r < 0)
+                        return r;
+                r = linkat(dirfd, tmp, dirfd, name, 0) < 0 ? -errno : 0;
+                unlinkat(dirfd, tmp, 0);
+                if (r == 0 && (flags & WRITE_SYNC_DIR))
+                        r = fsync_dir(dirfd);
+                return r;
+        }
+        r = write_all(fd, buf, len);
+        if (r < 0)
+                return r;
+        if (!(flags & WRITE_MODE_KEPT) && fchmod(fd, mode & 07777) < 0)
+                return -errno;
+        if ((flags & WRITE_SYNC_FILE) && fsync(fd) < 0)
+                return -errno;
+        r = link_unnamed(fd, dirfd, name);
+        if (r < 0)
+                return r;
+        if (flags & WRITE_SYNC_DIR)
+                return fsync_dir(dirfd);
+        return 0;
+}
+
 struct fsync_many {
         const int *dirfds;
         const char *const *names;

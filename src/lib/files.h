@@ -4,6 +4,7 @@
 #define HD_FILES_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 
@@ -56,10 +57,18 @@ ssize_t read_full(int fd, void *buf, size_t cap);
 int read_fd_stat(int fd, const struct stat *st, const char *name, size_t max_size,
                  char **ret_buf, size_t *ret_len, hd_verdict *v);
 
+/* hd_load_at() that also reads a file with several links when only its
+ * owner may write it (a record and its bootstrap are one file of the
+ * daemon's). */
+int load_at_linked(int dirfd, const char *name, const hd_limits *lim,
+                   json_t **ret, hd_verdict *v);
+
 /* hd_write_atomic() with the two syncs chosen apart, so a burst can sync
  * each file and then its directory once. */
 #define WRITE_SYNC_FILE 1u
 #define WRITE_SYNC_DIR  2u
+/* write_linked(): the caller's umask leaves mode as it is (no fchmod). */
+#define WRITE_MODE_KEPT 4u
 int write_atomic(int dirfd, const char *name, const void *buf, size_t len,
                  mode_t mode, unsigned flags);
 
@@ -70,6 +79,23 @@ int write_atomic(int dirfd, const char *name, const void *buf, size_t len,
  * link someone else planted).  On failure name is removed again. */
 int write_direct(int dirfd, const char *name, const void *buf, size_t len,
                  mode_t mode, unsigned flags);
+
+/* buf written into a new file with no name (O_TMPFILE) and linked as
+ * name in dirfd once complete, with exactly mode: -EEXIST when name
+ * exists (a link never replaces), nothing left behind on any failure or
+ * crash.  A file system without O_TMPFILE: a temp name, linked. */
+int write_linked(int dirfd, const char *name, const void *buf, size_t len,
+                 mode_t mode, unsigned flags);
+
+/* The bytes a file really holds: its size, but no more than its blocks
+ * (truncate -s 1536M makes a sparse file of 4 KiB whose size anyone who
+ * may write it can set; retention and status count this). */
+static inline uint64_t st_bytes(const struct stat *st)
+{
+        uint64_t b = (uint64_t)st->st_blocks * 512;
+
+        return (uint64_t)st->st_size < b ? (uint64_t)st->st_size : b;
+}
 
 /* fsync of n files or directories at once, so they share the device's
  * cache flushes (and a journal's commits): names[i] in dirfds[i], or

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "files.h"
 #include "handoff.h"
 #include "util.h"
 
@@ -172,6 +173,34 @@ int hd_load_at(int dirfd, const char *name, const hd_limits *lim,
         int r;
 
         r = hd_read_at(dirfd, name, limits_max_size(lim), &buf, &len, v);
+        if (r < 0)
+                return r;
+        return hd_parse(buf, len, lim, ret, v);
+}
+
+int load_at_linked(int dirfd, const char *name, const hd_limits *lim,
+                   json_t **ret, hd_verdict *v)
+{
+        _cleanup_close_ int fd = -1;
+        _cleanup_free_ char *buf = NULL;
+        struct stat st;
+        size_t len;
+        int r;
+
+        if (!name || !ret)
+                return -EINVAL;
+        r = hd_open_at(dirfd, name, &fd, v);
+        if (r < 0)
+                return r;
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        /* The daemon's record of a claimed item is a second link of the
+         * agent's bootstrap (issue 25).  A second link matters when
+         * someone else may write through it: not when only the owner
+         * may write the file at all. */
+        if (st.st_nlink > 1 && !(st.st_mode & (S_IWGRP | S_IWOTH)))
+                st.st_nlink = 1;
+        r = read_fd_stat(fd, &st, name, limits_max_size(lim), &buf, &len, v);
         if (r < 0)
                 return r;
         return hd_parse(buf, len, lim, ret, v);
