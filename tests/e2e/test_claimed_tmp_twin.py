@@ -7,7 +7,10 @@ same inode into claimed/.  After the cut, claimed/<id>.json has two links,
 the other in tmp/.  Found by tests/e2e/test_powercut.py (1 in 200 cuts:
 'claimed without bootstrap'): the item was taken for tampered (a hard link)
 and left in claimed/ without a bootstrap or a log line.  Now the tmp/ name
-is removed at the next look and the item is delivered."""
+is removed at the next look and the item is delivered.  Since issue 25 a
+claim is the daemon's own record, never the producer's inode, so only an
+earlier version's spool can hold this: the item is delivered and its
+record replaces the producer's file (one file with the bootstrap)."""
 
 import os
 import sys
@@ -37,11 +40,14 @@ def main():
         delivered = f"{hid}.json" in env.bootstraps("alice")
         twin = os.path.exists(tmp)
         links = os.stat(claimed).st_nlink if os.path.exists(claimed) else 0
+        it = env.item(hid)
         print(f"claimed item with its producer's tmp/ name beside it: delivered {delivered}, "
               f"tmp/ name left {twin}, claimed links {links}")
         check(delivered, f"not delivered:\n{d.logs()}")
         check(not twin, "the tmp/ name is still there")
-        check(links == 1, f"claimed/{hid}.json has {links} links")
+        check(it["record"] and it["linked"] and links == 2 and it["handoff"] == doc,
+              f"claimed/{hid}.json is not the daemon's record of it, one file with the "
+              f"bootstrap: {links} links, {it}")
         check(d.stop() == 0, "exit 0")
 
 

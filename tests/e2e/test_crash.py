@@ -295,12 +295,19 @@ def targeted():
     boots = lambda e: os.path.join(e.state["alice"], "handoffs")  # noqa: E731
     archive = lambda e: e.path("archive")  # noqa: E731
     rejected = lambda e: e.path("rejected")  # noqa: E731
+    handoff = lambda e: e.path("handoff")  # noqa: E731
+    # One run per window of handoffd(8)'s "Crash windows" table.
     runs = [
-        ("claimed, killed before the bootstrap", dict(syscall="openat", path_of=boots)),
-        ("bootstrap written hidden, killed before the marker; not consumed meanwhile",
-         dict(syscall="openat", path_of=claimed)),
-        ("bootstrap written hidden, killed before the marker; a consumer tries while down",
-         dict(syscall="openat", path_of=claimed, consume=True)),
+        ("verified, killed before the bootstrap (not claimed)",
+         dict(syscall="openat", path_of=boots)),
+        ("bootstrap written hidden, killed before the record (the claim)",
+         dict(syscall="linkat", path_of=claimed)),
+        ("bootstrap written hidden, killed before the record; a consumer tries while down",
+         dict(syscall="linkat", path_of=claimed, consume=True)),
+        ("record made, killed before the producer's file leaves handoff/",
+         dict(syscall="unlinkat", path_of=handoff)),
+        ("record made, killed before the publish; a consumer tries while down",
+         dict(syscall="renameat", path_of=boots, consume=True)),
         ("consumed, killed after the outcome sidecar, before the move to archive/",
          dict(syscall="renameat2", path_of=archive, consume_first=True, restart_delay=1.1)),
         # The move out of handoff/ is a link (fsync = yes: spool_move_out()),
@@ -309,6 +316,8 @@ def targeted():
          dict(syscall="linkat,renameat2", path_of=rejected, reject=True)),
         ("expiring, killed after taking the bootstrap, before archiving",
          dict(syscall="openat", path_of=archive, expire=True)),
+        ("archived as expired, killed before its .expire. name goes",
+         dict(syscall="unlinkat", path_of=boots, expire=True)),
     ]
     fails = []
     for label, kw in runs:

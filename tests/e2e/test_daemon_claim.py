@@ -52,9 +52,12 @@ def main():
                 check(b[k] == doc[k], f"bootstrap {k}: {b[k]!r} != {doc[k]!r}")
             check(b["accepted_at"].endswith("Z"), "accepted_at in Z")
             check(isinstance(b["resume_context"], str) and b["resume_context"].strip(), "resume_context")
-            # The claimed item is the producer's file, unchanged.
-            claimed = env.path("claimed", doc["handoff_id"] + ".json")
-            check(open(claimed, "rb").read() == hdproto.dumps(doc), "claimed bytes changed")
+            # The claimed item is the daemon's record: the bootstrap itself
+            # (one file, two links), holding the handoff exactly as signed.
+            it = env.item(doc["handoff_id"])
+            check(it["state"] == "claimed" and it["record"], f"claimed as a record: {it}")
+            check(it["handoff"] == doc, "the record holds the handoff as sent")
+            check(it["linked"], "the record and the bootstrap are one file")
 
         b0 = json.load(open(os.path.join(env.state["alice"], "handoffs", docs[0]["handoff_id"] + ".json")))
         # handoffd's line first, the sender's own summary after it, quoted

@@ -5,9 +5,11 @@ syscall allows it), from a small tmpfs that is filled up, and from a low
 RLIMIT_NOFILE.
 
 For each fault, while it lasts: the item stays in its source state (still
-in handoff/ when the claim cannot happen, claimed without delivered marker
-when the delivery cannot), nothing is acknowledged that is not on disk (no
-delivered marker without its bootstrap, nothing archived as consumed), the
+in handoff/ when the claim cannot happen: since issue 25 the claim is the
+daemon's record, made once the bootstrap is written; claimed with its
+bootstrap hidden when the publish cannot), nothing is acknowledged that is
+not on disk (no record without its bootstrap, nothing archived as
+consumed), the
 daemon backs off (its CPU time from /proc/PID/stat stays low), status shows
 errors and last_error.  After the fault is removed the daemon recovers by
 itself within HD_FAULT_RECOVER_S (default 15 s: the retry timer backs off
@@ -50,17 +52,18 @@ def strerror_in(st, err):
 
 
 def where(env, ids):
-    """id -> 'handoff' | 'claimed' | 'claimed+marker' | 'delivered' | ..."""
+    """id -> 'handoff' | 'claimed' (taken) | 'claimed+hidden' |
+    'claimed+bootstrap' | 'archive' | ..."""
     s = invariant.scan(env.spool, env.state)
     out = {}
     for i in ids:
         w = [x[0] for x in s["items"].get(i, [])]
         st = "+".join(w) or "nowhere"
         if st == "claimed":
-            if os.path.exists(env.path("claimed", i + ".delivered")):
-                st = "claimed+marker"
             if s["bootstraps"].get(i):
                 st += "+bootstrap"
+            elif s["hidden"].get(i):
+                st += "+hidden"
         out[i] = st
     return out
 
@@ -125,7 +128,7 @@ def scenario(label, expect, fault_on, fault_off, *, agents=("alice",), bad=0,
             res["watch_ok"] = st["daemon"]["watch_ok"]
 
             def recovered():
-                ok = all(consumed.get(i) or (w.startswith("claimed+marker+bootstrap"))
+                ok = all(consumed.get(i) or (w.startswith("claimed+bootstrap"))
                          for i, w in where(env, ids).items())
                 return ok and all(n not in env.names("handoff") for n in bad_names)
             rec = None
@@ -277,33 +280,34 @@ def emfile_start_too_low():
 def build_scenarios():
     sc = []
     # name, expect during, kwargs
-    # The claim is a link then an unlink with fsync = yes (spool_move_out()),
-    # a rename otherwise: both fail.
-    on, off = strace_fault("linkat,renameat2", "error=EIO", lambda e: [e.path("handoff")])
+    # The claim is the link of the record into claimed/ (delivery.c), a
+    # rejection a link (fsync = yes) or a rename out of handoff/: all fail.
+    claim_dirs = lambda e: [e.path("handoff"), e.path("claimed")]  # noqa: E731
+    on, off = strace_fault("linkat,renameat2", "error=EIO", claim_dirs)
     sc.append(("rename(claim) EIO", ("handoff",), dict(fault_on=on, fault_off=off, bad=1)))
-    on, off = strace_fault("linkat,renameat2", "error=ENOSPC", lambda e: [e.path("handoff")])
+    on, off = strace_fault("linkat,renameat2", "error=ENOSPC", claim_dirs)
     sc.append(("rename(claim) ENOSPC", ("handoff",), dict(fault_on=on, fault_off=off)))
     on, off = strace_fault("openat", "error=ENOSPC", handoffs_dir)
-    sc.append(("open(bootstrap) ENOSPC", ("claimed",), dict(fault_on=on, fault_off=off)))
+    sc.append(("open(bootstrap) ENOSPC", ("handoff",), dict(fault_on=on, fault_off=off)))
     on, off = strace_fault("renameat", "error=EIO", handoffs_dir)
-    sc.append(("rename(bootstrap) EIO", ("claimed",), dict(fault_on=on, fault_off=off)))
+    sc.append(("rename(bootstrap) EIO", ("claimed+hidden",), dict(fault_on=on, fault_off=off)))
     on, off = strace_fault("fsync", "error=EIO", handoffs_dir)
-    sc.append(("fsync(bootstrap dir) EIO", ("claimed", "claimed+bootstrap"),
+    sc.append(("fsync(bootstrap dir) EIO", ("handoff", "claimed+hidden", "claimed+bootstrap"),
                dict(fault_on=on, fault_off=off, consume_during=True)))
     on, off = strace_fault("fsync", "error=EIO")
-    sc.append(("fsync(any) EIO", ("claimed",), dict(fault_on=on, fault_off=off)))
+    sc.append(("fsync(any) EIO", ("handoff", "claimed+hidden"), dict(fault_on=on, fault_off=off)))
     on, off = strace_fault("fsync", "error=ENOSPC")
-    sc.append(("fsync(any) ENOSPC", ("claimed",), dict(fault_on=on, fault_off=off)))
+    sc.append(("fsync(any) ENOSPC", ("handoff", "claimed+hidden"), dict(fault_on=on, fault_off=off)))
     on, off = strace_fault("write", "error=EIO")
-    sc.append(("write(any) EIO", ("claimed",),
+    sc.append(("write(any) EIO", ("handoff",),
                dict(fault_on=on, fault_off=off, status_during=False)))
     setup, on, off = tmpfs_fault("state")
-    sc.append(("tmpfs state dir full: write ENOSPC", ("claimed",),
+    sc.append(("tmpfs state dir full: write ENOSPC", ("handoff",),
                dict(fault_on=on, fault_off=off, env_setup=setup)))
     setup, on, off = tmpfs_fault("spool")
-    sc.append(("tmpfs spool full: write ENOSPC", ("claimed", "claimed+bootstrap"),
+    sc.append(("tmpfs spool full: write ENOSPC", ("handoff", "claimed+hidden", "claimed+bootstrap"),
                dict(fault_on=on, fault_off=off, env_setup=setup, bad=1, consume_during=True)))
-    sc.append(("RLIMIT_NOFILE: EMFILE", ("handoff", "claimed"),
+    sc.append(("RLIMIT_NOFILE: EMFILE", ("handoff", "claimed+hidden"),
                dict(fault_on=emfile_on, fault_off=emfile_off, start=emfile_start,
                     status_during=False)))
     return [s for s in sc if any(o in s[0] for o in ONLY.split(","))]

@@ -82,8 +82,7 @@ def main():
         hid = node_run(node, "send", HANDOFFCTL, conf, bob_key)["handoff_id"]
         hdtest.wait_for(lambda: f"{hid}.json" in env.names("claimed"), what=f"{hid} claimed")
         hdtest.wait_for(lambda: env.bootstraps("alice") == [f"{hid}.json"], what="alice's bootstrap")
-        with open(env.path("claimed", f"{hid}.json")) as f:
-            signed = json.load(f)
+        signed = env.claimed_handoff(hid)
         check("sig" in signed and "hmac" not in signed and signed["from_agent"] == "bob",
               f"the claimed document is signed (sig, kid), no hmac: {sorted(signed)}")
         kid, good, bad = openssl_verifies(signed, pub_line)

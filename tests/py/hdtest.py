@@ -372,6 +372,17 @@ class Env:
     def count(self, state):
         return len(self.items(state))
 
+    def item(self, hid):
+        """Where handoff hid is and what it holds: invariant.item_state(),
+        the one reader of an item's state from the files."""
+        return invariant.item_state(self.spool, self.state, hid)
+
+    def claimed_handoff(self, hid):
+        """The handoff that claimed/<hid>.json holds (the daemon's record
+        holds it under "handoff")."""
+        with open(self.path("claimed", f"{hid}.json")) as f:
+            return invariant.record_handoff(json.load(f))
+
     def bootstraps(self, agent):
         d = os.path.join(self.state[agent], "handoffs")
         try:

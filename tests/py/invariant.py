@@ -24,6 +24,11 @@ What is checked (each failure is one string in the returned list):
 - an item archived as "consumed" was really taken by a consumer (when the
   caller passes consumed=): otherwise the daemon acknowledged a delivery
   that never happened, i.e. the handoff is lost;
+- a claimed item is the daemon's record (issue 25): the bootstrap it
+  wrote, "handoff" inside it; a record with neither its bootstrap, nor
+  its hidden .pending. name, nor a consumer that got it is an
+  acknowledged handoff lost (an earlier version's .delivered marker
+  counts as a record);
 - no sidecar (.outcome, .reason, .delivered) without its item;
 - settled=True (after a clean restart / READY=1, nothing in flight): no
   temp files, i.e. no dot-names in claimed/ archive/ rejected/ ids/ baton/
@@ -85,6 +90,65 @@ def bootstrap_name(handoff_id):
     return safe + ".json"
 
 
+def record_handoff(doc):
+    """The handoff a document holds: a record's (the daemon's file in
+    claimed/ and archive/: the bootstrap, with the handoff as signed under
+    "handoff"), or the document itself (a file in handoff/ or rejected/,
+    an earlier version's claimed item)."""
+    if isinstance(doc, dict) and isinstance(doc.get("handoff"), dict) and \
+            isinstance(doc.get("accepted_at"), str) and doc.get("source") == "voice_handoff":
+        return doc["handoff"]
+    return doc
+
+
+def item_state(spool, state_dirs, hid):
+    """The one place the tests read an item's state from the files (the
+    next layout change touches this function).  Returns a dict:
+        state:     "handoff", "claimed", "archive", "rejected" or None
+                   (the first directory holding the id; "duplicated"
+                   names every place when there are several)
+        path:      the item's file there
+        record:    True when it is the daemon's record (a bootstrap)
+        handoff:   the handoff it holds (record_handoff), or None
+        agent:     to_agent
+        bootstrap: the published bootstrap's path in the agent's
+                   handoffs/, or None
+        hidden:    ".pending." or ".expire." when the agent's handoffs/
+                   holds the bootstrap under that hidden name, else None
+        linked:    True when the record and the bootstrap are one file
+        outcome:   an archived item's outcome, a rejected one's reason
+    """
+    s = scan(spool, state_dirs)
+    where = s["items"].get(hid, [])
+    res = {"state": None, "path": None, "record": False, "handoff": None,
+           "agent": s["to_agent"].get(hid), "bootstrap": None, "hidden": None,
+           "linked": False, "outcome": None, "duplicated": where if len(where) > 1 else None}
+    if where:
+        state, name = where[0]
+        p = os.path.join(spool, state, name)
+        doc = _load(p)
+        res.update(state=state, path=p, handoff=record_handoff(doc),
+                   record=doc is not None and record_handoff(doc) is not doc)
+        side = SIDECAR.get(state)
+        sc = _load(p + side) if side and state != "claimed" else None
+        if sc:
+            res["outcome"] = sc.get("outcome") or sc.get("reason")
+    b = bootstrap_name(hid)
+    for agent, sd in state_dirs.items():
+        hd = os.path.join(sd, "handoffs")
+        if os.path.exists(os.path.join(hd, b)):
+            res["bootstrap"] = os.path.join(hd, b)
+        for pre in (".pending.", ".expire."):
+            if os.path.exists(os.path.join(hd, pre + b)):
+                res["hidden"] = pre
+    try:
+        if res["path"] and res["bootstrap"]:
+            res["linked"] = os.path.samefile(res["path"], res["bootstrap"])
+    except OSError:
+        pass
+    return res
+
+
 def scan(spool, state_dirs, cache=None):
     """Where everything is (cache: a dict kept by the caller between calls,
     so that archive/ and rejected/ items, which never change, are read once).
@@ -97,9 +161,11 @@ def scan(spool, state_dirs, cache=None):
         temps:      [path]                       dot-names in daemon-owned dirs
         bootstraps: id -> [(agent, name)]
         boot_noid:  [(agent, name)]              bootstraps without a readable id
+        hidden:     id -> [(agent, name)]        .pending./.expire. bootstraps
+        records:    set of ids whose claimed/ item is the daemon's record
     """
     res = {"items": {}, "unknown": [], "to_agent": {}, "outcome": {}, "orphans": [],
-           "temps": [], "bootstraps": {}, "boot_noid": []}
+           "temps": [], "bootstraps": {}, "boot_noid": [], "hidden": {}, "records": set()}
     for state in ITEM_DIRS:
         d = os.path.join(spool, state)
         names = _listdir(d)
@@ -131,6 +197,8 @@ def scan(spool, state_dirs, cache=None):
             sc = _load(p + side) if side else None
             if state == "claimed" and n.endswith(".json"):
                 hid = hid or n[:-5]
+                if doc is not None and record_handoff(doc) is not doc:
+                    res["records"].add(hid)
             if hid is None:
                 hid = _id_of(sc)
             if state == "archive" and sc:
@@ -156,6 +224,11 @@ def scan(spool, state_dirs, cache=None):
             if n.startswith("."):
                 if not n.startswith(".consume."):
                     res["temps"].append(p)
+                for pre in (".pending.", ".expire."):
+                    if n.startswith(pre):
+                        hid = _id_of(_load(p))
+                        if hid is not None:
+                            res["hidden"].setdefault(hid, []).append((agent, n))
                 continue
             hid = _id_of(_load(p))
             if hid is None:
@@ -285,10 +358,12 @@ def check(spool, state_dirs, submitted, consumed=None, settled=False, sentinels=
                 v.append(f"duplicate bootstraps: {hid}: {b}")
             if to is not None and any(a != to for a, _ in b):
                 v.append(f"misdelivered: {hid} is for {to}, bootstrap in {b}")
-            if not b and cons is not None and hid not in cons and \
-                    os.path.exists(os.path.join(spool, "claimed", hid + ".delivered")):
-                v.append(f"acknowledged, not on disk: {hid} has a delivered marker, "
-                         "but no bootstrap and no consumer got it")
+            acked = hid in s["records"] or \
+                os.path.exists(os.path.join(spool, "claimed", hid + ".delivered"))
+            if not b and cons is not None and hid not in cons and acked and \
+                    not s["hidden"].get(hid):
+                v.append(f"acknowledged, not on disk: {hid} has a record in claimed/, "
+                         "but no bootstrap (published or hidden) and no consumer got it")
             if not b:
                 if settled:
                     if cons is not None and hid in cons:

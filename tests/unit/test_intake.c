@@ -196,9 +196,14 @@ START_TEST(test_intake_claims_and_delivers)
         ck_assert_int_eq(decide(&f, "drop.json"), IO_CLAIMED);
         ck_assert(!fx_there(f.sp->fd[SD_HANDOFF], "", "drop.json", ""));
         ck_assert(fx_there(f.sp->fd[SD_CLAIMED], "", "good-1", ".json"));
-        ck_assert(fx_there(f.sp->fd[SD_CLAIMED], "", "good-1", ".delivered"));
+        ck_assert(!fx_there(f.sp->fd[SD_CLAIMED], "", "good-1", ".delivered"));
         ck_assert_int_eq(hd_bootstrap_name("good-1", b, sizeof(b)), 0);
         ck_assert(fx_there(f.alice->handoffs_fd, "", b, ""));
+        /* the record is the agent's bootstrap, one file of the daemon's */
+        struct stat sr, sb;
+        ck_assert_int_eq(fstatat(f.sp->fd[SD_CLAIMED], "good-1.json", &sr, 0), 0);
+        ck_assert_int_eq(fstatat(f.alice->handoffs_fd, b, &sb, 0), 0);
+        ck_assert(sr.st_ino == sb.st_ino && sr.st_nlink == 2);
         ck_assert(!fx_there(f.alice->handoffs_fd, ".pending.", b, ""));
         ck_assert_uint_eq(f.sp->st.claimed, 1);
         ck_assert_uint_eq(f.sp->st.delivered, 1);

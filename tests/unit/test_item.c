@@ -1,9 +1,10 @@
 /* The claimed item's state table (src/handoffd/item.c), called directly on
  * a temp spool opened as the daemon opens it, no event loop: every
- * combination of the four files (the marker claimed/<id>.delivered, and in
- * the agent's handoffs/ .pending.<b>, the bootstrap <b>, .expire.<b>) gives
- * the state handoffd(8) "Durability and crash windows" names, and each
- * state's action leaves the files that page says.  The expected state is
+ * combination of the agent's three names for a record (.pending.<b>, the
+ * bootstrap <b>, .expire.<b>) gives the state handoffd(8) "Crash windows"
+ * names, each state's action leaves the files that page says, and an
+ * earlier version's item (the producer's file, the marker
+ * claimed/<id>.delivered) is converted.  The expected state is
  * written from the man page's table, not from item.c's array. */
 #include <check.h>
 #include <errno.h>
@@ -22,8 +23,8 @@
 
 enum { M_EXPIRE = 1, M_BOOT = 2, M_PENDING = 4, M_MARKER = 8 };
 
-/* A handoff from bob to `to` as claimed/<id>.json; with tamper, changed
- * after signing. */
+/* A handoff from bob to `to` as claimed/<id>.json, the producer's file an
+ * earlier version kept there; with tamper, changed after signing. */
 static void put_claimed(struct fx *f, const char *id, const char *to, bool tamper)
 {
         json_t *h = fx_doc(id, to, 10, 600, f->k);
@@ -35,23 +36,56 @@ static void put_claimed(struct fx *f, const char *id, const char *to, bool tampe
         fx_put_doc(f->sp->fd[SD_CLAIMED], name, h);
 }
 
-/* The item id with the files of mask; accepted `age_s` seconds ago. */
+/* The daemon's record of id, accepted age_s seconds ago: the bootstrap,
+ * as claimed/<id>.json and, for each name of mask, a link of it in the
+ * agent's handoffs/ (M_MARKER: none; records have no marker). */
+static void put_record(struct fx *f, const char *id, const char *to, unsigned mask, int64_t age_s)
+{
+        json_t *h = fx_doc(id, to, 10, 600, f->k), *b = NULL;
+        char name[300], bname[300], link[320];
+
+        ck_assert_int_eq(hd_bootstrap_build(h, hd_now_usec() - age_s * 1000000LL, &b), 0);
+        snprintf(name, sizeof(name), "%s.json", id);
+        fx_put_doc(f->sp->fd[SD_CLAIMED], name, b);
+        json_decref(h);
+        ck_assert_int_eq(hd_bootstrap_name(id, bname, sizeof(bname)), 0);
+        static const struct { unsigned m; const char *prefix; } names[] = {
+                { M_PENDING, ".pending." }, { M_BOOT, "" }, { M_EXPIRE, ".expire." },
+        };
+        for (size_t i = 0; i < 3; i++) {
+                if (!(mask & names[i].m))
+                        continue;
+                snprintf(link, sizeof(link), "%s%s", names[i].prefix, bname);
+                ck_assert_int_eq(linkat(f->sp->fd[SD_CLAIMED], name, f->alice->handoffs_fd, link, 0), 0);
+        }
+}
+
+/* An earlier version's item: the producer's file in claimed/ and the
+ * files of mask (the marker claimed/<id>.delivered, the bootstrap's
+ * names); accepted `age_s` seconds ago. */
 static void put_item(struct fx *f, const char *id, unsigned mask, int64_t age_s)
 {
         char b[300], at[HD_TIME_MAX], marker[200];
+        json_t *h = fx_doc(id, "alice", 10, 600, f->k), *boot = NULL;
+        char *bs;
 
         put_claimed(f, id, "alice", false);
         ck_assert_int_eq(hd_bootstrap_name(id, b, sizeof(b)), 0);
         hd_time_format(hd_now_usec() - age_s * 1000000LL, at, sizeof(at));
         snprintf(marker, sizeof(marker), "{\"accepted_at\":\"%s\"}", at);
+        ck_assert_int_eq(hd_bootstrap_build(h, hd_now_usec() - age_s * 1000000LL, &boot), 0);
+        bs = json_dumps(boot, JSON_COMPACT | JSON_SORT_KEYS);
         if (mask & M_MARKER)
                 fx_put(f->sp->fd[SD_CLAIMED], "", id, ".delivered", marker);
         if (mask & M_PENDING)
-                fx_put(f->alice->handoffs_fd, ".pending.", b, "", marker);
+                fx_put(f->alice->handoffs_fd, ".pending.", b, "", bs);
         if (mask & M_BOOT)
-                fx_put(f->alice->handoffs_fd, "", b, "", marker);
+                fx_put(f->alice->handoffs_fd, "", b, "", bs);
         if (mask & M_EXPIRE)
-                fx_put(f->alice->handoffs_fd, ".expire.", b, "", marker);
+                fx_put(f->alice->handoffs_fd, ".expire.", b, "", bs);
+        free(bs);
+        json_decref(boot);
+        json_decref(h);
 }
 
 /* claimed/<id>.json, opened as the daemon opens it to look at the item. */
@@ -84,18 +118,17 @@ static int check_item(struct fx *f, const char *id)
         return r;
 }
 
-/* handoffd(8)'s table: without the marker only the bootstrap counts; with
- * it, .expire. first, then the bootstrap, then .pending., else taken. */
+/* handoffd(8)'s table: a record's state is which of the agent's names
+ * for it are there: .expire. first, then the bootstrap, then .pending.,
+ * else taken. */
 static enum item_state expected(unsigned mask)
 {
-        if (!(mask & M_MARKER))
-                return mask & M_BOOT ? IS_UNMARKED : IS_CLAIMED;
         if (mask & M_EXPIRE)
                 return IS_EXPIRING;
         if (mask & M_BOOT)
                 return IS_PUBLISHED;
         if (mask & M_PENDING)
-                return IS_MARKED;
+                return IS_HIDDEN;
         return IS_TAKEN;
 }
 
@@ -104,15 +137,22 @@ START_TEST(test_item_state_every_combination_of_files)
         struct fx f;
 
         fx_open(&f);
-        for (unsigned mask = 0; mask < 16; mask++) {
+        for (unsigned mask = 0; mask < 8; mask++) {
                 char id[32];
                 snprintf(id, sizeof(id), "state-%u", mask);
-                put_item(&f, id, mask, 1);
+                put_record(&f, id, "alice", mask, 1);
                 ck_assert_msg(state_of(&f, id) == (int)expected(mask),
-                              "files %s%s%s%s: state %d, want %d",
-                              mask & M_MARKER ? "marker " : "", mask & M_PENDING ? "pending " : "",
+                              "files %s%s%s: state %d, want %d",
+                              mask & M_PENDING ? "pending " : "",
                               mask & M_BOOT ? "boot " : "", mask & M_EXPIRE ? "expire" : "",
                               state_of(&f, id), expected(mask));
+        }
+        /* An earlier version's item, whatever its files: converted first. */
+        for (unsigned mask = 0; mask < 16; mask++) {
+                char id[32];
+                snprintf(id, sizeof(id), "legacy-%u", mask);
+                put_item(&f, id, mask, 1);
+                ck_assert_int_eq(state_of(&f, id), IS_LEGACY);
         }
         fx_close(&f);
 }
@@ -124,23 +164,28 @@ START_TEST(test_item_state_content_first)
         int fd;
 
         fx_open(&f);
-        /* changed after its claim, whatever files it has */
+        /* an earlier version's item changed after its claim */
         put_claimed(&f, "tampered", "alice", true);
         fx_put(f.sp->fd[SD_CLAIMED], "", "tampered", ".delivered", "{}");
         ck_assert_int_eq(state_of(&f, "tampered"), IS_TAMPERED);
-        /* for an agent not served here */
+        /* for an agent not served here, an earlier version's or a record */
         put_claimed(&f, "gordons", "gordon", false);
         ck_assert_int_eq(state_of(&f, "gordons"), IS_NOT_OURS);
-        /* gone since it was opened: another daemon archived it */
-        put_item(&f, "gone", M_MARKER, 1);
+        put_record(&f, "gordons-rec", "gordon", 0, 1);
+        ck_assert_int_eq(state_of(&f, "gordons-rec"), IS_NOT_OURS);
+        /* gone since it was opened: another daemon archived it (taken:
+         * the record its only link; the caller holds the id's lock, so
+         * this is the one race left) */
+        put_record(&f, "gone", "alice", 0, 1);
         fd = open_claimed(&f, "gone");
         ck_assert_int_eq(unlinkat(f.sp->fd[SD_CLAIMED], "gone.json", 0), 0);
         ck_assert_int_eq(item_state_at(f.sp, "gone", fd), IS_GONE);
         close(fd);
-        /* an empty marker (its bytes not synced before a power loss) is a marker */
-        put_item(&f, "emptymarker", M_BOOT, 1);
-        fx_put(f.sp->fd[SD_CLAIMED], "", "emptymarker", ".delivered", "");
-        ck_assert_int_eq(state_of(&f, "emptymarker"), IS_PUBLISHED);
+        /* a record's shape in a file that is not the daemon's own is
+         * verified as a handoff, and fails */
+        put_record(&f, "not-mine", "alice", M_BOOT, 1);
+        ck_assert_int_eq(fchownat(f.sp->fd[SD_CLAIMED], "not-mine.json", geteuid() + 1, -1, 0), 0);
+        ck_assert_int_eq(state_of(&f, "not-mine"), IS_TAMPERED);
         fx_close(&f);
 }
 END_TEST
@@ -151,37 +196,23 @@ START_TEST(test_item_actions_of_each_state)
         char b[300];
 
         fx_open(&f);
-        /* claimed: delivered (written, marked, published) */
-        put_item(&f, "a-claimed", 0, 1);
-        ck_assert_int_ge(check_item(&f, "a-claimed"), 0);
-        ck_assert_int_eq(hd_bootstrap_name("a-claimed", b, sizeof(b)), 0);
+        /* hidden: published */
+        put_record(&f, "a-hidden", "alice", M_PENDING, 1);
+        ck_assert_int_ge(check_item(&f, "a-hidden"), 0);
+        ck_assert_int_eq(hd_bootstrap_name("a-hidden", b, sizeof(b)), 0);
         ck_assert(fx_there(f.alice->handoffs_fd, "", b, ""));
         ck_assert(!fx_there(f.alice->handoffs_fd, ".pending.", b, ""));
-        ck_assert(fx_there(f.sp->fd[SD_CLAIMED], "", "a-claimed", ".delivered"));
-        ck_assert_int_eq(state_of(&f, "a-claimed"), IS_PUBLISHED);
-
-        /* marked: published */
-        put_item(&f, "a-marked", M_MARKER | M_PENDING, 1);
-        ck_assert_int_ge(check_item(&f, "a-marked"), 0);
-        ck_assert_int_eq(hd_bootstrap_name("a-marked", b, sizeof(b)), 0);
-        ck_assert(fx_there(f.alice->handoffs_fd, "", b, ""));
-        ck_assert(!fx_there(f.alice->handoffs_fd, ".pending.", b, ""));
-
-        /* unmarked: the marker written, the bootstrap left as it is */
-        put_item(&f, "a-unmarked", M_BOOT, 1);
-        ck_assert_int_ge(check_item(&f, "a-unmarked"), 0);
-        ck_assert(fx_there(f.sp->fd[SD_CLAIMED], "", "a-unmarked", ".delivered"));
-        ck_assert_int_eq(state_of(&f, "a-unmarked"), IS_PUBLISHED);
+        ck_assert_int_eq(state_of(&f, "a-hidden"), IS_PUBLISHED);
 
         /* published, within the window: nothing moves, a deadline is noted */
         deadline_reset(&f.sp->deadline);
-        put_item(&f, "a-waits", M_MARKER | M_BOOT, 1);
+        put_record(&f, "a-waits", "alice", M_BOOT, 1);
         ck_assert_int_ge(check_item(&f, "a-waits"), 0);
         ck_assert_int_eq(state_of(&f, "a-waits"), IS_PUBLISHED);
         ck_assert_int_gt(f.sp->deadline.next, hd_now_usec());
 
         /* published, past the window: taken back and archived as expired */
-        put_item(&f, "a-late", M_MARKER | M_BOOT, f.cfg->resume_window + 5);
+        put_record(&f, "a-late", "alice", M_BOOT, f.cfg->resume_window + 5);
         ck_assert_int_ge(check_item(&f, "a-late"), 0);
         ck_assert_int_eq(hd_bootstrap_name("a-late", b, sizeof(b)), 0);
         ck_assert(!fx_there(f.alice->handoffs_fd, "", b, ""));
@@ -189,28 +220,82 @@ START_TEST(test_item_actions_of_each_state)
         ck_assert(!fx_there(f.sp->fd[SD_CLAIMED], "", "a-late", ".json"));
 
         /* expiring: the cut-short expiry finished */
-        put_item(&f, "a-expiring", M_MARKER | M_EXPIRE, 1);
+        put_record(&f, "a-expiring", "alice", M_EXPIRE, 1);
         ck_assert_int_ge(check_item(&f, "a-expiring"), 0);
         ck_assert_int_eq(hd_bootstrap_name("a-expiring", b, sizeof(b)), 0);
         ck_assert(!fx_there(f.alice->handoffs_fd, ".expire.", b, ""));
         ck_assert(!fx_there(f.sp->fd[SD_CLAIMED], "", "a-expiring", ".json"));
-        ck_assert(!fx_there(f.sp->fd[SD_CLAIMED], "", "a-expiring", ".delivered"));
 
         /* taken, while a consumer still holds it under its private name: kept */
-        put_item(&f, "a-held", M_MARKER, 1);
+        put_record(&f, "a-held", "alice", 0, 1);
         ck_assert_int_eq(hd_bootstrap_name("a-held", b, sizeof(b)), 0);
         fx_put(f.alice->handoffs_fd, ".consume.1.abcdef01.", b, "", "{}");
         ck_assert_int_ge(check_item(&f, "a-held"), 0);
         ck_assert(fx_there(f.sp->fd[SD_CLAIMED], "", "a-held", ".json"));
 
         /* taken: archived as consumed */
-        put_item(&f, "a-taken", M_MARKER, 1);
+        put_record(&f, "a-taken", "alice", 0, 1);
         ck_assert_int_ge(check_item(&f, "a-taken"), 0);
         ck_assert(!fx_there(f.sp->fd[SD_CLAIMED], "", "a-taken", ".json"));
-        ck_assert(!fx_there(f.sp->fd[SD_CLAIMED], "", "a-taken", ".delivered"));
         ck_assert_uint_eq(f.sp->st.consumed, 1);
         ck_assert_uint_eq(f.sp->st.expired, 2);
 
+        /* not ours: left alone */
+        put_record(&f, "a-gordons", "gordon", 0, 1);
+        ck_assert_int_ge(check_item(&f, "a-gordons"), 0);
+        ck_assert(fx_there(f.sp->fd[SD_CLAIMED], "", "a-gordons", ".json"));
+        fx_close(&f);
+}
+END_TEST
+
+/* An earlier version's items (the producer's file, a .delivered marker)
+ * are converted: the record is its bootstrap, one inode with the agent's
+ * file, the marker gone; never visible: delivered as new; marked and
+ * taken: archived as consumed; tampered: withdrawn and rejected. */
+START_TEST(test_item_legacy_converted)
+{
+        struct fx f;
+        char b[300];
+        struct stat st, sb;
+
+        fx_open(&f);
+        static const unsigned converted[] = {
+                M_MARKER | M_PENDING, M_MARKER | M_BOOT, M_MARKER | M_EXPIRE, M_BOOT,
+        };
+        static const enum item_state after[] = { IS_HIDDEN, IS_PUBLISHED, IS_EXPIRING, IS_PUBLISHED };
+        for (size_t i = 0; i < 4; i++) {
+                char id[32];
+                snprintf(id, sizeof(id), "conv-%zu", i);
+                put_item(&f, id, converted[i], 1);
+                ck_assert_int_ge(check_item(&f, id), 0);
+                ck_assert_msg(state_of(&f, id) == (int)after[i], "%s: state %d", id, state_of(&f, id));
+                ck_assert(!fx_there(f.sp->fd[SD_CLAIMED], "", id, ".delivered"));
+                ck_assert_int_eq(hd_bootstrap_name(id, b, sizeof(b)), 0);
+                const char *pre = converted[i] & M_EXPIRE ? ".expire." :
+                                  converted[i] & M_BOOT ? "" : ".pending.";
+                char an[320], cn[64];
+                snprintf(an, sizeof(an), "%s%s", pre, b);
+                snprintf(cn, sizeof(cn), "%s.json", id);
+                ck_assert_int_eq(fstatat(f.alice->handoffs_fd, an, &sb, 0), 0);
+                ck_assert_int_eq(fstatat(f.sp->fd[SD_CLAIMED], cn, &st, 0), 0);
+                ck_assert(st.st_ino == sb.st_ino);
+        }
+        /* never visible (no marker, no bootstrap; a stale hidden one): delivered */
+        put_item(&f, "conv-new", M_PENDING, 1);
+        ck_assert_int_ge(check_item(&f, "conv-new"), 0);
+        ck_assert_int_eq(hd_bootstrap_name("conv-new", b, sizeof(b)), 0);
+        ck_assert(fx_there(f.alice->handoffs_fd, "", b, ""));
+        ck_assert(!fx_there(f.alice->handoffs_fd, ".pending.", b, ""));
+        ck_assert_int_eq(state_of(&f, "conv-new"), IS_PUBLISHED);
+        ck_assert_int_eq(fstatat(f.alice->handoffs_fd, b, &sb, 0), 0);
+        ck_assert_int_eq(fstatat(f.sp->fd[SD_CLAIMED], "conv-new.json", &st, 0), 0);
+        ck_assert(st.st_ino == sb.st_ino);
+        /* marked and taken: archived as consumed, marker gone */
+        put_item(&f, "conv-taken", M_MARKER, 1);
+        ck_assert_int_ge(check_item(&f, "conv-taken"), 0);
+        ck_assert(!fx_there(f.sp->fd[SD_CLAIMED], "", "conv-taken", ".json"));
+        ck_assert(!fx_there(f.sp->fd[SD_CLAIMED], "", "conv-taken", ".delivered"));
+        ck_assert_uint_eq(f.sp->st.consumed, 1);
         /* tampered: its bootstrap withdrawn, the item rejected */
         put_item(&f, "a-forged", M_MARKER | M_BOOT, 1);
         put_claimed(&f, "a-forged", "alice", true);
@@ -219,11 +304,6 @@ START_TEST(test_item_actions_of_each_state)
         ck_assert(!fx_there(f.alice->handoffs_fd, "", b, ""));
         ck_assert(!fx_there(f.sp->fd[SD_CLAIMED], "", "a-forged", ".json"));
         ck_assert(fx_there(f.sp->fd[SD_REJECTED], "", "a-forged", ".json"));
-
-        /* not ours: left alone */
-        put_claimed(&f, "a-gordons", "gordon", false);
-        ck_assert_int_ge(check_item(&f, "a-gordons"), 0);
-        ck_assert(fx_there(f.sp->fd[SD_CLAIMED], "", "a-gordons", ".json"));
         fx_close(&f);
 }
 END_TEST
@@ -236,6 +316,7 @@ Suite *suite_item(void)
         tcase_add_test(tc, test_item_state_every_combination_of_files);
         tcase_add_test(tc, test_item_state_content_first);
         tcase_add_test(tc, test_item_actions_of_each_state);
+        tcase_add_test(tc, test_item_legacy_converted);
         suite_add_tcase(s, tc);
         return s;
 }
