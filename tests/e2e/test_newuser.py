@@ -34,16 +34,18 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "py"))
 import hdproto  # noqa: E402
 import hdtest  # noqa: E402
+import invariant  # noqa: E402
 from hdtest import check  # noqa: E402
 
 TYPES = "vox/1.0, baton/1, U.AgentHandoff/0.1.0, act/1.0"
 
 
 def doc_of(env, hid):
-    """The handoff file of hid, wherever the daemon has moved it."""
+    """The handoff of hid, in handoff/ or in the daemon's record in claimed/
+    (since issue 25 the record is the bootstrap, the handoff inside it)."""
     for state in ("handoff", "claimed"):
         try:
-            return json.load(open(env.path(state, hid + ".json")))
+            return invariant.record_handoff(json.load(open(env.path(state, hid + ".json"))))
         except FileNotFoundError:
             pass
     raise hdtest.Fail(f"{hid} is neither in handoff/ nor in claimed/")
