@@ -366,7 +366,7 @@ static int decide(struct spool *sp, struct item *it, int64_t now)
         if (!it->agent && !remote)
                 return decide_left(sp, it, to, HD_OK, &v, now);
 
-        /* From here to the delivered marker, recovery in another daemon
+        /* From here to the publish, recovery in another daemon
          * keeps off this id. */
         r = lock_try(sp->lock_fd, lock_off_id(it->id), true);
         if (r == -EAGAIN)

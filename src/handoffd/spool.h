@@ -134,7 +134,8 @@ struct agent_rt *spool_agent(struct spool *sp, const char *name);
  * is synced, the handoff/ name removed, and synced with fsync = yes.
  * True when it was. */
 bool spool_drop_claim_leftover(struct spool *sp, const char *name);
-/* claimed/<id>.json and archive/<the marker's archive_as> are one inode
+/* An earlier version's item: claimed/<id>.json and archive/<the
+ * marker's archive_as> are one inode
  * (an archiving's two directories not both synced before a power cut):
  * the archive stands, the claimed/ name and the marker are removed.  True
  * when they were. */
