@@ -487,9 +487,8 @@ static void item_release(struct spool *sp, struct item *it)
         it->id = NULL;
 }
 
-/* A step of an item's delivery failed (q < 0): before its record it is
- * not claimed, and stays in handoff/ for a later look (its hidden
- * bootstrap removed); after, it is claimed and the sweep publishes it. */
+/* The item will not be claimed this time: its hidden bootstrap goes, and
+ * it no longer counts as waiting. */
 static void drop_pending(struct spool *sp, struct item *it)
 {
         char bname[NAME_MAX + 1], pname[NAME_MAX + 1];
@@ -501,6 +500,9 @@ static void drop_pending(struct spool *sp, struct item *it)
                 it->agent->dirty = true;
 }
 
+/* A step of an item's delivery failed (q < 0): before its record it is
+ * not claimed, and stays in handoff/ for a later look (its hidden
+ * bootstrap removed); after, it is claimed and the sweep publishes it. */
 static int deliver_failed(struct spool *sp, struct item *it, int step, int q, int64_t now)
 {
         if (step < 3)
