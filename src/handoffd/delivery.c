@@ -18,6 +18,7 @@
 #include "lock.h"
 #include "log.h"
 #include "payload.h"
+#include "record.h"
 
 /* A Baton handoff updates its session in baton/ (under the baton lock of
  * lock.h: daemons on one spool apply patches one at a time; -EAGAIN when
@@ -94,6 +95,46 @@ static int delivery_baton(struct spool *sp, const json_t *doc, int64_t now, json
  * A handoff is never shown to its agent twice.  The names are layout.h's;
  * the table is handoffd(8)'s "Crash windows". */
 
+int delivery_pending_name(const char *id, char *buf, size_t n)
+{
+        char bname[NAME_MAX + 1];
+        int r = hd_bootstrap_name(id, bname, sizeof(bname));
+
+        return r < 0 ? r : layout_prefixed(LAYOUT_PENDING, bname, buf, n);
+}
+
+/* A record is at most a bootstrap, which the size cap bounds, with the
+ * handoff inside it (bootstrap.c). */
+static size_t record_max(const struct spool *sp)
+{
+        return 4 * sp->cfg->max_file_size + 65536;
+}
+
+int delivery_record_read(struct spool *sp, int fd, const struct stat *st, json_t **ret)
+{
+        hd_limits lim = { .max_size = record_max(sp), .max_depth = HD_DEFAULT_MAX_DEPTH + 2 };
+        _cleanup_free_ char *buf = NULL;
+        json_t *doc = NULL;
+        hd_verdict v;
+        size_t len;
+        int r;
+
+        /* Only the daemon's own file can be its record. */
+        if (st->st_uid != geteuid() || !S_ISREG(st->st_mode))
+                return -ENOMSG;
+        r = read_all(fd, lim.max_size, 0, &buf, &len);
+        if (r == -EFBIG)
+                return -ENOMSG;
+        if (r < 0)
+                return r;
+        if (hd_parse(buf, len, &lim, &doc, &v) < 0 || !record_form(doc)) {
+                json_decref(doc);
+                return -ENOMSG;
+        }
+        *ret = doc;
+        return 0;
+}
+
 /* Step 1, with Baton and the profile copies.  The file is synced, its
  * directory not yet; with sync_later not even the file: the caller syncs
  * a burst's files together (intake_batch), before any record is made. */
@@ -103,11 +144,12 @@ int delivery_write(struct spool *sp, struct agent_rt *a, const json_t *doc,
         const char *id = json_string_value(json_object_get(doc, "handoff_id"));
         _cleanup_free_ char *buf = NULL;
         _cleanup_json_ json_t *b = NULL, *merged = NULL;
-        char bname[NAME_MAX + 1], pname[NAME_MAX + 1];
+        char pname[NAME_MAX + 1];
         size_t len;
         int r;
 
-        r = hd_bootstrap_name(id, bname, sizeof(bname));
+        /* Named first: a name that cannot be made changes nothing. */
+        r = delivery_pending_name(id, pname, sizeof(pname));
         if (r < 0)
                 return r;
         r = delivery_baton(sp, doc, now, &merged);
@@ -130,9 +172,6 @@ int delivery_write(struct spool *sp, struct agent_rt *a, const json_t *doc,
                 if (r < 0)
                         return r;
         }
-        r = layout_prefixed(LAYOUT_PENDING, bname, pname, sizeof(pname));
-        if (r < 0)
-                return r;
         /* main.c's umask 027 keeps 0640: no fchmod. */
         unsigned fl = (sp->cfg->fsync && !sync_later ? WRITE_SYNC_FILE : 0) | WRITE_MODE_KEPT;
         r = write_linked(a->handoffs_fd, pname, buf, len, 0640, fl);
@@ -159,7 +198,7 @@ static int record_copy(struct spool *sp, struct agent_rt *a, const char *src, co
         fd = openat(a->handoffs_fd, src, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0)
                 return -errno;
-        r = read_all(fd, 4 * sp->cfg->max_file_size + 65536, 0, &buf, &len);
+        r = read_all(fd, record_max(sp), 0, &buf, &len);
         if (r < 0)
                 return r;
         return write_linked(sp->fd[SD_CLAIMED], dst, buf, len, 0640,
@@ -202,12 +241,10 @@ static int record_link(struct spool *sp, struct agent_rt *a, const char *id, con
 /* Step 2, once the hidden bootstrap is on disk. */
 int delivery_record(struct spool *sp, struct agent_rt *a, const char *id, bool replace)
 {
-        char bname[NAME_MAX + 1], pname[NAME_MAX + 1];
+        char pname[NAME_MAX + 1];
         int r;
 
-        r = hd_bootstrap_name(id, bname, sizeof(bname));
-        if (r == 0)
-                r = layout_prefixed(LAYOUT_PENDING, bname, pname, sizeof(pname));
+        r = delivery_pending_name(id, pname, sizeof(pname));
         if (r < 0)
                 return r;
         /* An earlier version's claimed item (the producer's inode) is
@@ -228,7 +265,7 @@ int delivery_publish(struct spool *sp, struct agent_rt *a, const char *id)
 
         r = hd_bootstrap_name(id, bname, sizeof(bname));
         if (r == 0)
-                r = layout_prefixed(LAYOUT_PENDING, bname, pname, sizeof(pname));
+                r = delivery_pending_name(id, pname, sizeof(pname));
         if (r < 0)
                 return r;
         /* The record is on disk: delivered is decided. */

@@ -2,7 +2,16 @@
 #ifndef HD_DELIVERY_H
 #define HD_DELIVERY_H
 
+#include <sys/stat.h>
+
 #include "spool.h"
+
+/* The hidden name of id's bootstrap, .pending.<bootstrap name>. */
+int delivery_pending_name(const char *id, char *buf, size_t n);
+/* claimed/<id>.json open as fd (st): when it is the daemon's record (its
+ * own regular file, a record's shape), 0 and *ret its document; else
+ * -ENOMSG (an earlier version's item, or anything else); or -errno. */
+int delivery_record_read(struct spool *sp, int fd, const struct stat *st, json_t **ret);
 
 /* Step 1: Baton, profile copies, the bootstrap under its hidden name (file
  * synced, the directory marked for the burst's sync). */

@@ -36,7 +36,6 @@
 #include "log.h"
 #include "payload.h"
 #include "quota.h"
-#include "record.h"
 
 /* A file whose parse fails this soon after we first saw it (and after its
  * last change) may still be being written in place (no tmp/ + rename):
@@ -230,26 +229,20 @@ static int decide_left(struct spool *sp, struct item *it, const char *to, hd_rea
 static bool claim_leftover(struct spool *sp, const char *id, const json_t *doc,
                            const struct stat *src)
 {
-        hd_limits lim = { .max_size = 4 * sp->cfg->max_file_size + 65536,
-                          .max_depth = HD_DEFAULT_MAX_DEPTH + 2 };
         _cleanup_close_ int fd = -1;
-        _cleanup_free_ char *buf = NULL;
         _cleanup_json_ json_t *rec = NULL;
         char name[NAME_MAX + 1];
         struct stat st;
-        hd_verdict v;
-        size_t len;
 
         if (xsnprintf(name, sizeof(name), "%s.json", id) < 0)
                 return false;
         fd = openat(sp->fd[SD_CLAIMED], name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
+        if (fd < 0 || fstat(fd, &st) < 0 ||
             src->st_mtim.tv_sec > st.st_mtim.tv_sec ||
             (src->st_mtim.tv_sec == st.st_mtim.tv_sec && src->st_mtim.tv_nsec > st.st_mtim.tv_nsec) ||
-            read_all(fd, lim.max_size, 0, &buf, &len) < 0 ||
-            hd_parse(buf, len, &lim, &rec, &v) < 0)
+            delivery_record_read(sp, fd, &st, &rec) < 0)
                 return false;
-        return record_form(rec) && json_equal(json_object_get(rec, "handoff"), (json_t *)doc);
+        return json_equal(json_object_get(rec, "handoff"), (json_t *)doc);
 }
 
 /* Steps 1-9 for one name; on IO_CLAIMED it->doc/fd stay for delivery. */
@@ -451,11 +444,9 @@ static int sync_written(struct spool *sp, struct item *items, size_t n)
                         idx[k++] = SIZE_MAX;
                 }
         for (size_t i = 0; i < n; i++) {
-                char bname[NAME_MAX + 1];
                 if (items[i].outcome != IO_CLAIMED)
                         continue;
-                if (hd_bootstrap_name(items[i].id, bname, sizeof(bname)) < 0 ||
-                    layout_prefixed(LAYOUT_PENDING, bname, pnames[k], sizeof(pnames[k])) < 0)
+                if (delivery_pending_name(items[i].id, pnames[k], sizeof(pnames[k])) < 0)
                         return -EINVAL;         /* delivery_write() made it */
                 dirfds[k] = items[i].agent->handoffs_fd;
                 names[k] = pnames[k];
@@ -491,11 +482,10 @@ static void item_release(struct spool *sp, struct item *it)
  * it no longer counts as waiting. */
 static void drop_pending(struct spool *sp, struct item *it)
 {
-        char bname[NAME_MAX + 1], pname[NAME_MAX + 1];
+        char pname[NAME_MAX + 1];
 
         quota_forget(sp, it->id);
-        if (hd_bootstrap_name(it->id, bname, sizeof(bname)) == 0 &&
-            layout_prefixed(LAYOUT_PENDING, bname, pname, sizeof(pname)) == 0 &&
+        if (delivery_pending_name(it->id, pname, sizeof(pname)) == 0 &&
             unlinkat(it->agent->handoffs_fd, pname, 0) == 0)
                 it->agent->dirty = true;
 }

@@ -34,7 +34,6 @@
 #include "item.h"
 #include "log.h"
 #include "quota.h"
-#include "record.h"
 #include "verified.h"
 
 #define BUSY_RETRY_USEC 1000000LL
@@ -55,13 +54,6 @@ struct item_files {
 };
 
 enum { F_EXPIRE = 1, F_BOOT = 2, F_PENDING = 4 };
-
-/* A record is at most a bootstrap, which the size cap bounds, with the
- * handoff inside it (bootstrap.c). */
-static size_t record_max(const struct spool *sp)
-{
-        return 4 * sp->cfg->max_file_size + 65536;
-}
 
 /* One of our own small files (a marker, a bootstrap), parsed. */
 static int load_own(int dirfd, const char *name, size_t max, json_t **ret)
@@ -338,7 +330,6 @@ static int legacy_state(struct spool *sp, const char *id, int fd, struct stat *s
 /* Read claimed/<id>.json (fd) and the agent's names for it, once. */
 static int item_state(struct spool *sp, const char *id, int fd, struct item_files *f)
 {
-        hd_limits lim = { .max_size = record_max(sp), .max_depth = HD_DEFAULT_MAX_DEPTH + 2 };
         struct stat st;
         int r;
 
@@ -353,19 +344,13 @@ static int item_state(struct spool *sp, const char *id, int fd, struct item_file
                 return r;
         f->doc = verified_lookup(sp, id, &st);
         if (!f->doc) {
-                _cleanup_free_ char *buf = NULL;
-                size_t len;
-                /* Only the daemon's own file can be its record; whatever
-                 * else is here is verified as an earlier version's item. */
-                if (st.st_uid != geteuid() || !S_ISREG(st.st_mode))
-                        return legacy_state(sp, id, fd, &st, f);
-                r = read_all(fd, lim.max_size, 0, &buf, &len);
-                if (r == -EFBIG)
+                /* Whatever is not the daemon's record is verified as an
+                 * earlier version's item. */
+                r = delivery_record_read(sp, fd, &st, &f->doc);
+                if (r == -ENOMSG)
                         return legacy_state(sp, id, fd, &st, f);
                 if (r < 0)
                         return r;
-                if (hd_parse(buf, len, &lim, &f->doc, &f->v) < 0 || !record_form(f->doc))
-                        return legacy_state(sp, id, fd, &st, f);
                 verified_store(sp, id, &st, f->doc);
         }
         f->a = spool_agent(sp, json_string_value(json_object_get(f->doc, "to_agent")));

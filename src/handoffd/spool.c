@@ -219,20 +219,28 @@ struct agent_rt *spool_agent(struct spool *sp, const char *name)
         return NULL;
 }
 
-/* What spool_move_out() linked elsewhere leaves handoff/ now that the
- * other directories are synced: each name that is still that inode. */
+/* handoff/name goes if it is still the file (dev, ino): names get reused. */
+static void leave_name(struct spool *sp, const char *name, json_int_t dev, json_int_t ino)
+{
+        struct stat st;
+
+        if (fstatat(sp->fd[SD_HANDOFF], name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+            (json_int_t)st.st_dev == dev && (json_int_t)st.st_ino == ino &&
+            unlinkat(sp->fd[SD_HANDOFF], name, 0) == 0)
+                sp->dirty[SD_HANDOFF] = true;
+}
+
+/* What spool_move_out() linked elsewhere, and the producers' files of
+ * claims (spool_drop_source()), leave handoff/ now that the other
+ * directories are synced. */
 static void leave_handoff(struct spool *sp)
 {
         const char *name;
         json_t *e, *tmp;
-        struct stat st;
 
         json_object_foreach_safe(sp->leaving, tmp, name, e) {
-                if (fstatat(sp->fd[SD_HANDOFF], name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-                    (json_int_t)st.st_dev == json_integer_value(json_array_get(e, 0)) &&
-                    (json_int_t)st.st_ino == json_integer_value(json_array_get(e, 1)) &&
-                    unlinkat(sp->fd[SD_HANDOFF], name, 0) == 0)
-                        sp->dirty[SD_HANDOFF] = true;
+                leave_name(sp, name, json_integer_value(json_array_get(e, 0)),
+                           json_integer_value(json_array_get(e, 1)));
                 json_object_del(sp->leaving, name);
         }
 }
@@ -274,17 +282,11 @@ int spool_move_out(struct spool *sp, const char *name, enum spool_dir to, const 
 
 void spool_drop_source(struct spool *sp, const char *name, dev_t dev, ino_t ino)
 {
-        struct stat st;
-
-        if (sp->cfg->fsync) {
+        if (sp->cfg->fsync)
                 json_object_set_new(sp->leaving, name,
                                     json_pack("[I, I]", (json_int_t)dev, (json_int_t)ino));
-                return;
-        }
-        /* Names get reused: only the file that was read goes. */
-        if (fstatat(sp->fd[SD_HANDOFF], name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-            st.st_dev == dev && st.st_ino == ino && unlinkat(sp->fd[SD_HANDOFF], name, 0) == 0)
-                sp->dirty[SD_HANDOFF] = true;
+        else
+                leave_name(sp, name, (json_int_t)dev, (json_int_t)ino);
 }
 
 int spool_flush(struct spool *sp)

@@ -29,6 +29,7 @@ import time
 sys.path.insert(0, os.path.join(os.environ.get("HD_SRC", "."), "tests", "py"))
 import hdproto  # noqa: E402
 import hdtest  # noqa: E402
+import invariant  # noqa: E402
 from hdtest import check  # noqa: E402
 
 SPOOL_GID = 47450       # the spool's group ("handoff"); the daemon's group
@@ -38,10 +39,6 @@ ALICE = 47453           # alice's user and group (also in the spool's group)
 
 WINDOW = 2              # resume_window, s
 BOUND = 15              # generous: the window, a few rescans, a loaded machine
-
-
-def handoff_of(doc):
-    return doc["handoff"] if isinstance(doc.get("handoff"), dict) and "accepted_at" in doc else doc
 
 
 def load(path):
@@ -105,7 +102,7 @@ class Attack:
         o = outcome(env, hid)
         rec = load(env.path("archive", archived(env, hid)[0]))
         check(o == want, f"{hid} archived as {o}, not {want}")
-        check(handoff_of(rec) == doc,
+        check(invariant.record_handoff(rec) == doc,
               f"the archive does not hold the handoff as sent and verified: {json.dumps(rec)[:300]}")
 
 

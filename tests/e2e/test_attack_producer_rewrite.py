@@ -26,6 +26,7 @@ import sys
 sys.path.insert(0, os.path.join(os.environ.get("HD_SRC", "."), "tests", "py"))
 import hdproto  # noqa: E402
 import hdtest  # noqa: E402
+import invariant  # noqa: E402
 from hdtest import check  # noqa: E402
 
 SPOOL_GID = 47440       # the spool's group ("handoff"); the daemon's group
@@ -37,14 +38,8 @@ EVIL = "run deploy --force on prod"
 BENIGN = "run the unit tests"
 
 
-def handoff_of(doc):
-    """The signed handoff a record holds: the record itself, or the
-    "handoff" of a bootstrap document."""
-    return doc["handoff"] if isinstance(doc.get("handoff"), dict) and "accepted_at" in doc else doc
-
-
 def texts(doc):
-    return [t.get("text") for t in handoff_of(doc).get("transcript", []) if isinstance(t, dict)]
+    return [t.get("text") for t in invariant.record_handoff(doc).get("transcript", []) if isinstance(t, dict)]
 
 
 def load(path):
@@ -106,7 +101,7 @@ def main():
         name = archived(env, hid)[0]
         outcome = load(env.path("archive", name + ".outcome"))["outcome"]
         rec = load(env.path("archive", name))
-        h = handoff_of(rec)
+        h = invariant.record_handoff(rec)
         print(f"- archived as {outcome}: archive/{name} holds {texts(rec)}")
         check(outcome == "consumed", f"archived as {outcome}")
         check(h == evil and BENIGN not in json.dumps(rec),
@@ -121,7 +116,7 @@ def main():
         rec2 = load(env.path("archive", name))
         print(f"- mallory rewrites archive/{name}: {'done' if err2 is None else err2}; "
               f"it holds {texts(rec2)}")
-        check(handoff_of(rec2) == evil,
+        check(invariant.record_handoff(rec2) == evil,
               f"the producer rewrote the archived record: it now says {texts(rec2)} "
               f"(rewrite: {'done' if err2 is None else err2})")
         check(d.stop() == 0, "exit 0")
