@@ -93,6 +93,19 @@ static inline void fuzz_write_text(const char *root, const char *dir, const char
         fuzz_write_file(root, dir, name, text, strlen(text), mode);
 }
 
+/* At exit: the target's temp tree root (made from a mkdtemp() template;
+ * still the template, ending in X, when that failed) removed. */
+static inline void fuzz_remove_tree(const char *root, const char *who)
+{
+        char cmd[PATH_MAX + 16];
+
+        if (!root[0] || root[strlen(root) - 1] == 'X')
+                return;
+        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
+        if (system(cmd) != 0)
+                fprintf(stderr, "%s: cannot remove %s\n", who, root);
+}
+
 /* The "now" of tests/vectors/expected.tsv, so the seeds are fresh. */
 static inline int64_t fuzz_now(void)
 {

@@ -197,20 +197,9 @@ static void make_spool(void)
                    "\"detail\":\"the MAC does not match\"}", 0640);
 }
 
-static void remove_tree(void)
-{
-        char cmd[PATH_MAX + 16];
-
-        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
-        if (system(cmd) != 0)
-                fprintf(stderr, "fuzz_mcp: cannot remove %s\n", root);
-}
-
 static void at_exit(void)
 {
-        mcp_close(&m);
-        if (root[0] && root[strlen(root) - 1] != 'X')
-                remove_tree();
+        fuzz_remove_tree(root, "fuzz_mcp");
 }
 
 /* bob's handoffs/ as at start: the two bootstraps, nothing else; the

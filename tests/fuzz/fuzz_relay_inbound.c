@@ -181,19 +181,9 @@ static void make_spool(void)
         reset_spool();
 }
 
-static void remove_tree(void)
-{
-        char cmd[PATH_MAX + 16];
-
-        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
-        if (system(cmd) != 0)
-                fprintf(stderr, "fuzz_relay_inbound: cannot remove %s\n", root);
-}
-
 static void at_exit(void)
 {
-        if (root[0] && root[strlen(root) - 1] != 'X')
-                remove_tree();
+        fuzz_remove_tree(root, "fuzz_relay_inbound");
 }
 
 /* ---- seeds ------------------------------------------------------------- */
