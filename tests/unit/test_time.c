@@ -248,13 +248,26 @@ START_TEST(test_time_format_matches_python)
 }
 END_TEST
 
+/* The bounds come from clock_gettime(CLOCK_REALTIME), not time(): glibc's
+ * time() reads the coarse clock, which lags the precise one by up to a
+ * tick, so a read of time() just after a second turns can name the second
+ * before it (CI saw n > b that way). */
+static int64_t wall_usec(void)
+{
+        struct timespec ts;
+
+        ck_assert_int_eq(clock_gettime(CLOCK_REALTIME, &ts), 0);
+        return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
 START_TEST(test_time_now_is_wall_clock)
 {
-        int64_t a = (int64_t)time(NULL) * 1000000;
+        int64_t a = wall_usec();
         int64_t n = hd_now_usec();
-        int64_t b = (int64_t)time(NULL) * 1000000 + 1000000;
+        int64_t b = wall_usec();
 
-        ck_assert(n >= a && n <= b);
+        ck_assert_msg(n >= a && n <= b, "hd_now_usec() %lld outside [%lld, %lld]",
+                      (long long)n, (long long)a, (long long)b);
 }
 END_TEST
 
