@@ -11,6 +11,9 @@
 #   make fuzz-long FUZZ_EXECS=N   run each target until N executions
 #                                 (default 10,000,000: libFuzzer's -runs=N),
 #                                 then the regression inputs; hours in all
+#   make fuzz-merge               minimize each tests/fuzz/corpus/<target>/
+#                                 with what the last fuzz run grew in
+#                                 build/fuzz/corpus/<target>/ (-merge=1)
 #
 # Crash inputs land in build/fuzz/artifacts/<target>/; a crash found becomes
 # a file in tests/fuzz/regress/<target>/ (test_fuzz.py replays them all).
@@ -50,7 +53,7 @@ $(FB)/fuzz_mcp: $(FUZZ_CTL)
 $(FB)/fuzz_hub: $(FUZZ_HUB)
 $(FB)/fuzz_hub: FUZZ_LIBS := $(HUB_LIBS) -lpthread
 
-.PHONY: fuzz fuzz-build fuzz-long
+.PHONY: fuzz fuzz-build fuzz-long fuzz-merge
 # Keep the targets' objects: they are intermediate to the pattern rule.
 .SECONDARY: $(patsubst %,$(FB)/tests/fuzz/%.o,$(FUZZ_ALL))
 
@@ -89,5 +92,8 @@ fuzz: fuzz-build
 
 fuzz-long: fuzz-build
 	@FUZZ_EXECS=$(FUZZ_EXECS) sh tests/fuzz/run.sh $(FB) 0 $(FUZZ_TARGETS)
+
+fuzz-merge: fuzz-build
+	@sh tests/fuzz/run.sh --merge $(FB) $(FUZZ_TARGETS)
 
 -include $(shell find $(FB) -name '*.d' 2>/dev/null)

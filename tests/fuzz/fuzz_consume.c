@@ -14,7 +14,7 @@
 #include "fuzz.h"
 
 static int dirfd_ = -1;
-static char dir[64];
+static char dir[PATH_MAX - 128];
 static hd_key *key;
 
 static const hd_key *lookup(void *userdata, const char *kid, const char *from)
@@ -27,14 +27,21 @@ static const hd_key *lookup(void *userdata, const char *kid, const char *from)
         return key;
 }
 
+/* The directory was left in /tmp by every run before. */
+static void at_exit(void)
+{
+        fuzz_remove_tree(dir, "fuzz_consume");
+}
+
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
         static const char secret[] = "TEST-ONLY handoffd vector key, not a secret, 0001";
 
         (void)argc;
         (void)argv;
-        snprintf(dir, sizeof(dir), "/tmp/hd-fuzz-consume.XXXXXX");
-        if (!mkdtemp(dir) || (dirfd_ = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+        fuzz_temp_root(dir, sizeof(dir), "consume");
+        atexit(at_exit);
+        if ((dirfd_ = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
                 perror("fuzz_consume: temp dir");
                 abort();
         }

@@ -126,12 +126,7 @@ static void make_spool(void)
                                             "spool/ids", "alice", "bob", "tokens" };
         char conf[2048], path[PATH_MAX], name[64], *cerr = NULL;
 
-        snprintf(root, sizeof(root), "%s/hd-fuzz-hub.XXXXXX",
-                 getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-        if (!mkdtemp(root)) {
-                perror("mkdtemp");
-                abort();
-        }
+        fuzz_temp_root(root, sizeof(root), "hub");
         for (size_t i = 0; i < ELEMENTSOF(dirs); i++)
                 make_dir(dirs[i], 0750);
         fuzz_write_file(root, ".", "vector.key", vector_key, strlen(vector_key), 0600);

@@ -154,12 +154,7 @@ static void make_spool(void)
         char conf[2048];
         size_t hlen;
 
-        snprintf(root, sizeof(root), "%s/hd-fuzz-mcp.XXXXXX",
-                 getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-        if (!mkdtemp(root)) {
-                perror("mkdtemp");
-                abort();
-        }
+        fuzz_temp_root(root, sizeof(root), "mcp");
         fuzz_write_text(root, ".", "vector.key", vector_key, 0600);
         close(open_dir("spool", 0750));
         for (size_t i = 0; i < ELEMENTSOF(states); i++)

@@ -125,12 +125,7 @@ static void make_spool(void)
         char *cerr = NULL;
         hd_key *kb = NULL;
 
-        snprintf(root, sizeof(root), "%s/hd-fuzz-relay.XXXXXX",
-                 getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-        if (!mkdtemp(root)) {
-                perror("mkdtemp");
-                abort();
-        }
+        fuzz_temp_root(root, sizeof(root), "relay");
         snprintf(path, sizeof(path), "%s/pub", root);
         if (mkdir(path, 0700) < 0)
                 abort();
