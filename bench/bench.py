@@ -927,18 +927,57 @@ def run_relay(a, paths, rows):
     import bench_relay
     failed = False
     for fsync in (False, True):
-        t = time.monotonic()
-        for res in bench_relay.run(paths["handoffd"], fsync, a.relay_n, a.relay_rate, a.timeout, a.keep):
-            rows.append(res)
-            print(f"  relay-{res['fsync']}-{res['phase']:22} {fmt(res.get('throughput')):>8} items/s "
-                  f"p99 {fmt(res.get('lat_p99_ms'))} ms{'' if res.get('ok') else '  FAIL'}")
-            for p in res.get("problems", []):
-                print(f"    problem: {p}")
-            failed |= not res.get("ok")
-        print(f"    (relay a -> nats-server -> b, fsync {'on' if fsync else 'off'}: "
-              f"{time.monotonic() - t:.1f}s)")
-        sys.stdout.flush()
+        # receipts off then on (issue 27's cost of receipts), each with its
+        # own local reference burst on b (lburst)
+        for receipts in (False, True):
+            t = time.monotonic()
+            for res in bench_relay.run(paths["handoffd"], fsync, a.relay_n, a.relay_rate, a.timeout,
+                                       a.keep, receipts=receipts):
+                rows.append(res)
+                rc = "receipts" if receipts else "no-receipts"
+                print(f"  relay-{res['fsync']}-{rc}-{res['phase']:10} {fmt(res.get('throughput')):>8} items/s "
+                      f"p99 {fmt(res.get('lat_p99_ms'))} ms, cpu {fmt(res.get('cpu_ms_per_1000'))} us/item"
+                      f"{'' if res.get('ok') else '  FAIL'}")
+                for p in res.get("problems", []):
+                    print(f"    problem: {p}")
+                failed |= not res.get("ok")
+            print(f"    (relay a -> nats-server -> b, fsync {'on' if fsync else 'off'}, receipts "
+                  f"{'on' if receipts else 'off'}: {time.monotonic() - t:.1f}s)")
+            sys.stdout.flush()
     return failed
+
+
+def relay_ratios(rows):
+    """The relay's targets as ratios in the same run, per fsync: relay burst
+    / local burst (with and without receipts), CPU per relayed item (a and
+    b) / per local one, receipts on / off.  A list of (what, value,
+    target) rows."""
+    def get(fsync, receipts, phase, key):
+        for r in rows:
+            if (r.get("fsync"), bool(r.get("receipts")), r.get("phase")) == (fsync, receipts, phase):
+                return r.get(key)
+        return None
+
+    def ratio(x, y):
+        return x / y if x and y else None
+
+    out = []
+    for fsync in ("off", "on"):
+        for receipts in (False, True):
+            rc = "receipts on" if receipts else "receipts off"
+            out.append((f"relay/local burst items/s, fsync {fsync}, {rc}",
+                        ratio(get(fsync, receipts, "rburst", "throughput"),
+                              get(fsync, receipts, "lburst", "throughput")), ">= 0.5"))
+            out.append((f"relay/local CPU per item, fsync {fsync}, {rc}",
+                        ratio(get(fsync, receipts, "rburst", "cpu_ms_per_1000"),
+                              get(fsync, receipts, "lburst", "cpu_ms_per_1000")), "<= 2.0"))
+        out.append((f"receipts on/off relay burst items/s, fsync {fsync}",
+                    ratio(get(fsync, True, "rburst", "throughput"),
+                          get(fsync, False, "rburst", "throughput")), ">= 0.9"))
+        out.append((f"receipts on/off CPU per relayed item, fsync {fsync}",
+                    ratio(get(fsync, True, "rburst", "cpu_ms_per_1000"),
+                          get(fsync, False, "rburst", "cpu_ms_per_1000")), ""))
+    return out
 
 
 def relay_table(a, rows):
@@ -946,12 +985,17 @@ def relay_table(a, rows):
             f"{'max ms':>7}  {'cpu us/item':>11}")
     lines = [head, "-" * len(head)]
     for r in rows:
-        what = {"rburst": f"burst of {r.get('n')}", "rrate": f"{r.get('n')} at {a.relay_rate:g}/s"}.get(
-            r.get("phase"), r.get("phase"))
+        what = {"rburst": f"burst of {r.get('n')}", "rrate": f"{r.get('n')} at {a.relay_rate:g}/s",
+                "lburst": f"local burst of {r.get('n')} on b"}.get(r.get("phase"), r.get("phase"))
+        what += f", fsync {r.get('fsync')}" + (", receipts" if r.get("receipts") else "")
         cpu = r.get("cpu_ms_per_1000")
-        lines.append(f"{what + ', fsync ' + str(r.get('fsync')):<40}  {fmt(r.get('throughput')):>8}  "
+        lines.append(f"{what:<40}  {fmt(r.get('throughput')):>8}  "
                      f"{fmt(r.get('lat_p50_ms')):>7}  {fmt(r.get('lat_p99_ms')):>7}  {fmt(r.get('lat_max_ms')):>7}  "
                      f"{fmt(None if cpu is None else cpu):>11}{'' if r.get('ok') else '  FAIL'}")
+    rat = relay_ratios(rows)
+    if any(v is not None for _, v, _ in rat):
+        lines += ["", f"{'relay ratios, same run':<52}  {'ratio':>6}  target", "-" * 70]
+        lines += [f"{w:<52}  {fmt2(v):>6}  {t}" for w, v, t in rat]
     return "\n".join(lines)
 
 
@@ -1204,7 +1248,7 @@ def main():
                   "succeeded.")
         if relay_rows:
             print("relay: host a -> one local nats-server -> host b, from the drop on a to the bootstrap on b;")
-            print("cpu us/item is a's and b's together.")
+            print("cpu us/item is a's and b's together; the local burst drops into b's handoff/ in the same setup.")
         if hub_rows:
             print("hub: handoff-hubd (TLS, 8 keep-alive clients) against the file drop on the same spool; latency")
             print("from the start of the POST (or the drop) to the bootstrap; cpu us/item is handoffd's and the hub's.")
@@ -1237,6 +1281,7 @@ def main():
                       "relay_n": a.relay_n, "relay_rate": a.relay_rate, "hub_n": a.hub_n,
                       "tmpfs": a.tmpfs if "burst_tmpfs" in only else None, "strace_n": a.strace_n},
            "figures": rows, "syscalls": sc_rows, "runs": results, "relay": relay_rows, "hub": hub_rows,
+           "relay_ratios": [{"figure": w, "ratio": v, "target": t} for w, v, t in relay_ratios(relay_rows)],
            "ok": not failed}
     print("BENCH_JSON " + json.dumps(out, sort_keys=True, separators=(",", ":")))
     return 1 if failed else 0

@@ -9,6 +9,9 @@ loopback port (JetStream, temp store dir).
   rrate   N handoffs dropped on a at a fixed rate (default 200/s); per item
           the latency from just after the rename into a's handoff/ to the
           bootstrap's IN_MOVED_TO in alice's handoffs/ on b.
+  lburst  the reference in the same run: N handoffs dropped straight into
+          b's handoff/ (the local path, relay set up but unused), as fast
+          as one writer can; throughput and CPU as rburst's.
 
 Every id must get exactly one bootstrap on b, nothing may be rejected, a's
 outbox/ must end empty.  Runs alone too:  python3 bench/bench_relay.py
@@ -88,7 +91,9 @@ class Host:
 
 
 def one(a, b, key, phase, n, rate, timeout):
-    """One phase on running hosts; a result row for bench.py's table."""
+    """One phase on running hosts; a result row for bench.py's table.
+    lburst drops into b's own handoff/ (the local path); the others into
+    a's."""
     docs = []
     for _ in range(n):
         d = hdproto.build("bob", "alice", key, ttl=1800)
@@ -96,8 +101,9 @@ def one(a, b, key, phase, n, rate, timeout):
     w = Watcher(os.path.join(b.state["alice"], "handoffs"))
     w.start()
     cpu0 = proc_cpu(a.proc.pid) + proc_cpu(b.proc.pid)
-    tmp_fd = os.open(os.path.join(a.spool, "tmp"), os.O_RDONLY | os.O_DIRECTORY)
-    hand_fd = os.open(os.path.join(a.spool, "handoff"), os.O_RDONLY | os.O_DIRECTORY)
+    src = b if phase == "lburst" else a
+    tmp_fd = os.open(os.path.join(src.spool, "tmp"), os.O_RDONLY | os.O_DIRECTORY)
+    hand_fd = os.open(os.path.join(src.spool, "handoff"), os.O_RDONLY | os.O_DIRECTORY)
     drops = {}
     t0 = time.monotonic()
     try:
@@ -140,7 +146,8 @@ def one(a, b, key, phase, n, rate, timeout):
 
 def run(handoffd, fsync, n, rate, timeout=120.0, keep=False,
         receipts=os.environ.get("BENCH_RELAY_RECEIPTS") == "1"):
-    """Both relay phases with fsync on or off: [rburst row, rrate row]."""
+    """The relay phases with fsync on or off, receipts on or off:
+    [lburst row, rburst row, rrate row]."""
     if not natsrv.available():
         return [{"fsync": "on" if fsync else "off", "phase": "relay", "n": n, "ok": True,
                  "problems": ["nats-server not installed: relay phase skipped"]}]
@@ -172,8 +179,11 @@ def run(handoffd, fsync, n, rate, timeout=120.0, keep=False,
     try:
         b.start()
         a.start()
+        rows.append(one(a, b, key, "lburst", n, None, timeout))
         rows.append(one(a, b, key, "rburst", n, None, timeout))
         rows.append(one(a, b, key, "rrate", n, rate, timeout))
+        for r in rows:
+            r["receipts"] = receipts
         for h, name in ((a, "a"), (b, "b")):
             rc = h.stop()
             if rc != 0:
@@ -207,7 +217,8 @@ def main():
         rows += run(os.path.join(x.build, "handoffd"), m == "on", x.n, x.rate, keep=x.keep,
                     receipts=x.receipts or os.environ.get("BENCH_RELAY_RECEIPTS") == "1")
     for r in rows:
-        print(f"fsync {r['fsync']:3} {r['phase']:6}: {r.get('throughput') or 0:.0f} items/s, "
+        print(f"fsync {r['fsync']:3} {r['phase']:6} receipts {'on ' if r.get('receipts') else 'off'}: "
+              f"{r.get('throughput') or 0:.0f} items/s, cpu {r.get('cpu_ms_per_1000') or 0:.0f} us/item, "
               f"p50 {r.get('lat_p50_ms') or 0:.2f} ms, p99 {r.get('lat_p99_ms') or 0:.2f} ms"
               f"{'' if r['ok'] else '  FAIL ' + '; '.join(r['problems'])}")
     print("BENCH_RELAY_JSON " + json.dumps(rows, sort_keys=True, separators=(",", ":")))
