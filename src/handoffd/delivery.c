@@ -155,10 +155,7 @@ int delivery_write(struct spool *sp, struct agent_rt *a, const json_t *doc,
         r = delivery_baton(sp, doc, now, &merged);
         if (r < 0)
                 return r;
-        r = hd_bootstrap_build_shown(doc, merged, now, sp->cfg->max_file_size, &b);
-        if (r < 0)
-                return r;
-        r = hd_canon_dump(b, NULL, &buf, &len);
+        r = bootstrap_build_canon(doc, merged, now, sp->cfg->max_file_size, &b, &buf, &len);
         if (r < 0)
                 return r;
         if (a->cfg->delivery && strcmp(a->cfg->delivery, "bootstrap")) {

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "handoff.h"
+#include "record.h"
 #include "sbuf.h"
 #include "util.h"
 
@@ -161,10 +162,14 @@ static size_t escaped_cut(const char *s, size_t budget, size_t *ret_used)
         return i;
 }
 
-static int canon_size(const json_t *b, size_t *ret)
+/* The canonical bytes of b into *keep (what was there freed), their
+ * length into *ret: the last ones made are the bootstrap's own when b is
+ * not changed after, so the daemon writes them without a dump of its own. */
+static int canon_size(const json_t *b, char **keep, size_t *ret)
 {
-        _cleanup_free_ char *buf = NULL;
-        return hd_canon_dump(b, NULL, &buf, ret);
+        free(*keep);
+        *keep = NULL;
+        return hd_canon_dump(b, NULL, keep, ret);
 }
 
 #define TRUNCATED_NOTE "\n\n[truncated to fit the spool's size limit; the whole handoff is the bootstrap's member \"handoff\"]"
@@ -173,13 +178,15 @@ static int canon_size(const json_t *b, size_t *ret)
  * the embedded handoff holds anyway, then shorten resume_context, and
  * last drop the embedded handoff itself (the bootstrap then carries no
  * proof of origin). */
-static int bootstrap_fit(json_t *b, size_t max_size, bool same_payload)
+static int bootstrap_fit(json_t *b, size_t max_size, bool same_payload, char **canon,
+                         size_t *ret_len)
 {
         size_t len;
         int r;
 
         for (int step = 0;; step++) {
-                r = canon_size(b, &len);
+                r = canon_size(b, canon, &len);
+                *ret_len = len;
                 if (r < 0 || len <= max_size)
                         return r;
                 switch (step) {
@@ -217,8 +224,8 @@ static int bootstrap_fit(json_t *b, size_t max_size, bool same_payload)
         }
 }
 
-int hd_bootstrap_build_shown(const json_t *h, const json_t *shown,
-                             int64_t accepted_usec, size_t max_size, json_t **ret)
+int bootstrap_build_canon(const json_t *h, const json_t *shown, int64_t accepted_usec,
+                          size_t max_size, json_t **ret, char **ret_buf, size_t *ret_len)
 {
         static const char *const copy[] = {
                 "from_agent", "to_agent", "reason", "transcript",
@@ -226,10 +233,10 @@ int hd_bootstrap_build_shown(const json_t *h, const json_t *shown,
                 "payload",
         };
         char at[HD_TIME_MAX];
-        _cleanup_free_ char *ctx = NULL;
+        _cleanup_free_ char *ctx = NULL, *canon = NULL;
         _cleanup_json_ json_t *b = NULL;
-        bool turns;
-        size_t len;
+        bool turns, fresh = false;     /* canon holds b's bytes as b is */
+        size_t len = 0;
         int r;
 
         if (!shown)
@@ -267,10 +274,12 @@ int hd_bootstrap_build_shown(const json_t *h, const json_t *shown,
          * the bootstrap would pass the size cap (the library's, when none
          * is given: what a consumer reads). */
         if (turns) {
-                r = canon_size(b, &len);
+                r = canon_size(b, &canon, &len);
                 if (r < 0)
                         return r;
+                fresh = true;
                 if (len > (max_size ? max_size : HD_DEFAULT_MAX_SIZE)) {
+                        fresh = false;
                         free(ctx);
                         ctx = NULL;
                         r = render_context(shown, false, &ctx, &turns);
@@ -283,12 +292,29 @@ int hd_bootstrap_build_shown(const json_t *h, const json_t *shown,
         if (max_size) {
                 r = bootstrap_fit(b, max_size,
                                   json_equal(json_object_get(h, "payload"),
-                                             json_object_get(shown, "payload")));
+                                             json_object_get(shown, "payload")),
+                                  &canon, &len);
                 if (r < 0)
                         return r;
+                fresh = true;
+        }
+        if (ret_buf) {
+                if (!fresh) {
+                        r = canon_size(b, &canon, &len);
+                        if (r < 0)
+                                return r;
+                }
+                *ret_buf = TAKE_PTR(canon);
+                *ret_len = len;
         }
         *ret = TAKE_PTR(b);
         return 0;
+}
+
+int hd_bootstrap_build_shown(const json_t *h, const json_t *shown,
+                             int64_t accepted_usec, size_t max_size, json_t **ret)
+{
+        return bootstrap_build_canon(h, shown, accepted_usec, max_size, ret, NULL, NULL);
 }
 
 int hd_bootstrap_build(const json_t *h, int64_t accepted_usec, json_t **ret)

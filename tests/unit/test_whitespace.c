@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "handoff.h"
+#include "record.h"
 #include "testutil.h"
 #include "util.h"
 
@@ -216,6 +217,49 @@ START_TEST(test_summary_turns_dropped_past_size_cap)
 }
 END_TEST
 
+/* The bytes bootstrap_build_canon() hands the daemon are the canonical
+ * bytes of the bootstrap it returns, and that bootstrap is
+ * hd_bootstrap_build_shown()'s, whichever of the size steps ran last:
+ * fits at once, turns dropped, transcript and payload dropped,
+ * resume_context cut, the handoff itself dropped. */
+START_TEST(test_bootstrap_canon_bytes_are_its_own)
+{
+        static const size_t caps[] = { HD_DEFAULT_MAX_SIZE, 300 * 1024, 64 * 1024, 20 * 1024,
+                                       6 * 1024, 1024, 200 };
+        json_t *h = handoff("context_summary", "Sized.", 0);
+        char *big = malloc(8 * 1024 + 1);
+
+        memset(big, 'b', 8 * 1024);
+        big[8 * 1024] = '\0';
+        for (int i = 0; i < 25; i++)
+                json_array_append_new(json_object_get(h, "transcript"),
+                                      json_pack("{s:s, s:s}", "role", "user", "text", big));
+        json_object_set_new(h, "context_summary", json_string(big));
+        for (size_t i = 0; i < ELEMENTSOF(caps); i++) {
+                json_t *b = NULL, *want = NULL;
+                char *buf = NULL, *dump = NULL;
+                size_t len = 0, dlen = 0;
+
+                ck_assert_int_eq(bootstrap_build_canon(h, NULL, NOW, caps[i], &b, &buf, &len), 0);
+                ck_assert_int_eq(hd_bootstrap_build_shown(h, NULL, NOW, caps[i], &want), 0);
+                ck_assert_msg(json_equal(b, want), "cap %zu: not hd_bootstrap_build_shown()'s",
+                              caps[i]);
+                ck_assert_int_eq(hd_canon_dump(b, NULL, &dump, &dlen), 0);
+                ck_assert_msg(len == dlen && !memcmp(buf, dump, len),
+                              "cap %zu: %zu bytes given, the bootstrap's are %zu", caps[i], len,
+                              dlen);
+                if (caps[i] >= 6 * 1024)
+                        ck_assert_uint_le(len, caps[i]);
+                free(buf);
+                free(dump);
+                json_decref(b);
+                json_decref(want);
+        }
+        free(big);
+        json_decref(h);
+}
+END_TEST
+
 Suite *suite_whitespace(void);
 Suite *suite_whitespace(void)
 {
@@ -226,6 +270,7 @@ Suite *suite_whitespace(void)
         tcase_add_test(tc, test_whitespace_near_misses_are_text);
         tcase_add_test(tc, test_summary_then_last_turns);
         tcase_add_test(tc, test_summary_turns_dropped_past_size_cap);
+        tcase_add_test(tc, test_bootstrap_canon_bytes_are_its_own);
         suite_add_tcase(s, tc);
         return s;
 }
