@@ -469,11 +469,11 @@ static int sync_written(struct spool *sp, struct item *items, size_t n)
         return errors;
 }
 
+/* Its document freed; its id byte stays locked until the batch ends
+ * (intake_batch() releases them all at once). */
 static void item_release(struct spool *sp, struct item *it)
 {
-        if (it->lock_id)
-                lock_release(sp->lock_fd, it->lock_id);
-        it->lock_id = 0;
+        (void)sp;
         json_decref(TAKE_PTR(it->doc));
         it->id = NULL;
 }
@@ -642,8 +642,15 @@ int intake_batch(struct spool *sp, char *const *names, size_t n,
                 for (size_t i = 0; outcomes && i < n; i++)
                         outcomes[i] = items[i].outcome;
         }
-        for (size_t i = 0; i < n; i++)
+        bool locked = false;
+        for (size_t i = 0; i < n; i++) {
+                locked |= items[i].lock_id != 0;
                 item_release(sp, &items[i]);
+        }
+        /* Only this batch holds id bytes now (the sweep's checks release
+         * theirs before they return): all of them go in one call. */
+        if (locked)
+                lock_release_ids(sp->lock_fd);
         free(items);
         return errors;
 }

@@ -83,3 +83,15 @@ void lock_release(int fd, uint64_t off)
 {
         lock_set(fd, off, F_UNLCK);
 }
+
+void lock_release_ids(int fd)
+{
+        struct flock fl = {
+                .l_type = F_UNLCK,
+                .l_whence = SEEK_SET,
+                .l_start = (off_t)(UINT64_C(2) << REGION_BITS),
+                .l_len = (off_t)(UINT64_C(1) << REGION_BITS),
+        };
+
+        (void) fcntl(fd, F_OFD_SETLK, &fl);
+}

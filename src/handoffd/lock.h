@@ -29,5 +29,9 @@ uint64_t lock_off_inode(dev_t dev, ino_t ino);
  * another daemon holds it, other -errno. */
 int lock_try(int fd, uint64_t off, bool exclusive);
 void lock_release(int fd, uint64_t off);
+/* Every id byte this daemon holds, in one call: the end of an intake
+ * batch, which alone holds id bytes across calls (a burst of N claims
+ * releases with 1 fcntl, not N). */
+void lock_release_ids(int fd);
 
 #endif
