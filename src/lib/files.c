@@ -376,35 +376,30 @@ ssize_t read_full(int fd, void *buf, size_t cap)
         return (ssize_t)len;
 }
 
-int read_all(int fd, size_t max, size_t extra, char **ret_buf, size_t *ret_len)
+/* read_all()'s loop from len bytes already in buf (cap bytes of room,
+ * plus 1 + extra); buf is taken over. */
+static int read_rest(int fd, size_t max, size_t extra, char *buf0, size_t len, size_t cap,
+                     char **ret_buf, size_t *ret_len)
 {
-        _cleanup_free_ char *buf = NULL;
-        size_t len = 0, cap = max < 4096 ? max + 1 : 4096;
+        _cleanup_free_ char *buf = buf0;
 
         /* Grow as the data comes, to one byte past max: a file of exactly
          * max bytes is fine, one more is too big. */
-        buf = malloc(cap + 1 + extra);
-        if (!buf)
-                return -ENOMEM;
-        for (;;) {
+        while (len == cap) {
                 ssize_t n;
+                char *nb;
 
-                if (len == cap) {
-                        char *nb;
-                        if (cap > max)
-                                return -EFBIG;
-                        cap = cap * 2 > max + 1 ? max + 1 : cap * 2;
-                        nb = realloc(buf, cap + 1 + extra);
-                        if (!nb)
-                                return -ENOMEM;
-                        buf = nb;
-                }
+                if (cap > max)
+                        return -EFBIG;
+                cap = cap * 2 > max + 1 ? max + 1 : cap * 2;
+                nb = realloc(buf, cap + 1 + extra);
+                if (!nb)
+                        return -ENOMEM;
+                buf = nb;
                 n = read_full(fd, buf + len, cap - len);
                 if (n < 0)
                         return (int)n;
                 len += (size_t)n;
-                if (len < cap)
-                        break;          /* the end of the file */
         }
         if (len > max)
                 return -EFBIG;
@@ -413,6 +408,61 @@ int read_all(int fd, size_t max, size_t extra, char **ret_buf, size_t *ret_len)
         if (ret_len)
                 *ret_len = len;
         return 0;
+}
+
+int read_all(int fd, size_t max, size_t extra, char **ret_buf, size_t *ret_len)
+{
+        size_t cap = max < 4096 ? max + 1 : 4096;
+        char *buf = malloc(cap + 1 + extra);
+        ssize_t n;
+
+        if (!buf)
+                return -ENOMEM;
+        n = read_full(fd, buf, cap);
+        if (n < 0) {
+                free(buf);
+                return (int)n;
+        }
+        return read_rest(fd, max, extra, buf, (size_t)n, cap, ret_buf, ret_len);
+}
+
+int read_all_sized(int fd, size_t max, size_t size, char **ret_buf, size_t *ret_len)
+{
+        size_t cap = size + 1;
+        char *buf;
+        ssize_t n;
+
+        if (size == 0 || size > max)
+                return read_all(fd, max, 0, ret_buf, ret_len);
+        buf = malloc(cap + 1);
+        if (!buf)
+                return -ENOMEM;
+        do
+                n = read(fd, buf, cap);
+        while (n < 0 && errno == EINTR);
+        if (n < 0) {
+                n = -errno;
+                free(buf);
+                return (int)n;
+        }
+        if ((size_t)n == size) {
+                buf[size] = '\0';
+                *ret_buf = buf;
+                if (ret_len)
+                        *ret_len = size;
+                return 0;
+        }
+        /* Shorter (a read cut short, or the file shrank) or longer (it
+         * grew): read on to the end as read_all() does. */
+        if ((size_t)n < cap) {
+                ssize_t m = read_full(fd, buf + n, cap - (size_t)n);
+                if (m < 0) {
+                        free(buf);
+                        return (int)m;
+                }
+                n += m;
+        }
+        return read_rest(fd, max, 0, buf, (size_t)n, cap, ret_buf, ret_len);
 }
 
 DIR *opendir_at(int dirfd)

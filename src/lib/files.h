@@ -47,6 +47,11 @@ int open_dir_look(int dirfd, const char *path, int *ret);
  * max bytes (the buffer has room for extra more bytes after them):
  * -EFBIG when there is more. */
 int read_all(int fd, size_t max, size_t extra, char **ret_buf, size_t *ret_len);
+/* read_all() of a regular file fstat() found size bytes long: one read()
+ * when it still is (asking for size + 1 bytes and getting size is its end
+ * as fstat() saw it; one still being written is a race the reader loses
+ * either way), read_all()'s loop otherwise.  No extra room. */
+int read_all_sized(int fd, size_t max, size_t size, char **ret_buf, size_t *ret_len);
 
 /* Read fd into buf until cap bytes or the end of the file (EINTR
  * retried); returns the count, or -errno. */

@@ -72,7 +72,7 @@ int read_fd_stat(int fd, const struct stat *sp, const char *name, size_t max_siz
                 return verdict(v, HD_R_TOO_LARGE, "'%s' is %jd bytes, limit %zu", name,
                                (intmax_t)st.st_size, max_size);
         /* st_size is only a hint: the file may still grow, some report 0. */
-        r = read_all(fd, max_size, 0, &buf, &len);
+        r = read_all_sized(fd, max_size, (size_t)st.st_size, &buf, &len);
         if (r == -EFBIG)
                 return verdict(v, HD_R_TOO_LARGE, "'%s' grew past the limit of %zu bytes",
                                name, max_size);

@@ -13,6 +13,7 @@
 #include "files.h"
 #include "handoff.h"
 #include "testutil.h"
+#include "util.h"
 
 static int open_dir(const char *path)
 {
@@ -225,6 +226,49 @@ START_TEST(test_read_fd_of_a_removed_file_is_gone_not_hardlink)
 }
 END_TEST
 
+/* read_all_sized() reads the whole file whatever the size it is told:
+ * the size fstat() gave (one read), a file that grew since (a smaller
+ * size), one that shrank (a larger size), one that grew past max, and the
+ * sizes around max and the 4 KiB a first read asks for. */
+START_TEST(test_read_all_sized_whatever_the_size_told)
+{
+        static const size_t lens[] = { 1, 100, 4095, 4096, 4097, 9000, 70000 };
+        char *dir = tu_tmpdir(), path[4096];
+        char *data = malloc(70000);
+
+        for (size_t i = 0; i < 70000; i++)
+                data[i] = (char)('a' + i % 26);
+        snprintf(path, sizeof(path), "%s/f", dir);
+        for (size_t i = 0; i < ELEMENTSOF(lens); i++) {
+                size_t n = lens[i];
+                const size_t told[] = { n, n - 1, n / 2, n + 1, 2 * n, 0 };
+
+                tu_write_file(path, data, n);
+                for (size_t k = 0; k < ELEMENTSOF(told); k++) {
+                        int fd = open(path, O_RDONLY | O_CLOEXEC);
+                        char *buf = NULL;
+                        size_t len = 0;
+
+                        ck_assert_int_ge(fd, 0);
+                        ck_assert_int_eq(read_all_sized(fd, 70000, told[k], &buf, &len), 0);
+                        ck_assert_msg(len == n && !memcmp(buf, data, n) && buf[n] == '\0',
+                                      "%zu bytes told %zu: read %zu", n, told[k], len);
+                        free(buf);
+                        close(fd);
+                        /* one byte over max is too big, however it is told */
+                        fd = open(path, O_RDONLY | O_CLOEXEC);
+                        buf = NULL;
+                        ck_assert_int_eq(read_all_sized(fd, n - 1, told[k], &buf, &len),
+                                         -EFBIG);
+                        ck_assert_ptr_null(buf);
+                        close(fd);
+                }
+        }
+        free(data);
+        free(dir);
+}
+END_TEST
+
 START_TEST(test_mkdir_p_and_random_hex)
 {
         char *dir = tu_tmpdir(), path[4096], a[33], b[33];
@@ -268,6 +312,7 @@ Suite *suite_files(void)
         tcase_add_test(tc, test_move_noreplace_moves_and_reports_vanished);
         tcase_add_test(tc, test_read_fd_of_a_removed_file_is_gone_not_hardlink);
         tcase_add_test(tc, test_mkdir_p_and_random_hex);
+        tcase_add_test(tc, test_read_all_sized_whatever_the_size_told);
         suite_add_tcase(s, tc);
         return s;
 }
