@@ -35,7 +35,6 @@ HD_RECEIPT_CLUSTER_N sets N (default 200; `make stress` runs 1,000)."""
 import os
 import re
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -173,6 +172,25 @@ def groups_current(ns):
                         n_stream += len(reps) == 2
                     lagging += [f"{name}@{r.get('name')}" for r in reps if not r.get("current")]
     return n_stream == 1 and not lagging
+
+
+def consumers_drained(ns):
+    """Every consumer of the stream, seen from its leader: nothing left to
+    deliver, nothing delivered and not acked (no receipt still to come)."""
+    seen = {}
+    for node in ns.nodes:
+        if not node.running():
+            continue
+        try:
+            j = node.jsz()
+        except Exception:
+            return None
+        for acc in j.get("account_details", []):
+            for st in acc.get("stream_detail", []):
+                for c in st.get("consumer_detail") or []:
+                    if (c.get("cluster") or {}).get("leader") == node.name:
+                        seen[c.get("name")] = (c.get("num_pending"), c.get("num_ack_pending"))
+    return seen if seen and all(v == (0, 0) for v in seen.values()) else None
 
 
 def check_logged_once(h):
@@ -315,11 +333,13 @@ def main():
         logged = check_logged_once(h)
         check(got == expected, f"{got} receipts recorded, want {expected}")
         check(logged == got, f"a's log names {logged} receipts, the items record {got}")
-        # a second one would show up by now
+        # Nothing more to come: b has nothing left to publish, and the
+        # consumers nothing left to deliver (a receipt twice would be in).
         wait(lambda: b.status()["relay"]["receipts"]["owed"] == 0 and
              b.status()["relay"]["receipts"]["queued"] == 0, 30,
              lambda: f"b has nothing left to publish: {b.status()['relay']['receipts']}")
-        time.sleep(1.0)
+        wait(lambda: consumers_drained(h.ns), 60,
+             lambda: "the stream's consumers delivered and acked everything")
         sa, sb = a.status()["relay"]["receipts"], b.status()["relay"]["receipts"]
         check(sa["applied"] == got and sa["dropped"] == 0 and sa["awaited"] == 0,
               f"a applied each of the {got} receipts once, awaits none: {sa}")
