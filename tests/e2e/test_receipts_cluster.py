@@ -48,8 +48,9 @@ from hdtest import check  # noqa: E402
 
 N = int(os.environ.get("HD_RECEIPT_CLUSTER_N", "200"))
 # carol's handoffs must be relayed before their ttl (a rejects them as
-# expired_unrelayed after it), through a stall of several seconds
-CAROL_TTL = 30 * hdtest.SLOW
+# expired_unrelayed after it), through a stall of several seconds (5-9 s
+# here, sanitized or not); phase 2 lasts until it passes
+CAROL_TTL = 30 + 10 * (hdtest.SLOW - 1)
 RATE = min(max(N / 4.0, 20.0), 100.0)     # handoffs dropped per second
 
 # (name, from, to, receipts after phase 1, after phase 2, outcome, reason,
