@@ -3,7 +3,8 @@
 #
 #   make stress                       200 kill cycles, 200 power cuts, 10,000 racing items,
 #                                     longer faults, 5,000 relayed items through a 3-node
-#                                     cluster, 500 receipts of mixed outcomes
+#                                     cluster, 500 receipts of mixed outcomes, 1,000 through
+#                                     a 3-node cluster
 #   make stress STRESS_CYCLES=1000 STRESS_N=50000 [SANITIZE=1]
 #
 # Each harness prints its figures; every harness runs even when one fails,
@@ -38,6 +39,8 @@ stress: deps
 	$(STRESS_ENV) HD_RELAY_CLUSTER_N=5000 python3 -B tests/e2e/test_relay_cluster.py || rc=1; \
 	echo "== stress: receipts, 500 relayed handoffs of mixed outcomes"; \
 	$(STRESS_ENV) HD_RECEIPT_N=500 python3 -B tests/e2e/test_receipts.py || rc=1; \
+	echo "== stress: receipts through a 3-node cluster, 1,000 relayed, stream leader SIGKILLed twice"; \
+	$(STRESS_ENV) HD_RECEIPT_CLUSTER_N=1000 python3 -B tests/e2e/test_receipts_cluster.py || rc=1; \
 	echo "== stress: power cuts, $(STRESS_CYCLES) cuts (powercutfs, fsync = yes)"; \
 	$(STRESS_ENV) HD_POWERCUT_CUTS=$(STRESS_CYCLES) HD_POWERCUT_ENFORCE=1 python3 -B tests/e2e/test_powercut.py || rc=1; \
 	echo "== stress: hostile spool"; \
