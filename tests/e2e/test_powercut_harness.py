@@ -12,7 +12,9 @@ mounts the backing directory again and reads what the "disk" kept:
   fsync they are kept;
 - a new file synced, its directory not: gone; its directory synced, the file
   not: there, empty;
-- an unlink not synced comes back; an unlink synced stays gone.
+- an unlink not synced comes back; an unlink synced stays gone;
+- an armed cut ("arm OP TEXT [OP2 TEXT2]") comes right after that
+  operation: the sync it follows is kept, nothing after it happens.
 Skipped (passes, says why) where FUSE cannot be mounted."""
 
 import os
@@ -141,11 +143,34 @@ def main():
                           all(read(M("b", f"n{i}")) == b"" for i in range(50)),
                           "new files whose bytes were not synced are empty, old ones intact", True)
 
+            # Armed: the cut comes after the sync of b/ that follows a
+            # rename into a/ (not after the earlier sync of b/), before c/.
+            os.mkdir(M("c"))
+            fsync_path(mnt)
+            fs[0].arm("rename", "/a/", then=("fsyncdir", "/b"))
+            write(M("b", "x"), b"", sync=False)
+            fsync_path(M("b"))
+            hdtest.expect(not fs[0].is_cut(), "armed: not cut before its first step", True)
+            os.rename(M("b", "x"), M("a", "x"))
+            fsync_path(M("a"))
+            fsync_path(M("b"))
+            hdtest.expect(fs[0].is_cut(), "armed: cut after its second step", True)
+            try:
+                fsync_path(M("c"))
+                after = "worked"
+            except OSError:
+                after = "failed"
+            fs[0].unmount()
+            fs[0] = pcfs.Mount(disk, mnt, log=log)
+            hdtest.expect(read(M("a", "x")) == b"" and read(M("b", "x")) is None and after == "failed",
+                          f"armed cut: the syncs up to its operation kept, nothing after it "
+                          f"(a/x {read(M('a', 'x'))!r}, b/x {read(M('b', 'x'))!r}, "
+                          f"a sync after the cut {after})", True)
         finally:
             fs[0].unmount()
         log.seek(0)
         cuts = sum(1 for line in log if "cut: image written" in line)
-        hdtest.expect(cuts == 11, f"{cuts} cuts written", True)
+        hdtest.expect(cuts == 12, f"{cuts} cuts written", True)
     hdtest.finish("powercut harness: loses what was not synced, keeps what was")
 
 

@@ -4,6 +4,7 @@ a backing directory, cut the power, mount it again.
     fs = pcfs.Mount(backing, mnt)      # mounted when this returns
     ...                                # work under mnt
     fs.cut()                           # the disk is now what was synced
+    (or fs.arm("fsyncdir", "/spool/outbox"): the same right after that sync)
     kill what used mnt; fs.unmount()
     fs = pcfs.Mount(backing, mnt)      # the reboot
 
@@ -70,6 +71,32 @@ class Mount:
             os.write(fd, b"cut\n")
         finally:
             os.close(fd)
+
+    def arm(self, op, text, then=None):
+        """The power goes right after the next op ("fsync", "fsyncdir",
+        "rename", "link") on a path holding text (a rename's or link's
+        destination), as cut() would; then=(op2, text2): after the first
+        op2 on text2 that follows it.  See powercutfs.c."""
+        fd = os.open(os.path.join(self.mnt, ".powercut"), os.O_WRONLY)
+        try:
+            os.write(fd, f"arm {op} {text}{' %s %s' % then if then else ''}\n".encode())
+        finally:
+            os.close(fd)
+
+    def disarm(self):
+        fd = os.open(os.path.join(self.mnt, ".powercut"), os.O_WRONLY)
+        try:
+            os.write(fd, b"disarm\n")
+        finally:
+            os.close(fd)
+
+    def is_cut(self):
+        """Whether the power went (every operation fails from then on)."""
+        try:
+            os.stat(os.path.join(self.mnt, ".powercut"))
+            return False
+        except OSError:
+            return True
 
     def unmount(self):
         if _mounted(self.mnt):
