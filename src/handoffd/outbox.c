@@ -61,6 +61,19 @@ int outbox_take(struct relay *r, const char *name, const json_t *doc, int64_t no
                 json_decref(e);
                 return -ENAMETOOLONG;
         }
+        /* outbox/ holds the producer's inode, whose bytes nobody may have
+         * synced (gptme-voice's writer does not): on disk before outbox/
+         * names it, or a power cut leaves outbox/<id>.json empty, rejected
+         * at the next start, and a handoff logged as queued is lost. */
+        if (sp->cfg->fsync) {
+                const char *names[] = { name };
+                int ret;
+                q = fsync_many_at(&sp->fd[SD_HANDOFF], names, 1, &ret);
+                if (q < 0) {
+                        json_decref(e);
+                        return q;
+                }
+        }
         q = spool_move_out(sp, name, SD_OUTBOX, dst);
         if (q < 0) {
                 json_decref(e);
