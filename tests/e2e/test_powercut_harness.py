@@ -14,11 +14,14 @@ mounts the backing directory again and reads what the "disk" kept:
   not: there, empty;
 - an unlink not synced comes back; an unlink synced stays gone;
 - an armed cut ("arm OP TEXT [OP2 TEXT2]") comes right after that
-  operation: the sync it follows is kept, nothing after it happens.
+  operation: the sync it follows is kept, nothing after it happens;
+- --concurrent with a sync held ("delay fsyncdir TEXT MS"): a sync issued
+  with the held one is applied first, one issued after it returned after.
 Skipped (passes, says why) where FUSE cannot be mounted."""
 
 import os
 import sys
+import time
 
 sys.path.insert(0, os.path.join(os.environ.get("HD_SRC", "."), "tests", "py"))
 sys.path.insert(0, os.path.join(os.environ.get("HD_SRC", "."), "tests", "powercut"))
@@ -166,11 +169,55 @@ def main():
                           f"armed cut: the syncs up to its operation kept, nothing after it "
                           f"(a/x {read(M('a', 'x'))!r}, b/x {read(M('b', 'x'))!r}, "
                           f"a sync after the cut {after})", True)
+
+            # --concurrent, syncs of a/ held: of two syncs issued together the
+            # other goes first (a cut after it finds a/ not synced); a sync
+            # issued after the held one returned still comes after it.
+            import threading
+            for together in (True, False):
+                fs[0].unmount()
+                fs[0] = pcfs.Mount(disk, mnt, log=log, concurrent=True)
+                os.rename(M("a", "x"), M("b", "x"))
+                fs[0].delay("/a", 300)
+                fs[0].arm("fsyncdir", "/b")
+                def sync_a():
+                    try:
+                        fsync_path(M("a"))
+                    except OSError:
+                        pass    # the cut came while it was held
+                t = threading.Thread(target=sync_a)
+                if together:
+                    t.start()
+                    time.sleep(0.05)
+                else:
+                    t.run()
+                try:
+                    fsync_path(M("b"))
+                except OSError:
+                    pass
+                if together:
+                    t.join()
+                fs[0].unmount()
+                fs[0] = pcfs.Mount(disk, mnt, log=log)
+                a, b = read(M("a", "x")), read(M("b", "x"))
+                if together:
+                    hdtest.expect(a == b"" and b == b"",
+                                  f"concurrent: a held sync of a/ is not applied before one issued "
+                                  f"with it (a/x {a!r}, b/x {b!r}: in both)", True)
+                    os.unlink(M("b", "x"))
+                    fsync_path(M("b"))
+                else:
+                    hdtest.expect(a is None and b == b"",
+                                  f"concurrent: a held sync that returned comes before the next "
+                                  f"(a/x {a!r}, b/x {b!r})", True)
+                    os.rename(M("b", "x"), M("a", "x"))
+                    fsync_path(M("a"))
+                    fsync_path(M("b"))
         finally:
             fs[0].unmount()
         log.seek(0)
         cuts = sum(1 for line in log if "cut: image written" in line)
-        hdtest.expect(cuts == 12, f"{cuts} cuts written", True)
+        hdtest.expect(cuts == 14, f"{cuts} cuts written", True)
     hdtest.finish("powercut harness: loses what was not synced, keeps what was")
 
 

@@ -42,12 +42,15 @@ def _mounted(mnt):
 
 
 class Mount:
-    def __init__(self, backing, mnt, log=None):
+    def __init__(self, backing, mnt, log=None, concurrent=False):
+        """concurrent: syncs issued together may be applied in any order
+        (powercutfs --concurrent; see delay())."""
         self.backing, self.mnt = backing, mnt
         os.makedirs(backing, exist_ok=True)
         os.makedirs(mnt, exist_ok=True)
         self.log = log
-        self.proc = subprocess.Popen([binary(), backing, mnt], stdin=subprocess.DEVNULL,
+        self.proc = subprocess.Popen([binary(), backing, mnt] + (["--concurrent"] if concurrent else []),
+                                     stdin=subprocess.DEVNULL,
                                      stdout=subprocess.DEVNULL,
                                      stderr=log or subprocess.DEVNULL)
         deadline = time.monotonic() + 20
@@ -80,6 +83,16 @@ class Mount:
         fd = os.open(os.path.join(self.mnt, ".powercut"), os.O_WRONLY)
         try:
             os.write(fd, f"arm {op} {text}{' %s %s' % then if then else ''}\n".encode())
+        finally:
+            os.close(fd)
+
+    def delay(self, text, ms):
+        """(concurrent mounts) each sync of a directory whose path holds
+        text waits ms before it is applied: a sync issued at the same time
+        goes first; one issued after it returned still comes after."""
+        fd = os.open(os.path.join(self.mnt, ".powercut"), os.O_WRONLY)
+        try:
+            os.write(fd, f"delay fsyncdir {text} {ms}\n".encode())
         finally:
             os.close(fd)
 

@@ -37,12 +37,22 @@
  * not).  "arm OP TEXT OP2 TEXT2": after the first OP2 on TEXT2 that
  * follows an OP on TEXT ("arm rename /archive/ fsyncdir /outbox": the
  * sync of outbox/ that follows a move into archive/).  "disarm" forgets
- * it. */
+ * it.
+ *
+ * With --concurrent (the third argument) requests are served by several
+ * threads, one operation at a time still (a lock around each), so syncs
+ * that a program issues together may be applied in any order, as a disk
+ * may make them durable; "delay fsyncdir TEXT MS" holds each sync of a
+ * directory whose path holds TEXT MS milliseconds before it is applied,
+ * so that another sync issued at the same time goes first (a cut then
+ * finds the one without the other).  A sync issued only after the held
+ * one returned is still applied after it. */
 #define FUSE_USE_VERSION 31
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <fuse.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -51,6 +61,7 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
 #define CTL_NAME "/.powercut"
@@ -89,6 +100,8 @@ static struct live *live[HASH_SIZE];
 static bool cut_done;
 /* arm_op[0][0]: not armed; [1]: a second stage, armed by the first */
 static char arm_op[2][16], arm_text[2][256];
+static char delay_text[256];    /* "delay fsyncdir TEXT MS"; [0]: none */
+static long delay_ms;
 static unsigned long n_fsync, n_fsyncdir, n_ops;
 
 static void *xrealloc(void *p, size_t n)
@@ -440,6 +453,13 @@ static int arm(const char *buf, size_t size)
         memcpy(cmd, buf, size);
         cmd[size] = '\0';
         cmd[strcspn(cmd, "\n")] = '\0';
+        if (!strncmp(cmd, "delay ", 6)) {
+                if (sscanf(cmd, "delay fsyncdir %255s %ld", delay_text, &delay_ms) != 2) {
+                        delay_text[0] = '\0';
+                        return -EINVAL;
+                }
+                return 0;
+        }
         arm_op[0][0] = arm_op[1][0] = '\0';
         if (!strcmp(cmd, "disarm"))
                 return 0;
@@ -457,12 +477,22 @@ static int arm(const char *buf, size_t size)
 /* ---- pass-through operations ---- */
 
 #define REL(p) ((p)[0] == '/' && (p)[1] ? (p) + 1 : ".")
-#define OFF()                          \
-        do {                           \
-                n_ops++;               \
-                if (cut_done)          \
-                        return -EIO;   \
-        } while (0)
+/* One operation at a time, also with --concurrent: held until the
+ * handler returns. */
+static pthread_mutex_t big_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void big_unlock(int *unused)
+{
+        (void)unused;
+        pthread_mutex_unlock(&big_lock);
+}
+
+#define OFF()                                                           \
+        pthread_mutex_lock(&big_lock);                                  \
+        int off_guard_ __attribute__((cleanup(big_unlock), unused)) = 0; \
+        n_ops++;                                                        \
+        if (cut_done)                                                   \
+                return -EIO
 #define RET(x) return (x) < 0 ? -errno : 0
 
 static bool is_ctl(const char *path)
@@ -719,8 +749,34 @@ static int pc_releasedir(const char *path, struct fuse_file_info *fi)
         return 0;
 }
 
+/* "delay fsyncdir TEXT MS": a sync of a directory whose path holds TEXT
+ * waits, outside the lock, before it is applied. */
+static void delay_sync(int fd)
+{
+        char p[64], path[4096], text[256];
+        long ms;
+        ssize_t n;
+
+        pthread_mutex_lock(&big_lock);
+        memcpy(text, delay_text, sizeof(text));
+        ms = delay_ms;
+        pthread_mutex_unlock(&big_lock);
+        if (!text[0] || ms <= 0)
+                return;
+        snprintf(p, sizeof(p), "/proc/self/fd/%d", fd);
+        n = readlink(p, path, sizeof(path) - 1);
+        if (n < 0)
+                return;
+        path[n] = '\0';
+        if (strstr(path + strlen(backing), text)) {
+                struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+                nanosleep(&ts, NULL);
+        }
+}
+
 static int pc_fsyncdir(const char *path, int datasync, struct fuse_file_info *fi)
 {
+        delay_sync((int)fi->fh);
         OFF();
         if (fsync((int)fi->fh) < 0)
                 return -errno;
@@ -786,8 +842,10 @@ int main(int argc, char **argv)
 {
         struct stat st;
 
+        bool concurrent = argc > 3 && !strcmp(argv[3], "--concurrent");
+
         if (argc < 3) {
-                fprintf(stderr, "usage: powercutfs BACKING MOUNTPOINT [fuse options]\n");
+                fprintf(stderr, "usage: powercutfs BACKING MOUNTPOINT [--concurrent] [fuse options]\n");
                 return 2;
         }
         backing = realpath(argv[1], NULL);
@@ -805,17 +863,19 @@ int main(int argc, char **argv)
         fprintf(stderr, "powercutfs: %s on %s, %zu records on disk; model: strict, a file's "
                 "bytes are durable at its fsync, a directory's entries at the directory's fsync, "
                 "nothing else\n", backing, argv[2], n_recs);
-        /* foreground, one thread: each operation is whole before the next,
+        /* foreground, one thread (--concurrent: several, one operation at
+         * a time under big_lock): each operation is whole before the next,
          * so a cut falls between two operations */
         char *fargv[16];
         int fargc = 0;
         fargv[fargc++] = argv[0];
         fargv[fargc++] = argv[2];
         fargv[fargc++] = "-f";
-        fargv[fargc++] = "-s";
+        if (!concurrent)
+                fargv[fargc++] = "-s";
         fargv[fargc++] = "-o";
         fargv[fargc++] = "allow_other,default_permissions,fsname=powercutfs";
-        for (int k = 3; k < argc && fargc < 15; k++)
+        for (int k = concurrent ? 4 : 3; k < argc && fargc < 15; k++)
                 fargv[fargc++] = argv[k];
         fargv[fargc] = NULL;
         return fuse_main(fargc, fargv, &ops, NULL);
