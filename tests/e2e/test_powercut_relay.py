@@ -3,7 +3,8 @@
 
 Host a (agent bob; alice and gordon are [remote] on host b) and host b
 each run handoffd on a spool of its own powercutfs (tests/powercut/pcfs.py
-MODEL); nats-server, the other side and not under test, keeps its store in
+MODEL; --concurrent: syncs issued together are applied in any order);
+nats-server, the other side and not under test, keeps its store in
 a plain temp dir (tests/py/natsrv.py, relaykit.Hosts).  Load, all the time:
 - on a, a producer as gptme-voice writes (temp file, rename, no fsync;
   1 in 7 with a wrong key, rejected on a) and a producer running
@@ -15,7 +16,8 @@ of one host is cut, aimed (powercutfs "arm") right after a step of the
 item's life, in turn: a: the link handoff/ -> outbox/, outbox/ synced
 after it, the next item's file synced after a link (the first one logged
 Queued, the batch not yet synced), the move outbox/ -> archive/ after
-the PubAck and each of its two directories synced; b: a relayed message renamed into handoff/,
+the PubAck and each of its two directories synced (outbox/ with the
+archive/ sync issued beside it held back: powercutfs delay); b: a relayed message renamed into handoff/,
 handoff/ synced (before the ack to JetStream), claimed/ synced; and at a
 random moment on either.  That host's handoffd is
 SIGKILLed, its file system mounted again, handoffd started; the other
@@ -73,7 +75,9 @@ AIMS = [
     ("b", "rename", "/spool/handoff/"),     # a relayed message in handoff/, not synced
     ("a", "fsyncdir", "/spool/outbox"),     # outbox/ synced (a take), handoff/ not yet
     ("b", "fsyncdir", "/spool/handoff"),    # synced, the ack to JetStream not yet sent
-    ("a", *OUTBOX_MOVE, ("fsyncdir", "/spool/outbox")),   # the move's source synced
+    # the move's source synced, its destination's sync (issued with it,
+    # held: powercutfs delay) not yet
+    ("a", *OUTBOX_MOVE, ("fsyncdir", "/spool/outbox"), "/spool/archive"),
     ("b", "fsyncdir", "/spool/claimed"),    # the claim on b
     ("a", *OUTBOX_MOVE, ("fsyncdir", "/spool/archive")),  # the move's destination synced
     ("a", *OUTBOX_MOVE),                    # moved, nothing synced
@@ -288,7 +292,7 @@ def main():
         fslog = open(os.path.join(h.a.dir, "powercutfs.log"), "w+")
         disk = {x: os.path.join(e.dir, "disk") for x, e in (("a", h.a), ("b", h.b))}
         mnt = {x: os.path.join(e.dir, "mnt") for x, e in (("a", h.a), ("b", h.b))}
-        fs = {x: pcfs.Mount(disk[x], mnt[x], log=fslog) for x in ("a", "b")}
+        fs = {x: pcfs.Mount(disk[x], mnt[x], log=fslog, concurrent=True) for x in ("a", "b")}
         h.a.spool = os.path.join(mnt["a"], "spool")
         h.b.spool = os.path.join(mnt["b"], "spool")
         h.b.state = {a: os.path.join(mnt["b"], "agents", a) for a in AGENTS}
@@ -330,6 +334,9 @@ def main():
             for cut in range(CUTS):
                 x, op, text, *then = AIMS[cut % len(AIMS)]
                 what = f"{x}: {op} {text}" + (" then %s %s" % then[0] if then else "")
+                if len(then) > 1:
+                    fs[x].delay(then[1], 100)
+                    what += f" (syncs of {then[1]} held 100 ms)"
                 if op:
                     fs[x].arm(op, text, then[0] if then else None)
                     deadline = time.monotonic() + 10 * hdtest.SLOW
@@ -352,7 +359,7 @@ def main():
                     acked_log.add(m.group(1) or m.group(2))
                 d[x].stop()
                 fs[x].unmount()
-                fs[x] = pcfs.Mount(disk[x], mnt[x], log=fslog)
+                fs[x] = pcfs.Mount(disk[x], mnt[x], log=fslog, concurrent=True)
                 v = []
                 if x == "b":
                     cons.settle()
