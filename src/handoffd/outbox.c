@@ -119,8 +119,8 @@ static bool other_link(int dirfd, const struct stat *a, char *found, size_t n)
  * rejected/: a move into or out of outbox/ whose two directories were not
  * both synced before a power cut (spool_flush() syncs the destination
  * first), or with a producer's tmp/ name.  The move stands: a take's
- * handoff/ name goes
- * (spool_drop_claim_leftover()), and so does the outbox/ name of an item
+ * handoff/ or tmp/ name goes (spool_drop_claim_leftover(),
+ * spool_drop_tmp_twin()), and so does the outbox/ name of an item
  * archived as relayed or rejected; left there, it would be rejected as a
  * hardlink, or published and archived a second time.  True when
  * outbox/name is gone. */
