@@ -142,6 +142,7 @@ class Submitter(Worker):
                             "--ttl", "600", "--id", hid], capture_output=True, timeout=60)
         if p.returncode == 0:
             self.acked.add(hid)
+        time.sleep(0.02)    # as the writer: the long run stays linear
 
 
 class Consumer(Worker):
