@@ -1,7 +1,8 @@
 # mk/stress.mk: the long runs of the robustness harnesses (issue 7).
 # Included by the top Makefile.  make check runs the same scripts short.
 #
-#   make stress                       200 kill cycles, 200 power cuts, 10,000 racing items,
+#   make stress                       200 kill cycles, 200 power cuts (and 200 under the
+#                                     relay), 10,000 racing items,
 #                                     longer faults, 5,000 relayed items through a 3-node
 #                                     cluster, 500 receipts of mixed outcomes, 1,000 through
 #                                     a 3-node cluster
@@ -43,6 +44,8 @@ stress: deps
 	$(STRESS_ENV) HD_RECEIPT_CLUSTER_N=1000 python3 -B tests/e2e/test_receipts_cluster.py || rc=1; \
 	echo "== stress: power cuts, $(STRESS_CYCLES) cuts (powercutfs, fsync = yes)"; \
 	$(STRESS_ENV) HD_POWERCUT_CUTS=$(STRESS_CYCLES) HD_POWERCUT_ENFORCE=1 python3 -B tests/e2e/test_powercut.py || rc=1; \
+	echo "== stress: power cuts under the relay, $(STRESS_CYCLES) cuts of either host (powercutfs, fsync = yes)"; \
+	$(STRESS_ENV) HD_POWERCUT_CUTS=$(STRESS_CYCLES) HD_POWERCUT_ENFORCE=1 python3 -B tests/e2e/test_powercut_relay.py || rc=1; \
 	echo "== stress: hostile spool"; \
 	$(STRESS_ENV) python3 -B tests/e2e/test_hostile.py || rc=1; \
 	if [ $$rc -eq 0 ]; then echo "stress: all passed"; else echo "stress: FAILED (see above)"; fi; \

@@ -10,6 +10,7 @@
  * the directory is the truth.  A crash between the PubAck and the archive
  * move publishes again at the next start: the stream's duplicate window
  * answers "duplicate", and the receiving host drops an id it knows. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -61,6 +62,19 @@ int outbox_take(struct relay *r, const char *name, const json_t *doc, int64_t no
                 json_decref(e);
                 return -ENAMETOOLONG;
         }
+        /* outbox/ holds the producer's inode, whose bytes nobody may have
+         * synced (gptme-voice's writer does not): on disk before outbox/
+         * names it, or a power cut leaves outbox/<id>.json empty, rejected
+         * at the next start, and a handoff logged as queued is lost. */
+        if (sp->cfg->fsync) {
+                const char *names[] = { name };
+                int ret;
+                q = fsync_many_at(&sp->fd[SD_HANDOFF], names, 1, &ret);
+                if (q < 0) {
+                        json_decref(e);
+                        return q;
+                }
+        }
         q = spool_move_out(sp, name, SD_OUTBOX, dst);
         if (q < 0) {
                 json_decref(e);
@@ -78,6 +92,65 @@ int outbox_take(struct relay *r, const char *name, const json_t *doc, int64_t no
                      config_remote(sp->cfg, json_string_value(json_object_get(doc, "to_agent"))));
         outbox_kick(r);
         return 0;
+}
+
+/* Another name of a's inode in dirfd (not a dotfile), into found. */
+static bool other_link(int dirfd, const struct stat *a, char *found, size_t n)
+{
+        struct dirent *de;
+        struct stat b;
+        bool ok = false;
+        DIR *d = opendir_at(dirfd);
+
+        if (!d)
+                return false;
+        while (!ok && (de = readdir(d)))
+                if (de->d_ino == a->st_ino && de->d_name[0] != '.' &&
+                    fstatat(dirfd, de->d_name, &b, AT_SYMLINK_NOFOLLOW) == 0 &&
+                    b.st_dev == a->st_dev && b.st_ino == a->st_ino) {
+                        snprintf(found, n, "%s", de->d_name);
+                        ok = true;
+                }
+        closedir(d);
+        return ok;
+}
+
+/* outbox/name is one inode with a name in handoff/, archive/ or
+ * rejected/: a move into or out of outbox/ whose two directories were not
+ * both synced before a power cut (spool_flush() syncs the destination
+ * first), or with a producer's tmp/ name.  The move stands: a take's
+ * handoff/ or tmp/ name goes (spool_drop_claim_leftover(),
+ * spool_drop_tmp_twin()), and so does the outbox/ name of an item
+ * archived as relayed or rejected; left there, it would be rejected as a
+ * hardlink, or published and archived a second time.  True when
+ * outbox/name is gone. */
+static bool drop_leftover(struct spool *sp, const char *name)
+{
+        static const enum spool_dir out[] = { SD_ARCHIVE, SD_REJECTED };
+        char other[NAME_MAX + 1];
+        struct stat a;
+
+        if (fstatat(sp->fd[SD_OUTBOX], name, &a, AT_SYMLINK_NOFOLLOW) < 0 ||
+            !S_ISREG(a.st_mode) || a.st_nlink < 2)
+                return false;
+        if (other_link(sp->fd[SD_HANDOFF], &a, other, sizeof(other)))
+                spool_drop_claim_leftover(sp, other);
+        /* the producer's temp name, kept by a sync of tmp/ (its rename
+         * into handoff/ was not) */
+        spool_drop_tmp_twin(sp, SD_OUTBOX, name);
+        for (size_t i = 0; i < ELEMENTSOF(out); i++) {
+                if (!other_link(sp->fd[out[i]], &a, other, sizeof(other)))
+                        continue;
+                if (sp->cfg->fsync && fsync_dir(sp->fd[out[i]]) < 0)
+                        return false;
+                if (unlinkat(sp->fd[SD_OUTBOX], name, 0) < 0)
+                        return false;
+                sp->dirty[SD_OUTBOX] = true;
+                log_info("Removed outbox/%s, left beside %s/%s by a power cut", name,
+                         spool_dir_names[out[i]], other);
+                return true;
+        }
+        return false;
 }
 
 int outbox_scan(struct relay *r, int64_t now)
@@ -102,7 +175,7 @@ int outbox_scan(struct relay *r, int64_t now)
                         continue;
                 memcpy(id, k, l - 5);
                 id[l - 5] = '\0';
-                if (!hd_id_valid(id))
+                if (!hd_id_valid(id) || drop_leftover(sp, k))
                         continue;
                 /* Only this daemon writes here, after a full check; a file
                  * that no longer reads (a power loss with fsync off) is

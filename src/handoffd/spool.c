@@ -311,14 +311,14 @@ int spool_flush(struct spool *sp)
                 }
         /* A move is a change in two directories: the one it goes to is
          * synced before the one it leaves (claims leave handoff/ for
-         * claimed/, claimed/ is left for archive/ and rejected/), so a
-         * power cut between the two leaves the item in both, never in
-         * neither. */
+         * claimed/, claimed/ is left for archive/ and rejected/, outbox/
+         * likewise after the PubAck or the expiry), so a power cut between
+         * the two leaves the item in both, never in neither. */
         for (int round = 0; round < 3; round++) {
                 if (round == 2 && r == 0)
                         leave_handoff(sp);
                 for (int i = 0; i < _SD_MAX; i++) {
-                        int want = i == SD_HANDOFF ? 2 : i == SD_CLAIMED ? 1 : 0;
+                        int want = i == SD_HANDOFF ? 2 : i == SD_CLAIMED || i == SD_OUTBOX ? 1 : 0;
                         if (want != round || !sp->dirty[i])
                                 continue;
                         sp->dirty[i] = false;

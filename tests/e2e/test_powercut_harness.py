@@ -12,11 +12,16 @@ mounts the backing directory again and reads what the "disk" kept:
   fsync they are kept;
 - a new file synced, its directory not: gone; its directory synced, the file
   not: there, empty;
-- an unlink not synced comes back; an unlink synced stays gone.
+- an unlink not synced comes back; an unlink synced stays gone;
+- an armed cut ("arm OP TEXT [OP2 TEXT2]") comes right after that
+  operation: the sync it follows is kept, nothing after it happens;
+- --concurrent with a sync held ("delay fsyncdir TEXT MS"): a sync issued
+  with the held one is applied first, one issued after it returned after.
 Skipped (passes, says why) where FUSE cannot be mounted."""
 
 import os
 import sys
+import time
 
 sys.path.insert(0, os.path.join(os.environ.get("HD_SRC", "."), "tests", "py"))
 sys.path.insert(0, os.path.join(os.environ.get("HD_SRC", "."), "tests", "powercut"))
@@ -141,11 +146,78 @@ def main():
                           all(read(M("b", f"n{i}")) == b"" for i in range(50)),
                           "new files whose bytes were not synced are empty, old ones intact", True)
 
+            # Armed: the cut comes after the sync of b/ that follows a
+            # rename into a/ (not after the earlier sync of b/), before c/.
+            os.mkdir(M("c"))
+            fsync_path(mnt)
+            fs[0].arm("rename", "/a/", then=("fsyncdir", "/b"))
+            write(M("b", "x"), b"", sync=False)
+            fsync_path(M("b"))
+            hdtest.expect(not fs[0].is_cut(), "armed: not cut before its first step", True)
+            os.rename(M("b", "x"), M("a", "x"))
+            fsync_path(M("a"))
+            fsync_path(M("b"))
+            hdtest.expect(fs[0].is_cut(), "armed: cut after its second step", True)
+            try:
+                fsync_path(M("c"))
+                after = "worked"
+            except OSError:
+                after = "failed"
+            fs[0].unmount()
+            fs[0] = pcfs.Mount(disk, mnt, log=log)
+            hdtest.expect(read(M("a", "x")) == b"" and read(M("b", "x")) is None and after == "failed",
+                          f"armed cut: the syncs up to its operation kept, nothing after it "
+                          f"(a/x {read(M('a', 'x'))!r}, b/x {read(M('b', 'x'))!r}, "
+                          f"a sync after the cut {after})", True)
+
+            # --concurrent, syncs of a/ held: of two syncs issued together the
+            # other goes first (a cut after it finds a/ not synced); a sync
+            # issued after the held one returned still comes after it.
+            import threading
+            for together in (True, False):
+                fs[0].unmount()
+                fs[0] = pcfs.Mount(disk, mnt, log=log, concurrent=True)
+                os.rename(M("a", "x"), M("b", "x"))
+                fs[0].delay("/a", 300)
+                fs[0].arm("fsyncdir", "/b")
+                def sync_a():
+                    try:
+                        fsync_path(M("a"))
+                    except OSError:
+                        pass    # the cut came while it was held
+                t = threading.Thread(target=sync_a)
+                if together:
+                    t.start()
+                    time.sleep(0.05)
+                else:
+                    t.run()
+                try:
+                    fsync_path(M("b"))
+                except OSError:
+                    pass
+                if together:
+                    t.join()
+                fs[0].unmount()
+                fs[0] = pcfs.Mount(disk, mnt, log=log)
+                a, b = read(M("a", "x")), read(M("b", "x"))
+                if together:
+                    hdtest.expect(a == b"" and b == b"",
+                                  f"concurrent: a held sync of a/ is not applied before one issued "
+                                  f"with it (a/x {a!r}, b/x {b!r}: in both)", True)
+                    os.unlink(M("b", "x"))
+                    fsync_path(M("b"))
+                else:
+                    hdtest.expect(a is None and b == b"",
+                                  f"concurrent: a held sync that returned comes before the next "
+                                  f"(a/x {a!r}, b/x {b!r})", True)
+                    os.rename(M("b", "x"), M("a", "x"))
+                    fsync_path(M("a"))
+                    fsync_path(M("b"))
         finally:
             fs[0].unmount()
         log.seek(0)
         cuts = sum(1 for line in log if "cut: image written" in line)
-        hdtest.expect(cuts == 11, f"{cuts} cuts written", True)
+        hdtest.expect(cuts == 14, f"{cuts} cuts written", True)
     hdtest.finish("powercut harness: loses what was not synced, keeps what was")
 
 

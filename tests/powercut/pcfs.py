@@ -4,6 +4,7 @@ a backing directory, cut the power, mount it again.
     fs = pcfs.Mount(backing, mnt)      # mounted when this returns
     ...                                # work under mnt
     fs.cut()                           # the disk is now what was synced
+    (or fs.arm("fsyncdir", "/spool/outbox"): the same right after that sync)
     kill what used mnt; fs.unmount()
     fs = pcfs.Mount(backing, mnt)      # the reboot
 
@@ -41,12 +42,15 @@ def _mounted(mnt):
 
 
 class Mount:
-    def __init__(self, backing, mnt, log=None):
+    def __init__(self, backing, mnt, log=None, concurrent=False):
+        """concurrent: syncs issued together may be applied in any order
+        (powercutfs --concurrent; see delay())."""
         self.backing, self.mnt = backing, mnt
         os.makedirs(backing, exist_ok=True)
         os.makedirs(mnt, exist_ok=True)
         self.log = log
-        self.proc = subprocess.Popen([binary(), backing, mnt], stdin=subprocess.DEVNULL,
+        self.proc = subprocess.Popen([binary(), backing, mnt] + (["--concurrent"] if concurrent else []),
+                                     stdin=subprocess.DEVNULL,
                                      stdout=subprocess.DEVNULL,
                                      stderr=log or subprocess.DEVNULL)
         deadline = time.monotonic() + 20
@@ -70,6 +74,42 @@ class Mount:
             os.write(fd, b"cut\n")
         finally:
             os.close(fd)
+
+    def arm(self, op, text, then=None):
+        """The power goes right after the next op ("fsync", "fsyncdir",
+        "rename", "link") on a path holding text (a rename's or link's
+        destination), as cut() would; then=(op2, text2): after the first
+        op2 on text2 that follows it.  See powercutfs.c."""
+        fd = os.open(os.path.join(self.mnt, ".powercut"), os.O_WRONLY)
+        try:
+            os.write(fd, f"arm {op} {text}{' %s %s' % then if then else ''}\n".encode())
+        finally:
+            os.close(fd)
+
+    def delay(self, text, ms):
+        """(concurrent mounts) each sync of a directory whose path holds
+        text waits ms before it is applied: a sync issued at the same time
+        goes first; one issued after it returned still comes after."""
+        fd = os.open(os.path.join(self.mnt, ".powercut"), os.O_WRONLY)
+        try:
+            os.write(fd, f"delay fsyncdir {text} {ms}\n".encode())
+        finally:
+            os.close(fd)
+
+    def disarm(self):
+        fd = os.open(os.path.join(self.mnt, ".powercut"), os.O_WRONLY)
+        try:
+            os.write(fd, b"disarm\n")
+        finally:
+            os.close(fd)
+
+    def is_cut(self):
+        """Whether the power went (every operation fails from then on)."""
+        try:
+            os.stat(os.path.join(self.mnt, ".powercut"))
+            return False
+        except OSError:
+            return True
 
     def unmount(self):
         if _mounted(self.mnt):

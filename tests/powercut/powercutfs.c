@@ -27,12 +27,32 @@
  *     durable.
  * Inodes are followed by number while live and by a record of their own in
  * the image, so a number the backing file system reuses after an unlink
- * does not mix two files.  Reading MOUNTPOINT/.powercut gives counters. */
+ * does not mix two files.  Reading MOUNTPOINT/.powercut gives counters.
+ *
+ * "arm OP TEXT" written there cuts the power right after the next OP
+ * (fsync, fsyncdir, rename, link) whose path (the destination of a rename
+ * or link) holds TEXT: the operation is done and answered, everything
+ * after it fails.  A test aims a cut between two steps of a program with
+ * it ("arm fsyncdir /spool/outbox": the outbox/ synced, what comes next
+ * not).  "arm OP TEXT OP2 TEXT2": after the first OP2 on TEXT2 that
+ * follows an OP on TEXT ("arm rename /archive/ fsyncdir /outbox": the
+ * sync of outbox/ that follows a move into archive/).  "disarm" forgets
+ * it.
+ *
+ * With --concurrent (the third argument) requests are served by several
+ * threads, one operation at a time still (a lock around each), so syncs
+ * that a program issues together may be applied in any order, as a disk
+ * may make them durable; "delay fsyncdir TEXT MS" holds each sync of a
+ * directory whose path holds TEXT MS milliseconds before it is applied,
+ * so that another sync issued at the same time goes first (a cut then
+ * finds the one without the other).  A sync issued only after the held
+ * one returned is still applied after it. */
 #define FUSE_USE_VERSION 31
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <fuse.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -41,6 +61,7 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
 #define CTL_NAME "/.powercut"
@@ -77,6 +98,10 @@ static size_t n_recs, cap_recs;
 static size_t root_rec;
 static struct live *live[HASH_SIZE];
 static bool cut_done;
+/* arm_op[0][0]: not armed; [1]: a second stage, armed by the first */
+static char arm_op[2][16], arm_text[2][256];
+static char delay_text[256];    /* "delay fsyncdir TEXT MS"; [0]: none */
+static long delay_ms;
 static unsigned long n_fsync, n_fsyncdir, n_ops;
 
 static void *xrealloc(void *p, size_t n)
@@ -381,15 +406,93 @@ static int do_cut(void)
         return r;
 }
 
+/* An armed cut after OP on rel (relative to BACKING), or on the file or
+ * directory open as fd. */
+static void maybe_cut(const char *op, const char *rel)
+{
+        if (!arm_op[0][0] || cut_done || strcmp(op, arm_op[0]) || !rel ||
+            !strstr(rel, arm_text[0]))
+                return;
+        if (arm_op[1][0]) {
+                fprintf(stderr, "powercutfs: after %s %s, armed for %s %s\n", op, rel,
+                        arm_op[1], arm_text[1]);
+                memcpy(arm_op[0], arm_op[1], sizeof(arm_op[0]));
+                memcpy(arm_text[0], arm_text[1], sizeof(arm_text[0]));
+                arm_op[1][0] = '\0';
+                return;
+        }
+        fprintf(stderr, "powercutfs: armed cut after %s %s\n", op, rel);
+        arm_op[0][0] = '\0';
+        do_cut();
+}
+
+static void maybe_cut_fd(const char *op, int fd)
+{
+        char p[64], path[4096];
+        ssize_t n;
+        size_t lb = strlen(backing);
+
+        if (!arm_op[0][0] || strcmp(op, arm_op[0]))
+                return;
+        snprintf(p, sizeof(p), "/proc/self/fd/%d", fd);
+        n = readlink(p, path, sizeof(path) - 1);
+        if (n < 0)
+                return;
+        path[n] = '\0';
+        if (!strncmp(path, backing, lb))
+                maybe_cut(op, path + lb);
+}
+
+static int arm(const char *buf, size_t size)
+{
+        char cmd[600];
+        int k;
+
+        if (size >= sizeof(cmd))
+                return -EINVAL;
+        memcpy(cmd, buf, size);
+        cmd[size] = '\0';
+        cmd[strcspn(cmd, "\n")] = '\0';
+        if (!strncmp(cmd, "delay ", 6)) {
+                if (sscanf(cmd, "delay fsyncdir %255s %ld", delay_text, &delay_ms) != 2) {
+                        delay_text[0] = '\0';
+                        return -EINVAL;
+                }
+                return 0;
+        }
+        arm_op[0][0] = arm_op[1][0] = '\0';
+        if (!strcmp(cmd, "disarm"))
+                return 0;
+        k = sscanf(cmd, "arm %15s %255s %15s %255s", arm_op[0], arm_text[0], arm_op[1],
+                   arm_text[1]);
+        if (k != 2 && k != 4) {
+                arm_op[0][0] = arm_op[1][0] = '\0';
+                return -EINVAL;
+        }
+        if (k == 2)
+                arm_op[1][0] = '\0';
+        return 0;
+}
+
 /* ---- pass-through operations ---- */
 
 #define REL(p) ((p)[0] == '/' && (p)[1] ? (p) + 1 : ".")
-#define OFF()                          \
-        do {                           \
-                n_ops++;               \
-                if (cut_done)          \
-                        return -EIO;   \
-        } while (0)
+/* One operation at a time, also with --concurrent: held until the
+ * handler returns. */
+static pthread_mutex_t big_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void big_unlock(int *unused)
+{
+        (void)unused;
+        pthread_mutex_unlock(&big_lock);
+}
+
+#define OFF()                                                           \
+        pthread_mutex_lock(&big_lock);                                  \
+        int off_guard_ __attribute__((cleanup(big_unlock), unused)) = 0; \
+        n_ops++;                                                        \
+        if (cut_done)                                                   \
+                return -EIO
 #define RET(x) return (x) < 0 ? -errno : 0
 
 static bool is_ctl(const char *path)
@@ -464,13 +567,19 @@ static int pc_symlink(const char *target, const char *path)
 static int pc_rename(const char *from, const char *to, unsigned int flags)
 {
         OFF();
-        RET(renameat2(root_fd, REL(from), root_fd, REL(to), flags));
+        if (renameat2(root_fd, REL(from), root_fd, REL(to), flags) < 0)
+                return -errno;
+        maybe_cut("rename", to);
+        return 0;
 }
 
 static int pc_link(const char *from, const char *to)
 {
         OFF();
-        RET(linkat(root_fd, REL(from), root_fd, REL(to), 0));
+        if (linkat(root_fd, REL(from), root_fd, REL(to), 0) < 0)
+                return -errno;
+        maybe_cut("link", to);
+        return 0;
 }
 
 static int pc_chmod(const char *path, mode_t mode, struct fuse_file_info *fi)
@@ -566,7 +675,8 @@ static int pc_write(const char *path, const char *buf, size_t size, off_t off,
                         int r = do_cut();
                         return r < 0 ? r : (int)size;
                 }
-                return -EINVAL;
+                int r = arm(buf, size);
+                return r < 0 ? r : (int)size;
         }
         ssize_t n = pwrite((int)fi->fh, buf, size, off);
         return n < 0 ? -errno : (int)n;
@@ -592,7 +702,10 @@ static int pc_fsync(const char *path, int datasync, struct fuse_file_info *fi)
                 return 0;
         if (fsync((int)fi->fh) < 0)
                 return -errno;
-        return sync_file((int)fi->fh);
+        int r = sync_file((int)fi->fh);
+        if (r == 0)
+                maybe_cut_fd("fsync", (int)fi->fh);
+        return r;
 }
 
 static int pc_opendir(const char *path, struct fuse_file_info *fi)
@@ -636,12 +749,41 @@ static int pc_releasedir(const char *path, struct fuse_file_info *fi)
         return 0;
 }
 
+/* "delay fsyncdir TEXT MS": a sync of a directory whose path holds TEXT
+ * waits, outside the lock, before it is applied. */
+static void delay_sync(int fd)
+{
+        char p[64], path[4096], text[256];
+        long ms;
+        ssize_t n;
+
+        pthread_mutex_lock(&big_lock);
+        memcpy(text, delay_text, sizeof(text));
+        ms = delay_ms;
+        pthread_mutex_unlock(&big_lock);
+        if (!text[0] || ms <= 0)
+                return;
+        snprintf(p, sizeof(p), "/proc/self/fd/%d", fd);
+        n = readlink(p, path, sizeof(path) - 1);
+        if (n < 0)
+                return;
+        path[n] = '\0';
+        if (strstr(path + strlen(backing), text)) {
+                struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+                nanosleep(&ts, NULL);
+        }
+}
+
 static int pc_fsyncdir(const char *path, int datasync, struct fuse_file_info *fi)
 {
+        delay_sync((int)fi->fh);
         OFF();
         if (fsync((int)fi->fh) < 0)
                 return -errno;
-        return sync_dir((int)fi->fh, false);
+        int r = sync_dir((int)fi->fh, false);
+        if (r == 0)
+                maybe_cut_fd("fsyncdir", (int)fi->fh);
+        return r;
 }
 
 static int pc_access(const char *path, int mask)
@@ -700,8 +842,10 @@ int main(int argc, char **argv)
 {
         struct stat st;
 
+        bool concurrent = argc > 3 && !strcmp(argv[3], "--concurrent");
+
         if (argc < 3) {
-                fprintf(stderr, "usage: powercutfs BACKING MOUNTPOINT [fuse options]\n");
+                fprintf(stderr, "usage: powercutfs BACKING MOUNTPOINT [--concurrent] [fuse options]\n");
                 return 2;
         }
         backing = realpath(argv[1], NULL);
@@ -719,17 +863,19 @@ int main(int argc, char **argv)
         fprintf(stderr, "powercutfs: %s on %s, %zu records on disk; model: strict, a file's "
                 "bytes are durable at its fsync, a directory's entries at the directory's fsync, "
                 "nothing else\n", backing, argv[2], n_recs);
-        /* foreground, one thread: each operation is whole before the next,
+        /* foreground, one thread (--concurrent: several, one operation at
+         * a time under big_lock): each operation is whole before the next,
          * so a cut falls between two operations */
         char *fargv[16];
         int fargc = 0;
         fargv[fargc++] = argv[0];
         fargv[fargc++] = argv[2];
         fargv[fargc++] = "-f";
-        fargv[fargc++] = "-s";
+        if (!concurrent)
+                fargv[fargc++] = "-s";
         fargv[fargc++] = "-o";
         fargv[fargc++] = "allow_other,default_permissions,fsname=powercutfs";
-        for (int k = 3; k < argc && fargc < 15; k++)
+        for (int k = concurrent ? 4 : 3; k < argc && fargc < 15; k++)
                 fargv[fargc++] = argv[k];
         fargv[fargc] = NULL;
         return fuse_main(fargc, fargv, &ops, NULL);
