@@ -245,6 +245,21 @@ static bool claim_leftover(struct spool *sp, const char *id, const json_t *doc,
         return json_equal(json_object_get(rec, "handoff"), (json_t *)doc);
 }
 
+/* claim_leftover(): then the producer's name goes, as the claim would
+ * have done; true when it is a leftover. */
+static bool drop_claim_leftover(struct spool *sp, struct item *it, const char *id,
+                                const struct stat *st)
+{
+        char q[300];
+
+        if (!claim_leftover(sp, id, it->doc, st))
+                return false;
+        spool_drop_source(sp, it->name, it->dev, it->ino);
+        log_info("Removed %s: claimed already as %s (left by a crash)",
+                 log_quote(it->name, q, sizeof(q)), id);
+        return true;
+}
+
 /* Steps 1-9 for one name; on IO_CLAIMED it->doc/fd stay for delivery. */
 static int decide(struct spool *sp, struct item *it, int64_t now)
 {
@@ -325,6 +340,14 @@ static int decide(struct spool *sp, struct item *it, int64_t now)
         const char *remote = !it->agent && sp->relay.ctx ? config_remote(c, to) : NULL;
         r = hd_verify(it->doc, config_key_lookup, (void *)c, &pol, &po, now, &v);
         if (r == -EBADMSG) {
+                const char *lid = json_string_value(json_object_get(it->doc, "handoff_id"));
+                /* A claim's leftover that no longer verifies (expired
+                 * since, or its key gone): the record holds it, so it
+                 * goes as after its claim; rejected, its id would be in
+                 * rejected/ beside its record (test_powercut found it). */
+                if ((it->agent || remote) && lid && hd_id_valid(lid) &&
+                    drop_claim_leftover(sp, it, lid, &st))
+                        return IO_GONE;
                 if (it->agent || remote)
                         return decide_reject(sp, it, &v, false, now);
                 /* Not ours: another daemon may hold the sender's key;
@@ -371,13 +394,8 @@ static int decide(struct spool *sp, struct item *it, int64_t now)
                 /* The producer's file of a claim whose record a crash
                  * kept beside it (the record made, this name not yet
                  * removed): the record holds it, it goes. */
-                if (claim_leftover(sp, it->id, it->doc, &st)) {
-                        char q[300];
-                        spool_drop_source(sp, name, it->dev, it->ino);
-                        log_info("Removed %s: claimed already as %s (left by a crash)",
-                                 log_quote(name, q, sizeof(q)), it->id);
+                if (drop_claim_leftover(sp, it, it->id, &st))
                         return IO_GONE;
-                }
                 v.reason = HD_R_DUPLICATE_ID;
                 snprintf(v.detail, sizeof(v.detail), "handoff_id '%s' was seen before", it->id);
                 return decide_reject(sp, it, &v, true, now);

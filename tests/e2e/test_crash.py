@@ -228,14 +228,14 @@ def kill_at(env, d, syscall, path):
 
 
 def window(label, syscall, path_of, *, consume=False, expire=False, restart_delay=0.0,
-           reject=False, consume_first=False):
+           reject=False, consume_first=False, ttl=600):
     """One targeted crash.  Returns (label, figures, [failures])."""
     extra = "[spool]\nresume_window = 1\n" if expire else None
     with hdtest.Env(agents=["alice"], extra=extra) as env:
         d = env.start(name="w0")
         s = kill_at(env, d, syscall, path_of(env))
         key = b"wrong key" if reject else env.key
-        doc = hdproto.build("bob", "alice", key, ttl=600)
+        doc = hdproto.build("bob", "alice", key, ttl=ttl)
         name = hdproto.drop(env.spool, doc)
         hid = doc["handoff_id"]
         got = collections.Counter()
@@ -306,6 +306,11 @@ def targeted():
          dict(syscall="linkat", path_of=claimed, consume=True)),
         ("record made, killed before the producer's file leaves handoff/",
          dict(syscall="unlinkat", path_of=handoff)),
+        # The power-cut test found it: the producer's file, left beside
+        # its record, had expired by the restart and was rejected as
+        # expired, so its id was in claimed/ and rejected/ at once.
+        ("record made, killed before the producer's file leaves handoff/; expired by the restart",
+         dict(syscall="unlinkat", path_of=handoff, expire=True, ttl=2, restart_delay=2.5)),
         ("record made, killed before the publish; a consumer tries while down",
          dict(syscall="renameat", path_of=boots, consume=True)),
         ("consumed, killed after the outcome sidecar, before the move to archive/",
