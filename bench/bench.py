@@ -920,7 +920,7 @@ def fmt2(v):
     return "-" if v is None else f"{v:.2f}"
 
 
-def run_relay(a, paths, rows):
+def run_relay(a, paths, rows, leave=None):
     """The relay phase (bench/bench_relay.py), fsync off then on: a burst
     and a fixed rate through host a -> one nats-server -> host b.  There is
     no floor for it: its figures are absolute.  True when a run failed."""
@@ -932,7 +932,7 @@ def run_relay(a, paths, rows):
         for receipts in (False, True):
             t = time.monotonic()
             for res in bench_relay.run(paths["handoffd"], fsync, a.relay_n, a.relay_rate, a.timeout,
-                                       a.keep, receipts=receipts):
+                                       a.keep, receipts=receipts, leave=leave):
                 rows.append(res)
                 rc = "receipts" if receipts else "no-receipts"
                 print(f"  relay-{res['fsync']}-{rc}-{res['phase']:10} {fmt(res.get('throughput')):>8} items/s "
@@ -1150,7 +1150,7 @@ def main():
     settle = {"us": a.settle_us, "left": a.settle, "dir": cal_dir}
     # tmpfs: creates cost the same whatever was deleted before, no warm-up
     settle_tmpfs = {"us": a.settle_us, "left": 0, "dir": tmpfs_cal}
-    results, runs, relay_rows, hub_rows = [], [], [], []
+    results, runs, relay_rows, hub_rows, relay_dirs = [], [], [], [], []
     failed = False
 
     def on_term(sig, frame):
@@ -1167,6 +1167,9 @@ def main():
                 r.cleanup()
         runs.clear()
         shutil.rmtree(cal_dir, ignore_errors=True)
+        for d in relay_dirs:
+            shutil.rmtree(d, ignore_errors=True)
+        relay_dirs.clear()
         if tmpfs_cal:
             shutil.rmtree(tmpfs_cal, ignore_errors=True)
 
@@ -1209,7 +1212,7 @@ def main():
                         sys.stdout.flush()
                         failed |= not res.get("ok")
             if "relay" in only:
-                failed |= run_relay(a, paths, relay_rows)
+                failed |= run_relay(a, paths, relay_rows, relay_dirs)
             if "hub" in only:
                 failed |= run_hub(a, paths, hub_rows)
         except KeyboardInterrupt:

@@ -145,9 +145,13 @@ def one(a, b, key, phase, n, rate, timeout):
 
 
 def run(handoffd, fsync, n, rate, timeout=120.0, keep=False,
-        receipts=os.environ.get("BENCH_RELAY_RECEIPTS") == "1"):
+        receipts=os.environ.get("BENCH_RELAY_RECEIPTS") == "1", leave=None):
     """The relay phases with fsync on or off, receipts on or off:
-    [lburst row, rburst row, rrate row]."""
+    [lburst row, rburst row, rrate row].  With a list as leave, the temp
+    dir is appended to it, not removed: on ext4 without a journal, creates
+    right after a mass delete are several times slower (inode allocation,
+    recently_deleted()), and one run's removal must not slow the next
+    (seen: a local burst at 984/s after a removal, 7,744/s before)."""
     if not natsrv.available():
         return [{"fsync": "on" if fsync else "off", "phase": "relay", "n": n, "ok": True,
                  "problems": ["nats-server not installed: relay phase skipped"]}]
@@ -197,6 +201,8 @@ def run(handoffd, fsync, n, rate, timeout=120.0, keep=False,
         ns.__exit__(None, None, None)
         if keep:
             print(f"  (temp dir kept: {base})", file=sys.stderr)
+        elif leave is not None:
+            leave.append(base)
         else:
             shutil.rmtree(base, ignore_errors=True)
     return rows
