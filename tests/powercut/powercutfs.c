@@ -426,19 +426,29 @@ static void maybe_cut(const char *op, const char *rel)
         do_cut();
 }
 
+/* The path fd was opened by (its /proc/self/fd link) into path: 0, or -1. */
+static int fd_path(int fd, char *path, size_t size)
+{
+        char p[64];
+        ssize_t n;
+
+        snprintf(p, sizeof(p), "/proc/self/fd/%d", fd);
+        n = readlink(p, path, size - 1);
+        if (n < 0)
+                return -1;
+        path[n] = '\0';
+        return 0;
+}
+
 static void maybe_cut_fd(const char *op, int fd)
 {
-        char p[64], path[4096];
-        ssize_t n;
+        char path[4096];
         size_t lb = strlen(backing);
 
         if (!arm_op[0][0] || strcmp(op, arm_op[0]))
                 return;
-        snprintf(p, sizeof(p), "/proc/self/fd/%d", fd);
-        n = readlink(p, path, sizeof(path) - 1);
-        if (n < 0)
+        if (fd_path(fd, path, sizeof(path)) < 0)
                 return;
-        path[n] = '\0';
         if (!strncmp(path, backing, lb))
                 maybe_cut(op, path + lb);
 }
@@ -753,9 +763,8 @@ static int pc_releasedir(const char *path, struct fuse_file_info *fi)
  * waits, outside the lock, before it is applied. */
 static void delay_sync(int fd)
 {
-        char p[64], path[4096], text[256];
+        char path[4096], text[256];
         long ms;
-        ssize_t n;
 
         pthread_mutex_lock(&big_lock);
         memcpy(text, delay_text, sizeof(text));
@@ -763,11 +772,8 @@ static void delay_sync(int fd)
         pthread_mutex_unlock(&big_lock);
         if (!text[0] || ms <= 0)
                 return;
-        snprintf(p, sizeof(p), "/proc/self/fd/%d", fd);
-        n = readlink(p, path, sizeof(path) - 1);
-        if (n < 0)
+        if (fd_path(fd, path, sizeof(path)) < 0)
                 return;
-        path[n] = '\0';
         if (strstr(path + strlen(backing), text)) {
                 struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
                 nanosleep(&ts, NULL);
