@@ -158,7 +158,9 @@ def test_make_run():
             q = subprocess.run(shlex.split(submit), capture_output=True, text=True, timeout=30)
             check(q.returncode == 0, f"{submit}: {q.returncode} {q.stderr}")
             hid = q.stdout.split()[0] if q.stdout.split() else ""
-            hdtest.wait_for(lambda: any(n.endswith(".json") for n in
+            # A published bootstrap: the daemon writes it first as the hidden
+            # .pending.NAME, which consume rightly does not take.
+            hdtest.wait_for(lambda: any(n.endswith(".json") and not n.startswith(".") for n in
                                         os.listdir(os.path.join(demo, "agents", "alice", "handoffs"))),
                             timeout=20, what="the demo's bootstrap")
             q = subprocess.run(shlex.split(consume), capture_output=True, text=True, timeout=30)
