@@ -61,6 +61,13 @@ static void on_signal(uv_signal_t *h, int sig)
         service_status(d);
 }
 
+/* Before the loop sleeps: what this turn logged goes out (log.c). */
+static void on_log_prepare(uv_prepare_t *h)
+{
+        (void)h;
+        log_flush();
+}
+
 static void close_cb(uv_handle_t *h, void *arg)
 {
         (void)arg;
@@ -102,6 +109,9 @@ int daemon_run(const char *config_path, struct config *cfg)
         (void)uv_timer_init(&d.loop, &d.t_retry);
         (void)uv_timer_init(&d.loop, &d.t_watchdog);
         (void)uv_timer_init(&d.loop, &d.t_status);
+        (void)uv_prepare_init(&d.loop, &d.log_prepare);
+        (void)uv_prepare_start(&d.log_prepare, on_log_prepare);
+        uv_unref((uv_handle_t *)&d.log_prepare);
         r = uv_poll_init(&d.loop, &d.ipoll, d.ifd);
         if (r == 0)
                 r = uv_signal_init(&d.loop, &d.sig_hup);
@@ -166,5 +176,6 @@ out:
                 closedir(d.scan);
         json_decref(d.pending);
         json_decref(d.retry);
+        log_flush();
         return r;
 }

@@ -138,8 +138,13 @@ int delivery_record_read(struct spool *sp, int fd, const struct stat *st, json_t
 /* Step 1, with Baton and the profile copies.  The file is synced, its
  * directory not yet; with sync_later not even the file: the caller syncs
  * a burst's files together (intake_batch), before any record is made. */
+bool delivery_plain(const struct agent_rt *a)
+{
+        return !a->cfg->delivery || !strcmp(a->cfg->delivery, "bootstrap");
+}
+
 int delivery_write(struct spool *sp, struct agent_rt *a, const json_t *doc,
-                   int64_t now, bool sync_later)
+                   int64_t now, unsigned flags)
 {
         const char *id = json_string_value(json_object_get(doc, "handoff_id"));
         _cleanup_free_ char *buf = NULL;
@@ -158,7 +163,7 @@ int delivery_write(struct spool *sp, struct agent_rt *a, const json_t *doc,
         r = bootstrap_build_canon(doc, merged, now, sp->cfg->max_file_size, &b, &buf, &len);
         if (r < 0)
                 return r;
-        if (a->cfg->delivery && strcmp(a->cfg->delivery, "bootstrap")) {
+        if (!delivery_plain(a)) {
                 hd_deliver_opts o = {
                         .profile = a->cfg->delivery,
                         .act_format = a->cfg->act_format,
@@ -170,9 +175,15 @@ int delivery_write(struct spool *sp, struct agent_rt *a, const json_t *doc,
                         return r;
         }
         /* main.c's umask 027 keeps 0640: no fchmod. */
-        unsigned fl = (sp->cfg->fsync && !sync_later ? WRITE_SYNC_FILE : 0) | WRITE_MODE_KEPT;
+        unsigned fl = (sp->cfg->fsync && !(flags & DELIVERY_SYNC_LATER) ? WRITE_SYNC_FILE : 0) |
+                      WRITE_MODE_KEPT;
         r = write_linked(a->handoffs_fd, pname, buf, len, 0640, fl);
         if (r == -EEXIST) {
+                /* A claimed item's, its publish to come (record and
+                 * .pending): not ours to replace.  intake.c left the look
+                 * in claimed/ to the record's link; here it is needed. */
+                if ((flags & DELIVERY_NEW_CLAIM) && spool_id_claimed(sp, id))
+                        return -EEXIST;
                 /* Left by a crash before its record: never visible. */
                 if (unlinkat(a->handoffs_fd, pname, 0) < 0 && errno != ENOENT)
                         return -errno;
@@ -281,7 +292,7 @@ int delivery_run(struct spool *sp, struct agent_rt *a, const json_t *doc,
         const char *id = json_string_value(json_object_get(doc, "handoff_id"));
         int r;
 
-        r = delivery_write(sp, a, doc, now, false);
+        r = delivery_write(sp, a, doc, now, 0);
         if (r == 0)
                 r = spool_flush(sp);
         if (r == 0)

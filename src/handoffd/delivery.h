@@ -13,10 +13,18 @@ int delivery_pending_name(const char *id, char *buf, size_t n);
  * -ENOMSG (an earlier version's item, or anything else); or -errno. */
 int delivery_record_read(struct spool *sp, int fd, const struct stat *st, json_t **ret);
 
+/* Does a's delivery make nothing but the bootstrap (no profile copy)? */
+bool delivery_plain(const struct agent_rt *a);
+
+enum {
+        DELIVERY_SYNC_LATER = 1 << 0,   /* the file not synced: the caller syncs a burst's */
+        DELIVERY_NEW_CLAIM  = 1 << 1,   /* not claimed yet: a .pending.NAME there is -EEXIST
+                                         * when claimed/<id>.json is there (its publish to come) */
+};
 /* Step 1: Baton, profile copies, the bootstrap under its hidden name (file
  * synced, the directory marked for the burst's sync). */
 int delivery_write(struct spool *sp, struct agent_rt *a, const json_t *doc, int64_t now,
-                   bool sync_later);
+                   unsigned flags);
 /* Step 2: the same file as claimed/<id>.json, the record: -EEXIST when
  * the id is claimed already; with replace, over the claimed/<id>.json
  * an earlier version left. */

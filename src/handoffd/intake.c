@@ -162,6 +162,7 @@ struct item {
         struct agent_rt *agent;
         dev_t dev;              /* the producer's file, left once claimed */
         ino_t ino;
+        struct timespec mtim;   /* its mtime, for claim_leftover() */
         int outcome;
 };
 
@@ -227,7 +228,7 @@ static int decide_left(struct spool *sp, struct item *it, const char *to, hd_rea
  * set (a power cut that undoes our unlink keeps it, not its ctime): one
  * set back makes her own copy go without a rejection, nothing more. */
 static bool claim_leftover(struct spool *sp, const char *id, const json_t *doc,
-                           const struct stat *src)
+                           const struct timespec *src)
 {
         _cleanup_close_ int fd = -1;
         _cleanup_json_ json_t *rec = NULL;
@@ -238,8 +239,8 @@ static bool claim_leftover(struct spool *sp, const char *id, const json_t *doc,
                 return false;
         fd = openat(sp->fd[SD_CLAIMED], name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0 || fstat(fd, &st) < 0 ||
-            src->st_mtim.tv_sec > st.st_mtim.tv_sec ||
-            (src->st_mtim.tv_sec == st.st_mtim.tv_sec && src->st_mtim.tv_nsec > st.st_mtim.tv_nsec) ||
+            src->tv_sec > st.st_mtim.tv_sec ||
+            (src->tv_sec == st.st_mtim.tv_sec && src->tv_nsec > st.st_mtim.tv_nsec) ||
             delivery_record_read(sp, fd, &st, &rec) < 0)
                 return false;
         return json_equal(json_object_get(rec, "handoff"), (json_t *)doc);
@@ -247,17 +248,30 @@ static bool claim_leftover(struct spool *sp, const char *id, const json_t *doc,
 
 /* claim_leftover(): then the producer's name goes, as the claim would
  * have done; true when it is a leftover. */
-static bool drop_claim_leftover(struct spool *sp, struct item *it, const char *id,
-                                const struct stat *st)
+static bool drop_claim_leftover(struct spool *sp, struct item *it, const char *id)
 {
         char q[300];
 
-        if (!claim_leftover(sp, id, it->doc, st))
+        if (!claim_leftover(sp, id, it->doc, &it->mtim))
                 return false;
         spool_drop_source(sp, it->name, it->dev, it->ino);
         log_info("Removed %s: claimed already as %s (left by a crash)",
                  log_quote(it->name, q, sizeof(q)), id);
         return true;
+}
+
+/* Its id is known here already: the producer's file of a claim whose
+ * record a crash kept beside it (the record made, this name not yet
+ * removed) goes, as the claim would have done; anything else is a
+ * replay, rejected as duplicate_id. */
+static int claimed_again(struct spool *sp, struct item *it, const char *how, int64_t now)
+{
+        hd_verdict v = { .reason = HD_R_DUPLICATE_ID };
+
+        if (drop_claim_leftover(sp, it, it->id))
+                return IO_GONE;
+        snprintf(v.detail, sizeof(v.detail), "handoff_id '%s' %s", it->id, how);
+        return decide_reject(sp, it, &v, true, now);
 }
 
 /* Steps 1-9 for one name; on IO_CLAIMED it->doc/fd stay for delivery. */
@@ -317,6 +331,7 @@ static int decide(struct spool *sp, struct item *it, int64_t now)
                 return decide_reject(sp, it, &v, false, now);
         if (r < 0)
                 return r;
+        it->mtim = st.st_mtim;
         hd_limits lim = { .max_size = c->max_file_size, .max_depth = HD_DEFAULT_MAX_DEPTH };
         r = hd_parse(buf, len, &lim, &it->doc, &v);
         if (r == -EBADMSG) {
@@ -346,7 +361,7 @@ static int decide(struct spool *sp, struct item *it, int64_t now)
                  * goes as after its claim; rejected, its id would be in
                  * rejected/ beside its record (test_powercut found it). */
                 if ((it->agent || remote) && lid && hd_id_valid(lid) &&
-                    drop_claim_leftover(sp, it, lid, &st))
+                    drop_claim_leftover(sp, it, lid))
                         return IO_GONE;
                 if (it->agent || remote)
                         return decide_reject(sp, it, &v, false, now);
@@ -390,16 +405,16 @@ static int decide(struct spool *sp, struct item *it, int64_t now)
         if (r < 0)
                 return r;
         it->lock_id = lock_off_id(it->id);
-        if (spool_id_seen(sp, it->id)) {
-                /* The producer's file of a claim whose record a crash
-                 * kept beside it (the record made, this name not yet
-                 * removed): the record holds it, it goes. */
-                if (drop_claim_leftover(sp, it, it->id, &st))
-                        return IO_GONE;
-                v.reason = HD_R_DUPLICATE_ID;
-                snprintf(v.detail, sizeof(v.detail), "handoff_id '%s' was seen before", it->id);
-                return decide_reject(sp, it, &v, true, now);
-        }
+        const char *ptype = json_string_value(json_object_get(it->doc, "payload_type"));
+        /* Claimed already?  For a plain bootstrap the record's link tells
+         * (a link never replaces: deliver() takes its EEXIST as this), and
+         * nothing an agent sees is made before it, so the look in
+         * claimed/ is saved (issue 25: one system call per item).  A
+         * profile copy or a Baton patch is made before the record, and
+         * the relay has no record here: for them it is looked at now. */
+        bool by_link = !remote && delivery_plain(it->agent) && !payload_type_session_store(ptype);
+        if (by_link ? spool_id_remembered(sp, it->id) : spool_id_seen(sp, it->id))
+                return claimed_again(sp, it, "was seen before", now);
         if (remote) {
                 r = sp->relay.take(sp->relay.ctx, name, it->doc, now);
                 if (r == -EEXIST) {
@@ -414,7 +429,6 @@ static int decide(struct spool *sp, struct item *it, int64_t now)
         const char *from = json_string_value(json_object_get(it->doc, "from_agent"));
         if (quota_check(sp, it->agent->cfg->name, from, &v) < 0)
                 return decide_reject(sp, it, &v, false, now);
-        const char *ptype = json_string_value(json_object_get(it->doc, "payload_type"));
         if (payload_type_session_store(ptype)) {
                 r = hd_baton_check_handoff(sp->fd[SD_BATON], it->doc, &v);
                 if (r == -EBADMSG)
@@ -556,17 +570,22 @@ static int deliver(struct spool *sp, struct item *items, size_t n, int64_t now)
                                 continue;
                         }
                         if (step == 1)
-                                q = delivery_write(sp, it->agent, it->doc, now, sync_later);
+                                q = delivery_write(sp, it->agent, it->doc, now,
+                                                   DELIVERY_NEW_CLAIM |
+                                                   (sync_later ? DELIVERY_SYNC_LATER : 0));
                         else if (step == 2)
                                 q = delivery_record(sp, it->agent, it->id, false);
                         else
                                 q = delivery_publish(sp, it->agent, it->id);
-                        if (step == 2 && q == -EEXIST) {
-                                hd_verdict v = { .reason = HD_R_DUPLICATE_ID };
-                                drop_pending(sp, it);
-                                snprintf(v.detail, sizeof(v.detail),
-                                         "handoff_id '%s' is already claimed", it->id);
-                                q = decide_reject(sp, it, &v, true, now);
+                        if (step <= 2 && q == -EEXIST) {
+                                /* Claimed already (decide() left the
+                                 * look to here): at step 1 the .pending
+                                 * there is that claim's, at step 2 ours. */
+                                if (step == 2)
+                                        drop_pending(sp, it);
+                                else
+                                        quota_forget(sp, it->id);
+                                q = claimed_again(sp, it, "is already claimed", now);
                                 it->outcome = q;
                                 errors += q < 0;
                         } else if (q < 0) {

@@ -11,6 +11,8 @@
 
 void log_setup(int max_priority);
 void log_set_max_priority(int p);
+/* Out with the plain lines buffered so far (no-op under the journal). */
+void log_flush(void);
 
 /* Returns -abs(err) (or 0 when err is 0) so callers can `return log_...`. */
 int log_full(int prio, int err, const char *fmt, ...) _printf_(3, 4);

@@ -31,6 +31,7 @@ struct daemon {
         uv_idle_t idle;         /* drains the pending set in chunks */
         uv_idle_t sweep_idle;   /* a sweep under way, a slice a turn (slice.c) */
         uv_check_t status_check;/* after each wake-up: did the counts change? */
+        uv_prepare_t log_prepare;/* before each sleep: log_flush() */
         char status_sent[192];  /* the last STATUS= sent */
 
         json_t *pending;        /* names in handoff/ to decide about, ordered */

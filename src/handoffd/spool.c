@@ -505,15 +505,26 @@ int spool_id_mark(struct spool *sp, const char *id)
         return 0;
 }
 
-bool spool_id_seen(struct spool *sp, const char *id)
+bool spool_id_remembered(struct spool *sp, const char *id)
+{
+        struct stat st;
+
+        return fstatat(sp->fd[SD_IDS], id, &st, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
+bool spool_id_claimed(struct spool *sp, const char *id)
 {
         char claimed[NAME_MAX + 1];
         struct stat st;
 
-        if (fstatat(sp->fd[SD_IDS], id, &st, AT_SYMLINK_NOFOLLOW) == 0)
-                return true;
-        snprintf(claimed, sizeof(claimed), "%s.json", id);
+        if (xsnprintf(claimed, sizeof(claimed), "%s.json", id) < 0)
+                return false;
         return fstatat(sp->fd[SD_CLAIMED], claimed, &st, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
+bool spool_id_seen(struct spool *sp, const char *id)
+{
+        return spool_id_remembered(sp, id) || spool_id_claimed(sp, id);
 }
 
 int spool_reject_from(struct spool *sp, enum spool_dir from, const char *name,

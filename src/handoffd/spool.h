@@ -162,6 +162,9 @@ int spool_reject_from(struct spool *sp, enum spool_dir from, const char *name,
 /* Is handoff_id known here: claimed, archived or rejected after
  * authentication (ids/)? */
 bool spool_id_seen(struct spool *sp, const char *handoff_id);
+/* Each half of it: in ids/; claimed/<handoff_id>.json there. */
+bool spool_id_remembered(struct spool *sp, const char *handoff_id);
+bool spool_id_claimed(struct spool *sp, const char *handoff_id);
 /* The same for claimed/<handoff_id>.json. */
 int spool_reject_claimed(struct spool *sp, const char *handoff_id, hd_reason reason,
                          const char *detail, int64_t now);

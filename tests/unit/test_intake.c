@@ -186,6 +186,47 @@ START_TEST(test_intake_rejects_a_replay)
 }
 END_TEST
 
+/* A replay of an item claimed and not yet published (its record and its
+ * .pending.NAME: a crash or a failed rename between them).  For a plain
+ * bootstrap the daemon does not look in claimed/ before delivering: the
+ * record's link tells (issue 25).  The .pending.NAME there is the claim's:
+ * the replay is rejected, the claim's bootstrap kept, to be published;
+ * and the producer's own file that a power cut kept beside the record
+ * (older than it, the same document) goes without a rejection. */
+START_TEST(test_intake_keeps_an_unpublished_claim_from_its_replay)
+{
+        struct fx f;
+        char b[300], p[320];
+        struct stat sr, sp0, sp1;
+
+        fx_open(&f);
+        json_t *d = fx_doc("held-1", "alice", 10, 600, f.k);
+        json_t *same = json_deep_copy(d);
+        fx_put_doc(f.sp->fd[SD_HANDOFF], "first.json", d);
+        ck_assert_int_eq(decide(&f, "first.json"), IO_CLAIMED);
+        ck_assert_int_eq(hd_bootstrap_name("held-1", b, sizeof(b)), 0);
+        snprintf(p, sizeof(p), ".pending.%s", b);
+        ck_assert_int_eq(renameat(f.alice->handoffs_fd, b, f.alice->handoffs_fd, p), 0);
+        ck_assert_int_eq(fstatat(f.alice->handoffs_fd, p, &sp0, 0), 0);
+
+        fx_put_doc(f.sp->fd[SD_HANDOFF], "again.json", fx_doc("held-1", "alice", 5, 600, f.k));
+        assert_rejected(&f, "again.json", decide(&f, "again.json"), "duplicate_id");
+        ck_assert_int_eq(fstatat(f.alice->handoffs_fd, p, &sp1, 0), 0);
+        ck_assert_int_eq(fstatat(f.sp->fd[SD_CLAIMED], "held-1.json", &sr, 0), 0);
+        ck_assert(sp1.st_ino == sp0.st_ino && sr.st_ino == sp0.st_ino);
+        ck_assert(!fx_there(f.alice->handoffs_fd, "", b, ""));
+
+        fx_put_doc(f.sp->fd[SD_HANDOFF], "kept.json", same);
+        age(f.sp->fd[SD_HANDOFF], "kept.json", 60);
+        ck_assert_int_eq(decide(&f, "kept.json"), IO_GONE);
+        ck_assert(!fx_there(f.sp->fd[SD_HANDOFF], "", "kept.json", ""));
+        ck_assert(!fx_there(f.sp->fd[SD_REJECTED], "", "kept.json", ""));
+        ck_assert_int_eq(fstatat(f.alice->handoffs_fd, p, &sp1, 0), 0);
+        ck_assert(sp1.st_ino == sp0.st_ino);
+        fx_close(&f);
+}
+END_TEST
+
 START_TEST(test_intake_claims_and_delivers)
 {
         struct fx f;
@@ -508,6 +549,7 @@ Suite *suite_intake(void)
         TCase *tc = tcase_create("decisions");
         tcase_add_test(tc, test_intake_ignores_temp_names);
         tcase_add_test(tc, test_intake_rejects_an_unsafe_name);
+        tcase_add_test(tc, test_intake_keeps_an_unpublished_claim_from_its_replay);
         tcase_add_test(tc, test_intake_rejects_what_is_not_a_regular_file);
         tcase_add_test(tc, test_intake_defers_a_fresh_unparsable_file_then_rejects_an_old_one);
         tcase_add_test(tc, test_intake_rejects_what_does_not_verify_for_an_agent_served_here);
