@@ -94,27 +94,6 @@ int outbox_take(struct relay *r, const char *name, const json_t *doc, int64_t no
         return 0;
 }
 
-/* Another name of a's inode in dirfd (not a dotfile), into found. */
-static bool other_link(int dirfd, const struct stat *a, char *found, size_t n)
-{
-        struct dirent *de;
-        struct stat b;
-        bool ok = false;
-        DIR *d = opendir_at(dirfd);
-
-        if (!d)
-                return false;
-        while (!ok && (de = readdir(d)))
-                if (de->d_ino == a->st_ino && de->d_name[0] != '.' &&
-                    fstatat(dirfd, de->d_name, &b, AT_SYMLINK_NOFOLLOW) == 0 &&
-                    b.st_dev == a->st_dev && b.st_ino == a->st_ino) {
-                        snprintf(found, n, "%s", de->d_name);
-                        ok = true;
-                }
-        closedir(d);
-        return ok;
-}
-
 /* outbox/name is one inode with a name in handoff/, archive/ or
  * rejected/: a move into or out of outbox/ whose two directories were not
  * both synced before a power cut (spool_flush() syncs the destination
@@ -133,13 +112,13 @@ static bool drop_leftover(struct spool *sp, const char *name)
         if (fstatat(sp->fd[SD_OUTBOX], name, &a, AT_SYMLINK_NOFOLLOW) < 0 ||
             !S_ISREG(a.st_mode) || a.st_nlink < 2)
                 return false;
-        if (other_link(sp->fd[SD_HANDOFF], &a, other, sizeof(other)))
+        if (spool_find_link(sp->fd[SD_HANDOFF], NULL, &a, other, sizeof(other)))
                 spool_drop_claim_leftover(sp, other);
         /* the producer's temp name, kept by a sync of tmp/ (its rename
          * into handoff/ was not) */
         spool_drop_tmp_twin(sp, SD_OUTBOX, name);
         for (size_t i = 0; i < ELEMENTSOF(out); i++) {
-                if (!other_link(sp->fd[out[i]], &a, other, sizeof(other)))
+                if (!spool_find_link(sp->fd[out[i]], NULL, &a, other, sizeof(other)))
                         continue;
                 if (sp->cfg->fsync && fsync_dir(sp->fd[out[i]]) < 0)
                         return false;

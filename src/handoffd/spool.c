@@ -332,39 +332,50 @@ int spool_flush(struct spool *sp)
         return r;
 }
 
-/* Whether dirfd holds a link to a's inode: under name, or any other. */
-static bool dir_holds(int dirfd, const char *name, const struct stat *a)
+static bool same_inode(int dirfd, const char *name, const struct stat *a)
+{
+        struct stat b;
+
+        return fstatat(dirfd, name, &b, AT_SYMLINK_NOFOLLOW) == 0 &&
+               b.st_dev == a->st_dev && b.st_ino == a->st_ino;
+}
+
+bool spool_find_link(int dirfd, const char *name, const struct stat *a, char *found, size_t n)
 {
         struct dirent *de;
-        struct stat b;
-        bool found = false;
+        bool ok = false;
         DIR *d;
 
         if (dirfd < 0)
                 return false;
-        if (fstatat(dirfd, name, &b, AT_SYMLINK_NOFOLLOW) == 0)
-                found = b.st_dev == a->st_dev && b.st_ino == a->st_ino;
-        if (found || !(d = opendir_at(dirfd)))
-                return found;
-        while (!found && (de = readdir(d)))
-                found = de->d_ino == a->st_ino && de->d_name[0] != '.' &&
-                        fstatat(dirfd, de->d_name, &b, AT_SYMLINK_NOFOLLOW) == 0 &&
-                        b.st_dev == a->st_dev && b.st_ino == a->st_ino;
+        if (name && same_inode(dirfd, name, a)) {
+                snprintf(found, n, "%s", name);
+                return true;
+        }
+        if (!(d = opendir_at(dirfd)))
+                return false;
+        while (!ok && (de = readdir(d)))
+                if (de->d_ino == a->st_ino && de->d_name[0] != '.' &&
+                    same_inode(dirfd, de->d_name, a)) {
+                        snprintf(found, n, "%s", de->d_name);
+                        ok = true;
+                }
         closedir(d);
-        return found;
+        return ok;
 }
 
 bool spool_drop_claim_leftover(struct spool *sp, const char *name)
 {
         static const enum spool_dir next[] = { SD_CLAIMED, SD_REJECTED, SD_OUTBOX };
         static const char *const next_name[] = { "claim", "rejection", "outbox/ entry" };
+        char other[NAME_MAX + 1];
         struct stat a;
 
         if (fstatat(sp->fd[SD_HANDOFF], name, &a, AT_SYMLINK_NOFOLLOW) < 0 ||
             !S_ISREG(a.st_mode) || a.st_nlink < 2)
                 return false;
         for (size_t i = 0; i < ELEMENTSOF(next); i++) {
-                if (!dir_holds(sp->fd[next[i]], name, &a))
+                if (!spool_find_link(sp->fd[next[i]], name, &a, other, sizeof(other)))
                         continue;
                 /* That link is on disk before this one goes. */
                 if (sp->cfg->fsync && fsync_dir(sp->fd[next[i]]) < 0)

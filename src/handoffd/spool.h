@@ -127,13 +127,15 @@ int spool_set_config(struct spool *sp, struct config *cfg);
 
 struct agent_rt *spool_agent(struct spool *sp, const char *name);
 
-/* Is there an entry name in dirfd (not followed)? */
 /* handoff/NAME is one inode with an item in claimed/, rejected/ or
  * outbox/ (under NAME or another name: a move whose two directories were
  * not both synced before a power cut, spool_move_out()): that directory
  * is synced, the handoff/ name removed, and synced with fsync = yes.
  * True when it was. */
 bool spool_drop_claim_leftover(struct spool *sp, const char *name);
+/* A name in dirfd (not a dotfile) of a's inode, into found: name itself
+ * when given and it is one (one look), else the first a listing finds. */
+bool spool_find_link(int dirfd, const char *name, const struct stat *a, char *found, size_t n);
 /* An earlier version's item: claimed/<id>.json and archive/<the
  * marker's archive_as> are one inode
  * (an archiving's two directories not both synced before a power cut):
