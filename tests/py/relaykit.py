@@ -75,6 +75,29 @@ class Consumer(threading.Thread):
         self.join(5)
 
 
+class Sampler(threading.Thread):
+    """A daemon's relay status, every 50 ms: samples is [(time, *what(the
+    status()["relay"] dict))], what returning a tuple of figures."""
+
+    def __init__(self, d, what):
+        super().__init__(daemon=True)
+        self.d, self.what = d, what
+        self.samples = []
+        self.running = True
+
+    def run(self):
+        while self.running:
+            try:
+                self.samples.append((time.monotonic(), *self.what(self.d.status()["relay"])))
+            except (OSError, ValueError, KeyError):
+                pass
+            time.sleep(0.05)
+
+    def stop(self):
+        self.running = False
+        self.join()
+
+
 class Hosts:
     def __init__(self, nodes=1, fsync=True, start_nats=True, stream_replicas=None):
         self.a = hdtest.Env(agents=["bob"], fsync=fsync)
@@ -213,4 +236,4 @@ def skip_without_nats():
         sys.exit(0)
 
 
-__all__ = ["Hosts", "Consumer", "Fail", "check", "skip_without_nats"]
+__all__ = ["Hosts", "Consumer", "Sampler", "Fail", "check", "skip_without_nats"]
