@@ -84,6 +84,12 @@ def _is_regular(path):
         return False
 
 
+def published(handoffs_dir):
+    """The names of the bootstraps published in an agent's handoffs/ dir
+    (no hidden or temp names), sorted; [] when there is no such dir."""
+    return [n for n in _listdir(handoffs_dir) if n.endswith(".json") and not n.startswith(".")]
+
+
 def bootstrap_name(handoff_id):
     """The real consumer's file name for a handoff_id."""
     safe = "".join(c for c in handoff_id if c.isalnum() or c in "-_") or "handoff"

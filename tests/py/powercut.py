@@ -134,11 +134,7 @@ class Consumer(Worker):
         took = 0
         for a in self.agents:
             d = os.path.join(self.env.state[a], "handoffs")
-            try:
-                names = [n for n in os.listdir(d) if n.endswith(".json") and not n.startswith(".")]
-            except FileNotFoundError:
-                names = []
-            for n in names:
+            for n in invariant.published(d):
                 took += self.take(d, n)
         if not took:
             time.sleep(0.005)

@@ -22,6 +22,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hdproto  # noqa: E402
 import hdtest  # noqa: E402
+import invariant  # noqa: E402
 import natsrv  # noqa: E402
 from hdtest import Fail, check  # noqa: E402
 
@@ -44,11 +45,7 @@ class Consumer(threading.Thread):
             got = 0
             for a in self.agents:
                 d = os.path.join(self.env.state[a], "handoffs")
-                try:
-                    names = [n for n in os.listdir(d) if n.endswith(".json") and not n.startswith(".")]
-                except FileNotFoundError:
-                    continue
-                for n in names:
+                for n in invariant.published(d):
                     priv = os.path.join(d, f".consume.{os.getpid()}.t.{n}")
                     try:
                         os.rename(os.path.join(d, n), priv)
