@@ -33,31 +33,24 @@ stress); with HD_POWERCUT_ENFORCE=0 they are printed as OPEN.  The last line is
 `powercut: N cuts, N handoffs, lost N, twice N, left N`."""
 
 import collections
-import json
 import os
 import random
 import re
-import secrets
 import signal
-import subprocess
 import sys
-import threading
 import time
 
 SRC = os.environ.get("HD_SRC", ".")
 sys.path.insert(0, os.path.join(SRC, "tests", "py"))
 sys.path.insert(0, os.path.join(SRC, "tests", "powercut"))
-import hdproto  # noqa: E402
 import hdtest  # noqa: E402
 import invariant  # noqa: E402
 import pcfs  # noqa: E402
+import powercut  # noqa: E402
+from powercut import MAX_RUN, SEED  # noqa: E402
 
-CUTS = int(os.environ.get("HD_POWERCUT_CUTS", "10"))
-MAX_RUN = float(os.environ.get("HD_POWERCUT_MAX_RUN", "0.5"))
-SEED = int(os.environ.get("HD_POWERCUT_SEED", str(int(time.time()))))
-# Findings fail the test (make check, make powercut, make stress);
-# HD_POWERCUT_ENFORCE=0 only prints them as OPEN.
-ENFORCE = os.environ.get("HD_POWERCUT_ENFORCE", "1") == "1"
+CUTS = powercut.cuts(10)
+REPORT = powercut.Report("powercut", CUTS)
 AGENTS = ["alice", "gordon"]
 FLOOR = 6.0          # max_window + max_clock_skew: retention may prune after this
 EXTRA = """[spool]
@@ -78,130 +71,10 @@ KIND_RE = re.compile(r"handoffd\[\w+\]: (Claimed|Archived \S+ as (\w+)|Rejected|
                      r"Recovered|Delivered|Published|Removed|handoffd \S+ ready)")
 
 
-class Worker(threading.Thread):
-    def __init__(self):
-        super().__init__(daemon=True)
-        self.gate = invariant.Gate()
-        self.error = None
-
-    def run(self):
-        try:
-            while self.gate.point():
-                try:
-                    self.step()
-                except OSError:
-                    time.sleep(0.002)   # the power is off: try again later
-        except Exception as e:  # noqa: BLE001
-            self.error = e
-
-
-class VoiceWriter(Worker):
-    """gptme-voice's writer: temp file, rename, no sync."""
-
-    def __init__(self, env, rnd):
-        super().__init__()
-        self.env, self.rnd, self.n = env, rnd, 0
-        self.born = {}
-
-    def step(self):
-        self.n += 1
-        bad = self.n % 5 == 0
-        doc = hdproto.build("bob", AGENTS[self.n % 2], b"wrong key" if bad else self.env.key, ttl=3)
-        if not bad:
-            self.born[doc["handoff_id"]] = time.time()
-        hdproto.drop(self.env.spool, doc)
-        time.sleep(self.rnd.uniform(0, 0.01))
-
-
-class Submitter(Worker):
-    """handoffctl submit: acknowledged when it exits 0."""
-
-    def __init__(self, env):
-        super().__init__()
-        self.env, self.n = env, 0
-        self.acked = {}
-
-    def step(self):
-        self.n += 1
-        hid = f"{int(time.time())}-bob-ctl-{secrets.token_hex(6)}"
-        t = time.time()
-        p = subprocess.run([hdtest.HANDOFFCTL, "submit", "--spool", self.env.spool, "--key",
-                            self.env.key_path, "--from", "bob", "--to", AGENTS[self.n % 2],
-                            "--ttl", "3", "--id", hid], capture_output=True, timeout=60)
-        if p.returncode == 0:
-            self.acked[hid] = t
-
-
-class Consumer(Worker):
-    """Takes alice's bootstraps durably: read, rename to a private name,
-    sync the directory (taken), remove."""
-
-    def __init__(self, env):
-        super().__init__()
-        self.env = env
-        self.got = collections.Counter()
-        self.uncertain = []
-        self.d = os.path.join(env.state["alice"], "handoffs")
-
-    def settle(self):
-        """After a restart: a take whose sync the cut interrupted happened
-        only if its bootstrap did not come back."""
-        for hid in self.uncertain:
-            if os.path.exists(os.path.join(self.d, invariant.bootstrap_name(hid))):
-                self.got[hid] -= 1
-                if self.got[hid] <= 0:
-                    del self.got[hid]
-        self.uncertain = []
-
-    def step(self):
-        try:
-            names = [n for n in os.listdir(self.d) if n.endswith(".json") and not n.startswith(".")]
-        except FileNotFoundError:
-            names = []
-        for n in names:
-            p = os.path.join(self.d, n)
-            try:
-                with open(p, "rb") as f:
-                    b = json.loads(f.read())
-            except (FileNotFoundError, ValueError):
-                continue
-            priv = os.path.join(self.d, f".consume.{secrets.token_hex(4)}")
-            # The directory is opened before the take: an open that the
-            # cut fails after the rename is a take not synced either.
-            fd = os.open(self.d, os.O_RDONLY)
-            try:
-                os.rename(p, priv)
-            except OSError:
-                os.close(fd)
-                raise
-            # Taken (it was read): if the power goes before the sync,
-            # whether the take is on disk is seen after the restart.
-            self.got[b["handoff_id"]] += 1
-            try:
-                os.fsync(fd)
-            except OSError:
-                self.uncertain.append(b["handoff_id"])
-                raise
-            finally:
-                os.close(fd)
-            os.unlink(priv)
-        if not names:
-            time.sleep(0.005)
-
-
-def classify(v):
-    if v.startswith(("lost", "acknowledged, not on disk", "rejected, acknowledged")):
-        return "lost"
-    if v.startswith(("duplicated", "duplicate bootstraps")):
-        return "twice"
-    return "left"
-
-
 def main():
     why = pcfs.unusable()
     if why:
-        print(f"skipped: {why}")
-        LAST[0] = "powercut: 0 cuts, 0 handoffs, lost 0, twice 0, left 0 (skipped)"
+        REPORT.skip(why)
         return
     rnd = random.Random(SEED)
     print(f"seed {SEED}, cuts {CUTS}, fsync yes; model: {pcfs.MODEL}")
@@ -221,9 +94,11 @@ def main():
             daemons.append(d)
             return d
 
-        voice, sub, cons = VoiceWriter(env, rnd), Submitter(env), Consumer(env)
+        # Every 5th with a wrong key; ttl 3: gordon's expire.
+        voice = powercut.VoiceWriter(env, rnd, AGENTS, bad_every=5, ttl=3, pause=(0, 0.01))
+        sub = powercut.Submitter(env, AGENTS, ttl=3)
+        cons = powercut.Consumer(env, ["alice"])
         workers = (voice, sub, cons)
-        violations = {"lost": set(), "twice": set(), "left": set()}
         kinds = collections.Counter()
         aimed = collections.Counter()
         acked_log = {}
@@ -252,8 +127,7 @@ def main():
                 fs.cut()
                 d.send(signal.SIGKILL)
                 d.proc.wait()
-                for w in workers:
-                    w.gate.pause()
+                powercut.pause(workers)
                 logs = d.logs()
                 d.stop()
                 m = None
@@ -294,45 +168,26 @@ def main():
                     for m in EXPIRED_RE.finditer(dd.logs()):
                         aged.add(m.group(1))
                 young = [h for h, t in acked.items() if now - t < FLOOR - 0.5 and h not in aged]
-                v = invariant.check(env.spool, env.state, young, consumed=cons.got, settled=True)
-                if v:
-                    # What a running daemon is finishing right now (an expiry
-                    # between the bootstrap's removal and the archive) is no
-                    # finding: only what is still so a second later.
-                    time.sleep(1.0)
-                    v2 = invariant.check(env.spool, env.state, young, consumed=cons.got,
-                                         settled=True)
-                    v = [x for x in v if x in v2]
-                s = invariant.scan(env.spool, env.state)
-                for hid in young:
-                    for st, name in s["items"].get(hid, []):
-                        if st == "rejected":
-                            try:
-                                r = env.reason_of(name).get("reason")
-                            except (OSError, ValueError):
-                                r = None
-                            if r not in ("expired", "expired_unclaimed"):
-                                v.append(f"rejected, acknowledged: {hid} ({r})")
-                for hid, c in cons.got.items():
-                    if c > 1:
-                        v.append(f"duplicated: consumer took {hid} {c}x")
-                new = [x for x in v if x not in violations[classify(x)]]
-                for x in v:
-                    violations[classify(x)].add(x)
-                for x in new:
+
+                def check():
+                    # Rejected for anything but age: lost.
+                    return invariant.check(env.spool, env.state, young, consumed=cons.got,
+                                           settled=True, reject_ok=("expired", "expired_unclaimed"))
+
+                v = powercut.still(check(), check) + cons.twice()
+
+                def explain(x):
                     m = re.search(r"(\d{10}-bob-[\w-]+)", x)
-                    if m:
-                        hid = m.group(1)
-                        seen = [ln for dd in daemons[-3:] for ln in dd.logs().splitlines() if hid in ln]
-                        files = [f"{st}/{n}" for st in invariant.ITEM_DIRS for n in env.names(st) if hid in n]
-                        files += [f"{a}:{n}" for a in AGENTS for n in os.listdir(os.path.join(env.state[a], "handoffs")) if hid[-8:] in n]
-                        new[new.index(x)] += f" (logged: {seen[-3:] or 'nothing'}; files {files})"
-                if new:
-                    print(f"cut {cut + 1}: {len(new)} new violation(s):\n  " + "\n  ".join(new[:10]))
-                for w in workers:
-                    if w.error:
-                        raise hdtest.Fail(f"worker failed: {w.error!r}")
-                    w.gate.resume()
+                    if not m:
+                        return x
+                    hid = m.group(1)
+                    seen = [ln for dd in daemons[-3:] for ln in dd.logs().splitlines() if hid in ln]
+                    files = [f"{st}/{n}" for st in invariant.ITEM_DIRS for n in env.names(st) if hid in n]
+                    files += [f"{a}:{n}" for a in AGENTS for n in os.listdir(os.path.join(env.state[a], "handoffs")) if hid[-8:] in n]
+                    return x + f" (logged: {seen[-3:] or 'nothing'}; files {files})"
+
+                REPORT.note(v, cut + 1, "violation", explain)
+                powercut.resume(workers)
             for w in workers:
                 w.gate.stop()
             for w in workers:
@@ -351,32 +206,7 @@ def main():
               f"{len(set(sub.acked) | set(acked_log) | set(cons.got))}; consumer took {len(cons.got)}; "
               f"cuts aimed after: {dict(aimed)}; last decision before each cut: {dict(kinds)}; counters at the end: "
               f"{ {k: v for k, v in st['counters'].items() if v} }")
-        for k in ("lost", "twice", "left"):
-            for x in sorted(violations[k])[:15]:
-                print(f"  {k}: {x}")
-        lost, twice, left = (len(violations[k]) for k in ("lost", "twice", "left"))
-        LAST[0] = f"powercut: {CUTS} cuts, {n} handoffs, lost {lost}, twice {twice}, left {left}"
-        if not ENFORCE and lost + twice + left:
-            print(f"OPEN: {lost + twice + left} finding(s) above, not enforced here "
-                  "(HD_POWERCUT_ENFORCE=0 is set)")
-            return
-        hdtest.check(lost == 0 and twice == 0 and left == 0,
-                     f"power cuts: lost {lost}, twice {twice}, left {left}")
+        REPORT.finish(n)
 
 
-LAST = [None]
-
-
-def run():
-    """main(), then the figures as the very last line."""
-    rc = 0
-    try:
-        main()
-    except hdtest.Fail as e:
-        print(f"FAIL: {e}")
-        rc = 1
-    print(LAST[0] or f"powercut: {CUTS} cuts, 0 handoffs, lost ?, twice ?, left ? (did not finish)")
-    sys.exit(rc)
-
-
-run()
+REPORT.run(main)

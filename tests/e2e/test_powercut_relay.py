@@ -44,27 +44,23 @@ import json
 import os
 import random
 import re
-import secrets
 import signal
-import subprocess
 import sys
-import threading
 import time
 
 SRC = os.environ.get("HD_SRC", ".")
 sys.path.insert(0, os.path.join(SRC, "tests", "py"))
 sys.path.insert(0, os.path.join(SRC, "tests", "powercut"))
-import hdproto  # noqa: E402
 import hdtest  # noqa: E402
 import invariant  # noqa: E402
 import natsrv  # noqa: E402
 import pcfs  # noqa: E402
+import powercut  # noqa: E402
 import relaykit  # noqa: E402
+from powercut import MAX_RUN, SEED  # noqa: E402
 
-CUTS = int(os.environ.get("HD_POWERCUT_CUTS", "11"))
-MAX_RUN = float(os.environ.get("HD_POWERCUT_MAX_RUN", "0.5"))
-SEED = int(os.environ.get("HD_POWERCUT_SEED", str(int(time.time()))))
-ENFORCE = os.environ.get("HD_POWERCUT_ENFORCE", "1") == "1"
+CUTS = powercut.cuts(11)
+REPORT = powercut.Report("powercut relay", CUTS)
 AGENTS = relaykit.B_AGENTS
 # (host, operation, path text[, then]): the cut comes right after that
 # operation (then: after the first such operation that follows it);
@@ -92,116 +88,6 @@ ACK_RE = re.compile(r"(?:Queued (\S+) for agent|Relayed (\S+) to )")
 RELAYED_RE = re.compile(r"Relayed (\S+) to ")
 
 
-class Worker(threading.Thread):
-    def __init__(self):
-        super().__init__(daemon=True)
-        self.gate = invariant.Gate()
-        self.error = None
-
-    def run(self):
-        try:
-            while self.gate.point():
-                try:
-                    self.step()
-                except OSError:
-                    time.sleep(0.002)   # the power is off: try again later
-        except Exception as e:  # noqa: BLE001
-            self.error = e
-
-
-class VoiceWriter(Worker):
-    """gptme-voice's writer on a: temp file, rename, no sync."""
-
-    def __init__(self, env, rnd):
-        super().__init__()
-        self.env, self.rnd, self.n = env, rnd, 0
-
-    def step(self):
-        self.n += 1
-        bad = self.n % 7 == 0
-        doc = hdproto.build("bob", AGENTS[self.n % 2], b"wrong key" if bad else self.env.key, ttl=600)
-        hdproto.drop(self.env.spool, doc)
-        # A few dozen a second: each remount reads the whole disk, so the
-        # long run stays linear.
-        time.sleep(self.rnd.uniform(0.01, 0.05))
-
-
-class Submitter(Worker):
-    """handoffctl submit on a: acknowledged when it exits 0."""
-
-    def __init__(self, env):
-        super().__init__()
-        self.env, self.n = env, 0
-        self.acked = set()
-
-    def step(self):
-        self.n += 1
-        hid = f"{int(time.time())}-bob-ctl-{secrets.token_hex(6)}"
-        p = subprocess.run([hdtest.HANDOFFCTL, "submit", "--spool", self.env.spool, "--key",
-                            self.env.key_path, "--from", "bob", "--to", AGENTS[self.n % 2],
-                            "--ttl", "600", "--id", hid], capture_output=True, timeout=60)
-        if p.returncode == 0:
-            self.acked.add(hid)
-        time.sleep(0.02)    # as the writer: the long run stays linear
-
-
-class Consumer(Worker):
-    """Takes b's bootstraps durably (test_powercut.py's consumer, for
-    every agent of b): read, rename to a private name, sync the directory
-    (taken), remove."""
-
-    def __init__(self, env):
-        super().__init__()
-        self.env = env
-        self.got = collections.Counter()
-        self.uncertain = []
-
-    def settle(self):
-        """After a cut of b: a take whose sync the cut interrupted happened
-        only if its bootstrap did not come back."""
-        for hid, d in self.uncertain:
-            if os.path.exists(os.path.join(d, invariant.bootstrap_name(hid))):
-                self.got[hid] -= 1
-                if self.got[hid] <= 0:
-                    del self.got[hid]
-        self.uncertain = []
-
-    def step(self):
-        took = 0
-        for a in AGENTS:
-            d = os.path.join(self.env.state[a], "handoffs")
-            try:
-                names = [n for n in os.listdir(d) if n.endswith(".json") and not n.startswith(".")]
-            except FileNotFoundError:
-                names = []
-            for n in names:
-                p = os.path.join(d, n)
-                try:
-                    with open(p, "rb") as f:
-                        b = json.loads(f.read())
-                except (FileNotFoundError, ValueError):
-                    continue
-                priv = os.path.join(d, f".consume.{secrets.token_hex(4)}")
-                fd = os.open(d, os.O_RDONLY)
-                try:
-                    os.rename(p, priv)
-                except OSError:
-                    os.close(fd)
-                    raise
-                self.got[b["handoff_id"]] += 1
-                took += 1
-                try:
-                    os.fsync(fd)
-                except OSError:
-                    self.uncertain.append((b["handoff_id"], d))
-                    raise
-                finally:
-                    os.close(fd)
-                os.unlink(priv)
-        if not took:
-            time.sleep(0.005)
-
-
 def stream_ids(url, stream="HANDOFF"):
     """The handoff_ids of the messages still in the stream (a work queue:
     a message leaves it when b acks it)."""
@@ -227,44 +113,17 @@ def stream_ids(url, stream="HANDOFF"):
 CACHE = {"a": {}, "b": {}}   # invariant.scan()'s: archive/ and rejected/ read once
 
 
-def places_a(spool):
-    """id -> [(state, name)] on a, outbox/ included; and the half-made
-    things (temps, orphan sidecars)."""
-    s = invariant.scan(spool, {}, CACHE["a"])
-    items = {k: list(v) for k, v in s["items"].items()}
-    left = [f"temp file: {p}" for p in s["temps"]]
-    left += [f"sidecar without item: {st}/{n}" for st, n in s["orphans"]]
-    d = os.path.join(spool, "outbox")
-    for n in invariant._listdir(d):
-        if n.startswith("."):
-            left.append(f"temp file: outbox/{n}")
-            continue
-        doc = invariant._load(os.path.join(d, n))
-        hid = (doc or {}).get("handoff_id") or n[:-5]
-        items.setdefault(hid, []).append(("outbox", n))
-    return items, left
+def items_a(spool):
+    """id -> [(state, name)] on a, outbox/ included."""
+    return invariant.scan(spool, {}, CACHE["a"], extra_dirs=("outbox",))["items"]
 
 
-def check_a(spool, acked, reasons):
+def check_a(spool, acked):
     """Violations on a after a restart: every acknowledged id in exactly
-    one place, never rejected (ttl 600: nothing expires); nothing half
-    made."""
-    v = []
-    items, left = places_a(spool)
-    for hid in acked:
-        where = items.get(hid, [])
-        if not where:
-            v.append(f"lost on a: {hid} acknowledged, in none of handoff/ outbox/ archive/")
-        elif len(where) > 1:
-            v.append(f"twice on a: {hid} in {where}")
-        elif where[0][0] == "rejected":
-            v.append(f"lost on a: {hid} acknowledged, rejected ({reasons(where[0][1])})")
-    for hid, where in items.items():
-        if hid not in acked and len(where) > 1:
-            v.append(f"twice on a: {hid} in {where}")
-    for x in left:
-        v.append(f"left on a: {x}")
-    return v
+    one of handoff/ outbox/ archive/, never rejected (ttl 600: nothing
+    expires); nothing half made (temps, outbox/'s too; orphan sidecars)."""
+    return [f"{x} (on a)" for x in invariant.check(spool, {}, acked, settled=True, cache=CACHE["a"],
+                                                   extra_dirs=("outbox",), reject_ok=())]
 
 
 def on_b(env, got):
@@ -274,27 +133,16 @@ def on_b(env, got):
     return have
 
 
-def classify(v):
-    """Ours say lost/twice/left first; invariant.check()'s as in
-    test_powercut.py."""
-    if v.startswith(("lost", "acknowledged, not on disk")):
-        return "lost"
-    if v.startswith(("twice", "duplicated", "duplicate bootstraps")):
-        return "twice"
-    return "left"
-
-
 def main():
     why = pcfs.unusable()
     if why or not natsrv.available():
-        print(f"skipped: {why or 'nats-server not installed'}")
-        LAST[0] = "powercut relay: 0 cuts, 0 handoffs, lost 0, twice 0, left 0 (skipped)"
+        REPORT.skip(why or "nats-server not installed")
         return
     rnd = random.Random(SEED)
     print(f"seed {SEED}, cuts {CUTS}, fsync yes on a and b; model: {pcfs.MODEL}")
     t0 = time.monotonic()
     with relaykit.Hosts() as h:
-        h.consumer.stop()   # b's consumer here is a durable one (Consumer)
+        h.consumer.stop()   # b's consumer here is a durable one (powercut.Consumer)
         fslog = open(os.path.join(h.a.dir, "powercutfs.log"), "w+")
         disk = {x: os.path.join(e.dir, "disk") for x, e in (("a", h.a), ("b", h.b))}
         mnt = {x: os.path.join(e.dir, "mnt") for x, e in (("a", h.a), ("b", h.b))}
@@ -312,29 +160,20 @@ def main():
             return d
 
         d = {"a": start("a"), "b": start("b")}
-        voice, sub, cons = VoiceWriter(h.a, rnd), Submitter(h.a), Consumer(h.b)
+        # On a: 1 in 7 with a wrong key; a few dozen a second: each remount
+        # reads the whole disk, so the long run stays linear.  On b: a
+        # consumer for every agent.
+        voice = powercut.VoiceWriter(h.a, rnd, AGENTS, bad_every=7, ttl=600, pause=(0.01, 0.05))
+        sub = powercut.Submitter(h.a, AGENTS, ttl=600, pause=0.02)
+        cons = powercut.Consumer(h.b, AGENTS)
         workers = (voice, sub, cons)
         for w in workers:
             w.start()
-        violations = {"lost": set(), "twice": set(), "left": set()}
         aimed = collections.Counter()
         acked_log = set()
 
         def a_logs():
             return "".join(x.logs() for x in daemons["a"])
-
-        def note(vs, cut):
-            new = [x for x in vs if x not in violations[classify(x)]]
-            for x in vs:
-                violations[classify(x)].add(x)
-            if new:
-                print(f"cut {cut}: {len(new)} new finding(s):\n  " + "\n  ".join(new[:10]))
-
-        def reasons(name):
-            try:
-                return h.a.reason_of(name).get("reason")
-            except (OSError, ValueError):
-                return None
 
         try:
             for cut in range(CUTS):
@@ -359,8 +198,7 @@ def main():
                     fs[x].cut()
                 d[x].send(signal.SIGKILL)
                 d[x].proc.wait()
-                for w in workers:
-                    w.gate.pause()
+                powercut.pause(workers)
                 for m in ACK_RE.finditer(d[x].logs() if x == "a" else ""):
                     acked_log.add(m.group(1) or m.group(2))
                 d[x].stop()
@@ -371,7 +209,7 @@ def main():
                     cons.settle()
                     # Whatever left the stream b acked: durable on b first.
                     relayed = set(m.group(1) for m in RELAYED_RE.finditer(a_logs()))
-                    relayed |= {i for i, w in places_a(h.a.spool)[0].items()
+                    relayed |= {i for i, w in items_a(h.a.spool).items()
                                 if any(s == "archive" for s, _ in w)}
                     gone = relayed - stream_ids(h.ns.urls[0])
                     have = on_b(h.b, cons.got)
@@ -379,27 +217,17 @@ def main():
                         v.append(f"lost on b: {hid} left the stream (acked by b), "
                                  "not on b's disk after the cut")
                 d[x] = start(x)
-                acked = sub.acked | acked_log
-                if x == "a":
-                    v += check_a(h.a.spool, acked, reasons)
-                v += invariant.check(h.b.spool, h.b.state, [], consumed=cons.got, settled=True,
-                                     cache=CACHE["b"])
-                if v:
-                    # What a running daemon finishes right now is no
-                    # finding: only what is still so a second later.
-                    time.sleep(1.0)
-                    v2 = check_a(h.a.spool, acked, reasons) if x == "a" else []
-                    v2 += invariant.check(h.b.spool, h.b.state, [], consumed=cons.got, settled=True,
-                                          cache=CACHE["b"])
-                    v = [y for y in v if y in v2 or y.startswith("lost on b")]
-                for hid, c in cons.got.items():
-                    if c > 1:
-                        v.append(f"twice: the consumer took {hid} {c}x")
-                note(v, cut + 1)
-                for w in workers:
-                    if w.error:
-                        raise hdtest.Fail(f"worker failed: {w.error!r}")
-                    w.gate.resume()
+                acked = sub.acked.keys() | acked_log
+
+                def check():
+                    return (check_a(h.a.spool, acked) if x == "a" else []) + \
+                        invariant.check(h.b.spool, h.b.state, [], consumed=cons.got, settled=True,
+                                        cache=CACHE["b"])
+
+                # lost on b: the stream has it no more, final.
+                v = powercut.still(v + check(), check, keep=lambda y: y.startswith("lost on b"))
+                REPORT.note(v + cons.twice(), cut + 1)
+                powercut.resume(workers)
             # The end: no more load; every acknowledged handoff reaches b's
             # consumer (a redelivery after b's cut waits for the ack wait).
             for w in (voice, sub):
@@ -407,7 +235,7 @@ def main():
                 w.join(60)
             for m in ACK_RE.finditer(d["a"].logs()):
                 acked_log.add(m.group(1) or m.group(2))
-            acked = sub.acked | acked_log
+            acked = sub.acked.keys() | acked_log
             try:
                 hdtest.wait_for(lambda: acked <= set(cons.got) and h.a.count("outbox") == 0 and
                                 h.a.count("handoff") == 0, 60,
@@ -419,12 +247,12 @@ def main():
             cons.join(30)
             v = [f"lost: {hid} acknowledged on a, never delivered on b"
                  for hid in sorted(acked - set(cons.got))]
-            v += [f"twice: the consumer took {hid} {c}x" for hid, c in cons.got.items() if c > 1]
-            v += check_a(h.a.spool, acked, reasons)
+            v += cons.twice()
+            v += check_a(h.a.spool, acked)
             v += invariant.check(h.b.spool, h.b.state, [], consumed=cons.got, settled=True,
                                  cache=CACHE["b"])
             v += [f"left on a: outbox/{n} at the end" for n in h.a.names("outbox")]
-            note(v, "end")
+            REPORT.note(v, "end")
             st = {x: d[x].status()["relay"] for x in ("a", "b")}
             for x in ("a", "b"):
                 hdtest.check(d[x].stop() == 0, f"{x}: SIGTERM: exit 0")
@@ -438,36 +266,11 @@ def main():
         n = voice.n + sub.n
         print(f"{time.monotonic() - t0:.1f}s; cuts {CUTS}; handoffs {n} ({voice.n} written as "
               f"gptme-voice does, 1 in 7 with a wrong key; {sub.n} by handoffctl submit, "
-              f"{len(sub.acked)} returned 0); acknowledged {len(sub.acked | acked_log)}; "
+              f"{len(sub.acked)} returned 0); acknowledged {len(sub.acked.keys() | acked_log)}; "
               f"delivered on b {len(cons.got)}; cuts aimed after: {dict(aimed)}; relay at the end: "
               f"a relayed {st['a']['relayed']}, b received {st['b']['received']}, "
               f"duplicates dropped {st['b']['duplicates']}")
-        for k in ("lost", "twice", "left"):
-            for y in sorted(violations[k])[:15]:
-                print(f"  {k}: {y}")
-        lost, twice, left = (len(violations[k]) for k in ("lost", "twice", "left"))
-        LAST[0] = f"powercut relay: {CUTS} cuts, {n} handoffs, lost {lost}, twice {twice}, left {left}"
-        if not ENFORCE and lost + twice + left:
-            print(f"OPEN: {lost + twice + left} finding(s) above, not enforced here "
-                  "(HD_POWERCUT_ENFORCE=0 is set)")
-            return
-        hdtest.check(lost == 0 and twice == 0 and left == 0,
-                     f"power cuts: lost {lost}, twice {twice}, left {left}")
+        REPORT.finish(n)
 
 
-LAST = [None]
-
-
-def run():
-    """main(), then the figures as the very last line."""
-    rc = 0
-    try:
-        main()
-    except hdtest.Fail as e:
-        print(f"FAIL: {e}")
-        rc = 1
-    print(LAST[0] or f"powercut relay: {CUTS} cuts, 0 handoffs, lost ?, twice ?, left ? (did not finish)")
-    sys.exit(rc)
-
-
-run()
+REPORT.run(main)

@@ -76,38 +76,20 @@ def wait(pred, timeout, what):
         raise hdtest.Fail(f"timed out waiting for {what()}")
 
 
-class Sampler(threading.Thread):
-    """(time, relayed, receipts applied) of a, every 50 ms."""
-
-    def __init__(self, d):
-        super().__init__(daemon=True)
-        self.d = d
-        self.samples = []
-        self.running = True
-
-    def run(self):
-        while self.running:
-            try:
-                r = self.d.status()["relay"]
-                self.samples.append((time.monotonic(), r["relayed"], r["receipts"]["applied"]))
-            except (OSError, ValueError, KeyError):
-                pass
-            time.sleep(0.05)
-
-    def stall(self, t0, t1):
-        """Longest span in [t0, t1] in which neither a's relayed count nor
-        its receipts applied moved."""
-        worst, last_t, last = 0.0, t0, None
-        for t, rel, app in self.samples:
-            if t < t0:
-                last = (rel, app)
-                continue
-            if t > t1:
-                break
-            if (rel, app) != last:
-                last_t, last = t, (rel, app)
-            worst = max(worst, t - last_t)
-        return worst
+def stall_in(samples, t0, t1):
+    """Longest span in [t0, t1] in which neither a's relayed count nor
+    its receipts applied moved (samples: relaykit.Sampler's, of both)."""
+    worst, last_t, last = 0.0, t0, None
+    for t, rel, app in samples:
+        if t < t0:
+            last = (rel, app)
+            continue
+        if t > t1:
+            break
+        if (rel, app) != last:
+            last_t, last = t, (rel, app)
+        worst = max(worst, t - last_t)
+    return worst
 
 
 def phase_done(h, ids, phase):
@@ -149,68 +131,6 @@ def check_receipts(h, ids, phase):
             check(o.get("remote_outcome") == "delivered", f"{hid} ({name}): {o}")
         total += len(seen)
     return total
-
-
-def groups_current(ns):
-    """The stream's and its consumers' Raft groups, each seen from its
-    leader: every replica current (a restarted node caught up)."""
-    n_stream, lagging = 0, []
-    for node in ns.nodes:
-        if not node.running():
-            continue
-        try:
-            j = node.jsz()
-        except Exception:
-            return False
-        for acc in j.get("account_details", []):
-            for st in acc.get("stream_detail", []):
-                groups = [(st.get("name"), st.get("cluster") or {})]
-                groups += [(c.get("name"), c.get("cluster") or {}) for c in st.get("consumer_detail") or []]
-                for k, (name, cl) in enumerate(groups):
-                    if cl.get("leader") != node.name:
-                        continue
-                    reps = cl.get("replicas") or []
-                    if k == 0 and st.get("name") == "HANDOFF":
-                        n_stream += len(reps) == 2
-                    lagging += [f"{name}@{r.get('name')}" for r in reps if not r.get("current")]
-    return n_stream == 1 and not lagging
-
-
-def consumer_leader(ns, name):
-    """The server leading consumer name's group, from a live node's /jsz."""
-    for node in ns.nodes:
-        if not node.running():
-            continue
-        try:
-            j = node.jsz()
-        except Exception:
-            continue
-        for acc in j.get("account_details", []):
-            for st in acc.get("stream_detail", []):
-                for c in st.get("consumer_detail") or []:
-                    leader = (c.get("cluster") or {}).get("leader")
-                    if c.get("name") == name and leader:
-                        return leader
-    return None
-
-
-def consumers_drained(ns):
-    """Every consumer of the stream, seen from its leader: nothing left to
-    deliver, nothing delivered and not acked (no receipt still to come)."""
-    seen = {}
-    for node in ns.nodes:
-        if not node.running():
-            continue
-        try:
-            j = node.jsz()
-        except Exception:
-            return None
-        for acc in j.get("account_details", []):
-            for st in acc.get("stream_detail", []):
-                for c in st.get("consumer_detail") or []:
-                    if (c.get("cluster") or {}).get("leader") == node.name:
-                        seen[c.get("name")] = (c.get("num_pending"), c.get("num_ack_pending"))
-    return seen if seen and all(v == (0, 0) for v in seen.values()) else None
 
 
 def check_logged_once(h):
@@ -256,7 +176,7 @@ def main():
         by_kind = {k[0]: [hid for i, hid in enumerate(ids) if kind(i)[0] == k[0]] for k in KINDS}
 
         # 1. The burst, the stream leader killed in the middle of it.
-        s = Sampler(a)
+        s = relaykit.Sampler(a, lambda r: (r["relayed"], r["receipts"]["applied"]))
         s.start()
         t0 = time.monotonic()
         dropped = [0]
@@ -286,7 +206,7 @@ def main():
              lambda: f"phase 1: every receipt of the burst on a ({phase_done(h, ids, 1)} of {N}; "
                      f"a {a.status()['relay']}, b {b.status()['relay']})")
         t_p1 = time.monotonic()
-        stall = s.stall(t_kill, t_p1)
+        stall = stall_in(s.samples, t_kill, t_p1)
         new_leader = h.ns.stream_leader()
         check(new_leader and new_leader != leader, f"a new leader ({new_leader}, was {leader})")
         got1 = check_receipts(h, ids, 1)
@@ -324,7 +244,7 @@ def main():
 
         # The killed node back, caught up.
         h.ns.node(leader).start()
-        wait(lambda: groups_current(h.ns), 60,
+        wait(h.ns.groups_current, 60,
              lambda: f"{leader} restarted and caught up in the stream's and consumers' groups")
         # 2. gordon's expire on b, carol's ttl passes.
         sent_b = b.status()["relay"]["receipts"]["sent"]
@@ -341,7 +261,7 @@ def main():
         # The leader of a's consumer this time (the stream's too, or
         # not): the acks of the receipts a applied go to it, and one lost
         # with it brings the receipt again, which a must know already.
-        leader2 = consumer_leader(h.ns, "handoffd-a")
+        leader2 = h.ns.consumer_leader("handoffd-a")
         check(leader2 is not None, "the leader of a's consumer known")
         stream2 = h.ns.stream_leader()
         at_applied2 = a.status()["relay"]["receipts"]["applied"] - got1
@@ -351,13 +271,13 @@ def main():
              lambda: f"phase 2: every final receipt on a ({phase_done(h, ids, 2)} of {N}; "
                      f"a {a.status()['relay']}, b {b.status()['relay']})")
         t_p2 = time.monotonic()
-        stall2 = s.stall(t_kill2, t_p2)
+        stall2 = stall_in(s.samples, t_kill2, t_p2)
         # Nothing more to come: b has nothing left to publish, and the
         # consumers nothing left to deliver (a receipt twice would be in).
         wait(lambda: b.status()["relay"]["receipts"]["owed"] == 0 and
              b.status()["relay"]["receipts"]["queued"] == 0, 30,
              lambda: f"b has nothing left to publish: {b.status()['relay']['receipts']}")
-        wait(lambda: consumers_drained(h.ns), 60,
+        wait(h.ns.consumers_drained, 60,
              lambda: "the stream's consumers delivered and acked everything")
         got = check_receipts(h, ids, 2)
         logged = check_logged_once(h)
@@ -392,8 +312,7 @@ def main():
                       f"'{text}': {out}")
         print("   wait on a: consumed 0; expired, rejected bad_mac and rejected expired_unclaimed 1 "
               "with b's reason")
-        s.running = False
-        s.join()
+        s.stop()
         print(f"receipts through a 3-node cluster: N {N}, receipts applied {got} (expected {expected}), "
               f"duplicates {sa['duplicate']}, dropped 0, lost 0, twice 0; longest stall after the "
               f"kills {stall:.1f}s, {stall2:.1f}s; publish errors a {a.status()['relay']['publish_errors']}, "

@@ -20,37 +20,20 @@ from hdtest import check  # noqa: E402
 N = int(os.environ.get("HD_RELAY_CLUSTER_N", "1500"))
 
 
-class Sampler(threading.Thread):
-    """(time, relayed, outbox) of a, every 50 ms."""
-
-    def __init__(self, daemon_):
-        super().__init__(daemon=True)
-        self.d = daemon_
-        self.samples = []
-        self.running = True
-
-    def run(self):
-        while self.running:
-            try:
-                r = self.d.status()["relay"]
-                self.samples.append((time.monotonic(), r["relayed"], r["outbox"]))
-            except (OSError, ValueError, KeyError):
-                pass
-            time.sleep(0.05)
-
-    def stall_after(self, t_kill):
-        """Longest span after t_kill with no new relayed item while the
-        outbox was not empty."""
-        worst, last_t, last_n = 0.0, None, None
-        for t, n, ob in self.samples:
-            if t < t_kill:
-                last_t, last_n = t, n
-                continue
-            if last_n is None or n != last_n or ob == 0:
-                last_t, last_n = t, n
-                continue
-            worst = max(worst, t - last_t)
-        return worst
+def stall_after(samples, t_kill):
+    """Longest span after t_kill with no new relayed item while the
+    outbox was not empty (samples: relaykit.Sampler's, of relayed and
+    outbox)."""
+    worst, last_t, last_n = 0.0, None, None
+    for t, n, ob in samples:
+        if t < t_kill:
+            last_t, last_n = t, n
+            continue
+        if last_n is None or n != last_n or ob == 0:
+            last_t, last_n = t, n
+            continue
+        worst = max(worst, t - last_t)
+    return worst
 
 
 def main():
@@ -60,7 +43,7 @@ def main():
         hdtest.wait_for(lambda: a.status()["relay"]["ready"] and b.status()["relay"]["ready"],
                         60, "both relays set up on the cluster")
         hdtest.wait_for(h.ns.stream_leader, 30, "a stream leader")
-        s = Sampler(a)
+        s = relaykit.Sampler(a, lambda r: (r["relayed"], r["outbox"]))
         s.start()
         t0 = time.monotonic()
         ids = []
@@ -75,12 +58,11 @@ def main():
         dropper.join()
         h.wait_delivered(ids, timeout=240)
         t_all = time.monotonic() - t0
-        s.running = False
-        s.join()
+        s.stop()
         h.check_exactly_once(ids, settle=2.0)
         new_leader = h.ns.stream_leader()
         check(new_leader and new_leader != leader, f"a new leader ({new_leader})")
-        stall = s.stall_after(t_kill)
+        stall = stall_after(s.samples, t_kill)
         ra, rb = a.status()["relay"], b.status()["relay"]
         print(f"3-node cluster, R3: leader {leader} SIGKILLed after {at} of {N} relayed; "
               f"new leader {new_leader}; publishing stalled {stall:.1f}s; 0 lost, 0 twice; "

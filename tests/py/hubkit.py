@@ -16,21 +16,13 @@ import http.client
 import json
 import os
 import secrets
-import socket
 import ssl
 import subprocess
 
 import hdtest
+from natsrv import free_port  # noqa: F401  (one copy: a free loopback port)
 
 HUBD = os.path.join(hdtest.BUILD, "handoff-hubd")
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def make_cert(directory, name="hub"):

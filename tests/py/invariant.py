@@ -84,6 +84,12 @@ def _is_regular(path):
         return False
 
 
+def published(handoffs_dir):
+    """The names of the bootstraps published in an agent's handoffs/ dir
+    (no hidden or temp names), sorted; [] when there is no such dir."""
+    return [n for n in _listdir(handoffs_dir) if n.endswith(".json") and not n.startswith(".")]
+
+
 def bootstrap_name(handoff_id):
     """The real consumer's file name for a handoff_id."""
     safe = "".join(c for c in handoff_id if c.isalnum() or c in "-_") or "handoff"
@@ -149,14 +155,17 @@ def item_state(spool, state_dirs, hid):
     return res
 
 
-def scan(spool, state_dirs, cache=None):
+def scan(spool, state_dirs, cache=None, extra_dirs=()):
     """Where everything is (cache: a dict kept by the caller between calls,
-    so that archive/ and rejected/ items, which never change, are read once).
+    so that archive/ and rejected/ items, which never change, are read once;
+    extra_dirs: more item dirs, e.g. ("outbox",) on a relay's sending host,
+    whose dot-names are temps and whose items are named ID.json).
     Returns a dict:
         items:      id -> [(state, name), ...]   (every place the id is)
         unknown:    [(state, name)]              items whose id is unknown
         to_agent:   id -> to_agent (from the item)
         outcome:    id -> archive outcome
+        reason:     rejected/ name -> the reason its .reason sidecar gives
         orphans:    [(state, sidecar name)]      sidecars without their item
         temps:      [path]                       dot-names in daemon-owned dirs
         bootstraps: id -> [(agent, name)]
@@ -164,9 +173,9 @@ def scan(spool, state_dirs, cache=None):
         hidden:     id -> [(agent, name)]        .pending./.expire. bootstraps
         records:    set of ids whose claimed/ item is the daemon's record
     """
-    res = {"items": {}, "unknown": [], "to_agent": {}, "outcome": {}, "orphans": [],
+    res = {"items": {}, "unknown": [], "to_agent": {}, "outcome": {}, "reason": {}, "orphans": [],
            "temps": [], "bootstraps": {}, "boot_noid": [], "hidden": {}, "records": set()}
-    for state in ITEM_DIRS:
+    for state in ITEM_DIRS + tuple(extra_dirs):
         d = os.path.join(spool, state)
         names = _listdir(d)
         present = set(names)
@@ -174,7 +183,7 @@ def scan(spool, state_dirs, cache=None):
         for n in names:
             p = os.path.join(d, n)
             if n.startswith("."):
-                if state in TEMP_CHECKED:
+                if state in TEMP_CHECKED or state in extra_dirs:
                     res["temps"].append(p)
                 continue
             if side and n.endswith(side):
@@ -191,18 +200,23 @@ def scan(spool, state_dirs, cache=None):
                     res["to_agent"][hid] = to
                 if state == "archive":
                     res["outcome"][hid] = oc
+                else:
+                    res["reason"][n] = oc
                 continue
             doc = _load(p) if _is_regular(p) else None
             hid = _id_of(doc)
             sc = _load(p + side) if side else None
-            if state == "claimed" and n.endswith(".json"):
+            if (state == "claimed" or state in extra_dirs) and n.endswith(".json"):
                 hid = hid or n[:-5]
+            if state == "claimed" and n.endswith(".json"):
                 if doc is not None and record_handoff(doc) is not doc:
                     res["records"].add(hid)
             if hid is None:
                 hid = _id_of(sc)
             if state == "archive" and sc:
                 res["outcome"][hid] = sc.get("outcome")
+            if state == "rejected":
+                res["reason"][n] = sc.get("reason") if sc else None
             if hid is None:
                 res["unknown"].append((state, n))
                 continue
@@ -212,7 +226,7 @@ def scan(spool, state_dirs, cache=None):
                 res["to_agent"][hid] = to
             if cache is not None and state in ("archive", "rejected") and sc:
                 # Final once there: the sidecar is written before the move.
-                cache[p] = (hid, to, sc.get("outcome"))
+                cache[p] = (hid, to, sc.get("outcome" if state == "archive" else "reason"))
     for state in ("ids", "baton"):
         for n in _listdir(os.path.join(spool, state)):
             if n.startswith("."):
@@ -317,7 +331,7 @@ def compare(root, before, exclude=()):
 
 
 def check(spool, state_dirs, submitted, consumed=None, settled=False, sentinels=None,
-          allow_states=ITEM_DIRS, cache=None, rejecting=False):
+          allow_states=None, cache=None, rejecting=False, extra_dirs=(), reject_ok=None):
     """The invariant; returns a list of violations (empty = holds).
 
     spool: spool dir; state_dirs: {agent: state_dir}; submitted: handoff_ids
@@ -326,24 +340,32 @@ def check(spool, state_dirs, submitted, consumed=None, settled=False, sentinels=
     unknown; settled: nothing in flight (after READY=1 of a fresh start with
     producers and consumers paused, or after everything drained);
     sentinels: {root: snapshot(root)} or {root: (snapshot, exclude)};
-    allow_states: the states a submitted id may legitimately be in;
-    cache: see scan(); rejecting: a rejection may be in flight (the daemon
+    allow_states: the states a submitted id may legitimately be in (default:
+    every item dir); cache, extra_dirs: see scan(); reject_ok: None, or the
+    reasons a submitted id may be rejected for (an acknowledged handoff
+    rejected for anything else is lost: "rejected, acknowledged"); rejecting: a rejection may be in flight (the daemon
     writes rejected/NAME.reason before it moves NAME in, and a fault may
     make it try again and again), so a .reason alone in rejected/ is not
     a violation (never with settled)."""
     v = []
-    s = scan(spool, state_dirs, cache)
+    dirs = ITEM_DIRS + tuple(extra_dirs)
+    allow_states = dirs if allow_states is None else allow_states
+    s = scan(spool, state_dirs, cache, extra_dirs)
     items, boots = s["items"], s["bootstraps"]
     cons = set(consumed) if consumed is not None else None
 
     for hid in submitted:
         where = items.get(hid, [])
         if not where:
-            v.append(f"lost: {hid} is in none of {'/ '.join(ITEM_DIRS)}/")
+            v.append(f"lost: {hid} is in none of {'/ '.join(dirs)}/")
         elif len(where) > 1:
             v.append(f"duplicated: {hid} is in {len(where)} places: {where}")
         elif where[0][0] not in allow_states:
             v.append(f"unexpected state: {hid} is in {where[0][0]}/{where[0][1]}")
+        for state, name in where if reject_ok is not None else ():
+            r = s["reason"].get(name)
+            if state == "rejected" and r not in reject_ok:
+                v.append(f"rejected, acknowledged: {hid} ({r})")
     sub = set(submitted)
     for hid, where in items.items():
         if len(where) > 1 and hid not in sub:

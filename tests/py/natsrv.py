@@ -97,6 +97,12 @@ class Node:
             return json.load(f)
 
 
+def streams(jsz):
+    """The stream_detail entries of a /jsz answer (None: none)."""
+    for acc in (jsz or {}).get("account_details", []):
+        yield from acc.get("stream_detail", [])
+
+
 class Cluster:
     """nodes=1: one server; nodes=3: a JetStream cluster."""
 
@@ -122,22 +128,71 @@ class Cluster:
     def url(self):
         return ", ".join(self.urls)
 
-    def stream_leader(self, stream="HANDOFF"):
-        """The server name leading stream (a cluster), from a live node's /jsz."""
+    def jsz_live(self):
+        """(node, its /jsz) for each running node; (node, None) when it does
+        not answer."""
         for n in self.nodes:
             if not n.running():
                 continue
             try:
                 j = n.jsz()
             except Exception:
-                continue
-            for acc in j.get("account_details", []):
-                for s in acc.get("stream_detail", []):
-                    if s.get("name") == stream:
-                        leader = (s.get("cluster") or {}).get("leader")
-                        if leader:
-                            return leader
+                j = None
+            yield n, j
+
+    def stream_leader(self, stream="HANDOFF"):
+        """The server name leading stream (a cluster), from a live node's /jsz."""
+        for _, j in self.jsz_live():
+            for s in streams(j):
+                if s.get("name") == stream:
+                    leader = (s.get("cluster") or {}).get("leader")
+                    if leader:
+                        return leader
         return None
+
+    def consumer_leader(self, name):
+        """The server leading consumer name's group, from a live node's /jsz."""
+        for _, j in self.jsz_live():
+            for st in streams(j):
+                for c in st.get("consumer_detail") or []:
+                    leader = (c.get("cluster") or {}).get("leader")
+                    if c.get("name") == name and leader:
+                        return leader
+        return None
+
+    def groups_current(self, stream="HANDOFF"):
+        """The streams' and their consumers' Raft groups, each seen from its
+        leader: every replica current (a restarted node caught up), stream's
+        with its two followers (R3).  False while a live node does not answer."""
+        n_stream, lagging = 0, []
+        for node, j in self.jsz_live():
+            if j is None:
+                return False
+            for st in streams(j):
+                groups = [(st.get("name"), st.get("cluster") or {})]
+                groups += [(c.get("name"), c.get("cluster") or {}) for c in st.get("consumer_detail") or []]
+                for k, (name, cl) in enumerate(groups):
+                    if cl.get("leader") != node.name:
+                        continue
+                    reps = cl.get("replicas") or []
+                    if k == 0 and st.get("name") == stream:
+                        n_stream += len(reps) == 2
+                    lagging += [f"{name}@{r.get('name')}" for r in reps if not r.get("current")]
+        return n_stream == 1 and not lagging
+
+    def consumers_drained(self):
+        """Every consumer, seen from its leader: nothing left to deliver,
+        nothing delivered and not acked.  Returns {name: (0, 0)}, or None
+        (not yet, or a live node does not answer)."""
+        seen = {}
+        for node, j in self.jsz_live():
+            if j is None:
+                return None
+            for st in streams(j):
+                for c in st.get("consumer_detail") or []:
+                    if (c.get("cluster") or {}).get("leader") == node.name:
+                        seen[c.get("name")] = (c.get("num_pending"), c.get("num_ack_pending"))
+        return seen if seen and all(v == (0, 0) for v in seen.values()) else None
 
     def node(self, name):
         return next(n for n in self.nodes if n.name == name)

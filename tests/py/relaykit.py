@@ -22,6 +22,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hdproto  # noqa: E402
 import hdtest  # noqa: E402
+import invariant  # noqa: E402
 import natsrv  # noqa: E402
 from hdtest import Fail, check  # noqa: E402
 
@@ -44,11 +45,7 @@ class Consumer(threading.Thread):
             got = 0
             for a in self.agents:
                 d = os.path.join(self.env.state[a], "handoffs")
-                try:
-                    names = [n for n in os.listdir(d) if n.endswith(".json") and not n.startswith(".")]
-                except FileNotFoundError:
-                    continue
-                for n in names:
+                for n in invariant.published(d):
                     priv = os.path.join(d, f".consume.{os.getpid()}.t.{n}")
                     try:
                         os.rename(os.path.join(d, n), priv)
@@ -73,6 +70,29 @@ class Consumer(threading.Thread):
     def stop(self):
         self.running = False
         self.join(5)
+
+
+class Sampler(threading.Thread):
+    """A daemon's relay status, every 50 ms: samples is [(time, *what(the
+    status()["relay"] dict))], what returning a tuple of figures."""
+
+    def __init__(self, d, what):
+        super().__init__(daemon=True)
+        self.d, self.what = d, what
+        self.samples = []
+        self.running = True
+
+    def run(self):
+        while self.running:
+            try:
+                self.samples.append((time.monotonic(), *self.what(self.d.status()["relay"])))
+            except (OSError, ValueError, KeyError):
+                pass
+            time.sleep(0.05)
+
+    def stop(self):
+        self.running = False
+        self.join()
 
 
 class Hosts:
@@ -213,4 +233,4 @@ def skip_without_nats():
         sys.exit(0)
 
 
-__all__ = ["Hosts", "Consumer", "Fail", "check", "skip_without_nats"]
+__all__ = ["Hosts", "Consumer", "Sampler", "Fail", "check", "skip_without_nats"]
