@@ -149,6 +149,17 @@ static size_t rec_of(const struct stat *st)
         return (*l)->rec;
 }
 
+/* The record of st's inode, its mode and owner as they are now (what an
+ * fsync of it makes durable, with its bytes or entries). */
+static size_t rec_sync_meta(const struct stat *st)
+{
+        size_t i = rec_of(st);
+        recs[i].mode = st->st_mode;
+        recs[i].uid = st->st_uid;
+        recs[i].gid = st->st_gid;
+        return i;
+}
+
 /* A new inode got this number: whatever the image holds under the old
  * record stays there, the new file gets a record of its own. */
 static void live_forget(ino_t ino)
@@ -199,10 +210,7 @@ static int sync_file(int fd)
 
         if (fstat(fd, &st) < 0)
                 return -errno;
-        size_t i = rec_of(&st);
-        recs[i].mode = st.st_mode;
-        recs[i].uid = st.st_uid;
-        recs[i].gid = st.st_gid;
+        size_t i = rec_sync_meta(&st);
         recs[i].mtime = st.st_mtim;
         if (S_ISDIR(st.st_mode) || !S_ISREG(st.st_mode))
                 return 0;
@@ -279,10 +287,7 @@ static int sync_dir(int dfd, bool initial)
 
         if (fstat(dfd, &st) < 0)
                 return -errno;
-        size_t me = rec_of(&st);
-        recs[me].mode = st.st_mode;
-        recs[me].uid = st.st_uid;
-        recs[me].gid = st.st_gid;
+        size_t me = rec_sync_meta(&st);
         fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (fd < 0)
                 return -errno;
