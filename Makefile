@@ -192,7 +192,7 @@ CHECK_ENV = HD_BUILD=$(CURDIR)/$(B) HD_SRC=$(CURDIR) SANITIZE=$(SANITIZE) \
 	UBSAN_OPTIONS=$${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 
 check: deps mcp-deps
-	@$(MAKE) --no-print-directory all $(CHECKB) bench-floor
+	@$(MAKE) --no-print-directory all $(CHECKB) bench-floor $(CHECK_BUILD)
 	@echo "== running tests ($(B))"
 	@$(CHECK_ENV) $(CHECKB)
 

@@ -18,8 +18,11 @@ $(POWERCUTFS): tests/powercut/powercutfs.c mk/powercut.mk
 	$(Q)$(CC) $(filter-out -fPIC,$(HD_CFLAGS)) $(FUSE_CFLAGS) $(CFLAGS) $(HD_LDFLAGS) $(LDFLAGS) \
 		-o $@ $< $(FUSE_LIBS)
 
-# make check runs the power-cut tests too: they need the harness built.
-check: $(POWERCUTFS)
+# make check runs the power-cut tests too: they need the harness built, by
+# the make that check starts after deps (a prerequisite of check itself was
+# built with the FUSE flags read before deps installed libfuse3-dev: on a
+# fresh machine, "fuse.h: No such file or directory").
+CHECK_BUILD += $(POWERCUTFS)
 
 .PHONY: powercut
 powercut: deps
