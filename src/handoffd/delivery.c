@@ -78,8 +78,8 @@ static int delivery_baton(struct spool *sp, const json_t *doc, int64_t now, json
  *
  *   1. the bootstrap, written once into a file of the daemon's (no
  *      producer holds it, so nothing a producer does after the claim
- *      changes what is delivered, archived or counted), linked under a
- *      hidden name .pending.NAME in the agent's handoffs/: no agent sees it
+ *      changes what is delivered, archived or counted), under a hidden
+ *      name .pending.NAME in the agent's handoffs/: no agent sees it
  *   2. the same file linked as claimed/<id>.json: the claim (a link never
  *      replaces: of two with one id only one wins) and the daemon's
  *      record of the item, which holds the handoff exactly as signed
@@ -174,10 +174,15 @@ int delivery_write(struct spool *sp, struct agent_rt *a, const json_t *doc,
                 if (r < 0)
                         return r;
         }
-        /* main.c's umask 027 keeps 0640: no fchmod. */
+        /* main.c's umask 027 keeps 0640: no fchmod.  Written under its
+         * hidden name itself, not O_TMPFILE then linked: a .pending.NAME
+         * without its record is removed after a crash whatever it holds
+         * (the table above), so the unnamed file bought nothing, and its
+         * link through /proc/self/fd cost a system call and a path walk
+         * an item. */
         unsigned fl = (sp->cfg->fsync && !(flags & DELIVERY_SYNC_LATER) ? WRITE_SYNC_FILE : 0) |
-                      WRITE_MODE_KEPT;
-        r = write_linked(a->handoffs_fd, pname, buf, len, 0640, fl);
+                      WRITE_MODE_KEPT | WRITE_EXCL;
+        r = write_direct(a->handoffs_fd, pname, buf, len, 0640, fl);
         if (r == -EEXIST) {
                 /* A claimed item's, its publish to come (record and
                  * .pending): not ours to replace.  intake.c left the look
@@ -187,7 +192,7 @@ int delivery_write(struct spool *sp, struct agent_rt *a, const json_t *doc,
                 /* Left by a crash before its record: never visible. */
                 if (unlinkat(a->handoffs_fd, pname, 0) < 0 && errno != ENOENT)
                         return -errno;
-                r = write_linked(a->handoffs_fd, pname, buf, len, 0640, fl);
+                r = write_direct(a->handoffs_fd, pname, buf, len, 0640, fl);
         }
         if (r < 0)
                 return r;

@@ -157,7 +157,7 @@ static int fill_fd(int fd, const void *buf, size_t len, mode_t mode, unsigned fl
         r = write_all(f, buf, len);
         if (r < 0)
                 return r;
-        if (fchmod(f, mode & 07777) < 0)
+        if (!(flags & WRITE_MODE_KEPT) && fchmod(f, mode & 07777) < 0)
                 return -errno;
         if ((flags & WRITE_SYNC_FILE) && fsync(f) < 0)
                 return -errno;
@@ -227,10 +227,11 @@ int write_direct(int dirfd, const char *name, const void *buf, size_t len,
                 return -EINVAL;
         for (int tries = 0;; tries++) {
                 fd = openat(dirfd, name,
-                            O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+                            O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
+                            flags & WRITE_MODE_KEPT ? mode & 0777 : 0600);
                 if (fd >= 0)
                         break;
-                if (errno != EEXIST || tries >= 2)
+                if (errno != EEXIST || tries >= 2 || (flags & WRITE_EXCL))
                         return -errno;
                 if (unlinkat(dirfd, name, 0) < 0 && errno != ENOENT)
                         return -errno;

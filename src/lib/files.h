@@ -72,8 +72,11 @@ int load_at_linked(int dirfd, const char *name, const hd_limits *lim,
  * each file and then its directory once. */
 #define WRITE_SYNC_FILE 1u
 #define WRITE_SYNC_DIR  2u
-/* write_linked(): the caller's umask leaves mode as it is (no fchmod). */
+/* write_linked(), write_direct(): the file is created with mode, which
+ * the caller's umask leaves as it is (no fchmod). */
 #define WRITE_MODE_KEPT 4u
+/* write_direct(): -EEXIST when name exists, as a link (never replaced). */
+#define WRITE_EXCL      8u
 int write_atomic(int dirfd, const char *name, const void *buf, size_t len,
                  mode_t mode, unsigned flags);
 
@@ -81,7 +84,8 @@ int write_atomic(int dirfd, const char *name, const void *buf, size_t len,
  * a file nobody trusts until a later step (a hidden name published by a
  * rename, a marker whose being there is what counts).  A file already
  * there under name is unlinked first, never written through (it may be a
- * link someone else planted).  On failure name is removed again. */
+ * link someone else planted), or with WRITE_EXCL left and -EEXIST
+ * returned.  On failure name is removed again. */
 int write_direct(int dirfd, const char *name, const void *buf, size_t len,
                  mode_t mode, unsigned flags);
 
