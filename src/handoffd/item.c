@@ -327,6 +327,33 @@ static int legacy_state(struct spool *sp, const char *id, int fd, struct stat *s
         return IS_LEGACY;
 }
 
+/* Is .pending.NAME the record's own file, written at step 1 of its claim?
+ * Else it is a later look's step 1 for the same id (its producer's file
+ * left in handoff/ by a crash after the record, the item published and its
+ * bootstrap taken since), cut short by a second crash before its record's
+ * link failed: published, it would show the agent the handoff twice
+ * (test_crash's SIGKILL cycles found one, 1 run in 5).  The
+ * record is the same inode where it is a link, the same bytes where it is
+ * a copy; a later step 1 wrote its own accepted_at. */
+static bool pending_is_record(const struct item_files *f, int fd)
+{
+        _cleanup_free_ char *a = NULL, *b = NULL;
+        _cleanup_close_ int pfd = -1;
+        size_t alen, blen;
+        struct stat st;
+
+        pfd = openat(f->a->handoffs_fd, f->pname, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+        if (pfd < 0 || fstat(pfd, &st) < 0)
+                return errno != ENOENT;         /* unsure: as before */
+        if (st.st_dev == f->st.st_dev && st.st_ino == f->st.st_ino)
+                return true;
+        if (st.st_size != f->st.st_size || lseek(fd, 0, SEEK_SET) < 0 ||
+            read_all(fd, (size_t)f->st.st_size + 1, 0, &a, &alen) < 0 ||
+            read_all(pfd, (size_t)f->st.st_size + 1, 0, &b, &blen) < 0)
+                return false;
+        return alen == blen && memcmp(a, b, alen) == 0;
+}
+
 /* Read claimed/<id>.json (fd) and the agent's names for it, once. */
 static int item_state(struct spool *sp, const char *id, int fd, struct item_files *f)
 {
@@ -357,6 +384,14 @@ static int item_state(struct spool *sp, const char *id, int fd, struct item_file
         if (!f->a)
                 return IS_NOT_OURS;     /* another daemon's agent (or no more) */
         f->files = item_look(f);
+        if ((f->files & F_PENDING) && !pending_is_record(f, fd)) {
+                char q[300];
+                if (unlinkat(f->a->handoffs_fd, f->pname, 0) == 0)
+                        f->a->dirty = true;
+                f->files &= ~F_PENDING;
+                log_info("Removed %s: not the record of claimed item %s (a later look at its "
+                         "handoff, cut short by a crash)", log_quote(f->pname, q, sizeof(q)), id);
+        }
         return item_by_files[f->files];
 }
 

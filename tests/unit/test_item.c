@@ -248,6 +248,58 @@ START_TEST(test_item_actions_of_each_state)
 }
 END_TEST
 
+/* A .pending.<b> that is not the record's own file: a later look at the
+ * same handoff (its producer's file left in handoff/ by a crash after the
+ * publish) wrote its step 1 after the agent took the bootstrap, and a
+ * second crash came before its record's link failed.  Published, the
+ * agent would get the handoff twice (test_crash found it); it is removed
+ * and the item archived as consumed.  The record's own .pending (one
+ * inode), or a copy of it (same bytes, another mount), is still published. */
+START_TEST(test_item_later_pending_not_published)
+{
+        struct fx f;
+        json_t *h, *b2 = NULL;
+        char b[300], name[320];
+
+        fx_open(&f);
+        put_record(&f, "a-again", "alice", 0, 5);
+        h = fx_doc("a-again", "alice", 10, 600, f.k);
+        ck_assert_int_eq(hd_bootstrap_build(h, hd_now_usec(), &b2), 0);
+        ck_assert_int_eq(hd_bootstrap_name("a-again", b, sizeof(b)), 0);
+        snprintf(name, sizeof(name), ".pending.%s", b);
+        fx_put_doc(f.alice->handoffs_fd, name, b2);
+        ck_assert_int_eq(state_of(&f, "a-again"), IS_TAKEN);
+        ck_assert(!fx_there(f.alice->handoffs_fd, ".pending.", b, ""));
+        ck_assert_int_ge(check_item(&f, "a-again"), 0);
+        ck_assert(!fx_there(f.alice->handoffs_fd, "", b, ""));
+        ck_assert(!fx_there(f.sp->fd[SD_CLAIMED], "", "a-again", ".json"));
+        ck_assert_uint_eq(f.sp->st.consumed, 1);
+        ck_assert_uint_eq(f.sp->st.recovered, 0);
+        json_decref(h);
+
+        /* a copy of the record (not a link) with its bytes: published */
+        put_record(&f, "a-copy", "alice", 0, 1);
+        ck_assert_int_eq(hd_bootstrap_name("a-copy", b, sizeof(b)), 0);
+        snprintf(name, sizeof(name), ".pending.%s", b);
+        {
+                int fd = open_claimed(&f, "a-copy");
+                char buf[65536];
+                ssize_t n = read(fd, buf, sizeof(buf));
+                ck_assert_int_gt(n, 0);
+                close(fd);
+                int out = openat(f.alice->handoffs_fd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
+                ck_assert_int_ge(out, 0);
+                ck_assert_int_eq(write(out, buf, (size_t)n), n);
+                close(out);
+        }
+        ck_assert_int_eq(state_of(&f, "a-copy"), IS_HIDDEN);
+        ck_assert_int_ge(check_item(&f, "a-copy"), 0);
+        ck_assert(fx_there(f.alice->handoffs_fd, "", b, ""));
+        ck_assert_uint_eq(f.sp->st.recovered, 1);
+        fx_close(&f);
+}
+END_TEST
+
 /* An earlier version's items (the producer's file, a .delivered marker)
  * are converted: the record is its bootstrap, one inode with the agent's
  * file, the marker gone; never visible: delivered as new; marked and
@@ -316,6 +368,7 @@ Suite *suite_item(void)
         tcase_add_test(tc, test_item_state_every_combination_of_files);
         tcase_add_test(tc, test_item_state_content_first);
         tcase_add_test(tc, test_item_actions_of_each_state);
+        tcase_add_test(tc, test_item_later_pending_not_published);
         tcase_add_test(tc, test_item_legacy_converted);
         suite_add_tcase(s, tc);
         return s;
