@@ -109,6 +109,7 @@ int daemon_run(const char *config_path, struct config *cfg)
         (void)uv_timer_init(&d.loop, &d.t_retry);
         (void)uv_timer_init(&d.loop, &d.t_watchdog);
         (void)uv_timer_init(&d.loop, &d.t_status);
+        (void)uv_timer_init(&d.loop, &d.t_reap);
         (void)uv_prepare_init(&d.loop, &d.log_prepare);
         (void)uv_prepare_start(&d.log_prepare, on_log_prepare);
         uv_unref((uv_handle_t *)&d.log_prepare);
@@ -125,6 +126,7 @@ int daemon_run(const char *config_path, struct config *cfg)
         }
         d.ipoll.data = d.idle.data = d.t_rescan.data = d.t_deadline.data = &d;
         d.t_retry.data = d.t_watchdog.data = d.t_status.data = d.sweep_idle.data = &d;
+        d.t_reap.data = &d;
         d.sig_hup.data = d.sig_term.data = d.sig_int.data = &d;
 
         r = control_open(&d.loop, cfg, d.sp, &d.ctl);

@@ -17,6 +17,8 @@
 
 #define TIMER_FLOOR_MS 10
 #define SWEEP_MAX_MS 60000      /* retention at least once a minute */
+/* spent/ is emptied once no claim came for this long, a slice a turn. */
+#define REAP_QUIET_USEC 1000000LL
 
 static void on_sweep_idle(uv_idle_t *h)
 {
@@ -49,6 +51,38 @@ static void on_deadline(uv_timer_t *t)
                 slice_sweep(d, false);
 }
 
+/* The producers' files of claims (spent/, spool.c leave_name()) are
+ * freed when intake is quiet: in a burst, freeing inodes makes creating
+ * the next ones dearer (ext4 without a journal).  A slice of SLICE_USEC,
+ * then the next TIMER_FLOOR_MS later, so the loop keeps answering; no
+ * timer while spent/ is empty (no idle wake-up). */
+static void on_reap(uv_timer_t *t)
+{
+        struct daemon *d = t->data;
+        int64_t quiet = hd_now_usec() - d->sp->spent_at;
+        int r;
+
+        if (d->stopping)
+                return;
+        if (quiet < REAP_QUIET_USEC) {
+                uv_timer_start(t, on_reap, (uint64_t)(REAP_QUIET_USEC - quiet) / 1000 + 1, 0);
+                return;
+        }
+        r = spool_reap_spent(d->sp, SLICE_USEC);
+        if (r < 0)
+                spool_error(d->sp, r, "Cannot empty spent/");   /* again after the next claim */
+        else if (r > 0)
+                uv_timer_start(t, on_reap, TIMER_FLOOR_MS, 0);
+}
+
+static void reap_arm(struct daemon *d)
+{
+        if (d->sp->spent_n == 0 || d->stopping || uv_is_active((uv_handle_t *)&d->t_reap))
+                return;
+        d->t_reap.data = d;
+        uv_timer_start(&d->t_reap, on_reap, REAP_QUIET_USEC / 1000, 0);
+}
+
 /* At the earliest deadline (expiry within a second of it), and at least
  * every rescan_interval (at most a minute) for retention and the consumed
  * items inotify did not tell us about.  While a sweep is under way its
@@ -58,6 +92,7 @@ void slice_arm(struct daemon *d)
         int64_t now = hd_now_usec(), nd = d->sp->deadline.next;
         uint64_t max = (uint64_t)d->cfg->rescan_interval * 1000, ms;
 
+        reap_arm(d);
         if (uv_is_active((uv_handle_t *)&d->sweep_idle))
                 return;
         if (max > SWEEP_MAX_MS)

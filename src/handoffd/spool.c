@@ -34,6 +34,7 @@ const char *const spool_dir_names[_SD_MAX] = {
         [SD_IDS] = "ids",
         [SD_BATON] = "baton",
         [SD_OUTBOX] = "outbox",
+        [SD_SPENT] = "spent",
 };
 
 
@@ -118,6 +119,20 @@ int spool_check(struct config *cfg)
         return (int)left;
 }
 
+static bool dir_is_empty_at(int dirfd)
+{
+        struct dirent *de;
+        bool empty = true;
+        DIR *d = opendir_at(dirfd);
+
+        if (!d)
+                return false;
+        while (empty && (de = readdir(d)))
+                empty = !strcmp(de->d_name, ".") || !strcmp(de->d_name, "..");
+        closedir(d);
+        return empty;
+}
+
 int spool_open(struct config *cfg, struct spool **ret)
 {
         struct spool *sp;
@@ -154,7 +169,7 @@ int spool_open(struct config *cfg, struct spool **ret)
                  * keeps one producer from deleting another's (the daemon
                  * owns the directory, so it may still move them).  The
                  * same modes as systemd/handoffd.tmpfiles. */
-                mode_t m = (i == SD_TMP || i == SD_HANDOFF) ? 03770 : 0750;
+                mode_t m = (i == SD_TMP || i == SD_HANDOFF) ? 03770 : i == SD_SPENT ? 0700 : 0750;
                 r = open_dir_at(sp->root_fd, spool_dir_names[i], m, &sp->fd[i], NULL);
                 if (r < 0) {
                         log_error_errno(r, "Cannot open '%s/%s'", cfg->spool_dir,
@@ -165,6 +180,8 @@ int spool_open(struct config *cfg, struct spool **ret)
         r = agents_open(sp, cfg);
         if (r < 0)
                 goto fail;
+        /* What spent/ holds from before: reaped once the loop runs. */
+        sp->spent_n = !dir_is_empty_at(sp->fd[SD_SPENT]);
         *ret = sp;
         return 0;
 fail:
@@ -220,14 +237,35 @@ struct agent_rt *spool_agent(struct spool *sp, const char *name)
 }
 
 /* handoff/name goes if it is still the file (dev, ino): names get reused. */
-static void leave_name(struct spool *sp, const char *name, json_int_t dev, json_int_t ino)
+static void leave_name(struct spool *sp, const char *name, json_int_t dev, json_int_t ino,
+                       bool spent)
 {
+        char sname[32];
         struct stat st;
 
-        if (fstatat(sp->fd[SD_HANDOFF], name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-            (json_int_t)st.st_dev == dev && (json_int_t)st.st_ino == ino &&
-            unlinkat(sp->fd[SD_HANDOFF], name, 0) == 0)
-                sp->dirty[SD_HANDOFF] = true;
+        if (fstatat(sp->fd[SD_HANDOFF], name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+            (json_int_t)st.st_dev != dev || (json_int_t)st.st_ino != ino)
+                return;
+        /* A claim's (spent): moved to spent/ (named by its inode, unique
+         * while it lives), not unlinked: the unlink would free the inode
+         * (a move's other link keeps it), and freeing inodes in a burst
+         * makes the next creations dearer on ext4 without a journal (the
+         * allocator skips
+         * inodes freed in the last minute, reading their table blocks:
+         * recently_deleted(), 3x the floor's start-up with a 100k
+         * backlog), so spool_reap_spent() frees them once intake is
+         * quiet.  Not synced: a move lost by a power cut brings the file
+         * back to handoff/, where its record makes it a claim's leftover;
+         * one kept in both is recognised by its link in spent/. */
+        snprintf(sname, sizeof(sname), "%llu", (unsigned long long)st.st_ino);
+        if (spent && renameat2(sp->fd[SD_HANDOFF], name, sp->fd[SD_SPENT], sname,
+                               RENAME_NOREPLACE) == 0) {
+                sp->spent_n++;
+                sp->spent_at = hd_now_usec();
+        } else if (unlinkat(sp->fd[SD_HANDOFF], name, 0) < 0) {
+                return;
+        }
+        sp->dirty[SD_HANDOFF] = true;
 }
 
 /* What spool_move_out() linked elsewhere, and the producers' files of
@@ -240,9 +278,44 @@ static void leave_handoff(struct spool *sp)
 
         json_object_foreach_safe(sp->leaving, tmp, name, e) {
                 leave_name(sp, name, json_integer_value(json_array_get(e, 0)),
-                           json_integer_value(json_array_get(e, 1)));
+                           json_integer_value(json_array_get(e, 1)),
+                           json_is_true(json_array_get(e, 2)));
                 json_object_del(sp->leaving, name);
         }
+}
+
+int spool_reap_spent(struct spool *sp, int64_t budget_usec)
+{
+        int64_t t0 = hd_now_usec();
+        struct dirent *de;
+        int r = 0;
+        DIR *d;
+
+        d = opendir_at(sp->fd[SD_SPENT]);
+        if (!d)
+                return -errno;
+        for (;;) {
+                errno = 0;
+                de = readdir(d);
+                if (!de) {
+                        r = -errno;
+                        break;
+                }
+                if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+                        continue;
+                if (hd_now_usec() - t0 > budget_usec) {
+                        r = 1;
+                        break;
+                }
+                if (unlinkat(sp->fd[SD_SPENT], de->d_name, 0) < 0 && errno != ENOENT) {
+                        r = -errno;
+                        break;
+                }
+        }
+        closedir(d);
+        if (r == 0)
+                sp->spent_n = 0;
+        return r;
 }
 
 bool spool_leaving(struct spool *sp, const char *name, const struct stat *st)
@@ -264,8 +337,8 @@ int spool_move_out(struct spool *sp, const char *name, enum spool_dir to, const 
                         if (fstatat(sp->fd[to], dst, &st, AT_SYMLINK_NOFOLLOW) < 0)
                                 return -errno;
                         json_object_set_new(sp->leaving, name,
-                                            json_pack("[I, I]", (json_int_t)st.st_dev,
-                                                      (json_int_t)st.st_ino));
+                                            json_pack("[I, I, b]", (json_int_t)st.st_dev,
+                                                      (json_int_t)st.st_ino, 0));
                         return 0;
                 }
                 /* EPERM: fs.protected_hardlinks and a producer's file the
@@ -284,9 +357,9 @@ void spool_drop_source(struct spool *sp, const char *name, dev_t dev, ino_t ino)
 {
         if (sp->cfg->fsync)
                 json_object_set_new(sp->leaving, name,
-                                    json_pack("[I, I]", (json_int_t)dev, (json_int_t)ino));
+                                    json_pack("[I, I, b]", (json_int_t)dev, (json_int_t)ino, 1));
         else
-                leave_name(sp, name, (json_int_t)dev, (json_int_t)ino);
+                leave_name(sp, name, (json_int_t)dev, (json_int_t)ino, true);
 }
 
 int spool_flush(struct spool *sp)
@@ -366,8 +439,9 @@ bool spool_find_link(int dirfd, const char *name, const struct stat *a, char *fo
 
 bool spool_drop_claim_leftover(struct spool *sp, const char *name)
 {
-        static const enum spool_dir next[] = { SD_CLAIMED, SD_REJECTED, SD_OUTBOX };
-        static const char *const next_name[] = { "claim", "rejection", "outbox/ entry" };
+        static const enum spool_dir next[] = { SD_CLAIMED, SD_REJECTED, SD_OUTBOX, SD_SPENT };
+        static const char *const next_name[] = { "claim", "rejection", "outbox/ entry",
+                                                  "claim's move to spent/" };
         char other[NAME_MAX + 1];
         struct stat a;
 

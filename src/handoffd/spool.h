@@ -23,6 +23,7 @@ enum spool_dir {
         SD_IDS,         /* one empty file per handoff_id seen: replay memory */
         SD_BATON,
         SD_OUTBOX,      /* verified, for a remote agent: waits for the relay */
+        SD_SPENT,       /* producers' files of claims, removed when idle */
         _SD_MAX
 };
 
@@ -98,6 +99,10 @@ struct spool {
          * array per pair, shared), agent -> {"": n, from: that array},
          * the ids set aside while a sweep is under way */
         json_t *waiting, *waiting_n, *waiting_prev;
+        /* spent/: producers' files moved there since the last reap (or
+         * at start: maybe some), and when the last one came (usec) */
+        uint64_t spent_n;
+        int64_t spent_at;
 };
 
 enum item_outcome {
@@ -116,6 +121,10 @@ enum item_outcome {
  * directories. */
 int spool_open(struct config *cfg, struct spool **ret);
 void spool_close(struct spool *sp);
+/* Remove files from spent/ (producers' files of claims, moved there by
+ * spool_drop_source()) for about budget_usec: 1 when some are left,
+ * 0 when spent/ is empty, -errno. */
+int spool_reap_spent(struct spool *sp, int64_t budget_usec);
 /* handoffd -n: the checks spool_open() makes of the agents' directories,
  * on those that exist, creating nothing; each problem logged as the start
  * logs it.  The number of agents the start would leave out, or the

@@ -304,13 +304,15 @@ def targeted():
          dict(syscall="linkat", path_of=claimed)),
         ("bootstrap written hidden, killed before the record; a consumer tries while down",
          dict(syscall="linkat", path_of=claimed, consume=True)),
+        # The producer's file leaves handoff/ for spent/ (a rename; an
+        # unlink where that fails), freed later when intake is quiet.
         ("record made, killed before the producer's file leaves handoff/",
-         dict(syscall="unlinkat", path_of=handoff)),
+         dict(syscall="renameat2,unlinkat", path_of=handoff)),
         # The power-cut test found it: the producer's file, left beside
         # its record, had expired by the restart and was rejected as
         # expired, so its id was in claimed/ and rejected/ at once.
         ("record made, killed before the producer's file leaves handoff/; expired by the restart",
-         dict(syscall="unlinkat", path_of=handoff, expire=True, ttl=2, restart_delay=2.5)),
+         dict(syscall="renameat2,unlinkat", path_of=handoff, expire=True, ttl=2, restart_delay=2.5)),
         ("record made, killed before the publish; a consumer tries while down",
          dict(syscall="renameat", path_of=boots, consume=True)),
         ("consumed, killed after the outcome sidecar, before the move to archive/",
