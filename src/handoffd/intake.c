@@ -44,14 +44,6 @@
 /* Names remembered for that; when full, a new name gets no grace. */
 #define SEEN_MAX 4096
 
-static int64_t mono_usec(void)
-{
-        struct timespec ts;
-
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (int64_t)ts.tv_sec * 1000000LL + ts.tv_nsec / 1000;
-}
-
 static bool name_ignored(const char *name)
 {
         size_t l = strlen(name);

@@ -159,14 +159,6 @@ static void remove_orphans(struct spool *sp, struct agent_rt *a)
         closedir(d);
 }
 
-static int64_t mono_usec(void)
-{
-        struct timespec ts;
-
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (int64_t)ts.tv_sec * 1000000LL + ts.tv_nsec / 1000;
-}
-
 int lifecycle_sweep_begin(struct spool *sp, int64_t now, bool at_start)
 {
         DIR *dir;

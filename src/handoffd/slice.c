@@ -61,7 +61,7 @@ static void on_deadline(uv_timer_t *t)
 static void on_reap(uv_timer_t *t)
 {
         struct daemon *d = t->data;
-        int64_t quiet = hd_now_usec() - d->sp->spent_at;
+        int64_t quiet = mono_usec() - d->sp->spent_at;
         int r;
 
         if (d->stopping)
@@ -79,9 +79,8 @@ static void on_reap(uv_timer_t *t)
 
 static void reap_arm(struct daemon *d)
 {
-        if (d->sp->spent_n == 0 || d->stopping || uv_is_active((uv_handle_t *)&d->t_reap))
+        if (!d->sp->spent_waiting || d->stopping || uv_is_active((uv_handle_t *)&d->t_reap))
                 return;
-        d->t_reap.data = d;
         uv_timer_start(&d->t_reap, on_reap, REAP_QUIET_USEC / 1000, 0);
 }
 

@@ -181,7 +181,7 @@ int spool_open(struct config *cfg, struct spool **ret)
         if (r < 0)
                 goto fail;
         /* What spent/ holds from before: reaped once the loop runs. */
-        sp->spent_n = !dir_is_empty_at(sp->fd[SD_SPENT]);
+        sp->spent_waiting = !dir_is_empty_at(sp->fd[SD_SPENT]);
         *ret = sp;
         return 0;
 fail:
@@ -250,22 +250,24 @@ static void leave_name(struct spool *sp, const char *name, json_int_t dev, json_
          * while it lives), not unlinked: the unlink would free the inode
          * (a move's other link keeps it), and freeing inodes in a burst
          * makes the next creations dearer on ext4 without a journal (the
-         * allocator skips
-         * inodes freed in the last minute, reading their table blocks:
-         * recently_deleted(), 3x the floor's start-up with a 100k
-         * backlog), so spool_reap_spent() frees them once intake is
+         * allocator skips inodes freed in the last minute, reading their
+         * table blocks: recently_deleted(), 3x the floor's start-up with a
+         * 100k backlog), so spool_reap_spent() frees them once intake is
          * quiet.  Not synced: a move lost by a power cut brings the file
          * back to handoff/, where its record makes it a claim's leftover;
          * one kept in both is recognised by its link in spent/. */
-        snprintf(sname, sizeof(sname), "%llu", (unsigned long long)st.st_ino);
-        if (spent && renameat2(sp->fd[SD_HANDOFF], name, sp->fd[SD_SPENT], sname,
-                               RENAME_NOREPLACE) == 0) {
-                sp->spent_n++;
-                sp->spent_at = hd_now_usec();
-        } else if (unlinkat(sp->fd[SD_HANDOFF], name, 0) < 0) {
-                return;
+        if (spent) {
+                snprintf(sname, sizeof(sname), "%llu", (unsigned long long)st.st_ino);
+                if (renameat2(sp->fd[SD_HANDOFF], name, sp->fd[SD_SPENT], sname,
+                              RENAME_NOREPLACE) == 0) {
+                        sp->spent_waiting = true;
+                        sp->spent_at = mono_usec();
+                        sp->dirty[SD_HANDOFF] = true;
+                        return;
+                }
         }
-        sp->dirty[SD_HANDOFF] = true;
+        if (unlinkat(sp->fd[SD_HANDOFF], name, 0) == 0)
+                sp->dirty[SD_HANDOFF] = true;
 }
 
 /* What spool_move_out() linked elsewhere, and the producers' files of
@@ -286,7 +288,7 @@ static void leave_handoff(struct spool *sp)
 
 int spool_reap_spent(struct spool *sp, int64_t budget_usec)
 {
-        int64_t t0 = hd_now_usec();
+        int64_t t0 = mono_usec();
         struct dirent *de;
         int r = 0;
         DIR *d;
@@ -303,7 +305,7 @@ int spool_reap_spent(struct spool *sp, int64_t budget_usec)
                 }
                 if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
                         continue;
-                if (hd_now_usec() - t0 > budget_usec) {
+                if (mono_usec() - t0 > budget_usec) {
                         r = 1;
                         break;
                 }
@@ -314,7 +316,7 @@ int spool_reap_spent(struct spool *sp, int64_t budget_usec)
         }
         closedir(d);
         if (r == 0)
-                sp->spent_n = 0;
+                sp->spent_waiting = false;
         return r;
 }
 

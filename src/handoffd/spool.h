@@ -99,9 +99,10 @@ struct spool {
          * array per pair, shared), agent -> {"": n, from: that array},
          * the ids set aside while a sweep is under way */
         json_t *waiting, *waiting_n, *waiting_prev;
-        /* spent/: producers' files moved there since the last reap (or
-         * at start: maybe some), and when the last one came (usec) */
-        uint64_t spent_n;
+        /* spent/ may hold producers' files (moved there since the last
+         * reap, or found at start), and when the last one came
+         * (monotonic usec) */
+        bool spent_waiting;
         int64_t spent_at;
 };
 

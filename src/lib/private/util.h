@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "handoff.h"
@@ -30,6 +31,16 @@ static inline void fclosep(FILE **f)
 {
         if (*f)
                 fclose(*f);
+}
+
+/* Microseconds on the monotonic clock: for budgets and quiet spells,
+ * which a step of the wall clock must not stretch or cut. */
+static inline int64_t mono_usec(void)
+{
+        struct timespec ts;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (int64_t)ts.tv_sec * 1000000LL + ts.tv_nsec / 1000;
 }
 
 #define _cleanup_(f) __attribute__((cleanup(f)))
