@@ -104,6 +104,45 @@ def main():
         acked_log = {}
         aged = set()
         early = 0
+        def whereabouts(hid, now):
+            """What the run knows of one handoff, for a finding: how it was
+            acknowledged, what every daemon logged of it, and every file of
+            the spool and the agents' dirs that holds it (by name or bytes)."""
+            how = []
+            if hid in sub.acked:
+                how.append(f"handoffctl submit returned 0, {now - sub.acked[hid]:.1f}s before the check")
+            if hid in acked_log:
+                how.append(f"a daemon logged it claimed or archived, {now - acked_log[hid]:.1f}s before")
+            if hid in voice.born:
+                how.append(f"written as gptme-voice does, {now - voice.born[hid]:.1f}s before")
+            if cons.got.get(hid):
+                how.append(f"the consumer took it {cons.got[hid]}x")
+            out = ["acknowledged: " + ("; ".join(how) or "not by this run")]
+            for dd in daemons:
+                for ln in dd.logs().splitlines():
+                    if hid in ln:
+                        out.append(f"{dd.name} logged: {ln.strip()[:300]}")
+            roots = [(st, os.path.join(env.spool, st)) for st in
+                     ("tmp", "handoff", "spent", "claimed", "archive", "rejected")]
+            roots += [(f"{a}:handoffs", os.path.join(env.state[a], "handoffs")) for a in AGENTS]
+            held = []
+            for st, root in roots:
+                try:
+                    entries = os.listdir(root)
+                except OSError:
+                    continue
+                for n in entries:
+                    p = os.path.join(root, n)
+                    try:
+                        with open(p, "rb") as f:
+                            body = f.read(1 << 20)
+                    except OSError:
+                        body = b""
+                    if hid in n or hid[-8:] in n or hid.encode() in body:
+                        held.append(f"{st}/{n}")
+            out.append(f"the spool after the cut holds it in: {held or 'nothing'}")
+            return out
+
         try:
             d = start()
             # The producers need handoff/ and tmp/ on disk: the daemon made
@@ -181,10 +220,7 @@ def main():
                     if not m:
                         return x
                     hid = m.group(1)
-                    seen = [ln for dd in daemons[-3:] for ln in dd.logs().splitlines() if hid in ln]
-                    files = [f"{st}/{n}" for st in invariant.ITEM_DIRS for n in env.names(st) if hid in n]
-                    files += [f"{a}:{n}" for a in AGENTS for n in os.listdir(os.path.join(env.state[a], "handoffs")) if hid[-8:] in n]
-                    return x + f" (logged: {seen[-3:] or 'nothing'}; files {files})"
+                    return x + "\n    " + "\n    ".join(whereabouts(hid, now))
 
                 REPORT.note(v, cut + 1, "violation", explain)
                 powercut.resume(workers)
@@ -192,6 +228,15 @@ def main():
                 w.gate.stop()
             for w in workers:
                 w.join(30)
+            if any(REPORT.found.values()):
+                # The run's logs outlive its temp dir: the next loss can be read.
+                keep = os.path.join(os.environ.get("HD_BUILD", "build"), "tests", "logs",
+                                    f"powercut-{SEED}")
+                os.makedirs(keep, exist_ok=True)
+                for dd in daemons:
+                    with open(os.path.join(keep, f"{dd.name}.log"), "w") as f:
+                        f.write(dd.logs())
+                print(f"findings: the daemons' logs are kept in {keep}")
             st = d.status()
             hdtest.check(d.stop() == 0, "SIGTERM: exit 0")
         finally:
