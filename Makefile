@@ -122,7 +122,7 @@ $(B)/src/lib/%.o: HD_CFLAGS += $(INC_lib)
 $(B)/src/handoffd/%.o: HD_CFLAGS += $(INC_handoffd)
 $(B)/src/handoffctl/%.o: HD_CFLAGS += $(INC_handoffctl)
 $(B)/src/hubd/%.o: HD_CFLAGS += $(INC_hubd) $(HUB_CFLAGS)
-$(B)/tests/%.o: HD_CFLAGS += $(INC_handoffd) $(CHECK_CFLAGS) -Itests/unit
+$(B)/tests/%.o: HD_CFLAGS += $(INC_handoffd) $(CHECK_CFLAGS) -Itests/unit -Isrc/hubd
 
 # Quiet by default ("CC src/lib/canon.c"), every command line with V=1.
 ifeq ($(V),1)
@@ -180,7 +180,9 @@ $(B)/tests/check_main.o: tests/check_main.c $(B)/tests/suites.inc
 	$(quiet) CC $<
 	$(Q)$(CC) $(HD_CFLAGS) $(CHECK_CFLAGS) -I$(B)/tests $(CFLAGS) -c -o $@ $<
 
-$(CHECKB): $(B)/tests/check_main.o $(TEST_OBJS) $(CORE) $(LIBA)
+# The hub's connection table (hub_conns.c) is tested alone: it needs
+# nothing of libmicrohttpd, and its test stands in for the rest of the hub.
+$(CHECKB): $(B)/tests/check_main.o $(TEST_OBJS) $(B)/src/hubd/hub_conns.o $(CORE) $(LIBA)
 	$(quiet) LD $@
 	$(Q)$(CC) $(HD_LDFLAGS) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) $(CHECK_LIBS) -lm
 

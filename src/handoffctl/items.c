@@ -140,6 +140,16 @@ static json_t *item_new(int dirfd, const char *dir, const char *state, const cha
         }
         if (!json_object_get(it, "handoff_id"))
                 copy_str(it, "handoff_id", side, "handoff_id");
+        /* The record (the agent's bootstrap, its private group's) may be
+         * closed to the reader where the outcome, the daemon's file in
+         * the spool's group, is not: it names both ends too. */
+        const char *sfrom = json_string_value(json_object_get(side, "from_agent"));
+        const char *sto = json_string_value(json_object_get(side, "to_agent"));
+        if (!strcmp(state, "archive") && !json_object_get(it, "from_agent") &&
+            sfrom && *sfrom && sto && *sto) {
+                json_object_set_new(it, "from_agent", json_string(sfrom));
+                json_object_set_new(it, "to_agent", json_string(sto));
+        }
         return it;
 }
 

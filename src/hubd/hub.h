@@ -22,6 +22,7 @@ enum {
 };
 
 #define HUB_DEFAULT_TIMEOUT 10
+#define HUB_DEFAULT_REQUEST_TIMEOUT 30
 #define HUB_DEFAULT_MAX_CONNECTIONS 256
 #define HUB_DEFAULT_MAX_PER_ADDRESS 32
 #define HUB_THREADS 8
@@ -31,6 +32,8 @@ enum {
 
 struct hub_tokens;
 struct hub_tls;
+struct hub_conns;
+struct sockaddr;
 
 struct hub {
         struct config *cfg;
@@ -53,6 +56,7 @@ struct hub {
         int64_t wait_ms;                /* ?wait=claimed: HUB_WAIT_MS */
         int64_t (*now_usec)(void);      /* the clock documents are judged by;
                                          * NULL: hd_now_usec (a test's own) */
+        struct hub_conns *conns;        /* while libmicrohttpd runs */
 };
 
 /* ---- logging (main.c): one line on stderr, journald picks it up ---- */
@@ -125,6 +129,38 @@ int hub_records_prune(struct hub *h, int64_t now_s);
 /* Remove what an earlier run of ours left in tmp/. */
 int hub_spool_clean_tmp(struct hub *h);
 
+/* ---- connections (hub_conns.c) ---- */
+/* Where a connection's request is: its headers are awaited (it may be
+ * dropped to make room), its body (past the headers: kept), or the
+ * answer is being made and sent (no deadline). */
+enum hub_conn_phase {
+        HUB_CONN_HEAD,
+        HUB_CONN_BODY,
+        HUB_CONN_ANSWER,
+};
+struct hub_conn;
+/* max connections in all, max_per_address from one address (0: no
+ * share), limit_usec for a request to arrive whole. */
+int hub_conns_new(unsigned max, unsigned max_per_address, int64_t limit_usec,
+                  struct hub_conns **ret);
+void hub_conns_free(struct hub_conns *t);
+/* A connection accepted on fd, from sa (NULL: a unix socket): its entry
+ * in *ret, made room for, or already cut when nothing could give way
+ * (it stays until closed).  0, or -ENOMEM (the socket shut down). */
+int hub_conns_open(struct hub_conns *t, int fd, const struct sockaddr *sa, int64_t now,
+                   struct hub_conn **ret);
+/* Its request moved on; HUB_CONN_HEAD again: a new request, its own
+ * deadline.  c NULL: nothing. */
+void hub_conns_phase(struct hub_conns *t, struct hub_conn *c, enum hub_conn_phase phase,
+                     int64_t now);
+/* libmicrohttpd closed it (before it closes the descriptor). */
+void hub_conns_close(struct hub_conns *t, struct hub_conn *c);
+/* Cut each request past its deadline: the next deadline, or INT64_MAX
+ * (monotonic usec, as now). */
+int64_t hub_conns_tick(struct hub_conns *t, int64_t now);
+/* Connections open and not cut. */
+unsigned hub_conns_count(struct hub_conns *t);
+
 /* ---- HTTP (hub_http.c) ---- */
 /* A request as libmicrohttpd hands it over, and what is decided of it:
  * routing, the token, the content type and length, ?wait=, the body cap,
@@ -161,6 +197,14 @@ void hub_http_stop(struct hub_http *s);
 void hub_stats_request(unsigned status, double seconds);
 void hub_stats_accepted(bool duplicate);
 void hub_stats_auth_failed(void);
+/* Why a connection was closed by the hub (hub_conns.c). */
+enum hub_drop {
+        HUB_DROP_FULL,          /* the oldest without headers, to make room */
+        HUB_DROP_REFUSED,       /* a new one, nothing could give way */
+        HUB_DROP_DEADLINE,      /* its request not whole by request_timeout */
+        _HUB_DROP_MAX,
+};
+void hub_stats_dropped(enum hub_drop why);
 /* Prometheus text exposition, malloc'ed. */
 char *hub_stats_text(struct hub *h);
 /* state_dir/status.json: the hub's figures for handoffctl status, written

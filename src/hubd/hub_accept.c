@@ -28,6 +28,7 @@
 
 #define HASH_HEX (2 * crypto_hash_sha256_BYTES + 1)
 #define RECORD_MAX 256
+#define AGENT_MAX 64    /* hd_agent_valid() */
 #define ID_LOCKS 64
 
 /* Two requests for one id are judged one after the other. */
@@ -90,12 +91,18 @@ static int answer_verdict(struct hub_answer *a, const hd_verdict *v)
                                  hd_reason_name(v->reason), v->detail);
 }
 
-/* Our record of id: "SHA256HEX FROM TO\n".  1 when there is one (hash
- * into hex), 0 when not. */
-static int record_read(struct hub *h, const char *id, char hex[HASH_HEX])
+/* What the hub accepted under an id, as it recorded it. */
+struct record {
+        char hex[HASH_HEX];     /* SHA-256 of the bytes */
+        char from[AGENT_MAX + 1], to[AGENT_MAX + 1];    /* "": not in it */
+};
+
+/* Our record of id: "SHA256HEX FROM TO\n".  1 with *ret when there is
+ * one, 0 when not, or -errno. */
+static int record_read(struct hub *h, const char *id, struct record *ret)
 {
         _cleanup_close_ int fd = -1;
-        char buf[RECORD_MAX];
+        char buf[RECORD_MAX], from[RECORD_MAX], to[RECORD_MAX];
         ssize_t n;
 
         fd = openat(h->state_fd, id, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
@@ -104,8 +111,15 @@ static int record_read(struct hub *h, const char *id, char hex[HASH_HEX])
         n = read(fd, buf, sizeof(buf) - 1);
         if (n < HASH_HEX - 1)
                 return n < 0 ? -errno : -EBADMSG;
-        memcpy(hex, buf, HASH_HEX - 1);
-        hex[HASH_HEX - 1] = '\0';
+        buf[n] = '\0';
+        *ret = (struct record){ 0 };
+        memcpy(ret->hex, buf, HASH_HEX - 1);
+        if (buf[HASH_HEX - 1] == ' ' &&
+            sscanf(buf + HASH_HEX, "%255s %255s", from, to) == 2 &&
+            hd_agent_valid(from) && hd_agent_valid(to)) {
+                memcpy(ret->from, from, strlen(from) + 1);
+                memcpy(ret->to, to, strlen(to) + 1);
+        }
         return 1;
 }
 
@@ -231,7 +245,8 @@ int hub_accept_post(struct hub *h, const char *agent, const char *body,
 {
         _cleanup_json_ json_t *doc = NULL;
         unsigned char hash[crypto_hash_sha256_BYTES];
-        char hex[HASH_HEX], old[HASH_HEX], name[NAME_MAX + 1];
+        char hex[HASH_HEX], name[NAME_MAX + 1];
+        struct record old;
         const char *id, *from, *to;
         pthread_mutex_t *lk;
         int r;
@@ -249,10 +264,10 @@ int hub_accept_post(struct hub *h, const char *agent, const char *body,
 
         lk = id_lock(id);
         pthread_mutex_lock(lk);
-        r = record_read(h, id, old);
+        r = record_read(h, id, &old);
         if (r < 0)
                 goto fail;
-        if (r > 0 && strcmp(old, hex)) {
+        if (r > 0 && strcmp(old.hex, hex)) {
                 pthread_mutex_unlock(lk);
                 return hub_answer_reject(a, 409, "duplicate_id",
                                          "another document was accepted under this handoff_id");
@@ -261,8 +276,13 @@ int hub_accept_post(struct hub *h, const char *agent, const char *body,
                 /* ours (recorded), or the same bytes still there to compare */
                 bool ours = r > 0 || spool_same(h->handoff_fd, name, body, len) ||
                             spool_same(h->claimed_fd, name, body, len);
-                if (ours && r == 0)
-                        record_write(h, id, hex, from, to);
+                /* Its bytes are in the spool: accepted, true now, record
+                 * or not.  Without one, a retry once it has left
+                 * handoff/ finds nothing of ours to compare: said. */
+                if (ours && r == 0 && (r = record_write(h, id, hex, from, to)) < 0)
+                        hub_log("Failed to record '%s', accepted again (its bytes are in the "
+                                "spool): %s; a retry once it is claimed may be answered "
+                                "duplicate_id", id, strerror(-r));
                 pthread_mutex_unlock(lk);
                 if (!ours)
                         return hub_answer_reject(a, 409, "duplicate_id",
@@ -300,6 +320,24 @@ fail:
         return hub_answer_reject(a, 503, "internal", "the spool could not take it; retry");
 }
 
+/* claimed/NAME is there and closed to us: the daemon's record, the
+ * agent's bootstrap (its private group's) linked there when the delivery
+ * was committed.  An earlier version's claimed file, the producer's,
+ * is ours for a POST: we may read it (and its .delivered marker says). */
+static bool claimed_closed(struct hub *h, const char *name)
+{
+        int fd;
+
+        if (h->claimed_fd < 0)
+                return false;
+        fd = openat(h->claimed_fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+        if (fd >= 0) {
+                close(fd);
+                return false;
+        }
+        return errno == EACCES;
+}
+
 int hub_accept_wait(struct hub *h, const char *id, int64_t timeout_ms,
                     struct hub_answer *a)
 {
@@ -322,10 +360,12 @@ int hub_accept_wait(struct hub *h, const char *id, int64_t timeout_ms,
                                  * committed: the record (its accepted_at;
                                  * an earlier version's .delivered marker)
                                  * precedes only the bootstrap's rename
-                                 * into sight */
+                                 * into sight; a record we may not read
+                                 * is the daemon's all the same */
                                 bool done = st && strcmp(st, "pending") &&
                                             (strcmp(st, "claimed") ||
-                                             json_object_get(item, "accepted_at"));
+                                             json_object_get(item, "accepted_at") ||
+                                             claimed_closed(h, name));
                                 if (done) {
                                         outcome = st;
                                         break;
@@ -349,7 +389,8 @@ int hub_accept_show(struct hub *h, const char *agent, const char *id,
                     struct hub_answer *a)
 {
         _cleanup_json_ json_t *item = NULL;
-        const char *from, *to, *status;
+        const char *from, *to, *status, *state;
+        struct record rec;
         int r;
 
         if (!hd_id_valid(id))
@@ -359,14 +400,35 @@ int hub_accept_show(struct hub *h, const char *agent, const char *id,
                 return hub_answer_reject(a, 404, "not_found", "no such handoff_id");
         if (r < 0)
                 return hub_answer_reject(a, 503, "internal", strerror(-r));
+        /* Who sent it and whom it is for: the spool's word where the hub
+         * may read it (a file of its own, an archive's outcome); a record
+         * in claimed/ is the agent's bootstrap, closed to the hub, and
+         * there what the hub recorded when it accepted the POST says. */
+        if (!json_object_get(item, "from_agent") || !json_object_get(item, "to_agent")) {
+                r = record_read(h, id, &rec);
+                if (r < 0)
+                        return hub_answer_reject(a, 503, "internal", strerror(-r));
+                if (r > 0 && rec.from[0]) {
+                        json_object_set_new(item, "from_agent", json_string(rec.from));
+                        json_object_set_new(item, "to_agent", json_string(rec.to));
+                }
+        }
         from = json_string_value(json_object_get(item, "from_agent"));
         to = json_string_value(json_object_get(item, "to_agent"));
+        state = json_string_value(json_object_get(item, "state"));
+        /* A claimed or archived item was authenticated, its ends are in
+         * its record: not knowing them is a failure to read, not a no. */
+        if ((!from || !to) && state && (!strcmp(state, "claimed") || !strcmp(state, "archive")))
+                return hub_answer_reject(a, 503, "internal",
+                                         "no file this hub may read says who sent it");
         if (!(from && !strcmp(from, agent)) && !(to && !strcmp(to, agent)))
                 return hub_answer_reject(a, 403, "forbidden",
                                          "only the sender's or the target's token may see it");
         status = items_status(item);
         /* this host's paths are not the client's business */
         json_object_del(item, "path");
+        if (!json_object_get(item, "handoff_id"))
+                json_object_set_new(item, "handoff_id", json_string(id));
         if (status)
                 json_object_set_new(item, "status", json_string(status));
         return answer_json(a, 200, json_incref(item));

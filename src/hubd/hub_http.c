@@ -28,6 +28,7 @@
 
 struct hub_http {
         struct MHD_Daemon *d;
+        struct hub *h;
 };
 
 struct req {
@@ -270,6 +271,20 @@ static const char *header(struct MHD_Connection *c, const char *name)
         return MHD_lookup_connection_value(c, MHD_HEADER_KIND, name);
 }
 
+/* Our entry for c in h->conns (hub_conns.c), or NULL. */
+static struct hub_conn *conn_of(struct MHD_Connection *c)
+{
+        const union MHD_ConnectionInfo *ci =
+                MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+
+        return ci ? ci->socket_context : NULL;
+}
+
+static void conn_phase(struct hub *h, struct MHD_Connection *c, enum hub_conn_phase p)
+{
+        hub_conns_phase(h->conns, conn_of(c), p, mono_usec());
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
                                   const char *url, const char *method,
                                   const char *version, const char *upload_data,
@@ -292,8 +307,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
                 rq->q.content_length = header(c, MHD_HTTP_HEADER_CONTENT_LENGTH);
                 rq->q.wait = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "wait");
                 rq->q.peer = peer_address(c, rq->peer, sizeof(rq->peer));
-                if (hub_request_head(h, &rq->q, &a))
+                /* headers whole: no longer dropped to make room */
+                conn_phase(h, c, HUB_CONN_BODY);
+                if (hub_request_head(h, &rq->q, &a)) {
+                        conn_phase(h, c, HUB_CONN_ANSWER);
                         return respond(c, rq, &a);
+                }
                 return MHD_YES;
         }
         if (*upload_data_size > 0) {
@@ -301,6 +320,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
                 *upload_data_size = 0;
                 return hub_request_body(h, &rq->q, upload_data, n) < 0 ? MHD_NO : MHD_YES;
         }
+        /* the request is whole: its deadline is met (?wait=claimed may
+         * take its seconds now) */
+        conn_phase(h, c, HUB_CONN_ANSWER);
         hub_request_end(h, &rq->q, &a);
         return respond(c, rq, &a);
 }
@@ -315,6 +337,30 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                 free(rq);
                 *con_cls = NULL;
         }
+        /* a next request on the connection has its own headers to send */
+        conn_phase(cls, c, HUB_CONN_HEAD);
+}
+
+/* A connection accepted, and closed: into and out of h->conns. */
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code)
+{
+        struct hub *h = cls;
+        const union MHD_ConnectionInfo *fi, *ai;
+        struct hub_conn *hc = NULL;
+
+        if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+                hub_conns_close(h->conns, *socket_context);
+                *socket_context = NULL;
+                return;
+        }
+        fi = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        ai = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        if (!fi)
+                return;
+        if (hub_conns_open(h->conns, fi->connect_fd, ai ? ai->client_addr : NULL,
+                           mono_usec(), &hc) == 0)
+                *socket_context = hc;
 }
 
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)
@@ -335,22 +381,34 @@ int hub_http_start(struct hub *h, int listen_fd, bool is_unix,
 {
         const struct config_hub *ch = &h->cfg->hub;
         unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG;
-        /* a unix socket has no peer address to count by: 0 = no limit */
+        /* a unix socket has no peer address to count by: 0 = no share */
         unsigned per_ip = is_unix ? 0 : (unsigned)ch->max_per_address;
+        unsigned max = (unsigned)ch->max_connections;
+        /* The limits are hub_conns.c's: libmicrohttpd refuses at its own,
+         * where the oldest without headers should have made room.  Its
+         * limit leaves room for the ones cut and not yet closed (it
+         * splits it among its threads, each accepting while it has some). */
+        unsigned mhd_max = max + (max / 2 > HUB_THREADS ? max / 2 : HUB_THREADS);
         struct hub_http *s;
+        int r;
 
         s = calloc(1, sizeof(*s));
-        if (!s)
-                return -ENOMEM;
+        r = s ? hub_conns_new(max, per_ip, ch->request_timeout * 1000000, &h->conns) : -ENOMEM;
+        if (r < 0) {
+                free(s);
+                snprintf(err, errlen, "out of memory");
+                return r;
+        }
+        s->h = h;
 #define HUB_MHD_OPTIONS \
         MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, h, \
         MHD_OPTION_LISTEN_SOCKET, listen_fd, \
         MHD_OPTION_THREAD_POOL_SIZE, (unsigned)HUB_THREADS, \
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned)ch->max_connections, \
-        MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip, \
+        MHD_OPTION_CONNECTION_LIMIT, mhd_max, \
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)ch->timeout, \
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HEADER_MEMORY, \
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL
+        MHD_OPTION_NOTIFY_CONNECTION, on_connection, h, \
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, h
         if (h->tls) {
                 hub_tls_set_global(h->tls);
                 s->d = MHD_start_daemon(flags | MHD_USE_TLS, 0, NULL, NULL,
@@ -363,6 +421,8 @@ int hub_http_start(struct hub *h, int listen_fd, bool is_unix,
         }
 #undef HUB_MHD_OPTIONS
         if (!s->d) {
+                hub_conns_free(h->conns);
+                h->conns = NULL;
                 free(s);
                 snprintf(err, errlen, "libmicrohttpd did not start%s",
                          h->verbose ? " (see above)" : " (run with -v for why)");
@@ -376,6 +436,9 @@ void hub_http_stop(struct hub_http *s)
 {
         if (!s)
                 return;
+        /* every connection closed (and out of the table) when it returns */
         MHD_stop_daemon(s->d);
+        hub_conns_free(s->h->conns);
+        s->h->conns = NULL;
         free(s);
 }

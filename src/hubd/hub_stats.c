@@ -26,6 +26,12 @@ static const double stat_bounds[] = { 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
 static atomic_uint_fast64_t by_code[ELEMENTSOF(stat_codes) + 1];
 static atomic_uint_fast64_t buckets[ELEMENTSOF(stat_bounds) + 1];
 static atomic_uint_fast64_t sum_usec, accepted, repeated, auth_failed;
+static atomic_uint_fast64_t dropped[_HUB_DROP_MAX];
+static const char *const drop_names[_HUB_DROP_MAX] = {
+        [HUB_DROP_FULL] = "full",
+        [HUB_DROP_REFUSED] = "refused",
+        [HUB_DROP_DEADLINE] = "deadline",
+};
 
 void hub_stats_request(unsigned status, double seconds)
 {
@@ -50,6 +56,11 @@ void hub_stats_accepted(bool duplicate)
 void hub_stats_auth_failed(void)
 {
         atomic_fetch_add(&auth_failed, 1);
+}
+
+void hub_stats_dropped(enum hub_drop why)
+{
+        atomic_fetch_add(&dropped[why], 1);
 }
 
 /* The daemon's own figures, as it last wrote them to [metrics] textfile
@@ -121,6 +132,17 @@ char *hub_stats_text(struct hub *h)
                     (unsigned long long)atomic_load(&repeated),
                     (unsigned long long)atomic_load(&auth_failed),
                     ntok);
+        sb_printf(&b, "# HELP handoff_hub_connections_dropped_total Connections the hub closed: the oldest "
+                    "without headers to make room (full), a new one nothing could give way to (refused), "
+                    "a request not whole by request_timeout (deadline).\n"
+                    "# TYPE handoff_hub_connections_dropped_total counter\n");
+        for (size_t i = 0; i < _HUB_DROP_MAX; i++)
+                sb_printf(&b, "handoff_hub_connections_dropped_total{reason=\"%s\"} %llu\n",
+                          drop_names[i], (unsigned long long)atomic_load(&dropped[i]));
+        if (h->conns)
+                sb_printf(&b, "# HELP handoff_hub_connections Connections open.\n"
+                            "# TYPE handoff_hub_connections gauge\n"
+                            "handoff_hub_connections %u\n", hub_conns_count(h->conns));
         stats_daemon(h, &b);
         return sb_take(&b, &out) < 0 ? NULL : out;
 }

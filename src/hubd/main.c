@@ -96,6 +96,8 @@ int hub_setup(struct hub *h)
 
         if (!ch->timeout)
                 ch->timeout = HUB_DEFAULT_TIMEOUT;
+        if (!ch->request_timeout)
+                ch->request_timeout = HUB_DEFAULT_REQUEST_TIMEOUT;
         if (!ch->max_connections)
                 ch->max_connections = HUB_DEFAULT_MAX_CONNECTIONS;
         if (!ch->max_per_address)
@@ -224,7 +226,14 @@ static int hub_run(struct hub *h, sigset_t *set)
         time_t prune = time(NULL) + HUB_PRUNE_INTERVAL;
 
         for (;;) {
-                struct timespec ts = { .tv_sec = 1 };
+                /* at least once a second; at a request's deadline when
+                 * one comes sooner (request_timeout is 1 s at least, so a
+                 * connection accepted meanwhile has none sooner) */
+                int64_t m = mono_usec();
+                int64_t due = h->conns ? hub_conns_tick(h->conns, m) : INT64_MAX;
+                int64_t wait = due - m < 1000000 ? (due - m > 0 ? due - m : 0) : 1000000;
+                struct timespec ts = { .tv_sec = wait / 1000000,
+                                       .tv_nsec = (wait % 1000000) * 1000 };
                 int sig = sigtimedwait(set, NULL, &ts);
                 time_t now = time(NULL);
 

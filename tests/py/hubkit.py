@@ -67,9 +67,30 @@ class Hub:
         self.tokens[agent] = tok
         return tok
 
+    def run_as(self, uid, gid):
+        """The hub to run as user uid, primary group gid (the spool's, as
+        handoff-hubd.sysusers makes it) and no other, in an
+        Env(shared=True) with hdtest.Deployed: its tokens and state_dir
+        become its own, as packaged."""
+        for p in (self.token_dir, self.state_dir):
+            os.makedirs(p, mode=0o750, exist_ok=True)
+            os.chown(p, uid, gid)
+        for n in os.listdir(self.token_dir):
+            os.chown(os.path.join(self.token_dir, n), uid, gid)
+        self.user = (uid, gid)
+
     def start(self, name="hub", wait=True, args=("-v",), env_vars=None):
-        d = hdtest.Daemon(self.env, self.conf, name, env_vars=env_vars,
-                          argv=[HUBD, "-f", *args, "-c", self.conf])
+        argv = [HUBD, "-f", *args, "-c", self.conf]
+        user = getattr(self, "user", None)
+        if user:
+            argv = ["setpriv", f"--reuid={user[0]}", f"--regid={user[1]}", "--clear-groups",
+                    self.env.for_others(HUBD), *argv[1:]]
+        old = os.umask(0) if user else None     # a NOTIFY_SOCKET it may send to
+        try:
+            d = hdtest.Daemon(self.env, self.conf, name, env_vars=env_vars, argv=argv)
+        finally:
+            if user:
+                os.umask(old)
         self.env.daemons.append(d)
         if wait:
             d.wait_message("READY=1")

@@ -31,7 +31,7 @@ START_TEST(test_config_hub_values)
         int r = load(BASE "listen = [::1]:8443\ntls_cert = /etc/h.crt\n"
                      "tls_key = credential:hub.key\ntoken_dir = credential:\n"
                      "state_dir = /var/lib/h\ntimeout = 1m\nmax_connections = 100\n"
-                     "max_per_address = 7\n", &c, &err, &path);
+                     "max_per_address = 7\nrequest_timeout = 45s\n", &c, &err, &path);
 
         ck_assert_msg(r == 0, "config_load: %d: %s", r, err ? err : "");
         ck_assert_str_eq(c->hub.listen, "[::1]:8443");
@@ -42,6 +42,7 @@ START_TEST(test_config_hub_values)
         ck_assert_int_eq(c->hub.timeout, 60);
         ck_assert_int_eq(c->hub.max_connections, 100);
         ck_assert_int_eq(c->hub.max_per_address, 7);
+        ck_assert_int_eq(c->hub.request_timeout, 45);
         config_free(c);
         free(path);
 }
@@ -58,10 +59,12 @@ START_TEST(test_config_hub_bad_values_each_reported)
                 "[hub] timeout: '0' is not a duration from 1s to 1h",
                 "[hub] max_per_address: '0' is not a number from 1 to 65536",
                 "unknown key 'port' in [hub]",
+                "[hub] request_timeout: '2h' is not a duration from 1s to 1h",
         };
 
         ck_assert_int_lt(load(BASE "listen = unix:rel\ntls_key = key.pem\ntoken_dir = tokens\n"
-                              "timeout = 0\nmax_per_address = 0\nport = 1\n", &c, &err, &path), 0);
+                              "timeout = 0\nmax_per_address = 0\nport = 1\n"
+                              "request_timeout = 2h\n", &c, &err, &path), 0);
         ck_assert_ptr_null(c);
         for (size_t i = 0; i < sizeof(msgs) / sizeof(msgs[0]); i++) {
                 ck_assert_int_ge(asprintf(&want, "%s:%zu: %s", path, i + 8, msgs[i]), 0);

@@ -64,6 +64,7 @@ struct config_hub {
         char *token_dir;        /* AGENT.token files */
         char *state_dir;        /* the hub's record of each id it accepted */
         int64_t timeout;        /* seconds a connection may stay silent */
+        int64_t request_timeout;/* seconds a request has to arrive whole */
         int64_t max_connections, max_per_address;
 };
 

@@ -420,10 +420,11 @@ static int handle_hub(struct parse_state *st, const char *k, const char *v)
                                           k[0] == 't' ? " or credential:" : "");
                 return config_set_str(k[0] == 't' ? &h->token_dir : &h->state_dir, v) == 0;
         }
-        if (!strcmp(k, "timeout")) {
-                if (config_parse_duration(v, &h->timeout) < 0 || h->timeout < 1 ||
-                    h->timeout > 3600)
-                        return config_err(st, "[hub] timeout: '%s' is not a duration from 1s to 1h", v);
+        if (!strcmp(k, "timeout") || !strcmp(k, "request_timeout")) {
+                int64_t *d = k[0] == 't' ? &h->timeout : &h->request_timeout;
+                if (config_parse_duration(v, d) < 0 || *d < 1 || *d > 3600)
+                        return config_err(st, "[hub] %s: '%s' is not a duration from 1s to 1h",
+                                          k, v);
                 return 1;
         }
         if (!strcmp(k, "max_connections") || !strcmp(k, "max_per_address")) {
