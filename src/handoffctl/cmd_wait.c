@@ -12,6 +12,7 @@
  * the relay as before. */
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -305,8 +306,11 @@ int cmd_wait(int argc, char **argv)
                 goto out;
         }
         for (size_t i = 0; i < ELEMENTSOF(w.wd); i++) {
-                char dir[4096];
-                snprintf(dir, sizeof(dir), "%s/%s", spool, items_find_states[i]);
+                char dir[PATH_MAX];
+                if (xsnprintf(dir, sizeof(dir), "%s/%s", spool, items_find_states[i]) < 0) {
+                        code = ctl_fail(CTL_EXIT_ERROR, "wait: %s: %s", spool, strerror(ENAMETOOLONG));
+                        goto out;
+                }
                 w.wd[i] = inotify_add_watch(ifd, dir, IN_MOVED_TO | IN_CREATE | IN_ONLYDIR |
                                             (!strcmp(items_find_states[i], "handoff") ||
                                              !strcmp(items_find_states[i], "outbox") ? IN_DELETE : 0));

@@ -83,8 +83,9 @@ static json_t *item_new(int dirfd, const char *dir, const char *state, const cha
 
         if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
                 return NULL;
+        if (xsnprintf(path, sizeof(path), "%s/%s", dir, name) < 0)
+                return NULL;
         it = json_object();
-        snprintf(path, sizeof(path), "%s/%s", dir, name);
         int64_t t = (int64_t)st.st_ctim.tv_sec * 1000000LL + st.st_ctim.tv_nsec / 1000;
         hd_time_format(t, at, sizeof(at));
         json_object_set_new(it, "state", json_string(state));
@@ -96,14 +97,17 @@ static json_t *item_new(int dirfd, const char *dir, const char *state, const cha
                 json_object_set_new(it, "unread", json_true());
         else if (S_ISREG(st.st_mode))
                 (void) load_at_linked(dirfd, name, NULL, &doc, &v);
+        int r = 0;
         if (!strcmp(state, "archive"))
-                snprintf(sname, sizeof(sname), "%s" LAYOUT_OUTCOME, name);
+                r = layout_suffixed(name, LAYOUT_OUTCOME, sname, sizeof(sname));
         else if (!strcmp(state, "rejected"))
-                snprintf(sname, sizeof(sname), "%s" LAYOUT_REASON, name);
+                r = layout_suffixed(name, LAYOUT_REASON, sname, sizeof(sname));
         else if (!strcmp(state, "claimed") && layout_has_suffix(name, ".json"))
-                snprintf(sname, sizeof(sname), "%.*s" LAYOUT_DELIVERED, (int)(strlen(name) - 5), name);
+                r = xsnprintf(sname, sizeof(sname), "%.*s" LAYOUT_DELIVERED, (int)(strlen(name) - 5), name);
         else
                 sname[0] = '\0';
+        if (r < 0)
+                sname[0] = '\0';       /* no sidecar can have that name */
         uint64_t bytes = st_bytes(&st);
         struct stat ss;
         if (sname[0] && fstatat(dirfd, sname, &ss, AT_SYMLINK_NOFOLLOW) == 0)
@@ -256,32 +260,6 @@ int items_count(const char *spool_dir, const char *state, size_t *ret_n,
 
 const char *const items_find_states[5] = { "handoff", "outbox", "claimed", "archive", "rejected" };
 
-/* name without a trailing "~N" (the suffix a taken name gets) */
-static size_t base_len(const char *name)
-{
-        size_t l = strlen(name), i = l;
-
-        while (i > 0 && name[i - 1] >= '0' && name[i - 1] <= '9')
-                i--;
-        if (i < l && i > 0 && name[i - 1] == '~')
-                return i - 1;
-        return l;
-}
-
-/* An archive name, "{ts}-{from}-{to}-{id}.json" (or "...~N.json")? */
-static bool archive_name_is(const char *name, const char *id)
-{
-        size_t l = strlen(name), il = strlen(id), b;
-        char stem[NAME_MAX + 1];
-
-        if (l < 5 || strcmp(name + l - 5, ".json") || l - 5 >= sizeof(stem))
-                return false;
-        memcpy(stem, name, l - 5);
-        stem[l - 5] = '\0';
-        b = base_len(stem);
-        return b > il && stem[b - il - 1] == '-' && !strncmp(stem + b - il, id, il);
-}
-
 /* What rejected/NAME.reason says: the id it names (authenticated) and
  * the reason, copied into id/reason (empty when absent). */
 static void reason_of(int dirfd, const char *name, char *id, size_t idn,
@@ -315,7 +293,7 @@ static int match_at(int dirfd, const char *dir, const char *state, const char *n
                         return ITEMS_NONE;
                 rank = ITEMS_CLAIMED;
         } else if (!strcmp(state, "archive")) {
-                if (!archive_name_is(name, id))
+                if (!layout_archive_is(name, id))
                         return ITEMS_NONE;
                 rank = ITEMS_ARCHIVED;
         } else if (!strcmp(state, "rejected")) {
@@ -329,14 +307,14 @@ static int match_at(int dirfd, const char *dir, const char *state, const char *n
                                 return ITEMS_NONE;
                         rank = ITEMS_REJECTED;
                 } else {
-                        if (base_len(name) != strlen(want) || strncmp(name, want, strlen(want)))
+                        if (layout_base_len(name) != strlen(want) || strncmp(name, want, strlen(want)))
                                 return ITEMS_NONE;
                         rank = ITEMS_REJECTED_BY_NAME;
                 }
         } else {
                 /* Any name: the id inside counts.  Parse only a file named
                  * for it or whose bytes hold it, never every file. */
-                if (base_len(name) != strlen(want) || strncmp(name, want, strlen(want))) {
+                if (layout_base_len(name) != strlen(want) || strncmp(name, want, strlen(want))) {
                         _cleanup_free_ char *buf = NULL;
                         size_t len;
                         hd_verdict v;
@@ -418,9 +396,9 @@ int items_find(const char *spool_dir, const char *handoff_id, json_t **ret)
                 if (!strcmp(state, "claimed")) {
                         char name[NAME_MAX + 1];
                         json_t *it = NULL;
-                        int r;
-                        snprintf(name, sizeof(name), "%s.json", handoff_id);
-                        r = match_at(fd, dir, state, name, handoff_id, now, &it);
+                        int r = ITEMS_NONE;
+                        if (xsnprintf(name, sizeof(name), "%s.json", handoff_id) >= 0)
+                                r = match_at(fd, dir, state, name, handoff_id, now, &it);
                         close(fd);
                         keep_best(&best, &best_rank, it, r);
                         continue;

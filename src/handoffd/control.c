@@ -401,7 +401,10 @@ static int clear_stale(const char *path, pid_t *ret_pid)
         fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
         if (fd < 0)
                 return -errno;
-        snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+        if (xsnprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path) < 0) {
+                close(fd);
+                return -ENAMETOOLONG;
+        }
         r = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
         /* the peer of a connected socket is the process that listens */
         if (r == 0 && getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0)

@@ -15,7 +15,6 @@
  * An earlier version left the producer's own file in claimed/ with a
  * marker claimed/<id>.delivered: such an item is verified as before and
  * converted to a record at its first look (act_convert). */
-#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -83,22 +82,6 @@ static bool consume_in_progress(struct agent_rt *a, const char *bname)
         return found;
 }
 
-/* Whether id already names the two agents: "FROM-TO-..." or, as the real
- * writer makes them, "UNIXTIME-FROM-TO-...". */
-static bool id_names_agents(const char *id, const char *from, const char *to)
-{
-        size_t lf = strlen(from), lt = strlen(to);
-
-        if (isdigit((unsigned char)*id)) {
-                const char *p = id + strspn(id, "0123456789");
-                if (*p == '-' && !strncmp(p + 1, from, lf) && p[1 + lf] == '-' &&
-                    !strncmp(p + 2 + lf, to, lt) && p[2 + lf + lt] == '-')
-                        return true;
-        }
-        return !strncmp(id, from, lf) && id[lf] == '-' && !strncmp(id + lf + 1, to, lt) &&
-               id[lf + 1 + lt] == '-';
-}
-
 static int64_t item_accepted(const struct item_files *f, int64_t now)
 {
         const json_t *m = f->legacy ? f->marker : f->doc;
@@ -111,11 +94,11 @@ static int64_t item_accepted(const struct item_files *f, int64_t now)
 /* Move claimed/<id>.json to archive/ with its .outcome, the outcome
  * first: an archived item always says how it ended, and a crash in the
  * middle leaves the item in claimed/ for the retry.  The archive name
- * (the real implementation's "{unix_ts}-{from}-{to}-{id}.json";
- * "{unix_ts}-{id}.json" when the id already names from and to) takes
- * its time from the claim, so the retry chooses the same name and writes
- * the same sidecar (an earlier version's marker may have chosen it
- * already: "archive_as"). */
+ * (layout_archive_name(): the real implementation's
+ * "{unix_ts}-{from}-{to}-{id}.json", bounded) takes its time from the
+ * claim, so the retry chooses the same name and writes the same sidecar
+ * (an earlier version's marker may have chosen it already:
+ * "archive_as"). */
 static int archive(struct spool *sp, struct item_files *f, const char *outcome, int64_t now)
 {
         const char *id = f->id;
@@ -130,25 +113,34 @@ static int archive(struct spool *sp, struct item_files *f, const char *outcome, 
         size_t len;
         int r;
 
-        if (!name || !hd_name_safe(name)) {
+        r = xsnprintf(src, sizeof(src), "%s.json", id);
+        if (r < 0)
+                return r;
+        bool marked = name && hd_name_safe(name);
+        if (marked) {
+                /* An earlier version's retry: the outcome decided first stands. */
+                const char *o0 = json_string_value(json_object_get(f->marker, "outcome"));
+                if (o0 && (!strcmp(o0, "consumed") || !strcmp(o0, "expired")))
+                        outcome = o0;
+        }
+        /* A name of the marker's too long for its .outcome never got one:
+         * the item gets a name of its own. */
+        if (!marked || strlen(name) > LAYOUT_ARCHIVE_NAME_MAX) {
                 struct stat st;
                 for (unsigned n = 0;; n++) {
-                        if (n >= 100)
+                        if (n >= LAYOUT_ARCHIVE_TRIES)
                                 return -EEXIST;
-                        if (from && to && id_names_agents(id, from, to))
-                                snprintf(fresh, sizeof(fresh), n ? "%lld-%s~%u.json" : "%lld-%s.json",
-                                         (long long)(t / 1000000), id, n);
-                        else
-                                snprintf(fresh, sizeof(fresh),
-                                         n ? "%lld-%s-%s-%s~%u.json" : "%lld-%s-%s-%s.json",
-                                         (long long)(t / 1000000), from ? from : "unknown",
-                                         to ? to : "unknown", id, n);
-                        if (fstatat(sp->fd[SD_ARCHIVE], fresh, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                        r = layout_archive_name(t / 1000000, from, to, id, n, fresh, sizeof(fresh));
+                        if (r < 0)
+                                return r;
+                        if (fstatat(sp->fd[SD_ARCHIVE], fresh, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+                                if (errno != ENOENT)
+                                        return -errno;
                                 break;
+                        }
                         /* Our record there already: the move was made,
                          * and a power cut kept its claimed/ name too. */
                         if (!f->legacy && st.st_dev == f->st.st_dev && st.st_ino == f->st.st_ino) {
-                                snprintf(src, sizeof(src), "%s.json", id);
                                 if (unlinkat(sp->fd[SD_CLAIMED], src, 0) < 0)
                                         return -errno;
                                 sp->dirty[SD_CLAIMED] = true;
@@ -157,18 +149,12 @@ static int archive(struct spool *sp, struct item_files *f, const char *outcome, 
                         }
                 }
                 name = fresh;
-        } else {
-                /* An earlier version's retry: the outcome decided first stands. */
-                const char *o0 = json_string_value(json_object_get(f->marker, "outcome"));
-                if (o0 && (!strcmp(o0, "consumed") || !strcmp(o0, "expired")))
-                        outcome = o0;
         }
         hd_time_format(now, at, sizeof(at));
         hd_time_format(t, acc, sizeof(acc));
         r = layout_suffixed(name, LAYOUT_OUTCOME, side, sizeof(side));
         if (r < 0)
                 return r;
-        snprintf(src, sizeof(src), "%s.json", id);
         o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "handoff_id", id, "outcome", outcome,
                       "from_agent", from ? from : "", "to_agent", to ? to : "",
                       "archived_at", at, "accepted_at", acc);

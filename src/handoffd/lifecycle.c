@@ -41,9 +41,8 @@ int lifecycle_check(struct spool *sp, const char *id, int64_t now)
         hd_verdict v;
         int r;
 
-        if (!hd_id_valid(id))
+        if (!hd_id_valid(id) || xsnprintf(name, sizeof(name), "%s.json", id) < 0)
                 return 0;
-        snprintf(name, sizeof(name), "%s.json", id);
         off = lock_off_id(id);
         r = lock_try(sp->lock_fd, off, true);
         if (r == -EAGAIN) {

@@ -12,6 +12,7 @@
 #include "files.h"
 #include "layout.h"
 #include "metrics.h"
+#include "util.h"
 
 static long count_items(int dirfd, const char *skip_suffix)
 {
@@ -84,8 +85,7 @@ int metrics_write(struct spool *sp, int64_t now)
                 free(buf);
                 return -ENOMEM;
         }
-        snprintf(dir, sizeof(dir), "%s", path);
-        base = strrchr(dir, '/');
+        base = xsnprintf(dir, sizeof(dir), "%s", path) < 0 ? NULL : strrchr(dir, '/');
         if (!base) {
                 free(buf);
                 return -EINVAL;

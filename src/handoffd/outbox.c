@@ -216,23 +216,9 @@ void outbox_resend(struct relay *r)
         outbox_kick(r);
 }
 
-/* Whether id already names the two agents, "FROM-TO-..." or
- * "UNIXTIME-FROM-TO-..." (as item.c's archive names see it). */
-static bool id_names_agents(const char *id, const char *from, const char *to)
-{
-        size_t lf = strlen(from), lt = strlen(to);
-        const char *p = id + strspn(id, "0123456789");
-
-        if (p > id && *p == '-' && !strncmp(p + 1, from, lf) && p[1 + lf] == '-' &&
-            !strncmp(p + 2 + lf, to, lt) && p[2 + lf + lt] == '-')
-                return true;
-        return !strncmp(id, from, lf) && id[lf] == '-' && !strncmp(id + lf + 1, to, lt) &&
-               id[lf + 1 + lt] == '-';
-}
-
-/* The archive name of the real implementation, "{ts}-{from}-{to}-{id}.json"
- * ("{ts}-{id}.json" when the id names from and to already, as item.c's),
- * ts = when it entered outbox/ (stable across a retry after a crash). */
+/* The archive name as item.c's (layout_archive_name(): the real
+ * implementation's "{ts}-{from}-{to}-{id}.json", bounded), ts = when it
+ * entered outbox/ (stable across a retry after a crash). */
 static int archive(struct relay *r, const char *id, json_t *e, bool duplicate, int64_t now)
 {
         struct spool *sp = r->sp;
@@ -246,7 +232,9 @@ static int archive(struct relay *r, const char *id, json_t *e, bool duplicate, i
         int q;
 
         hd_time_format(now, at, sizeof(at));
-        snprintf(src, sizeof(src), "%s.json", id);
+        q = xsnprintf(src, sizeof(src), "%s.json", id);
+        if (q < 0)
+                return q;
         o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:b}", "handoff_id", id,
                       "outcome", "relayed", "relayed_to", host ? host : "",
                       "from_agent", from, "to_agent", to, "archived_at", at,
@@ -261,15 +249,15 @@ static int archive(struct relay *r, const char *id, json_t *e, bool duplicate, i
         q = spool_id_mark(sp, id);
         if (q < 0)
                 return q;
-        for (unsigned n = 0; n < 100; n++) {
-                if (id_names_agents(id, from, to))
-                        snprintf(name, sizeof(name), n ? "%lld-%s~%u.json" : "%lld-%s.json",
-                                 (long long)(EGET(e, "at") / 1000000), id, n);
-                else
-                        snprintf(name, sizeof(name),
-                                 n ? "%lld-%s-%s-%s~%u.json" : "%lld-%s-%s-%s.json",
-                                 (long long)(EGET(e, "at") / 1000000), from, to, id, n);
-                snprintf(side, sizeof(side), "%s" LAYOUT_OUTCOME, name);
+        for (unsigned n = 0; n < LAYOUT_ARCHIVE_TRIES; n++) {
+                q = layout_archive_name(EGET(e, "at") / 1000000, from, to, id, n, name, sizeof(name));
+                if (q == 0)
+                        q = layout_suffixed(name, LAYOUT_OUTCOME, side, sizeof(side));
+                if (q < 0)
+                        return q;
+                /* Taken: another item's, whose .outcome must stay its own. */
+                if (spool_exists_at(sp->fd[SD_ARCHIVE], name))
+                        continue;
                 /* Synced before the move (fsync = yes), as item.c's: a
                  * power cut must not leave the archived item's outcome
                  * empty. */
@@ -344,7 +332,8 @@ static int expire(struct relay *r, const char *id, int64_t now)
         char name[NAME_MAX + 1], detail[400];
         int q;
 
-        snprintf(name, sizeof(name), "%s.json", id);
+        if (xsnprintf(name, sizeof(name), "%s.json", id) < 0)
+                return -ENAMETOOLONG;
         snprintf(detail, sizeof(detail), "expired in outbox/ before the relay could publish it%s%s",
                  r->st.last_error[0] ? "; last relay error: " : "", r->st.last_error);
         q = spool_reject_from(r->sp, SD_OUTBOX, name, HD_R_EXPIRED_UNRELAYED, detail, id, now);
@@ -365,7 +354,8 @@ static int submit(struct relay *r, const char *id, json_t *e)
 
         if (!host)
                 return -ENXIO;  /* [remote] gone in a reload: it waits, then expires */
-        snprintf(name, sizeof(name), "%s.json", id);
+        if (xsnprintf(name, sizeof(name), "%s.json", id) < 0)
+                return -ENAMETOOLONG;
         fd = openat(sp->fd[SD_OUTBOX], name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
         if (fd < 0)
                 return -errno;

@@ -95,8 +95,9 @@ int receipt_note_unsynced(struct relay *r, int dirfd, const char *name)
                 rc->unsynced = p;
                 rc->cap_unsynced = cap;
         }
+        if (xsnprintf(rc->unsynced[rc->n_unsynced].name, sizeof(rc->unsynced[0].name), "%s", name) < 0)
+                return -ENAMETOOLONG;
         rc->unsynced[rc->n_unsynced].fd = dirfd;
-        snprintf(rc->unsynced[rc->n_unsynced].name, sizeof(rc->unsynced[0].name), "%s", name);
         rc->n_unsynced++;
         return 0;
 }

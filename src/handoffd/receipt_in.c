@@ -37,24 +37,18 @@ static bool find_archived(struct relay *r, const char *id, char *name, size_t n)
 {
         struct spool *sp = r->sp;
         _cleanup_free_ char *s = receipt_read_small(r->rc->sent_fd, id, NAME_MAX, NULL);
-        char suffix[NAME_MAX + 8];
         struct dirent *de;
         DIR *d;
 
-        if (s && hd_name_safe(s) && spool_exists_at(sp->fd[SD_ARCHIVE], s)) {
-                snprintf(name, n, "%s", s);
-                return true;
-        }
-        snprintf(suffix, sizeof(suffix), "-%s.json", id);
+        if (s && hd_name_safe(s) && spool_exists_at(sp->fd[SD_ARCHIVE], s))
+                return xsnprintf(name, n, "%s", s) >= 0;
         d = opendir_at(sp->fd[SD_ARCHIVE]);
         if (!d)
                 return false;
         bool found = false;
         while (!found && (de = readdir(d)))
-                if (de->d_name[0] != '.' && layout_has_suffix(de->d_name, suffix)) {
-                        snprintf(name, n, "%s", de->d_name);
-                        found = true;
-                }
+                found = de->d_name[0] != '.' && layout_archive_is(de->d_name, id) &&
+                        xsnprintf(name, n, "%s", de->d_name) >= 0;
         closedir(d);
         return found;
 }
@@ -146,20 +140,18 @@ bool receipt_in(struct relay *r, const struct relay_in *in, int64_t now)
         /* Its own Nats-Msg-Id: a signed receipt of one id published again
          * as another's is a replay. */
         char want[RELAY_MSGID_MAX + 1];
-        snprintf(want, sizeof(want), "%s:%s", id, outcome);
-        if (strcmp(in->rmsg_id, want)) {
+        if (xsnprintf(want, sizeof(want), "%s:%s", id, outcome) < 0 || strcmp(in->rmsg_id, want)) {
                 drop(r, id, "its Nats-Msg-Id is not its own id and outcome (a replay)");
                 return true;
         }
         char oname[NAME_MAX + 1];
-        snprintf(oname, sizeof(oname), "%s.json", id);
-        if (spool_exists_at(sp->fd[SD_OUTBOX], oname))
+        if (xsnprintf(oname, sizeof(oname), "%s.json", id) >= 0 && spool_exists_at(sp->fd[SD_OUTBOX], oname))
                 return false;   /* its PubAck is not in yet: redelivered */
-        if (!find_archived(r, id, aname, sizeof(aname))) {
+        if (!find_archived(r, id, aname, sizeof(aname)) ||
+            layout_suffixed(aname, LAYOUT_OUTCOME, sname, sizeof(sname)) < 0) {
                 drop(r, id, "no item of that id was relayed from here");
                 return true;
         }
-        snprintf(sname, sizeof(sname), "%s" LAYOUT_OUTCOME, aname);
         if (hd_load_at(sp->fd[SD_ARCHIVE], sname, NULL, &side, &v) < 0 ||
             strcmp(json_string_value(json_object_get(side, "outcome")) ?: "", "relayed") ||
             strcmp(json_string_value(json_object_get(side, "relayed_to")) ?: "", host)) {

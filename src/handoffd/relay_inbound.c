@@ -123,10 +123,9 @@ static void message_id(struct spool *sp, const struct relay_in *in, char *id, si
 
         if (in->data && hd_parse(in->data, in->len, &lim, &doc, &v) == 0)
                 s = json_string_value(json_object_get(doc, "handoff_id"));
-        if (s && strlen(s) <= RELAY_ID_MAX && hd_id_valid(s))
-                snprintf(id, n, "%s", s);
-        else
-                snprintf(id, n, "%s", in->msg_id);
+        if (!(s && hd_id_valid(s) && xsnprintf(id, n, "%s", s) >= 0) &&
+            xsnprintf(id, n, "%s", in->msg_id) < 0)
+                id[0] = '\0';          /* no usable id: the pipeline decides */
         *ret_doc = doc;
 }
 /* tmp/.relay.NAME.RAND, written and synced, then renamed to handoff/NAME.
@@ -208,8 +207,9 @@ static int inbound_one(struct relay *r, struct relay_in *in, int64_t now)
         int q, k = ID_FREE;
 
         message_id(sp, in, id, sizeof(id), &doc);
+        if (id[0] && xsnprintf(name, sizeof(name), "%s.json", id) < 0)
+                id[0] = '\0';
         if (id[0]) {
-                snprintf(name, sizeof(name), "%s.json", id);
                 k = id_state(sp, id, name, in, now, &sv, &lock);
                 if (k == -EAGAIN) {
                         q = -EAGAIN;    /* another daemon decides about it: later */
@@ -247,7 +247,9 @@ static int inbound_one(struct relay *r, struct relay_in *in, int64_t now)
                 q = random_hex(rnd, 8);
                 if (q < 0)
                         goto out;
-                snprintf(name, sizeof(name), "relay-%s.json", rnd);
+                q = xsnprintf(name, sizeof(name), "relay-%s.json", rnd);
+                if (q < 0)
+                        goto out;
         }
         if (id[0])
                 receipt_owe(r, id, in->origin);

@@ -71,11 +71,9 @@ static int list_items(int dirfd, const char *suffix, struct entry **ret, size_t 
                         break;
                 e[n].t = st_ctime_usec(&st);
                 e[n].bytes = st_bytes(&st);
-                if (suffix) {
-                        snprintf(side, sizeof(side), "%s%s", de->d_name, suffix);
-                        if (fstatat(dirfd, side, &ss, AT_SYMLINK_NOFOLLOW) == 0)
-                                e[n].bytes += st_bytes(&ss);
-                }
+                if (suffix && layout_suffixed(de->d_name, suffix, side, sizeof(side)) == 0 &&
+                    fstatat(dirfd, side, &ss, AT_SYMLINK_NOFOLLOW) == 0)
+                        e[n].bytes += st_bytes(&ss);
                 n++;
         }
         closedir(d);
@@ -98,7 +96,7 @@ static bool guards_id(int dirfd, const char *name, const char *suffix)
         hd_limits lim = { .max_size = 65536 };
         hd_verdict v;
 
-        if (!suffix || xsnprintf(side, sizeof(side), "%s%s", name, suffix) < 0)
+        if (!suffix || layout_suffixed(name, suffix, side, sizeof(side)) < 0)
                 return true;
         if (hd_load_at(dirfd, side, &lim, &o, &v) < 0)
                 return spool_exists_at(dirfd, side);  /* unreadable: keep it */
@@ -146,8 +144,8 @@ static unsigned prune(struct spool *sp, enum spool_dir dir, const char *suffix,
                 }
                 if (suffix) {
                         char side[NAME_MAX + 16];
-                        snprintf(side, sizeof(side), "%s%s", e[i].name, suffix);
-                        unlinkat(sp->fd[dir], side, 0);
+                        if (layout_suffixed(e[i].name, suffix, side, sizeof(side)) == 0)
+                                unlinkat(sp->fd[dir], side, 0);
                 }
                 count--;
                 total -= e[i].bytes;

@@ -257,8 +257,8 @@ static void leave_name(struct spool *sp, const char *name, json_int_t dev, json_
          * back to handoff/, where its record makes it a claim's leftover;
          * one kept in both is recognised by its link in spent/. */
         if (spent) {
-                snprintf(sname, sizeof(sname), "%llu", (unsigned long long)st.st_ino);
-                if (renameat2(sp->fd[SD_HANDOFF], name, sp->fd[SD_SPENT], sname,
+                if (xsnprintf(sname, sizeof(sname), "%llu", (unsigned long long)st.st_ino) >= 0 &&
+                    renameat2(sp->fd[SD_HANDOFF], name, sp->fd[SD_SPENT], sname,
                               RENAME_NOREPLACE) == 0) {
                         sp->spent_waiting = true;
                         sp->spent_at = mono_usec();
@@ -423,18 +423,14 @@ bool spool_find_link(int dirfd, const char *name, const struct stat *a, char *fo
 
         if (dirfd < 0)
                 return false;
-        if (name && same_inode(dirfd, name, a)) {
-                snprintf(found, n, "%s", name);
-                return true;
-        }
+        if (name && same_inode(dirfd, name, a))
+                return xsnprintf(found, n, "%s", name) >= 0;
         if (!(d = opendir_at(dirfd)))
                 return false;
         while (!ok && (de = readdir(d)))
                 if (de->d_ino == a->st_ino && de->d_name[0] != '.' &&
-                    same_inode(dirfd, de->d_name, a)) {
-                        snprintf(found, n, "%s", de->d_name);
-                        ok = true;
-                }
+                    same_inode(dirfd, de->d_name, a))
+                        ok = xsnprintf(found, n, "%s", de->d_name) >= 0;
         closedir(d);
         return ok;
 }
@@ -657,11 +653,14 @@ int spool_reject_from(struct spool *sp, enum spool_dir from, const char *name,
                 return r;
 
         for (unsigned n = 0; n < 1000; n++) {
-                if (n == 0)
-                        snprintf(dst, sizeof(dst), "%s", base);
-                else
-                        snprintf(dst, sizeof(dst), "%s~%u", base, n);
-                snprintf(rsn, sizeof(rsn), "%s" LAYOUT_REASON, dst);
+                /* base is 200 characters at most: "~999", the .reason and
+                 * its temp name fit */
+                r = n == 0 ? xsnprintf(dst, sizeof(dst), "%s", base)
+                           : xsnprintf(dst, sizeof(dst), "%s~%u", base, n);
+                if (r >= 0)
+                        r = layout_suffixed(dst, LAYOUT_REASON, rsn, sizeof(rsn));
+                if (r < 0)
+                        return r;
                 /* A .reason without its item is what a crash between the
                  * two steps below leaves: its name is free to reuse. */
                 if (fstatat(sp->fd[SD_REJECTED], dst, &st, AT_SYMLINK_NOFOLLOW) == 0)

@@ -19,6 +19,8 @@
 
 /* Temp names: "." + name + "." + TMP_SUFFIX_BYTES*2 hex chars. */
 #define TMP_SUFFIX_BYTES 3
+_Static_assert(WRITE_ATOMIC_NAME_MAX + 2 + 2 * TMP_SUFFIX_BYTES == NAME_MAX,
+               "files.h's WRITE_ATOMIC_NAME_MAX is what a temp name leaves");
 #define TMP_MAX_TRIES 128
 
 int random_hex(char *buf, size_t nbytes)

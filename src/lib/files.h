@@ -3,6 +3,7 @@
 #ifndef HD_FILES_H
 #define HD_FILES_H
 
+#include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/stat.h>
@@ -79,6 +80,9 @@ int load_at_linked(int dirfd, const char *name, const hd_limits *lim,
 #define WRITE_EXCL      8u
 int write_atomic(int dirfd, const char *name, const void *buf, size_t len,
                  mode_t mode, unsigned flags);
+/* The longest name write_atomic() takes: its temp name, "." + name + "."
+ * + 6 hex characters, must fit NAME_MAX too. */
+#define WRITE_ATOMIC_NAME_MAX (NAME_MAX - 8)
 
 /* The same, written under name itself, with no temp name and rename: for
  * a file nobody trusts until a later step (a hidden name published by a

@@ -96,9 +96,11 @@ class Sampler(threading.Thread):
 
 
 class Hosts:
-    def __init__(self, nodes=1, fsync=True, start_nats=True, stream_replicas=None):
+    def __init__(self, nodes=1, fsync=True, start_nats=True, stream_replicas=None,
+                 b_agents=B_AGENTS):
+        self.b_agents = list(b_agents)
         self.a = hdtest.Env(agents=["bob"], fsync=fsync)
-        self.b = hdtest.Env(agents=B_AGENTS, fsync=fsync)
+        self.b = hdtest.Env(agents=self.b_agents, fsync=fsync)
         # One key on both hosts: b verifies what a verified.
         shutil.copy(self.a.key_path, self.b.key_path)
         self.b.key = self.a.key
@@ -112,7 +114,7 @@ class Hosts:
             self.b.__exit__(None, None, None)
             raise
         self.replicas = stream_replicas or (3 if nodes == 3 else 1)
-        self.consumer = Consumer(self.b, B_AGENTS)
+        self.consumer = Consumer(self.b, self.b_agents)
         self.consumer.start()
         self.da = self.db = None
         self.receipt_conf = {}
@@ -149,7 +151,7 @@ class Hosts:
 
     def start_a(self, wait=True, name="a"):
         self.da = self.a.start(name=name, wait=wait,
-                               extra=self.a.extra + self.relay_conf("a", [(x, "b") for x in B_AGENTS]))
+                               extra=self.a.extra + self.relay_conf("a", [(x, "b") for x in self.b_agents]))
         return self.da
 
     def start_b(self, wait=True, name="b"):

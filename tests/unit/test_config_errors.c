@@ -165,6 +165,68 @@ START_TEST(test_config_long_line_keeps_numbering)
 }
 END_TEST
 
+/* The handler takes the section from the reader, whole (inih's own copy
+ * is cut at 49 bytes): the reader must read headers as inih does.  An
+ * indented line after a key continues its value even when it starts
+ * with '[' (line 7: [agent a]'s state_dir, no section [agent b]); a ';'
+ * after a space inside the brackets starts a comment, and the line is no
+ * header (line 8; its key goes on to [agent a]). */
+START_TEST(test_config_headers_read_as_inih_reads_them)
+{
+        char *path, *err = load_err(GOOD
+                                    "[agent a]\n"             /* 5 */
+                                    "state_dir = /a\n"        /* 6 */
+                                    "  [agent b]\n"           /* 7 */
+                                    "[agent c ;x]\n"          /* 8 */
+                                    "delivery = nonsense\n",  /* 9 */
+                                    &path);
+
+        assert_line(err, path, 7, "[agent a] state_dir must be an absolute path");
+        assert_line(err, path, 8, "'[' without ']'");
+        assert_line(err, path, 9, "[agent a] delivery: 'nonsense' is not bootstrap, vox or act");
+        ck_assert_int_eq(count_lines(err), 3);
+        free(err);
+        free(path);
+}
+END_TEST
+
+/* [agent NAME] and [remote NAME] of 64 characters are those names, not
+ * their first 43 (42); 65 is refused at its header. */
+START_TEST(test_config_section_names_whole)
+{
+        char n64[65], n65[66], r64[65], text[1024], *dir = tu_tmpdir(), *path, *err = NULL;
+        struct config *c = NULL;
+
+        memset(n64, 'a', 64);
+        n64[64] = '\0';
+        memset(n65, 'c', 65);
+        n65[65] = '\0';
+        memcpy(r64, n64, 65);
+        r64[0] = 'r';
+        snprintf(text, sizeof(text), GOOD "[agent %s]\nstate_dir = /a\n"
+                 "[relay]\nservers = nats://127.0.0.1:4222\nhost = h1\n[remote %s]\nhost = h2\n",
+                 n64, r64);
+        ck_assert_int_ge(asprintf(&path, "%s/h.conf", dir), 0);
+        tu_write_file(path, text, strlen(text));
+        ck_assert_int_eq(config_load(path, false, &c, &err), 0);
+        ck_assert_uint_eq(c->n_agents, 1);
+        ck_assert_str_eq(c->agents[0].name, n64);
+        ck_assert_uint_eq(c->n_remotes, 1);
+        ck_assert_str_eq(c->remotes[0].name, r64);
+        config_free(c);
+        free(path);
+        free(dir);
+
+        snprintf(text, sizeof(text), GOOD "[agent %s]\nstate_dir = /a\n", n65);
+        err = load_err(text, &path);
+        char want[256];
+        snprintf(want, sizeof(want), "[agent %s]: '%s' is not a valid agent name", n65, n65);
+        assert_line(err, path, 5, want);
+        free(err);
+        free(path);
+}
+END_TEST
+
 START_TEST(test_config_missing_settings_all_reported)
 {
         char *path, *err = load_err("[agent a]\ndelivery = vox\n[agent b]\ndelivery = act\n",
@@ -362,6 +424,8 @@ Suite *suite_config_errors(void)
         tcase_add_test(tc, test_config_unknown_section_suggestions);
         tcase_add_test(tc, test_config_syntax_errors_each_with_line);
         tcase_add_test(tc, test_config_long_line_keeps_numbering);
+        tcase_add_test(tc, test_config_headers_read_as_inih_reads_them);
+        tcase_add_test(tc, test_config_section_names_whole);
         tcase_add_test(tc, test_config_missing_settings_all_reported);
         tcase_add_test(tc, test_config_relay_problems_all_reported);
         tcase_add_test(tc, test_config_errors_bounded);

@@ -232,8 +232,9 @@ static int act_latest(int hfd, const char *name, const char *ext)
         r = random_hex(rnd, 8);
         if (r < 0)
                 return r;
-        snprintf(tmp, sizeof(tmp), ".latest.%s", rnd);
-        snprintf(latest, sizeof(latest), "latest.%s", ext);
+        if (xsnprintf(tmp, sizeof(tmp), ".latest.%s", rnd) < 0 ||
+            xsnprintf(latest, sizeof(latest), "latest.%s", ext) < 0)
+                return -ENAMETOOLONG;
         if (symlinkat(name, hfd, tmp) < 0)
                 return -errno;
         if (renameat(hfd, tmp, hfd, latest) < 0) {
@@ -295,10 +296,10 @@ int deliver_act(int state_dirfd, const json_t *p,
         r = act_next_seq(hfd, stem, &seq);
         if (r < 0)
                 return r;
-        if (seq == 1)
-                snprintf(name, sizeof(name), "%s.%s", stem, ext);
-        else
-                snprintf(name, sizeof(name), "%s-%u.%s", stem, seq, ext);
+        r = seq == 1 ? xsnprintf(name, sizeof(name), "%s.%s", stem, ext)
+                     : xsnprintf(name, sizeof(name), "%s-%u.%s", stem, seq, ext);
+        if (r < 0)
+                return r;
         r = hd_write_atomic(hfd, name, text, strlen(text), 0640, o->do_fsync);
         if (r < 0)
                 return r;

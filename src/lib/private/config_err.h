@@ -6,6 +6,7 @@
 #ifndef HD_CONFIG_ERR_H
 #define HD_CONFIG_ERR_H
 
+#include <ini.h>
 #include <stdbool.h>
 #include <stdio.h>
 
@@ -26,10 +27,20 @@ struct parse_state {
         bool handled;           /* it did */
         int section_line;       /* the header of the current section */
         bool section_reported;  /* its "unknown section" is out */
+        /* The current section, whole: inih's own copy, which it passes
+         * to the handler, is cut at 49 bytes (its MAX_SECTION, fixed in
+         * ini.c), shorter than "remote " and a 64-character name.  The
+         * reader reads headers as inih does (config_load.c) and the
+         * handler takes the section from here.  A header is one line,
+         * so it always fits. */
+        char section[INI_MAX_LINE];
         /* [agent NAME] and [remote NAME] with no key at all: inih never
          * calls the handler for them, the reader sees them end */
-        char section[128];
         unsigned section_keys;
+        /* a KEY = VALUE line since the header (inih's prev_name): an
+         * indented line after it continues that value, even one that
+         * starts with '[' */
+        bool after_key;
         /* the errors: "FILE:LINE: message" lines */
         char *errs;
         size_t errs_len;

@@ -107,6 +107,10 @@ static void reader_line_done(struct parse_state *st)
                 config_err(st, "expected KEY = VALUE or [SECTION]");
         if (st->line > 0 && st->key_line)
                 st->section_keys++;
+        /* inih calls the handler for a KEY = VALUE line (or a
+         * continuation, which needs one before it) and for nothing else */
+        if (st->handled)
+                st->after_key = true;
 }
 
 /* The section that just ended: an [agent NAME] or [remote NAME] without a
@@ -128,6 +132,25 @@ static void reader_section_done(struct parse_state *st)
         }
         st->section[0] = '\0';
         st->section_keys = 0;
+        st->after_key = false;
+}
+
+/* The ']' that ends a header starting at p (after its '['), found as
+ * inih finds it (find_chars_or_comment()): an inline comment prefix after
+ * a space ends the search first, and then the line is no header.  NULL
+ * when there is none. */
+static const char *header_end(const char *p)
+{
+        bool was_space = false;
+
+        for (; *p && *p != ']'; p++) {
+#if INI_ALLOW_INLINE_COMMENTS
+                if (was_space && strchr(INI_INLINE_COMMENT_PREFIXES, *p))
+                        return NULL;
+#endif
+                was_space = isspace((unsigned char)*p);
+        }
+        return *p == ']' ? p : NULL;
 }
 
 /* inih's reader (fgets-like): whole lines, each counted once, so that
@@ -137,6 +160,7 @@ static char *reader(char *str, int num, void *stream)
 {
         struct parse_state *st = stream;
         const char *p, *end;
+        size_t len;
         ssize_t n;
 
         reader_line_done(st);
@@ -158,19 +182,31 @@ static char *reader(char *str, int num, void *stream)
                 p += 3;
         while (isspace((unsigned char)*p))
                 p++;
-        if (!*p || *p == ';' || *p == '#')
+        if (!*p || strchr(INI_START_COMMENT_PREFIXES, *p))
                 return str;
-        if (*p != '[') {
-                st->key_line = true;    /* KEY = VALUE, or a continuation */
+#if INI_ALLOW_MULTILINE
+        if (st->after_key && p > st->buf) {
+                st->key_line = true;    /* a continuation, whatever it starts with */
                 return str;
         }
-        end = strchr(p, ']');
+#endif
+        if (*p != '[') {
+                st->key_line = true;    /* KEY = VALUE */
+                return str;
+        }
+        end = header_end(p + 1);
         if (!end) {
                 config_err(st, "'[' without ']'");
                 return str;
         }
         reader_section_done(st);
-        snprintf(st->section, sizeof(st->section), "%.*s", (int)(end - p - 1), p + 1);
+        len = (size_t)(end - p - 1);
+        if (len >= sizeof(st->section)) {       /* a header is a line: never */
+                config_err(st, "section header longer than %zu characters", sizeof(st->section) - 1);
+                len = 0;
+        }
+        memcpy(st->section, p + 1, len);
+        st->section[len] = '\0';
         st->section_line = st->line;
         st->section_reported = false;
         return str;

@@ -508,6 +508,11 @@ int config_handler(void *user, const char *section, const char *k,
         struct config *c = st->c;
 
         st->handled = true;
+        /* inih's section is the reader's cut short (config_err.h); were
+         * it another, the two would read the file differently */
+        if (strncmp(section, st->section, strlen(section)))
+                return config_err(st, "section [%s] read as [%s]", st->section, section);
+        section = st->section;
 
         if (!strcmp(section, "spool"))
                 return handle_spool(st, k, v);

@@ -1,12 +1,22 @@
 /* The spool's names; see layout.h. */
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <sodium.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include "files.h"
+#include "handoff.h"
 #include "layout.h"
 #include "util.h"
+
+/* archive/NAME.outcome is written with write_atomic(): NAME, its suffix
+ * and the temp name's additions all fit NAME_MAX. */
+_Static_assert(LAYOUT_ARCHIVE_NAME_MAX + sizeof(LAYOUT_OUTCOME) - 1 <= WRITE_ATOMIC_NAME_MAX,
+               "an archive name's .outcome must fit write_atomic()'s temp name");
 
 #define STARTS(s, p) (!strncmp((s), (p), sizeof(p) - 1))
 
@@ -89,4 +99,89 @@ const char *layout_hidden_target(const char *name)
         if (STARTS(name, LAYOUT_EXPIRE))
                 return name + sizeof(LAYOUT_EXPIRE) - 1;
         return NULL;
+}
+
+/* Whether id already names the two agents: "FROM-TO-..." or, as the real
+ * writer makes them, "UNIXTIME-FROM-TO-...". */
+static bool id_names_agents(const char *id, const char *from, const char *to)
+{
+        size_t lf = strlen(from), lt = strlen(to);
+        const char *p = id + strspn(id, "0123456789");
+
+        if (p > id && *p == '-' && !strncmp(p + 1, from, lf) && p[1 + lf] == '-' &&
+            !strncmp(p + 2 + lf, to, lt) && p[2 + lf + lt] == '-')
+                return true;
+        return !strncmp(id, from, lf) && id[lf] == '-' && !strncmp(id + lf + 1, to, lt) &&
+               id[lf + 1 + lt] == '-';
+}
+
+int layout_archive_name(int64_t ts, const char *from, const char *to, const char *id,
+                        unsigned n, char *buf, size_t size)
+{
+        unsigned char hash[crypto_generichash_BYTES_MIN];
+        /* the whole stem: a time of 20 characters at most, two agent
+         * names of 64 and an id of 128, more than a name may be */
+        char stem[20 + 1 + 64 + 1 + 64 + 1 + 128 + 1], tilde[16] = "", hex[2 * sizeof(hash) + 1];
+        size_t fixed, avail, lf, lt, kf, kt;
+        int len;
+
+        if (!hd_id_valid(id) || n >= LAYOUT_ARCHIVE_TRIES)
+                return -EINVAL;
+        from = from && hd_agent_valid(from) ? from : "unknown";
+        to = to && hd_agent_valid(to) ? to : "unknown";
+        if (n > 0 && xsnprintf(tilde, sizeof(tilde), "~%u", n) < 0)
+                return -EINVAL;
+        if (id_names_agents(id, from, to))
+                len = xsnprintf(stem, sizeof(stem), "%lld-%s", (long long)ts, id);
+        else
+                len = xsnprintf(stem, sizeof(stem), "%lld-%s-%s-%s", (long long)ts, from, to, id);
+        if (len < 0)
+                return len;
+        if ((size_t)len + strlen(tilde) + 5 <= LAYOUT_ARCHIVE_NAME_MAX)
+                return xsnprintf(buf, size, "%s%s.json", stem, tilde) < 0 ? -ENAMETOOLONG : 0;
+
+        /* Too long: from and to cut, as evenly as their lengths allow,
+         * to what is left beside the time, the hash and the whole id. */
+        crypto_generichash(hash, sizeof(hash), (const unsigned char *)stem, (size_t)len, NULL, 0);
+        sodium_bin2hex(hex, sizeof(hex), hash, sizeof(hash));
+        len = xsnprintf(stem, sizeof(stem), "%lld", (long long)ts);
+        if (len < 0)
+                return len;
+        fixed = (size_t)len + 4 + 8 + strlen(id) + strlen(tilde) + 5;   /* 4 '-', hash */
+        if (fixed + 2 > LAYOUT_ARCHIVE_NAME_MAX)
+                return -ENAMETOOLONG;
+        avail = LAYOUT_ARCHIVE_NAME_MAX - fixed;
+        lf = strlen(from);
+        lt = strlen(to);
+        if (lf <= avail / 2)
+                kf = lf;
+        else if (lt <= avail - avail / 2)
+                kf = avail - lt < lf ? avail - lt : lf;
+        else
+                kf = avail / 2;
+        kt = avail - kf < lt ? avail - kf : lt;
+        return xsnprintf(buf, size, "%s-%.*s-%.*s-%.8s-%s%s.json", stem, (int)kf, from,
+                         (int)kt, to, hex, id, tilde) < 0 ? -ENAMETOOLONG : 0;
+}
+
+size_t layout_base_len(const char *name)
+{
+        size_t l = strlen(name), i = l;
+
+        while (i > 0 && isdigit((unsigned char)name[i - 1]))
+                i--;
+        if (i < l && i > 0 && name[i - 1] == '~')
+                return i - 1;
+        return l;
+}
+
+bool layout_archive_is(const char *name, const char *id)
+{
+        size_t il = strlen(id), b;
+        char stem[NAME_MAX + 1];
+
+        if (layout_strip(name, ".json", stem, sizeof(stem)) < 0)
+                return false;
+        b = layout_base_len(stem);
+        return b > il && stem[b - il - 1] == '-' && !strncmp(stem + b - il, id, il);
 }

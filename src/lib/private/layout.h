@@ -9,6 +9,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #define LAYOUT_PENDING   ".pending."    /* + bootstrap: written, not published */
 #define LAYOUT_EXPIRE    ".expire."     /* + bootstrap: taken back by an expiry */
@@ -41,6 +42,30 @@ int layout_prefixed(const char *prefix, const char *name, char *buf, size_t n);
 int layout_suffixed(const char *name, const char *suffix, char *buf, size_t n);
 /* name without suffix (which it must end with; else -EINVAL). */
 int layout_strip(const char *name, const char *suffix, char *buf, size_t n);
+/* archive/'s names.  The real implementation's "{ts}-{from}-{to}-{id}.json",
+ * or "{ts}-{id}.json" when the id names from and to already (its own ids
+ * do: "{unix_ts}-{from}-{to}-{hex}"); "~N" before ".json" for the Nth
+ * choice when a name is taken (N < LAYOUT_ARCHIVE_TRIES).  A name is at
+ * most LAYOUT_ARCHIVE_NAME_MAX characters, so that its .outcome and that
+ * sidecar's temp name (write_atomic()) fit NAME_MAX: a longer one (two
+ * 64-character agents, a 128-character id) keeps the id whole and cuts
+ * from and to, with the first 8 hex characters of the BLAKE2b-128 hash
+ * of the whole name's stem ("{ts}-{from}-{to}-{id}") beside them:
+ * "{ts}-{from'}-{to'}-{hash}-{id}.json".  The id is always whole and
+ * last: readers find an item's archive by it (layout_archive_is()). */
+#define LAYOUT_ARCHIVE_NAME_MAX 239
+#define LAYOUT_ARCHIVE_TRIES    100
+/* The nth choice of archive name for id, from and to (NULL or not an
+ * agent name: "unknown"), ts in unix seconds: 0, or -EINVAL (an id that
+ * is not one, n too large), -ENAMETOOLONG (buf too small). */
+int layout_archive_name(int64_t ts, const char *from, const char *to, const char *id,
+                        unsigned n, char *buf, size_t size);
+/* Whether name has the form of one of id's archive names ("...-ID.json",
+ * "...-ID~N.json"); the item itself says whether it is. */
+bool layout_archive_is(const char *name, const char *id);
+/* name without a trailing "~N" (the suffix a taken name gets): its length. */
+size_t layout_base_len(const char *name);
+
 /* A consumer's private name for bootstrap name. */
 int layout_consume_name(int pid, const char *rnd, const char *name, char *buf, size_t n);
 /* The bootstrap name inside a consumer's private name, or NULL. */
