@@ -32,6 +32,7 @@ runstatedir ?= /run
 CC      ?= cc
 PKG_CONFIG ?= pkg-config
 CFLAGS  ?= -O2 -g
+CXXFLAGS ?= -O2 -g
 LDFLAGS ?=
 
 ifeq ($(SANITIZE),1)
@@ -42,7 +43,9 @@ B ?= build
 SAN :=
 endif
 
-PKGS := libuv jansson libsodium inih yaml-0.1 expat
+# double-conversion: the shortest digits of a real (src/lib/shortest.cc, a
+# C++ library: libhandoff brings in libstdc++ through it).
+PKGS := libuv jansson libsodium inih yaml-0.1 expat double-conversion
 # Loaded by handoffd with dlopen() only when needed (libsystemd for the
 # journal, libnats for a [relay]): their headers, never their libraries.
 DL_PKGS := libsystemd libnats
@@ -61,18 +64,24 @@ ifneq ($(SANITIZE),1)
 HD_CFLAGS += -D_FORTIFY_SOURCE=2
 endif
 HD_LDFLAGS := -Wl,-z,relro,-z,now -Wl,--as-needed $(SAN)
+# The one C++ file (src/lib/shortest.cc) with the same warnings and
+# hardening, and neither exceptions nor RTTI: it calls into a library and
+# returns, and needs nothing of the C++ runtime itself.
+HD_CXXFLAGS = $(filter-out -std=gnu11 -Wmissing-prototypes -Wstrict-prototypes,$(HD_CFLAGS)) \
+	-std=gnu++17 -fno-exceptions -fno-rtti
 
 # src/lib/: what libhandoff exports (hd_*, include/handoff.h) and the
 # helpers it needs; src/lib/payload/: the payload formats behind the table
 # (payload.c); src/lib/private/: the code the daemon, the CLI and the hub
 # share, which the library carries but does not export (config, layout).
 LIB_SRCS    := $(sort $(wildcard src/lib/*.c src/lib/payload/*.c src/lib/private/*.c))
+LIB_CXX_SRCS := $(sort $(wildcard src/lib/*.cc))
 DAEMON_SRCS := $(sort $(filter-out src/handoffd/main.c,$(wildcard src/handoffd/*.c)))
 CTL_SRCS    := $(sort $(wildcard src/handoffctl/*.c))
 TEST_SRCS   := $(sort $(wildcard tests/unit/test_*.c))
 TESTLIB_SRCS := tests/unit/testutil.c tests/unit/daemonfx.c
 
-LIB_OBJS    := $(patsubst %.c,$(B)/%.o,$(LIB_SRCS))
+LIB_OBJS    := $(patsubst %.c,$(B)/%.o,$(LIB_SRCS)) $(patsubst %.cc,$(B)/%.o,$(LIB_CXX_SRCS))
 DAEMON_OBJS := $(patsubst %.c,$(B)/%.o,$(DAEMON_SRCS))
 CTL_OBJS    := $(patsubst %.c,$(B)/%.o,$(CTL_SRCS))
 TEST_OBJS   := $(patsubst %.c,$(B)/%.o,$(TEST_SRCS) $(TESTLIB_SRCS))
@@ -138,6 +147,11 @@ $(B)/%.o: %.c Makefile $(DIRS_STAMP)
 	@mkdir -p $(@D)
 	$(quiet) CC $<
 	$(Q)$(CC) $(HD_CFLAGS) $(CFLAGS) -MMD -MP -c -o $@ $<
+
+$(B)/%.o: %.cc Makefile $(DIRS_STAMP)
+	@mkdir -p $(@D)
+	$(quiet) CXX $<
+	$(Q)$(CXX) $(HD_CXXFLAGS) $(CXXFLAGS) -MMD -MP -c -o $@ $<
 
 $(LIBA): $(LIB_OBJS)
 	@rm -f $@

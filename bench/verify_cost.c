@@ -6,7 +6,12 @@
  *     build/bench/verify_cost [N]
  *
  * Two document sizes: a typical handoff (two transcript lines) and one with
- * a 64 KiB transcript, where the canonical bytes dominate. */
+ * a 64 KiB transcript, where the canonical bytes dominate.  Then a document
+ * of about 1 MiB packed with reals (65,400 of 11 to 15 digits), the
+ * verification of which is set against its parse: a real costs the parser a
+ * strtod(), and the canonical writer must not make junk of that kind dearer
+ * to refuse than to read. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,6 +92,82 @@ static double run(const hd_key *sign, const hd_key *check, size_t extra, long n,
         return dt;
 }
 
+static double cpu_s(void)
+{
+        struct timespec t;
+
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+        return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+/* A handoff carrying "x_reals": up to n reals of 11 to 15 significant
+ * digits in [0.001, 10000), signed with key and cut to the size limit:
+ * its text in *ret_text. */
+static json_t *mkdoc_reals(const hd_key *key, long n, char **ret_text, size_t *ret_len,
+                           size_t *ret_count)
+{
+        json_t *d = mkdoc(0), *a = json_array();
+        uint64_t s = 0x9e3779b97f4a7c15u;
+        char num[40];
+
+        for (long i = 0; i < n; i++) {
+                s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+                snprintf(num, sizeof(num), "%.*fe%d", 10 + (int)(s % 5),
+                         1.0 + (double)(s >> 11) * 0x1p-53 * 9.0, (int)((s >> 3) % 6) - 3);
+                json_array_append_new(a, json_real(strtod(num, NULL)));
+        }
+        json_object_set_new(d, "x_reals", a);
+        for (;;) {
+                if (hd_sign(d, key) < 0 || hd_canon_dump(d, NULL, ret_text, ret_len) < 0)
+                        exit(1);
+                if (*ret_len <= HD_DEFAULT_MAX_SIZE)
+                        break;
+                free(*ret_text);
+                for (size_t k = (*ret_len - HD_DEFAULT_MAX_SIZE) / 10 + 1; k > 0; k--)
+                        json_array_remove(a, json_array_size(a) - 1);
+        }
+        *ret_count = json_array_size(a);
+        return d;
+}
+
+/* CPU milliseconds of the cheapest of rounds parses and of rounds
+ * verifications of a document of reals. */
+static void run_reals(const hd_key *key, int rounds)
+{
+        size_t len, count;
+        char *text = NULL;
+        json_t *d = mkdoc_reals(key, 65400, &text, &len, &count);
+        double parse = 1e9, verify = 1e9;
+        int64_t now;
+        hd_verdict v;
+
+        hd_time_parse("2026-04-21T10:16:00Z", &now);
+        the_key = key;
+        json_decref(d);
+        for (int i = 0; i < rounds; i++) {
+                json_t *p = NULL;
+                double t0 = cpu_s(), t1, t2;
+
+                if (hd_parse(text, len, NULL, &p, &v) < 0) {
+                        fprintf(stderr, "does not parse: %s\n", v.detail);
+                        exit(1);
+                }
+                t1 = cpu_s();
+                if (hd_verify(p, lookup, NULL, NULL, NULL, now, &v) < 0) {
+                        fprintf(stderr, "does not verify: %s\n", v.detail);
+                        exit(1);
+                }
+                t2 = cpu_s();
+                json_decref(p);
+                parse = t1 - t0 < parse ? t1 - t0 : parse;
+                verify = t2 - t1 < verify ? t2 - t1 : verify;
+        }
+        free(text);
+        printf("reals: %zu-byte document, %zu reals, best of %d: parse %.1f ms  "
+               "hd_verify (hmac) %.1f ms  verify/parse %.2f\n",
+               len, count, rounds, parse * 1e3, verify * 1e3, verify / parse);
+}
+
 int main(int argc, char **argv)
 {
         static const char hmac[] = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
@@ -109,6 +190,7 @@ int main(int argc, char **argv)
                 printf("  %6zu-byte document, %6ld runs: hmac %7.1f us  ed25519 %7.1f us  (x%.1f)\n",
                        len, m, th, te, te / th);
         }
+        run_reals(h, n >= 2000 ? 10 : 3);
         hd_key_free(pk);
         hd_key_free(sk);
         hd_key_free(h);

@@ -19,6 +19,7 @@
 # a file in tests/fuzz/regress/<target>/ (test_fuzz.py replays them all).
 
 FUZZ_CC      ?= clang
+FUZZ_CXX     ?= clang++
 FUZZ_SECONDS ?= 60
 FUZZ_EXECS   ?= 10000000
 FB           := build/fuzz
@@ -30,11 +31,15 @@ FUZZ_SAN    := -fsanitize=address,undefined -fno-sanitize-recover=all \
 FUZZ_CFLAGS := $(filter-out $(SAN) -D_FORTIFY_SOURCE=2,$(HD_CFLAGS)) \
 	$(INC_handoffd) -Itests/fuzz -g -O1 $(FUZZ_SAN) -fsanitize=fuzzer-no-link
 FUZZ_LDFLAGS := $(filter-out $(SAN),$(HD_LDFLAGS)) $(FUZZ_SAN) -fsanitize=fuzzer
+# src/lib/shortest.cc the same way, with the C++ flags of the Makefile.
+FUZZ_CXXFLAGS = $(filter-out $(SAN) -D_FORTIFY_SOURCE=2,$(HD_CXXFLAGS)) \
+	$(INC_lib) -g -O1 $(FUZZ_SAN) -fsanitize=fuzzer-no-link
 
 FUZZ_ALL     := $(notdir $(basename $(wildcard tests/fuzz/fuzz_*.c)))
 FUZZ_TARGETS ?= $(FUZZ_ALL)
 FUZZ_CORE    := $(FB)/libhandoff-fuzz.a
-FUZZ_OBJS    := $(patsubst %.c,$(FB)/%.o,$(LIB_SRCS) $(DAEMON_SRCS))
+FUZZ_OBJS    := $(patsubst %.c,$(FB)/%.o,$(LIB_SRCS) $(DAEMON_SRCS)) \
+	$(patsubst %.cc,$(FB)/%.o,$(LIB_CXX_SRCS))
 FUZZ_BINS    := $(addprefix $(FB)/,$(FUZZ_TARGETS))
 
 # fuzz_mcp links handoffctl's objects, fuzz_hub handoff-hubd's (and the
@@ -64,6 +69,11 @@ $(FB)/src/%.o: src/%.c mk/fuzz.mk
 	@mkdir -p $(@D)
 	$(quiet) CC $<
 	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -MMD -MP -c -o $@ $<
+
+$(FB)/src/%.o: src/%.cc mk/fuzz.mk
+	@mkdir -p $(@D)
+	$(quiet) CXX $<
+	$(Q)$(FUZZ_CXX) $(FUZZ_CXXFLAGS) -MMD -MP -c -o $@ $<
 
 $(FB)/tests/fuzz/%.o: tests/fuzz/%.c mk/fuzz.mk
 	@mkdir -p $(@D)

@@ -5,7 +5,8 @@
 #                                     relay), 10,000 racing items,
 #                                     longer faults, 5,000 relayed items through a 3-node
 #                                     cluster, 500 receipts of mixed outcomes, 1,000 through
-#                                     a 3-node cluster
+#                                     a 3-node cluster, 10,000,000 doubles printed as
+#                                     python3's repr
 #   make stress STRESS_CYCLES=1000 STRESS_N=50000 [SANITIZE=1]
 #
 # Each harness prints its figures; every harness runs even when one fails,
@@ -14,6 +15,7 @@
 STRESS_CYCLES ?= 200
 STRESS_N      ?= 10000
 STRESS_FAULT_SECONDS ?= 10
+STRESS_REPR_N ?= 10000000
 
 STRESS_ENV = HD_BUILD=$(CURDIR)/$(B) HD_SRC=$(CURDIR) SANITIZE=$(SANITIZE) \
 	ASAN_OPTIONS=$${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1} \
@@ -21,8 +23,11 @@ STRESS_ENV = HD_BUILD=$(CURDIR)/$(B) HD_SRC=$(CURDIR) SANITIZE=$(SANITIZE) \
 
 .PHONY: stress
 stress: deps
-	@$(MAKE) --no-print-directory all $(POWERCUTFS)
+	@$(MAKE) --no-print-directory all $(POWERCUTFS) $(CHECKB)
 	@rc=0; \
+	echo "== stress: canonical reals, $(STRESS_REPR_N) doubles against python3 repr"; \
+	$(STRESS_ENV) HD_CANON_REPR_COUNT=$(STRESS_REPR_N) CK_RUN_SUITE=canon CK_RUN_CASE=repr \
+		$(CHECKB) || rc=1; \
 	echo "== stress: crash, $(STRESS_CYCLES) SIGKILL cycles"; \
 	$(STRESS_ENV) HD_CRASH_CYCLES=$(STRESS_CYCLES) HD_CRASH_MAX_RUN=1.5 \
 		python3 -B tests/e2e/test_crash.py || rc=1; \

@@ -4,14 +4,14 @@
  * \u escapes, raw 0x7f, its own float digits), so this is a separate writer
  * into a growable buffer. */
 #include <errno.h>
-#include <float.h>
-#include <inttypes.h>
+#include <stdint.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "handoff.h"
+#include "shortest.h"
 #include "util.h"
 
 /* Far above the parser's depth limit; only guards documents built in code
@@ -161,112 +161,15 @@ static int canon_string(canon_buf *b, const char *str, size_t n)
         return canon_putc(b, '"');
 }
 
-/* Does the decimal m * 10^e (m has at most 19 digits) read back as x? */
-static bool real_round_trips(double x, uint64_t m, int e)
-{
-        char s[48];
-
-        snprintf(s, sizeof(s), "%" PRIu64 "e%d", m, e);
-        return strtod(s, NULL) == x;
-}
-
-/* The prec+1 significant digits of x (> 0), correctly rounded, as
- * m * 10^e. */
-static void real_digits(double x, int prec, uint64_t *ret_m, int *ret_e)
-{
-        char s[40], *dot, *ep;
-
-        snprintf(s, sizeof(s), "%.*e", prec, x);
-        ep = strchr(s, 'e');
-        *ret_e = atoi(ep + 1) - prec;
-        *ep = '\0';
-        dot = strchr(s, '.');
-        if (dot)
-                memmove(dot, dot + 1, strlen(dot));
-        *ret_m = strtoull(s, NULL, 10);
-}
-
-/* Python's float repr (David Gay's shortest mode): the fewest significant
- * digits that read back as the same double, the closest such string when
- * there are several; fixed notation when the decimal point position decpt
- * satisfies -4 < decpt <= 16, else d.ddde[+-]XX; ".0" on integral fixed
- * values.  x is finite.
- *
- * For a normal double that is not a power of two, at most two digit
- * strings and two reads, whatever x (a file of reals must not cost a
- * second per MiB before its MAC is even checked):
- *  - 16 digits, correctly rounded: the closest 16-digit string to x.  The
- *    interval that reads back as x is symmetric around it, so when this
- *    one does not read back no string of 16 digits or fewer does (fewer
- *    digits padded with zeros are 16-digit strings no closer): the answer
- *    is the 17 correctly rounded digits, which always read back.
- *  - when it does, 15 digits: any decimal of at most DBL_DIG (15) digits
- *    survives decimal -> double -> 15 digits, so when the shortest string
- *    of x has at most 15 digits, x printed to 15 digits is that string
- *    padded with zeros; when that does not read back, the 16 stand.
- * A power of two has a lopsided interval (the gap below is half the gap
- * above): 15 digits first, then the 16 correctly rounded and, when they
- * do not read back, their neighbour on the other side, then 17.
- * Subnormals have fewer bits than DBL_DIG assumes, but evenly spaced: the
- * interval that reads back is symmetric, and the correctly rounded string
- * of n + 1 digits is never farther from x than that of n digits, so
- * whether it reads back only turns from no to yes as n grows: a binary
- * search over 1 to 17 digits (five tries) finds the shortest. */
-static void real_shortest(double x, uint64_t *ret_m, int *ret_e)
-{
-        uint64_t m = 0, m15;
-        int e = 0, e15, exp2;
-
-        if (x < DBL_MIN) {
-                int lo = 1, hi = 17;
-                while (lo < hi) {
-                        int mid = (lo + hi) / 2;
-                        real_digits(x, mid - 1, &m, &e);
-                        if (real_round_trips(x, m, e))
-                                hi = mid;
-                        else
-                                lo = mid + 1;
-                }
-                real_digits(x, lo - 1, ret_m, ret_e);
-                return;
-        }
-        if (frexp(x, &exp2) != 0.5) {
-                real_digits(x, 15, &m, &e);
-                if (!real_round_trips(x, m, e)) {
-                        real_digits(x, 16, ret_m, ret_e);
-                        return;
-                }
-                real_digits(x, 14, &m15, &e15);
-                if (real_round_trips(x, m15, e15))
-                        m = m15, e = e15;
-                *ret_m = m;
-                *ret_e = e;
-                return;
-        }
-        for (int prec = DBL_DIG - 1; prec <= 16; prec++) {
-                real_digits(x, prec, &m, &e);
-                if (prec == 16 || real_round_trips(x, m, e))
-                        break;
-                if (prec == DBL_DIG) {
-                        if (real_round_trips(x, m + 1, e)) {
-                                m += 1;
-                                break;
-                        }
-                        if (real_round_trips(x, m - 1, e)) {
-                                m -= 1;
-                                break;
-                        }
-                }
-        }
-        *ret_m = m;
-        *ret_e = e;
-}
-
+/* Python's float repr: the shortest digits that read back as x, the
+ * nearest to x where several do (David Gay's mode 0, which
+ * shortest_digits() gives too); fixed notation when the decimal point
+ * position satisfies -4 < point <= 16, else d.ddde[+-]XX with at least two
+ * exponent digits; ".0" on integral fixed values.  x is finite. */
 static int canon_real(canon_buf *b, double x)
 {
-        char digits[32], out[64], *o = out;
-        uint64_t m = 0;
-        int e = 0, nd, decpt;
+        char digits[SHORTEST_DIGITS_MAX + 1], out[32], *o = out;
+        int nd, point;
 
         if (x == 0) {
                 const char *z = signbit(x) ? "-0.0" : "0.0";
@@ -276,40 +179,50 @@ static int canon_real(canon_buf *b, double x)
                 *o++ = '-';
                 x = -x;
         }
-        real_shortest(x, &m, &e);
+        nd = shortest_digits(x, digits, &point);
+        if (nd < 1 || nd > SHORTEST_DIGITS_MAX)
+                return -ERANGE;
 
-        /* Normalize to digits without trailing zeros. */
-        while (m % 10 == 0) {
-                m /= 10;
-                e++;
-        }
-        nd = snprintf(digits, sizeof(digits), "%" PRIu64, m);
-        decpt = nd + e;
-
-        if (decpt > -4 && decpt <= 16) {
-                if (decpt <= 0) {
-                        o += sprintf(o, "0.");
-                        for (int i = decpt; i < 0; i++)
-                                *o++ = '0';
-                        o += sprintf(o, "%s", digits);
-                } else if (decpt >= nd) {
-                        o += sprintf(o, "%s", digits);
-                        for (int i = nd; i < decpt; i++)
-                                *o++ = '0';
-                        o += sprintf(o, ".0");
-                } else {
-                        memcpy(o, digits, (size_t)decpt);
-                        o += decpt;
+        /* At most 24 bytes: "-0.000" and 17 digits, 17 digits and ".",
+         * "1" 15 zeros ".0", or "-d." 16 digits "e-308". */
+        if (point > -4 && point <= 16) {
+                if (point <= 0) {
+                        *o++ = '0';
                         *o++ = '.';
-                        o += sprintf(o, "%s", digits + decpt);
+                        memset(o, '0', (size_t)-point);
+                        o += -point;
+                        memcpy(o, digits, (size_t)nd);
+                        o += nd;
+                } else if (point >= nd) {
+                        memcpy(o, digits, (size_t)nd);
+                        o += nd;
+                        memset(o, '0', (size_t)(point - nd));
+                        o += point - nd;
+                        *o++ = '.';
+                        *o++ = '0';
+                } else {
+                        memcpy(o, digits, (size_t)point);
+                        o += point;
+                        *o++ = '.';
+                        memcpy(o, digits + point, (size_t)(nd - point));
+                        o += nd - point;
                 }
         } else {
-                int xe = decpt - 1;
+                int xe = point - 1;
+                unsigned ax = (unsigned)(xe < 0 ? -xe : xe);
 
                 *o++ = digits[0];
-                if (nd > 1)
-                        o += sprintf(o, ".%s", digits + 1);
-                o += sprintf(o, "e%c%02d", xe < 0 ? '-' : '+', xe < 0 ? -xe : xe);
+                if (nd > 1) {
+                        *o++ = '.';
+                        memcpy(o, digits + 1, (size_t)(nd - 1));
+                        o += nd - 1;
+                }
+                *o++ = 'e';
+                *o++ = xe < 0 ? '-' : '+';
+                if (ax >= 100)
+                        *o++ = (char)('0' + ax / 100);
+                *o++ = (char)('0' + ax / 10 % 10);
+                *o++ = (char)('0' + ax % 10);
         }
         return canon_put(b, out, (size_t)(o - out));
 }

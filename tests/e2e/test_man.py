@@ -307,7 +307,7 @@ def libhandoff_example():
         c = os.path.join(t, "ex.c")
         open(c, "w").write(code)
         libs = subprocess.run(["pkg-config", "--libs", "jansson", "libsodium",
-                               "yaml-0.1", "expat", "libuv"],
+                               "yaml-0.1", "expat", "double-conversion", "libuv"],
                               capture_output=True, text=True).stdout.split()
         # A sanitized build's library needs the sanitizer runtimes too.
         san = ["-fsanitize=address,undefined"] if os.environ.get("SANITIZE") == "1" else []

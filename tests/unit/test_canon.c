@@ -4,6 +4,7 @@
 #include <check.h>
 #include <errno.h>
 #include <float.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -141,6 +142,145 @@ START_TEST(test_canon_hard_doubles_match_python)
         ck_assert_int_eq(n, (count + 999) / 1000);
         printf("canon: %ld hard doubles match python3 repr in %.3fs\n", count, secs);
         fflush(stdout);
+}
+END_TEST
+
+/* Python's repr of every double tests/py/repr_doubles.py lists (the hard
+ * classes first: powers of two and of ten and their neighbours, exponent
+ * boundaries, subnormals, the repr's switch points; then random ones)
+ * against hd_canon_dump(), streamed: HD_CANON_REPR_COUNT doubles, 200,000
+ * by default, 10 million in make stress.  Every difference is counted and
+ * the first ten shown. */
+START_TEST(test_canon_repr_doubles_match_python)
+{
+        const char *s_seed = getenv("HD_CANON_SEED");
+        const char *s_count = getenv("HD_CANON_REPR_COUNT");
+        long seed = s_seed ? atol(s_seed) : 1;
+        long count = s_count ? atol(s_count) : 200000;
+        long n = 0, diffs = 0;
+        struct timespec t0, t1;
+        char *cmd = NULL, *line = NULL;
+        size_t cap = 0;
+        ssize_t got;
+        FILE *f;
+        int rc;
+
+        ck_assert_int_gt(count, 0);
+        ck_assert_int_ge(asprintf(&cmd, "exec python3 -B '%s/tests/py/repr_doubles.py' "
+                                  "--seed %ld --count %ld", tu_src_dir(), seed, count), 0);
+        f = popen(cmd, "r");
+        ck_assert_ptr_nonnull(f);
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        while ((got = getline(&line, &cap, f)) > 0) {
+                char *end, *out = NULL;
+                unsigned long long bits;
+                json_t *v;
+                size_t len;
+                double x;
+
+                if (line[got - 1] == '\n')
+                        line[--got] = '\0';
+                bits = strtoull(line, &end, 16);
+                ck_assert_msg(end == line + 16 && *end == ' ', "line %ld: %s", n + 1, line);
+                memcpy(&x, &(uint64_t){ bits }, sizeof(x));
+                v = json_real(x);
+                ck_assert_msg(v, "line %ld: json_real(%a)", n + 1, x);
+                ck_assert_int_eq(hd_canon_dump(v, NULL, &out, &len), 0);
+                if (strcmp(out, end + 1) != 0 && ++diffs <= 10)
+                        printf("canon: %016llx: got %s, python3 repr %s\n", bits, out, end + 1);
+                free(out);
+                json_decref(v);
+                n++;
+        }
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        rc = pclose(f);
+        free(line);
+        free(cmd);
+        ck_assert_msg(rc == 0, "repr_doubles.py: exit status %d", rc);
+        ck_assert_int_eq(n, count);
+        printf("canon: %ld doubles (seed %ld) against python3 repr: %ld differences (%.1fs)\n",
+               n, seed, diffs, (double)(t1.tv_sec - t0.tv_sec) +
+               (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
+        fflush(stdout);
+        ck_assert_int_eq(diffs, 0);
+}
+END_TEST
+
+static const hd_key *cost_key;
+
+static const hd_key *cost_lookup(void *ud, const char *kid, const char *from)
+{
+        return cost_key;
+}
+
+static double cpu_now(void)
+{
+        struct timespec t;
+
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+        return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+/* Issue 39: a file of junk reals with a wrong MAC must not cost the
+ * daemon more to refuse than to read.  65,400 reals of 11 to 15 digits in
+ * about 1 MiB (as bench/verify_cost.c): hd_verify(), the canonical bytes
+ * and the MAC, at most twice the CPU of hd_parse(), the cheapest of five
+ * of each against the other. */
+START_TEST(test_canon_reals_verify_within_twice_parse)
+{
+        static const char secret[] = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
+        json_t *d, *a = json_array();
+        hd_key *key = NULL;
+        uint64_t s = 0x9e3779b97f4a7c15u;
+        double parse = 1e9, verify = 1e9;
+        char *text = NULL, num[40];
+        size_t len;
+        int64_t now;
+        hd_verdict v;
+
+        ck_assert_int_eq(hd_key_from_bytes(secret, strlen(secret), &key), 0);
+        ck_assert_int_eq(hd_time_parse("2026-04-21T10:16:00Z", &now), 0);
+        d = json_pack("{s:i, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:[]}",
+                      "protocol_version", 1,
+                      "handoff_id", "1776766500-alice-bob-0123456789abcdef",
+                      "caller_hash", "602cd7fbbe41688e", "from_agent", "alice",
+                      "to_agent", "bob", "reason", "transfer",
+                      "initiated_at", "2026-04-21T10:15:00Z",
+                      "expires_at", "2026-04-21T10:20:00Z", "transcript");
+        ck_assert_ptr_nonnull(d);
+        for (int i = 0; i < 65400; i++) {
+                s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+                snprintf(num, sizeof(num), "%.*fe%d", 10 + (int)(s % 5),
+                         1.0 + (double)(s >> 11) * 0x1p-53 * 9.0, (int)((s >> 3) % 6) - 3);
+                json_array_append_new(a, json_real(strtod(num, NULL)));
+        }
+        json_object_set_new(d, "x_reals", a);
+        ck_assert_int_eq(hd_sign(d, key), 0);
+        ck_assert_int_eq(hd_canon_dump(d, NULL, &text, &len), 0);
+        ck_assert_uint_le(len, HD_DEFAULT_MAX_SIZE);
+        json_decref(d);
+
+        cost_key = key;
+        for (int i = 0; i < 5; i++) {
+                json_t *p = NULL;
+                double t0 = cpu_now(), t1, t2;
+
+                ck_assert_int_eq(hd_parse(text, len, NULL, &p, &v), 0);
+                t1 = cpu_now();
+                ck_assert_msg(hd_verify(p, cost_lookup, NULL, NULL, NULL, now, &v) == 0,
+                              "verify: %s", v.detail);
+                t2 = cpu_now();
+                json_decref(p);
+                parse = t1 - t0 < parse ? t1 - t0 : parse;
+                verify = t2 - t1 < verify ? t2 - t1 : verify;
+        }
+        printf("canon: %zu bytes of 65400 reals: parse %.1f ms, hd_verify %.1f ms "
+               "(verify/parse %.2f)\n", len, parse * 1e3, verify * 1e3, verify / parse);
+        fflush(stdout);
+        free(text);
+        hd_key_free(key);
+        ck_assert_msg(verify <= 2 * parse, "hd_verify %.1f ms, more than twice the parse's %.1f ms",
+                      verify * 1e3, parse * 1e3);
 }
 END_TEST
 
@@ -319,11 +459,22 @@ Suite *suite_canon(void)
         Suite *s = suite_create("canon");
         TCase *tc = tcase_create("python");
         TCase *tc2 = tcase_create("cases");
+        TCase *tc_repr = tcase_create("repr");
+        TCase *tc_cost = tcase_create("cost");
 
         tcase_set_timeout(tc, 600);
         tcase_add_test(tc, test_canon_matches_python_10000_docs);
         tcase_add_test(tc, test_canon_hard_doubles_match_python);
         suite_add_tcase(s, tc);
+
+        /* make stress runs this case alone with 10 million doubles:
+         * about a minute of python3 writing them. */
+        tcase_set_timeout(tc_repr, 1800);
+        tcase_add_test(tc_repr, test_canon_repr_doubles_match_python);
+        suite_add_tcase(s, tc_repr);
+
+        tcase_add_test(tc_cost, test_canon_reals_verify_within_twice_parse);
+        suite_add_tcase(s, tc_cost);
 
         tcase_add_test(tc2, test_canon_escapes_lowercase);
         tcase_add_test(tc2, test_canon_short_escapes_and_controls);
