@@ -164,9 +164,11 @@ static int decide_reject(struct spool *sp, struct item *it, const hd_verdict *v,
 {
         const char *id = authenticated
                 ? json_string_value(json_object_get(it->doc, "handoff_id")) : NULL;
+        struct spool_ino was = { .dev = it->dev, .ino = it->ino };
         int r;
 
-        r = spool_reject(sp, it->name, v->reason, v->detail, id, now);
+        /* Only the inode decided on, once one was looked at. */
+        r = spool_reject(sp, it->name, it->ino ? &was : NULL, v->reason, v->detail, id, now);
         return r < 0 ? r : r == IO_GONE ? IO_GONE : IO_REJECTED;
 }
 
@@ -280,7 +282,7 @@ static int decide(struct spool *sp, struct item *it, int64_t now)
         if (name_ignored(name))
                 return IO_IGNORED;
         if (!hd_name_safe(name))
-                return spool_reject(sp, name, HD_R_BAD_NAME,
+                return spool_reject(sp, name, NULL, HD_R_BAD_NAME,
                                     "file name is not a safe name", NULL, now) ?: IO_REJECTED;
         if (foreign_fresh(sp, name, now))
                 return IO_LEFT;
@@ -408,7 +410,8 @@ static int decide(struct spool *sp, struct item *it, int64_t now)
         if (by_link ? spool_id_remembered(sp, it->id) : spool_id_seen(sp, it->id))
                 return claimed_again(sp, it, "was seen before", now);
         if (remote) {
-                r = sp->relay.take(sp->relay.ctx, name, it->doc, now);
+                struct spool_ino was = { .dev = it->dev, .ino = it->ino };
+                r = sp->relay.take(sp->relay.ctx, name, &was, it->doc, now);
                 if (r == -EEXIST) {
                         v.reason = HD_R_DUPLICATE_ID;
                         snprintf(v.detail, sizeof(v.detail), "handoff_id '%s' is already in outbox/", it->id);

@@ -47,7 +47,8 @@ static json_t *entry_new(const json_t *doc, int64_t at)
 
 #define EGET(e, k) json_integer_value(json_object_get((e), (k)))
 
-int outbox_take(struct relay *r, const char *name, const json_t *doc, int64_t now)
+int outbox_take(struct relay *r, const char *name, const struct spool_ino *was,
+                const json_t *doc, int64_t now)
 {
         struct spool *sp = r->sp;
         const char *id = json_string_value(json_object_get(doc, "handoff_id"));
@@ -75,7 +76,8 @@ int outbox_take(struct relay *r, const char *name, const json_t *doc, int64_t no
                         return q;
                 }
         }
-        q = spool_move_out(sp, name, SD_OUTBOX, dst);
+        /* Only the file that verified: never an open relay. */
+        q = spool_move_out(sp, name, was, SD_OUTBOX, dst);
         if (q < 0) {
                 json_decref(e);
                 return q;
@@ -160,7 +162,7 @@ int outbox_scan(struct relay *r, int64_t now)
                  * that no longer reads (a power loss with fsync off) is
                  * rejected, never published. */
                 if (hd_load_at(sp->fd[SD_OUTBOX], k, &lim, &doc, &vd) < 0) {
-                        spool_reject_from(sp, SD_OUTBOX, k, vd.reason ? vd.reason : HD_R_PARSE_ERROR,
+                        spool_reject_from(sp, SD_OUTBOX, k, NULL, vd.reason ? vd.reason : HD_R_PARSE_ERROR,
                                           vd.detail, NULL, now);
                         continue;
                 }
@@ -170,7 +172,7 @@ int outbox_scan(struct relay *r, int64_t now)
                 const char *did = json_string_value(json_object_get(doc, "handoff_id"));
                 if (!e || !did || strcmp(did, id)) {
                         json_decref(e);
-                        spool_reject_from(sp, SD_OUTBOX, k, HD_R_MISSING_FIELD,
+                        spool_reject_from(sp, SD_OUTBOX, k, NULL, HD_R_MISSING_FIELD,
                                           "outbox item without its fields", NULL, now);
                         continue;
                 }
@@ -347,7 +349,7 @@ static int expire(struct relay *r, const char *id, int64_t now)
         snprintf(name, sizeof(name), "%s.json", id);
         snprintf(detail, sizeof(detail), "expired in outbox/ before the relay could publish it%s%s",
                  r->st.last_error[0] ? "; last relay error: " : "", r->st.last_error);
-        q = spool_reject_from(r->sp, SD_OUTBOX, name, HD_R_EXPIRED_UNRELAYED, detail, id, now);
+        q = spool_reject_from(r->sp, SD_OUTBOX, name, NULL, HD_R_EXPIRED_UNRELAYED, detail, id, now);
         return q == IO_GONE ? 0 : q;
 }
 
