@@ -268,6 +268,28 @@ static int claimed_again(struct spool *sp, struct item *it, const char *how, int
         return decide_reject(sp, it, &v, true, now);
 }
 
+/* it (st: more than one link) is what a move the daemon made left in
+ * handoff/ beside the move's destination (a power cut), or another name
+ * of a file kept already: it goes.  The places named by its id are
+ * looked at only when the others are not it, the id read for it. */
+static bool link_leftover(struct spool *sp, struct item *it, const struct stat *st)
+{
+        _cleanup_free_ char *buf = NULL;
+        _cleanup_json_ json_t *doc = NULL;
+        hd_limits lim = { .max_size = sp->cfg->max_file_size, .max_depth = HD_DEFAULT_MAX_DEPTH };
+        hd_verdict v;
+        size_t len;
+
+        if (spool_drop_claim_leftover(sp, it->name))
+                return true;
+        if ((uintmax_t)st->st_size > sp->cfg->max_file_size ||
+            read_all_sized(it->fd, sp->cfg->max_file_size, (size_t)st->st_size, &buf, &len) < 0 ||
+            hd_parse(buf, len, &lim, &doc, &v) < 0)
+                return false;
+        return spool_drop_id_leftover(sp, it->name,
+                                      json_string_value(json_object_get(doc, "handoff_id")));
+}
+
 /* Steps 1-9 for one name; on IO_CLAIMED it->doc/fd stay for delivery. */
 static int decide(struct spool *sp, struct item *it, int64_t now)
 {
@@ -317,7 +339,7 @@ static int decide(struct spool *sp, struct item *it, int64_t now)
         /* Two links (read_fd_stat() tells, not hd_open_at()): the one a
          * claim or a move left here beside its next state, that a power
          * cut kept.  Any other second link is rejected as hardlink. */
-        if (r == -EBADMSG && v.reason == HD_R_HARDLINK && spool_drop_claim_leftover(sp, name))
+        if (r == -EBADMSG && v.reason == HD_R_HARDLINK && link_leftover(sp, it, &st))
                 return IO_GONE;
         if (r == -ENOENT)
                 return IO_GONE;

@@ -100,12 +100,12 @@ int outbox_take(struct relay *r, const char *name, const struct spool_ino *was,
  * rejected/: a move into or out of outbox/ whose two directories were not
  * both synced before a power cut (spool_flush() syncs the destination
  * first), or with a producer's tmp/ name.  The move stands: a take's
- * handoff/ or tmp/ name goes (spool_drop_claim_leftover(),
+ * handoff/ or tmp/ name goes (spool_drop_id_leftover(),
  * spool_drop_tmp_twin()), and so does the outbox/ name of an item
  * archived as relayed or rejected; left there, it would be rejected as a
  * hardlink, or published and archived a second time.  True when
  * outbox/name is gone. */
-static bool drop_leftover(struct spool *sp, const char *name)
+static bool drop_leftover(struct spool *sp, const char *name, const char *id)
 {
         static const enum spool_dir out[] = { SD_ARCHIVE, SD_REJECTED };
         char other[NAME_MAX + 1];
@@ -114,8 +114,10 @@ static bool drop_leftover(struct spool *sp, const char *name)
         if (fstatat(sp->fd[SD_OUTBOX], name, &a, AT_SYMLINK_NOFOLLOW) < 0 ||
             !S_ISREG(a.st_mode) || a.st_nlink < 2)
                 return false;
+        /* Once at start, for an item with a second link: the producer's
+         * name in handoff/ is known nowhere, so handoff/ is listed. */
         if (spool_find_link(sp->fd[SD_HANDOFF], NULL, &a, other, sizeof(other)))
-                spool_drop_claim_leftover(sp, other);
+                spool_drop_id_leftover(sp, other, id);
         /* the producer's temp name, kept by a sync of tmp/ (its rename
          * into handoff/ was not) */
         spool_drop_tmp_twin(sp, SD_OUTBOX, name);
@@ -156,7 +158,7 @@ int outbox_scan(struct relay *r, int64_t now)
                         continue;
                 memcpy(id, k, l - 5);
                 id[l - 5] = '\0';
-                if (!hd_id_valid(id) || drop_leftover(sp, k))
+                if (!hd_id_valid(id) || drop_leftover(sp, k, id))
                         continue;
                 /* Only this daemon writes here, after a full check; a file
                  * that no longer reads (a power loss with fsync off) is

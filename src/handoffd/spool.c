@@ -24,6 +24,8 @@
 
 /* Agents' handoffs/ synced together by spool_flush(); more, one by one. */
 #define SPOOL_FLUSH_AGENTS_MAX 16
+/* rejected/NAME, NAME~1 ... NAME~999: a rejection's names. */
+#define SPOOL_REJECT_NAMES 1000
 /* Entries of spent/ the reaper cannot remove, reported one by one. */
 #define SPOOL_SPENT_SKIPPED_MAX 64
 
@@ -537,31 +539,132 @@ bool spool_find_link(int dirfd, const char *name, const struct stat *a, char *fo
         return ok;
 }
 
+/* A name that can live in rejected/: unsafe bytes become '_'. */
+static void name_sanitize(const char *in, char *out, size_t n)
+{
+        size_t o = 0;
+
+        for (; *in && o + 1 < n && o < 200; in++) {
+                unsigned char c = (unsigned char)*in;
+                out[o++] = (c < 0x21 || c == 0x7f || c == '/' || c >= 0x80) ? '_' : (char)c;
+        }
+        out[o] = '\0';
+        if (o == 0 || !strcmp(out, ".") || !strcmp(out, ".."))
+                snprintf(out, n, "unnamed");
+        if (out[0] == '.')
+                out[0] = '_';
+}
+
+static struct spool_kept *kept_find(struct spool *sp, const struct stat *a)
+{
+        for (size_t i = 0; i < SPOOL_KEPT_MAX; i++)
+                if (sp->kept[i].ino == a->st_ino && sp->kept[i].dev == a->st_dev)
+                        return &sp->kept[i];
+        return NULL;
+}
+
+/* The file (dev, ino) is kept as dir/name: its further names in handoff/
+ * go by kept_find().  The oldest entry makes room. */
+static void kept_note(struct spool *sp, dev_t dev, ino_t ino, enum spool_dir dir,
+                      const char *name, bool synced)
+{
+        struct spool_kept *k = kept_find(sp, &(struct stat) { .st_dev = dev, .st_ino = ino });
+
+        if (strlen(name) > NAME_MAX)
+                return;
+        if (!k) {
+                k = &sp->kept[sp->kept_next];
+                sp->kept_next = (sp->kept_next + 1) % SPOOL_KEPT_MAX;
+        }
+        *k = (struct spool_kept) { .dev = dev, .ino = ino, .dir = dir, .synced = synced };
+        memcpy(k->name, name, strlen(name) + 1);
+}
+
+/* handoff/name goes, its other link in dir synced first. */
+static bool drop_beside(struct spool *sp, const char *name, enum spool_dir dir, bool *synced)
+{
+        if (!*synced && sp->cfg->fsync && fsync_dir(sp->fd[dir]) < 0)
+                return false;
+        *synced = true;
+        if (unlinkat(sp->fd[SD_HANDOFF], name, 0) < 0)
+                return false;
+        sp->dirty[SD_HANDOFF] = true;
+        return true;
+}
+
+/* dir/other is a's other link, where the daemon put it: handoff/name
+ * goes, a power cut's leftover; further names of a go as kept. */
+static bool drop_leftover(struct spool *sp, const char *name, const struct stat *a,
+                          enum spool_dir dir, const char *other, const char *what)
+{
+        bool synced = false;
+        char q[300];
+
+        if (!drop_beside(sp, name, dir, &synced))
+                return false;
+        log_info("Removed handoff/%s, left beside its %s by a power cut",
+                 log_quote(name, q, sizeof(q)), what);
+        kept_note(sp, a->st_dev, a->st_ino, dir, other, true);
+        (void) spool_flush(sp);
+        return true;
+}
+
+static bool leftover_stat(struct spool *sp, const char *name, struct stat *a)
+{
+        return fstatat(sp->fd[SD_HANDOFF], name, a, AT_SYMLINK_NOFOLLOW) == 0 &&
+               S_ISREG(a->st_mode) && a->st_nlink >= 2;
+}
+
 bool spool_drop_claim_leftover(struct spool *sp, const char *name)
 {
-        static const enum spool_dir next[] = { SD_CLAIMED, SD_REJECTED, SD_OUTBOX, SD_SPENT };
-        static const char *const next_name[] = { "claim", "rejection", "outbox/ entry",
-                                                  "claim's move to spent/" };
+        char other[NAME_MAX + 1], base[NAME_MAX + 1], q[300];
+        struct spool_kept *k;
+        struct stat a, b;
+
+        if (!leftover_stat(sp, name, &a))
+                return false;
+        k = kept_find(sp, &a);
+        if (k && same_inode(sp->fd[k->dir], k->name, &a)) {
+                if (!drop_beside(sp, name, k->dir, &k->synced))
+                        return false;
+                if (k->dropped++ == 0)
+                        log_info("Removed handoff/%s, another name of the file kept as %s/%s; "
+                                 "its further names go without a line",
+                                 log_quote(name, q, sizeof(q)), spool_dir_names[k->dir], k->name);
+                return true;
+        }
+        snprintf(other, sizeof(other), "%llu", (unsigned long long)a.st_ino);
+        if (same_inode(sp->fd[SD_SPENT], other, &a))
+                return drop_leftover(sp, name, &a, SD_SPENT, other, "claim's move to spent/");
+        /* spool_reject_from()'s names for it: the first whose item was
+         * free then, so none is missing before it. */
+        name_sanitize(name, base, sizeof(base));
+        for (unsigned n = 0; n < SPOOL_REJECT_NAMES; n++) {
+                if (n == 0)
+                        snprintf(other, sizeof(other), "%s", base);
+                else if (xsnprintf(other, sizeof(other), "%s~%u", base, n) < 0)
+                        break;
+                if (fstatat(sp->fd[SD_REJECTED], other, &b, AT_SYMLINK_NOFOLLOW) < 0)
+                        break;
+                if (b.st_dev == a.st_dev && b.st_ino == a.st_ino)
+                        return drop_leftover(sp, name, &a, SD_REJECTED, other, "rejection");
+        }
+        return false;
+}
+
+bool spool_drop_id_leftover(struct spool *sp, const char *name, const char *id)
+{
+        static const enum spool_dir in[] = { SD_OUTBOX, SD_CLAIMED };
+        static const char *const what[] = { "outbox/ entry", "claim" };
         char other[NAME_MAX + 1];
         struct stat a;
 
-        if (fstatat(sp->fd[SD_HANDOFF], name, &a, AT_SYMLINK_NOFOLLOW) < 0 ||
-            !S_ISREG(a.st_mode) || a.st_nlink < 2)
+        if (!id || !hd_id_valid(id) || xsnprintf(other, sizeof(other), "%s.json", id) < 0 ||
+            !leftover_stat(sp, name, &a))
                 return false;
-        for (size_t i = 0; i < ELEMENTSOF(next); i++) {
-                if (!spool_find_link(sp->fd[next[i]], name, &a, other, sizeof(other)))
-                        continue;
-                /* That link is on disk before this one goes. */
-                if (sp->cfg->fsync && fsync_dir(sp->fd[next[i]]) < 0)
-                        return false;
-                if (unlinkat(sp->fd[SD_HANDOFF], name, 0) < 0)
-                        return false;
-                log_info("Removed handoff/%s, left beside its %s by a power cut", name,
-                         next_name[i]);
-                sp->dirty[SD_HANDOFF] = true;
-                (void) spool_flush(sp);
-                return true;
-        }
+        for (size_t i = 0; i < ELEMENTSOF(in); i++)
+                if (same_inode(sp->fd[in[i]], other, &a))
+                        return drop_leftover(sp, name, &a, in[i], other, what[i]);
         return false;
 }
 
@@ -659,22 +762,6 @@ int spool_list(struct spool *sp, enum spool_dir d, json_t *set)
 }
 
 
-/* A name that can live in rejected/: unsafe bytes become '_'. */
-static void name_sanitize(const char *in, char *out, size_t n)
-{
-        size_t o = 0;
-
-        for (; *in && o + 1 < n && o < 200; in++) {
-                unsigned char c = (unsigned char)*in;
-                out[o++] = (c < 0x21 || c == 0x7f || c == '/' || c >= 0x80) ? '_' : (char)c;
-        }
-        out[o] = '\0';
-        if (o == 0 || !strcmp(out, ".") || !strcmp(out, ".."))
-                snprintf(out, n, "unnamed");
-        if (out[0] == '.')
-                out[0] = '_';
-}
-
 int spool_id_mark(struct spool *sp, const char *id)
 {
         int fd;
@@ -754,11 +841,11 @@ int spool_reject_from(struct spool *sp, enum spool_dir from, const char *name,
         if (r < 0)
                 return r;
 
-        for (unsigned n = 0; n < 1000; n++) {
+        for (unsigned n = 0; n < SPOOL_REJECT_NAMES; n++) {
                 if (n == 0)
                         snprintf(dst, sizeof(dst), "%s", base);
-                else
-                        snprintf(dst, sizeof(dst), "%s~%u", base, n);
+                else if (xsnprintf(dst, sizeof(dst), "%s~%u", base, n) < 0)
+                        return -ENAMETOOLONG;   /* base is 200 bytes at most */
                 snprintf(rsn, sizeof(rsn), "%s" LAYOUT_REASON, dst);
                 /* A .reason without its item is what a crash between the
                  * two steps below leaves: its name is free to reuse. */
@@ -790,6 +877,10 @@ int spool_reject_from(struct spool *sp, enum spool_dir from, const char *name,
                 }
                 if (from != SD_HANDOFF)
                         sp->dirty[SD_REJECTED] = sp->dirty[from] = true;
+                /* Its other names in handoff/ go as this file's
+                 * (spool_drop_claim_leftover()): one rejection a file. */
+                if (from == SD_HANDOFF && was && reason == HD_R_HARDLINK)
+                        kept_note(sp, was->dev, was->ino, SD_REJECTED, dst, false);
                 sp->st.rejected[reason]++;
                 char q[300];
                 log_decision(LOG_NOTICE, handoff_id, NULL, "rejected", hd_reason_name(reason),

@@ -4,6 +4,7 @@
 #ifndef HD_SPOOL_H
 #define HD_SPOOL_H
 
+#include <limits.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -74,6 +75,19 @@ struct spool_relay {
         int (*flush)(void *ctx);
 };
 
+/* A file kept in a state directory whose further names in handoff/ go
+ * without a look for it (spool_drop_claim_leftover()): a hard-link flood
+ * is one file under many names. */
+struct spool_kept {
+        dev_t dev;
+        ino_t ino;              /* 0: a free slot */
+        enum spool_dir dir;     /* where it is kept, as name */
+        char name[NAME_MAX + 1];
+        bool synced;            /* dir synced since */
+        uint64_t dropped;       /* its names removed from handoff/ since */
+};
+#define SPOOL_KEPT_MAX 128
+
 struct spool {
         struct config *cfg;
         struct spool_relay relay;
@@ -113,6 +127,8 @@ struct spool {
         bool spent_waiting;
         int64_t spent_at;
         json_t *spent_skipped;  /* names in spent/ it cannot free, reported */
+        struct spool_kept kept[SPOOL_KEPT_MAX]; /* the last ones, oldest replaced */
+        size_t kept_next;
 };
 
 enum item_outcome {
@@ -147,14 +163,21 @@ int spool_set_config(struct spool *sp, struct config *cfg);
 
 struct agent_rt *spool_agent(struct spool *sp, const char *name);
 
-/* handoff/NAME is one inode with an item in claimed/, rejected/ or
- * outbox/ (under NAME or another name: a move whose two directories were
- * not both synced before a power cut, spool_move_out()): that directory
- * is synced, the handoff/ name removed, and synced with fsync = yes.
- * True when it was. */
+/* handoff/NAME (a file with more than one link) is one inode with a
+ * link the daemon made, where it made it: spent/INODE (a claim's file),
+ * rejected/NAME or NAME~N (a rejection), or a file the daemon keeps
+ * already, whose other names these are (spool_kept): the handoff/ name
+ * goes (the other link synced first with fsync = yes); a power cut's
+ * leftover logged as such, a file's further names with one line for the
+ * lot.  Nowhere else is looked at: a hard-link flood must cost a few
+ * look-ups a name, not a listing.  True when it went. */
 bool spool_drop_claim_leftover(struct spool *sp, const char *name);
+/* The same for the places named by the handoff's id: outbox/<id>.json,
+ * and an earlier version's claimed/<id>.json. */
+bool spool_drop_id_leftover(struct spool *sp, const char *name, const char *id);
 /* A name in dirfd (not a dotfile) of a's inode, into found: name itself
- * when given and it is one (one look), else the first a listing finds. */
+ * when given and it is one (one look), else the first a listing finds
+ * (outbox.c at start; never per handoff/ name). */
 bool spool_find_link(int dirfd, const char *name, const struct stat *a, char *found, size_t n);
 /* An earlier version's item: claimed/<id>.json and archive/<the
  * marker's archive_as> are one inode
