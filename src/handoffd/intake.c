@@ -164,9 +164,11 @@ static int decide_reject(struct spool *sp, struct item *it, const hd_verdict *v,
 {
         const char *id = authenticated
                 ? json_string_value(json_object_get(it->doc, "handoff_id")) : NULL;
+        struct spool_ino was = { .dev = it->dev, .ino = it->ino };
         int r;
 
-        r = spool_reject(sp, it->name, v->reason, v->detail, id, now);
+        /* Only the inode decided on, once one was looked at. */
+        r = spool_reject(sp, it->name, it->ino ? &was : NULL, v->reason, v->detail, id, now);
         return r < 0 ? r : r == IO_GONE ? IO_GONE : IO_REJECTED;
 }
 
@@ -266,6 +268,28 @@ static int claimed_again(struct spool *sp, struct item *it, const char *how, int
         return decide_reject(sp, it, &v, true, now);
 }
 
+/* it (st: more than one link) is what a move the daemon made left in
+ * handoff/ beside the move's destination (a power cut), or another name
+ * of a file kept already: it goes.  The places named by its id are
+ * looked at only when the others are not it, the id read for it. */
+static bool link_leftover(struct spool *sp, struct item *it, const struct stat *st)
+{
+        _cleanup_free_ char *buf = NULL;
+        _cleanup_json_ json_t *doc = NULL;
+        hd_limits lim = { .max_size = sp->cfg->max_file_size, .max_depth = HD_DEFAULT_MAX_DEPTH };
+        hd_verdict v;
+        size_t len;
+
+        if (spool_drop_claim_leftover(sp, it->name))
+                return true;
+        if ((uintmax_t)st->st_size > sp->cfg->max_file_size ||
+            read_all_sized(it->fd, sp->cfg->max_file_size, (size_t)st->st_size, &buf, &len) < 0 ||
+            hd_parse(buf, len, &lim, &doc, &v) < 0)
+                return false;
+        return spool_drop_id_leftover(sp, it->name,
+                                      json_string_value(json_object_get(doc, "handoff_id")));
+}
+
 /* Steps 1-9 for one name; on IO_CLAIMED it->doc/fd stay for delivery. */
 static int decide(struct spool *sp, struct item *it, int64_t now)
 {
@@ -280,7 +304,7 @@ static int decide(struct spool *sp, struct item *it, int64_t now)
         if (name_ignored(name))
                 return IO_IGNORED;
         if (!hd_name_safe(name))
-                return spool_reject(sp, name, HD_R_BAD_NAME,
+                return spool_reject(sp, name, NULL, HD_R_BAD_NAME,
                                     "file name is not a safe name", NULL, now) ?: IO_REJECTED;
         if (foreign_fresh(sp, name, now))
                 return IO_LEFT;
@@ -315,7 +339,7 @@ static int decide(struct spool *sp, struct item *it, int64_t now)
         /* Two links (read_fd_stat() tells, not hd_open_at()): the one a
          * claim or a move left here beside its next state, that a power
          * cut kept.  Any other second link is rejected as hardlink. */
-        if (r == -EBADMSG && v.reason == HD_R_HARDLINK && spool_drop_claim_leftover(sp, name))
+        if (r == -EBADMSG && v.reason == HD_R_HARDLINK && link_leftover(sp, it, &st))
                 return IO_GONE;
         if (r == -ENOENT)
                 return IO_GONE;
@@ -408,7 +432,8 @@ static int decide(struct spool *sp, struct item *it, int64_t now)
         if (by_link ? spool_id_remembered(sp, it->id) : spool_id_seen(sp, it->id))
                 return claimed_again(sp, it, "was seen before", now);
         if (remote) {
-                r = sp->relay.take(sp->relay.ctx, name, it->doc, now);
+                struct spool_ino was = { .dev = it->dev, .ino = it->ino };
+                r = sp->relay.take(sp->relay.ctx, name, &was, it->doc, now);
                 if (r == -EEXIST) {
                         v.reason = HD_R_DUPLICATE_ID;
                         snprintf(v.detail, sizeof(v.detail), "handoff_id '%s' is already in outbox/", it->id);

@@ -272,7 +272,7 @@ static int legacy_state(struct spool *sp, const char *id, int fd, struct stat *s
                 if (spool_drop_archived_leftover(sp, id))
                         return IS_GONE;
                 if (xsnprintf(name, sizeof(name), "%s.json", id) >= 0 &&
-                    (spool_drop_claim_leftover(sp, name) ||
+                    (spool_drop_id_leftover(sp, name, id) || spool_drop_claim_leftover(sp, name) ||
                      spool_drop_tmp_twin(sp, SD_CLAIMED, name))) {
                         if (fstat(fd, st) < 0)
                                 return -errno;

@@ -47,7 +47,8 @@ static json_t *entry_new(const json_t *doc, int64_t at)
 
 #define EGET(e, k) json_integer_value(json_object_get((e), (k)))
 
-int outbox_take(struct relay *r, const char *name, const json_t *doc, int64_t now)
+int outbox_take(struct relay *r, const char *name, const struct spool_ino *was,
+                const json_t *doc, int64_t now)
 {
         struct spool *sp = r->sp;
         const char *id = json_string_value(json_object_get(doc, "handoff_id"));
@@ -75,7 +76,8 @@ int outbox_take(struct relay *r, const char *name, const json_t *doc, int64_t no
                         return q;
                 }
         }
-        q = spool_move_out(sp, name, SD_OUTBOX, dst);
+        /* Only the file that verified: never an open relay. */
+        q = spool_move_out(sp, name, was, SD_OUTBOX, dst);
         if (q < 0) {
                 json_decref(e);
                 return q;
@@ -98,12 +100,12 @@ int outbox_take(struct relay *r, const char *name, const json_t *doc, int64_t no
  * rejected/: a move into or out of outbox/ whose two directories were not
  * both synced before a power cut (spool_flush() syncs the destination
  * first), or with a producer's tmp/ name.  The move stands: a take's
- * handoff/ or tmp/ name goes (spool_drop_claim_leftover(),
+ * handoff/ or tmp/ name goes (spool_drop_id_leftover(),
  * spool_drop_tmp_twin()), and so does the outbox/ name of an item
  * archived as relayed or rejected; left there, it would be rejected as a
  * hardlink, or published and archived a second time.  True when
  * outbox/name is gone. */
-static bool drop_leftover(struct spool *sp, const char *name)
+static bool drop_leftover(struct spool *sp, const char *name, const char *id)
 {
         static const enum spool_dir out[] = { SD_ARCHIVE, SD_REJECTED };
         char other[NAME_MAX + 1];
@@ -112,8 +114,10 @@ static bool drop_leftover(struct spool *sp, const char *name)
         if (fstatat(sp->fd[SD_OUTBOX], name, &a, AT_SYMLINK_NOFOLLOW) < 0 ||
             !S_ISREG(a.st_mode) || a.st_nlink < 2)
                 return false;
+        /* Once at start, for an item with a second link: the producer's
+         * name in handoff/ is known nowhere, so handoff/ is listed. */
         if (spool_find_link(sp->fd[SD_HANDOFF], NULL, &a, other, sizeof(other)))
-                spool_drop_claim_leftover(sp, other);
+                spool_drop_id_leftover(sp, other, id);
         /* the producer's temp name, kept by a sync of tmp/ (its rename
          * into handoff/ was not) */
         spool_drop_tmp_twin(sp, SD_OUTBOX, name);
@@ -154,13 +158,13 @@ int outbox_scan(struct relay *r, int64_t now)
                         continue;
                 memcpy(id, k, l - 5);
                 id[l - 5] = '\0';
-                if (!hd_id_valid(id) || drop_leftover(sp, k))
+                if (!hd_id_valid(id) || drop_leftover(sp, k, id))
                         continue;
                 /* Only this daemon writes here, after a full check; a file
                  * that no longer reads (a power loss with fsync off) is
                  * rejected, never published. */
                 if (hd_load_at(sp->fd[SD_OUTBOX], k, &lim, &doc, &vd) < 0) {
-                        spool_reject_from(sp, SD_OUTBOX, k, vd.reason ? vd.reason : HD_R_PARSE_ERROR,
+                        spool_reject_from(sp, SD_OUTBOX, k, NULL, vd.reason ? vd.reason : HD_R_PARSE_ERROR,
                                           vd.detail, NULL, now);
                         continue;
                 }
@@ -170,7 +174,7 @@ int outbox_scan(struct relay *r, int64_t now)
                 const char *did = json_string_value(json_object_get(doc, "handoff_id"));
                 if (!e || !did || strcmp(did, id)) {
                         json_decref(e);
-                        spool_reject_from(sp, SD_OUTBOX, k, HD_R_MISSING_FIELD,
+                        spool_reject_from(sp, SD_OUTBOX, k, NULL, HD_R_MISSING_FIELD,
                                           "outbox item without its fields", NULL, now);
                         continue;
                 }
@@ -336,7 +340,7 @@ static int expire(struct relay *r, const char *id, int64_t now)
                 return -ENAMETOOLONG;
         snprintf(detail, sizeof(detail), "expired in outbox/ before the relay could publish it%s%s",
                  r->st.last_error[0] ? "; last relay error: " : "", r->st.last_error);
-        q = spool_reject_from(r->sp, SD_OUTBOX, name, HD_R_EXPIRED_UNRELAYED, detail, id, now);
+        q = spool_reject_from(r->sp, SD_OUTBOX, name, NULL, HD_R_EXPIRED_UNRELAYED, detail, id, now);
         return q == IO_GONE ? 0 : q;
 }
 

@@ -8,11 +8,13 @@
 #include <stdint.h>
 
 struct relay;
+struct spool_ino;
 
 /* From decide(): move handoff/name (verified, for a [remote] agent, its
- * id not seen here) to outbox/<id>.json and queue it.  -EEXIST: that id is
- * already in outbox/. */
-int outbox_take(struct relay *r, const char *name, const json_t *doc, int64_t now);
+ * id not seen here; the inode was) to outbox/<id>.json and queue it.
+ * -EEXIST: that id is already in outbox/; -ENOENT: was has left the name. */
+int outbox_take(struct relay *r, const char *name, const struct spool_ino *was,
+                const json_t *doc, int64_t now);
 /* At start: every item in outbox/ (it survives restarts). */
 int outbox_scan(struct relay *r, int64_t now);
 /* Publish what is due and expire what is late, soon (in the loop). */

@@ -191,7 +191,7 @@ static int reject_squatter(struct spool *sp, const char *name, const char *id,
                      "%.200s; handoff_id '%s' belongs to a relayed handoff that verified here",
                      sv->detail, id) < 0)
                 detail[0] = '\0';
-        return spool_reject(sp, name, sv->reason, detail, NULL, now);
+        return spool_reject(sp, name, NULL, sv->reason, detail, NULL, now);
 }
 
 /* One message: written into handoff/ (1), dropped as known (0), or left

@@ -21,6 +21,9 @@
  * a burst's claims come far closer together; under the bench's 1 s of
  * quiet, so its syscall count has the deferred unlinks in it. */
 #define REAP_QUIET_USEC 500000LL
+/* spent/ that cannot be listed is tried again after 0.5 s, 1 s, 2 s ...
+ * at most this, and reported once. */
+#define REAP_BACKOFF_MAX_MS 60000
 
 static void on_sweep_idle(uv_idle_t *h)
 {
@@ -71,9 +74,23 @@ static void on_reap(uv_timer_t *t)
                 return;
         }
         r = spool_reap_spent(d->sp, SLICE_USEC);
-        if (r < 0)
-                spool_error(d->sp, r, "Cannot empty spent/");   /* again after the next claim */
-        else if (r > 0)
+        if (r < 0) {
+                /* What the reaper cannot remove it skips: only a listing
+                 * that fails gets here (its mode, no fds).  Tried again
+                 * later and later, not at each claim: said once. */
+                if (d->reap_backoff_ms == 0)
+                        spool_error(d->sp, r, "Cannot empty spent/, trying again later");
+                d->reap_backoff_ms = d->reap_backoff_ms ? d->reap_backoff_ms * 2 : REAP_QUIET_USEC / 1000;
+                if (d->reap_backoff_ms > REAP_BACKOFF_MAX_MS)
+                        d->reap_backoff_ms = REAP_BACKOFF_MAX_MS;
+                uv_timer_start(t, on_reap, d->reap_backoff_ms, 0);
+                return;
+        }
+        if (d->reap_backoff_ms) {
+                log_info("spent/ can be emptied again");
+                d->reap_backoff_ms = 0;
+        }
+        if (r > 0)
                 uv_timer_start(t, on_reap, TIMER_FLOOR_MS, 0);
 }
 

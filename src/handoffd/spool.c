@@ -24,6 +24,10 @@
 
 /* Agents' handoffs/ synced together by spool_flush(); more, one by one. */
 #define SPOOL_FLUSH_AGENTS_MAX 16
+/* rejected/NAME, NAME~1 ... NAME~999: a rejection's names. */
+#define SPOOL_REJECT_NAMES 1000
+/* Entries of spent/ the reaper cannot remove, reported one by one. */
+#define SPOOL_SPENT_SKIPPED_MAX 64
 
 const char *const spool_dir_names[_SD_MAX] = {
         [SD_TMP] = "tmp",
@@ -148,6 +152,7 @@ int spool_open(struct config *cfg, struct spool **ret)
         sp->failed = json_object();
         sp->seen = json_object();
         sp->leaving = json_object();
+        sp->spent_skipped = json_object();
         sp->verified = json_object();
         sp->waiting = json_object();
         sp->waiting_n = json_object();
@@ -217,6 +222,7 @@ void spool_close(struct spool *sp)
         json_decref(sp->failed);
         json_decref(sp->seen);
         json_decref(sp->leaving);
+        json_decref(sp->spent_skipped);
         json_decref(sp->verified);
         json_decref(sp->waiting);
         json_decref(sp->waiting_n);
@@ -236,15 +242,71 @@ struct agent_rt *spool_agent(struct spool *sp, const char *name)
         return NULL;
 }
 
-/* handoff/name goes if it is still the file (dev, ino): names get reused. */
-static void leave_name(struct spool *sp, const char *name, json_int_t dev, json_int_t ino,
-                       bool spent)
+static bool same_ino(const struct stat *st, const struct spool_ino *was)
+{
+        return st->st_dev == was->dev && st->st_ino == was->ino;
+}
+
+/* What a move by name took from handoff/name to to/dst (st) goes back
+ * there; the name taken again meanwhile, under a dotfile name no decision
+ * looks at: either way it is still its owner's, in her directory. */
+static void put_back(struct spool *sp, enum spool_dir to, const char *dst, const char *name,
+                     const struct stat *st)
+{
+        const char *what = S_ISDIR(st->st_mode) ? "a directory" : "a file";
+        char alt[NAME_MAX + 1], q[300];
+
+        log_quote(name, q, sizeof(q));
+        sp->dirty[to] = sp->dirty[SD_HANDOFF] = true;
+        if (renameat2(sp->fd[to], dst, sp->fd[SD_HANDOFF], name, RENAME_NOREPLACE) == 0) {
+                log_notice("Returned %s to handoff/: %s swapped in under its name after the look, "
+                           "not what was decided on", q, what);
+                return;
+        }
+        snprintf(alt, sizeof(alt), ".returned.%llu", (unsigned long long)st->st_ino);
+        if (renameat2(sp->fd[to], dst, sp->fd[SD_HANDOFF], alt, RENAME_NOREPLACE) == 0) {
+                log_notice("Returned %s to handoff/%s: %s swapped in under its name after the look, "
+                           "not what was decided on", q, alt, what);
+                return;
+        }
+        spool_error(sp, errno, "Cannot return %s/%s (%s swapped in for %s) to handoff/",
+                    spool_dir_names[to], dst, what, q);
+}
+
+/* handoff/name has just been moved to to/dst by name (linked: a link made
+ * there).  Linux moves no file by its descriptor, and between the look
+ * and the move the name's owner may swap in another file or a directory
+ * of hers (renameat2(RENAME_EXCHANGE) on her own names in the sticky
+ * handoff/): what arrived must be the inode decided on (was; NULL: any),
+ * and never a directory, which no state directory holds (the reaper and
+ * retention remove files; a directory stays for good).  Else it is undone:
+ * our link removed, a renamed one put back.  0: it is what was decided on;
+ * -ENOENT: was has left the name; -EISDIR: was is a directory. */
+static int move_arrived(struct spool *sp, const char *name, const struct spool_ino *was,
+                        enum spool_dir to, const char *dst, bool linked)
+{
+        struct stat st;
+
+        if (fstatat(sp->fd[to], dst, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return -errno;
+        if (!S_ISDIR(st.st_mode) && (!was || same_ino(&st, was)))
+                return 0;
+        if (linked) {
+                if (unlinkat(sp->fd[to], dst, 0) < 0)
+                        return -errno;
+        } else {
+                put_back(sp, to, dst, name, &st);
+        }
+        return S_ISDIR(st.st_mode) && (!was || same_ino(&st, was)) ? -EISDIR : -ENOENT;
+}
+
+/* handoff/name goes if it is still the file was: names get reused. */
+static void leave_name(struct spool *sp, const char *name, const struct spool_ino *was, bool spent)
 {
         char sname[32];
         struct stat st;
 
-        if (fstatat(sp->fd[SD_HANDOFF], name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
-            (json_int_t)st.st_dev != dev || (json_int_t)st.st_ino != ino)
+        if (fstatat(sp->fd[SD_HANDOFF], name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !same_ino(&st, was))
                 return;
         /* A claim's (spent): moved to spent/ (named by its inode, unique
          * while it lives), not unlinked: the unlink would free the inode
@@ -260,12 +322,16 @@ static void leave_name(struct spool *sp, const char *name, json_int_t dev, json_
                 if (xsnprintf(sname, sizeof(sname), "%llu", (unsigned long long)st.st_ino) >= 0 &&
                     renameat2(sp->fd[SD_HANDOFF], name, sp->fd[SD_SPENT], sname,
                               RENAME_NOREPLACE) == 0) {
+                        sp->dirty[SD_HANDOFF] = true;
+                        if (move_arrived(sp, name, was, SD_SPENT, sname, false) < 0)
+                                return;
                         sp->spent_waiting = true;
                         sp->spent_at = mono_usec();
-                        sp->dirty[SD_HANDOFF] = true;
                         return;
                 }
         }
+        /* By name too: what a swap brings here instead is a file of the
+         * name's owner (sticky handoff/), a directory is not unlinked. */
         if (unlinkat(sp->fd[SD_HANDOFF], name, 0) == 0)
                 sp->dirty[SD_HANDOFF] = true;
 }
@@ -279,11 +345,32 @@ static void leave_handoff(struct spool *sp)
         json_t *e, *tmp;
 
         json_object_foreach_safe(sp->leaving, tmp, name, e) {
-                leave_name(sp, name, json_integer_value(json_array_get(e, 0)),
-                           json_integer_value(json_array_get(e, 1)),
-                           json_is_true(json_array_get(e, 2)));
+                struct spool_ino was = {
+                        .dev = (dev_t)json_integer_value(json_array_get(e, 0)),
+                        .ino = (ino_t)json_integer_value(json_array_get(e, 1)),
+                };
+                leave_name(sp, name, &was, json_is_true(json_array_get(e, 2)));
                 json_object_del(sp->leaving, name);
         }
+}
+
+/* spent/name cannot be removed (err): not a producer's file (a directory
+ * an earlier version's move by name let a swap bring here, or one the
+ * file system keeps).  Left there and said once: a reaper that stopped
+ * at it would leave everything after it in spent/ for good. */
+static void spent_skip(struct spool *sp, const char *name, int err)
+{
+        if (json_object_get(sp->spent_skipped, name))
+                return;
+        if (json_object_size(sp->spent_skipped) >= SPOOL_SPENT_SKIPPED_MAX) {
+                if (!json_object_get(sp->spent_skipped, ""))
+                        log_warning("More entries of spent/ cannot be freed; not reported one by one");
+                json_object_set_new(sp->spent_skipped, "", json_null());
+                return;
+        }
+        json_object_set_new(sp->spent_skipped, name, json_null());
+        log_warning_errno(err, "Cannot free spent/%s, not a producer's file; left there for the "
+                          "operator, the rest is freed", name);
 }
 
 int spool_reap_spent(struct spool *sp, int64_t budget_usec)
@@ -309,10 +396,8 @@ int spool_reap_spent(struct spool *sp, int64_t budget_usec)
                         r = 1;
                         break;
                 }
-                if (unlinkat(sp->fd[SD_SPENT], de->d_name, 0) < 0 && errno != ENOENT) {
-                        r = -errno;
-                        break;
-                }
+                if (unlinkat(sp->fd[SD_SPENT], de->d_name, 0) < 0 && errno != ENOENT)
+                        spent_skip(sp, de->d_name, errno);
         }
         closedir(d);
         if (r == 0)
@@ -328,13 +413,25 @@ bool spool_leaving(struct spool *sp, const char *name, const struct stat *st)
                (json_int_t)st->st_ino == json_integer_value(json_array_get(e, 1));
 }
 
-int spool_move_out(struct spool *sp, const char *name, enum spool_dir to, const char *dst)
+int spool_move_out(struct spool *sp, const char *name, const struct spool_ino *was,
+                   enum spool_dir to, const char *dst)
 {
         struct stat st;
         int r;
 
+        /* What is plainly not to be moved is not, without a move and a
+         * return (move_arrived() settles a swap after this look). */
+        if (fstatat(sp->fd[SD_HANDOFF], name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return -errno;
+        if (was && !same_ino(&st, was))
+                return -ENOENT;
+        if (S_ISDIR(st.st_mode))
+                return -EISDIR;
         if (sp->cfg->fsync) {
                 if (linkat(sp->fd[SD_HANDOFF], name, sp->fd[to], dst, 0) == 0) {
+                        r = move_arrived(sp, name, was, to, dst, true);
+                        if (r < 0)
+                                return r;
                         sp->dirty[to] = true;
                         if (fstatat(sp->fd[to], dst, &st, AT_SYMLINK_NOFOLLOW) < 0)
                                 return -errno;
@@ -344,24 +441,27 @@ int spool_move_out(struct spool *sp, const char *name, enum spool_dir to, const 
                         return 0;
                 }
                 /* EPERM: fs.protected_hardlinks and a producer's file the
-                 * daemon may not write; EXDEV, ENOSYS...: no links.  Then a
-                 * rename, as without fsync. */
+                 * daemon may not write, or a directory; EXDEV, ENOSYS...:
+                 * no links.  Then a rename, as without fsync. */
                 if (errno == EEXIST || errno == ENOENT)
                         return -errno;
         }
         r = move_noreplace(sp->fd[SD_HANDOFF], name, sp->fd[to], dst);
-        if (r == 0)
-                sp->dirty[SD_HANDOFF] = sp->dirty[to] = true;
-        return r;
+        if (r < 0)
+                return r;
+        sp->dirty[SD_HANDOFF] = sp->dirty[to] = true;
+        return move_arrived(sp, name, was, to, dst, false);
 }
 
 void spool_drop_source(struct spool *sp, const char *name, dev_t dev, ino_t ino)
 {
+        struct spool_ino was = { .dev = dev, .ino = ino };
+
         if (sp->cfg->fsync)
                 json_object_set_new(sp->leaving, name,
                                     json_pack("[I, I, b]", (json_int_t)dev, (json_int_t)ino, 1));
         else
-                leave_name(sp, name, (json_int_t)dev, (json_int_t)ino, true);
+                leave_name(sp, name, &was, true);
 }
 
 int spool_flush(struct spool *sp)
@@ -435,31 +535,132 @@ bool spool_find_link(int dirfd, const char *name, const struct stat *a, char *fo
         return ok;
 }
 
+/* A name that can live in rejected/: unsafe bytes become '_'. */
+static void name_sanitize(const char *in, char *out, size_t n)
+{
+        size_t o = 0;
+
+        for (; *in && o + 1 < n && o < 200; in++) {
+                unsigned char c = (unsigned char)*in;
+                out[o++] = (c < 0x21 || c == 0x7f || c == '/' || c >= 0x80) ? '_' : (char)c;
+        }
+        out[o] = '\0';
+        if (o == 0 || !strcmp(out, ".") || !strcmp(out, ".."))
+                snprintf(out, n, "unnamed");
+        if (out[0] == '.')
+                out[0] = '_';
+}
+
+static struct spool_kept *kept_find(struct spool *sp, const struct stat *a)
+{
+        for (size_t i = 0; i < SPOOL_KEPT_MAX; i++)
+                if (sp->kept[i].ino == a->st_ino && sp->kept[i].dev == a->st_dev)
+                        return &sp->kept[i];
+        return NULL;
+}
+
+/* The file (dev, ino) is kept as dir/name: its further names in handoff/
+ * go by kept_find().  The oldest entry makes room. */
+static void kept_note(struct spool *sp, dev_t dev, ino_t ino, enum spool_dir dir,
+                      const char *name, bool synced)
+{
+        struct spool_kept *k = kept_find(sp, &(struct stat) { .st_dev = dev, .st_ino = ino });
+
+        if (strlen(name) > NAME_MAX)
+                return;
+        if (!k) {
+                k = &sp->kept[sp->kept_next];
+                sp->kept_next = (sp->kept_next + 1) % SPOOL_KEPT_MAX;
+        }
+        *k = (struct spool_kept) { .dev = dev, .ino = ino, .dir = dir, .synced = synced };
+        memcpy(k->name, name, strlen(name) + 1);
+}
+
+/* handoff/name goes, its other link in dir synced first. */
+static bool drop_beside(struct spool *sp, const char *name, enum spool_dir dir, bool *synced)
+{
+        if (!*synced && sp->cfg->fsync && fsync_dir(sp->fd[dir]) < 0)
+                return false;
+        *synced = true;
+        if (unlinkat(sp->fd[SD_HANDOFF], name, 0) < 0)
+                return false;
+        sp->dirty[SD_HANDOFF] = true;
+        return true;
+}
+
+/* dir/other is a's other link, where the daemon put it: handoff/name
+ * goes, a power cut's leftover; further names of a go as kept. */
+static bool drop_leftover(struct spool *sp, const char *name, const struct stat *a,
+                          enum spool_dir dir, const char *other, const char *what)
+{
+        bool synced = false;
+        char q[300];
+
+        if (!drop_beside(sp, name, dir, &synced))
+                return false;
+        log_info("Removed handoff/%s, left beside its %s by a power cut",
+                 log_quote(name, q, sizeof(q)), what);
+        kept_note(sp, a->st_dev, a->st_ino, dir, other, true);
+        (void) spool_flush(sp);
+        return true;
+}
+
+static bool leftover_stat(struct spool *sp, const char *name, struct stat *a)
+{
+        return fstatat(sp->fd[SD_HANDOFF], name, a, AT_SYMLINK_NOFOLLOW) == 0 &&
+               S_ISREG(a->st_mode) && a->st_nlink >= 2;
+}
+
 bool spool_drop_claim_leftover(struct spool *sp, const char *name)
 {
-        static const enum spool_dir next[] = { SD_CLAIMED, SD_REJECTED, SD_OUTBOX, SD_SPENT };
-        static const char *const next_name[] = { "claim", "rejection", "outbox/ entry",
-                                                  "claim's move to spent/" };
+        char other[NAME_MAX + 1], base[NAME_MAX + 1], q[300];
+        struct spool_kept *k;
+        struct stat a, b;
+
+        if (!leftover_stat(sp, name, &a))
+                return false;
+        k = kept_find(sp, &a);
+        if (k && same_inode(sp->fd[k->dir], k->name, &a)) {
+                if (!drop_beside(sp, name, k->dir, &k->synced))
+                        return false;
+                if (k->dropped++ == 0)
+                        log_info("Removed handoff/%s, another name of the file kept as %s/%s; "
+                                 "its further names go without a line",
+                                 log_quote(name, q, sizeof(q)), spool_dir_names[k->dir], k->name);
+                return true;
+        }
+        snprintf(other, sizeof(other), "%llu", (unsigned long long)a.st_ino);
+        if (same_inode(sp->fd[SD_SPENT], other, &a))
+                return drop_leftover(sp, name, &a, SD_SPENT, other, "claim's move to spent/");
+        /* spool_reject_from()'s names for it: the first whose item was
+         * free then, so none is missing before it. */
+        name_sanitize(name, base, sizeof(base));
+        for (unsigned n = 0; n < SPOOL_REJECT_NAMES; n++) {
+                if (n == 0)
+                        snprintf(other, sizeof(other), "%s", base);
+                else if (xsnprintf(other, sizeof(other), "%s~%u", base, n) < 0)
+                        break;
+                if (fstatat(sp->fd[SD_REJECTED], other, &b, AT_SYMLINK_NOFOLLOW) < 0)
+                        break;
+                if (b.st_dev == a.st_dev && b.st_ino == a.st_ino)
+                        return drop_leftover(sp, name, &a, SD_REJECTED, other, "rejection");
+        }
+        return false;
+}
+
+bool spool_drop_id_leftover(struct spool *sp, const char *name, const char *id)
+{
+        static const enum spool_dir in[] = { SD_OUTBOX, SD_CLAIMED };
+        static const char *const what[] = { "outbox/ entry", "claim" };
         char other[NAME_MAX + 1];
         struct stat a;
 
-        if (fstatat(sp->fd[SD_HANDOFF], name, &a, AT_SYMLINK_NOFOLLOW) < 0 ||
-            !S_ISREG(a.st_mode) || a.st_nlink < 2)
+        if (!id || !hd_id_valid(id) || xsnprintf(other, sizeof(other), "%s.json", id) < 0 ||
+            !leftover_stat(sp, name, &a))
                 return false;
-        for (size_t i = 0; i < ELEMENTSOF(next); i++) {
-                if (!spool_find_link(sp->fd[next[i]], name, &a, other, sizeof(other)))
-                        continue;
-                /* That link is on disk before this one goes. */
-                if (sp->cfg->fsync && fsync_dir(sp->fd[next[i]]) < 0)
-                        return false;
-                if (unlinkat(sp->fd[SD_HANDOFF], name, 0) < 0)
-                        return false;
-                log_info("Removed handoff/%s, left beside its %s by a power cut", name,
-                         next_name[i]);
-                sp->dirty[SD_HANDOFF] = true;
-                (void) spool_flush(sp);
-                return true;
-        }
+        for (size_t i = 0; i < ELEMENTSOF(in); i++)
+                if (same_inode(sp->fd[in[i]], other, &a))
+                        return drop_leftover(sp, name, &a, in[i], other, what[i]);
         return false;
 }
 
@@ -557,22 +758,6 @@ int spool_list(struct spool *sp, enum spool_dir d, json_t *set)
 }
 
 
-/* A name that can live in rejected/: unsafe bytes become '_'. */
-static void name_sanitize(const char *in, char *out, size_t n)
-{
-        size_t o = 0;
-
-        for (; *in && o + 1 < n && o < 200; in++) {
-                unsigned char c = (unsigned char)*in;
-                out[o++] = (c < 0x21 || c == 0x7f || c == '/' || c >= 0x80) ? '_' : (char)c;
-        }
-        out[o] = '\0';
-        if (o == 0 || !strcmp(out, ".") || !strcmp(out, ".."))
-                snprintf(out, n, "unnamed");
-        if (out[0] == '.')
-                out[0] = '_';
-}
-
 int spool_id_mark(struct spool *sp, const char *id)
 {
         int fd;
@@ -611,7 +796,7 @@ bool spool_id_seen(struct spool *sp, const char *id)
 }
 
 int spool_reject_from(struct spool *sp, enum spool_dir from, const char *name,
-                      hd_reason reason, const char *detail,
+                      const struct spool_ino *was, hd_reason reason, const char *detail,
                       const char *handoff_id, int64_t now)
 {
         char base[NAME_MAX + 1], dst[NAME_MAX + 1], rsn[NAME_MAX + 16];
@@ -652,7 +837,7 @@ int spool_reject_from(struct spool *sp, enum spool_dir from, const char *name,
         if (r < 0)
                 return r;
 
-        for (unsigned n = 0; n < 1000; n++) {
+        for (unsigned n = 0; n < SPOOL_REJECT_NAMES; n++) {
                 /* base is 200 characters at most: "~999", the .reason and
                  * its temp name fit */
                 r = n == 0 ? xsnprintf(dst, sizeof(dst), "%s", base)
@@ -677,7 +862,7 @@ int spool_reject_from(struct spool *sp, enum spool_dir from, const char *name,
                 if (sp->relay.outcome && (from == SD_HANDOFF || from == SD_CLAIMED))
                         sp->relay.outcome(sp->relay.ctx, handoff_id, from == SD_HANDOFF ? name : NULL,
                                           "rejected", hd_reason_name(reason), detail, now);
-                r = from == SD_HANDOFF ? spool_move_out(sp, name, SD_REJECTED, dst) :
+                r = from == SD_HANDOFF ? spool_move_out(sp, name, was, SD_REJECTED, dst) :
                     move_noreplace(sp->fd[from], name, sp->fd[SD_REJECTED], dst);
                 if (r == -EEXIST)
                         continue;       /* another rejecter took dst: its reason stands */
@@ -691,6 +876,10 @@ int spool_reject_from(struct spool *sp, enum spool_dir from, const char *name,
                 }
                 if (from != SD_HANDOFF)
                         sp->dirty[SD_REJECTED] = sp->dirty[from] = true;
+                /* Its other names in handoff/ go as this file's
+                 * (spool_drop_claim_leftover()): one rejection a file. */
+                if (from == SD_HANDOFF && was && reason == HD_R_HARDLINK)
+                        kept_note(sp, was->dev, was->ino, SD_REJECTED, dst, false);
                 sp->st.rejected[reason]++;
                 char q[300];
                 log_decision(LOG_NOTICE, handoff_id, NULL, "rejected", hd_reason_name(reason),
@@ -701,10 +890,10 @@ int spool_reject_from(struct spool *sp, enum spool_dir from, const char *name,
         return -EEXIST;
 }
 
-int spool_reject(struct spool *sp, const char *name, hd_reason reason,
-                 const char *detail, const char *handoff_id, int64_t now)
+int spool_reject(struct spool *sp, const char *name, const struct spool_ino *was,
+                 hd_reason reason, const char *detail, const char *handoff_id, int64_t now)
 {
-        return spool_reject_from(sp, SD_HANDOFF, name, reason, detail, handoff_id, now);
+        return spool_reject_from(sp, SD_HANDOFF, name, was, reason, detail, handoff_id, now);
 }
 
 int spool_reject_claimed(struct spool *sp, const char *id, hd_reason reason,
@@ -714,6 +903,6 @@ int spool_reject_claimed(struct spool *sp, const char *id, hd_reason reason,
 
         if (xsnprintf(name, sizeof(name), "%s.json", id) < 0)
                 return -ENAMETOOLONG;
-        return spool_reject_from(sp, SD_CLAIMED, name, reason, detail, id, now);
+        return spool_reject_from(sp, SD_CLAIMED, name, NULL, reason, detail, id, now);
 }
 

@@ -4,6 +4,7 @@
 #ifndef HD_SPOOL_H
 #define HD_SPOOL_H
 
+#include <limits.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -29,6 +30,13 @@ enum spool_dir {
 
 extern const char *const spool_dir_names[_SD_MAX];
 
+/* The inode a decision was made on: a move by name out of handoff/ takes
+ * only that (spool_move_out()). */
+struct spool_ino {
+        dev_t dev;
+        ino_t ino;
+};
+
 struct spool_stats {
         int64_t started_usec;
         uint64_t claimed, delivered, recovered, retried, consumed, expired,
@@ -48,7 +56,8 @@ struct spool_relay {
         void *ctx;              /* NULL: relay off */
         /* handoff/name, verified, for a [remote] agent: into outbox/.
          * -EEXIST when its id is there already. */
-        int (*take)(void *ctx, const char *name, const json_t *doc, int64_t now);
+        int (*take)(void *ctx, const char *name, const struct spool_ino *was,
+                    const json_t *doc, int64_t now);
         json_t *(*status)(void *ctx, int64_t now);
         void (*metrics)(void *ctx, FILE *f, int64_t now);
         /* An item reaches an outcome (delivered, consumed, expired,
@@ -65,6 +74,19 @@ struct spool_relay {
          * receipts of outcomes about to be synced) is synced before them. */
         int (*flush)(void *ctx);
 };
+
+/* A file kept in a state directory whose further names in handoff/ go
+ * without a look for it (spool_drop_claim_leftover()): a hard-link flood
+ * is one file under many names. */
+struct spool_kept {
+        dev_t dev;
+        ino_t ino;              /* 0: a free slot */
+        enum spool_dir dir;     /* where it is kept, as name */
+        char name[NAME_MAX + 1];
+        bool synced;            /* dir synced since */
+        uint64_t dropped;       /* its names removed from handoff/ since */
+};
+#define SPOOL_KEPT_MAX 128
 
 struct spool {
         struct config *cfg;
@@ -104,6 +126,9 @@ struct spool {
          * (monotonic usec) */
         bool spent_waiting;
         int64_t spent_at;
+        json_t *spent_skipped;  /* names in spent/ it cannot free, reported */
+        struct spool_kept kept[SPOOL_KEPT_MAX]; /* the last ones, oldest replaced */
+        size_t kept_next;
 };
 
 enum item_outcome {
@@ -124,7 +149,8 @@ int spool_open(struct config *cfg, struct spool **ret);
 void spool_close(struct spool *sp);
 /* Remove files from spent/ (producers' files of claims, moved there by
  * spool_drop_source()) for about budget_usec: 1 when some are left,
- * 0 when spent/ is empty, -errno. */
+ * 0 when spent/ is empty but for what cannot be removed (skipped, logged
+ * once), -errno when spent/ cannot be listed. */
 int spool_reap_spent(struct spool *sp, int64_t budget_usec);
 /* handoffd -n: the checks spool_open() makes of the agents' directories,
  * on those that exist, creating nothing; each problem logged as the start
@@ -137,14 +163,21 @@ int spool_set_config(struct spool *sp, struct config *cfg);
 
 struct agent_rt *spool_agent(struct spool *sp, const char *name);
 
-/* handoff/NAME is one inode with an item in claimed/, rejected/ or
- * outbox/ (under NAME or another name: a move whose two directories were
- * not both synced before a power cut, spool_move_out()): that directory
- * is synced, the handoff/ name removed, and synced with fsync = yes.
- * True when it was. */
+/* handoff/NAME (a file with more than one link) is one inode with a
+ * link the daemon made, where it made it: spent/INODE (a claim's file),
+ * rejected/NAME or NAME~N (a rejection), or a file the daemon keeps
+ * already, whose other names these are (spool_kept): the handoff/ name
+ * goes (the other link synced first with fsync = yes); a power cut's
+ * leftover logged as such, a file's further names with one line for the
+ * lot.  Nowhere else is looked at: a hard-link flood must cost a few
+ * look-ups a name, not a listing.  True when it went. */
 bool spool_drop_claim_leftover(struct spool *sp, const char *name);
+/* The same for the places named by the handoff's id: outbox/<id>.json,
+ * and an earlier version's claimed/<id>.json. */
+bool spool_drop_id_leftover(struct spool *sp, const char *name, const char *id);
 /* A name in dirfd (not a dotfile) of a's inode, into found: name itself
- * when given and it is one (one look), else the first a listing finds. */
+ * when given and it is one (one look), else the first a listing finds
+ * (outbox.c at start; never per handoff/ name). */
 bool spool_find_link(int dirfd, const char *name, const struct stat *a, char *found, size_t n);
 /* An earlier version's item: claimed/<id>.json and archive/<the
  * marker's archive_as> are one inode
@@ -163,12 +196,14 @@ bool spool_exists_at(int dirfd, const char *name);
  * ordered set of names). */
 int spool_list(struct spool *sp, enum spool_dir d, json_t *set);
 
-/* Move handoff/name to rejected/ with its reason file; 0, or IO_GONE. */
-int spool_reject(struct spool *sp, const char *name, hd_reason reason,
-                 const char *detail, const char *handoff_id, int64_t now);
-/* The same from another state directory (outbox/). */
+/* Move handoff/name to rejected/ with its reason file, when it is still
+ * was (NULL: whatever the name holds) and no directory; 0, IO_GONE (was
+ * has left the name), -EISDIR (a directory: left in handoff/). */
+int spool_reject(struct spool *sp, const char *name, const struct spool_ino *was,
+                 hd_reason reason, const char *detail, const char *handoff_id, int64_t now);
+/* The same from another state directory (outbox/); was: for handoff/. */
 int spool_reject_from(struct spool *sp, enum spool_dir from, const char *name,
-                      hd_reason reason, const char *detail,
+                      const struct spool_ino *was, hd_reason reason, const char *detail,
                       const char *handoff_id, int64_t now);
 
 /* Is handoff_id known here: claimed, archived or rejected after
@@ -185,7 +220,9 @@ int spool_reject_claimed(struct spool *sp, const char *handoff_id, hd_reason rea
 int spool_id_mark(struct spool *sp, const char *handoff_id);
 
 /* Move handoff/name to directory `to` as dst (a claim, a rejection, to
- * outbox/): -EEXIST, -ENOENT (another took it) as a rename.  With fsync
+ * outbox/): -EEXIST, -ENOENT (another took it) as a rename.  What
+ * arrives must be was (NULL: any file) and no directory, or it is put
+ * back: -ENOENT (was has left the name), -EISDIR (was is a directory).  With fsync
  * = yes the item is linked into `to` and leaves handoff/ only in
  * spool_flush(), once `to` is synced: anyone may sync handoff/ at any
  * moment (handoffctl submit does, for its own file), and a rename's
@@ -193,7 +230,8 @@ int spool_id_mark(struct spool *sp, const char *handoff_id);
  * the item lost in a power cut.  A rename when no link can be made
  * (fs.protected_hardlinks and a producer's file the daemon may not
  * write, a file system without links). */
-int spool_move_out(struct spool *sp, const char *name, enum spool_dir to, const char *dst);
+int spool_move_out(struct spool *sp, const char *name, const struct spool_ino *was,
+                   enum spool_dir to, const char *dst);
 /* handoff/name, the producer's file (dev, ino), is claimed: its
  * handoff is in the daemon's record.  Removed now, or with fsync = yes in
  * spool_flush() once claimed/ is synced; only while the name is still

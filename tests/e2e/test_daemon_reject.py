@@ -50,7 +50,9 @@ def main():
         raw_drop(env, "bad\nname.json", b"{}"); expect["bad_name.json"] = "bad_name"
         os.mkfifo(os.path.join(env.spool, "handoff", "fifo.json")); expect["fifo.json"] = "not_regular"
         os.symlink("/etc/passwd", os.path.join(env.spool, "handoff", "link.json")); expect["link.json"] = "not_regular"
-        os.mkdir(os.path.join(env.spool, "handoff", "dir.json")); expect["dir.json"] = "not_regular"
+        # A directory is never moved out of handoff/ (issue 34.2: in
+        # rejected/ retention would never remove it): it stays its owner's.
+        os.mkdir(os.path.join(env.spool, "handoff", "dir.json"))
         hl = os.path.join(env.spool, "tmp", "hl")
         with open(hl, "wb") as f:
             f.write(hdproto.dumps(base()))
@@ -119,7 +121,9 @@ def main():
             check(r["detail"] and r["at"].endswith("Z"), f"{n}: detail/at {r}")
             seen.add(want)
         check(env.count("claimed") == 2, f"only the 2 good ones claimed: {env.items('claimed')}")
-        check(env.names("handoff") == [], f"handoff/ empty: {env.names('handoff')}")
+        check(env.names("handoff") == ["dir.json"],
+              f"handoff/ empty but for the directory: {env.names('handoff')}")
+        check(not os.path.exists(env.path("rejected", "dir.json")), "a directory moved to rejected/")
         # Nothing was touched outside the spool through the symlink.
         check(os.path.islink(env.path("rejected", "link.json")), "symlink moved as a link")
         st = d.status()["counters"]["rejected"]
