@@ -407,8 +407,9 @@ static int act_publish(struct spool *sp, struct item_files *f, int64_t now)
 {
         int r;
 
-        /* The record on disk first (a failed sync may have left it not). */
-        if (sp->cfg->fsync && (r = fsync_dir(sp->fd[SD_CLAIMED])) < 0)
+        /* The record on disk first (a failed sync may have left it not);
+         * what left claimed/ in this sweep is on disk where it went. */
+        if ((r = spool_sync_dir(sp, SD_CLAIMED)) < 0)
                 return r;
         r = delivery_publish(sp, f->a, f->id);
         if (r < 0)

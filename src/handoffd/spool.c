@@ -464,9 +464,59 @@ void spool_drop_source(struct spool *sp, const char *name, dev_t dev, ino_t ino)
                 leave_name(sp, name, &was, true);
 }
 
+/* The round of a directory's sync: a move is a change in two
+ * directories, and the one it goes to is synced before the one it leaves
+ * (claims leave handoff/ for claimed/, claimed/ is left for archive/ and
+ * rejected/, outbox/ likewise after the PubAck or the expiry), so a power
+ * cut between the two leaves the item in both, never in neither.  Every
+ * sync of a directory a move leaves takes its turn here: a sync of
+ * claimed/ alone (a publish after a restart, a leftover's other link)
+ * would make an archive's removal from claimed/ durable before its
+ * arrival in archive/. */
+static int sync_round(enum spool_dir d)
+{
+        return d == SD_HANDOFF ? 2 : d == SD_CLAIMED || d == SD_OUTBOX ? 1 : 0;
+}
+
+/* The dirty directories of rounds 0..last, each round's together
+ * (fsync_many_at(): they share the device's flushes), the first n of fds
+ * (the agents' handoffs/) with round 0; leave: the producers' names that
+ * wait for their moves' syncs leave handoff/ before its round.  fds has
+ * room for n + _SD_MAX. */
+static int flush_rounds(struct spool *sp, int last, bool leave, int *fds, size_t n)
+{
+        int rets[SPOOL_FLUSH_AGENTS_MAX + _SD_MAX];
+        int r = 0, q;
+
+        for (int round = 0; round <= last; round++, n = 0) {
+                if (round == 2 && leave && r == 0)
+                        leave_handoff(sp);
+                for (int i = 0; i < _SD_MAX; i++) {
+                        if (sync_round(i) != round || !sp->dirty[i])
+                                continue;
+                        sp->dirty[i] = false;
+                        if (sp->cfg->fsync)
+                                fds[n++] = sp->fd[i];
+                }
+                if (n > 0 && (q = fsync_many_at(fds, NULL, n, rets)) < 0 && r == 0)
+                        r = q;
+        }
+        return r;
+}
+
+int spool_sync_dir(struct spool *sp, enum spool_dir dir)
+{
+        if (!sp->cfg->fsync)
+                return 0;
+        int fds[_SD_MAX];
+
+        sp->dirty[dir] = true;
+        return flush_rounds(sp, sync_round(dir), false, fds, 0);
+}
+
 int spool_flush(struct spool *sp)
 {
-        int fds[_SD_MAX + SPOOL_FLUSH_AGENTS_MAX], rets[_SD_MAX + SPOOL_FLUSH_AGENTS_MAX];
+        int fds[_SD_MAX + SPOOL_FLUSH_AGENTS_MAX];
         size_t n = 0;
         int r = 0, q;
 
@@ -484,27 +534,8 @@ int spool_flush(struct spool *sp)
                         else if ((q = fsync_dir(sp->agents[i].handoffs_fd)) < 0 && r == 0)
                                 r = q;
                 }
-        /* A move is a change in two directories: the one it goes to is
-         * synced before the one it leaves (claims leave handoff/ for
-         * claimed/, claimed/ is left for archive/ and rejected/, outbox/
-         * likewise after the PubAck or the expiry), so a power cut between
-         * the two leaves the item in both, never in neither. */
-        for (int round = 0; round < 3; round++) {
-                if (round == 2 && r == 0)
-                        leave_handoff(sp);
-                for (int i = 0; i < _SD_MAX; i++) {
-                        int want = i == SD_HANDOFF ? 2 : i == SD_CLAIMED || i == SD_OUTBOX ? 1 : 0;
-                        if (want != round || !sp->dirty[i])
-                                continue;
-                        sp->dirty[i] = false;
-                        if (sp->cfg->fsync)
-                                fds[n++] = sp->fd[i];
-                }
-                if (n > 0 && (q = fsync_many_at(fds, NULL, n, rets)) < 0 && r == 0)
-                        r = q;
-                n = 0;
-        }
-        return r;
+        q = flush_rounds(sp, 2, r == 0, fds, n);
+        return r < 0 ? r : q;
 }
 
 static bool same_inode(int dirfd, const char *name, const struct stat *a)
@@ -579,7 +610,7 @@ static void kept_note(struct spool *sp, dev_t dev, ino_t ino, enum spool_dir dir
 /* handoff/name goes, its other link in dir synced first. */
 static bool drop_beside(struct spool *sp, const char *name, enum spool_dir dir, bool *synced)
 {
-        if (!*synced && sp->cfg->fsync && fsync_dir(sp->fd[dir]) < 0)
+        if (!*synced && spool_sync_dir(sp, dir) < 0)
                 return false;
         *synced = true;
         if (unlinkat(sp->fd[SD_HANDOFF], name, 0) < 0)

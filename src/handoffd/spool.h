@@ -243,6 +243,10 @@ bool spool_leaving(struct spool *sp, const char *name, const struct stat *st);
 /* fsync every directory marked dirty (the destinations of moves before
  * their sources; handoff/ after spool_move_out()'s removals). */
 int spool_flush(struct spool *sp);
+/* dir synced now (fsync on), after the dirty directories that moves out of
+ * it go to: a sync of claimed/ never makes a move's removal durable before
+ * its arrival.  0 or -errno. */
+int spool_sync_dir(struct spool *sp, enum spool_dir dir);
 
 /* A system error: recorded for status (last_error, errors), logged once;
  * returns -|err|.  The one way a failure of the daemon is reported. */
