@@ -368,6 +368,20 @@ static const char *task_state(const char *st, bool *ret_reason)
         return "TASK_STATE_SUBMITTED";
 }
 
+static bool state_known(const char *s)
+{
+        static const char *const states[] = {
+                "TASK_STATE_SUBMITTED", "TASK_STATE_WORKING", "TASK_STATE_COMPLETED",
+                "TASK_STATE_FAILED", "TASK_STATE_CANCELED", "TASK_STATE_INPUT_REQUIRED",
+                "TASK_STATE_REJECTED", "TASK_STATE_AUTH_REQUIRED",
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(states); i++)
+                if (!strcmp(s, states[i]))
+                        return true;
+        return false;
+}
+
 /* The task of item (hub_item_find()). */
 static json_t *task_of_item(const char *id, const char *ctx, const json_t *item)
 {
@@ -696,6 +710,10 @@ static int m_list(struct call *c)
         if ((json_object_get(c->params, "contextId") && !ctx) ||
             (json_object_get(c->params, "status") && !status))
                 return call_error(c, RPC_INVALID_PARAMS, "params.contextId and status are strings");
+        if (status && !strcmp(status, "TASK_STATE_UNSPECIFIED"))
+                status = NULL;
+        if (status && !state_known(status))
+                return call_error(c, RPC_INVALID_PARAMS, "params.status is not a TaskState");
         r = listed_read(c->h, c->agent, &v, &n);
         if (r < 0)
                 return call_internal(c, "ListTasks", r);

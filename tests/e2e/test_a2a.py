@@ -1,7 +1,8 @@
 """handoff-hubd as an A2A 1.0 server (issue 35), against the real hub and
 the real daemon, over TLS.  Two clients: a stdlib JSON-RPC client here
 (every error path, byte for byte what the specification names), and the
-official A2A JavaScript SDK (next commit).
+official A2A JavaScript SDK (@a2a-js/sdk, pinned in tests/a2a) driven by
+tests/a2a/client.mjs.
 
 - the card of alice: name, the configured description and skills,
   protocol 1.0 over JSONRPC at /a2a/alice, bearer security, streaming
@@ -28,6 +29,8 @@ official A2A JavaScript SDK (next commit).
 import base64
 import json
 import os
+import shutil
+import subprocess
 import sys
 import uuid
 
@@ -35,6 +38,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import hdtest  # noqa: E402
 import hubkit  # noqa: E402
 from hdtest import check  # noqa: E402
+
+A2A_DIR = os.path.join(hdtest.SRC, "tests", "a2a")
+
 
 class Rpc:
     def __init__(self, hub, name):
@@ -176,6 +182,9 @@ def stdlib_client(env, hub, conf):
     page = rpc.result("ListTasks", {"pageSize": 1, "pageToken": "1"})
     check([x["id"] for x in page["tasks"]] == [hid] and page["nextPageToken"] == "", f"page 2: {page}")
     check(rpc.result("ListTasks", {"contextId": "ctx-1"})["totalSize"] == 1, "ListTasks by context")
+    by_state = rpc.result("ListTasks", {"status": "TASK_STATE_CANCELED"})
+    check([x["id"] for x in by_state["tasks"]] == [late["id"]], f"ListTasks by state: {by_state}")
+    rpc.error("ListTasks of a state not A2A's", -32602, "ListTasks", {"status": "UNRECOGNIZED"})
     check(rpc.result("ListTasks", {}, agent="alice").get("tasks", []) == [], "alice sent none")
     print("ok: ListTasks: bob's, newest first, paged")
 
@@ -213,6 +222,42 @@ def stdlib_client(env, hub, conf):
     return hid
 
 
+def sdk_client(env, hub, conf):
+    """The official SDK: tests/a2a/client.mjs prints one JSON line per step."""
+    sdk = os.path.join(A2A_DIR, "node_modules", "@a2a-js", "sdk", "package.json")
+    check(shutil.which("node") and os.path.exists(sdk),
+          "no node or no tests/a2a/node_modules: run `make a2a-deps` (npm ci); "
+          "HD_A2A_SDK=0 runs the stdlib half alone")
+    pinned = json.load(open(os.path.join(A2A_DIR, "package.json")))["dependencies"]["@a2a-js/sdk"]
+    have = json.load(open(sdk))["version"]
+    check(have == pinned, f"installed SDK {have} is the pinned {pinned} (make a2a-deps)")
+    args = {"base": f"https://127.0.0.1:{hub.port}", "agent": "alice",
+            "token": hub.tokens["bob"], "other": hub.tokens["alice"]}
+    p = subprocess.Popen(["node", os.path.join(A2A_DIR, "client.mjs"), json.dumps(args)],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                         env=dict(os.environ, NODE_EXTRA_CA_CERTS=hub.cert))
+    try:
+        def step():
+            line = p.stdout.readline()
+            check(line, f"client.mjs ended early (exit {p.poll()})")
+            return json.loads(line)
+        while True:
+            ev = step()
+            print(f"sdk: {json.dumps(ev)[:300]}")
+            check(ev.get("ok", True), f"sdk step failed: {ev}")
+            if ev.get("consume"):
+                consume(env, conf, ev["consume"])
+                p.stdin.write("consumed\n")
+                p.stdin.flush()
+            if ev.get("done"):
+                break
+        check(p.wait(timeout=60 * hdtest.SLOW) == 0, f"client.mjs exit {p.returncode}")
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
 def main():
     with hdtest.Env(agents=["alice", "bob"]) as env:
         env.extra = ("[agent alice]\ndescription = Takes over a call\n"
@@ -227,6 +272,8 @@ def main():
         env.start(conf=hub.conf)
         hub.start()
         stdlib_client(env, hub, hub.conf)
+        if os.environ.get("HD_A2A_SDK", "1") != "0":
+            sdk_client(env, hub, hub.conf)
     hdtest.finish("test_a2a")
 
 
