@@ -207,7 +207,7 @@ CHECK_ENV = HD_BUILD=$(CURDIR)/$(B) HD_SRC=$(CURDIR) SANITIZE=$(SANITIZE) \
 	ASAN_OPTIONS=$${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1} \
 	UBSAN_OPTIONS=$${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 
-check: deps mcp-deps
+check: deps mcp-deps a2a-deps
 	@$(MAKE) --no-print-directory all $(CHECKB) bench-floor $(CHECK_BUILD)
 	@echo "== running tests ($(B))"
 	@$(CHECK_ENV) $(CHECKB)

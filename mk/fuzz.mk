@@ -42,7 +42,7 @@ FUZZ_OBJS    := $(patsubst %.c,$(FB)/%.o,$(LIB_SRCS) $(DAEMON_SRCS)) \
 	$(patsubst %.cc,$(FB)/%.o,$(LIB_CXX_SRCS))
 FUZZ_BINS    := $(addprefix $(FB)/,$(FUZZ_TARGETS))
 
-# fuzz_mcp links handoffctl's objects, fuzz_hub handoff-hubd's (and the
+# fuzz_mcp links handoffctl's objects, fuzz_hub and fuzz_a2a handoff-hubd's (and the
 # spool reader it shares with handoffctl), each from an archive of its own.
 # Their main.c is in it with main() renamed, for the helpers beside it
 # (ctl_fail, hub_log, hub_setup): the program's main() is libFuzzer's.
@@ -51,12 +51,15 @@ FUZZ_HUB     := $(FB)/libhubd-fuzz.a
 FUZZ_CTL_OBJS := $(patsubst %.c,$(FB)/%.o,$(CTL_SRCS))
 FUZZ_HUB_OBJS := $(patsubst %.c,$(FB)/%.o,$(HUBD_SRCS) src/handoffctl/items.c)
 $(FB)/src/handoffctl/%.o $(FB)/tests/fuzz/fuzz_mcp.o: FUZZ_CFLAGS += $(INC_handoffctl)
-$(FB)/src/hubd/%.o $(FB)/tests/fuzz/fuzz_hub.o: FUZZ_CFLAGS += $(INC_hubd) $(HUB_CFLAGS)
+$(FB)/src/hubd/%.o $(FB)/tests/fuzz/fuzz_hub.o $(FB)/tests/fuzz/fuzz_a2a.o: FUZZ_CFLAGS += \
+	$(INC_hubd) $(HUB_CFLAGS)
 $(FB)/src/handoffctl/main.o $(FB)/src/hubd/main.o: FUZZ_CFLAGS += \
 	-Dmain=fuzz_program_main -Wno-missing-prototypes
 $(FB)/fuzz_mcp: $(FUZZ_CTL)
 $(FB)/fuzz_hub: $(FUZZ_HUB)
 $(FB)/fuzz_hub: FUZZ_LIBS := $(HUB_LIBS) -lpthread
+$(FB)/fuzz_a2a: $(FUZZ_HUB)
+$(FB)/fuzz_a2a: FUZZ_LIBS := $(HUB_LIBS) -lpthread
 
 .PHONY: fuzz fuzz-build fuzz-long fuzz-merge
 # Keep the targets' objects: they are intermediate to the pattern rule.

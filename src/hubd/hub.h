@@ -12,6 +12,8 @@
 #include <stdint.h>
 #include <time.h>
 
+#include <jansson.h>
+
 #include "config.h"
 
 /* Exit codes (handoff-hubd(8)). */
@@ -119,6 +121,9 @@ int hub_accept_wait(struct hub *h, const char *id, int64_t timeout_ms,
 /* GET /api/v1/handoffs/{id} for agent. */
 int hub_accept_show(struct hub *h, const char *agent, const char *id,
                     struct hub_answer *a);
+/* Where handoff_id is (items_find()), with the ends the hub recorded
+ * when the spool's file is closed to it: 0 with *ret, -ENOENT, -errno. */
+int hub_item_find(struct hub *h, const char *id, json_t **ret);
 /* A refusal as JSON: {"status":"rejected","reason":..,"detail":..}. */
 int hub_answer_reject(struct hub_answer *a, unsigned status,
                       const char *reason, const char *detail);
@@ -128,6 +133,21 @@ int hub_records_prune(struct hub *h, int64_t now_s);
 #define HUB_PRUNE_INTERVAL 600
 /* Remove what an earlier run of ours left in tmp/. */
 int hub_spool_clean_tmp(struct hub *h);
+
+/* ---- A2A (hub_a2a.c) ---- */
+/* GET /a2a/NAME/.well-known/agent-card.json; host: the request's Host. */
+int hub_a2a_card(struct hub *h, const char *name, const char *host, struct hub_answer *a);
+/* POST /a2a/NAME by agent (the token's), A2A-Version version (NULL:
+ * absent): the JSON-RPC answer in a.  0, or -ENOMEM. */
+int hub_a2a_rpc(struct hub *h, const char *agent, const char *name, const char *version,
+                const char *body, size_t len, struct hub_answer *a);
+/* A JSON-RPC error answer with HTTP status (id NULL: null). */
+int hub_a2a_error(struct hub_answer *a, unsigned status, const json_t *id, int code,
+                  const char *message);
+/* The messages kept for retries (state_dir/a2a/): those older than
+ * HUB_A2A_KEEP seconds removed; how many. */
+#define HUB_A2A_KEEP (7 * 86400)
+int hub_a2a_prune(struct hub *h, int64_t now_s);
 
 /* ---- connections (hub_conns.c) ---- */
 /* Where a connection's request is: its headers are awaited (it may be
@@ -170,6 +190,7 @@ struct hub_request {
         const char *method, *url;       /* url without its query */
         const char *authorization, *content_type, *content_length;
         const char *wait;               /* the query's wait= */
+        const char *host, *a2a_version; /* Host, A2A-Version */
         const char *peer;               /* the peer's address, for the log; NULL: unknown */
         /* the decision's state */
         char agent[65];                 /* the token's, once checked */
@@ -177,6 +198,7 @@ struct hub_request {
         size_t len;
         bool too_large;
         bool wait_claimed;
+        char a2a[65];                   /* NAME of a POST to /a2a/NAME; "": not one */
 };
 /* The head: true with a filled when the answer is decided now (a GET, a
  * refusal), false when a POST's body is to be read and ended. */

@@ -385,21 +385,17 @@ int hub_accept_wait(struct hub *h, const char *id, int64_t timeout_ms,
         return answer_json(a, 200, o);
 }
 
-int hub_accept_show(struct hub *h, const char *agent, const char *id,
-                    struct hub_answer *a)
+int hub_item_find(struct hub *h, const char *id, json_t **ret)
 {
         _cleanup_json_ json_t *item = NULL;
-        const char *from, *to, *status, *state;
         struct record rec;
         int r;
 
         if (!hd_id_valid(id))
-                return hub_answer_reject(a, 404, "not_found", "no such handoff_id");
+                return -ENOENT;
         r = items_find(h->cfg->spool_dir, id, &item);
-        if (r == -ENOENT)
-                return hub_answer_reject(a, 404, "not_found", "no such handoff_id");
         if (r < 0)
-                return hub_answer_reject(a, 503, "internal", strerror(-r));
+                return r;
         /* Who sent it and whom it is for: the spool's word where the hub
          * may read it (a file of its own, an archive's outcome); a record
          * in claimed/ is the agent's bootstrap, closed to the hub, and
@@ -407,12 +403,28 @@ int hub_accept_show(struct hub *h, const char *agent, const char *id,
         if (!json_object_get(item, "from_agent") || !json_object_get(item, "to_agent")) {
                 r = record_read(h, id, &rec);
                 if (r < 0)
-                        return hub_answer_reject(a, 503, "internal", strerror(-r));
+                        return r;
                 if (r > 0 && rec.from[0]) {
                         json_object_set_new(item, "from_agent", json_string(rec.from));
                         json_object_set_new(item, "to_agent", json_string(rec.to));
                 }
         }
+        *ret = TAKE_PTR(item);
+        return 0;
+}
+
+int hub_accept_show(struct hub *h, const char *agent, const char *id,
+                    struct hub_answer *a)
+{
+        _cleanup_json_ json_t *item = NULL;
+        const char *from, *to, *status, *state;
+        int r;
+
+        r = hub_item_find(h, id, &item);
+        if (r == -ENOENT)
+                return hub_answer_reject(a, 404, "not_found", "no such handoff_id");
+        if (r < 0)
+                return hub_answer_reject(a, 503, "internal", strerror(-r));
         from = json_string_value(json_object_get(item, "from_agent"));
         to = json_string_value(json_object_get(item, "to_agent"));
         state = json_string_value(json_object_get(item, "state"));

@@ -6,7 +6,9 @@
  *                                  ?wait=claimed: and its outcome
  *   GET  /api/v1/handoffs/{id}     its state (hub_accept_show)
  *   GET  /healthz                  "ok"
- *   GET  /metrics                  Prometheus text (hub_stats.c) */
+ *   GET  /metrics                  Prometheus text (hub_stats.c)
+ *   GET  /a2a/NAME/.well-known/agent-card.json, POST /a2a/NAME
+ *                                  A2A (hub_a2a.c) */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <microhttpd.h>
@@ -25,6 +27,8 @@
 #define PATH_START "/api/v1/handoffs/start"
 #define PATH_ITEM "/api/v1/handoffs/"
 #define HEADER_MEMORY (64 * 1024)       /* request line and headers */
+#define PATH_A2A "/a2a/"
+#define A2A_CARD "/.well-known/agent-card.json"
 
 struct hub_http {
         struct MHD_Daemon *d;
@@ -101,6 +105,50 @@ static bool json_content_type(const char *v)
         return *v == '\0' || *v == ';';
 }
 
+/* /a2a/NAME[SUFFIX] -> NAME into name[65]: true when url is that. */
+static bool a2a_path(const char *url, const char *suffix, char *name)
+{
+        size_t n;
+
+        if (strncmp(url, PATH_A2A, strlen(PATH_A2A)))
+                return false;
+        url += strlen(PATH_A2A);
+        n = strcspn(url, "/");
+        if (n == 0 || n > 64 || strcmp(url + n, suffix))
+                return false;
+        memcpy(name, url, n);
+        name[n] = '\0';
+        return true;
+}
+
+/* A JSON-RPC error refusal, for /a2a/. */
+static bool a2a_refuse(struct hub_answer *a, unsigned status, int code, const char *message)
+{
+        hub_a2a_error(a, status, NULL, code, message);
+        return true;
+}
+
+/* The first call for a POST to /a2a/NAME: as post_begin(), its refusals
+ * JSON-RPC errors (-32600: the request is not one to answer). */
+static bool a2a_begin(struct hub *h, struct hub_request *q, struct hub_answer *a)
+{
+        const char *ct = q->content_type;
+        int64_t n;
+
+        if (!auth_agent(h, q->authorization, q->peer, q->agent))
+                return a2a_refuse(a, 401, -32600,
+                                  "unauthorized: a valid Authorization: Bearer token is required");
+        if (!json_content_type(ct) &&
+            !(ct && !strncasecmp(ct, "application/a2a+json", 20) &&
+              (ct[20] == '\0' || ct[20] == ';')))
+                return a2a_refuse(a, 415, -32600,
+                                  "Content-Type must be application/json or application/a2a+json");
+        if (q->content_length && (parse_int64(q->content_length, 0, INT64_MAX, &n) < 0 ||
+                                  (uint64_t)n > h->cfg->max_file_size))
+                return a2a_refuse(a, 413, -32600, "the request is larger than max_file_size");
+        return false;
+}
+
 /* The first call for a POST: refuse what can be refused before the body. */
 static bool post_begin(struct hub *h, struct hub_request *q, struct hub_answer *a)
 {
@@ -134,6 +182,13 @@ static bool on_get(struct hub *h, struct hub_request *q, struct hub_answer *a)
                 return answer_text(a, strdup("ok\n"), "text/plain");
         if (!strcmp(url, "/metrics"))
                 return answer_text(a, hub_stats_text(h), "text/plain; version=0.0.4");
+        if (a2a_path(url, A2A_CARD, agent)) {
+                if (hub_a2a_card(h, agent, q->host, a) < 0)
+                        return refuse(a, 500, "internal", "out of memory");
+                return true;
+        }
+        if (a2a_path(url, "", agent) || a2a_path(url, "/", agent))
+                return a2a_refuse(a, 405, -32600, "use POST for JSON-RPC");
         if (strncmp(url, PATH_ITEM, strlen(PATH_ITEM)) || !strcmp(url, PATH_START))
                 return refuse(a, 404, "not_found", "no such resource");
         if (!auth_agent(h, q->authorization, q->peer, agent))
@@ -151,6 +206,12 @@ bool hub_request_head(struct hub *h, struct hub_request *q, struct hub_answer *a
         *a = (struct hub_answer){ 0 };
         if (!strcmp(method, "GET") || !strcmp(method, "HEAD"))
                 return on_get(h, q, a);
+        if (a2a_path(url, "", q->a2a) || a2a_path(url, "/", q->a2a)) {
+                if (strcmp(method, "POST"))
+                        return a2a_refuse(a, 405, -32600, "use POST");
+                return a2a_begin(h, q, a);
+        }
+        q->a2a[0] = '\0';
         if (strcmp(url, PATH_START))
                 return strncmp(url, PATH_ITEM, strlen(PATH_ITEM)) &&
                                strcmp(url, "/healthz") && strcmp(url, "/metrics")
@@ -189,6 +250,14 @@ void hub_request_end(struct hub *h, struct hub_request *q, struct hub_answer *a)
         char detail[128];
 
         *a = (struct hub_answer){ 0 };
+        if (q->a2a[0]) {
+                if (q->too_large)
+                        a2a_refuse(a, 413, -32600, "the request is larger than max_file_size");
+                else if (hub_a2a_rpc(h, q->agent, q->a2a, q->a2a_version,
+                                     q->body ? q->body : "", q->len, a) < 0)
+                        a2a_refuse(a, 500, -32603, "out of memory");
+                return;
+        }
         if (q->too_large) {
                 snprintf(detail, sizeof(detail), "the body is larger than %llu bytes",
                          (unsigned long long)h->cfg->max_file_size);
@@ -306,6 +375,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
                 rq->q.content_type = header(c, MHD_HTTP_HEADER_CONTENT_TYPE);
                 rq->q.content_length = header(c, MHD_HTTP_HEADER_CONTENT_LENGTH);
                 rq->q.wait = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "wait");
+                rq->q.host = header(c, MHD_HTTP_HEADER_HOST);
+                rq->q.a2a_version = header(c, "A2A-Version");
                 rq->q.peer = peer_address(c, rq->peer, sizeof(rq->peer));
                 /* headers whole: no longer dropped to make room */
                 conn_phase(h, c, HUB_CONN_BODY);

@@ -244,6 +244,7 @@ static int hub_run(struct hub *h, sigset_t *set)
                 hub_stats_write(h, now);
                 if (now >= prune) {
                         hub_records_prune(h, now);
+                        hub_a2a_prune(h, now);
                         prune = now + HUB_PRUNE_INTERVAL;
                 }
                 if (sig == SIGHUP)

@@ -12,6 +12,7 @@
 #include "files.h"
 #include "handoff.h"
 #include "payload.h"
+#include "payload_a2a.h"
 #include "payload_act.h"
 #include "payload_baton.h"
 #include "payload_str.h"
@@ -124,6 +125,13 @@ static const struct payload_type payload_types[] = {
                 .target = act_target,
                 .profile = "act",
                 .deliver = deliver_act,
+        },
+        {
+                /* written by handoff-hubd from an A2A SendMessage */
+                .name = PT_A2A,
+                .max_file = HD_DEFAULT_MAX_SIZE,
+                .validate = payload_a2a_validate,
+                .render = render_a2a,
         },
 };
 

@@ -28,6 +28,8 @@
  * are in handoff/ (or claimed/) under its id; anything else leaves
  * handoff/, tmp/ and the records as they were.
  *
+ * A request to /a2a/ is only held to a JSON answer: fuzz_a2a judges it.
+ *
  * Seeds (tests/fuzz/corpus/fuzz_hub/): the documents of tests/vectors and
  * the requests of tests/e2e/test_hub.py, those built with
  * tests/py/hdproto.py at the vectors' time.  HD_FUZZ_VERBOSE=1 prints each
@@ -368,6 +370,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (verbose)
                 fprintf(stderr, "fuzz_hub: %s %s -> %u %s\n", in.method, in.target, a.status,
                         a.body ? a.body : "(null)");
+        if (!strncmp(in.url, "/a2a/", 5)) {
+                /* A2A's answers are JSON-RPC (or a card): fuzz_a2a's to
+                 * judge; here only that it is JSON, and the spool and
+                 * the records as they were before it */
+                _cleanup_json_ json_t *o = a.body ? json_loads(a.body, 0, NULL) : NULL;
+                FUZZ_ASSERT(json_is_object(o), "an /a2a/ answer %u is no JSON object: %s",
+                            a.status, a.body ? a.body : "(null)");
+                if (count_dir(h.handoff_fd, false) != handoffs)
+                        count_dir(h.handoff_fd, true);
+                free(a.body);
+                hub_request_done(&q);
+                input_free(&in);
+                return 0;
+        }
         agent = token_agent(in.authorization);
         post = !strcmp(in.method, "POST") && !strcmp(in.url, PATH_START);
         item_get = (!strcmp(in.method, "GET") || !strcmp(in.method, "HEAD")) &&

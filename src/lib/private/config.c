@@ -88,6 +88,13 @@ void config_free(struct config *c)
                 free(a->pubkey_paths);
                 free(a->delivery);
                 free(a->act_format);
+                free(a->description);
+                for (size_t j = 0; j < a->n_skills; j++) {
+                        free(a->skill_ids[j]);
+                        free(a->skill_descs[j]);
+                }
+                free(a->skill_ids);
+                free(a->skill_descs);
         }
         free(c->agents);
         free(c->control_socket);

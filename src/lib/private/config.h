@@ -25,7 +25,13 @@ struct config_agent {
         char *delivery;         /* "bootstrap" (default), "vox", "act" */
         char *act_format;       /* "xml" (default) or "md" */
         unsigned act_max_files; /* default 5 */
+        /* its A2A agent card (handoff-hubd): what it does, its skills
+         * ("skill = ID: description", each a pair here) */
+        char *description;
+        char **skill_ids, **skill_descs;
+        size_t n_skills;
 };
+#define CONFIG_MAX_SKILLS 64
 
 /* [remote NAME]: handoffs to agent NAME are relayed to host. */
 struct config_remote {

@@ -223,6 +223,43 @@ static int handle_keys(struct parse_state *st, const char *k, const char *v)
         return 1;
 }
 
+/* "skill = ID: description" (A2A agent card): ID as a handoff_id. */
+static int agent_skill(struct parse_state *st, struct config_agent *a, const char *v)
+{
+        const char *colon = strchr(v, ':'), *d;
+        char **ids, **descs, id[129];
+        size_t n;
+
+        n = colon ? (size_t)(colon - v) : 0;
+        while (n > 0 && (v[n - 1] == ' ' || v[n - 1] == '\t'))
+                n--;
+        for (d = colon ? colon + 1 : ""; *d == ' ' || *d == '\t'; d++)
+                ;
+        if (n == 0 || n >= sizeof(id) || !*d)
+                return config_err(st, "[agent %s] skill: '%s' is not ID: description", a->name, v);
+        memcpy(id, v, n);
+        id[n] = '\0';
+        if (!hd_id_valid(id))
+                return config_err(st, "[agent %s] skill: '%s' is not a valid skill id "
+                                  "(letters, digits, - and _)", a->name, id);
+        if (a->n_skills >= CONFIG_MAX_SKILLS)
+                return config_err(st, "[agent %s] more than %d skills", a->name, CONFIG_MAX_SKILLS);
+        ids = realloc(a->skill_ids, (a->n_skills + 1) * sizeof(char *));
+        if (ids)
+                a->skill_ids = ids;
+        descs = realloc(a->skill_descs, (a->n_skills + 1) * sizeof(char *));
+        if (descs)
+                a->skill_descs = descs;
+        if (!ids || !descs)
+                return config_err(st, "out of memory");
+        a->skill_ids[a->n_skills] = strdup(id);
+        a->skill_descs[a->n_skills] = strdup(d);
+        a->n_skills++;  /* freed by config_free() either way */
+        if (!a->skill_ids[a->n_skills - 1] || !a->skill_descs[a->n_skills - 1])
+                return config_err(st, "out of memory");
+        return 1;
+}
+
 static int handle_agent(struct parse_state *st, const char *name,
                         const char *k, const char *v)
 {
@@ -287,6 +324,10 @@ static int handle_agent(struct parse_state *st, const char *name,
                 a->act_max_files = (unsigned)n;
                 return 1;
         }
+        if (!strcmp(k, "description"))
+                return config_set_str(&a->description, v) == 0;
+        if (!strcmp(k, "skill"))
+                return agent_skill(st, a, v);
         return config_err(st, "unknown key '%s' in [agent %s]", k, name);
 }
 
