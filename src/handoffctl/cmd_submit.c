@@ -1,6 +1,8 @@
 /* handoffctl submit: build a protocol_version 1 handoff the way the real
  * producer does, check it locally, sign it and publish it into a spool:
  * written atomically into tmp/, then moved (no replace) into handoff/.
+ * With --output the signed file is written there instead (or to stdout),
+ * for a spool elsewhere: what a client posts to handoff-hubd.
  *
  * The spool and the key come from the daemon's configuration unless --spool
  * and --key name them; a spool is never created by accident (a typo would
@@ -35,16 +37,21 @@ static void submit_usage(FILE *f)
         fprintf(f,
                 "Usage: handoffctl submit [-c CONF] --from AGENT --to AGENT [OPTIONS]\n"
                 "       handoffctl submit --spool DIR --key FILE --from AGENT --to AGENT [OPTIONS]\n"
+                "       handoffctl submit --key FILE --from AGENT --to AGENT --output FILE|- [OPTIONS]\n"
                 "\n"
                 "Sign a protocol_version 1 handoff and drop it into the spool's handoff/\n"
                 "(via tmp/).  Prints the handoff_id.  The spool and the key come from the\n"
                 "daemon configuration (-c, default %s)\n"
-                "unless --spool and --key are given.\n"
+                "unless --spool and --key are given.  With --output, the signed file is\n"
+                "written to FILE (or - for stdout) instead of into a spool.\n"
                 "\n"
                 "  -c, --config FILE      daemon configuration: its [spool] dir, and the key\n"
                 "                         it checks AGENT's handoffs with\n"
                 "  -s, --spool DIR        the spool (it must exist, with its handoff/)\n"
                 "      --create-spool     create the spool and its directories when missing\n"
+                "  -o, --output FILE|-    write the signed file to FILE (replaced whole,\n"
+                "                         mode 0600) or stdout, not into a spool; the\n"
+                "                         handoff_id is printed for FILE only\n"
                 "  -k, --key FILE         the signing key (0600, or 0640 for a group): an\n"
                 "                         HMAC key, or an Ed25519 secret key (sig + kid)\n"
                 "  -f, --from AGENT       from_agent\n"
@@ -63,8 +70,9 @@ static void submit_usage(FILE *f)
                 "  -h, --help             this text\n"
                 "      --version          the version\n"
                 "\n"
-                "With a configuration, a warning on stderr when no [agent TO] is in it\n"
-                "(the handoff is still written: another daemon may serve TO).\n"
+                "With a configuration and no --output, a warning on stderr when no\n"
+                "[agent TO] is in it (the handoff is still written: another daemon may\n"
+                "serve TO).\n"
                 "\n"
                 "Exit: 0 submitted, 1 refused (\"submit: REASON: detail\") or the id is\n"
                 "already pending, 2 bad usage or configuration, no such spool, unreadable\n"
@@ -75,6 +83,7 @@ static void submit_usage(FILE *f)
 struct submit_args {
         const char *conf, *spool, *key, *from, *to, *reason, *transcript, *context;
         const char *id, *kid, *type, *payload, *caller_hash;
+        const char *output;     /* --output FILE, "-": stdout; NULL: the spool */
         int64_t ttl;
         bool create_spool;
 };
@@ -106,8 +115,9 @@ static int submit_from_config(struct submit_args *a, struct config **cfg)
         r = ctl_config(a->conf, cfg);
         if (r) {
                 if (!a->conf)
-                        ctl_fail(CTL_EXIT_USAGE,
-                                 "submit: give -c CONF, or --spool DIR and --key FILE");
+                        ctl_fail(CTL_EXIT_USAGE, a->output
+                                 ? "submit: give --key FILE, or -c CONF"
+                                 : "submit: give -c CONF, or --spool DIR and --key FILE");
                 return r;
         }
         if (!a->spool)
@@ -184,6 +194,7 @@ int cmd_submit(int argc, char **argv)
                 { "config",      required_argument, NULL, 'c' },
                 { "spool",       required_argument, NULL, 's' },
                 { "create-spool", no_argument,      NULL, OPT_CREATE_SPOOL },
+                { "output",      required_argument, NULL, 'o' },
                 { "key",         required_argument, NULL, 'k' },
                 { "from",        required_argument, NULL, 'f' },
                 { "to",          required_argument, NULL, 't' },
@@ -212,7 +223,7 @@ int cmd_submit(int argc, char **argv)
         size_t len;
         int c, r;
 
-        while ((c = getopt_long(argc, argv, "s:k:f:t:r:c:h", opts, NULL)) >= 0) {
+        while ((c = getopt_long(argc, argv, "s:k:f:t:r:c:o:h", opts, NULL)) >= 0) {
                 switch (c) {
                 case 's': a.spool = optarg; break;
                 case 'k': a.key = optarg; break;
@@ -220,6 +231,7 @@ int cmd_submit(int argc, char **argv)
                 case 't': a.to = optarg; break;
                 case 'r': a.reason = optarg; break;
                 case 'c': a.conf = optarg; break;
+                case 'o': a.output = optarg; break;
                 case OPT_CONTEXT: a.context = optarg; break;
                 case OPT_CREATE_SPOOL: a.create_spool = true; break;
                 case OPT_TRANSCRIPT: a.transcript = optarg; break;
@@ -273,12 +285,15 @@ int cmd_submit(int argc, char **argv)
                                 "submit: bad_id: handoff_id '%s' is not [A-Za-z0-9][A-Za-z0-9_-]{0,127}",
                                 a.id);
 
-        if (a.conf || !a.spool || !a.key) {
+        if (a.output && (a.spool || a.create_spool))
+                return ctl_fail(CTL_EXIT_USAGE, "submit: --output writes no spool: "
+                                "give --output or --spool/--create-spool, not both");
+        if (a.conf || (!a.spool && !a.output) || !a.key) {
                 r = submit_from_config(&a, &cfg);
                 if (r != 0)
                         return r;
         }
-        if (!a.create_spool && (r = check_spool(a.spool)) != 0)
+        if (!a.output && !a.create_spool && (r = check_spool(a.spool)) != 0)
                 return r;
         r = hd_key_load(a.key, &key, err, sizeof(err));
         if (r < 0)
@@ -325,11 +340,25 @@ int cmd_submit(int argc, char **argv)
                 return ctl_fail(r, "submit: %s: %s", a.transcript, e.msg);
         if (r == CTL_EXIT_NEGATIVE && a.payload && strstr(e.msg, "payload"))
                 return ctl_fail(r, "submit: %s: %s", a.payload, e.msg);
-        if (r == 0)
+        if (r == 0 && a.output && !strcmp(a.output, "-")) {
+                /* the file's bytes and nothing else: the id is inside */
+                if (fwrite(buf, 1, len, stdout) != len || fflush(stdout) == EOF)
+                        return ctl_fail(CTL_EXIT_ERROR, "submit: stdout: %s", strerror(errno));
+                return CTL_EXIT_OK;
+        }
+        if (r == 0 && a.output)
+                r = submit_write_file(a.output, buf, len, &e);
+        else if (r == 0)
                 r = submit_publish(a.spool, id, buf, len, a.create_spool, &e);
         if (r != 0)
                 return ctl_fail(r, "submit: %s", e.msg);
-        /* Written all the same: another daemon on this spool may serve it. */
+        /* Written all the same: another daemon on this spool may serve it.
+         * A file written elsewhere (--output) goes to another spool, which
+         * this configuration does not describe: no warning. */
+        if (a.output) {
+                config_free(cfg);
+                cfg = NULL;
+        }
         const char *remote = cfg ? config_remote(cfg, a.to) : NULL;
         if (remote && config_relay_on(cfg))
                 fprintf(stderr, "handoffctl: submit: %s is an agent of host %s ([remote %s]): "

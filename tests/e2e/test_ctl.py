@@ -244,6 +244,50 @@ def test_submit(tmp, keyfile, key):
     return spool
 
 
+def test_submit_output(tmp, keyfile, key):
+    """submit --output: the signed file for a spool elsewhere (what a client
+    posts to handoff-hubd), with no spool and no configuration."""
+    out = os.path.join(tmp, "out")
+    os.mkdir(out)
+    path = os.path.join(out, "handoff.json")
+    p = subprocess.run([CTL, "submit", "--key", keyfile, "--from", "bob", "--to", "alice",
+                        "--reason", "for the hub", "--output", path],
+                       capture_output=True, text=True, timeout=60, cwd=out)
+    print(f"$ handoffctl submit --key K --from bob --to alice --output FILE -> {p.returncode}: "
+          f"{(p.stdout + p.stderr).strip()!r}")
+    check(p.returncode == 0 and os.path.isfile(path),
+          f"submit --output FILE writes FILE without a spool ({p.stderr!r})")
+    if not os.path.isfile(path):
+        return
+    raw = open(path, "rb").read()
+    doc = json.loads(raw)
+    check(p.stdout == doc["handoff_id"] + "\n", "and prints its handoff_id")
+    check(raw == hdproto.dumps(doc), "the file's bytes are the real writer's")
+    check(doc.get("hmac") == hdproto.compute_hmac(doc, key) and doc["reason"] == "for the hub",
+          "signed with --key, with the options given")
+    check(mode(path) == 0o600, f"--output FILE has mode 0600 (got {oct(mode(path))})")
+    check(sorted(os.listdir(out)) == ["handoff.json"], f"nothing else written: {os.listdir(out)}")
+    check(verify(keyfile, path).returncode == 0, "verify accepts the --output file")
+    p = run("submit", "--key", keyfile, "--from", "bob", "--to", "alice", "-o", path)
+    check(p.returncode == 0 and json.loads(open(path, "rb").read())["handoff_id"] == p.stdout.strip()
+          and p.stdout.strip() != doc["handoff_id"], "a second -o FILE replaces it")
+    p = subprocess.run([CTL, "submit", "--key", keyfile, "--from", "bob", "--to", "alice",
+                        "--output", "-"], capture_output=True, timeout=60)
+    try:
+        sdoc = json.loads(p.stdout)
+    except ValueError:
+        sdoc = {}
+    check(p.returncode == 0 and p.stdout == hdproto.dumps(sdoc) and
+          sdoc.get("hmac") == hdproto.compute_hmac(sdoc, key),
+          f"--output - writes the file's bytes alone to stdout ({p.stdout[:80]!r})")
+    p = run("submit", "--key", keyfile, "--from", "bob", "--to", "alice", "-o", path,
+            "--spool", os.path.join(tmp, "spool"))
+    check(p.returncode == 2 and "--output" in p.stderr, "--output with --spool -> 2")
+    p = run("submit", "--key", keyfile, "--from", "bob", "--to", "alice", "-o",
+            os.path.join(tmp, "nodir", "h.json"))
+    check(p.returncode == 2 and "nodir" in p.stderr, "--output into a missing directory -> 2")
+
+
 def hdproto_time(s):
     from datetime import datetime
     return datetime.fromisoformat(s.replace("Z", "+00:00"))
@@ -445,6 +489,7 @@ def main():
         keyfile = os.path.join(tmp, "key")
         key = hdproto.make_key(keyfile)
         test_submit(tmp, keyfile, key)
+        test_submit_output(tmp, keyfile, key)
         test_verify(tmp, keyfile, key)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -16,6 +16,10 @@
 6. status text says whose the bytes are (rejected/); show prints no empty
    line for a field an item does not have.
 
+And the README's examples for a sender on another machine (issue 36),
+run as printed against a real hub and daemon: the curl example with the
+file `handoffctl submit --output` makes.
+
 Runs as root for 2 (a throwaway uid/gid)."""
 
 import json
@@ -30,6 +34,7 @@ import sys
 sys.path.insert(0, os.path.join(os.environ.get("HD_SRC", "."), "tests", "py"))
 import hdproto  # noqa: E402
 import hdtest  # noqa: E402
+import hubkit  # noqa: E402
 from hdtest import check  # noqa: E402
 
 OUTSIDER = 47431        # a uid in no group of the daemon's
@@ -246,6 +251,45 @@ def test_show_no_empty_field(env, conf):
     check(not empty, f"show prints empty fields: {empty}")
 
 
+def readme_block(lang, needle):
+    """The README's first ```lang block that holds needle."""
+    text = open(os.path.join(hdtest.SRC, "README.md")).read()
+    for m in re.finditer(r"^```" + lang + r"\n(.*?)^```", text, re.S | re.M):
+        if needle in m.group(1):
+            return m.group(1)
+    raise hdtest.Fail(f"README.md has no ```{lang} block with {needle!r}")
+
+
+def readme_sender_files(env, hub, d):
+    """The files the README's sender examples name, in directory d: bob's
+    token, the key bob signs with, the hub's certificate."""
+    for name, src in (("bob.token", os.path.join(hub.token_dir, "bob.token")),
+                      ("default.key", env.key_path), ("hub.crt", hub.cert)):
+        fd = os.open(os.path.join(d, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(open(src, "rb").read())
+
+
+def delivered_to(env, agent, hid):
+    hdtest.wait_for(lambda: any(n == hid + ".json" for n in env.bootstraps(agent)),
+                    timeout=20, what=f"{hid} delivered to {agent}")
+
+
+def test_readme_curl(env, hub):
+    """The README's curl example, with the file it says how to make."""
+    script = readme_block("sh", "curl ").replace("hub.example:8443", f"localhost:{hub.port}")
+    with hdtest.tmpdir() as d:
+        readme_sender_files(env, hub, d)
+        path = os.environ.get("PATH", "/usr/bin:/bin")
+        p = subprocess.run(["bash", "-e", "-c", script], cwd=d, capture_output=True, text=True,
+                           timeout=60 * hdtest.SLOW, env=dict(os.environ, PATH=hdtest.BUILD + ":" + path))
+        print(f"- the README's curl example: exit {p.returncode}: {p.stdout.strip()!r} {p.stderr.strip()[-200:]!r}")
+        check(p.returncode == 0 and '"status":"accepted"' in p.stdout,
+              f"the README's curl example: {p.returncode} {p.stdout!r} {p.stderr!r}")
+        hid = json.loads(p.stdout.strip().splitlines()[-1])["handoff_id"]
+        delivered_to(env, "alice", hid)
+
+
 def main():
     # Each finding on its own: one run reports every one that fails.
     failed = []
@@ -273,6 +317,11 @@ def main():
         else:
             print("- status by a refused user: skipped (needs root)")
         check(d.stop() == 0, "exit 0")
+    with hdtest.Env(agents=["alice"]) as env:
+        hub = hubkit.Hub(env, tokens={"bob": None})
+        env.start(conf=hub.conf)
+        hub.start()
+        part(test_readme_curl, env, hub)
     check(not failed, f"{len(failed)} part(s) failed: {', '.join(failed)}")
 
 
