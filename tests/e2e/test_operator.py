@@ -17,13 +17,17 @@
    line for a field an item does not have.
 
 And the README's examples for a sender on another machine (issue 36),
-run as printed against a real hub and daemon: the curl example with the
-file `handoffctl submit --output` makes.
+run as printed against a real hub and daemon: the token the README says
+how to make; the curl example with the file `handoffctl submit --output`
+makes; the Python example for gptme-voice's HandoffHubWriter (a stand-in
+that signs with the secret it is given, as the real one does), whose key
+read with its newline was refused as bad_mac.
 
 Runs as root for 2 (a throwaway uid/gid)."""
 
 import json
 import os
+import pwd
 import re
 import shlex
 import signal
@@ -290,6 +294,63 @@ def test_readme_curl(env, hub):
         delivered_to(env, "alice", hid)
 
 
+# What gptme-voice's HandoffHubWriter does with what it is given: the
+# document its file writer writes, signed with secret, POSTed with the
+# bearer token (hubkit.Hub.post sends the same).
+HUB_WRITER_STANDIN = '''
+import json, urllib.request
+import hdproto
+
+class HandoffHubWriter:
+    def __init__(self, base_url, bearer_token, from_agent, secret):
+        self.url = base_url.rstrip("/") + "/api/v1/handoffs/start"
+        self.token, self.from_agent, self.secret = bearer_token, from_agent, secret
+
+    def initiate(self, to_agent, caller_id, reason):
+        doc = hdproto.build(self.from_agent, to_agent, self.secret, reason=reason, caller=caller_id)
+        req = urllib.request.Request(self.url, data=hdproto.dumps(doc), method="POST", headers={
+            "Authorization": "Bearer " + self.token, "Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=30) as r:
+            answer = json.loads(r.read())
+        print(json.dumps(answer))
+        return answer
+'''
+
+
+def readme_token(env):
+    """The README's commands that make bob's token, run with the test's
+    token_dir and this user for handoff-hubd: before the hub starts."""
+    script = readme_block("sh", "tokens/bob.token")
+    me = pwd.getpwuid(os.getuid()).pw_name
+    script = script.replace("/etc/handoffd/tokens", os.path.join(env.dir, "tokens")) \
+        .replace("-o handoff-hubd", f"-o {me}").replace("chown handoff-hubd", f"chown {me}")
+    p = subprocess.run(["bash", "-e", "-c", script], capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, PATH=hdtest.BUILD + ":" + os.environ.get("PATH", "/usr/bin:/bin")))
+    check(p.returncode == 0, f"the README's token commands: {p.returncode} {p.stderr!r}")
+    return open(os.path.join(env.dir, "tokens", "bob.token")).read().strip()
+
+
+def test_readme_python(env, hub):
+    """The README's Python example for HandoffHubWriter users."""
+    code = readme_block("python", "HandoffHubWriter").replace("hub.example:8443", f"localhost:{hub.port}")
+    with hdtest.tmpdir() as d:
+        readme_sender_files(env, hub, d)
+        os.makedirs(os.path.join(d, "lib", "gptme_voice"))
+        open(os.path.join(d, "lib", "gptme_voice", "__init__.py"), "w").close()
+        with open(os.path.join(d, "lib", "gptme_voice", "handoff.py"), "w") as f:
+            f.write(HUB_WRITER_STANDIN)
+        pypath = os.path.join(d, "lib") + ":" + os.path.join(hdtest.SRC, "tests", "py")
+        p = subprocess.run([sys.executable, "-c", code], cwd=d, capture_output=True, text=True,
+                           timeout=60 * hdtest.SLOW,
+                           env=dict(os.environ, PYTHONPATH=pypath,
+                                    SSL_CERT_FILE=os.path.join(d, "hub.crt")))
+        print(f"- the README's Python example: exit {p.returncode}: {p.stdout.strip()!r} "
+              f"{p.stderr.strip()[-300:]!r}")
+        check(p.returncode == 0 and '"status": "accepted"' in p.stdout,
+              f"the README's Python example: {p.returncode} {p.stdout!r} {p.stderr!r}")
+        delivered_to(env, "alice", json.loads(p.stdout)["handoff_id"])
+
+
 def main():
     # Each finding on its own: one run reports every one that fails.
     failed = []
@@ -318,10 +379,20 @@ def main():
             print("- status by a refused user: skipped (needs root)")
         check(d.stop() == 0, "exit 0")
     with hdtest.Env(agents=["alice"]) as env:
-        hub = hubkit.Hub(env, tokens={"bob": None})
+        token = None
+        try:
+            token = readme_token(env)
+        except hdtest.Fail as e:
+            print(f"FAIL: readme_token: {e}")
+            failed.append("readme_token")
+        # the README's token, else (that part failed) one of the kit's
+        hub = hubkit.Hub(env, tokens={} if token else {"bob": None})
+        if token:
+            hub.tokens["bob"] = token
         env.start(conf=hub.conf)
         hub.start()
         part(test_readme_curl, env, hub)
+        part(test_readme_python, env, hub)
     check(not failed, f"{len(failed)} part(s) failed: {', '.join(failed)}")
 
 
