@@ -59,7 +59,8 @@ static void submit_usage(FILE *f)
                 "  -r, --reason TEXT      reason (default \"handoff\")\n"
                 "      --transcript FILE  JSON array of {\"role\", \"text\"} (default [])\n"
                 "      --context TEXT     context_summary\n"
-                "      --ttl SECONDS      expires_at = now + SECONDS (default %d)\n"
+                "      --ttl DURATION     expires_at = now + DURATION (90, 5m, 1h, 2d;\n"
+                "                         default %d, at most 366d)\n"
                 "      --id ID            handoff_id (default UNIXTIME-FROM-TO-16HEX)\n"
                 "      --kid NAME         kid: the name of the HMAC key the receiver uses\n"
                 "                         (an Ed25519 key sets its own kid)\n"
@@ -241,10 +242,12 @@ int cmd_submit(int argc, char **argv)
                 case OPT_PAYLOAD: a.payload = optarg; break;
                 case OPT_CALLER_HASH: a.caller_hash = optarg; break;
                 case OPT_TTL:
-                        if (parse_int64(optarg, 1, SUBMIT_MAX_TTL, &a.ttl) < 0)
+                        /* the duration every other option and key takes */
+                        if (config_parse_duration(optarg, &a.ttl) < 0 || a.ttl < 1 ||
+                            a.ttl > SUBMIT_MAX_TTL)
                                 return ctl_fail(CTL_EXIT_USAGE,
-                                                "submit: --ttl '%s': not a number of seconds in 1..%lld",
-                                                optarg, SUBMIT_MAX_TTL);
+                                                "submit: --ttl '%s': not a duration from 1s to 366d "
+                                                "(like 90, 5m, 1h)", optarg);
                         break;
                 case 'h':
                         submit_usage(stdout);

@@ -288,6 +288,86 @@ def test_submit_output(tmp, keyfile, key):
     check(p.returncode == 2 and "nodir" in p.stderr, "--output into a missing directory -> 2")
 
 
+def test_durations(tmp, keyfile, key):
+    """--ttl, --max-window and --max-clock-skew take a duration as every
+    other option and key does (90, 5m, 1h)."""
+    spool = os.path.join(tmp, "dspool")
+    for ttl, secs in (("5m", 300), ("1h", 3600), ("90", 90), ("2d", 172800)):
+        p = run("submit", "--key", keyfile, "--from", "alice", "--to", "bob",
+                "--ttl", ttl, "--spool", spool, "--create-spool")
+        ok = p.returncode == 0
+        if ok:
+            doc = json.loads(open(os.path.join(spool, "handoff", p.stdout.strip() + ".json")).read())
+            ok = hdproto_time(doc["expires_at"]) - hdproto_time(doc["initiated_at"]) == \
+                timedelta(seconds=secs)
+        check(ok, f"submit --ttl {ttl}: expires_at = initiated_at + {secs} s")
+    for bad in ("0", "12x", "367d", "5 m", "-1"):
+        p = run("submit", "--key", keyfile, "--from", "alice", "--to", "bob", "--ttl", bad,
+                "--spool", spool)
+        check(p.returncode == 2 and "not a duration" in p.stderr and p.stdout == "",
+              f"submit --ttl {bad!r} -> 2, not a duration")
+    path = write(os.path.join(tmp, "long.json"), hdproto.dumps(hdproto.build(
+        "alice", "bob", key, ttl=7200, at=hdproto.now() - timedelta(seconds=400))))
+    p = verify(keyfile, path, extra=("--max-window", "5m"))
+    check(p.returncode == 1 and ": expired:" in p.stdout, "verify --max-window 5m: 400 s old is expired")
+    p = verify(keyfile, path, extra=("--max-window", "1h", "--max-clock-skew", "1m"))
+    check(p.returncode == 0, "verify --max-window 1h --max-clock-skew 1m: fresh")
+
+
+def test_version():
+    """handoffctl -V and --version, as handoffd -V."""
+    d = subprocess.run([hdtest.HANDOFFD, "-V"], capture_output=True, text=True, timeout=30)
+    version = d.stdout.split()[-1] if d.stdout.split() else "?"
+    for opt in ("-V", "--version"):
+        p = run(opt)
+        check(p.returncode == 0 and p.stdout == f"handoffctl {version}\n",
+              f"handoffctl {opt} prints 'handoffctl {version}' as handoffd -V its version")
+    check("-V, --version" in run("--help").stdout, "handoffctl --help names -V, --version")
+
+
+def test_verify_config(tmp, keyfile, key):
+    """verify -c: the configuration's keys (a sender's own, public keys),
+    limits and window, as the daemon checks a file."""
+    d = os.path.join(tmp, "vc")
+    os.makedirs(os.path.join(d, "pub"), mode=0o755)
+    alice_keyfile = os.path.join(d, "alice.key")
+    alice_key = hdproto.make_key(alice_keyfile)
+    carol = os.path.join(d, "carol.key")
+    run("keygen", "--ed25519", "-o", carol)
+    shutil.move(os.path.join(d, "carol.pub"), os.path.join(d, "pub", "carol.pub"))
+    conf = write(os.path.join(d, "v.conf"), (
+        f"[spool]\ndir = {d}/spool\nmax_window = 10m\n[keys]\ndefault = {keyfile}\n"
+        f"pubkey_dir = {d}/pub\n[agent alice]\nstate_dir = {d}/alice\nkey = {alice_keyfile}\n"
+        f"[agent bob]\nstate_dir = {d}/bob\n").encode())
+    by_alice = write(os.path.join(d, "by-alice.json"),
+                     hdproto.dumps(hdproto.build("alice", "bob", alice_key)))
+    by_bob = write(os.path.join(d, "by-bob.json"), hdproto.dumps(hdproto.build("bob", "alice", key)))
+    p = run("submit", "--key", carol, "--from", "carol", "--to", "bob", "--output",
+            os.path.join(d, "by-carol.json"))
+    by_carol = os.path.join(d, "by-carol.json")
+    p = run("verify", "-c", conf, by_alice, by_bob, by_carol)
+    check(p.returncode == 0 and p.stdout == f"{by_alice}: ok\n{by_bob}: ok\n{by_carol}: ok\n",
+          "verify -c: alice's own key, the default key, carol's public key in pubkey_dir")
+    p = verify(keyfile, by_alice)
+    check(p.returncode == 1 and "bad_mac" in p.stdout, "(verify --key DEFAULT of alice's: bad_mac)")
+    # the sender's own key and no other: the default key does not sign for alice
+    forged = write(os.path.join(d, "forged.json"), hdproto.dumps(hdproto.build("alice", "bob", key)))
+    p = run("verify", "--config", conf, forged)
+    check(p.returncode == 1 and f"{forged}: bad_mac:" in p.stdout,
+          "verify -c: alice's handoff signed with the default key is bad_mac, as the daemon says")
+    # the configuration's window (10m), and an option above it
+    old = write(os.path.join(d, "old.json"), hdproto.dumps(hdproto.build(
+        "bob", "alice", key, ttl=7200, at=hdproto.now() - timedelta(minutes=20))))
+    p = run("verify", "-c", conf, old)
+    check(p.returncode == 1 and f"{old}: expired:" in p.stdout, "verify -c: max_window of the config")
+    p = run("verify", "-c", conf, "--max-window", "1h", old)
+    check(p.returncode == 0, "verify -c --max-window 1h: the option outranks the config")
+    p = run("verify", "-c", conf, "--key", keyfile, by_bob)
+    check(p.returncode == 2 and "not both" in p.stderr, "verify -c with --key -> 2")
+    p = run("verify", "-c", os.path.join(d, "none.conf"), by_bob)
+    check(p.returncode == 2, "verify -c of a missing configuration -> 2")
+
+
 def hdproto_time(s):
     from datetime import datetime
     return datetime.fromisoformat(s.replace("Z", "+00:00"))
@@ -490,6 +570,9 @@ def main():
         key = hdproto.make_key(keyfile)
         test_submit(tmp, keyfile, key)
         test_submit_output(tmp, keyfile, key)
+        test_durations(tmp, keyfile, key)
+        test_version()
+        test_verify_config(tmp, keyfile, key)
         test_verify(tmp, keyfile, key)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
