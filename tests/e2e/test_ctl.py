@@ -368,6 +368,59 @@ def test_verify_config(tmp, keyfile, key):
     check(p.returncode == 2, "verify -c of a missing configuration -> 2")
 
 
+def sample_keys():
+    """(section, key) of etc/handoffd.conf, commented-out ones too; not
+    [keys], whose names are kids."""
+    pairs, section = [], None
+    for line in open(os.path.join(os.environ["HD_SRC"], "etc", "handoffd.conf")):
+        m = re.match(r"^[;#]?\s*\[([a-z]+)(?: [^\]]*)?\]\s*$", line)
+        if m:
+            section = m.group(1)
+            continue
+        m = re.match(r"^[;#]?\s*([a-z_][a-z0-9_]*)\s*=", line)
+        if m and section and section != "keys":
+            pairs.append((section, m.group(1)))
+    return pairs
+
+
+def test_config_errors(tmp, keyfile):
+    """An unknown key gets a "did you mean" as an unknown section does, for
+    every key of the sample config; a key file that cannot be loaded is
+    an error of the line that names it."""
+    d = os.path.join(tmp, "ce")
+    os.mkdir(d)
+    pairs = sample_keys()
+    missed = []
+    for section, key in pairs:
+        typo = key[:-1]
+        header = {"agent": "agent alice", "remote": "remote zed"}.get(section, section)
+        conf = write(os.path.join(d, "t.conf"), f"[{header}]\n{typo} = 1\n".encode())
+        p = run("list", "-c", conf)
+        want = f"handoffctl: {conf}:2: unknown key '{typo}' in [{header}] (did you mean {key}?)\n"
+        if p.returncode != 2 or p.stderr != want:
+            missed.append(f"{typo!r} in [{header}]: {p.stderr.strip()!r}")
+    check(len(pairs) > 40 and not missed,
+          f"each of the {len(pairs)} keys of etc/handoffd.conf is suggested for its typo; not: {missed}")
+    p = run("list", "-c", write(os.path.join(d, "f.conf"), b"[spool]\nfrobnicate = 1\n"))
+    check(p.stderr.endswith("unknown key 'frobnicate' in [spool]\n"), "no suggestion when none is close")
+
+    good = f"[spool]\ndir = {d}/spool\n[control]\nsocket = {d}/s.sock\n"
+    for body, line, what in (
+            (f"[keys]\ndefault = {d}/missing.key\n", 6, "[keys] default"),
+            (f"[keys]\ndefault = {keyfile}\nmain = {d}/missing.key\n", 7, "a [keys] kid"),
+            (f"[keys]\ndefault = {keyfile}\n[agent alice]\nstate_dir = {d}/a\n"
+             f"key = {d}/missing.key\n", 9, "[agent] key"),
+            (f"[keys]\ndefault = {keyfile}\n[agent alice]\nstate_dir = {d}/a\n"
+             f"pubkeys = {d}/missing.pub\n", 9, "[agent] pubkeys"),
+            (f"[keys]\ndefault = {keyfile}\npubkey_dir = {d}/missing\n", 7, "[keys] pubkey_dir")):
+        conf = write(os.path.join(d, "k.conf"), (good + body).encode())
+        p = subprocess.run([hdtest.HANDOFFD, "-n", "-c", conf], capture_output=True, text=True,
+                           timeout=30)
+        print(f"$ handoffd -n ({what} missing) -> {p.returncode}: {p.stderr.strip()!r}")
+        check(p.returncode != 0 and p.stderr.startswith(f"{conf}:{line}: ") and "missing" in p.stderr,
+              f"{what} that cannot be loaded: an error of its line {line}")
+
+
 def hdproto_time(s):
     from datetime import datetime
     return datetime.fromisoformat(s.replace("Z", "+00:00"))
@@ -573,6 +626,7 @@ def main():
         test_durations(tmp, keyfile, key)
         test_version()
         test_verify_config(tmp, keyfile, key)
+        test_config_errors(tmp, keyfile)
         test_verify(tmp, keyfile, key)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
