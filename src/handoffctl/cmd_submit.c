@@ -363,6 +363,16 @@ int cmd_submit(int argc, char **argv)
                 cfg = NULL;
         }
         const char *remote = cfg ? config_remote(cfg, a.to) : NULL;
+        char when[128] = "";
+        /* A daemon leaves it in handoff/ until it expires: at its
+         * expires_at, or max_window after initiated_at when that is
+         * sooner (intake.c decide_left) */
+        if (cfg && a.ttl > cfg->max_window)
+                snprintf(when, sizeof(when), "in %llds ([spool] max_window, before its "
+                         "expires_at)", (long long)cfg->max_window);
+        else if (cfg)
+                snprintf(when, sizeof(when), "in %llds (its expires_at, --ttl)",
+                         (long long)a.ttl);
         if (remote && config_relay_on(cfg))
                 fprintf(stderr, "handoffctl: submit: %s is an agent of host %s ([remote %s]): "
                         "relayed to %s\n", a.to, remote, a.to, remote);
@@ -370,14 +380,12 @@ int cmd_submit(int argc, char **argv)
                 fprintf(stderr,
                         "handoffctl: submit: warning: %s names [remote %s] on host %s but has no "
                         "[relay] servers: nothing relays it; it is rejected as expired_unclaimed "
-                        "after [spool] max_window (%llds)\n",
-                        cfg->path, a.to, remote, (long long)cfg->max_window);
+                        "when it expires, %s\n", cfg->path, a.to, remote, when);
         else if (cfg && !config_agent(cfg, a.to))
                 fprintf(stderr,
                         "handoffctl: submit: warning: %s has no [agent %s]: no daemon with this "
                         "configuration claims it; unless another one serves %s, it is rejected as "
-                        "expired_unclaimed after [spool] max_window (%llds)\n",
-                        cfg->path, a.to, a.to, (long long)cfg->max_window);
+                        "expired_unclaimed when it expires, %s\n", cfg->path, a.to, a.to, when);
         printf("%s\n", id);
         if (fflush(stdout) == EOF)
                 return ctl_fail(CTL_EXIT_ERROR, "submit: stdout: %s",

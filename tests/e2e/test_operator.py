@@ -16,6 +16,10 @@
 6. status text says whose the bytes are (rejected/); show prints no empty
    line for a field an item does not have.
 
+7. `submit` to an agent no section serves says when it is rejected as
+   expired_unclaimed: at its expires_at (--ttl), or max_window when
+   sooner, and the daemon does reject it then (issue 36).
+
 And the README's examples for a sender on another machine (issue 36),
 run as printed against a real hub and daemon: the token the README says
 how to make; the curl example with the file `handoffctl submit --output`
@@ -255,6 +259,33 @@ def test_show_no_empty_field(env, conf):
     check(not empty, f"show prints empty fields: {empty}")
 
 
+def test_submit_unserved(env, conf):
+    """7: the warning of a submit to an agent no section serves says when
+    it is rejected, and the daemon rejects it then."""
+    p = env.ctl("submit", "-c", conf, "--from", "bob", "--to", "zed", "--ttl", "2",
+                "--reason", "nobody serves zed")
+    print(f"- submit to zed (no [agent zed]): {p.stderr.strip()}")
+    check(p.returncode == 0 and "when it expires, in 2s (its expires_at" in p.stderr
+          and "max_window" not in p.stderr, f"the warning: {p.stderr!r}")
+    hid = p.stdout.strip()
+    doc = json.load(open(env.path("handoff", hid + ".json")))
+    expires = hdproto.datetime.fromisoformat(doc["expires_at"].replace("Z", "+00:00"))
+
+    def rejected():
+        n = hid + ".json"
+        return n in env.names("rejected") and os.path.exists(env.path("rejected", n + ".reason"))
+    hdtest.wait_for(rejected, timeout=30, what=f"{hid} rejected")
+    r = env.reason_of(hid + ".json")
+    at = hdproto.datetime.fromisoformat(r["at"].replace("Z", "+00:00"))
+    print(f"- rejected as {r['reason']} {(at - expires).total_seconds():.2f} s after its expires_at")
+    # not before it expires, and then, not max_window (an hour) later
+    check(r["reason"] == "expired_unclaimed" and expires <= at < expires + hdproto.timedelta(seconds=60),
+          f"rejected: {r}")
+    p = env.ctl("submit", "-c", conf, "--from", "bob", "--to", "zed", "--ttl", "2h")
+    check(p.returncode == 0 and "in 3600s ([spool] max_window" in p.stderr,
+          f"--ttl 2h over max_window 3600: {p.stderr!r}")
+
+
 def readme_block(lang, needle):
     """The README's first ```lang block that holds needle."""
     text = open(os.path.join(hdtest.SRC, "README.md")).read()
@@ -373,6 +404,7 @@ def main():
         part(test_consume_other_agent, env, conf)
         part(test_status_text, env, conf)
         part(test_show_no_empty_field, env, conf)
+        part(test_submit_unserved, env, conf)
         if os.geteuid() == 0:
             part(test_status_refused, env, d, conf)
         else:
