@@ -16,6 +16,10 @@
 6. status text says whose the bytes are (rejected/); show prints no empty
    line for a field an item does not have.
 
+8. `show` of a relayed item whose receipt says consumed: status consumed
+   at top level (the relay's details kept), no empty accepted_at, values
+   in one column whatever the keys' length; a rejected item's bytes are
+   its file's, not its .reason's too; `show --help` names outbox.
 7. `submit` to an agent no section serves says when it is rejected as
    expired_unclaimed: at its expires_at (--ttl), or max_window when
    sooner, and the daemon does reject it then (issue 36).
@@ -259,6 +263,55 @@ def test_show_no_empty_field(env, conf):
     check(not empty, f"show prints empty fields: {empty}")
 
 
+def test_show_relayed_final(env, conf):
+    """8: what show says of a relayed item whose receipt has come.  Each
+    finding on its own (one run says which of them fail)."""
+    bad = []
+
+    def soft(cond, what):
+        if not cond:
+            print(f"FAIL: {what}")
+            bad.append(what)
+    doc = hdproto.build("bob", "zed", env.key, handoff_id="relayed-2")
+    name = f"{int(hdproto.now().timestamp())}-bob-zed-relayed-2.json"
+    with open(env.path("archive", name), "w") as f:
+        json.dump(doc, f)
+    now = hdproto.iso(hdproto.now())
+    # as outbox.c archives it and receipt_in.c then notes b's receipt
+    with open(env.path("archive", name + ".outcome"), "w") as f:
+        json.dump({"handoff_id": "relayed-2", "outcome": "relayed", "relayed_to": "hostb",
+                   "from_agent": "bob", "to_agent": "zed", "archived_at": now,
+                   "accepted_at": "", "duplicate": False, "remote_outcome": "consumed",
+                   "remote_host": "hostb", "remote_at": now,
+                   "remote_outcomes": ["delivered", "consumed"]}, f)
+    p = env.ctl("show", "-c", conf, "relayed-2", "--json")
+    j = json.loads(p.stdout)
+    print(f"- show --json of a relayed item consumed there: status {j.get('status')!r}, "
+          f"outcome {j.get('outcome')!r}, accepted_at {j.get('accepted_at')!r}")
+    soft(j.get("status") == "consumed", f"top-level status: {j.get('status')!r}")
+    soft(j.get("outcome") == "relayed" and j.get("relayed_to") == "hostb"
+          and j.get("remote_outcome") == "consumed" and j.get("remote_host") == "hostb",
+          f"the relay's details: {j}")
+    soft("accepted_at" not in j, f"accepted_at: {j.get('accepted_at')!r}")
+    p = env.ctl("show", "-c", conf, "relayed-2")
+    lines = [ln for ln in p.stdout.splitlines() if ln.split(" ", 1)[0] in j]
+    cols = {len(ln) - len(ln.split(" ", 1)[1].lstrip()) for ln in lines}
+    print("- show:\n" + "".join(f"    {ln}\n" for ln in p.stdout.splitlines()))
+    soft(len(lines) > 10 and len(cols) == 1 and any(ln.startswith("remote_outcome ") for ln in lines),
+          f"values start in one column: {sorted(cols)}")
+
+    # a rejected item: its own bytes
+    p = env.ctl("show", "-c", conf, "broken-1", "--json")
+    j = json.loads(p.stdout) if p.returncode == 0 else {}
+    size = os.path.getsize(env.path("rejected", "broken-1.json"))
+    print(f"- show of rejected broken-1: bytes {j.get('bytes')} (the file: {size}, its .reason: "
+          f"{os.path.getsize(env.path('rejected', 'broken-1.json.reason'))})")
+    soft(j.get("bytes") == size, f"bytes {j.get('bytes')}, the file has {size}")
+    p = env.ctl("show", "--help")
+    soft("outbox" in p.stdout, "show --help names outbox")
+    check(not bad, f"{len(bad)} finding(s): {bad}")
+
+
 def test_submit_unserved(env, conf):
     """7: the warning of a submit to an agent no section serves says when
     it is rejected, and the daemon rejects it then."""
@@ -404,6 +457,7 @@ def main():
         part(test_consume_other_agent, env, conf)
         part(test_status_text, env, conf)
         part(test_show_no_empty_field, env, conf)
+        part(test_show_relayed_final, env, conf)
         part(test_submit_unserved, env, conf)
         if os.geteuid() == 0:
             part(test_status_refused, env, d, conf)
