@@ -11,7 +11,9 @@
 3. `make run` starts without a warning (the demo's agent is the daemon's
    own user); a handoffs/ another user could reach still gets one.
 4. every handoffctl line `make run` prints has the same absolute path, and
-   the lines work as printed.
+   the lines work as printed: also the second agent's, bob's handoff_send
+   over MCP to alice (issue 36: the demo had one agent, so MCP could not
+   be tried end to end).
 5. `consume --agent alice ID` of a handoff addressed to zed says so.
 6. status text says whose the bytes are (rejected/); show prints no empty
    line for a field an item does not have.
@@ -163,10 +165,10 @@ def test_make_run():
                             timeout=120, what="make run's daemon")
             check(p.poll() is None, f"make run exited {p.returncode}:\n{text()}")
             lines = [ln.strip() for ln in text().splitlines()]
-            ctl = [ln.split()[1] if ln.startswith("then:") else ln.split()[0]
-                   for ln in lines if "handoffctl " in ln and not ln.startswith("exec")]
+            ctl = [m for ln in lines if not ln.startswith("exec")
+                   for m in re.findall(r"(\S*handoffctl) ", ln)]
             print(f"- make run prints {len(ctl)} handoffctl line(s): {sorted(set(ctl))}")
-            check(len(ctl) == 3 and len(set(ctl)) == 1 and os.path.isabs(ctl[0]),
+            check(len(ctl) == 4 and len(set(ctl)) == 1 and os.path.isabs(ctl[0]),
                   f"handoffctl paths {ctl}:\n{text()}")
             warned = [ln for ln in lines if "warning" in ln.lower()]
             check(not warned, f"make run warns: {warned}")
@@ -184,6 +186,24 @@ def test_make_run():
             check(q.returncode == 0 and "demo handoff" in q.stdout,
                   f"{consume}: {q.returncode} {q.stdout} {q.stderr} (submitted {hid})")
             print("- make run: no warning; the printed submit and consume work")
+            # bob over MCP: the printed pipe as a shell runs it
+            mcp = next((ln for ln in lines if " mcp " in ln), None)
+            check(mcp is not None and "--agent bob" in mcp, f"no MCP line for bob:\n{text()}")
+            q = subprocess.run(["sh", "-c", mcp], capture_output=True, text=True, timeout=30)
+            try:
+                res = json.loads(q.stdout)["result"]
+                sent = res["structuredContent"] if not res.get("isError") else {}
+            except (ValueError, KeyError):
+                sent = {}
+            print(f"- make run's MCP line: exit {q.returncode}: {q.stdout.strip()[:200]!r} {q.stderr.strip()!r}")
+            check(q.returncode == 0 and sent.get("to_agent") == "alice" and sent.get("handoff_id"),
+                  f"{mcp}: {q.returncode} {q.stdout!r} {q.stderr!r}")
+            boot = os.path.join(demo, "agents", "alice", "handoffs", sent["handoff_id"] + ".json")
+            hdtest.wait_for(lambda: os.path.exists(boot), timeout=20, what="bob's MCP handoff delivered")
+            q = subprocess.run(shlex.split(consume), capture_output=True, text=True, timeout=30)
+            check(q.returncode == 0 and "demo handoff over MCP" in q.stdout,
+                  f"{consume} after the MCP line: {q.returncode} {q.stdout} {q.stderr}")
+            print("- make run: bob's handoff_send over MCP is delivered to alice and consumed")
         finally:
             if p.poll() is None:
                 os.killpg(p.pid, signal.SIGTERM)
