@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "config_err.h"
 #include "config_keys.h"
 #include "util.h"
 
@@ -268,38 +269,43 @@ static int pubkeys_check(struct config *c, char **err)
         return 0;
 }
 
-int config_load_keys(struct config *c, char **err)
+int config_load_keys(struct config *c, const struct parse_state *st, char **err)
 {
         char *e = NULL;
-        int r;
+        int line, r;
 
-#define LOAD(fn, ...) do {                                                    \
+        /* value: the config's string that named the file, for its line */
+#define LOAD(value, fn, ...) do {                                             \
                 r = fn(__VA_ARGS__, &e);                                      \
                 if (r < 0) {                                                  \
-                        if (asprintf(err, "%s: %s", c->path, e ? e : strerror(-r)) < 0) \
+                        line = config_line_of(st, value);                     \
+                        if ((line > 0 ? asprintf(err, "%s:%d: %s", c->path, line, \
+                                                 e ? e : strerror(-r))        \
+                                      : asprintf(err, "%s: %s", c->path,      \
+                                                 e ? e : strerror(-r))) < 0)  \
                                 *err = NULL;                                  \
                         free(e);                                              \
                         return r;                                             \
                 }                                                             \
         } while (0)
         if (c->default_key_path)
-                LOAD(key_load_hmac, c->default_key_path, &c->default_key);
+                LOAD(c->default_key_path, key_load_hmac, c->default_key_path, &c->default_key);
         for (size_t i = 0; i < c->n_kids; i++)
-                LOAD(key_load_hmac, c->kid_paths[i], &c->kid_keys[i]);
+                LOAD(c->kid_paths[i], key_load_hmac, c->kid_paths[i], &c->kid_keys[i]);
         for (size_t i = 0; i < c->n_agents; i++) {
                 struct config_agent *a = &c->agents[i];
 
                 if (a->key_path) {
-                        LOAD(key_load_hmac, a->key_path, &a->key);
+                        LOAD(a->key_path, key_load_hmac, a->key_path, &a->key);
                         /* the sender's own key speaks for it alone */
                         hd_key_set_agent(a->key, a->name);
                 }
                 for (size_t j = 0; j < a->n_pubkey_paths; j++)
-                        LOAD(agent_pubkeys_add, c, a, a->pubkey_paths[j]);
+                        LOAD(a->pubkey_paths[j], agent_pubkeys_add, c, a, a->pubkey_paths[j]);
         }
         if (c->pubkey_dir)
-                LOAD(pubkeys_load_dir, c);
-        LOAD(pubkeys_check, c);
+                LOAD(c->pubkey_dir, pubkeys_load_dir, c);
+        LOAD(NULL, pubkeys_check, c);
 #undef LOAD
         return 0;
 }
