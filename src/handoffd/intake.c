@@ -155,8 +155,17 @@ struct item {
         dev_t dev;              /* the producer's file, left once claimed */
         ino_t ino;
         struct timespec mtim;   /* its mtime, for claim_leftover() */
+        bool counted;           /* quota_take() counted it as waiting */
         int outcome;
 };
+
+/* It will not wait: what quota_take() counted goes. */
+static void uncount(struct spool *sp, struct item *it)
+{
+        if (it->counted)
+                quota_release(sp, it->agent->cfg->name, it->id);
+        it->counted = false;
+}
 
 /* Move it to rejected/ for v; an authenticated one's id is remembered. */
 static int decide_reject(struct spool *sp, struct item *it, const hd_verdict *v,
@@ -417,20 +426,26 @@ static int decide(struct spool *sp, struct item *it, int64_t now)
                 return r == -ENOENT ? IO_GONE : r < 0 ? r : IO_OUTBOX;
         }
         /* An agent's inbox is bounded (quota.c): refused, not remembered,
-         * so the sender may send it again once there is room. */
+         * so the sender may send it again once there is room.  Counted as
+         * waiting now, so every daemon's next claim sees it. */
         const char *from = json_string_value(json_object_get(it->doc, "from_agent"));
-        if (quota_check(sp, it->agent->cfg->name, from, &v) < 0)
+        r = quota_take(sp, it->agent->cfg->name, it->id, from, &v, &it->counted);
+        if (r == -EBADMSG)
                 return decide_reject(sp, it, &v, false, now);
+        if (r == -EAGAIN)
+                return IO_BUSY;
+        if (r < 0)
+                return r;
         if (payload_type_session_store(ptype)) {
                 r = hd_baton_check_handoff(sp->fd[SD_BATON], it->doc, &v);
+                if (r < 0)
+                        uncount(sp, it);
                 if (r == -EBADMSG)
                         return decide_reject(sp, it, &v, true, now);
                 if (r < 0)
                         return r;
         }
 
-        /* Counted as waiting now, so the rest of a burst sees it. */
-        quota_note(sp, it->id, it->agent->cfg->name, from);
         /* Verified and ours: the claim is the record that delivery
          * makes (delivery.c); until then the item is the producer's
          * file in handoff/, under the lock of its id. */
@@ -486,6 +501,7 @@ static int sync_written(struct spool *sp, struct item *items, size_t n)
                         return rets[j];
                 struct item *it = &items[idx[j]];
                 (void) unlinkat(dirfds[j], names[j], 0);
+                uncount(sp, it);
                 it->outcome = rets[j];
                 spool_error(sp, rets[j], "Cannot deliver %s to %s", it->id, it->agent->cfg->name);
                 errors++;
@@ -508,7 +524,7 @@ static void drop_pending(struct spool *sp, struct item *it)
 {
         char pname[NAME_MAX + 1];
 
-        quota_forget(sp, it->id);
+        uncount(sp, it);
         if (delivery_pending_name(it->id, pname, sizeof(pname)) == 0 &&
             unlinkat(it->agent->handoffs_fd, pname, 0) == 0)
                 it->agent->dirty = true;
@@ -576,7 +592,7 @@ static int deliver(struct spool *sp, struct item *items, size_t n, int64_t now)
                                 if (step == 2)
                                         drop_pending(sp, it);
                                 else
-                                        quota_forget(sp, it->id);
+                                        uncount(sp, it);
                                 q = claimed_again(sp, it, "is already claimed", now);
                                 it->outcome = q;
                                 errors += q < 0;

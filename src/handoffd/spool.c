@@ -35,6 +35,7 @@ const char *const spool_dir_names[_SD_MAX] = {
         [SD_BATON] = "baton",
         [SD_OUTBOX] = "outbox",
         [SD_SPENT] = "spent",
+        [SD_QUOTA] = "quota",
 };
 
 
@@ -149,8 +150,7 @@ int spool_open(struct config *cfg, struct spool **ret)
         sp->seen = json_object();
         sp->leaving = json_object();
         sp->verified = json_object();
-        sp->waiting = json_object();
-        sp->waiting_n = json_object();
+        sp->quota_recount = true;
         sp->cfg = cfg;
         sp->st.started_usec = hd_now_usec();
         r = open_dir_at(AT_FDCWD, cfg->spool_dir, 0750, &sp->root_fd, NULL);
@@ -169,7 +169,8 @@ int spool_open(struct config *cfg, struct spool **ret)
                  * keeps one producer from deleting another's (the daemon
                  * owns the directory, so it may still move them).  The
                  * same modes as systemd/handoffd.tmpfiles. */
-                mode_t m = (i == SD_TMP || i == SD_HANDOFF) ? 03770 : i == SD_SPENT ? 0700 : 0750;
+                mode_t m = (i == SD_TMP || i == SD_HANDOFF) ? 03770 :
+                           (i == SD_SPENT || i == SD_QUOTA) ? 0700 : 0750;
                 r = open_dir_at(sp->root_fd, spool_dir_names[i], m, &sp->fd[i], NULL);
                 if (r < 0) {
                         log_error_errno(r, "Cannot open '%s/%s'", cfg->spool_dir,
@@ -195,8 +196,10 @@ int spool_set_config(struct spool *sp, struct config *cfg)
         if (r < 0)
                 return r;
         sp->cfg = cfg;
-        /* Keys and agents may have changed: every item is verified again. */
+        /* Keys and agents may have changed: every item is verified again,
+         * and counted again (a limit may be new). */
         json_object_clear(sp->verified);
+        sp->quota_recount = true;
         return 0;
 }
 
@@ -218,9 +221,6 @@ void spool_close(struct spool *sp)
         json_decref(sp->seen);
         json_decref(sp->leaving);
         json_decref(sp->verified);
-        json_decref(sp->waiting);
-        json_decref(sp->waiting_n);
-        json_decref(sp->waiting_prev);
         if (sp->sweep.dir)
                 closedir(sp->sweep.dir);
         free(sp);
