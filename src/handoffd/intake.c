@@ -167,15 +167,34 @@ static void uncount(struct spool *sp, struct item *it)
         it->counted = false;
 }
 
-/* Move it to rejected/ for v; an authenticated one's id is remembered. */
+static bool drop_claim_leftover(struct spool *sp, struct item *it, const char *id);
+
+/* Move it to rejected/ for v; an authenticated one's id is remembered.
+ * A file the record of its id holds already is that claim's leftover (a
+ * crash, or another daemon's claim whose record is not yet synced): it
+ * goes as after its claim, not rejected (its id would be in rejected/
+ * beside its record: test_powercut found it).  Another daemon may reach
+ * the other verdict on the same file (its clock not yet past expires_at,
+ * another set of keys) and claim it meanwhile: so the rejection of a
+ * file that names an id holds the id's lock, as the claim does (busy:
+ * looked at again later), and looks for the record under it. */
 static int decide_reject(struct spool *sp, struct item *it, const hd_verdict *v,
                          bool authenticated, int64_t now)
 {
-        const char *id = authenticated
-                ? json_string_value(json_object_get(it->doc, "handoff_id")) : NULL;
+        const char *hid = it->doc ? json_string_value(json_object_get(it->doc, "handoff_id")) : NULL;
         int r;
 
-        r = spool_reject(sp, it->name, v->reason, v->detail, id, now);
+        if (hid && hd_id_valid(hid) && !it->lock_id) {
+                r = lock_try(sp->lock_fd, lock_off_id(hid), true);
+                if (r == -EAGAIN)
+                        return IO_BUSY;
+                if (r < 0)
+                        return r;
+                it->lock_id = lock_off_id(hid);
+                if (drop_claim_leftover(sp, it, hid))
+                        return IO_GONE;
+        }
+        r = spool_reject(sp, it->name, v->reason, v->detail, authenticated ? hid : NULL, now);
         return r < 0 ? r : r == IO_GONE ? IO_GONE : IO_REJECTED;
 }
 
@@ -356,14 +375,9 @@ static int decide(struct spool *sp, struct item *it, int64_t now)
         const char *remote = !it->agent && sp->relay.ctx ? config_remote(c, to) : NULL;
         r = hd_verify(it->doc, config_key_lookup, (void *)c, &pol, &po, now, &v);
         if (r == -EBADMSG) {
-                const char *lid = json_string_value(json_object_get(it->doc, "handoff_id"));
                 /* A claim's leftover that no longer verifies (expired
-                 * since, or its key gone): the record holds it, so it
-                 * goes as after its claim; rejected, its id would be in
-                 * rejected/ beside its record (test_powercut found it). */
-                if ((it->agent || remote) && lid && hd_id_valid(lid) &&
-                    drop_claim_leftover(sp, it, lid))
-                        return IO_GONE;
+                 * since, or its key gone) goes as after its claim:
+                 * decide_reject() looks. */
                 if (it->agent || remote)
                         return decide_reject(sp, it, &v, false, now);
                 /* Not ours: another daemon may hold the sender's key;
@@ -406,6 +420,17 @@ static int decide(struct spool *sp, struct item *it, int64_t now)
         if (r < 0)
                 return r;
         it->lock_id = lock_off_id(it->id);
+        /* Rejected since we opened it, by a daemon that held the lock
+         * (decide_reject(); an unauthenticated rejection leaves no trace
+         * of its id): no longer this file in handoff/.  A second link is
+         * a move not finished: the next look sees to it. */
+        struct stat cur;
+        if (fstatat(sp->fd[SD_HANDOFF], name, &cur, AT_SYMLINK_NOFOLLOW) < 0)
+                return errno == ENOENT ? IO_GONE : -errno;
+        if (cur.st_dev != it->dev || cur.st_ino != it->ino)
+                return IO_GONE;
+        if (cur.st_nlink > 1)
+                return IO_BUSY;
         const char *ptype = json_string_value(json_object_get(it->doc, "payload_type"));
         /* Claimed already?  For a plain bootstrap the record's link tells
          * (a link never replaces: deliver() takes its EEXIST as this), and
@@ -686,6 +711,10 @@ int intake_batch(struct spool *sp, char *const *names, size_t n,
                 errors += deliver(sp, items, n, now);
                 for (size_t i = 0; outcomes && i < n; i++)
                         outcomes[i] = items[i].outcome;
+        } else if (json_object_size(sp->leaving) > 0) {
+                /* Rejections linked out (spool_reject_from(), with the
+                 * relay) leave handoff/ now; with fsync deliver() did. */
+                (void) spool_flush(sp);
         }
         bool locked = false;
         for (size_t i = 0; i < n; i++) {

@@ -328,12 +328,15 @@ bool spool_leaving(struct spool *sp, const char *name, const struct stat *st)
                (json_int_t)st->st_ino == json_integer_value(json_array_get(e, 1));
 }
 
-int spool_move_out(struct spool *sp, const char *name, enum spool_dir to, const char *dst)
+/* spool_move_out(); link_first: a link, the name in handoff/ left until
+ * the next spool_flush(), where one can be made. */
+static int move_out(struct spool *sp, const char *name, enum spool_dir to, const char *dst,
+                    bool link_first)
 {
         struct stat st;
         int r;
 
-        if (sp->cfg->fsync) {
+        if (link_first) {
                 if (linkat(sp->fd[SD_HANDOFF], name, sp->fd[to], dst, 0) == 0) {
                         sp->dirty[to] = true;
                         if (fstatat(sp->fd[to], dst, &st, AT_SYMLINK_NOFOLLOW) < 0)
@@ -353,6 +356,11 @@ int spool_move_out(struct spool *sp, const char *name, enum spool_dir to, const 
         if (r == 0)
                 sp->dirty[SD_HANDOFF] = sp->dirty[to] = true;
         return r;
+}
+
+int spool_move_out(struct spool *sp, const char *name, enum spool_dir to, const char *dst)
+{
+        return move_out(sp, name, to, dst, sp->cfg->fsync);
 }
 
 void spool_drop_source(struct spool *sp, const char *name, dev_t dev, ino_t ino)
@@ -439,6 +447,24 @@ bool spool_find_link(int dirfd, const char *name, const struct stat *a, char *fo
         return ok;
 }
 
+/* handoff/name was moved to rejected/dst, and a crash may have come
+ * between the move and its outcome (spool_reject_from()): the outcome
+ * again, from the reason.  Told twice, it is one receipt (receipt.c
+ * writes the one a final outcome owes, once). */
+static void reject_outcome_again(struct spool *sp, const char *name, const char *dst)
+{
+        char rsn[NAME_MAX + 16];
+        _cleanup_json_ json_t *o = NULL;
+        hd_verdict v;
+
+        if (!sp->relay.outcome || xsnprintf(rsn, sizeof(rsn), "%s" LAYOUT_REASON, dst) < 0 ||
+            hd_load_at(sp->fd[SD_REJECTED], rsn, NULL, &o, &v) < 0)
+                return;
+        sp->relay.outcome(sp->relay.ctx, json_string_value(json_object_get(o, "handoff_id")), name,
+                          "rejected", json_string_value(json_object_get(o, "reason")),
+                          json_string_value(json_object_get(o, "detail")), hd_now_usec());
+}
+
 bool spool_drop_claim_leftover(struct spool *sp, const char *name)
 {
         static const enum spool_dir next[] = { SD_CLAIMED, SD_REJECTED, SD_OUTBOX, SD_SPENT };
@@ -453,6 +479,8 @@ bool spool_drop_claim_leftover(struct spool *sp, const char *name)
         for (size_t i = 0; i < ELEMENTSOF(next); i++) {
                 if (!spool_find_link(sp->fd[next[i]], name, &a, other, sizeof(other)))
                         continue;
+                if (next[i] == SD_REJECTED)
+                        reject_outcome_again(sp, name, other);
                 /* That link is on disk before this one goes. */
                 if (sp->cfg->fsync && fsync_dir(sp->fd[next[i]]) < 0)
                         return false;
@@ -675,11 +703,22 @@ int spool_reject_from(struct spool *sp, enum spool_dir from, const char *name,
                  * as archive() does: a replay is known at every moment. */
                 if (handoff_id && (r = spool_id_mark(sp, handoff_id)) < 0)
                         return r;
-                if (sp->relay.outcome && (from == SD_HANDOFF || from == SD_CLAIMED))
-                        sp->relay.outcome(sp->relay.ctx, handoff_id, from == SD_HANDOFF ? name : NULL,
-                                          "rejected", hd_reason_name(reason), detail, now);
-                r = from == SD_HANDOFF ? spool_move_out(sp, name, SD_REJECTED, dst) :
-                    move_noreplace(sp->fd[from], name, sp->fd[SD_REJECTED], dst);
+                /* The outcome goes out before the move from claimed/ (the
+                 * caller holds the id's lock: nothing else moves it), so
+                 * a crash between never loses it.  From handoff/ only
+                 * once the move is made: another daemon may have claimed
+                 * the file meanwhile, and then the move finds it gone.
+                 * With the relay the move is a link (the relay's own
+                 * files can always be linked), the name in handoff/ left
+                 * until the next spool_flush(): a crash before the
+                 * outcome leaves it beside its rejection, and
+                 * spool_drop_claim_leftover() tells it then. */
+                if (sp->relay.outcome && from == SD_CLAIMED)
+                        sp->relay.outcome(sp->relay.ctx, handoff_id, NULL, "rejected",
+                                          hd_reason_name(reason), detail, now);
+                r = from == SD_HANDOFF
+                    ? move_out(sp, name, SD_REJECTED, dst, sp->cfg->fsync || sp->relay.outcome)
+                    : move_noreplace(sp->fd[from], name, sp->fd[SD_REJECTED], dst);
                 if (r == -EEXIST)
                         continue;       /* another rejecter took dst: its reason stands */
                 if (r < 0) {
@@ -692,6 +731,9 @@ int spool_reject_from(struct spool *sp, enum spool_dir from, const char *name,
                 }
                 if (from != SD_HANDOFF)
                         sp->dirty[SD_REJECTED] = sp->dirty[from] = true;
+                if (sp->relay.outcome && from == SD_HANDOFF)
+                        sp->relay.outcome(sp->relay.ctx, handoff_id, name, "rejected",
+                                          hd_reason_name(reason), detail, now);
                 sp->st.rejected[reason]++;
                 char q[300];
                 log_decision(LOG_NOTICE, handoff_id, NULL, "rejected", hd_reason_name(reason),
