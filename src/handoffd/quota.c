@@ -245,7 +245,8 @@ void quota_note(struct spool *sp, const char *agent, const char *id, const char 
         if (r < 0) {
                 /* the next sweep counts again */
                 sp->quota_recount = true;
-                log_warning_errno(r, "Cannot count %s in the inbox of %s", id, agent);
+                if (r != -EAGAIN)       /* busy: another daemon counts for agent */
+                        log_warning_errno(r, "Cannot count %s in the inbox of %s", id, agent);
         } else if (taken) {
                 log_debug("Counted %s in the inbox of %s (not counted before)", id, agent);
         }
