@@ -155,20 +155,49 @@ struct item {
         dev_t dev;              /* the producer's file, left once claimed */
         ino_t ino;
         struct timespec mtim;   /* its mtime, for claim_leftover() */
+        bool counted;           /* quota_take() counted it as waiting */
         int outcome;
 };
 
-/* Move it to rejected/ for v; an authenticated one's id is remembered. */
+/* It will not wait: what quota_take() counted goes. */
+static void uncount(struct spool *sp, struct item *it)
+{
+        if (it->counted)
+                quota_release(sp, it->agent->cfg->name, it->id);
+        it->counted = false;
+}
+
+static bool drop_claim_leftover(struct spool *sp, struct item *it, const char *id);
+
+/* Move it to rejected/ for v; an authenticated one's id is remembered.
+ * A file the record of its id holds already is that claim's leftover (a
+ * crash, or another daemon's claim whose record is not yet synced): it
+ * goes as after its claim, not rejected (its id would be in rejected/
+ * beside its record: test_powercut found it).  Another daemon may reach
+ * the other verdict on the same file (its clock not yet past expires_at,
+ * another set of keys) and claim it meanwhile: so the rejection of a
+ * file that names an id holds the id's lock, as the claim does (busy:
+ * looked at again later), and looks for the record under it. */
 static int decide_reject(struct spool *sp, struct item *it, const hd_verdict *v,
                          bool authenticated, int64_t now)
 {
-        const char *id = authenticated
-                ? json_string_value(json_object_get(it->doc, "handoff_id")) : NULL;
+        const char *hid = it->doc ? json_string_value(json_object_get(it->doc, "handoff_id")) : NULL;
         struct spool_ino was = { .dev = it->dev, .ino = it->ino };
         int r;
 
+        if (hid && hd_id_valid(hid) && !it->lock_id) {
+                r = lock_try(sp->lock_fd, lock_off_id(hid), true);
+                if (r == -EAGAIN)
+                        return IO_BUSY;
+                if (r < 0)
+                        return r;
+                it->lock_id = lock_off_id(hid);
+                if (drop_claim_leftover(sp, it, hid))
+                        return IO_GONE;
+        }
         /* Only the inode decided on, once one was looked at. */
-        r = spool_reject(sp, it->name, it->ino ? &was : NULL, v->reason, v->detail, id, now);
+        r = spool_reject(sp, it->name, it->ino ? &was : NULL, v->reason, v->detail,
+                         authenticated ? hid : NULL, now);
         return r < 0 ? r : r == IO_GONE ? IO_GONE : IO_REJECTED;
 }
 
@@ -371,14 +400,9 @@ static int decide(struct spool *sp, struct item *it, int64_t now)
         const char *remote = !it->agent && sp->relay.ctx ? config_remote(c, to) : NULL;
         r = hd_verify(it->doc, config_key_lookup, (void *)c, &pol, &po, now, &v);
         if (r == -EBADMSG) {
-                const char *lid = json_string_value(json_object_get(it->doc, "handoff_id"));
                 /* A claim's leftover that no longer verifies (expired
-                 * since, or its key gone): the record holds it, so it
-                 * goes as after its claim; rejected, its id would be in
-                 * rejected/ beside its record (test_powercut found it). */
-                if ((it->agent || remote) && lid && hd_id_valid(lid) &&
-                    drop_claim_leftover(sp, it, lid))
-                        return IO_GONE;
+                 * since, or its key gone) goes as after its claim:
+                 * decide_reject() looks. */
                 if (it->agent || remote)
                         return decide_reject(sp, it, &v, false, now);
                 /* Not ours: another daemon may hold the sender's key;
@@ -421,6 +445,17 @@ static int decide(struct spool *sp, struct item *it, int64_t now)
         if (r < 0)
                 return r;
         it->lock_id = lock_off_id(it->id);
+        /* Rejected since we opened it, by a daemon that held the lock
+         * (decide_reject(); an unauthenticated rejection leaves no trace
+         * of its id): no longer this file in handoff/.  A second link is
+         * a move not finished: the next look sees to it. */
+        struct stat cur;
+        if (fstatat(sp->fd[SD_HANDOFF], name, &cur, AT_SYMLINK_NOFOLLOW) < 0)
+                return errno == ENOENT ? IO_GONE : -errno;
+        if (cur.st_dev != it->dev || cur.st_ino != it->ino)
+                return IO_GONE;
+        if (cur.st_nlink > 1)
+                return IO_BUSY;
         const char *ptype = json_string_value(json_object_get(it->doc, "payload_type"));
         /* Claimed already?  For a plain bootstrap the record's link tells
          * (a link never replaces: deliver() takes its EEXIST as this), and
@@ -442,20 +477,26 @@ static int decide(struct spool *sp, struct item *it, int64_t now)
                 return r == -ENOENT ? IO_GONE : r < 0 ? r : IO_OUTBOX;
         }
         /* An agent's inbox is bounded (quota.c): refused, not remembered,
-         * so the sender may send it again once there is room. */
+         * so the sender may send it again once there is room.  Counted as
+         * waiting now, so every daemon's next claim sees it. */
         const char *from = json_string_value(json_object_get(it->doc, "from_agent"));
-        if (quota_check(sp, it->agent->cfg->name, from, &v) < 0)
+        r = quota_take(sp, it->agent->cfg->name, it->id, from, &v, &it->counted);
+        if (r == -EBADMSG)
                 return decide_reject(sp, it, &v, false, now);
+        if (r == -EAGAIN)
+                return IO_BUSY;
+        if (r < 0)
+                return r;
         if (payload_type_session_store(ptype)) {
                 r = hd_baton_check_handoff(sp->fd[SD_BATON], it->doc, &v);
+                if (r < 0)
+                        uncount(sp, it);
                 if (r == -EBADMSG)
                         return decide_reject(sp, it, &v, true, now);
                 if (r < 0)
                         return r;
         }
 
-        /* Counted as waiting now, so the rest of a burst sees it. */
-        quota_note(sp, it->id, it->agent->cfg->name, from);
         /* Verified and ours: the claim is the record that delivery
          * makes (delivery.c); until then the item is the producer's
          * file in handoff/, under the lock of its id. */
@@ -511,6 +552,7 @@ static int sync_written(struct spool *sp, struct item *items, size_t n)
                         return rets[j];
                 struct item *it = &items[idx[j]];
                 (void) unlinkat(dirfds[j], names[j], 0);
+                uncount(sp, it);
                 it->outcome = rets[j];
                 spool_error(sp, rets[j], "Cannot deliver %s to %s", it->id, it->agent->cfg->name);
                 errors++;
@@ -533,7 +575,7 @@ static void drop_pending(struct spool *sp, struct item *it)
 {
         char pname[NAME_MAX + 1];
 
-        quota_forget(sp, it->id);
+        uncount(sp, it);
         if (delivery_pending_name(it->id, pname, sizeof(pname)) == 0 &&
             unlinkat(it->agent->handoffs_fd, pname, 0) == 0)
                 it->agent->dirty = true;
@@ -601,7 +643,7 @@ static int deliver(struct spool *sp, struct item *items, size_t n, int64_t now)
                                 if (step == 2)
                                         drop_pending(sp, it);
                                 else
-                                        quota_forget(sp, it->id);
+                                        uncount(sp, it);
                                 q = claimed_again(sp, it, "is already claimed", now);
                                 it->outcome = q;
                                 errors += q < 0;
@@ -695,6 +737,10 @@ int intake_batch(struct spool *sp, char *const *names, size_t n,
                 errors += deliver(sp, items, n, now);
                 for (size_t i = 0; outcomes && i < n; i++)
                         outcomes[i] = items[i].outcome;
+        } else if (json_object_size(sp->leaving) > 0) {
+                /* Rejections linked out (spool_reject_from(), with the
+                 * relay) leave handoff/ now; with fsync deliver() did. */
+                (void) spool_flush(sp);
         }
         bool locked = false;
         for (size_t i = 0; i < n; i++) {

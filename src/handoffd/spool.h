@@ -25,6 +25,7 @@ enum spool_dir {
         SD_BATON,
         SD_OUTBOX,      /* verified, for a remote agent: waits for the relay */
         SD_SPENT,       /* producers' files of claims, removed when idle */
+        SD_QUOTA,       /* what waits for each agent, counted (quota.c) */
         _SD_MAX
 };
 
@@ -114,13 +115,13 @@ struct spool {
         struct sweep {
                 void *dir;      /* DIR * of claimed/, NULL: none */
                 bool at_start, again;
+                bool recount;   /* its looks count what waits (quota.c) */
                 int first;      /* the first error met */
         } sweep;
         json_t *unserved;       /* agent -> why it is out of service */
-        /* quota.c: id -> [agent, from, n] of each claimed item (one
-         * array per pair, shared), agent -> {"": n, from: that array},
-         * the ids set aside while a sweep is under way */
-        json_t *waiting, *waiting_n, *waiting_prev;
+        /* The next sweep counts every claimed item it looks at (quota.c):
+         * after the start and a reload. */
+        bool quota_recount;
         /* spent/ may hold producers' files (moved there since the last
          * reap, or found at start), and when the last one came
          * (monotonic usec) */

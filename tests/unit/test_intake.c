@@ -19,6 +19,7 @@
 
 #include "daemonfx.h"
 #include "intake.h"
+#include "lock.h"
 #include "testutil.h"
 
 /* Decide one name (one batch of one: a batch always decides its first). */
@@ -542,6 +543,112 @@ START_TEST(test_intake_rejects_an_unverified_file_for_an_id_held_here)
 }
 END_TEST
 
+/* The relay's outcome hook (receipt.c in the daemon), recorded: how many
+ * "rejected" were told, the last one's reason, and whether the item was
+ * in rejected/ already when it was told. */
+struct told {
+        struct spool *sp;
+        int n;
+        char reason[64], name[64];
+        bool moved;
+};
+
+static void tell(void *ctx, const char *id, const char *name, const char *outcome,
+                 const char *reason, const char *detail, int64_t now)
+{
+        struct told *t = ctx;
+
+        (void)id, (void)detail, (void)now;
+        ck_assert_str_eq(outcome, "rejected");
+        t->n++;
+        snprintf(t->reason, sizeof(t->reason), "%s", reason ? reason : "");
+        snprintf(t->name, sizeof(t->name), "%s", name ? name : "");
+        t->moved = name && fx_there(t->sp->fd[SD_REJECTED], "", name, "");
+}
+
+static void listen_outcomes(struct fx *f, struct told *t)
+{
+        *t = (struct told){ .sp = f->sp };
+        f->sp->relay.ctx = t;
+        f->sp->relay.outcome = tell;
+}
+
+/* Issue 33: spool_reject_from() told "rejected" before its move, which
+ * then found the file gone when another daemon had claimed it: the origin
+ * heard "rejected" for a delivered handoff.  Told only once the item is
+ * in rejected/. */
+START_TEST(test_intake_rejection_told_only_once_moved)
+{
+        struct told t;
+        struct fx f;
+
+        fx_open(&f);
+        listen_outcomes(&f, &t);
+        /* gone before the move (another daemon claimed it) */
+        ck_assert_int_eq(spool_reject(f.sp, "gone.json", NULL, HD_R_EXPIRED, "x", NULL, hd_now_usec()),
+                         IO_GONE);
+        ck_assert_int_eq(t.n, 0);
+        ck_assert(!fx_there(f.sp->fd[SD_REJECTED], "", "gone.json", ".reason"));
+        fx_put_doc(f.sp->fd[SD_HANDOFF], "late.json", fx_doc("late", "alice", 900, -60, f.k));
+        assert_rejected(&f, "late.json", decide(&f, "late.json"), "expired");
+        ck_assert_int_eq(t.n, 1);
+        ck_assert_str_eq(t.reason, "expired");
+        ck_assert_msg(t.moved, "told before the move");
+        fx_close(&f);
+}
+END_TEST
+
+/* A rejection and a claim of one handoff exclude each other: while
+ * another daemon holds the id's lock (claiming it: its verdict may be
+ * the other one), the rejection waits for a later look. */
+START_TEST(test_intake_rejection_waits_for_a_claim_in_flight)
+{
+        struct told t;
+        struct fx f;
+        int other;
+        uint64_t off = lock_off_id("late");
+
+        fx_open(&f);
+        listen_outcomes(&f, &t);
+        ck_assert_int_eq(lock_open(f.sp->root_fd, &other), 0);
+        ck_assert_int_eq(lock_try(other, off, true), 0);
+        fx_put_doc(f.sp->fd[SD_HANDOFF], "late.json", fx_doc("late", "alice", 900, -60, f.k));
+        ck_assert_int_eq(decide(&f, "late.json"), IO_BUSY);
+        ck_assert(fx_there(f.sp->fd[SD_HANDOFF], "", "late.json", ""));
+        ck_assert(!fx_there(f.sp->fd[SD_REJECTED], "", "late.json", ""));
+        ck_assert_int_eq(t.n, 0);
+        lock_release(other, off);
+        assert_rejected(&f, "late.json", decide(&f, "late.json"), "expired");
+        ck_assert_int_eq(t.n, 1);
+        close(other);
+        fx_close(&f);
+}
+END_TEST
+
+/* A crash between a rejection's move (a link, with the relay) and its
+ * outcome leaves the file beside its rejection: the next look tells the
+ * outcome, from the reason, and removes the handoff/ name. */
+START_TEST(test_intake_rejection_cut_short_is_told_at_the_next_look)
+{
+        struct told t;
+        struct fx f;
+
+        fx_open(&f);
+        listen_outcomes(&f, &t);
+        fx_put_doc(f.sp->fd[SD_HANDOFF], "late.json", fx_doc("late", "alice", 900, -60, f.k));
+        ck_assert_int_eq(linkat(f.sp->fd[SD_HANDOFF], "late.json", f.sp->fd[SD_REJECTED],
+                                "late.json", 0), 0);
+        fx_put(f.sp->fd[SD_REJECTED], "", "late.json", ".reason",
+               "{\"reason\":\"expired\",\"detail\":\"x\",\"name\":\"late.json\"}");
+        ck_assert_int_eq(decide(&f, "late.json"), IO_GONE);
+        ck_assert(!fx_there(f.sp->fd[SD_HANDOFF], "", "late.json", ""));
+        ck_assert_int_eq(t.n, 1);
+        ck_assert_str_eq(t.reason, "expired");
+        ck_assert_str_eq(t.name, "late.json");
+        fx_close(&f);
+}
+END_TEST
+
 Suite *suite_intake(void);
 Suite *suite_intake(void)
 {
@@ -565,6 +672,9 @@ Suite *suite_intake(void)
         tcase_add_test(tc, test_intake_order_fresh_before_target);
         tcase_add_test(tc, test_intake_order_target_before_replay);
         tcase_add_test(tc, test_intake_rejects_an_unverified_file_for_an_id_held_here);
+        tcase_add_test(tc, test_intake_rejection_told_only_once_moved);
+        tcase_add_test(tc, test_intake_rejection_waits_for_a_claim_in_flight);
+        tcase_add_test(tc, test_intake_rejection_cut_short_is_told_at_the_next_look);
         suite_add_tcase(s, tc);
         return s;
 }
