@@ -199,15 +199,16 @@ static int agent_open(struct agent_rt *a, gid_t shared, bool look)
 
 /* Open every agent of cfg (with look, only inspect them).  An agent out
  * of service (agent_open()) is left out and, with unserved, remembered
- * there (name -> why); *ret_left counts them.  Only a failure of the
- * daemon itself (-ENOMEM) fails the whole call.  The one place this is
- * decided: spool_open(), a reload and handoffd -n (spool_check()) all
+ * there (name -> why); *ret_count counts each kind.  Only a failure of
+ * the daemon itself (-ENOMEM) fails the whole call.  The one place this
+ * is decided: spool_open(), a reload and handoffd -n (spool_check()) all
  * follow it. */
 int agents_open_all(struct config *cfg, gid_t shared, bool look, json_t *unserved,
-                    struct agent_rt **ret, size_t *ret_n, size_t *ret_left)
+                    struct agent_rt **ret, size_t *ret_n, struct agents_count *ret_count)
 {
         struct agent_rt *a = calloc(cfg->n_agents ? cfg->n_agents : 1, sizeof(*a));
-        size_t n = 0, left = 0;
+        struct agents_count count = { 0 };
+        size_t n = 0;
         int r = 0;
 
         if (!a)
@@ -217,16 +218,21 @@ int agents_open_all(struct config *cfg, gid_t shared, bool look, json_t *unserve
                 a[n].state_fd = a[n].handoffs_fd = a[n].wd = -1;
                 r = agent_open(&a[n], shared, look);
                 if (r > 0) {
-                        if (unserved && a[n].unserved[0])
-                                json_object_set_new(unserved, a[n].cfg->name,
-                                                    json_string(a[n].unserved));
-                        left++;
+                        if (a[n].unserved[0]) {
+                                if (unserved)
+                                        json_object_set_new(unserved, a[n].cfg->name,
+                                                            json_string(a[n].unserved));
+                                count.unserved++;
+                        } else {
+                                count.warnings++;
+                        }
                         r = 0;
                         continue;
                 }
                 n++;
                 if (r < 0)
                         break;
+                count.served++;
         }
         if (r < 0 || look) {
                 for (size_t i = 0; i < n; i++)
@@ -239,7 +245,7 @@ int agents_open_all(struct config *cfg, gid_t shared, bool look, json_t *unserve
                 return r;
         *ret = a;
         *ret_n = n;
-        if (ret_left)
-                *ret_left = left;
+        if (ret_count)
+                *ret_count = count;
         return 0;
 }
