@@ -16,6 +16,7 @@ struct agent_rt {
         int handoffs_fd;        /* state_dir/handoffs/ */
         int wd;                 /* inotify watch on handoffs/, or -1 */
         bool dirty;             /* handoffs/ needs an fsync */
+        bool warned;            /* agent_open() logged a warning */
         char unserved[512];     /* why agent_open() took it out of service */
 };
 
@@ -25,7 +26,8 @@ struct agents_count {
         size_t served;
         size_t unserved;        /* out of service, each said in one error line */
         size_t warnings;        /* warning lines logged (with look: an agent
-                                 * this user cannot inspect) */
+                                 * this user cannot inspect; a handoffs/
+                                 * its agent could not use) */
 };
 
 /* Open every agent of cfg (with look, handoffd -n, only inspect them,
