@@ -53,7 +53,9 @@ static void on_signal(uv_signal_t *h, int sig)
                         watch_agents(d);
                         control_set_config(d->ctl, nc);
                         json_object_clear(d->sp->foreign);
-                        log_info("Reloaded %s", d->config_path);
+                        log_info("Reloaded %s: %zu agent(s) served, %zu out of service",
+                                 d->config_path, d->sp->n_agents,
+                                 json_object_size(d->sp->unserved));
                         watch_rescan(d, "reload");
                 }
         }

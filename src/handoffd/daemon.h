@@ -6,8 +6,9 @@
 #include "config.h"
 
 /* Runs until SIGTERM/SIGINT (0) or a fatal error (<0); takes cfg.
- * -EPERM: the start refused a set-up (an agent's directory others may
- * write, a spool lock file not ours: spool_open()). */
+ * -EPERM: the start refused a set-up (a spool lock file not ours:
+ * spool_open()); an agent's unsafe directory only takes that agent out
+ * of service. */
 int daemon_run(const char *config_path, struct config *cfg);
 
 #endif

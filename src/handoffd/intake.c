@@ -201,6 +201,13 @@ static int decide_reject(struct spool *sp, struct item *it, const hd_verdict *v,
         return r < 0 ? r : r == IO_GONE ? IO_GONE : IO_REJECTED;
 }
 
+/* Why to, an agent of this config, is out of service here (agents.c), or
+ * NULL: a handoff left for it says so, not "not served here". */
+static const char *unserved_why(const struct spool *sp, const char *to)
+{
+        return to ? json_string_value(json_object_get(sp->unserved, to)) : NULL;
+}
+
 /* For an agent not served here: left in handoff/ and looked at again when
  * it expires, or rejected as expired_unclaimed once past that.  was: why
  * it does not verify here (HD_OK: it does). */
@@ -210,6 +217,7 @@ static int decide_left(struct spool *sp, struct item *it, const char *to, hd_rea
         const struct config *c = sp->cfg;
         const char *exp = json_string_value(json_object_get(it->doc, "expires_at"));
         const char *ini = json_string_value(json_object_get(it->doc, "initiated_at"));
+        const char *oos = unserved_why(sp, to);
         struct stat st;
         int64_t t, x;
         char q[300];
@@ -225,10 +233,12 @@ static int decide_left(struct spool *sp, struct item *it, const char *to, hd_rea
         if (ini && hd_time_parse(ini, &x) == 0 && x + c->max_window * 1000000LL < t)
                 t = x + c->max_window * 1000000LL;
         if (t < now) {
+                /* truncation only shortens why it is out of service */
                 snprintf(v->detail, sizeof(v->detail),
                          "no daemon claimed it for agent %s before it expired "
-                         "(not served here%s%s)",
+                         "(%s%.150s%s%s)",
                          to && hd_agent_valid(to) ? to : "(invalid)",
+                         oos ? "out of service here: " : "not served here", oos ? oos : "",
                          was ? "; not authenticated here: " : "",
                          was ? hd_reason_name(was) : "");
                 v->reason = HD_R_EXPIRED_UNCLAIMED;
@@ -237,10 +247,15 @@ static int decide_left(struct spool *sp, struct item *it, const char *to, hd_rea
         foreign_note(sp, it->name, it->fd, t + 1, to);
         deadline_note(&sp->deadline, t + 1);
         sp->st.left++;
-        /* info, once: later looks end in foreign_fresh() */
-        log_decision(LOG_INFO, NULL, to, "left", NULL,
-                     "Left %s for agent %s, not served here",
-                     log_quote(it->name, q, sizeof(q)), to ? to : "(none)");
+        /* once: later looks end in foreign_fresh() */
+        if (oos)
+                log_decision(LOG_WARNING, NULL, to, "left", NULL,
+                             "Left %s for agent %s, out of service here: %s",
+                             log_quote(it->name, q, sizeof(q)), to, oos);
+        else
+                log_decision(LOG_INFO, NULL, to, "left", NULL,
+                             "Left %s for agent %s, not served here",
+                             log_quote(it->name, q, sizeof(q)), to ? to : "(none)");
         return IO_LEFT;
 }
 
@@ -419,12 +434,14 @@ static int decide(struct spool *sp, struct item *it, int64_t now)
                 if (v.reason == HD_R_UNKNOWN_KEY || v.reason == HD_R_BAD_MAC)
                         return decide_left(sp, it, to, v.reason, &v, now);
                 if (v.reason == HD_R_EXPIRED && to && hd_agent_valid(to)) {
+                        const char *oos = unserved_why(sp, to);
                         char was[sizeof(v.detail)];
                         snprintf(was, sizeof(was), "%s", v.detail);
                         /* truncation only shortens the quoted detail */
                         if (snprintf(v.detail, sizeof(v.detail),
-                                     "no daemon claimed it for agent %s before it expired (%.150s)",
-                                     to, was) < 0)
+                                     "no daemon claimed it for agent %s before it expired "
+                                     "(%s%.170s)", to, oos ? "out of service here: " : "",
+                                     oos ? oos : was) < 0)
                                 v.detail[0] = '\0';
                         v.reason = HD_R_EXPIRED_UNCLAIMED;
                         return decide_reject(sp, it, &v, true, now);

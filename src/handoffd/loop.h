@@ -33,6 +33,8 @@ struct daemon {
         uv_idle_t idle;         /* drains the pending set in chunks */
         uv_idle_t sweep_idle;   /* a sweep under way, a slice a turn (slice.c) */
         uv_check_t status_check;/* after each wake-up: did the counts change? */
+        uv_timer_t t_metrics;   /* the metrics textfile, after a change (service.c) */
+        bool metrics_failed;    /* its last write failed (said once) */
         uv_prepare_t log_prepare;/* before each sleep: log_flush() */
         char status_sent[192];  /* the last STATUS= sent */
 

@@ -96,13 +96,13 @@ static int agents_open(struct spool *sp, struct config *cfg)
         return 0;
 }
 
-int spool_check(struct config *cfg)
+int spool_check(struct config *cfg, struct agents_count *ret)
 {
         _cleanup_close_ int root = -1, hd = -1;
         struct agent_rt *a;
         struct stat st;
         gid_t shared;
-        size_t n, left;
+        size_t n;
         int r;
 
         /* The spool's group: that of handoff/, or the one the start would
@@ -118,10 +118,7 @@ int spool_check(struct config *cfg)
                 shared = st.st_gid;
         else
                 shared = getegid();
-        r = agents_open_all(cfg, shared, true, NULL, &a, &n, &left);
-        if (r < 0)
-                return r;
-        return (int)left;
+        return agents_open_all(cfg, shared, true, NULL, &a, &n, ret);
 }
 
 static bool dir_is_empty_at(int dirfd)

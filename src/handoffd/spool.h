@@ -155,10 +155,9 @@ void spool_close(struct spool *sp);
 int spool_reap_spent(struct spool *sp, int64_t budget_usec);
 /* handoffd -n: the checks spool_open() makes of the agents' directories,
  * on those that exist, creating nothing; each problem logged as the start
- * logs it.  The number of agents the start would leave out, or the
- * negative errno the start would fail with (-EPERM: others may write an
- * agent's directory). */
-int spool_check(struct config *cfg);
+ * logs it, and counted in *ret (agents served, out of service, warnings).
+ * 0, or the negative errno the start would fail with. */
+int spool_check(struct config *cfg, struct agents_count *ret);
 /* After a reload: take the new config's agents (same spool dir). */
 int spool_set_config(struct spool *sp, struct config *cfg);
 
