@@ -11,6 +11,7 @@
 #include "daemon.h"
 #include "log.h"
 #include "notify.h"
+#include "pending.h"
 #include "relay.h"
 #include "service.h"
 #include "slice.h"
@@ -84,12 +85,20 @@ int daemon_run(const char *config_path, struct config *cfg)
         d.config_path = config_path;
         d.cfg = cfg;
         d.ifd = -1;
-        d.pending = json_object();
         d.retry = json_object();
         d.started_usec = uv_hrtime() / 1000;
+        r = pending_new(&d.pending);
+        if (r < 0 || !d.retry) {
+                json_decref(d.retry);
+                pending_free(d.pending);
+                return log_error_errno(r < 0 ? r : -ENOMEM, "Cannot set up the intake");
+        }
         r = uv_loop_init(&d.loop);
-        if (r < 0)
+        if (r < 0) {
+                json_decref(d.retry);
+                pending_free(d.pending);
                 return log_error_errno(r, "Cannot create the event loop");
+        }
 
         r = spool_open(cfg, &d.sp);
         if (r < 0)
@@ -176,7 +185,7 @@ out:
         config_free(d.cfg);     /* ours: a reload may have replaced it */
         if (d.scan)
                 closedir(d.scan);
-        json_decref(d.pending);
+        pending_free(d.pending);
         json_decref(d.retry);
         log_flush();
         return r;

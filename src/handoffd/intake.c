@@ -1,6 +1,7 @@
 /* Intake: the decision for each file dropped into handoff/, in the order
  * of DESIGN.md (name, safe open, parse, authenticate, validate, freshness,
- * target, replay, claim), then the three delivery steps for a batch of
+ * target, replay, claim; for an agent served here, its own expiry before
+ * the MAC, which needs no key), then the three delivery steps for a batch of
  * claims; items left for agents not served here, and their expiry; the
  * same checks on an earlier version's claimed item (intake_verify_claimed).
  * The decisions are made here; the moves are spool.c's, the files of a
@@ -142,6 +143,24 @@ static void foreign_note(struct spool *sp, const char *name, int fd, int64_t exp
                 json_pack("[I, I, I, s]", (json_int_t)expires, (json_int_t)st.st_ino,
                           (json_int_t)st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec,
                           to && hd_agent_valid(to) ? to : "(invalid)"));
+}
+
+/* Past its own expiry (or issued too far ahead), by times that are
+ * well-formed: for an agent served here that is a rejection whoever
+ * signed it, known without a key from what its sender wrote, where the
+ * canonical bytes and the MAC cost about what the parse did.  Times that
+ * are not well-formed are the checks' after the MAC (bad_mac first: an
+ * unauthenticated sender learns nothing of the rules). */
+static bool stale_unsigned(const json_t *doc, const hd_policy *pol, int64_t now, hd_verdict *v)
+{
+        const char *ini = json_string_value(json_object_get(doc, "initiated_at"));
+        const char *exp = json_string_value(json_object_get(doc, "expires_at"));
+        int64_t a, b;
+
+        if (!ini || !exp || hd_time_parse(ini, &a) < 0 || hd_time_parse(exp, &b) < 0 || b <= a)
+                return false;
+        return hd_check_fresh(doc, pol, now, v) == -EBADMSG &&
+               (v->reason == HD_R_EXPIRED || v->reason == HD_R_FUTURE_TIMESTAMP);
 }
 
 /* One item between the first look and the claim rename. */
@@ -345,7 +364,10 @@ static int decide(struct spool *sp, struct item *it, int64_t now)
         /* For a remote agent: checked here as for our own (never an open
          * relay), then handed to the relay. */
         const char *remote = !it->agent && sp->relay.ctx ? config_remote(c, to) : NULL;
-        r = hd_verify(it->doc, config_key_lookup, (void *)c, &pol, &po, now, &v);
+        /* For an agent not served here the MAC decides between left and
+         * rejected: not before it. */
+        r = (it->agent || remote) && stale_unsigned(it->doc, &pol, now, &v) ? -EBADMSG :
+            hd_verify(it->doc, config_key_lookup, (void *)c, &pol, &po, now, &v);
         if (r == -EBADMSG) {
                 const char *lid = json_string_value(json_object_get(it->doc, "handoff_id"));
                 /* A claim's leftover that no longer verifies (expired

@@ -16,6 +16,7 @@
 #include "spool.h"
 
 struct control;
+struct pending;
 
 struct daemon {
         uv_loop_t loop;
@@ -35,9 +36,8 @@ struct daemon {
         uv_prepare_t log_prepare;/* before each sleep: log_flush() */
         char status_sent[192];  /* the last STATUS= sent */
 
-        json_t *pending;        /* names in handoff/ to decide about, ordered */
+        struct pending *pending;/* names in handoff/ to decide about (pending.h) */
         DIR *scan;              /* a rescan of handoff/ under way */
-        bool ipoll_paused;      /* inotify not read: pending is full */
         json_t *retry;          /* names that hit a system error */
         uint64_t retry_backoff_ms;
         unsigned rewatch_count;

@@ -508,6 +508,50 @@ START_TEST(test_intake_order_fresh_before_target)
 }
 END_TEST
 
+/* For an agent served here, its own expiry before authentication: an
+ * expired (or future) document with a MAC that does not match is
+ * expired (future_timestamp), its MAC never computed; one whose times are
+ * not well-formed is still bad_mac (nothing of the rules before the MAC). */
+START_TEST(test_intake_order_expiry_before_auth_for_an_agent_served_here)
+{
+        struct fx f;
+        json_t *d;
+
+        fx_open(&f);
+        fx_put_doc(f.sp->fd[SD_HANDOFF], "late.json", fx_doc("late", "alice", 900, -60, f.other));
+        assert_rejected(&f, "late.json", decide(&f, "late.json"), "expired");
+        fx_put_doc(f.sp->fd[SD_HANDOFF], "ahead.json", fx_doc("ahead", "alice", -3600, 7200, f.other));
+        assert_rejected(&f, "ahead.json", decide(&f, "ahead.json"), "future_timestamp");
+        d = fx_doc("garbled", "alice", 900, -60, f.other);
+        json_object_set_new(d, "expires_at", json_string("soon"));
+        fx_put_doc(f.sp->fd[SD_HANDOFF], "garbled.json", d);
+        assert_rejected(&f, "garbled.json", decide(&f, "garbled.json"), "bad_mac");
+        /* expires_at not after initiated_at: not well-formed either */
+        d = fx_doc("backwards", "alice", 900, -60, f.other);
+        json_object_set(d, "expires_at", json_object_get(d, "initiated_at"));
+        fx_put_doc(f.sp->fd[SD_HANDOFF], "backwards.json", d);
+        assert_rejected(&f, "backwards.json", decide(&f, "backwards.json"), "bad_mac");
+        /* not authenticated: its id is not remembered */
+        ck_assert(!spool_id_seen(f.sp, "late"));
+        fx_close(&f);
+}
+END_TEST
+
+/* For an agent not served here the MAC still comes first: an expired
+ * document that does not verify here is left to its recipient's daemon
+ * until it expires here too (at once: expired_unclaimed, unauthenticated). */
+START_TEST(test_intake_order_auth_before_expiry_for_another_agent)
+{
+        struct fx f;
+
+        fx_open(&f);
+        fx_put_doc(f.sp->fd[SD_HANDOFF], "x.json", fx_doc("id-1", "gordon", 900, -60, f.other));
+        assert_rejected(&f, "x.json", decide(&f, "x.json"), "expired_unclaimed");
+        ck_assert(!spool_id_seen(f.sp, "id-1"));
+        fx_close(&f);
+}
+END_TEST
+
 /* Target before replay: a known id for another agent is left, not
  * rejected as a duplicate (its recipient decides). */
 START_TEST(test_intake_order_target_before_replay)
@@ -563,6 +607,8 @@ Suite *suite_intake(void)
         tcase_add_test(tc, test_intake_order_size_before_parse);
         tcase_add_test(tc, test_intake_order_auth_before_validate);
         tcase_add_test(tc, test_intake_order_fresh_before_target);
+        tcase_add_test(tc, test_intake_order_expiry_before_auth_for_an_agent_served_here);
+        tcase_add_test(tc, test_intake_order_auth_before_expiry_for_another_agent);
         tcase_add_test(tc, test_intake_order_target_before_replay);
         tcase_add_test(tc, test_intake_rejects_an_unverified_file_for_an_id_held_here);
         suite_add_tcase(s, tc);
