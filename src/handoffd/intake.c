@@ -44,6 +44,8 @@
 #define SETTLE_USEC (2 * 1000000LL)
 /* Names remembered for that; when full, a new name gets no grace. */
 #define SEEN_MAX 4096
+/* Directories in handoff/ remembered as reported. */
+#define DIRS_MAX 4096
 
 static bool name_ignored(const char *name)
 {
@@ -112,6 +114,51 @@ static int64_t seen_first(struct spool *sp, const char *name, ino_t ino, int64_t
         json_object_set_new_nocheck(sp->seen, name, json_pack("[I, I]", (json_int_t)ino,
                                                               (json_int_t)mono));
         return mono;
+}
+
+/* A directory in handoff/ is no handoff, and it is never moved: in
+ * rejected/ it would be its owner's to fill, out of retention's reach
+ * (and moving a directory needs write access to it, so the move failed
+ * and was retried for ever, an error each time).  Reported once (that
+ * name with that inode), then left where it is; what no rescan meets
+ * again is forgotten when the memory is full. */
+static int decide_dir(struct spool *sp, const char *name, const struct stat *st)
+{
+        json_t *e = json_object_get(sp->dirs, name);
+        struct stat now;
+        const char *k;
+        void *tmp;
+        json_t *v;
+        char q[300];
+
+        if (e && json_integer_value(e) == (json_int_t)st->st_ino)
+                return IO_IGNORED;
+        if (!e && json_object_size(sp->dirs) >= DIRS_MAX)
+                json_object_foreach_safe(sp->dirs, tmp, k, v)
+                        if (fstatat(sp->fd[SD_HANDOFF], k, &now, AT_SYMLINK_NOFOLLOW) < 0 ||
+                            !S_ISDIR(now.st_mode) || (json_int_t)now.st_ino != json_integer_value(v))
+                                json_object_del(sp->dirs, k);
+        if (e || json_object_size(sp->dirs) < DIRS_MAX) {
+                json_object_set_new_nocheck(sp->dirs, name, json_integer((json_int_t)st->st_ino));
+        } else {
+                /* One line for all that do not fit. */
+                if (!sp->dirs_full)
+                        log_warning("More than %d directories in handoff/: the others are "
+                                    "left there without a line each", DIRS_MAX);
+                sp->dirs_full = true;
+                return IO_IGNORED;
+        }
+        log_decision(LOG_WARNING, NULL, NULL, "left", NULL,
+                     "Left %s in handoff/: a directory, not a handoff",
+                     log_quote(name, q, sizeof(q)));
+        return IO_IGNORED;
+}
+
+/* Is handoff/name a directory (st)?  For a name that was not opened. */
+static bool is_dir(struct spool *sp, const char *name, struct stat *st)
+{
+        return fstatat(sp->fd[SD_HANDOFF], name, st, AT_SYMLINK_NOFOLLOW) == 0 &&
+               S_ISDIR(st->st_mode);
 }
 
 /* The file we left for another agent, unchanged, and not yet expired?
@@ -298,9 +345,12 @@ static int decide(struct spool *sp, struct item *it, int64_t now)
 
         if (name_ignored(name))
                 return IO_IGNORED;
-        if (!hd_name_safe(name))
+        if (!hd_name_safe(name)) {
+                if (is_dir(sp, name, &st))
+                        return decide_dir(sp, name, &st);
                 return spool_reject(sp, name, HD_R_BAD_NAME,
                                     "file name is not a safe name", NULL, now) ?: IO_REJECTED;
+        }
         if (foreign_fresh(sp, name, now))
                 return IO_LEFT;
 
@@ -308,6 +358,8 @@ static int decide(struct spool *sp, struct item *it, int64_t now)
         if (r == -ENOENT)
                 return IO_GONE;
         if (r == -EACCES) {
+                if (is_dir(sp, name, &st))
+                        return decide_dir(sp, name, &st);
                 /* Its owner's mode keeps us out: no later look will do
                  * better (issue 25), so it is not retried forever. */
                 v.reason = HD_R_UNREADABLE;
@@ -321,6 +373,8 @@ static int decide(struct spool *sp, struct item *it, int64_t now)
                 return r;
         if (fstat(it->fd, &st) < 0)
                 return -errno;
+        if (S_ISDIR(st.st_mode))
+                return decide_dir(sp, name, &st);
         it->dev = st.st_dev;
         it->ino = st.st_ino;
         /* Moved by this batch already (twice in its names). */

@@ -1,6 +1,6 @@
 """Every reason code reachable from a dropped file ends in rejected/ with
 that code in its .reason sidecar, and the daemon keeps going (a FIFO does
-not block it)."""
+not block it).  A directory is no file: left in handoff/, one line."""
 
 import json
 import os
@@ -50,7 +50,7 @@ def main():
         raw_drop(env, "bad\nname.json", b"{}"); expect["bad_name.json"] = "bad_name"
         os.mkfifo(os.path.join(env.spool, "handoff", "fifo.json")); expect["fifo.json"] = "not_regular"
         os.symlink("/etc/passwd", os.path.join(env.spool, "handoff", "link.json")); expect["link.json"] = "not_regular"
-        os.mkdir(os.path.join(env.spool, "handoff", "dir.json")); expect["dir.json"] = "not_regular"
+        os.mkdir(os.path.join(env.spool, "handoff", "dir.json"))
         hl = os.path.join(env.spool, "tmp", "hl")
         with open(hl, "wb") as f:
             f.write(hdproto.dumps(base()))
@@ -119,7 +119,9 @@ def main():
             check(r["detail"] and r["at"].endswith("Z"), f"{n}: detail/at {r}")
             seen.add(want)
         check(env.count("claimed") == 2, f"only the 2 good ones claimed: {env.items('claimed')}")
-        check(env.names("handoff") == [], f"handoff/ empty: {env.names('handoff')}")
+        check(env.names("handoff") == ["dir.json"], f"handoff/ holds the directory only: {env.names('handoff')}")
+        hdtest.wait_for(lambda: "Left 'dir.json' in handoff/: a directory" in d.logs(), 15,
+                        "the directory reported")
         # Nothing was touched outside the spool through the symlink.
         check(os.path.islink(env.path("rejected", "link.json")), "symlink moved as a link")
         st = d.status()["counters"]["rejected"]
@@ -131,6 +133,8 @@ def main():
         busy = (int(c1[11]) + int(c1[12]) - int(c0[11]) - int(c0[12])) / os.sysconf("SC_CLK_TCK")
         check(busy < 0.2, f"idle afterwards, no busy loop: {busy:.2f}s CPU in 1s")
         check(d.stop() == 0, "exit 0")
+        check(d.logs().count("Left 'dir.json' in handoff/: a directory") == 1,
+              "the directory reported once")
         print(f"{len(expect)} bad files, {len(seen)} reason codes, each in rejected/ with its sidecar")
 
 

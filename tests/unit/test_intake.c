@@ -109,6 +109,27 @@ START_TEST(test_intake_rejects_what_is_not_a_regular_file)
 }
 END_TEST
 
+/* A directory is no handoff, and never moved (in rejected/ it would be
+ * its owner's to fill): left where it is, no error, whatever its name. */
+START_TEST(test_intake_leaves_a_directory)
+{
+        struct fx f;
+
+        fx_open(&f);
+        ck_assert_int_eq(mkdirat(f.sp->fd[SD_HANDOFF], "d.json", 0777), 0);
+        ck_assert_int_eq(mkdirat(f.sp->fd[SD_HANDOFF], "un\tsafe", 0700), 0);
+        for (int i = 0; i < 2; i++) {
+                ck_assert_int_eq(decide(&f, "d.json"), IO_IGNORED);
+                ck_assert_int_eq(decide(&f, "un\tsafe"), IO_IGNORED);
+        }
+        ck_assert(fx_there(f.sp->fd[SD_HANDOFF], "", "d.json", ""));
+        ck_assert(fx_there(f.sp->fd[SD_HANDOFF], "", "un\tsafe", ""));
+        ck_assert(!fx_there(f.sp->fd[SD_REJECTED], "", "d.json", ""));
+        ck_assert_uint_eq(f.sp->st.errors, 0);
+        fx_close(&f);
+}
+END_TEST
+
 START_TEST(test_intake_defers_a_fresh_unparsable_file_then_rejects_an_old_one)
 {
         struct fx f;
@@ -595,6 +616,7 @@ Suite *suite_intake(void)
         tcase_add_test(tc, test_intake_rejects_an_unsafe_name);
         tcase_add_test(tc, test_intake_keeps_an_unpublished_claim_from_its_replay);
         tcase_add_test(tc, test_intake_rejects_what_is_not_a_regular_file);
+        tcase_add_test(tc, test_intake_leaves_a_directory);
         tcase_add_test(tc, test_intake_defers_a_fresh_unparsable_file_then_rejects_an_old_one);
         tcase_add_test(tc, test_intake_rejects_what_does_not_verify_for_an_agent_served_here);
         tcase_add_test(tc, test_intake_leaves_an_item_for_an_agent_not_served_here);
