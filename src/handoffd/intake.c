@@ -701,8 +701,15 @@ int intake_batch(struct spool *sp, char *const *names, size_t n,
         int errors = 0, r;
 
         items = calloc(n ? n : 1, sizeof(*items));
-        if (!items)
-                return -ENOMEM;
+        if (!items) {
+                /* Every name a system error, so the caller's routing of
+                 * outcomes (drain(): the retry timer, with its back-off)
+                 * holds: nothing was looked at, each stays in handoff/. */
+                spool_error(sp, -ENOMEM, "Cannot decide %zu name(s) in handoff/", n);
+                for (size_t i = 0; outcomes && i < n; i++)
+                        outcomes[i] = -ENOMEM;
+                return (int)n;
+        }
         for (size_t i = 0; i < n; i++) {
                 items[i].name = names[i];
                 items[i].fd = -1;

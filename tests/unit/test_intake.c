@@ -483,6 +483,38 @@ START_TEST(test_intake_rejects_an_unauthenticated_leftover_past_max_window)
 }
 END_TEST
 
+/* A batch that cannot be set up (its items' memory) still gives every
+ * name an outcome, a system error: drain() (watch.c) has taken the names
+ * from the pending set and routes each by its outcome (a negative one
+ * to the retry timer); it read outcomes[] that nothing had written. */
+START_TEST(test_intake_batch_out_of_memory_is_an_error_for_every_name)
+{
+        struct fx f;
+        char *names[3] = { "a.json", "b.json", "c.json" };
+        const char *ids[3] = { "id-a", "id-b", "id-c" };
+        int out[3] = { 12345, 12345, 12345 }, r;
+
+        fx_open(&f);
+        for (int i = 0; i < 3; i++)
+                fx_put_doc(f.sp->fd[SD_HANDOFF], names[i], fx_doc(ids[i], "alice", 10, 600, f.k));
+        tu_fail_calloc = 1;
+        r = intake_batch(f.sp, names, 3, hd_now_usec(), out);
+        tu_fail_calloc = 0;
+        for (int i = 0; i < 3; i++) {
+                ck_assert_msg(out[i] == -ENOMEM, "outcome of %s: %d", names[i], out[i]);
+                ck_assert(fx_there(f.sp->fd[SD_HANDOFF], "", names[i], ""));
+        }
+        ck_assert_int_eq(r, 3);
+        ck_assert_uint_eq(f.sp->st.errors, 1);
+        ck_assert(strstr(f.sp->st.last_error, "Cannot allocate memory"));
+        /* and decided once memory is there */
+        ck_assert_int_eq(intake_batch(f.sp, names, 3, hd_now_usec(), out), 0);
+        for (int i = 0; i < 3; i++)
+                ck_assert_int_eq(out[i], IO_CLAIMED);
+        fx_close(&f);
+}
+END_TEST
+
 /* ---- the order: a file that fails two checks gets the earlier one's ---- */
 
 /* Size before parse: a too large file is not read at all. */
@@ -626,6 +658,7 @@ Suite *suite_intake(void)
                             (int)(sizeof(rejects) / sizeof(rejects[0])));
         tcase_add_test(tc, test_intake_claims_a_signed_handoff);
         tcase_add_test(tc, test_intake_rejects_an_unauthenticated_leftover_past_max_window);
+        tcase_add_test(tc, test_intake_batch_out_of_memory_is_an_error_for_every_name);
         tcase_add_test(tc, test_intake_order_size_before_parse);
         tcase_add_test(tc, test_intake_order_auth_before_validate);
         tcase_add_test(tc, test_intake_order_fresh_before_target);
