@@ -86,18 +86,18 @@ int daemon_run(const char *config_path, struct config *cfg)
         d.cfg = cfg;
         d.ifd = -1;
         d.retry = json_object();
+        d.gone = json_object();
         d.started_usec = uv_hrtime() / 1000;
         r = pending_new(&d.pending);
-        if (r < 0 || !d.retry) {
-                json_decref(d.retry);
-                pending_free(d.pending);
-                return log_error_errno(r < 0 ? r : -ENOMEM, "Cannot set up the intake");
-        }
-        r = uv_loop_init(&d.loop);
+        if (r == 0 && (!d.retry || !d.gone))
+                r = -ENOMEM;
+        if (r == 0)
+                r = uv_loop_init(&d.loop);
         if (r < 0) {
                 json_decref(d.retry);
+                json_decref(d.gone);
                 pending_free(d.pending);
-                return log_error_errno(r, "Cannot create the event loop");
+                return log_error_errno(r, "Cannot set up the event loop");
         }
 
         r = spool_open(cfg, &d.sp);
@@ -113,6 +113,7 @@ int daemon_run(const char *config_path, struct config *cfg)
          * return 0.  A poll and a signal handle need the kernel. */
         (void)uv_idle_init(&d.loop, &d.idle);
         (void)uv_idle_init(&d.loop, &d.sweep_idle);
+        (void)uv_idle_init(&d.loop, &d.gone_idle);
         (void)uv_timer_init(&d.loop, &d.t_rescan);
         (void)uv_timer_init(&d.loop, &d.t_deadline);
         (void)uv_timer_init(&d.loop, &d.t_retry);
@@ -135,7 +136,7 @@ int daemon_run(const char *config_path, struct config *cfg)
         }
         d.ipoll.data = d.idle.data = d.t_rescan.data = d.t_deadline.data = &d;
         d.t_retry.data = d.t_watchdog.data = d.t_status.data = d.sweep_idle.data = &d;
-        d.t_reap.data = &d;
+        d.t_reap.data = d.gone_idle.data = &d;
         d.sig_hup.data = d.sig_term.data = d.sig_int.data = &d;
 
         r = control_open(&d.loop, cfg, d.sp, &d.ctl);
@@ -187,6 +188,7 @@ out:
                 closedir(d.scan);
         pending_free(d.pending);
         json_decref(d.retry);
+        json_decref(d.gone);
         log_flush();
         return r;
 }

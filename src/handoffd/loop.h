@@ -32,6 +32,8 @@ struct daemon {
         uv_timer_t t_reap;      /* spent/ emptied once intake is quiet (slice.c) */
         uv_idle_t idle;         /* drains the pending set in chunks */
         uv_idle_t sweep_idle;   /* a sweep under way, a slice a turn (slice.c) */
+        uv_idle_t gone_idle;    /* the items of gone bootstraps, a slice a turn */
+        json_t *gone;           /* bootstrap names gone, to look at: a set */
         uv_check_t status_check;/* after each wake-up: did the counts change? */
         uv_prepare_t log_prepare;/* before each sleep: log_flush() */
         char status_sent[192];  /* the last STATUS= sent */

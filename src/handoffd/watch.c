@@ -16,7 +16,6 @@
 
 #include "files.h"
 #include "intake.h"
-#include "lifecycle.h"
 #include "log.h"
 #include "pending.h"
 #include "service.h"
@@ -291,8 +290,7 @@ static void on_inotify(uv_poll_t *h, int status, int events)
 {
         struct daemon *d = h->data;
         char buf[65536] __attribute__((aligned(__alignof__(struct inotify_event))));
-        bool overflow = false, lost = false, later = false;
-        int64_t now = hd_now_usec();
+        bool overflow = false, lost = false;
         uint64_t t0 = uv_hrtime();
 
         (void)events;
@@ -334,25 +332,13 @@ static void on_inotify(uv_poll_t *h, int status, int events)
                                         queue_name(d, ev->name);
                                 continue;
                         }
-                        for (size_t i = 0; i < d->sp->n_agents; i++) {
-                                struct agent_rt *a = &d->sp->agents[i];
-                                if (ev->wd != a->wd || ev->len == 0)
-                                        continue;
-                                if (!(ev->mask & (IN_DELETE | IN_MOVED_FROM)))
-                                        continue;
-                                /* Past a slice's time: the sweep looks. */
-                                if (uv_hrtime() - t0 > SLICE_USEC * 1000ULL) {
-                                        later = true;
-                                        continue;
-                                }
-                                int r = lifecycle_bootstrap_gone(d->sp, a, ev->name, now);
-                                if (r < 0) {
-                                        /* The sweep looks at it again. */
-                                        char q[300];
-                                        spool_error(d->sp, r, "Cannot finish the item of %s",
-                                                    log_quote(ev->name, q, sizeof(q)));
-                                }
-                        }
+                        /* A bootstrap gone: its item is looked at in the
+                         * idle turns, as handoff/ names are decided, not
+                         * here (an archive and its syncs each). */
+                        for (size_t i = 0; i < d->sp->n_agents; i++)
+                                if (ev->wd == d->sp->agents[i].wd && ev->len > 0 &&
+                                    (ev->mask & (IN_DELETE | IN_MOVED_FROM)))
+                                        slice_gone(d, ev->name);
                 }
         }
         if (lost) {
@@ -361,8 +347,6 @@ static void on_inotify(uv_poll_t *h, int status, int events)
                         return;
                 }
         }
-        if (later)
-                slice_sweep(d, false);
         if (overflow) {
                 d->sp->st.overflows++;
                 log_warning("inotify queue overflowed: rescanning");
