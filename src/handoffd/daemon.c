@@ -11,6 +11,7 @@
 #include "daemon.h"
 #include "log.h"
 #include "notify.h"
+#include "pending.h"
 #include "relay.h"
 #include "service.h"
 #include "slice.h"
@@ -86,12 +87,20 @@ int daemon_run(const char *config_path, struct config *cfg)
         d.config_path = config_path;
         d.cfg = cfg;
         d.ifd = -1;
-        d.pending = json_object();
         d.retry = json_object();
+        d.gone = json_object();
         d.started_usec = uv_hrtime() / 1000;
-        r = uv_loop_init(&d.loop);
-        if (r < 0)
-                return log_error_errno(r, "Cannot create the event loop");
+        r = pending_new(&d.pending);
+        if (r == 0 && (!d.retry || !d.gone))
+                r = -ENOMEM;
+        if (r == 0)
+                r = uv_loop_init(&d.loop);
+        if (r < 0) {
+                json_decref(d.retry);
+                json_decref(d.gone);
+                pending_free(d.pending);
+                return log_error_errno(r, "Cannot set up the event loop");
+        }
 
         r = spool_open(cfg, &d.sp);
         if (r < 0)
@@ -106,6 +115,7 @@ int daemon_run(const char *config_path, struct config *cfg)
          * return 0.  A poll and a signal handle need the kernel. */
         (void)uv_idle_init(&d.loop, &d.idle);
         (void)uv_idle_init(&d.loop, &d.sweep_idle);
+        (void)uv_idle_init(&d.loop, &d.gone_idle);
         (void)uv_timer_init(&d.loop, &d.t_rescan);
         (void)uv_timer_init(&d.loop, &d.t_deadline);
         (void)uv_timer_init(&d.loop, &d.t_retry);
@@ -128,7 +138,7 @@ int daemon_run(const char *config_path, struct config *cfg)
         }
         d.ipoll.data = d.idle.data = d.t_rescan.data = d.t_deadline.data = &d;
         d.t_retry.data = d.t_watchdog.data = d.t_status.data = d.sweep_idle.data = &d;
-        d.t_reap.data = &d;
+        d.t_reap.data = d.gone_idle.data = &d;
         d.sig_hup.data = d.sig_term.data = d.sig_int.data = &d;
 
         r = control_open(&d.loop, cfg, d.sp, &d.ctl);
@@ -178,8 +188,9 @@ out:
         config_free(d.cfg);     /* ours: a reload may have replaced it */
         if (d.scan)
                 closedir(d.scan);
-        json_decref(d.pending);
+        pending_free(d.pending);
         json_decref(d.retry);
+        json_decref(d.gone);
         log_flush();
         return r;
 }

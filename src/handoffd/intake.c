@@ -1,6 +1,7 @@
 /* Intake: the decision for each file dropped into handoff/, in the order
  * of DESIGN.md (name, safe open, parse, authenticate, validate, freshness,
- * target, replay, claim), then the three delivery steps for a batch of
+ * target, replay, claim; for an agent served here, its own expiry before
+ * the MAC, which needs no key), then the three delivery steps for a batch of
  * claims; items left for agents not served here, and their expiry; the
  * same checks on an earlier version's claimed item (intake_verify_claimed).
  * The decisions are made here; the moves are spool.c's, the files of a
@@ -43,6 +44,8 @@
 #define SETTLE_USEC (2 * 1000000LL)
 /* Names remembered for that; when full, a new name gets no grace. */
 #define SEEN_MAX 4096
+/* Directories in handoff/ remembered as reported. */
+#define DIRS_MAX 4096
 
 static bool name_ignored(const char *name)
 {
@@ -113,6 +116,51 @@ static int64_t seen_first(struct spool *sp, const char *name, ino_t ino, int64_t
         return mono;
 }
 
+/* A directory in handoff/ is no handoff, and it is never moved: in
+ * rejected/ it would be its owner's to fill, out of retention's reach
+ * (and moving a directory needs write access to it, so the move failed
+ * and was retried for ever, an error each time).  Reported once (that
+ * name with that inode), then left where it is; what no rescan meets
+ * again is forgotten when the memory is full. */
+static int decide_dir(struct spool *sp, const char *name, const struct stat *st)
+{
+        json_t *e = json_object_get(sp->dirs, name);
+        struct stat now;
+        const char *k;
+        void *tmp;
+        json_t *v;
+        char q[300];
+
+        if (e && json_integer_value(e) == (json_int_t)st->st_ino)
+                return IO_IGNORED;
+        if (!e && json_object_size(sp->dirs) >= DIRS_MAX)
+                json_object_foreach_safe(sp->dirs, tmp, k, v)
+                        if (fstatat(sp->fd[SD_HANDOFF], k, &now, AT_SYMLINK_NOFOLLOW) < 0 ||
+                            !S_ISDIR(now.st_mode) || (json_int_t)now.st_ino != json_integer_value(v))
+                                json_object_del(sp->dirs, k);
+        if (e || json_object_size(sp->dirs) < DIRS_MAX) {
+                json_object_set_new_nocheck(sp->dirs, name, json_integer((json_int_t)st->st_ino));
+        } else {
+                /* One line for all that do not fit. */
+                if (!sp->dirs_full)
+                        log_warning("More than %d directories in handoff/: the others are "
+                                    "left there without a line each", DIRS_MAX);
+                sp->dirs_full = true;
+                return IO_IGNORED;
+        }
+        log_decision(LOG_WARNING, NULL, NULL, "left", NULL,
+                     "Left %s in handoff/: a directory, not a handoff",
+                     log_quote(name, q, sizeof(q)));
+        return IO_IGNORED;
+}
+
+/* Is handoff/name a directory (st)?  For a name that was not opened. */
+static bool is_dir(struct spool *sp, const char *name, struct stat *st)
+{
+        return fstatat(sp->fd[SD_HANDOFF], name, st, AT_SYMLINK_NOFOLLOW) == 0 &&
+               S_ISDIR(st->st_mode);
+}
+
 /* The file we left for another agent, unchanged, and not yet expired?
  * Names get reused (the real writer's "{caller_hash}-{seq}.json"), so the
  * inode and ctime must match too. */
@@ -142,6 +190,24 @@ static void foreign_note(struct spool *sp, const char *name, int fd, int64_t exp
                 json_pack("[I, I, I, s]", (json_int_t)expires, (json_int_t)st.st_ino,
                           (json_int_t)st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec,
                           to && hd_agent_valid(to) ? to : "(invalid)"));
+}
+
+/* Past its own expiry (or issued too far ahead), by times that are
+ * well-formed: for an agent served here that is a rejection whoever
+ * signed it, known without a key from what its sender wrote, where the
+ * canonical bytes and the MAC cost about what the parse did.  Times that
+ * are not well-formed are the checks' after the MAC (bad_mac first: an
+ * unauthenticated sender learns nothing of the rules). */
+static bool stale_unsigned(const json_t *doc, const hd_policy *pol, int64_t now, hd_verdict *v)
+{
+        const char *ini = json_string_value(json_object_get(doc, "initiated_at"));
+        const char *exp = json_string_value(json_object_get(doc, "expires_at"));
+        int64_t a, b;
+
+        if (!ini || !exp || hd_time_parse(ini, &a) < 0 || hd_time_parse(exp, &b) < 0 || b <= a)
+                return false;
+        return hd_check_fresh(doc, pol, now, v) == -EBADMSG &&
+               (v->reason == HD_R_EXPIRED || v->reason == HD_R_FUTURE_TIMESTAMP);
 }
 
 /* One item between the first look and the claim rename. */
@@ -347,9 +413,12 @@ static int decide(struct spool *sp, struct item *it, int64_t now)
 
         if (name_ignored(name))
                 return IO_IGNORED;
-        if (!hd_name_safe(name))
+        if (!hd_name_safe(name)) {
+                if (is_dir(sp, name, &st))
+                        return decide_dir(sp, name, &st);
                 return spool_reject(sp, name, NULL, HD_R_BAD_NAME,
                                     "file name is not a safe name", NULL, now) ?: IO_REJECTED;
+        }
         if (foreign_fresh(sp, name, now))
                 return IO_LEFT;
 
@@ -357,6 +426,8 @@ static int decide(struct spool *sp, struct item *it, int64_t now)
         if (r == -ENOENT)
                 return IO_GONE;
         if (r == -EACCES) {
+                if (is_dir(sp, name, &st))
+                        return decide_dir(sp, name, &st);
                 /* Its owner's mode keeps us out: no later look will do
                  * better (issue 25), so it is not retried forever. */
                 v.reason = HD_R_UNREADABLE;
@@ -370,6 +441,8 @@ static int decide(struct spool *sp, struct item *it, int64_t now)
                 return r;
         if (fstat(it->fd, &st) < 0)
                 return -errno;
+        if (S_ISDIR(st.st_mode))
+                return decide_dir(sp, name, &st);
         it->dev = st.st_dev;
         it->ino = st.st_ino;
         /* Moved by this batch already (twice in its names). */
@@ -413,7 +486,10 @@ static int decide(struct spool *sp, struct item *it, int64_t now)
         /* For a remote agent: checked here as for our own (never an open
          * relay), then handed to the relay. */
         const char *remote = !it->agent && sp->relay.ctx ? config_remote(c, to) : NULL;
-        r = hd_verify(it->doc, config_key_lookup, (void *)c, &pol, &po, now, &v);
+        /* For an agent not served here the MAC decides between left and
+         * rejected: not before it. */
+        r = (it->agent || remote) && stale_unsigned(it->doc, &pol, now, &v) ? -EBADMSG :
+            hd_verify(it->doc, config_key_lookup, (void *)c, &pol, &po, now, &v);
         if (r == -EBADMSG) {
                 /* A claim's leftover that no longer verifies (expired
                  * since, or its key gone) goes as after its claim:
@@ -709,8 +785,15 @@ int intake_batch(struct spool *sp, char *const *names, size_t n,
         int errors = 0, r;
 
         items = calloc(n ? n : 1, sizeof(*items));
-        if (!items)
-                return -ENOMEM;
+        if (!items) {
+                /* Every name a system error, so the caller's routing of
+                 * outcomes (drain(): the retry timer, with its back-off)
+                 * holds: nothing was looked at, each stays in handoff/. */
+                spool_error(sp, -ENOMEM, "Cannot decide %zu name(s) in handoff/", n);
+                for (size_t i = 0; outcomes && i < n; i++)
+                        outcomes[i] = -ENOMEM;
+                return (int)n;
+        }
         for (size_t i = 0; i < n; i++) {
                 items[i].name = names[i];
                 items[i].fd = -1;

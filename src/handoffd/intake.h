@@ -11,9 +11,10 @@
 
 /* Decide about names in handoff/ (a burst): claims are made durable with one
  * fsync per directory for the whole batch before any bootstrap is written.
- * outcomes (may be NULL) gets one enum item_outcome per name; a negative
- * entry is a system error for that name (it stays where it is).  Returns
- * the number of system errors. */
+ * outcomes (may be NULL) gets one enum item_outcome per name, always, for
+ * every name; a negative entry is a system error for that name (it stays
+ * where it is; every name when the batch cannot be set up).  Returns the
+ * number of system errors. */
 int intake_batch(struct spool *sp, char *const *names, size_t n,
                  int64_t now, int *outcomes);
 

@@ -66,14 +66,11 @@ int lifecycle_check(struct spool *sp, const char *id, int64_t now)
         return r;
 }
 
-int lifecycle_bootstrap_gone(struct spool *sp, struct agent_rt *a,
-                             const char *name, int64_t now)
+int lifecycle_bootstrap_gone(struct spool *sp, const char *name, int64_t now)
 {
         char id[NAME_MAX + 1];
         size_t l = strlen(name);
-        int r;
 
-        (void)a;
         /* A consumer that took NAME by renaming it to .consume.PID.RAND.NAME
          * (hd_consume) has now deleted that: look at NAME's item at once,
          * rather than at the next sweep. */
@@ -88,9 +85,7 @@ int lifecycle_bootstrap_gone(struct spool *sp, struct agent_rt *a,
                 return 0;
         memcpy(id, name, l - 5);
         id[l - 5] = '\0';
-        r = lifecycle_check(sp, id, now);
-        spool_flush(sp);
-        return r;
+        return lifecycle_check(sp, id, now);
 }
 
 /* Our own temp files (".NAME.XXXXXX" from hd_write_atomic) left in a

@@ -9,6 +9,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "notify.h"
+#include "pending.h"
 #include "service.h"
 
 #define STATUS_COALESCE_MS 1000 /* STATUS= at most once a second */
@@ -25,7 +26,7 @@ static void status_text(struct daemon *d, char *buf, size_t n)
         snprintf(buf, n, "claimed %llu, consumed %llu, expired %llu, rejected %llu, pending %zu%s",
                  (unsigned long long)s->claimed, (unsigned long long)s->consumed,
                  (unsigned long long)s->expired, (unsigned long long)rej,
-                 json_object_size(d->pending), s->watch_ok ? "" : ", watch lost");
+                 pending_size(d->pending), s->watch_ok ? "" : ", watch lost");
 }
 
 void service_status(struct daemon *d)
@@ -99,7 +100,7 @@ static void mark_ready(struct daemon *d)
  * keep the daemon from serving (the sweep goes on meanwhile). */
 void service_maybe_ready(struct daemon *d)
 {
-        if (d->ready || d->stopping || json_object_size(d->pending) > 0 || d->scan)
+        if (d->ready || d->stopping || pending_size(d->pending) > 0 || d->scan)
                 return;
         if (d->sp->sweep.dir && d->sp->sweep.at_start &&
             uv_hrtime() / 1000 - d->started_usec < READY_WAIT_USEC)

@@ -149,6 +149,7 @@ int spool_open(struct config *cfg, struct spool **ret)
         sp->foreign = json_object();
         sp->failed = json_object();
         sp->seen = json_object();
+        sp->dirs = json_object();
         sp->leaving = json_object();
         sp->spent_skipped = json_object();
         sp->verified = json_object();
@@ -221,6 +222,7 @@ void spool_close(struct spool *sp)
         json_decref(sp->unserved);
         json_decref(sp->failed);
         json_decref(sp->seen);
+        json_decref(sp->dirs);
         json_decref(sp->leaving);
         json_decref(sp->spent_skipped);
         json_decref(sp->verified);

@@ -106,6 +106,8 @@ struct spool {
         bool dirty[_SD_MAX];    /* directory needs an fsync */
         int lock_fd;            /* SPOOL/.lock (lock.h) */
         json_t *seen;           /* name -> [ino, first seen, monotonic usec] */
+        json_t *dirs;           /* handoff/ name -> inode: a directory reported */
+        bool dirs_full;         /* dirs was full: the rest are left unreported */
         json_t *leaving;        /* handoff/ name -> [dev, ino]: spool_move_out() */
         /* item.c: id -> [dev, ino, size, ctime ns, sweep gen, from, to] of
          * a claimed item as last verified; cleared by a reload. */
@@ -133,7 +135,7 @@ struct spool {
 };
 
 enum item_outcome {
-        IO_IGNORED,     /* dotfile or temp name */
+        IO_IGNORED,     /* dotfile or temp name, or a directory */
         IO_GONE,        /* vanished, or another claimer won */
         IO_LEFT,        /* for an agent not served here */
         IO_DEFERRED,    /* still being written; look again later */

@@ -110,6 +110,27 @@ START_TEST(test_intake_rejects_what_is_not_a_regular_file)
 }
 END_TEST
 
+/* A directory is no handoff, and never moved (in rejected/ it would be
+ * its owner's to fill): left where it is, no error, whatever its name. */
+START_TEST(test_intake_leaves_a_directory)
+{
+        struct fx f;
+
+        fx_open(&f);
+        ck_assert_int_eq(mkdirat(f.sp->fd[SD_HANDOFF], "d.json", 0777), 0);
+        ck_assert_int_eq(mkdirat(f.sp->fd[SD_HANDOFF], "un\tsafe", 0700), 0);
+        for (int i = 0; i < 2; i++) {
+                ck_assert_int_eq(decide(&f, "d.json"), IO_IGNORED);
+                ck_assert_int_eq(decide(&f, "un\tsafe"), IO_IGNORED);
+        }
+        ck_assert(fx_there(f.sp->fd[SD_HANDOFF], "", "d.json", ""));
+        ck_assert(fx_there(f.sp->fd[SD_HANDOFF], "", "un\tsafe", ""));
+        ck_assert(!fx_there(f.sp->fd[SD_REJECTED], "", "d.json", ""));
+        ck_assert_uint_eq(f.sp->st.errors, 0);
+        fx_close(&f);
+}
+END_TEST
+
 START_TEST(test_intake_defers_a_fresh_unparsable_file_then_rejects_an_old_one)
 {
         struct fx f;
@@ -463,6 +484,38 @@ START_TEST(test_intake_rejects_an_unauthenticated_leftover_past_max_window)
 }
 END_TEST
 
+/* A batch that cannot be set up (its items' memory) still gives every
+ * name an outcome, a system error: drain() (watch.c) has taken the names
+ * from the pending set and routes each by its outcome (a negative one
+ * to the retry timer); it read outcomes[] that nothing had written. */
+START_TEST(test_intake_batch_out_of_memory_is_an_error_for_every_name)
+{
+        struct fx f;
+        char *names[3] = { "a.json", "b.json", "c.json" };
+        const char *ids[3] = { "id-a", "id-b", "id-c" };
+        int out[3] = { 12345, 12345, 12345 }, r;
+
+        fx_open(&f);
+        for (int i = 0; i < 3; i++)
+                fx_put_doc(f.sp->fd[SD_HANDOFF], names[i], fx_doc(ids[i], "alice", 10, 600, f.k));
+        tu_fail_calloc = 1;
+        r = intake_batch(f.sp, names, 3, hd_now_usec(), out);
+        tu_fail_calloc = 0;
+        for (int i = 0; i < 3; i++) {
+                ck_assert_msg(out[i] == -ENOMEM, "outcome of %s: %d", names[i], out[i]);
+                ck_assert(fx_there(f.sp->fd[SD_HANDOFF], "", names[i], ""));
+        }
+        ck_assert_int_eq(r, 3);
+        ck_assert_uint_eq(f.sp->st.errors, 1);
+        ck_assert(strstr(f.sp->st.last_error, "Cannot allocate memory"));
+        /* and decided once memory is there */
+        ck_assert_int_eq(intake_batch(f.sp, names, 3, hd_now_usec(), out), 0);
+        for (int i = 0; i < 3; i++)
+                ck_assert_int_eq(out[i], IO_CLAIMED);
+        fx_close(&f);
+}
+END_TEST
+
 /* ---- the order: a file that fails two checks gets the earlier one's ---- */
 
 /* Size before parse: a too large file is not read at all. */
@@ -505,6 +558,50 @@ START_TEST(test_intake_order_fresh_before_target)
         fx_put_doc(f.sp->fd[SD_HANDOFF], "x.json", fx_doc("id-1", "gordon", 900, -60, f.k));
         assert_rejected(&f, "x.json", decide(&f, "x.json"), "expired_unclaimed");
         ck_assert_uint_eq(f.sp->st.left, 0);
+        fx_close(&f);
+}
+END_TEST
+
+/* For an agent served here, its own expiry before authentication: an
+ * expired (or future) document with a MAC that does not match is
+ * expired (future_timestamp), its MAC never computed; one whose times are
+ * not well-formed is still bad_mac (nothing of the rules before the MAC). */
+START_TEST(test_intake_order_expiry_before_auth_for_an_agent_served_here)
+{
+        struct fx f;
+        json_t *d;
+
+        fx_open(&f);
+        fx_put_doc(f.sp->fd[SD_HANDOFF], "late.json", fx_doc("late", "alice", 900, -60, f.other));
+        assert_rejected(&f, "late.json", decide(&f, "late.json"), "expired");
+        fx_put_doc(f.sp->fd[SD_HANDOFF], "ahead.json", fx_doc("ahead", "alice", -3600, 7200, f.other));
+        assert_rejected(&f, "ahead.json", decide(&f, "ahead.json"), "future_timestamp");
+        d = fx_doc("garbled", "alice", 900, -60, f.other);
+        json_object_set_new(d, "expires_at", json_string("soon"));
+        fx_put_doc(f.sp->fd[SD_HANDOFF], "garbled.json", d);
+        assert_rejected(&f, "garbled.json", decide(&f, "garbled.json"), "bad_mac");
+        /* expires_at not after initiated_at: not well-formed either */
+        d = fx_doc("backwards", "alice", 900, -60, f.other);
+        json_object_set(d, "expires_at", json_object_get(d, "initiated_at"));
+        fx_put_doc(f.sp->fd[SD_HANDOFF], "backwards.json", d);
+        assert_rejected(&f, "backwards.json", decide(&f, "backwards.json"), "bad_mac");
+        /* not authenticated: its id is not remembered */
+        ck_assert(!spool_id_seen(f.sp, "late"));
+        fx_close(&f);
+}
+END_TEST
+
+/* For an agent not served here the MAC still comes first: an expired
+ * document that does not verify here is left to its recipient's daemon
+ * until it expires here too (at once: expired_unclaimed, unauthenticated). */
+START_TEST(test_intake_order_auth_before_expiry_for_another_agent)
+{
+        struct fx f;
+
+        fx_open(&f);
+        fx_put_doc(f.sp->fd[SD_HANDOFF], "x.json", fx_doc("id-1", "gordon", 900, -60, f.other));
+        assert_rejected(&f, "x.json", decide(&f, "x.json"), "expired_unclaimed");
+        ck_assert(!spool_id_seen(f.sp, "id-1"));
         fx_close(&f);
 }
 END_TEST
@@ -658,6 +755,7 @@ Suite *suite_intake(void)
         tcase_add_test(tc, test_intake_rejects_an_unsafe_name);
         tcase_add_test(tc, test_intake_keeps_an_unpublished_claim_from_its_replay);
         tcase_add_test(tc, test_intake_rejects_what_is_not_a_regular_file);
+        tcase_add_test(tc, test_intake_leaves_a_directory);
         tcase_add_test(tc, test_intake_defers_a_fresh_unparsable_file_then_rejects_an_old_one);
         tcase_add_test(tc, test_intake_rejects_what_does_not_verify_for_an_agent_served_here);
         tcase_add_test(tc, test_intake_leaves_an_item_for_an_agent_not_served_here);
@@ -667,9 +765,12 @@ Suite *suite_intake(void)
                             (int)(sizeof(rejects) / sizeof(rejects[0])));
         tcase_add_test(tc, test_intake_claims_a_signed_handoff);
         tcase_add_test(tc, test_intake_rejects_an_unauthenticated_leftover_past_max_window);
+        tcase_add_test(tc, test_intake_batch_out_of_memory_is_an_error_for_every_name);
         tcase_add_test(tc, test_intake_order_size_before_parse);
         tcase_add_test(tc, test_intake_order_auth_before_validate);
         tcase_add_test(tc, test_intake_order_fresh_before_target);
+        tcase_add_test(tc, test_intake_order_expiry_before_auth_for_an_agent_served_here);
+        tcase_add_test(tc, test_intake_order_auth_before_expiry_for_another_agent);
         tcase_add_test(tc, test_intake_order_target_before_replay);
         tcase_add_test(tc, test_intake_rejects_an_unverified_file_for_an_id_held_here);
         tcase_add_test(tc, test_intake_rejection_told_only_once_moved);
