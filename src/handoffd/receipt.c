@@ -469,9 +469,11 @@ int receipt_start(struct relay *r)
                         rc->n_owed++;
         if (d)
                 closedir(d);
+        /* Last: nothing fails after it (relay.c, "handles"). */
         uv_timer_init(r->loop, &rc->timer);
         rc->timer.data = r;
         rc->timer_open = true;
+        r->n_handles++;
         sp->relay.outcome = outcome_hook;
         sp->relay.origin = origin_hook;
         sp->relay.flush = flush_hook;
@@ -499,10 +501,10 @@ json_t *receipt_status(struct relay *r)
                          "dropped", (json_int_t)r->st.receipts_bad);
 }
 
-void receipt_stop(struct relay *r)
+void receipt_stop(struct relay *r, uv_close_cb closed)
 {
         if (r->rc && r->rc->timer_open) {
-                uv_close((uv_handle_t *)&r->rc->timer, NULL);
+                uv_close((uv_handle_t *)&r->rc->timer, closed);
                 r->rc->timer_open = false;
         }
 }

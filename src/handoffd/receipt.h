@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include <jansson.h>
+#include <uv.h>
 
 struct relay;
 struct relay_in;
@@ -15,7 +16,9 @@ struct relay_in;
  * host_pubkey_dir, the receipts left to publish; the spool's outcome and
  * origin hooks.  <0 only for a key that cannot be used. */
 int receipt_start(struct relay *r);
-void receipt_stop(struct relay *r);
+/* Closes the receipts' loop handle; closed (relay.c's: it counts the
+ * relay's handles) runs when the loop has let go of it. */
+void receipt_stop(struct relay *r, uv_close_cb closed);
 void receipt_free(struct relay *r);
 
 /* Inbound (relay_inbound.c), before the message is renamed into handoff/:
