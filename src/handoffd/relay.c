@@ -99,6 +99,21 @@ static void on_async(uv_async_t *h)
         }
 }
 
+/* The relay's condition variables wait on the monotonic clock
+ * (relay_nats.c timed_wait()): a step of the wall clock back must not
+ * hold a thread past its wait (the worker's set-up retries and its
+ * reports while the servers are down, the fetcher's pause while the
+ * relay is not ready or a fetch failed). */
+static void cond_init_mono(pthread_cond_t *c)
+{
+        pthread_condattr_t a;
+
+        pthread_condattr_init(&a);
+        pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+        pthread_cond_init(c, &a);
+        pthread_condattr_destroy(&a);
+}
+
 /* Everything that can fail comes before the loop handles (receipt_start()
  * too inits its timer last): a start that fails there frees r at once,
  * with nothing of it in the loop.  Only a thread that does not start
@@ -129,8 +144,8 @@ int relay_start(uv_loop_t *loop, struct spool *sp, struct relay **ret)
         r->outbox = json_object();
         r->queue = json_array();
         pthread_mutex_init(&r->m, NULL);
-        pthread_cond_init(&r->wake_worker, NULL);
-        pthread_cond_init(&r->wake_fetcher, NULL);
+        cond_init_mono(&r->wake_worker);
+        cond_init_mono(&r->wake_fetcher);
         if (!(r->host = strdup(c->relay.host)) || !(r->stream = strdup(c->relay.stream)) ||
             !(r->servers = strdup(c->relay.servers)) ||
             asprintf(&r->durable, "handoffd-%s", c->relay.host) < 0 ||
