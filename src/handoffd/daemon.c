@@ -16,6 +16,23 @@
 #include "slice.h"
 #include "watch.h"
 
+int daemon_config_load(const char *path, struct config **ret, char **err)
+{
+        struct config *c = NULL;
+        int r;
+
+        r = config_load(path, true, &c, err);
+        if (r < 0)
+                return r;
+        r = config_relay_keys(c, NULL, NULL, err);
+        if (r < 0) {
+                config_free(c);
+                return r;
+        }
+        *ret = c;
+        return 0;
+}
+
 static void on_signal(uv_signal_t *h, int sig)
 {
         struct daemon *d = h->data;
@@ -31,7 +48,7 @@ static void on_signal(uv_signal_t *h, int sig)
         /* SIGHUP: re-read config and keys; a bad new config keeps the old. */
         (void)notify_sendf("RELOADING=1\nMONOTONIC_USEC=%llu",
                            (unsigned long long)(uv_hrtime() / 1000));
-        r = config_load(d->config_path, true, &nc, &err);
+        r = daemon_config_load(d->config_path, &nc, &err);
         if (r < 0) {
                 log_error("Reload failed, keeping the running configuration: %s",
                           err ? err : strerror(-r));

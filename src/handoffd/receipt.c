@@ -397,9 +397,8 @@ static void outcome_hook(void *ctx, const char *id, const char *name, const char
 int receipt_start(struct relay *r)
 {
         struct spool *sp = r->sp;
-        const struct config_relay *c = &sp->cfg->relay;
         struct receipts *rc;
-        char err[300] = "";
+        char *err = NULL;
         int q;
 
         rc = calloc(1, sizeof(*rc));
@@ -416,21 +415,13 @@ int receipt_start(struct relay *r)
             (q = rc->out_fd = open_sub(rc->dir_fd, "out")) < 0 ||
             (q = rc->sent_fd = open_sub(rc->dir_fd, "sent")) < 0)
                 return log_error_errno(q, "Cannot open receipts/ in the spool");
-        if (c->host_key) {
-                q = hd_key_load(c->host_key, &rc->key, err, sizeof(err));
-                if (q < 0)
-                        return log_error_errno(q, "[relay] host_key: %s", err);
-                if (hd_key_kind_of(rc->key) != HD_KEY_ED25519_SECRET) {
-                        log_error("[relay] host_key %s is not an Ed25519 secret key "
-                                  "(handoffctl keygen --ed25519)", c->host_key);
-                        return -EINVAL;
-                }
-        }
-        if (c->host_pubkey_dir) {
-                rc->pub_fd = open(c->host_pubkey_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-                if (rc->pub_fd < 0)
-                        return log_error_errno(errno, "[relay] host_pubkey_dir %s: %m",
-                                               c->host_pubkey_dir);
+        /* What handoffd -n checked, and the start before the spool: the
+         * same code, again now that they are kept. */
+        q = config_relay_keys(sp->cfg, &rc->key, &rc->pub_fd, &err);
+        if (q < 0) {
+                log_error("%s", err ? err : strerror(-q));
+                free(err);
+                return q;
         }
         /* What a crash left to publish; our temp names go. */
         DIR *d = opendir_at(rc->out_fd);

@@ -271,6 +271,15 @@ static const struct { const char *text, *msg; int line; } line_errors[] = {
           "[retention] rejected_max_age: '1x' is not a duration (like 7d)", 6 },
         { "[retention]\nfrob = 1\n", "unknown key 'frob' in [retention]", 6 },
         { "[relay]\nservers = nats://a\x01\n", "[relay] servers: control character in 'nats://a\x01'", 6 },
+        { "[relay]\nservers = http://127.0.0.1:4222\n",
+          "[relay] servers: 'http://127.0.0.1:4222' is not a NATS server URL "
+          "(nats://HOST:PORT, or tls://HOST:PORT)", 6 },
+        { "[relay]\nservers = nats://a:1, 127.0.0.1:4222\n",
+          "[relay] servers: '127.0.0.1:4222' is not a NATS server URL "
+          "(nats://HOST:PORT, or tls://HOST:PORT)", 6 },
+        { "[relay]\nservers = nats://\n",
+          "[relay] servers: 'nats://' is not a NATS server URL "
+          "(nats://HOST:PORT, or tls://HOST:PORT)", 6 },
         { "[relay]\nhost = Host\n",
           "[relay] host: 'Host' is not a valid host name (lowercase letters, digits, '-', '_')", 6 },
         { "[relay]\nstream = a.b\n",

@@ -120,6 +120,19 @@ struct config {
 int config_load(const char *path, bool load_keys, struct config **ret,
                 char **err);
 void config_free(struct config *c);
+/* With the relay on, [relay] host_key (an Ed25519 secret key) and
+ * host_pubkey_dir (config_host_pubkeys_check()): handoffd's alone, so not
+ * config_load()'s, which the hub and the CLI call too.  The key into
+ * *ret_key (NULL when unset), the directory into *ret_dfd (-1 when unset);
+ * either out-parameter NULL: checked and let go.  *err as config_load()'s. */
+int config_relay_keys(const struct config *c, hd_key **ret_key, int *ret_dfd, char **err);
+/* [relay] host_pubkey_dir dir, open as dfd: config_pubdir_check()'s rule,
+ * and a HOST.pub that loads for each [remote] host of c (the hosts whose
+ * receipts come here).  *err without the file's name. */
+int config_host_pubkeys_check(const struct config *c, const char *dir, int dfd, char **err);
+/* A directory of public keys, open as dfd (what and path name it in *err):
+ * not writable by group or others. */
+int config_pubdir_check(const char *what, const char *path, int dfd, char **err);
 /* After config_load() without keys: load the keys this user can read,
  * skipping the others; > 0 when any key (HMAC or public) is loaded. */
 int config_load_keys_readable(struct config *c);

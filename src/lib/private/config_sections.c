@@ -316,6 +316,32 @@ static int handle_retention(struct parse_state *st, const char *k,
         return config_err(st, "unknown key '%s' in [retention]", k);
 }
 
+/* Each of servers (separated as relay_nats.c splits them) a nats:// or
+ * tls:// URL with a host: libnats takes any scheme for nats:// and none
+ * for nats:// too, so "http://..." or a bare "HOST:PORT" would "work"
+ * while saying something else than it does. */
+static bool servers_ok(struct parse_state *st, const char *v)
+{
+        static const char *const schemes[] = { "nats://", "tls://" };
+        const char *p = v;
+
+        while (*(p += strspn(p, ", \t"))) {
+                size_t n = strcspn(p, ", \t"), s;
+                for (s = 0; s < ELEMENTSOF(schemes); s++) {
+                        size_t l = strlen(schemes[s]);
+                        if (n > l && !strncmp(p, schemes[s], l))
+                                break;
+                }
+                if (s == ELEMENTSOF(schemes)) {
+                        config_err(st, "[relay] servers: '%.*s' is not a NATS server URL "
+                                   "(nats://HOST:PORT, or tls://HOST:PORT)", (int)n, p);
+                        return false;
+                }
+                p += n;
+        }
+        return true;
+}
+
 /* [relay]: the NATS side of relay.c.  Secrets stay in files (credentials,
  * nkey_seed, TLS key); password is the one exception NATS user/password
  * auth needs. */
@@ -328,6 +354,8 @@ static int handle_relay(struct parse_state *st, const char *k, const char *v)
                 for (const char *p = v; *p; p++)
                         if ((unsigned char)*p < 0x20 || *p == 0x7f)
                                 return config_err(st, "[relay] servers: control character in '%s'", v);
+                if (!servers_ok(st, v))
+                        return 0;
                 return config_set_str(&rl->servers, v) == 0;
         }
         if (!strcmp(k, "host")) {
