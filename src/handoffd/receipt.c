@@ -423,6 +423,8 @@ int receipt_start(struct relay *r)
                 free(err);
                 return q;
         }
+        if (rc->pub_fd >= 0 && !(rc->pub_dir = strdup(sp->cfg->relay.host_pubkey_dir)))
+                return -ENOMEM;
         /* What a crash left to publish; our temp names go. */
         DIR *d = opendir_at(rc->out_fd);
         struct dirent *de;
@@ -476,13 +478,33 @@ int receipt_start(struct relay *r)
         return 0;
 }
 
+/* Why receipts from a [remote] host would be dropped now, as the start
+ * checks it (a directory or a HOST.pub others may write, a HOST.pub gone
+ * or broken), looked at for each status: it can change while the daemon
+ * runs, and a dropped receipt is not sent again.  NULL: none. */
+static char *accept_problem(struct relay *r)
+{
+        struct receipts *rc = r->rc;
+        char *err = NULL, *p = NULL;
+        int q;
+
+        if (!rc || rc->pub_fd < 0)
+                return NULL;
+        q = config_host_pubkeys_check(r->sp->cfg, rc->pub_dir, rc->pub_fd, &err);
+        if (q < 0 && asprintf(&p, "receipts are dropped: %s", err ? err : strerror(-q)) < 0)
+                p = NULL;
+        free(err);
+        return p;
+}
+
 json_t *receipt_status(struct relay *r)
 {
         struct receipts *rc = r->rc;
         bool sending = rc && rc->key, accepting = rc && rc->pub_fd >= 0;
+        _cleanup_free_ char *problem = accept_problem(r);
 
-        return json_pack("{s:b, s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
-                         "sending", sending, "accepting", accepting,
+        return json_pack("{s:b, s:b, s:s?, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
+                         "sending", sending, "accepting", accepting, "problem", problem,
                          "owed", (json_int_t)(sending ? rc->n_owed : 0),
                          "queued", (json_int_t)(rc ? json_object_size(rc->pending) : 0),
                          "awaited", (json_int_t)(accepting ? rc->n_awaited : 0),
@@ -511,6 +533,7 @@ void receipt_free(struct relay *r)
                 if (fds[i] >= 0)
                         close(fds[i]);
         hd_key_free(rc->key);
+        free(rc->pub_dir);
         free(rc->unsynced);
         json_decref(rc->pending);
         json_decref(rc->origins);

@@ -15,16 +15,25 @@ start (issue 33, items 1 to 3):
   first, then for the second of the two, through an LD_PRELOAD shim built
   here) ends the start with exit 1 and the log line, never a crash (the
   stop joined a thread never made);
+- while the daemon runs, a HOST.pub made writable by others, or the
+  directory made writable by others, is a problem line in `handoffctl
+  status` (degraded) as long as it lasts, a receipt signed by that host is
+  dropped saying why, and a reload is refused with the start's message.
 
 HD_VALGRIND=1 runs each start of a bad case under valgrind (the system
 libuv is not instrumented for ASan): any error valgrind finds fails it."""
 
+import base64
+import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.environ.get("HD_SRC", "."), "tests", "py"))
+import hded25519  # noqa: E402
+import hdproto  # noqa: E402
 import hdtest  # noqa: E402
 import natsrv  # noqa: E402
 from hdtest import check  # noqa: E402
@@ -238,6 +247,73 @@ def thread_failures(env, conf):
         print(f"the relay's {which} thread not started: exit 1, said once")
 
 
+def receipt(h2, hid="x-1"):
+    base = {"type": "handoff-receipt", "version": 1, "handoff_id": hid, "outcome": "consumed",
+            "reason": "", "detail": "", "host": "h2", "origin": "h1",
+            "at": hdproto.iso(hdproto.now())}
+    return json.dumps(h2.sign(base)).encode()
+
+
+def status_problem(env, conf):
+    p = env.ctl("status", "-c", conf)
+    probs = [ln.strip() for ln in p.stdout.splitlines() if ln.strip().startswith("problem:")]
+    return p.returncode, probs, p.stdout
+
+
+def while_running(env, ns, good_key, h2_key, good_dir):
+    conf = env.write_config("d", extra=relay_text(ns.url, good_key, good_dir))
+    d = env.start(name="d", conf=conf)
+    hdtest.wait_for(lambda: (d.status().get("relay") or {}).get("ready"), 20, "the relay ready")
+    pub = os.path.join(good_dir, "h2.pub")
+    line = open(h2_key).read().split()
+    h2 = hded25519.Key(base64.b64decode(line[1]), kid=line[2])
+    cl = natsrv.Client(ns.url)
+    try:
+        check(d.status()["relay"]["receipts"].get("problem") is None, "no problem at start")
+        rc, probs, out = status_problem(env, conf)
+        check(not any("receipts" in x for x in probs), f"status at start:\n{out}")
+
+        for what, change, undo, want in (
+                ("h2.pub of mode 0666", lambda: os.chmod(pub, 0o666), lambda: os.chmod(pub, 0o644),
+                 "'h2.pub' has mode 0666"),
+                ("host_pubkey_dir of mode 0777", lambda: os.chmod(good_dir, 0o777),
+                 lambda: os.chmod(good_dir, 0o755), "has mode 0777")):
+            dropped = d.status()["relay"]["receipts"]["dropped"]
+            change()
+            st = d.status()["relay"]["receipts"]
+            check(want in (st.get("problem") or ""), f"{what}: status receipts.problem: {st}")
+            rc, probs, out = status_problem(env, conf)
+            check(rc != 0 and "degraded" in out and any("receipts are dropped" in x and want in x
+                                                         for x in probs),
+                  f"{what}: handoffctl status exit {rc}, want a problem line:\n{out}")
+            # a receipt signed by h2 now: dropped, saying why
+            ack = cl.js_publish("handoff.h1.receipt.h2", receipt(h2), msg_id=f"x-{dropped}:consumed")
+            check(ack.get("stream") == "HANDOFF", f"PubAck {ack}")
+            hdtest.wait_for(lambda: d.status()["relay"]["receipts"]["dropped"] > dropped, 15,
+                            f"{what}: the receipt dropped")
+            check("no usable key for host h2" in d.logs() and want in d.logs(),
+                  f"{what}: the drop says why:\n{d.logs()[-2000:]}")
+            # a reload is refused as the start would be
+            n = d.logs().count("Reload failed")
+            d.send(signal.SIGHUP)
+            hdtest.wait_for(lambda: d.logs().count("Reload failed") > n, 15, f"{what}: reload refused")
+            tail = d.logs().split("Reload failed")[-1].splitlines()[0]
+            check(want in tail, f"{what}: the reload's refusal says why: {tail}")
+            undo()
+            check(d.status()["relay"]["receipts"].get("problem") is None, f"{what}: repaired, no problem")
+            rc, probs, out = status_problem(env, conf)
+            check(not any("receipts" in x for x in probs), f"{what}: repaired:\n{out}")
+            print(f"while running, {what}: status degraded with its problem line, a receipt "
+                  "dropped saying why, the reload refused; repaired: gone")
+        n = d.logs().count("Reloaded")
+        d.send(signal.SIGHUP)
+        hdtest.wait_for(lambda: d.logs().count("Reloaded") > n, 15, "the reload of the repaired set-up")
+    finally:
+        cl.close()
+        h2.close()
+    check(d.stop() == 0, "stops with exit 0")
+
+
 def main():
     check(natsrv.available(), f"{natsrv.NATS_SERVER} is needed")
     with hdtest.Env(agents=["alice"]) as env:
@@ -249,6 +325,8 @@ def main():
               f"the good set-up passes -n:\n{p.stdout}{p.stderr}")
         receipts_not_a_dir(env, conf)
         thread_failures(env, conf)
+        with natsrv.Cluster(env.dir, nodes=1) as ns:
+            while_running(env, ns, good_key, h2_key, good_dir)
 
 
 hdtest.run(main)
