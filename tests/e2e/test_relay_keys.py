@@ -4,8 +4,9 @@ start (issue 33, items 1 to 3):
 
 - each bad case (host_key missing, of mode 0644, an HMAC key, a .pub file;
   host_pubkey_dir missing, writable by group or by others; no HOST.pub of
-  a [remote] host, or one of mode 0666; servers with an http:// scheme or
-  none) is refused by `-n` and by the start alike, both exit 2 (handoffd(8)
+  a [remote] host, or one of mode 0666; a tls_ca that does not exist, a
+  nkey_seed that is a directory; servers with an http:// scheme or none)
+  is refused by `-n` and by the start alike, both exit 2 (handoffd(8)
   EXIT STATUS: a configuration error, unsafe keys included) with one line
   that says what is wrong and gives errno's text once (the start used to
   die of SIGSEGV: the relay's loop handles were freed while in the loop);
@@ -194,6 +195,12 @@ def refused_cases(env, port):
         ("a HOST.pub of mode 0666",
          relay_text(nats, good_key, hostdir(env, "hosts666", pub=h2_pub, pub_mode=0o666)),
          ["[relay] host_pubkey_dir", "'h2.pub' has mode 0666"]),
+        ("tls_ca missing", relay_text(nats, good_key, good_dir).replace(
+            "host = h1\n", f"host = h1\ntls_ca = {env.dir}/nope-ca.pem\n"),
+         ["[relay] tls_ca", "nope-ca.pem: No such file or directory"]),
+        ("nkey_seed a directory", relay_text(nats, good_key, good_dir).replace(
+            "host = h1\n", f"host = h1\nnkey = UABC\nnkey_seed = {env.dir}\n"),
+         ["[relay] nkey_seed", "is not a regular file"]),
         ("servers http://", relay_text(f"http://127.0.0.1:{port}", good_key, good_dir),
          ["[relay] servers: 'http://127.0.0.1:", "is not a NATS server URL"]),
         ("servers without a scheme", relay_text(f"127.0.0.1:{port}", good_key, good_dir),

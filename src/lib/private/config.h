@@ -120,7 +120,8 @@ struct config {
 int config_load(const char *path, bool load_keys, struct config **ret,
                 char **err);
 void config_free(struct config *c);
-/* With the relay on, [relay] host_key (an Ed25519 secret key) and
+/* With the relay on, the files of [relay] (credentials, nkey_seed, tls_*:
+ * readable regular files), host_key (an Ed25519 secret key) and
  * host_pubkey_dir (config_host_pubkeys_check()): handoffd's alone, so not
  * config_load()'s, which the hub and the CLI call too.  The key into
  * *ret_key (NULL when unset), the directory into *ret_dfd (-1 when unset);

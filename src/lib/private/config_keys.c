@@ -396,15 +396,49 @@ static int host_key_load(const struct config *c, hd_key **ret, char **err)
         return 0;
 }
 
+/* A file the NATS library reads at start ([relay] credentials, nkey_seed,
+ * tls_*): a regular file this user may read.  libnats itself says only
+ * "Error loading trusted certificates '...': (null)", and only at start;
+ * what is in it stays libnats's to judge. */
+static int relay_file_check(const char *key, const char *path, char **err)
+{
+        _cleanup_close_ int fd = -1;
+        struct stat st;
+        int r;
+
+        if (!path)
+                return 0;
+        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+        if (fd < 0 || fstat(fd, &st) < 0) {
+                r = -errno;
+                if (asprintf(err, "[relay] %s %s: %s", key, path, strerror(-r)) < 0)
+                        *err = NULL;
+                return r;
+        }
+        if (!S_ISREG(st.st_mode)) {
+                if (asprintf(err, "[relay] %s %s is not a regular file", key, path) < 0)
+                        *err = NULL;
+                return -EINVAL;
+        }
+        return 0;
+}
+
 int config_relay_keys(const struct config *c, hd_key **ret_key, int *ret_dfd, char **err)
 {
+        const struct config_relay *rl = &c->relay;
+        const struct { const char *key, *path; } files[] = {
+                { "credentials", rl->credentials }, { "nkey_seed", rl->nkey_seed },
+                { "tls_ca", rl->tls_ca }, { "tls_cert", rl->tls_cert }, { "tls_key", rl->tls_key },
+        };
         _cleanup_close_ int dfd = -1;
         hd_key *k = NULL;
         char *e = NULL;
         int r = 0;
 
         *err = NULL;
-        if (config_relay_on(c) && c->relay.host_key)
+        for (size_t i = 0; i < ELEMENTSOF(files) && r == 0 && config_relay_on(c); i++)
+                r = relay_file_check(files[i].key, files[i].path, &e);
+        if (r == 0 && config_relay_on(c) && c->relay.host_key)
                 r = host_key_load(c, &k, &e);
         if (r == 0 && config_relay_on(c) && c->relay.host_pubkey_dir) {
                 r = pubdir_open("[relay] host_pubkey_dir", c->relay.host_pubkey_dir, &dfd, &e);
