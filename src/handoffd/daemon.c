@@ -9,6 +9,7 @@
 
 #include "control.h"
 #include "daemon.h"
+#include "intake.h"
 #include "log.h"
 #include "notify.h"
 #include "relay.h"
@@ -69,7 +70,7 @@ static void on_signal(uv_signal_t *h, int sig)
                         d->cfg = nc;
                         watch_agents(d);
                         control_set_config(d->ctl, nc);
-                        json_object_clear(d->sp->foreign);
+                        intake_foreign_clear(d->sp);
                         log_info("Reloaded %s", d->config_path);
                         watch_rescan(d, "reload");
                 }

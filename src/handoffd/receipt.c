@@ -273,6 +273,11 @@ void receipt_owe(struct relay *r, const char *id, const char *origin)
         rc->owed_dirty = true;
 }
 
+bool receipt_sending(const struct relay *r)
+{
+        return r->rc && r->rc->key;
+}
+
 int receipt_sync(struct relay *r)
 {
         return r->rc ? flush_hook(r) : 0;
@@ -390,6 +395,25 @@ static void outcome_hook(void *ctx, const char *id, const char *name, const char
                 if (r->sp->cfg->fsync)
                         rc->owed_dirty = true;
         }
+}
+
+void receipt_refused(struct relay *r, const char *id, const char *origin, const char *reason,
+                     const char *detail, int64_t now)
+{
+        int q;
+
+        if (!receipt_sending(r) || !hd_id_valid(id) || !hd_agent_valid(origin) ||
+            !strcmp(origin, r->host))
+                return;
+        /* synced by receipt_sync() before the message is acked */
+        q = receipt_write(r, id, origin, "rejected", reason, detail, now);
+        if (q < 0) {
+                spool_error(r->sp, q, "Cannot write the receipt of %s (rejected) for %s", id, origin);
+                return;
+        }
+        log_decision(LOG_INFO, id, NULL, "receipt", "rejected", "Receipt for %s to %s: rejected",
+                     id, origin);
+        kick(r);
 }
 
 /* ---- start and stop ----------------------------------------------------- */

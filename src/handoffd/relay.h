@@ -11,7 +11,8 @@
  *   outbox.c         outbound: outbox/ -> publish -> archive/ (relayed) or,
  *                    expired first, rejected/ (expired_unrelayed).
  *   relay_inbound.c  inbound: each message into handoff/ (tmp/ then
- *                    rename), acked only when durable; known ids dropped.
+ *                    rename), acked only when durable; known ids dropped,
+ *                    one for an agent not taken here refused unwritten.
  *   nats_dl.c        libnats, loaded by relay_start() (never without a
  *                    relay); relay*.c call it through sym_ pointers.
  *

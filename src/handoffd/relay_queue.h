@@ -39,6 +39,9 @@ struct relay_in {
          * ("" when absent or not a host name); a message on this host's
          * receipt subject is a receipt, its Nats-Msg-Id in rmsg_id. */
         char origin[65];
+        /* the agent its subject (handoff.<host>.<agent>) names, "" when
+         * none that is a valid name */
+        char agent[65];
         bool receipt;
         char rmsg_id[RELAY_MSGID_MAX + 1];
 };

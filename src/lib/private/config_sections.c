@@ -296,15 +296,25 @@ static int handle_retention(struct parse_state *st, const char *k,
         struct config *c = st->c;
         int64_t n;
 
-        if (!strcmp(k, "archive_max_items") || !strcmp(k, "rejected_max_items")) {
+        struct { const char *key; uint64_t *dst; bool size; } limits[] = {
+                { "archive_max_items", &c->archive_max_items, false },
+                { "rejected_max_items", &c->rejected_max_items, false },
+                { "unclaimed_max_items", &c->unclaimed_max_items, false },
+                { "archive_max_bytes", &c->archive_max_bytes, true },
+                { "rejected_max_bytes", &c->rejected_max_bytes, true },
+                { "unclaimed_max_bytes", &c->unclaimed_max_bytes, true },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(limits); i++) {
+                if (strcmp(k, limits[i].key))
+                        continue;
+                if (limits[i].size) {
+                        if (config_parse_size(v, limits[i].dst) < 0)
+                                return config_err(st, "[retention] %s: '%s' is not a size (like 10M)", k, v);
+                        return 1;
+                }
                 if (parse_int64(v, 0, INT32_MAX, &n) < 0)
                         return config_err(st, "[retention] %s: '%s' is not a count", k, v);
-                *(k[0] == 'a' ? &c->archive_max_items : &c->rejected_max_items) = (uint64_t)n;
-                return 1;
-        }
-        if (!strcmp(k, "archive_max_bytes")) {
-                if (config_parse_size(v, &c->archive_max_bytes) < 0)
-                        return config_err(st, "[retention] %s: '%s' is not a size (like 10M)", k, v);
+                *limits[i].dst = (uint64_t)n;
                 return 1;
         }
         if (!strcmp(k, "archive_max_age") || !strcmp(k, "rejected_max_age")) {
