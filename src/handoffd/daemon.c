@@ -9,6 +9,7 @@
 
 #include "control.h"
 #include "daemon.h"
+#include "intake.h"
 #include "log.h"
 #include "notify.h"
 #include "pending.h"
@@ -16,6 +17,23 @@
 #include "service.h"
 #include "slice.h"
 #include "watch.h"
+
+int daemon_config_load(const char *path, struct config **ret, char **err)
+{
+        struct config *c = NULL;
+        int r;
+
+        r = config_load(path, true, &c, err);
+        if (r < 0)
+                return r;
+        r = config_relay_keys(c, NULL, NULL, err);
+        if (r < 0) {
+                config_free(c);
+                return r;
+        }
+        *ret = c;
+        return 0;
+}
 
 static void on_signal(uv_signal_t *h, int sig)
 {
@@ -32,7 +50,7 @@ static void on_signal(uv_signal_t *h, int sig)
         /* SIGHUP: re-read config and keys; a bad new config keeps the old. */
         (void)notify_sendf("RELOADING=1\nMONOTONIC_USEC=%llu",
                            (unsigned long long)(uv_hrtime() / 1000));
-        r = config_load(d->config_path, true, &nc, &err);
+        r = daemon_config_load(d->config_path, &nc, &err);
         if (r < 0) {
                 log_error("Reload failed, keeping the running configuration: %s",
                           err ? err : strerror(-r));
@@ -53,7 +71,7 @@ static void on_signal(uv_signal_t *h, int sig)
                         d->cfg = nc;
                         watch_agents(d);
                         control_set_config(d->ctl, nc);
-                        json_object_clear(d->sp->foreign);
+                        intake_foreign_clear(d->sp);
                         log_info("Reloaded %s: %zu agent(s) served, %zu out of service",
                                  d->config_path, d->sp->n_agents,
                                  json_object_size(d->sp->unserved));

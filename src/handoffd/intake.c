@@ -178,18 +178,77 @@ static bool foreign_fresh(struct spool *sp, const char *name, int64_t now)
                        json_integer_value(json_array_get(e, 2));
 }
 
-/* [expires, ino, ctime ns, to_agent]: the agent for status (control.c) */
-static void foreign_note(struct spool *sp, const char *name, int fd, int64_t expires,
-                         const char *to)
+/* sp->foreign and the bytes its files hold, changed together. */
+static void foreign_drop(struct spool *sp, const char *name)
 {
-        struct stat st;
+        json_t *e = json_object_get(sp->foreign, name);
+        json_int_t b = json_integer_value(json_array_get(e, 4));
 
-        if (fstat(fd, &st) < 0)
+        if (!e)
                 return;
-        json_object_set_new_nocheck(sp->foreign, name,
-                json_pack("[I, I, I, s]", (json_int_t)expires, (json_int_t)st.st_ino,
-                          (json_int_t)st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec,
-                          to && hd_agent_valid(to) ? to : "(invalid)"));
+        sp->foreign_bytes -= b > 0 && (uint64_t)b <= sp->foreign_bytes ? (uint64_t)b
+                                                                       : sp->foreign_bytes;
+        json_object_del(sp->foreign, name);
+}
+
+static void foreign_put(struct spool *sp, const char *name, json_t *e)
+{
+        json_int_t b = json_integer_value(json_array_get(e, 4));
+
+        if (!e)
+                return;
+        foreign_drop(sp, name);
+        if (json_object_set_new_nocheck(sp->foreign, name, e) == 0 && b > 0)
+                sp->foreign_bytes += (uint64_t)b;
+}
+
+void intake_foreign_clear(struct spool *sp)
+{
+        json_object_clear(sp->foreign);
+        sp->foreign_bytes = 0;
+}
+
+/* [expires, ino, ctime ns, to_agent, bytes]: the agent for status
+ * (control.c), the bytes for [retention] unclaimed_max_bytes */
+static void foreign_note(struct spool *sp, const char *name, const struct stat *st,
+                         int64_t expires, const char *to)
+{
+        foreign_put(sp, name,
+                json_pack("[I, I, I, s, I]", (json_int_t)expires, (json_int_t)st->st_ino,
+                          (json_int_t)st->st_ctim.tv_sec * 1000000000 + st->st_ctim.tv_nsec,
+                          to && hd_agent_valid(to) ? to : "(invalid)", (json_int_t)st_bytes(st)));
+}
+
+/* Would one more file of bytes put what waits in handoff/ for agents not
+ * served here past [retention] unclaimed_max_items or _bytes?  Entries
+ * whose file is gone or replaced (another daemon claimed it, its producer
+ * took it back) are let go first, a look at all of them at most once a
+ * second. */
+static bool unclaimed_full(struct spool *sp, const char *name, uint64_t bytes)
+{
+        const struct config *c = sp->cfg;
+        const char *k;
+        void *tmp;
+        json_t *v;
+
+        if (!c->unclaimed_max_items && !c->unclaimed_max_bytes)
+                return false;
+        foreign_drop(sp, name);
+        for (int pass = 0; pass < 2; pass++) {
+                bool over = (c->unclaimed_max_items &&
+                             json_object_size(sp->foreign) + 1 > c->unclaimed_max_items) ||
+                            (c->unclaimed_max_bytes && sp->foreign_bytes + bytes > c->unclaimed_max_bytes);
+                if (!over || pass == 1 || mono_usec() - sp->foreign_purged < 1000000)
+                        return over;
+                sp->foreign_purged = mono_usec();
+                json_object_foreach_safe(sp->foreign, tmp, k, v) {
+                        struct stat st;
+                        if (fstatat(sp->fd[SD_HANDOFF], k, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+                            (json_int_t)st.st_ino != json_integer_value(json_array_get(v, 1)))
+                                foreign_drop(sp, k);
+                }
+        }
+        return true;
 }
 
 /* Past its own expiry (or issued too far ahead), by times that are
@@ -290,9 +349,9 @@ static int decide_left(struct spool *sp, struct item *it, const char *to, hd_rea
 
         /* Its own times may be forged (it may not be authenticated here),
          * so it expires at the latest max_window after it arrived. */
-        t = fstat(it->fd, &st) == 0
-                ? (int64_t)st.st_ctim.tv_sec * 1000000LL + st.st_ctim.tv_nsec / 1000
-                : now;
+        if (fstat(it->fd, &st) < 0)
+                return -errno;
+        t = (int64_t)st.st_ctim.tv_sec * 1000000LL + st.st_ctim.tv_nsec / 1000;
         t += (c->max_window + c->max_clock_skew) * 1000000LL;
         if (exp && hd_time_parse(exp, &x) == 0 && x < t)
                 t = x;
@@ -310,7 +369,19 @@ static int decide_left(struct spool *sp, struct item *it, const char *to, hd_rea
                 v->reason = HD_R_EXPIRED_UNCLAIMED;
                 return decide_reject(sp, it, v, !was, now);
         }
-        foreign_note(sp, it->name, it->fd, t + 1, to);
+        /* Bounded as rejected/ is: no room, it is refused now, and not
+         * remembered (as inbox_full: it may come again). */
+        if (unclaimed_full(sp, it->name, st_bytes(&st))) {
+                snprintf(v->detail, sizeof(v->detail),
+                         "for agent %s, not served here; what waits unclaimed in handoff/ is at "
+                         "its bound ([retention] unclaimed_max_items %llu, unclaimed_max_bytes %llu)",
+                         to && hd_agent_valid(to) ? to : "(invalid)",
+                         (unsigned long long)c->unclaimed_max_items,
+                         (unsigned long long)c->unclaimed_max_bytes);
+                v->reason = HD_R_NOT_SERVED;
+                return decide_reject(sp, it, v, false, now);
+        }
+        foreign_note(sp, it->name, &st, t + 1, to);
         deadline_note(&sp->deadline, t + 1);
         sp->st.left++;
         /* once: later looks end in foreign_fresh() */
@@ -866,7 +937,7 @@ void intake_foreign_due(struct spool *sp, int64_t now)
                 int64_t t = json_integer_value(json_array_get(v, 0));
                 if (t <= now) {
                         json_array_append_new(due, json_string_nocheck(k));
-                        json_object_del(sp->foreign, k);
+                        foreign_drop(sp, k);
                 } else {
                         deadline_note(&sp->deadline, t);
                 }
@@ -882,7 +953,7 @@ void intake_foreign_due(struct spool *sp, int64_t now)
                         /* Past the batch's time: at the next deadline. */
                         for (size_t i = 0; i < n; i++)
                                 if (outcomes[i] == IO_SKIPPED)
-                                        json_object_set_new_nocheck(sp->foreign, names[i],
+                                        foreign_put(sp, names[i],
                                                 json_pack("[I, I, I]", (json_int_t)now, (json_int_t)-1,
                                                           (json_int_t)-1));
                         if (json_object_size(sp->foreign))

@@ -219,6 +219,8 @@ static void sweep_end(struct spool *sp, int64_t now)
                 if (q < 0)
                         log_warning_errno(q, "Cannot write the metrics textfile %s",
                                           sp->cfg->metrics_textfile);
+        } else {
+                retention_rejected_due(sp, now);
         }
 }
 

@@ -91,7 +91,8 @@ int main(int argc, char **argv)
         log_setup(verbose ? LOG_DEBUG : LOG_INFO);
         signal(SIGPIPE, SIG_IGN);
 
-        r = config_load(path, true, &cfg, &err);
+        /* -n and the start check the same, the relay's keys included. */
+        r = daemon_config_load(path, &cfg, &err);
         if (r < 0) {
                 fprintf(stderr, "%s\n", err ? err : strerror(-r));
                 free(err);

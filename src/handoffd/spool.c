@@ -853,6 +853,28 @@ bool spool_id_seen(struct spool *sp, const char *id)
         return spool_id_remembered(sp, id) || spool_id_claimed(sp, id);
 }
 
+/* rejected/ grew by dst and its reason of len bytes: past a bound of
+ * [retention], retention runs within a second (lifecycle.c sweep_end())
+ * rather than at the next rescan_interval, so that a flood of rejections
+ * does not hold rejected_max_bytes over its bound for that long. */
+static void rejected_count(struct spool *sp, const char *dst, size_t len, int64_t now)
+{
+        const struct config *c = sp->cfg;
+        struct stat st;
+
+        sp->st.rejected_items++;
+        sp->st.rejected_bytes += len;
+        if (fstatat(sp->fd[SD_REJECTED], dst, &st, AT_SYMLINK_NOFOLLOW) == 0)
+                sp->st.rejected_bytes += st_bytes(&st);
+        if (sp->retention_due)
+                return;
+        if ((c->rejected_max_items && sp->st.rejected_items > c->rejected_max_items) ||
+            (c->rejected_max_bytes && sp->st.rejected_bytes > c->rejected_max_bytes)) {
+                sp->retention_due = true;
+                deadline_note(&sp->deadline, now + RETENTION_SOON_USEC);
+        }
+}
+
 int spool_reject_from(struct spool *sp, enum spool_dir from, const char *name,
                       const struct spool_ino *was, hd_reason reason, const char *detail,
                       const char *handoff_id, int64_t now)
@@ -953,6 +975,7 @@ int spool_reject_from(struct spool *sp, enum spool_dir from, const char *name,
                 if (from == SD_HANDOFF && was && reason == HD_R_HARDLINK)
                         kept_note(sp, was->dev, was->ino, SD_REJECTED, dst, false);
                 sp->st.rejected[reason]++;
+                rejected_count(sp, dst, len, now);
                 char q[300];
                 log_decision(LOG_NOTICE, handoff_id, NULL, "rejected", hd_reason_name(reason),
                              "Rejected %s: %s: %s", log_quote(name, q, sizeof(q)),

@@ -38,13 +38,19 @@ struct spool_ino {
         ino_t ino;
 };
 
+/* rejected/ past a bound of [retention]: its next pruning at most this
+ * much later, and not sooner after the last one (a run lists the whole
+ * directory). */
+#define RETENTION_SOON_USEC 250000LL
+
 struct spool_stats {
         int64_t started_usec;
         uint64_t claimed, delivered, recovered, retried, consumed, expired,
                  left, deferred, overflows, rescans, errors, archived_pruned,
                  rejected_pruned;
         uint64_t rejected[_HD_R_MAX];
-        uint64_t rejected_items, rejected_bytes;       /* at the last retention run */
+        /* at the last retention run, and each rejection added since */
+        uint64_t rejected_items, rejected_bytes;
         char last_error[256];
         int64_t last_error_usec;
         bool watch_ok;
@@ -97,11 +103,19 @@ struct spool {
         struct agent_rt *agents;
         size_t n_agents;
         struct spool_stats st;
-        json_t *foreign;        /* name -> [expires usec, ino, ctime], left alone */
+        /* name -> [expires usec, ino, ctime, to, bytes], left alone
+         * (intake.c); what their files hold, and the last look at all */
+        json_t *foreign;
+        uint64_t foreign_bytes;
+        int64_t foreign_purged; /* monotonic usec */
         json_t *failed;         /* ids whose delivery failed: retried */
         int64_t deliver_backoff_usec;
         struct deadline deadline; /* the daemon's timer: the earliest one */
         int64_t housekeeping_at;/* last retention and metrics run, usec */
+        /* rejected/ went past a retention bound since its last pruning
+         * (then, usec): pruned again within RETENTION_SOON_USEC */
+        bool retention_due;
+        int64_t rejected_pruned_at;
         uint64_t arrived_at_housekeeping; /* rejected+archived then */
         bool dirty[_SD_MAX];    /* directory needs an fsync */
         int lock_fd;            /* SPOOL/.lock (lock.h) */

@@ -388,15 +388,25 @@ static int handle_retention(struct parse_state *st, const char *k,
         struct config *c = st->c;
         int64_t n;
 
-        if (!strcmp(k, "archive_max_items") || !strcmp(k, "rejected_max_items")) {
+        struct { const char *key; uint64_t *dst; bool size; } limits[] = {
+                { "archive_max_items", &c->archive_max_items, false },
+                { "rejected_max_items", &c->rejected_max_items, false },
+                { "unclaimed_max_items", &c->unclaimed_max_items, false },
+                { "archive_max_bytes", &c->archive_max_bytes, true },
+                { "rejected_max_bytes", &c->rejected_max_bytes, true },
+                { "unclaimed_max_bytes", &c->unclaimed_max_bytes, true },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(limits); i++) {
+                if (strcmp(k, limits[i].key))
+                        continue;
+                if (limits[i].size) {
+                        if (config_parse_size(v, limits[i].dst) < 0)
+                                return config_err(st, "[retention] %s: '%s' is not a size (like 10M)", k, v);
+                        return 1;
+                }
                 if (parse_int64(v, 0, INT32_MAX, &n) < 0)
                         return config_err(st, "[retention] %s: '%s' is not a count", k, v);
-                *(k[0] == 'a' ? &c->archive_max_items : &c->rejected_max_items) = (uint64_t)n;
-                return 1;
-        }
-        if (!strcmp(k, "archive_max_bytes")) {
-                if (config_parse_size(v, &c->archive_max_bytes) < 0)
-                        return config_err(st, "[retention] %s: '%s' is not a size (like 10M)", k, v);
+                *limits[i].dst = (uint64_t)n;
                 return 1;
         }
         if (!strcmp(k, "archive_max_age") || !strcmp(k, "rejected_max_age")) {
@@ -406,6 +416,32 @@ static int handle_retention(struct parse_state *st, const char *k,
                 return 1;
         }
         return unknown_key(st, "retention", NULL, k, keys_retention);
+}
+
+/* Each of servers (separated as relay_nats.c splits them) a nats:// or
+ * tls:// URL with a host: libnats takes any scheme for nats:// and none
+ * for nats:// too, so "http://..." or a bare "HOST:PORT" would "work"
+ * while saying something else than it does. */
+static bool servers_ok(struct parse_state *st, const char *v)
+{
+        static const char *const schemes[] = { "nats://", "tls://" };
+        const char *p = v;
+
+        while (*(p += strspn(p, ", \t"))) {
+                size_t n = strcspn(p, ", \t"), s;
+                for (s = 0; s < ELEMENTSOF(schemes); s++) {
+                        size_t l = strlen(schemes[s]);
+                        if (n > l && !strncmp(p, schemes[s], l))
+                                break;
+                }
+                if (s == ELEMENTSOF(schemes)) {
+                        config_err(st, "[relay] servers: '%.*s' is not a NATS server URL "
+                                   "(nats://HOST:PORT, or tls://HOST:PORT)", (int)n, p);
+                        return false;
+                }
+                p += n;
+        }
+        return true;
 }
 
 /* [relay]: the NATS side of relay.c.  Secrets stay in files (credentials,
@@ -420,6 +456,8 @@ static int handle_relay(struct parse_state *st, const char *k, const char *v)
                 for (const char *p = v; *p; p++)
                         if ((unsigned char)*p < 0x20 || *p == 0x7f)
                                 return config_err(st, "[relay] servers: control character in '%s'", v);
+                if (!servers_ok(st, v))
+                        return 0;
                 return config_set_str(&rl->servers, v) == 0;
         }
         if (!strcmp(k, "host")) {
