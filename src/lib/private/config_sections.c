@@ -93,7 +93,8 @@ static const char *const keys_agent[] = {
         "act_max_files", "description", "skill", NULL };
 static const char *const keys_retention[] = {
         "archive_max_items", "archive_max_bytes", "archive_max_age",
-        "rejected_max_items", "rejected_max_age", NULL };
+        "rejected_max_items", "rejected_max_age", "rejected_max_bytes",
+        "unclaimed_max_items", "unclaimed_max_bytes", NULL };
 static const char *const keys_relay[] = {
         "servers", "host", "stream", "replicas", "user", "password", "nkey",
         "credentials", "nkey_seed", "tls_ca", "tls_cert", "tls_key", "host_key",
