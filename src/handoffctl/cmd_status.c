@@ -496,6 +496,9 @@ int cmd_status(int argc, char **argv)
                                         json_string_value(json_object_get(rl, "last_error")) ? ": " : "",
                                         json_string_value(json_object_get(rl, "last_error")) ?: ""));
                 }
+                /* A2A remotes (a2a_out.c): as the daemon says them */
+                if (json_object_get(daemon, "a2a"))
+                        json_object_set(st, "a2a", json_object_get(daemon, "a2a"));
                 json_t *oos = json_object_get(daemon, "agents_out_of_service");
                 const char *an;
                 json_t *why;

@@ -81,6 +81,8 @@ int metrics_write(struct spool *sp, int64_t now)
                    "handoffd_watch_ok %d\n", s->watch_ok ? 1 : 0);
         if (sp->relay.metrics)
                 sp->relay.metrics(sp->relay.ctx, f, now);
+        if (sp->a2a.metrics)
+                sp->a2a.metrics(sp->a2a.ctx, f, now);
         if (fclose(f) != 0) {
                 free(buf);
                 return -ENOMEM;
