@@ -102,7 +102,15 @@ HUB_PKGS := libmicrohttpd gnutls
 HUB_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(HUB_PKGS) 2>/dev/null)
 HUB_LIBS := $(shell $(PKG_CONFIG) --libs $(HUB_PKGS) 2>/dev/null)
 
-PROGRAMS := $(DAEMON) $(CTL) $(HUBD)
+# handoff-a2a: handoffd's A2A sender (src/a2a/), a process of its own:
+# the only program that links libcurl and reads an A2A server's answers.
+A2A_SRCS := $(sort $(wildcard src/a2a/*.c))
+A2A_OBJS := $(patsubst %.c,$(B)/%.o,$(A2A_SRCS))
+A2A    := $(B)/handoff-a2a
+A2A_CFLAGS := $(shell $(PKG_CONFIG) --cflags libcurl 2>/dev/null)
+A2A_LIBS := $(shell $(PKG_CONFIG) --libs libcurl 2>/dev/null)
+
+PROGRAMS := $(DAEMON) $(CTL) $(HUBD) $(A2A)
 
 .PHONY: all deps check run bench install uninstall clean distclean FORCE
 all: $(LIBA) $(LIBSO) $(PROGRAMS)
@@ -131,6 +139,7 @@ $(B)/src/lib/%.o: HD_CFLAGS += $(INC_lib)
 $(B)/src/handoffd/%.o: HD_CFLAGS += $(INC_handoffd)
 $(B)/src/handoffctl/%.o: HD_CFLAGS += $(INC_handoffctl)
 $(B)/src/hubd/%.o: HD_CFLAGS += $(INC_hubd) $(HUB_CFLAGS)
+$(B)/src/a2a/%.o: HD_CFLAGS += $(INC_lib) -Isrc/a2a $(A2A_CFLAGS)
 $(B)/tests/%.o: HD_CFLAGS += $(INC_handoffd) $(CHECK_CFLAGS) -Itests/unit -Isrc/hubd
 
 # Quiet by default ("CC src/lib/canon.c"), every command line with V=1.
@@ -182,6 +191,10 @@ $(CTL): $(CTL_OBJS) $(LIBA)
 $(HUBD): $(HUBD_OBJS) $(B)/src/handoffd/notify.o $(B)/src/handoffctl/items.o $(LIBA)
 	$(quiet) LD $@
 	$(Q)$(CC) $(HD_LDFLAGS) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) $(HUB_LIBS) -lpthread -lm
+
+$(A2A): $(A2A_OBJS) $(LIBA)
+	$(quiet) LD $@
+	$(Q)$(CC) $(HD_LDFLAGS) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) $(A2A_LIBS) -lm
 
 # One Check binary: every tests/unit/test_NAME.c defines Suite *suite_NAME(void).
 $(B)/tests/suites.inc: $(TEST_SRCS) Makefile

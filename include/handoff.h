@@ -63,6 +63,8 @@ typedef enum hd_reason {
         HD_R_INBOX_FULL,        /* the agent's waiting bootstraps at their limit */
         HD_R_UNREADABLE,        /* the daemon may not read it (its owner's mode) */
         HD_R_NOT_SERVED,        /* for an agent this host does not serve, and no room to wait */
+        HD_R_EXPIRED_UNSENT,    /* for an A2A remote, expired before its server took it */
+        HD_R_REMOTE_REJECTED,   /* for an A2A remote: its server refused it (4xx, an A2A error) */
         _HD_R_MAX
 } hd_reason;
 

@@ -59,6 +59,10 @@ $(FB)/fuzz_mcp: $(FUZZ_CTL)
 $(FB)/fuzz_hub: $(FUZZ_HUB)
 $(FB)/fuzz_hub: FUZZ_LIBS := $(HUB_LIBS) -lpthread
 $(FB)/fuzz_a2a: $(FUZZ_HUB)
+# fuzz_a2a_answer: handoff-a2a's parser of an A2A server's answers
+$(FB)/tests/fuzz/fuzz_a2a_answer.o: FUZZ_CFLAGS += -Isrc/a2a
+$(FB)/fuzz_a2a_answer: $(FB)/src/a2a/a2a_answer.o
+$(FB)/fuzz_a2a_answer: FUZZ_LIBS := $(FB)/src/a2a/a2a_answer.o $(PKG_LIBS)
 $(FB)/fuzz_a2a: FUZZ_LIBS := $(HUB_LIBS) -lpthread
 
 .PHONY: fuzz fuzz-build fuzz-long fuzz-merge

@@ -65,6 +65,7 @@ install-files:
 	$(INSTALL_PROGRAM) $(DAEMON) $(DESTDIR)$(sbindir)/handoffd
 	$(INSTALL_PROGRAM) $(CTL) $(DESTDIR)$(bindir)/handoffctl
 	$(INSTALL_PROGRAM) $(HUBD) $(DESTDIR)$(sbindir)/handoff-hubd
+	$(INSTALL_PROGRAM) $(A2A) $(DESTDIR)$(sbindir)/handoff-a2a
 	$(INSTALL_DATA) $(LIBSO) $(DESTDIR)$(libdir)/libhandoff.so.$(VERSION)
 	ln -sf libhandoff.so.$(VERSION) $(DESTDIR)$(libdir)/libhandoff.so.$(SOVERSION)
 	ln -sf libhandoff.so.$(SOVERSION) $(DESTDIR)$(libdir)/libhandoff.so
@@ -103,7 +104,7 @@ install-files:
 # sample), then the directories of ours that are left empty.
 uninstall:
 	rm -f $(DESTDIR)$(sbindir)/handoffd $(DESTDIR)$(bindir)/handoffctl \
-		$(DESTDIR)$(sbindir)/handoff-hubd \
+		$(DESTDIR)$(sbindir)/handoff-hubd $(DESTDIR)$(sbindir)/handoff-a2a \
 		$(DESTDIR)$(libdir)/libhandoff.so.$(VERSION) \
 		$(DESTDIR)$(libdir)/libhandoff.so.$(SOVERSION) \
 		$(DESTDIR)$(libdir)/libhandoff.so $(DESTDIR)$(libdir)/libhandoff.a \

@@ -502,6 +502,9 @@ int cmd_status(int argc, char **argv)
                         if (rp)
                                 json_array_append_new(problems, json_string(rp));
                 }
+                /* A2A remotes (a2a_out.c): as the daemon says them */
+                if (json_object_get(daemon, "a2a"))
+                        json_object_set(st, "a2a", json_object_get(daemon, "a2a"));
                 json_t *oos = json_object_get(daemon, "agents_out_of_service");
                 const char *an;
                 json_t *why;

@@ -9,7 +9,10 @@
  * receipts on ([relay] host_pubkey_dir), a relayed item is waited for
  * through to the outcome its receiving host's signed receipt reports
  * (receipt.c): consumed 0, expired or rejected 1; --until relayed stops at
- * the relay as before. */
+ * the relay as before.  Sent to an A2A remote ([remote NAME] a2a): its
+ * task's end, completed 0, failed, canceled, rejected or unknown 1,
+ * input_required or auth_required 6; not sent before its expires_at
+ * (expired_unsent) or refused by the server (remote_rejected): 1. */
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
@@ -28,6 +31,7 @@
 
 #define WAIT_EXIT_TIMEOUT 3
 #define WAIT_EXIT_RELAYED 5
+#define WAIT_EXIT_INPUT 6       /* an A2A remote's task asks for input */
 
 static void wait_usage(FILE *f)
 {
@@ -52,8 +56,9 @@ static void wait_usage(FILE *f)
                 "\n"
                 "Exit: 0 consumed (--until claimed: claimed), 1 rejected or expired,\n"
                 "2 usage, 3 timeout, 4 error, 5 relayed to another host (receipts off,\n"
-                "or --until relayed).  A relayed item's outcome on the other host\n"
-                "counts when receipts are on ([relay] host_pubkey_dir).\n",
+                "or --until relayed), 6 an A2A remote's task asks for input.  A relayed\n"
+                "item's outcome on the other host counts when receipts are on ([relay]\n"
+                "host_pubkey_dir); an A2A remote's task's end always does.\n",
                 CONFIG_DEFAULT_PATH);
 }
 
@@ -72,6 +77,17 @@ static bool wait_relayed(const json_t *it, bool until_claimed, int *ret_code)
 
         if (relayed_mode == WAIT_RELAYED_UNTIL) {
                 *ret_code = WAIT_EXIT_RELAYED;
+                return true;
+        }
+        /* Sent to an A2A remote (a2a_out.c): archived with its task's end. */
+        const char *rh = json_string_value(json_object_get(it, "remote_host"));
+        if (ro && rh && !strncmp(rh, "a2a:", 4)) {
+                if (!strcmp(ro, "completed"))
+                        *ret_code = CTL_EXIT_OK;
+                else if (!strcmp(ro, "input_required") || !strcmp(ro, "auth_required"))
+                        *ret_code = WAIT_EXIT_INPUT;
+                else
+                        *ret_code = CTL_EXIT_NEGATIVE;
                 return true;
         }
         if (ro && !strcmp(ro, "consumed")) {

@@ -126,6 +126,7 @@ static json_t *item_new(int dirfd, const char *dir, const char *state, const cha
                 copy_str(it, "remote_at", side, "remote_at");
                 copy_str(it, "remote_reason", side, "remote_reason");
                 copy_str(it, "remote_detail", side, "remote_detail");
+                copy_str(it, "a2a_task", side, "a2a_task");     /* a2a_out.c */
         }
         /* What a file in rejected/ says of itself is a producer's claim:
          * it describes the item only when the daemon authenticated it (its

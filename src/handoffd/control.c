@@ -129,6 +129,8 @@ json_t *control_status(const struct spool *sp, const char *config_path)
                 json_object_set(o, "agents_out_of_service", sp->unserved);
         if (o && sp->relay.status)
                 json_object_set_new(o, "relay", sp->relay.status(sp->relay.ctx, now));
+        if (o && sp->a2a.status)
+                json_object_set_new(o, "a2a", sp->a2a.status(sp->a2a.ctx, now));
         return o;
 }
 

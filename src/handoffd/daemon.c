@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "a2a_out.h"
 #include "control.h"
 #include "daemon.h"
 #include "intake.h"
@@ -166,6 +167,9 @@ int daemon_run(const char *config_path, struct config *cfg)
         r = relay_start(&d.loop, d.sp, &d.relay);
         if (r < 0)
                 goto out;
+        r = a2a_out_start(&d.loop, d.sp, &d.a2a);
+        if (r < 0)
+                goto out;
 
         r = watch_start(&d);
         if (r == 0)
@@ -195,11 +199,13 @@ int daemon_run(const char *config_path, struct config *cfg)
         log_info("Stopped");
 out:
         relay_stop(d.relay);
+        a2a_out_stop(d.a2a);
         control_close(d.ctl);
         uv_walk(&d.loop, close_cb, NULL);
         uv_run(&d.loop, UV_RUN_DEFAULT);
         uv_loop_close(&d.loop);
         relay_free(d.relay);
+        a2a_out_free(d.a2a);
         if (d.ifd >= 0)
                 close(d.ifd);
         spool_close(d.sp);

@@ -557,6 +557,12 @@ static int decide(struct spool *sp, struct item *it, int64_t now)
         /* For a remote agent: checked here as for our own (never an open
          * relay), then handed to the relay. */
         const char *remote = !it->agent && sp->relay.ctx ? config_remote(c, to) : NULL;
+        /* or sent to an A2A server (a2a_out.c) */
+        const struct spool_relay *out = remote ? &sp->relay : NULL;
+        if (!it->agent && !remote && sp->a2a.ctx && config_remote_a2a(c, to)) {
+                remote = to;
+                out = &sp->a2a;
+        }
         /* For an agent not served here the MAC decides between left and
          * rejected: not before it. */
         r = (it->agent || remote) && stale_unsigned(it->doc, &pol, now, &v) ? -EBADMSG :
@@ -632,7 +638,7 @@ static int decide(struct spool *sp, struct item *it, int64_t now)
                 return claimed_again(sp, it, "was seen before", now);
         if (remote) {
                 struct spool_ino was = { .dev = it->dev, .ino = it->ino };
-                r = sp->relay.take(sp->relay.ctx, name, &was, it->doc, now);
+                r = out->take(out->ctx, name, &was, it->doc, now);
                 if (r == -EEXIST) {
                         v.reason = HD_R_DUPLICATE_ID;
                         snprintf(v.detail, sizeof(v.detail), "handoff_id '%s' is already in outbox/", it->id);

@@ -50,6 +50,7 @@ struct daemon {
 
         struct control *ctl;
         struct relay *relay;    /* NULL: relay off */
+        struct a2a_out *a2a;    /* NULL: no A2A remote */
         bool ready, stopping;
         uint64_t started_usec;  /* monotonic (uv_hrtime) */
         int exit_code;

@@ -85,6 +85,8 @@ static void metrics_figures(struct spool *sp, FILE *f, int64_t now)
                    "handoffd_watch_ok %d\n", s->watch_ok ? 1 : 0);
         if (sp->relay.metrics)
                 sp->relay.metrics(sp->relay.ctx, f, now);
+        if (sp->a2a.metrics)
+                sp->a2a.metrics(sp->a2a.ctx, f, now);
 }
 
 /* The figures' fingerprint; items left for other agents and deferred

@@ -168,6 +168,9 @@ int outbox_scan(struct relay *r, int64_t now)
                                           vd.detail, NULL, now);
                         continue;
                 }
+                /* an A2A remote's: a2a_out.c's */
+                if (config_remote_a2a(sp->cfg, json_string_value(json_object_get(doc, "to_agent"))))
+                        continue;
                 int64_t at = fstatat(sp->fd[SD_OUTBOX], k, &st, AT_SYMLINK_NOFOLLOW) == 0
                         ? (int64_t)st.st_ctim.tv_sec * 1000000LL + st.st_ctim.tv_nsec / 1000 : now;
                 json_t *e = entry_new(doc, at);

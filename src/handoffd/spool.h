@@ -98,6 +98,8 @@ struct spool_kept {
 struct spool {
         struct config *cfg;
         struct spool_relay relay;
+        /* A2A remotes (a2a_out.c): take, status and metrics only. */
+        struct spool_relay a2a;
         int root_fd;
         int fd[_SD_MAX];
         struct agent_rt *agents;

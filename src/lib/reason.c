@@ -40,6 +40,8 @@ static const char *const reason_names[_HD_R_MAX] = {
         [HD_R_INBOX_FULL] = "inbox_full",
         [HD_R_UNREADABLE] = "unreadable",
         [HD_R_NOT_SERVED] = "not_served",
+        [HD_R_EXPIRED_UNSENT] = "expired_unsent",
+        [HD_R_REMOTE_REJECTED] = "remote_rejected",
 };
 
 const char *hd_reason_name(hd_reason r)

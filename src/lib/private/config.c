@@ -34,11 +34,15 @@ int config_warnings(const struct config *c,
                 }
                 n++;
         }
-        if (c->n_remotes > 0 && !config_relay_on(c)) {
+        const char *relayed = NULL;
+        for (size_t i = c->n_remotes; i-- > 0;)
+                if (c->remotes[i].host)
+                        relayed = c->remotes[i].name;
+        if (relayed && !config_relay_on(c)) {
                 char *m = NULL;
                 if (asprintf(&m, "%s: [remote %s] but no [relay] servers: handoffs to it are "
                                  "not relayed, they wait and are rejected as expired_unclaimed",
-                             c->path, c->remotes[0].name) >= 0) {
+                             c->path, relayed) >= 0) {
                         emit(userdata, m);
                         free(m);
                 }
@@ -119,6 +123,9 @@ void config_free(struct config *c)
         for (size_t i = 0; i < c->n_remotes; i++) {
                 free(c->remotes[i].name);
                 free(c->remotes[i].host);
+                free(c->remotes[i].a2a);
+                free(c->remotes[i].token_file);
+                free(c->remotes[i].ca_file);
         }
         free(c->remotes);
         if (c->roles)
@@ -152,6 +159,24 @@ const char *config_remote(const struct config *c, const char *name)
                 if (!strcmp(c->remotes[i].name, name))
                         return c->remotes[i].host;
         return NULL;
+}
+
+const struct config_remote *config_remote_a2a(const struct config *c, const char *name)
+{
+        if (!name)
+                return NULL;
+        for (size_t i = 0; i < c->n_remotes; i++)
+                if (c->remotes[i].a2a && !strcmp(c->remotes[i].name, name))
+                        return &c->remotes[i];
+        return NULL;
+}
+
+bool config_a2a_on(const struct config *c)
+{
+        for (size_t i = 0; i < c->n_remotes; i++)
+                if (c->remotes[i].a2a)
+                        return true;
+        return false;
 }
 
 bool config_relay_on(const struct config *c)

@@ -33,10 +33,14 @@ struct config_agent {
 };
 #define CONFIG_MAX_SKILLS 64
 
-/* [remote NAME]: handoffs to agent NAME are relayed to host. */
+/* [remote NAME]: handoffs to agent NAME are relayed to host, or sent to
+ * an A2A server (a2a = its agent card's URL, a2a_out.c). */
 struct config_remote {
         char *name;
-        char *host;
+        char *host;             /* NULL for an A2A remote */
+        char *a2a;              /* the JSON-RPC URL; NULL for a relayed one */
+        char *token_file;       /* the bearer token sent to it */
+        char *ca_file;          /* PEM CAs for its TLS; NULL: the system's */
 };
 
 /* [relay]: handoffs across hosts through NATS JetStream (relay.c). */
@@ -157,6 +161,17 @@ const struct config_agent *config_agent(const struct config *c,
                                         const char *name);
 /* The host that serves remote agent name ([remote NAME] host), or NULL. */
 const char *config_remote(const struct config *c, const char *name);
+/* [remote NAME] a2a: that remote, else NULL. */
+const struct config_remote *config_remote_a2a(const struct config *c, const char *name);
+/* Any [remote NAME] a2a. */
+bool config_a2a_on(const struct config *c);
+/* An A2A URL: https://, or http:// to a loopback host only (the bearer
+ * token must not cross a network in clear).  0 or -EINVAL with *why. */
+int config_a2a_url_check(const char *url, const char **why);
+/* A token file: one line of RFC 6750 b64token characters; the token into
+ * buf (NUL-terminated) when buf is not NULL.  -errno, *why on a bad file. */
+int config_a2a_token_read(const char *path, char *buf, size_t n, const char **why);
+#define CONFIG_A2A_TOKEN_MAX 4096
 /* A [relay] with servers: handoffs to [remote] agents are relayed. */
 bool config_relay_on(const struct config *c);
 

@@ -335,6 +335,21 @@ int config_load_keys(struct config *c, const struct parse_state *st, char **err)
         if (c->pubkey_dir)
                 LOAD(c->pubkey_dir, pubkeys_load_dir, c);
         LOAD(NULL, pubkeys_check, c);
+        /* An A2A remote's token: the daemon's helper reads it at each
+         * request; -n says now whether it can. */
+        for (size_t i = 0; i < c->n_remotes; i++) {
+                const char *why = NULL;
+                if (!c->remotes[i].token_file)
+                        continue;
+                r = config_a2a_token_read(c->remotes[i].token_file, NULL, 0, &why);
+                if (r < 0) {
+                        if (asprintf(err, "%s: [remote %s] token_file %s: %s", c->path,
+                                     c->remotes[i].name, c->remotes[i].token_file,
+                                     why ? why : strerror(-r)) < 0)
+                                *err = NULL;
+                        return r;
+                }
+        }
 #undef LOAD
         return 0;
 }

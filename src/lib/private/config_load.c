@@ -26,10 +26,23 @@ static int config_check_relay(struct parse_state *st)
         struct config_relay *rl = &c->relay;
         char h[256];
 
-        for (size_t i = 0; i < c->n_remotes; i++)
-                if (config_agent(c, c->remotes[i].name))
+        for (size_t i = 0; i < c->n_remotes; i++) {
+                const struct config_remote *rm = &c->remotes[i];
+                if (config_agent(c, rm->name))
                         config_err_file(st, "[remote %s]: the agent is also an [agent %s] of this host",
-                                        c->remotes[i].name, c->remotes[i].name);
+                                        rm->name, rm->name);
+                if (rm->host && rm->a2a)
+                        config_err_file(st, "[remote %s]: host and a2a exclude each other "
+                                        "(relayed to a host, or sent to an A2A server)", rm->name);
+                else if (!rm->host && !rm->a2a)
+                        config_err_file(st, "[remote %s]: neither host nor a2a is set", rm->name);
+                if (rm->a2a && !rm->token_file)
+                        config_err_file(st, "[remote %s] a2a needs token_file (the bearer token "
+                                        "its server expects)", rm->name);
+                if (!rm->a2a && (rm->token_file || rm->ca_file))
+                        config_err_file(st, "[remote %s]: token_file and ca_file are for an a2a remote",
+                                        rm->name);
+        }
         if (!rl->stream && !(rl->stream = strdup("HANDOFF")))
                 return -ENOMEM;
         if (rl->replicas == 0)
@@ -59,7 +72,7 @@ static int config_check_relay(struct parse_state *st)
                         return -ENOMEM;
         }
         for (size_t i = 0; i < c->n_remotes; i++)
-                if (!strcmp(c->remotes[i].host, rl->host))
+                if (c->remotes[i].host && !strcmp(c->remotes[i].host, rl->host))
                         config_err_file(st, "[remote %s] host is this host (%s)",
                                         c->remotes[i].name, rl->host);
         return 0;

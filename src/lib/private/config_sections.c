@@ -99,7 +99,7 @@ static const char *const keys_relay[] = {
         "servers", "host", "stream", "replicas", "user", "password", "nkey",
         "credentials", "nkey_seed", "tls_ca", "tls_cert", "tls_key", "host_key",
         "host_pubkey_dir", NULL };
-static const char *const keys_remote[] = { "host", NULL };
+static const char *const keys_remote[] = { "host", "a2a", "token_file", "ca_file", NULL };
 static const char *const keys_hub[] = {
         "listen", "tls_cert", "tls_key", "token_dir", "state_dir", "timeout",
         "max_connections", "max_per_address", "request_timeout", NULL };
@@ -503,13 +503,18 @@ static int handle_remote(struct parse_state *st, const char *name,
 {
         struct config *c = st->c;
         struct config_remote *rm = NULL;
+        const char *why = NULL;
 
         if (!hd_agent_valid(name))
                 return config_err(st, "[remote %s]: '%s' is not a valid agent name", name, name);
-        if (strcmp(k, "host"))
+        if (strcmp(k, "host") && strcmp(k, "a2a") && strcmp(k, "token_file") && strcmp(k, "ca_file"))
                 return unknown_key(st, "remote", name, k, keys_remote);
-        if (!hd_agent_valid(v))
+        if (!strcmp(k, "host") && !hd_agent_valid(v))
                 return config_err(st, "[remote %s] host: '%s' is not a valid host name", name, v);
+        if (!strcmp(k, "a2a") && config_a2a_url_check(v, &why) < 0)
+                return config_err(st, "[remote %s] a2a: '%s' %s", name, v, why);
+        if ((!strcmp(k, "token_file") || !strcmp(k, "ca_file")) && v[0] != '/')
+                return config_err(st, "[remote %s] %s must be an absolute path", name, k);
         for (size_t i = 0; i < c->n_remotes; i++)
                 if (!strcmp(c->remotes[i].name, name))
                         rm = &c->remotes[i];
@@ -523,6 +528,12 @@ static int handle_remote(struct parse_state *st, const char *name,
                 if (!rm->name)
                         return config_err(st, "out of memory");
         }
+        if (!strcmp(k, "a2a"))
+                return config_set_str(&rm->a2a, v) == 0;
+        if (!strcmp(k, "token_file"))
+                return config_set_str(&rm->token_file, v) == 0;
+        if (!strcmp(k, "ca_file"))
+                return config_set_str(&rm->ca_file, v) == 0;
         return config_set_str(&rm->host, v) == 0;
 }
 

@@ -1,0 +1,206 @@
+/* handoff-a2a: handoffd's A2A sender, a process of its own (handoffd(8),
+ * "A2A remotes").  handoffd starts it and keeps the spool: this program
+ * holds no descriptor of it and never sees the config.  It reads one JSON
+ * request a line on stdin,
+ *
+ *   {"op": "send", "id", "url", "token_file", "ca_file"?, "doc"}
+ *   {"op": "get",  "id", "url", "token_file", "ca_file"?, "task"}
+ *
+ * makes the A2A call (SendMessage, messageId = the handoff_id, so that a
+ * retry is the same message to the server; GetTask), and writes one line
+ * on stdout, in order, that handoffd checks field by field:
+ *
+ *   ID \t send|get \t ok|retry|final \t TASK|- \t STATE|- \t TEXT
+ *
+ * So an outside server's bytes are parsed here (a2a_answer.c), in a
+ * process that can lose nothing of the spool when they are hostile. */
+#include <curl/curl.h>
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include "a2a_answer.h"
+#include "config.h"
+
+#define LINE_MAX_BYTES (64 * 1024 * 1024)
+#define CONNECT_TIMEOUT_S 10L
+#define TIMEOUT_S 30L
+
+struct body {
+        char *buf;
+        size_t len;
+        bool over;
+};
+
+static size_t on_data(char *p, size_t size, size_t n, void *ud)
+{
+        struct body *b = ud;
+        size_t add = size * n;
+
+        if (b->len + add > A2A_ANSWER_MAX) {
+                b->over = true;
+                return 0;       /* curl stops: CURLE_WRITE_ERROR */
+        }
+        char *nb = realloc(b->buf, b->len + add + 1);
+        if (!nb)
+                return 0;
+        memcpy(nb + b->len, p, add);
+        b->buf = nb;
+        b->len += add;
+        b->buf[b->len] = '\0';
+        return add;
+}
+
+static char *request_body(const char *op, const json_t *req)
+{
+        const char *id = json_string_value(json_object_get(req, "id"));
+        json_t *rpc, *params;
+
+        if (!strcmp(op, "get")) {
+                params = json_pack("{s:O?}", "id", json_object_get(req, "task"));
+                rpc = json_pack("{s:s, s:s, s:s, s:o}", "jsonrpc", "2.0", "id", id,
+                                "method", "GetTask", "params", params);
+        } else {
+                const json_t *doc = json_object_get(req, "doc");
+                const char *reason = json_string_value(json_object_get(doc, "reason"));
+                const char *summary = json_string_value(json_object_get(doc, "summary"));
+                json_t *parts = json_array();
+                if (reason)
+                        json_array_append_new(parts, json_pack("{s:s}", "text", reason));
+                if (summary)
+                        json_array_append_new(parts, json_pack("{s:s}", "text", summary));
+                json_array_append_new(parts, json_pack("{s:O, s:s}", "data", doc,
+                                                       "mediaType", "application/json"));
+                params = json_pack("{s:{s:s, s:s, s:o, s:{s:s, s:s}}, s:{s:b}}",
+                                   "message", "messageId", id, "role", "ROLE_USER",
+                                   "parts", parts, "metadata", "handoffFrom",
+                                   json_string_value(json_object_get(doc, "from_agent")) ?: "",
+                                   "handoffTo",
+                                   json_string_value(json_object_get(doc, "to_agent")) ?: "",
+                                   "configuration", "returnImmediately", 1);
+                rpc = json_pack("{s:s, s:s, s:s, s:o}", "jsonrpc", "2.0", "id", id,
+                                "method", "SendMessage", "params", params);
+        }
+        char *s = rpc ? json_dumps(rpc, JSON_COMPACT) : NULL;
+        json_decref(rpc);
+        return s;
+}
+
+static void call(const json_t *req, struct a2a_result *out)
+{
+        const char *op = json_string_value(json_object_get(req, "op"));
+        const char *url = json_string_value(json_object_get(req, "url"));
+        const char *tf = json_string_value(json_object_get(req, "token_file"));
+        const char *ca = json_string_value(json_object_get(req, "ca_file"));
+        char token[CONFIG_A2A_TOKEN_MAX + 1], auth[CONFIG_A2A_TOKEN_MAX + 32];
+        char cerr[CURL_ERROR_SIZE] = "";
+        struct curl_slist *h = NULL;
+        struct body b = { 0 };
+        const char *why = NULL;
+        char *data = NULL;
+        long http = 0;
+        CURL *c = NULL;
+        int q;
+
+        memset(out, 0, sizeof(*out));
+        out->state = "unknown";
+        out->verdict = A2A_RETRY;
+        if (!url || !tf || config_a2a_url_check(url, &why) < 0) {
+                snprintf(out->text, sizeof(out->text), "bad request from handoffd");
+                return;
+        }
+        q = config_a2a_token_read(tf, token, sizeof(token), &why);
+        if (q < 0) {
+                snprintf(out->text, sizeof(out->text), "token_file: %s", why ? why : strerror(-q));
+                return;
+        }
+        snprintf(auth, sizeof(auth), "Authorization: Bearer %s", token);
+        explicit_bzero(token, sizeof(token));
+        data = request_body(op, req);
+        c = curl_easy_init();
+        if (!data || !c) {
+                snprintf(out->text, sizeof(out->text), "out of memory");
+                goto out;
+        }
+        h = curl_slist_append(h, "Content-Type: application/json");
+        h = curl_slist_append(h, "Accept: application/json");
+        h = curl_slist_append(h, "A2A-Version: 1.0");
+        h = curl_slist_append(h, auth);
+        curl_easy_setopt(c, CURLOPT_URL, url);
+        curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+        curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
+        curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+        curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, CONNECT_TIMEOUT_S);
+        curl_easy_setopt(c, CURLOPT_TIMEOUT, TIMEOUT_S);
+        curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 1L);
+        curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 2L);
+        if (ca)
+                curl_easy_setopt(c, CURLOPT_CAINFO, ca);
+        curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, data);
+        curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
+        curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+        curl_easy_setopt(c, CURLOPT_ERRORBUFFER, cerr);
+        CURLcode cc = curl_easy_perform(c);
+        if (b.over) {
+                a2a_answer_parse(!strcmp(op, "get") ? A2A_OP_GET : A2A_OP_SEND, 200, NULL, NULL,
+                                 A2A_ANSWER_MAX + 1, out);
+                goto out;
+        }
+        if (cc == CURLE_OK)
+                curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &http);
+        a2a_answer_parse(!strcmp(op, "get") ? A2A_OP_GET : A2A_OP_SEND, cc == CURLE_OK ? http : 0,
+                         cerr[0] ? cerr : curl_easy_strerror(cc), b.buf, b.len, out);
+out:
+        explicit_bzero(auth, sizeof(auth));
+        curl_slist_free_all(h);
+        if (c)
+                curl_easy_cleanup(c);
+        free(data);
+        free(b.buf);
+}
+
+int main(int argc, char **argv)
+{
+        char *line = NULL;
+        size_t cap = 0;
+        ssize_t n;
+
+        (void)argv;
+        if (argc != 1) {
+                fprintf(stderr, "handoff-a2a: started by handoffd, no arguments\n");
+                return 2;
+        }
+        /* Nothing it runs may gain privileges. */
+        prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+        if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
+                return 1;
+        while ((n = getline(&line, &cap, stdin)) > 0) {
+                struct a2a_result res;
+                json_error_t je;
+                if (n > LINE_MAX_BYTES)
+                        return 1;
+                json_t *req = json_loadb(line, (size_t)n, JSON_REJECT_DUPLICATES, &je);
+                const char *id = json_string_value(json_object_get(req, "id"));
+                const char *op = json_string_value(json_object_get(req, "op"));
+                if (!id || !op || (strcmp(op, "send") && strcmp(op, "get")) ||
+                    strchr(id, '\t') || strchr(id, '\n')) {
+                        json_decref(req);
+                        return 1;       /* handoffd wrote that: a bug, stop */
+                }
+                call(req, &res);
+                printf("%s\t%s\t%s\t%s\t%s\t%s\n", id, op,
+                       res.verdict == A2A_OK ? "ok" : res.verdict == A2A_FINAL ? "final" : "retry",
+                       res.task[0] ? res.task : "-", res.verdict == A2A_OK ? res.state : "-",
+                       res.text[0] ? res.text : "-");
+                fflush(stdout);
+                json_decref(req);
+        }
+        free(line);
+        curl_global_cleanup();
+        return 0;
+}

@@ -1,0 +1,79 @@
+// An A2A server built with the official SDK's server classes
+// (@a2a-js/sdk/server: DefaultRequestHandler, InMemoryTaskStore; express
+// and jsonRpcHandler), the remote agent of tests/e2e/test_a2a_out.py:
+//
+//   node server.mjs '{"port": P, "token": T, "log": FILE}'
+//
+// Its executor ends each task by the text of the message: "fail" failed,
+// "input" input-required, else completed with an artifact "done: TEXT".
+// A message whose text holds "refuse" is answered 400 before the SDK sees
+// it.  Every message the executor runs appends its messageId to FILE (it
+// outlives a restart): the test counts by messageId.  Prints "listening"
+// once it listens; SIGTERM closes the listener and lets the requests in
+// flight end before it exits.
+import express from 'express';
+import { appendFileSync } from 'node:fs';
+import { TaskState } from '@a2a-js/sdk';
+import { DefaultRequestHandler, InMemoryTaskStore } from '@a2a-js/sdk/server';
+import { jsonRpcHandler, UserBuilder } from '@a2a-js/sdk/server/express';
+
+const args = JSON.parse(process.argv[2]);
+const url = `http://127.0.0.1:${args.port}/a2a`;
+
+const card = {
+  name: 'remote', description: 'the remote agent of test_a2a_out', version: '1.0.0',
+  supportedInterfaces: [{ url, protocolBinding: 'JSONRPC', protocolVersion: '1.0', tenant: '' }],
+  provider: undefined, capabilities: { streaming: false, pushNotifications: false, extensions: [] },
+  securitySchemes: {}, securityRequirements: [], defaultInputModes: ['text/plain'],
+  defaultOutputModes: ['text/plain'], skills: [], signatures: [],
+};
+
+const textPart = (value) => ({ content: { $case: 'text', value }, metadata: undefined,
+  filename: '', mediaType: 'text/plain' });
+
+class Executor {
+  async execute(ctx, bus) {
+    const msg = ctx.userMessage;
+    const text = msg.parts.filter((p) => p.content?.$case === 'text')
+      .map((p) => p.content.value).join(' ');
+    appendFileSync(args.log, msg.messageId + '\n');
+    const now = () => new Date().toISOString();
+    const base = { taskId: ctx.taskId, contextId: ctx.contextId, metadata: undefined };
+    bus.publish({ kind: 'task', data: { id: ctx.taskId, contextId: ctx.contextId,
+      status: { state: TaskState.TASK_STATE_SUBMITTED, message: undefined, timestamp: now() },
+      artifacts: [], history: [msg], metadata: undefined } });
+    const state = /fail/.test(text) ? TaskState.TASK_STATE_FAILED
+      : /input/.test(text) ? TaskState.TASK_STATE_INPUT_REQUIRED : TaskState.TASK_STATE_COMPLETED;
+    if (state === TaskState.TASK_STATE_COMPLETED)
+      bus.publish({ kind: 'artifactUpdate', data: { ...base, append: false, lastChunk: true,
+        artifact: { artifactId: 'result', name: 'result', description: '',
+          parts: [textPart(`done: ${text}`)], metadata: undefined, extensions: [] } } });
+    const say = state === TaskState.TASK_STATE_FAILED ? 'it failed on purpose'
+      : state === TaskState.TASK_STATE_INPUT_REQUIRED ? 'which one do you mean?' : undefined;
+    bus.publish({ kind: 'statusUpdate', data: { ...base, status: { state, timestamp: now(),
+      message: say && { messageId: `${msg.messageId}-answer`, contextId: ctx.contextId,
+        taskId: ctx.taskId, role: 2, parts: [textPart(say)], metadata: undefined,
+        extensions: [], referenceTaskIds: [] } } } });
+    bus.finished();
+  }
+
+  async cancelTask() {}
+}
+
+const handler = new DefaultRequestHandler(card, new InMemoryTaskStore(), new Executor());
+const app = express();
+app.use('/a2a', (req, res, next) => {
+  if (req.get('authorization') !== `Bearer ${args.token}`)
+    return res.status(401).json({ error: 'bad token' });
+  next();
+});
+app.use('/a2a', express.json({ limit: '8mb' }), (req, res, next) => {
+  const parts = req.body?.params?.message?.parts ?? [];
+  if (parts.some((p) => typeof p.text === 'string' && p.text.includes('refuse')))
+    return res.status(400).json({ jsonrpc: '2.0', id: req.body.id,
+      error: { code: -32602, message: 'this agent refuses that' } });
+  next();
+});
+app.use('/a2a', jsonRpcHandler({ requestHandler: handler, userBuilder: UserBuilder.noAuthentication }));
+const server = app.listen(args.port, '127.0.0.1', () => process.stdout.write('listening\n'));
+process.on('SIGTERM', () => server.close(() => process.exit(0)));
