@@ -17,7 +17,8 @@ static void show_usage(FILE *f)
                 "Usage: handoffctl show [-c CONF] HANDOFF_ID [--json]\n"
                 "\n"
                 "Show where an item is (state = handoff, claimed, archive or rejected),\n"
-                "its path, times, and its outcome or reject reason.\n"
+                "its path, times, its outcome or reject reason, and the result its\n"
+                "agent reported (handoffctl complete).\n"
                 "\n"
                 "  -c, --config FILE  daemon configuration (default %s)\n"
                 "  -j, --json         one JSON object\n"
@@ -26,6 +27,36 @@ static void show_usage(FILE *f)
                 "\n"
                 "Exit: 0 found, 1 not found, 2 usage, 4 error.\n",
                 CONFIG_DEFAULT_PATH);
+}
+
+/* What the agent that consumed it reported (items.h "result"). */
+static void show_result(const json_t *res)
+{
+        const char *text = json_string_value(json_object_get(res, "text"));
+        const char *reason = json_string_value(json_object_get(res, "reason"));
+        const json_t *data = json_object_get(res, "data");
+
+        if (!res)
+                return;
+        printf("%-12s %s by %s at %s (recorded %s)\n", "result",
+               ctl_esc(json_string_value(json_object_get(res, "status"))) ?: "?",
+               ctl_esc(json_string_value(json_object_get(res, "agent"))) ?: "?",
+               ctl_esc(json_string_value(json_object_get(res, "completed_at"))) ?: "?",
+               ctl_esc(json_string_value(json_object_get(res, "recorded_at"))) ?: "?");
+        if (reason)
+                printf("%-12s %s\n", "why", ctl_esc(reason));
+        /* the agent's words, a line each, marked as its own */
+        if (text) {
+                _cleanup_free_ char *t = strdup(ctl_esc_text(text));
+                char *save = NULL;
+                for (char *l = t ? strtok_r(t, "\n", &save) : NULL; l; l = strtok_r(NULL, "\n", &save))
+                        printf("%-12s %s\n", "text", l);
+        }
+        if (data) {
+                _cleanup_free_ char *d = json_dumps(data, JSON_COMPACT | JSON_SORT_KEYS |
+                                                    JSON_ENCODE_ANY | JSON_ENSURE_ASCII);
+                printf("%-12s %s\n", "data", d ? d : "?");
+        }
 }
 
 int cmd_show(int argc, char **argv)
@@ -89,6 +120,7 @@ int cmd_show(int argc, char **argv)
                         else if (json_is_integer(v))
                                 printf("%-12s %lld\n", k, (long long)json_integer_value(v));
                 }
+                show_result(json_object_get(found, "result"));
                 if (json_string_value(json_object_get(found, "relayed_to")))
                         printf("relayed to %s\n", ctl_esc(json_string_value(json_object_get(found, "relayed_to"))));
                 /* The receipt of the receiving host (receipt.c). */

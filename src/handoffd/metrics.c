@@ -63,6 +63,9 @@ int metrics_write(struct spool *sp, int64_t now)
         C("retried", s->retried);
         C("consumed", s->consumed);
         C("expired", s->expired);
+        C("completed", s->completed);
+        C("failed", s->failed);
+        C("result_refused", s->results_refused);
         C("overflow", s->overflows);
         C("rescan", s->rescans);
         C("error", s->errors);

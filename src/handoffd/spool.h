@@ -42,6 +42,7 @@ struct spool_stats {
         uint64_t claimed, delivered, recovered, retried, consumed, expired,
                  left, deferred, overflows, rescans, errors, archived_pruned,
                  rejected_pruned;
+        uint64_t completed, failed, results_refused;   /* agents' results (result.c) */
         uint64_t rejected[_HD_R_MAX];
         uint64_t rejected_items, rejected_bytes;       /* at the last retention run */
         char last_error[256];
@@ -129,6 +130,7 @@ struct spool {
         json_t *spent_skipped;  /* names in spent/ it cannot free, reported */
         struct spool_kept kept[SPOOL_KEPT_MAX]; /* the last ones, oldest replaced */
         size_t kept_next;
+        bool results_due;       /* a result waits (result.c): the sweep's end looks */
 };
 
 enum item_outcome {

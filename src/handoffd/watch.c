@@ -16,6 +16,7 @@
 #include "intake.h"
 #include "lifecycle.h"
 #include "log.h"
+#include "result.h"
 #include "service.h"
 #include "slice.h"
 #include "watch.h"
@@ -59,8 +60,8 @@ void watch_agents(struct daemon *d)
                 struct agent_rt *a = &d->sp->agents[i];
                 snprintf(path, sizeof(path), "/proc/self/fd/%d", a->handoffs_fd);
                 a->wd = inotify_add_watch(d->ifd, path,
-                                          IN_DELETE | IN_MOVED_FROM | IN_ONLYDIR |
-                                          IN_EXCL_UNLINK);
+                                          IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO |
+                                          IN_ONLYDIR | IN_EXCL_UNLINK);
                 if (a->wd < 0)
                         log_warning_errno(errno, "Cannot watch '%s/handoffs' of agent %s; "
                                           "the sweep looks at it instead",
@@ -319,14 +320,19 @@ static void on_inotify(uv_poll_t *h, int status, int events)
                                 struct agent_rt *a = &d->sp->agents[i];
                                 if (ev->wd != a->wd || ev->len == 0)
                                         continue;
-                                if (!(ev->mask & (IN_DELETE | IN_MOVED_FROM)))
+                                if (!(ev->mask & (IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO)))
                                         continue;
                                 /* Past a slice's time: the sweep looks. */
                                 if (uv_hrtime() - t0 > SLICE_USEC * 1000ULL) {
                                         later = true;
+                                        if (ev->mask & IN_MOVED_TO)
+                                                d->sp->results_due = true;
                                         continue;
                                 }
-                                int r = lifecycle_bootstrap_gone(d->sp, a, ev->name, now);
+                                /* A name arriving: an agent's result (result.c). */
+                                int r = (ev->mask & IN_MOVED_TO)
+                                        ? result_arrived(d->sp, a, ev->name, now)
+                                        : lifecycle_bootstrap_gone(d->sp, a, ev->name, now);
                                 if (r < 0) {
                                         /* The sweep looks at it again. */
                                         char q[300];
