@@ -324,6 +324,11 @@ static int handle_agent(struct parse_state *st, const char *name,
                 a->act_max_files = (unsigned)n;
                 return 1;
         }
+        if (!strcmp(k, "completes")) {
+                if (parse_bool(v, &a->completes) < 0)
+                        return config_err(st, "[agent %s] completes: '%s' is not yes or no", name, v);
+                return 1;
+        }
         if (!strcmp(k, "description"))
                 return config_set_str(&a->description, v) == 0;
         if (!strcmp(k, "skill"))
