@@ -28,6 +28,10 @@ static long count_items(int dirfd, const char *skip_suffix)
                         continue;
                 if (skip_suffix && layout_has_suffix(de->d_name, skip_suffix))
                         continue;
+                /* archive/'s other sidecar, an agent's result */
+                if (skip_suffix && !strcmp(skip_suffix, LAYOUT_OUTCOME) &&
+                    layout_has_suffix(de->d_name, LAYOUT_RESULT))
+                        continue;
                 n++;
         }
         closedir(d);

@@ -25,7 +25,8 @@ it, against the real daemon, handoffctl and hub.
   exit 3) is recorded by the next start's scan;
 - retention prunes an item's .result with it, and never counts it as an
   item;
-- status counters: completed, failed, results_refused.
+- status counters: completed, failed, results_refused; the metrics
+  textfile the same, and archive/'s item count without the .result files.
 """
 
 import json
@@ -115,7 +116,9 @@ def main():
         env.ctl("keygen", "--ed25519", "-o", dave_key, check_rc=0)
         mallory_key = os.path.join(env.dir, "mallory.key")
         env.ctl("keygen", "--ed25519", "-o", mallory_key, check_rc=0)
-        env.extra = f"[agent dave]\npubkeys = {env.dir}/dave.pub\nrequire = sig\n"
+        metrics = os.path.join(env.dir, "metrics.prom")
+        env.extra = (f"[agent dave]\npubkeys = {env.dir}/dave.pub\nrequire = sig\n"
+                     f"[metrics]\ntextfile = {metrics}\n")
         hub = hubkit.Hub(env, tokens={"bob": None})
         conf = hub.conf
         d = env.start(conf=conf)
@@ -284,6 +287,19 @@ def main():
               f"status counters: {c}")
         print(f"ok: status counters completed {c['completed']}, failed {c['failed']}, "
               f"results_refused {c['results_refused']}")
+
+        def metrics_say():
+            try:
+                text = open(metrics).read()
+            except OSError:
+                return False
+            want = [f'handoffd_items{{state="archive"}} {env.count("archive")}',
+                    'handoffd_events_total{event="completed"} 1',
+                    'handoffd_events_total{event="failed"} 1',
+                    'handoffd_events_total{event="result_refused"} 1']
+            return all(w + "\n" in text for w in want)
+        hdtest.wait_for(metrics_say, timeout=15, what="the metrics textfile")
+        print("ok: metrics: the results counted, the .result files not counted as items")
         check(d.stop() == 0, "stop")
 
     # ---- retention: an item's .result goes with it and counts as no item
