@@ -17,7 +17,14 @@
  * sweep (inotify is a hint).  Every look holds the lock of the id, as the
  * archive does.  Durable as the outcome: NAME.result synced with
  * archive/ before the agent's file goes, so a crash between leaves the
- * agent's file, which the next look finds recorded already. */
+ * agent's file, which the next look finds recorded already.
+ *
+ * Finding the item costs no listing of archive/ while it is claimed or
+ * among the last RESULT_RECENT_MAX archived as consumed; else archive/ is
+ * listed, at most once a second for all the results that wait (an agent
+ * that signs results for ids never archived here must not make each one
+ * cost a listing: 17 ms at 10,000 items), and a scan looks at
+ * RESULT_SCAN_MAX results at most. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -38,6 +45,9 @@
 #include "verified.h"
 
 #define RESULT_RETRY_USEC 1000000LL
+#define RESULT_RECENT_MAX 4096          /* items archived as consumed, remembered */
+#define RESULT_LIST_EVERY_USEC 1000000LL /* archive/ listed for results at most so often */
+#define RESULT_SCAN_MAX 64              /* results looked at by one scan */
 
 static const char *const refusal_names[_RR_MAX] = {
         [RR_NOT_CONSUMED] = "not_consumed",
@@ -83,44 +93,67 @@ static int refuse(struct spool *sp, struct agent_rt *a, const char *id, const ch
         return 0;
 }
 
-/* The newest item of id in archive/: its name and .outcome. */
-static int find_archived(struct spool *sp, const char *id, char *name, size_t n, json_t **ret_side)
+/* An item archived as consumed: found again without a listing while it
+ * is among the last RESULT_RECENT_MAX (most results come soon after
+ * their consume). */
+static void recent_note(struct spool *sp, const char *id, const char *aname)
+{
+        if (!sp->results_recent && !(sp->results_recent = json_object()))
+                return;
+        json_object_del(sp->results_recent, id);
+        json_object_set_new(sp->results_recent, id, json_string(aname));
+        while (json_object_size(sp->results_recent) > RESULT_RECENT_MAX) {
+                /* jansson keeps insertion order: the first is the oldest */
+                char oldest[NAME_MAX + 1];
+                void *it = json_object_iter(sp->results_recent);
+                if (!it || xsnprintf(oldest, sizeof(oldest), "%s", json_object_iter_key(it)) < 0)
+                        break;
+                json_object_del(sp->results_recent, oldest);
+        }
+}
+
+/* The newest item in archive/ of each id of want (id -> anything), by
+ * one listing: want[id] becomes [name, archived_at usec] for each found.
+ * An archive name ends with "-ID.json" (or "-ID~N.json"): each '-' of a
+ * name's stem is a place its id may begin, looked up in want, so one
+ * listing serves any number of results, each name costing its length. */
+static int archived_find(struct spool *sp, json_t *want)
 {
         hd_limits lim = { .max_size = 65536 };
-        _cleanup_json_ json_t *best = NULL;
-        int64_t best_t = INT64_MIN;
         struct dirent *de;
         DIR *d;
 
+        sp->results_listed_at = mono_usec();
         d = opendir_at(sp->fd[SD_ARCHIVE]);
         if (!d)
                 return -errno;
         while ((de = readdir(d))) {
-                char sname[NAME_MAX + 16];
-                json_t *side = NULL;
-                hd_verdict v;
-                int64_t t;
+                char stem[NAME_MAX + 1], sname[NAME_MAX + 16];
 
-                if (de->d_name[0] == '.' || !layout_has_suffix(de->d_name, ".json") ||
-                    !layout_archive_is(de->d_name, id) ||
-                    layout_suffixed(de->d_name, LAYOUT_OUTCOME, sname, sizeof(sname)) < 0 ||
-                    hd_load_at(sp->fd[SD_ARCHIVE], sname, &lim, &side, &v) < 0)
+                if (de->d_name[0] == '.' || layout_strip(de->d_name, ".json", stem, sizeof(stem)) < 0)
                         continue;
-                const char *sid = json_string_value(json_object_get(side, "handoff_id"));
-                const char *at = json_string_value(json_object_get(side, "archived_at"));
-                if (!sid || strcmp(sid, id) || !at || hd_time_parse(at, &t) < 0 || t <= best_t ||
-                    xsnprintf(name, n, "%s", de->d_name) < 0) {
+                stem[layout_base_len(stem)] = '\0';
+                for (char *p = strchr(stem, '-'); p; p = strchr(p + 1, '-')) {
+                        const char *id = p + 1;
+                        json_t *cur = json_object_get(want, id), *side = NULL;
+                        hd_verdict v;
+                        int64_t t;
+
+                        if (!cur || layout_suffixed(de->d_name, LAYOUT_OUTCOME, sname, sizeof(sname)) < 0 ||
+                            hd_load_at(sp->fd[SD_ARCHIVE], sname, &lim, &side, &v) < 0)
+                                continue;
+                        const char *sid = json_string_value(json_object_get(side, "handoff_id"));
+                        const char *at = json_string_value(json_object_get(side, "archived_at"));
+                        bool newer = sid && !strcmp(sid, id) && at && hd_time_parse(at, &t) == 0 &&
+                                     (!json_is_array(cur) ||
+                                      t > json_integer_value(json_array_get(cur, 1)));
                         json_decref(side);
-                        continue;
+                        if (newer)
+                                json_object_set_new(want, id, json_pack("[s, I]", de->d_name,
+                                                                        (json_int_t)t));
                 }
-                json_decref(best);
-                best = side;
-                best_t = t;
         }
         closedir(d);
-        if (!best)
-                return -ENOENT;
-        *ret_side = TAKE_PTR(best);
         return 0;
 }
 
@@ -186,17 +219,20 @@ static const char *not_completable(const json_t *side, const char *agent, char *
         return detail;
 }
 
-/* The result .result.<id> of a, the lock of id held; aname: its item's
- * archive name when known.  0 (nothing there, refused, or waits), 1
- * recorded, -errno (looked at again by the sweep). */
+/* The result .result.<id> of a, the lock of id held.  aname: its
+ * item's archive name as archive() just made it (hook), or as a listing
+ * found it ("": none), or NULL: look in claimed/ and among the recent
+ * archives, -EAGAIN when only a listing of archive/ can tell.  0
+ * (nothing there, refused, or waits), 1 recorded, -errno. */
 static int take_locked(struct spool *sp, struct agent_rt *a, const char *id, const char *aname,
-                       int64_t now)
+                       bool hook, int64_t now)
 {
         hd_limits lim = { .max_size = HD_RESULT_MAX_SIZE, .max_depth = HD_DEFAULT_MAX_DEPTH };
+        hd_limits side_lim = { .max_size = 65536 };
         _cleanup_json_ json_t *doc = NULL, *side = NULL, *had = NULL, *env = NULL;
         _cleanup_free_ char *buf = NULL, *out = NULL;
-        char rname[NAME_MAX + 1], found[NAME_MAX + 1], xname[NAME_MAX + 16], fname[NAME_MAX + 1];
-        char detail[HD_DETAIL_MAX + 64], at[HD_TIME_MAX];
+        char rname[NAME_MAX + 1], xname[NAME_MAX + 16], sname[NAME_MAX + 16];
+        char fname[NAME_MAX + 1], detail[HD_DETAIL_MAX + 64], at[HD_TIME_MAX];
         const char *agent = a->cfg->name;
         size_t len;
         hd_verdict v;
@@ -220,10 +256,23 @@ static int take_locked(struct spool *sp, struct agent_rt *a, const char *id, con
                 r = while_claimed(sp, a, id, rname, now);
                 if (r <= 0)
                         return r;
-                r = find_archived(sp, id, found, sizeof(found), &side);
-                if (r == -ENOENT) {
+                aname = json_string_value(json_object_get(sp->results_recent, id));
+                if (!aname)
+                        return -EAGAIN;
+        }
+        if (!*aname) {
+                snprintf(detail, sizeof(detail), "no item of %s is archived here "
+                         "(never delivered here, or pruned)", id);
+                return refuse(sp, a, id, rname, result_refusal_name(RR_NOT_CONSUMED), detail, now);
+        }
+        if (!hook) {
+                /* whose it was and how it ended: the daemon's .outcome */
+                r = layout_suffixed(aname, LAYOUT_OUTCOME, sname, sizeof(sname));
+                if (r == 0)
+                        r = hd_load_at(sp->fd[SD_ARCHIVE], sname, &side_lim, &side, &v);
+                if (r == -ENOENT || r == -EBADMSG) {
                         snprintf(detail, sizeof(detail), "no item of %s is archived here "
-                                 "(never delivered here, or pruned)", id);
+                                 "(pruned)", id);
                         return refuse(sp, a, id, rname, result_refusal_name(RR_NOT_CONSUMED),
                                       detail, now);
                 }
@@ -232,7 +281,6 @@ static int take_locked(struct spool *sp, struct agent_rt *a, const char *id, con
                 if (not_completable(side, agent, detail, sizeof(detail)))
                         return refuse(sp, a, id, rname, result_refusal_name(RR_NOT_CONSUMED),
                                       detail, now);
-                aname = found;
         }
         r = layout_suffixed(aname, LAYOUT_RESULT, xname, sizeof(xname));
         if (r < 0)
@@ -283,21 +331,86 @@ static int take_locked(struct spool *sp, struct agent_rt *a, const char *id, con
         return 1;
 }
 
+/* The name a listing found for id in found (archived_find()), or "". */
+static const char *found_name(const json_t *found, const char *id)
+{
+        return json_string_value(json_array_get(json_object_get(found, id), 0)) ?: "";
+}
+
 int result_archived_locked(struct spool *sp, struct agent_rt *a, const char *id,
                            const char *aname, int64_t now)
 {
         char rname[NAME_MAX + 1];
 
+        recent_note(sp, id, aname);
         /* One look per archive: most items have no result waiting. */
         if (hd_result_name(id, rname, sizeof(rname)) < 0 || !spool_exists_at(a->handoffs_fd, rname))
                 return 0;
-        return take_locked(sp, a, id, aname, now);
+        return take_locked(sp, a, id, aname, true, now);
+}
+
+/* May archive/ be listed for results now?  At most once a second: an
+ * agent that writes results for ids never archived costs a listing a
+ * second, however many it writes. */
+static bool may_list(const struct spool *sp)
+{
+        return sp->results_listed_at == 0 ||
+               mono_usec() - sp->results_listed_at >= RESULT_LIST_EVERY_USEC;
+}
+
+/* A result that waits: the sweep's end looks again, in a second, or as
+ * soon as a listing is allowed again (no sooner: the look would be lost). */
+static void result_later(struct spool *sp, int64_t now)
+{
+        int64_t wait = RESULT_RETRY_USEC;
+
+        if (!may_list(sp))
+                wait = sp->results_listed_at + RESULT_LIST_EVERY_USEC - mono_usec();
+        sp->results_due = true;
+        deadline_note(&sp->deadline, now + (wait > 0 ? wait : 0));
+}
+
+/* The result of id in a's handoffs/, looked at now: its item archived
+ * first if it was consumed and is still claimed. */
+static int look(struct spool *sp, struct agent_rt *a, const char *id, int64_t now, json_t *later)
+{
+        uint64_t off;
+        int r;
+
+        /* Its item consumed and not archived yet: archived now, which
+         * takes the result (result_archived_locked()). */
+        r = lifecycle_check(sp, id, now);
+        if (r < 0)
+                return r;
+        off = lock_off_id(id);
+        r = lock_try(sp->lock_fd, off, true);
+        if (r == -EAGAIN) {
+                result_later(sp, now);
+                return 0;
+        }
+        if (r < 0)
+                return r;
+        r = take_locked(sp, a, id, NULL, false, now);
+        if (r == -EAGAIN && later) {
+                /* for the scan's one listing */
+                json_object_set_new(later, id, json_integer(a - sp->agents));
+                r = 0;
+        } else if (r == -EAGAIN && may_list(sp)) {
+                _cleanup_json_ json_t *want = json_pack("{s:n}", id);
+                r = want ? archived_find(sp, want) : -ENOMEM;
+                if (r == 0)
+                        r = take_locked(sp, a, id, found_name(want, id), false, now);
+        } else if (r == -EAGAIN) {
+                result_later(sp, now);
+                r = 0;
+        }
+        lock_release(sp->lock_fd, off);
+        return r;
 }
 
 int result_arrived(struct spool *sp, struct agent_rt *a, const char *name, int64_t now)
 {
         const char *id;
-        uint64_t off;
         int r;
 
         if (layout_classify(name) != LK_RESULT)
@@ -307,31 +420,59 @@ int result_arrived(struct spool *sp, struct agent_rt *a, const char *name, int64
          * not ours to touch. */
         if (!hd_id_valid(id))
                 return 0;
-        /* Its item consumed and not archived yet: archived now, which
-         * takes the result (result_archived_locked()). */
-        r = lifecycle_check(sp, id, now);
-        if (r < 0)
-                return r;
-        off = lock_off_id(id);
-        r = lock_try(sp->lock_fd, off, true);
-        if (r == -EAGAIN) {
-                sp->results_due = true;
-                deadline_note(&sp->deadline, now + RESULT_RETRY_USEC);
-                return 0;
-        }
-        if (r < 0)
-                return r;
-        r = take_locked(sp, a, id, NULL, now);
-        lock_release(sp->lock_fd, off);
+        r = look(sp, a, id, now, NULL);
         /* What lifecycle_check() archived is synced as every look's is. */
         int q = spool_flush(sp);
         return r < 0 ? r : q;
 }
 
+/* The results of later (id -> agent index), after one listing. */
+static void take_listed(struct spool *sp, json_t *later, int64_t now)
+{
+        const char *id;
+        json_t *x;
+        int r;
+
+        if (json_object_size(later) == 0)
+                return;
+        if (!may_list(sp)) {
+                result_later(sp, now);
+                return;
+        }
+        _cleanup_json_ json_t *found = json_deep_copy(later);
+        r = found ? archived_find(sp, found) : -ENOMEM;
+        if (r < 0) {
+                spool_error(sp, r, "Cannot list archive/ for the agents' results");
+                result_later(sp, now);
+                return;
+        }
+        json_object_foreach(later, id, x) {
+                struct agent_rt *a = &sp->agents[json_integer_value(x)];
+                uint64_t off = lock_off_id(id);
+                if (lock_try(sp->lock_fd, off, true) < 0) {
+                        result_later(sp, now);
+                        continue;
+                }
+                r = take_locked(sp, a, id, found_name(found, id), false, now);
+                lock_release(sp->lock_fd, off);
+                if (r < 0 && r != -EAGAIN)
+                        spool_error(sp, r, "Cannot take the result of %s", id);
+        }
+}
+
 void result_scan(struct spool *sp, int64_t now)
 {
+        _cleanup_json_ json_t *later = json_object();
+        unsigned looked = 0;
+
         sp->results_due = false;
-        for (size_t i = 0; i < sp->n_agents; i++) {
+        /* too soon after a listing: what needs one would be looked at
+         * for nothing */
+        if (!may_list(sp)) {
+                result_later(sp, now);
+                return;
+        }
+        for (size_t i = 0; i < sp->n_agents && later; i++) {
                 struct agent_rt *a = &sp->agents[i];
                 struct dirent *de;
                 DIR *d;
@@ -341,6 +482,7 @@ void result_scan(struct spool *sp, int64_t now)
                         continue;
                 while ((de = readdir(d))) {
                         enum layout_kind k = layout_classify(de->d_name);
+                        const char *id = de->d_name + strlen(LAYOUT_RESULT_IN);
                         struct stat st;
                         int r;
 
@@ -350,9 +492,14 @@ void result_scan(struct spool *sp, int64_t now)
                                         unlinkat(a->handoffs_fd, de->d_name, 0);
                                 continue;
                         }
-                        if (k != LK_RESULT)
+                        if (k != LK_RESULT || !hd_id_valid(id))
                                 continue;
-                        r = result_arrived(sp, a, de->d_name, now);
+                        /* a bounded number a scan, the rest at the next */
+                        if (looked++ >= RESULT_SCAN_MAX) {
+                                result_later(sp, now);
+                                break;
+                        }
+                        r = look(sp, a, id, now, later);
                         if (r < 0) {
                                 char q[300];
                                 spool_error(sp, r, "Cannot take the result %s of agent %s",
@@ -361,4 +508,9 @@ void result_scan(struct spool *sp, int64_t now)
                 }
                 closedir(d);
         }
+        if (later)
+                take_listed(sp, later, now);
+        int q = spool_flush(sp);
+        if (q < 0)
+                spool_error(sp, q, "Cannot fsync the spool");
 }

@@ -224,6 +224,7 @@ void spool_close(struct spool *sp)
         json_decref(sp->leaving);
         json_decref(sp->spent_skipped);
         json_decref(sp->verified);
+        json_decref(sp->results_recent);
         json_decref(sp->waiting);
         json_decref(sp->waiting_n);
         json_decref(sp->waiting_prev);

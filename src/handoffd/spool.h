@@ -130,7 +130,13 @@ struct spool {
         json_t *spent_skipped;  /* names in spent/ it cannot free, reported */
         struct spool_kept kept[SPOOL_KEPT_MAX]; /* the last ones, oldest replaced */
         size_t kept_next;
-        bool results_due;       /* a result waits (result.c): the sweep's end looks */
+        /* result.c: a result waits (the sweep's end looks); id -> archive
+         * name of the items archived as consumed lately (the oldest
+         * dropped); when archive/ was last listed for results (monotonic
+         * usec: at most once a second) */
+        bool results_due;
+        json_t *results_recent;
+        int64_t results_listed_at;
 };
 
 enum item_outcome {
