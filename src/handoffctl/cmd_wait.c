@@ -10,7 +10,7 @@
  * through to the outcome its receiving host's signed receipt reports
  * (receipt.c): consumed 0, expired or rejected 1; --until relayed stops at
  * the relay as before.  --until completed waits past the consume for the
- * result its agent reports (archive/NAME.result, result.c of handoffd):
+ * result its agent reports (archive/NAME.result, completion.c of handoffd):
  * 0 completed, 6 failed; a relayed item 5 (results stay on the host
  * where the item was consumed). */
 #include <errno.h>

@@ -73,8 +73,8 @@ static json_t *name_json(const char *s)
 }
 
 /* archive/NAME.result, the result its agent gave (the daemon's file,
- * result.c): {status, agent, completed_at, recorded_at, text?, data?,
- * reason?} into it as "result". */
+ * completion.c of handoffd): {status, agent, completed_at, recorded_at,
+ * text?, data?, reason?} into it as "result". */
 static void result_of(int dirfd, const char *name, json_t *it)
 {
         /* the agent's document, bounded, in the daemon's envelope */

@@ -33,7 +33,7 @@
 #include "item.h"
 #include "log.h"
 #include "quota.h"
-#include "result.h"
+#include "completion.h"
 #include "verified.h"
 
 #define BUSY_RETRY_USEC 1000000LL
@@ -189,7 +189,7 @@ static int archive(struct spool *sp, struct item_files *f, const char *outcome, 
         log_decision(LOG_INFO, id, to, outcome, NULL, "Archived %s as %s", id, outcome);
         /* A result its agent gave between the consume and now. */
         if (!strcmp(outcome, "consumed") && !f->legacy &&
-            (r = result_archived_locked(sp, f->a, id, name, now)) < 0) {
+            (r = completion_archived_locked(sp, f->a, id, name, now)) < 0) {
                 sp->results_due = true;
                 spool_error(sp, r, "Cannot take the result of %s", id);
         }

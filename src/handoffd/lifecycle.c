@@ -28,7 +28,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "quota.h"
-#include "result.h"
+#include "completion.h"
 #include "retention.h"
 #include "verified.h"
 
@@ -210,10 +210,10 @@ static void sweep_end(struct spool *sp, int64_t now)
         bool house = at_start || now - sp->housekeeping_at >= sp->cfg->rescan_interval * 1000000LL;
 
         intake_foreign_due(sp, now);
-        /* The agents' results (result.c): at the housekeeping, as inotify
+        /* The agents' results (completion.c): at the housekeeping, as inotify
          * is a hint, and at once when one waited for its item. */
         if (house || sp->results_due)
-                result_scan(sp, now);
+                completion_scan(sp, now);
         if (house) {
                 sp->housekeeping_at = now;
                 retention_run(sp, now);

@@ -42,7 +42,7 @@ struct spool_stats {
         uint64_t claimed, delivered, recovered, retried, consumed, expired,
                  left, deferred, overflows, rescans, errors, archived_pruned,
                  rejected_pruned;
-        uint64_t completed, failed, results_refused;   /* agents' results (result.c) */
+        uint64_t completed, failed, results_refused;   /* agents' results (completion.c) */
         uint64_t rejected[_HD_R_MAX];
         uint64_t rejected_items, rejected_bytes;       /* at the last retention run */
         char last_error[256];
@@ -130,7 +130,7 @@ struct spool {
         json_t *spent_skipped;  /* names in spent/ it cannot free, reported */
         struct spool_kept kept[SPOOL_KEPT_MAX]; /* the last ones, oldest replaced */
         size_t kept_next;
-        /* result.c: a result waits (the sweep's end looks); id -> archive
+        /* completion.c: a result waits (the sweep's end looks); id -> archive
          * name of the items archived as consumed lately (the oldest
          * dropped); when archive/ was last listed for results (monotonic
          * usec: at most once a second) */

@@ -16,7 +16,7 @@
 #include "intake.h"
 #include "lifecycle.h"
 #include "log.h"
-#include "result.h"
+#include "completion.h"
 #include "service.h"
 #include "slice.h"
 #include "watch.h"
@@ -329,9 +329,9 @@ static void on_inotify(uv_poll_t *h, int status, int events)
                                                 d->sp->results_due = true;
                                         continue;
                                 }
-                                /* A name arriving: an agent's result (result.c). */
+                                /* A name arriving: an agent's result (completion.c). */
                                 int r = (ev->mask & IN_MOVED_TO)
-                                        ? result_arrived(d->sp, a, ev->name, now)
+                                        ? completion_arrived(d->sp, a, ev->name, now)
                                         : lifecycle_bootstrap_gone(d->sp, a, ev->name, now);
                                 if (r < 0) {
                                         /* The sweep looks at it again. */

@@ -1,5 +1,7 @@
 /* Agents' results (DESIGN.md "A2A"; handoffd(8), RESULTS): the word of
- * the agent that consumed a handoff on what came of it.
+ * the agent that consumed a handoff on what came of it, taken in
+ * (libhandoff's result.c owns the document, this file what the daemon
+ * does with it).
  *
  * The agent writes its signed result (hd_complete()) as .result.<id> into
  * its own handoffs/: the one directory it may write that the daemon
@@ -38,10 +40,9 @@
 #include "delivery.h"
 #include "files.h"
 #include "layout.h"
-#include "lifecycle.h"
 #include "lock.h"
 #include "log.h"
-#include "result.h"
+#include "completion.h"
 #include "verified.h"
 
 #define RESULT_RETRY_USEC 1000000LL
@@ -54,7 +55,7 @@ static const char *const refusal_names[_RR_MAX] = {
         [RR_ALREADY_COMPLETED] = "already_completed",
 };
 
-const char *result_refusal_name(enum result_refusal r)
+const char *completion_refusal_name(enum completion_refusal r)
 {
         return (unsigned)r < _RR_MAX ? refusal_names[r] : NULL;
 }
@@ -182,7 +183,7 @@ static int while_claimed(struct spool *sp, struct agent_rt *a, const char *id,
         if (to && strcmp(to, a->cfg->name)) {
                 snprintf(detail, sizeof(detail), "%s was delivered to %s, not to %s", id, to,
                          a->cfg->name);
-                return refuse(sp, a, id, rname, result_refusal_name(RR_NOT_CONSUMED), detail, now);
+                return refuse(sp, a, id, rname, completion_refusal_name(RR_NOT_CONSUMED), detail, now);
         }
         r = hd_bootstrap_name(id, bname, sizeof(bname));
         if (r == 0)
@@ -192,7 +193,7 @@ static int while_claimed(struct spool *sp, struct agent_rt *a, const char *id,
         if (spool_exists_at(a->handoffs_fd, bname) || spool_exists_at(a->handoffs_fd, pname)) {
                 snprintf(detail, sizeof(detail), "%s is delivered and not taken yet: consume it "
                          "first", id);
-                return refuse(sp, a, id, rname, result_refusal_name(RR_NOT_CONSUMED), detail, now);
+                return refuse(sp, a, id, rname, completion_refusal_name(RR_NOT_CONSUMED), detail, now);
         }
         sp->results_due = true;
         deadline_note(&sp->deadline, now + RESULT_RETRY_USEC);
@@ -263,7 +264,7 @@ static int take_locked(struct spool *sp, struct agent_rt *a, const char *id, con
         if (!*aname) {
                 snprintf(detail, sizeof(detail), "no item of %s is archived here "
                          "(never delivered here, or pruned)", id);
-                return refuse(sp, a, id, rname, result_refusal_name(RR_NOT_CONSUMED), detail, now);
+                return refuse(sp, a, id, rname, completion_refusal_name(RR_NOT_CONSUMED), detail, now);
         }
         if (!hook) {
                 /* whose it was and how it ended: the daemon's .outcome */
@@ -273,13 +274,13 @@ static int take_locked(struct spool *sp, struct agent_rt *a, const char *id, con
                 if (r == -ENOENT || r == -EBADMSG) {
                         snprintf(detail, sizeof(detail), "no item of %s is archived here "
                                  "(pruned)", id);
-                        return refuse(sp, a, id, rname, result_refusal_name(RR_NOT_CONSUMED),
+                        return refuse(sp, a, id, rname, completion_refusal_name(RR_NOT_CONSUMED),
                                       detail, now);
                 }
                 if (r < 0)
                         return r;
                 if (not_completable(side, agent, detail, sizeof(detail)))
-                        return refuse(sp, a, id, rname, result_refusal_name(RR_NOT_CONSUMED),
+                        return refuse(sp, a, id, rname, completion_refusal_name(RR_NOT_CONSUMED),
                                       detail, now);
         }
         r = layout_suffixed(aname, LAYOUT_RESULT, xname, sizeof(xname));
@@ -295,7 +296,7 @@ static int take_locked(struct spool *sp, struct agent_rt *a, const char *id, con
                 snprintf(detail, sizeof(detail), "%s has a result already, recorded at %s: the "
                          "first stands", id,
                          json_string_value(json_object_get(had, "recorded_at")) ?: "?");
-                return refuse(sp, a, id, rname, result_refusal_name(RR_ALREADY_COMPLETED),
+                return refuse(sp, a, id, rname, completion_refusal_name(RR_ALREADY_COMPLETED),
                               detail, now);
         }
         if (r != -ENOENT && r != -EBADMSG)
@@ -337,7 +338,7 @@ static const char *found_name(const json_t *found, const char *id)
         return json_string_value(json_array_get(json_object_get(found, id), 0)) ?: "";
 }
 
-int result_archived_locked(struct spool *sp, struct agent_rt *a, const char *id,
+int completion_archived_locked(struct spool *sp, struct agent_rt *a, const char *id,
                            const char *aname, int64_t now)
 {
         char rname[NAME_MAX + 1];
@@ -370,18 +371,16 @@ static void result_later(struct spool *sp, int64_t now)
         deadline_note(&sp->deadline, now + (wait > 0 ? wait : 0));
 }
 
-/* The result of id in a's handoffs/, looked at now: its item archived
- * first if it was consumed and is still claimed. */
+/* The result of id in a's handoffs/, looked at now.  One whose item is
+ * consumed and still claimed waits for the archive (the bootstrap's
+ * going is its event, the sweep at a deadline its look), which takes it
+ * (completion_archived_locked()): the archive is lifecycle.c's, which
+ * calls here, never the other way round. */
 static int look(struct spool *sp, struct agent_rt *a, const char *id, int64_t now, json_t *later)
 {
         uint64_t off;
         int r;
 
-        /* Its item consumed and not archived yet: archived now, which
-         * takes the result (result_archived_locked()). */
-        r = lifecycle_check(sp, id, now);
-        if (r < 0)
-                return r;
         off = lock_off_id(id);
         r = lock_try(sp->lock_fd, off, true);
         if (r == -EAGAIN) {
@@ -408,7 +407,7 @@ static int look(struct spool *sp, struct agent_rt *a, const char *id, int64_t no
         return r;
 }
 
-int result_arrived(struct spool *sp, struct agent_rt *a, const char *name, int64_t now)
+int completion_arrived(struct spool *sp, struct agent_rt *a, const char *name, int64_t now)
 {
         const char *id;
         int r;
@@ -421,7 +420,6 @@ int result_arrived(struct spool *sp, struct agent_rt *a, const char *name, int64
         if (!hd_id_valid(id))
                 return 0;
         r = look(sp, a, id, now, NULL);
-        /* What lifecycle_check() archived is synced as every look's is. */
         int q = spool_flush(sp);
         return r < 0 ? r : q;
 }
@@ -460,7 +458,7 @@ static void take_listed(struct spool *sp, json_t *later, int64_t now)
         }
 }
 
-void result_scan(struct spool *sp, int64_t now)
+void completion_scan(struct spool *sp, int64_t now)
 {
         _cleanup_json_ json_t *later = json_object();
         unsigned looked = 0;
