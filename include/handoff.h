@@ -442,7 +442,8 @@ int hd_result_check(const json_t *doc, const char *handoff_id, const char *agent
  * directory: ".result." + handoff_id. */
 int hd_result_name(const char *handoff_id, char *buf, size_t n);
 /* Report what came of handoff_id, consumed by agent: hd_result_build()
- * and write it atomically (hd_write_atomic(), mode 0640) as
+ * and write it atomically (hd_write_atomic(), mode 0644: the daemon reads
+ * it as others, its directory keeps everyone else out) as
  * hd_result_name() into dirfd, the agent's handoffs/ directory, for
  * handoffd to verify and record beside the archived item (handoffd(8),
  * RESULTS).  A result written earlier and not taken yet is replaced.

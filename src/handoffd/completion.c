@@ -245,6 +245,11 @@ static int take_locked(struct spool *sp, struct agent_rt *a, const char *id, con
         r = hd_read_at(a->handoffs_fd, rname, HD_RESULT_MAX_SIZE, &buf, &len, &v);
         if (r == -ENOENT)
                 return 0;
+        if (r == -EACCES)
+                /* its owner's mode: refused once, not an error at every look */
+                return refuse(sp, a, id, rname, hd_reason_name(HD_R_UNREADABLE),
+                              "the daemon may not read it: it needs others' read bit "
+                              "(hd_complete() writes it 0644)", now);
         if (r == 0)
                 r = hd_parse(buf, len, &lim, &doc, &v);
         if (r == 0)

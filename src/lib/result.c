@@ -192,5 +192,9 @@ int hd_complete(int dirfd, const char *handoff_id, const char *agent, const hd_r
         r = hd_canon_dump(doc, NULL, &buf, &len);
         if (r < 0)
                 return r;
-        return hd_write_atomic(dirfd, name, buf, len, 0640, do_fsync);
+        /* Read by the daemon, which owns the directory but is not in the
+         * agent's group: others' read bit.  Nobody else can reach it:
+         * state_dir and handoffs/ are the daemon's and the agent's group's
+         * alone (2770, handoffd(8) "AGENTS' DIRECTORIES"). */
+        return hd_write_atomic(dirfd, name, buf, len, 0644, do_fsync);
 }
