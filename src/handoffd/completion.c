@@ -396,8 +396,12 @@ static int look(struct spool *sp, struct agent_rt *a, const char *id, int64_t no
                 return r;
         r = take_locked(sp, a, id, NULL, false, now);
         if (r == -EAGAIN && later) {
-                /* for the scan's one listing */
-                json_object_set_new(later, id, json_integer(a - sp->agents));
+                /* for the scan's one listing; another agent's result of
+                 * the same id at the next */
+                if (json_object_get(later, id))
+                        result_later(sp, now);
+                else
+                        json_object_set_new(later, id, json_integer(a - sp->agents));
                 r = 0;
         } else if (r == -EAGAIN && may_list(sp)) {
                 _cleanup_json_ json_t *want = json_pack("{s:n}", id);
