@@ -22,7 +22,8 @@ it, against the real daemon, handoffctl and hub.
 - a result written in Python (the stdlib reference, hdproto) is taken:
   the format is the documented one, not the C library's alone;
 - a result written while the daemon is down (--no-wait; with a timeout:
-  exit 3) is recorded by the next start's scan;
+  exit 3) is recorded by the next start's scan; one left beside its record
+  (a crash before the agent's file was removed) is taken as done;
 - retention prunes an item's .result with it, and never counts it as an
   item;
 - status counters: completed, failed, results_refused; the metrics
@@ -270,10 +271,18 @@ def main():
         p = complete(env, conf, hid7, "--text", "while you were out", "--timeout", "1", rc=3)
         check("has not taken it yet" in p.stderr, f"daemon down: {p.stderr}")
         complete(env, conf, hid7, "--text", "while you were out", "--no-wait", rc=0)
+        # what a crash between the record and the agent's file's removal
+        # leaves: the agent's file beside its record; taken as done
+        write_result(env, "alice", hid, hdproto.dumps(env_doc["result"]))
         d = env.start(conf=conf)
         hdtest.wait_for(lambda: show(env, conf, hid7).get("result", {}).get("text") == "while you were out",
                         what="recorded at the next start")
         print("ok: written while handoffd was down (exit 3 with a timeout): recorded at its start")
+        hdtest.wait_for(lambda: not os.path.exists(handoffs(env, "alice", f".result.{hid}")),
+                        what="the crash's leftover taken")
+        check(not os.path.exists(handoffs(env, "alice", f".refused.{hid}")),
+              "a result recorded already is no refusal")
+        print("ok: a result left beside its record (a crash before its removal) is taken as done")
         c = d.status()["counters"]
         check(c["completed"] >= 1 and c["results_refused"] == 0, f"counters since the restart: {c}")
 
