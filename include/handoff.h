@@ -412,6 +412,48 @@ int hd_consume_peek(int dirfd, const char *name, const hd_consume_opts *o,
 int hd_consume(int dirfd, const char *handoff_id, int64_t resume_window_s,
                int64_t now_usec, json_t **ret);
 
+/* ---- results ---------------------------------------------------------- */
+
+/* A result is the word of the agent that consumed a handoff on what came
+ * of it: a document {"type": "handoff-result", "protocol_version": 1,
+ * handoff_id, from_agent (the agent), status ("completed" or "failed"),
+ * completed_at, and text, data, reason (failed only)}, signed by the
+ * agent as a handoff from it would be.  Its canonical bytes, signature
+ * included, are at most HD_RESULT_MAX_SIZE; a reason at most
+ * HD_RESULT_REASON_MAX bytes.  Unknown members are refused. */
+#define HD_RESULT_MAX_SIZE (64 * 1024)
+#define HD_RESULT_REASON_MAX 1024
+
+typedef struct hd_result {
+        const char *text;       /* what came of it, for a reader (or NULL) */
+        const json_t *data;     /* the same as JSON, any value (or NULL) */
+        const char *failed;     /* NULL: completed; else why the work failed */
+} hd_result;
+
+/* The signed result document of agent for handoff_id, completed at
+ * now_usec, signed with k (hd_sign()).  -EBADMSG with v for what the
+ * daemon would refuse (too_large, bad_id, bad_agent, bad_type). */
+int hd_result_build(const char *handoff_id, const char *agent, const hd_result *res,
+                    const hd_key *k, int64_t now_usec, json_t **ret, hd_verdict *v);
+/* Check a result document: its members, that it is handoff_id's (NULL:
+ * any) from agent (NULL: any), and with lookup its signature, as a
+ * handoff from its from_agent is authenticated (hd_auth_check()).
+ * -EBADMSG with v. */
+int hd_result_check(const json_t *doc, const char *handoff_id, const char *agent,
+                    hd_key_lookup_fn lookup, void *userdata, hd_verdict *v);
+/* The name an agent's result for handoff_id has in its handoffs/
+ * directory: ".result." + handoff_id. */
+int hd_result_name(const char *handoff_id, char *buf, size_t n);
+/* Report what came of handoff_id, consumed by agent: hd_result_build()
+ * and write it atomically (hd_write_atomic(), mode 0644: the daemon reads
+ * it as others, its directory keeps everyone else out) as
+ * hd_result_name() into dirfd, the agent's handoffs/ directory, for
+ * handoffd to verify and record beside the archived item (handoffd(8),
+ * RESULTS).  A result written earlier and not taken yet is replaced.
+ * -EBADMSG with v as hd_result_build(); -errno. */
+int hd_complete(int dirfd, const char *handoff_id, const char *agent, const hd_result *res,
+                const hd_key *k, int64_t now_usec, bool do_fsync, hd_verdict *v);
+
 #ifdef __cplusplus
 }
 #endif

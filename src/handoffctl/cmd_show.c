@@ -17,9 +17,10 @@ static void show_usage(FILE *f)
                 "Usage: handoffctl show [-c CONF] HANDOFF_ID [--json]\n"
                 "\n"
                 "Show where an item is (state = handoff, outbox, claimed, archive or\n"
-                "rejected), its path, times, and its outcome or reject reason; status is\n"
-                "its final outcome (for a relayed item, the receiving host's when its\n"
-                "receipt says it).\n"
+                "rejected), its path, times, its outcome or reject reason, and the\n"
+                "result its agent reported (handoffctl complete); status is its final\n"
+                "outcome (for a relayed item, the receiving host's when its receipt\n"
+                "says it).\n"
                 "\n"
                 "  -c, --config FILE  daemon configuration (default %s)\n"
                 "  -j, --json         one JSON object\n"
@@ -59,6 +60,36 @@ static void show_text(const json_t *found)
                         printf("%-*s %s\n", w, k, ctl_esc(json_string_value(v)));
                 else if (json_is_integer(v))
                         printf("%-*s %lld\n", w, k, (long long)json_integer_value(v));
+        }
+}
+
+/* What the agent that consumed it reported (items.h "result"). */
+static void show_result(const json_t *res)
+{
+        const char *text = json_string_value(json_object_get(res, "text"));
+        const char *reason = json_string_value(json_object_get(res, "reason"));
+        const json_t *data = json_object_get(res, "data");
+
+        if (!res)
+                return;
+        printf("%-12s %s by %s at %s (recorded %s)\n", "result",
+               ctl_esc(json_string_value(json_object_get(res, "status"))) ?: "?",
+               ctl_esc(json_string_value(json_object_get(res, "agent"))) ?: "?",
+               ctl_esc(json_string_value(json_object_get(res, "completed_at"))) ?: "?",
+               ctl_esc(json_string_value(json_object_get(res, "recorded_at"))) ?: "?");
+        if (reason)
+                printf("%-12s %s\n", "why", ctl_esc(reason));
+        /* the agent's words, a line each, marked as its own */
+        if (text) {
+                _cleanup_free_ char *t = strdup(ctl_esc_text(text));
+                char *save = NULL;
+                for (char *l = t ? strtok_r(t, "\n", &save) : NULL; l; l = strtok_r(NULL, "\n", &save))
+                        printf("%-12s %s\n", "text", l);
+        }
+        if (data) {
+                _cleanup_free_ char *d = json_dumps(data, JSON_COMPACT | JSON_SORT_KEYS |
+                                                    JSON_ENCODE_ANY | JSON_ENSURE_ASCII);
+                printf("%-12s %s\n", "data", d ? d : "?");
         }
 }
 
@@ -116,6 +147,7 @@ int cmd_show(int argc, char **argv)
                 free(s);
         } else {
                 show_text(found);
+                show_result(json_object_get(found, "result"));
                 if (json_string_value(json_object_get(found, "relayed_to")))
                         printf("relayed to %s\n", ctl_esc(json_string_value(json_object_get(found, "relayed_to"))));
                 /* The receipt of the receiving host (receipt.c). */

@@ -11,8 +11,12 @@
  * (receipt.c): consumed 0, expired or rejected 1; --until relayed stops at
  * the relay as before.  Sent to an A2A remote ([remote NAME] a2a): its
  * task's end, completed 0, failed, canceled, rejected or unknown 1,
- * input_required or auth_required 6; not sent before its expires_at
- * (expired_unsent) or refused by the server (remote_rejected): 1. */
+ * input_required or auth_required 7; not sent before its expires_at
+ * (expired_unsent) or refused by the server (remote_rejected): 1.
+ * --until completed waits past the consume for the result its agent
+ * reports (archive/NAME.result, completion.c of handoffd): 0 completed,
+ * 6 failed; a relayed item 5 (results stay on the host where the item
+ * was consumed). */
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
@@ -31,13 +35,14 @@
 
 #define WAIT_EXIT_TIMEOUT 3
 #define WAIT_EXIT_RELAYED 5
-#define WAIT_EXIT_INPUT 6       /* an A2A remote's task asks for input */
+#define WAIT_EXIT_FAILED 6      /* --until completed: the agent reported failure */
+#define WAIT_EXIT_INPUT 7       /* an A2A remote's task asks for input */
 
 static void wait_usage(FILE *f)
 {
         fprintf(f,
                 "Usage: handoffctl wait [-c CONF | --spool DIR] HANDOFF_ID [--timeout SECONDS]\n"
-                "                       [--until claimed|relayed] [--json]\n"
+                "                       [--until claimed|relayed|completed] [--json]\n"
                 "\n"
                 "Block until the handoff is consumed, expired, rejected or relayed (or\n"
                 "claimed, with --until claimed) and print what became of it.  An id\n"
@@ -50,15 +55,20 @@ static void wait_usage(FILE *f)
                 "  -u, --until claimed    return at the claim already\n"
                 "      --until relayed    return when relayed to another host (5), not\n"
                 "                         at the outcome that host's receipt reports\n"
+                "      --until completed  past the consume, until the agent reports its\n"
+                "                         result (handoffctl complete): 0 completed,\n"
+                "                         6 failed\n"
                 "  -j, --json             one JSON object\n"
                 "  -h, --help             this text\n"
                 "      --version          the version\n"
                 "\n"
-                "Exit: 0 consumed (--until claimed: claimed), 1 rejected or expired,\n"
-                "2 usage, 3 timeout, 4 error, 5 relayed to another host (receipts off,\n"
-                "or --until relayed), 6 an A2A remote's task asks for input.  A relayed\n"
-                "item's outcome on the other host counts when receipts are on ([relay]\n"
-                "host_pubkey_dir); an A2A remote's task's end always does.\n",
+                "Exit: 0 consumed (--until claimed: claimed; --until completed: its\n"
+                "result says completed), 1 rejected or expired, 2 usage, 3 timeout,\n"
+                "4 error, 5 relayed to another host (receipts off, or --until relayed\n"
+                "or completed), 6 its result says failed (--until completed), 7 an A2A\n"
+                "remote's task asks for input.  A relayed item's outcome on the other\n"
+                "host counts when receipts are on ([relay] host_pubkey_dir); an A2A\n"
+                "remote's task's end always does.\n",
                 CONFIG_DEFAULT_PATH);
 }
 
@@ -69,6 +79,8 @@ enum wait_relayed {
 };
 
 static enum wait_relayed relayed_mode;
+/* --until completed: a consumed item waits for its agent's result. */
+static bool until_completed;
 
 /* A relayed item: its outcome on the other host, or the relay's 5. */
 static bool wait_relayed(const json_t *it, bool until_claimed, int *ret_code)
@@ -118,6 +130,19 @@ static bool wait_done(const json_t *it, int rank, bool until_claimed, int *ret_c
                 return true;
         }
         if (rank == ITEMS_ARCHIVED) {
+                /* A result stays on the host where the item was consumed. */
+                if (until_completed && !strcmp(st, "relayed")) {
+                        *ret_code = WAIT_EXIT_RELAYED;
+                        return true;
+                }
+                if (until_completed && !strcmp(st, "consumed")) {
+                        const char *rs = json_string_value(json_object_get(json_object_get(it, "result"),
+                                                                           "status"));
+                        if (!rs)
+                                return false;
+                        *ret_code = !strcmp(rs, "completed") ? CTL_EXIT_OK : WAIT_EXIT_FAILED;
+                        return true;
+                }
                 if (!strcmp(st, "relayed"))
                         return wait_relayed(it, until_claimed, ret_code);
                 else if (!strcmp(st, "consumed") || until_claimed)
@@ -162,6 +187,11 @@ static void wait_print(const char *id, const json_t *it, const char *status, boo
                         printf(": %s", detail);
                 printf("\n");
                 return;
+        }
+        /* --until completed: the agent's reason for a failure */
+        if (json_object_get(it, "result") && (!strcmp(status, "completed") || !strcmp(status, "failed"))) {
+                reason = json_string_value(json_object_get(json_object_get(it, "result"), "reason"));
+                detail = NULL;
         }
         printf("%s %s", id, status);
         if (reason && *reason)
@@ -235,10 +265,13 @@ static int wait_events(struct waiter *w, int ifd)
                         const char *name = ev->name;
                         if (w->wd[i] != ev->wd)
                                 continue;
-                        /* An archived item's .outcome rewritten: a receipt. */
+                        /* An archived item's .outcome rewritten: a receipt; its
+                         * .result written: its agent's result. */
                         bool side = !strcmp(items_find_states[i], "archive") &&
-                                    layout_has_suffix(name, LAYOUT_OUTCOME) &&
-                                    layout_strip(name, LAYOUT_OUTCOME, iname, sizeof(iname)) == 0;
+                                    ((layout_has_suffix(name, LAYOUT_OUTCOME) &&
+                                      layout_strip(name, LAYOUT_OUTCOME, iname, sizeof(iname)) == 0) ||
+                                     (layout_has_suffix(name, LAYOUT_RESULT) &&
+                                      layout_strip(name, LAYOUT_RESULT, iname, sizeof(iname)) == 0));
                         if (side)
                                 name = iname;
                         r = items_match(w->spool, items_find_states[i], name, w->id, &it);
@@ -288,8 +321,13 @@ int cmd_wait(int argc, char **argv)
                                 until_relayed = true;
                                 break;
                         }
+                        if (!strcmp(optarg, "completed")) {
+                                until_completed = true;
+                                break;
+                        }
                         if (strcmp(optarg, "claimed"))
-                                return ctl_fail(CTL_EXIT_USAGE, "wait: --until '%s': 'claimed' or 'relayed'", optarg);
+                                return ctl_fail(CTL_EXIT_USAGE, "wait: --until '%s': 'claimed', 'relayed' "
+                                                "or 'completed'", optarg);
                         until_claimed = true;
                         break;
                 case 'j': as_json = true; break;
@@ -374,7 +412,10 @@ int cmd_wait(int argc, char **argv)
                         printf("%s timeout (%s)\n", w.id, w.it ? items_status(w.it) : "not in the spool");
                 }
         } else {
-                wait_print(w.id, w.it, items_status(w.it), as_json);
+                const json_t *res = json_object_get(w.it, "result");
+                wait_print(w.id, w.it, until_completed && res
+                           ? json_string_value(json_object_get(res, "status")) ?: "completed"
+                           : items_status(w.it), as_json);
         }
         if (fflush(stdout) == EOF)
                 code = CTL_EXIT_ERROR;

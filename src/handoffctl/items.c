@@ -74,6 +74,36 @@ static json_t *name_json(const char *s)
         return json_string(buf);
 }
 
+/* archive/NAME.result, the result its agent gave (the daemon's file,
+ * completion.c of handoffd): {status, agent, completed_at, recorded_at,
+ * text?, data?, reason?} into it as "result". */
+static void result_of(int dirfd, const char *name, json_t *it)
+{
+        /* the agent's document, bounded, in the daemon's envelope */
+        hd_limits lim = { .max_size = 2 * HD_RESULT_MAX_SIZE };
+        static const char *const copy[] = { "text", "data", "reason", "completed_at", "kid" };
+        _cleanup_json_ json_t *env = NULL;
+        char xname[NAME_MAX + 16];
+        hd_verdict v;
+        json_t *res, *o;
+
+        if (layout_suffixed(name, LAYOUT_RESULT, xname, sizeof(xname)) < 0 ||
+            hd_load_at(dirfd, xname, &lim, &env, &v) < 0)
+                return;
+        res = json_object_get(env, "result");
+        o = json_pack("{s:s, s:s, s:s}", "status",
+                      json_string_value(json_object_get(env, "status")) ?: "completed", "agent",
+                      json_string_value(json_object_get(env, "agent")) ?: "", "recorded_at",
+                      json_string_value(json_object_get(env, "recorded_at")) ?: "");
+        for (size_t i = 0; o && i < ELEMENTSOF(copy); i++) {
+                json_t *x = json_object_get(res, copy[i]);
+                if (x)
+                        json_object_set(o, copy[i], x);
+        }
+        if (o)
+                json_object_set_new(it, "result", o);
+}
+
 static json_t *item_new(int dirfd, const char *dir, const char *state, const char *name,
                         size_t max_read, int64_t now)
 {
@@ -113,6 +143,12 @@ static json_t *item_new(int dirfd, const char *dir, const char *state, const cha
         /* the item's own file: its sidecar is the daemon's note on it
          * (status counts both, as retention does) */
         json_object_set_new(it, "bytes", json_integer((json_int_t)st_bytes(&st)));
+        char xname[NAME_MAX + 16];
+        struct stat ss;
+        if (!strcmp(state, "archive") &&
+            layout_suffixed(name, LAYOUT_RESULT, xname, sizeof(xname)) == 0 &&
+            fstatat(dirfd, xname, &ss, AT_SYMLINK_NOFOLLOW) == 0)
+                result_of(dirfd, name, it);
         if (sname[0] && hd_load_at(dirfd, sname, NULL, &side, &v) == 0) {
                 copy_str(it, "outcome", side, "outcome");
                 copy_str(it, "reason", side, "reason");

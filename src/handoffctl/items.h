@@ -14,7 +14,10 @@ extern const char *const items_states[4];   /* handoff claimed archive rejected 
 /* Items of one state ("handoff", ...) of spool_dir as a JSON array of
  * {handoff_id?, state, name, path, from_agent?, to_agent?, at, age_s,
  *  bytes (its own file, no sidecar), outcome?, reason?, detail?,
- *  accepted_at?}, a field the item does not have absent (never "").
+ *  accepted_at?, result?}, a field the item does not have absent (never
+ *  ""); result: what the agent that consumed it reported
+ *  (archive/NAME.result), {status (completed or failed), agent,
+ *  completed_at, recorded_at, text?, data?, reason?, kid?}.
  * Untrusted files are read with the library's limits; unreadable ones
  * still count.  The id and the
  * agents of a file in rejected/ are the document's only when the daemon

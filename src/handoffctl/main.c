@@ -16,6 +16,7 @@ static const struct {
         { "verify",  cmd_verify,  "check handoff files (MAC, fields, freshness)" },
         { "consume", cmd_consume, "take an agent's bootstrap, once" },
         { "inbox",   cmd_inbox,   "the bootstraps waiting for an agent; --follow" },
+        { "complete", cmd_complete, "report what came of a consumed handoff" },
         { "wait",    cmd_wait,    "block until a handoff has an outcome" },
         { "mcp",     cmd_mcp,     "serve an agent over the Model Context Protocol (stdio)" },
         { "list",    cmd_list,    "list items in the spool" },

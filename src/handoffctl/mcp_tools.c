@@ -1,4 +1,4 @@
-/* The MCP server's tools: send, list, take and follow handoffs.  Each has
+/* The MCP server's tools: send, list, take, follow and complete handoffs.  Each has
  * a JSON Schema for its arguments (checked before it runs: a mismatch is a
  * JSON-RPC invalid-params error) and for its structured result; what goes
  * wrong while it runs is a result with isError and a one-line reason. */
@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "complete.h"
 #include "handoffctl.h"
 #include "items.h"
 #include "mcp.h"
@@ -193,6 +194,53 @@ static int tool_take(struct mcp *m, const json_t *args, json_t **ret)
         return 0;
 }
 
+/* ---- handoff_complete ------------------------------------------------- */
+
+/* How long the tool waits for the daemon's word on a result. */
+#define MCP_COMPLETE_WAIT_MS 10000
+
+static int tool_complete(struct mcp *m, const json_t *args, json_t **ret)
+{
+        const char *id = arg_str(args, "handoff_id");
+        hd_result res = {
+                .text = arg_str(args, "text"),
+                .data = json_object_get(args, "data"),
+                .failed = arg_str(args, "failed"),
+        };
+        struct complete_out out;
+        char text[1024];
+        int r;
+
+        if (!hd_id_valid(id)) {
+                *ret = tool_error("'%.128s' is not a handoff_id", id);
+                return 0;
+        }
+        if (res.text && res.data) {
+                *ret = tool_error("text or data, not both");
+                return 0;
+        }
+        if (!m->key) {
+                *ret = tool_error("no signing key: %s", m->key_error);
+                return 0;
+        }
+        inbox_reopen(&m->ib);
+        if (m->ib.fd < 0) {
+                *ret = tool_error("%s does not exist: this agent consumed nothing", m->ib.dir);
+                return 0;
+        }
+        r = complete_run(m->ib.dir, m->ib.fd, id, m->agent, &res, m->key, m->cfg->fsync,
+                         MCP_COMPLETE_WAIT_MS, &out);
+        if (r != CTL_EXIT_OK) {
+                *ret = tool_error("%s", out.msg);
+                return 0;
+        }
+        snprintf(text, sizeof(text), "Reported handoff %s as %s; the daemon recorded it "
+                 "(its sender sees it with handoff_status).", id, res.failed ? "failed" : "completed");
+        *ret = tool_result(json_pack("{s:s, s:s, s:b}", "handoff_id", id, "status",
+                                     res.failed ? "failed" : "completed", "recorded", 1), text);
+        return 0;
+}
+
 /* ---- handoff_status --------------------------------------------------- */
 
 static int tool_status(struct mcp *m, const json_t *args, json_t **ret)
@@ -228,6 +276,10 @@ static int tool_status(struct mcp *m, const json_t *args, json_t **ret)
                 if (s && *s)
                         json_object_set_new(out, copy[i], json_string(s));
         }
+        /* what its agent reported, if it did (handoff_complete) */
+        const json_t *res = json_object_get(it, "result");
+        if (res)
+                json_object_set(out, "result", (json_t *)res);
         if (arg_str(it, "reason"))
                 snprintf(text, sizeof(text), "%s: %s (%s: %s)", id, items_status(it),
                          ctl_esc(arg_str(it, "reason")), ctl_esc(arg_str(it, "detail")) ?: "");
@@ -236,6 +288,14 @@ static int tool_status(struct mcp *m, const json_t *args, json_t **ret)
                          ctl_esc(arg_str(it, "remote_host")) ?: "", arg_str(it, "remote_outcome"),
                          *(arg_str(it, "remote_reason") ?: "") ? ": " : "",
                          ctl_esc(arg_str(it, "remote_reason")) ?: "");
+        else if (res)
+                snprintf(text, sizeof(text), "%s: %s; %s reported it %s%s%s%s%s", id,
+                         items_status(it), arg_str(res, "agent") ?: "its agent",
+                         arg_str(res, "status") ?: "completed",
+                         arg_str(res, "reason") ? ": " : "",
+                         arg_str(res, "reason") ? ctl_esc(arg_str(res, "reason")) : "",
+                         arg_str(res, "text") ? ": " : "",
+                         arg_str(res, "text") ? ctl_esc_text(arg_str(res, "text")) : "");
         else
                 snprintf(text, sizeof(text), "%s: %s", id, items_status(it));
         utf8_fix(text);
@@ -300,7 +360,8 @@ static const struct mcp_tool mcp_tool_table[] = {
         {
                 "handoff_status", "Where a handoff is",
                 "What became of a handoff: pending (not claimed yet), claimed (delivered, "
-                "not taken), consumed, expired, rejected (with the reason) or relayed to another host.",
+                "not taken), consumed, expired, rejected (with the reason) or relayed to another host; "
+                "and the result its agent reported, once it did.",
                 "{'type':'object','properties':{'handoff_id':{'type':'string'}},"
                 "'required':['handoff_id'],'additionalProperties':false}",
                 "{'type':'object','properties':{'handoff_id':{'type':'string'},"
@@ -311,8 +372,32 @@ static const struct mcp_tool mcp_tool_table[] = {
                 "'relayed_to':{'type':'string'},"
                 "'remote_outcome':{'type':'string','description':'relayed: the outcome on the receiving host (delivered, consumed, expired, rejected), from its signed receipt'},"
                 "'remote_host':{'type':'string'},'remote_at':{'type':'string'},"
-                "'remote_reason':{'type':'string'},'remote_detail':{'type':'string'}},'required':['handoff_id','status']}",
+                "'remote_reason':{'type':'string'},'remote_detail':{'type':'string'},"
+                "'result':{'type':'object','description':'What the agent that consumed it reported (handoff_complete)',"
+                "'properties':{'status':{'type':'string','enum':['completed','failed']},'agent':{'type':'string'},"
+                "'completed_at':{'type':'string'},'recorded_at':{'type':'string'},'text':{'type':'string'},"
+                "'data':{'description':'Any JSON value'},'reason':{'type':'string'},'kid':{'type':'string'}},"
+                "'required':['status','agent']}},'required':['handoff_id','status']}",
                 tool_status,
+        },
+        {
+                "handoff_complete", "Report the result of a handoff",
+                "Say what came of a handoff this agent took (handoff_take): completed, with "
+                "its result as text or as JSON data, or failed with the reason. Signed with "
+                "this agent's key; the daemon records it with the handoff, and its sender "
+                "reads it (handoff_status, A2A). The first result of a handoff stands; refused "
+                "with the reason when the handoff is not one this agent took.",
+                "{'type':'object','properties':{"
+                "'handoff_id':{'type':'string','description':'The handoff taken'},"
+                "'text':{'type':'string','description':'The result, in prose'},"
+                "'data':{'description':'The result as JSON, any value (instead of text)'},"
+                "'failed':{'type':'string','minLength':1,'maxLength':1024,"
+                "'description':'The work failed: why (omit when it was done)'}},"
+                "'required':['handoff_id'],'additionalProperties':false}",
+                "{'type':'object','properties':{'handoff_id':{'type':'string'},"
+                "'status':{'type':'string','enum':['completed','failed']},'recorded':{'type':'boolean'}},"
+                "'required':['handoff_id','status','recorded']}",
+                tool_complete,
         },
 };
 

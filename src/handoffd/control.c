@@ -99,7 +99,7 @@ json_t *control_status(const struct spool *sp, const char *config_path)
                                             json_integer((json_int_t)s->rejected[i]));
         /* no error yet: null, never a -1 a script would take for an age */
         o = json_pack("{s:{s:b, s:I, s:I, s:s, s:s, s:b, s:b, s:s}, "
-                      "s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o}, "
+                      "s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o}, "
                       "s:s?, s:o}",
                       "daemon", "running", 1, "pid", (json_int_t)getpid(),
                       "uptime_s", (json_int_t)((now - s->started_usec) / 1000000),
@@ -118,6 +118,9 @@ json_t *control_status(const struct spool *sp, const char *config_path)
                       "rescans", (json_int_t)s->rescans,
                       "errors", (json_int_t)s->errors,
                       "pruned", (json_int_t)(s->archived_pruned + s->rejected_pruned),
+                      "completed", (json_int_t)s->completed,
+                      "failed", (json_int_t)s->failed,
+                      "results_refused", (json_int_t)s->results_refused,
                       "rejected", rej,
                       "last_error", s->last_error[0] ? s->last_error : NULL,
                       "last_error_age_s", s->last_error_usec

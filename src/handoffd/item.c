@@ -33,6 +33,7 @@
 #include "item.h"
 #include "log.h"
 #include "quota.h"
+#include "completion.h"
 #include "verified.h"
 
 #define BUSY_RETRY_USEC 1000000LL
@@ -186,6 +187,12 @@ static int archive(struct spool *sp, struct item_files *f, const char *outcome, 
         else
                 sp->st.expired++;
         log_decision(LOG_INFO, id, to, outcome, NULL, "Archived %s as %s", id, outcome);
+        /* A result its agent gave between the consume and now. */
+        if (!strcmp(outcome, "consumed") && !f->legacy &&
+            (r = completion_archived_locked(sp, f->a, id, name, now)) < 0) {
+                sp->results_due = true;
+                spool_error(sp, r, "Cannot take the result of %s", id);
+        }
         return 1;
 }
 

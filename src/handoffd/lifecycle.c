@@ -28,6 +28,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "quota.h"
+#include "completion.h"
 #include "retention.h"
 #include "verified.h"
 
@@ -206,11 +207,16 @@ int lifecycle_sweep_begin(struct spool *sp, int64_t now, bool at_start)
 static void sweep_end(struct spool *sp, int64_t now)
 {
         bool at_start = sp->sweep.at_start;
-
-        intake_foreign_due(sp, now);
         /* Sweeps also come at every deadline; retention and metrics list
          * whole directories, so they run at most once per rescan_interval. */
-        if (at_start || now - sp->housekeeping_at >= sp->cfg->rescan_interval * 1000000LL) {
+        bool house = at_start || now - sp->housekeeping_at >= sp->cfg->rescan_interval * 1000000LL;
+
+        intake_foreign_due(sp, now);
+        /* The agents' results (completion.c): at the housekeeping, as inotify
+         * is a hint, and at once when one waited for its item. */
+        if (house || sp->results_due)
+                completion_scan(sp, now);
+        if (house) {
                 sp->housekeeping_at = now;
                 if (!sp->sweep.recount)         /* repaired at its start */
                         quota_repair(sp);

@@ -32,6 +32,10 @@ static long count_items(int dirfd, const char *skip_suffix)
                         continue;
                 if (skip_suffix && layout_has_suffix(de->d_name, skip_suffix))
                         continue;
+                /* archive/'s other sidecar, an agent's result */
+                if (skip_suffix && !strcmp(skip_suffix, LAYOUT_OUTCOME) &&
+                    layout_has_suffix(de->d_name, LAYOUT_RESULT))
+                        continue;
                 n++;
         }
         closedir(d);
@@ -71,6 +75,9 @@ static void metrics_figures(struct spool *sp, FILE *f, int64_t now)
         C("retried", s->retried);
         C("consumed", s->consumed);
         C("expired", s->expired);
+        C("completed", s->completed);
+        C("failed", s->failed);
+        C("result_refused", s->results_refused);
         C("overflow", s->overflows);
         C("rescan", s->rescans);
         C("error", s->errors);

@@ -1,5 +1,5 @@
-/* Retention; see retention.h.  An item and its sidecar (".outcome" in
- * archive/, ".reason" in rejected/) go together; a name that looks like a
+/* Retention; see retention.h.  An item and its sidecars (".outcome" and
+ * an agent's ".result" in archive/, ".reason" in rejected/) go together; a name that looks like a
  * sidecar but has no item beside it (a file a producer named "x.reason",
  * rejected under that name, or one left by a crash) is an item itself, so
  * it is counted and pruned.  The age of an item is taken from its ctime,
@@ -74,6 +74,10 @@ static int list_items(int dirfd, const char *suffix, struct entry **ret, size_t 
                 if (suffix && layout_suffixed(de->d_name, suffix, side, sizeof(side)) == 0 &&
                     fstatat(dirfd, side, &ss, AT_SYMLINK_NOFOLLOW) == 0)
                         e[n].bytes += st_bytes(&ss);
+                if (suffix && !strcmp(suffix, LAYOUT_OUTCOME) &&
+                    layout_suffixed(de->d_name, LAYOUT_RESULT, side, sizeof(side)) == 0 &&
+                    fstatat(dirfd, side, &ss, AT_SYMLINK_NOFOLLOW) == 0)
+                        e[n].bytes += st_bytes(&ss);
                 n++;
         }
         closedir(d);
@@ -145,6 +149,10 @@ static unsigned prune(struct spool *sp, enum spool_dir dir, const char *suffix,
                 if (suffix) {
                         char side[NAME_MAX + 16];
                         if (layout_suffixed(e[i].name, suffix, side, sizeof(side)) == 0)
+                                unlinkat(sp->fd[dir], side, 0);
+                        /* archive/'s other sidecar: the agent's result */
+                        if (!strcmp(suffix, LAYOUT_OUTCOME) &&
+                            layout_suffixed(e[i].name, LAYOUT_RESULT, side, sizeof(side)) == 0)
                                 unlinkat(sp->fd[dir], side, 0);
                 }
                 count--;

@@ -226,6 +226,7 @@ void spool_close(struct spool *sp)
         json_decref(sp->leaving);
         json_decref(sp->spent_skipped);
         json_decref(sp->verified);
+        json_decref(sp->results_recent);
         if (sp->sweep.dir)
                 closedir(sp->sweep.dir);
         free(sp);

@@ -48,6 +48,7 @@ struct spool_stats {
         uint64_t claimed, delivered, recovered, retried, consumed, expired,
                  left, deferred, overflows, rescans, errors, archived_pruned,
                  rejected_pruned;
+        uint64_t completed, failed, results_refused;   /* agents' results (completion.c) */
         uint64_t rejected[_HD_R_MAX];
         /* at the last retention run, and each rejection added since */
         uint64_t rejected_items, rejected_bytes;
@@ -148,6 +149,13 @@ struct spool {
         json_t *spent_skipped;  /* names in spent/ it cannot free, reported */
         struct spool_kept kept[SPOOL_KEPT_MAX]; /* the last ones, oldest replaced */
         size_t kept_next;
+        /* completion.c: a result waits (the sweep's end looks); id -> archive
+         * name of the items archived as consumed lately (the oldest
+         * dropped); when archive/ was last listed for results (monotonic
+         * usec: at most once a second) */
+        bool results_due;
+        json_t *results_recent;
+        int64_t results_listed_at;
 };
 
 enum item_outcome {

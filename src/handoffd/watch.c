@@ -17,6 +17,7 @@
 #include "files.h"
 #include "intake.h"
 #include "log.h"
+#include "completion.h"
 #include "pending.h"
 #include "service.h"
 #include "slice.h"
@@ -63,8 +64,8 @@ void watch_agents(struct daemon *d)
                 struct agent_rt *a = &d->sp->agents[i];
                 snprintf(path, sizeof(path), "/proc/self/fd/%d", a->handoffs_fd);
                 a->wd = inotify_add_watch(d->ifd, path,
-                                          IN_DELETE | IN_MOVED_FROM | IN_ONLYDIR |
-                                          IN_EXCL_UNLINK);
+                                          IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO |
+                                          IN_ONLYDIR | IN_EXCL_UNLINK);
                 if (a->wd < 0)
                         log_warning_errno(errno, "Cannot watch '%s/handoffs' of agent %s; "
                                           "the sweep looks at it instead",
@@ -290,7 +291,7 @@ static void on_inotify(uv_poll_t *h, int status, int events)
 {
         struct daemon *d = h->data;
         char buf[65536] __attribute__((aligned(__alignof__(struct inotify_event))));
-        bool overflow = false, lost = false;
+        bool overflow = false, lost = false, later = false;
         uint64_t t0 = uv_hrtime();
 
         (void)events;
@@ -334,11 +335,31 @@ static void on_inotify(uv_poll_t *h, int status, int events)
                         }
                         /* A bootstrap gone: its item is looked at in the
                          * idle turns, as handoff/ names are decided, not
-                         * here (an archive and its syncs each). */
-                        for (size_t i = 0; i < d->sp->n_agents; i++)
-                                if (ev->wd == d->sp->agents[i].wd && ev->len > 0 &&
-                                    (ev->mask & (IN_DELETE | IN_MOVED_FROM)))
+                         * here (an archive and its syncs each).  A name
+                         * arriving: an agent's result (completion.c),
+                         * taken by the sweep once the slice is spent. */
+                        for (size_t i = 0; i < d->sp->n_agents; i++) {
+                                struct agent_rt *a = &d->sp->agents[i];
+                                if (ev->wd != a->wd || ev->len == 0)
+                                        continue;
+                                if (ev->mask & (IN_DELETE | IN_MOVED_FROM)) {
                                         slice_gone(d, ev->name);
+                                        continue;
+                                }
+                                if (!(ev->mask & IN_MOVED_TO))
+                                        continue;
+                                if (uv_hrtime() - t0 > SLICE_USEC * 1000ULL) {
+                                        d->sp->results_due = true;
+                                        later = true;
+                                        continue;
+                                }
+                                int r = completion_arrived(d->sp, a, ev->name, hd_now_usec());
+                                if (r < 0) {
+                                        char q[300];
+                                        spool_error(d->sp, r, "Cannot take the result %s",
+                                                    log_quote(ev->name, q, sizeof(q)));
+                                }
+                        }
                 }
         }
         if (lost) {
@@ -347,6 +368,8 @@ static void on_inotify(uv_poll_t *h, int status, int events)
                         return;
                 }
         }
+        if (later)
+                slice_sweep(d, false);
         if (overflow) {
                 d->sp->st.overflows++;
                 log_warning("inotify queue overflowed: rescanning");

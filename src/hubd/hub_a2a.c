@@ -14,8 +14,9 @@
  * messageId (its id is derived from the sender, NAME and messageId) is
  * the same task and the same bytes, dropped again only when the spool
  * does not know them.  GetTask and ListTasks read the task's state from
- * the spool as GET /api/v1/handoffs/{id} does; the hub keeps no task
- * state of its own. */
+ * the spool as GET /api/v1/handoffs/{id} does, the result its agent
+ * reported included (archive/NAME.result: COMPLETED or FAILED, its words
+ * the task's artifact); the hub keeps no task state of its own. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -350,13 +351,14 @@ static const char *jstr(const json_t *o, const char *k)
 }
 
 /* The A2A state of what became of the handoff (items_status()): consumed
- * ends the task for an agent whose handoffs are never completed, as none
- * is yet ([agent] completes = no). */
-static const char *task_state(const char *st, bool *ret_reason)
+ * ends the task for an agent whose handoffs are never completed ([agent]
+ * completes = no, the default); for one that reports a result (completes
+ * = yes) the task is WORKING from the consume until the result comes. */
+static const char *task_state(const char *st, bool completes, bool *ret_reason)
 {
         *ret_reason = false;
         if (!strcmp(st, "consumed"))
-                return "TASK_STATE_COMPLETED";
+                return completes ? "TASK_STATE_WORKING" : "TASK_STATE_COMPLETED";
         if (!strcmp(st, "rejected")) {
                 *ret_reason = true;
                 return "TASK_STATE_REJECTED";
@@ -382,8 +384,43 @@ static bool state_known(const char *s)
         return false;
 }
 
-/* The task of item (hub_item_find()). */
-static json_t *task_of_item(const char *id, const char *ctx, const json_t *item)
+/* The result its agent reported (items.h "result"), as the task's one
+ * artifact: a text part, a data part, or both. */
+static json_t *result_artifact(const char *id, const json_t *res)
+{
+        const char *text = jstr(res, "text");
+        const json_t *data = json_object_get(res, "data");
+        char aid[NAME_MAX + 1];
+        json_t *parts = json_array();
+
+        snprintf(aid, sizeof(aid), "%s-result", id);
+        if (text)
+                json_array_append_new(parts, json_pack("{s:s}", "text", text));
+        if (data)
+                json_array_append_new(parts, json_pack("{s:O, s:s}", "data", data, "mediaType",
+                                                       "application/json"));
+        return json_pack("{s:s, s:s, s:o, s:{s:s, s:s}}", "artifactId", aid, "name", "result",
+                         "parts", parts, "metadata", "agent", jstr(res, "agent") ?: "",
+                         "completedAt", jstr(res, "completed_at") ?: "");
+}
+
+/* The task of a result: COMPLETED, or FAILED with the agent's reason; its
+ * words, if any, the artifact. */
+static json_t *task_of_result(const char *id, const char *ctx, const char *st, const json_t *res)
+{
+        bool failed = !strcmp(jstr(res, "status") ?: "", "failed");
+        json_t *t = task_new(id, ctx, failed ? "TASK_STATE_FAILED" : "TASK_STATE_COMPLETED", st,
+                             failed ? "failed" : NULL, failed ? jstr(res, "reason") : NULL,
+                             jstr(res, "recorded_at"));
+
+        if (t && (jstr(res, "text") || json_object_get(res, "data")))
+                json_object_set_new(t, "artifacts", json_pack("[o]", result_artifact(id, res)));
+        return t;
+}
+
+/* The task of item (hub_item_find()); completes: its agent's [agent]
+ * completes. */
+static json_t *task_of_item(const char *id, const char *ctx, const json_t *item, bool completes)
 {
         const char *st = jstr(item, "status") ? jstr(item, "status") : "pending";
         const char *reason = jstr(item, "reason"), *detail = jstr(item, "detail");
@@ -396,12 +433,14 @@ static json_t *task_of_item(const char *id, const char *ctx, const json_t *item)
                 const char *ro = jstr(item, "remote_outcome");
                 if (!ro)
                         return task_new(id, ctx, "TASK_STATE_SUBMITTED", st, NULL, NULL, at);
-                state = task_state(ro, &with_reason);
+                state = task_state(ro, false, &with_reason);
                 return task_new(id, ctx, state, st, with_reason ? (jstr(item, "remote_reason") ?: ro)
                                                                 : NULL,
                                 jstr(item, "remote_detail"), jstr(item, "remote_at") ?: at);
         }
-        state = task_state(st, &with_reason);
+        if (!strcmp(st, "consumed") && json_object_get(item, "result"))
+                return task_of_result(id, ctx, st, json_object_get(item, "result"));
+        state = task_state(st, completes, &with_reason);
         if (with_reason && !reason)
                 reason = st;
         return task_new(id, ctx, state, st, with_reason ? reason : NULL, detail, at);
@@ -413,13 +452,14 @@ static int task_lookup(struct hub *h, const char *id, const json_t *doc, json_t 
 {
         _cleanup_json_ json_t *item = NULL;
         const char *ctx = jstr(json_object_get(doc, "payload"), "contextId");
+        const struct config_agent *to = config_agent(h->cfg, jstr(doc, "to_agent") ?: "");
         int r;
 
         r = hub_item_find(h, id, &item);
         if (r < 0)
                 return r;
         json_object_set_new(item, "status", json_string(items_status(item)));
-        *ret = task_of_item(id, ctx, item);
+        *ret = task_of_item(id, ctx, item, to && to->completes);
         return *ret ? 0 : -ENOMEM;
 }
 

@@ -7,9 +7,10 @@
 //   node client.mjs '{"base": URL, "agent": NAME, "token": T, "other": T2}'
 //
 // One JSON line per step on stdout ({"step", "ok", ...}); a line with
-// "consume": ID asks the test to have the agent take that handoff, and
-// waits for a line on stdin; the last line has "done".  Exits 1 at the
-// first failure.
+// "consume": ID (and "agent") asks the test to have the agent take that
+// handoff, one with "complete": ID to have the agent report its result
+// ("text"), each waiting for a line on stdin; the last line has "done".
+// Exits 1 at the first failure.
 import {
   ClientFactory,
   ClientFactoryOptions,
@@ -21,7 +22,7 @@ import { createInterface } from 'node:readline';
 
 const args = JSON.parse(process.argv[2]);
 const SLOW = Number(process.env.HD_SLOW || 1);
-const SUBMITTED = 1, COMPLETED = 3, REJECTED = 7;   // TaskState
+const SUBMITTED = 1, WORKING = 2, COMPLETED = 3, REJECTED = 7;   // TaskState
 const ROLE_USER = 1;
 const lines = createInterface({ input: process.stdin })[Symbol.asyncIterator]();
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -137,5 +138,24 @@ await refused('another agent\'s token: TaskNotFoundError', () => alice.getTask({
               'TaskNotFoundError');
 await refused('CancelTask: UnsupportedOperationError', () => bob.cancelTask({ id: task.id }),
               'UnsupportedOperationError');
+// an agent that reports its result (completes = yes): SUBMITTED, WORKING
+// once it took it, COMPLETED with its result as the task's artifact
+const erin = await client(args.worker, args.token);
+const wt = await erin.sendMessage(message('please translate the call', { call: 8 }));
+check(wt.status?.state === SUBMITTED, 'completes = yes: SendMessage: SUBMITTED', { id: wt.id });
+say({ step: 'consume', consume: wt.id, agent: args.worker });
+await lines.next();
+const working = await until('WORKING', async () =>
+  (await erin.getTask({ id: wt.id })).status.state === WORKING);
+check(working, 'GetTask: WORKING once the agent took it, until its result');
+say({ step: 'complete', complete: wt.id, agent: args.worker, text: 'la traduction est faite' });
+await lines.next();
+const fin = await erin.getTask({ id: wt.id });
+const part = fin.artifacts?.[0]?.parts?.[0]?.content;
+check(fin.status.state === COMPLETED && fin.artifacts.length === 1 &&
+      fin.artifacts[0].artifactId === `${wt.id}-result` && part?.$case === 'text' &&
+      part.value === 'la traduction est faite',
+      'GetTask: COMPLETED with the agent\'s result as an artifact',
+      { state: fin.status.state, artifacts: fin.artifacts });
 say({ step: 'end', ok: true, done: true });
 process.exit(0);

@@ -16,6 +16,11 @@ tests/a2a/client.mjs.
   bob himself: REJECTED, self_handoff; not consumed within the resume
   window: CANCELED, expired;
 - ListTasks for bob: his tasks, newest first, bounded by pageSize;
+- an agent that reports its result ([agent erin] completes = yes): its
+  task is WORKING from the consume until `handoffctl complete`, then
+  COMPLETED with the result (a data part) as the task's artifact, or
+  FAILED with the agent's reason and its text as the artifact; the hub's
+  GET /api/v1/handoffs/{id} has the result too;
 - refused: no token, a token not ours (HTTP 401 with a JSON-RPC error),
   GetTask with another agent's token (TaskNotFoundError -32001), a
   sender with require = sig (the hub holds no key that signs for it:
@@ -99,8 +104,55 @@ def carol_sig(env):
             f"pubkeys = {path[:-4]}.pub\nrequire = sig\n")
 
 
-def consume(env, conf, hid):
-    env.ctl("consume", "-c", conf, "--agent", "alice", hid, check_rc=0)
+def consume(env, conf, hid, agent="alice"):
+    # the SDK's SendMessage answers at the drop, before the claim
+    hdtest.wait_for(lambda: hid + ".json" in env.bootstraps(agent), what=f"{hid} delivered")
+    env.ctl("consume", "-c", conf, "--agent", agent, hid, check_rc=0)
+
+
+def complete(env, conf, hid, *args, agent="erin"):
+    env.ctl("complete", "-c", conf, "--agent", agent, hid, *args, check_rc=0)
+
+
+def results(env, hub, conf):
+    """erin reports results (completes = yes): WORKING until it does."""
+    rpc = Rpc(hub, "erin")
+    task = rpc.result("SendMessage", message("translate the call", {"call": 43}))["task"]
+    hid = task["id"]
+    check(state(task) == "TASK_STATE_SUBMITTED", f"to erin: {task}")
+    hdtest.wait_for(lambda: env.bootstraps("erin") == [hid + ".json"], what="delivered to erin")
+    consume(env, conf, hid, agent="erin")
+    hdtest.wait_for(lambda: state(rpc.result("GetTask", {"id": hid})) == "TASK_STATE_WORKING",
+                    what="WORKING")
+    t = rpc.result("GetTask", {"id": hid})
+    check(t["metadata"]["handoffStatus"] == "consumed" and "artifacts" not in t, f"working: {t}")
+    by_state = rpc.result("ListTasks", {"status": "TASK_STATE_WORKING"})
+    check([x["id"] for x in by_state["tasks"]] == [hid], f"ListTasks WORKING: {by_state}")
+    print("ok: completes = yes: consumed is WORKING, not COMPLETED")
+    data = os.path.join(env.dir, "translation.json")
+    with open(data, "w") as f:
+        json.dump({"lang": "fr", "words": 42}, f)
+    complete(env, conf, hid, "--data", data)
+    t = rpc.result("GetTask", {"id": hid})
+    check(state(t) == "TASK_STATE_COMPLETED" and t["artifacts"] == [{
+        "artifactId": f"{hid}-result", "name": "result",
+        "parts": [{"data": {"lang": "fr", "words": 42}, "mediaType": "application/json"}],
+        "metadata": t["artifacts"][0]["metadata"]}]
+        and t["artifacts"][0]["metadata"]["agent"] == "erin", f"completed: {t}")
+    st, item = hub.get(f"/api/v1/handoffs/{hid}", "bob")
+    check(st == 200 and item["result"]["data"] == {"lang": "fr", "words": 42}, f"hub GET: {st} {item}")
+    print("ok: then COMPLETED with the result as its artifact (a data part); the hub's GET has it")
+
+    task = rpc.result("SendMessage", message("translate another"))["task"]
+    hid2 = task["id"]
+    hdtest.wait_for(lambda: env.bootstraps("erin") == [hid2 + ".json"], what="delivered to erin")
+    consume(env, conf, hid2, agent="erin")
+    complete(env, conf, hid2, "--failed", "no French speaker today", "--text", "half done")
+    t = rpc.result("GetTask", {"id": hid2})
+    check(state(t) == "TASK_STATE_FAILED"
+          and t["status"]["message"]["parts"][0]["text"] == "failed: no French speaker today"
+          and t["artifacts"][0]["parts"] == [{"text": "half done"}], f"failed: {t}")
+    print("ok: a result that says failed: FAILED with the agent's reason, its text the artifact")
 
 
 def stdlib_client(env, hub, conf):
@@ -231,7 +283,7 @@ def sdk_client(env, hub, conf):
     pinned = json.load(open(os.path.join(A2A_DIR, "package.json")))["dependencies"]["@a2a-js/sdk"]
     have = json.load(open(sdk))["version"]
     check(have == pinned, f"installed SDK {have} is the pinned {pinned} (make a2a-deps)")
-    args = {"base": f"https://127.0.0.1:{hub.port}", "agent": "alice",
+    args = {"base": f"https://127.0.0.1:{hub.port}", "agent": "alice", "worker": "erin",
             "token": hub.tokens["bob"], "other": hub.tokens["alice"]}
     p = subprocess.Popen(["node", os.path.join(A2A_DIR, "client.mjs"), json.dumps(args)],
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
@@ -246,8 +298,12 @@ def sdk_client(env, hub, conf):
             print(f"sdk: {json.dumps(ev)[:300]}")
             check(ev.get("ok", True), f"sdk step failed: {ev}")
             if ev.get("consume"):
-                consume(env, conf, ev["consume"])
+                consume(env, conf, ev["consume"], agent=ev.get("agent", "alice"))
                 p.stdin.write("consumed\n")
+                p.stdin.flush()
+            if ev.get("complete"):
+                complete(env, conf, ev["complete"], "--text", ev["text"], agent=ev["agent"])
+                p.stdin.write("completed\n")
                 p.stdin.flush()
             if ev.get("done"):
                 break
@@ -259,8 +315,9 @@ def sdk_client(env, hub, conf):
 
 
 def main():
-    with hdtest.Env(agents=["alice", "bob"]) as env:
-        env.extra = ("[agent alice]\ndescription = Takes over a call\n"
+    with hdtest.Env(agents=["alice", "bob", "erin"]) as env:
+        env.extra = ("[agent erin]\ncompletes = yes\n"
+                     "[agent alice]\ndescription = Takes over a call\n"
                      "skill = summarize: Summarizes a call\nskill = translate: Translates a call\n"
                      + carol_sig(env))
         hub = hubkit.Hub(env, tokens={"bob": None, "alice": None, "carol": None})
@@ -272,6 +329,7 @@ def main():
         env.start(conf=hub.conf)
         hub.start()
         stdlib_client(env, hub, hub.conf)
+        results(env, hub, hub.conf)
         if os.environ.get("HD_A2A_SDK", "1") != "0":
             sdk_client(env, hub, hub.conf)
     hdtest.finish("test_a2a")

@@ -6,7 +6,7 @@ reaches `handoffctl wait` on this host:
 - handoffd -n: the a2a/token_file rules (plain http:// off loopback, no
   token_file, a token file others can read, host and a2a together);
 - completed (exit 0, the artifact's text), failed (1), input-required
-  (6), a 400 from the server (rejected/ as remote_rejected, 1), a
+  (7), a 400 from the server (rejected/ as remote_rejected, 1), a
   server that is down past expires_at (rejected/ as expired_unsent, 1);
 - a burst of 200 with the server stopped in its middle and started
   again: every handoff reaches the server exactly once (the server logs
@@ -116,7 +116,7 @@ def main():
                                             f"token_file = {tf}\n")
         env.start("d0", conf=conf)
         cases = [("please complete this", 0, "completed"), ("this will fail", 1, "failed"),
-                 ("needs input from you", 6, "input_required")]
+                 ("needs input from you", 7, "input_required")]
         docs = []
         for reason, _, _ in cases:
             doc = hdproto.build("bob", "remote", env.key, reason=reason)
@@ -132,7 +132,7 @@ def main():
               f"the artifact is not the result: {it}")
         p = env.ctl("wait", "-c", conf, docs[1]["handoff_id"], "--timeout", "5")
         check("relayed to a2a:remote: failed" in p.stdout, f"wait's line: {p.stdout!r}")
-        print("completed 0 with its artifact, failed 1, input-required 6: "
+        print("completed 0 with its artifact, failed 1, input-required 7: "
               + "; ".join(f"{c[2]}" for c in cases))
 
         doc = hdproto.build("bob", "remote", env.key, reason="we refuse this one")

@@ -3,9 +3,11 @@
 @modelcontextprotocol/sdk, the version pinned in tests/mcp/package.json and
 its lock file; `make check` runs `npm ci` there).  A real handoffd on a
 temp spool serves alice and bob; the script sends from bob's server to
-alice's, sees list_changed there, takes it, sees consumed on bob's, and
-walks every error path.  Here: the spool says the same afterwards, and the
-refused sends left nothing behind.
+alice's, sees list_changed there, takes it, sees consumed on bob's, alice
+reports its result (handoff_complete) and bob's handoff_status has it, and
+walks every error path.  Here: the spool says the same afterwards (the
+result beside the archived item), and the refused sends left nothing
+behind.
 
 Skipped (and says so) only when node or the SDK cannot be had: a package
 build without network."""
@@ -50,6 +52,10 @@ def main():
         check(len(archived) == 1, f"one archived item for {hid}: {env.names('archive')}")
         outcome = json.load(open(env.path("archive", archived[0] + ".outcome")))
         check(outcome["outcome"] == "consumed", f"archived as consumed: {outcome}")
+        result = json.load(open(env.path("archive", archived[0] + ".result")))
+        check(result["status"] == "completed" and result["agent"] == "alice"
+              and result["result"]["data"]["tests"] == {"passed": 41, "failed": 0},
+              f"alice's result beside it: {result}")
         check(env.bootstraps("alice") == [], f"no bootstrap left: {env.bootstraps('alice')}")
         # Every refused handoff_send was refused before it reached the spool.
         check(env.count("archive") == 1 and env.count("handoff") == 0 and env.count("rejected") == 0

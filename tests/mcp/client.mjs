@@ -6,7 +6,8 @@
 //
 // Agents bob and alice each get their own server.  bob sends a handoff to
 // alice, alice's server announces it (notifications/resources/list_changed),
-// alice reads and takes it there, bob's handoff_status says consumed.  Then
+// alice reads and takes it there, bob's handoff_status says consumed; alice
+// reports its result (handoff_complete) and bob's handoff_status has it.  Then
 // every error path, through the SDK and as raw lines.  Prints one line per
 // check; the last line is a JSON summary; exits 1 at the first failure.
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -19,6 +20,7 @@ import {
 import { check, checks, text } from './kit.mjs';
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { isDeepStrictEqual } from 'node:util';
 
 const [HANDOFFCTL, CONF, VOX] = process.argv.slice(2);
 const SLOW = Number(process.env.HD_SLOW || 1);
@@ -180,8 +182,8 @@ async function main() {
 
   const { tools } = await bob.client.listTools();
   const names = tools.map((t) => t.name).sort();
-  check(JSON.stringify(names) === JSON.stringify(['handoff_inbox', 'handoff_send', 'handoff_status', 'handoff_take']),
-    'tools/list: the four tools', names);
+  check(JSON.stringify(names) === JSON.stringify(['handoff_complete', 'handoff_inbox', 'handoff_send',
+    'handoff_status', 'handoff_take']), 'tools/list: the five tools', names);
   for (const t of tools)
     check(t.inputSchema.type === 'object' && t.outputSchema && t.outputSchema.type === 'object' && t.description,
       `tools/list: ${t.name} has input and output schemas and a description`);
@@ -259,6 +261,31 @@ async function main() {
     await sleep(100);
   }
   check(status === 'consumed' && st.structuredContent.to_agent === 'alice', 'bob: handoff_status says consumed', st.structuredContent);
+  check(st.structuredContent.result === undefined, 'bob: no result before alice reports one', st.structuredContent);
+
+  // alice reports what came of it; bob reads it
+  const data = { tests: { passed: 41, failed: 0 }, files: ['auth.c'], note: 'ümlaut' };
+  const done = await alice.client.callTool({ name: 'handoff_complete', arguments: { handoff_id: id, data } });
+  check(!done.isError && done.structuredContent.status === 'completed' && done.structuredContent.recorded === true,
+    'alice: handoff_complete with data: recorded', done);
+  st = await bob.client.callTool({ name: 'handoff_status', arguments: { handoff_id: id } });
+  const res = st.structuredContent.result;
+  check(st.structuredContent.status === 'consumed' && res && res.status === 'completed' && res.agent === 'alice' &&
+    isDeepStrictEqual(res.data, data) && res.recorded_at,
+    'bob: handoff_status has alice\'s result, the data whole', st.structuredContent);
+  check(text(st).includes('alice reported it completed'), 'bob: handoff_status text says so', text(st));
+  const twice = await alice.client.callTool({ name: 'handoff_complete', arguments: { handoff_id: id, text: 'again' } });
+  check(twice.isError === true && text(twice).includes('already_completed'),
+    'alice: a second handoff_complete: tool error already_completed', text(twice));
+  const notMine = await bob.client.callTool({ name: 'handoff_complete',
+    arguments: { handoff_id: id, failed: 'bob did not take it' } });
+  check(notMine.isError === true && text(notMine).includes('not_consumed'),
+    'bob: handoff_complete of a handoff he did not take: tool error not_consumed', text(notMine));
+  const never = await alice.client.callTool({ name: 'handoff_complete', arguments: { handoff_id: 'never-sent-2' } });
+  check(never.isError === true && text(never).includes('not_consumed'),
+    'alice: handoff_complete of an id never sent: tool error not_consumed', text(never));
+  check(await rpcError(alice.client.callTool({ name: 'handoff_complete', arguments: { handoff_id: id, failed: '' } })) === -32602,
+    'handoff_complete with an empty failed: -32602');
 
   // ---- error paths through the SDK ----
   check(await rpcError(bob.client.callTool({ name: 'no_such_tool', arguments: {} })) === -32602,

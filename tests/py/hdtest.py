@@ -366,7 +366,7 @@ class Env:
 
     def items(self, state):
         """Items without sidecars / markers."""
-        skip = {"claimed": (".delivered",), "archive": (".outcome",), "rejected": (".reason",)}.get(state, ())
+        skip = {"claimed": (".delivered",), "archive": (".outcome", ".result"), "rejected": (".reason",)}.get(state, ())
         return [n for n in self.names(state) if not n.endswith(skip)]
 
     def count(self, state):

@@ -29,7 +29,7 @@ What is checked (each failure is one string in the returned list):
   its hidden .pending. name, nor a consumer that got it is an
   acknowledged handoff lost (an earlier version's .delivered marker
   counts as a record);
-- no sidecar (.outcome, .reason, .delivered) without its item;
+- no sidecar (.outcome, .result, .reason, .delivered) without its item;
 - settled=True (after a clean restart / READY=1, nothing in flight): no
   temp files, i.e. no dot-names in claimed/ archive/ rejected/ ids/ baton/
   or the agents' handoffs/ dirs other than consumers' ".consume.*";
@@ -50,6 +50,9 @@ import sys
 
 ITEM_DIRS = ("handoff", "claimed", "archive", "rejected")
 SIDECAR = {"claimed": ".delivered", "archive": ".outcome", "rejected": ".reason"}
+RESULT_SIDECAR = ".result"
+# In an agent's handoffs/: its result for the daemon, the daemon's refusal.
+AGENT_FILES = (".consume.", ".result.", ".refused.")
 TEMP_CHECKED = ("claimed", "archive", "rejected", "ids", "baton")
 
 
@@ -186,6 +189,11 @@ def scan(spool, state_dirs, cache=None, extra_dirs=()):
                 if state in TEMP_CHECKED or state in extra_dirs:
                     res["temps"].append(p)
                 continue
+            # archive/'s second sidecar: an agent's result (handoffctl complete)
+            if state == "archive" and n.endswith(RESULT_SIDECAR):
+                if n[:-len(RESULT_SIDECAR)] not in present:
+                    res["orphans"].append((state, n))
+                continue
             if side and n.endswith(side):
                 if n[:-len(side)] not in present:
                     # claimed/<id>.delivered belongs to claimed/<id>.json
@@ -236,7 +244,7 @@ def scan(spool, state_dirs, cache=None, extra_dirs=()):
         for n in _listdir(hd):
             p = os.path.join(hd, n)
             if n.startswith("."):
-                if not n.startswith(".consume."):
+                if not n.startswith(AGENT_FILES):
                     res["temps"].append(p)
                 for pre in (".pending.", ".expire."):
                     if n.startswith(pre):

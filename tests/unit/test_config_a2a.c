@@ -1,5 +1,6 @@
 /* handoffd.conf [agent NAME] description and skill (the A2A agent card of
- * handoff-hubd): values kept in order, a bad skill line reported. */
+ * handoff-hubd): values kept in order, a bad skill line reported; and
+ * completes (its tasks wait for the agent's result). */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,6 +63,26 @@ START_TEST(test_config_a2a_bad_skill_reported)
 }
 END_TEST
 
+/* [agent NAME] completes: no unless said, yes or no, anything else
+ * reported on its key. */
+START_TEST(test_config_a2a_completes)
+{
+        struct config *c = NULL;
+        char *err = NULL;
+        int r = load(BASE "completes = yes\n[agent bob]\nstate_dir = /tmp/bob\n", &c, &err);
+
+        ck_assert_msg(r == 0, "config_load: %d: %s", r, err ? err : "");
+        ck_assert(config_agent(c, "alice")->completes);
+        ck_assert(!config_agent(c, "bob")->completes);
+        config_free(c);
+        c = NULL;
+        ck_assert_int_lt(load(BASE "completes = sometimes\n", &c, &err), 0);
+        ck_assert_msg(err && strstr(err, "[agent alice] completes: 'sometimes' is not yes or no"),
+                      "%s", err ? err : "(none)");
+        free(err);
+}
+END_TEST
+
 Suite *suite_config_a2a(void);
 Suite *suite_config_a2a(void)
 {
@@ -70,6 +91,7 @@ Suite *suite_config_a2a(void)
 
         tcase_add_test(tc, test_config_a2a_description_and_skills);
         tcase_add_test(tc, test_config_a2a_bad_skill_reported);
+        tcase_add_test(tc, test_config_a2a_completes);
         suite_add_tcase(s, tc);
         return s;
 }

@@ -120,6 +120,38 @@ START_TEST(test_archive_name_refuses)
 }
 END_TEST
 
+/* archive/'s two sidecars, .outcome and an agent's .result, are
+ * sidecars only beside their item; the names an agent and the daemon
+ * leave in handoffs/ for a result are their own kinds, never a temp the
+ * start removes; the longest archive name takes its .result. */
+START_TEST(test_archive_sidecars_and_result_names)
+{
+        char *dir = tu_tmpdir(), name[NAME_MAX + 1], side[NAME_MAX + 16], id[129];
+        int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+        ck_assert_int_ge(dfd, 0);
+        fill(id, 'i', 128, "");
+        ck_assert_int_eq(layout_archive_name(INT64_MIN, "f", "t", id, 99, name, sizeof(name)), 0);
+        ck_assert_int_eq(layout_suffixed(name, LAYOUT_RESULT, side, sizeof(side)), 0);
+        ck_assert_int_eq(write_atomic(dfd, side, "{}", 2, 0640, 0), 0);
+        /* no item beside it: an item of its own */
+        ck_assert(!layout_is_sidecar_at(dfd, side, LAYOUT_OUTCOME));
+        ck_assert_int_eq(write_atomic(dfd, name, "{}", 2, 0640, 0), 0);
+        ck_assert(layout_is_sidecar_at(dfd, side, LAYOUT_OUTCOME));
+        ck_assert(!layout_is_sidecar_at(dfd, name, LAYOUT_OUTCOME));
+        ck_assert(!layout_archive_is(side, id));
+        ck_assert_int_eq(layout_classify(side), LK_SIDECAR);
+        ck_assert_int_eq(layout_classify(".result.x-1"), LK_RESULT);
+        ck_assert_int_eq(layout_classify(".refused.x-1"), LK_REFUSED);
+        ck_assert_int_eq(layout_classify("..result.x-1.a1b2c3"), LK_DOT);
+        unlinkat(dfd, side, 0);
+        unlinkat(dfd, name, 0);
+        close(dfd);
+        tu_rm_rf(dir);
+        free(dir);
+}
+END_TEST
+
 Suite *suite_layout(void);
 Suite *suite_layout(void)
 {
@@ -130,6 +162,7 @@ Suite *suite_layout(void)
         tcase_add_test(tc, test_archive_name_bounded_for_every_valid_name);
         tcase_add_test(tc, test_archive_name_cut_keeps_names_apart);
         tcase_add_test(tc, test_archive_name_refuses);
+        tcase_add_test(tc, test_archive_sidecars_and_result_names);
         suite_add_tcase(s, tc);
         return s;
 }

@@ -30,6 +30,10 @@ struct config_agent {
         char *description;
         char **skill_ids, **skill_descs;
         size_t n_skills;
+        /* completes = yes: the agent reports a result of each handoff it
+         * consumes (handoffctl complete); its A2A task is WORKING from the
+         * consume until then.  no (the default): the consume ends it. */
+        bool completes;
 };
 #define CONFIG_MAX_SKILLS 64
 

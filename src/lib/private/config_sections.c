@@ -90,7 +90,7 @@ static const char *const keys_spool[] = {
         "resume_window", "max_clock_skew", "max_window", "rescan_interval", NULL };
 static const char *const keys_agent[] = {
         "state_dir", "key", "pubkeys", "require", "delivery", "act_format",
-        "act_max_files", "description", "skill", NULL };
+        "act_max_files", "description", "skill", "completes", NULL };
 static const char *const keys_retention[] = {
         "archive_max_items", "archive_max_bytes", "archive_max_age",
         "rejected_max_items", "rejected_max_age", "rejected_max_bytes",
@@ -374,6 +374,11 @@ static int handle_agent(struct parse_state *st, const char *name,
                 if (parse_int64(v, 1, 1000, &n) < 0)
                         return config_err(st, "[agent %s] act_max_files: '%s' is not a number from 1 to 1000", name, v);
                 a->act_max_files = (unsigned)n;
+                return 1;
+        }
+        if (!strcmp(k, "completes")) {
+                if (parse_bool(v, &a->completes) < 0)
+                        return config_err(st, "[agent %s] completes: '%s' is not yes or no", name, v);
                 return 1;
         }
         if (!strcmp(k, "description"))

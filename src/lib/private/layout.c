@@ -18,6 +18,9 @@
 _Static_assert(LAYOUT_ARCHIVE_NAME_MAX + sizeof(LAYOUT_OUTCOME) - 1 <= WRITE_ATOMIC_NAME_MAX,
                "an archive name's .outcome must fit write_atomic()'s temp name");
 
+_Static_assert(LAYOUT_ARCHIVE_NAME_MAX + sizeof(LAYOUT_RESULT) - 1 <= WRITE_ATOMIC_NAME_MAX,
+               "an archive name's .result must fit write_atomic()'s temp name");
+
 #define STARTS(s, p) (!strncmp((s), (p), sizeof(p) - 1))
 
 bool layout_has_suffix(const char *s, const char *suffix)
@@ -32,6 +35,8 @@ bool layout_is_sidecar_at(int dirfd, const char *name, const char *suffix)
         char item[NAME_MAX + 1];
         struct stat st;
 
+        if (!strcmp(suffix, LAYOUT_OUTCOME) && layout_has_suffix(name, LAYOUT_RESULT))
+                suffix = LAYOUT_RESULT;
         return layout_strip(name, suffix, item, sizeof(item)) == 0 &&
                fstatat(dirfd, item, &st, AT_SYMLINK_NOFOLLOW) == 0;
 }
@@ -44,10 +49,14 @@ enum layout_kind layout_classify(const char *name)
                 return LK_EXPIRE;
         if (STARTS(name, LAYOUT_CONSUME))
                 return LK_CONSUME;
+        if (STARTS(name, LAYOUT_RESULT_IN))
+                return LK_RESULT;
+        if (STARTS(name, LAYOUT_REFUSED))
+                return LK_REFUSED;
         if (name[0] == '.')
                 return LK_DOT;
         if (layout_has_suffix(name, LAYOUT_DELIVERED) || layout_has_suffix(name, LAYOUT_OUTCOME) ||
-            layout_has_suffix(name, LAYOUT_REASON))
+            layout_has_suffix(name, LAYOUT_RESULT) || layout_has_suffix(name, LAYOUT_REASON))
                 return LK_SIDECAR;
         return LK_ITEM;
 }

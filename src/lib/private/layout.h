@@ -17,14 +17,21 @@
 #define LAYOUT_DELIVERED ".delivered"   /* claimed/<id> + : the delivered marker */
 #define LAYOUT_OUTCOME   ".outcome"     /* archive/NAME + : how it ended */
 #define LAYOUT_REASON    ".reason"      /* rejected/NAME + : why */
+#define LAYOUT_RESULT    ".result"      /* archive/NAME + : the agent's result */
+/* In an agent's handoffs/: the agent's result for an id it consumed
+ * (hd_complete()), and the daemon's refusal of one, each + handoff_id. */
+#define LAYOUT_RESULT_IN ".result."
+#define LAYOUT_REFUSED   ".refused."
 
 /* What a directory entry is. */
 enum layout_kind {
         LK_ITEM,        /* an item (or a bootstrap) */
-        LK_SIDECAR,     /* NAME.delivered, NAME.outcome, NAME.reason */
+        LK_SIDECAR,     /* NAME.delivered, NAME.outcome, NAME.result, NAME.reason */
         LK_PENDING,     /* .pending.NAME */
         LK_EXPIRE,      /* .expire.NAME */
         LK_CONSUME,     /* .consume.PID.RAND.NAME: a consumer's private name */
+        LK_RESULT,      /* .result.ID: an agent's result, for the daemon */
+        LK_REFUSED,     /* .refused.ID: the daemon's refusal of one */
         LK_DOT,         /* another dotfile: a writer's temp name, ours too */
 };
 
@@ -33,7 +40,8 @@ enum layout_kind layout_classify(const char *name);
 
 /* name ends with suffix and the item it describes (name without it) is
  * in dirfd: a sidecar.  A name so ending without its item is an item (a
- * file a producer named so, rejected under that name). */
+ * file a producer named so, rejected under that name).  archive/ has two
+ * sidecars: LAYOUT_OUTCOME stands for both, .outcome and .result. */
 bool layout_is_sidecar_at(int dirfd, const char *name, const char *suffix);
 
 /* prefix + name (LAYOUT_PENDING, LAYOUT_EXPIRE), or name + suffix (a

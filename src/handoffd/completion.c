@@ -1,0 +1,523 @@
+/* Agents' results (DESIGN.md "A2A"; handoffd(8), RESULTS): the word of
+ * the agent that consumed a handoff on what came of it, taken in
+ * (libhandoff's result.c owns the document, this file what the daemon
+ * does with it).
+ *
+ * The agent writes its signed result (hd_complete()) as .result.<id> into
+ * its own handoffs/: the one directory it may write that the daemon
+ * already watches, whose permissions already say who the agent is (they
+ * are what a consume trusts).  archive/ stays the daemon's alone: a
+ * result reaches it as a file the daemon wrote, archive/NAME.result
+ * beside the item, after the daemon read it with the spool's limits,
+ * verified it as a document from that agent (its own key where it has
+ * one, hd_result_check()) and found that agent's consumed item of that
+ * id.  The first result stands.  A refusal is .refused.<id> in the same
+ * directory (the reason and a detail), so that the agent learns why.
+ *
+ * A result is looked at when it arrives (inotify), when its item is
+ * archived (one written between the consume and the archive), and by the
+ * sweep (inotify is a hint).  Every look holds the lock of the id, as the
+ * archive does.  Durable as the outcome: NAME.result synced with
+ * archive/ before the agent's file goes, so a crash between leaves the
+ * agent's file, which the next look finds recorded already.
+ *
+ * Finding the item costs no listing of archive/ while it is claimed or
+ * among the last RESULT_RECENT_MAX archived as consumed; else archive/ is
+ * listed, at most once a second for all the results that wait (an agent
+ * that signs results for ids never archived here must not make each one
+ * cost a listing: 17 ms at 10,000 items), and a scan looks at
+ * RESULT_SCAN_MAX results at most. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "delivery.h"
+#include "files.h"
+#include "layout.h"
+#include "lock.h"
+#include "log.h"
+#include "completion.h"
+#include "verified.h"
+
+#define RESULT_RETRY_USEC 1000000LL
+#define RESULT_RECENT_MAX 4096          /* items archived as consumed, remembered */
+#define RESULT_LIST_EVERY_USEC 1000000LL /* archive/ listed for results at most so often */
+#define RESULT_SCAN_MAX 64              /* results looked at by one scan */
+
+static const char *const refusal_names[_RR_MAX] = {
+        [RR_NOT_CONSUMED] = "not_consumed",
+        [RR_ALREADY_COMPLETED] = "already_completed",
+};
+
+const char *completion_refusal_name(enum completion_refusal r)
+{
+        return (unsigned)r < _RR_MAX ? refusal_names[r] : NULL;
+}
+
+/* Tell the agent why (.refused.<id>, written before its result goes:
+ * whoever waits for the result to go finds the refusal there), and
+ * remove its result. */
+static int refuse(struct spool *sp, struct agent_rt *a, const char *id, const char *rname,
+                  const char *reason, const char *detail, int64_t now)
+{
+        _cleanup_free_ char *buf = NULL;
+        char fname[NAME_MAX + 1], at[HD_TIME_MAX], q[300];
+        json_t *o;
+        size_t len;
+        int r;
+
+        hd_time_format(now, at, sizeof(at));
+        o = json_pack("{s:s, s:s, s:s, s:s}", "handoff_id", id, "reason", reason, "detail",
+                      detail, "at", at);
+        if (!o)
+                return -ENOMEM;
+        r = hd_canon_dump(o, NULL, &buf, &len);
+        json_decref(o);
+        if (r == 0)
+                r = layout_prefixed(LAYOUT_REFUSED, id, fname, sizeof(fname));
+        if (r == 0)
+                r = write_atomic(a->handoffs_fd, fname, buf, len, 0640, 0);
+        if (r < 0)
+                return r;
+        if (unlinkat(a->handoffs_fd, rname, 0) < 0 && errno == EISDIR)
+                unlinkat(a->handoffs_fd, rname, AT_REMOVEDIR);
+        sp->st.results_refused++;
+        log_decision(LOG_WARNING, id, a->cfg->name, "result_refused", reason,
+                     "Refused the result of %s from %s: %s: %s", id, a->cfg->name, reason,
+                     log_quote(detail, q, sizeof(q)));
+        return 0;
+}
+
+/* An item archived as consumed: found again without a listing while it
+ * is among the last RESULT_RECENT_MAX (most results come soon after
+ * their consume). */
+static void recent_note(struct spool *sp, const char *id, const char *aname)
+{
+        if (!sp->results_recent && !(sp->results_recent = json_object()))
+                return;
+        json_object_del(sp->results_recent, id);
+        json_object_set_new(sp->results_recent, id, json_string(aname));
+        while (json_object_size(sp->results_recent) > RESULT_RECENT_MAX) {
+                /* jansson keeps insertion order: the first is the oldest */
+                char oldest[NAME_MAX + 1];
+                void *it = json_object_iter(sp->results_recent);
+                if (!it || xsnprintf(oldest, sizeof(oldest), "%s", json_object_iter_key(it)) < 0)
+                        break;
+                json_object_del(sp->results_recent, oldest);
+        }
+}
+
+/* The newest item in archive/ of each id of want (id -> anything), by
+ * one listing: want[id] becomes [name, archived_at usec] for each found.
+ * An archive name ends with "-ID.json" (or "-ID~N.json"): each '-' of a
+ * name's stem is a place its id may begin, looked up in want, so one
+ * listing serves any number of results, each name costing its length. */
+static int archived_find(struct spool *sp, json_t *want)
+{
+        hd_limits lim = { .max_size = 65536 };
+        struct dirent *de;
+        DIR *d;
+
+        sp->results_listed_at = mono_usec();
+        d = opendir_at(sp->fd[SD_ARCHIVE]);
+        if (!d)
+                return -errno;
+        while ((de = readdir(d))) {
+                char stem[NAME_MAX + 1], sname[NAME_MAX + 16];
+
+                if (de->d_name[0] == '.' || layout_strip(de->d_name, ".json", stem, sizeof(stem)) < 0)
+                        continue;
+                stem[layout_base_len(stem)] = '\0';
+                for (char *p = strchr(stem, '-'); p; p = strchr(p + 1, '-')) {
+                        const char *id = p + 1;
+                        json_t *cur = json_object_get(want, id), *side = NULL;
+                        hd_verdict v;
+                        int64_t t;
+
+                        if (!cur || layout_suffixed(de->d_name, LAYOUT_OUTCOME, sname, sizeof(sname)) < 0 ||
+                            hd_load_at(sp->fd[SD_ARCHIVE], sname, &lim, &side, &v) < 0)
+                                continue;
+                        const char *sid = json_string_value(json_object_get(side, "handoff_id"));
+                        const char *at = json_string_value(json_object_get(side, "archived_at"));
+                        bool newer = sid && !strcmp(sid, id) && at && hd_time_parse(at, &t) == 0 &&
+                                     (!json_is_array(cur) ||
+                                      t > json_integer_value(json_array_get(cur, 1)));
+                        json_decref(side);
+                        if (newer)
+                                json_object_set_new(want, id, json_pack("[s, I]", de->d_name,
+                                                                        (json_int_t)t));
+                }
+        }
+        closedir(d);
+        return 0;
+}
+
+/* id is still in claimed/: refused when it is not a's or not taken yet;
+ * else (a consume in progress, an archive not done) looked at again. */
+static int while_claimed(struct spool *sp, struct agent_rt *a, const char *id,
+                         const char *rname, int64_t now)
+{
+        char cname[NAME_MAX + 1], bname[NAME_MAX + 1], pname[NAME_MAX + 1], detail[200];
+        _cleanup_close_ int fd = -1;
+        _cleanup_json_ json_t *rec = NULL;
+        struct stat st;
+        int r;
+
+        if (xsnprintf(cname, sizeof(cname), "%s.json", id) < 0)
+                return -ENAMETOOLONG;
+        fd = openat(sp->fd[SD_CLAIMED], cname, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+        if (fd < 0)
+                return errno == ENOENT ? 1 : -errno;
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        rec = verified_lookup(sp, id, &st);
+        if (!rec && delivery_record_read(sp, fd, &st, &rec) < 0)
+                rec = NULL;     /* an earlier version's item: its archive decides */
+        const char *to = json_string_value(json_object_get(rec, "to_agent"));
+        if (to && strcmp(to, a->cfg->name)) {
+                snprintf(detail, sizeof(detail), "%s was delivered to %s, not to %s", id, to,
+                         a->cfg->name);
+                return refuse(sp, a, id, rname, completion_refusal_name(RR_NOT_CONSUMED), detail, now);
+        }
+        r = hd_bootstrap_name(id, bname, sizeof(bname));
+        if (r == 0)
+                r = delivery_pending_name(id, pname, sizeof(pname));
+        if (r < 0)
+                return r;
+        if (spool_exists_at(a->handoffs_fd, bname) || spool_exists_at(a->handoffs_fd, pname)) {
+                snprintf(detail, sizeof(detail), "%s is delivered and not taken yet: consume it "
+                         "first", id);
+                return refuse(sp, a, id, rname, completion_refusal_name(RR_NOT_CONSUMED), detail, now);
+        }
+        sp->results_due = true;
+        deadline_note(&sp->deadline, now + RESULT_RETRY_USEC);
+        return 0;
+}
+
+/* Why the item archived as side is not one a's result may be given for,
+ * into detail; NULL when it is. */
+static const char *not_completable(const json_t *side, const char *agent, char *detail, size_t n)
+{
+        const char *outcome = json_string_value(json_object_get(side, "outcome")) ?: "?";
+        const char *to = json_string_value(json_object_get(side, "to_agent")) ?: "";
+        const char *id = json_string_value(json_object_get(side, "handoff_id")) ?: "?";
+
+        if (strcmp(outcome, "relayed") && *to && strcmp(to, agent))
+                snprintf(detail, n, "%s was for %s, not for %s", id, to, agent);
+        else if (!strcmp(outcome, "relayed"))
+                snprintf(detail, n, "%s was relayed to host %s: its agent reports there", id,
+                         json_string_value(json_object_get(side, "relayed_to")) ?: "?");
+        else if (strcmp(outcome, "consumed"))
+                snprintf(detail, n, "%s was not consumed: archived as %s", id, outcome);
+        else
+                return NULL;
+        return detail;
+}
+
+/* The result .result.<id> of a, the lock of id held.  aname: its
+ * item's archive name as archive() just made it (hook), or as a listing
+ * found it ("": none), or NULL: look in claimed/ and among the recent
+ * archives, -EAGAIN when only a listing of archive/ can tell.  0
+ * (nothing there, refused, or waits), 1 recorded, -errno. */
+static int take_locked(struct spool *sp, struct agent_rt *a, const char *id, const char *aname,
+                       bool hook, int64_t now)
+{
+        hd_limits lim = { .max_size = HD_RESULT_MAX_SIZE, .max_depth = HD_DEFAULT_MAX_DEPTH };
+        hd_limits side_lim = { .max_size = 65536 };
+        _cleanup_json_ json_t *doc = NULL, *side = NULL, *had = NULL, *env = NULL;
+        _cleanup_free_ char *buf = NULL, *out = NULL;
+        char rname[NAME_MAX + 1], xname[NAME_MAX + 16], sname[NAME_MAX + 16];
+        char fname[NAME_MAX + 1], detail[HD_DETAIL_MAX + 64], at[HD_TIME_MAX];
+        const char *agent = a->cfg->name;
+        size_t len;
+        hd_verdict v;
+        int r;
+
+        r = hd_result_name(id, rname, sizeof(rname));
+        if (r < 0)
+                return r;
+        r = hd_read_at(a->handoffs_fd, rname, HD_RESULT_MAX_SIZE, &buf, &len, &v);
+        if (r == -ENOENT)
+                return 0;
+        if (r == -EACCES)
+                /* its owner's mode: refused once, not an error at every look */
+                return refuse(sp, a, id, rname, hd_reason_name(HD_R_UNREADABLE),
+                              "the daemon may not read it: it needs others' read bit "
+                              "(hd_complete() writes it 0644)", now);
+        if (r == 0)
+                r = hd_parse(buf, len, &lim, &doc, &v);
+        if (r == 0)
+                r = hd_result_check(doc, id, agent, config_key_lookup, sp->cfg, &v);
+        if (r == -EBADMSG)
+                return refuse(sp, a, id, rname, hd_reason_name(v.reason), v.detail, now);
+        if (r < 0)
+                return r;
+        if (!aname) {
+                r = while_claimed(sp, a, id, rname, now);
+                if (r <= 0)
+                        return r;
+                aname = json_string_value(json_object_get(sp->results_recent, id));
+                if (!aname)
+                        return -EAGAIN;
+        }
+        if (!*aname) {
+                snprintf(detail, sizeof(detail), "no item of %s is archived here "
+                         "(never delivered here, or pruned)", id);
+                return refuse(sp, a, id, rname, completion_refusal_name(RR_NOT_CONSUMED), detail, now);
+        }
+        if (!hook) {
+                /* whose it was and how it ended: the daemon's .outcome */
+                r = layout_suffixed(aname, LAYOUT_OUTCOME, sname, sizeof(sname));
+                if (r == 0)
+                        r = hd_load_at(sp->fd[SD_ARCHIVE], sname, &side_lim, &side, &v);
+                if (r == -ENOENT || r == -EBADMSG) {
+                        snprintf(detail, sizeof(detail), "no item of %s is archived here "
+                                 "(pruned)", id);
+                        return refuse(sp, a, id, rname, completion_refusal_name(RR_NOT_CONSUMED),
+                                      detail, now);
+                }
+                if (r < 0)
+                        return r;
+                if (not_completable(side, agent, detail, sizeof(detail)))
+                        return refuse(sp, a, id, rname, completion_refusal_name(RR_NOT_CONSUMED),
+                                      detail, now);
+        }
+        r = layout_suffixed(aname, LAYOUT_RESULT, xname, sizeof(xname));
+        if (r < 0)
+                return r;
+        r = hd_load_at(sp->fd[SD_ARCHIVE], xname, &lim, &had, &v);
+        if (r == 0) {
+                /* Recorded, and a crash kept the agent's file: done. */
+                if (json_equal(json_object_get(had, "result"), doc)) {
+                        unlinkat(a->handoffs_fd, rname, 0);
+                        return 0;
+                }
+                snprintf(detail, sizeof(detail), "%s has a result already, recorded at %s: the "
+                         "first stands", id,
+                         json_string_value(json_object_get(had, "recorded_at")) ?: "?");
+                return refuse(sp, a, id, rname, completion_refusal_name(RR_ALREADY_COMPLETED),
+                              detail, now);
+        }
+        if (r != -ENOENT && r != -EBADMSG)
+                return r;
+        hd_time_format(now, at, sizeof(at));
+        const char *status = json_string_value(json_object_get(doc, "status"));
+        env = json_pack("{s:s, s:s, s:s, s:s, s:O}", "handoff_id", id, "agent", agent,
+                        "status", status, "recorded_at", at, "result", doc);
+        if (!env)
+                return -ENOMEM;
+        r = hd_canon_dump(env, NULL, &out, &len);
+        if (r < 0)
+                return r;
+        r = write_atomic(sp->fd[SD_ARCHIVE], xname, out, len, 0640,
+                         sp->cfg->fsync ? WRITE_SYNC_FILE : 0);
+        if (r < 0)
+                return r;
+        sp->dirty[SD_ARCHIVE] = true;
+        /* On disk with archive/ (and whatever the archive moved) before the
+         * agent's file goes. */
+        r = spool_flush(sp);
+        if (r < 0)
+                return r;
+        unlinkat(a->handoffs_fd, rname, 0);
+        if (layout_prefixed(LAYOUT_REFUSED, id, fname, sizeof(fname)) == 0)
+                unlinkat(a->handoffs_fd, fname, 0);     /* an earlier try's */
+        if (!strcmp(status, "failed"))
+                sp->st.failed++;
+        else
+                sp->st.completed++;
+        log_decision(LOG_INFO, id, agent, status, NULL, "Result of %s from %s: %s", id, agent,
+                     status);
+        return 1;
+}
+
+/* The name a listing found for id in found (archived_find()), or "". */
+static const char *found_name(const json_t *found, const char *id)
+{
+        return json_string_value(json_array_get(json_object_get(found, id), 0)) ?: "";
+}
+
+int completion_archived_locked(struct spool *sp, struct agent_rt *a, const char *id,
+                           const char *aname, int64_t now)
+{
+        char rname[NAME_MAX + 1];
+
+        recent_note(sp, id, aname);
+        /* One look per archive: most items have no result waiting. */
+        if (hd_result_name(id, rname, sizeof(rname)) < 0 || !spool_exists_at(a->handoffs_fd, rname))
+                return 0;
+        return take_locked(sp, a, id, aname, true, now);
+}
+
+/* May archive/ be listed for results now?  At most once a second: an
+ * agent that writes results for ids never archived costs a listing a
+ * second, however many it writes. */
+static bool may_list(const struct spool *sp)
+{
+        return sp->results_listed_at == 0 ||
+               mono_usec() - sp->results_listed_at >= RESULT_LIST_EVERY_USEC;
+}
+
+/* A result that waits: the sweep's end looks again, in a second, or as
+ * soon as a listing is allowed again (no sooner: the look would be lost). */
+static void result_later(struct spool *sp, int64_t now)
+{
+        int64_t wait = RESULT_RETRY_USEC;
+
+        if (!may_list(sp))
+                wait = sp->results_listed_at + RESULT_LIST_EVERY_USEC - mono_usec();
+        sp->results_due = true;
+        deadline_note(&sp->deadline, now + (wait > 0 ? wait : 0));
+}
+
+/* The result of id in a's handoffs/, looked at now.  One whose item is
+ * consumed and still claimed waits for the archive (the bootstrap's
+ * going is its event, the sweep at a deadline its look), which takes it
+ * (completion_archived_locked()): the archive is lifecycle.c's, which
+ * calls here, never the other way round. */
+static int look(struct spool *sp, struct agent_rt *a, const char *id, int64_t now, json_t *later)
+{
+        uint64_t off;
+        int r;
+
+        off = lock_off_id(id);
+        r = lock_try(sp->lock_fd, off, true);
+        if (r == -EAGAIN) {
+                result_later(sp, now);
+                return 0;
+        }
+        if (r < 0)
+                return r;
+        r = take_locked(sp, a, id, NULL, false, now);
+        if (r == -EAGAIN && later) {
+                /* for the scan's one listing; another agent's result of
+                 * the same id at the next */
+                if (json_object_get(later, id))
+                        result_later(sp, now);
+                else
+                        json_object_set_new(later, id, json_integer(a - sp->agents));
+                r = 0;
+        } else if (r == -EAGAIN && may_list(sp)) {
+                _cleanup_json_ json_t *want = json_pack("{s:n}", id);
+                r = want ? archived_find(sp, want) : -ENOMEM;
+                if (r == 0)
+                        r = take_locked(sp, a, id, found_name(want, id), false, now);
+        } else if (r == -EAGAIN) {
+                result_later(sp, now);
+                r = 0;
+        }
+        lock_release(sp->lock_fd, off);
+        return r;
+}
+
+int completion_arrived(struct spool *sp, struct agent_rt *a, const char *name, int64_t now)
+{
+        const char *id;
+        int r;
+
+        if (layout_classify(name) != LK_RESULT)
+                return 0;
+        id = name + strlen(LAYOUT_RESULT_IN);
+        /* Not a name hd_complete() writes (an agent's own temp name, say):
+         * not ours to touch. */
+        if (!hd_id_valid(id))
+                return 0;
+        r = look(sp, a, id, now, NULL);
+        int q = spool_flush(sp);
+        return r < 0 ? r : q;
+}
+
+/* The results of later (id -> agent index), after one listing. */
+static void take_listed(struct spool *sp, json_t *later, int64_t now)
+{
+        const char *id;
+        json_t *x;
+        int r;
+
+        if (json_object_size(later) == 0)
+                return;
+        if (!may_list(sp)) {
+                result_later(sp, now);
+                return;
+        }
+        _cleanup_json_ json_t *found = json_deep_copy(later);
+        r = found ? archived_find(sp, found) : -ENOMEM;
+        if (r < 0) {
+                spool_error(sp, r, "Cannot list archive/ for the agents' results");
+                result_later(sp, now);
+                return;
+        }
+        json_object_foreach(later, id, x) {
+                struct agent_rt *a = &sp->agents[json_integer_value(x)];
+                uint64_t off = lock_off_id(id);
+                if (lock_try(sp->lock_fd, off, true) < 0) {
+                        result_later(sp, now);
+                        continue;
+                }
+                r = take_locked(sp, a, id, found_name(found, id), false, now);
+                lock_release(sp->lock_fd, off);
+                if (r < 0 && r != -EAGAIN)
+                        spool_error(sp, r, "Cannot take the result of %s", id);
+        }
+}
+
+void completion_scan(struct spool *sp, int64_t now)
+{
+        _cleanup_json_ json_t *later = json_object();
+        unsigned looked = 0;
+
+        sp->results_due = false;
+        /* too soon after a listing: what needs one would be looked at
+         * for nothing */
+        if (!may_list(sp)) {
+                result_later(sp, now);
+                return;
+        }
+        for (size_t i = 0; i < sp->n_agents && later; i++) {
+                struct agent_rt *a = &sp->agents[i];
+                struct dirent *de;
+                DIR *d;
+
+                d = opendir_at(a->handoffs_fd);
+                if (!d)
+                        continue;
+                while ((de = readdir(d))) {
+                        enum layout_kind k = layout_classify(de->d_name);
+                        const char *id = de->d_name + strlen(LAYOUT_RESULT_IN);
+                        struct stat st;
+                        int r;
+
+                        if (k == LK_REFUSED) {
+                                if (fstatat(a->handoffs_fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+                                    st.st_mtime < now / 1000000 - RESULT_REFUSED_KEEP_S)
+                                        unlinkat(a->handoffs_fd, de->d_name, 0);
+                                continue;
+                        }
+                        if (k != LK_RESULT || !hd_id_valid(id))
+                                continue;
+                        /* a bounded number a scan, the rest at the next */
+                        if (looked++ >= RESULT_SCAN_MAX) {
+                                result_later(sp, now);
+                                break;
+                        }
+                        r = look(sp, a, id, now, later);
+                        if (r < 0) {
+                                char q[300];
+                                spool_error(sp, r, "Cannot take the result %s of agent %s",
+                                            log_quote(de->d_name, q, sizeof(q)), a->cfg->name);
+                        }
+                }
+                closedir(d);
+        }
+        if (later)
+                take_listed(sp, later, now);
+        int q = spool_flush(sp);
+        if (q < 0)
+                spool_error(sp, q, "Cannot fsync the spool");
+}
