@@ -4,12 +4,14 @@
  * (items_match()), an overflow looks at everything again.  No polling.
  *
  * Exit: 0 consumed (with --until claimed: claimed, or past the claim);
- * 1 rejected or expired; 2 usage or config error; 3 timeout; 4 a system
- * error; 5 relayed to another host (the outcome is decided there).  With
- * receipts on ([relay] host_pubkey_dir), a relayed item is waited for
- * through to the outcome its receiving host's signed receipt reports
- * (receipt.c): consumed 0, expired or rejected 1; --until relayed stops at
- * the relay as before. */
+ * 1 rejected, expired or canceled (withdrawn by its sender: it never
+ * reached its agent, so not even --until claimed counts it); 2 usage or
+ * config error; 3 timeout; 4 a system error; 5 relayed to another host
+ * (the outcome is decided there).  With receipts on ([relay]
+ * host_pubkey_dir), a relayed item is waited for through to the outcome
+ * its receiving host's signed receipt reports (receipt.c): consumed 0,
+ * expired, canceled or rejected 1; --until relayed stops at the relay as
+ * before. */
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
@@ -35,9 +37,9 @@ static void wait_usage(FILE *f)
                 "Usage: handoffctl wait [-c CONF | --spool DIR] HANDOFF_ID [--timeout SECONDS]\n"
                 "                       [--until claimed|relayed] [--json]\n"
                 "\n"
-                "Block until the handoff is consumed, expired, rejected or relayed (or\n"
-                "claimed, with --until claimed) and print what became of it.  An id\n"
-                "not in the spool yet is waited for.\n"
+                "Block until the handoff is consumed, expired, canceled, rejected or\n"
+                "relayed (or claimed, with --until claimed) and print what became of\n"
+                "it.  An id not in the spool yet is waited for.\n"
                 "\n"
                 "  -c, --config FILE      daemon configuration (default %s)\n"
                 "  -s, --spool DIR        the spool, instead of the configuration's\n"
@@ -50,10 +52,11 @@ static void wait_usage(FILE *f)
                 "  -h, --help             this text\n"
                 "      --version          the version\n"
                 "\n"
-                "Exit: 0 consumed (--until claimed: claimed), 1 rejected or expired,\n"
-                "2 usage, 3 timeout, 4 error, 5 relayed to another host (receipts off,\n"
-                "or --until relayed).  A relayed item's outcome on the other host\n"
-                "counts when receipts are on ([relay] host_pubkey_dir).\n",
+                "Exit: 0 consumed (--until claimed: claimed), 1 rejected, expired or\n"
+                "canceled (also with --until claimed), 2 usage, 3 timeout, 4 error,\n"
+                "5 relayed to another host (receipts off, or --until relayed).  A\n"
+                "relayed item's outcome on the other host counts when receipts are on\n"
+                "([relay] host_pubkey_dir).\n",
                 CONFIG_DEFAULT_PATH);
 }
 
@@ -78,7 +81,8 @@ static bool wait_relayed(const json_t *it, bool until_claimed, int *ret_code)
                 *ret_code = CTL_EXIT_OK;
                 return true;
         }
-        if (ro && (!strcmp(ro, "expired") || !strcmp(ro, "rejected"))) {
+        if (ro && (!strcmp(ro, "expired") || !strcmp(ro, "rejected") ||
+                   !strcmp(ro, "canceled"))) {
                 *ret_code = until_claimed && !strcmp(ro, "expired") ? CTL_EXIT_OK : CTL_EXIT_NEGATIVE;
                 return true;
         }
@@ -104,7 +108,7 @@ static bool wait_done(const json_t *it, int rank, bool until_claimed, int *ret_c
         if (rank == ITEMS_ARCHIVED) {
                 if (!strcmp(st, "relayed"))
                         return wait_relayed(it, until_claimed, ret_code);
-                else if (!strcmp(st, "consumed") || until_claimed)
+                else if (!strcmp(st, "consumed") || (until_claimed && strcmp(st, "canceled")))
                         *ret_code = CTL_EXIT_OK;   /* expired: it was claimed */
                 else
                         *ret_code = CTL_EXIT_NEGATIVE;

@@ -17,6 +17,7 @@ static const struct {
         { "consume", cmd_consume, "take an agent's bootstrap, once" },
         { "inbox",   cmd_inbox,   "the bootstraps waiting for an agent; --follow" },
         { "wait",    cmd_wait,    "block until a handoff has an outcome" },
+        { "cancel",  cmd_cancel,  "take back a handoff its agent has not taken yet" },
         { "mcp",     cmd_mcp,     "serve an agent over the Model Context Protocol (stdio)" },
         { "list",    cmd_list,    "list items in the spool" },
         { "show",    cmd_show,    "show one item by handoff_id" },

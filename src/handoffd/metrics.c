@@ -63,6 +63,7 @@ int metrics_write(struct spool *sp, int64_t now)
         C("retried", s->retried);
         C("consumed", s->consumed);
         C("expired", s->expired);
+        C("canceled", s->canceled);
         C("overflow", s->overflows);
         C("rescan", s->rescans);
         C("error", s->errors);

@@ -172,7 +172,7 @@ void retention_run(struct spool *sp, int64_t now)
          * max_window after issue. */
         int64_t window = (c->max_window + c->max_clock_skew) * 1000000LL;
         int64_t floor = now - window;
-        uint64_t arrived = sp->st.consumed + sp->st.expired, batch;
+        uint64_t arrived = sp->st.consumed + sp->st.expired + sp->st.canceled, batch;
 
         for (int i = 0; i < _HD_R_MAX; i++)
                 arrived += sp->st.rejected[i];

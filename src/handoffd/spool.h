@@ -25,6 +25,7 @@ enum spool_dir {
         SD_BATON,
         SD_OUTBOX,      /* verified, for a remote agent: waits for the relay */
         SD_SPENT,       /* producers' files of claims, removed when idle */
+        SD_CANCEL,      /* senders' requests to withdraw a handoff (cancel.c) */
         _SD_MAX
 };
 
@@ -39,7 +40,7 @@ struct spool_ino {
 
 struct spool_stats {
         int64_t started_usec;
-        uint64_t claimed, delivered, recovered, retried, consumed, expired,
+        uint64_t claimed, delivered, recovered, retried, consumed, expired, canceled,
                  left, deferred, overflows, rescans, errors, archived_pruned,
                  rejected_pruned;
         uint64_t rejected[_HD_R_MAX];
@@ -88,6 +89,8 @@ struct spool_kept {
 };
 #define SPOOL_KEPT_MAX 128
 
+struct cancels;
+
 struct spool {
         struct config *cfg;
         struct spool_relay relay;
@@ -129,6 +132,7 @@ struct spool {
         json_t *spent_skipped;  /* names in spent/ it cannot free, reported */
         struct spool_kept kept[SPOOL_KEPT_MAX]; /* the last ones, oldest replaced */
         size_t kept_next;
+        struct cancels *cancels;        /* cancel.c: the requests not answered yet */
 };
 
 enum item_outcome {

@@ -135,7 +135,7 @@ await refused('no token: SendMessage refused', () => anon.sendMessage(message('x
 const alice = await client(args.agent, args.other);
 await refused('another agent\'s token: TaskNotFoundError', () => alice.getTask({ id: task.id }),
               'TaskNotFoundError');
-await refused('CancelTask: UnsupportedOperationError', () => bob.cancelTask({ id: task.id }),
-              'UnsupportedOperationError');
+await refused('CancelTask of a completed task: TaskNotCancelableError',
+              () => bob.cancelTask({ id: task.id }), 'TaskNotCancelableError');
 say({ step: 'end', ok: true, done: true });
 process.exit(0);
