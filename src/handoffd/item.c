@@ -546,6 +546,7 @@ static int act_archive_canceled(struct spool *sp, struct item_files *f, int64_t 
         r = archive(sp, f, "canceled", now);
         if (r < 0)
                 return r;       /* .cancel.NAME tells the retry */
+        json_object_del(sp->failed, f->id);     /* a publish to retry: none now */
         return drop_taken(sp, f, f->cname, r);
 }
 
