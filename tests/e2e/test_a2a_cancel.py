@@ -173,17 +173,20 @@ def race(env, hub, conf, rounds):
         delivered(env, hid)
         gate = threading.Barrier(2)
         res = {}
+        # each side first now and then: a CancelTask (HTTP, the hub's look
+        # at the spool, a synced request, the daemon) takes longer than
+        # handoffctl consume's start, so the consumer waits a little in
+        # half the rounds
+        late = rnd.random() * 0.03 if rnd.random() < 0.5 else 0
 
         def take():
             gate.wait()
+            threading.Event().wait(late)
             res["consume"] = consume(env, conf, hid).returncode
 
         th = threading.Thread(target=take)
         th.start()
         gate.wait()
-        # each side first now and then
-        if rnd.random() < 0.5:
-            threading.Event().wait(rnd.random() * 0.01)
         st, ans = rpc.call("CancelTask", {"id": hid}, conn=conn)
         th.join()
         canceled = st == 200 and "result" in ans and state(ans["result"]) == "TASK_STATE_CANCELED"
