@@ -160,10 +160,13 @@ static int load(struct spool *sp, const char *name, int64_t now)
         id = json_string_value(json_object_get(doc, "handoff_id"));
         from = json_string_value(json_object_get(doc, "from_agent"));
         exp = json_string_value(json_object_get(doc, "expires_at"));
-        if (c->n >= CANCEL_PENDING_MAX) {
+        size_t mine = 0;
+        for (size_t i = 0; i < c->n; i++)
+                mine += !strcmp(c->v[i].from, from);
+        if (c->n >= CANCEL_PENDING_MAX || mine >= CANCEL_PENDING_PER_SENDER) {
                 if (c->refused_full++ % 1000 == 0)
-                        log_warning("Cancel requests: %zu wait already; refusing more "
-                                    "(%llu so far)", c->n,
+                        log_warning("Cancel requests: %zu wait already, %zu of them %s's; "
+                                    "refusing more (%llu so far)", c->n, mine, from,
                                     (unsigned long long)c->refused_full);
                 answer_file(sp, name, id, from, CA_REFUSED, "too many requests wait");
                 return 0;

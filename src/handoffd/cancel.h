@@ -13,8 +13,11 @@
 #include "cancelreq.h"
 #include "spool.h"
 
-/* Requests not answered, at most; past it a new one is refused. */
+/* Requests not answered, at most, and of one sender (whose key signed
+ * them: no sender fills the table for the others); past it a new one is
+ * refused. */
 #define CANCEL_PENDING_MAX 1024
+#define CANCEL_PENDING_PER_SENDER 64
 
 /* sp->cancels made, with the requests cancel/ holds (checked, not acted
  * on: the first sweep and the first look at each id do that).  0 or

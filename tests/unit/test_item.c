@@ -497,6 +497,40 @@ START_TEST(test_item_cancel_event)
 }
 END_TEST
 
+/* Requests for ids not claimed wait; one sender fills at most
+ * CANCEL_PENDING_PER_SENDER places, the others keep theirs. */
+START_TEST(test_cancel_pending_bounded_per_sender)
+{
+        struct fx f;
+        char name[300], id[32];
+        struct dirent *de;
+        unsigned refused = 0;
+        DIR *d;
+
+        fx_open(&f);
+        for (int i = 0; i <= CANCEL_PENDING_PER_SENDER; i++) {
+                char *buf = NULL;
+                size_t len;
+                snprintf(id, sizeof(id), "none-%d", i);
+                ck_assert_int_eq(cancelreq_build(id, "carol", f.carol, hd_now_usec(), 600,
+                                                 &buf, &len), 0);
+                ck_assert_int_eq(cancelreq_name(id, name, sizeof(name)), 0);
+                fx_put(f.sp->fd[SD_CANCEL], "", name, "", buf);
+                free(buf);
+        }
+        put_cancel(&f, "none-bob", "bob", f.k, name, sizeof(name));
+        ck_assert(cancel_wanted(f.sp, "none-bob", "bob"));
+        d = fdopendir(dup(f.sp->fd[SD_CANCEL]));
+        ck_assert_ptr_nonnull(d);
+        while ((de = readdir(d)))
+                refused += !strncmp(de->d_name, ".refused.none-", 14);
+        closedir(d);
+        ck_assert_uint_eq(refused, 1);
+        cancel_free(f.sp);
+        fx_close(&f);
+}
+END_TEST
+
 Suite *suite_item(void);
 Suite *suite_item(void)
 {
@@ -508,6 +542,7 @@ Suite *suite_item(void)
         tcase_add_test(tc, test_item_later_pending_not_published);
         tcase_add_test(tc, test_item_legacy_converted);
         tcase_add_test(tc, test_item_cancel_event);
+        tcase_add_test(tc, test_cancel_pending_bounded_per_sender);
         suite_add_tcase(s, tc);
         return s;
 }
