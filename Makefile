@@ -196,9 +196,11 @@ $(B)/tests/check_main.o: tests/check_main.c $(B)/tests/suites.inc
 
 # The hub's connection table (hub_conns.c) is tested alone: it needs
 # nothing of libmicrohttpd, and its test stands in for the rest of the hub.
+# --wrap=calloc: a test can make an allocation of the code under test
+# fail (testutil.h tu_fail_calloc).
 $(CHECKB): $(B)/tests/check_main.o $(TEST_OBJS) $(B)/src/hubd/hub_conns.o $(CORE) $(LIBA)
 	$(quiet) LD $@
-	$(Q)$(CC) $(HD_LDFLAGS) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) $(CHECK_LIBS) -lm
+	$(Q)$(CC) $(HD_LDFLAGS) $(LDFLAGS) -Wl,--wrap=calloc -o $@ $^ $(PKG_LIBS) $(CHECK_LIBS) -lm
 
 # CK_RUN_SUITE=NAME / CK_RUN_CASE=NAME select; T=NAME is short for the first.
 CHECK_ENV = HD_BUILD=$(CURDIR)/$(B) HD_SRC=$(CURDIR) SANITIZE=$(SANITIZE) \

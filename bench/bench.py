@@ -261,7 +261,7 @@ class Run:
     """One fresh temp spool (hdtest.Env: a dir, a key, a config) and one
     program on it, the floor or handoffd, run by hdtest.Daemon."""
 
-    def __init__(self, paths, prog, fsync, tag, key_hex, base=None):
+    def __init__(self, paths, prog, fsync, tag, key_hex, base=None, quota=0):
         self.paths = paths
         self.prog = prog
         self.fsync = fsync
@@ -291,8 +291,10 @@ class Run:
             f"fsync = {'yes' if fsync else 'no'}",
             "rescan_interval = 30",
             "resume_window = 600",
-            "max_waiting = 0",
-            "max_waiting_per_sender = 0",
+            # the inbox quota off (0), or both limits at --quota: every
+            # item still claimed, each one counted (its cost)
+            f"max_waiting = {quota}",
+            f"max_waiting_per_sender = {quota}",
             "",
             "[keys]",
             f"default = {e.key_path}",
@@ -504,7 +506,7 @@ def run_one(a, paths, phase, fsync, prog, items, key_hex, tag, runs, settle):
     tmpfs = phase == "burst_tmpfs"
     traced = phase == "syscalls"
     burst = phase in ("burst", "burst_tmpfs", "syscalls")
-    r = Run(paths, prog, fsync, tag, key_hex, base=a.tmpfs if tmpfs else None)
+    r = Run(paths, prog, fsync, tag, key_hex, base=a.tmpfs if tmpfs else None, quota=a.quota)
     runs.append(r)
     n = len(items)
     res = {"prog": prog, "phase": phase, "fsync": "on" if fsync else "off", "n": n}
@@ -1068,6 +1070,9 @@ def main():
                     help="burst_tmpfs phase: a tmpfs directory for its temp spools (default /dev/shm)")
     ap.add_argument("--strace-n", type=int, default=int(env("BENCH_STRACE_N", "1000")),
                     help="syscalls phase: items in its burst under strace (default 1000)")
+    ap.add_argument("--quota", type=int, default=int(env("BENCH_QUOTA", "0")),
+                    help="handoffd's [spool] max_waiting and max_waiting_per_sender (default 0: "
+                         "no inbox quota; set it above the items of a phase to count its cost)")
     ap.add_argument("--hub-n", type=int, default=int(env("BENCH_HUB_N", "2000")),
                     help="hub phase: handoffs per burst (default 2000; the rate run uses --rate-n)")
     ap.add_argument("--relay-n", type=int, default=int(env("BENCH_RELAY_N", "1000")),

@@ -61,8 +61,8 @@ _handoffctl()
         status)  opts+=" -c --config -j --json" ;;
         submit)  opts+=" -c --config -s --spool --create-spool -k --key -f --from -t --to
                         -r --reason --transcript --context --ttl --id --kid --type --payload
-                        --caller-hash" ;;
-        verify)  opts+=" -k --key --kid --now --max-window --max-clock-skew --max-size" ;;
+                        --caller-hash -o --output" ;;
+        verify)  opts+=" -c --config -k --key --kid --now --max-window --max-clock-skew --max-size" ;;
         consume) opts+=" -c --config -a --agent -d --state-dir -w --window -x --context" ;;
         inbox)   opts+=" -c --config -a --agent -d --state-dir -w --window -f --follow -j --json" ;;
         wait)    opts+=" -c --config -s --spool -t --timeout -u --until -j --json" ;;

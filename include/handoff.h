@@ -62,6 +62,7 @@ typedef enum hd_reason {
         HD_R_TOO_MANY_VALUES,
         HD_R_INBOX_FULL,        /* the agent's waiting bootstraps at their limit */
         HD_R_UNREADABLE,        /* the daemon may not read it (its owner's mode) */
+        HD_R_NOT_SERVED,        /* for an agent this host does not serve, and no room to wait */
         _HD_R_MAX
 } hd_reason;
 

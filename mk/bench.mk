@@ -9,6 +9,7 @@
 #   make bench TMPDIR=/dev/shm         (temp spools go under $TMPDIR or /tmp)
 #   make bench BENCH_TMPFS=/run/x      (the burst_tmpfs phase's tmpfs dir, default /dev/shm)
 #   make bench BENCH_STRACE_N=2000     (the syscalls phase: items traced by strace)
+#   make bench BENCH_QUOTA=100000      (handoffd with the inbox quota on, counted)
 #   make bench BENCH_SETTLE=0          (do not wait for cheap file creation;
 #                                       see bench/README.md)
 #   make bench-floor                   only build $(B)/bench/floor
@@ -28,6 +29,7 @@ BENCH_SETTLE  ?= 90
 BENCH_SETTLE_US ?= 50
 BENCH_TMPFS   ?= /dev/shm
 BENCH_STRACE_N ?= 1000
+BENCH_QUOTA   ?= 0
 BENCH_ARGS    ?=
 BENCH_BUILD   := $(CURDIR)/build
 FLOOR         := $(B)/bench/floor
@@ -49,7 +51,7 @@ bench: deps
 		--rate '$(BENCH_RATE)' --rate-n '$(BENCH_RATE_N)' \
 		--backlog '$(BENCH_BACKLOG)' --settle '$(BENCH_SETTLE)' \
 		--settle-us '$(BENCH_SETTLE_US)' --tmpfs '$(BENCH_TMPFS)' \
-		--strace-n '$(BENCH_STRACE_N)' $(BENCH_ARGS)
+		--strace-n '$(BENCH_STRACE_N)' --quota '$(BENCH_QUOTA)' $(BENCH_ARGS)
 
 # `make bench-verify`: hd_verify per document, HMAC against Ed25519
 # (bench/verify_cost.c, in-memory, no daemon).

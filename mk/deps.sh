@@ -1,14 +1,19 @@
 #!/bin/sh
-# Install the Debian packages of mk/build-deps that are not installed yet.
-# Quiet and quick when nothing is missing.
+# Install the Debian packages of mk/build-deps (or of the list file given
+# as the first argument, and the packages named after it) that are not
+# installed yet.  Quiet and quick when nothing is missing.
+#   sh mk/deps.sh                         make deps, check, run
+#   sh mk/deps.sh mk/deb-deps [lintian]   make deb
 set -eu
-list="$(dirname "$0")/build-deps"
+list="${1:-$(dirname "$0")/build-deps}"
+[ $# -gt 0 ] && shift
+extra="$*"
 # Packages that installed ones provide count as there: e.g. npm, which
 # the nodejs package of other repositories (NodeSource) carries inside.
 provided=$(dpkg-query -W -f='${db:Status-Abbrev} ${Provides}\n' 2>/dev/null |
 	sed -n 's/^ii *//p' | tr ',' '\n' | sed -e 's/(.*//' -e 's/:any//' -e 's/ //g')
 missing=""
-for p in $(sed -e 's/#.*//' "$list"); do
+for p in $(sed -e 's/#.*//' "$list") $extra; do
 	s=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
 	case "$s" in
 	*"ok installed"*) ;;

@@ -5,7 +5,9 @@
 #   make uninstall (same variables)
 #   make dist        handoffd-$(VERSION).tar.gz from git HEAD
 #   make distcheck   unpack dist, make, make check, make install DESTDIR=tmp
-#   make deb         dpkg-buildpackage -us -uc -b in a copy; .debs to $(DEBDIR)
+#   make deb         dpkg-buildpackage -us -uc -b in a copy; .debs to $(DEBDIR):
+#                    every package of debian/control, its tests run inside
+#                    (make check) unless DEB_BUILD_OPTIONS=nocheck
 #
 # install never runs systemctl, systemd-sysusers or systemd-tmpfiles: the
 # package (or the admin) does that.  Installing builds nothing that is up to
@@ -155,32 +157,50 @@ distcheck: dist
 
 # ---- deb -----------------------------------------------------------------
 
-# Packaging tools (not needed for make check): mk/deb-deps.
 DEBDIR ?= $(B)/deb
+# DEB_BUILD_OPTIONS=nocheck (Debian's way): no make check inside the build,
+# and the build profile nocheck, so the tests' Build-Depends are not needed.
+DEB_NOCHECK := $(filter nocheck,$(DEB_BUILD_OPTIONS))
+DEB_PROFILE := $(if $(DEB_NOCHECK),-Pnocheck)
+DEB_PACKAGES = $(shell sed -n 's/^Package: *//p' debian/control)
 
+# What a package build needs, and only that: the packaging tools
+# (mk/deb-deps; lintian with LINTIAN=1), debian/control's Build-Depends for
+# this profile, and, when the tests run inside, everything make check
+# uses (mk/build-deps).  NO_DEPS=1 installs nothing.
 deb-deps:
-	@missing=""; for p in $$(sed -e 's/#.*//' mk/deb-deps); do \
-		dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || \
-			missing="$$missing $$p"; \
-	done; \
-	if [ -n "$$missing" ]; then \
+ifneq ($(NO_DEPS),1)
+	@sh mk/deps.sh mk/deb-deps $(if $(filter 1,$(LINTIAN)),lintian)
+	@if ! dpkg-checkbuilddeps $(DEB_PROFILE) >/dev/null 2>&1; then \
 		sudo=""; [ "$$(id -u)" -eq 0 ] || sudo=sudo; \
-		echo "deb-deps: installing$$missing" >&2; \
-		$$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-			--no-install-recommends $$missing; \
+		echo "deb-deps: installing the Build-Depends of debian/control$(if $(DEB_NOCHECK), (profile nocheck))" >&2; \
+		$$sudo env DEBIAN_FRONTEND=noninteractive apt-get build-dep -y -qq \
+			--no-install-recommends $(DEB_PROFILE) ./; \
 	fi
+ifeq ($(DEB_NOCHECK),)
+	@sh mk/deps.sh
+endif
+endif
 
 # dpkg-buildpackage writes into ../ and debian/: build in a copy of the
 # working tree so that nothing lands in the checkout or beside it.
-deb: deps deb-deps
+deb: deb-deps
+	@echo "deb: building $(words $(DEB_PACKAGES)) packages ($(DEB_PACKAGES))," \
+		"and -dbgsym packages of their debug symbols, into $(DEBDIR)/"
+ifeq ($(DEB_NOCHECK),)
+	@echo "deb: the build runs make check, every test (about 20 minutes on 2 cores);" \
+		"DEB_BUILD_OPTIONS=nocheck skips it"
+else
+	@echo "deb: DEB_BUILD_OPTIONS=nocheck: no tests"
+endif
 	@set -e; t=$$(mktemp -d "$${TMPDIR:-/tmp}/handoffd-deb.XXXXXX"); \
 	trap 'rm -rf "$$t"' EXIT; \
 	mkdir "$$t/$(DIST_NAME)"; \
 	tar --exclude=./build --exclude=./.git --exclude=./demo \
 	    --exclude='./handoffd-*.tar.gz' -cf - . | tar -C "$$t/$(DIST_NAME)" -xf -; \
-	(cd "$$t/$(DIST_NAME)" && dpkg-buildpackage -us -uc -b); \
+	(cd "$$t/$(DIST_NAME)" && dpkg-buildpackage -us -uc -b $(DEB_PROFILE)); \
 	mkdir -p $(DEBDIR); \
 	cp "$$t"/*.deb "$$t"/*.buildinfo "$$t"/*.changes $(DEBDIR)/; \
-	echo "deb: packages in $(DEBDIR):"; ls -1 $(DEBDIR)/*.deb
-	@if [ "$(LINTIAN)" = 1 ]; then \
-		echo "== lintian"; lintian --fail-on error $(DEBDIR)/*.changes; fi
+	echo "deb: packages in $(DEBDIR):"; (cd "$$t" && ls -1 *.deb); \
+	if [ "$(LINTIAN)" = 1 ]; then \
+		echo "== lintian"; lintian --fail-on error "$$t"/*.changes; fi

@@ -16,8 +16,10 @@ static void show_usage(FILE *f)
         fprintf(f,
                 "Usage: handoffctl show [-c CONF] HANDOFF_ID [--json]\n"
                 "\n"
-                "Show where an item is (state = handoff, claimed, archive or rejected),\n"
-                "its path, times, and its outcome or reject reason.\n"
+                "Show where an item is (state = handoff, outbox, claimed, archive or\n"
+                "rejected), its path, times, and its outcome or reject reason; status is\n"
+                "its final outcome (for a relayed item, the receiving host's when its\n"
+                "receipt says it).\n"
                 "\n"
                 "  -c, --config FILE  daemon configuration (default %s)\n"
                 "  -j, --json         one JSON object\n"
@@ -26,6 +28,38 @@ static void show_usage(FILE *f)
                 "\n"
                 "Exit: 0 found, 1 not found, 2 usage, 4 error.\n",
                 CONFIG_DEFAULT_PATH);
+}
+
+/* The status of a relayed item is its outcome on the receiving host once
+ * that host's signed receipt reports a final one (the relay's details stay
+ * in relayed_to and remote_*): what a script asks show for. */
+static void show_final_status(json_t *it)
+{
+        const char *ro = json_string_value(json_object_get(it, "remote_outcome"));
+        const char *st = json_string_value(json_object_get(it, "status"));
+
+        if (st && !strcmp(st, "relayed") && ro &&
+            (!strcmp(ro, "consumed") || !strcmp(ro, "expired") || !strcmp(ro, "rejected")))
+                json_object_set_new(it, "status", json_string(ro));
+}
+
+/* A field the item does not have is no line; the keys in one column as
+ * wide as the longest. */
+static void show_text(const json_t *found)
+{
+        const char *k;
+        json_t *v;
+        int w = 0;
+
+        json_object_foreach((json_t *)found, k, v)
+                if ((json_is_string(v) && json_string_length(v) > 0) || json_is_integer(v))
+                        w = (int)strlen(k) > w ? (int)strlen(k) : w;
+        json_object_foreach((json_t *)found, k, v) {
+                if (json_is_string(v) && json_string_length(v) > 0)
+                        printf("%-*s %s\n", w, k, ctl_esc(json_string_value(v)));
+                else if (json_is_integer(v))
+                        printf("%-*s %lld\n", w, k, (long long)json_integer_value(v));
+        }
 }
 
 int cmd_show(int argc, char **argv)
@@ -75,20 +109,13 @@ int cmd_show(int argc, char **argv)
                 return r;
         }
         config_free(cfg);
+        show_final_status(found);
         if (as_json) {
                 char *s = json_dumps(found, JSON_INDENT(2) | JSON_SORT_KEYS);
                 printf("%s\n", s ? s : "{}");
                 free(s);
         } else {
-                const char *k;
-                json_t *v;
-                json_object_foreach(found, k, v) {
-                        /* a field the item does not have ("") is not a line */
-                        if (json_is_string(v) && json_string_length(v) > 0)
-                                printf("%-12s %s\n", k, ctl_esc(json_string_value(v)));
-                        else if (json_is_integer(v))
-                                printf("%-12s %lld\n", k, (long long)json_integer_value(v));
-                }
+                show_text(found);
                 if (json_string_value(json_object_get(found, "relayed_to")))
                         printf("relayed to %s\n", ctl_esc(json_string_value(json_object_get(found, "relayed_to"))));
                 /* The receipt of the receiving host (receipt.c). */

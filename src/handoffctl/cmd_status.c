@@ -495,6 +495,12 @@ int cmd_status(int argc, char **argv)
                                 json_array_append_new(problems, json_sprintf("the relay is not connected%s%s",
                                         json_string_value(json_object_get(rl, "last_error")) ? ": " : "",
                                         json_string_value(json_object_get(rl, "last_error")) ?: ""));
+                        /* a key the receipts of a [remote] host are checked
+                         * with is unusable now: they are dropped */
+                        const char *rp = json_string_value(json_object_get(json_object_get(rl, "receipts"),
+                                                                           "problem"));
+                        if (rp)
+                                json_array_append_new(problems, json_string(rp));
                 }
                 json_t *oos = json_object_get(daemon, "agents_out_of_service");
                 const char *an;

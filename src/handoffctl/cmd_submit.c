@@ -1,6 +1,8 @@
 /* handoffctl submit: build a protocol_version 1 handoff the way the real
  * producer does, check it locally, sign it and publish it into a spool:
  * written atomically into tmp/, then moved (no replace) into handoff/.
+ * With --output the signed file is written there instead (or to stdout),
+ * for a spool elsewhere: what a client posts to handoff-hubd.
  *
  * The spool and the key come from the daemon's configuration unless --spool
  * and --key name them; a spool is never created by accident (a typo would
@@ -35,16 +37,21 @@ static void submit_usage(FILE *f)
         fprintf(f,
                 "Usage: handoffctl submit [-c CONF] --from AGENT --to AGENT [OPTIONS]\n"
                 "       handoffctl submit --spool DIR --key FILE --from AGENT --to AGENT [OPTIONS]\n"
+                "       handoffctl submit --key FILE --from AGENT --to AGENT --output FILE|- [OPTIONS]\n"
                 "\n"
                 "Sign a protocol_version 1 handoff and drop it into the spool's handoff/\n"
                 "(via tmp/).  Prints the handoff_id.  The spool and the key come from the\n"
                 "daemon configuration (-c, default %s)\n"
-                "unless --spool and --key are given.\n"
+                "unless --spool and --key are given.  With --output, the signed file is\n"
+                "written to FILE (or - for stdout) instead of into a spool.\n"
                 "\n"
                 "  -c, --config FILE      daemon configuration: its [spool] dir, and the key\n"
                 "                         it checks AGENT's handoffs with\n"
                 "  -s, --spool DIR        the spool (it must exist, with its handoff/)\n"
                 "      --create-spool     create the spool and its directories when missing\n"
+                "  -o, --output FILE|-    write the signed file to FILE (replaced whole,\n"
+                "                         mode 0600) or stdout, not into a spool; the\n"
+                "                         handoff_id is printed for FILE only\n"
                 "  -k, --key FILE         the signing key (0600, or 0640 for a group): an\n"
                 "                         HMAC key, or an Ed25519 secret key (sig + kid)\n"
                 "  -f, --from AGENT       from_agent\n"
@@ -52,7 +59,8 @@ static void submit_usage(FILE *f)
                 "  -r, --reason TEXT      reason (default \"handoff\")\n"
                 "      --transcript FILE  JSON array of {\"role\", \"text\"} (default [])\n"
                 "      --context TEXT     context_summary\n"
-                "      --ttl SECONDS      expires_at = now + SECONDS (default %d)\n"
+                "      --ttl DURATION     expires_at = now + DURATION (90, 5m, 1h, 2d;\n"
+                "                         default %d, at most 366d)\n"
                 "      --id ID            handoff_id (default UNIXTIME-FROM-TO-16HEX)\n"
                 "      --kid NAME         kid: the name of the HMAC key the receiver uses\n"
                 "                         (an Ed25519 key sets its own kid)\n"
@@ -63,8 +71,9 @@ static void submit_usage(FILE *f)
                 "  -h, --help             this text\n"
                 "      --version          the version\n"
                 "\n"
-                "With a configuration, a warning on stderr when no [agent TO] is in it\n"
-                "(the handoff is still written: another daemon may serve TO).\n"
+                "With a configuration and no --output, a warning on stderr when no\n"
+                "[agent TO] is in it (the handoff is still written: another daemon may\n"
+                "serve TO).\n"
                 "\n"
                 "Exit: 0 submitted, 1 refused (\"submit: REASON: detail\") or the id is\n"
                 "already pending, 2 bad usage or configuration, no such spool, unreadable\n"
@@ -75,6 +84,7 @@ static void submit_usage(FILE *f)
 struct submit_args {
         const char *conf, *spool, *key, *from, *to, *reason, *transcript, *context;
         const char *id, *kid, *type, *payload, *caller_hash;
+        const char *output;     /* --output FILE, "-": stdout; NULL: the spool */
         int64_t ttl;
         bool create_spool;
 };
@@ -106,8 +116,9 @@ static int submit_from_config(struct submit_args *a, struct config **cfg)
         r = ctl_config(a->conf, cfg);
         if (r) {
                 if (!a->conf)
-                        ctl_fail(CTL_EXIT_USAGE,
-                                 "submit: give -c CONF, or --spool DIR and --key FILE");
+                        ctl_fail(CTL_EXIT_USAGE, a->output
+                                 ? "submit: give --key FILE, or -c CONF"
+                                 : "submit: give -c CONF, or --spool DIR and --key FILE");
                 return r;
         }
         if (!a->spool)
@@ -184,6 +195,7 @@ int cmd_submit(int argc, char **argv)
                 { "config",      required_argument, NULL, 'c' },
                 { "spool",       required_argument, NULL, 's' },
                 { "create-spool", no_argument,      NULL, OPT_CREATE_SPOOL },
+                { "output",      required_argument, NULL, 'o' },
                 { "key",         required_argument, NULL, 'k' },
                 { "from",        required_argument, NULL, 'f' },
                 { "to",          required_argument, NULL, 't' },
@@ -212,7 +224,7 @@ int cmd_submit(int argc, char **argv)
         size_t len;
         int c, r;
 
-        while ((c = getopt_long(argc, argv, "s:k:f:t:r:c:h", opts, NULL)) >= 0) {
+        while ((c = getopt_long(argc, argv, "s:k:f:t:r:c:o:h", opts, NULL)) >= 0) {
                 switch (c) {
                 case 's': a.spool = optarg; break;
                 case 'k': a.key = optarg; break;
@@ -220,6 +232,7 @@ int cmd_submit(int argc, char **argv)
                 case 't': a.to = optarg; break;
                 case 'r': a.reason = optarg; break;
                 case 'c': a.conf = optarg; break;
+                case 'o': a.output = optarg; break;
                 case OPT_CONTEXT: a.context = optarg; break;
                 case OPT_CREATE_SPOOL: a.create_spool = true; break;
                 case OPT_TRANSCRIPT: a.transcript = optarg; break;
@@ -229,10 +242,12 @@ int cmd_submit(int argc, char **argv)
                 case OPT_PAYLOAD: a.payload = optarg; break;
                 case OPT_CALLER_HASH: a.caller_hash = optarg; break;
                 case OPT_TTL:
-                        if (parse_int64(optarg, 1, SUBMIT_MAX_TTL, &a.ttl) < 0)
+                        /* the duration every other option and key takes */
+                        if (config_parse_duration(optarg, &a.ttl) < 0 || a.ttl < 1 ||
+                            a.ttl > SUBMIT_MAX_TTL)
                                 return ctl_fail(CTL_EXIT_USAGE,
-                                                "submit: --ttl '%s': not a number of seconds in 1..%lld",
-                                                optarg, SUBMIT_MAX_TTL);
+                                                "submit: --ttl '%s': not a duration from 1s to 366d "
+                                                "(like 90, 5m, 1h)", optarg);
                         break;
                 case 'h':
                         submit_usage(stdout);
@@ -273,12 +288,15 @@ int cmd_submit(int argc, char **argv)
                                 "submit: bad_id: handoff_id '%s' is not [A-Za-z0-9][A-Za-z0-9_-]{0,127}",
                                 a.id);
 
-        if (a.conf || !a.spool || !a.key) {
+        if (a.output && (a.spool || a.create_spool))
+                return ctl_fail(CTL_EXIT_USAGE, "submit: --output writes no spool: "
+                                "give --output or --spool/--create-spool, not both");
+        if (a.conf || (!a.spool && !a.output) || !a.key) {
                 r = submit_from_config(&a, &cfg);
                 if (r != 0)
                         return r;
         }
-        if (!a.create_spool && (r = check_spool(a.spool)) != 0)
+        if (!a.output && !a.create_spool && (r = check_spool(a.spool)) != 0)
                 return r;
         r = hd_key_load(a.key, &key, err, sizeof(err));
         if (r < 0)
@@ -325,12 +343,36 @@ int cmd_submit(int argc, char **argv)
                 return ctl_fail(r, "submit: %s: %s", a.transcript, e.msg);
         if (r == CTL_EXIT_NEGATIVE && a.payload && strstr(e.msg, "payload"))
                 return ctl_fail(r, "submit: %s: %s", a.payload, e.msg);
-        if (r == 0)
+        if (r == 0 && a.output && !strcmp(a.output, "-")) {
+                /* the file's bytes and nothing else: the id is inside */
+                if (fwrite(buf, 1, len, stdout) != len || fflush(stdout) == EOF)
+                        return ctl_fail(CTL_EXIT_ERROR, "submit: stdout: %s", strerror(errno));
+                return CTL_EXIT_OK;
+        }
+        if (r == 0 && a.output)
+                r = submit_write_file(a.output, buf, len, &e);
+        else if (r == 0)
                 r = submit_publish(a.spool, id, buf, len, a.create_spool, &e);
         if (r != 0)
                 return ctl_fail(r, "submit: %s", e.msg);
-        /* Written all the same: another daemon on this spool may serve it. */
+        /* Written all the same: another daemon on this spool may serve it.
+         * A file written elsewhere (--output) goes to another spool, which
+         * this configuration does not describe: no warning. */
+        if (a.output) {
+                config_free(cfg);
+                cfg = NULL;
+        }
         const char *remote = cfg ? config_remote(cfg, a.to) : NULL;
+        char when[128] = "";
+        /* A daemon leaves it in handoff/ until it expires: at its
+         * expires_at, or max_window after initiated_at when that is
+         * sooner (intake.c decide_left) */
+        if (cfg && a.ttl > cfg->max_window)
+                snprintf(when, sizeof(when), "in %llds ([spool] max_window, before its "
+                         "expires_at)", (long long)cfg->max_window);
+        else if (cfg)
+                snprintf(when, sizeof(when), "in %llds (its expires_at, --ttl)",
+                         (long long)a.ttl);
         if (remote && config_relay_on(cfg))
                 fprintf(stderr, "handoffctl: submit: %s is an agent of host %s ([remote %s]): "
                         "relayed to %s\n", a.to, remote, a.to, remote);
@@ -338,14 +380,12 @@ int cmd_submit(int argc, char **argv)
                 fprintf(stderr,
                         "handoffctl: submit: warning: %s names [remote %s] on host %s but has no "
                         "[relay] servers: nothing relays it; it is rejected as expired_unclaimed "
-                        "after [spool] max_window (%llds)\n",
-                        cfg->path, a.to, remote, (long long)cfg->max_window);
+                        "when it expires, %s\n", cfg->path, a.to, remote, when);
         else if (cfg && !config_agent(cfg, a.to))
                 fprintf(stderr,
                         "handoffctl: submit: warning: %s has no [agent %s]: no daemon with this "
                         "configuration claims it; unless another one serves %s, it is rejected as "
-                        "expired_unclaimed after [spool] max_window (%llds)\n",
-                        cfg->path, a.to, a.to, (long long)cfg->max_window);
+                        "expired_unclaimed when it expires, %s\n", cfg->path, a.to, a.to, when);
         printf("%s\n", id);
         if (fflush(stdout) == EOF)
                 return ctl_fail(CTL_EXIT_ERROR, "submit: stdout: %s",

@@ -4,10 +4,13 @@
  *
  * Keys: --key FILE is the default key.  With --kid NAME=FILE (repeatable) a
  * document naming a "kid" must name one of these; without any --kid the
- * default key serves every document.
+ * default key serves every document.  Without either, the keys of the
+ * daemon's configuration (-c, or the default) that this user can read,
+ * chosen as the daemon chooses them (config_key_lookup: the sender's own
+ * key, kids, public keys, require = sig), with its limits and window.
  *
- * Exit: 0 all ok; 1 any rejected; 2 bad usage, --now or key; 4 a file could
- * not be read (system error). */
+ * Exit: 0 all ok; 1 any rejected; 2 bad usage, --now, key or configuration;
+ * 4 a file could not be read (system error). */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -16,8 +19,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "config.h"
 #include "handoff.h"
 #include "handoffctl.h"
+#include "items.h"
 #include "key.h"
 #include "util.h"
 
@@ -27,25 +32,31 @@
 static void verify_usage(FILE *f)
 {
         fprintf(f,
-                "Usage: handoffctl verify --key FILE [OPTIONS] FILE...\n"
+                "Usage: handoffctl verify [-c CONF] [OPTIONS] FILE...\n"
+                "       handoffctl verify --key FILE [--kid NAME=FILE]... [OPTIONS] FILE...\n"
                 "\n"
                 "Check handoff files as the daemon would: safe open, parse limits, MAC,\n"
                 "fields, payload, freshness.  Prints \"FILE: ok\" or\n"
-                "\"FILE: REASON: detail\" per file.\n"
+                "\"FILE: REASON: detail\" per file.  Without --key or --kid, with the keys\n"
+                "of the daemon configuration this user can read, its limits and window.\n"
                 "\n"
+                "  -c, --config FILE        daemon configuration (default %s)\n"
                 "  -k, --key FILE           the default key\n"
                 "      --kid NAME=FILE      a named key; once given, documents with a\n"
                 "                           \"kid\" must name one of these (repeatable)\n"
                 "      --now TIME           judge freshness at TIME (ISO-8601 with offset)\n"
-                "      --max-window S       never fresh after initiated_at + S (default %d)\n"
-                "      --max-clock-skew S   initiated_at may be S ahead (default %d)\n"
+                "      --max-window DURATION\n"
+                "                           never fresh after initiated_at + DURATION\n"
+                "                           (90, 5m, 1h; default %d s, or the configuration's)\n"
+                "      --max-clock-skew DURATION\n"
+                "                           initiated_at may be this far ahead (default %d s)\n"
                 "      --max-size BYTES     file size limit (default %d)\n"
                 "  -h, --help               this text\n"
                 "      --version            the version\n"
                 "\n"
-                "Exit: 0 all ok, 1 any rejected, 2 bad usage/--now/key, 4 a file\n"
-                "could not be read.\n",
-                HD_DEFAULT_MAX_WINDOW, HD_DEFAULT_MAX_CLOCK_SKEW,
+                "Exit: 0 all ok, 1 any rejected, 2 bad usage/--now/key/configuration,\n"
+                "4 a file could not be read.\n",
+                CONFIG_DEFAULT_PATH, HD_DEFAULT_MAX_WINDOW, HD_DEFAULT_MAX_CLOCK_SKEW,
                 HD_DEFAULT_MAX_SIZE);
 }
 
@@ -107,12 +118,44 @@ static int add_kid(struct verify_keys *k, const char *arg)
         return 0;
 }
 
-/* One file: its verdict line; returns the exit code it stands for. */
-static int verify_one(const char *path, struct verify_keys *keys,
-                      const hd_limits *lim, const hd_policy *pol,
-                      int64_t now)
+static void config_freep(struct config **c)
 {
-        static const hd_payload_opts popts = { .roles = NULL };
+        config_free(*c);
+}
+
+/* No --key, no --kid: the daemon's keys (those this user can read, a
+ * sender's own key it cannot read standing in as a random one, as for
+ * consume), limits, window and payload roles. */
+static int verify_from_config(const char *conf, struct config **cfg, hd_policy *pol,
+                              hd_limits *lim, hd_payload_opts *popts)
+{
+        hd_consume_opts o = {};
+        int r;
+
+        r = ctl_config(conf, cfg);
+        if (r) {
+                if (!conf)
+                        ctl_fail(CTL_EXIT_USAGE, "verify: give --key FILE, or -c CONF");
+                return r;
+        }
+        r = consume_opts_from_config(*cfg, true, &o);
+        if (r < 0)
+                return ctl_fail(CTL_EXIT_ERROR, "verify: %s", strerror(-r));
+        if (r == 0)
+                return ctl_fail(CTL_EXIT_USAGE,
+                                "verify: this user can read none of the keys %s names "
+                                "(give --key FILE)", (*cfg)->path);
+        *pol = o.policy;
+        lim->max_size = (*cfg)->max_file_size;
+        popts->roles = (const char *const *)(*cfg)->roles;
+        return 0;
+}
+
+/* One file: its verdict line; returns the exit code it stands for. */
+static int verify_one(const char *path, hd_key_lookup_fn lookup, void *keys,
+                      const hd_limits *lim, const hd_policy *pol,
+                      const hd_payload_opts *popts, int64_t now)
+{
         _cleanup_free_ char *d = NULL, *b = NULL;
         _cleanup_close_ int dirfd = -1;
         _cleanup_json_ json_t *doc = NULL;
@@ -133,7 +176,7 @@ static int verify_one(const char *path, struct verify_keys *keys,
         r = hd_load_at(dirfd, basename(b), lim, &doc, &v);
         if (r == 0) {
                 verdict_clear(&v);
-                r = hd_verify(doc, verify_lookup, keys, pol, &popts, now, &v);
+                r = hd_verify(doc, lookup, keys, pol, popts, now, &v);
         }
         if (r == -EBADMSG) {
                 printf("%s: %s: %s\n", path, hd_reason_name(v.reason),
@@ -152,6 +195,7 @@ int cmd_verify(int argc, char **argv)
         enum { OPT_KID = 0x100, OPT_NOW, OPT_MAX_WINDOW, OPT_MAX_SKEW,
                OPT_MAX_SIZE, OPT_VERSION };
         static const struct option opts[] = {
+                { "config",         required_argument, NULL, 'c' },
                 { "key",            required_argument, NULL, 'k' },
                 { "kid",            required_argument, NULL, OPT_KID },
                 { "now",            required_argument, NULL, OPT_NOW },
@@ -164,17 +208,26 @@ int cmd_verify(int argc, char **argv)
         };
         _cleanup_(verify_keys_free) struct verify_keys keys = {};
         _cleanup_(hd_key_freep) hd_key *def = NULL;
+        _cleanup_(config_freep) struct config *cfg = NULL;
         hd_policy pol = { .max_clock_skew_s = HD_DEFAULT_MAX_CLOCK_SKEW,
                           .max_window_s = HD_DEFAULT_MAX_WINDOW };
         hd_limits lim = { .max_size = HD_DEFAULT_MAX_SIZE,
                           .max_depth = HD_DEFAULT_MAX_DEPTH };
-        const char *key_path = NULL, *now_arg = NULL;
-        int64_t now, x;
+        hd_payload_opts popts = { .roles = NULL };
+        hd_key_lookup_fn lookup = verify_lookup;
+        void *lookup_data = &keys;
+        const char *key_path = NULL, *now_arg = NULL, *conf = NULL;
+        /* given on the command line: they outrank the configuration's */
+        int64_t window = -1, skew = -1, size = -1;
+        int64_t now;
         char err[512] = "";
         int c, r, ret = CTL_EXIT_OK;
 
-        while ((c = getopt_long(argc, argv, "k:h", opts, NULL)) >= 0) {
+        while ((c = getopt_long(argc, argv, "c:k:h", opts, NULL)) >= 0) {
                 switch (c) {
+                case 'c':
+                        conf = optarg;
+                        break;
                 case 'k':
                         key_path = optarg;
                         break;
@@ -187,23 +240,20 @@ int cmd_verify(int argc, char **argv)
                         now_arg = optarg;
                         break;
                 case OPT_MAX_WINDOW:
-                case OPT_MAX_SKEW:
-                        if (parse_int64(optarg, 0, VERIFY_MAX_SECONDS, &x) < 0)
+                case OPT_MAX_SKEW: {
+                        int64_t *dst = c == OPT_MAX_WINDOW ? &window : &skew;
+                        if (config_parse_duration(optarg, dst) < 0 || *dst > VERIFY_MAX_SECONDS)
                                 return ctl_fail(CTL_EXIT_USAGE,
-                                                "verify: %s '%s': not a number of seconds",
+                                                "verify: %s '%s': not a duration (like 90, 5m, 1h)",
                                                 c == OPT_MAX_WINDOW ? "--max-window" : "--max-clock-skew",
                                                 optarg);
-                        if (c == OPT_MAX_WINDOW)
-                                pol.max_window_s = x;
-                        else
-                                pol.max_clock_skew_s = x;
                         break;
+                }
                 case OPT_MAX_SIZE:
-                        if (parse_int64(optarg, 1, 1LL << 30, &x) < 0)
+                        if (parse_int64(optarg, 1, 1LL << 30, &size) < 0)
                                 return ctl_fail(CTL_EXIT_USAGE,
                                                 "verify: --max-size '%s': not a size in bytes",
                                                 optarg);
-                        lim.max_size = (size_t)x;
                         break;
                 case 'h':
                         verify_usage(stdout);
@@ -219,9 +269,23 @@ int cmd_verify(int argc, char **argv)
         if (optind >= argc)
                 return ctl_fail(CTL_EXIT_USAGE,
                                 "verify: no files given (try --help)");
-        if (!key_path && keys.n_kids == 0)
+        if (conf && (key_path || keys.n_kids))
                 return ctl_fail(CTL_EXIT_USAGE,
-                                "verify: --key is required (try --help)");
+                                "verify: -c verifies with the configuration's keys: give -c or "
+                                "--key/--kid, not both");
+        if (!key_path && keys.n_kids == 0) {
+                r = verify_from_config(conf, &cfg, &pol, &lim, &popts);
+                if (r != 0)
+                        return r;
+                lookup = config_key_lookup;
+                lookup_data = cfg;
+        }
+        if (window >= 0)
+                pol.max_window_s = window;
+        if (skew >= 0)
+                pol.max_clock_skew_s = skew;
+        if (size > 0)
+                lim.max_size = (size_t)size;
         if (now_arg) {
                 if (hd_time_parse(now_arg, &now) < 0)
                         return ctl_fail(CTL_EXIT_USAGE,
@@ -239,7 +303,7 @@ int cmd_verify(int argc, char **argv)
         }
 
         for (int i = optind; i < argc; i++) {
-                r = verify_one(argv[i], &keys, &lim, &pol, now);
+                r = verify_one(argv[i], lookup, lookup_data, &lim, &pol, &popts, now);
                 /* a system error outranks a rejection */
                 if (r > ret)
                         ret = r;

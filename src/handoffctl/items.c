@@ -39,10 +39,12 @@ int ctl_config(const char *path, struct config **ret)
 }
 
 
+/* An empty string is a field the item does not have (the daemon writes
+ * accepted_at "" for an item relayed before anyone here took it): no key. */
 static void copy_str(json_t *dst, const char *k, const json_t *src, const char *sk)
 {
         const char *s = json_string_value(json_object_get(src, sk));
-        if (s)
+        if (s && *s)
                 json_object_set_new(dst, k, json_string(s));
 }
 
@@ -108,11 +110,9 @@ static json_t *item_new(int dirfd, const char *dir, const char *state, const cha
                 sname[0] = '\0';
         if (r < 0)
                 sname[0] = '\0';       /* no sidecar can have that name */
-        uint64_t bytes = st_bytes(&st);
-        struct stat ss;
-        if (sname[0] && fstatat(dirfd, sname, &ss, AT_SYMLINK_NOFOLLOW) == 0)
-                bytes += st_bytes(&ss);
-        json_object_set_new(it, "bytes", json_integer((json_int_t)bytes));
+        /* the item's own file: its sidecar is the daemon's note on it
+         * (status counts both, as retention does) */
+        json_object_set_new(it, "bytes", json_integer((json_int_t)st_bytes(&st)));
         if (sname[0] && hd_load_at(dirfd, sname, NULL, &side, &v) == 0) {
                 copy_str(it, "outcome", side, "outcome");
                 copy_str(it, "reason", side, "reason");
@@ -239,7 +239,7 @@ int items_count(const char *spool_dir, const char *state, size_t *ret_n,
 
                 if (nm[0] == '.' || fstatat(dirfd(d), nm, &st, AT_SYMLINK_NOFOLLOW) < 0)
                         continue;
-                bytes += st_bytes(&st);  /* sidecars too, as items_list() adds them */
+                bytes += st_bytes(&st);  /* sidecars too: what retention bounds */
                 /* the same items as items_list() */
                 if (!strcmp(state, "claimed") && layout_has_suffix(nm, LAYOUT_DELIVERED))
                         continue;

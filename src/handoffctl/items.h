@@ -13,8 +13,10 @@ extern const char *const items_states[4];   /* handoff claimed archive rejected 
 
 /* Items of one state ("handoff", ...) of spool_dir as a JSON array of
  * {handoff_id?, state, name, path, from_agent?, to_agent?, at, age_s,
- *  outcome?, reason?, detail?, accepted_at?}.  Untrusted files are read
- * with the library's limits; unreadable ones still count.  The id and the
+ *  bytes (its own file, no sidecar), outcome?, reason?, detail?,
+ *  accepted_at?}, a field the item does not have absent (never "").
+ * Untrusted files are read with the library's limits; unreadable ones
+ * still count.  The id and the
  * agents of a file in rejected/ are the document's only when the daemon
  * authenticated it (its .reason names that id): a file rejected before
  * that is its name alone.  A file over max_read bytes (0: no bound) is

@@ -51,7 +51,9 @@ static void usage(FILE *f)
         fprintf(f, "Usage: handoffctl COMMAND [OPTIONS]\n\nCommands:\n");
         for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
                 fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].what);
-        fprintf(f, "\n'handoffctl COMMAND --help' for a command's options.\n"
+        fprintf(f, "\n  -h, --help     this text\n"
+                   "  -V, --version  the version\n"
+                   "\n'handoffctl COMMAND --help' for a command's options.\n"
                    "See handoffctl(1).\n");
 }
 
@@ -65,7 +67,7 @@ int main(int argc, char **argv)
                 usage(stdout);
                 return CTL_EXIT_OK;
         }
-        if (!strcmp(argv[1], "--version")) {
+        if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V")) {
                 printf("handoffctl %s\n", HD_VERSION_STRING);
                 return CTL_EXIT_OK;
         }

@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <libgen.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -15,6 +16,7 @@
 #include "util.h"
 
 #define SUBMIT_FILE_MODE 0640
+#define SUBMIT_OUTPUT_MODE 0600
 
 _printf_(3, 4) static int submit_fail(struct submit_err *e, int code,
                                       const char *fmt, ...)
@@ -267,5 +269,29 @@ int submit_publish(const char *spool, const char *id, const char *buf,
         if (r < 0)
                 return submit_fail(e, CTL_EXIT_ERROR, "%s: fsync: %s", spool,
                                    strerror(-r));
+        return 0;
+}
+
+int submit_write_file(const char *path, const char *buf, size_t len,
+                      struct submit_err *e)
+{
+        _cleanup_free_ char *d = strdup(path), *b = strdup(path);
+        _cleanup_close_ int dirfd = -1;
+        const char *name;
+        int r;
+
+        if (!d || !b)
+                return submit_fail(e, CTL_EXIT_ERROR, "out of memory");
+        name = basename(b);
+        if (!*name || !strcmp(name, ".") || !strcmp(name, "..") || !strcmp(name, "/"))
+                return submit_fail(e, CTL_EXIT_USAGE, "--output '%s': not a file name", path);
+        dirfd = open(dirname(d), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dirfd < 0)
+                return submit_fail(e, errno == ENOENT || errno == ENOTDIR
+                                   ? CTL_EXIT_USAGE : CTL_EXIT_ERROR,
+                                   "--output %s: %s", path, strerror(errno));
+        r = hd_write_atomic(dirfd, name, buf, len, SUBMIT_OUTPUT_MODE, true);
+        if (r < 0)
+                return submit_fail(e, CTL_EXIT_ERROR, "--output %s: %s", path, strerror(-r));
         return 0;
 }

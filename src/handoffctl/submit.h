@@ -54,4 +54,11 @@ int submit_build(const struct submit_req *rq, const hd_key *key,
 int submit_publish(const char *spool, const char *id, const char *buf,
                    size_t len, bool create, struct submit_err *e);
 
+/* Write buf as the file path (submit --output), atomically: a reader
+ * (curl --data-binary @FILE) sees the old file or the whole new one.
+ * Mode 0600: it may carry a transcript.  Returns 0 or the CTL_EXIT_*
+ * code of e. */
+int submit_write_file(const char *path, const char *buf, size_t len,
+                      struct submit_err *e);
+
 #endif

@@ -73,12 +73,53 @@ static const char *agent_dir_unsafe(int fd, gid_t shared)
         return NULL;
 }
 
-/* Can only the daemon's user enter the directory of fd? */
-static bool agent_dir_private(int fd)
+/* A handoffs/ made 0700 (in the spool's group) is the daemon's user's
+ * alone: is the agent of state_dir (fd) someone else, who then cannot
+ * consume?  The config names no user; state_dir does when its owner is
+ * not the daemon's user, or when a group that is neither the daemon's nor
+ * the spool's may enter it (the agent's group, its setgid bit
+ * forgotten).  Otherwise nobody but the daemon's user is named: make
+ * run's demo, a first try where everything runs as root.  0 when not,
+ * else the uid or gid that names the other into *ret_id, 'u' or 'g'. */
+static char agent_dir_other(int fd, gid_t shared, unsigned *ret_id)
 {
         struct stat st;
 
-        return fstat(fd, &st) == 0 && st.st_uid == geteuid() && !(st.st_mode & 0011);
+        if (fstat(fd, &st) < 0)
+                return 0;
+        if (st.st_uid != geteuid()) {
+                *ret_id = st.st_uid;
+                return 'u';
+        }
+        if ((st.st_mode & S_IXGRP) && st.st_gid != getegid() && st.st_gid != shared) {
+                *ret_id = st.st_gid;
+                return 'g';
+        }
+        return 0;
+}
+
+/* A handoffs/ of mode 0700 that the agent of state_dir (fd) cannot use:
+ * said once, a warning; else why 0700 is fine, info.  would: handoffd -n,
+ * before the start creates it. */
+static void agent_say_private(struct agent_rt *a, int fd, gid_t shared, bool would)
+{
+        const char *dir = a->cfg->state_dir;
+        unsigned id = 0;
+        char other = agent_dir_other(fd, shared, &id);
+
+        if (!other) {
+                if (!would)
+                        log_info("Created '%s/handoffs' with mode 0700: agent %s consumes as the "
+                                 "daemon's user (nothing of '%s' names another user)",
+                                 dir, a->cfg->name, dir);
+                return;
+        }
+        a->warned = true;
+        log_warning("%s '%s/handoffs' with mode 0700: agent %s cannot consume from it unless it "
+                    "runs as the daemon's user, and '%s' %s %u; give it and its handoffs/ the "
+                    "agent's own group, mode 2770 (handoffd(8), AGENTS' DIRECTORIES)",
+                    would ? "The start would create" : "Created", dir, a->cfg->name, dir,
+                    other == 'u' ? "is owned by uid" : "may be entered by gid", id);
 }
 
 void agent_rt_close(struct agent_rt *a)
@@ -133,6 +174,7 @@ static int agent_open(struct agent_rt *a, gid_t shared, bool look)
         int r;
 
         a->unserved[0] = '\0';
+        a->warned = false;
         r = look ? open_dir_look(AT_FDCWD, dir, &a->state_fd)
                  : open_dir_at(AT_FDCWD, dir, 0750, &a->state_fd, &sd_created);
         if (look && r == -ENOENT)
@@ -162,8 +204,14 @@ static int agent_open(struct agent_rt *a, gid_t shared, bool look)
          * else it stays the daemon's until set up (handoffd(8)). */
         r = look ? open_dir_look(a->state_fd, "handoffs", &a->handoffs_fd)
                  : open_dir_at(a->state_fd, "handoffs", 0700, &a->handoffs_fd, &created);
-        if (look && r == -ENOENT)
+        if (look && r == -ENOENT) {
+                /* the start creates it in state_dir's group if setgid,
+                 * else in ours (open_dir_at()) */
+                if (fstat(a->state_fd, &st) == 0 &&
+                    ((st.st_mode & S_ISGID) ? st.st_gid : getegid()) == shared)
+                        agent_say_private(a, a->state_fd, shared, true);
                 return 0;
+        }
         if (look && r == -EACCES) {
                 snprintf(what, sizeof(what), "'%s/handoffs'", dir);
                 return agent_not_inspected(a, what);
@@ -178,17 +226,8 @@ static int agent_open(struct agent_rt *a, gid_t shared, bool look)
                 if (st.st_gid != shared && fchmod(a->handoffs_fd, 02770) < 0)
                         return agent_unserved(a, "cannot set the mode of '%s/handoffs': %s",
                                               dir, strerror(errno));
-                /* 0700: true only for an agent of another user, who
-                 * could reach state_dir; else the agent is the daemon's
-                 * user (make run's demo) and consumes. */
-                if (st.st_gid == shared && agent_dir_private(a->state_fd))
-                        log_info("Created '%s/handoffs' with mode 0700: agent %s is the daemon's "
-                                 "own user (only it can enter '%s')", dir, a->cfg->name, dir);
-                else if (st.st_gid == shared)
-                        log_warning("Created '%s/handoffs' with mode 0700: agent %s cannot consume "
-                                    "unless it runs as the daemon's user, until it is given the "
-                                    "agent's own group (see handoffd(8))",
-                                    dir, a->cfg->name);
+                if (st.st_gid == shared)
+                        agent_say_private(a, a->state_fd, shared, false);
         }
         why = agent_dir_unsafe(a->handoffs_fd, shared);
         if (why)
@@ -199,15 +238,16 @@ static int agent_open(struct agent_rt *a, gid_t shared, bool look)
 
 /* Open every agent of cfg (with look, only inspect them).  An agent out
  * of service (agent_open()) is left out and, with unserved, remembered
- * there (name -> why); *ret_left counts them.  Only a failure of the
- * daemon itself (-ENOMEM) fails the whole call.  The one place this is
- * decided: spool_open(), a reload and handoffd -n (spool_check()) all
+ * there (name -> why); *ret_count counts each kind.  Only a failure of
+ * the daemon itself (-ENOMEM) fails the whole call.  The one place this
+ * is decided: spool_open(), a reload and handoffd -n (spool_check()) all
  * follow it. */
 int agents_open_all(struct config *cfg, gid_t shared, bool look, json_t *unserved,
-                    struct agent_rt **ret, size_t *ret_n, size_t *ret_left)
+                    struct agent_rt **ret, size_t *ret_n, struct agents_count *ret_count)
 {
         struct agent_rt *a = calloc(cfg->n_agents ? cfg->n_agents : 1, sizeof(*a));
-        size_t n = 0, left = 0;
+        struct agents_count count = { 0 };
+        size_t n = 0;
         int r = 0;
 
         if (!a)
@@ -217,16 +257,22 @@ int agents_open_all(struct config *cfg, gid_t shared, bool look, json_t *unserve
                 a[n].state_fd = a[n].handoffs_fd = a[n].wd = -1;
                 r = agent_open(&a[n], shared, look);
                 if (r > 0) {
-                        if (unserved && a[n].unserved[0])
-                                json_object_set_new(unserved, a[n].cfg->name,
-                                                    json_string(a[n].unserved));
-                        left++;
+                        if (a[n].unserved[0]) {
+                                if (unserved)
+                                        json_object_set_new(unserved, a[n].cfg->name,
+                                                            json_string(a[n].unserved));
+                                count.unserved++;
+                        } else {
+                                count.warnings++;
+                        }
                         r = 0;
                         continue;
                 }
                 n++;
                 if (r < 0)
                         break;
+                count.served++;
+                count.warnings += a[n - 1].warned;
         }
         if (r < 0 || look) {
                 for (size_t i = 0; i < n; i++)
@@ -239,7 +285,7 @@ int agents_open_all(struct config *cfg, gid_t shared, bool look, json_t *unserve
                 return r;
         *ret = a;
         *ret_n = n;
-        if (ret_left)
-                *ret_left = left;
+        if (ret_count)
+                *ret_count = count;
         return 0;
 }

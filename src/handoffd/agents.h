@@ -16,16 +16,27 @@ struct agent_rt {
         int handoffs_fd;        /* state_dir/handoffs/ */
         int wd;                 /* inotify watch on handoffs/, or -1 */
         bool dirty;             /* handoffs/ needs an fsync */
+        bool warned;            /* agent_open() logged a warning */
         char unserved[512];     /* why agent_open() took it out of service */
+};
+
+/* What agents_open_all() decided of a config's agents: each agent is
+ * served, out of service or (look only) not inspected. */
+struct agents_count {
+        size_t served;
+        size_t unserved;        /* out of service, each said in one error line */
+        size_t warnings;        /* warning lines logged (with look: an agent
+                                 * this user cannot inspect; a handoffs/
+                                 * its agent could not use) */
 };
 
 /* Open every agent of cfg (with look, handoffd -n, only inspect them,
  * creating nothing).  An agent out of service is left out and, with
- * unserved, remembered there (name -> why); *ret_left counts them.  Only
- * a failure of the daemon itself (-ENOMEM) fails the whole call.
- * shared: the spool's group (that of handoff/). */
+ * unserved, remembered there (name -> why); *ret_count (may be NULL)
+ * says how many of each.  Only a failure of the daemon itself (-ENOMEM)
+ * fails the whole call.  shared: the spool's group (that of handoff/). */
 int agents_open_all(struct config *cfg, gid_t shared, bool look, json_t *unserved,
-                    struct agent_rt **ret, size_t *ret_n, size_t *ret_left);
+                    struct agent_rt **ret, size_t *ret_n, struct agents_count *ret_count);
 
 /* Close an agent's directories. */
 void agent_rt_close(struct agent_rt *a);

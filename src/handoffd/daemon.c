@@ -10,12 +10,31 @@
 #include "cancel.h"
 #include "control.h"
 #include "daemon.h"
+#include "intake.h"
 #include "log.h"
 #include "notify.h"
+#include "pending.h"
 #include "relay.h"
 #include "service.h"
 #include "slice.h"
 #include "watch.h"
+
+int daemon_config_load(const char *path, struct config **ret, char **err)
+{
+        struct config *c = NULL;
+        int r;
+
+        r = config_load(path, true, &c, err);
+        if (r < 0)
+                return r;
+        r = config_relay_keys(c, NULL, NULL, err);
+        if (r < 0) {
+                config_free(c);
+                return r;
+        }
+        *ret = c;
+        return 0;
+}
 
 static void on_signal(uv_signal_t *h, int sig)
 {
@@ -32,7 +51,7 @@ static void on_signal(uv_signal_t *h, int sig)
         /* SIGHUP: re-read config and keys; a bad new config keeps the old. */
         (void)notify_sendf("RELOADING=1\nMONOTONIC_USEC=%llu",
                            (unsigned long long)(uv_hrtime() / 1000));
-        r = config_load(d->config_path, true, &nc, &err);
+        r = daemon_config_load(d->config_path, &nc, &err);
         if (r < 0) {
                 log_error("Reload failed, keeping the running configuration: %s",
                           err ? err : strerror(-r));
@@ -53,8 +72,10 @@ static void on_signal(uv_signal_t *h, int sig)
                         d->cfg = nc;
                         watch_agents(d);
                         control_set_config(d->ctl, nc);
-                        json_object_clear(d->sp->foreign);
-                        log_info("Reloaded %s", d->config_path);
+                        intake_foreign_clear(d->sp);
+                        log_info("Reloaded %s: %zu agent(s) served, %zu out of service",
+                                 d->config_path, d->sp->n_agents,
+                                 json_object_size(d->sp->unserved));
                         watch_rescan(d, "reload");
                 }
         }
@@ -85,12 +106,20 @@ int daemon_run(const char *config_path, struct config *cfg)
         d.config_path = config_path;
         d.cfg = cfg;
         d.ifd = -1;
-        d.pending = json_object();
         d.retry = json_object();
+        d.gone = json_object();
         d.started_usec = uv_hrtime() / 1000;
-        r = uv_loop_init(&d.loop);
-        if (r < 0)
-                return log_error_errno(r, "Cannot create the event loop");
+        r = pending_new(&d.pending);
+        if (r == 0 && (!d.retry || !d.gone))
+                r = -ENOMEM;
+        if (r == 0)
+                r = uv_loop_init(&d.loop);
+        if (r < 0) {
+                json_decref(d.retry);
+                json_decref(d.gone);
+                pending_free(d.pending);
+                return log_error_errno(r, "Cannot set up the event loop");
+        }
 
         r = spool_open(cfg, &d.sp);
         if (r < 0)
@@ -112,6 +141,7 @@ int daemon_run(const char *config_path, struct config *cfg)
          * return 0.  A poll and a signal handle need the kernel. */
         (void)uv_idle_init(&d.loop, &d.idle);
         (void)uv_idle_init(&d.loop, &d.sweep_idle);
+        (void)uv_idle_init(&d.loop, &d.gone_idle);
         (void)uv_timer_init(&d.loop, &d.t_rescan);
         (void)uv_timer_init(&d.loop, &d.t_deadline);
         (void)uv_timer_init(&d.loop, &d.t_retry);
@@ -134,7 +164,7 @@ int daemon_run(const char *config_path, struct config *cfg)
         }
         d.ipoll.data = d.idle.data = d.t_rescan.data = d.t_deadline.data = &d;
         d.t_retry.data = d.t_watchdog.data = d.t_status.data = d.sweep_idle.data = &d;
-        d.t_reap.data = &d;
+        d.t_reap.data = d.gone_idle.data = &d;
         d.sig_hup.data = d.sig_term.data = d.sig_int.data = &d;
 
         r = control_open(&d.loop, cfg, d.sp, &d.ctl);
@@ -187,8 +217,9 @@ out:
         config_free(d.cfg);     /* ours: a reload may have replaced it */
         if (d.scan)
                 closedir(d.scan);
-        json_decref(d.pending);
+        pending_free(d.pending);
         json_decref(d.retry);
+        json_decref(d.gone);
         log_flush();
         return r;
 }

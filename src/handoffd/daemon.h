@@ -5,9 +5,15 @@
 
 #include "config.h"
 
+/* The configuration as the daemon takes it, at -n, at start and at each
+ * reload alike: config_load() with the keys, and the relay's own keys
+ * (config_relay_keys()).  As config_load(). */
+int daemon_config_load(const char *path, struct config **ret, char **err);
+
 /* Runs until SIGTERM/SIGINT (0) or a fatal error (<0); takes cfg.
- * -EPERM: the start refused a set-up (an agent's directory others may
- * write, a spool lock file not ours: spool_open()). */
+ * -EPERM: the start refused a set-up (a spool lock file not ours:
+ * spool_open()); an agent's unsafe directory only takes that agent out
+ * of service. */
 int daemon_run(const char *config_path, struct config *cfg);
 
 #endif

@@ -1,6 +1,7 @@
 /* Intake: the decision for each file dropped into handoff/, in the order
  * of DESIGN.md (name, safe open, parse, authenticate, validate, freshness,
- * target, replay, claim), then the three delivery steps for a batch of
+ * target, replay, claim; for an agent served here, its own expiry before
+ * the MAC, which needs no key), then the three delivery steps for a batch of
  * claims; items left for agents not served here, and their expiry; the
  * same checks on an earlier version's claimed item (intake_verify_claimed).
  * The decisions are made here; the moves are spool.c's, the files of a
@@ -43,6 +44,8 @@
 #define SETTLE_USEC (2 * 1000000LL)
 /* Names remembered for that; when full, a new name gets no grace. */
 #define SEEN_MAX 4096
+/* Directories in handoff/ remembered as reported. */
+#define DIRS_MAX 4096
 
 static bool name_ignored(const char *name)
 {
@@ -113,6 +116,51 @@ static int64_t seen_first(struct spool *sp, const char *name, ino_t ino, int64_t
         return mono;
 }
 
+/* A directory in handoff/ is no handoff, and it is never moved: in
+ * rejected/ it would be its owner's to fill, out of retention's reach
+ * (and moving a directory needs write access to it, so the move failed
+ * and was retried for ever, an error each time).  Reported once (that
+ * name with that inode), then left where it is; what no rescan meets
+ * again is forgotten when the memory is full. */
+static int decide_dir(struct spool *sp, const char *name, const struct stat *st)
+{
+        json_t *e = json_object_get(sp->dirs, name);
+        struct stat now;
+        const char *k;
+        void *tmp;
+        json_t *v;
+        char q[300];
+
+        if (e && json_integer_value(e) == (json_int_t)st->st_ino)
+                return IO_IGNORED;
+        if (!e && json_object_size(sp->dirs) >= DIRS_MAX)
+                json_object_foreach_safe(sp->dirs, tmp, k, v)
+                        if (fstatat(sp->fd[SD_HANDOFF], k, &now, AT_SYMLINK_NOFOLLOW) < 0 ||
+                            !S_ISDIR(now.st_mode) || (json_int_t)now.st_ino != json_integer_value(v))
+                                json_object_del(sp->dirs, k);
+        if (e || json_object_size(sp->dirs) < DIRS_MAX) {
+                json_object_set_new_nocheck(sp->dirs, name, json_integer((json_int_t)st->st_ino));
+        } else {
+                /* One line for all that do not fit. */
+                if (!sp->dirs_full)
+                        log_warning("More than %d directories in handoff/: the others are "
+                                    "left there without a line each", DIRS_MAX);
+                sp->dirs_full = true;
+                return IO_IGNORED;
+        }
+        log_decision(LOG_WARNING, NULL, NULL, "left", NULL,
+                     "Left %s in handoff/: a directory, not a handoff",
+                     log_quote(name, q, sizeof(q)));
+        return IO_IGNORED;
+}
+
+/* Is handoff/name a directory (st)?  For a name that was not opened. */
+static bool is_dir(struct spool *sp, const char *name, struct stat *st)
+{
+        return fstatat(sp->fd[SD_HANDOFF], name, st, AT_SYMLINK_NOFOLLOW) == 0 &&
+               S_ISDIR(st->st_mode);
+}
+
 /* The file we left for another agent, unchanged, and not yet expired?
  * Names get reused (the real writer's "{caller_hash}-{seq}.json"), so the
  * inode and ctime must match too. */
@@ -130,18 +178,95 @@ static bool foreign_fresh(struct spool *sp, const char *name, int64_t now)
                        json_integer_value(json_array_get(e, 2));
 }
 
-/* [expires, ino, ctime ns, to_agent]: the agent for status (control.c) */
-static void foreign_note(struct spool *sp, const char *name, int fd, int64_t expires,
-                         const char *to)
+/* sp->foreign and the bytes its files hold, changed together. */
+static void foreign_drop(struct spool *sp, const char *name)
 {
-        struct stat st;
+        json_t *e = json_object_get(sp->foreign, name);
+        json_int_t b = json_integer_value(json_array_get(e, 4));
 
-        if (fstat(fd, &st) < 0)
+        if (!e)
                 return;
-        json_object_set_new_nocheck(sp->foreign, name,
-                json_pack("[I, I, I, s]", (json_int_t)expires, (json_int_t)st.st_ino,
-                          (json_int_t)st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec,
-                          to && hd_agent_valid(to) ? to : "(invalid)"));
+        sp->foreign_bytes -= b > 0 && (uint64_t)b <= sp->foreign_bytes ? (uint64_t)b
+                                                                       : sp->foreign_bytes;
+        json_object_del(sp->foreign, name);
+}
+
+static void foreign_put(struct spool *sp, const char *name, json_t *e)
+{
+        json_int_t b = json_integer_value(json_array_get(e, 4));
+
+        if (!e)
+                return;
+        foreign_drop(sp, name);
+        if (json_object_set_new_nocheck(sp->foreign, name, e) == 0 && b > 0)
+                sp->foreign_bytes += (uint64_t)b;
+}
+
+void intake_foreign_clear(struct spool *sp)
+{
+        json_object_clear(sp->foreign);
+        sp->foreign_bytes = 0;
+}
+
+/* [expires, ino, ctime ns, to_agent, bytes]: the agent for status
+ * (control.c), the bytes for [retention] unclaimed_max_bytes */
+static void foreign_note(struct spool *sp, const char *name, const struct stat *st,
+                         int64_t expires, const char *to)
+{
+        foreign_put(sp, name,
+                json_pack("[I, I, I, s, I]", (json_int_t)expires, (json_int_t)st->st_ino,
+                          (json_int_t)st->st_ctim.tv_sec * 1000000000 + st->st_ctim.tv_nsec,
+                          to && hd_agent_valid(to) ? to : "(invalid)", (json_int_t)st_bytes(st)));
+}
+
+/* Would one more file of bytes put what waits in handoff/ for agents not
+ * served here past [retention] unclaimed_max_items or _bytes?  Entries
+ * whose file is gone or replaced (another daemon claimed it, its producer
+ * took it back) are let go first, a look at all of them at most once a
+ * second. */
+static bool unclaimed_full(struct spool *sp, const char *name, uint64_t bytes)
+{
+        const struct config *c = sp->cfg;
+        const char *k;
+        void *tmp;
+        json_t *v;
+
+        if (!c->unclaimed_max_items && !c->unclaimed_max_bytes)
+                return false;
+        foreign_drop(sp, name);
+        for (int pass = 0; pass < 2; pass++) {
+                bool over = (c->unclaimed_max_items &&
+                             json_object_size(sp->foreign) + 1 > c->unclaimed_max_items) ||
+                            (c->unclaimed_max_bytes && sp->foreign_bytes + bytes > c->unclaimed_max_bytes);
+                if (!over || pass == 1 || mono_usec() - sp->foreign_purged < 1000000)
+                        return over;
+                sp->foreign_purged = mono_usec();
+                json_object_foreach_safe(sp->foreign, tmp, k, v) {
+                        struct stat st;
+                        if (fstatat(sp->fd[SD_HANDOFF], k, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+                            (json_int_t)st.st_ino != json_integer_value(json_array_get(v, 1)))
+                                foreign_drop(sp, k);
+                }
+        }
+        return true;
+}
+
+/* Past its own expiry (or issued too far ahead), by times that are
+ * well-formed: for an agent served here that is a rejection whoever
+ * signed it, known without a key from what its sender wrote, where the
+ * canonical bytes and the MAC cost about what the parse did.  Times that
+ * are not well-formed are the checks' after the MAC (bad_mac first: an
+ * unauthenticated sender learns nothing of the rules). */
+static bool stale_unsigned(const json_t *doc, const hd_policy *pol, int64_t now, hd_verdict *v)
+{
+        const char *ini = json_string_value(json_object_get(doc, "initiated_at"));
+        const char *exp = json_string_value(json_object_get(doc, "expires_at"));
+        int64_t a, b;
+
+        if (!ini || !exp || hd_time_parse(ini, &a) < 0 || hd_time_parse(exp, &b) < 0 || b <= a)
+                return false;
+        return hd_check_fresh(doc, pol, now, v) == -EBADMSG &&
+               (v->reason == HD_R_EXPIRED || v->reason == HD_R_FUTURE_TIMESTAMP);
 }
 
 /* One item between the first look and the claim rename. */
@@ -155,21 +280,57 @@ struct item {
         dev_t dev;              /* the producer's file, left once claimed */
         ino_t ino;
         struct timespec mtim;   /* its mtime, for claim_leftover() */
+        bool counted;           /* quota_take() counted it as waiting */
         int outcome;
 };
 
-/* Move it to rejected/ for v; an authenticated one's id is remembered. */
+/* It will not wait: what quota_take() counted goes. */
+static void uncount(struct spool *sp, struct item *it)
+{
+        if (it->counted)
+                quota_release(sp, it->agent->cfg->name, it->id);
+        it->counted = false;
+}
+
+static bool drop_claim_leftover(struct spool *sp, struct item *it, const char *id);
+
+/* Move it to rejected/ for v; an authenticated one's id is remembered.
+ * A file the record of its id holds already is that claim's leftover (a
+ * crash, or another daemon's claim whose record is not yet synced): it
+ * goes as after its claim, not rejected (its id would be in rejected/
+ * beside its record: test_powercut found it).  Another daemon may reach
+ * the other verdict on the same file (its clock not yet past expires_at,
+ * another set of keys) and claim it meanwhile: so the rejection of a
+ * file that names an id holds the id's lock, as the claim does (busy:
+ * looked at again later), and looks for the record under it. */
 static int decide_reject(struct spool *sp, struct item *it, const hd_verdict *v,
                          bool authenticated, int64_t now)
 {
-        const char *id = authenticated
-                ? json_string_value(json_object_get(it->doc, "handoff_id")) : NULL;
+        const char *hid = it->doc ? json_string_value(json_object_get(it->doc, "handoff_id")) : NULL;
         struct spool_ino was = { .dev = it->dev, .ino = it->ino };
         int r;
 
+        if (hid && hd_id_valid(hid) && !it->lock_id) {
+                r = lock_try(sp->lock_fd, lock_off_id(hid), true);
+                if (r == -EAGAIN)
+                        return IO_BUSY;
+                if (r < 0)
+                        return r;
+                it->lock_id = lock_off_id(hid);
+                if (drop_claim_leftover(sp, it, hid))
+                        return IO_GONE;
+        }
         /* Only the inode decided on, once one was looked at. */
-        r = spool_reject(sp, it->name, it->ino ? &was : NULL, v->reason, v->detail, id, now);
+        r = spool_reject(sp, it->name, it->ino ? &was : NULL, v->reason, v->detail,
+                         authenticated ? hid : NULL, now);
         return r < 0 ? r : r == IO_GONE ? IO_GONE : IO_REJECTED;
+}
+
+/* Why to, an agent of this config, is out of service here (agents.c), or
+ * NULL: a handoff left for it says so, not "not served here". */
+static const char *unserved_why(const struct spool *sp, const char *to)
+{
+        return to ? json_string_value(json_object_get(sp->unserved, to)) : NULL;
 }
 
 /* For an agent not served here: left in handoff/ and looked at again when
@@ -181,37 +342,57 @@ static int decide_left(struct spool *sp, struct item *it, const char *to, hd_rea
         const struct config *c = sp->cfg;
         const char *exp = json_string_value(json_object_get(it->doc, "expires_at"));
         const char *ini = json_string_value(json_object_get(it->doc, "initiated_at"));
+        const char *oos = unserved_why(sp, to);
         struct stat st;
         int64_t t, x;
         char q[300];
 
         /* Its own times may be forged (it may not be authenticated here),
          * so it expires at the latest max_window after it arrived. */
-        t = fstat(it->fd, &st) == 0
-                ? (int64_t)st.st_ctim.tv_sec * 1000000LL + st.st_ctim.tv_nsec / 1000
-                : now;
+        if (fstat(it->fd, &st) < 0)
+                return -errno;
+        t = (int64_t)st.st_ctim.tv_sec * 1000000LL + st.st_ctim.tv_nsec / 1000;
         t += (c->max_window + c->max_clock_skew) * 1000000LL;
         if (exp && hd_time_parse(exp, &x) == 0 && x < t)
                 t = x;
         if (ini && hd_time_parse(ini, &x) == 0 && x + c->max_window * 1000000LL < t)
                 t = x + c->max_window * 1000000LL;
         if (t < now) {
+                /* truncation only shortens why it is out of service */
                 snprintf(v->detail, sizeof(v->detail),
                          "no daemon claimed it for agent %s before it expired "
-                         "(not served here%s%s)",
+                         "(%s%.150s%s%s)",
                          to && hd_agent_valid(to) ? to : "(invalid)",
+                         oos ? "out of service here: " : "not served here", oos ? oos : "",
                          was ? "; not authenticated here: " : "",
                          was ? hd_reason_name(was) : "");
                 v->reason = HD_R_EXPIRED_UNCLAIMED;
                 return decide_reject(sp, it, v, !was, now);
         }
-        foreign_note(sp, it->name, it->fd, t + 1, to);
+        /* Bounded as rejected/ is: no room, it is refused now, and not
+         * remembered (as inbox_full: it may come again). */
+        if (unclaimed_full(sp, it->name, st_bytes(&st))) {
+                snprintf(v->detail, sizeof(v->detail),
+                         "for agent %s, not served here; what waits unclaimed in handoff/ is at "
+                         "its bound ([retention] unclaimed_max_items %llu, unclaimed_max_bytes %llu)",
+                         to && hd_agent_valid(to) ? to : "(invalid)",
+                         (unsigned long long)c->unclaimed_max_items,
+                         (unsigned long long)c->unclaimed_max_bytes);
+                v->reason = HD_R_NOT_SERVED;
+                return decide_reject(sp, it, v, false, now);
+        }
+        foreign_note(sp, it->name, &st, t + 1, to);
         deadline_note(&sp->deadline, t + 1);
         sp->st.left++;
-        /* info, once: later looks end in foreign_fresh() */
-        log_decision(LOG_INFO, NULL, to, "left", NULL,
-                     "Left %s for agent %s, not served here",
-                     log_quote(it->name, q, sizeof(q)), to ? to : "(none)");
+        /* once: later looks end in foreign_fresh() */
+        if (oos)
+                log_decision(LOG_WARNING, NULL, to, "left", NULL,
+                             "Left %s for agent %s, out of service here: %s",
+                             log_quote(it->name, q, sizeof(q)), to, oos);
+        else
+                log_decision(LOG_INFO, NULL, to, "left", NULL,
+                             "Left %s for agent %s, not served here",
+                             log_quote(it->name, q, sizeof(q)), to ? to : "(none)");
         return IO_LEFT;
 }
 
@@ -303,9 +484,12 @@ static int decide(struct spool *sp, struct item *it, int64_t now)
 
         if (name_ignored(name))
                 return IO_IGNORED;
-        if (!hd_name_safe(name))
+        if (!hd_name_safe(name)) {
+                if (is_dir(sp, name, &st))
+                        return decide_dir(sp, name, &st);
                 return spool_reject(sp, name, NULL, HD_R_BAD_NAME,
                                     "file name is not a safe name", NULL, now) ?: IO_REJECTED;
+        }
         if (foreign_fresh(sp, name, now))
                 return IO_LEFT;
 
@@ -313,6 +497,8 @@ static int decide(struct spool *sp, struct item *it, int64_t now)
         if (r == -ENOENT)
                 return IO_GONE;
         if (r == -EACCES) {
+                if (is_dir(sp, name, &st))
+                        return decide_dir(sp, name, &st);
                 /* Its owner's mode keeps us out: no later look will do
                  * better (issue 25), so it is not retried forever. */
                 v.reason = HD_R_UNREADABLE;
@@ -326,6 +512,8 @@ static int decide(struct spool *sp, struct item *it, int64_t now)
                 return r;
         if (fstat(it->fd, &st) < 0)
                 return -errno;
+        if (S_ISDIR(st.st_mode))
+                return decide_dir(sp, name, &st);
         it->dev = st.st_dev;
         it->ino = st.st_ino;
         /* Moved by this batch already (twice in its names). */
@@ -369,16 +557,14 @@ static int decide(struct spool *sp, struct item *it, int64_t now)
         /* For a remote agent: checked here as for our own (never an open
          * relay), then handed to the relay. */
         const char *remote = !it->agent && sp->relay.ctx ? config_remote(c, to) : NULL;
-        r = hd_verify(it->doc, config_key_lookup, (void *)c, &pol, &po, now, &v);
+        /* For an agent not served here the MAC decides between left and
+         * rejected: not before it. */
+        r = (it->agent || remote) && stale_unsigned(it->doc, &pol, now, &v) ? -EBADMSG :
+            hd_verify(it->doc, config_key_lookup, (void *)c, &pol, &po, now, &v);
         if (r == -EBADMSG) {
-                const char *lid = json_string_value(json_object_get(it->doc, "handoff_id"));
                 /* A claim's leftover that no longer verifies (expired
-                 * since, or its key gone): the record holds it, so it
-                 * goes as after its claim; rejected, its id would be in
-                 * rejected/ beside its record (test_powercut found it). */
-                if ((it->agent || remote) && lid && hd_id_valid(lid) &&
-                    drop_claim_leftover(sp, it, lid))
-                        return IO_GONE;
+                 * since, or its key gone) goes as after its claim:
+                 * decide_reject() looks. */
                 if (it->agent || remote)
                         return decide_reject(sp, it, &v, false, now);
                 /* Not ours: another daemon may hold the sender's key;
@@ -395,12 +581,14 @@ static int decide(struct spool *sp, struct item *it, int64_t now)
                 if (v.reason == HD_R_UNKNOWN_KEY || v.reason == HD_R_BAD_MAC)
                         return decide_left(sp, it, to, v.reason, &v, now);
                 if (v.reason == HD_R_EXPIRED && to && hd_agent_valid(to)) {
+                        const char *oos = unserved_why(sp, to);
                         char was[sizeof(v.detail)];
                         snprintf(was, sizeof(was), "%s", v.detail);
                         /* truncation only shortens the quoted detail */
                         if (snprintf(v.detail, sizeof(v.detail),
-                                     "no daemon claimed it for agent %s before it expired (%.150s)",
-                                     to, was) < 0)
+                                     "no daemon claimed it for agent %s before it expired "
+                                     "(%s%.170s)", to, oos ? "out of service here: " : "",
+                                     oos ? oos : was) < 0)
                                 v.detail[0] = '\0';
                         v.reason = HD_R_EXPIRED_UNCLAIMED;
                         return decide_reject(sp, it, &v, true, now);
@@ -421,6 +609,17 @@ static int decide(struct spool *sp, struct item *it, int64_t now)
         if (r < 0)
                 return r;
         it->lock_id = lock_off_id(it->id);
+        /* Rejected since we opened it, by a daemon that held the lock
+         * (decide_reject(); an unauthenticated rejection leaves no trace
+         * of its id): no longer this file in handoff/.  A second link is
+         * a move not finished: the next look sees to it. */
+        struct stat cur;
+        if (fstatat(sp->fd[SD_HANDOFF], name, &cur, AT_SYMLINK_NOFOLLOW) < 0)
+                return errno == ENOENT ? IO_GONE : -errno;
+        if (cur.st_dev != it->dev || cur.st_ino != it->ino)
+                return IO_GONE;
+        if (cur.st_nlink > 1)
+                return IO_BUSY;
         const char *ptype = json_string_value(json_object_get(it->doc, "payload_type"));
         /* Claimed already?  For a plain bootstrap the record's link tells
          * (a link never replaces: deliver() takes its EEXIST as this), and
@@ -442,20 +641,26 @@ static int decide(struct spool *sp, struct item *it, int64_t now)
                 return r == -ENOENT ? IO_GONE : r < 0 ? r : IO_OUTBOX;
         }
         /* An agent's inbox is bounded (quota.c): refused, not remembered,
-         * so the sender may send it again once there is room. */
+         * so the sender may send it again once there is room.  Counted as
+         * waiting now, so every daemon's next claim sees it. */
         const char *from = json_string_value(json_object_get(it->doc, "from_agent"));
-        if (quota_check(sp, it->agent->cfg->name, from, &v) < 0)
+        r = quota_take(sp, it->agent->cfg->name, it->id, from, &v, &it->counted);
+        if (r == -EBADMSG)
                 return decide_reject(sp, it, &v, false, now);
+        if (r == -EAGAIN)
+                return IO_BUSY;
+        if (r < 0)
+                return r;
         if (payload_type_session_store(ptype)) {
                 r = hd_baton_check_handoff(sp->fd[SD_BATON], it->doc, &v);
+                if (r < 0)
+                        uncount(sp, it);
                 if (r == -EBADMSG)
                         return decide_reject(sp, it, &v, true, now);
                 if (r < 0)
                         return r;
         }
 
-        /* Counted as waiting now, so the rest of a burst sees it. */
-        quota_note(sp, it->id, it->agent->cfg->name, from);
         /* Verified and ours: the claim is the record that delivery
          * makes (delivery.c); until then the item is the producer's
          * file in handoff/, under the lock of its id. */
@@ -511,6 +716,7 @@ static int sync_written(struct spool *sp, struct item *items, size_t n)
                         return rets[j];
                 struct item *it = &items[idx[j]];
                 (void) unlinkat(dirfds[j], names[j], 0);
+                uncount(sp, it);
                 it->outcome = rets[j];
                 spool_error(sp, rets[j], "Cannot deliver %s to %s", it->id, it->agent->cfg->name);
                 errors++;
@@ -533,7 +739,7 @@ static void drop_pending(struct spool *sp, struct item *it)
 {
         char pname[NAME_MAX + 1];
 
-        quota_forget(sp, it->id);
+        uncount(sp, it);
         if (delivery_pending_name(it->id, pname, sizeof(pname)) == 0 &&
             unlinkat(it->agent->handoffs_fd, pname, 0) == 0)
                 it->agent->dirty = true;
@@ -601,7 +807,7 @@ static int deliver(struct spool *sp, struct item *items, size_t n, int64_t now)
                                 if (step == 2)
                                         drop_pending(sp, it);
                                 else
-                                        quota_forget(sp, it->id);
+                                        uncount(sp, it);
                                 q = claimed_again(sp, it, "is already claimed", now);
                                 it->outcome = q;
                                 errors += q < 0;
@@ -650,8 +856,15 @@ int intake_batch(struct spool *sp, char *const *names, size_t n,
         int errors = 0, r;
 
         items = calloc(n ? n : 1, sizeof(*items));
-        if (!items)
-                return -ENOMEM;
+        if (!items) {
+                /* Every name a system error, so the caller's routing of
+                 * outcomes (drain(): the retry timer, with its back-off)
+                 * holds: nothing was looked at, each stays in handoff/. */
+                spool_error(sp, -ENOMEM, "Cannot decide %zu name(s) in handoff/", n);
+                for (size_t i = 0; outcomes && i < n; i++)
+                        outcomes[i] = -ENOMEM;
+                return (int)n;
+        }
         for (size_t i = 0; i < n; i++) {
                 items[i].name = names[i];
                 items[i].fd = -1;
@@ -695,6 +908,10 @@ int intake_batch(struct spool *sp, char *const *names, size_t n,
                 errors += deliver(sp, items, n, now);
                 for (size_t i = 0; outcomes && i < n; i++)
                         outcomes[i] = items[i].outcome;
+        } else if (json_object_size(sp->leaving) > 0) {
+                /* Rejections linked out (spool_reject_from(), with the
+                 * relay) leave handoff/ now; with fsync deliver() did. */
+                (void) spool_flush(sp);
         }
         bool locked = false;
         for (size_t i = 0; i < n; i++) {
@@ -720,7 +937,7 @@ void intake_foreign_due(struct spool *sp, int64_t now)
                 int64_t t = json_integer_value(json_array_get(v, 0));
                 if (t <= now) {
                         json_array_append_new(due, json_string_nocheck(k));
-                        json_object_del(sp->foreign, k);
+                        foreign_drop(sp, k);
                 } else {
                         deadline_note(&sp->deadline, t);
                 }
@@ -736,7 +953,7 @@ void intake_foreign_due(struct spool *sp, int64_t now)
                         /* Past the batch's time: at the next deadline. */
                         for (size_t i = 0; i < n; i++)
                                 if (outcomes[i] == IO_SKIPPED)
-                                        json_object_set_new_nocheck(sp->foreign, names[i],
+                                        foreign_put(sp, names[i],
                                                 json_pack("[I, I, I]", (json_int_t)now, (json_int_t)-1,
                                                           (json_int_t)-1));
                         if (json_object_size(sp->foreign))

@@ -11,9 +11,10 @@
 
 /* Decide about names in handoff/ (a burst): claims are made durable with one
  * fsync per directory for the whole batch before any bootstrap is written.
- * outcomes (may be NULL) gets one enum item_outcome per name; a negative
- * entry is a system error for that name (it stays where it is).  Returns
- * the number of system errors. */
+ * outcomes (may be NULL) gets one enum item_outcome per name, always, for
+ * every name; a negative entry is a system error for that name (it stays
+ * where it is; every name when the batch cannot be set up).  Returns the
+ * number of system errors. */
 int intake_batch(struct spool *sp, char *const *names, size_t n,
                  int64_t now, int *outcomes);
 
@@ -29,5 +30,8 @@ int intake_verify_claimed(struct spool *sp, const json_t *doc, const char *id,
  * again (they end as expired_unclaimed); the others' expiry is noted as a
  * deadline. */
 void intake_foreign_due(struct spool *sp, int64_t now);
+/* Forget what was left for agents not served here (a reload: they are
+ * looked at again). */
+void intake_foreign_clear(struct spool *sp);
 
 #endif

@@ -691,11 +691,12 @@ int item_check_locked(struct spool *sp, const char *id, int fd, int64_t now)
                 cancel_answer(sp, id, from, f.answer);
         if (s == IS_GONE || r > 0)
                 verified_forget(sp, id);    /* archived */
-        /* What waits for each agent (quota.c): rebuilt by the sweep. */
-        if (s == IS_GONE || r > 0 || (s == IS_TAMPERED && r == 0))
-                quota_forget(sp, id);
+        /* What waits for each agent (quota.c): released by the daemon
+         * that archives or rejects it (IS_GONE: another one did). */
+        if ((r > 0 || (s == IS_TAMPERED && r == 0)) && f.a)
+                quota_release(sp, f.a->cfg->name, id);
         else if (s > IS_TAMPERED && r == 0 && f.a && f.doc)
-                quota_note(sp, id, f.a->cfg->name,
+                quota_note(sp, f.a->cfg->name, id,
                            json_string_value(json_object_get(f.doc, "from_agent")));
         item_files_clear(&f);
         return r;

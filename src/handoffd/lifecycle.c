@@ -71,14 +71,11 @@ int lifecycle_check(struct spool *sp, const char *id, int64_t now)
         return r;
 }
 
-int lifecycle_bootstrap_gone(struct spool *sp, struct agent_rt *a,
-                             const char *name, int64_t now)
+int lifecycle_bootstrap_gone(struct spool *sp, const char *name, int64_t now)
 {
         char id[NAME_MAX + 1];
         size_t l = strlen(name);
-        int r;
 
-        (void)a;
         /* A consumer that took NAME by renaming it to .consume.PID.RAND.NAME
          * (hd_consume) has now deleted that: look at NAME's item at once,
          * rather than at the next sweep. */
@@ -93,9 +90,7 @@ int lifecycle_bootstrap_gone(struct spool *sp, struct agent_rt *a,
                 return 0;
         memcpy(id, name, l - 5);
         id[l - 5] = '\0';
-        r = lifecycle_check(sp, id, now);
-        spool_flush(sp);
-        return r;
+        return lifecycle_check(sp, id, now);
 }
 
 /* Our own temp files (".NAME.XXXXXX" from hd_write_atomic) left in a
@@ -193,15 +188,22 @@ int lifecycle_sweep_begin(struct spool *sp, int64_t now, bool at_start)
         }
         deadline_reset(&sp->deadline);
         sp->sweep_gen++;
-        quota_sweep_begin(sp);
+        /* After a start or a reload, what a kill left counted goes, and
+         * this sweep's looks count every claimed item (quota.c). */
+        bool recount = sp->quota_recount;
+        sp->quota_recount = false;
+        if (recount)
+                quota_repair(sp);
         /* Read as it goes (a claimed backlog of any size costs no
          * memory): an entry the checks move out or add meanwhile may be
          * seen or not, and either is fine (a marker is kept while its item
          * is there). */
         dir = opendir_at(sp->fd[SD_CLAIMED]);
-        if (!dir)
+        if (!dir) {
+                sp->quota_recount |= recount;
                 return spool_error(sp, -errno, "Cannot list claimed/");
-        sp->sweep = (struct sweep){ .dir = dir, .at_start = at_start };
+        }
+        sp->sweep = (struct sweep){ .dir = dir, .at_start = at_start, .recount = recount };
         return 0;
 }
 
@@ -216,11 +218,15 @@ static void sweep_end(struct spool *sp, int64_t now)
          * whole directories, so they run at most once per rescan_interval. */
         if (at_start || now - sp->housekeeping_at >= sp->cfg->rescan_interval * 1000000LL) {
                 sp->housekeeping_at = now;
+                if (!sp->sweep.recount)         /* repaired at its start */
+                        quota_repair(sp);
                 retention_run(sp, now);
                 int q = metrics_write(sp, now);
                 if (q < 0)
                         log_warning_errno(q, "Cannot write the metrics textfile %s",
                                           sp->cfg->metrics_textfile);
+        } else {
+                retention_rejected_due(sp, now);
         }
 }
 
@@ -273,7 +279,6 @@ int lifecycle_sweep_step(struct spool *sp, int64_t now, int64_t budget_usec)
         } else {
                 /* Seen by no look of this sweep: no longer claimed. */
                 verified_forget_older(sp, sp->sweep_gen);
-                quota_sweep_end(sp);
                 sweep_end(sp, now);
         }
         more = 0;

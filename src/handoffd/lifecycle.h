@@ -9,9 +9,9 @@
  * when its bootstrap is gone, expire it when its window has passed. */
 int lifecycle_check(struct spool *sp, const char *handoff_id, int64_t now);
 
-/* A bootstrap name disappeared from an agent's handoffs/ directory. */
-int lifecycle_bootstrap_gone(struct spool *sp, struct agent_rt *a,
-                             const char *name, int64_t now);
+/* A bootstrap name disappeared from an agent's handoffs/ directory: its
+ * item is looked at (the caller syncs what it changed: spool_flush()). */
+int lifecycle_bootstrap_gone(struct spool *sp, const char *name, int64_t now);
 
 /* Every claimed item, the foreign items past expiry, and retention.
  * Recomputes sp->deadline.  at_start also removes temp files left by

@@ -11,7 +11,8 @@
 #include "util.h"
 
 #define LOCK_NAME ".lock"
-/* Disjoint regions: inodes [2^60, 2^61), ids [2^61, 2^62). */
+/* Disjoint regions: inodes [2^60, 2^61), ids [2^61, 3 * 2^60), agents' inbox
+ * counts [3 * 2^60, 2^62). */
 #define REGION_BITS 60
 
 int lock_open(int dirfd, int *ret_fd)
@@ -51,6 +52,12 @@ uint64_t lock_off_id(const char *id)
 {
         uint64_t h = fnv1a(id, strlen(id), FNV_BASIS);
         return (UINT64_C(2) << REGION_BITS) | (h & ((UINT64_C(1) << REGION_BITS) - 1));
+}
+
+uint64_t lock_off_quota(const char *agent)
+{
+        uint64_t h = fnv1a(agent, strlen(agent), FNV_BASIS);
+        return (UINT64_C(3) << REGION_BITS) | (h & ((UINT64_C(1) << REGION_BITS) - 1));
 }
 
 uint64_t lock_off_inode(dev_t dev, ino_t ino)

@@ -24,6 +24,9 @@ int lock_open(int dirfd, int *ret_fd);
  * only makes one wait for the other. */
 uint64_t lock_off_id(const char *handoff_id);
 uint64_t lock_off_inode(dev_t dev, ino_t ino);
+/* The byte of an agent's inbox count (quota.c): held while one claim is
+ * checked against the limits and counted. */
+uint64_t lock_off_quota(const char *agent);
 
 /* Take byte off, exclusive or shared, without waiting: 0, -EAGAIN when
  * another daemon holds it, other -errno. */

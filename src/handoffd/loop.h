@@ -16,6 +16,7 @@
 #include "spool.h"
 
 struct control;
+struct pending;
 
 struct daemon {
         uv_loop_t loop;
@@ -32,13 +33,16 @@ struct daemon {
         uint64_t reap_backoff_ms;/* spent/ cannot be listed: the next try, 0: none */
         uv_idle_t idle;         /* drains the pending set in chunks */
         uv_idle_t sweep_idle;   /* a sweep under way, a slice a turn (slice.c) */
+        uv_idle_t gone_idle;    /* the items of gone bootstraps, a slice a turn */
+        json_t *gone;           /* bootstrap names gone, to look at: a set */
         uv_check_t status_check;/* after each wake-up: did the counts change? */
+        uv_timer_t t_metrics;   /* the metrics textfile, after a change (service.c) */
+        bool metrics_failed;    /* its last write failed (said once) */
         uv_prepare_t log_prepare;/* before each sleep: log_flush() */
         char status_sent[192];  /* the last STATUS= sent */
 
-        json_t *pending;        /* names in handoff/ to decide about, ordered */
+        struct pending *pending;/* names in handoff/ to decide about (pending.h) */
         DIR *scan;              /* a rescan of handoff/ under way */
-        bool ipoll_paused;      /* inotify not read: pending is full */
         json_t *retry;          /* names that hit a system error */
         uint64_t retry_backoff_ms;
         unsigned rewatch_count;

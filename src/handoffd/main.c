@@ -2,7 +2,8 @@
  *
  * Exit codes (handoffd(8)): 0 stopped by SIGTERM/SIGINT or -n found no
  * problem, 1 a fatal runtime error, 2 bad usage or a bad configuration (or,
- * with --strict, one the daemon would warn about). */
+ * with --strict, one the daemon would warn about), 3 (-n only) the daemon
+ * would start with an agent out of service. */
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
@@ -30,20 +31,23 @@ static void usage(FILE *f)
                 "  -h, --help            show this help\n"
                 "  -V, --version         show the version\n\n"
                 "Exit codes: 0 clean stop (or -n: a good configuration), 1 fatal error,\n"
-                "2 usage or configuration error (with --strict, also a warning).\n"
+                "2 usage or configuration error (with --strict, also a warning),\n"
+                "3 (-n) an agent would be out of service.\n"
                 "See handoffd(8) and handoffd.conf(5).\n",
                 CONFIG_DEFAULT_PATH);
 }
 
+/* As the start logs it (service.c): -n prints the start's lines. */
 static void print_warning(void *userdata, const char *msg)
 {
         (void)userdata;
-        fprintf(stderr, "handoffd: warning: %s\n", msg);
+        log_warning("%s", msg);
 }
 
-/* A set-up refused at start (an agent's directory others may write) is
- * the operator's to fix, like an unsafe key: 2, which the unit does not
- * restart into the same refusal. */
+/* A set-up refused at start (a spool lock file not ours) is the
+ * operator's to fix, like an unsafe key: 2, which the unit does not
+ * restart into the same refusal.  An agent's unsafe directory is not
+ * one: only that agent is out of service (agents.c). */
 static int start_exit(int r)
 {
         return r == -EPERM ? 2 : r < 0 ? 1 : 0;
@@ -87,7 +91,8 @@ int main(int argc, char **argv)
         log_setup(verbose ? LOG_DEBUG : LOG_INFO);
         signal(SIGPIPE, SIG_IGN);
 
-        r = config_load(path, true, &cfg, &err);
+        /* -n and the start check the same, the relay's keys included. */
+        r = daemon_config_load(path, &cfg, &err);
         if (r < 0) {
                 fprintf(stderr, "%s\n", err ? err : strerror(-r));
                 free(err);
@@ -96,29 +101,38 @@ int main(int argc, char **argv)
         /* The daemon warns at start; -n and --strict look now. */
         int warnings = check_only || strict ? config_warnings(cfg, print_warning, NULL) : 0;
         /* -n also makes the start's checks of the agents' directories
-         * (spool_check(): the same code as the start), and exits as the
-         * start would. */
+         * (spool_check(): the same code as the start), and prints each
+         * line the start would log of them, once. */
+        struct agents_count ac = { 0 };
         if (check_only) {
-                r = spool_check(cfg);
+                r = spool_check(cfg, &ac);
                 if (r < 0) {
-                        fprintf(stderr, "%s: the daemon would not start: %s\n", path,
-                                r == -EPERM ? "an agent's directory is unsafe (above)"
-                                            : strerror(-r));
+                        log_flush();
+                        fprintf(stderr, "%s: the daemon would not start: %s\n", path, strerror(-r));
                         config_free(cfg);
                         return start_exit(r);
                 }
-                warnings += r;
+                warnings += (int)ac.warnings;
         }
         if (strict && warnings > 0) {
+                log_flush();
                 fprintf(stderr, "%s: %d warning(s), an error with --strict\n", path, warnings);
                 config_free(cfg);
                 return 2;
         }
         if (check_only) {
-                printf("%s: ok (%zu agent(s), spool %s", path, cfg->n_agents, cfg->spool_dir);
-                if (warnings > 0)
-                        printf(", %d warning(s)", warnings);
-                printf(")\n");
+                log_flush();
+                if (ac.unserved > 0) {
+                        fprintf(stderr, "%s: %zu of %zu agent(s) would be out of service (above); "
+                                "the daemon would start and serve %zu\n",
+                                path, ac.unserved, cfg->n_agents, ac.served);
+                } else {
+                        printf("%s: ok (%zu agent(s), spool %s", path, cfg->n_agents,
+                               cfg->spool_dir);
+                        if (warnings > 0)
+                                printf(", %d warning(s)", warnings);
+                        printf(")\n");
+                }
                 if (config_relay_on(cfg))
                         printf("relay: host %s; receipts: %s, %s\n", cfg->relay.host,
                                cfg->relay.host_key ? "sent (host_key)"
@@ -127,7 +141,7 @@ int main(int argc, char **argv)
                                ? "accepted (host_pubkey_dir)"
                                : "not accepted ([relay] host_pubkey_dir not set: wait stops at relayed)");
                 config_free(cfg);
-                return 0;
+                return ac.unserved > 0 ? 3 : 0;
         }
         /* Nothing we create is for others; explicit modes add the group. */
         umask(0027);

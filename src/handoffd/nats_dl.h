@@ -70,8 +70,7 @@
         X(natsSubscription_Fetch) \
         X(natsSubscription_FetchRequest) \
         X(nats_CloseAndWait) \
-        X(nats_GetLastError) \
-        X(nats_Now)
+        X(nats_GetLastError)
 
 #define NATS_DL_DECLARE(f) extern typeof(f) *sym_##f;
 NATS_DL_SYMBOLS(NATS_DL_DECLARE)

@@ -5,152 +5,336 @@
  * as inbox_full, its id not remembered (a retry once there is room is no
  * replay).
  *
- * Counted in memory, never by listing directories per handoff, and only
- * while a limit is set: sp->waiting maps each claimed id to its (agent,
- * sender) pair, noted at the claim and at each look of the sweep, dropped
- * when the item is archived or rejected.  A pair is one JSON array
- * [agent, from, n] shared by its ids (an id costs a table entry, about
- * 150 bytes); sp->waiting_n is agent -> {"": total, from: pair}.  A sweep
- * begins with the ids set aside (sp->waiting_prev); what its looks do not
- * note again was archived by another daemon, and is dropped at its end. */
+ * The limits hold for the spool, however many daemons serve it, so the
+ * counts live in the spool, not in a daemon's memory.  A count is the
+ * link count of a file of ours, and each waiting item one hard link to it
+ * named by its id: a count is read with one fstatat, raised with one
+ * linkat, lowered with one unlinkat, never by listing a directory.
+ *
+ *   quota/AGENT/count              its links - 1: items waiting for AGENT
+ *   quota/AGENT/ids/ID             a link of count, one per item
+ *   quota/AGENT/senders/FROM       its links - 1: those sent by FROM
+ *   quota/AGENT/by-sender/ID       a link of senders/FROM, one per item
+ *
+ * An item is counted before its claim's record is made (quota_take) and
+ * released once it has left claimed/ (quota_release).  A check and its
+ * count are one step among all daemons: both are made holding the
+ * agent's byte of SPOOL/.lock (lock_off_quota), for those few calls
+ * only.  A release takes no lock: it only makes room.
+ *
+ * What a daemon killed between the count and the claim's record, or
+ * between the archive and the release, leaves counted waits no more:
+ * quota_repair() removes such ids under the id's lock (a claimer holds it
+ * from before its count to after its record), at start and at each
+ * housekeeping run.  The links are not synced (a sync per claim for a
+ * count that can be rebuilt): the first sweep after a start (and after a
+ * reload) counts every claimed item it looks at (quota_note), so what a
+ * power cut took is counted again.  quota/ is the daemon's alone (mode
+ * 0700): nobody else can add to a count. */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
+#include "files.h"
+#include "lock.h"
+#include "log.h"
 #include "quota.h"
+#include "util.h"
+
+#define Q_COUNT     "count"
+#define Q_IDS       "ids"
+#define Q_SENDERS   "senders"
+#define Q_BY_SENDER "by-sender"
+/* The sender of a handoff without a valid from_agent (no agent name
+ * begins with '_'). */
+#define Q_NO_SENDER "_invalid"
+
+/* The agent's byte is held for a few system calls: a busy one is tried
+ * again for up to about 2 ms before the item is put off (for the retry
+ * timer, a second later).  Bounded, so no daemon ever waits on another. */
+#define LOCK_TRIES 20
+#define LOCK_PAUSE_NSEC 100000L
+
+/* One item's names under quota/. */
+struct quota_names {
+        const char *from;
+        char count[80], sender[160], id[224], by[224];
+};
 
 static bool quota_on(const struct spool *sp)
 {
         return sp->cfg->max_waiting || sp->cfg->max_waiting_per_sender;
 }
 
-/* The pair's count and its agent's total, by d. */
-static void pair_add(struct spool *sp, json_t *pair, json_int_t d)
+static int quota_names(struct quota_names *q, const char *agent, const char *id,
+                       const char *from)
 {
-        const char *agent = json_string_value(json_array_get(pair, 0));
-        const char *from = json_string_value(json_array_get(pair, 1));
-        json_t *a = json_object_get(sp->waiting_n, agent);
-        json_int_t n = json_integer_value(json_array_get(pair, 2)) + d;
-        json_int_t total;
-
-        if (!a)
-                return;
-        json_array_set_new(pair, 2, json_integer(n > 0 ? n : 0));
-        if (n <= 0)
-                json_object_del(a, from);
-        total = json_integer_value(json_object_get(a, "")) + d;
-        if (total > 0)
-                json_object_set_new(a, "", json_integer(total));
-        else
-                json_object_clear(a);
+        q->from = from && hd_agent_valid(from) ? from : Q_NO_SENDER;
+        if (!hd_agent_valid(agent) || (id && !hd_id_valid(id)))
+                return -EINVAL;
+        if (xsnprintf(q->count, sizeof(q->count), "%s/" Q_COUNT, agent) < 0 ||
+            xsnprintf(q->sender, sizeof(q->sender), "%s/" Q_SENDERS "/%s", agent, q->from) < 0)
+                return -ENAMETOOLONG;
+        if (id && (xsnprintf(q->id, sizeof(q->id), "%s/" Q_IDS "/%s", agent, id) < 0 ||
+                   xsnprintf(q->by, sizeof(q->by), "%s/" Q_BY_SENDER "/%s", agent, id) < 0))
+                return -ENAMETOOLONG;
+        return 0;
 }
 
-static json_t *pair_get(struct spool *sp, const char *agent, const char *from)
+static int quota_lock(struct spool *sp, uint64_t off)
 {
-        json_t *a = json_object_get(sp->waiting_n, agent), *p;
+        const struct timespec pause = { 0, LOCK_PAUSE_NSEC };
 
-        if (!a) {
-                a = json_object();
-                if (!a || json_object_set_new(sp->waiting_n, agent, a) < 0)
-                        return NULL;
-        }
-        p = json_object_get(a, from);
-        if (p)
-                return p;
-        p = json_pack("[s, s, i]", agent, from, 0);
-        if (!p || json_object_set_new(a, from, p) < 0)
-                return NULL;
-        return p;
-}
-
-void quota_note(struct spool *sp, const char *id, const char *agent, const char *from)
-{
-        json_t *e, *p;
-
-        if (!agent || !id || !quota_on(sp))
-                return;
-        if (!from || !hd_agent_valid(from))
-                from = "(invalid)";
-        e = json_object_get(sp->waiting, id);
-        if (!e && sp->waiting_prev && (e = json_object_get(sp->waiting_prev, id))) {
-                /* seen again by this sweep: kept */
-                json_object_set_nocheck(sp->waiting, id, e);
-                json_object_del(sp->waiting_prev, id);
-        }
-        if (e && !strcmp(json_string_value(json_array_get(e, 0)) ?: "", agent) &&
-            !strcmp(json_string_value(json_array_get(e, 1)) ?: "", from))
-                return;
-        if (e)
-                quota_forget(sp, id);
-        p = pair_get(sp, agent, from);
-        if (!p || json_object_set_nocheck(sp->waiting, id, p) < 0)
-                return;
-        pair_add(sp, p, 1);
-}
-
-void quota_forget(struct spool *sp, const char *id)
-{
-        json_t *w[2] = { sp->waiting, sp->waiting_prev };
-
-        for (int i = 0; i < 2; i++) {
-                json_t *e = w[i] ? json_object_get(w[i], id) : NULL;
-                if (!e)
-                        continue;
-                pair_add(sp, e, -1);
-                json_object_del(w[i], id);
+        for (int i = 0;; i++) {
+                int r = lock_try(sp->lock_fd, off, true);
+                if (r != -EAGAIN || i == LOCK_TRIES)
+                        return r;
+                nanosleep(&pause, NULL);
         }
 }
 
-void quota_sweep_begin(struct spool *sp)
+/* The count an anchor holds: 0 while it does not exist. */
+static int count_of(int qfd, const char *anchor, uint64_t *ret)
 {
-        json_t *n = json_object();
+        struct stat st;
 
-        if (!n || sp->waiting_prev) {   /* one under way: it goes on */
-                json_decref(n);
-                return;
+        if (fstatat(qfd, anchor, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+                if (errno != ENOENT)
+                        return -errno;
+                *ret = 0;
+                return 0;
         }
-        sp->waiting_prev = sp->waiting;
-        sp->waiting = n;
+        *ret = st.st_nlink > 1 ? (uint64_t)st.st_nlink - 1 : 0;
+        return 0;
 }
 
-void quota_sweep_end(struct spool *sp)
+/* The agent's directories and an anchor, made where missing. */
+static int make_anchor(int qfd, const char *agent, const char *anchor)
 {
-        const char *k;
-        json_t *e;
+        static const char *const subs[] = { Q_IDS, Q_SENDERS, Q_BY_SENDER };
+        char d[128];
+        int fd;
 
-        if (!sp->waiting_prev)
-                return;
-        json_object_foreach(sp->waiting_prev, k, e)
-                pair_add(sp, e, -1);
-        json_decref(sp->waiting_prev);
-        sp->waiting_prev = NULL;
+        if (mkdirat(qfd, agent, 0700) < 0 && errno != EEXIST)
+                return -errno;
+        for (size_t i = 0; i < ELEMENTSOF(subs); i++) {
+                if (xsnprintf(d, sizeof(d), "%s/%s", agent, subs[i]) < 0)
+                        return -ENAMETOOLONG;
+                if (mkdirat(qfd, d, 0700) < 0 && errno != EEXIST)
+                        return -errno;
+        }
+        fd = openat(qfd, anchor, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd < 0 && errno != EEXIST)
+                return -errno;
+        if (fd >= 0)
+                close(fd);
+        return 0;
 }
 
-size_t quota_waiting(struct spool *sp, const char *agent)
+/* name made a link of anchor (made first, at an agent's or a sender's
+ * first item).  -EEXIST when name is there. */
+static int link_to(int qfd, const char *agent, const char *anchor, const char *name)
 {
-        return (size_t)json_integer_value(json_object_get(json_object_get(sp->waiting_n, agent), ""));
+        int r;
+
+        if (linkat(qfd, anchor, qfd, name, 0) == 0)
+                return 0;
+        if (errno != ENOENT)
+                return -errno;
+        r = make_anchor(qfd, agent, anchor);
+        if (r < 0)
+                return r;
+        return linkat(qfd, anchor, qfd, name, 0) == 0 ? 0 : -errno;
 }
 
-int quota_check(struct spool *sp, const char *agent, const char *from, hd_verdict *v)
+/* The item counted, in all and for its sender; with the agent's byte
+ * held.  *ret_taken: this call counted it. */
+static int count_in(int qfd, const char *agent, const struct quota_names *q, bool *ret_taken)
+{
+        int r = link_to(qfd, agent, q->count, q->id);
+
+        /* Counted already: by its claim (another file with its id), or
+         * by a claim a kill cut short, which this one now completes. */
+        if (r == -EEXIST)
+                return 0;
+        if (r < 0)
+                return r;
+        r = link_to(qfd, agent, q->sender, q->by);
+        if (r < 0 && r != -EEXIST) {
+                (void) unlinkat(qfd, q->id, 0);
+                return r;
+        }
+        *ret_taken = true;
+        return 0;
+}
+
+int quota_take(struct spool *sp, const char *agent, const char *id, const char *from,
+               hd_verdict *v, bool *ret_taken)
 {
         const struct config *c = sp->cfg;
-        json_t *a = json_object_get(sp->waiting_n, agent);
-        uint64_t total = (uint64_t)json_integer_value(json_object_get(a, ""));
-        uint64_t mine = from ? (uint64_t)json_integer_value(json_array_get(json_object_get(a, from), 2)) : 0;
+        int qfd = sp->fd[SD_QUOTA];
+        uint64_t off, n = 0;
+        struct quota_names q;
+        int r;
 
-        if (c->max_waiting_per_sender && mine >= c->max_waiting_per_sender) {
+        *ret_taken = false;
+        if (!quota_on(sp))
+                return 0;
+        r = quota_names(&q, agent, id, from);
+        if (r < 0)
+                return r;
+        off = lock_off_quota(agent);
+        r = quota_lock(sp, off);
+        if (r < 0)
+                return r;
+        if (c->max_waiting_per_sender && (r = count_of(qfd, q.sender, &n)) == 0 &&
+            n >= c->max_waiting_per_sender) {
                 v->reason = HD_R_INBOX_FULL;
                 snprintf(v->detail, sizeof(v->detail),
                          "%llu handoffs from %s already wait for %s (max_waiting_per_sender)",
-                         (unsigned long long)mine, from, agent);
-                return -EBADMSG;
+                         (unsigned long long)n, q.from, agent);
+                r = -EBADMSG;
         }
-        if (c->max_waiting && total >= c->max_waiting) {
+        if (r == 0 && c->max_waiting && (r = count_of(qfd, q.count, &n)) == 0 &&
+            n >= c->max_waiting) {
                 v->reason = HD_R_INBOX_FULL;
                 snprintf(v->detail, sizeof(v->detail),
                          "%llu handoffs already wait for %s (max_waiting)",
-                         (unsigned long long)total, agent);
-                return -EBADMSG;
+                         (unsigned long long)n, agent);
+                r = -EBADMSG;
         }
-        return 0;
+        if (r == 0)
+                r = count_in(qfd, agent, &q, ret_taken);
+        lock_release(sp->lock_fd, off);
+        return r;
+}
+
+void quota_release(struct spool *sp, const char *agent, const char *id)
+{
+        int qfd = sp->fd[SD_QUOTA];
+        struct quota_names q;
+
+        if (!quota_on(sp) || !agent || !id || quota_names(&q, agent, id, NULL) < 0)
+                return;
+        /* One that fails stays counted until quota_repair(). */
+        if ((unlinkat(qfd, q.id, 0) < 0 && errno != ENOENT) ||
+            (unlinkat(qfd, q.by, 0) < 0 && errno != ENOENT))
+                log_warning_errno(errno, "Cannot release %s from the inbox count of %s", id, agent);
+}
+
+void quota_note(struct spool *sp, const char *agent, const char *id, const char *from)
+{
+        struct quota_names q;
+        bool taken = false;
+        uint64_t off;
+        int r;
+
+        if (!sp->sweep.recount || !quota_on(sp) || quota_names(&q, agent, id, from) < 0)
+                return;
+        off = lock_off_quota(agent);
+        r = quota_lock(sp, off);
+        if (r == 0) {
+                r = count_in(sp->fd[SD_QUOTA], agent, &q, &taken);
+                lock_release(sp->lock_fd, off);
+        }
+        if (r < 0) {
+                /* the next sweep counts again */
+                sp->quota_recount = true;
+                if (r != -EAGAIN)       /* busy: another daemon counts for agent */
+                        log_warning_errno(r, "Cannot count %s in the inbox of %s", id, agent);
+        } else if (taken) {
+                log_debug("Counted %s in the inbox of %s (not counted before)", id, agent);
+        }
+}
+
+/* The links in agent/sub/ of ids with no item in claimed/ go, each under
+ * its id's lock (a claim in flight holds it: its count comes before its
+ * record).  The number removed. */
+static unsigned repair_ids(struct spool *sp, const char *agent, const char *sub)
+{
+        char d[128];
+        struct dirent *de;
+        unsigned n = 0;
+        int fd;
+        DIR *dir;
+
+        if (xsnprintf(d, sizeof(d), "%s/%s", agent, sub) < 0)
+                return 0;
+        fd = openat(sp->fd[SD_QUOTA], d, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return 0;       /* nothing counted yet */
+        dir = fdopendir(fd);
+        if (!dir) {
+                close(fd);
+                return 0;
+        }
+        while ((de = readdir(dir))) {
+                const char *id = de->d_name;
+                if (id[0] == '.' || !hd_id_valid(id) || spool_id_claimed(sp, id))
+                        continue;
+                uint64_t off = lock_off_id(id);
+                if (lock_try(sp->lock_fd, off, true) < 0)
+                        continue;
+                if (!spool_id_claimed(sp, id) && unlinkat(fd, id, 0) == 0)
+                        n++;
+                lock_release(sp->lock_fd, off);
+        }
+        closedir(dir);
+        return n;
+}
+
+/* The anchors of senders with nothing waiting go (a flood of made-up
+ * sender names leaves no file behind), under the agent's byte: a claim
+ * holding it may be about to link to one. */
+static void repair_senders(struct spool *sp, const char *agent)
+{
+        char d[128];
+        struct dirent *de;
+        struct stat st;
+        uint64_t off = lock_off_quota(agent);
+        int fd;
+        DIR *dir;
+
+        if (xsnprintf(d, sizeof(d), "%s/" Q_SENDERS, agent) < 0)
+                return;
+        fd = openat(sp->fd[SD_QUOTA], d, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return;
+        dir = fdopendir(fd);
+        if (!dir) {
+                close(fd);
+                return;
+        }
+        while ((de = readdir(dir))) {
+                if (de->d_name[0] == '.' ||
+                    fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || st.st_nlink > 1)
+                        continue;
+                if (lock_try(sp->lock_fd, off, true) < 0)
+                        break;  /* busy: the next run */
+                if (fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_nlink == 1)
+                        (void) unlinkat(fd, de->d_name, 0);
+                lock_release(sp->lock_fd, off);
+        }
+        closedir(dir);
+}
+
+void quota_repair(struct spool *sp)
+{
+        if (!quota_on(sp))
+                return;
+        for (size_t i = 0; i < sp->n_agents; i++) {
+                const char *agent = sp->agents[i].cfg->name;
+                unsigned n = repair_ids(sp, agent, Q_IDS);
+                (void) repair_ids(sp, agent, Q_BY_SENDER);
+                repair_senders(sp, agent);
+                if (n)
+                        log_info("Inbox count of %s: %u handoffs that no longer wait removed "
+                                 "(a daemon stopped between a count and its claim or archive)",
+                                 agent, n);
+        }
 }

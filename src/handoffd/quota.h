@@ -1,26 +1,35 @@
 /* The inbox quota: how many bootstraps wait for each agent, in all and per
- * sender; see quota.c. */
+ * sender, counted in the spool for every daemon that serves it; see
+ * quota.c. */
 #ifndef HD_QUOTA_H
 #define HD_QUOTA_H
 
+#include <stdbool.h>
+
 #include "spool.h"
 
-/* Claimed item id waits for agent, sent by from (at the claim, and at
- * each look of the sweep).  Nothing is kept while no limit is set. */
-void quota_note(struct spool *sp, const char *id, const char *agent, const char *from);
-/* id waits no more (archived, rejected). */
-void quota_forget(struct spool *sp, const char *id);
-/* A sweep begins; at its end every id no look of it noted is dropped
- * (another daemon on the spool archived it). */
-void quota_sweep_begin(struct spool *sp);
-void quota_sweep_end(struct spool *sp);
+/* May handoff id, sent by from, wait for agent?  When it may, it is
+ * counted at once, so the other daemons see it.  0: it may (*ret_taken:
+ * this call counted it; false when nothing is counted, no limit set, or
+ * id was counted already); -EBADMSG with v (inbox_full) when [spool]
+ * max_waiting or max_waiting_per_sender is reached; -EAGAIN when another
+ * daemon is counting for agent (look again later); other -errno. */
+int quota_take(struct spool *sp, const char *agent, const char *id, const char *from,
+               hd_verdict *v, bool *ret_taken);
 
-/* May one more from `from` wait for agent?  0, or -EBADMSG with v
- * (inbox_full) when [spool] max_waiting or max_waiting_per_sender is
- * reached. */
-int quota_check(struct spool *sp, const char *agent, const char *from, hd_verdict *v);
+/* id waits for agent no more: archived, rejected, or its claim failed
+ * after quota_take() counted it. */
+void quota_release(struct spool *sp, const char *agent, const char *id);
 
-/* The number waiting for agent. */
-size_t quota_waiting(struct spool *sp, const char *agent);
+/* A look of the sweep found claimed item id waiting for agent: counted
+ * when the sweep recounts (sweep.recount) and it is not yet. */
+void quota_note(struct spool *sp, const char *agent, const char *id, const char *from);
+
+/* What a daemon killed between a count and its claim, or between an
+ * archive and its release, left counted is no longer: ids counted for
+ * the agents served here with no item in claimed/, and the counts of
+ * senders with nothing waiting, are removed.  At start and with each
+ * housekeeping run. */
+void quota_repair(struct spool *sp);
 
 #endif

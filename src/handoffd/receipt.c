@@ -274,6 +274,11 @@ void receipt_owe(struct relay *r, const char *id, const char *origin)
         rc->owed_dirty = true;
 }
 
+bool receipt_sending(const struct relay *r)
+{
+        return r->rc && r->rc->key;
+}
+
 int receipt_sync(struct relay *r)
 {
         return r->rc ? flush_hook(r) : 0;
@@ -393,14 +398,32 @@ static void outcome_hook(void *ctx, const char *id, const char *name, const char
         }
 }
 
+void receipt_refused(struct relay *r, const char *id, const char *origin, const char *reason,
+                     const char *detail, int64_t now)
+{
+        int q;
+
+        if (!receipt_sending(r) || !hd_id_valid(id) || !hd_agent_valid(origin) ||
+            !strcmp(origin, r->host))
+                return;
+        /* synced by receipt_sync() before the message is acked */
+        q = receipt_write(r, id, origin, "rejected", reason, detail, now);
+        if (q < 0) {
+                spool_error(r->sp, q, "Cannot write the receipt of %s (rejected) for %s", id, origin);
+                return;
+        }
+        log_decision(LOG_INFO, id, NULL, "receipt", "rejected", "Receipt for %s to %s: rejected",
+                     id, origin);
+        kick(r);
+}
+
 /* ---- start and stop ----------------------------------------------------- */
 
 int receipt_start(struct relay *r)
 {
         struct spool *sp = r->sp;
-        const struct config_relay *c = &sp->cfg->relay;
         struct receipts *rc;
-        char err[300] = "";
+        char *err = NULL;
         int q;
 
         rc = calloc(1, sizeof(*rc));
@@ -417,22 +440,16 @@ int receipt_start(struct relay *r)
             (q = rc->out_fd = open_sub(rc->dir_fd, "out")) < 0 ||
             (q = rc->sent_fd = open_sub(rc->dir_fd, "sent")) < 0)
                 return log_error_errno(q, "Cannot open receipts/ in the spool");
-        if (c->host_key) {
-                q = hd_key_load(c->host_key, &rc->key, err, sizeof(err));
-                if (q < 0)
-                        return log_error_errno(q, "[relay] host_key: %s", err);
-                if (hd_key_kind_of(rc->key) != HD_KEY_ED25519_SECRET) {
-                        log_error("[relay] host_key %s is not an Ed25519 secret key "
-                                  "(handoffctl keygen --ed25519)", c->host_key);
-                        return -EINVAL;
-                }
+        /* What handoffd -n checked, and the start before the spool: the
+         * same code, again now that they are kept. */
+        q = config_relay_keys(sp->cfg, &rc->key, &rc->pub_fd, &err);
+        if (q < 0) {
+                log_error("%s", err ? err : strerror(-q));
+                free(err);
+                return q;
         }
-        if (c->host_pubkey_dir) {
-                rc->pub_fd = open(c->host_pubkey_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-                if (rc->pub_fd < 0)
-                        return log_error_errno(errno, "[relay] host_pubkey_dir %s: %m",
-                                               c->host_pubkey_dir);
-        }
+        if (rc->pub_fd >= 0 && !(rc->pub_dir = strdup(sp->cfg->relay.host_pubkey_dir)))
+                return -ENOMEM;
         /* What a crash left to publish; our temp names go. */
         DIR *d = opendir_at(rc->out_fd);
         struct dirent *de;
@@ -470,9 +487,11 @@ int receipt_start(struct relay *r)
                         rc->n_owed++;
         if (d)
                 closedir(d);
+        /* Last: nothing fails after it (relay.c, "handles"). */
         uv_timer_init(r->loop, &rc->timer);
         rc->timer.data = r;
         rc->timer_open = true;
+        r->n_handles++;
         sp->relay.outcome = outcome_hook;
         sp->relay.origin = origin_hook;
         sp->relay.flush = flush_hook;
@@ -484,13 +503,33 @@ int receipt_start(struct relay *r)
         return 0;
 }
 
+/* Why receipts from a [remote] host would be dropped now, as the start
+ * checks it (a directory or a HOST.pub others may write, a HOST.pub gone
+ * or broken), looked at for each status: it can change while the daemon
+ * runs, and a dropped receipt is not sent again.  NULL: none. */
+static char *accept_problem(struct relay *r)
+{
+        struct receipts *rc = r->rc;
+        char *err = NULL, *p = NULL;
+        int q;
+
+        if (!rc || rc->pub_fd < 0)
+                return NULL;
+        q = config_host_pubkeys_check(r->sp->cfg, rc->pub_dir, rc->pub_fd, &err);
+        if (q < 0 && asprintf(&p, "receipts are dropped: %s", err ? err : strerror(-q)) < 0)
+                p = NULL;
+        free(err);
+        return p;
+}
+
 json_t *receipt_status(struct relay *r)
 {
         struct receipts *rc = r->rc;
         bool sending = rc && rc->key, accepting = rc && rc->pub_fd >= 0;
+        _cleanup_free_ char *problem = accept_problem(r);
 
-        return json_pack("{s:b, s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
-                         "sending", sending, "accepting", accepting,
+        return json_pack("{s:b, s:b, s:s?, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
+                         "sending", sending, "accepting", accepting, "problem", problem,
                          "owed", (json_int_t)(sending ? rc->n_owed : 0),
                          "queued", (json_int_t)(rc ? json_object_size(rc->pending) : 0),
                          "awaited", (json_int_t)(accepting ? rc->n_awaited : 0),
@@ -500,10 +539,10 @@ json_t *receipt_status(struct relay *r)
                          "dropped", (json_int_t)r->st.receipts_bad);
 }
 
-void receipt_stop(struct relay *r)
+void receipt_stop(struct relay *r, uv_close_cb closed)
 {
         if (r->rc && r->rc->timer_open) {
-                uv_close((uv_handle_t *)&r->rc->timer, NULL);
+                uv_close((uv_handle_t *)&r->rc->timer, closed);
                 r->rc->timer_open = false;
         }
 }
@@ -519,6 +558,7 @@ void receipt_free(struct relay *r)
                 if (fds[i] >= 0)
                         close(fds[i]);
         hd_key_free(rc->key);
+        free(rc->pub_dir);
         free(rc->unsynced);
         json_decref(rc->pending);
         json_decref(rc->origins);

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include <jansson.h>
+#include <uv.h>
 
 struct relay;
 struct relay_in;
@@ -15,12 +16,20 @@ struct relay_in;
  * host_pubkey_dir, the receipts left to publish; the spool's outcome and
  * origin hooks.  <0 only for a key that cannot be used. */
 int receipt_start(struct relay *r);
-void receipt_stop(struct relay *r);
+/* Closes the receipts' loop handle; closed (relay.c's: it counts the
+ * relay's handles) runs when the loop has let go of it. */
+void receipt_stop(struct relay *r, uv_close_cb closed);
 void receipt_free(struct relay *r);
 
 /* Inbound (relay_inbound.c), before the message is renamed into handoff/:
  * id came from host origin, which is owed a receipt for each outcome. */
 void receipt_owe(struct relay *r, const char *id, const char *origin);
+/* Inbound: id from host origin, refused unwritten (relay_inbound.c) and
+ * verified: its final receipt, rejected for reason. */
+void receipt_refused(struct relay *r, const char *id, const char *origin, const char *reason,
+                     const char *detail, int64_t now);
+/* This host signs and sends receipts ([relay] host_key). */
+bool receipt_sending(const struct relay *r);
 /* Before the batch is acked: what receipt_owe() wrote is durable. */
 int receipt_sync(struct relay *r);
 /* A receipt from another host: verify it, record it with the archived

@@ -72,7 +72,15 @@ static bool verify(struct relay *r, const char *host, const json_t *doc, char *w
         size_t nk = 0;
         bool ok = false;
         hd_verdict v = { 0 };
+        char *e = NULL;
 
+        /* As the start checks it: a directory others may write holds
+         * nothing to go by. */
+        if (config_pubdir_check("[relay] host_pubkey_dir", r->rc->pub_dir, r->rc->pub_fd, &e) < 0) {
+                snprintf(why, n, "no usable key for host %s (%s)", host, e ? e : "host_pubkey_dir");
+                free(e);
+                return false;
+        }
         snprintf(name, sizeof(name), "%s.pub", host);
         if (hd_pubkeys_load_at(r->rc->pub_fd, name, keys, HD_PUBKEYS_MAX, &nk, err, sizeof(err)) < 0) {
                 snprintf(why, n, "no usable key for host %s (%s)", host, err[0] ? err : name);

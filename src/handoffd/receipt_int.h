@@ -21,6 +21,7 @@ struct relay;
 struct receipts {
         int dir_fd, owed_fd, out_fd, sent_fd;
         int pub_fd;             /* host_pubkey_dir, -1: accepting off */
+        char *pub_dir;          /* its name, as configured at start */
         hd_key *key;            /* host_key, NULL: sending off */
         json_t *pending;        /* out/ name -> busy (true while published) */
         /* Sending off (no host_key): id -> origin in memory only, for a

@@ -100,6 +100,26 @@ static void on_async(uv_async_t *h)
         }
 }
 
+/* The relay's condition variables wait on the monotonic clock
+ * (relay_nats.c timed_wait()): a step of the wall clock back must not
+ * hold a thread past its wait (the worker's set-up retries and its
+ * reports while the servers are down, the fetcher's pause while the
+ * relay is not ready or a fetch failed). */
+static void cond_init_mono(pthread_cond_t *c)
+{
+        pthread_condattr_t a;
+
+        pthread_condattr_init(&a);
+        pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+        pthread_cond_init(c, &a);
+        pthread_condattr_destroy(&a);
+}
+
+/* Everything that can fail comes before the loop handles (receipt_start()
+ * too inits its timer last): a start that fails there frees r at once,
+ * with nothing of it in the loop.  Only a thread that does not start
+ * comes after them; then r is stopped and freed from the handles' close
+ * callbacks (relay_free()). */
 int relay_start(uv_loop_t *loop, struct spool *sp, struct relay **ret)
 {
         const struct config *c = sp->cfg;
@@ -125,8 +145,8 @@ int relay_start(uv_loop_t *loop, struct spool *sp, struct relay **ret)
         r->outbox = json_object();
         r->queue = json_array();
         pthread_mutex_init(&r->m, NULL);
-        pthread_cond_init(&r->wake_worker, NULL);
-        pthread_cond_init(&r->wake_fetcher, NULL);
+        cond_init_mono(&r->wake_worker);
+        cond_init_mono(&r->wake_fetcher);
         if (!(r->host = strdup(c->relay.host)) || !(r->stream = strdup(c->relay.stream)) ||
             !(r->servers = strdup(c->relay.servers)) ||
             asprintf(&r->durable, "handoffd-%s", c->relay.host) < 0 ||
@@ -137,30 +157,37 @@ int relay_start(uv_loop_t *loop, struct spool *sp, struct relay **ret)
         q = relay_options(r, &c->relay);
         if (q < 0)
                 goto fail;
+        q = receipt_start(r);
+        if (q < 0)
+                goto fail;
+
+        /* Nothing fails from here on but the threads. */
         uv_async_init(loop, &r->async, on_async);
         uv_timer_init(loop, &r->timer);
         r->async.data = r->timer.data = r;
         r->handles_open = true;
-        sp->relay = (struct spool_relay) { .ctx = r, .take = take_hook,
-                                           .status = relay_status, .metrics = relay_metrics };
-
-        q = receipt_start(r);
-        if (q < 0)
-                goto fail;
+        r->n_handles += 2;
+        sp->relay.ctx = r;
+        sp->relay.take = take_hook;
+        sp->relay.status = relay_status;
+        sp->relay.metrics = relay_metrics;
         relay_inbound_clean(r);
         q = outbox_scan(r, hd_now_usec());
         if (q < 0)
                 log_warning_errno(q, "Cannot list outbox/");
 
-        if (pthread_create(&r->worker, NULL, relay_worker_main, r) != 0 ||
-            pthread_create(&r->fetcher, NULL, relay_fetch_main, r) != 0) {
-                q = log_error_errno(EAGAIN, "Cannot start the relay threads");
-                /* a started worker is stopped by relay_stop */
-                r->threads = true;
-                *ret = r;
+        q = -pthread_create(&r->worker, NULL, relay_worker_main, r);
+        if (q == 0) {
+                r->worker_started = true;
+                q = -pthread_create(&r->fetcher, NULL, relay_fetch_main, r);
+        }
+        if (q < 0) {
+                log_error_errno(q, "Cannot start the relay threads");
+                relay_stop(r);
+                relay_free(r);          /* from the close callbacks */
                 return q;
         }
-        r->threads = true;
+        r->fetcher_started = true;
         log_info("Relay: host %s, servers %s, %zu item(s) in outbox/", r->host,
                  c->relay.servers, json_object_size(r->outbox));
         *ret = r;
@@ -194,15 +221,19 @@ void relay_stop(struct relay *r)
 {
         if (!r)
                 return;
-        if (r->threads) {
+        if (r->worker_started || r->fetcher_started) {
                 pthread_mutex_lock(&r->m);
                 r->stop = true;
                 pthread_cond_broadcast(&r->wake_worker);
                 pthread_cond_broadcast(&r->wake_fetcher);
                 pthread_mutex_unlock(&r->m);
-                pthread_join(r->worker, NULL);
-                pthread_join(r->fetcher, NULL);
-                r->threads = false;
+                /* only a thread that was made: a pthread_t that never
+                 * was one is no thread to join */
+                if (r->worker_started)
+                        pthread_join(r->worker, NULL);
+                if (r->fetcher_started)
+                        pthread_join(r->fetcher, NULL);
+                r->worker_started = r->fetcher_started = false;
         }
         /* PubAcks that came in before the stop: archive those items now
          * rather than publish them again at the next start. */
@@ -230,19 +261,17 @@ void relay_stop(struct relay *r)
         pthread_mutex_lock(&r->m);
         r->closed = true;
         pthread_mutex_unlock(&r->m);
-        receipt_stop(r);
+        receipt_stop(r, relay_handle_closed);
         if (r->handles_open) {
-                uv_close((uv_handle_t *)&r->async, NULL);
-                uv_close((uv_handle_t *)&r->timer, NULL);
+                uv_close((uv_handle_t *)&r->async, relay_handle_closed);
+                uv_close((uv_handle_t *)&r->timer, relay_handle_closed);
                 r->handles_open = false;
         }
         memset(&r->sp->relay, 0, sizeof(r->sp->relay));
 }
 
-void relay_free(struct relay *r)
+static void relay_destroy(struct relay *r)
 {
-        if (!r)
-                return;
         free_queues(r);
         receipt_free(r);
         if (r->sub)
@@ -270,6 +299,27 @@ void relay_free(struct relay *r)
         free(r->durable);
         free(r->filter);
         free(r);
+}
+
+void relay_handle_closed(uv_handle_t *h)
+{
+        struct relay *r = h->data;
+
+        if (--r->n_handles == 0 && r->free_pending)
+                relay_destroy(r);
+}
+
+void relay_free(struct relay *r)
+{
+        if (!r)
+                return;
+        /* A handle of r's still in the loop (closing since relay_stop(),
+         * or the loop has not yet run its close callback): freed then. */
+        if (r->n_handles > 0) {
+                r->free_pending = true;
+                return;
+        }
+        relay_destroy(r);
 }
 
 static json_t *relay_status(void *ctx, int64_t now)

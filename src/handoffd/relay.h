@@ -11,7 +11,8 @@
  *   outbox.c         outbound: outbox/ -> publish -> archive/ (relayed) or,
  *                    expired first, rejected/ (expired_unrelayed).
  *   relay_inbound.c  inbound: each message into handoff/ (tmp/ then
- *                    rename), acked only when durable; known ids dropped.
+ *                    rename), acked only when durable; known ids dropped,
+ *                    one for an agent not taken here refused unwritten.
  *   nats_dl.c        libnats, loaded by relay_start() (never without a
  *                    relay); relay*.c call it through sym_ pointers.
  *
@@ -29,12 +30,14 @@ struct relay;
 
 /* Start the relay when the config has one (*ret NULL otherwise): scan
  * outbox/, set sp->relay's hooks, connect in the background.  Never waits
- * for the network. */
+ * for the network.  On failure *ret is NULL and nothing of the relay is
+ * left but what the loop's close callbacks free when it next runs. */
 int relay_start(uv_loop_t *loop, struct spool *sp, struct relay **ret);
 /* Stop the threads, close the connection (items in flight stay in
- * outbox/), clear the hooks, close the loop handles.  relay_free() after
- * the loop ran the close callbacks. */
+ * outbox/), clear the hooks, close the loop handles. */
 void relay_stop(struct relay *r);
+/* After relay_stop(): r is freed now, or by the last close callback of
+ * its handles when the loop has not run them yet. */
 void relay_free(struct relay *r);
 
 #endif

@@ -19,7 +19,11 @@
  * goes in under a name of its own, and the pipeline decides about both.
  *
  * A message over [spool] max_file_size is never copied (relay_nats.c): it
- * is acked and counted as rejected (too_large) here. */
+ * is acked and counted as rejected (too_large) here.  Nor is one written
+ * for an agent this daemon neither serves nor relays on ([remote]), by its
+ * subject or its to_agent: acked and counted as rejected (not_served).  In
+ * handoff/ it could only wait max_window for a daemon that never comes,
+ * and anyone who may publish on the stream could fill the disk so. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -194,8 +198,38 @@ static int reject_squatter(struct spool *sp, const char *name, const char *id,
         return spool_reject(sp, name, NULL, sv->reason, detail, NULL, now);
 }
 
-/* One message: written into handoff/ (1), dropped as known (0), or left
- * unacked for a redelivery (<0, reported here when it is an error). */
+/* Where a relayed message may go: an agent this daemon serves, or one it
+ * relays on. */
+static bool takes(const struct config *c, const char *agent)
+{
+        return agent && agent[0] && (config_agent(c, agent) || config_remote(c, agent));
+}
+
+/* Refused unwritten: for an agent this daemon does not take.  Its origin
+ * hears it (a receipt, when this host sends them) only when it verifies
+ * here: what nobody authenticated says nothing of anyone's handoff. */
+static void refuse(struct relay *r, const struct relay_in *in, const char *id, const json_t *doc,
+                   const char *to, int64_t now)
+{
+        struct spool *sp = r->sp;
+        const char *agent = to && !takes(sp->cfg, to) ? to : in->agent;
+        char qa[200], detail[400];
+        hd_verdict v;
+
+        sp->st.rejected[HD_R_NOT_SERVED]++;
+        log_quote(agent[0] ? agent : "(none)", qa, sizeof(qa));
+        snprintf(detail, sizeof(detail), "came through the relay from host %s for agent %s, "
+                 "not served by this host", in->origin[0] ? in->origin : "(unknown)", qa);
+        log_decision(LOG_NOTICE, id[0] ? id : NULL, hd_agent_valid(agent) ? agent : NULL, "rejected",
+                     hd_reason_name(HD_R_NOT_SERVED), "Relay: refused message %s: not_served: %s",
+                     id[0] ? id : "(no id)", detail);
+        if (id[0] && in->origin[0] && receipt_sending(r) && verifies(sp, doc, now, &v))
+                receipt_refused(r, id, in->origin, hd_reason_name(HD_R_NOT_SERVED), detail, now);
+}
+
+/* One message: written into handoff/ (1), dropped as known or refused
+ * (0), or left unacked for a redelivery (<0, reported here when it is an
+ * error). */
 static int inbound_one(struct relay *r, struct relay_in *in, int64_t now)
 {
         struct spool *sp = r->sp;
@@ -207,6 +241,12 @@ static int inbound_one(struct relay *r, struct relay_in *in, int64_t now)
         int q, k = ID_FREE;
 
         message_id(sp, in, id, sizeof(id), &doc);
+        const char *to = json_string_value(json_object_get(doc, "to_agent"));
+        if (!takes(sp->cfg, in->agent) || (to && !takes(sp->cfg, to))) {
+                refuse(r, in, id, doc, to, now);
+                q = 0;
+                goto out;
+        }
         if (id[0] && xsnprintf(name, sizeof(name), "%s.json", id) < 0)
                 id[0] = '\0';
         if (id[0]) {

@@ -61,11 +61,18 @@ static const char *nats_err(natsStatus s)
         return t && *t ? t : sym_natsStatus_GetText(s);
 }
 
+/* Milliseconds on the monotonic clock, as the condition variables wait
+ * (relay.c cond_init_mono()); nats_Now() is the wall clock. */
+static int64_t now_ms(void)
+{
+        return mono_usec() / 1000;
+}
+
 static void timed_wait(pthread_cond_t *c, pthread_mutex_t *m, int64_t ms)
 {
         struct timespec ts;
 
-        clock_gettime(CLOCK_REALTIME, &ts);
+        clock_gettime(CLOCK_MONOTONIC, &ts);
         ts.tv_sec += ms / 1000;
         ts.tv_nsec += (ms % 1000) * 1000000L;
         if (ts.tv_nsec >= 1000000000L) {
@@ -327,7 +334,7 @@ void *relay_worker_main(void *arg)
         /* Not connected: said at once (libnats retries in the background
          * and tells nothing until it connects), then every
          * UNREACHABLE_REPEAT_MS while it lasts. */
-        int64_t down_since = sym_nats_Now(), down_said = 0;
+        int64_t down_since = now_ms(), down_said = 0;
         if (s != NATS_OK) {
                 char why[200];
                 probe_servers(r->servers, why, sizeof(why));
@@ -352,7 +359,7 @@ void *relay_worker_main(void *arg)
         r->nc = nc;
         r->js = js;
         while (!r->stop) {
-                if (r->connected && !r->ready && sym_nats_Now() >= setup_at) {
+                if (r->connected && !r->ready && now_ms() >= setup_at) {
                         pthread_mutex_unlock(&r->m);
                         s = setup(r, err, sizeof(err));
                         if (s == NATS_OK) {
@@ -360,7 +367,7 @@ void *relay_worker_main(void *arg)
                                 post_state(r, NULL);
                         } else {
                                 post_state(r, "!%s", err);
-                                setup_at = sym_nats_Now() + setup_wait;
+                                setup_at = now_ms() + setup_wait;
                                 setup_wait = setup_wait * 2 > SETUP_RETRY_MAX_MS ? SETUP_RETRY_MAX_MS
                                                                                  : setup_wait * 2;
                         }
@@ -384,10 +391,10 @@ void *relay_worker_main(void *arg)
                 if (r->connected) {
                         down_since = 0;
                 } else if (!down_since) {
-                        down_since = down_said = sym_nats_Now();
-                } else if (sym_nats_Now() - down_said >= UNREACHABLE_REPEAT_MS) {
+                        down_since = down_said = now_ms();
+                } else if (now_ms() - down_said >= UNREACHABLE_REPEAT_MS) {
                         char why[200];
-                        down_said = sym_nats_Now();
+                        down_said = now_ms();
                         pthread_mutex_unlock(&r->m);
                         probe_servers(r->servers, why, sizeof(why));
                         post_state(r, "!cannot connect for %llds: %s; retrying",

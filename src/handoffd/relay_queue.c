@@ -99,6 +99,11 @@ static void relay_in_receipt(const struct relay *r, const char *subj, const char
         }
         if (origin && hd_agent_valid(origin))
                 snprintf(in->origin, sizeof(in->origin), "%s", origin);
+        /* handoff.<host>.<agent>: outbox.c publishes on the to_agent's */
+        if (subj && !strncmp(subj, "handoff.", 8) && !strncmp(subj + 8, r->host, lh) &&
+            subj[8 + lh] == '.' && strlen(subj + 9 + lh) < sizeof(in->agent) &&
+            hd_agent_valid(subj + 9 + lh))
+                snprintf(in->agent, sizeof(in->agent), "%s", subj + 9 + lh);
 }
 
 void relay_in_fill(const struct relay *r, struct relay_in *in, const char *subject,

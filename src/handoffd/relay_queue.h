@@ -39,6 +39,9 @@ struct relay_in {
          * ("" when absent or not a host name); a message on this host's
          * receipt subject is a receipt, its Nats-Msg-Id in rmsg_id. */
         char origin[65];
+        /* the agent its subject (handoff.<host>.<agent>) names, "" when
+         * none that is a valid name */
+        char agent[65];
         bool receipt;
         char rmsg_id[RELAY_MSGID_MAX + 1];
 };
@@ -89,6 +92,11 @@ struct relay {
         uv_async_t async;
         uv_timer_t timer;       /* outbox: submit, retry, expire */
         bool handles_open;
+        /* Loop handles of r's (these two, the receipts' timer) not yet
+         * through their close callback: r is freed with the last of them
+         * when relay_free() came first (relay.c). */
+        unsigned n_handles;
+        bool free_pending;
 
         /* Settings, copied at start: a reload does not change them. */
         char *host, *stream, *durable, *filter;
@@ -100,7 +108,7 @@ struct relay {
         /* NATS objects: made and used by the two threads only. */
         void *opts, *nc, *js, *sub;     /* natsOptions, natsConnection, jsCtx, natsSubscription */
         pthread_t worker, fetcher;
-        bool threads;
+        bool worker_started, fetcher_started;
 
         pthread_mutex_t m;
         pthread_cond_t wake_worker, wake_fetcher;
@@ -121,6 +129,10 @@ struct relay {
         struct relay_stats st;
         struct receipts *rc;    /* receipt.c's; NULL: receipts off */
 };
+
+/* The close callback of each loop handle of r's (its data r): relay.c's,
+ * handed to receipt_stop() for the receipts' timer. */
+void relay_handle_closed(uv_handle_t *h);
 
 /* From the loop: publish data on subject with Nats-Msg-Id id (takes data). */
 int relay_publish(struct relay *r, const char *id, const char *subject,

@@ -11,5 +11,9 @@
 #define RETENTION_BATCH 256
 
 void retention_run(struct spool *sp, int64_t now);
+/* rejected/ alone, when a rejection took it past a bound of [retention]
+ * (sp->retention_due), and not sooner than RETENTION_SOON_USEC after its
+ * last run (then a deadline for it). */
+void retention_rejected_due(struct spool *sp, int64_t now);
 
 #endif

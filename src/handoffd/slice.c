@@ -2,7 +2,9 @@
  * a user can make that large (many items, each up to max_file_size), so
  * it never runs in one callback: a slice of about SLICE_USEC per loop
  * turn, continued from an idle handle (with one active the loop polls
- * without blocking, so I/O and signals are polled between slices).
+ * without blocking, so I/O and signals are polled between slices).  The
+ * items of bootstraps gone from the agents' handoffs/ are looked at the
+ * same way (slice_gone()), a burst of consumes as much as a sweep.
  *
  * The timer that starts a sweep at the earliest deadline is never armed
  * below TIMER_FLOOR_MS: libuv (1.44) runs a timer re-armed at 0 ms from
@@ -17,6 +19,8 @@
 
 #define TIMER_FLOOR_MS 10
 #define SWEEP_MAX_MS 60000      /* retention at least once a minute */
+/* Gone bootstraps remembered to look at; beyond, a sweep looks at all. */
+#define GONE_MAX 4096
 /* spent/ is emptied once no claim came for this long, a slice a turn:
  * a burst's claims come far closer together; under the bench's 1 s of
  * quiet, so its syscall count has the deferred unlinks in it. */
@@ -45,6 +49,53 @@ void slice_sweep(struct daemon *d, bool at_start)
         d->sweep_idle.data = d;
         if (!uv_is_active((uv_handle_t *)&d->sweep_idle))
                 uv_idle_start(&d->sweep_idle, on_sweep_idle);
+}
+
+/* The items of gone bootstraps, as many as a slice's time allows (at
+ * least one), then one sync for them all, as a slice of the sweep: an
+ * archive's outcome file is synced before its move, the directories
+ * after, and a consume is acknowledged by nothing before that. */
+static void on_gone_idle(uv_idle_t *h)
+{
+        struct daemon *d = h->data;
+        int64_t t0 = mono_usec(), now = hd_now_usec();
+        const char *k;
+        void *tmp;
+        json_t *v;
+        int r;
+
+        json_object_foreach_safe(d->gone, tmp, k, v) {
+                if (mono_usec() - t0 > SLICE_USEC || d->stopping)
+                        break;
+                r = lifecycle_bootstrap_gone(d->sp, k, now);
+                if (r < 0) {
+                        /* The sweep looks at it again. */
+                        char q[300];
+                        spool_error(d->sp, r, "Cannot finish the item of %s",
+                                    log_quote(k, q, sizeof(q)));
+                }
+                json_object_del(d->gone, k);
+        }
+        r = spool_flush(d->sp);
+        if (r < 0)
+                spool_error(d->sp, r, "Cannot fsync the spool");
+        if (json_object_size(d->gone) == 0 || d->stopping)
+                uv_idle_stop(h);
+        slice_arm(d);
+}
+
+void slice_gone(struct daemon *d, const char *name)
+{
+        if (d->stopping)
+                return;
+        if (json_object_size(d->gone) >= GONE_MAX ||
+            json_object_set_new_nocheck(d->gone, name, json_null()) < 0) {
+                slice_sweep(d, false);
+                return;
+        }
+        d->gone_idle.data = d;
+        if (!uv_is_active((uv_handle_t *)&d->gone_idle))
+                uv_idle_start(&d->gone_idle, on_gone_idle);
 }
 
 static void on_deadline(uv_timer_t *t)

@@ -39,6 +39,7 @@ const char *const spool_dir_names[_SD_MAX] = {
         [SD_BATON] = "baton",
         [SD_OUTBOX] = "outbox",
         [SD_SPENT] = "spent",
+        [SD_QUOTA] = "quota",
         [SD_CANCEL] = "cancel",
 };
 
@@ -96,13 +97,13 @@ static int agents_open(struct spool *sp, struct config *cfg)
         return 0;
 }
 
-int spool_check(struct config *cfg)
+int spool_check(struct config *cfg, struct agents_count *ret)
 {
         _cleanup_close_ int root = -1, hd = -1;
         struct agent_rt *a;
         struct stat st;
         gid_t shared;
-        size_t n, left;
+        size_t n;
         int r;
 
         /* The spool's group: that of handoff/, or the one the start would
@@ -118,10 +119,7 @@ int spool_check(struct config *cfg)
                 shared = st.st_gid;
         else
                 shared = getegid();
-        r = agents_open_all(cfg, shared, true, NULL, &a, &n, &left);
-        if (r < 0)
-                return r;
-        return (int)left;
+        return agents_open_all(cfg, shared, true, NULL, &a, &n, ret);
 }
 
 static bool dir_is_empty_at(int dirfd)
@@ -152,11 +150,11 @@ int spool_open(struct config *cfg, struct spool **ret)
         sp->foreign = json_object();
         sp->failed = json_object();
         sp->seen = json_object();
+        sp->dirs = json_object();
         sp->leaving = json_object();
         sp->spent_skipped = json_object();
         sp->verified = json_object();
-        sp->waiting = json_object();
-        sp->waiting_n = json_object();
+        sp->quota_recount = true;
         sp->cfg = cfg;
         sp->st.started_usec = hd_now_usec();
         r = open_dir_at(AT_FDCWD, cfg->spool_dir, 0750, &sp->root_fd, NULL);
@@ -177,7 +175,7 @@ int spool_open(struct config *cfg, struct spool **ret)
                  * the directory, so it may still move them).  The same
                  * modes as systemd/handoffd.tmpfiles. */
                 mode_t m = (i == SD_TMP || i == SD_HANDOFF || i == SD_CANCEL) ? 03770 :
-                           i == SD_SPENT ? 0700 : 0750;
+                           (i == SD_SPENT || i == SD_QUOTA) ? 0700 : 0750;
                 r = open_dir_at(sp->root_fd, spool_dir_names[i], m, &sp->fd[i], NULL);
                 if (r < 0) {
                         log_error_errno(r, "Cannot open '%s/%s'", cfg->spool_dir,
@@ -203,8 +201,10 @@ int spool_set_config(struct spool *sp, struct config *cfg)
         if (r < 0)
                 return r;
         sp->cfg = cfg;
-        /* Keys and agents may have changed: every item is verified again. */
+        /* Keys and agents may have changed: every item is verified again,
+         * and counted again (a limit may be new). */
         json_object_clear(sp->verified);
+        sp->quota_recount = true;
         return 0;
 }
 
@@ -224,12 +224,10 @@ void spool_close(struct spool *sp)
         json_decref(sp->unserved);
         json_decref(sp->failed);
         json_decref(sp->seen);
+        json_decref(sp->dirs);
         json_decref(sp->leaving);
         json_decref(sp->spent_skipped);
         json_decref(sp->verified);
-        json_decref(sp->waiting);
-        json_decref(sp->waiting_n);
-        json_decref(sp->waiting_prev);
         if (sp->sweep.dir)
                 closedir(sp->sweep.dir);
         free(sp);
@@ -416,8 +414,10 @@ bool spool_leaving(struct spool *sp, const char *name, const struct stat *st)
                (json_int_t)st->st_ino == json_integer_value(json_array_get(e, 1));
 }
 
-int spool_move_out(struct spool *sp, const char *name, const struct spool_ino *was,
-                   enum spool_dir to, const char *dst)
+/* spool_move_out(); link_first: a link, the name in handoff/ left until
+ * the next spool_flush(), where one can be made. */
+static int move_out(struct spool *sp, const char *name, const struct spool_ino *was,
+                    enum spool_dir to, const char *dst, bool link_first)
 {
         struct stat st;
         int r;
@@ -430,7 +430,7 @@ int spool_move_out(struct spool *sp, const char *name, const struct spool_ino *w
                 return -ENOENT;
         if (S_ISDIR(st.st_mode))
                 return -EISDIR;
-        if (sp->cfg->fsync) {
+        if (link_first) {
                 if (linkat(sp->fd[SD_HANDOFF], name, sp->fd[to], dst, 0) == 0) {
                         r = move_arrived(sp, name, was, to, dst, true);
                         if (r < 0)
@@ -454,6 +454,12 @@ int spool_move_out(struct spool *sp, const char *name, const struct spool_ino *w
                 return r;
         sp->dirty[SD_HANDOFF] = sp->dirty[to] = true;
         return move_arrived(sp, name, was, to, dst, false);
+}
+
+int spool_move_out(struct spool *sp, const char *name, const struct spool_ino *was,
+                   enum spool_dir to, const char *dst)
+{
+        return move_out(sp, name, was, to, dst, sp->cfg->fsync);
 }
 
 void spool_drop_source(struct spool *sp, const char *name, dev_t dev, ino_t ino)
@@ -645,6 +651,24 @@ static bool leftover_stat(struct spool *sp, const char *name, struct stat *a)
                S_ISREG(a->st_mode) && a->st_nlink >= 2;
 }
 
+/* handoff/name was moved to rejected/dst, and a crash may have come
+ * between the move and its outcome (spool_reject_from()): the outcome
+ * again, from the reason.  Told twice, it is one receipt (receipt.c
+ * writes the one a final outcome owes, once). */
+static void reject_outcome_again(struct spool *sp, const char *name, const char *dst)
+{
+        char rsn[NAME_MAX + 16];
+        _cleanup_json_ json_t *o = NULL;
+        hd_verdict v;
+
+        if (!sp->relay.outcome || layout_suffixed(dst, LAYOUT_REASON, rsn, sizeof(rsn)) < 0 ||
+            hd_load_at(sp->fd[SD_REJECTED], rsn, NULL, &o, &v) < 0)
+                return;
+        sp->relay.outcome(sp->relay.ctx, json_string_value(json_object_get(o, "handoff_id")), name,
+                          "rejected", json_string_value(json_object_get(o, "reason")),
+                          json_string_value(json_object_get(o, "detail")), hd_now_usec());
+}
+
 bool spool_drop_claim_leftover(struct spool *sp, const char *name)
 {
         char other[NAME_MAX + 1], base[NAME_MAX + 1], q[300];
@@ -676,8 +700,10 @@ bool spool_drop_claim_leftover(struct spool *sp, const char *name)
                         break;
                 if (fstatat(sp->fd[SD_REJECTED], other, &b, AT_SYMLINK_NOFOLLOW) < 0)
                         break;
-                if (b.st_dev == a.st_dev && b.st_ino == a.st_ino)
+                if (b.st_dev == a.st_dev && b.st_ino == a.st_ino) {
+                        reject_outcome_again(sp, name, other);
                         return drop_leftover(sp, name, &a, SD_REJECTED, other, "rejection");
+                }
         }
         return false;
 }
@@ -829,6 +855,28 @@ bool spool_id_seen(struct spool *sp, const char *id)
         return spool_id_remembered(sp, id) || spool_id_claimed(sp, id);
 }
 
+/* rejected/ grew by dst and its reason of len bytes: past a bound of
+ * [retention], retention runs within a second (lifecycle.c sweep_end())
+ * rather than at the next rescan_interval, so that a flood of rejections
+ * does not hold rejected_max_bytes over its bound for that long. */
+static void rejected_count(struct spool *sp, const char *dst, size_t len, int64_t now)
+{
+        const struct config *c = sp->cfg;
+        struct stat st;
+
+        sp->st.rejected_items++;
+        sp->st.rejected_bytes += len;
+        if (fstatat(sp->fd[SD_REJECTED], dst, &st, AT_SYMLINK_NOFOLLOW) == 0)
+                sp->st.rejected_bytes += st_bytes(&st);
+        if (sp->retention_due)
+                return;
+        if ((c->rejected_max_items && sp->st.rejected_items > c->rejected_max_items) ||
+            (c->rejected_max_bytes && sp->st.rejected_bytes > c->rejected_max_bytes)) {
+                sp->retention_due = true;
+                deadline_note(&sp->deadline, now + RETENTION_SOON_USEC);
+        }
+}
+
 int spool_reject_from(struct spool *sp, enum spool_dir from, const char *name,
                       const struct spool_ino *was, hd_reason reason, const char *detail,
                       const char *handoff_id, int64_t now)
@@ -893,11 +941,22 @@ int spool_reject_from(struct spool *sp, enum spool_dir from, const char *name,
                  * as archive() does: a replay is known at every moment. */
                 if (handoff_id && (r = spool_id_mark(sp, handoff_id)) < 0)
                         return r;
-                if (sp->relay.outcome && (from == SD_HANDOFF || from == SD_CLAIMED))
-                        sp->relay.outcome(sp->relay.ctx, handoff_id, from == SD_HANDOFF ? name : NULL,
-                                          "rejected", hd_reason_name(reason), detail, now);
-                r = from == SD_HANDOFF ? spool_move_out(sp, name, was, SD_REJECTED, dst) :
-                    move_noreplace(sp->fd[from], name, sp->fd[SD_REJECTED], dst);
+                /* The outcome goes out before the move from claimed/ (the
+                 * caller holds the id's lock: nothing else moves it), so
+                 * a crash between never loses it.  From handoff/ only
+                 * once the move is made: another daemon may have claimed
+                 * the file meanwhile, and then the move finds it gone.
+                 * With the relay the move is a link (the relay's own
+                 * files can always be linked), the name in handoff/ left
+                 * until the next spool_flush(): a crash before the
+                 * outcome leaves it beside its rejection, and
+                 * spool_drop_claim_leftover() tells it then. */
+                if (sp->relay.outcome && from == SD_CLAIMED)
+                        sp->relay.outcome(sp->relay.ctx, handoff_id, NULL, "rejected",
+                                          hd_reason_name(reason), detail, now);
+                r = from == SD_HANDOFF
+                    ? move_out(sp, name, was, SD_REJECTED, dst, sp->cfg->fsync || sp->relay.outcome)
+                    : move_noreplace(sp->fd[from], name, sp->fd[SD_REJECTED], dst);
                 if (r == -EEXIST)
                         continue;       /* another rejecter took dst: its reason stands */
                 if (r < 0) {
@@ -910,11 +969,15 @@ int spool_reject_from(struct spool *sp, enum spool_dir from, const char *name,
                 }
                 if (from != SD_HANDOFF)
                         sp->dirty[SD_REJECTED] = sp->dirty[from] = true;
+                if (sp->relay.outcome && from == SD_HANDOFF)
+                        sp->relay.outcome(sp->relay.ctx, handoff_id, name, "rejected",
+                                          hd_reason_name(reason), detail, now);
                 /* Its other names in handoff/ go as this file's
                  * (spool_drop_claim_leftover()): one rejection a file. */
                 if (from == SD_HANDOFF && was && reason == HD_R_HARDLINK)
                         kept_note(sp, was->dev, was->ino, SD_REJECTED, dst, false);
                 sp->st.rejected[reason]++;
+                rejected_count(sp, dst, len, now);
                 char q[300];
                 log_decision(LOG_NOTICE, handoff_id, NULL, "rejected", hd_reason_name(reason),
                              "Rejected %s: %s: %s", log_quote(name, q, sizeof(q)),

@@ -25,6 +25,7 @@ enum spool_dir {
         SD_BATON,
         SD_OUTBOX,      /* verified, for a remote agent: waits for the relay */
         SD_SPENT,       /* producers' files of claims, removed when idle */
+        SD_QUOTA,       /* what waits for each agent, counted (quota.c) */
         SD_CANCEL,      /* senders' requests to withdraw a handoff (cancel.c) */
         _SD_MAX
 };
@@ -38,13 +39,19 @@ struct spool_ino {
         ino_t ino;
 };
 
+/* rejected/ past a bound of [retention]: its next pruning at most this
+ * much later, and not sooner after the last one (a run lists the whole
+ * directory). */
+#define RETENTION_SOON_USEC 250000LL
+
 struct spool_stats {
         int64_t started_usec;
         uint64_t claimed, delivered, recovered, retried, consumed, expired, canceled,
                  left, deferred, overflows, rescans, errors, archived_pruned,
                  rejected_pruned;
         uint64_t rejected[_HD_R_MAX];
-        uint64_t rejected_items, rejected_bytes;       /* at the last retention run */
+        /* at the last retention run, and each rejection added since */
+        uint64_t rejected_items, rejected_bytes;
         char last_error[256];
         int64_t last_error_usec;
         bool watch_ok;
@@ -99,15 +106,25 @@ struct spool {
         struct agent_rt *agents;
         size_t n_agents;
         struct spool_stats st;
-        json_t *foreign;        /* name -> [expires usec, ino, ctime], left alone */
+        /* name -> [expires usec, ino, ctime, to, bytes], left alone
+         * (intake.c); what their files hold, and the last look at all */
+        json_t *foreign;
+        uint64_t foreign_bytes;
+        int64_t foreign_purged; /* monotonic usec */
         json_t *failed;         /* ids whose delivery failed: retried */
         int64_t deliver_backoff_usec;
         struct deadline deadline; /* the daemon's timer: the earliest one */
         int64_t housekeeping_at;/* last retention and metrics run, usec */
+        /* rejected/ went past a retention bound since its last pruning
+         * (then, usec): pruned again within RETENTION_SOON_USEC */
+        bool retention_due;
+        int64_t rejected_pruned_at;
         uint64_t arrived_at_housekeeping; /* rejected+archived then */
         bool dirty[_SD_MAX];    /* directory needs an fsync */
         int lock_fd;            /* SPOOL/.lock (lock.h) */
         json_t *seen;           /* name -> [ino, first seen, monotonic usec] */
+        json_t *dirs;           /* handoff/ name -> inode: a directory reported */
+        bool dirs_full;         /* dirs was full: the rest are left unreported */
         json_t *leaving;        /* handoff/ name -> [dev, ino]: spool_move_out() */
         /* item.c: id -> [dev, ino, size, ctime ns, sweep gen, from, to] of
          * a claimed item as last verified; cleared by a reload. */
@@ -117,13 +134,13 @@ struct spool {
         struct sweep {
                 void *dir;      /* DIR * of claimed/, NULL: none */
                 bool at_start, again;
+                bool recount;   /* its looks count what waits (quota.c) */
                 int first;      /* the first error met */
         } sweep;
         json_t *unserved;       /* agent -> why it is out of service */
-        /* quota.c: id -> [agent, from, n] of each claimed item (one
-         * array per pair, shared), agent -> {"": n, from: that array},
-         * the ids set aside while a sweep is under way */
-        json_t *waiting, *waiting_n, *waiting_prev;
+        /* The next sweep counts every claimed item it looks at (quota.c):
+         * after the start and a reload. */
+        bool quota_recount;
         /* spent/ may hold producers' files (moved there since the last
          * reap, or found at start), and when the last one came
          * (monotonic usec) */
@@ -136,7 +153,7 @@ struct spool {
 };
 
 enum item_outcome {
-        IO_IGNORED,     /* dotfile or temp name */
+        IO_IGNORED,     /* dotfile or temp name, or a directory */
         IO_GONE,        /* vanished, or another claimer won */
         IO_LEFT,        /* for an agent not served here */
         IO_DEFERRED,    /* still being written; look again later */
@@ -158,10 +175,9 @@ void spool_close(struct spool *sp);
 int spool_reap_spent(struct spool *sp, int64_t budget_usec);
 /* handoffd -n: the checks spool_open() makes of the agents' directories,
  * on those that exist, creating nothing; each problem logged as the start
- * logs it.  The number of agents the start would leave out, or the
- * negative errno the start would fail with (-EPERM: others may write an
- * agent's directory). */
-int spool_check(struct config *cfg);
+ * logs it, and counted in *ret (agents served, out of service, warnings).
+ * 0, or the negative errno the start would fail with. */
+int spool_check(struct config *cfg, struct agents_count *ret);
 /* After a reload: take the new config's agents (same spool dir). */
 int spool_set_config(struct spool *sp, struct config *cfg);
 

@@ -1,7 +1,9 @@
 /* The watch and the intake's side of the loop.  inotify is a hint, never
  * the truth: watch first, then scan; rescan on IN_Q_OVERFLOW and on a
- * timer.  The names to decide wait in d->pending and are decided a chunk
- * a loop turn (intake_batch()), so the loop keeps answering. */
+ * timer.  The names to decide wait in d->pending, a queue per owner of
+ * the file (pending.c), and are decided a chunk a loop turn, the owners
+ * in turns (intake_batch()), so the loop keeps answering and no sender's
+ * flood holds up another's handoffs. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -14,16 +16,18 @@
 
 #include "files.h"
 #include "intake.h"
-#include "lifecycle.h"
 #include "log.h"
+#include "pending.h"
 #include "service.h"
 #include "slice.h"
 #include "watch.h"
 
 #define CHUNK 256               /* names decided per loop turn, at most
-                                 * INTAKE_BATCH_MAX_USEC of deciding */
-#define PENDING_MAX (2 * CHUNK) /* then inotify is read no further: its
-                                 * events wait in the kernel's queue */
+                                 * INTAKE_BATCH_MAX_USEC of deciding; and
+                                 * names a rescan reads per turn */
+/* A rescan for the names left out (an owner's queue was full) once this
+ * few are queued: each pass reads the whole directory, so not at once. */
+#define RESCAN_LEFT_OUT_BELOW (PENDING_OWNER_MAX / 2)
 #define REWATCH_MAX 10          /* per minute, then give up: never spin */
 
 static int rewatch(struct daemon *d);
@@ -83,39 +87,60 @@ static bool watch_lost(struct daemon *d)
         return a.st_ino != b.st_ino || a.st_dev != b.st_dev;
 }
 
+/* handoff/name in its owner's queue.  Its owner is read here, before
+ * anything of it is: the turn it waits for is its owner's, whatever it
+ * holds.  One that cannot be looked at goes in a queue of its own (the
+ * decision will say why); one gone needs no decision. */
+static void pend(struct daemon *d, const char *name)
+{
+        struct stat st;
+
+        if (fstatat(d->sp->fd[SD_HANDOFF], name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+                if (errno == ENOENT)
+                        return;
+                st.st_uid = (uid_t)-1;
+        }
+        /* Left out (its owner's queue is full): a rescan brings it. */
+        (void)pending_add(d->pending, name, st.st_uid);
+}
+
 static void queue_name(struct daemon *d, const char *name)
 {
-        json_object_set_new_nocheck(d->pending, name, json_null());
+        pend(d, name);
         if (!uv_is_active((uv_handle_t *)&d->idle) && !d->stopping)
                 uv_idle_start(&d->idle, on_idle);
 }
 
 /* A rescan reads handoff/ as the loop goes, a chunk of names a turn
- * (scan_more), so a backlog of any size costs a chunk of memory.  Asked
- * again while one runs, it starts over from the top: what arrived before
- * the request is then seen, what was decided meanwhile is gone (IO_GONE)
- * or left (foreign_fresh) when seen again. */
+ * (scan_more), each queued for its owner; a backlog of any size costs at
+ * most PENDING_OWNER_MAX names per owner.  Asked again while one runs,
+ * it starts over from the top: what arrived before the request is then
+ * seen, what was decided meanwhile is gone (IO_GONE) or left
+ * (foreign_fresh) when seen again. */
 int watch_rescan(struct daemon *d, const char *why)
 {
         d->sp->st.rescans++;
+        pending_rescan(d->pending);
         /* Opened again, not rewound: handoff/ may be a new directory. */
         if (d->scan)
                 closedir(d->scan);
         d->scan = opendir_at(d->sp->fd[SD_HANDOFF]);
         if (!d->scan)
                 return spool_error(d->sp, -errno, "Cannot list handoff/ (%s)", why);
-        log_debug("Rescan (%s): %zu name(s) pending", why, json_object_size(d->pending));
+        log_debug("Rescan (%s): %zu name(s) pending", why, pending_size(d->pending));
         if (!d->stopping)
                 uv_idle_start(&d->idle, on_idle);
         return 0;
 }
 
-/* The next names of the running rescan, while the pending set has room. */
+/* The next names of the running rescan, a chunk a turn: all of them
+ * (each owner's queue takes what it has room for), so a name of one
+ * owner is never read only after every name of another. */
 static void scan_more(struct daemon *d)
 {
         struct dirent *de;
 
-        while (d->scan && json_object_size(d->pending) < CHUNK) {
+        for (size_t k = 0; d->scan && k < CHUNK; k++) {
                 errno = 0;
                 de = readdir(d->scan);
                 if (!de) {
@@ -126,50 +151,45 @@ static void scan_more(struct daemon *d)
                         break;
                 }
                 if (de->d_name[0] != '.')
-                        json_object_set_new_nocheck(d->pending, de->d_name, json_null());
+                        pend(d, de->d_name);
         }
 }
 
-/* Read inotify again once the pending set has room. */
-static void inotify_resume(struct daemon *d)
+/* Names left out while their owner's queue was full: once it has room
+ * again, another pass over handoff/ finds them. */
+static void rescan_left_out(struct daemon *d)
 {
-        if (!d->ipoll_paused || json_object_size(d->pending) >= CHUNK || d->stopping)
-                return;
-        if (uv_poll_start(&d->ipoll, UV_READABLE, on_inotify) == 0)
-                d->ipoll_paused = false;
+        if (!d->scan && pending_left_out(d->pending) &&
+            pending_size(d->pending) < RESCAN_LEFT_OUT_BELOW && !d->stopping)
+                watch_rescan(d, "names left out");
 }
 
-/* Decide about up to max pending names. */
+/* Decide about up to max pending names, the owners in turns. */
 static void drain(struct daemon *d, size_t max)
 {
+        struct pending_name *taken[CHUNK];
         char *names[CHUNK];
         int outcomes[CHUNK];
-        const char *k;
-        json_t *v;
-        size_t n = 0;
+        size_t n;
         int64_t now = hd_now_usec();
 
-        json_object_foreach(d->pending, k, v) {
-                if (n == max || n == CHUNK)
-                        break;
-                char *s = strdup(k);
-                if (!s)
-                        break;  /* out of memory: the rest stays pending */
-                names[n++] = s;
-        }
+        n = pending_take(d->pending, taken, max < CHUNK ? max : CHUNK);
         for (size_t i = 0; i < n; i++)
-                json_object_del(d->pending, names[i]);
+                names[i] = taken[i]->name;
         intake_batch(d->sp, names, n, now, outcomes);
+        /* Not looked at (the batch's time was up): first again, last one
+         * first, so the next batch begins where this one stopped. */
+        for (size_t i = n; i-- > 0;)
+                if (outcomes[i] == IO_SKIPPED)
+                        pending_put_back(d->pending, TAKE_PTR(taken[i]));
         for (size_t i = 0; i < n; i++) {
-                if (outcomes[i] == IO_SKIPPED) {
-                        queue_name(d, names[i]);        /* the batch's time was up */
-                } else if (outcomes[i] < 0) {
+                if (!taken[i])
+                        continue;
+                /* A system error, or deferred or busy: looked at again by
+                 * the retry timer. */
+                if (outcomes[i] < 0 || outcomes[i] == IO_DEFERRED || outcomes[i] == IO_BUSY)
                         json_object_set_new_nocheck(d->retry, names[i], json_null());
-                } else if (outcomes[i] == IO_DEFERRED || outcomes[i] == IO_BUSY) {
-                        /* Looked at again by the retry timer. */
-                        json_object_set_new_nocheck(d->retry, names[i], json_null());
-                }
-                free(names[i]);
+                pending_done(d->pending, taken[i]);
         }
         if (json_object_size(d->retry) > 0 && !uv_is_active((uv_handle_t *)&d->t_retry)) {
                 if (d->retry_backoff_ms == 0)
@@ -185,8 +205,8 @@ static void on_idle(uv_idle_t *h)
 
         scan_more(d);
         drain(d, CHUNK);
-        inotify_resume(d);
-        if ((json_object_size(d->pending) == 0 && !d->scan) || d->stopping) {
+        rescan_left_out(d);
+        if ((pending_size(d->pending) == 0 && !d->scan) || d->stopping) {
                 uv_idle_stop(h);
                 service_maybe_ready(d);
         }
@@ -201,12 +221,12 @@ static void on_retry(uv_timer_t *t)
         uint64_t errors_before = d->sp->st.errors;
 
         json_object_foreach(d->retry, k, v)
-                json_object_set_new_nocheck(d->pending, k, json_null());
+                pend(d, k);
         json_object_clear(d->retry);
         /* One batch here; the idle handle drains the rest, a turn at a
          * time, so the loop keeps answering. */
         drain(d, CHUNK);
-        if (json_object_size(d->pending) > 0 && !d->stopping)
+        if (pending_size(d->pending) > 0 && !d->stopping)
                 uv_idle_start(&d->idle, on_idle);
         /* Back off while the fault lasts (ENOSPC, EIO, EMFILE): no busy loop. */
         if (d->sp->st.errors > errors_before && had > 0) {
@@ -270,8 +290,7 @@ static void on_inotify(uv_poll_t *h, int status, int events)
 {
         struct daemon *d = h->data;
         char buf[65536] __attribute__((aligned(__alignof__(struct inotify_event))));
-        bool overflow = false, lost = false, later = false;
-        int64_t now = hd_now_usec();
+        bool overflow = false, lost = false;
         uint64_t t0 = uv_hrtime();
 
         (void)events;
@@ -281,14 +300,12 @@ static void on_inotify(uv_poll_t *h, int status, int events)
                 return;
         }
         for (;;) {
-                /* Enough to decide for now: the rest waits in the
-                 * kernel (an overflow there is a rescan), read again
-                 * once the set has room (inotify_resume). */
-                if (json_object_size(d->pending) >= PENDING_MAX) {
-                        uv_poll_stop(&d->ipoll);
-                        d->ipoll_paused = true;
+                /* Read for a slice's time; the rest at the next turn (the
+                 * poll is level-triggered).  Never left unread for long:
+                 * another sender's name would wait behind a flood's in
+                 * the kernel's queue, and an overflow there is a rescan. */
+                if (uv_hrtime() - t0 > SLICE_USEC * 1000ULL)
                         break;
-                }
                 ssize_t n = read(d->ifd, buf, sizeof(buf));
                 if (n < 0) {
                         if (errno == EINTR)
@@ -315,25 +332,13 @@ static void on_inotify(uv_poll_t *h, int status, int events)
                                         queue_name(d, ev->name);
                                 continue;
                         }
-                        for (size_t i = 0; i < d->sp->n_agents; i++) {
-                                struct agent_rt *a = &d->sp->agents[i];
-                                if (ev->wd != a->wd || ev->len == 0)
-                                        continue;
-                                if (!(ev->mask & (IN_DELETE | IN_MOVED_FROM)))
-                                        continue;
-                                /* Past a slice's time: the sweep looks. */
-                                if (uv_hrtime() - t0 > SLICE_USEC * 1000ULL) {
-                                        later = true;
-                                        continue;
-                                }
-                                int r = lifecycle_bootstrap_gone(d->sp, a, ev->name, now);
-                                if (r < 0) {
-                                        /* The sweep looks at it again. */
-                                        char q[300];
-                                        spool_error(d->sp, r, "Cannot finish the item of %s",
-                                                    log_quote(ev->name, q, sizeof(q)));
-                                }
-                        }
+                        /* A bootstrap gone: its item is looked at in the
+                         * idle turns, as handoff/ names are decided, not
+                         * here (an archive and its syncs each). */
+                        for (size_t i = 0; i < d->sp->n_agents; i++)
+                                if (ev->wd == d->sp->agents[i].wd && ev->len > 0 &&
+                                    (ev->mask & (IN_DELETE | IN_MOVED_FROM)))
+                                        slice_gone(d, ev->name);
                 }
         }
         if (lost) {
@@ -342,8 +347,6 @@ static void on_inotify(uv_poll_t *h, int status, int events)
                         return;
                 }
         }
-        if (later)
-                slice_sweep(d, false);
         if (overflow) {
                 d->sp->st.overflows++;
                 log_warning("inotify queue overflowed: rescanning");

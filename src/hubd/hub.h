@@ -29,9 +29,31 @@ enum {
 #define HUB_DEFAULT_MAX_PER_ADDRESS 32
 #define HUB_THREADS 8
 #define HUB_AUTH_LOG_INTERVAL 60        /* seconds between failed-auth lines */
+#define HUB_REFUSAL_LOG_BURST 10        /* refusals logged one by one per interval */
 #define HUB_DEFAULT_STATE_DIR CONFIG_HUB_STATE_DIR_DEFAULT
 #define HUB_STATUS_INTERVAL 10          /* status.json rewritten at least this often */
 
+/* Log lines a client can cause, rate-limited (hub_ratelog.c): the first
+ * burst of an interval one line each, the others counted and said with
+ * the last of them once an interval. */
+struct hub_ratelog {
+        pthread_mutex_t lock;
+        unsigned burst;         /* lines logged at once per interval */
+        unsigned logged;        /* of those, in this interval */
+        uint64_t more;          /* since, not logged one by one */
+        char last[512];         /* the last one, as the caller put it */
+};
+void hub_ratelog_init(struct hub_ratelog *r, unsigned burst);
+void hub_ratelog_destroy(struct hub_ratelog *r);
+/* One more: true when the caller logs it now (*ret_last: the last one
+ * logged at once this interval), false when it is counted; what is kept
+ * as the last either way. */
+bool hub_ratelog_take(struct hub_ratelog *r, const char *what, bool *ret_last);
+/* Once an interval: how many were counted since (0: the next ones are
+ * logged at once again), the last of them into last. */
+uint64_t hub_ratelog_tick(struct hub_ratelog *r, char *last, size_t n);
+
+struct hub_answer;
 struct hub_tokens;
 struct hub_tls;
 struct hub_conns;
@@ -48,11 +70,10 @@ struct hub {
         struct hub_tls *tls;            /* NULL: plain HTTP (loopback, unix) */
         /* Failed authentications: the first is logged at once with the
          * peer's address and why; the ones after it are counted and said
-         * in one line per HUB_AUTH_LOG_INTERVAL, with the last of them. */
-        pthread_mutex_t auth_lock;
-        bool auth_logging;              /* a first one was logged */
-        uint64_t auth_more;             /* since, not logged one by one */
-        char auth_last[192];            /* "ADDRESS: WHY" of the last */
+         * in one line per HUB_AUTH_LOG_INTERVAL, with the last of them.
+         * Refusals of a post ("PEER, agent AGENT: STATUS REASON"): the
+         * first HUB_REFUSAL_LOG_BURST of an interval one line each. */
+        struct hub_ratelog auth_log, refusal_log;
         /* for status.json */
         time_t started;
         const char *listen_desc;
@@ -62,12 +83,18 @@ struct hub {
         struct hub_conns *conns;        /* while libmicrohttpd runs */
 };
 
-/* ---- logging (main.c): one line on stderr, journald picks it up ---- */
+/* ---- logging (main.c): one line on stderr, journald picks it up; what
+ * a client can cause, rate-limited (hub_ratelog.c) ---- */
 void hub_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* A request failed to authenticate: from (the peer's address), why. */
 void hub_auth_failed(struct hub *h, const char *from, const char *why);
-/* Once per HUB_AUTH_LOG_INTERVAL: the count of the ones not logged. */
-void hub_auth_tick(struct hub *h);
+/* A post from agent (the token's) at from was refused with a's answer;
+ * body: what it posted (its handoff_id is named when it has one). */
+void hub_refused(struct hub *h, const char *from, const char *agent, const char *body,
+                 size_t len, const struct hub_answer *a);
+/* Once per HUB_AUTH_LOG_INTERVAL: the count of the failed
+ * authentications and of the refusals not logged one by one. */
+void hub_limited_tick(struct hub *h);
 /* The hub of h->cfg made ready to answer (main.c): [hub] defaults, the
  * tokens, the TLS files, the spool's directories, state_dir (pruned), our
  * leftovers in tmp/ removed.  0, or a HUB_EXIT_* code (logged). */

@@ -219,7 +219,12 @@ bool hub_request_head(struct hub *h, struct hub_request *q, struct hub_answer *a
                         : refuse(a, 405, "method_not_allowed", "use GET");
         if (strcmp(method, "POST"))
                 return refuse(a, 405, "method_not_allowed", "use POST");
-        return post_begin(h, q, a);
+        if (!post_begin(h, q, a))
+                return false;
+        /* a failed authentication is logged as one (hub_auth_failed()) */
+        if (a->status != 401)
+                hub_refused(h, q->peer, q->agent, NULL, 0, a);
+        return true;
 }
 
 int hub_request_body(struct hub *h, struct hub_request *q, const char *data,
@@ -262,11 +267,8 @@ void hub_request_end(struct hub *h, struct hub_request *q, struct hub_answer *a)
                 snprintf(detail, sizeof(detail), "the body is larger than %llu bytes",
                          (unsigned long long)h->cfg->max_file_size);
                 refuse(a, 413, "too_large", detail);
-                return;
-        }
-        if (hub_accept_post(h, q->agent, q->body ? q->body : "", q->len, a) < 0) {
+        } else if (hub_accept_post(h, q->agent, q->body ? q->body : "", q->len, a) < 0) {
                 refuse(a, 500, "internal", "out of memory");
-                return;
         }
         if (a->status == 200 && q->wait_claimed) {
                 json_t *o = json_loads(a->body, 0, NULL);
@@ -278,6 +280,10 @@ void hub_request_end(struct hub *h, struct hub_request *q, struct hub_answer *a)
                         refuse(a, 500, "internal", "out of memory");
                 }
         }
+        /* the sender's client may show only the status: the reason is
+         * in the body, and here */
+        if (a->status >= 400)
+                hub_refused(h, q->peer, q->agent, q->body, q->len, a);
 }
 
 void hub_request_done(struct hub_request *q)

@@ -3,9 +3,9 @@
  * each handoff it accepts into the spool as any producer does; the daemon
  * does the rest.  The main thread only waits for signals: SIGTERM/SIGINT
  * stop, SIGHUP loads the TLS files and the tokens again; once a minute
- * it logs how many more requests failed to authenticate (the first is
- * logged at once); every second it refreshes state_dir/status.json when
- * the figures changed. */
+ * it logs how many more requests failed to authenticate or were refused
+ * (the first ones are logged at once: hub_ratelog.c); every second it
+ * refreshes state_dir/status.json when the figures changed. */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -186,43 +186,6 @@ static void hub_reload(struct hub *h)
         notify_send("READY=1");
 }
 
-void hub_auth_failed(struct hub *h, const char *from, const char *why)
-{
-        bool first;
-
-        hub_stats_auth_failed();
-        pthread_mutex_lock(&h->auth_lock);
-        first = !h->auth_logging;
-        if (first)
-                h->auth_logging = true;
-        else
-                h->auth_more++;
-        snprintf(h->auth_last, sizeof(h->auth_last), "%s: %s", from, why);
-        pthread_mutex_unlock(&h->auth_lock);
-        /* the address and the reason are ours (no byte of the request) */
-        if (first)
-                hub_log("authentication failed from %s: %s (those after it are counted "
-                        "and said every %d s)", from, why, HUB_AUTH_LOG_INTERVAL);
-}
-
-void hub_auth_tick(struct hub *h)
-{
-        char last[sizeof(h->auth_last)];
-        uint64_t n;
-
-        pthread_mutex_lock(&h->auth_lock);
-        n = h->auth_more;
-        h->auth_more = 0;
-        /* none since the last line: the next one is logged at once */
-        if (n == 0)
-                h->auth_logging = false;
-        memcpy(last, h->auth_last, sizeof(last));
-        pthread_mutex_unlock(&h->auth_lock);
-        if (n > 0)
-                hub_log("authentication failed for %llu more request(s) in the last %d s, "
-                        "the last from %s", (unsigned long long)n, HUB_AUTH_LOG_INTERVAL, last);
-}
-
 static int hub_run(struct hub *h, sigset_t *set)
 {
         time_t next = time(NULL) + HUB_AUTH_LOG_INTERVAL;
@@ -241,7 +204,7 @@ static int hub_run(struct hub *h, sigset_t *set)
                 time_t now = time(NULL);
 
                 if (now >= next) {
-                        hub_auth_tick(h);
+                        hub_limited_tick(h);
                         next = now + HUB_AUTH_LOG_INTERVAL;
                 }
                 hub_stats_write(h, now);
@@ -300,7 +263,8 @@ int main(int argc, char **argv)
                 return HUB_EXIT_CONFIG;
         }
         pthread_rwlock_init(&h.tokens_lock, NULL);
-        pthread_mutex_init(&h.auth_lock, NULL);
+        hub_ratelog_init(&h.auth_log, 1);
+        hub_ratelog_init(&h.refusal_log, HUB_REFUSAL_LOG_BURST);
         r = hub_setup(&h);
         if (r != 0)
                 goto out;
@@ -354,5 +318,7 @@ out:
         closep(&h.claimed_fd);
         closep(&h.cancel_fd);
         config_free(h.cfg);
+        hub_ratelog_destroy(&h.auth_log);
+        hub_ratelog_destroy(&h.refusal_log);
         return r;
 }

@@ -39,6 +39,7 @@ static const char *const reason_names[_HD_R_MAX] = {
         [HD_R_TOO_MANY_VALUES] = "too_many_values",
         [HD_R_INBOX_FULL] = "inbox_full",
         [HD_R_UNREADABLE] = "unreadable",
+        [HD_R_NOT_SERVED] = "not_served",
 };
 
 const char *hd_reason_name(hd_reason r)

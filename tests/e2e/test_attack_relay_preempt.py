@@ -11,7 +11,9 @@ only when a document that verified holds it (or the bytes are the same).
   reason (unknown_key), not left, and not counted as the id's duplicate;
 - publisher variant: junk published onto the stream first, under the same
   Nats-Msg-Id as the real one will use (its handoff_id) and under another
-  one: the real handoff still reaches alice, once;
+  one: the real handoff still reaches alice, once (a junk copy for an
+  agent b does not serve is refused unwritten; one for gordon, whom b
+  serves, is written and decided);
 - local variant on b: a junk file for an id already claimed here is
   rejected at once (unknown_key), never left to sit; a junk file never
   keeps a verified local file of the same id from its claim;
@@ -91,7 +93,16 @@ def main():
             real2 = hdproto.build("bob", "gordon", h.a.key, ttl=600)
             hid2 = real2["handoff_id"]
             mid = hid2 if how == "same-msg-id" else "x-" + hid2
-            ack = cl.js_publish("handoff.b.gordon", hdproto.dumps(junk_of(real2)), msg_id=mid)
+            # for an agent b does not serve: refused unwritten (issue 34.4),
+            # so it cannot hold the name; for gordon, whom b serves: written
+            # and decided by the pipeline
+            refused = (b.status()["counters"].get("rejected") or {}).get("not_served", 0)
+            ack = cl.js_publish("handoff.b.gordon", hdproto.dumps(junk_of(real2)), msg_id="zed-" + mid)
+            check(ack.get("stream") == "HANDOFF" and not ack.get("duplicate"), f"junk PubAck {ack}")
+            hdtest.wait_for(lambda: (b.status()["counters"].get("rejected") or {}).get("not_served", 0)
+                            > refused, 15, "the junk for zed refused on b")
+            check(hid2 + ".json" not in h.b.names("handoff"), "the junk for zed not written")
+            ack = cl.js_publish("handoff.b.gordon", hdproto.dumps(junk_of(real2, to="gordon")), msg_id=mid)
             check(ack.get("stream") == "HANDOFF" and not ack.get("duplicate"), f"junk PubAck {ack}")
             hdtest.wait_for(lambda: hid2 + ".json" in h.b.names("handoff") or
                             hid2 + ".json" in h.b.items("rejected"), 15, "the junk message on b")

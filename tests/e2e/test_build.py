@@ -10,10 +10,20 @@ the quiet output, and ./configure without Check.
 - `make` prints "  CC     src/lib/private/util.c" for an object, `make V=1` the
   full command line;
 - ./configure (when autoconf is there) succeeds without the `check`
-  package and fails without a library the build needs.
+  package and fails without a library the build needs;
+- `make deb`, with the tools it calls replaced by recorders (apt-get,
+  dpkg-query, dpkg-checkbuilddeps, dpkg-buildpackage, lintian): lintian
+  is installed and run only with LINTIAN=1; DEB_BUILD_OPTIONS=nocheck
+  builds with the nocheck profile and installs none of the tests'
+  packages; it says first what it builds and whether the tests run, and
+  lists every package of debian/control it built; the README says the
+  same (every package, nocheck), and its from-source steps create every
+  user the installed sysusers.d files name (HD_REAL_DEB=1: also a real
+  `DEB_BUILD_OPTIONS=nocheck make deb`, about a minute on 2 cores).
 Prints what it checked.
 """
 
+import glob
 import os
 import re
 import shutil
@@ -208,12 +218,141 @@ def configure_without_check():
                     fail("./configure: sysconfdir is not /etc by default")
 
 
+FAKE_TOOL = """#!/bin/sh
+# records its call: argv, and DEB_BUILD_OPTIONS / DEB_BUILD_PROFILES
+printf '%s|%s|%s\\n' "$(basename "$0")" "$*" "${DEB_BUILD_OPTIONS:-}/${DEB_BUILD_PROFILES:-}" >> "$FAKE_LOG"
+case "$(basename "$0")" in
+dpkg-query) exit 1 ;;                 # nothing is installed
+dpkg-checkbuilddeps) exit 1 ;;        # Build-Depends unmet
+dpkg-buildpackage)
+    v=$(sed -n '1s/.*(\\(.*\\)).*/\\1/p' debian/changelog)
+    for p in $(sed -n 's/^Package: *//p' debian/control); do : > "../${p}_${v}_amd64.deb"; done
+    : > "../handoffd_${v}_amd64.buildinfo"; : > "../handoffd_${v}_amd64.changes" ;;
+sudo) exec "$@" ;;
+esac
+exit 0
+"""
+
+
+def fake_make_deb(t, *args):
+    """make deb with apt-get, dpkg-query, dpkg-checkbuilddeps,
+    dpkg-buildpackage, lintian and sudo recorders first on PATH: (exit,
+    output, [(tool, args, env)])."""
+    bindir = os.path.join(t, "bin")
+    os.makedirs(bindir, exist_ok=True)
+    for tool in ("apt-get", "dpkg-query", "dpkg-checkbuilddeps", "dpkg-buildpackage",
+                 "lintian", "sudo"):
+        path = os.path.join(bindir, tool)
+        with open(path, "w") as f:
+            f.write(FAKE_TOOL)
+        os.chmod(path, 0o755)
+    log = os.path.join(t, "calls")
+    open(log, "w").close()
+    env = dict(make_env(), PATH=bindir + ":" + os.environ.get("PATH", "/usr/bin:/bin"),
+               FAKE_LOG=log, TMPDIR=t)
+    # B: not the build under test (make reads and stamps B's directories)
+    r = subprocess.run(["make", "--no-print-directory", "deb", f"B={t}/b", f"DEBDIR={t}/debs", *args],
+                       cwd=SRC, capture_output=True, text=True, env=env, timeout=300)
+    calls = [tuple(ln.split("|", 2)) for ln in open(log).read().splitlines()]
+    return r.returncode, r.stdout + r.stderr, calls
+
+
+def control_packages():
+    return re.findall(r"^Package: *(\S+)", open(os.path.join(SRC, "debian", "control")).read(), re.M)
+
+
+def make_deb():
+    packages = control_packages()
+    deb_deps = [p for p in re.sub(r"#.*", "", open(os.path.join(SRC, "mk", "deb-deps")).read()).split()]
+    for args in (["DEB_BUILD_OPTIONS=nocheck"], ["LINTIAN=1"]):
+        nocheck = "DEB_BUILD_OPTIONS=nocheck" in args
+        with tempfile.TemporaryDirectory(prefix="hdtest.") as t:
+            rc, out, calls = fake_make_deb(t, *args)
+            what = "make deb " + " ".join(args)
+            if rc != 0:
+                fail(f"{what} (tools recorded): exit {rc}: {out[-1500:]}")
+                continue
+            installs = [a.split() for tool, a, _ in calls if tool == "apt-get" and a.split()[:1] == ["install"]]
+            installed = {w for a in installs for w in a[1:] if not w.startswith("-")}
+            builds = [(a, e) for tool, a, e in calls if tool == "dpkg-buildpackage"]
+            lint = [a for tool, a, _ in calls if tool == "lintian"]
+            build_dep = [a for tool, a, _ in calls if tool == "apt-get" and a.split()[:1] == ["build-dep"]]
+            print(f"{what}: apt-get install {sorted(installed)}; build-dep {build_dep}; "
+                  f"dpkg-buildpackage {builds}; lintian {lint}")
+            if ("lintian" in installed or bool(lint)) != ("LINTIAN=1" in args):
+                fail(f"{what}: lintian installed {'lintian' in installed}, run {bool(lint)}")
+            if len(builds) != 1:
+                fail(f"{what}: dpkg-buildpackage called {len(builds)} times")
+            elif nocheck and not ("-Pnocheck" in builds[0][0].split() and
+                                  "nocheck" in builds[0][1].split("/")[0].split()):
+                fail(f"{what}: dpkg-buildpackage {builds[0]}: not with DEB_BUILD_OPTIONS=nocheck "
+                     "and the nocheck profile")
+            elif not nocheck and "nocheck" in " ".join(builds[0]):
+                fail(f"{what}: dpkg-buildpackage {builds[0]} skips the tests")
+            if nocheck and not installed <= set(deb_deps):
+                fail(f"{what}: installs {sorted(installed - set(deb_deps))}, not packaging tools")
+            if not build_dep or (nocheck and "-Pnocheck" not in build_dep[0].split()):
+                fail(f"{what}: the Build-Depends: apt-get build-dep {build_dep}")
+            first = out.strip().splitlines()[0] if out.strip() else ""
+            if not all(p in out.split("deb: packages in")[0] for p in packages) or \
+                    ("no tests" if nocheck else "runs make check") not in out:
+                fail(f"{what}: does not say first what it builds and whether the tests run: {first!r}")
+            listed = re.findall(r"^(?:\S*/)?([^/\s]+?)_\S+\.deb$", out.split("deb: packages in")[-1], re.M)
+            if sorted(listed) != sorted(packages):
+                fail(f"{what}: lists {listed}, debian/control builds {packages}")
+            else:
+                print(f"{what}: lists every package: {' '.join(listed)}")
+
+
+def readme_packaging():
+    readme = open(os.path.join(SRC, "README.md")).read()
+    m = re.search(r"^\*\*Package \(Debian(.*?)^\*\*From source", readme, re.S | re.M)
+    para = " ".join(m.group(1).split()) if m else ""
+    missing = [p for p in control_packages() if f"`{p}`" not in para]
+    if not para or missing or "DEB_BUILD_OPTIONS=nocheck" not in para or "minutes" not in para:
+        fail(f"README's package paragraph: packages missing {missing}, nocheck "
+             f"{'DEB_BUILD_OPTIONS=nocheck' in para}, how long {'minutes' in para}")
+    else:
+        print("README: make deb's packages, how long, DEB_BUILD_OPTIONS=nocheck")
+    m = re.search(r"^\*\*From source.*?^```sh\n(.*?)^```", readme, re.S | re.M)
+    steps = m.group(1) if m else ""
+    sysusers = sorted(os.path.basename(f).replace(".sysusers", ".conf")
+                      for f in glob.glob(os.path.join(SRC, "systemd", "*.sysusers")))
+    line = next((ln for ln in steps.splitlines() if "systemd-sysusers" in ln), "")
+    named = [f for f in sysusers if f in line.split()]
+    if named != sysusers:
+        fail(f"README's from-source steps: systemd-sysusers names {named}, installed are {sysusers}")
+    else:
+        print(f"README: from source, systemd-sysusers {' '.join(named)}")
+
+
+def real_deb():
+    """HD_REAL_DEB=1: DEB_BUILD_OPTIONS=nocheck make deb for real."""
+    if os.environ.get("HD_REAL_DEB") != "1":
+        print("real make deb: not run (HD_REAL_DEB=1 runs DEB_BUILD_OPTIONS=nocheck make deb)")
+        return
+    import time
+    with tempfile.TemporaryDirectory(prefix="hdtest.") as t:
+        t0 = time.monotonic()
+        r = subprocess.run(["make", "--no-print-directory", "deb", f"DEBDIR={t}",
+                            "DEB_BUILD_OPTIONS=nocheck"], cwd=SRC, capture_output=True,
+                           text=True, env=make_env(), timeout=3600)
+        debs = sorted({re.sub(r"(-dbgsym)?_.*", "", n) for n in os.listdir(t) if n.endswith(".deb")})
+        print(f"real DEB_BUILD_OPTIONS=nocheck make deb: exit {r.returncode} in "
+              f"{time.monotonic() - t0:.0f} s: {debs}")
+        if r.returncode != 0 or debs != sorted(control_packages()) or "== running tests" in r.stdout:
+            fail(f"real make deb: {r.returncode} {debs}: {(r.stdout + r.stderr)[-2000:]}")
+
+
 def main():
     header_rebuilds()
     include_paths()
     quiet_output()
     default_sysconfdir()
     configure_without_check()
+    make_deb()
+    readme_packaging()
+    real_deb()
     hdtest.finish("build ok")
 
 

@@ -244,6 +244,183 @@ def test_submit(tmp, keyfile, key):
     return spool
 
 
+def test_submit_output(tmp, keyfile, key):
+    """submit --output: the signed file for a spool elsewhere (what a client
+    posts to handoff-hubd), with no spool and no configuration."""
+    out = os.path.join(tmp, "out")
+    os.mkdir(out)
+    path = os.path.join(out, "handoff.json")
+    p = subprocess.run([CTL, "submit", "--key", keyfile, "--from", "bob", "--to", "alice",
+                        "--reason", "for the hub", "--output", path],
+                       capture_output=True, text=True, timeout=60, cwd=out)
+    print(f"$ handoffctl submit --key K --from bob --to alice --output FILE -> {p.returncode}: "
+          f"{(p.stdout + p.stderr).strip()!r}")
+    check(p.returncode == 0 and os.path.isfile(path),
+          f"submit --output FILE writes FILE without a spool ({p.stderr!r})")
+    if not os.path.isfile(path):
+        return
+    raw = open(path, "rb").read()
+    doc = json.loads(raw)
+    check(p.stdout == doc["handoff_id"] + "\n", "and prints its handoff_id")
+    check(raw == hdproto.dumps(doc), "the file's bytes are the real writer's")
+    check(doc.get("hmac") == hdproto.compute_hmac(doc, key) and doc["reason"] == "for the hub",
+          "signed with --key, with the options given")
+    check(mode(path) == 0o600, f"--output FILE has mode 0600 (got {oct(mode(path))})")
+    check(sorted(os.listdir(out)) == ["handoff.json"], f"nothing else written: {os.listdir(out)}")
+    check(verify(keyfile, path).returncode == 0, "verify accepts the --output file")
+    p = run("submit", "--key", keyfile, "--from", "bob", "--to", "alice", "-o", path)
+    check(p.returncode == 0 and json.loads(open(path, "rb").read())["handoff_id"] == p.stdout.strip()
+          and p.stdout.strip() != doc["handoff_id"], "a second -o FILE replaces it")
+    p = subprocess.run([CTL, "submit", "--key", keyfile, "--from", "bob", "--to", "alice",
+                        "--output", "-"], capture_output=True, timeout=60)
+    try:
+        sdoc = json.loads(p.stdout)
+    except ValueError:
+        sdoc = {}
+    check(p.returncode == 0 and p.stdout == hdproto.dumps(sdoc) and
+          sdoc.get("hmac") == hdproto.compute_hmac(sdoc, key),
+          f"--output - writes the file's bytes alone to stdout ({p.stdout[:80]!r})")
+    p = run("submit", "--key", keyfile, "--from", "bob", "--to", "alice", "-o", path,
+            "--spool", os.path.join(tmp, "spool"))
+    check(p.returncode == 2 and "--output" in p.stderr, "--output with --spool -> 2")
+    p = run("submit", "--key", keyfile, "--from", "bob", "--to", "alice", "-o",
+            os.path.join(tmp, "nodir", "h.json"))
+    check(p.returncode == 2 and "nodir" in p.stderr, "--output into a missing directory -> 2")
+
+
+def test_durations(tmp, keyfile, key):
+    """--ttl, --max-window and --max-clock-skew take a duration as every
+    other option and key does (90, 5m, 1h)."""
+    spool = os.path.join(tmp, "dspool")
+    for ttl, secs in (("5m", 300), ("1h", 3600), ("90", 90), ("2d", 172800)):
+        p = run("submit", "--key", keyfile, "--from", "alice", "--to", "bob",
+                "--ttl", ttl, "--spool", spool, "--create-spool")
+        ok = p.returncode == 0
+        if ok:
+            doc = json.loads(open(os.path.join(spool, "handoff", p.stdout.strip() + ".json")).read())
+            ok = hdproto_time(doc["expires_at"]) - hdproto_time(doc["initiated_at"]) == \
+                timedelta(seconds=secs)
+        check(ok, f"submit --ttl {ttl}: expires_at = initiated_at + {secs} s")
+    for bad in ("0", "12x", "367d", "5 m", "-1"):
+        p = run("submit", "--key", keyfile, "--from", "alice", "--to", "bob", "--ttl", bad,
+                "--spool", spool)
+        check(p.returncode == 2 and "not a duration" in p.stderr and p.stdout == "",
+              f"submit --ttl {bad!r} -> 2, not a duration")
+    path = write(os.path.join(tmp, "long.json"), hdproto.dumps(hdproto.build(
+        "alice", "bob", key, ttl=7200, at=hdproto.now() - timedelta(seconds=400))))
+    p = verify(keyfile, path, extra=("--max-window", "5m"))
+    check(p.returncode == 1 and ": expired:" in p.stdout, "verify --max-window 5m: 400 s old is expired")
+    p = verify(keyfile, path, extra=("--max-window", "1h", "--max-clock-skew", "1m"))
+    check(p.returncode == 0, "verify --max-window 1h --max-clock-skew 1m: fresh")
+
+
+def test_version():
+    """handoffctl -V and --version, as handoffd -V."""
+    d = subprocess.run([hdtest.HANDOFFD, "-V"], capture_output=True, text=True, timeout=30)
+    version = d.stdout.split()[-1] if d.stdout.split() else "?"
+    for opt in ("-V", "--version"):
+        p = run(opt)
+        check(p.returncode == 0 and p.stdout == f"handoffctl {version}\n",
+              f"handoffctl {opt} prints 'handoffctl {version}' as handoffd -V its version")
+    check("-V, --version" in run("--help").stdout, "handoffctl --help names -V, --version")
+
+
+def test_verify_config(tmp, keyfile, key):
+    """verify -c: the configuration's keys (a sender's own, public keys),
+    limits and window, as the daemon checks a file."""
+    d = os.path.join(tmp, "vc")
+    os.makedirs(os.path.join(d, "pub"), mode=0o755)
+    alice_keyfile = os.path.join(d, "alice.key")
+    alice_key = hdproto.make_key(alice_keyfile)
+    carol = os.path.join(d, "carol.key")
+    run("keygen", "--ed25519", "-o", carol)
+    shutil.move(os.path.join(d, "carol.pub"), os.path.join(d, "pub", "carol.pub"))
+    conf = write(os.path.join(d, "v.conf"), (
+        f"[spool]\ndir = {d}/spool\nmax_window = 10m\n[keys]\ndefault = {keyfile}\n"
+        f"pubkey_dir = {d}/pub\n[agent alice]\nstate_dir = {d}/alice\nkey = {alice_keyfile}\n"
+        f"[agent bob]\nstate_dir = {d}/bob\n").encode())
+    by_alice = write(os.path.join(d, "by-alice.json"),
+                     hdproto.dumps(hdproto.build("alice", "bob", alice_key)))
+    by_bob = write(os.path.join(d, "by-bob.json"), hdproto.dumps(hdproto.build("bob", "alice", key)))
+    p = run("submit", "--key", carol, "--from", "carol", "--to", "bob", "--output",
+            os.path.join(d, "by-carol.json"))
+    by_carol = os.path.join(d, "by-carol.json")
+    p = run("verify", "-c", conf, by_alice, by_bob, by_carol)
+    check(p.returncode == 0 and p.stdout == f"{by_alice}: ok\n{by_bob}: ok\n{by_carol}: ok\n",
+          "verify -c: alice's own key, the default key, carol's public key in pubkey_dir")
+    p = verify(keyfile, by_alice)
+    check(p.returncode == 1 and "bad_mac" in p.stdout, "(verify --key DEFAULT of alice's: bad_mac)")
+    # the sender's own key and no other: the default key does not sign for alice
+    forged = write(os.path.join(d, "forged.json"), hdproto.dumps(hdproto.build("alice", "bob", key)))
+    p = run("verify", "--config", conf, forged)
+    check(p.returncode == 1 and f"{forged}: bad_mac:" in p.stdout,
+          "verify -c: alice's handoff signed with the default key is bad_mac, as the daemon says")
+    # the configuration's window (10m), and an option above it
+    old = write(os.path.join(d, "old.json"), hdproto.dumps(hdproto.build(
+        "bob", "alice", key, ttl=7200, at=hdproto.now() - timedelta(minutes=20))))
+    p = run("verify", "-c", conf, old)
+    check(p.returncode == 1 and f"{old}: expired:" in p.stdout, "verify -c: max_window of the config")
+    p = run("verify", "-c", conf, "--max-window", "1h", old)
+    check(p.returncode == 0, "verify -c --max-window 1h: the option outranks the config")
+    p = run("verify", "-c", conf, "--key", keyfile, by_bob)
+    check(p.returncode == 2 and "not both" in p.stderr, "verify -c with --key -> 2")
+    p = run("verify", "-c", os.path.join(d, "none.conf"), by_bob)
+    check(p.returncode == 2, "verify -c of a missing configuration -> 2")
+
+
+def sample_keys():
+    """(section, key) of etc/handoffd.conf, commented-out ones too; not
+    [keys], whose names are kids."""
+    pairs, section = [], None
+    for line in open(os.path.join(os.environ["HD_SRC"], "etc", "handoffd.conf")):
+        m = re.match(r"^[;#]?\s*\[([a-z]+)(?: [^\]]*)?\]\s*$", line)
+        if m:
+            section = m.group(1)
+            continue
+        m = re.match(r"^[;#]?\s*([a-z_][a-z0-9_]*)\s*=", line)
+        if m and section and section != "keys":
+            pairs.append((section, m.group(1)))
+    return pairs
+
+
+def test_config_errors(tmp, keyfile):
+    """An unknown key gets a "did you mean" as an unknown section does, for
+    every key of the sample config; a key file that cannot be loaded is
+    an error of the line that names it."""
+    d = os.path.join(tmp, "ce")
+    os.mkdir(d)
+    pairs = sample_keys()
+    missed = []
+    for section, key in pairs:
+        typo = key[:-1]
+        header = {"agent": "agent alice", "remote": "remote zed"}.get(section, section)
+        conf = write(os.path.join(d, "t.conf"), f"[{header}]\n{typo} = 1\n".encode())
+        p = run("list", "-c", conf)
+        want = f"handoffctl: {conf}:2: unknown key '{typo}' in [{header}] (did you mean {key}?)\n"
+        if p.returncode != 2 or p.stderr != want:
+            missed.append(f"{typo!r} in [{header}]: {p.stderr.strip()!r}")
+    check(len(pairs) > 40 and not missed,
+          f"each of the {len(pairs)} keys of etc/handoffd.conf is suggested for its typo; not: {missed}")
+    p = run("list", "-c", write(os.path.join(d, "f.conf"), b"[spool]\nfrobnicate = 1\n"))
+    check(p.stderr.endswith("unknown key 'frobnicate' in [spool]\n"), "no suggestion when none is close")
+
+    good = f"[spool]\ndir = {d}/spool\n[control]\nsocket = {d}/s.sock\n"
+    for body, line, what in (
+            (f"[keys]\ndefault = {d}/missing.key\n", 6, "[keys] default"),
+            (f"[keys]\ndefault = {keyfile}\nmain = {d}/missing.key\n", 7, "a [keys] kid"),
+            (f"[keys]\ndefault = {keyfile}\n[agent alice]\nstate_dir = {d}/a\n"
+             f"key = {d}/missing.key\n", 9, "[agent] key"),
+            (f"[keys]\ndefault = {keyfile}\n[agent alice]\nstate_dir = {d}/a\n"
+             f"pubkeys = {d}/missing.pub\n", 9, "[agent] pubkeys"),
+            (f"[keys]\ndefault = {keyfile}\npubkey_dir = {d}/missing\n", 7, "[keys] pubkey_dir")):
+        conf = write(os.path.join(d, "k.conf"), (good + body).encode())
+        p = subprocess.run([hdtest.HANDOFFD, "-n", "-c", conf], capture_output=True, text=True,
+                           timeout=30)
+        print(f"$ handoffd -n ({what} missing) -> {p.returncode}: {p.stderr.strip()!r}")
+        check(p.returncode != 0 and p.stderr.startswith(f"{conf}:{line}: ") and "missing" in p.stderr,
+              f"{what} that cannot be loaded: an error of its line {line}")
+
+
 def hdproto_time(s):
     from datetime import datetime
     return datetime.fromisoformat(s.replace("Z", "+00:00"))
@@ -445,6 +622,11 @@ def main():
         keyfile = os.path.join(tmp, "key")
         key = hdproto.make_key(keyfile)
         test_submit(tmp, keyfile, key)
+        test_submit_output(tmp, keyfile, key)
+        test_durations(tmp, keyfile, key)
+        test_version()
+        test_verify_config(tmp, keyfile, key)
+        test_config_errors(tmp, keyfile)
         test_verify(tmp, keyfile, key)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -1,6 +1,6 @@
 """Every reason code reachable from a dropped file ends in rejected/ with
 that code in its .reason sidecar, and the daemon keeps going (a FIFO does
-not block it)."""
+not block it).  A directory is no file: left in handoff/, one line."""
 
 import json
 import os
@@ -124,6 +124,8 @@ def main():
         check(env.names("handoff") == ["dir.json"],
               f"handoff/ empty but for the directory: {env.names('handoff')}")
         check(not os.path.exists(env.path("rejected", "dir.json")), "a directory moved to rejected/")
+        hdtest.wait_for(lambda: "Left 'dir.json' in handoff/: a directory" in d.logs(), 15,
+                        "the directory reported")
         # Nothing was touched outside the spool through the symlink.
         check(os.path.islink(env.path("rejected", "link.json")), "symlink moved as a link")
         st = d.status()["counters"]["rejected"]
@@ -135,6 +137,8 @@ def main():
         busy = (int(c1[11]) + int(c1[12]) - int(c0[11]) - int(c0[12])) / os.sysconf("SC_CLK_TCK")
         check(busy < 0.2, f"idle afterwards, no busy loop: {busy:.2f}s CPU in 1s")
         check(d.stop() == 0, "exit 0")
+        check(d.logs().count("Left 'dir.json' in handoff/: a directory") == 1,
+              "the directory reported once")
         print(f"{len(expect)} bad files, {len(seen)} reason codes, each in rejected/ with its sidecar")
 
 

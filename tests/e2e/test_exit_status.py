@@ -8,7 +8,9 @@ case, and each case is named under its number there:
   is claimed);
 - 1, a fatal runtime error: the spool cannot be opened (its path is a
   file);
-- 0, a clean stop (SIGTERM).
+- 0, a clean stop (SIGTERM);
+- 3, handoffd -n only: an agent would be out of service (its directory
+  others may write).
 
 Each run is the real daemon in the foreground on a temp dir."""
 
@@ -41,7 +43,7 @@ def run(argv, timeout=15):
 
 def main():
     man = man_exit_status()
-    check(set(man) == {0, 1, 2}, f"handoffd.8 EXIT STATUS lists 0, 1, 2: {sorted(man)}")
+    check(set(man) == {0, 1, 2, 3}, f"handoffd.8 EXIT STATUS lists 0, 1, 2, 3: {sorted(man)}")
 
     with hdtest.Env(agents=["alice"]) as env:
         good = env.write_config("d0")
@@ -59,9 +61,15 @@ def main():
         lk = env.write_config("leaky", text=env.config_text("leaky").replace(env.key_path, leaky))
         cases.append(("a key others may read", ["-f", "-c", lk], 2, "unsafe keys"))
 
-        # An agent's directory others may write is no exit status: only
-        # that agent is out of service (issue 24.3,
-        # test_attack_unsafe_agent_dir.py).
+        # An agent's directory others may write is no exit status of the
+        # start: only that agent is out of service (issue 24.3,
+        # test_attack_unsafe_agent_dir.py); -n says so with 3 (issue 36.1,
+        # test_check_out_of_service.py).
+        zed = env.state["alice"] + "-zed"
+        os.makedirs(zed, mode=0o777)
+        os.chmod(zed, 0o777)
+        oos = env.write_config("oos", text=env.config_text("oos") + f"\n[agent zed]\nstate_dir = {zed}\n")
+        cases.append(("-n: an agent would be out of service", ["-n", "-c", oos], 3, "out of service"))
 
         # The spool cannot be opened: its path is a file.
         sf = os.path.join(env.dir, "spool-is-a-file")

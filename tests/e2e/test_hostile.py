@@ -76,7 +76,8 @@ def main():
             print("mknod not permitted here: device case skipped")
         os.link(os.path.join(outside, "linked.json"), os.path.join(h, "hardlink.json"))
         cases["hardlink.json"] = "hard link to a valid handoff outside"
-        os.mkdir(os.path.join(h, valid_out["handoff_id"] + ".dir.json"))
+        dirname = valid_out["handoff_id"] + ".dir.json"
+        os.mkdir(os.path.join(h, dirname))
         nl = hdproto.build("bob", "alice", env.key, ttl=600)
         hdproto.drop(env.spool, nl, name="new\nline.json")
         cases["new\nline.json"] = "name with a newline (valid content)"
@@ -86,8 +87,9 @@ def main():
         with open(os.path.join(h, "..hidden.json"), "wb") as f:
             f.write(hdproto.dumps(hdproto.build("bob", "alice", env.key, ttl=600)))
         left_alone = {"..hidden.json": "dotfile starting with '..' (a writer's temp name)",
-                      # never moved out of handoff/ (issue 34.2): its owner's
-                      valid_out["handoff_id"] + ".dir.json": "directory named like a handoff"}
+                      # never moved out of handoff/ (issue 34.2, 34.5): in
+                      # rejected/ it would be its maker's to fill
+                      dirname: "directory named like a handoff (reported once)"}
 
         snap0 = invariant.snapshot(outside)     # hard link made: nlink 2 is the baseline
 
@@ -108,6 +110,8 @@ def main():
         # finds them.
         hdtest.wait_for(decided, timeout=12, what="every hostile entry decided: "
                         f"{sorted(os.listdir(h))}")
+        hdtest.wait_for(lambda: f"Left '{dirname}' in handoff/: a directory" in d.logs(),
+                        timeout=12, what="the directory reported")
         t_decided = time.monotonic() - t_drop
         st = d.status()
         v = invariant.compare(outside, snap0)

@@ -150,7 +150,7 @@ def test_check_config(env):
     text = env.config_text("w", agents=[]).replace("[control]\n", f"[control]\ngroup = {missing}\n")
     conf = env.write_config("w", text=text)
     p = subprocess.run([hdtest.HANDOFFD, "-n", "-c", conf], capture_output=True, text=True)
-    warns = [line for line in p.stderr.splitlines() if line.startswith("handoffd: warning: ")]
+    warns = [line for line in p.stderr.splitlines() if line.startswith("handoffd[warning]: ")]
     check(p.returncode == 0 and len(warns) == 2 and "nothing will be claimed" in warns[0]
           and f"group '{missing}'" in warns[1] and "2 warning(s)" in p.stdout,
           f"-n prints the warnings: {p.returncode} {p.stdout!r} {p.stderr!r}")
@@ -162,7 +162,7 @@ def test_check_config(env):
     # the daemon says the same at start
     d = env.start("w", conf=conf)
     for w in warns:
-        msg = w[len("handoffd: warning: "):]
+        msg = w[len("handoffd[warning]: "):]
         hdtest.wait_for(lambda: msg in d.logs(), timeout=5, what=f"daemon warns: {msg}")
     check(d.stop() == 0, "stop w")
     print(f"handoffd -n: {len(warns)} warning(s) as at start, --strict exit 2")

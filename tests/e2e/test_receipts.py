@@ -6,7 +6,7 @@ keygen --ed25519` ([relay] host_key) and the other's public key in its
 - a mixed batch relayed from a to b, each kind ending differently on b:
   consumed (alice's, taken by the consumer), expired (gordon's, never
   taken), rejected bad_mac (from carl, whose key only a holds), rejected
-  expired_unclaimed (for carol, whom b does not serve); each outcome's
+  not_served (for carol, whom b does not serve: refused unwritten); each outcome's
   receipt reaches a once: the archived item stays "relayed" with the
   remote outcome, host, time and reason beside it; `handoffctl wait` on a
   returns 0 / 1 with b's reason (a wait started before the drop too),
@@ -54,7 +54,7 @@ def kinds(i):
     return [("bob", "alice", 600, "consumed", ""),
             ("bob", "gordon", 600, "expired", ""),
             ("carl", "alice", 600, "rejected", "bad_mac"),
-            ("bob", "carol", 6, "rejected", "expired_unclaimed")][i % 4]
+            ("bob", "carol", 6, "rejected", "not_served")][i % 4]
 
 
 def main():

@@ -88,7 +88,7 @@ static void reset_spool(void)
         char side[NAME_MAX + 1], text[256];
 
         if (relay.rc) {
-                receipt_stop(&relay);
+                receipt_stop(&relay, NULL);
                 uv_run(&loop, UV_RUN_DEFAULT);  /* the timer's close */
                 receipt_free(&relay);
                 relay.rc = NULL;

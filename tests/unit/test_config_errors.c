@@ -82,7 +82,7 @@ START_TEST(test_config_reports_every_mistake)
         assert_line(err, path, 3, "[spool] fsync: 'maybe' is not yes or no");
         assert_line(err, path, 4, "[spool] max_window: 'soon' is not a duration (like 300, 5m, 1h)");
         assert_line(err, path, 6, "[keys] default: 'relative.key' is neither an absolute path nor credential:NAME");
-        assert_line(err, path, 9, "unknown key 'sokcet' in [control]");
+        assert_line(err, path, 9, "unknown key 'sokcet' in [control] (did you mean socket?)");
         ck_assert_int_eq(count_lines(err), 4);
         free(err);
         free(path);
@@ -158,7 +158,7 @@ START_TEST(test_config_long_line_keeps_numbering)
         snprintf(text, sizeof(text), GOOD "[control]\nsocket = /%0600d\nsokcet = x\n", 0);
         err = load_err(text, &path);
         assert_line(err, path, 6, "line longer than 197 characters");
-        assert_line(err, path, 7, "unknown key 'sokcet' in [control]");
+        assert_line(err, path, 7, "unknown key 'sokcet' in [control] (did you mean socket?)");
         ck_assert_int_eq(count_lines(err), 2);
         free(err);
         free(path);
@@ -327,12 +327,27 @@ static const struct { const char *text, *msg; int line; } line_errors[] = {
           "[retention] rejected_max_items: '-1' is not a count", 6 },
         { "[retention]\narchive_max_bytes = lots\n",
           "[retention] archive_max_bytes: 'lots' is not a size (like 10M)", 6 },
+        { "[retention]\nrejected_max_bytes = lots\n",
+          "[retention] rejected_max_bytes: 'lots' is not a size (like 10M)", 6 },
+        { "[retention]\nunclaimed_max_bytes = 1Q\n",
+          "[retention] unclaimed_max_bytes: '1Q' is not a size (like 10M)", 6 },
+        { "[retention]\nunclaimed_max_items = few\n",
+          "[retention] unclaimed_max_items: 'few' is not a count", 6 },
         { "[retention]\narchive_max_age = old\n",
           "[retention] archive_max_age: 'old' is not a duration (like 7d)", 6 },
         { "[retention]\nrejected_max_age = 1x\n",
           "[retention] rejected_max_age: '1x' is not a duration (like 7d)", 6 },
         { "[retention]\nfrob = 1\n", "unknown key 'frob' in [retention]", 6 },
         { "[relay]\nservers = nats://a\x01\n", "[relay] servers: control character in 'nats://a\x01'", 6 },
+        { "[relay]\nservers = http://127.0.0.1:4222\n",
+          "[relay] servers: 'http://127.0.0.1:4222' is not a NATS server URL "
+          "(nats://HOST:PORT, or tls://HOST:PORT)", 6 },
+        { "[relay]\nservers = nats://a:1, 127.0.0.1:4222\n",
+          "[relay] servers: '127.0.0.1:4222' is not a NATS server URL "
+          "(nats://HOST:PORT, or tls://HOST:PORT)", 6 },
+        { "[relay]\nservers = nats://\n",
+          "[relay] servers: 'nats://' is not a NATS server URL "
+          "(nats://HOST:PORT, or tls://HOST:PORT)", 6 },
         { "[relay]\nhost = Host\n",
           "[relay] host: 'Host' is not a valid host name (lowercase letters, digits, '-', '_')", 6 },
         { "[relay]\nstream = a.b\n",
@@ -345,7 +360,7 @@ static const struct { const char *text, *msg; int line; } line_errors[] = {
         { "[relay]\ntls_key = k.pem\n", "[relay] tls_key must be an absolute path", 6 },
         { "[relay]\nfrob = 1\n", "unknown key 'frob' in [relay]", 6 },
         { "[remote B]\nhost = b\n", "[remote B]: 'B' is not a valid agent name", 6 },
-        { "[remote b]\nport = 1\n", "unknown key 'port' in [remote b]", 6 },
+        { "[remote b]\nport = 1\n", "unknown key 'port' in [remote b] (did you mean host?)", 6 },
         { "[remote b]\nhost = Host\n", "[remote b] host: 'Host' is not a valid host name", 6 },
         { "[control]\nsocket = c.sock\n", "[control] socket must be an absolute path", 6 },
         { "[metrics]\ntextfile = m.prom\n", "[metrics] textfile must be an absolute path", 6 },

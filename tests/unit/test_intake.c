@@ -19,6 +19,7 @@
 
 #include "daemonfx.h"
 #include "intake.h"
+#include "lock.h"
 #include "testutil.h"
 
 /* Decide one name (one batch of one: a batch always decides its first). */
@@ -105,6 +106,27 @@ START_TEST(test_intake_rejects_what_is_not_a_regular_file)
         fx_open(&f);
         ck_assert_int_eq(symlinkat("/etc/passwd", f.sp->fd[SD_HANDOFF], "link.json"), 0);
         assert_rejected(&f, "link.json", decide(&f, "link.json"), "not_regular");
+        fx_close(&f);
+}
+END_TEST
+
+/* A directory is no handoff, and never moved (in rejected/ it would be
+ * its owner's to fill): left where it is, no error, whatever its name. */
+START_TEST(test_intake_leaves_a_directory)
+{
+        struct fx f;
+
+        fx_open(&f);
+        ck_assert_int_eq(mkdirat(f.sp->fd[SD_HANDOFF], "d.json", 0777), 0);
+        ck_assert_int_eq(mkdirat(f.sp->fd[SD_HANDOFF], "un\tsafe", 0700), 0);
+        for (int i = 0; i < 2; i++) {
+                ck_assert_int_eq(decide(&f, "d.json"), IO_IGNORED);
+                ck_assert_int_eq(decide(&f, "un\tsafe"), IO_IGNORED);
+        }
+        ck_assert(fx_there(f.sp->fd[SD_HANDOFF], "", "d.json", ""));
+        ck_assert(fx_there(f.sp->fd[SD_HANDOFF], "", "un\tsafe", ""));
+        ck_assert(!fx_there(f.sp->fd[SD_REJECTED], "", "d.json", ""));
+        ck_assert_uint_eq(f.sp->st.errors, 0);
         fx_close(&f);
 }
 END_TEST
@@ -462,6 +484,38 @@ START_TEST(test_intake_rejects_an_unauthenticated_leftover_past_max_window)
 }
 END_TEST
 
+/* A batch that cannot be set up (its items' memory) still gives every
+ * name an outcome, a system error: drain() (watch.c) has taken the names
+ * from the pending set and routes each by its outcome (a negative one
+ * to the retry timer); it read outcomes[] that nothing had written. */
+START_TEST(test_intake_batch_out_of_memory_is_an_error_for_every_name)
+{
+        struct fx f;
+        char *names[3] = { "a.json", "b.json", "c.json" };
+        const char *ids[3] = { "id-a", "id-b", "id-c" };
+        int out[3] = { 12345, 12345, 12345 }, r;
+
+        fx_open(&f);
+        for (int i = 0; i < 3; i++)
+                fx_put_doc(f.sp->fd[SD_HANDOFF], names[i], fx_doc(ids[i], "alice", 10, 600, f.k));
+        tu_fail_calloc = 1;
+        r = intake_batch(f.sp, names, 3, hd_now_usec(), out);
+        tu_fail_calloc = 0;
+        for (int i = 0; i < 3; i++) {
+                ck_assert_msg(out[i] == -ENOMEM, "outcome of %s: %d", names[i], out[i]);
+                ck_assert(fx_there(f.sp->fd[SD_HANDOFF], "", names[i], ""));
+        }
+        ck_assert_int_eq(r, 3);
+        ck_assert_uint_eq(f.sp->st.errors, 1);
+        ck_assert(strstr(f.sp->st.last_error, "Cannot allocate memory"));
+        /* and decided once memory is there */
+        ck_assert_int_eq(intake_batch(f.sp, names, 3, hd_now_usec(), out), 0);
+        for (int i = 0; i < 3; i++)
+                ck_assert_int_eq(out[i], IO_CLAIMED);
+        fx_close(&f);
+}
+END_TEST
+
 /* ---- the order: a file that fails two checks gets the earlier one's ---- */
 
 /* Size before parse: a too large file is not read at all. */
@@ -508,6 +562,50 @@ START_TEST(test_intake_order_fresh_before_target)
 }
 END_TEST
 
+/* For an agent served here, its own expiry before authentication: an
+ * expired (or future) document with a MAC that does not match is
+ * expired (future_timestamp), its MAC never computed; one whose times are
+ * not well-formed is still bad_mac (nothing of the rules before the MAC). */
+START_TEST(test_intake_order_expiry_before_auth_for_an_agent_served_here)
+{
+        struct fx f;
+        json_t *d;
+
+        fx_open(&f);
+        fx_put_doc(f.sp->fd[SD_HANDOFF], "late.json", fx_doc("late", "alice", 900, -60, f.other));
+        assert_rejected(&f, "late.json", decide(&f, "late.json"), "expired");
+        fx_put_doc(f.sp->fd[SD_HANDOFF], "ahead.json", fx_doc("ahead", "alice", -3600, 7200, f.other));
+        assert_rejected(&f, "ahead.json", decide(&f, "ahead.json"), "future_timestamp");
+        d = fx_doc("garbled", "alice", 900, -60, f.other);
+        json_object_set_new(d, "expires_at", json_string("soon"));
+        fx_put_doc(f.sp->fd[SD_HANDOFF], "garbled.json", d);
+        assert_rejected(&f, "garbled.json", decide(&f, "garbled.json"), "bad_mac");
+        /* expires_at not after initiated_at: not well-formed either */
+        d = fx_doc("backwards", "alice", 900, -60, f.other);
+        json_object_set(d, "expires_at", json_object_get(d, "initiated_at"));
+        fx_put_doc(f.sp->fd[SD_HANDOFF], "backwards.json", d);
+        assert_rejected(&f, "backwards.json", decide(&f, "backwards.json"), "bad_mac");
+        /* not authenticated: its id is not remembered */
+        ck_assert(!spool_id_seen(f.sp, "late"));
+        fx_close(&f);
+}
+END_TEST
+
+/* For an agent not served here the MAC still comes first: an expired
+ * document that does not verify here is left to its recipient's daemon
+ * until it expires here too (at once: expired_unclaimed, unauthenticated). */
+START_TEST(test_intake_order_auth_before_expiry_for_another_agent)
+{
+        struct fx f;
+
+        fx_open(&f);
+        fx_put_doc(f.sp->fd[SD_HANDOFF], "x.json", fx_doc("id-1", "gordon", 900, -60, f.other));
+        assert_rejected(&f, "x.json", decide(&f, "x.json"), "expired_unclaimed");
+        ck_assert(!spool_id_seen(f.sp, "id-1"));
+        fx_close(&f);
+}
+END_TEST
+
 /* Target before replay: a known id for another agent is left, not
  * rejected as a duplicate (its recipient decides). */
 START_TEST(test_intake_order_target_before_replay)
@@ -542,6 +640,112 @@ START_TEST(test_intake_rejects_an_unverified_file_for_an_id_held_here)
 }
 END_TEST
 
+/* The relay's outcome hook (receipt.c in the daemon), recorded: how many
+ * "rejected" were told, the last one's reason, and whether the item was
+ * in rejected/ already when it was told. */
+struct told {
+        struct spool *sp;
+        int n;
+        char reason[64], name[64];
+        bool moved;
+};
+
+static void tell(void *ctx, const char *id, const char *name, const char *outcome,
+                 const char *reason, const char *detail, int64_t now)
+{
+        struct told *t = ctx;
+
+        (void)id, (void)detail, (void)now;
+        ck_assert_str_eq(outcome, "rejected");
+        t->n++;
+        snprintf(t->reason, sizeof(t->reason), "%s", reason ? reason : "");
+        snprintf(t->name, sizeof(t->name), "%s", name ? name : "");
+        t->moved = name && fx_there(t->sp->fd[SD_REJECTED], "", name, "");
+}
+
+static void listen_outcomes(struct fx *f, struct told *t)
+{
+        *t = (struct told){ .sp = f->sp };
+        f->sp->relay.ctx = t;
+        f->sp->relay.outcome = tell;
+}
+
+/* Issue 33: spool_reject_from() told "rejected" before its move, which
+ * then found the file gone when another daemon had claimed it: the origin
+ * heard "rejected" for a delivered handoff.  Told only once the item is
+ * in rejected/. */
+START_TEST(test_intake_rejection_told_only_once_moved)
+{
+        struct told t;
+        struct fx f;
+
+        fx_open(&f);
+        listen_outcomes(&f, &t);
+        /* gone before the move (another daemon claimed it) */
+        ck_assert_int_eq(spool_reject(f.sp, "gone.json", NULL, HD_R_EXPIRED, "x", NULL, hd_now_usec()),
+                         IO_GONE);
+        ck_assert_int_eq(t.n, 0);
+        ck_assert(!fx_there(f.sp->fd[SD_REJECTED], "", "gone.json", ".reason"));
+        fx_put_doc(f.sp->fd[SD_HANDOFF], "late.json", fx_doc("late", "alice", 900, -60, f.k));
+        assert_rejected(&f, "late.json", decide(&f, "late.json"), "expired");
+        ck_assert_int_eq(t.n, 1);
+        ck_assert_str_eq(t.reason, "expired");
+        ck_assert_msg(t.moved, "told before the move");
+        fx_close(&f);
+}
+END_TEST
+
+/* A rejection and a claim of one handoff exclude each other: while
+ * another daemon holds the id's lock (claiming it: its verdict may be
+ * the other one), the rejection waits for a later look. */
+START_TEST(test_intake_rejection_waits_for_a_claim_in_flight)
+{
+        struct told t;
+        struct fx f;
+        int other;
+        uint64_t off = lock_off_id("late");
+
+        fx_open(&f);
+        listen_outcomes(&f, &t);
+        ck_assert_int_eq(lock_open(f.sp->root_fd, &other), 0);
+        ck_assert_int_eq(lock_try(other, off, true), 0);
+        fx_put_doc(f.sp->fd[SD_HANDOFF], "late.json", fx_doc("late", "alice", 900, -60, f.k));
+        ck_assert_int_eq(decide(&f, "late.json"), IO_BUSY);
+        ck_assert(fx_there(f.sp->fd[SD_HANDOFF], "", "late.json", ""));
+        ck_assert(!fx_there(f.sp->fd[SD_REJECTED], "", "late.json", ""));
+        ck_assert_int_eq(t.n, 0);
+        lock_release(other, off);
+        assert_rejected(&f, "late.json", decide(&f, "late.json"), "expired");
+        ck_assert_int_eq(t.n, 1);
+        close(other);
+        fx_close(&f);
+}
+END_TEST
+
+/* A crash between a rejection's move (a link, with the relay) and its
+ * outcome leaves the file beside its rejection: the next look tells the
+ * outcome, from the reason, and removes the handoff/ name. */
+START_TEST(test_intake_rejection_cut_short_is_told_at_the_next_look)
+{
+        struct told t;
+        struct fx f;
+
+        fx_open(&f);
+        listen_outcomes(&f, &t);
+        fx_put_doc(f.sp->fd[SD_HANDOFF], "late.json", fx_doc("late", "alice", 900, -60, f.k));
+        ck_assert_int_eq(linkat(f.sp->fd[SD_HANDOFF], "late.json", f.sp->fd[SD_REJECTED],
+                                "late.json", 0), 0);
+        fx_put(f.sp->fd[SD_REJECTED], "", "late.json", ".reason",
+               "{\"reason\":\"expired\",\"detail\":\"x\",\"name\":\"late.json\"}");
+        ck_assert_int_eq(decide(&f, "late.json"), IO_GONE);
+        ck_assert(!fx_there(f.sp->fd[SD_HANDOFF], "", "late.json", ""));
+        ck_assert_int_eq(t.n, 1);
+        ck_assert_str_eq(t.reason, "expired");
+        ck_assert_str_eq(t.name, "late.json");
+        fx_close(&f);
+}
+END_TEST
+
 Suite *suite_intake(void);
 Suite *suite_intake(void)
 {
@@ -551,6 +755,7 @@ Suite *suite_intake(void)
         tcase_add_test(tc, test_intake_rejects_an_unsafe_name);
         tcase_add_test(tc, test_intake_keeps_an_unpublished_claim_from_its_replay);
         tcase_add_test(tc, test_intake_rejects_what_is_not_a_regular_file);
+        tcase_add_test(tc, test_intake_leaves_a_directory);
         tcase_add_test(tc, test_intake_defers_a_fresh_unparsable_file_then_rejects_an_old_one);
         tcase_add_test(tc, test_intake_rejects_what_does_not_verify_for_an_agent_served_here);
         tcase_add_test(tc, test_intake_leaves_an_item_for_an_agent_not_served_here);
@@ -560,11 +765,17 @@ Suite *suite_intake(void)
                             (int)(sizeof(rejects) / sizeof(rejects[0])));
         tcase_add_test(tc, test_intake_claims_a_signed_handoff);
         tcase_add_test(tc, test_intake_rejects_an_unauthenticated_leftover_past_max_window);
+        tcase_add_test(tc, test_intake_batch_out_of_memory_is_an_error_for_every_name);
         tcase_add_test(tc, test_intake_order_size_before_parse);
         tcase_add_test(tc, test_intake_order_auth_before_validate);
         tcase_add_test(tc, test_intake_order_fresh_before_target);
+        tcase_add_test(tc, test_intake_order_expiry_before_auth_for_an_agent_served_here);
+        tcase_add_test(tc, test_intake_order_auth_before_expiry_for_another_agent);
         tcase_add_test(tc, test_intake_order_target_before_replay);
         tcase_add_test(tc, test_intake_rejects_an_unverified_file_for_an_id_held_here);
+        tcase_add_test(tc, test_intake_rejection_told_only_once_moved);
+        tcase_add_test(tc, test_intake_rejection_waits_for_a_claim_in_flight);
+        tcase_add_test(tc, test_intake_rejection_cut_short_is_told_at_the_next_look);
         suite_add_tcase(s, tc);
         return s;
 }

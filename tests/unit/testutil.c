@@ -149,3 +149,14 @@ char *tu_read_file(const char *path, size_t *lenp)
                 *lenp = len;
         return buf;
 }
+
+int tu_fail_calloc;
+
+void *__wrap_calloc(size_t n, size_t size)
+{
+        if (tu_fail_calloc > 0 && --tu_fail_calloc == 0) {
+                errno = ENOMEM;
+                return NULL;
+        }
+        return __real_calloc(n, size);
+}

@@ -22,5 +22,11 @@ int tu_run(char *const argv[], char **out);
 void tu_write_file(const char *path, const void *buf, size_t len);
 /* Read a whole file, NUL-terminated; NULL if absent. */
 char *tu_read_file(const char *path, size_t *len);
+/* The check binary is linked with -Wl,--wrap=calloc: set to n > 0, the
+ * n-th calloc() of the code under test from now fails with ENOMEM
+ * (libraries of their own, jansson's, are not affected). */
+extern int tu_fail_calloc;
+void *__wrap_calloc(size_t n, size_t size);
+void *__real_calloc(size_t n, size_t size);
 
 #endif

@@ -102,7 +102,9 @@ struct config {
         size_t n_agents;
         struct config_agent *agents;
         /* [retention] */
-        uint64_t archive_max_items, archive_max_bytes, rejected_max_items;
+        uint64_t archive_max_items, archive_max_bytes, rejected_max_items, rejected_max_bytes;
+        /* what waits in handoff/ for agents not served here (intake.c) */
+        uint64_t unclaimed_max_items, unclaimed_max_bytes;
         int64_t archive_max_age, rejected_max_age;  /* seconds, 0 = none */
         /* [control] */
         char *control_socket;
@@ -127,6 +129,20 @@ struct config {
 int config_load(const char *path, bool load_keys, struct config **ret,
                 char **err);
 void config_free(struct config *c);
+/* With the relay on, the files of [relay] (credentials, nkey_seed, tls_*:
+ * readable regular files), host_key (an Ed25519 secret key) and
+ * host_pubkey_dir (config_host_pubkeys_check()): handoffd's alone, so not
+ * config_load()'s, which the hub and the CLI call too.  The key into
+ * *ret_key (NULL when unset), the directory into *ret_dfd (-1 when unset);
+ * either out-parameter NULL: checked and let go.  *err as config_load()'s. */
+int config_relay_keys(const struct config *c, hd_key **ret_key, int *ret_dfd, char **err);
+/* [relay] host_pubkey_dir dir, open as dfd: config_pubdir_check()'s rule,
+ * and a HOST.pub that loads for each [remote] host of c (the hosts whose
+ * receipts come here).  *err without the file's name. */
+int config_host_pubkeys_check(const struct config *c, const char *dir, int dfd, char **err);
+/* A directory of public keys, open as dfd (what and path name it in *err):
+ * not writable by group or others. */
+int config_pubdir_check(const char *what, const char *path, int dfd, char **err);
 /* After config_load() without keys: load the keys this user can read,
  * skipping the others; > 0 when any key (HMAC or public) is loaded. */
 int config_load_keys_readable(struct config *c);

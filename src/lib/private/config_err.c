@@ -60,6 +60,28 @@ int config_err_line(struct parse_state *st, int line,
         return 0;
 }
 
+int config_note_line(struct parse_state *st, const void *value)
+{
+        struct config_value_line *l;
+
+        l = realloc(st->value_lines, (st->n_value_lines + 1) * sizeof(*l));
+        if (!l)
+                return -ENOMEM;
+        st->value_lines = l;
+        l[st->n_value_lines++] = (struct config_value_line) { value, st->line };
+        return 0;
+}
+
+int config_line_of(const struct parse_state *st, const void *value)
+{
+        /* the last note first: a value set twice was freed, and its
+         * address may have been given to a later one */
+        for (size_t i = st->n_value_lines; value && i > 0; i--)
+                if (st->value_lines[i - 1].value == value)
+                        return st->value_lines[i - 1].line;
+        return 0;
+}
+
 /* An error of the file as a whole (no line). */
 void config_err_file(struct parse_state *st, const char *fmt, ...)
 {

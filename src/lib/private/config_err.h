@@ -45,11 +45,22 @@ struct parse_state {
         char *errs;
         size_t errs_len;
         unsigned n_errs;
+        /* the line of each key file named, by the pointer to its value in
+         * c: its errors come after the parse (config_load_keys()) */
+        struct config_value_line {
+                const void *value;
+                int line;
+        } *value_lines;
+        size_t n_value_lines;
 };
 
 void config_errs_append(struct parse_state *st, const char *entry, size_t n);
 _printf_(2, 3) int config_err(struct parse_state *st, const char *fmt, ...);
 _printf_(3, 4) int config_err_line(struct parse_state *st, int line, const char *fmt, ...);
 _printf_(2, 3) void config_err_file(struct parse_state *st, const char *fmt, ...);
+/* value (a string c now holds) was set by the line being parsed: 0 or
+ * -ENOMEM.  config_line_of(): that line, or 0 when none was noted. */
+int config_note_line(struct parse_state *st, const void *value);
+int config_line_of(const struct parse_state *st, const void *value);
 
 #endif

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "config_err.h"
 #include "config_keys.h"
 #include "util.h"
 
@@ -136,33 +137,62 @@ static int cmp_strp(const void *a, const void *b)
         return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* [keys] pubkey_dir: every <agent>.pub in it.  Whoever can add a file there
- * can sign as the agent it names: the directory must not be writable by
- * group or others (each file is held to the same rule). */
+/* A directory of public keys (what names it, as the message says it):
+ * whoever can add a file there can sign as whom the file's name says, so
+ * it must not be writable by group or others (each file is held to the
+ * same rule when it is read). */
+static int pubdir_open(const char *what, const char *path, int *ret_fd, char **err)
+{
+        _cleanup_close_ int dfd = -1;
+        int r;
+
+        dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd < 0) {
+                r = -errno;
+                if (asprintf(err, "%s %s: %s", what, path, strerror(-r)) < 0)
+                        *err = NULL;
+                return r;
+        }
+        r = config_pubdir_check(what, path, dfd, err);
+        if (r < 0)
+                return r;
+        *ret_fd = TAKE_FD(dfd);
+        return 0;
+}
+
+int config_pubdir_check(const char *what, const char *path, int dfd, char **err)
+{
+        struct stat st;
+        int r;
+
+        if (fstat(dfd, &st) < 0) {
+                r = -errno;
+                if (asprintf(err, "%s %s: %s", what, path, strerror(-r)) < 0)
+                        *err = NULL;
+                return r;
+        }
+        if (st.st_mode & 0022) {
+                if (asprintf(err, "%s %s has mode %04o: it must not be writable by group or "
+                             "others (chmod 755)", what, path, (unsigned)(st.st_mode & 07777)) < 0)
+                        *err = NULL;
+                return -EPERM;
+        }
+        return 0;
+}
+
+/* [keys] pubkey_dir: every <agent>.pub in it (pubdir_open()'s rule). */
 static int pubkeys_load_dir(struct config *c, char **err)
 {
         _cleanup_close_ int dfd = -1;
         char **names = NULL;
         size_t n = 0;
-        struct stat st;
         struct dirent *de;
         DIR *d;
         int r = 0;
 
-        dfd = open(c->pubkey_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (dfd < 0 || fstat(dfd, &st) < 0) {
-                r = -errno;
-                if (asprintf(err, "[keys] pubkey_dir %s: %s", c->pubkey_dir, strerror(-r)) < 0)
-                        *err = NULL;
+        r = pubdir_open("[keys] pubkey_dir", c->pubkey_dir, &dfd, err);
+        if (r < 0)
                 return r;
-        }
-        if (st.st_mode & 0022) {
-                if (asprintf(err, "[keys] pubkey_dir %s has mode %04o: it must not be writable "
-                             "by group or others (chmod 755)", c->pubkey_dir,
-                             (unsigned)(st.st_mode & 07777)) < 0)
-                        *err = NULL;
-                return -EPERM;
-        }
         d = fdopendir(fcntl(dfd, F_DUPFD_CLOEXEC, 3));
         if (!d) {
                 r = -errno;
@@ -268,39 +298,171 @@ static int pubkeys_check(struct config *c, char **err)
         return 0;
 }
 
-int config_load_keys(struct config *c, char **err)
+int config_load_keys(struct config *c, const struct parse_state *st, char **err)
 {
         char *e = NULL;
-        int r;
+        int line, r;
 
-#define LOAD(fn, ...) do {                                                    \
+        /* value: the config's string that named the file, for its line */
+#define LOAD(value, fn, ...) do {                                             \
                 r = fn(__VA_ARGS__, &e);                                      \
                 if (r < 0) {                                                  \
-                        if (asprintf(err, "%s: %s", c->path, e ? e : strerror(-r)) < 0) \
+                        line = config_line_of(st, value);                     \
+                        if ((line > 0 ? asprintf(err, "%s:%d: %s", c->path, line, \
+                                                 e ? e : strerror(-r))        \
+                                      : asprintf(err, "%s: %s", c->path,      \
+                                                 e ? e : strerror(-r))) < 0)  \
                                 *err = NULL;                                  \
                         free(e);                                              \
                         return r;                                             \
                 }                                                             \
         } while (0)
         if (c->default_key_path)
-                LOAD(key_load_hmac, c->default_key_path, &c->default_key);
+                LOAD(c->default_key_path, key_load_hmac, c->default_key_path, &c->default_key);
         for (size_t i = 0; i < c->n_kids; i++)
-                LOAD(key_load_hmac, c->kid_paths[i], &c->kid_keys[i]);
+                LOAD(c->kid_paths[i], key_load_hmac, c->kid_paths[i], &c->kid_keys[i]);
         for (size_t i = 0; i < c->n_agents; i++) {
                 struct config_agent *a = &c->agents[i];
 
                 if (a->key_path) {
-                        LOAD(key_load_hmac, a->key_path, &a->key);
+                        LOAD(a->key_path, key_load_hmac, a->key_path, &a->key);
                         /* the sender's own key speaks for it alone */
                         hd_key_set_agent(a->key, a->name);
                 }
                 for (size_t j = 0; j < a->n_pubkey_paths; j++)
-                        LOAD(agent_pubkeys_add, c, a, a->pubkey_paths[j]);
+                        LOAD(a->pubkey_paths[j], agent_pubkeys_add, c, a, a->pubkey_paths[j]);
         }
         if (c->pubkey_dir)
-                LOAD(pubkeys_load_dir, c);
-        LOAD(pubkeys_check, c);
+                LOAD(c->pubkey_dir, pubkeys_load_dir, c);
+        LOAD(NULL, pubkeys_check, c);
 #undef LOAD
+        return 0;
+}
+
+int config_host_pubkeys_check(const struct config *c, const char *dir, int dfd, char **err)
+{
+        int r;
+
+        r = config_pubdir_check("[relay] host_pubkey_dir", dir, dfd, err);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < c->n_remotes; i++) {
+                const char *host = c->remotes[i].host;
+                hd_key *keys[HD_PUBKEYS_MAX];
+                char name[NAME_MAX + 1], msg[512] = "";
+                size_t n = 0;
+                bool seen = false;
+
+                for (size_t j = 0; j < i && !seen; j++)
+                        seen = !strcmp(c->remotes[j].host, host);
+                if (seen)
+                        continue;
+                /* host is a valid name: far shorter than NAME_MAX */
+                snprintf(name, sizeof(name), "%s.pub", host);
+                r = hd_pubkeys_load_at(dfd, name, keys, HD_PUBKEYS_MAX, &n, msg, sizeof(msg));
+                if (r < 0) {
+                        if (asprintf(err, "[relay] host_pubkey_dir %s: %s (the key of host %s, "
+                                     "[remote %s], which sends its receipts here)", dir,
+                                     msg[0] ? msg : strerror(-r), host, c->remotes[i].name) < 0)
+                                *err = NULL;
+                        return r;
+                }
+                while (n > 0)
+                        hd_key_free(keys[--n]);
+        }
+        return 0;
+}
+
+/* host_key signs what this host says of an item to another: an Ed25519
+ * secret key, never an HMAC key (which the other host would need to hold
+ * to verify, and could then forge with) nor a public key. */
+static int host_key_load(const struct config *c, hd_key **ret, char **err)
+{
+        hd_key *k = NULL;
+        char *e = NULL;
+        int r;
+
+        r = key_load(c->relay.host_key, &k, &e);
+        if (r < 0) {
+                if (asprintf(err, "[relay] host_key: %s", e ? e : strerror(-r)) < 0)
+                        *err = NULL;
+                free(e);
+                return r;
+        }
+        if (hd_key_kind_of(k) != HD_KEY_ED25519_SECRET) {
+                if (asprintf(err, "[relay] host_key %s is %s, not an Ed25519 secret key (make one "
+                             "with handoffctl keygen --ed25519)", c->relay.host_key,
+                             hd_key_kind_of(k) == HD_KEY_HMAC ? "an HMAC key"
+                                                              : "an Ed25519 public key") < 0)
+                        *err = NULL;
+                hd_key_free(k);
+                return -EINVAL;
+        }
+        *ret = k;
+        return 0;
+}
+
+/* A file the NATS library reads at start ([relay] credentials, nkey_seed,
+ * tls_*): a regular file this user may read.  libnats itself says only
+ * "Error loading trusted certificates '...': (null)", and only at start;
+ * what is in it stays libnats's to judge. */
+static int relay_file_check(const char *key, const char *path, char **err)
+{
+        _cleanup_close_ int fd = -1;
+        struct stat st;
+        int r;
+
+        if (!path)
+                return 0;
+        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+        if (fd < 0 || fstat(fd, &st) < 0) {
+                r = -errno;
+                if (asprintf(err, "[relay] %s %s: %s", key, path, strerror(-r)) < 0)
+                        *err = NULL;
+                return r;
+        }
+        if (!S_ISREG(st.st_mode)) {
+                if (asprintf(err, "[relay] %s %s is not a regular file", key, path) < 0)
+                        *err = NULL;
+                return -EINVAL;
+        }
+        return 0;
+}
+
+int config_relay_keys(const struct config *c, hd_key **ret_key, int *ret_dfd, char **err)
+{
+        const struct config_relay *rl = &c->relay;
+        const struct { const char *key, *path; } files[] = {
+                { "credentials", rl->credentials }, { "nkey_seed", rl->nkey_seed },
+                { "tls_ca", rl->tls_ca }, { "tls_cert", rl->tls_cert }, { "tls_key", rl->tls_key },
+        };
+        _cleanup_close_ int dfd = -1;
+        hd_key *k = NULL;
+        char *e = NULL;
+        int r = 0;
+
+        *err = NULL;
+        for (size_t i = 0; i < ELEMENTSOF(files) && r == 0 && config_relay_on(c); i++)
+                r = relay_file_check(files[i].key, files[i].path, &e);
+        if (r == 0 && config_relay_on(c) && c->relay.host_key)
+                r = host_key_load(c, &k, &e);
+        if (r == 0 && config_relay_on(c) && c->relay.host_pubkey_dir) {
+                r = pubdir_open("[relay] host_pubkey_dir", c->relay.host_pubkey_dir, &dfd, &e);
+                if (r == 0)
+                        r = config_host_pubkeys_check(c, c->relay.host_pubkey_dir, dfd, &e);
+        }
+        if (r < 0) {
+                if (asprintf(err, "%s: %s", c->path, e ? e : strerror(-r)) < 0)
+                        *err = NULL;
+                free(e);
+                hd_key_free(k);
+                return r;
+        }
+        if (ret_key)
+                *ret_key = TAKE_PTR(k);
+        if (ret_dfd)
+                *ret_dfd = TAKE_FD(dfd);
+        hd_key_free(k);
         return 0;
 }
 

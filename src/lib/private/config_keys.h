@@ -5,7 +5,10 @@
 
 #include "config.h"
 
-/* Every key of c loaded; the first failure stops it, described in *err. */
-int config_load_keys(struct config *c, char **err);
+struct parse_state;
+
+/* Every key of c loaded; the first failure stops it, described in *err
+ * ("FILE:LINE: ..." with the line st noted for the key's value). */
+int config_load_keys(struct config *c, const struct parse_state *st, char **err);
 
 #endif

@@ -270,10 +270,11 @@ int config_load(const char *path, bool load_keys, struct config **ret,
                 config_errs_append(&st, more, (size_t)n);
         }
         if (r == 0 && load_keys)
-                r = config_load_keys(c, err);
+                r = config_load_keys(c, &st, err);
         else if (r < 0)
                 *err = TAKE_PTR(st.errs);
         free(st.errs);
+        free(st.value_lines);
         if (r < 0) {
                 config_free(c);
                 return r;

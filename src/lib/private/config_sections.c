@@ -1,7 +1,8 @@
 /* handoffd.conf's sections and keys: inih's handler, one function per
  * section, the value parsers (booleans, sizes, durations), and an unknown
- * section reported once at its header with the known name it is closest
- * to.  Each bad value is an error of its line (config_err). */
+ * section reported once at its header, an unknown key at its line, each
+ * with the known name it is closest to.  Each bad value is an error of its
+ * line (config_err). */
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
@@ -78,6 +79,54 @@ int config_parse_duration(const char *s, int64_t *ret)
                 return r;
         *ret = (int64_t)x;
         return 0;
+}
+
+static unsigned edit_distance(const char *a, size_t la, const char *b);
+
+/* The keys of each section, for "did you mean" ([keys] takes any name: a
+ * kid).  test_ctl checks each key of etc/handoffd.conf is offered. */
+static const char *const keys_spool[] = {
+        "dir", "fsync", "max_file_size", "max_waiting", "max_waiting_per_sender",
+        "resume_window", "max_clock_skew", "max_window", "rescan_interval", NULL };
+static const char *const keys_agent[] = {
+        "state_dir", "key", "pubkeys", "require", "delivery", "act_format",
+        "act_max_files", "description", "skill", NULL };
+static const char *const keys_retention[] = {
+        "archive_max_items", "archive_max_bytes", "archive_max_age",
+        "rejected_max_items", "rejected_max_age", "rejected_max_bytes",
+        "unclaimed_max_items", "unclaimed_max_bytes", NULL };
+static const char *const keys_relay[] = {
+        "servers", "host", "stream", "replicas", "user", "password", "nkey",
+        "credentials", "nkey_seed", "tls_ca", "tls_cert", "tls_key", "host_key",
+        "host_pubkey_dir", NULL };
+static const char *const keys_remote[] = { "host", NULL };
+static const char *const keys_hub[] = {
+        "listen", "tls_cert", "tls_key", "token_dir", "state_dir", "timeout",
+        "max_connections", "max_per_address", "request_timeout", NULL };
+static const char *const keys_control[] = { "socket", "group", NULL };
+static const char *const keys_metrics[] = { "textfile", NULL };
+static const char *const keys_payload[] = { "roles", NULL };
+
+/* "unknown key 'K' in [SECTION NAME]", with the known key of the section
+ * it is closest to (at most 2 edits, fewer than the key's length). */
+static int unknown_key(struct parse_state *st, const char *section, const char *name,
+                       const char *k, const char *const *known)
+{
+        const char *best = NULL;
+        unsigned best_d = 3;
+
+        for (; *known; known++) {
+                unsigned d = edit_distance(k, strlen(k), *known);
+                if (d < best_d && d < strlen(*known)) {
+                        best_d = d;
+                        best = *known;
+                }
+        }
+        if (best)
+                return config_err(st, "unknown key '%s' in [%s%s%s] (did you mean %s?)",
+                                  k, section, name ? " " : "", name ?: "", best);
+        return config_err(st, "unknown key '%s' in [%s%s%s]", k, section,
+                          name ? " " : "", name ?: "");
 }
 
 static struct config_agent *agent_get(struct config *c, const char *name)
@@ -183,7 +232,7 @@ static int handle_spool(struct parse_state *st, const char *k, const char *v)
                                 return config_err(st, "[spool] %s: '%s' is not a duration (like 300, 5m, 1h)", k, v);
                         return 1;
                 }
-        return config_err(st, "unknown key '%s' in [spool]", k);
+        return unknown_key(st, "spool", NULL, k, keys_spool);
 }
 
 static int handle_keys(struct parse_state *st, const char *k, const char *v)
@@ -193,12 +242,14 @@ static int handle_keys(struct parse_state *st, const char *k, const char *v)
         if (!strcmp(k, "pubkey_dir")) {
                 if (v[0] != '/')
                         return config_err(st, "[keys] pubkey_dir must be an absolute path");
-                return config_set_str(&c->pubkey_dir, v) == 0;
+                return config_set_str(&c->pubkey_dir, v) == 0 &&
+                       config_note_line(st, c->pubkey_dir) == 0;
         }
         if (!path_ok(v))
                 return config_err(st, "[keys] %s: '%s' is neither an absolute path nor credential:NAME", k, v);
         if (!strcmp(k, "default"))
-                return config_set_str(&c->default_key_path, v) == 0;
+                return config_set_str(&c->default_key_path, v) == 0 &&
+                       config_note_line(st, c->default_key_path) == 0;
         if (!hd_agent_valid(k))
                 return config_err(st, "[keys] '%s' is not a valid key name", k);
         for (size_t i = 0; i < c->n_kids; i++)
@@ -220,7 +271,7 @@ static int handle_keys(struct parse_state *st, const char *k, const char *v)
         c->kid_paths[c->n_kids] = strdup(v);
         c->kid_keys[c->n_kids] = NULL;
         c->n_kids = n;
-        return 1;
+        return config_note_line(st, c->kid_paths[n - 1]) == 0;
 }
 
 /* "skill = ID: description" (A2A agent card): ID as a handoff_id. */
@@ -285,7 +336,8 @@ static int handle_agent(struct parse_state *st, const char *name,
         if (!strcmp(k, "key")) {
                 if (!path_ok(v))
                         return config_err(st, "[agent %s] key: '%s' is neither an absolute path nor credential:NAME", name, v);
-                return config_set_str(&a->key_path, v) == 0;
+                return config_set_str(&a->key_path, v) == 0 &&
+                       config_note_line(st, a->key_path) == 0;
         }
         if (!strcmp(k, "pubkeys")) {
                 char **paths;
@@ -300,7 +352,7 @@ static int handle_agent(struct parse_state *st, const char *name,
                 if (!paths[a->n_pubkey_paths])
                         return config_err(st, "out of memory");
                 a->n_pubkey_paths++;
-                return 1;
+                return config_note_line(st, paths[a->n_pubkey_paths - 1]) == 0;
         }
         if (!strcmp(k, "require")) {
                 if (strcmp(v, "sig") && strcmp(v, "any"))
@@ -328,7 +380,7 @@ static int handle_agent(struct parse_state *st, const char *name,
                 return config_set_str(&a->description, v) == 0;
         if (!strcmp(k, "skill"))
                 return agent_skill(st, a, v);
-        return config_err(st, "unknown key '%s' in [agent %s]", k, name);
+        return unknown_key(st, "agent", name, k, keys_agent);
 }
 
 static int handle_retention(struct parse_state *st, const char *k,
@@ -337,15 +389,25 @@ static int handle_retention(struct parse_state *st, const char *k,
         struct config *c = st->c;
         int64_t n;
 
-        if (!strcmp(k, "archive_max_items") || !strcmp(k, "rejected_max_items")) {
+        struct { const char *key; uint64_t *dst; bool size; } limits[] = {
+                { "archive_max_items", &c->archive_max_items, false },
+                { "rejected_max_items", &c->rejected_max_items, false },
+                { "unclaimed_max_items", &c->unclaimed_max_items, false },
+                { "archive_max_bytes", &c->archive_max_bytes, true },
+                { "rejected_max_bytes", &c->rejected_max_bytes, true },
+                { "unclaimed_max_bytes", &c->unclaimed_max_bytes, true },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(limits); i++) {
+                if (strcmp(k, limits[i].key))
+                        continue;
+                if (limits[i].size) {
+                        if (config_parse_size(v, limits[i].dst) < 0)
+                                return config_err(st, "[retention] %s: '%s' is not a size (like 10M)", k, v);
+                        return 1;
+                }
                 if (parse_int64(v, 0, INT32_MAX, &n) < 0)
                         return config_err(st, "[retention] %s: '%s' is not a count", k, v);
-                *(k[0] == 'a' ? &c->archive_max_items : &c->rejected_max_items) = (uint64_t)n;
-                return 1;
-        }
-        if (!strcmp(k, "archive_max_bytes")) {
-                if (config_parse_size(v, &c->archive_max_bytes) < 0)
-                        return config_err(st, "[retention] %s: '%s' is not a size (like 10M)", k, v);
+                *limits[i].dst = (uint64_t)n;
                 return 1;
         }
         if (!strcmp(k, "archive_max_age") || !strcmp(k, "rejected_max_age")) {
@@ -354,7 +416,33 @@ static int handle_retention(struct parse_state *st, const char *k,
                         return config_err(st, "[retention] %s: '%s' is not a duration (like 7d)", k, v);
                 return 1;
         }
-        return config_err(st, "unknown key '%s' in [retention]", k);
+        return unknown_key(st, "retention", NULL, k, keys_retention);
+}
+
+/* Each of servers (separated as relay_nats.c splits them) a nats:// or
+ * tls:// URL with a host: libnats takes any scheme for nats:// and none
+ * for nats:// too, so "http://..." or a bare "HOST:PORT" would "work"
+ * while saying something else than it does. */
+static bool servers_ok(struct parse_state *st, const char *v)
+{
+        static const char *const schemes[] = { "nats://", "tls://" };
+        const char *p = v;
+
+        while (*(p += strspn(p, ", \t"))) {
+                size_t n = strcspn(p, ", \t"), s;
+                for (s = 0; s < ELEMENTSOF(schemes); s++) {
+                        size_t l = strlen(schemes[s]);
+                        if (n > l && !strncmp(p, schemes[s], l))
+                                break;
+                }
+                if (s == ELEMENTSOF(schemes)) {
+                        config_err(st, "[relay] servers: '%.*s' is not a NATS server URL "
+                                   "(nats://HOST:PORT, or tls://HOST:PORT)", (int)n, p);
+                        return false;
+                }
+                p += n;
+        }
+        return true;
 }
 
 /* [relay]: the NATS side of relay.c.  Secrets stay in files (credentials,
@@ -369,6 +457,8 @@ static int handle_relay(struct parse_state *st, const char *k, const char *v)
                 for (const char *p = v; *p; p++)
                         if ((unsigned char)*p < 0x20 || *p == 0x7f)
                                 return config_err(st, "[relay] servers: control character in '%s'", v);
+                if (!servers_ok(st, v))
+                        return 0;
                 return config_set_str(&rl->servers, v) == 0;
         }
         if (!strcmp(k, "host")) {
@@ -405,7 +495,7 @@ static int handle_relay(struct parse_state *st, const char *k, const char *v)
                                 return config_err(st, "[relay] %s must be an absolute path", k);
                         return config_set_str(paths[i].dst, v) == 0;
                 }
-        return config_err(st, "unknown key '%s' in [relay]", k);
+        return unknown_key(st, "relay", NULL, k, keys_relay);
 }
 
 static int handle_remote(struct parse_state *st, const char *name,
@@ -417,7 +507,7 @@ static int handle_remote(struct parse_state *st, const char *name,
         if (!hd_agent_valid(name))
                 return config_err(st, "[remote %s]: '%s' is not a valid agent name", name, name);
         if (strcmp(k, "host"))
-                return config_err(st, "unknown key '%s' in [remote %s]", k, name);
+                return unknown_key(st, "remote", name, k, keys_remote);
         if (!hd_agent_valid(v))
                 return config_err(st, "[remote %s] host: '%s' is not a valid host name", name, v);
         for (size_t i = 0; i < c->n_remotes; i++)
@@ -474,7 +564,7 @@ static int handle_hub(struct parse_state *st, const char *k, const char *v)
                 *(k[4] == 'c' ? &h->max_connections : &h->max_per_address) = n;
                 return 1;
         }
-        return config_err(st, "unknown key '%s' in [hub]", k);
+        return unknown_key(st, "hub", NULL, k, keys_hub);
 }
 
 /* Levenshtein distance of a and b (short names), capped at 9. */
@@ -577,7 +667,7 @@ int config_handler(void *user, const char *section, const char *k,
                 }
                 if (!strcmp(k, "group"))
                         return config_set_str(&c->control_group, v) == 0;
-                return config_err(st, "unknown key '%s' in [control]", k);
+                return unknown_key(st, "control", NULL, k, keys_control);
         }
         if (!strcmp(section, "metrics")) {
                 if (!strcmp(k, "textfile")) {
@@ -585,12 +675,12 @@ int config_handler(void *user, const char *section, const char *k,
                                 return config_err(st, "[metrics] textfile must be an absolute path");
                         return config_set_str(&c->metrics_textfile, v) == 0;
                 }
-                return config_err(st, "unknown key '%s' in [metrics]", k);
+                return unknown_key(st, "metrics", NULL, k, keys_metrics);
         }
         if (!strcmp(section, "payload")) {
                 if (!strcmp(k, "roles"))
                         return config_set_roles(c, v) == 0 ? 1 : config_err(st, "[payload] roles: empty list");
-                return config_err(st, "unknown key '%s' in [payload]", k);
+                return unknown_key(st, "payload", NULL, k, keys_payload);
         }
         if (!*section)
                 return config_err(st, "key '%s' outside of any section", k);

@@ -1,0 +1,197 @@
+/* The names in handoff/ waiting for a decision (watch.c queues them from
+ * inotify and the rescans, and takes a chunk a loop turn), a queue per
+ * owner of the file, the owners taking turns.  A file's owner (st_uid) is
+ * the one thing about it that a member of the spool's group cannot
+ * choose: first in, first out, one member's flood of junk delayed every
+ * other sender's handoffs by the whole flood; in turns, by one file.  No
+ * key buys a turn: the owner is known before the file is read.
+ *
+ * An owner holds at most PENDING_OWNER_MAX names: what does not fit stays
+ * in handoff/ and a later rescan brings it (pending_left_out()), so a
+ * flood costs memory for its first names only, and inotify is always
+ * read (another sender's name is never stuck behind the flood's events
+ * in the kernel's queue). */
+#include <errno.h>
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pending.h"
+
+struct pending_owner {
+        uid_t uid;
+        size_t queued;          /* names in q */
+        size_t refs;            /* names in q and taken */
+        TAILQ_HEAD(, pending_name) q;
+        TAILQ_ENTRY(pending_owner) turn;        /* while queued > 0 */
+        TAILQ_ENTRY(pending_owner) all;
+};
+
+struct pending {
+        json_t *names;          /* every name queued or taken: a set */
+        size_t queued;
+        bool left_out;
+        TAILQ_HEAD(, pending_owner) turns;      /* the next turn first */
+        TAILQ_HEAD(, pending_owner) owners;     /* with a name queued or taken */
+};
+
+int pending_new(struct pending **ret)
+{
+        struct pending *p = calloc(1, sizeof(*p));
+
+        if (!p)
+                return -ENOMEM;
+        p->names = json_object();
+        if (!p->names) {
+                free(p);
+                return -ENOMEM;
+        }
+        TAILQ_INIT(&p->turns);
+        TAILQ_INIT(&p->owners);
+        *ret = p;
+        return 0;
+}
+
+void pending_free(struct pending *p)
+{
+        struct pending_owner *o;
+        struct pending_name *n;
+
+        if (!p)
+                return;
+        /* Taken names are their taker's to give back first. */
+        while ((o = TAILQ_FIRST(&p->owners))) {
+                while ((n = TAILQ_FIRST(&o->q))) {
+                        TAILQ_REMOVE(&o->q, n, link);
+                        free(n);
+                }
+                TAILQ_REMOVE(&p->owners, o, all);
+                free(o);
+        }
+        json_decref(p->names);
+        free(p);
+}
+
+size_t pending_size(const struct pending *p)
+{
+        return p->queued;
+}
+
+static struct pending_owner *owner_get(struct pending *p, uid_t uid)
+{
+        struct pending_owner *o;
+
+        TAILQ_FOREACH(o, &p->owners, all)
+                if (o->uid == uid)
+                        return o;
+        o = calloc(1, sizeof(*o));
+        if (!o)
+                return NULL;
+        o->uid = uid;
+        TAILQ_INIT(&o->q);
+        TAILQ_INSERT_TAIL(&p->owners, o, all);
+        return o;
+}
+
+static void owner_unref(struct pending *p, struct pending_owner *o)
+{
+        if (--o->refs > 0)
+                return;
+        TAILQ_REMOVE(&p->owners, o, all);
+        free(o);
+}
+
+/* o has a name queued again: its turn is the next one.  A newcomer waits
+ * for the file being decided, not for a round of everyone's. */
+static void turn_first(struct pending *p, struct pending_owner *o)
+{
+        if (o->queued > 0)
+                TAILQ_REMOVE(&p->turns, o, turn);
+        TAILQ_INSERT_HEAD(&p->turns, o, turn);
+}
+
+int pending_add(struct pending *p, const char *name, uid_t uid)
+{
+        struct pending_owner *o;
+        struct pending_name *n;
+        size_t l = strlen(name);
+
+        if (json_object_get(p->names, name))
+                return 0;
+        o = owner_get(p, uid);
+        if (!o)
+                goto nomem;
+        if (o->queued >= PENDING_OWNER_MAX) {
+                p->left_out = true;
+                return -ENOBUFS;
+        }
+        n = malloc(sizeof(*n) + l + 1);
+        if (!n)
+                goto nomem;
+        memcpy(n->name, name, l + 1);
+        n->owner = o;
+        if (json_object_set_new_nocheck(p->names, name, json_null()) < 0) {
+                free(n);
+                goto nomem;
+        }
+        if (o->queued == 0)
+                turn_first(p, o);
+        TAILQ_INSERT_TAIL(&o->q, n, link);
+        o->queued++;
+        o->refs++;
+        p->queued++;
+        return 0;
+nomem:
+        if (o && o->refs == 0) {
+                TAILQ_REMOVE(&p->owners, o, all);
+                free(o);
+        }
+        p->left_out = true;
+        return -ENOMEM;
+}
+
+size_t pending_take(struct pending *p, struct pending_name **out, size_t max)
+{
+        struct pending_owner *o;
+        struct pending_name *n;
+        size_t k = 0;
+
+        while (k < max && (o = TAILQ_FIRST(&p->turns))) {
+                n = TAILQ_FIRST(&o->q);
+                TAILQ_REMOVE(&o->q, n, link);
+                o->queued--;
+                p->queued--;
+                TAILQ_REMOVE(&p->turns, o, turn);
+                if (o->queued > 0)
+                        TAILQ_INSERT_TAIL(&p->turns, o, turn);
+                out[k++] = n;
+        }
+        return k;
+}
+
+void pending_put_back(struct pending *p, struct pending_name *n)
+{
+        struct pending_owner *o = n->owner;
+
+        turn_first(p, o);
+        TAILQ_INSERT_HEAD(&o->q, n, link);
+        o->queued++;
+        p->queued++;
+}
+
+void pending_done(struct pending *p, struct pending_name *n)
+{
+        json_object_del(p->names, n->name);
+        owner_unref(p, n->owner);
+        free(n);
+}
+
+bool pending_left_out(const struct pending *p)
+{
+        return p->left_out;
+}
+
+void pending_rescan(struct pending *p)
+{
+        p->left_out = false;
+}

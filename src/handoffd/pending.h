@@ -1,0 +1,55 @@
+/* The names in handoff/ waiting for a decision: a queue per owner of the
+ * file, the owners taking turns; see pending.c. */
+#ifndef HD_PENDING_H
+#define HD_PENDING_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/queue.h>
+#include <sys/types.h>
+
+/* Names an owner may have queued; more are left for a later rescan
+ * (pending_left_out()). */
+#define PENDING_OWNER_MAX 1024
+
+struct pending;
+struct pending_owner;
+
+/* A name taken to be decided: pending_put_back() or pending_done(). */
+struct pending_name {
+        TAILQ_ENTRY(pending_name) link;
+        struct pending_owner *owner;
+        char name[];
+};
+
+int pending_new(struct pending **ret);
+void pending_free(struct pending *p);
+
+/* Names queued (not those taken and not yet done). */
+size_t pending_size(const struct pending *p);
+
+/* name, a file in handoff/ of owner uid, at the end of its owner's
+ * queue; an owner that had none queued has the next turn.  0 (also when
+ * it is queued already); -ENOBUFS (its owner has PENDING_OWNER_MAX
+ * queued) or -ENOMEM: it is left out (pending_left_out()). */
+int pending_add(struct pending *p, const char *name, uid_t uid);
+
+/* Up to max names into out, one of each owner in turn (an owner whose
+ * name is taken goes to the end of the turns). */
+size_t pending_take(struct pending *p, struct pending_name **out, size_t max);
+
+/* A taken name not decided after all: first in its owner's queue, and its
+ * owner's turn next.  Names of one take put back last first keep their
+ * order and their owners' turns. */
+void pending_put_back(struct pending *p, struct pending_name *n);
+
+/* A taken name decided: forgotten (queued again by pending_add()). */
+void pending_done(struct pending *p, struct pending_name *n);
+
+/* Was a name left out (-ENOBUFS) since the last rescan began?  Then
+ * another one finds it. */
+bool pending_left_out(const struct pending *p);
+/* A rescan of handoff/ begins: it sees what was left out until now. */
+void pending_rescan(struct pending *p);
+
+#endif

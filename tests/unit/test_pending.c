@@ -1,0 +1,139 @@
+/* The names waiting for a decision (src/handoffd/pending.c): a queue per
+ * owner, the owners in turns, a newcomer first, names put back first
+ * again, and an owner's queue bounded. */
+#include <check.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "pending.h"
+
+/* Take up to max names; their names joined by ' ' into buf, each done. */
+static const char *take(struct pending *p, size_t max, char *buf, size_t n)
+{
+        struct pending_name *t[64];
+        size_t k = pending_take(p, t, max);
+
+        buf[0] = '\0';
+        for (size_t i = 0; i < k; i++) {
+                snprintf(buf + strlen(buf), n - strlen(buf), "%s%s", i ? " " : "", t[i]->name);
+                pending_done(p, t[i]);
+        }
+        return buf;
+}
+
+START_TEST(test_pending_owners_take_turns)
+{
+        struct pending *p;
+        char buf[256], name[16];
+
+        ck_assert_int_eq(pending_new(&p), 0);
+        for (int i = 0; i < 4; i++) {
+                snprintf(name, sizeof(name), "m%d", i);
+                ck_assert_int_eq(pending_add(p, name, 1001), 0);
+        }
+        ck_assert_int_eq(pending_add(p, "b0", 1002), 0);
+        ck_assert_int_eq(pending_add(p, "b1", 1002), 0);
+        /* queued twice: once */
+        ck_assert_int_eq(pending_add(p, "m0", 1001), 0);
+        ck_assert_uint_eq(pending_size(p), 6);
+        /* bob came last, with nothing waiting: his turn is next */
+        ck_assert_str_eq(take(p, 64, buf, sizeof(buf)), "b0 m0 b1 m1 m2 m3");
+        ck_assert_uint_eq(pending_size(p), 0);
+        pending_free(p);
+}
+END_TEST
+
+/* A flood of one owner: a name of another waits for one of the flood's. */
+START_TEST(test_pending_a_newcomer_waits_for_one_name)
+{
+        struct pending *p;
+        char buf[256], name[16];
+
+        ck_assert_int_eq(pending_new(&p), 0);
+        for (int i = 0; i < 100; i++) {
+                snprintf(name, sizeof(name), "m%d", i);
+                ck_assert_int_eq(pending_add(p, name, 1001), 0);
+        }
+        ck_assert_str_eq(take(p, 1, buf, sizeof(buf)), "m0");
+        ck_assert_int_eq(pending_add(p, "b0", 1002), 0);
+        ck_assert_str_eq(take(p, 2, buf, sizeof(buf)), "b0 m1");
+        pending_free(p);
+}
+END_TEST
+
+/* Names taken but not decided (a batch's time was up), put back last
+ * first: the next take begins with them, in their order. */
+START_TEST(test_pending_put_back_keeps_order_and_turn)
+{
+        struct pending *p;
+        struct pending_name *t[8];
+        char buf[256];
+        size_t k;
+
+        ck_assert_int_eq(pending_new(&p), 0);
+        ck_assert_int_eq(pending_add(p, "m0", 1001), 0);
+        ck_assert_int_eq(pending_add(p, "m1", 1001), 0);
+        ck_assert_int_eq(pending_add(p, "m2", 1001), 0);
+        ck_assert_int_eq(pending_add(p, "b0", 1002), 0);
+        k = pending_take(p, t, 3);
+        ck_assert_uint_eq(k, 3);
+        ck_assert_str_eq(t[0]->name, "b0");
+        ck_assert_str_eq(t[1]->name, "m0");
+        ck_assert_str_eq(t[2]->name, "m1");
+        /* b0 decided; m0 and m1 not */
+        pending_done(p, t[0]);
+        pending_put_back(p, t[2]);
+        pending_put_back(p, t[1]);
+        ck_assert_uint_eq(pending_size(p), 3);
+        /* taken ones are still known: not queued twice meanwhile */
+        ck_assert_int_eq(pending_add(p, "m0", 1001), 0);
+        ck_assert_int_eq(pending_add(p, "c0", 1003), 0);
+        ck_assert_str_eq(take(p, 64, buf, sizeof(buf)), "c0 m0 m1 m2");
+        pending_free(p);
+}
+END_TEST
+
+/* An owner holds at most PENDING_OWNER_MAX names: the next is left out
+ * (a rescan finds it), another owner's is not. */
+START_TEST(test_pending_an_owner_is_bounded)
+{
+        struct pending *p;
+        struct pending_name *t[1];
+        char name[16];
+
+        ck_assert_int_eq(pending_new(&p), 0);
+        for (int i = 0; i < PENDING_OWNER_MAX; i++) {
+                snprintf(name, sizeof(name), "m%d", i);
+                ck_assert_int_eq(pending_add(p, name, 1001), 0);
+        }
+        ck_assert(!pending_left_out(p));
+        ck_assert_int_eq(pending_add(p, "one-more", 1001), -ENOBUFS);
+        ck_assert(pending_left_out(p));
+        ck_assert_int_eq(pending_add(p, "b0", 1002), 0);
+        ck_assert_uint_eq(pending_size(p), PENDING_OWNER_MAX + 1);
+        pending_rescan(p);
+        ck_assert(!pending_left_out(p));
+        /* room for one again */
+        ck_assert_uint_eq(pending_take(p, t, 1), 1);
+        ck_assert_str_eq(t[0]->name, "b0");
+        pending_done(p, t[0]);
+        ck_assert_uint_eq(pending_take(p, t, 1), 1);
+        pending_done(p, t[0]);
+        ck_assert_int_eq(pending_add(p, "one-more", 1001), 0);
+        pending_free(p);
+}
+END_TEST
+
+Suite *suite_pending(void);
+Suite *suite_pending(void)
+{
+        Suite *s = suite_create("pending");
+        TCase *tc = tcase_create("turns");
+        tcase_add_test(tc, test_pending_owners_take_turns);
+        tcase_add_test(tc, test_pending_a_newcomer_waits_for_one_name);
+        tcase_add_test(tc, test_pending_put_back_keeps_order_and_turn);
+        tcase_add_test(tc, test_pending_an_owner_is_bounded);
+        suite_add_tcase(s, tc);
+        return s;
+}
