@@ -12,7 +12,7 @@ _handoffctl()
         cword=$COMP_CWORD
     fi
 
-    local commands="status submit verify consume inbox wait mcp list show render baton keygen"
+    local commands="status submit verify consume inbox wait cancel mcp list show render baton keygen"
     local cmd="" i
     for ((i = 1; i < cword; i++)); do
         case ${words[i]} in
@@ -66,6 +66,7 @@ _handoffctl()
         consume) opts+=" -c --config -a --agent -d --state-dir -w --window -x --context" ;;
         inbox)   opts+=" -c --config -a --agent -d --state-dir -w --window -f --follow -j --json" ;;
         wait)    opts+=" -c --config -s --spool -t --timeout -u --until -j --json" ;;
+        cancel)  opts+=" -c --config -s --spool -k --key -f --from -t --timeout -j --json" ;;
         mcp)     opts+=" -a --agent -c --config -k --key --kid" ;;
         list)    opts+=" -c --config -s --state -a --agent -j --json" ;;
         show)    opts+=" -c --config -j --json" ;;

@@ -272,7 +272,7 @@ static const char *fmt_span(json_int_t s, char *buf, size_t n)
 static void print_counters(json_t *k)
 {
         static const char *const life[] = {
-                "claimed", "delivered", "consumed", "expired", "rejected", "left",
+                "claimed", "delivered", "consumed", "expired", "canceled", "rejected", "left",
                 "deferred", "recovered", "retried", "pruned", "errors", "overflows",
                 "rescans",
         };

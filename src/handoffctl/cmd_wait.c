@@ -4,19 +4,20 @@
  * (items_match()), an overflow looks at everything again.  No polling.
  *
  * Exit: 0 consumed (with --until claimed: claimed, or past the claim);
- * 1 rejected or expired; 2 usage or config error; 3 timeout; 4 a system
- * error; 5 relayed to another host (the outcome is decided there).  With
- * receipts on ([relay] host_pubkey_dir), a relayed item is waited for
- * through to the outcome its receiving host's signed receipt reports
- * (receipt.c): consumed 0, expired or rejected 1; --until relayed stops at
- * the relay as before.  Sent to an A2A remote ([remote NAME] a2a): its
- * task's end, completed 0, failed, canceled, rejected or unknown 1,
- * input_required or auth_required 7; not sent before its expires_at
- * (expired_unsent) or refused by the server (remote_rejected): 1.
- * --until completed waits past the consume for the result its agent
- * reports (archive/NAME.result, completion.c of handoffd): 0 completed,
- * 6 failed; a relayed item 5 (results stay on the host where the item
- * was consumed). */
+ * 1 rejected, expired or canceled (withdrawn by its sender: it never
+ * reached its agent, so not even --until claimed counts it); 2 usage or
+ * config error; 3 timeout; 4 a system error; 5 relayed to another host
+ * (the outcome is decided there).  With receipts on ([relay]
+ * host_pubkey_dir), a relayed item is waited for through to the outcome
+ * its receiving host's signed receipt reports (receipt.c): consumed 0,
+ * expired, canceled or rejected 1; --until relayed stops at the relay as
+ * before.  Sent to an A2A remote ([remote NAME] a2a): its task's end,
+ * completed 0, failed, canceled, rejected or unknown 1, input_required or
+ * auth_required 7; not sent before its expires_at (expired_unsent) or
+ * refused by the server (remote_rejected): 1.  --until completed waits
+ * past the consume for the result its agent reports (archive/NAME.result,
+ * completion.c of handoffd): 0 completed, 6 failed; a relayed item 5
+ * (results stay on the host where the item was consumed). */
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
@@ -44,9 +45,9 @@ static void wait_usage(FILE *f)
                 "Usage: handoffctl wait [-c CONF | --spool DIR] HANDOFF_ID [--timeout SECONDS]\n"
                 "                       [--until claimed|relayed|completed] [--json]\n"
                 "\n"
-                "Block until the handoff is consumed, expired, rejected or relayed (or\n"
-                "claimed, with --until claimed) and print what became of it.  An id\n"
-                "not in the spool yet is waited for.\n"
+                "Block until the handoff is consumed, expired, canceled, rejected or\n"
+                "relayed (or claimed, with --until claimed) and print what became of\n"
+                "it.  An id not in the spool yet is waited for.\n"
                 "\n"
                 "  -c, --config FILE      daemon configuration (default %s)\n"
                 "  -s, --spool DIR        the spool, instead of the configuration's\n"
@@ -63,12 +64,13 @@ static void wait_usage(FILE *f)
                 "      --version          the version\n"
                 "\n"
                 "Exit: 0 consumed (--until claimed: claimed; --until completed: its\n"
-                "result says completed), 1 rejected or expired, 2 usage, 3 timeout,\n"
-                "4 error, 5 relayed to another host (receipts off, or --until relayed\n"
-                "or completed), 6 its result says failed (--until completed), 7 an A2A\n"
-                "remote's task asks for input.  A relayed item's outcome on the other\n"
-                "host counts when receipts are on ([relay] host_pubkey_dir); an A2A\n"
-                "remote's task's end always does.\n",
+                "result says completed), 1 rejected, expired or canceled (also with\n"
+                "--until claimed), 2 usage, 3 timeout, 4 error, 5 relayed to another\n"
+                "host (receipts off, or --until relayed or completed), 6 its result\n"
+                "says failed (--until completed), 7 an A2A remote's task asks for\n"
+                "input.  A relayed item's outcome on the other host counts when\n"
+                "receipts are on ([relay] host_pubkey_dir); an A2A remote's task's\n"
+                "end always does.\n",
                 CONFIG_DEFAULT_PATH);
 }
 
@@ -106,7 +108,8 @@ static bool wait_relayed(const json_t *it, bool until_claimed, int *ret_code)
                 *ret_code = CTL_EXIT_OK;
                 return true;
         }
-        if (ro && (!strcmp(ro, "expired") || !strcmp(ro, "rejected"))) {
+        if (ro && (!strcmp(ro, "expired") || !strcmp(ro, "rejected") ||
+                   !strcmp(ro, "canceled"))) {
                 *ret_code = until_claimed && !strcmp(ro, "expired") ? CTL_EXIT_OK : CTL_EXIT_NEGATIVE;
                 return true;
         }
@@ -145,7 +148,7 @@ static bool wait_done(const json_t *it, int rank, bool until_claimed, int *ret_c
                 }
                 if (!strcmp(st, "relayed"))
                         return wait_relayed(it, until_claimed, ret_code);
-                else if (!strcmp(st, "consumed") || until_claimed)
+                else if (!strcmp(st, "consumed") || (until_claimed && strcmp(st, "canceled")))
                         *ret_code = CTL_EXIT_OK;   /* expired: it was claimed */
                 else
                         *ret_code = CTL_EXIT_NEGATIVE;

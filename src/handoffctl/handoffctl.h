@@ -27,6 +27,7 @@ int cmd_render(int argc, char **argv);
 int cmd_baton(int argc, char **argv);
 int cmd_inbox(int argc, char **argv);
 int cmd_wait(int argc, char **argv);
+int cmd_cancel(int argc, char **argv);
 int cmd_complete(int argc, char **argv);
 int cmd_mcp(int argc, char **argv);
 

@@ -18,6 +18,7 @@ static const struct {
         { "inbox",   cmd_inbox,   "the bootstraps waiting for an agent; --follow" },
         { "complete", cmd_complete, "report what came of a consumed handoff" },
         { "wait",    cmd_wait,    "block until a handoff has an outcome" },
+        { "cancel",  cmd_cancel,  "take back a handoff its agent has not taken yet" },
         { "mcp",     cmd_mcp,     "serve an agent over the Model Context Protocol (stdio)" },
         { "list",    cmd_list,    "list items in the spool" },
         { "show",    cmd_show,    "show one item by handoff_id" },

@@ -99,7 +99,7 @@ json_t *control_status(const struct spool *sp, const char *config_path)
                                             json_integer((json_int_t)s->rejected[i]));
         /* no error yet: null, never a -1 a script would take for an age */
         o = json_pack("{s:{s:b, s:I, s:I, s:s, s:s, s:b, s:b, s:s}, "
-                      "s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o}, "
+                      "s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o}, "
                       "s:s?, s:o}",
                       "daemon", "running", 1, "pid", (json_int_t)getpid(),
                       "uptime_s", (json_int_t)((now - s->started_usec) / 1000000),
@@ -112,6 +112,7 @@ json_t *control_status(const struct spool *sp, const char *config_path)
                       "retried", (json_int_t)s->retried,
                       "consumed", (json_int_t)s->consumed,
                       "expired", (json_int_t)s->expired,
+                      "canceled", (json_int_t)s->canceled,
                       "left", (json_int_t)s->left,
                       "deferred", (json_int_t)s->deferred,
                       "overflows", (json_int_t)s->overflows,

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "a2a_out.h"
+#include "cancel.h"
 #include "control.h"
 #include "daemon.h"
 #include "intake.h"
@@ -124,6 +125,13 @@ int daemon_run(const char *config_path, struct config *cfg)
         r = spool_open(cfg, &d.sp);
         if (r < 0)
                 goto out;
+        /* Before the first claim: an item whose sender asked to cancel it
+         * meanwhile is never published. */
+        r = cancel_open(d.sp, hd_now_usec());
+        if (r < 0) {
+                log_error_errno(r, "Cannot read cancel/");
+                goto out;
+        }
         /* Watch first, then scan: a file arriving in between is seen twice
          * at worst, never missed. */
         r = watch_open(&d);
@@ -173,6 +181,8 @@ int daemon_run(const char *config_path, struct config *cfg)
 
         r = watch_start(&d);
         if (r == 0)
+                r = cancel_watch(d.sp, &d.loop);
+        if (r == 0)
                 r = uv_signal_start(&d.sig_hup, on_signal, SIGHUP);
         if (r == 0)
                 r = uv_signal_start(&d.sig_term, on_signal, SIGTERM);
@@ -208,6 +218,7 @@ out:
         a2a_out_free(d.a2a);
         if (d.ifd >= 0)
                 close(d.ifd);
+        cancel_free(d.sp);
         spool_close(d.sp);
         config_free(d.cfg);     /* ours: a reload may have replaced it */
         if (d.scan)

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cancel.h"
 #include "delivery.h"
 #include "files.h"
 #include "layout.h"
@@ -281,6 +282,13 @@ int delivery_publish(struct spool *sp, struct agent_rt *a, const char *id)
                 r = delivery_pending_name(id, pname, sizeof(pname));
         if (r < 0)
                 return r;
+        /* A cancel asked for before its claim: never shown; the next look
+         * (item.c, at once) takes it back, or refuses the request when
+         * it is not the sender's and publishes it. */
+        if (cancel_wanted(sp, id, NULL)) {
+                deadline_note(&sp->deadline, hd_now_usec());
+                return 0;
+        }
         /* The record is on disk: delivered is decided. */
         if (sp->relay.outcome)
                 sp->relay.outcome(sp->relay.ctx, id, NULL, "delivered", NULL, NULL, hd_now_usec());

@@ -32,7 +32,8 @@ int delivery_record(struct spool *sp, struct agent_rt *a, const char *id, bool r
 /* An earlier version's claimed/<id>.json replaced by a link to (or a
  * copy of) its bootstrap, the agent's file src. */
 int delivery_record_from(struct spool *sp, struct agent_rt *a, const char *id, const char *src);
-/* Step 3: the bootstrap under its name. */
+/* Step 3: the bootstrap under its name; left hidden (0, a deadline now)
+ * when a cancel request for id waits (cancel.c): the next look decides. */
 int delivery_publish(struct spool *sp, struct agent_rt *a, const char *id);
 /* All three for one handoff, each synced. */
 int delivery_run(struct spool *sp, struct agent_rt *a, const json_t *doc, int64_t now,

@@ -5,12 +5,14 @@
  * holds it, so it is never verified again and nothing in it changes;
  * its state is which of the agent's names for it are there: .pending.
  * (not yet published), the bootstrap (published), .expire. (an expiry
- * under way), none (taken).  item_state() reads that once and names the
- * state; item_actions[] says what is done in each, in the manner of a
- * state x event table with one event: "look at it" (the sweep, a
- * deadline, a bootstrap gone).  The caller (lifecycle_check) holds the
- * lock of the id (lock.h), as the claimer does, so two daemons never act
- * on one item at once.
+ * under way), .cancel. (a cancel under way), none (taken).  item_state()
+ * reads that once and names the state; item_actions[] says what is done
+ * in each, in the manner of a state x event table with two events: "look
+ * at it" (the sweep, a deadline, a bootstrap gone) and "its sender asks
+ * to cancel it" (a request of cancel.c's pending for the id:
+ * item_cancel_actions[]).  The caller (lifecycle_check) holds the lock of
+ * the id (lock.h), as the claimer does, so two daemons never act on one
+ * item at once.
  *
  * An earlier version left the producer's own file in claimed/ with a
  * marker claimed/<id>.delivered: such an item is verified as before and
@@ -25,6 +27,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cancel.h"
 #include "deadline.h"
 #include "delivery.h"
 #include "files.h"
@@ -48,12 +51,16 @@ struct item_files {
         struct agent_rt *a;
         hd_verdict v;           /* legacy: why it no longer verifies */
         char bname[NAME_MAX + 1], pname[NAME_MAX + 1], xname[NAME_MAX + 16];
+        char cname[NAME_MAX + 16];
         char mname[NAME_MAX + 1];
         unsigned files;         /* F_*: which of the agent's names are there */
         struct stat st;         /* claimed/<id>.json */
+        /* What the action decided for a cancel of the item: the answer
+         * its sender's requests get (CA_NONE: none yet, they wait). */
+        enum cancelreq_answer answer;
 };
 
-enum { F_EXPIRE = 1, F_BOOT = 2, F_PENDING = 4 };
+enum { F_EXPIRE = 1, F_BOOT = 2, F_PENDING = 4, F_CANCEL = 8 };
 
 /* One of our own small files (a marker, a bootstrap), parsed. */
 static int load_own(int dirfd, const char *name, size_t max, json_t **ret)
@@ -184,6 +191,8 @@ static int archive(struct spool *sp, struct item_files *f, const char *outcome, 
         sp->dirty[SD_ARCHIVE] = sp->dirty[SD_CLAIMED] = true;
         if (!strcmp(outcome, "consumed"))
                 sp->st.consumed++;
+        else if (!strcmp(outcome, "canceled"))
+                sp->st.canceled++;
         else
                 sp->st.expired++;
         log_decision(LOG_INFO, id, to, outcome, NULL, "Archived %s as %s", id, outcome);
@@ -220,19 +229,29 @@ static int reject_tampered(struct spool *sp, struct item_files *f, int64_t now)
         return 0;
 }
 
-/* The agent's names for a record -> its state.  Index: F_PENDING,
- * F_BOOT, F_EXPIRE.  A cut-short expiry wins, then a published
- * bootstrap; the hidden one alone is a publish not done; none: taken. */
-static const enum item_state item_by_files[8] = {
-        /* pending boot expire */
-        [0x0] = IS_TAKEN,       /* no  no  no  */
-        [0x1] = IS_EXPIRING,    /* no  no  yes */
-        [0x2] = IS_PUBLISHED,   /* no  yes no  */
-        [0x3] = IS_EXPIRING,    /* no  yes yes */
-        [0x4] = IS_HIDDEN,      /* yes no  no  */
-        [0x5] = IS_EXPIRING,    /* yes no  yes */
-        [0x6] = IS_PUBLISHED,   /* yes yes no  */
-        [0x7] = IS_EXPIRING,    /* yes yes yes */
+/* The agent's names for a record -> its state.  Index: F_CANCEL,
+ * F_PENDING, F_BOOT, F_EXPIRE.  A cut-short expiry wins, then a cut-short
+ * cancel (each took the one bootstrap by a rename, so both are there only
+ * when someone made the other name), then a published bootstrap; the
+ * hidden one alone is a publish not done; none: taken. */
+static const enum item_state item_by_files[16] = {
+        /* cancel pending boot expire */
+        [0x0] = IS_TAKEN,       /* no  no  no  no  */
+        [0x1] = IS_EXPIRING,    /* no  no  no  yes */
+        [0x2] = IS_PUBLISHED,   /* no  no  yes no  */
+        [0x3] = IS_EXPIRING,    /* no  no  yes yes */
+        [0x4] = IS_HIDDEN,      /* no  yes no  no  */
+        [0x5] = IS_EXPIRING,    /* no  yes no  yes */
+        [0x6] = IS_PUBLISHED,   /* no  yes yes no  */
+        [0x7] = IS_EXPIRING,    /* no  yes yes yes */
+        [0x8] = IS_CANCELING,   /* yes no  no  no  */
+        [0x9] = IS_EXPIRING,    /* yes no  no  yes */
+        [0xa] = IS_CANCELING,   /* yes no  yes no  */
+        [0xb] = IS_EXPIRING,    /* yes no  yes yes */
+        [0xc] = IS_CANCELING,   /* yes yes no  no  */
+        [0xd] = IS_EXPIRING,    /* yes yes no  yes */
+        [0xe] = IS_CANCELING,   /* yes yes yes no  */
+        [0xf] = IS_EXPIRING,    /* yes yes yes yes */
 };
 
 static int item_names(struct item_files *f, const char *id)
@@ -244,6 +263,8 @@ static int item_names(struct item_files *f, const char *id)
         if (r == 0)
                 r = layout_prefixed(LAYOUT_EXPIRE, f->bname, f->xname, sizeof(f->xname));
         if (r == 0)
+                r = layout_prefixed(LAYOUT_CANCEL, f->bname, f->cname, sizeof(f->cname));
+        if (r == 0)
                 r = layout_suffixed(id, LAYOUT_DELIVERED, f->mname, sizeof(f->mname));
         return r;
 }
@@ -252,7 +273,8 @@ static unsigned item_look(const struct item_files *f)
 {
         return (spool_exists_at(f->a->handoffs_fd, f->pname) ? F_PENDING : 0) |
                (spool_exists_at(f->a->handoffs_fd, f->bname) ? F_BOOT : 0) |
-               (spool_exists_at(f->a->handoffs_fd, f->xname) ? F_EXPIRE : 0);
+               (spool_exists_at(f->a->handoffs_fd, f->xname) ? F_EXPIRE : 0) |
+               (spool_exists_at(f->a->handoffs_fd, f->cname) ? F_CANCEL : 0);
 }
 
 /* An earlier version's claimed item: the producer's file (fd, st), which
@@ -440,16 +462,16 @@ static int sync_taken(struct spool *sp, struct agent_rt *a)
         return sp->cfg->fsync ? fsync_dir(a->handoffs_fd) : 0;
 }
 
-/* The .expire. name is the record of an expiry until its archive is on
- * disk (a power cut could otherwise keep its removal and lose the move,
- * and the item would be taken for consumed). */
-static int drop_expire(struct spool *sp, struct item_files *f, int archived)
+/* The .expire. (.cancel.) name is the record of an expiry (a cancel)
+ * until its archive is on disk (a power cut could otherwise keep its
+ * removal and lose the move, and the item would be taken for consumed). */
+static int drop_taken(struct spool *sp, struct item_files *f, const char *name, int archived)
 {
         int r = sp->cfg->fsync ? spool_flush(sp) : 0;
 
         if (r < 0)
                 return r;
-        if (unlinkat(f->a->handoffs_fd, f->xname, 0) == 0)
+        if (unlinkat(f->a->handoffs_fd, name, 0) == 0)
                 f->a->dirty = true;
         return archived;
 }
@@ -466,7 +488,7 @@ static int act_archive_expired(struct spool *sp, struct item_files *f, int64_t n
         if ((r = sync_taken(sp, f->a)) < 0)
                 return r;
         r = archive(sp, f, "expired", now);
-        return r < 0 ? r : drop_expire(sp, f, r);
+        return r < 0 ? r : drop_taken(sp, f, f->xname, r);
 }
 
 static int act_archive_consumed(struct spool *sp, struct item_files *f, int64_t now)
@@ -506,7 +528,75 @@ static int act_wait_or_expire(struct spool *sp, struct item_files *f, int64_t no
         r = archive(sp, f, "expired", now);
         if (r < 0)
                 return r;       /* .expire.NAME tells the retry */
-        return drop_expire(sp, f, r);
+        return drop_taken(sp, f, f->xname, r);
+}
+
+static int act_taken_not_cancelable(struct spool *sp, struct item_files *f, int64_t now);
+
+/* A cancel that was cut short (or just made: act_cancel): finish it.
+ * Its sender's requests are answered once the taken name is on disk: from
+ * then on the item ends canceled whatever crash comes (a request read
+ * again after one finds the item archived and could no longer tell that
+ * it was the one). */
+static int act_archive_canceled(struct spool *sp, struct item_files *f, int64_t now)
+{
+        int r;
+
+        if (f->files & F_BOOT)
+                unlinkat(f->a->handoffs_fd, f->bname, 0);
+        if (f->files & F_PENDING)
+                unlinkat(f->a->handoffs_fd, f->pname, 0);
+        if ((r = sync_taken(sp, f->a)) < 0)
+                return r;
+        cancel_answer(sp, f->id, json_string_value(json_object_get(f->doc, "from_agent")),
+                      CA_CANCELED);
+        r = archive(sp, f, "canceled", now);
+        if (r < 0)
+                return r;       /* .cancel.NAME tells the retry */
+        json_object_del(sp->failed, f->id);     /* a publish to retry: none now */
+        return drop_taken(sp, f, f->cname, r);
+}
+
+/* Its sender takes it back: the bootstrap is taken by the rename a
+ * consumer makes, as the expiry takes it, so of a consumer and the cancel
+ * exactly one wins; not yet published, its hidden name is taken, and the
+ * agent never sees it.  The taken name is the record of the cancel until
+ * its archive is on disk. */
+static int act_cancel(struct spool *sp, struct item_files *f, int64_t now)
+{
+        struct agent_rt *a = f->a;
+        bool published = f->files & F_BOOT;
+
+        if (renameat(a->handoffs_fd, published ? f->bname : f->pname, a->handoffs_fd,
+                     f->cname) < 0) {
+                if (errno != ENOENT)
+                        return -errno;
+                if (!published) {
+                        /* Only a daemon moves a hidden name, and we hold
+                         * the id's lock: look again. */
+                        deadline_note(&sp->deadline, now);
+                        return 0;
+                }
+                /* The consumer won. */
+                f->files &= ~F_BOOT;
+                return act_taken_not_cancelable(sp, f, now);
+        }
+        a->dirty = true;
+        f->files = (f->files & ~(published ? F_BOOT : F_PENDING)) | F_CANCEL;
+        return act_archive_canceled(sp, f, now);
+}
+
+/* Ended already, or its agent has it: the cancel comes too late. */
+static int act_expired_not_cancelable(struct spool *sp, struct item_files *f, int64_t now)
+{
+        f->answer = CA_NOT_CANCELABLE;
+        return act_archive_expired(sp, f, now);
+}
+
+static int act_taken_not_cancelable(struct spool *sp, struct item_files *f, int64_t now)
+{
+        f->answer = CA_NOT_CANCELABLE;
+        return act_archive_consumed(sp, f, now);
 }
 
 /* An earlier version's item, verified: made a record.  Its bootstrap
@@ -560,7 +650,22 @@ static int (*const item_actions[_IS_MAX])(struct spool *, struct item_files *, i
         [IS_HIDDEN]    = act_publish,
         [IS_PUBLISHED] = act_wait_or_expire,
         [IS_EXPIRING]  = act_archive_expired,
+        [IS_CANCELING] = act_archive_canceled,
         [IS_TAKEN]     = act_archive_consumed,  /* unless a consume is in progress */
+};
+
+/* state -> action when its sender asks to cancel it (cancel_wanted());
+ * the first four never get here: the item's sender is not known yet. */
+static int (*const item_cancel_actions[_IS_MAX])(struct spool *, struct item_files *, int64_t) = {
+        [IS_GONE]      = act_none,
+        [IS_NOT_OURS]  = act_none,
+        [IS_TAMPERED]  = act_reject,
+        [IS_LEGACY]    = act_convert,
+        [IS_HIDDEN]    = act_cancel,            /* never shown to its agent */
+        [IS_PUBLISHED] = act_cancel,            /* unless its consumer wins */
+        [IS_EXPIRING]  = act_expired_not_cancelable,
+        [IS_CANCELING] = act_archive_canceled,
+        [IS_TAKEN]     = act_taken_not_cancelable,
 };
 
 int item_state_at(struct spool *sp, const char *id, int fd)
@@ -576,10 +681,21 @@ int item_state_at(struct spool *sp, const char *id, int fd)
 int item_check_locked(struct spool *sp, const char *id, int fd, int64_t now)
 {
         struct item_files f = {};
+        const char *from = NULL;
+        bool cancel = false;
         int s, r;
 
         s = item_state(sp, id, fd, &f);
-        r = s < 0 ? s : item_actions[s](sp, &f, now);
+        /* A record says who sent it: only that sender's request counts
+         * (the others' are refused first, so they hold nothing up). */
+        if (s >= IS_HIDDEN) {
+                from = json_string_value(json_object_get(f.doc, "from_agent"));
+                cancel_answer(sp, id, from, CA_NONE);
+                cancel = cancel_wanted(sp, id, from);
+        }
+        r = s < 0 ? s : (cancel ? item_cancel_actions : item_actions)[s](sp, &f, now);
+        if (r >= 0 && cancel)
+                cancel_answer(sp, id, from, f.answer);
         if (s == IS_GONE || r > 0)
                 verified_forget(sp, id);    /* archived */
         /* What waits for each agent (quota.c): released by the daemon

@@ -14,6 +14,7 @@ enum item_state {
         IS_HIDDEN,      /* record, hidden .pending. bootstrap: publish */
         IS_PUBLISHED,   /* record, bootstrap: waits for its consumer */
         IS_EXPIRING,    /* record, .expire.: the expiry was cut short */
+        IS_CANCELING,   /* record, .cancel.: the cancel was cut short */
         IS_TAKEN,       /* record, no bootstrap: consumed */
         _IS_MAX
 };
@@ -23,7 +24,9 @@ enum item_state {
 int item_state_at(struct spool *sp, const char *id, int fd);
 
 /* claimed/<id>.json open as fd, the lock of id held: read the item's
- * state and take the action of that state. */
+ * state and take the action of that state; with a cancel request of its
+ * sender pending (cancel.c), the action of that event, and the requests
+ * for id answered once its fate is known. */
 int item_check_locked(struct spool *sp, const char *id, int fd, int64_t now);
 
 #endif

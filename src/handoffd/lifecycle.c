@@ -4,10 +4,10 @@
  * with the lock of its id held (lock.h), as the claimer does, so two
  * daemons never act on one item at once; a busy item is looked at again
  * later, never waited for.  What is done then is item.c's state table.
- * The sweep also removes what a crash left (temp files, orphan .pending.
- * and .expire. names, an earlier version's markers without an item),
- * runs intake's expiry of
- * items left for other agents, retention and the metrics. */
+ * The sweep also removes what a crash left (temp files, orphan .pending.,
+ * .expire. and .cancel. names, an earlier version's markers without an
+ * item), looks at the cancel requests again (cancel.c), runs intake's
+ * expiry of items left for other agents, retention and the metrics. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cancel.h"
 #include "intake.h"
 #include "files.h"
 #include "item.h"
@@ -61,8 +62,12 @@ int lifecycle_check(struct spool *sp, const char *id, int64_t now)
                 /* A claimed name that is no regular file: not something we
                  * claimed (its id stays remembered). */
                 r = spool_reject_claimed(sp, id, v.reason, v.detail, now);
-        } else if (r == -ENOENT)
+        } else if (r == -ENOENT) {
+                /* Not claimed (yet, or any more): a cancel request for
+                 * it waits, or is answered when the id has an outcome. */
+                cancel_unclaimed(sp, id);
                 r = 0;
+        }
         lock_release(sp->lock_fd, off);
         return r;
 }
@@ -120,8 +125,8 @@ static void remove_temps(int dirfd, bool sole)
         closedir(d);
 }
 
-/* .pending.NAME and .expire.NAME whose item has no record in claimed/: a
- * crash after the archive, before the unlink, or after the hidden
+/* .pending.NAME, .expire.NAME and .cancel.NAME whose item has no record
+ * in claimed/: a crash after the archive, before the unlink, or after the hidden
  * bootstrap, before the record (the claim): never visible, and the
  * producer's file is still in handoff/.  An id another daemon is
  * delivering right now (its lock held) is left alone. */
@@ -212,6 +217,7 @@ static void sweep_end(struct spool *sp, int64_t now)
         bool house = at_start || now - sp->housekeeping_at >= sp->cfg->rescan_interval * 1000000LL;
 
         intake_foreign_due(sp, now);
+        cancel_scan(sp, now);
         /* The agents' results (completion.c): at the housekeeping, as inotify
          * is a hint, and at once when one waited for its item. */
         if (house || sp->results_due)

@@ -75,6 +75,7 @@ static void metrics_figures(struct spool *sp, FILE *f, int64_t now)
         C("retried", s->retried);
         C("consumed", s->consumed);
         C("expired", s->expired);
+        C("canceled", s->canceled);
         C("completed", s->completed);
         C("failed", s->failed);
         C("result_refused", s->results_refused);

@@ -3,8 +3,8 @@
  * The receiving host: a handoff that came in through the relay with a
  * Handoff-Origin header leaves receipts/owed/<id> (the origin's name),
  * written and synced before the message is acked, so before any outcome.
- * Each outcome of that id (delivered, consumed, expired, rejected with its
- * reason) is decided before it is final on disk; then (spool hook) the
+ * Each outcome of that id (delivered, consumed, expired, canceled, rejected
+ * with its reason) is decided before it is final on disk; then (spool hook) the
  * receipt is built, signed with [relay] host_key (Ed25519 over the
  * canonical bytes, hd_sign()), written and synced as
  * receipts/out/<id>.<outcome>, and a final outcome removes owed/<id>.
@@ -40,7 +40,7 @@
 #include "relay_queue.h"
 #include "spool.h"
 
-static const char *const finals[] = { "consumed", "expired", "rejected" };
+static const char *const finals[] = { "consumed", "expired", "rejected", "canceled" };
 
 bool receipt_is_final(const char *o)
 {

@@ -183,7 +183,7 @@ static int64_t replay_floor(const struct config *c, int64_t now)
 /* Keep up with what came since the last run, and catch up. */
 static uint64_t batch_now(struct spool *sp)
 {
-        uint64_t arrived = sp->st.consumed + sp->st.expired, batch;
+        uint64_t arrived = sp->st.consumed + sp->st.expired + sp->st.canceled, batch;
 
         for (int i = 0; i < _HD_R_MAX; i++)
                 arrived += sp->st.rejected[i];

@@ -40,6 +40,7 @@ const char *const spool_dir_names[_SD_MAX] = {
         [SD_OUTBOX] = "outbox",
         [SD_SPENT] = "spent",
         [SD_QUOTA] = "quota",
+        [SD_CANCEL] = "cancel",
 };
 
 
@@ -168,11 +169,12 @@ int spool_open(struct config *cfg, struct spool **ret)
         }
         for (int i = 0; i < _SD_MAX; i++) {
                 /* Producers (group members) create files in tmp/ and
-                 * handoff/; setgid keeps the spool's group on them, sticky
-                 * keeps one producer from deleting another's (the daemon
-                 * owns the directory, so it may still move them).  The
-                 * same modes as systemd/handoffd.tmpfiles. */
-                mode_t m = (i == SD_TMP || i == SD_HANDOFF) ? 03770 :
+                 * handoff/, senders their cancel requests in cancel/;
+                 * setgid keeps the spool's group on them, sticky keeps
+                 * one producer from deleting another's (the daemon owns
+                 * the directory, so it may still move them).  The same
+                 * modes as systemd/handoffd.tmpfiles. */
+                mode_t m = (i == SD_TMP || i == SD_HANDOFF || i == SD_CANCEL) ? 03770 :
                            (i == SD_SPENT || i == SD_QUOTA) ? 0700 : 0750;
                 r = open_dir_at(sp->root_fd, spool_dir_names[i], m, &sp->fd[i], NULL);
                 if (r < 0) {

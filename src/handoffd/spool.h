@@ -26,6 +26,7 @@ enum spool_dir {
         SD_OUTBOX,      /* verified, for a remote agent: waits for the relay */
         SD_SPENT,       /* producers' files of claims, removed when idle */
         SD_QUOTA,       /* what waits for each agent, counted (quota.c) */
+        SD_CANCEL,      /* senders' requests to withdraw a handoff (cancel.c) */
         _SD_MAX
 };
 
@@ -45,7 +46,7 @@ struct spool_ino {
 
 struct spool_stats {
         int64_t started_usec;
-        uint64_t claimed, delivered, recovered, retried, consumed, expired,
+        uint64_t claimed, delivered, recovered, retried, consumed, expired, canceled,
                  left, deferred, overflows, rescans, errors, archived_pruned,
                  rejected_pruned;
         uint64_t completed, failed, results_refused;   /* agents' results (completion.c) */
@@ -95,6 +96,8 @@ struct spool_kept {
         uint64_t dropped;       /* its names removed from handoff/ since */
 };
 #define SPOOL_KEPT_MAX 128
+
+struct cancels;
 
 struct spool {
         struct config *cfg;
@@ -156,6 +159,7 @@ struct spool {
         bool results_due;
         json_t *results_recent;
         int64_t results_listed_at;
+        struct cancels *cancels;        /* cancel.c: the requests not answered yet */
 };
 
 enum item_outcome {

@@ -62,8 +62,9 @@ struct sockaddr;
 struct hub {
         struct config *cfg;
         bool verbose;
-        /* held directory fds: the spool's tmp/ and handoff/, our records */
-        int tmp_fd, handoff_fd, state_fd, ids_fd, claimed_fd;
+        /* held directory fds: the spool's tmp/ and handoff/, our records;
+         * cancel/ (CancelTask's requests), -1 when the spool has none */
+        int tmp_fd, handoff_fd, state_fd, ids_fd, claimed_fd, cancel_fd;
         struct hub_tokens *tokens;      /* swapped on SIGHUP under the lock */
         pthread_rwlock_t tokens_lock;
         struct hub_tls *tls;            /* NULL: plain HTTP (loopback, unix) */
@@ -76,7 +77,7 @@ struct hub {
         /* for status.json */
         time_t started;
         const char *listen_desc;
-        int64_t wait_ms;                /* ?wait=claimed: HUB_WAIT_MS */
+        int64_t wait_ms;                /* ?wait=claimed, CancelTask: HUB_WAIT_MS */
         int64_t (*now_usec)(void);      /* the clock documents are judged by;
                                          * NULL: hd_now_usec (a test's own) */
         struct hub_conns *conns;        /* while libmicrohttpd runs */

@@ -16,7 +16,11 @@
  * does not know them.  GetTask and ListTasks read the task's state from
  * the spool as GET /api/v1/handoffs/{id} does, the result its agent
  * reported included (archive/NAME.result: COMPLETED or FAILED, its words
- * the task's artifact); the hub keeps no task state of its own. */
+ * the task's artifact); the hub keeps no task state of its own.
+ * CancelTask drops a cancel request signed for the token's agent
+ * (cancelreq.h) into the spool's cancel/ and waits for the daemon's
+ * answer: the hub can neither touch a claimed item nor an agent's
+ * bootstrap, and only the daemon knows whether the agent took it first. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -29,6 +33,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cancelreq.h"
 #include "files.h"
 #include "handoff.h"
 #include "hub.h"
@@ -367,6 +372,8 @@ static const char *task_state(const char *st, bool completes, bool *ret_reason)
                 *ret_reason = true;
                 return "TASK_STATE_CANCELED";
         }
+        if (!strcmp(st, "canceled"))
+                return "TASK_STATE_CANCELED";   /* withdrawn by its sender */
         return "TASK_STATE_SUBMITTED";
 }
 
@@ -647,20 +654,114 @@ static int m_get(struct call *c)
         return answer_result(c->a, c->id, TAKE_PTR(task));
 }
 
+/* The request to cancel id as c->agent, dropped into cancel/ (fd) and
+ * answered by the daemon within the wait: *ret (CA_NONE: not yet). */
+static int cancel_send(struct call *c, int fd, const char *id, enum cancelreq_answer *ret)
+{
+        const struct config *cfg = c->h->cfg;
+        const hd_key *k = config_key_lookup((void *)cfg, NULL, c->agent);
+        int64_t now = c->h->now_usec ? c->h->now_usec() : hd_now_usec();
+        _cleanup_free_ char *buf = NULL;
+        char name[NAME_MAX + 1], tmp[NAME_MAX + 1];
+        size_t len;
+        int r;
+
+        /* the key its SendMessage was signed with (send_build()) */
+        if (!k || hd_key_kind_of(k) == HD_KEY_ED25519_PUBLIC)
+                return -EPERM;
+        r = cancelreq_build(id, c->agent, k, now, cfg->max_window, &buf, &len);
+        if (r == 0)
+                r = cancelreq_name(id, name, sizeof(name));
+        if (r == 0)
+                r = xsnprintf(tmp, sizeof(tmp), "hub.%s", name) < 0 ? -ENAMETOOLONG : 0;
+        if (r == 0)
+                r = cancelreq_drop(c->h->tmp_fd, tmp, fd, name, buf, len, cfg->fsync);
+        if (r < 0)
+                return r;
+        hub_log("a2a: %s: cancel requested by %s (%s)", id, c->agent, name);
+        return cancelreq_await(fd, name, c->h->wait_ms, ret);
+}
+
 static int m_cancel(struct call *c)
 {
-        _cleanup_json_ json_t *kept = NULL;
-        const char *id = jstr(c->params, "id");
-        int r;
+        _cleanup_json_ json_t *kept = NULL, *task = NULL;
+        _cleanup_close_ int own_fd = -1;
+        const char *id = jstr(c->params, "id"), *st;
+        enum cancelreq_answer ans = CA_NONE;
+        char msg[160];
+        int fd, r;
 
         if (!id)
                 return call_error(c, RPC_INVALID_PARAMS, "params.id is required");
+        /* only the sender's token knows its tasks, as GetTask */
         r = kept_read(c->h, c->agent, id, &kept, NULL, NULL);
         if (r == -ENOENT || (r == 0 && strcmp(jstr(kept, "to_agent") ?: "", c->name)))
                 return call_error(c, A2A_TASK_NOT_FOUND, "no such task for this token");
+        if (r == 0)
+                r = task_lookup(c->h, id, kept, &task);
+        if (r == -ENOENT)
+                return call_error(c, A2A_TASK_NOT_FOUND, "the spool holds no such task");
         if (r < 0)
                 return call_internal(c, "CancelTask", r);
-        return call_error(c, A2A_UNSUPPORTED, "canceling a handoff is not supported yet");
+        /* Not yet taken by its agent: waiting in handoff/ (pending) or
+         * for its consumer (claimed).  Anything else has ended, or is
+         * another host's to decide (relayed: a cancel does not cross). */
+        st = jstr(json_object_get(task, "metadata"), "handoffStatus") ?: "";
+        if (!config_agent(c->h->cfg, c->name))
+                st = "for another host";        /* waits in outbox/, or relayed */
+        if (strcmp(st, "pending") && strcmp(st, "claimed")) {
+                snprintf(msg, sizeof(msg), "the task cannot be canceled: its handoff is %s", st);
+                return call_error(c, A2A_TASK_NOT_CANCELABLE, msg);
+        }
+        fd = c->h->cancel_fd;
+        if (fd < 0) {
+                /* made by a daemon started after us, maybe */
+                char path[PATH_MAX];
+                if (xsnprintf(path, sizeof(path), "%s/%s", c->h->cfg->spool_dir,
+                              CANCELREQ_DIR) >= 0)
+                        own_fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if ((fd = own_fd) < 0)
+                        return call_error(c, A2A_UNSUPPORTED, "the spool has no cancel/: its "
+                                          "handoffd cannot cancel");
+        }
+        r = cancel_send(c, fd, id, &ans);
+        if (r == -EPERM)
+                return call_error(c, A2A_UNSUPPORTED, "the hub holds no key that signs for "
+                                  "this token's agent here");
+        if (r < 0)
+                return call_internal(c, "CancelTask: the request into cancel/", r);
+        hub_log("a2a: %s: cancel by %s: %s", id, c->agent,
+                ans == CA_NONE ? "no answer yet" : cancelreq_answer_name(ans));
+        switch (ans) {
+        case CA_CANCELED:
+                break;
+        case CA_NOT_CANCELABLE:
+                return call_error(c, A2A_TASK_NOT_CANCELABLE,
+                                  "the task cannot be canceled: its agent took it first, "
+                                  "or it has ended");
+        case CA_UNKNOWN:
+                return call_error(c, A2A_TASK_NOT_FOUND, "the spool holds no such task");
+        case CA_REFUSED:
+                return call_error(c, RPC_INTERNAL, "handoffd refused the hub's cancel request "
+                                  "(see its log: the keys of the two differ?)");
+        default:
+                /* The daemon has not answered within the wait (stopped,
+                 * busy): the request stands and is acted on when it comes;
+                 * the task as it is now says so. */
+                json_decref(TAKE_PTR(task));
+                r = task_lookup(c->h, id, kept, &task);
+                if (r < 0)
+                        return call_internal(c, "CancelTask", r);
+                json_object_set_new(json_object_get(task, "metadata"), "cancel",
+                                    json_string("requested"));
+                return answer_result(c->a, c->id, TAKE_PTR(task));
+        }
+        /* Canceled is decided (the daemon took the bootstrap back), the
+         * archive may follow a moment later. */
+        json_decref(TAKE_PTR(task));
+        task = task_new(id, jstr(json_object_get(kept, "payload"), "contextId"),
+                        "TASK_STATE_CANCELED", "canceled", NULL, NULL, NULL);
+        return answer_result(c->a, c->id, TAKE_PTR(task));
 }
 
 struct listed {

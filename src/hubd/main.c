@@ -141,6 +141,9 @@ int hub_setup(struct hub *h)
                 h->ids_fd = -1;
         if (open_dir(spool, "claimed", &h->claimed_fd) < 0)
                 h->claimed_fd = -1;
+        /* a daemon older than CancelTask made none: it is refused then */
+        if (open_dir(spool, "cancel", &h->cancel_fd) < 0)
+                h->cancel_fd = -1;
         r = mkdir_p_at(AT_FDCWD, ch->state_dir, 0750);
         if (r < 0)
                 return ctl_fail(HUB_EXIT_RUNTIME, "[hub] state_dir %s: %s", ch->state_dir,
@@ -229,7 +232,7 @@ int main(int argc, char **argv)
         };
         const char *path = CONFIG_DEFAULT_PATH;
         struct hub h = { .tmp_fd = -1, .handoff_fd = -1, .state_fd = -1, .ids_fd = -1,
-                       .claimed_fd = -1, .wait_ms = HUB_WAIT_MS,
+                       .claimed_fd = -1, .cancel_fd = -1, .wait_ms = HUB_WAIT_MS,
                        .now_usec = hd_now_usec };
         struct hub_http *http = NULL;
         bool loopback = false, is_unix = false, activated = false;
@@ -313,6 +316,7 @@ out:
         closep(&h.state_fd);
         closep(&h.ids_fd);
         closep(&h.claimed_fd);
+        closep(&h.cancel_fd);
         config_free(h.cfg);
         hub_ratelog_destroy(&h.auth_log);
         hub_ratelog_destroy(&h.refusal_log);

@@ -136,8 +136,8 @@ await refused('no token: SendMessage refused', () => anon.sendMessage(message('x
 const alice = await client(args.agent, args.other);
 await refused('another agent\'s token: TaskNotFoundError', () => alice.getTask({ id: task.id }),
               'TaskNotFoundError');
-await refused('CancelTask: UnsupportedOperationError', () => bob.cancelTask({ id: task.id }),
-              'UnsupportedOperationError');
+await refused('CancelTask of a completed task: TaskNotCancelableError',
+              () => bob.cancelTask({ id: task.id }), 'TaskNotCancelableError');
 // an agent that reports its result (completes = yes): SUBMITTED, WORKING
 // once it took it, COMPLETED with its result as the task's artifact
 const erin = await client(args.worker, args.token);

@@ -27,8 +27,9 @@ tests/a2a/client.mjs.
   -32004);
 - errors as A2A names them: no A2A-Version (0.3) -32009, parse error
   -32700, a batch -32600, unknown method -32601, no messageId -32602,
-  inline file bytes -32005, streaming -32004, push -32003, CancelTask
-  -32004 (not built), a task continued by taskId -32004.
+  inline file bytes -32005, streaming -32004, push -32003, CancelTask of
+  a consumed task -32002 (test_a2a_cancel.py: the rest of CancelTask), a
+  task continued by taskId -32004.
 """
 
 import base64
@@ -263,7 +264,7 @@ def stdlib_client(env, hub, conf):
     rpc.error("streaming", -32004, "SendStreamingMessage", message("x"))
     rpc.error("subscribe", -32004, "SubscribeToTask", {"id": hid})
     rpc.error("push", -32003, "CreateTaskPushNotificationConfig", {"taskId": hid})
-    rpc.error("CancelTask (not built)", -32004, "CancelTask", {"id": hid})
+    rpc.error("CancelTask of a consumed task", -32002, "CancelTask", {"id": hid})
     rpc.error("CancelTask of no task", -32001, "CancelTask", {"id": "a2a-nothing"})
     rpc.error("GetTask of no task", -32001, "GetTask", {"id": "a2a-nothing"})
     # a file by URI is carried

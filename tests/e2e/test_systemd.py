@@ -91,7 +91,7 @@ def sysusers_tmpfiles(t):
     assert r.returncode == 0, r.stderr
     want = {"": 0o750, "tmp": 0o3770, "handoff": 0o3770, "claimed": 0o750,
             "archive": 0o750, "rejected": 0o750, "ids": 0o750,
-            "baton": 0o750, "outbox": 0o750}
+            "baton": 0o750, "outbox": 0o750, "cancel": 0o3770}
     for sub, mode in want.items():
         p = os.path.join(root, "var/spool/handoffd", sub)
         st = os.stat(p)

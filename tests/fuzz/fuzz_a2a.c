@@ -32,7 +32,7 @@
 static const char key[] = "TEST-ONLY handoffd vector key, not a secret, 0001";
 static char root[PATH_MAX - 128];
 static struct hub h = { .tmp_fd = -1, .handoff_fd = -1, .state_fd = -1, .ids_fd = -1,
-                        .claimed_fd = -1 };
+                        .claimed_fd = -1, .cancel_fd = -1 };
 static int64_t now;
 static bool verbose;
 

@@ -70,7 +70,7 @@ static const char *const tokens[][2] = {
 
 static char root[PATH_MAX - 128];
 static struct hub h = { .tmp_fd = -1, .handoff_fd = -1, .state_fd = -1, .ids_fd = -1,
-                        .claimed_fd = -1 };
+                        .claimed_fd = -1, .cancel_fd = -1 };
 static int64_t now;
 static bool verbose;
 

@@ -122,7 +122,7 @@ def item_state(spool, state_dirs, hid):
         agent:     to_agent
         bootstrap: the published bootstrap's path in the agent's
                    handoffs/, or None
-        hidden:    ".pending." or ".expire." when the agent's handoffs/
+        hidden:    ".pending.", ".expire." or ".cancel." when the agent's handoffs/
                    holds the bootstrap under that hidden name, else None
         linked:    True when the record and the bootstrap are one file
         outcome:   an archived item's outcome, a rejected one's reason
@@ -147,7 +147,7 @@ def item_state(spool, state_dirs, hid):
         hd = os.path.join(sd, "handoffs")
         if os.path.exists(os.path.join(hd, b)):
             res["bootstrap"] = os.path.join(hd, b)
-        for pre in (".pending.", ".expire."):
+        for pre in (".pending.", ".expire.", ".cancel."):
             if os.path.exists(os.path.join(hd, pre + b)):
                 res["hidden"] = pre
     try:
@@ -173,7 +173,7 @@ def scan(spool, state_dirs, cache=None, extra_dirs=()):
         temps:      [path]                       dot-names in daemon-owned dirs
         bootstraps: id -> [(agent, name)]
         boot_noid:  [(agent, name)]              bootstraps without a readable id
-        hidden:     id -> [(agent, name)]        .pending./.expire. bootstraps
+        hidden:     id -> [(agent, name)]        .pending./.expire./.cancel. bootstraps
         records:    set of ids whose claimed/ item is the daemon's record
     """
     res = {"items": {}, "unknown": [], "to_agent": {}, "outcome": {}, "reason": {}, "orphans": [],
@@ -246,7 +246,7 @@ def scan(spool, state_dirs, cache=None, extra_dirs=()):
             if n.startswith("."):
                 if not n.startswith(AGENT_FILES):
                     res["temps"].append(p)
-                for pre in (".pending.", ".expire."):
+                for pre in (".pending.", ".expire.", ".cancel."):
                     if n.startswith(pre):
                         hid = _id_of(_load(p))
                         if hid is not None:
@@ -413,8 +413,8 @@ def check(spool, state_dirs, submitted, consumed=None, settled=False, sentinels=
             if cons is not None:
                 if oc == "consumed" and hid not in cons:
                     v.append(f"lost: {hid} archived as consumed but no consumer got it")
-                if oc == "expired" and hid in cons:
-                    v.append(f"double end: {hid} consumed and archived as expired")
+                if oc in ("expired", "canceled") and hid in cons:
+                    v.append(f"double end: {hid} consumed and archived as {oc}")
 
     for hid, b in boots.items():
         states = {w[0] for w in items.get(hid, [])}

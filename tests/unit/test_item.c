@@ -7,6 +7,7 @@
  * claimed/<id>.delivered) is converted.  The expected state is
  * written from the man page's table, not from item.c's array. */
 #include <check.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -15,13 +16,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cancel.h"
+#include "cancelreq.h"
 #include "config.h"
 #include "item.h"
+#include "layout.h"
 #include "spool.h"
 #include "daemonfx.h"
 #include "testutil.h"
 
-enum { M_EXPIRE = 1, M_BOOT = 2, M_PENDING = 4, M_MARKER = 8 };
+enum { M_EXPIRE = 1, M_BOOT = 2, M_PENDING = 4, M_MARKER = 8, M_CANCEL = 16 };
 
 /* A handoff from bob to `to` as claimed/<id>.json, the producer's file an
  * earlier version kept there; with tamper, changed after signing. */
@@ -51,8 +55,9 @@ static void put_record(struct fx *f, const char *id, const char *to, unsigned ma
         ck_assert_int_eq(hd_bootstrap_name(id, bname, sizeof(bname)), 0);
         static const struct { unsigned m; const char *prefix; } names[] = {
                 { M_PENDING, ".pending." }, { M_BOOT, "" }, { M_EXPIRE, ".expire." },
+                { M_CANCEL, ".cancel." },
         };
-        for (size_t i = 0; i < 3; i++) {
+        for (size_t i = 0; i < 4; i++) {
                 if (!(mask & names[i].m))
                         continue;
                 snprintf(link, sizeof(link), "%s%s", names[i].prefix, bname);
@@ -119,12 +124,14 @@ static int check_item(struct fx *f, const char *id)
 }
 
 /* handoffd(8)'s table: a record's state is which of the agent's names
- * for it are there: .expire. first, then the bootstrap, then .pending.,
- * else taken. */
+ * for it are there: .expire. first, then .cancel., then the bootstrap,
+ * then .pending., else taken. */
 static enum item_state expected(unsigned mask)
 {
         if (mask & M_EXPIRE)
                 return IS_EXPIRING;
+        if (mask & M_CANCEL)
+                return IS_CANCELING;
         if (mask & M_BOOT)
                 return IS_PUBLISHED;
         if (mask & M_PENDING)
@@ -137,12 +144,14 @@ START_TEST(test_item_state_every_combination_of_files)
         struct fx f;
 
         fx_open(&f);
-        for (unsigned mask = 0; mask < 8; mask++) {
+        for (unsigned m = 0; m < 16; m++) {
+                unsigned mask = (m & 7) | (m & 8 ? M_CANCEL : 0);
                 char id[32];
                 snprintf(id, sizeof(id), "state-%u", mask);
                 put_record(&f, id, "alice", mask, 1);
                 ck_assert_msg(state_of(&f, id) == (int)expected(mask),
-                              "files %s%s%s: state %d, want %d",
+                              "files %s%s%s%s: state %d, want %d",
+                              mask & M_CANCEL ? "cancel " : "",
                               mask & M_PENDING ? "pending " : "",
                               mask & M_BOOT ? "boot " : "", mask & M_EXPIRE ? "expire" : "",
                               state_of(&f, id), expected(mask));
@@ -360,6 +369,168 @@ START_TEST(test_item_legacy_converted)
 }
 END_TEST
 
+/* A cancel request of from for id in cancel/ (signed with k), read as the
+ * daemon reads them at start; its name into name. */
+static void put_cancel(struct fx *f, const char *id, const char *from, const hd_key *k,
+                       char *name, size_t n)
+{
+        char *buf = NULL;
+        size_t len;
+
+        ck_assert_int_eq(cancelreq_build(id, from, k, hd_now_usec(), 600, &buf, &len), 0);
+        ck_assert_int_eq(cancelreq_name(id, name, n), 0);
+        fx_put(f->sp->fd[SD_CANCEL], "", name, "", buf);
+        free(buf);
+        cancel_free(f->sp);
+        ck_assert_int_eq(cancel_open(f->sp, hd_now_usec()), 0);
+}
+
+static bool answered(struct fx *f, const char *name, const char *word)
+{
+        char an[320];
+
+        snprintf(an, sizeof(an), ".%s.", word);
+        return fx_there(f->sp->fd[SD_CANCEL], an, name, "") &&
+               !fx_there(f->sp->fd[SD_CANCEL], "", name, "");
+}
+
+/* The outcome archive/ says id ended with ("" when not archived). */
+static const char *archived_as(struct fx *f, const char *id)
+{
+        static char outcome[32];
+        struct dirent *de;
+        DIR *d;
+        int fd;
+
+        outcome[0] = '\0';
+        fd = dup(f->sp->fd[SD_ARCHIVE]);
+        ck_assert_int_ge(fd, 0);
+        d = fdopendir(fd);
+        ck_assert_ptr_nonnull(d);
+        rewinddir(d);
+        while ((de = readdir(d))) {
+                char side[320];
+                json_t *o = NULL;
+                hd_verdict v;
+                if (de->d_name[0] == '.' || !layout_archive_is(de->d_name, id))
+                        continue;
+                snprintf(side, sizeof(side), "%s.outcome", de->d_name);
+                ck_assert_int_eq(hd_load_at(f->sp->fd[SD_ARCHIVE], side, NULL, &o, &v), 0);
+                snprintf(outcome, sizeof(outcome), "%s",
+                         json_string_value(json_object_get(o, "outcome")));
+                json_decref(o);
+        }
+        closedir(d);
+        return outcome;
+}
+
+/* Its sender's request is the other event of the table: published or
+ * not yet, the bootstrap is taken back and the item archived as
+ * canceled, the request answered canceled; taken already: archived as
+ * consumed, answered not_cancelable; another agent's request: refused,
+ * and the item goes on as if there were none; a cancel a crash cut short
+ * (.cancel.) is finished with or without a request. */
+START_TEST(test_item_cancel_event)
+{
+        struct fx f;
+        char b[300], req[300], req2[300];
+
+        fx_open(&f);
+        put_record(&f, "c-pub", "alice", M_BOOT, 1);
+        put_cancel(&f, "c-pub", "bob", f.k, req, sizeof(req));
+        ck_assert(cancel_wanted(f.sp, "c-pub", "bob"));
+        ck_assert_int_gt(check_item(&f, "c-pub"), 0);
+        ck_assert_int_eq(hd_bootstrap_name("c-pub", b, sizeof(b)), 0);
+        ck_assert(!fx_there(f.alice->handoffs_fd, "", b, ""));
+        ck_assert(!fx_there(f.alice->handoffs_fd, ".cancel.", b, ""));
+        ck_assert(!fx_there(f.sp->fd[SD_CLAIMED], "", "c-pub", ".json"));
+        ck_assert_str_eq(archived_as(&f, "c-pub"), "canceled");
+        ck_assert(answered(&f, req, "canceled"));
+        ck_assert(!cancel_wanted(f.sp, "c-pub", NULL));
+        ck_assert_uint_eq(f.sp->st.canceled, 1);
+
+        /* not yet published: never shown */
+        put_record(&f, "c-hidden", "alice", M_PENDING, 1);
+        put_cancel(&f, "c-hidden", "bob", f.k, req, sizeof(req));
+        ck_assert_int_gt(check_item(&f, "c-hidden"), 0);
+        ck_assert_int_eq(hd_bootstrap_name("c-hidden", b, sizeof(b)), 0);
+        ck_assert(!fx_there(f.alice->handoffs_fd, "", b, ""));
+        ck_assert(!fx_there(f.alice->handoffs_fd, ".pending.", b, ""));
+        ck_assert_str_eq(archived_as(&f, "c-hidden"), "canceled");
+        ck_assert(answered(&f, req, "canceled"));
+        ck_assert_uint_eq(f.sp->st.delivered, 0);
+
+        /* taken already: the consumer won */
+        put_record(&f, "c-taken", "alice", 0, 1);
+        put_cancel(&f, "c-taken", "bob", f.k, req, sizeof(req));
+        ck_assert_int_gt(check_item(&f, "c-taken"), 0);
+        ck_assert_str_eq(archived_as(&f, "c-taken"), "consumed");
+        ck_assert(answered(&f, req, "not_cancelable"));
+
+        /* another agent's request (carol's, her own key): refused; the
+         * sender's own, in the same look, cancels it */
+        put_record(&f, "c-two", "alice", M_BOOT, 1);
+        put_cancel(&f, "c-two", "carol", f.carol, req2, sizeof(req2));
+        ck_assert(cancel_wanted(f.sp, "c-two", "carol"));
+        ck_assert_int_eq(check_item(&f, "c-two"), 0);
+        ck_assert(answered(&f, req2, "refused"));
+        ck_assert_int_eq(state_of(&f, "c-two"), IS_PUBLISHED);
+        put_cancel(&f, "c-two", "bob", f.k, req, sizeof(req));
+        ck_assert_int_gt(check_item(&f, "c-two"), 0);
+        ck_assert(answered(&f, req, "canceled"));
+
+        /* a request that does not verify (a key the spool does not
+         * know): refused as it is read */
+        put_record(&f, "c-forged", "alice", M_BOOT, 1);
+        put_cancel(&f, "c-forged", "bob", f.other, req, sizeof(req));
+        ck_assert(answered(&f, req, "refused"));
+        ck_assert(!cancel_wanted(f.sp, "c-forged", NULL));
+
+        /* cut short by a crash: finished, request or not */
+        put_record(&f, "c-crash", "alice", M_CANCEL, 1);
+        ck_assert_int_gt(check_item(&f, "c-crash"), 0);
+        ck_assert_int_eq(hd_bootstrap_name("c-crash", b, sizeof(b)), 0);
+        ck_assert(!fx_there(f.alice->handoffs_fd, ".cancel.", b, ""));
+        ck_assert_str_eq(archived_as(&f, "c-crash"), "canceled");
+        cancel_free(f.sp);
+        fx_close(&f);
+}
+END_TEST
+
+/* Requests for ids not claimed wait; one sender fills at most
+ * CANCEL_PENDING_PER_SENDER places, the others keep theirs. */
+START_TEST(test_cancel_pending_bounded_per_sender)
+{
+        struct fx f;
+        char name[300], id[32];
+        struct dirent *de;
+        unsigned refused = 0;
+        DIR *d;
+
+        fx_open(&f);
+        for (int i = 0; i <= CANCEL_PENDING_PER_SENDER; i++) {
+                char *buf = NULL;
+                size_t len;
+                snprintf(id, sizeof(id), "none-%d", i);
+                ck_assert_int_eq(cancelreq_build(id, "carol", f.carol, hd_now_usec(), 600,
+                                                 &buf, &len), 0);
+                ck_assert_int_eq(cancelreq_name(id, name, sizeof(name)), 0);
+                fx_put(f.sp->fd[SD_CANCEL], "", name, "", buf);
+                free(buf);
+        }
+        put_cancel(&f, "none-bob", "bob", f.k, name, sizeof(name));
+        ck_assert(cancel_wanted(f.sp, "none-bob", "bob"));
+        d = fdopendir(dup(f.sp->fd[SD_CANCEL]));
+        ck_assert_ptr_nonnull(d);
+        while ((de = readdir(d)))
+                refused += !strncmp(de->d_name, ".refused.none-", 14);
+        closedir(d);
+        ck_assert_uint_eq(refused, 1);
+        cancel_free(f.sp);
+        fx_close(&f);
+}
+END_TEST
+
 Suite *suite_item(void);
 Suite *suite_item(void)
 {
@@ -370,6 +541,8 @@ Suite *suite_item(void)
         tcase_add_test(tc, test_item_actions_of_each_state);
         tcase_add_test(tc, test_item_later_pending_not_published);
         tcase_add_test(tc, test_item_legacy_converted);
+        tcase_add_test(tc, test_item_cancel_event);
+        tcase_add_test(tc, test_cancel_pending_bounded_per_sender);
         suite_add_tcase(s, tc);
         return s;
 }

@@ -47,6 +47,8 @@ enum layout_kind layout_classify(const char *name)
                 return LK_PENDING;
         if (STARTS(name, LAYOUT_EXPIRE))
                 return LK_EXPIRE;
+        if (STARTS(name, LAYOUT_CANCEL))
+                return LK_CANCEL;
         if (STARTS(name, LAYOUT_CONSUME))
                 return LK_CONSUME;
         if (STARTS(name, LAYOUT_RESULT_IN))
@@ -107,6 +109,8 @@ const char *layout_hidden_target(const char *name)
                 return name + sizeof(LAYOUT_PENDING) - 1;
         if (STARTS(name, LAYOUT_EXPIRE))
                 return name + sizeof(LAYOUT_EXPIRE) - 1;
+        if (STARTS(name, LAYOUT_CANCEL))
+                return name + sizeof(LAYOUT_CANCEL) - 1;
         return NULL;
 }
 

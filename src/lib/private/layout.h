@@ -13,6 +13,7 @@
 
 #define LAYOUT_PENDING   ".pending."    /* + bootstrap: written, not published */
 #define LAYOUT_EXPIRE    ".expire."     /* + bootstrap: taken back by an expiry */
+#define LAYOUT_CANCEL    ".cancel."     /* + bootstrap: taken back by a cancel */
 #define LAYOUT_CONSUME   ".consume."    /* + PID.RAND.bootstrap: a consumer's */
 #define LAYOUT_DELIVERED ".delivered"   /* claimed/<id> + : the delivered marker */
 #define LAYOUT_OUTCOME   ".outcome"     /* archive/NAME + : how it ended */
@@ -29,6 +30,7 @@ enum layout_kind {
         LK_SIDECAR,     /* NAME.delivered, NAME.outcome, NAME.result, NAME.reason */
         LK_PENDING,     /* .pending.NAME */
         LK_EXPIRE,      /* .expire.NAME */
+        LK_CANCEL,      /* .cancel.NAME */
         LK_CONSUME,     /* .consume.PID.RAND.NAME: a consumer's private name */
         LK_RESULT,      /* .result.ID: an agent's result, for the daemon */
         LK_REFUSED,     /* .refused.ID: the daemon's refusal of one */
@@ -44,7 +46,7 @@ enum layout_kind layout_classify(const char *name);
  * sidecars: LAYOUT_OUTCOME stands for both, .outcome and .result. */
 bool layout_is_sidecar_at(int dirfd, const char *name, const char *suffix);
 
-/* prefix + name (LAYOUT_PENDING, LAYOUT_EXPIRE), or name + suffix (a
+/* prefix + name (LAYOUT_PENDING, LAYOUT_EXPIRE, LAYOUT_CANCEL), or name + suffix (a
  * sidecar, the marker). */
 int layout_prefixed(const char *prefix, const char *name, char *buf, size_t n);
 int layout_suffixed(const char *name, const char *suffix, char *buf, size_t n);
@@ -78,7 +80,8 @@ size_t layout_base_len(const char *name);
 int layout_consume_name(int pid, const char *rnd, const char *name, char *buf, size_t n);
 /* The bootstrap name inside a consumer's private name, or NULL. */
 const char *layout_consume_target(const char *name);
-/* The bootstrap name inside .pending.NAME or .expire.NAME, or NULL. */
+/* The bootstrap name inside .pending.NAME, .expire.NAME or .cancel.NAME,
+ * or NULL. */
 const char *layout_hidden_target(const char *name);
 
 #endif

@@ -1,0 +1,380 @@
+/* Cancel requests; see cancel.h.  A request is the sender's file in
+ * cancel/ (a directory like handoff/: the group writes it, sticky,
+ * setgid).  The daemon believes nothing of it but what its signature
+ * proves: the key that checks from_agent's handoffs signed it, and the
+ * item's record names that agent as its sender (item.c asks
+ * cancel_wanted() with the record's from_agent).  Kept in memory until
+ * answered, the requests are the event of item.c's table; the file stays
+ * until then, so a restart reads it again (cancel_open(), before the
+ * first claim: an item canceled before its claim is never published).
+ * The answer is a rename of the request (cancelreq.h), made after what
+ * it answers is on disk. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cancel.h"
+#include "files.h"
+#include "lifecycle.h"
+#include "log.h"
+
+struct cancel_req {
+        char name[NAME_MAX + 1];        /* in cancel/ */
+        char id[129];                   /* hd_id_valid(): 128 at most */
+        char from[65];                  /* hd_agent_valid(): 64 at most */
+        int64_t expires;                /* usec: an id unknown by then: unknown */
+        uint64_t seen;                  /* the scan that last saw the file */
+};
+
+struct cancels {
+        struct cancel_req *v;
+        size_t n, cap;
+        uint64_t scan;                  /* scans begun */
+        int ifd;                        /* inotify on cancel/, or -1 */
+        uv_poll_t poll;
+        bool polling;
+        uint64_t refused_full;          /* refused for CANCEL_PENDING_MAX, not logged */
+};
+
+static struct cancel_req *find_name(struct cancels *c, const char *name)
+{
+        for (size_t i = 0; i < c->n; i++)
+                if (!strcmp(c->v[i].name, name))
+                        return &c->v[i];
+        return NULL;
+}
+
+bool cancel_wanted(const struct spool *sp, const char *id, const char *from)
+{
+        const struct cancels *c = sp->cancels;
+
+        for (size_t i = 0; c && id && i < c->n; i++)
+                if (!strcmp(c->v[i].id, id) && (!from || !strcmp(c->v[i].from, from)))
+                        return true;
+        return false;
+}
+
+/* cancel/name answered a: renamed to its answer.  Gone meanwhile (its
+ * requester gave up and removed it): nothing to answer. */
+static void answer_file(struct spool *sp, const char *name, const char *id, const char *from,
+                        enum cancelreq_answer a, const char *why)
+{
+        const char *word = cancelreq_answer_name(a);
+        char an[NAME_MAX + 1], q[300];
+
+        if (cancelreq_answer_file(name, a, an, sizeof(an)) < 0) {
+                /* No room for the answer's name (a request named so
+                 * long): the request goes, unanswered. */
+                unlinkat(sp->fd[SD_CANCEL], name, 0);
+        } else if (renameat(sp->fd[SD_CANCEL], name, sp->fd[SD_CANCEL], an) < 0 &&
+                   errno == ENOENT) {
+                return;         /* its requester gave up and removed it */
+        }
+        log_decision(a == CA_REFUSED ? LOG_WARNING : LOG_INFO, id, NULL, "cancel", word,
+                     "Cancel request %s%s%s%s%s: %s%s%s", log_quote(name, q, sizeof(q)),
+                     id ? " for " : "", id ? id : "", from ? " from " : "", from ? from : "",
+                     word, why ? ": " : "", why ? why : "");
+}
+
+/* c->v[i] answered and forgotten (the last one takes its place). */
+static void answer_kept(struct spool *sp, size_t i, enum cancelreq_answer a, const char *why)
+{
+        struct cancels *c = sp->cancels;
+        struct cancel_req r = c->v[i];
+
+        c->v[i] = c->v[--c->n];
+        answer_file(sp, r.name, r.id, r.from, a, why);
+}
+
+void cancel_answer(struct spool *sp, const char *id, const char *from,
+                   enum cancelreq_answer a)
+{
+        struct cancels *c = sp->cancels;
+
+        for (size_t i = c ? c->n : 0; i-- > 0;) {
+                if (strcmp(c->v[i].id, id))
+                        continue;
+                if (!from || strcmp(c->v[i].from, from))
+                        answer_kept(sp, i, CA_REFUSED, "not the handoff's sender");
+                else if (a != CA_NONE)
+                        answer_kept(sp, i, a, NULL);
+        }
+}
+
+void cancel_unclaimed(struct spool *sp, const char *id)
+{
+        if (!cancel_wanted(sp, id, NULL) || !spool_id_remembered(sp, id) ||
+            spool_id_claimed(sp, id))
+                return;
+        for (size_t i = sp->cancels->n; i-- > 0;)
+                if (!strcmp(sp->cancels->v[i].id, id))
+                        answer_kept(sp, i, CA_NOT_CANCELABLE, "it has an outcome already");
+}
+
+/* cancel/name read and checked: kept (1), refused (0), or -errno. */
+static int load(struct spool *sp, const char *name, int64_t now)
+{
+        const struct config *cfg = sp->cfg;
+        const hd_limits lim = { .max_size = CANCELREQ_MAX, .max_depth = 4 };
+        const hd_policy pol = { .max_clock_skew_s = cfg->max_clock_skew,
+                                .max_window_s = cfg->max_window };
+        struct cancels *c = sp->cancels;
+        _cleanup_free_ char *buf = NULL;
+        _cleanup_json_ json_t *doc = NULL;
+        const char *id, *from, *exp;
+        struct cancel_req *k;
+        char why[HD_DETAIL_MAX + 32];
+        int64_t t = 0;
+        size_t len;
+        hd_verdict v;
+        int r;
+
+        if (name[0] == '.' || !hd_name_safe(name))
+                return 0;       /* temp names, answers */
+        if ((k = find_name(c, name))) {
+                k->seen = c->scan;
+                return 1;
+        }
+        r = hd_read_at(sp->fd[SD_CANCEL], name, CANCELREQ_MAX, &buf, &len, &v);
+        if (r == -ENOENT)
+                return 0;
+        if (r == 0)
+                r = hd_parse(buf, len, &lim, &doc, &v);
+        if (r == 0)
+                r = cancelreq_check(doc, config_key_lookup, (void *)cfg, &pol, now, &v);
+        if (r == -EBADMSG) {
+                snprintf(why, sizeof(why), "%s: %s", hd_reason_name(v.reason), v.detail);
+                id = json_string_value(json_object_get(doc, "handoff_id"));
+                answer_file(sp, name, id && hd_id_valid(id) ? id : NULL, NULL, CA_REFUSED, why);
+                return 0;
+        }
+        if (r < 0)
+                return r;
+        id = json_string_value(json_object_get(doc, "handoff_id"));
+        from = json_string_value(json_object_get(doc, "from_agent"));
+        exp = json_string_value(json_object_get(doc, "expires_at"));
+        size_t mine = 0;
+        for (size_t i = 0; i < c->n; i++)
+                mine += !strcmp(c->v[i].from, from);
+        if (c->n >= CANCEL_PENDING_MAX || mine >= CANCEL_PENDING_PER_SENDER) {
+                if (c->refused_full++ % 1000 == 0)
+                        log_warning("Cancel requests: %zu wait already, %zu of them %s's; "
+                                    "refusing more (%llu so far)", c->n, mine, from,
+                                    (unsigned long long)c->refused_full);
+                answer_file(sp, name, id, from, CA_REFUSED, "too many requests wait");
+                return 0;
+        }
+        if (c->n == c->cap) {
+                size_t cap = c->cap ? 2 * c->cap : 16;
+                struct cancel_req *nv = realloc(c->v, cap * sizeof(*nv));
+                if (!nv)
+                        return -ENOMEM;
+                c->v = nv;
+                c->cap = cap;
+        }
+        hd_time_parse(exp, &t);         /* checked: cancelreq_check() */
+        k = &c->v[c->n++];
+        *k = (struct cancel_req){ .expires = t, .seen = c->scan };
+        snprintf(k->name, sizeof(k->name), "%s", name);
+        snprintf(k->id, sizeof(k->id), "%s", id);
+        snprintf(k->from, sizeof(k->from), "%s", from);
+        log_decision(LOG_INFO, id, NULL, "cancel_requested", NULL,
+                     "Cancel request for %s from %s", id, from);
+        return 1;
+}
+
+/* The item of id looked at now (its lock taken by lifecycle_check()):
+ * it answers the requests it can. */
+static int decide(struct spool *sp, const char *id, int64_t now)
+{
+        char copy[129];
+
+        /* The requests may be answered (and moved) meanwhile. */
+        snprintf(copy, sizeof(copy), "%s", id);
+        int r = lifecycle_check(sp, copy, now);
+        int q = spool_flush(sp);
+        return r < 0 ? r : q;
+}
+
+int cancel_request(struct spool *sp, const char *name, int64_t now)
+{
+        struct cancel_req *k;
+        int r;
+
+        if (!sp->cancels)
+                return 0;
+        r = load(sp, name, now);
+        if (r <= 0)
+                return r;
+        k = find_name(sp->cancels, name);
+        return k ? decide(sp, k->id, now) : 0;
+}
+
+static void scan_dir(struct spool *sp, int64_t now)
+{
+        struct dirent *de;
+        struct stat st;
+        DIR *d;
+
+        d = opendir_at(sp->fd[SD_CANCEL]);
+        if (!d) {
+                spool_error(sp, -errno, "Cannot list cancel/");
+                return;
+        }
+        while ((de = readdir(d))) {
+                const char *n = de->d_name;
+                if (!strcmp(n, ".") || !strcmp(n, ".."))
+                        continue;
+                if (n[0] == '.') {
+                        /* An answer nobody took, a requester's temp
+                         * name: removed once surely forgotten. */
+                        if (fstatat(sp->fd[SD_CANCEL], n, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+                            st.st_mtime < now / 1000000 - CANCELREQ_ANSWER_KEEP_S)
+                                unlinkat(sp->fd[SD_CANCEL], n, S_ISDIR(st.st_mode) ? AT_REMOVEDIR : 0);
+                        continue;
+                }
+                int r = load(sp, n, now);
+                if (r < 0) {
+                        char q[300];
+                        spool_error(sp, r, "Cannot read cancel request %s",
+                                    log_quote(n, q, sizeof(q)));
+                }
+        }
+        closedir(d);
+}
+
+void cancel_scan(struct spool *sp, int64_t now)
+{
+        struct cancels *c = sp->cancels;
+        char (*ids)[129] = NULL;
+        size_t n = 0;
+
+        if (!c)
+                return;
+        c->scan++;
+        scan_dir(sp, now);
+        /* Removed by its requester: forgotten. */
+        for (size_t i = c->n; i-- > 0;)
+                if (c->v[i].seen != c->scan)
+                        c->v[i] = c->v[--c->n];
+        if (c->n == 0)
+                return;
+        ids = calloc(c->n, sizeof(*ids));
+        if (!ids)
+                return;
+        for (size_t i = c->n; i-- > 0;) {
+                struct cancel_req *k = &c->v[i];
+                /* No such handoff came while the request was good. */
+                if (now > k->expires && !spool_id_seen(sp, k->id)) {
+                        answer_kept(sp, i, CA_UNKNOWN, "no such handoff here before the "
+                                    "request expired");
+                        continue;
+                }
+                bool dup = false;
+                for (size_t j = 0; j < n && !dup; j++)
+                        dup = !strcmp(ids[j], k->id);
+                if (!dup)
+                        memcpy(ids[n++], k->id, sizeof(ids[0]));
+        }
+        for (size_t j = 0; j < n; j++) {
+                int r = decide(sp, ids[j], now);
+                if (r < 0)
+                        spool_error(sp, r, "Cannot act on the cancel of %s", ids[j]);
+        }
+        free(ids);
+}
+
+int cancel_open(struct spool *sp, int64_t now)
+{
+        struct cancels *c = calloc(1, sizeof(*c));
+
+        if (!c)
+                return -ENOMEM;
+        c->ifd = -1;
+        sp->cancels = c;
+        c->scan++;
+        scan_dir(sp, now);
+        if (c->n)
+                log_info("%zu cancel request(s) wait in cancel/", c->n);
+        return 0;
+}
+
+static void on_inotify(uv_poll_t *h, int status, int events)
+{
+        struct spool *sp = h->data;
+        struct cancels *c = sp->cancels;
+        char buf[16384] __attribute__((aligned(__alignof__(struct inotify_event))));
+        int64_t now = hd_now_usec();
+        ssize_t n;
+
+        (void)events;
+        if (status < 0)
+                return;
+        /* One read a turn: the rest of the queue makes the fd readable
+         * again, so a flood of requests cannot hold the loop. */
+        n = read(c->ifd, buf, sizeof(buf));
+        for (char *p = buf; n > 0 && p < buf + n;) {
+                const struct inotify_event *ev = (const struct inotify_event *)p;
+                p += sizeof(*ev) + ev->len;
+                if (ev->mask & IN_Q_OVERFLOW) {
+                        cancel_scan(sp, now);
+                        continue;
+                }
+                if (ev->len == 0 || !ev->name[0])
+                        continue;
+                int r = cancel_request(sp, ev->name, now);
+                if (r < 0) {
+                        char q[300];
+                        spool_error(sp, r, "Cannot act on cancel request %s",
+                                    log_quote(ev->name, q, sizeof(q)));
+                }
+        }
+}
+
+int cancel_watch(struct spool *sp, uv_loop_t *loop)
+{
+        struct cancels *c = sp->cancels;
+        char path[64];
+        int r;
+
+        if (!c)
+                return -EINVAL;
+        c->ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+        snprintf(path, sizeof(path), "/proc/self/fd/%d", sp->fd[SD_CANCEL]);
+        if (c->ifd < 0 ||
+            inotify_add_watch(c->ifd, path, IN_MOVED_TO | IN_CLOSE_WRITE | IN_ONLYDIR) < 0) {
+                log_warning_errno(errno, "Cannot watch cancel/: cancel requests wait for "
+                                  "the next sweep");
+                closep(&c->ifd);
+                return 0;
+        }
+        r = uv_poll_init(loop, &c->poll, c->ifd);
+        if (r == 0) {
+                c->poll.data = sp;
+                c->polling = true;
+                r = uv_poll_start(&c->poll, UV_READABLE, on_inotify);
+        }
+        if (r < 0)
+                return log_error_errno(r, "Cannot watch cancel/");
+        return 0;
+}
+
+void cancel_free(struct spool *sp)
+{
+        struct cancels *c = sp ? sp->cancels : NULL;
+
+        if (!c)
+                return;
+        if (c->ifd >= 0)
+                close(c->ifd);
+        free(c->v);
+        free(c);
+        sp->cancels = NULL;
+}

@@ -1,0 +1,52 @@
+/* Cancel requests (handoffd(8) "CANCELING"; cancelreq.h): a sender's
+ * signed request in cancel/ to withdraw a handoff its agent has not taken.
+ * This module reads and checks them, keeps the ones not answered yet, and
+ * answers them; what is done to the item is item.c's (an event of its
+ * state table), under the id's lock. */
+#ifndef HD_CANCEL_H
+#define HD_CANCEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "cancelreq.h"
+#include "spool.h"
+
+/* Requests not answered, at most, and of one sender (whose key signed
+ * them: no sender fills the table for the others); past it a new one is
+ * refused. */
+#define CANCEL_PENDING_MAX 1024
+#define CANCEL_PENDING_PER_SENDER 64
+
+/* sp->cancels made, with the requests cancel/ holds (checked, not acted
+ * on: the first sweep and the first look at each id do that).  0 or
+ * -errno. */
+int cancel_open(struct spool *sp, int64_t now);
+/* Watch cancel/ in loop (inotify; a scan at every sweep besides).  A
+ * watch that cannot be had is logged: the sweeps still see requests. */
+int cancel_watch(struct spool *sp, uv_loop_t *loop);
+/* After the loop has closed its handles: the rest freed.  NULL fine. */
+void cancel_free(struct spool *sp);
+
+/* cancel/name, a new request: read, checked, kept and acted on (or
+ * refused).  0 or -errno (a system error: looked at again by a scan). */
+int cancel_request(struct spool *sp, const char *name, int64_t now);
+/* Every request of cancel/ looked at again: new ones taken in, the kept
+ * ones past their expiry answered unknown, those of ids whose item has
+ * an outcome answered; answers nobody took removed after
+ * CANCELREQ_ANSWER_KEEP_S.  From the sweep. */
+void cancel_scan(struct spool *sp, int64_t now);
+
+/* Is a request of from (NULL: anyone's) for id kept? */
+bool cancel_wanted(const struct spool *sp, const char *id, const char *from);
+/* The item of id, sent by from, is looked at (its lock held): requests
+ * of others refused, from's answered a (CA_NONE: they wait). */
+void cancel_answer(struct spool *sp, const char *id, const char *from,
+                   enum cancelreq_answer a);
+/* No claimed/<id>.json (its lock held): when the spool knows id (ids/:
+ * archived, rejected, relayed), the requests for it are answered
+ * not_cancelable; else they wait for it. */
+void cancel_unclaimed(struct spool *sp, const char *id);
+
+#endif

@@ -1,0 +1,73 @@
+/* A request to withdraw a handoff (handoffd(8) "CANCELING"): the signed
+ * document its sender drops into the spool's cancel/, and the answer the
+ * daemon gives by renaming that file.  One place for the three that use
+ * it: handoff-hubd (A2A CancelTask), handoffctl cancel, and the daemon,
+ * so the writer and the reader of a name or a field cannot drift apart.
+ *
+ * The request is {"protocol_version": 1, "type": "cancel/1",
+ * "handoff_id", "from_agent", "initiated_at", "expires_at"} signed as a
+ * handoff is ("hmac", or "sig" and "kid"), by the key the daemon checks
+ * from_agent's handoffs with: whoever may send as from_agent may take
+ * back what it sent, and nobody else.  It never has a "to_agent", which
+ * every handoff has: neither passes for the other.
+ *
+ * A request is answered once: cancel/NAME becomes cancel/.WORD.NAME (the
+ * requester's file still, so the requester removes it; the daemon
+ * removes answers nobody picked up after CANCELREQ_ANSWER_KEEP_S). */
+#ifndef HD_CANCELREQ_H
+#define HD_CANCELREQ_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "handoff.h"
+
+#define CANCELREQ_DIR "cancel"
+#define CANCELREQ_TYPE "cancel/1"
+#define CANCELREQ_MAX 4096              /* bytes of a request, at most */
+#define CANCELREQ_ANSWER_KEEP_S 600     /* an answer nobody removed */
+
+enum cancelreq_answer {
+        CA_NONE,                /* not answered (yet) */
+        CA_CANCELED,            /* withdrawn: archived as canceled */
+        CA_NOT_CANCELABLE,      /* its agent has it, or it has ended already */
+        CA_REFUSED,             /* a request that does not verify, or not its sender's */
+        CA_UNKNOWN,             /* no such handoff came before the request expired */
+        _CA_MAX
+};
+
+/* "canceled", "not_cancelable", "refused", "unknown" (NULL for CA_NONE). */
+const char *cancelreq_answer_name(enum cancelreq_answer a);
+
+/* The signed request of from for id, valid ttl_s seconds from now_usec:
+ * its bytes (malloc'ed).  0, or -errno (-EINVAL: a bad id or agent, a
+ * key that cannot sign). */
+int cancelreq_build(const char *id, const char *from, const hd_key *k, int64_t now_usec,
+                    int64_t ttl_s, char **ret_buf, size_t *ret_len);
+
+/* Is doc a request, signed for its from_agent (lookup as the daemon
+ * checks handoffs), fresh at now_usec (policy p)?  0, or -EBADMSG with v
+ * (bad_type, missing_field, bad_id, the key's and the clock's reasons). */
+int cancelreq_check(const json_t *doc, hd_key_lookup_fn lookup, void *userdata,
+                    const hd_policy *p, int64_t now_usec, hd_verdict *v);
+
+/* A new request's name for id: "ID.RANDOM" (16 hex characters). */
+int cancelreq_name(const char *id, char *buf, size_t n);
+/* The name of the answer to request name: ".WORD.NAME". */
+int cancelreq_answer_file(const char *name, enum cancelreq_answer a, char *buf, size_t n);
+/* Is name (in cancel/) an answer?  Which one into *ret (may be NULL). */
+bool cancelreq_is_answer(const char *name, enum cancelreq_answer *ret);
+
+/* The request buf as cancel_fd/name: written as tmp_fd/tmp_name, moved
+ * without replacing (-EEXIST), synced with sync.  0 or -errno. */
+int cancelreq_drop(int tmp_fd, const char *tmp_name, int cancel_fd, const char *name,
+                   const char *buf, size_t len, bool sync);
+
+/* Wait up to timeout_ms for the answer to request name (inotify on
+ * cancel_fd's directory, no polling): *ret is the answer, CA_NONE when
+ * there is none yet; an answer found is removed.  0 or -errno. */
+int cancelreq_await(int cancel_fd, const char *name, int64_t timeout_ms,
+                    enum cancelreq_answer *ret);
+
+#endif
