@@ -226,6 +226,19 @@ static natsStatus setup(struct relay *r, char *err, size_t n)
                 if (s != NATS_OK && jerr == JSStreamNameExistErr)
                         s = sym_js_GetStreamInfo(&si, JS(r), r->stream, NULL, &jerr);
         }
+        if (s != NATS_OK && (s == NATS_NO_RESPONDERS || jerr == JSNotEnabledErr ||
+                             jerr == JSNotEnabledForAccountErr)) {
+                /* Nothing answers $JS.API on a server started without
+                 * -js / jetstream {}: libnats' "No responders available
+                 * for request" names neither the cause nor the server. */
+                char url[200] = "";
+                sym_natsConnection_GetConnectedUrl(r->nc, url, sizeof(url));
+                snprintf(err, n, "JetStream is not enabled %son %s (nats-server -js, or jetstream {} "
+                         "in its config); stream %s not made",
+                         jerr == JSNotEnabledForAccountErr ? "for this account " : "",
+                         url[0] ? url : r->servers, r->stream);
+                return s;
+        }
         if (s != NATS_OK) {
                 snprintf(err, n, "stream %s: %s", r->stream, nats_err(s));
                 return s;
