@@ -35,6 +35,7 @@
         X(natsConnection_Connect) \
         X(natsConnection_Destroy) \
         X(natsConnection_GetConnectedUrl) \
+        X(natsConnection_GetLastError) \
         X(natsConnection_JetStream) \
         X(natsMsgHeader_Get) \
         X(natsMsgHeader_Set) \

@@ -49,10 +49,9 @@ static void on_state(struct relay *r, struct relay_ev *ev)
                 log_info("Relay: connected to %s", ev->text);
                 outbox_resend(r);
                 receipt_resend(r);
-        } else if (!r->st.connected && was_ready) {
-                log_warning("Relay: disconnected from %s; outbound items wait in outbox/",
-                            r->st.server);
         }
+        /* A drop is logged by the worker's "!disconnected from ..."
+         * (relay_nats.c), with its reason. */
         if (r->st.ready && !was_ready) {
                 log_info("Relay ready: host %s, stream %s, consumer %s", r->host, r->stream,
                          r->durable);

@@ -83,12 +83,13 @@ static void timed_wait(pthread_cond_t *c, pthread_mutex_t *m, int64_t ms)
 }
 
 /* Why the servers cannot be reached, as TCP says it (libnats only says
- * "not yet connected"): "HOST:PORT: Connection refused; ...". */
-static void probe_servers(const char *servers, char *buf, size_t n)
+ * "not yet connected"): "HOST:PORT: Connection refused; ...".  Returns
+ * how many of them accept a TCP connection. */
+static int probe_servers(const char *servers, char *buf, size_t n)
 {
         char copy[512], *save = NULL;
         size_t off = 0;
-        int k = 0;
+        int k = 0, answer = 0;
 
         buf[0] = '\0';
         snprintf(copy, sizeof(copy), "%s", servers);
@@ -130,6 +131,7 @@ static void probe_servers(const char *servers, char *buf, size_t n)
                         if (fd >= 0)
                                 close(fd);
                         why = e ? strerror(e) : "the port answers, NATS does not (TLS? auth?)";
+                        answer += !e;
                         freeaddrinfo(ai);
                 }
                 int w = snprintf(buf + off, n - off, "%s%s:%s: %s", off ? "; " : "", host, port, why);
@@ -137,14 +139,17 @@ static void probe_servers(const char *servers, char *buf, size_t n)
                         break;
                 off += (size_t)w;
         }
+        return answer;
 }
 
 /* ---- libnats callbacks (libnats threads) ---------------------------- */
 
-static void set_connected(struct relay *r, bool up)
+static void set_connected(struct relay *r, bool up, const char *url)
 {
         pthread_mutex_lock(&r->m);
         r->connected = up;
+        if (url)
+                snprintf(r->url, sizeof(r->url), "%s", url);
         pthread_cond_broadcast(&r->wake_worker);
         pthread_mutex_unlock(&r->m);
 }
@@ -155,14 +160,14 @@ static void on_connected(natsConnection *nc, void *closure)
         char url[200] = "";
 
         sym_natsConnection_GetConnectedUrl(nc, url, sizeof(url));
-        set_connected(r, true);
+        set_connected(r, true, url);
         post_state(r, "%s", url);
 }
 
 static void on_disconnected(natsConnection *nc, void *closure)
 {
         (void)nc;
-        set_connected(closure, false);
+        set_connected(closure, false, NULL);
         post_state(closure, NULL);
 }
 
@@ -225,6 +230,19 @@ static natsStatus setup(struct relay *r, char *err, size_t n)
                 s = sym_js_AddStream(&si, JS(r), &sc, NULL, &jerr);
                 if (s != NATS_OK && jerr == JSStreamNameExistErr)
                         s = sym_js_GetStreamInfo(&si, JS(r), r->stream, NULL, &jerr);
+        }
+        if (s != NATS_OK && (s == NATS_NO_RESPONDERS || jerr == JSNotEnabledErr ||
+                             jerr == JSNotEnabledForAccountErr)) {
+                /* Nothing answers $JS.API on a server started without
+                 * -js / jetstream {}: libnats' "No responders available
+                 * for request" names neither the cause nor the server. */
+                char url[200] = "";
+                sym_natsConnection_GetConnectedUrl(r->nc, url, sizeof(url));
+                snprintf(err, n, "JetStream is not enabled %son %s (nats-server -js, or jetstream {} "
+                         "in its config); stream %s not made",
+                         jerr == JSNotEnabledForAccountErr ? "for this account " : "",
+                         url[0] ? url : r->servers, r->stream);
+                return s;
         }
         if (s != NATS_OK) {
                 snprintf(err, n, "stream %s: %s", r->stream, nats_err(s));
@@ -391,7 +409,29 @@ void *relay_worker_main(void *arg)
                 if (r->connected) {
                         down_since = 0;
                 } else if (!down_since) {
+                        /* Dropped: said at once with why (libnats' last
+                         * error on the connection, what TCP says to a
+                         * reconnect), not left to "fetch: Error" until
+                         * the repeat below.  A server killed closes our
+                         * connection before its listening socket: while
+                         * a port still answers, the drop is said as it
+                         * is and TCP's answer follows in a second. */
+                        char url[200], why[200], lost[160] = "";
+                        const char *t = NULL;
                         down_since = down_said = now_ms();
+                        snprintf(url, sizeof(url), "%s", r->url[0] ? r->url : r->servers);
+                        pthread_mutex_unlock(&r->m);
+                        if (sym_natsConnection_GetLastError(nc, &t) != NATS_OK && t && *t)
+                                snprintf(lost, sizeof(lost), "%s", t);
+                        bool answers = probe_servers(r->servers, why, sizeof(why)) > 0;
+                        if (answers)
+                                down_said -= UNREACHABLE_REPEAT_MS - 1000;
+                        post_state(r, "!disconnected from %s: %s%s%s; retrying every second, "
+                                   "outbound items wait in outbox/", url,
+                                   lost[0] ? lost : answers ? "the server closed the connection" : "",
+                                   lost[0] && !answers ? "; " : "", answers ? "" : why);
+                        pthread_mutex_lock(&r->m);
+                        continue;
                 } else if (now_ms() - down_said >= UNREACHABLE_REPEAT_MS) {
                         char why[200];
                         down_said = now_ms();
@@ -486,7 +526,7 @@ void *relay_fetch_main(void *arg)
                         } else if (s != NATS_OK && s != NATS_TIMEOUT && s != NATS_NOT_FOUND &&
                                    !r->stop && r->connected) {
                                 pthread_mutex_unlock(&r->m);
-                                post_state(r, "!fetch: %s", sym_natsStatus_GetText(s));
+                                post_state(r, "!fetch: %s", nats_err(s));
                                 pthread_mutex_lock(&r->m);
                                 timed_wait(&r->wake_fetcher, &r->m, 1000);
                         } else if (s != NATS_OK && !r->connected && !r->stop) {

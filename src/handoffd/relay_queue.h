@@ -114,6 +114,7 @@ struct relay {
         pthread_cond_t wake_worker, wake_fetcher;
         /* Under m. */
         bool stop, connected, ready;
+        char url[200];          /* the server connected to last */
         bool closed;            /* async closed: libnats callbacks still
                                  * running after the stop post nothing */
         struct relay_job *jobs, *jobs_tail;

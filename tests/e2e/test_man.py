@@ -117,6 +117,18 @@ def config_keys():
         extra = sorted(set(code_keys) - set(keys))
         if extra:
             fail("keys in src/lib/private/config*.c missing from etc/handoffd.conf: " + " ".join(extra))
+        # The parser's own list of each section's keys (keys_SECTION[],
+        # what "did you mean" offers), section by section: a key that
+        # another section of the sample holds is no excuse.
+        tables = re.findall(r"keys_([a-z]+)\[\]\s*=\s*\{([^}]*)\}", text)
+        if not tables:
+            fail("no keys_SECTION[] tables in src/lib/private/config*.c")
+        have = set(pairs)
+        missing = sorted(f"[{sec}] {k}" for sec, body in tables
+                         for k in re.findall(r'"([a-z_]+)"', body) if (sec, k) not in have)
+        print(f"  (sections' key tables: {' '.join(sec for sec, _ in tables)})")
+        if missing:
+            fail("keys of the parser's tables missing from etc/handoffd.conf: " + ", ".join(missing))
     page = render("handoffd.conf.5")
     print(f"config keys checked in handoffd.conf.5: {len(keys)}: {' '.join(keys)}")
     if code_keys:

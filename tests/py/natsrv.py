@@ -33,7 +33,7 @@ def free_port():
 
 
 class Node:
-    def __init__(self, base, name, cluster_ports=None, index=0, conf_extra=""):
+    def __init__(self, base, name, cluster_ports=None, index=0, conf_extra="", jetstream=True):
         self.name = name
         self.dir = os.path.join(base, name)
         os.makedirs(self.dir, exist_ok=True)
@@ -43,8 +43,9 @@ class Node:
         self.index = index
         self.conf = os.path.join(self.dir, "nats.conf")
         lines = [f'server_name: "{name}"', "listen: 127.0.0.1:%d" % self.port,
-                 "http: 127.0.0.1:%d" % self.http,
-                 'jetstream { store_dir: "%s" }' % os.path.join(self.dir, "js")]
+                 "http: 127.0.0.1:%d" % self.http]
+        if jetstream:
+            lines.append('jetstream { store_dir: "%s" }' % os.path.join(self.dir, "js"))
         if cluster_ports:
             routes = ", ".join(f'"nats-route://127.0.0.1:{p}"' for p in cluster_ports)
             lines.append('cluster { name: "hd", listen: "127.0.0.1:%d", routes: [%s] }'
@@ -104,12 +105,14 @@ def streams(jsz):
 
 
 class Cluster:
-    """nodes=1: one server; nodes=3: a JetStream cluster."""
+    """nodes=1: one server; nodes=3: a JetStream cluster; jetstream=False:
+    a plain NATS server, as one started without -js."""
 
-    def __init__(self, base, nodes=1, start=True, conf_extra=""):
+    def __init__(self, base, nodes=1, start=True, conf_extra="", jetstream=True):
         self.base = os.path.join(base, "nats")
         cports = [free_port() for _ in range(nodes)] if nodes > 1 else None
-        self.nodes = [Node(self.base, f"n{i + 1}", cports, i, conf_extra) for i in range(nodes)]
+        self.nodes = [Node(self.base, f"n{i + 1}", cports, i, conf_extra, jetstream)
+                      for i in range(nodes)]
         if start:
             self.start()
 
