@@ -22,7 +22,6 @@
 
 #include "cancel.h"
 #include "files.h"
-#include "lifecycle.h"
 #include "log.h"
 
 struct cancel_req {
@@ -190,15 +189,15 @@ static int load(struct spool *sp, const char *name, int64_t now)
         return 1;
 }
 
-/* The item of id looked at now (its lock taken by lifecycle_check()):
- * it answers the requests it can. */
+/* The item of id looked at now (sp->check_item, lifecycle_check(), takes
+ * its lock): it answers the requests it can. */
 static int decide(struct spool *sp, const char *id, int64_t now)
 {
         char copy[129];
 
         /* The requests may be answered (and moved) meanwhile. */
         snprintf(copy, sizeof(copy), "%s", id);
-        int r = lifecycle_check(sp, copy, now);
+        int r = sp->check_item ? sp->check_item(sp, copy, now) : 0;
         int q = spool_flush(sp);
         return r < 0 ? r : q;
 }

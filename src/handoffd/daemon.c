@@ -12,6 +12,7 @@
 #include "control.h"
 #include "daemon.h"
 #include "intake.h"
+#include "lifecycle.h"
 #include "log.h"
 #include "notify.h"
 #include "pending.h"
@@ -125,6 +126,7 @@ int daemon_run(const char *config_path, struct config *cfg)
         r = spool_open(cfg, &d.sp);
         if (r < 0)
                 goto out;
+        d.sp->check_item = lifecycle_check;
         /* Before the first claim: an item whose sender asked to cancel it
          * meanwhile is never published. */
         r = cancel_open(d.sp, hd_now_usec());

@@ -476,16 +476,24 @@ static int drop_taken(struct spool *sp, struct item_files *f, const char *name, 
         return archived;
 }
 
-/* An expiry that was cut short: finish it. */
-static int act_archive_expired(struct spool *sp, struct item_files *f, int64_t now)
+/* An expiry's or a cancel's taking, cut short: a bootstrap or hidden
+ * bootstrap still there goes, and the taking is on disk before the item
+ * is archived. */
+static int withdraw_names(struct spool *sp, struct item_files *f)
 {
-        int r;
-
         if (f->files & F_BOOT)
                 unlinkat(f->a->handoffs_fd, f->bname, 0);
         if (f->files & F_PENDING)
                 unlinkat(f->a->handoffs_fd, f->pname, 0);
-        if ((r = sync_taken(sp, f->a)) < 0)
+        return sync_taken(sp, f->a);
+}
+
+/* An expiry that was cut short: finish it. */
+static int act_archive_expired(struct spool *sp, struct item_files *f, int64_t now)
+{
+        int r = withdraw_names(sp, f);
+
+        if (r < 0)
                 return r;
         r = archive(sp, f, "expired", now);
         return r < 0 ? r : drop_taken(sp, f, f->xname, r);
@@ -540,13 +548,9 @@ static int act_taken_not_cancelable(struct spool *sp, struct item_files *f, int6
  * it was the one). */
 static int act_archive_canceled(struct spool *sp, struct item_files *f, int64_t now)
 {
-        int r;
+        int r = withdraw_names(sp, f);
 
-        if (f->files & F_BOOT)
-                unlinkat(f->a->handoffs_fd, f->bname, 0);
-        if (f->files & F_PENDING)
-                unlinkat(f->a->handoffs_fd, f->pname, 0);
-        if ((r = sync_taken(sp, f->a)) < 0)
+        if (r < 0)
                 return r;
         cancel_answer(sp, f->id, json_string_value(json_object_get(f->doc, "from_agent")),
                       CA_CANCELED);

@@ -100,6 +100,11 @@ struct spool_kept {
 struct cancels;
 
 struct spool {
+        /* The look at one claimed item, under its lock (lifecycle_check(),
+         * set by whoever opens the spool for the daemon): what cancel.c
+         * asks for when a request comes.  A pointer, as the relay's hooks:
+         * the look is above the modules it uses, cancel.c among them. */
+        int (*check_item)(struct spool *sp, const char *id, int64_t now);
         struct config *cfg;
         struct spool_relay relay;
         /* A2A remotes (a2a_out.c): take, status and metrics only. */

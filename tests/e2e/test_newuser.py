@@ -288,7 +288,7 @@ def main():
         p = env.ctl("status", "-c", conf)
         check(re.search(r"running, pid \d+, up (\d+h )?(\d+min )?\d+s,", p.stdout) is not None,
               f"uptime: {p.stdout}")
-        m = re.search(r"^since start: claimed \d+ delivered \d+ consumed \d+ expired \d+ rejected \d+ left ",
+        m = re.search(r"^since start: claimed \d+ delivered \d+ consumed \d+ expired \d+ canceled \d+ rejected \d+ left ",
                       p.stdout, re.M)
         check(m is not None, f"counters in an item's order:\n{p.stdout}")
         check(re.search(r"^  pending for zed: 1, the oldest waiting (\d+min )?\d+s$", p.stdout, re.M),

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "daemonfx.h"
+#include "lifecycle.h"
 #include "log.h"
 #include "testutil.h"
 
@@ -41,6 +42,7 @@ void fx_open(struct fx *f)
         ck_assert_int_eq(config_load(conf, true, &f->cfg, &err), 0);
         ck_assert_ptr_null(err);
         ck_assert_int_eq(spool_open(f->cfg, &f->sp), 0);
+        f->sp->check_item = lifecycle_check;
         f->alice = spool_agent(f->sp, "alice");
         ck_assert_ptr_nonnull(f->alice);
         ck_assert_int_eq(hd_key_from_bytes(HEXKEY, strlen(HEXKEY), &f->k), 0);
