@@ -240,7 +240,7 @@ static int archive(struct a2a_out *a, struct a2a_item *it, const char *state, co
                    int64_t now)
 {
         struct spool *sp = a->sp;
-        char name[NAME_MAX + 1], side[NAME_MAX + 16], src[NAME_MAX + 1], at[HD_TIME_MAX],
+        char name[NAME_MAX + 1], src[NAME_MAX + 1], at[HD_TIME_MAX],
              host[NAME_MAX + 8];
         _cleanup_free_ char *buf = NULL;
         size_t len;
@@ -267,31 +267,12 @@ static int archive(struct a2a_out *a, struct a2a_item *it, const char *state, co
         q = spool_id_mark(sp, it->id);
         if (q < 0)
                 return q;
-        for (unsigned n = 0; n < LAYOUT_ARCHIVE_TRIES; n++) {
-                q = layout_archive_name(it->at / 1000000, it->from, it->remote, it->id, n, name,
-                                        sizeof(name));
-                if (q == 0)
-                        q = layout_suffixed(name, LAYOUT_OUTCOME, side, sizeof(side));
-                if (q < 0)
-                        return q;
-                if (spool_exists_at(sp->fd[SD_ARCHIVE], name))
-                        continue;
-                q = write_atomic(sp->fd[SD_ARCHIVE], side, buf, len, 0640,
-                                 sp->cfg->fsync ? WRITE_SYNC_FILE : 0);
-                if (q < 0)
-                        return q;
-                q = move_noreplace(sp->fd[SD_OUTBOX], src, sp->fd[SD_ARCHIVE], name);
-                if (q == -EEXIST)
-                        continue;
-                if (q < 0) {
-                        unlinkat(sp->fd[SD_ARCHIVE], side, 0);
-                        return q;
-                }
-                sp->dirty[SD_ARCHIVE] = sp->dirty[SD_OUTBOX] = true;
-                task_drop(a, it->id);
-                return 0;
-        }
-        return -EEXIST;
+        q = spool_archive_from(sp, SD_OUTBOX, src, it->at / 1000000, it->from, it->remote,
+                               it->id, buf, len, name, sizeof(name));
+        if (q < 0)
+                return q;
+        task_drop(a, it->id);
+        return 0;
 }
 
 static void end_archived(struct a2a_out *a, struct a2a_item *it, const char *state,

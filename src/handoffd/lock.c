@@ -35,18 +35,6 @@ int lock_open(int dirfd, int *ret_fd)
         return 0;
 }
 
-static uint64_t fnv1a(const void *p, size_t n, uint64_t h)
-{
-        const unsigned char *s = p;
-
-        for (size_t i = 0; i < n; i++) {
-                h ^= s[i];
-                h *= UINT64_C(0x100000001b3);
-        }
-        return h;
-}
-
-#define FNV_BASIS UINT64_C(0xcbf29ce484222325)
 
 uint64_t lock_off_id(const char *id)
 {

@@ -51,15 +51,6 @@ static struct {
         int64_t written_usec;   /* when (wall clock, as now) */
 } last;
 
-static uint64_t fnv1a(const void *p, size_t n, uint64_t h)
-{
-        const unsigned char *c = p;
-
-        for (size_t i = 0; i < n; i++)
-                h = (h ^ c[i]) * 0x100000001b3ULL;
-        return h;
-}
-
 /* What changes with what the daemon does: its counters, the watch, the
  * relay's figures.  Not the uptime, not the directory counts. */
 static void metrics_figures(struct spool *sp, FILE *f, int64_t now)
@@ -103,7 +94,7 @@ static int metrics_fingerprint(struct spool *sp, int64_t now, uint64_t *ret)
 {
         char *buf = NULL;
         size_t len = 0;
-        uint64_t h = 0xcbf29ce484222325ULL;
+        uint64_t h = FNV_BASIS;
         FILE *f = open_memstream(&buf, &len);
 
         if (!f)

@@ -232,7 +232,7 @@ static int archive(struct relay *r, const char *id, json_t *e, bool duplicate, i
         const char *to = json_string_value(json_object_get(e, "to"));
         const char *from = json_string_value(json_object_get(e, "from"));
         const char *host = json_string_value(json_object_get(e, "host"));
-        char name[NAME_MAX + 1], side[NAME_MAX + 16], src[NAME_MAX + 1], at[HD_TIME_MAX];
+        char name[NAME_MAX + 1], src[NAME_MAX + 1], at[HD_TIME_MAX];
         _cleanup_free_ char *buf = NULL;
         size_t len;
         json_t *o;
@@ -256,34 +256,12 @@ static int archive(struct relay *r, const char *id, json_t *e, bool duplicate, i
         q = spool_id_mark(sp, id);
         if (q < 0)
                 return q;
-        for (unsigned n = 0; n < LAYOUT_ARCHIVE_TRIES; n++) {
-                q = layout_archive_name(EGET(e, "at") / 1000000, from, to, id, n, name, sizeof(name));
-                if (q == 0)
-                        q = layout_suffixed(name, LAYOUT_OUTCOME, side, sizeof(side));
-                if (q < 0)
-                        return q;
-                /* Taken: another item's, whose .outcome must stay its own. */
-                if (spool_exists_at(sp->fd[SD_ARCHIVE], name))
-                        continue;
-                /* Synced before the move (fsync = yes), as item.c's: a
-                 * power cut must not leave the archived item's outcome
-                 * empty. */
-                q = write_atomic(sp->fd[SD_ARCHIVE], side, buf, len, 0640,
-                                 sp->cfg->fsync ? WRITE_SYNC_FILE : 0);
-                if (q < 0)
-                        return q;
-                q = move_noreplace(sp->fd[SD_OUTBOX], src, sp->fd[SD_ARCHIVE], name);
-                if (q == -EEXIST)
-                        continue;
-                if (q < 0) {
-                        unlinkat(sp->fd[SD_ARCHIVE], side, 0);
-                        return q;
-                }
-                sp->dirty[SD_ARCHIVE] = sp->dirty[SD_OUTBOX] = true;
-                receipt_sent(r, id, name);
-                return 0;
-        }
-        return -EEXIST;
+        q = spool_archive_from(sp, SD_OUTBOX, src, EGET(e, "at") / 1000000, from, to, id, buf,
+                               len, name, sizeof(name));
+        if (q < 0)
+                return q;
+        receipt_sent(r, id, name);
+        return 0;
 }
 
 void outbox_puback(struct relay *r, const char *id, bool ok, bool duplicate,

@@ -878,6 +878,42 @@ static void rejected_count(struct spool *sp, const char *dst, size_t len, int64_
         }
 }
 
+int spool_archive_from(struct spool *sp, enum spool_dir dir, const char *src, int64_t at_s,
+                       const char *from, const char *to, const char *id, const char *buf,
+                       size_t len, char *name, size_t n)
+{
+        char side[NAME_MAX + 16];
+        int q;
+
+        for (unsigned k = 0; k < LAYOUT_ARCHIVE_TRIES; k++) {
+                q = layout_archive_name(at_s, from, to, id, k, name, n);
+                if (q == 0)
+                        q = layout_suffixed(name, LAYOUT_OUTCOME, side, sizeof(side));
+                if (q < 0)
+                        return q;
+                /* Taken: another item's, whose .outcome must stay its own. */
+                if (spool_exists_at(sp->fd[SD_ARCHIVE], name))
+                        continue;
+                /* Synced before the move (fsync = yes), as item.c's: a
+                 * power cut must not leave the archived item's outcome
+                 * empty. */
+                q = write_atomic(sp->fd[SD_ARCHIVE], side, buf, len, 0640,
+                                 sp->cfg->fsync ? WRITE_SYNC_FILE : 0);
+                if (q < 0)
+                        return q;
+                q = move_noreplace(sp->fd[dir], src, sp->fd[SD_ARCHIVE], name);
+                if (q == -EEXIST)
+                        continue;
+                if (q < 0) {
+                        unlinkat(sp->fd[SD_ARCHIVE], side, 0);
+                        return q;
+                }
+                sp->dirty[SD_ARCHIVE] = sp->dirty[dir] = true;
+                return 0;
+        }
+        return -EEXIST;
+}
+
 int spool_reject_from(struct spool *sp, enum spool_dir from, const char *name,
                       const struct spool_ino *was, hd_reason reason, const char *detail,
                       const char *handoff_id, int64_t now)

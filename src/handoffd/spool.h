@@ -236,6 +236,14 @@ int spool_list(struct spool *sp, enum spool_dir d, json_t *set);
  * has left the name), -EISDIR (a directory: left in handoff/). */
 int spool_reject(struct spool *sp, const char *name, const struct spool_ino *was,
                  hd_reason reason, const char *detail, const char *handoff_id, int64_t now);
+/* dir/src (outbox/) archived: moved to archive/ under the first free name
+ * of layout_archive_name() for (at_s, from, to, id), its .outcome (buf)
+ * written, and synced with fsync on, before the move; a name taken, or
+ * taken by a racing mover, is passed over.  The name in name.  0 or
+ * -errno (-EEXIST: no name free). */
+int spool_archive_from(struct spool *sp, enum spool_dir dir, const char *src, int64_t at_s,
+                       const char *from, const char *to, const char *id, const char *buf,
+                       size_t len, char *name, size_t n);
 /* The same from another state directory (outbox/); was: for handoff/. */
 int spool_reject_from(struct spool *sp, enum spool_dir from, const char *name,
                       const struct spool_ino *was, hd_reason reason, const char *detail,

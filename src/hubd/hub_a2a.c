@@ -69,11 +69,7 @@ static pthread_mutex_t a2a_locks[A2A_LOCKS] = {
 
 static pthread_mutex_t *a2a_lock(const char *id)
 {
-        uint32_t x = 2166136261u;
-
-        for (const char *p = id; *p; p++)
-                x = (x ^ (unsigned char)*p) * 16777619u;
-        return &a2a_locks[x % A2A_LOCKS];
+        return &a2a_locks[fnv1a(id, strlen(id), FNV_BASIS) % A2A_LOCKS];
 }
 
 /* ---- answers ---------------------------------------------------------- */

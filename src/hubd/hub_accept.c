@@ -38,11 +38,7 @@ static pthread_mutex_t id_locks[ID_LOCKS] = {
 
 static pthread_mutex_t *id_lock(const char *id)
 {
-        uint32_t h = 2166136261u;
-
-        for (const char *p = id; *p; p++)
-                h = (h ^ (unsigned char)*p) * 16777619u;
-        return &id_locks[h % ID_LOCKS];
+        return &id_locks[fnv1a(id, strlen(id), FNV_BASIS) % ID_LOCKS];
 }
 
 static int answer_json(struct hub_answer *a, unsigned status, json_t *o)

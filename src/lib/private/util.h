@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <jansson.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +36,18 @@ static inline void fclosep(FILE **f)
 
 /* Microseconds on the monotonic clock: for budgets and quiet spells,
  * which a step of the wall clock must not stretch or cut. */
+/* FNV-1a, 64 bits, over n bytes from h (FNV_BASIS to start): the lock
+ * offsets of lock.c, the metrics' fingerprint, the hub's lock stripes. */
+#define FNV_BASIS UINT64_C(0xcbf29ce484222325)
+static inline uint64_t fnv1a(const void *p, size_t n, uint64_t h)
+{
+        const unsigned char *c = p;
+
+        for (size_t i = 0; i < n; i++)
+                h = (h ^ c[i]) * UINT64_C(0x100000001b3);
+        return h;
+}
+
 static inline int64_t mono_usec(void)
 {
         struct timespec ts;
