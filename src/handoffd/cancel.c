@@ -117,8 +117,9 @@ void cancel_unclaimed(struct spool *sp, const char *id)
                         answer_kept(sp, i, CA_NOT_CANCELABLE, "it has an outcome already");
 }
 
-/* cancel/name read and checked: kept (1), refused (0), or -errno. */
-static int load(struct spool *sp, const char *name, int64_t now)
+/* cancel/name read and checked: *ret_kept, or not (refused, or no
+ * request); 0 or -errno. */
+static int load(struct spool *sp, const char *name, int64_t now, bool *ret_kept)
 {
         const struct config *cfg = sp->cfg;
         const hd_limits lim = { .max_size = CANCELREQ_MAX, .max_depth = 4 };
@@ -135,11 +136,13 @@ static int load(struct spool *sp, const char *name, int64_t now)
         hd_verdict v;
         int r;
 
+        *ret_kept = false;
         if (name[0] == '.' || !hd_name_safe(name))
                 return 0;       /* temp names, answers */
         if ((k = find_name(c, name))) {
                 k->seen = c->scan;
-                return 1;
+                *ret_kept = true;
+                return 0;
         }
         r = hd_read_at(sp->fd[SD_CANCEL], name, CANCELREQ_MAX, &buf, &len, &v);
         if (r == -ENOENT)
@@ -186,7 +189,8 @@ static int load(struct spool *sp, const char *name, int64_t now)
         snprintf(k->from, sizeof(k->from), "%s", from);
         log_decision(LOG_INFO, id, NULL, "cancel_requested", NULL,
                      "Cancel request for %s from %s", id, from);
-        return 1;
+        *ret_kept = true;
+        return 0;
 }
 
 /* The item of id looked at now (sp->check_item, lifecycle_check(), takes
@@ -205,12 +209,13 @@ static int decide(struct spool *sp, const char *id, int64_t now)
 int cancel_request(struct spool *sp, const char *name, int64_t now)
 {
         struct cancel_req *k;
+        bool kept;
         int r;
 
         if (!sp->cancels)
                 return 0;
-        r = load(sp, name, now);
-        if (r <= 0)
+        r = load(sp, name, now, &kept);
+        if (r < 0 || !kept)
                 return r;
         k = find_name(sp->cancels, name);
         return k ? decide(sp, k->id, now) : 0;
@@ -239,7 +244,8 @@ static void scan_dir(struct spool *sp, int64_t now)
                                 unlinkat(sp->fd[SD_CANCEL], n, S_ISDIR(st.st_mode) ? AT_REMOVEDIR : 0);
                         continue;
                 }
-                int r = load(sp, n, now);
+                bool kept;
+                int r = load(sp, n, now, &kept);
                 if (r < 0) {
                         char q[300];
                         spool_error(sp, r, "Cannot read cancel request %s",

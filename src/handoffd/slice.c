@@ -32,11 +32,12 @@
 static void on_sweep_idle(uv_idle_t *h)
 {
         struct daemon *d = h->data;
+        bool more = false;
         int r;
 
-        r = lifecycle_sweep_step(d->sp, hd_now_usec(), SLICE_USEC);
+        r = lifecycle_sweep_step(d->sp, hd_now_usec(), SLICE_USEC, &more);
         service_maybe_ready(d);
-        if (r > 0 && !d->stopping)
+        if (r == 0 && more && !d->stopping)
                 return;         /* the next slice at the next turn */
         uv_idle_stop(h);
         slice_arm(d);
