@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "a2a_item.h"
+#include "outbox_dir.h"
 #include "files.h"
 #include "layout.h"
 #include "log.h"
@@ -148,35 +149,20 @@ static int archive_a2a_ended(struct a2a_out *a, struct a2a_item *it, const char 
                              const char *text, int64_t now)
 {
         struct spool *sp = a->sp;
-        char name[NAME_MAX + 1], src[NAME_MAX + 1], at[HD_TIME_MAX],
-             host[NAME_MAX + 8];
-        _cleanup_free_ char *buf = NULL;
-        size_t len;
+        char name[NAME_MAX + 1], at[HD_TIME_MAX], host[NAME_MAX + 8];
         json_t *o;
         int q;
 
         hd_time_format(now, at, sizeof(at));
         snprintf(host, sizeof(host), "a2a:%s", it->remote);
-        q = xsnprintf(src, sizeof(src), "%s.json", it->id);
-        if (q < 0)
-                return q;
         o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:b, s:s, s:s, s:s, s:s, s:s}",
                       "handoff_id", it->id, "outcome", "relayed", "relayed_to", host,
                       "from_agent", it->from, "to_agent", it->remote, "archived_at", at,
                       "accepted_at", "", "duplicate", 0, "remote_outcome", state,
                       "remote_host", host, "remote_at", at, "remote_detail", text,
                       "a2a_task", it->task);
-        if (!o)
-                return -ENOMEM;
-        q = hd_canon_dump(o, NULL, &buf, &len);
-        json_decref(o);
-        if (q < 0)
-                return q;
-        q = spool_id_mark(sp, it->id);
-        if (q < 0)
-                return q;
-        q = spool_archive_from(sp, SD_OUTBOX, src, it->at / 1000000, it->from, it->remote,
-                               it->id, buf, len, name, sizeof(name));
+        q = outbox_dir_archive(sp, it->id, o, it->at / 1000000, it->from, it->remote, name,
+                               sizeof(name));
         if (q < 0)
                 return q;
         task_drop(a, it->id);

@@ -225,6 +225,17 @@ static int withdraw_names(struct spool *sp, struct item_files *f)
         return sync_taken(sp, f->a);
 }
 
+/* The bootstrap taken by the expiry (.expire.NAME) and that on disk:
+ * archived as expired, then the taken name goes. */
+static int archive_expired(struct spool *sp, struct item_files *f, int64_t now)
+{
+        int r = archive_claimed(sp, f, "expired", now);
+
+        if (r < 0)
+                return r;       /* .expire.NAME tells the retry */
+        return drop_taken(sp, f, f->xname);
+}
+
 /* The record is there, the publish was not done. */
 int item_act_publish(struct spool *sp, struct item_files *f, int64_t now)
 {
@@ -256,10 +267,7 @@ int item_act_archive_expired(struct spool *sp, struct item_files *f, int64_t now
 
         if (r < 0)
                 return r;
-        r = archive_claimed(sp, f, "expired", now);
-        if (r < 0)
-                return r;       /* .expire.NAME tells the retry */
-        return drop_taken(sp, f, f->xname);
+        return archive_expired(sp, f, now);
 }
 
 int item_act_archive_consumed(struct spool *sp, struct item_files *f, int64_t now)
@@ -296,10 +304,7 @@ int item_act_wait_or_expire(struct spool *sp, struct item_files *f, int64_t now)
         }
         if ((r = sync_taken(sp, a)) < 0)
                 return r;
-        r = archive_claimed(sp, f, "expired", now);
-        if (r < 0)
-                return r;       /* .expire.NAME tells the retry */
-        return drop_taken(sp, f, f->xname);
+        return archive_expired(sp, f, now);
 }
 
 /* A cancel that was cut short (or just made: item_act_cancel): finish it.

@@ -214,9 +214,8 @@ void outbox_resend(struct relay *r)
         outbox_kick(r);
 }
 
-/* The archive name as item.c's (layout_archive_name(): the real
- * implementation's "{ts}-{from}-{to}-{id}.json", bounded), ts = when it
- * entered outbox/ (stable across a retry after a crash). */
+/* Published: archive/ as relayed, its .outcome naming the host; the
+ * archive name's time is when it entered outbox/ (outbox_dir_archive()). */
 static int archive_relayed(struct relay *r, const char *id, json_t *e, bool duplicate,
                            int64_t now)
 {
@@ -224,32 +223,16 @@ static int archive_relayed(struct relay *r, const char *id, json_t *e, bool dupl
         const char *to = json_string_value(json_object_get(e, "to"));
         const char *from = json_string_value(json_object_get(e, "from"));
         const char *host = json_string_value(json_object_get(e, "host"));
-        char name[NAME_MAX + 1], src[NAME_MAX + 1], at[HD_TIME_MAX];
-        _cleanup_free_ char *buf = NULL;
-        size_t len;
+        char name[NAME_MAX + 1], at[HD_TIME_MAX];
         json_t *o;
         int q;
 
         hd_time_format(now, at, sizeof(at));
-        q = xsnprintf(src, sizeof(src), "%s.json", id);
-        if (q < 0)
-                return q;
         o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:b}", "handoff_id", id,
                       "outcome", "relayed", "relayed_to", host ? host : "",
                       "from_agent", from, "to_agent", to, "archived_at", at,
                       "accepted_at", "", "duplicate", duplicate);
-        if (!o)
-                return -ENOMEM;
-        q = hd_canon_dump(o, NULL, &buf, &len);
-        json_decref(o);
-        if (q < 0)
-                return q;
-        /* Replay memory first: from now on the id is refused here. */
-        q = spool_id_mark(sp, id);
-        if (q < 0)
-                return q;
-        q = spool_archive_from(sp, SD_OUTBOX, src, EGET(e, "at") / 1000000, from, to, id, buf,
-                               len, name, sizeof(name));
+        q = outbox_dir_archive(sp, id, o, EGET(e, "at") / 1000000, from, to, name, sizeof(name));
         if (q < 0)
                 return q;
         receipt_sent(r, id, name);

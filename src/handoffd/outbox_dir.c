@@ -1,14 +1,17 @@
-/* outbox/ as a directory, read at start by both its senders: outbox.c
- * (the relay's items) and a2a_out.c (the A2A remotes' items).  The
- * directory is the truth for both: each rebuilds its index from it, and
- * each takes only the items whose to_agent is its kind of remote. */
+/* outbox/ as a directory, shared by both its senders: outbox.c (the
+ * relay's items) and a2a_out.c (the A2A remotes' items).  The directory
+ * is the truth for both: at start each rebuilds its index from it, taking
+ * only the items whose to_agent is its kind of remote; an item sent
+ * leaves it for archive/ the same way from either. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include "files.h"
 #include "outbox_dir.h"
+#include "util.h"
 
 int outbox_dir_each(struct spool *sp, int64_t now, outbox_dir_fn *fn, void *ctx)
 {
@@ -49,4 +52,26 @@ int outbox_dir_load(struct spool *sp, const char *name, int64_t now, json_t **re
         *ret_at = fstatat(sp->fd[SD_OUTBOX], name, &st, AT_SYMLINK_NOFOLLOW) == 0
                 ? (int64_t)st.st_ctim.tv_sec * 1000000LL + st.st_ctim.tv_nsec / 1000 : now;
         return 0;
+}
+
+int outbox_dir_archive(struct spool *sp, const char *id, json_t *o, int64_t at_s,
+                       const char *from, const char *to, char *name, size_t n)
+{
+        char src[NAME_MAX + 1];
+        _cleanup_free_ char *buf = NULL;
+        size_t len;
+        int q;
+
+        if (!o)
+                return -ENOMEM;
+        q = xsnprintf(src, sizeof(src), "%s.json", id);
+        if (q >= 0)
+                q = hd_canon_dump(o, NULL, &buf, &len);
+        json_decref(o);
+        if (q < 0)
+                return q;
+        q = spool_id_mark(sp, id);
+        if (q < 0)
+                return q;
+        return spool_archive_from(sp, SD_OUTBOX, src, at_s, from, to, id, buf, len, name, n);
 }

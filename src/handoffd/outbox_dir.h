@@ -23,4 +23,12 @@ int outbox_dir_each(struct spool *sp, int64_t now, outbox_dir_fn *fn, void *ctx)
 int outbox_dir_load(struct spool *sp, const char *name, int64_t now, json_t **ret,
                     hd_verdict *vd, int64_t *ret_at);
 
+/* outbox/<id>.json to archive/ as relayed, under a free archive name
+ * (spool_archive_from(), its time at_s, when it entered outbox/: the same
+ * name on a retry after a crash; in name), with its outcome o (taken;
+ * NULL: out of memory) as the .outcome.  The id is marked in ids/ first:
+ * from then on a replay of it is refused here.  0 or -errno. */
+int outbox_dir_archive(struct spool *sp, const char *id, json_t *o, int64_t at_s,
+                       const char *from, const char *to, char *name, size_t n);
+
 #endif
