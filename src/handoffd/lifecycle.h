@@ -6,7 +6,8 @@
 #include "spool.h"
 
 /* Look at one claimed item: deliver if never delivered, archive as consumed
- * when its bootstrap is gone, expire it when its window has passed. */
+ * when its bootstrap is gone, expire it when its window has passed.  0
+ * (also when its lock is busy: a deadline then) or -errno. */
 int lifecycle_check(struct spool *sp, const char *handoff_id, int64_t now);
 
 /* A bootstrap name disappeared from an agent's handoffs/ directory: its
