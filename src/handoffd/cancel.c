@@ -136,17 +136,20 @@ static int load(struct spool *sp, const char *name, int64_t now, bool *ret_kept)
         hd_verdict v;
         int r;
 
-        *ret_kept = false;
-        if (name[0] == '.' || !hd_name_safe(name))
+        if (name[0] == '.' || !hd_name_safe(name)) {
+                *ret_kept = false;
                 return 0;       /* temp names, answers */
+        }
         if ((k = find_name(c, name))) {
                 k->seen = c->scan;
                 *ret_kept = true;
                 return 0;
         }
         r = hd_read_at(sp->fd[SD_CANCEL], name, CANCELREQ_MAX, &buf, &len, &v);
-        if (r == -ENOENT)
+        if (r == -ENOENT) {
+                *ret_kept = false;
                 return 0;
+        }
         if (r == 0)
                 r = hd_parse(buf, len, &lim, &doc, &v);
         if (r == 0)
@@ -155,6 +158,7 @@ static int load(struct spool *sp, const char *name, int64_t now, bool *ret_kept)
                 snprintf(why, sizeof(why), "%s: %s", hd_reason_name(v.reason), v.detail);
                 id = json_string_value(json_object_get(doc, "handoff_id"));
                 answer_file(sp, name, id && hd_id_valid(id) ? id : NULL, NULL, CA_REFUSED, why);
+                *ret_kept = false;
                 return 0;
         }
         if (r < 0)
@@ -171,6 +175,7 @@ static int load(struct spool *sp, const char *name, int64_t now, bool *ret_kept)
                                     "refusing more (%llu so far)", c->n, mine, from,
                                     (unsigned long long)c->refused_full);
                 answer_file(sp, name, id, from, CA_REFUSED, "too many requests wait");
+                *ret_kept = false;
                 return 0;
         }
         if (c->n == c->cap) {
