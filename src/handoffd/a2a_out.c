@@ -186,6 +186,18 @@ static void on_exit_cb(uv_process_t *p, int64_t status, int sig)
                 uv_close((uv_handle_t *)p, NULL);
 }
 
+/* A running helper sent sig, its pipes closed; on_exit_cb closes proc. */
+static void helper_kill(struct a2a_out *a, int sig)
+{
+        if (!a->running)
+                return;
+        a->running = false;
+        uv_process_kill(&a->proc, sig);
+        uv_read_stop((uv_stream_t *)&a->from);
+        uv_close((uv_handle_t *)&a->to, NULL);
+        uv_close((uv_handle_t *)&a->from, NULL);
+}
+
 /* The helper is gone or must go: what it had in flight waits for the
  * next one. */
 static void helper_down(struct a2a_out *a, const char *why)
@@ -196,13 +208,7 @@ static void helper_down(struct a2a_out *a, const char *why)
                 a->st.helper_errors++;
                 log_warning("A2A: stopping handoff-a2a: %s", why);
         }
-        if (a->running) {
-                a->running = false;
-                uv_process_kill(&a->proc, SIGKILL);
-                uv_read_stop((uv_stream_t *)&a->from);
-                uv_close((uv_handle_t *)&a->to, NULL);
-                uv_close((uv_handle_t *)&a->from, NULL);
-        }
+        helper_kill(a, SIGKILL);
         for (size_t i = 0; i < a->n_items; i++) {
                 struct a2a_item *it = &a->items[i];
                 if (it->gone)
@@ -443,14 +449,7 @@ void a2a_out_stop(struct a2a_out *a)
         if (!a)
                 return;
         a->stopping = true;
-        if (a->running) {
-                a->running = false;
-                uv_process_kill(&a->proc, SIGTERM);
-                uv_read_stop((uv_stream_t *)&a->from);
-                uv_close((uv_handle_t *)&a->to, NULL);
-                uv_close((uv_handle_t *)&a->from, NULL);
-                /* on_exit_cb closes proc */
-        }
+        helper_kill(a, SIGTERM);
         if (a->handles_open) {
                 uv_close((uv_handle_t *)&a->timer, NULL);
                 a->handles_open = false;
