@@ -117,8 +117,9 @@ void cancel_unclaimed(struct spool *sp, const char *id)
                         answer_kept(sp, i, CA_NOT_CANCELABLE, "it has an outcome already");
 }
 
-/* cancel/name read and checked: kept (1), refused (0), or -errno. */
-static int load(struct spool *sp, const char *name, int64_t now)
+/* cancel/name read and checked: *ret_kept, or not (refused, or no
+ * request); 0 or -errno. */
+static int load(struct spool *sp, const char *name, int64_t now, bool *ret_kept)
 {
         const struct config *cfg = sp->cfg;
         const hd_limits lim = { .max_size = CANCELREQ_MAX, .max_depth = 4 };
@@ -135,15 +136,20 @@ static int load(struct spool *sp, const char *name, int64_t now)
         hd_verdict v;
         int r;
 
-        if (name[0] == '.' || !hd_name_safe(name))
+        if (name[0] == '.' || !hd_name_safe(name)) {
+                *ret_kept = false;
                 return 0;       /* temp names, answers */
+        }
         if ((k = find_name(c, name))) {
                 k->seen = c->scan;
-                return 1;
+                *ret_kept = true;
+                return 0;
         }
         r = hd_read_at(sp->fd[SD_CANCEL], name, CANCELREQ_MAX, &buf, &len, &v);
-        if (r == -ENOENT)
+        if (r == -ENOENT) {
+                *ret_kept = false;
                 return 0;
+        }
         if (r == 0)
                 r = hd_parse(buf, len, &lim, &doc, &v);
         if (r == 0)
@@ -152,6 +158,7 @@ static int load(struct spool *sp, const char *name, int64_t now)
                 snprintf(why, sizeof(why), "%s: %s", hd_reason_name(v.reason), v.detail);
                 id = json_string_value(json_object_get(doc, "handoff_id"));
                 answer_file(sp, name, id && hd_id_valid(id) ? id : NULL, NULL, CA_REFUSED, why);
+                *ret_kept = false;
                 return 0;
         }
         if (r < 0)
@@ -168,6 +175,7 @@ static int load(struct spool *sp, const char *name, int64_t now)
                                     "refusing more (%llu so far)", c->n, mine, from,
                                     (unsigned long long)c->refused_full);
                 answer_file(sp, name, id, from, CA_REFUSED, "too many requests wait");
+                *ret_kept = false;
                 return 0;
         }
         if (c->n == c->cap) {
@@ -186,7 +194,8 @@ static int load(struct spool *sp, const char *name, int64_t now)
         snprintf(k->from, sizeof(k->from), "%s", from);
         log_decision(LOG_INFO, id, NULL, "cancel_requested", NULL,
                      "Cancel request for %s from %s", id, from);
-        return 1;
+        *ret_kept = true;
+        return 0;
 }
 
 /* The item of id looked at now (sp->check_item, lifecycle_check(), takes
@@ -205,12 +214,13 @@ static int decide(struct spool *sp, const char *id, int64_t now)
 int cancel_request(struct spool *sp, const char *name, int64_t now)
 {
         struct cancel_req *k;
+        bool kept;
         int r;
 
         if (!sp->cancels)
                 return 0;
-        r = load(sp, name, now);
-        if (r <= 0)
+        r = load(sp, name, now, &kept);
+        if (r < 0 || !kept)
                 return r;
         k = find_name(sp->cancels, name);
         return k ? decide(sp, k->id, now) : 0;
@@ -239,7 +249,8 @@ static void scan_dir(struct spool *sp, int64_t now)
                                 unlinkat(sp->fd[SD_CANCEL], n, S_ISDIR(st.st_mode) ? AT_REMOVEDIR : 0);
                         continue;
                 }
-                int r = load(sp, n, now);
+                bool kept;
+                int r = load(sp, n, now, &kept);
                 if (r < 0) {
                         char q[300];
                         spool_error(sp, r, "Cannot read cancel request %s",

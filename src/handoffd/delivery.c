@@ -1,8 +1,30 @@
 /* Delivery of a claimed handoff to its agent: Baton sessions, delivery
  * profile copies, the bootstrap written hidden, the record (the claim),
- * the publish.  Why three steps: see the comment above delivery_write().
- * The steps are separate so a burst can sync each directory once between
- * them (intake_batch) and recovery can redo any one (lifecycle.c). */
+ * the publish.  The steps are separate so a burst can sync each
+ * directory once between them (intake_batch) and recovery can redo any
+ * one (item.c).
+ *
+ * Delivery is three steps, each made durable for a whole burst at once
+ * (one sync per directory), and the one file the daemon writes per item:
+ *
+ *   1. the bootstrap, written once into a file of the daemon's (no
+ *      producer holds it, so nothing a producer does after the claim
+ *      changes what is delivered, archived or counted), under a hidden
+ *      name .pending.NAME in the agent's handoffs/: no agent sees it
+ *   2. the same file linked as claimed/<id>.json: the claim (a link never
+ *      replaces: of two with one id only one wins) and the daemon's
+ *      record of the item, which holds the handoff exactly as signed
+ *      ("handoff"); a copy where handoffs/ is on another file system or
+ *      mount (a link cannot cross it).  The producer's file leaves
+ *      handoff/ once the record is durable.
+ *   3. the rename of .pending.NAME to NAME: the agent may take it now
+ *
+ * So after any crash the files tell what happened: no record = not
+ * claimed (the producer's file is still in handoff/; a .pending.NAME
+ * without its record is removed); record and .pending = publish it;
+ * record and NAME = published; record and neither = the agent took it.
+ * A handoff is never shown to its agent twice.  The names are layout.h's;
+ * the table is handoffd(8)'s "Crash windows". */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -73,29 +95,6 @@ static int delivery_baton(struct spool *sp, const json_t *doc, int64_t now, json
         return 0;
 }
 
-/* Delivery is three steps, each made durable for a whole burst at once
- * (one sync per directory), and the one file the daemon writes per item
- * (issue 25):
- *
- *   1. the bootstrap, written once into a file of the daemon's (no
- *      producer holds it, so nothing a producer does after the claim
- *      changes what is delivered, archived or counted), under a hidden
- *      name .pending.NAME in the agent's handoffs/: no agent sees it
- *   2. the same file linked as claimed/<id>.json: the claim (a link never
- *      replaces: of two with one id only one wins) and the daemon's
- *      record of the item, which holds the handoff exactly as signed
- *      ("handoff"); a copy where handoffs/ is on another file system or
- *      mount (a link cannot cross it).  The producer's file leaves
- *      handoff/ once the record is durable.
- *   3. the rename of .pending.NAME to NAME: the agent may take it now
- *
- * So after any crash the files tell what happened: no record = not
- * claimed (the producer's file is still in handoff/; a .pending.NAME
- * without its record is removed); record and .pending = publish it;
- * record and NAME = published; record and neither = the agent took it.
- * A handoff is never shown to its agent twice.  The names are layout.h's;
- * the table is handoffd(8)'s "Crash windows". */
-
 int delivery_pending_name(const char *id, char *buf, size_t n)
 {
         char bname[NAME_MAX + 1];
@@ -136,14 +135,15 @@ int delivery_record_read(struct spool *sp, int fd, const struct stat *st, json_t
         return 0;
 }
 
-/* Step 1, with Baton and the profile copies.  The file is synced, its
- * directory not yet; with sync_later not even the file: the caller syncs
- * a burst's files together (intake_batch), before any record is made. */
 bool delivery_plain(const struct agent_rt *a)
 {
         return !a->cfg->delivery || !strcmp(a->cfg->delivery, "bootstrap");
 }
 
+/* Step 1, with Baton and the profile copies.  The file is synced, its
+ * directory not yet; with DELIVERY_SYNC_LATER not even the file: the
+ * caller syncs a burst's files together (intake_batch), before any
+ * record is made. */
 int delivery_write(struct spool *sp, struct agent_rt *a, const json_t *doc,
                    int64_t now, unsigned flags)
 {
@@ -176,11 +176,9 @@ int delivery_write(struct spool *sp, struct agent_rt *a, const json_t *doc,
                         return r;
         }
         /* main.c's umask 027 keeps 0640: no fchmod.  Written under its
-         * hidden name itself, not O_TMPFILE then linked: a .pending.NAME
-         * without its record is removed after a crash whatever it holds
-         * (the table above), so the unnamed file bought nothing, and its
-         * link through /proc/self/fd cost a system call and a path walk
-         * an item. */
+         * hidden name directly: a .pending.NAME without its record is
+         * removed after a crash whatever it holds (the table above), so
+         * an unnamed file linked in once written would add nothing. */
         unsigned fl = (sp->cfg->fsync && !(flags & DELIVERY_SYNC_LATER) ? WRITE_SYNC_FILE : 0) |
                       WRITE_MODE_KEPT | WRITE_EXCL;
         r = write_direct(a->handoffs_fd, pname, buf, len, 0640, fl);

@@ -57,11 +57,13 @@ int lifecycle_check(struct spool *sp, const char *id, int64_t now)
          * is no longer here. */
         r = hd_open_at(sp->fd[SD_CLAIMED], name, &fd, &v);
         if (r == 0)
-                r = item_check_locked(sp, id, fd, now);
+                r = item_check_locked(sp, id, fd, now, NULL);
         else if (r == -EBADMSG) {
                 /* A claimed name that is no regular file: not something we
                  * claimed (its id stays remembered). */
                 r = spool_reject_claimed(sp, id, v.reason, v.detail, now);
+                if (r > 0)
+                        r = 0;  /* IO_GONE: it left meanwhile */
         } else if (r == -ENOENT) {
                 /* Not claimed (yet, or any more): a cancel request for
                  * it waits, or is answered when the id has an outcome. */
@@ -236,14 +238,17 @@ static void sweep_end(struct spool *sp, int64_t now)
         }
 }
 
-int lifecycle_sweep_step(struct spool *sp, int64_t now, int64_t budget_usec)
+int lifecycle_sweep_step(struct spool *sp, int64_t now, int64_t budget_usec, bool *ret_more)
 {
         int64_t t0 = mono_usec();
         struct dirent *de;
-        int r = 0, more = 1, q;
+        bool more = true;
+        int r = 0, q;
 
-        if (!sp->sweep.dir)
+        if (!sp->sweep.dir) {
+                *ret_more = false;
                 return 0;
+        }
         for (;;) {
                 if (mono_usec() - t0 > budget_usec)
                         goto out;       /* the rest at the next turn */
@@ -287,7 +292,7 @@ int lifecycle_sweep_step(struct spool *sp, int64_t now, int64_t budget_usec)
                 verified_forget_older(sp, sp->sweep_gen);
                 sweep_end(sp, now);
         }
-        more = 0;
+        more = false;
         if (sp->sweep.again) {
                 r = lifecycle_sweep_begin(sp, now, false);
                 more = r == 0;
@@ -298,14 +303,18 @@ out:
         q = spool_flush(sp);
         if (q < 0)
                 spool_error(sp, q, "Cannot fsync the spool");
-        return r < 0 ? r : more;
+        if (r < 0)
+                return r;
+        *ret_more = more;
+        return 0;
 }
 
 int lifecycle_sweep(struct spool *sp, int64_t now, bool at_start)
 {
         int r = lifecycle_sweep_begin(sp, now, at_start);
+        bool more = sp->sweep.dir != NULL;
 
-        while (r > 0 || (r == 0 && sp->sweep.dir))
-                r = lifecycle_sweep_step(sp, now, INT64_MAX);
+        while (r == 0 && more)
+                r = lifecycle_sweep_step(sp, now, INT64_MAX, &more);
         return r;
 }

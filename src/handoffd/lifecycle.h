@@ -6,7 +6,8 @@
 #include "spool.h"
 
 /* Look at one claimed item: deliver if never delivered, archive as consumed
- * when its bootstrap is gone, expire it when its window has passed. */
+ * when its bootstrap is gone, expire it when its window has passed.  0
+ * (also when its lock is busy: a deadline then) or -errno. */
 int lifecycle_check(struct spool *sp, const char *handoff_id, int64_t now);
 
 /* A bootstrap name disappeared from an agent's handoffs/ directory: its
@@ -24,8 +25,9 @@ int lifecycle_sweep(struct spool *sp, int64_t now, bool at_start);
 int lifecycle_sweep_begin(struct spool *sp, int64_t now, bool at_start);
 
 /* Go on with the sweep under way for about budget_usec (at least one
- * item): 1 while there is more, 0 when it has ended (or none is under
- * way), <0 for the first error met (the sweep has ended). */
-int lifecycle_sweep_step(struct spool *sp, int64_t now, int64_t budget_usec);
+ * item): 0 and *ret_more while there is more, or not once it has ended
+ * (or none is under way); -errno for the first error met (the sweep has
+ * ended). */
+int lifecycle_sweep_step(struct spool *sp, int64_t now, int64_t budget_usec, bool *ret_more);
 
 #endif

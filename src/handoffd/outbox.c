@@ -25,6 +25,7 @@
 #include "layout.h"
 #include "log.h"
 #include "outbox.h"
+#include "outbox_dir.h"
 #include "receipt.h"
 #include "relay_queue.h"
 #include "spool.h"
@@ -136,55 +137,45 @@ static bool drop_leftover(struct spool *sp, const char *name, const char *id)
         return false;
 }
 
+/* One item of outbox/ at start (outbox_dir_each()). */
+static int scan_one(void *ctx, const char *k, const char *id, int64_t now)
+{
+        struct relay *r = ctx;
+        struct spool *sp = r->sp;
+        _cleanup_json_ json_t *doc = NULL;
+        hd_verdict vd;
+        int64_t at;
+
+        if (strlen(id) > RELAY_ID_MAX || !hd_id_valid(id) || drop_leftover(sp, k, id))
+                return 0;
+        /* Only this daemon writes here, after a full check; a file that
+         * no longer reads (a power loss with fsync off) is rejected, never
+         * published. */
+        if (outbox_dir_load(sp, k, now, &doc, &vd, &at) < 0) {
+                spool_reject_from(sp, SD_OUTBOX, k, NULL, vd.reason ? vd.reason : HD_R_PARSE_ERROR,
+                                  vd.detail, NULL, now);
+                return 0;
+        }
+        /* an A2A remote's: a2a_out.c's */
+        if (config_remote_a2a(sp->cfg, json_string_value(json_object_get(doc, "to_agent"))))
+                return 0;
+        json_t *e = entry_new(doc, at);
+        const char *did = json_string_value(json_object_get(doc, "handoff_id"));
+        if (!e || !did || strcmp(did, id)) {
+                json_decref(e);
+                spool_reject_from(sp, SD_OUTBOX, k, NULL, HD_R_MISSING_FIELD,
+                                  "outbox item without its fields", NULL, now);
+                return 0;
+        }
+        json_object_set_new(r->outbox, id, e);
+        return 0;
+}
+
 int outbox_scan(struct relay *r, int64_t now)
 {
-        struct spool *sp = r->sp;
-        json_t *set = json_object(), *v;
-        const char *k;
-        int q;
+        int q = outbox_dir_each(r->sp, now, scan_one, r);
 
-        if (!set)
-                return -ENOMEM;
-        q = spool_list(sp, SD_OUTBOX, set);
-        json_object_foreach(set, k, v) {
-                size_t l = strlen(k);
-                char id[NAME_MAX + 1];
-                _cleanup_json_ json_t *doc = NULL;
-                hd_limits lim = { .max_size = sp->cfg->max_file_size,
-                                  .max_depth = HD_DEFAULT_MAX_DEPTH };
-                hd_verdict vd;
-                struct stat st;
-                if (l < 6 || strcmp(k + l - 5, ".json") || l - 5 > RELAY_ID_MAX)
-                        continue;
-                memcpy(id, k, l - 5);
-                id[l - 5] = '\0';
-                if (!hd_id_valid(id) || drop_leftover(sp, k, id))
-                        continue;
-                /* Only this daemon writes here, after a full check; a file
-                 * that no longer reads (a power loss with fsync off) is
-                 * rejected, never published. */
-                if (hd_load_at(sp->fd[SD_OUTBOX], k, &lim, &doc, &vd) < 0) {
-                        spool_reject_from(sp, SD_OUTBOX, k, NULL, vd.reason ? vd.reason : HD_R_PARSE_ERROR,
-                                          vd.detail, NULL, now);
-                        continue;
-                }
-                /* an A2A remote's: a2a_out.c's */
-                if (config_remote_a2a(sp->cfg, json_string_value(json_object_get(doc, "to_agent"))))
-                        continue;
-                int64_t at = fstatat(sp->fd[SD_OUTBOX], k, &st, AT_SYMLINK_NOFOLLOW) == 0
-                        ? (int64_t)st.st_ctim.tv_sec * 1000000LL + st.st_ctim.tv_nsec / 1000 : now;
-                json_t *e = entry_new(doc, at);
-                const char *did = json_string_value(json_object_get(doc, "handoff_id"));
-                if (!e || !did || strcmp(did, id)) {
-                        json_decref(e);
-                        spool_reject_from(sp, SD_OUTBOX, k, NULL, HD_R_MISSING_FIELD,
-                                          "outbox item without its fields", NULL, now);
-                        continue;
-                }
-                json_object_set_new(r->outbox, id, e);
-        }
-        json_decref(set);
-        spool_flush(sp);
+        spool_flush(r->sp);
         outbox_kick(r);
         return q;
 }
@@ -223,41 +214,25 @@ void outbox_resend(struct relay *r)
         outbox_kick(r);
 }
 
-/* The archive name as item.c's (layout_archive_name(): the real
- * implementation's "{ts}-{from}-{to}-{id}.json", bounded), ts = when it
- * entered outbox/ (stable across a retry after a crash). */
-static int archive(struct relay *r, const char *id, json_t *e, bool duplicate, int64_t now)
+/* Published: archive/ as relayed, its .outcome naming the host; the
+ * archive name's time is when it entered outbox/ (outbox_dir_archive()). */
+static int archive_relayed(struct relay *r, const char *id, json_t *e, bool duplicate,
+                           int64_t now)
 {
         struct spool *sp = r->sp;
         const char *to = json_string_value(json_object_get(e, "to"));
         const char *from = json_string_value(json_object_get(e, "from"));
         const char *host = json_string_value(json_object_get(e, "host"));
-        char name[NAME_MAX + 1], src[NAME_MAX + 1], at[HD_TIME_MAX];
-        _cleanup_free_ char *buf = NULL;
-        size_t len;
+        char name[NAME_MAX + 1], at[HD_TIME_MAX];
         json_t *o;
         int q;
 
         hd_time_format(now, at, sizeof(at));
-        q = xsnprintf(src, sizeof(src), "%s.json", id);
-        if (q < 0)
-                return q;
         o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:b}", "handoff_id", id,
                       "outcome", "relayed", "relayed_to", host ? host : "",
                       "from_agent", from, "to_agent", to, "archived_at", at,
                       "accepted_at", "", "duplicate", duplicate);
-        if (!o)
-                return -ENOMEM;
-        q = hd_canon_dump(o, NULL, &buf, &len);
-        json_decref(o);
-        if (q < 0)
-                return q;
-        /* Replay memory first: from now on the id is refused here. */
-        q = spool_id_mark(sp, id);
-        if (q < 0)
-                return q;
-        q = spool_archive_from(sp, SD_OUTBOX, src, EGET(e, "at") / 1000000, from, to, id, buf,
-                               len, name, sizeof(name));
+        q = outbox_dir_archive(sp, id, o, EGET(e, "at") / 1000000, from, to, name, sizeof(name));
         if (q < 0)
                 return q;
         receipt_sent(r, id, name);
@@ -276,7 +251,7 @@ void outbox_puback(struct relay *r, const char *id, bool ok, bool duplicate,
         if (r->inflight > 0)
                 r->inflight--;
         if (ok) {
-                q = archive(r, id, e, duplicate, now);
+                q = archive_relayed(r, id, e, duplicate, now);
                 if (q < 0) {
                         /* Relayed, not archived: published again later,
                          * which the stream or the receiver drops. */

@@ -92,7 +92,7 @@ static int list_items(int dirfd, const char *suffix, struct entry **ret, size_t 
  * no replay and may go before the window has passed.  Nor does a copy
  * rejected as duplicate_id: its id is remembered already (claimed/, ids/,
  * outbox/), and copies of one valid handoff must not fill rejected/ for
- * the whole window (issue 24.5). */
+ * the whole window. */
 static bool guards_id(int dirfd, const char *name, const char *suffix)
 {
         char side[NAME_MAX + 16];

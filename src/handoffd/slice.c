@@ -1,15 +1,17 @@
-/* The sweep in slices (issue 24).  A sweep looks at every claimed item;
- * a user can make that large (many items, each up to max_file_size), so
- * it never runs in one callback: a slice of about SLICE_USEC per loop
- * turn, continued from an idle handle (with one active the loop polls
- * without blocking, so I/O and signals are polled between slices).  The
- * items of bootstraps gone from the agents' handoffs/ are looked at the
- * same way (slice_gone()), a burst of consumes as much as a sweep.
+/* The sweep in slices, the look at gone bootstraps' items, and the
+ * emptying of spent/: work a user can make large, never done in one
+ * callback.  A sweep looks at every claimed item, and a user can make
+ * that large (many items, each up to max_file_size): a slice of about
+ * SLICE_USEC per loop turn, continued from an idle handle (with one
+ * active the loop polls without blocking, so I/O and signals are polled
+ * between slices).  The items of bootstraps gone from the agents'
+ * handoffs/ are looked at the same way (slice_gone()): a burst of
+ * consumes can be as large as a sweep.
  *
  * The timer that starts a sweep at the earliest deadline is never armed
- * below TIMER_FLOOR_MS: libuv (1.44) runs a timer re-armed at 0 ms from
- * its own callback again in the same phase, before any I/O is polled, so
- * a deadline already past (a sweep longer than the gap to the next one)
+ * below TIMER_FLOOR_MS: libuv runs a timer re-armed at 0 ms from its own
+ * callback again in the same phase, before any I/O is polled, so a
+ * deadline already past (a sweep longer than the gap to the next one)
  * would otherwise hold the loop for good. */
 #include "deadline.h"
 #include "lifecycle.h"
@@ -22,8 +24,8 @@
 /* Gone bootstraps remembered to look at; beyond, a sweep looks at all. */
 #define GONE_MAX 4096
 /* spent/ is emptied once no claim came for this long, a slice a turn:
- * a burst's claims come far closer together; under the bench's 1 s of
- * quiet, so its syscall count has the deferred unlinks in it. */
+ * the claims of a burst come far closer together, so its unlinks wait
+ * until it has passed. */
 #define REAP_QUIET_USEC 500000LL
 /* spent/ that cannot be listed is tried again after 0.5 s, 1 s, 2 s ...
  * at most this, and reported once. */
@@ -32,11 +34,12 @@
 static void on_sweep_idle(uv_idle_t *h)
 {
         struct daemon *d = h->data;
+        bool more = false;
         int r;
 
-        r = lifecycle_sweep_step(d->sp, hd_now_usec(), SLICE_USEC);
+        r = lifecycle_sweep_step(d->sp, hd_now_usec(), SLICE_USEC, &more);
         service_maybe_ready(d);
-        if (r > 0 && !d->stopping)
+        if (r == 0 && more && !d->stopping)
                 return;         /* the next slice at the next turn */
         uv_idle_stop(h);
         slice_arm(d);
@@ -109,7 +112,7 @@ static void on_deadline(uv_timer_t *t)
 
 /* The producers' files of claims (spent/, spool.c leave_name()) are
  * freed when intake is quiet: in a burst, freeing inodes makes creating
- * the next ones dearer (ext4 without a journal).  A slice of SLICE_USEC,
+ * the next ones dearer.  A slice of SLICE_USEC,
  * then the next TIMER_FLOOR_MS later, so the loop keeps answering; no
  * timer while spent/ is empty (no idle wake-up). */
 static void on_reap(uv_timer_t *t)

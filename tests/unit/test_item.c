@@ -107,20 +107,22 @@ static int open_claimed(struct fx *f, const char *id)
 
 static int state_of(struct fx *f, const char *id)
 {
-        int fd = open_claimed(f, id), s;
+        int fd = open_claimed(f, id), r;
+        enum item_state s;
 
-        s = item_state_at(f->sp, id, fd);
+        r = item_state_at(f->sp, id, fd, &s);
         close(fd);
-        return s;
+        return r < 0 ? r : (int)s;
 }
 
 static int check_item(struct fx *f, const char *id)
 {
         int fd = open_claimed(f, id), r;
+        bool archived = false;
 
-        r = item_check_locked(f->sp, id, fd, hd_now_usec());
+        r = item_check_locked(f->sp, id, fd, hd_now_usec(), &archived);
         close(fd);
-        return r;
+        return r < 0 ? r : archived;
 }
 
 /* handoffd(8)'s table: a record's state is which of the agent's names
@@ -169,6 +171,7 @@ END_TEST
 
 START_TEST(test_item_state_content_first)
 {
+        enum item_state gs;
         struct fx f;
         int fd;
 
@@ -188,7 +191,8 @@ START_TEST(test_item_state_content_first)
         put_record(&f, "gone", "alice", 0, 1);
         fd = open_claimed(&f, "gone");
         ck_assert_int_eq(unlinkat(f.sp->fd[SD_CLAIMED], "gone.json", 0), 0);
-        ck_assert_int_eq(item_state_at(f.sp, "gone", fd), IS_GONE);
+        ck_assert_int_eq(item_state_at(f.sp, "gone", fd, &gs), 0);
+        ck_assert_int_eq(gs, IS_GONE);
         close(fd);
         /* a record's shape in a file that is not the daemon's own is
          * verified as a handoff, and fails */

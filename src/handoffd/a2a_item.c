@@ -1,0 +1,277 @@
+/* The A2A sender's items (a2a_out.c): the index of what waits in outbox/
+ * for an A2A remote, each remote's last error, an item's task side file
+ * outbox/.<id>.a2a-task (the task a server took it as, so a restart
+ * follows it rather than sending again), an item's two ends (archive/
+ * as relayed to "a2a:NAME", rejected/), and the status and metrics the
+ * sender reports from them. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "a2a_item.h"
+#include "outbox_dir.h"
+#include "files.h"
+#include "layout.h"
+#include "log.h"
+#include "util.h"
+
+#define A2A_TASK_SUFFIX ".a2a-task"
+
+struct a2a_item *a2a_item_find(struct a2a_out *a, const char *id)
+{
+        for (size_t i = 0; i < a->n_items; i++)
+                if (!a->items[i].gone && !strcmp(a->items[i].id, id))
+                        return &a->items[i];
+        return NULL;
+}
+
+struct a2a_item *a2a_item_add(struct a2a_out *a)
+{
+        for (size_t i = 0; i < a->n_items; i++)
+                if (a->items[i].gone) {
+                        memset(&a->items[i], 0, sizeof(a->items[i]));
+                        return &a->items[i];
+                }
+        if (a->n_items == a->cap_items) {
+                size_t n = a->cap_items ? a->cap_items * 2 : 64;
+                struct a2a_item *p = realloc(a->items, n * sizeof(*p));
+                if (!p)
+                        return NULL;
+                a->items = p;
+                a->cap_items = n;
+        }
+        memset(&a->items[a->n_items], 0, sizeof(a->items[0]));
+        return &a->items[a->n_items++];
+}
+
+struct a2a_remote_st *a2a_item_remote(struct a2a_out *a, const char *name)
+{
+        for (size_t i = 0; i < a->n_remotes; i++)
+                if (!strcmp(a->remotes[i].name, name))
+                        return &a->remotes[i];
+        return NULL;
+}
+
+void a2a_item_remote_error(struct a2a_out *a, const char *remote, const char *err, int64_t now)
+{
+        struct a2a_remote_st *r = a2a_item_remote(a, remote);
+
+        if (!r)
+                return;
+        snprintf(r->last_error, sizeof(r->last_error), "%s", err);
+        r->last_error_usec = now;
+}
+
+int64_t a2a_item_backoff(unsigned tries)
+{
+        int64_t w = A2A_BACKOFF_MIN_USEC;
+
+        for (unsigned i = 1; i < tries && w < A2A_BACKOFF_MAX_USEC; i++)
+                w *= 2;
+        return w > A2A_BACKOFF_MAX_USEC ? A2A_BACKOFF_MAX_USEC : w;
+}
+
+int a2a_item_fill(struct a2a_item *it, const json_t *doc, int64_t at)
+{
+        const char *id = json_string_value(json_object_get(doc, "handoff_id"));
+        const char *to = json_string_value(json_object_get(doc, "to_agent"));
+        const char *from = json_string_value(json_object_get(doc, "from_agent"));
+        const char *exp = json_string_value(json_object_get(doc, "expires_at"));
+
+        if (!id || !to || !from || !exp || hd_time_parse(exp, &it->exp) < 0 ||
+            xsnprintf(it->id, sizeof(it->id), "%s", id) < 0 ||
+            xsnprintf(it->remote, sizeof(it->remote), "%s", to) < 0 ||
+            xsnprintf(it->from, sizeof(it->from), "%s", from) < 0)
+                return -EINVAL;
+        it->at = at;
+        it->st = AI_UNSENT;
+        return 0;
+}
+
+static int task_name(const char *id, char *buf, size_t n)
+{
+        return xsnprintf(buf, n, ".%s" A2A_TASK_SUFFIX, id);
+}
+
+/* The task id is the server's, checked by a2a_reply(): printable, no
+ * space; kept with a newline. */
+int a2a_item_task_record(struct a2a_out *a, struct a2a_item *it)
+{
+        char name[NAME_MAX + 1], buf[A2A_TASK_MAX + 2];
+        int q = task_name(it->id, name, sizeof(name));
+
+        if (q < 0)
+                return q;
+        int n = snprintf(buf, sizeof(buf), "%s\n", it->task);
+        return write_atomic(a->sp->fd[SD_OUTBOX], name, buf, (size_t)n, 0640,
+                            a->sp->cfg->fsync ? WRITE_SYNC_FILE : 0);
+}
+
+void a2a_item_task_load(struct a2a_out *a, struct a2a_item *it)
+{
+        char name[NAME_MAX + 1];
+        _cleanup_close_ int fd = -1;
+        char *buf = NULL;
+        size_t len;
+
+        if (task_name(it->id, name, sizeof(name)) < 0)
+                return;
+        fd = openat(a->sp->fd[SD_OUTBOX], name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+        if (fd < 0 || read_all(fd, A2A_TASK_MAX + 1, 0, &buf, &len) < 0)
+                return;
+        if (len > 1 && buf[len - 1] == '\n' && len - 1 <= A2A_TASK_MAX) {
+                memcpy(it->task, buf, len - 1);
+                it->task[len - 1] = '\0';
+                if (!strchr(it->task, '\n') && !strchr(it->task, '\t') && !strchr(it->task, ' '))
+                        it->st = AI_FOLLOW;
+                else
+                        it->task[0] = '\0';
+        }
+        free(buf);
+}
+
+static void task_drop(struct a2a_out *a, const char *id)
+{
+        char name[NAME_MAX + 1];
+
+        if (task_name(id, name, sizeof(name)) == 0 &&
+            unlinkat(a->sp->fd[SD_OUTBOX], name, 0) == 0)
+                a->sp->dirty[SD_OUTBOX] = true;
+}
+
+/* archive/ as relayed to a2a:NAME, the task's end in its .outcome (as a
+ * receipt puts it: handoffctl wait, show and the hub read it there). */
+static int archive_a2a_ended(struct a2a_out *a, struct a2a_item *it, const char *state,
+                             const char *text, int64_t now)
+{
+        struct spool *sp = a->sp;
+        char name[NAME_MAX + 1], at[HD_TIME_MAX], host[NAME_MAX + 8];
+        json_t *o;
+        int q;
+
+        hd_time_format(now, at, sizeof(at));
+        snprintf(host, sizeof(host), "a2a:%s", it->remote);
+        o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:b, s:s, s:s, s:s, s:s, s:s}",
+                      "handoff_id", it->id, "outcome", "relayed", "relayed_to", host,
+                      "from_agent", it->from, "to_agent", it->remote, "archived_at", at,
+                      "accepted_at", "", "duplicate", 0, "remote_outcome", state,
+                      "remote_host", host, "remote_at", at, "remote_detail", text,
+                      "a2a_task", it->task);
+        q = outbox_dir_archive(sp, it->id, o, it->at / 1000000, it->from, it->remote, name,
+                               sizeof(name));
+        if (q < 0)
+                return q;
+        task_drop(a, it->id);
+        return 0;
+}
+
+void a2a_item_archived(struct a2a_out *a, struct a2a_item *it, const char *state,
+                       const char *text, int64_t now)
+{
+        int q = archive_a2a_ended(a, it, state, text, now);
+
+        if (q < 0) {
+                /* Kept: asked again later, the same answer then. */
+                spool_error(a->sp, q, "Cannot archive %s, sent to A2A remote %s", it->id, it->remote);
+                it->st = it->task[0] ? AI_FOLLOW : AI_UNSENT;
+                it->next = now + A2A_BACKOFF_MAX_USEC;
+                return;
+        }
+        a->st.finished++;
+        log_decision(LOG_INFO, it->id, it->remote, "relayed", NULL,
+                     "Sent %s to A2A remote %s: task %s %s", it->id, it->remote,
+                     it->task[0] ? it->task : "(none)", state);
+        it->gone = true;
+}
+
+void a2a_item_rejected(struct a2a_out *a, struct a2a_item *it, hd_reason reason,
+                       const char *detail, int64_t now)
+{
+        char name[NAME_MAX + 1];
+        int q = xsnprintf(name, sizeof(name), "%s.json", it->id);
+
+        if (q >= 0)
+                q = spool_reject_from(a->sp, SD_OUTBOX, name, NULL, reason, detail, it->id, now);
+        if (q < 0) {
+                spool_error(a->sp, q, "Cannot reject %s from outbox/", it->id);
+                it->next = now + A2A_BACKOFF_MAX_USEC;
+                it->exp = now + A2A_BACKOFF_MAX_USEC;
+                return;
+        }
+        task_drop(a, it->id);
+        if (reason == HD_R_EXPIRED_UNSENT)
+                a->st.expired++;
+        else
+                a->st.rejected++;
+        it->gone = true;
+}
+
+json_t *a2a_item_status(void *ctx, int64_t now)
+{
+        struct a2a_out *a = ctx;
+        json_t *rs = json_object();
+
+        if (!rs)
+                return NULL;
+        for (size_t i = 0; i < a->n_remotes; i++) {
+                struct a2a_remote_st *r = &a->remotes[i];
+                const struct config_remote *rm = config_remote_a2a(a->sp->cfg, r->name);
+                json_int_t waiting = 0, following = 0;
+                for (size_t k = 0; k < a->n_items; k++) {
+                        const struct a2a_item *it = &a->items[k];
+                        if (it->gone || strcmp(it->remote, r->name))
+                                continue;
+                        if (it->st == AI_UNSENT || it->st == AI_SENDING)
+                                waiting++;
+                        else
+                                following++;
+                }
+                json_t *e = json_pack("{s:s?, s:I, s:I, s:s?, s:o}", "url", rm ? rm->a2a : NULL,
+                                      "waiting", waiting, "following", following,
+                                      "last_error", r->last_error[0] ? r->last_error : NULL,
+                                      "last_error_age_s", r->last_error_usec
+                                      ? json_integer((now - r->last_error_usec) / 1000000)
+                                      : json_null());
+                if (!e || json_object_set_new(rs, r->name, e) < 0) {
+                        json_decref(rs);
+                        return NULL;
+                }
+        }
+        return json_pack("{s:b, s:o, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
+                         "helper_running", a->running, "remotes", rs,
+                         "sent", (json_int_t)a->st.sent, "finished", (json_int_t)a->st.finished,
+                         "rejected", (json_int_t)a->st.rejected,
+                         "expired_unsent", (json_int_t)a->st.expired,
+                         "retries", (json_int_t)a->st.retries,
+                         "tasks_followed", (json_int_t)a->st.followed,
+                         "helper_errors", (json_int_t)a->st.helper_errors);
+}
+
+void a2a_item_metrics(void *ctx, FILE *f, int64_t now)
+{
+        struct a2a_out *a = ctx;
+        json_t *s = a2a_item_status(a, now), *r;
+        const char *k;
+
+        fprintf(f, "# HELP handoffd_a2a_items Items in outbox/ for each A2A remote: waiting to be "
+                   "sent, or sent and their task followed.\n"
+                   "# TYPE handoffd_a2a_items gauge\n");
+        json_object_foreach(json_object_get(s, "remotes"), k, r) {
+                fprintf(f, "handoffd_a2a_items{remote=\"%s\",state=\"waiting\"} %lld\n", k,
+                        (long long)json_integer_value(json_object_get(r, "waiting")));
+                fprintf(f, "handoffd_a2a_items{remote=\"%s\",state=\"following\"} %lld\n", k,
+                        (long long)json_integer_value(json_object_get(r, "following")));
+        }
+        static const char *const ev[] = { "sent", "finished", "rejected", "expired_unsent",
+                                          "retries", "tasks_followed", "helper_errors" };
+        fprintf(f, "# HELP handoffd_a2a_total A2A sender events since start.\n"
+                   "# TYPE handoffd_a2a_total counter\n");
+        for (size_t i = 0; i < ELEMENTSOF(ev); i++)
+                fprintf(f, "handoffd_a2a_total{event=\"%s\"} %lld\n", ev[i],
+                        (long long)json_integer_value(json_object_get(s, ev[i])));
+        json_decref(s);
+}

@@ -1,0 +1,99 @@
+/* The A2A sender's state and its items; see a2a_item.c.  Private to
+ * a2a_out.c, a2a_reply.c and a2a_item.c. */
+#ifndef HD_A2A_ITEM_H
+#define HD_A2A_ITEM_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <uv.h>
+
+#include "spool.h"
+
+#define A2A_BACKOFF_MIN_USEC 1000000LL
+#define A2A_BACKOFF_MAX_USEC 60000000LL
+#define A2A_INFLIGHT_MAX 32
+#define A2A_LINE_MAX 1024               /* six fields, the largest 300 bytes */
+#define A2A_TASK_MAX 256
+
+enum a2a_item_state {
+        AI_UNSENT,      /* waits for its next try */
+        AI_SENDING,     /* a SendMessage with the helper */
+        AI_FOLLOW,      /* its task known: waits for the next GetTask */
+        AI_GETTING,     /* a GetTask with the helper */
+};
+
+struct a2a_item {
+        char id[NAME_MAX + 1];
+        char remote[NAME_MAX + 1];
+        char from[NAME_MAX + 1];
+        char task[A2A_TASK_MAX + 1];
+        enum a2a_item_state st;
+        int64_t at, exp, next;  /* usec: entered outbox/, expires_at, next try */
+        unsigned tries;
+        bool gone;              /* left outbox/: the slot is free */
+};
+
+struct a2a_remote_st {
+        char name[NAME_MAX + 1];
+        char last_error[256];
+        int64_t last_error_usec;
+};
+
+struct a2a_out {
+        uv_loop_t *loop;
+        struct spool *sp;
+        uv_timer_t timer;
+        uv_process_t proc;
+        uv_pipe_t to, from;
+        bool handles_open, running, stopping;
+        bool proc_open;         /* proc not closed yet: no new helper */
+        char helper[PATH_MAX];
+        char line[A2A_LINE_MAX + 1];
+        size_t line_len;
+        struct a2a_item *items;
+        size_t n_items, cap_items;
+        struct a2a_remote_st *remotes;
+        size_t n_remotes;
+        size_t inflight;
+        int64_t helper_at;      /* the next start of the helper */
+        struct {
+                uint64_t sent, finished, rejected, expired, retries, followed,
+                         helper_starts, helper_errors;
+        } st;
+};
+
+/* The item of id in outbox/, or NULL. */
+struct a2a_item *a2a_item_find(struct a2a_out *a, const char *id);
+/* A free slot, zeroed; NULL when out of memory. */
+struct a2a_item *a2a_item_add(struct a2a_out *a);
+/* *it from a verified handoff doc that entered outbox/ at at: 0, or
+ * -EINVAL when a field is missing or too long. */
+int a2a_item_fill(struct a2a_item *it, const json_t *doc, int64_t at);
+/* The wait before try number tries: 1 s doubling to 60 s. */
+int64_t a2a_item_backoff(unsigned tries);
+
+/* The remote's record of its last error, or NULL (not an A2A remote at
+ * start). */
+struct a2a_remote_st *a2a_item_remote(struct a2a_out *a, const char *name);
+void a2a_item_remote_error(struct a2a_out *a, const char *remote, const char *err, int64_t now);
+
+/* The task side file outbox/.<id>.a2a-task: written (0 or -errno), read
+ * back at start (it->task and AI_FOLLOW when it holds a task id). */
+int a2a_item_task_record(struct a2a_out *a, struct a2a_item *it);
+void a2a_item_task_load(struct a2a_out *a, struct a2a_item *it);
+
+/* The ends: archive/ as relayed to a2a:NAME with the task's end state
+ * and text, or rejected/ with reason; it->gone once moved, else it waits
+ * and is tried again later (logged). */
+void a2a_item_archived(struct a2a_out *a, struct a2a_item *it, const char *state,
+                       const char *text, int64_t now);
+void a2a_item_rejected(struct a2a_out *a, struct a2a_item *it, hd_reason reason,
+                       const char *detail, int64_t now);
+
+/* sp->a2a's status and metrics hooks (ctx: the a2a_out). */
+json_t *a2a_item_status(void *ctx, int64_t now);
+void a2a_item_metrics(void *ctx, FILE *f, int64_t now);
+
+#endif

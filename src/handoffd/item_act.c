@@ -1,0 +1,368 @@
+/* The actions of item.c's table on a record: publish it, wait for its
+ * consumer or expire it, take it back for its sender's cancel, and the
+ * end of each, archive/ with its .outcome (archive_claimed()).  An
+ * expiry and a cancel take the bootstrap by the rename a consumer makes,
+ * so of a consumer and the daemon exactly one wins; the taken name
+ * (.expire.NAME, .cancel.NAME) is the record of the decision until the
+ * archive is on disk.  Each action is called with the id's lock held and
+ * returns 0 or -errno; f->archived says it archived the item, f->answer
+ * what a cancel request for it is answered. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cancel.h"
+#include "completion.h"
+#include "deadline.h"
+#include "delivery.h"
+#include "files.h"
+#include "item_act.h"
+#include "layout.h"
+#include "log.h"
+
+/* A consume in progress: the item is looked at again this much later. */
+#define BUSY_RETRY_USEC 1000000LL
+
+/* A consumer has renamed the bootstrap to its private name and is reading
+ * it: the item is not consumed until that name is gone too. */
+static bool consume_in_progress(struct agent_rt *a, const char *bname)
+{
+        struct dirent *de;
+        bool found = false;
+        DIR *d;
+
+        d = opendir_at(a->handoffs_fd);
+        if (!d)
+                return false;
+        while (!found && (de = readdir(d))) {
+                found = layout_classify(de->d_name) == LK_CONSUME &&
+                        layout_has_suffix(de->d_name, bname);
+        }
+        closedir(d);
+        return found;
+}
+
+static int64_t item_accepted(const struct item_files *f, int64_t now)
+{
+        const json_t *m = f->legacy ? f->marker : f->doc;
+        const char *acc = m ? json_string_value(json_object_get(m, "accepted_at")) : NULL;
+        int64_t t;
+
+        return acc && hd_time_parse(acc, &t) == 0 ? t : now;
+}
+
+static void count_outcome(struct spool *sp, const char *outcome)
+{
+        if (!strcmp(outcome, "consumed"))
+                sp->st.consumed++;
+        else if (!strcmp(outcome, "canceled"))
+                sp->st.canceled++;
+        else
+                sp->st.expired++;
+}
+
+/* The archive name (layout_archive_name(), "{unix_ts}-{from}-{to}-{id}.json",
+ * bounded) takes its time from the claim, so a retry after a crash
+ * chooses the same name.  In fresh; *ret_done when our record is there
+ * already (the move was made, and a power cut kept its claimed/ name
+ * too: that name, src, is removed). */
+static int archive_name(struct spool *sp, const struct item_files *f, const char *src, int64_t t,
+                        char *fresh, size_t n, bool *ret_done)
+{
+        const char *from = json_string_value(json_object_get(f->doc, "from_agent"));
+        const char *to = json_string_value(json_object_get(f->doc, "to_agent"));
+        struct stat st;
+        int r;
+
+        for (unsigned i = 0; i < LAYOUT_ARCHIVE_TRIES; i++) {
+                r = layout_archive_name(t / 1000000, from, to, f->id, i, fresh, n);
+                if (r < 0)
+                        return r;
+                if (fstatat(sp->fd[SD_ARCHIVE], fresh, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+                        if (errno != ENOENT)
+                                return -errno;
+                        *ret_done = false;
+                        return 0;
+                }
+                if (!f->legacy && st.st_dev == f->st.st_dev && st.st_ino == f->st.st_ino) {
+                        if (unlinkat(sp->fd[SD_CLAIMED], src, 0) < 0)
+                                return -errno;
+                        sp->dirty[SD_CLAIMED] = true;
+                        log_info("Removed claimed/%s, left beside its archive by a power cut", src);
+                        *ret_done = true;
+                        return 0;
+                }
+        }
+        return -EEXIST;
+}
+
+/* Move claimed/<id>.json to archive/ with its .outcome, the outcome
+ * first: an archived item always says how it ended, and a crash in the
+ * middle leaves the item in claimed/ for the retry, which writes the
+ * same sidecar under the same name (an earlier version's marker may have
+ * chosen the name already: "archive_as").  f->archived unless another
+ * daemon archived it first. */
+static int archive_claimed(struct spool *sp, struct item_files *f, const char *outcome,
+                           int64_t now)
+{
+        const char *id = f->id;
+        const char *from = json_string_value(json_object_get(f->doc, "from_agent"));
+        const char *to = json_string_value(json_object_get(f->doc, "to_agent"));
+        const char *name = json_string_value(json_object_get(f->marker, "archive_as"));
+        char fresh[NAME_MAX + 1], side[NAME_MAX + 16], src[NAME_MAX + 1], at[HD_TIME_MAX];
+        char acc[HD_TIME_MAX];
+        int64_t t = item_accepted(f, now);
+        _cleanup_free_ char *buf = NULL;
+        json_t *o;
+        size_t len;
+        int r;
+
+        r = xsnprintf(src, sizeof(src), "%s.json", id);
+        if (r < 0)
+                return r;
+        bool marked = name && hd_name_safe(name);
+        if (marked) {
+                /* An earlier version's retry: the outcome decided first stands. */
+                const char *o0 = json_string_value(json_object_get(f->marker, "outcome"));
+                if (o0 && (!strcmp(o0, "consumed") || !strcmp(o0, "expired")))
+                        outcome = o0;
+        }
+        /* A name of the marker's too long for its .outcome never got one:
+         * the item gets a name of its own. */
+        if (!marked || strlen(name) > LAYOUT_ARCHIVE_NAME_MAX) {
+                bool done = false;
+                r = archive_name(sp, f, src, t, fresh, sizeof(fresh), &done);
+                if (r < 0)
+                        return r;
+                if (done) {
+                        f->archived = true;
+                        return 0;
+                }
+                name = fresh;
+        }
+        hd_time_format(now, at, sizeof(at));
+        hd_time_format(t, acc, sizeof(acc));
+        r = layout_suffixed(name, LAYOUT_OUTCOME, side, sizeof(side));
+        if (r < 0)
+                return r;
+        o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "handoff_id", id, "outcome", outcome,
+                      "from_agent", from ? from : "", "to_agent", to ? to : "",
+                      "archived_at", at, "accepted_at", acc);
+        if (!o)
+                return -ENOMEM;
+        r = hd_canon_dump(o, NULL, &buf, &len);
+        json_decref(o);
+        if (r < 0)
+                return r;
+        /* The id is remembered before the item leaves claimed/, so a
+         * replay is recognised at every moment. */
+        r = write_atomic(sp->fd[SD_ARCHIVE], side, buf, len, 0640,
+                         sp->cfg->fsync ? WRITE_SYNC_FILE : 0);
+        if (r < 0)
+                return r;
+        r = spool_id_mark(sp, id);
+        if (r < 0)
+                return r;
+        if (sp->relay.outcome)
+                sp->relay.outcome(sp->relay.ctx, id, NULL, outcome, NULL, NULL, now);
+        r = move_noreplace(sp->fd[SD_CLAIMED], src, sp->fd[SD_ARCHIVE], name);
+        if (r == -ENOENT)
+                return 0;       /* another daemon archived it */
+        if (r < 0)
+                return r;
+        if (f->legacy)
+                unlinkat(sp->fd[SD_CLAIMED], f->mname, 0);
+        sp->dirty[SD_ARCHIVE] = sp->dirty[SD_CLAIMED] = true;
+        count_outcome(sp, outcome);
+        f->archived = true;
+        log_decision(LOG_INFO, id, to, outcome, NULL, "Archived %s as %s", id, outcome);
+        /* A result its agent gave between the consume and now. */
+        if (!strcmp(outcome, "consumed") && !f->legacy &&
+            (r = completion_archived_locked(sp, f->a, id, name, now)) < 0) {
+                sp->results_due = true;
+                spool_error(sp, r, "Cannot take the result of %s", id);
+        }
+        return 0;
+}
+
+/* The bootstrap's taking (a consumer's, which may not sync it, or the
+ * expiry's rename) on disk before the item is archived: else a power cut
+ * brings the bootstrap back beside an archived item. */
+static int sync_taken(struct spool *sp, struct agent_rt *a)
+{
+        return sp->cfg->fsync ? fsync_dir(a->handoffs_fd) : 0;
+}
+
+/* The .expire. (.cancel.) name is the record of an expiry (a cancel)
+ * until its archive is on disk (a power cut could otherwise keep its
+ * removal and lose the move, and the item would be taken for consumed). */
+static int drop_taken(struct spool *sp, struct item_files *f, const char *name)
+{
+        int r = sp->cfg->fsync ? spool_flush(sp) : 0;
+
+        if (r < 0)
+                return r;
+        if (unlinkat(f->a->handoffs_fd, name, 0) == 0)
+                f->a->dirty = true;
+        return 0;
+}
+
+/* An expiry's or a cancel's taking, cut short: a bootstrap or hidden
+ * bootstrap still there goes, and the taking is on disk before the item
+ * is archived. */
+static int withdraw_names(struct spool *sp, struct item_files *f)
+{
+        if (f->files & F_BOOT)
+                unlinkat(f->a->handoffs_fd, f->bname, 0);
+        if (f->files & F_PENDING)
+                unlinkat(f->a->handoffs_fd, f->pname, 0);
+        return sync_taken(sp, f->a);
+}
+
+/* The bootstrap taken by the expiry (.expire.NAME) and that on disk:
+ * archived as expired, then the taken name goes. */
+static int archive_expired(struct spool *sp, struct item_files *f, int64_t now)
+{
+        int r = archive_claimed(sp, f, "expired", now);
+
+        if (r < 0)
+                return r;       /* .expire.NAME tells the retry */
+        return drop_taken(sp, f, f->xname);
+}
+
+/* The record is there, the publish was not done. */
+int item_act_publish(struct spool *sp, struct item_files *f, int64_t now)
+{
+        int r;
+
+        (void)now;
+        /* The record on disk first (a failed sync may have left it not);
+         * what left claimed/ in this sweep is on disk where it went. */
+        if ((r = spool_sync_dir(sp, SD_CLAIMED)) < 0)
+                return r;
+        r = delivery_publish(sp, f->a, f->id);
+        if (r < 0)
+                return r;
+        bool retry = json_object_get(sp->failed, f->id) != NULL;
+        json_object_del(sp->failed, f->id);
+        if (retry)
+                sp->st.retried++;
+        else
+                sp->st.recovered++;
+        log_decision(LOG_NOTICE, f->id, f->a->cfg->name, retry ? "retried" : "recovered", NULL,
+                     "Published %s to %s after a restart or failure", f->id, f->a->cfg->name);
+        return spool_flush(sp);
+}
+
+/* An expiry that was cut short: finish it. */
+int item_act_archive_expired(struct spool *sp, struct item_files *f, int64_t now)
+{
+        int r = withdraw_names(sp, f);
+
+        if (r < 0)
+                return r;
+        return archive_expired(sp, f, now);
+}
+
+int item_act_archive_consumed(struct spool *sp, struct item_files *f, int64_t now)
+{
+        if (consume_in_progress(f->a, f->bname)) {
+                deadline_note(&sp->deadline, now + BUSY_RETRY_USEC);
+                return 0;
+        }
+        int r = sync_taken(sp, f->a);
+        if (r < 0)
+                return r;
+        return archive_claimed(sp, f, "consumed", now);
+}
+
+int item_act_wait_or_expire(struct spool *sp, struct item_files *f, int64_t now)
+{
+        int64_t deadline = item_accepted(f, now) + sp->cfg->resume_window * 1000000LL;
+        struct agent_rt *a = f->a;
+        int r;
+
+        if (now < deadline) {
+                deadline_note(&sp->deadline, deadline);
+                return 0;
+        }
+        /* Take the bootstrap as a consumer would, so a consumer racing us
+         * either got it (consumed) or finds nothing.  The taken name is
+         * also the record of the expiry, should we die before the end. */
+        if (renameat(a->handoffs_fd, f->bname, a->handoffs_fd, f->xname) < 0) {
+                if (errno != ENOENT)
+                        return -errno;
+                if ((r = sync_taken(sp, a)) < 0)
+                        return r;
+                return archive_claimed(sp, f, "consumed", now);
+        }
+        if ((r = sync_taken(sp, a)) < 0)
+                return r;
+        return archive_expired(sp, f, now);
+}
+
+/* A cancel that was cut short (or just made: item_act_cancel): finish it.
+ * Its sender's requests are answered once the taken name is on disk: from
+ * then on the item ends canceled whatever crash comes (a request read
+ * again after one finds the item archived and could no longer tell that
+ * it was the one). */
+int item_act_archive_canceled(struct spool *sp, struct item_files *f, int64_t now)
+{
+        int r = withdraw_names(sp, f);
+
+        if (r < 0)
+                return r;
+        cancel_answer(sp, f->id, json_string_value(json_object_get(f->doc, "from_agent")),
+                      CA_CANCELED);
+        r = archive_claimed(sp, f, "canceled", now);
+        if (r < 0)
+                return r;       /* .cancel.NAME tells the retry */
+        json_object_del(sp->failed, f->id);     /* a publish to retry: none now */
+        return drop_taken(sp, f, f->cname);
+}
+
+/* Its sender takes it back: the bootstrap is taken by the rename a
+ * consumer makes; not yet published, its hidden name is taken, and the
+ * agent never sees it. */
+int item_act_cancel(struct spool *sp, struct item_files *f, int64_t now)
+{
+        struct agent_rt *a = f->a;
+        bool published = f->files & F_BOOT;
+
+        if (renameat(a->handoffs_fd, published ? f->bname : f->pname, a->handoffs_fd,
+                     f->cname) < 0) {
+                if (errno != ENOENT)
+                        return -errno;
+                if (!published) {
+                        /* Only a daemon moves a hidden name, and we hold
+                         * the id's lock: look again. */
+                        deadline_note(&sp->deadline, now);
+                        return 0;
+                }
+                /* The consumer won. */
+                f->files &= ~F_BOOT;
+                return item_act_taken_not_cancelable(sp, f, now);
+        }
+        a->dirty = true;
+        f->files = (f->files & ~(published ? F_BOOT : F_PENDING)) | F_CANCEL;
+        return item_act_archive_canceled(sp, f, now);
+}
+
+/* Ended already, or its agent has it: the cancel comes too late. */
+int item_act_expired_not_cancelable(struct spool *sp, struct item_files *f, int64_t now)
+{
+        f->answer = CA_NOT_CANCELABLE;
+        return item_act_archive_expired(sp, f, now);
+}
+
+int item_act_taken_not_cancelable(struct spool *sp, struct item_files *f, int64_t now)
+{
+        f->answer = CA_NOT_CANCELABLE;
+        return item_act_archive_consumed(sp, f, now);
+}

@@ -1,0 +1,34 @@
+/* outbox/ as its two senders read it at start; see outbox_dir.c. */
+#ifndef HD_OUTBOX_DIR_H
+#define HD_OUTBOX_DIR_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+#include "handoff.h"
+#include "spool.h"
+
+/* One item of outbox/: name is "<id>.json", id that name without
+ * ".json".  0 to go on, or -errno to stop the listing. */
+typedef int outbox_dir_fn(void *ctx, const char *name, const char *id, int64_t now);
+
+/* fn for every "<id>.json" in outbox/ (dot names as well: fn decides).
+ * 0, or -errno: the listing's error (the names it got are still
+ * passed), or the one fn stopped with. */
+int outbox_dir_each(struct spool *sp, int64_t now, outbox_dir_fn *fn, void *ctx);
+
+/* outbox/name parsed (within max_file_size) into *ret, and when it
+ * entered outbox/ (its ctime; now when that cannot be read) in *ret_at.
+ * 0, or -errno with vd saying why. */
+int outbox_dir_load(struct spool *sp, const char *name, int64_t now, json_t **ret,
+                    hd_verdict *vd, int64_t *ret_at);
+
+/* outbox/<id>.json to archive/ as relayed, under a free archive name
+ * (spool_archive_from(), its time at_s, when it entered outbox/: the same
+ * name on a retry after a crash; in name), with its outcome o (taken;
+ * NULL: out of memory) as the .outcome.  The id is marked in ids/ first:
+ * from then on a replay of it is refused here.  0 or -errno. */
+int outbox_dir_archive(struct spool *sp, const char *id, json_t *o, int64_t at_s,
+                       const char *from, const char *to, char *name, size_t n);
+
+#endif
