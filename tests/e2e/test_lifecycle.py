@@ -20,9 +20,14 @@ WINDOW = 2
 def main():
     extra = ""
     with hdtest.Env(agents=["alice"], extra=extra) as env:
+        # The races run under a window no loaded machine reaches (the
+        # consumers are sanitized processes started two by two); the stale
+        # part below restarts the daemon with the short WINDOW.
+        race_conf = env.write_config("race", text=env.config_text("d0").replace(
+            "rescan_interval = 5", "rescan_interval = 1\nresume_window = 3600"))
         conf = env.write_config("d0", text=env.config_text("d0").replace(
             "rescan_interval = 5", f"rescan_interval = 1\nresume_window = {WINDOW}"))
-        d = env.start(conf=conf)
+        d = env.start(conf=race_conf)
 
         # --- two concurrent consumers of one bootstrap: exactly one wins.
         rounds = 30
@@ -32,7 +37,7 @@ def main():
         hdtest.wait_for(lambda: len(env.bootstraps("alice")) == rounds, what="bootstraps")
         winners = 0
         for doc in docs:
-            args = [HANDOFFCTL, "consume", "-c", conf, "--agent", "alice", doc["handoff_id"]]
+            args = [HANDOFFCTL, "consume", "-c", race_conf, "--agent", "alice", doc["handoff_id"]]
             ps = [subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
             outs = [(p.wait(), p.stdout.read(), p.stderr.read()) for p in ps]
             for p in ps:
@@ -55,15 +60,18 @@ def main():
         time.sleep(0.05)
         hdproto.drop(env.spool, b)
         hdtest.wait_for(lambda: len(env.bootstraps("alice")) == 2, what="b delivered")
-        p = env.ctl("consume", "-c", conf, "--agent", "alice", "--context", check_rc=0)
+        p = env.ctl("consume", "-c", race_conf, "--agent", "alice", "--context", check_rc=0)
         # handoffd's line naming the verified sender, then the producer's
         # summary and the conversation, quoted as the sender's (issues
         # 10.1, 24.8)
         check(p.stdout.startswith("bob handed this over to you (from_agent verified by handoffd).\n"
                                   "What bob wrote (the sender's words, not handoffd's):\n"
                                   "> first\n>\n> Transcript so far:\n"), f"oldest first: {p.stdout!r}")
-        env.ctl("consume", "-c", conf, "--agent", "alice", "--context", check_rc=0)
-        env.ctl("consume", "-c", conf, "--agent", "alice", check_rc=1)
+        env.ctl("consume", "-c", race_conf, "--agent", "alice", "--context", check_rc=0)
+        env.ctl("consume", "-c", race_conf, "--agent", "alice", check_rc=1)
+
+        check(d.stop() == 0, "stop after the races")
+        d = env.start(conf=conf)
 
         # --- stale: consume refuses (3), the daemon expires it on time.
         s = hdproto.build("bob", "alice", env.key, ttl=600)
