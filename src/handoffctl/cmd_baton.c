@@ -22,7 +22,6 @@
 #include "payload_baton.h"
 #include "handoff.h"
 #include "handoffctl.h"
-#include "items.h"
 #include "util.h"
 
 static void baton_usage(FILE *f)

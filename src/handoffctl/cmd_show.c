@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config.h"
 #include "handoffctl.h"
 #include "items.h"
 #include "util.h"

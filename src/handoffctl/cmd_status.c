@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "config.h"
 #include "handoffctl.h"
 #include "items.h"
 #include "util.h"

@@ -27,7 +27,6 @@
 #include "handoff.h"
 #include "handoffctl.h"
 #include "key.h"
-#include "items.h"
 #include "submit.h"
 #include "util.h"
 

@@ -32,6 +32,9 @@ int cmd_complete(int argc, char **argv);
 int cmd_mcp(int argc, char **argv);
 
 struct config;
+/* Load the config for a subcommand: -c path or the default.  Prints the
+ * error and returns a CTL_EXIT_* code (non-zero) on failure. */
+int ctl_config(const char *path, struct config **ret);
 /* The consume options of cfg (resume window, size cap, clock policy) and,
  * with verify, the keys this user can read for the proof of origin (a
  * sender's own key that cannot be read stands in as a random one, so its

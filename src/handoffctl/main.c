@@ -1,8 +1,10 @@
 /* handoffctl: dispatch to the subcommands. */
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "config.h"
 #include "handoff.h"
 #include "handoffctl.h"
 
@@ -26,6 +28,26 @@ static const struct {
         { "baton",   cmd_baton,   "show a Baton session and its history" },
         { "keygen",  cmd_keygen,  "write a new random key file" },
 };
+
+int ctl_config(const char *path, struct config **ret)
+{
+        char *err = NULL;
+        int r;
+
+        r = config_load(path ? path : CONFIG_DEFAULT_PATH, false, ret, &err);
+        if (r < 0) {
+                /* each mistake on a line of its own, "FILE:LINE: message" */
+                char *save = NULL;
+                if (!err)
+                        ctl_fail(CTL_EXIT_USAGE, "%s", strerror(-r));
+                for (char *l = err ? strtok_r(err, "\n", &save) : NULL; l;
+                     l = strtok_r(NULL, "\n", &save))
+                        ctl_fail(CTL_EXIT_USAGE, "%s", l);
+                free(err);
+                return CTL_EXIT_USAGE;
+        }
+        return 0;
+}
 
 int ctl_fail(int code, const char *fmt, ...)
 {

@@ -15,6 +15,7 @@
 #include <jansson.h>
 
 #include "config.h"
+#include "hub_log.h"
 
 /* Exit codes (handoff-hubd(8)). */
 enum {
@@ -83,9 +84,8 @@ struct hub {
         struct hub_conns *conns;        /* while libmicrohttpd runs */
 };
 
-/* ---- logging (main.c): one line on stderr, journald picks it up; what
- * a client can cause, rate-limited (hub_ratelog.c) ---- */
-void hub_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* ---- logging: hub_log() (hub_log.h); what a client can cause,
+ * rate-limited (hub_ratelog.c) ---- */
 /* A request failed to authenticate: from (the peer's address), why. */
 void hub_auth_failed(struct hub *h, const char *from, const char *why);
 /* A post from agent (the token's) at from was refused with a's answer;
