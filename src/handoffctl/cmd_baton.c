@@ -18,7 +18,6 @@
 
 #include "config.h"
 #include "files.h"
-#include "payload.h"
 #include "payload_baton.h"
 #include "handoff.h"
 #include "handoffctl.h"

@@ -23,7 +23,6 @@
 #include <unistd.h>
 
 #include "config.h"
-#include "files.h"
 #include "handoff.h"
 #include "handoffctl.h"
 #include "key.h"

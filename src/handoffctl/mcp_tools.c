@@ -8,7 +8,6 @@
 #include <string.h>
 
 #include "complete.h"
-#include "config.h"
 #include "handoffctl.h"
 #include "items.h"
 #include "mcp.h"

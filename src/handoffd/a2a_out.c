@@ -40,7 +40,6 @@
 
 #include "a2a_out.h"
 #include "files.h"
-#include "layout.h"
 #include "log.h"
 #include "spool.h"
 #include "util.h"

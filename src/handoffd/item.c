@@ -27,6 +27,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "agents.h"
 #include "cancel.h"
 #include "deadline.h"
 #include "delivery.h"

@@ -20,7 +20,6 @@
 #include <strings.h>
 #include <time.h>
 
-#include "handoff.h"
 #include "hub.h"
 #include "util.h"
 
