@@ -169,9 +169,7 @@ int cmd_list(int argc, char **argv)
         }
         config_free(cfg);
         if (as_json) {
-                char *s = json_dumps(all, JSON_INDENT(2) | JSON_SORT_KEYS);
-                printf("%s\n", s ? s : "[]");
-                free(s);
+                ctl_print_json(all, "[]");
         } else {
                 list_print(all);
         }

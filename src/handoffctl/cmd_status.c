@@ -9,7 +9,6 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,10 +35,7 @@ static void status_usage(FILE *f)
                 "pending per target agent, the oldest pending and claimed items,\n"
                 "the daemon's counters since start and its last error.\n"
                 "\n"
-                "  -c, --config FILE  daemon configuration (default %s)\n"
-                "  -j, --json         one JSON object\n"
-                "  -h, --help         this text\n"
-                "      --version      the version\n"
+                CTL_USAGE_CONFIG_JSON
                 "\n"
                 "Exit: 0 running and healthy, 1 running but degraded, 2 usage,\n"
                 "3 not running, 4 the control socket refused this user.\n",
@@ -373,30 +369,16 @@ static void print_text(json_t *st)
 
 int cmd_status(int argc, char **argv)
 {
-        static const struct option opts[] = {
-                { "config", required_argument, NULL, 'c' },
-                { "json", no_argument, NULL, 'j' },
-                { "help", no_argument, NULL, 'h' },
-                { "version", no_argument, NULL, 'V' },
-                {}
-        };
         const char *conf = NULL;
         bool as_json = false;
         struct config *cfg = NULL;
         json_t *st, *daemon, *counts, *bytes, *pending, *pending_oldest, *problems;
         int64_t oldest_pending = -1, oldest_claimed = -1;
-        int c, r, code;
+        int ex, r, code;
         size_t i;
 
-        while ((c = getopt_long(argc, argv, "c:jh", opts, NULL)) >= 0) {
-                switch (c) {
-                case 'c': conf = optarg; break;
-                case 'j': as_json = true; break;
-                case 'h': status_usage(stdout); return CTL_EXIT_OK;
-                case 'V': printf("handoffctl %s\n", HD_VERSION_STRING); return CTL_EXIT_OK;
-                default: status_usage(stderr); return CTL_EXIT_USAGE;
-                }
-        }
+        if (ctl_opts_config_json(argc, argv, status_usage, &conf, &as_json, &ex))
+                return ex;
         if (optind < argc)
                 return ctl_fail(CTL_EXIT_USAGE, "status: unexpected argument '%s'", argv[optind]);
         r = ctl_config(conf, &cfg);
@@ -560,9 +542,7 @@ int cmd_status(int argc, char **argv)
         config_free(cfg);
 
         if (as_json) {
-                char *s = json_dumps(st, JSON_INDENT(2) | JSON_SORT_KEYS);
-                printf("%s\n", s ? s : "{}");
-                free(s);
+                ctl_print_json(st, "{}");
         } else {
                 print_text(st);
         }
