@@ -162,7 +162,7 @@ int hub_records_prune(struct hub *h, int64_t now_s);
 /* Remove what an earlier run of ours left in tmp/. */
 int hub_spool_clean_tmp(struct hub *h);
 
-/* ---- A2A (hub_a2a.c) ---- */
+/* ---- A2A (hub_a2a.c; its parts: hub_a2a.h) ---- */
 /* GET /a2a/NAME/.well-known/agent-card.json; host: the request's Host. */
 int hub_a2a_card(struct hub *h, const char *name, const char *host, struct hub_answer *a);
 /* POST /a2a/NAME by agent (the token's), A2A-Version version (NULL:
@@ -172,8 +172,8 @@ int hub_a2a_rpc(struct hub *h, const char *agent, const char *name, const char *
 /* A JSON-RPC error answer with HTTP status (id NULL: null). */
 int hub_a2a_error(struct hub_answer *a, unsigned status, const json_t *id, int code,
                   const char *message);
-/* The messages kept for retries (state_dir/a2a/): those older than
- * HUB_A2A_KEEP seconds removed; how many. */
+/* The messages kept for retries (state_dir/a2a/, hub_a2a_kept.c): those
+ * older than HUB_A2A_KEEP seconds removed; how many. */
 #define HUB_A2A_KEEP (7 * 86400)
 int hub_a2a_prune(struct hub *h, int64_t now_s);
 
