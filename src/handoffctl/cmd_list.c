@@ -146,6 +146,10 @@ int cmd_list(int argc, char **argv)
         if (r)
                 return r;
         all = json_array();
+        if (!all) {
+                config_free(cfg);
+                return ctl_fail(CTL_EXIT_ERROR, "list: out of memory");
+        }
         /* outbox/: handoffs for another host, waiting for the relay */
         for (size_t i = 0; i < ELEMENTSOF(items_find_states); i++) {
                 const char *st = items_find_states[i];

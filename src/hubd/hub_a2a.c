@@ -103,7 +103,9 @@ int hub_a2a_card(struct hub *h, const char *name, const char *host, struct hub_a
         if (!desc)
                 return -ENOMEM;
         skills = json_array();
-        for (size_t i = 0; ag && skills && i < ag->n_skills; i++)
+        if (!skills)
+                return -ENOMEM;
+        for (size_t i = 0; ag && i < ag->n_skills; i++)
                 json_array_append_new(skills, json_pack("{s:s, s:s, s:s, s:[s]}", "id",
                                                         ag->skill_ids[i], "name",
                                                         ag->skill_ids[i], "description",

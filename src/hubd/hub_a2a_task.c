@@ -115,6 +115,8 @@ static json_t *result_artifact(const char *id, const json_t *res)
         char aid[NAME_MAX + 1];
         json_t *parts = json_array();
 
+        if (!parts)
+                return NULL;
         snprintf(aid, sizeof(aid), "%s-result", id);
         if (text)
                 json_array_append_new(parts, json_pack("{s:s}", "text", text));
@@ -135,8 +137,11 @@ static json_t *task_of_result(const char *id, const char *ctx, const char *st, c
                                  failed ? "failed" : NULL, failed ? a2a_str(res, "reason") : NULL,
                                  a2a_str(res, "recorded_at"));
 
-        if (t && (a2a_str(res, "text") || json_object_get(res, "data")))
-                json_object_set_new(t, "artifacts", json_pack("[o]", result_artifact(id, res)));
+        if (t && (a2a_str(res, "text") || json_object_get(res, "data")) &&
+            json_object_set_new(t, "artifacts", json_pack("[o]", result_artifact(id, res))) < 0) {
+                json_decref(t);
+                return NULL;
+        }
         return t;
 }
 

@@ -157,6 +157,8 @@ void hub_stats_write(struct hub *h, time_t now)
         size_t ntok;
         char *s;
 
+        if (!req)
+                return;         /* written at the next call */
         for (size_t i = 0; i <= ELEMENTSOF(stat_codes); i++) {
                 uint64_t n = atomic_load(&by_code[i]);
                 char code[16];

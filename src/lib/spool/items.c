@@ -97,6 +97,8 @@ static json_t *item_new(int dirfd, const char *dir, const char *state, const cha
         if (xsnprintf(path, sizeof(path), "%s/%s", dir, name) < 0)
                 return NULL;
         it = json_object();
+        if (!it)
+                return NULL;
         int64_t t = (int64_t)st.st_ctim.tv_sec * 1000000LL + st.st_ctim.tv_nsec / 1000;
         hd_time_format(t, at, sizeof(at));
         json_object_set_new(it, "state", json_string(state));
