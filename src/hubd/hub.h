@@ -255,8 +255,9 @@ enum hub_drop {
         _HUB_DROP_MAX,
 };
 void hub_stats_dropped(enum hub_drop why);
-/* Prometheus text exposition, malloc'ed. */
-char *hub_stats_text(struct hub *h);
+/* Prometheus text exposition, malloc'ed; conns_open: the connections
+ * open (hub_conns_count()), -1 without a table of them. */
+char *hub_stats_text(struct hub *h, long conns_open);
 /* state_dir/status.json: the hub's figures for handoffctl status, written
  * when they changed or every HUB_STATUS_INTERVAL s; removed at a clean stop. */
 void hub_stats_write(struct hub *h, time_t now);
