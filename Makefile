@@ -71,10 +71,16 @@ HD_CXXFLAGS = $(filter-out -std=gnu11 -Wmissing-prototypes -Wstrict-prototypes,$
 	-std=gnu++17 -fno-exceptions -fno-rtti
 
 # src/lib/: what libhandoff exports (hd_*, include/handoff.h) and the
-# helpers it needs; src/lib/payload/: the payload formats behind the table
-# (payload.c); src/lib/private/: the code the daemon, the CLI and the hub
-# share, which the library carries but does not export (config, layout).
-LIB_SRCS    := $(sort $(wildcard src/lib/*.c src/lib/payload/*.c src/lib/private/*.c))
+# helpers it needs (files, keys, the spool's names); src/lib/payload/: the
+# payload formats behind the table (payload.c); src/lib/private/: the
+# leaves under all of it (util, sbuf, record, sd_notify), which call
+# nothing of the library.  Above the library, code more than one program
+# shares, which the library carries but does not export:
+# src/lib/config/ (handoffd.conf, with its keys) and src/lib/spool/ (the
+# spool's files as the CLI and the hub read and write them: items, cancel
+# requests).  A program's own folder is that program's alone.
+LIB_SRCS    := $(sort $(wildcard src/lib/*.c src/lib/payload/*.c src/lib/private/*.c \
+	src/lib/config/*.c src/lib/spool/*.c))
 LIB_CXX_SRCS := $(sort $(wildcard src/lib/*.cc))
 DAEMON_SRCS := $(sort $(filter-out src/handoffd/main.c,$(wildcard src/handoffd/*.c)))
 CTL_SRCS    := $(sort $(wildcard src/handoffctl/*.c))
@@ -93,8 +99,7 @@ DAEMON := $(B)/handoffd
 CTL    := $(B)/handoffctl
 CHECKB := $(B)/tests/check_handoff
 
-# handoff-hubd: the HTTPS side (src/hubd/), its own program and privilege;
-# it links the daemon's sd_notify and handoffctl's spool reader (items.c).
+# handoff-hubd: the HTTPS side (src/hubd/), its own program and privilege.
 HUBD_SRCS := $(sort $(wildcard src/hubd/*.c))
 HUBD_OBJS := $(patsubst %.c,$(B)/%.o,$(HUBD_SRCS))
 HUBD   := $(B)/handoff-hubd
@@ -129,17 +134,21 @@ DIRS_NOW := $(sysconfdir) $(runstatedir) $(localstatedir)
 $(shell mkdir -p $(B) && (echo '$(DIRS_NOW)' | cmp -s - $(DIRS_STAMP) || echo '$(DIRS_NOW)' > $(DIRS_STAMP)))
 
 # Each directory sees only the headers of what it builds on: the library
-# its own, the daemon and the CLI the library's (the config reader both
-# use is there), the tests the daemon's too.
+# its own, config/ and spool/ the library's and their own, each program
+# the library's with config/ and spool/ (INC_shared) and its own folder,
+# the tests the daemon's too.
 INC_lib := -Isrc/lib -Isrc/lib/payload -Isrc/lib/private
-INC_handoffd := $(INC_lib) -Isrc/handoffd
-INC_handoffctl := $(INC_lib) -Isrc/handoffctl
-INC_hubd := $(INC_lib) -Isrc/hubd -Isrc/handoffd -Isrc/handoffctl
+INC_shared := $(INC_lib) -Isrc/lib/config -Isrc/lib/spool
+INC_handoffd := $(INC_shared) -Isrc/handoffd
+INC_handoffctl := $(INC_shared) -Isrc/handoffctl
+INC_hubd := $(INC_shared) -Isrc/hubd
 $(B)/src/lib/%.o: HD_CFLAGS += $(INC_lib)
+$(B)/src/lib/config/%.o: HD_CFLAGS += -Isrc/lib/config
+$(B)/src/lib/spool/%.o: HD_CFLAGS += -Isrc/lib/spool
 $(B)/src/handoffd/%.o: HD_CFLAGS += $(INC_handoffd)
 $(B)/src/handoffctl/%.o: HD_CFLAGS += $(INC_handoffctl)
 $(B)/src/hubd/%.o: HD_CFLAGS += $(INC_hubd) $(HUB_CFLAGS)
-$(B)/src/a2a/%.o: HD_CFLAGS += $(INC_lib) -Isrc/a2a $(A2A_CFLAGS)
+$(B)/src/a2a/%.o: HD_CFLAGS += $(INC_shared) -Isrc/a2a $(A2A_CFLAGS)
 $(B)/tests/%.o: HD_CFLAGS += $(INC_handoffd) $(CHECK_CFLAGS) -Itests/unit -Isrc/hubd
 
 # Quiet by default ("CC src/lib/canon.c"), every command line with V=1.
@@ -188,7 +197,7 @@ $(CTL): $(CTL_OBJS) $(LIBA)
 	$(quiet) LD $@
 	$(Q)$(CC) $(HD_LDFLAGS) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
 
-$(HUBD): $(HUBD_OBJS) $(B)/src/handoffd/notify.o $(B)/src/handoffctl/items.o $(LIBA)
+$(HUBD): $(HUBD_OBJS) $(LIBA)
 	$(quiet) LD $@
 	$(Q)$(CC) $(HD_LDFLAGS) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) $(HUB_LIBS) -lpthread -lm
 
@@ -231,7 +240,10 @@ check: deps mcp-deps a2a-deps
 -include $(shell find $(B) -name '*.d' 2>/dev/null)
 # Headers that moved (dependency files written before -MP still name them):
 # rebuild what included them.
-src/handoffd/config.h: ;
+src/handoffd/config.h src/lib/private/config.h src/lib/private/config_err.h \
+src/lib/private/config_keys.h src/lib/private/config_sections.h \
+src/lib/private/layout.h src/lib/private/cancelreq.h src/handoffctl/items.h \
+src/handoffd/notify.h: ;
 
 clean:
 	rm -rf build

@@ -38,10 +38,10 @@ FLOOR         := $(B)/bench/floor
 bench-floor: $(FLOOR)
 
 # bench/ uses the library's private headers (files.h) like the daemon does,
-# and the daemon's notify.c (READY=1 without libsystemd, as handoffd).
-$(B)/bench/%.o: HD_CFLAGS += $(INC_lib) -Isrc/handoffd
+# and its notify.c (READY=1 without libsystemd, as handoffd).
+$(B)/bench/%.o: HD_CFLAGS += $(INC_lib)
 
-$(FLOOR): $(B)/bench/floor.o $(B)/src/handoffd/notify.o $(LIBA)
+$(FLOOR): $(B)/bench/floor.o $(LIBA)
 	$(CC) $(HD_LDFLAGS) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
 
 bench: deps

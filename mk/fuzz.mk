@@ -42,14 +42,14 @@ FUZZ_OBJS    := $(patsubst %.c,$(FB)/%.o,$(LIB_SRCS) $(DAEMON_SRCS)) \
 	$(patsubst %.cc,$(FB)/%.o,$(LIB_CXX_SRCS))
 FUZZ_BINS    := $(addprefix $(FB)/,$(FUZZ_TARGETS))
 
-# fuzz_mcp links handoffctl's objects, fuzz_hub and fuzz_a2a handoff-hubd's (and the
-# spool reader it shares with handoffctl), each from an archive of its own.
+# fuzz_mcp links handoffctl's objects, fuzz_hub and fuzz_a2a handoff-hubd's, each
+# from an archive of its own.
 # Their main.c is in it with main() renamed, for the helpers beside it
-# (ctl_fail, hub_log, hub_setup): the program's main() is libFuzzer's.
+# (ctl_fail, ctl_config, hub_setup): the program's main() is libFuzzer's.
 FUZZ_CTL     := $(FB)/libhandoffctl-fuzz.a
 FUZZ_HUB     := $(FB)/libhubd-fuzz.a
 FUZZ_CTL_OBJS := $(patsubst %.c,$(FB)/%.o,$(CTL_SRCS))
-FUZZ_HUB_OBJS := $(patsubst %.c,$(FB)/%.o,$(HUBD_SRCS) src/handoffctl/items.c)
+FUZZ_HUB_OBJS := $(patsubst %.c,$(FB)/%.o,$(HUBD_SRCS))
 $(FB)/src/handoffctl/%.o $(FB)/tests/fuzz/fuzz_mcp.o: FUZZ_CFLAGS += $(INC_handoffctl)
 $(FB)/src/hubd/%.o $(FB)/tests/fuzz/fuzz_hub.o $(FB)/tests/fuzz/fuzz_a2a.o: FUZZ_CFLAGS += \
 	$(INC_hubd) $(HUB_CFLAGS)

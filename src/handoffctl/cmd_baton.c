@@ -18,11 +18,9 @@
 
 #include "config.h"
 #include "files.h"
-#include "payload.h"
 #include "payload_baton.h"
 #include "handoff.h"
 #include "handoffctl.h"
-#include "items.h"
 #include "util.h"
 
 static void baton_usage(FILE *f)

@@ -18,7 +18,6 @@
 
 #include "cancelreq.h"
 #include "config.h"
-#include "files.h"
 #include "handoffctl.h"
 #include "items.h"
 #include "key.h"

@@ -19,7 +19,6 @@
 #include "config.h"
 #include "files.h"
 #include "handoffctl.h"
-#include "items.h"
 #include "key.h"
 #include "submit.h"
 #include "util.h"

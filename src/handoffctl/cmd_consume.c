@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "config.h"
 #include "handoffctl.h"
 #include "key.h"
 #include "items.h"

@@ -13,9 +13,9 @@
 #include <sys/inotify.h>
 #include <unistd.h>
 
+#include "config.h"
 #include "handoffctl.h"
 #include "inbox.h"
-#include "items.h"
 #include "util.h"
 
 static void inbox_usage(FILE *f)

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config.h"
 #include "handoffctl.h"
 #include "items.h"
 #include "util.h"
@@ -145,6 +146,10 @@ int cmd_list(int argc, char **argv)
         if (r)
                 return r;
         all = json_array();
+        if (!all) {
+                config_free(cfg);
+                return ctl_fail(CTL_EXIT_ERROR, "list: out of memory");
+        }
         /* outbox/: handoffs for another host, waiting for the relay */
         for (size_t i = 0; i < ELEMENTSOF(items_find_states); i++) {
                 const char *st = items_find_states[i];
@@ -168,9 +173,7 @@ int cmd_list(int argc, char **argv)
         }
         config_free(cfg);
         if (as_json) {
-                char *s = json_dumps(all, JSON_INDENT(2) | JSON_SORT_KEYS);
-                printf("%s\n", s ? s : "[]");
-                free(s);
+                ctl_print_json(all, "[]");
         } else {
                 list_print(all);
         }

@@ -19,8 +19,8 @@
 #include <sys/inotify.h>
 #include <unistd.h>
 
+#include "config.h"
 #include "handoffctl.h"
-#include "items.h"
 #include "mcp.h"
 #include "submit.h"
 #include "util.h"

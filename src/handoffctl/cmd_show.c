@@ -2,11 +2,12 @@
  *
  * Exit: 0 found; 1 no such item; 2 usage or config error; 4 an error. */
 #include <errno.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "config.h"
 #include "handoffctl.h"
 #include "items.h"
 #include "util.h"
@@ -22,10 +23,7 @@ static void show_usage(FILE *f)
                 "outcome (for a relayed item, the receiving host's when its receipt\n"
                 "says it).\n"
                 "\n"
-                "  -c, --config FILE  daemon configuration (default %s)\n"
-                "  -j, --json         one JSON object\n"
-                "  -h, --help         this text\n"
-                "      --version      the version\n"
+                CTL_USAGE_CONFIG_JSON
                 "\n"
                 "Exit: 0 found, 1 not found, 2 usage, 4 error.\n",
                 CONFIG_DEFAULT_PATH);
@@ -95,28 +93,14 @@ static void show_result(const json_t *res)
 
 int cmd_show(int argc, char **argv)
 {
-        static const struct option opts[] = {
-                { "config", required_argument, NULL, 'c' },
-                { "json", no_argument, NULL, 'j' },
-                { "help", no_argument, NULL, 'h' },
-                { "version", no_argument, NULL, 'V' },
-                {}
-        };
         const char *conf = NULL, *id;
         bool as_json = false;
         struct config *cfg = NULL;
         json_t *found = NULL;
-        int c, r;
+        int ex, r;
 
-        while ((c = getopt_long(argc, argv, "c:jh", opts, NULL)) >= 0) {
-                switch (c) {
-                case 'c': conf = optarg; break;
-                case 'j': as_json = true; break;
-                case 'h': show_usage(stdout); return CTL_EXIT_OK;
-                case 'V': printf("handoffctl %s\n", HD_VERSION_STRING); return CTL_EXIT_OK;
-                default: show_usage(stderr); return CTL_EXIT_USAGE;
-                }
-        }
+        if (ctl_opts_config_json(argc, argv, show_usage, &conf, &as_json, &ex))
+                return ex;
         if (optind != argc - 1)
                 return ctl_fail(CTL_EXIT_USAGE, "show: one HANDOFF_ID is needed");
         id = argv[optind];
@@ -142,9 +126,7 @@ int cmd_show(int argc, char **argv)
         config_free(cfg);
         show_final_status(found);
         if (as_json) {
-                char *s = json_dumps(found, JSON_INDENT(2) | JSON_SORT_KEYS);
-                printf("%s\n", s ? s : "{}");
-                free(s);
+                ctl_print_json(found, "{}");
         } else {
                 show_text(found);
                 show_result(json_object_get(found, "result"));

@@ -9,7 +9,6 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "config.h"
 #include "handoffctl.h"
 #include "items.h"
 #include "util.h"
@@ -35,10 +35,7 @@ static void status_usage(FILE *f)
                 "pending per target agent, the oldest pending and claimed items,\n"
                 "the daemon's counters since start and its last error.\n"
                 "\n"
-                "  -c, --config FILE  daemon configuration (default %s)\n"
-                "  -j, --json         one JSON object\n"
-                "  -h, --help         this text\n"
-                "      --version      the version\n"
+                CTL_USAGE_CONFIG_JSON
                 "\n"
                 "Exit: 0 running and healthy, 1 running but degraded, 2 usage,\n"
                 "3 not running, 4 the control socket refused this user.\n",
@@ -136,7 +133,8 @@ static void print_relay(json_t *rl)
 static const char *fmt_span(json_int_t s, char *buf, size_t n);
 
 /* The hub's figures (handoff-hubd writes them to its state_dir while it
- * runs, removes them at a clean stop), when [hub] is set; NULL when not.
+ * runs, removes them at a clean stop), when [hub] is set; NULL when not
+ * (or out of memory).
  * Only the known figures are taken from the file, none of its text but
  * the listening address, which is printed escaped. */
 #define HUB_FIGURES_STALE_S 60
@@ -158,6 +156,8 @@ static json_t *hub_status(const struct config *cfg, json_t *problems)
         if (xsnprintf(path, sizeof(path), "%s/%s", dir, CONFIG_HUB_STATUS_FILE) < 0)
                 return NULL;
         o = json_pack("{s:s}", "figures", path);
+        if (!o)
+                return NULL;
         r = hd_read_at(AT_FDCWD, path, 64 * 1024, &buf, &len, &v);
         if (r == -ENOENT) {
                 json_object_set_new(o, "running", json_false());
@@ -191,6 +191,10 @@ static json_t *hub_status(const struct config *cfg, json_t *problems)
         json_object_set_new(o, "tls", json_boolean(json_is_true(json_object_get(f, "tls"))));
         json_t *req = json_object(), *n;
         const char *code;
+        if (!req) {
+                json_decref(o);
+                return NULL;
+        }
         json_object_foreach(json_object_get(f, "requests"), code, n)
                 if (json_is_integer(n) && strlen(code) <= 5)
                         json_object_set_new(req, code, json_integer(json_integer_value(n)));
@@ -372,30 +376,17 @@ static void print_text(json_t *st)
 
 int cmd_status(int argc, char **argv)
 {
-        static const struct option opts[] = {
-                { "config", required_argument, NULL, 'c' },
-                { "json", no_argument, NULL, 'j' },
-                { "help", no_argument, NULL, 'h' },
-                { "version", no_argument, NULL, 'V' },
-                {}
-        };
         const char *conf = NULL;
         bool as_json = false;
         struct config *cfg = NULL;
-        json_t *st, *daemon, *counts, *bytes, *pending, *pending_oldest, *problems;
+        json_t *st, *daemon, *counts, *bytes, *pending, *pending_oldest, *problems, *ages;
+        _cleanup_json_ json_t *lset = NULL;
         int64_t oldest_pending = -1, oldest_claimed = -1;
-        int c, r, code;
+        int ex, r, code;
         size_t i;
 
-        while ((c = getopt_long(argc, argv, "c:jh", opts, NULL)) >= 0) {
-                switch (c) {
-                case 'c': conf = optarg; break;
-                case 'j': as_json = true; break;
-                case 'h': status_usage(stdout); return CTL_EXIT_OK;
-                case 'V': printf("handoffctl %s\n", HD_VERSION_STRING); return CTL_EXIT_OK;
-                default: status_usage(stderr); return CTL_EXIT_USAGE;
-                }
-        }
+        if (ctl_opts_config_json(argc, argv, status_usage, &conf, &as_json, &ex))
+                return ex;
         if (optind < argc)
                 return ctl_fail(CTL_EXIT_USAGE, "status: unexpected argument '%s'", argv[optind]);
         r = ctl_config(conf, &cfg);
@@ -408,15 +399,27 @@ int cmd_status(int argc, char **argv)
         pending = json_object();
         pending_oldest = json_object();
         problems = json_array();
+        ages = json_array();
+        lset = json_object();   /* the left items' inodes as a set */
+        if (!st || !counts || !bytes || !pending || !pending_oldest || !problems || !ages ||
+            !lset) {
+                json_decref(st);
+                json_decref(counts);
+                json_decref(bytes);
+                json_decref(pending);
+                json_decref(pending_oldest);
+                json_decref(problems);
+                json_decref(ages);
+                config_free(cfg);
+                return ctl_fail(CTL_EXIT_ERROR, "status: out of memory");
+        }
         bool refused = false;
         daemon = ask_daemon(cfg->control_socket, &refused);
         /* Names and stat only: a file's content is the producer's, and
          * reading every one makes status as slow as the spool is large.
          * Who a pending item is for comes from the daemon (what it left
          * in handoff/ for agents not served here); without it, unknown. */
-        json_t *ages = json_array(), *left = json_object_get(daemon, "left"), *lin, *e;
-        /* the left items' inodes as a set */
-        _cleanup_json_ json_t *lset = json_object();
+        json_t *left = json_object_get(daemon, "left"), *lin, *e;
         json_array_foreach(json_object_get(left, "inodes"), i, lin) {
                 char k[32];
                 snprintf(k, sizeof(k), "%lld", (long long)json_integer_value(lin));
@@ -559,9 +562,7 @@ int cmd_status(int argc, char **argv)
         config_free(cfg);
 
         if (as_json) {
-                char *s = json_dumps(st, JSON_INDENT(2) | JSON_SORT_KEYS);
-                printf("%s\n", s ? s : "{}");
-                free(s);
+                ctl_print_json(st, "{}");
         } else {
                 print_text(st);
         }

@@ -23,11 +23,9 @@
 #include <unistd.h>
 
 #include "config.h"
-#include "files.h"
 #include "handoff.h"
 #include "handoffctl.h"
 #include "key.h"
-#include "items.h"
 #include "submit.h"
 #include "util.h"
 

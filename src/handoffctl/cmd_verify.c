@@ -22,7 +22,6 @@
 #include "config.h"
 #include "handoff.h"
 #include "handoffctl.h"
-#include "items.h"
 #include "key.h"
 #include "util.h"
 

@@ -29,6 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "config.h"
 #include "handoffctl.h"
 #include "items.h"
 #include "layout.h"

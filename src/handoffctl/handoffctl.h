@@ -3,6 +3,9 @@
 #define HANDOFFCTL_H
 
 #include <stdbool.h>
+#include <stdio.h>
+
+#include <jansson.h>
 
 #include "handoff.h"
 #include "payload.h"
@@ -32,6 +35,9 @@ int cmd_complete(int argc, char **argv);
 int cmd_mcp(int argc, char **argv);
 
 struct config;
+/* Load the config for a subcommand: -c path or the default.  Prints the
+ * error and returns a CTL_EXIT_* code (non-zero) on failure. */
+int ctl_config(const char *path, struct config **ret);
 /* The consume options of cfg (resume window, size cap, clock policy) and,
  * with verify, the keys this user can read for the proof of origin (a
  * sender's own key that cannot be read stands in as a random one, so its
@@ -51,6 +57,23 @@ int ctl_check_type(const char *cmd, const char *type);
  * until 16 more calls. */
 const char *ctl_esc(const char *s);
 const char *ctl_esc_text(const char *s);
+
+/* The options of a subcommand that takes -c FILE and --json alone (show,
+ * status): *ret_conf, *ret_json set as given.  0: go on, optind at the
+ * first operand; 1: the subcommand ends with *ret_exit (--help and
+ * --version printed, or a usage error with usage(stderr)). */
+int ctl_opts_config_json(int argc, char **argv, void (*usage)(FILE *f), const char **ret_conf,
+                         bool *ret_json, int *ret_exit);
+/* Those options as --help says them (%s: the default config file). */
+#define CTL_USAGE_CONFIG_JSON \
+        "  -c, --config FILE  daemon configuration (default %s)\n" \
+        "  -j, --json         one JSON object\n" \
+        "  -h, --help         this text\n" \
+        "      --version      the version\n"
+
+/* --json: j on stdout, indented, keys sorted; none when it cannot be
+ * written (out of memory). */
+void ctl_print_json(const json_t *j, const char *none);
 
 /* "handoffctl: " + message (escaped: ctl_esc()) + newline on stderr;
  * returns code. */

@@ -1,10 +1,15 @@
-/* handoffctl: dispatch to the subcommands. */
+/* handoffctl: dispatch to the subcommands, and what they share: the
+ * config, the error line, the -c/--json options, the --json output. */
+#include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "config.h"
 #include "handoff.h"
 #include "handoffctl.h"
+#include "util.h"
 
 static const struct {
         const char *name;
@@ -26,6 +31,66 @@ static const struct {
         { "baton",   cmd_baton,   "show a Baton session and its history" },
         { "keygen",  cmd_keygen,  "write a new random key file" },
 };
+
+int ctl_config(const char *path, struct config **ret)
+{
+        char *err = NULL;
+        int r;
+
+        r = config_load(path ? path : CONFIG_DEFAULT_PATH, false, ret, &err);
+        if (r < 0) {
+                /* each mistake on a line of its own, "FILE:LINE: message" */
+                char *save = NULL;
+                if (!err)
+                        ctl_fail(CTL_EXIT_USAGE, "%s", strerror(-r));
+                for (char *l = err ? strtok_r(err, "\n", &save) : NULL; l;
+                     l = strtok_r(NULL, "\n", &save))
+                        ctl_fail(CTL_EXIT_USAGE, "%s", l);
+                free(err);
+                return CTL_EXIT_USAGE;
+        }
+        return 0;
+}
+
+int ctl_opts_config_json(int argc, char **argv, void (*usage)(FILE *f), const char **ret_conf,
+                         bool *ret_json, int *ret_exit)
+{
+        static const struct option opts[] = {
+                { "config", required_argument, NULL, 'c' },
+                { "json", no_argument, NULL, 'j' },
+                { "help", no_argument, NULL, 'h' },
+                { "version", no_argument, NULL, 'V' },
+                {}
+        };
+        int c;
+
+        while ((c = getopt_long(argc, argv, "c:jh", opts, NULL)) >= 0) {
+                switch (c) {
+                case 'c': *ret_conf = optarg; break;
+                case 'j': *ret_json = true; break;
+                case 'h':
+                        usage(stdout);
+                        *ret_exit = CTL_EXIT_OK;
+                        return 1;
+                case 'V':
+                        printf("handoffctl %s\n", HD_VERSION_STRING);
+                        *ret_exit = CTL_EXIT_OK;
+                        return 1;
+                default:
+                        usage(stderr);
+                        *ret_exit = CTL_EXIT_USAGE;
+                        return 1;
+                }
+        }
+        return 0;
+}
+
+void ctl_print_json(const json_t *j, const char *none)
+{
+        _cleanup_free_ char *s = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS);
+
+        printf("%s\n", s ? s : none);
+}
 
 int ctl_fail(int code, const char *fmt, ...)
 {

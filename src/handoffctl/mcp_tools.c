@@ -444,8 +444,11 @@ int mcp_tools_call(struct mcp *m, const json_t *params, json_t **ret,
                 snprintf(e->msg, sizeof(e->msg), "Unknown tool: %.128s", name);
                 return e->code;
         }
-        if (!args)
-                args = empty = json_object();
+        if (!args && !(args = empty = json_object())) {
+                e->code = RPC_INTERNAL_ERROR;
+                snprintf(e->msg, sizeof(e->msg), "Internal error: out of memory");
+                return e->code;
+        }
         if (mcp_schema_check(json_object_get(json_array_get(m->tools, i), "inputSchema"),
                              args, "arguments", err, sizeof(err)) < 0) {
                 e->code = RPC_INVALID_PARAMS;

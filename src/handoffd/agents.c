@@ -158,6 +158,35 @@ static int agent_not_inspected(struct agent_rt *a, const char *what)
         return 1;
 }
 
+/* What became of opening one of a's directories (what: "state_dir 'DIR'"
+ * or "'DIR/handoffs'"), r from open_dir_at() or open_dir_look() (not
+ * -ENOENT with look, which the caller decides): 0 it is open, else as
+ * agent_open() returns. */
+static int agent_dir_opened(struct agent_rt *a, const char *what, int r, bool look)
+{
+        if (look && r == -EACCES)
+                return agent_not_inspected(a, what);
+        if (r == -ELOOP || r == -ENOTDIR)
+                return agent_unserved(a, "%s is a symbolic link or not a directory", what);
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0)
+                return agent_unserved(a, "cannot open %s: %s", what, strerror(-r));
+        return 0;
+}
+
+/* The directory fd of a (what, as agent_dir_opened() names it) may be
+ * written by the daemon and the agent alone: 0, else out of service (1). */
+static int agent_dir_safe(struct agent_rt *a, const char *what, int fd, gid_t shared)
+{
+        const char *why = agent_dir_unsafe(fd, shared);
+
+        if (why)
+                return agent_unserved(a, "refusing %s: it %s (only the daemon and the agent "
+                                      "may write it)", what, why);
+        return 0;
+}
+
 /* Open one agent's state_dir and handoffs/; with look (handoffd -n),
  * only those that exist, creating nothing.  This decides whether the
  * agent is served: 0 it is; 1 it is out of service (a link, no directory
@@ -167,7 +196,7 @@ static int agent_not_inspected(struct agent_rt *a, const char *what)
  * this user cannot reach it; -ENOMEM. */
 static int agent_open(struct agent_rt *a, gid_t shared, bool look)
 {
-        const char *dir = a->cfg->state_dir, *why;
+        const char *dir = a->cfg->state_dir;
         struct stat st;
         bool created = false, sd_created = false;
         char what[PATH_MAX + 32];
@@ -179,26 +208,19 @@ static int agent_open(struct agent_rt *a, gid_t shared, bool look)
                  : open_dir_at(AT_FDCWD, dir, 0750, &a->state_fd, &sd_created);
         if (look && r == -ENOENT)
                 return 0;       /* the start creates it */
-        if (look && r == -EACCES) {
-                snprintf(what, sizeof(what), "state_dir '%s'", dir);
-                return agent_not_inspected(a, what);
-        }
-        if (r == -ELOOP || r == -ENOTDIR)
-                return agent_unserved(a, "state_dir '%s' is a symbolic link or not a directory", dir);
-        if (r == -ENOMEM)
+        snprintf(what, sizeof(what), "state_dir '%s'", dir);
+        r = agent_dir_opened(a, what, r, look);
+        if (r != 0)
                 return r;
-        if (r < 0)
-                return agent_unserved(a, "cannot open state_dir '%s': %s", dir, strerror(-r));
         /* Made here in the spool's group (no setgid parent of the
          * agent's own): only the daemon's user can be its agent, and the
          * mode says so. */
         if (sd_created && fstat(a->state_fd, &st) == 0 && st.st_gid == shared &&
             fchmod(a->state_fd, 0700) < 0)
                 return agent_unserved(a, "cannot set the mode of '%s': %s", dir, strerror(errno));
-        why = agent_dir_unsafe(a->state_fd, shared);
-        if (why)
-                return agent_unserved(a, "refusing state_dir '%s': it %s "
-                                      "(only the daemon and the agent may write it)", dir, why);
+        r = agent_dir_safe(a, what, a->state_fd, shared);
+        if (r != 0)
+                return r;
         /* Created here, it can only be the agent's if it inherits a group
          * other than the spool's (setgid state_dir of the agent's group):
          * else it stays the daemon's until set up (handoffd(8)). */
@@ -212,16 +234,10 @@ static int agent_open(struct agent_rt *a, gid_t shared, bool look)
                         agent_say_private(a, a->state_fd, shared, true);
                 return 0;
         }
-        if (look && r == -EACCES) {
-                snprintf(what, sizeof(what), "'%s/handoffs'", dir);
-                return agent_not_inspected(a, what);
-        }
-        if (r == -ELOOP || r == -ENOTDIR)
-                return agent_unserved(a, "'%s/handoffs' is a symbolic link or not a directory", dir);
-        if (r == -ENOMEM)
+        snprintf(what, sizeof(what), "'%s/handoffs'", dir);
+        r = agent_dir_opened(a, what, r, look);
+        if (r != 0)
                 return r;
-        if (r < 0)
-                return agent_unserved(a, "cannot open '%s/handoffs': %s", dir, strerror(-r));
         if (created && fstat(a->handoffs_fd, &st) == 0) {
                 if (st.st_gid != shared && fchmod(a->handoffs_fd, 02770) < 0)
                         return agent_unserved(a, "cannot set the mode of '%s/handoffs': %s",
@@ -229,11 +245,7 @@ static int agent_open(struct agent_rt *a, gid_t shared, bool look)
                 if (st.st_gid == shared)
                         agent_say_private(a, a->state_fd, shared, false);
         }
-        why = agent_dir_unsafe(a->handoffs_fd, shared);
-        if (why)
-                return agent_unserved(a, "refusing '%s/handoffs': it %s "
-                                      "(only the daemon and the agent may write it)", dir, why);
-        return 0;
+        return agent_dir_safe(a, what, a->handoffs_fd, shared);
 }
 
 /* Open every agent of cfg (with look, only inspect them).  An agent out

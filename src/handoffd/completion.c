@@ -37,6 +37,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "agents.h"
 #include "delivery.h"
 #include "files.h"
 #include "layout.h"

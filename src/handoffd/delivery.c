@@ -33,6 +33,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "agents.h"
 #include "cancel.h"
 #include "delivery.h"
 #include "files.h"

@@ -27,6 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "agents.h"
 #include "deadline.h"
 #include "delivery.h"
 #include "files.h"

@@ -23,6 +23,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "agents.h"
 #include "cancel.h"
 #include "delivery.h"
 #include "files.h"

@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "agents.h"
 #include "cancel.h"
 #include "intake.h"
 #include "files.h"

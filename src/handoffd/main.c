@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "agents.h"
 #include "config.h"
 #include "daemon.h"
 #include "log.h"

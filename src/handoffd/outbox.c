@@ -22,7 +22,6 @@
 #include <unistd.h>
 
 #include "files.h"
-#include "layout.h"
 #include "log.h"
 #include "outbox.h"
 #include "outbox_dir.h"

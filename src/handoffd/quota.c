@@ -40,7 +40,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "files.h"
+#include "agents.h"
 #include "lock.h"
 #include "log.h"
 #include "quota.h"

@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "files.h"
 #include "log.h"
 #include "nats_dl.h"
 #include "outbox.h"

@@ -13,7 +13,6 @@
 #include <stdio.h>
 #include <uv.h>
 
-#include "config.h"
 
 struct spool;
 

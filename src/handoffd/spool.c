@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "agents.h"
 #include "files.h"
 #include "layout.h"
 #include "lock.h"

@@ -10,10 +10,14 @@
 #include <stdio.h>
 #include <sys/stat.h>
 
-#include "agents.h"
+#include <jansson.h>
+
 #include "config.h"
 #include "deadline.h"
 #include "handoff.h"
+
+struct agent_rt;
+struct agents_count;
 
 enum spool_dir {
         SD_TMP,

@@ -15,6 +15,7 @@
 #include <jansson.h>
 
 #include "config.h"
+#include "hub_log.h"
 
 /* Exit codes (handoff-hubd(8)). */
 enum {
@@ -83,9 +84,8 @@ struct hub {
         struct hub_conns *conns;        /* while libmicrohttpd runs */
 };
 
-/* ---- logging (main.c): one line on stderr, journald picks it up; what
- * a client can cause, rate-limited (hub_ratelog.c) ---- */
-void hub_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* ---- logging: hub_log() (hub_log.h); what a client can cause,
+ * rate-limited (hub_ratelog.c) ---- */
 /* A request failed to authenticate: from (the peer's address), why. */
 void hub_auth_failed(struct hub *h, const char *from, const char *why);
 /* A post from agent (the token's) at from was refused with a's answer;
@@ -162,7 +162,7 @@ int hub_records_prune(struct hub *h, int64_t now_s);
 /* Remove what an earlier run of ours left in tmp/. */
 int hub_spool_clean_tmp(struct hub *h);
 
-/* ---- A2A (hub_a2a.c) ---- */
+/* ---- A2A (hub_a2a.c; its parts: hub_a2a.h) ---- */
 /* GET /a2a/NAME/.well-known/agent-card.json; host: the request's Host. */
 int hub_a2a_card(struct hub *h, const char *name, const char *host, struct hub_answer *a);
 /* POST /a2a/NAME by agent (the token's), A2A-Version version (NULL:
@@ -172,8 +172,8 @@ int hub_a2a_rpc(struct hub *h, const char *agent, const char *name, const char *
 /* A JSON-RPC error answer with HTTP status (id NULL: null). */
 int hub_a2a_error(struct hub_answer *a, unsigned status, const json_t *id, int code,
                   const char *message);
-/* The messages kept for retries (state_dir/a2a/): those older than
- * HUB_A2A_KEEP seconds removed; how many. */
+/* The messages kept for retries (state_dir/a2a/, hub_a2a_kept.c): those
+ * older than HUB_A2A_KEEP seconds removed; how many. */
 #define HUB_A2A_KEEP (7 * 86400)
 int hub_a2a_prune(struct hub *h, int64_t now_s);
 
@@ -255,8 +255,9 @@ enum hub_drop {
         _HUB_DROP_MAX,
 };
 void hub_stats_dropped(enum hub_drop why);
-/* Prometheus text exposition, malloc'ed. */
-char *hub_stats_text(struct hub *h);
+/* Prometheus text exposition, malloc'ed; conns_open: the connections
+ * open (hub_conns_count()), -1 without a table of them. */
+char *hub_stats_text(struct hub *h, long conns_open);
 /* state_dir/status.json: the hub's figures for handoffctl status, written
  * when they changed or every HUB_STATUS_INTERVAL s; removed at a clean stop. */
 void hub_stats_write(struct hub *h, time_t now);

@@ -20,7 +20,6 @@
 #include <strings.h>
 #include <time.h>
 
-#include "handoff.h"
 #include "hub.h"
 #include "util.h"
 
@@ -180,8 +179,10 @@ static bool on_get(struct hub *h, struct hub_request *q, struct hub_answer *a)
 
         if (!strcmp(url, "/healthz"))
                 return answer_text(a, strdup("ok\n"), "text/plain");
-        if (!strcmp(url, "/metrics"))
-                return answer_text(a, hub_stats_text(h), "text/plain; version=0.0.4");
+        if (!strcmp(url, "/metrics")) {
+                long conns_open = h->conns ? (long)hub_conns_count(h->conns) : -1;
+                return answer_text(a, hub_stats_text(h, conns_open), "text/plain; version=0.0.4");
+        }
         if (a2a_path(url, A2A_CARD, agent)) {
                 if (hub_a2a_card(h, agent, q->host, a) < 0)
                         return refuse(a, 500, "internal", "out of memory");

@@ -25,22 +25,9 @@
 #include "notify.h"
 #include "util.h"
 
-void hub_log(const char *fmt, ...)
-{
-        char buf[1024];
-        va_list ap;
-
-        va_start(ap, fmt);
-        vsnprintf(buf, sizeof(buf), fmt, ap);
-        va_end(ap);
-        fprintf(stderr, "handoff-hubd: %s\n", buf);
-}
-
-/* The hub's one-line error, logged; returns code.  Named as handoffctl's
- * error printer, which items.c (shared with handoffctl, for GET
- * /api/v1/handoffs/{id}) names too. */
-int ctl_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-int ctl_fail(int code, const char *fmt, ...)
+/* The hub's one-line error, logged; returns code. */
+static int hub_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int hub_fail(int code, const char *fmt, ...)
 {
         char buf[1024];
         va_list ap;
@@ -103,39 +90,39 @@ int hub_setup(struct hub *h)
         if (!ch->max_per_address)
                 ch->max_per_address = HUB_DEFAULT_MAX_PER_ADDRESS;
         if (!ch->state_dir && !(ch->state_dir = strdup(HUB_DEFAULT_STATE_DIR)))
-                return ctl_fail(HUB_EXIT_RUNTIME, "out of memory");
+                return hub_fail(HUB_EXIT_RUNTIME, "out of memory");
         if (!spool)
-                return ctl_fail(HUB_EXIT_CONFIG, "%s: [spool] dir is not set", h->cfg->path);
+                return hub_fail(HUB_EXIT_CONFIG, "%s: [spool] dir is not set", h->cfg->path);
         if (!ch->token_dir)
-                return ctl_fail(HUB_EXIT_CONFIG, "%s: [hub] token_dir is not set", h->cfg->path);
+                return hub_fail(HUB_EXIT_CONFIG, "%s: [hub] token_dir is not set", h->cfg->path);
         if (!ch->tls_cert != !ch->tls_key)
-                return ctl_fail(HUB_EXIT_CONFIG, "%s: [hub] tls_cert and tls_key go together",
+                return hub_fail(HUB_EXIT_CONFIG, "%s: [hub] tls_cert and tls_key go together",
                             h->cfg->path);
         if (!strcmp(ch->token_dir, "credential:")) {
                 /* LoadCredential=AGENT.token:FILE, one per sender */
                 const char *cd = getenv("CREDENTIALS_DIRECTORY");
                 if (!cd || cd[0] != '/')
-                        return ctl_fail(HUB_EXIT_CONFIG, "[hub] token_dir = credential: but "
+                        return hub_fail(HUB_EXIT_CONFIG, "[hub] token_dir = credential: but "
                                     "$CREDENTIALS_DIRECTORY is not set");
                 free(ch->token_dir);
                 if (!(ch->token_dir = strdup(cd)))
-                        return ctl_fail(HUB_EXIT_RUNTIME, "out of memory");
+                        return hub_fail(HUB_EXIT_RUNTIME, "out of memory");
         }
         r = hub_tokens_load(ch->token_dir, &h->tokens, err, sizeof(err));
         if (r < 0)
-                return ctl_fail(HUB_EXIT_CONFIG, "%s", err[0] ? err : strerror(-r));
+                return hub_fail(HUB_EXIT_CONFIG, "%s", err[0] ? err : strerror(-r));
         if (hub_tokens_count(h->tokens) == 0)
                 hub_log("warning: no AGENT.token in %s: every request will be refused",
                         ch->token_dir);
         if (ch->tls_cert) {
                 r = hub_tls_load(ch->tls_cert, ch->tls_key, &h->tls, err, sizeof(err));
                 if (r < 0)
-                        return ctl_fail(HUB_EXIT_CONFIG, "TLS: %s", err[0] ? err : strerror(-r));
+                        return hub_fail(HUB_EXIT_CONFIG, "TLS: %s", err[0] ? err : strerror(-r));
         }
         if ((r = open_dir(spool, "tmp", &h->tmp_fd)) < 0)
-                return ctl_fail(HUB_EXIT_RUNTIME, "%s/tmp: %s", spool, strerror(-r));
+                return hub_fail(HUB_EXIT_RUNTIME, "%s/tmp: %s", spool, strerror(-r));
         if ((r = open_dir(spool, "handoff", &h->handoff_fd)) < 0)
-                return ctl_fail(HUB_EXIT_RUNTIME, "%s/handoff: %s", spool, strerror(-r));
+                return hub_fail(HUB_EXIT_RUNTIME, "%s/handoff: %s", spool, strerror(-r));
         /* the daemon's replay memory and claims, when this user may look */
         if (open_dir(spool, "ids", &h->ids_fd) < 0)
                 h->ids_fd = -1;
@@ -146,11 +133,11 @@ int hub_setup(struct hub *h)
                 h->cancel_fd = -1;
         r = mkdir_p_at(AT_FDCWD, ch->state_dir, 0750);
         if (r < 0)
-                return ctl_fail(HUB_EXIT_RUNTIME, "[hub] state_dir %s: %s", ch->state_dir,
+                return hub_fail(HUB_EXIT_RUNTIME, "[hub] state_dir %s: %s", ch->state_dir,
                             strerror(-r));
         h->state_fd = open(ch->state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (h->state_fd < 0)
-                return ctl_fail(HUB_EXIT_RUNTIME, "[hub] state_dir %s: %s", ch->state_dir,
+                return hub_fail(HUB_EXIT_RUNTIME, "[hub] state_dir %s: %s", ch->state_dir,
                             strerror(errno));
         hub_records_prune(h, time(NULL));
         r = hub_spool_clean_tmp(h);
@@ -255,7 +242,7 @@ int main(int argc, char **argv)
                 return HUB_EXIT_CONFIG;
         }
         if (sodium_init() < 0)
-                return ctl_fail(HUB_EXIT_RUNTIME, "libsodium did not initialize");
+                return hub_fail(HUB_EXIT_RUNTIME, "libsodium did not initialize");
         r = config_load(path, true, &h.cfg, &cerr);
         if (r < 0) {
                 hub_log("%s", cerr ? cerr : strerror(-r));
@@ -271,11 +258,11 @@ int main(int argc, char **argv)
         r = hub_listen_open(h.cfg->hub.listen, &fd, &loopback, &is_unix, &activated,
                             err, sizeof(err));
         if (r < 0) {
-                r = ctl_fail(r == -EINVAL ? HUB_EXIT_CONFIG : HUB_EXIT_RUNTIME, "%s", err);
+                r = hub_fail(r == -EINVAL ? HUB_EXIT_CONFIG : HUB_EXIT_RUNTIME, "%s", err);
                 goto out;
         }
         if (!loopback && !h.tls) {
-                r = ctl_fail(HUB_EXIT_CONFIG, "refusing to serve plain HTTP on %s: it is not a "
+                r = hub_fail(HUB_EXIT_CONFIG, "refusing to serve plain HTTP on %s: it is not a "
                          "loopback address; set [hub] tls_cert and tls_key",
                          activated ? "the passed socket" : h.cfg->hub.listen);
                 goto out;
@@ -289,7 +276,7 @@ int main(int argc, char **argv)
         signal(SIGPIPE, SIG_IGN);
         r = hub_http_start(&h, fd, is_unix, &http, err, sizeof(err));
         if (r < 0) {
-                r = ctl_fail(HUB_EXIT_RUNTIME, "%s", err);
+                r = hub_fail(HUB_EXIT_RUNTIME, "%s", err);
                 goto out;
         }
         fd = -1;        /* libmicrohttpd's now: it closes it at stop */

@@ -148,21 +148,40 @@ static int tmp_suffix(char rnd[2 * TMP_SUFFIX_BYTES + 1])
         return 0;
 }
 
+/* What the write_*() calls create: one name in dirfd (no '/', not . or
+ * ..), and bytes to write when len says there are. */
+static bool write_args_valid(const char *name, const void *buf, size_t len)
+{
+        return name && *name && !strchr(name, '/') && strcmp(name, ".") &&
+               strcmp(name, "..") && (buf || len == 0);
+}
+
 /* Write buf to the new file fd, set its mode (fchmod before fsync, so the
  * synced inode already has it; fchmod is not subject to the umask, the
- * caller's mode is exact), sync it if flags say so, close it (always). */
+ * caller's mode is exact), sync it if flags say so; fd stays open. */
+static int fill_open_fd(int fd, const void *buf, size_t len, mode_t mode, unsigned flags)
+{
+        int r;
+
+        r = write_all(fd, buf, len);
+        if (r < 0)
+                return r;
+        if (!(flags & WRITE_MODE_KEPT) && fchmod(fd, mode & 07777) < 0)
+                return -errno;
+        if ((flags & WRITE_SYNC_FILE) && fsync(fd) < 0)
+                return -errno;
+        return 0;
+}
+
+/* fill_open_fd(), then close fd (always). */
 static int fill_fd(int fd, const void *buf, size_t len, mode_t mode, unsigned flags)
 {
         _cleanup_close_ int f = fd;
         int r;
 
-        r = write_all(f, buf, len);
+        r = fill_open_fd(f, buf, len, mode, flags);
         if (r < 0)
                 return r;
-        if (!(flags & WRITE_MODE_KEPT) && fchmod(f, mode & 07777) < 0)
-                return -errno;
-        if ((flags & WRITE_SYNC_FILE) && fsync(f) < 0)
-                return -errno;
         r = close(TAKE_FD(f));
         if (r < 0 && errno != EINTR)
                 return -errno;
@@ -182,8 +201,7 @@ int write_atomic(int dirfd, const char *name, const void *buf, size_t len,
         char tmp[NAME_MAX + 1], rnd[2 * TMP_SUFFIX_BYTES + 1];
         int fd = -1, r;
 
-        if (!name || !*name || strchr(name, '/') || !strcmp(name, ".") ||
-            !strcmp(name, "..") || (!buf && len > 0))
+        if (!write_args_valid(name, buf, len))
                 return -EINVAL;
 
         for (int tries = 0;; tries++) {
@@ -224,8 +242,7 @@ int write_direct(int dirfd, const char *name, const void *buf, size_t len,
 {
         int fd = -1, r;
 
-        if (!name || !*name || strchr(name, '/') || !strcmp(name, ".") ||
-            !strcmp(name, "..") || (!buf && len > 0))
+        if (!write_args_valid(name, buf, len))
                 return -EINVAL;
         for (int tries = 0;; tries++) {
                 fd = openat(dirfd, name,
@@ -270,8 +287,7 @@ int write_linked(int dirfd, const char *name, const void *buf, size_t len,
         _cleanup_close_ int fd = -1;
         int r;
 
-        if (!name || !*name || strchr(name, '/') || !strcmp(name, ".") ||
-            !strcmp(name, "..") || (!buf && len > 0))
+        if (!write_args_valid(name, buf, len))
                 return -EINVAL;
         fd = openat(dirfd, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, mode & 0777);
         if (fd < 0) {
@@ -292,13 +308,9 @@ int write_linked(int dirfd, const char *name, const void *buf, size_t len,
                         r = fsync_dir(dirfd);
                 return r;
         }
-        r = write_all(fd, buf, len);
+        r = fill_open_fd(fd, buf, len, mode, flags);
         if (r < 0)
                 return r;
-        if (!(flags & WRITE_MODE_KEPT) && fchmod(fd, mode & 07777) < 0)
-                return -errno;
-        if ((flags & WRITE_SYNC_FILE) && fsync(fd) < 0)
-                return -errno;
         r = link_unnamed(fd, dirfd, name);
         if (r < 0)
                 return r;

@@ -100,7 +100,7 @@ def would_rebuild(header):
 
 
 def header_rebuilds():
-    for h in ("src/handoffctl/items.h", "src/handoffd/log.h", "src/lib/files.h",
+    for h in ("src/lib/spool/items.h", "src/handoffd/log.h", "src/lib/files.h",
               "include/handoff.h"):
         want = includers(h)
         got = would_rebuild(h)
@@ -126,11 +126,12 @@ def compile_line(obj_src):
 
 
 def include_paths():
-    # config.h, the config reader, is the library's (private), for both
-    # programs; the CLI sees no daemon header.
+    # config.h, the config reader, is the library's (src/lib/config), for
+    # every program; no program sees another's headers.
     cases = [("src/lib/private/util.c", "util.h", "spool.h"),
-             ("src/handoffd/log.c", "config.h", "items.h"),
-             ("src/handoffctl/items.c", "config.h", "spool.h")]
+             ("src/handoffd/log.c", "config.h", "handoffctl.h"),
+             ("src/handoffctl/cmd_show.c", "config.h", "spool.h"),
+             ("src/hubd/hub_accept.c", "items.h", "handoffctl.h")]
     with tempfile.TemporaryDirectory(prefix="hdtest.") as t:
         for src, own, foreign in cases:
             argv = compile_line(src)

@@ -31,7 +31,8 @@ SRC = os.environ.get("HD_SRC") or os.path.abspath(
 BUILD = os.environ.get("HD_BUILD") or os.path.join(SRC, "build")
 sys.path.insert(0, os.path.join(SRC, "tests", "py"))
 import hdtest  # noqa: E402
-SEARCH = ["include", "src/lib", "src/lib/payload", "src/lib/private", "src/handoffd"]
+SEARCH = ["include", "src/lib", "src/lib/payload", "src/lib/private",
+          "src/lib/config", "src/lib/spool", "src/handoffd"]
 LIBRARY = ("include/", "src/lib/")
 
 

@@ -2,7 +2,7 @@
 
 - mandoc -T lint on each page: any WARNING or worse fails (STYLE is ignored).
 - every reason name of src/lib/reason.c appears in handoff(7);
-- every config key of etc/handoffd.conf (and of src/lib/private/config*.c, the
+- every config key of etc/handoffd.conf (and of src/lib/config/config*.c, the
   reader handoffd and handoffctl share) appears in handoffd.conf(5);
 - every long option printed by `handoffd --help` appears in handoffd(8);
 - every subcommand printed by `handoffctl --help` appears in handoffctl(1),
@@ -105,10 +105,10 @@ def config_keys():
         return
     keys = sorted({k for _, k in pairs})
     sections = sorted({s for s, _ in pairs})
-    codes = sorted(glob.glob(os.path.join(SRC, "src/lib/private/config*.c")))
+    codes = sorted(glob.glob(os.path.join(SRC, "src/lib/config/config*.c")))
     code_keys = []
     if not codes:
-        fail("no src/lib/private/config*.c")
+        fail("no src/lib/config/config*.c")
     else:
         text = "".join(open(f).read() for f in codes)
         code_keys = set(re.findall(r'strcmp\(k, "([a-z_]+)"\)', text))
@@ -116,13 +116,13 @@ def config_keys():
         code_keys = sorted(code_keys)
         extra = sorted(set(code_keys) - set(keys))
         if extra:
-            fail("keys in src/lib/private/config*.c missing from etc/handoffd.conf: " + " ".join(extra))
+            fail("keys in src/lib/config/config*.c missing from etc/handoffd.conf: " + " ".join(extra))
         # The parser's own list of each section's keys (keys_SECTION[],
         # what "did you mean" offers), section by section: a key that
         # another section of the sample holds is no excuse.
         tables = re.findall(r"keys_([a-z]+)\[\]\s*=\s*\{([^}]*)\}", text)
         if not tables:
-            fail("no keys_SECTION[] tables in src/lib/private/config*.c")
+            fail("no keys_SECTION[] tables in src/lib/config/config*.c")
         have = set(pairs)
         missing = sorted(f"[{sec}] {k}" for sec, body in tables
                          for k in re.findall(r'"([a-z_]+)"', body) if (sec, k) not in have)

@@ -1,5 +1,5 @@
 """The service manager's notifications, which handoffd writes itself
-(src/handoffd/notify.c, no libsystemd), as a real datagram socket receives
+(src/lib/private/notify.c, no libsystemd), as a real datagram socket receives
 them:
 
 - NOTIFY_SOCKET as an abstract name ("@name"): READY=1, STATUS=,

@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "agents.h"
 #include "daemonfx.h"
 #include "intake.h"
 #include "lock.h"

@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "agents.h"
 #include "cancel.h"
 #include "cancelreq.h"
 #include "config.h"

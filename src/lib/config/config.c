@@ -9,7 +9,6 @@
 #include <unistd.h>
 
 #include "config.h"
-#include "util.h"
 
 int config_warnings(const struct config *c,
                     void (*emit)(void *userdata, const char *msg), void *userdata)

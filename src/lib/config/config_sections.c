@@ -1,87 +1,18 @@
-/* handoffd.conf's sections and keys: inih's handler, one function per
- * section, the value parsers (booleans, sizes, durations), and an unknown
- * section reported once at its header, an unknown key at its line, each
- * with the known name it is closest to.  Each bad value is an error of its
- * line (config_err). */
-#include <ctype.h>
-#include <dirent.h>
+/* handoffd.conf's sections and keys: inih's handler and one function per
+ * section, with each section's keys (for "did you mean":
+ * config_unknown.c).  Each bad value is an error of its line
+ * (config_err); the values are parsed by config_values.c. */
 #include <errno.h>
-#include <fcntl.h>
-#include <grp.h>
-#include <ini.h>
-#include <limits.h>
-#include <stdarg.h>
-#include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "config.h"
 #include "config_err.h"
 #include "config_sections.h"
+#include "config_unknown.h"
+#include "config_values.h"
 #include "util.h"
-
-static int parse_bool(const char *s, bool *ret)
-{
-        if (!strcmp(s, "yes") || !strcmp(s, "true") || !strcmp(s, "on") ||
-            !strcmp(s, "1"))
-                *ret = true;
-        else if (!strcmp(s, "no") || !strcmp(s, "false") ||
-                 !strcmp(s, "off") || !strcmp(s, "0"))
-                *ret = false;
-        else
-                return -EINVAL;
-        return 0;
-}
-
-/* A number with an optional one-letter unit from units[] (letter, factor). */
-static int parse_unit(const char *s, const char *letters,
-                      const uint64_t *factors, uint64_t max, uint64_t *ret)
-{
-        char *end;
-        unsigned long long x;
-        uint64_t f = 1;
-
-        if (!s || !isdigit((unsigned char)*s))
-                return -EINVAL;
-        errno = 0;
-        x = strtoull(s, &end, 10);
-        if (errno)
-                return -ERANGE;
-        if (*end) {
-                const char *p = strchr(letters, *end);
-                if (!p || end[1])
-                        return -EINVAL;
-                f = factors[p - letters];
-        }
-        if (x > max / f)
-                return -ERANGE;
-        *ret = x * f;
-        return 0;
-}
-
-int config_parse_size(const char *s, uint64_t *ret)
-{
-        static const uint64_t f[] = { 1024, 1024, 1024 * 1024, 1024 * 1024,
-                                      1024ULL * 1024 * 1024,
-                                      1024ULL * 1024 * 1024 };
-        return parse_unit(s, "kKMmGg", f, INT64_MAX, ret);
-}
-
-int config_parse_duration(const char *s, int64_t *ret)
-{
-        static const uint64_t f[] = { 1, 60, 3600, 86400, 604800 };
-        uint64_t x;
-        int r = parse_unit(s, "smhdw", f, INT32_MAX, &x);
-
-        if (r < 0)
-                return r;
-        *ret = (int64_t)x;
-        return 0;
-}
-
-static unsigned edit_distance(const char *a, size_t la, const char *b);
 
 /* The keys of each section, for "did you mean" ([keys] takes any name: a
  * kid).  test_ctl checks each key of etc/handoffd.conf is offered. */
@@ -107,28 +38,6 @@ static const char *const keys_control[] = { "socket", "group", NULL };
 static const char *const keys_metrics[] = { "textfile", NULL };
 static const char *const keys_payload[] = { "roles", NULL };
 
-/* "unknown key 'K' in [SECTION NAME]", with the known key of the section
- * it is closest to (at most 2 edits, fewer than the key's length). */
-static int unknown_key(struct parse_state *st, const char *section, const char *name,
-                       const char *k, const char *const *known)
-{
-        const char *best = NULL;
-        unsigned best_d = 3;
-
-        for (; *known; known++) {
-                unsigned d = edit_distance(k, strlen(k), *known);
-                if (d < best_d && d < strlen(*known)) {
-                        best_d = d;
-                        best = *known;
-                }
-        }
-        if (best)
-                return config_err(st, "unknown key '%s' in [%s%s%s] (did you mean %s?)",
-                                  k, section, name ? " " : "", name ?: "", best);
-        return config_err(st, "unknown key '%s' in [%s%s%s]", k, section,
-                          name ? " " : "", name ?: "");
-}
-
 static struct config_agent *agent_get(struct config *c, const char *name)
 {
         struct config_agent *a;
@@ -147,45 +56,6 @@ static struct config_agent *agent_get(struct config *c, const char *name)
         return a->name ? a : NULL;
 }
 
-int config_set_str(char **dst, const char *v)
-{
-        char *s = strdup(v);
-        if (!s)
-                return -ENOMEM;
-        free(*dst);
-        *dst = s;
-        return 0;
-}
-
-int config_set_roles(struct config *c, const char *v)
-{
-        char *copy = strdup(v), *save = NULL, *tok;
-        size_t n = 0;
-        char **roles;
-
-        if (!copy)
-                return -ENOMEM;
-        roles = calloc(strlen(v) / 2 + 2, sizeof(char *));
-        if (!roles) {
-                free(copy);
-                return -ENOMEM;
-        }
-        for (tok = strtok_r(copy, ", \t", &save); tok;
-             tok = strtok_r(NULL, ", \t", &save))
-                roles[n++] = strdup(tok);
-        free(copy);
-        if (n == 0) {
-                free(roles);
-                return -EINVAL;
-        }
-        if (c->roles)
-                for (char **p = c->roles; *p; p++)
-                        free(*p);
-        free(c->roles);
-        c->roles = roles;
-        return 0;
-}
-
 static int path_ok(const char *v)
 {
         return v[0] == '/' || !strncmp(v, "credential:", 11);
@@ -202,7 +72,7 @@ static int handle_spool(struct parse_state *st, const char *k, const char *v)
                 return config_set_str(&c->spool_dir, v) == 0;
         }
         if (!strcmp(k, "fsync")) {
-                if (parse_bool(v, &c->fsync) < 0)
+                if (config_parse_bool(v, &c->fsync) < 0)
                         return config_err(st, "[spool] fsync: '%s' is not yes or no", v);
                 return 1;
         }
@@ -232,7 +102,7 @@ static int handle_spool(struct parse_state *st, const char *k, const char *v)
                                 return config_err(st, "[spool] %s: '%s' is not a duration (like 300, 5m, 1h)", k, v);
                         return 1;
                 }
-        return unknown_key(st, "spool", NULL, k, keys_spool);
+        return config_unknown_key(st, "spool", NULL, k, keys_spool);
 }
 
 static int handle_keys(struct parse_state *st, const char *k, const char *v)
@@ -377,7 +247,7 @@ static int handle_agent(struct parse_state *st, const char *name,
                 return 1;
         }
         if (!strcmp(k, "completes")) {
-                if (parse_bool(v, &a->completes) < 0)
+                if (config_parse_bool(v, &a->completes) < 0)
                         return config_err(st, "[agent %s] completes: '%s' is not yes or no", name, v);
                 return 1;
         }
@@ -385,7 +255,7 @@ static int handle_agent(struct parse_state *st, const char *name,
                 return config_set_str(&a->description, v) == 0;
         if (!strcmp(k, "skill"))
                 return agent_skill(st, a, v);
-        return unknown_key(st, "agent", name, k, keys_agent);
+        return config_unknown_key(st, "agent", name, k, keys_agent);
 }
 
 static int handle_retention(struct parse_state *st, const char *k,
@@ -421,7 +291,7 @@ static int handle_retention(struct parse_state *st, const char *k,
                         return config_err(st, "[retention] %s: '%s' is not a duration (like 7d)", k, v);
                 return 1;
         }
-        return unknown_key(st, "retention", NULL, k, keys_retention);
+        return config_unknown_key(st, "retention", NULL, k, keys_retention);
 }
 
 /* Each of servers (separated as relay_nats.c splits them) a nats:// or
@@ -500,7 +370,7 @@ static int handle_relay(struct parse_state *st, const char *k, const char *v)
                                 return config_err(st, "[relay] %s must be an absolute path", k);
                         return config_set_str(paths[i].dst, v) == 0;
                 }
-        return unknown_key(st, "relay", NULL, k, keys_relay);
+        return config_unknown_key(st, "relay", NULL, k, keys_relay);
 }
 
 static int handle_remote(struct parse_state *st, const char *name,
@@ -513,7 +383,7 @@ static int handle_remote(struct parse_state *st, const char *name,
         if (!hd_agent_valid(name))
                 return config_err(st, "[remote %s]: '%s' is not a valid agent name", name, name);
         if (strcmp(k, "host") && strcmp(k, "a2a") && strcmp(k, "token_file") && strcmp(k, "ca_file"))
-                return unknown_key(st, "remote", name, k, keys_remote);
+                return config_unknown_key(st, "remote", name, k, keys_remote);
         if (!strcmp(k, "host") && !hd_agent_valid(v))
                 return config_err(st, "[remote %s] host: '%s' is not a valid host name", name, v);
         if (!strcmp(k, "a2a") && config_a2a_url_check(v, &why) < 0)
@@ -580,72 +450,7 @@ static int handle_hub(struct parse_state *st, const char *k, const char *v)
                 *(k[4] == 'c' ? &h->max_connections : &h->max_per_address) = n;
                 return 1;
         }
-        return unknown_key(st, "hub", NULL, k, keys_hub);
-}
-
-/* Levenshtein distance of a and b (short names), capped at 9. */
-static unsigned edit_distance(const char *a, size_t la, const char *b)
-{
-        size_t lb = strlen(b);
-        unsigned row[32], prev, cur;
-
-        if (la >= ELEMENTSOF(row) || lb >= ELEMENTSOF(row))
-                return 9;
-        for (size_t j = 0; j <= lb; j++)
-                row[j] = (unsigned)j;
-        for (size_t i = 1; i <= la; i++) {
-                prev = row[0];
-                row[0] = (unsigned)i;
-                for (size_t j = 1; j <= lb; j++) {
-                        unsigned sub = prev + (tolower((unsigned char)a[i - 1]) != b[j - 1]);
-                        cur = row[j];
-                        row[j] = row[j] + 1 < row[j - 1] + 1 ? row[j] + 1 : row[j - 1] + 1;
-                        if (sub < row[j])
-                                row[j] = sub;
-                        prev = cur;
-                }
-        }
-        return row[lb] < 9 ? row[lb] : 9;
-}
-
-/* The section names handoffd.conf(5) documents, for "did you mean". */
-static const char *const config_sections[] = {
-        "spool", "keys", "agent", "retention", "control", "metrics", "payload",
-        "relay", "remote", "hub",
-};
-
-/* Reported once, at the section's header; its keys are then ignored. */
-static int unknown_section(struct parse_state *st, const char *section)
-{
-        size_t word = strcspn(section, " \t");
-        const char *rest = section + word, *best = NULL;
-        unsigned best_d = 3;
-
-        if (st->section_reported)
-                return 0;
-        st->section_reported = true;
-        for (size_t i = 0; i < ELEMENTSOF(config_sections); i++) {
-                unsigned d = edit_distance(section, word, config_sections[i]);
-                if (d < best_d && d < strlen(config_sections[i])) {
-                        best_d = d;
-                        best = config_sections[i];
-                }
-        }
-        while (*rest == ' ' || *rest == '\t')
-                rest++;
-        /* [agent NAME] and [remote NAME] name what they configure */
-        bool named = best && (!strcmp(best, "agent") || !strcmp(best, "remote"));
-        if (named && !*rest)
-                return config_err_line(st, st->section_line,
-                                 "[%s]: this section names its %s: [%s NAME]", section,
-                                 best, best);
-        if (named)
-                return config_err_line(st, st->section_line,
-                                 "unknown section [%s] (did you mean [%s %s]?)", section, best, rest);
-        if (best)
-                return config_err_line(st, st->section_line,
-                                 "unknown section [%s] (did you mean [%s]?)", section, best);
-        return config_err_line(st, st->section_line, "unknown section [%s]", section);
+        return config_unknown_key(st, "hub", NULL, k, keys_hub);
 }
 
 int config_handler(void *user, const char *section, const char *k,
@@ -683,7 +488,7 @@ int config_handler(void *user, const char *section, const char *k,
                 }
                 if (!strcmp(k, "group"))
                         return config_set_str(&c->control_group, v) == 0;
-                return unknown_key(st, "control", NULL, k, keys_control);
+                return config_unknown_key(st, "control", NULL, k, keys_control);
         }
         if (!strcmp(section, "metrics")) {
                 if (!strcmp(k, "textfile")) {
@@ -691,14 +496,14 @@ int config_handler(void *user, const char *section, const char *k,
                                 return config_err(st, "[metrics] textfile must be an absolute path");
                         return config_set_str(&c->metrics_textfile, v) == 0;
                 }
-                return unknown_key(st, "metrics", NULL, k, keys_metrics);
+                return config_unknown_key(st, "metrics", NULL, k, keys_metrics);
         }
         if (!strcmp(section, "payload")) {
                 if (!strcmp(k, "roles"))
                         return config_set_roles(c, v) == 0 ? 1 : config_err(st, "[payload] roles: empty list");
-                return unknown_key(st, "payload", NULL, k, keys_payload);
+                return config_unknown_key(st, "payload", NULL, k, keys_payload);
         }
         if (!*section)
                 return config_err(st, "key '%s' outside of any section", k);
-        return unknown_section(st, section);
+        return config_unknown_section(st, section);
 }

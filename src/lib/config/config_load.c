@@ -16,6 +16,7 @@
 #include "config_err.h"
 #include "config_keys.h"
 #include "config_sections.h"
+#include "config_values.h"
 #include "util.h"
 
 /* [relay] and [remote] as a whole: each problem reported, none stops the

@@ -1,4 +1,5 @@
-/* Reading a spool for handoffctl; see items.h. */
+/* Reading a spool from outside the daemon (handoffctl, the hub); see
+ * items.h. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -9,7 +10,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "handoffctl.h"
 #include "items.h"
 #include "files.h"
 #include "layout.h"
@@ -17,27 +17,6 @@
 #include "util.h"
 
 const char *const items_states[4] = { "handoff", "claimed", "archive", "rejected" };
-
-int ctl_config(const char *path, struct config **ret)
-{
-        char *err = NULL;
-        int r;
-
-        r = config_load(path ? path : CONFIG_DEFAULT_PATH, false, ret, &err);
-        if (r < 0) {
-                /* each mistake on a line of its own, "FILE:LINE: message" */
-                char *save = NULL;
-                if (!err)
-                        ctl_fail(CTL_EXIT_USAGE, "%s", strerror(-r));
-                for (char *l = err ? strtok_r(err, "\n", &save) : NULL; l;
-                     l = strtok_r(NULL, "\n", &save))
-                        ctl_fail(CTL_EXIT_USAGE, "%s", l);
-                free(err);
-                return CTL_EXIT_USAGE;
-        }
-        return 0;
-}
-
 
 /* An empty string is a field the item does not have (the daemon writes
  * accepted_at "" for an item relayed before anyone here took it): no key. */
@@ -118,6 +97,8 @@ static json_t *item_new(int dirfd, const char *dir, const char *state, const cha
         if (xsnprintf(path, sizeof(path), "%s/%s", dir, name) < 0)
                 return NULL;
         it = json_object();
+        if (!it)
+                return NULL;
         int64_t t = (int64_t)st.st_ctim.tv_sec * 1000000LL + st.st_ctim.tv_nsec / 1000;
         hd_time_format(t, at, sizeof(at));
         json_object_set_new(it, "state", json_string(state));

@@ -7,7 +7,5 @@
 
 /* inih's handler; user is the struct parse_state of config_err.h. */
 int config_handler(void *user, const char *section, const char *k, const char *v);
-int config_set_str(char **dst, const char *v);
-int config_set_roles(struct config *c, const char *v);
 
 #endif

@@ -1,13 +1,12 @@
-/* What handoffctl status/list/show read from a spool directly, daemon or
- * not: the items of each state directory with their ids, agents, times and
- * outcome or reason. */
-#ifndef HANDOFFCTL_ITEMS_H
-#define HANDOFFCTL_ITEMS_H
+/* What handoffctl status/list/show and the hub (GET /api/v1/handoffs/{id},
+ * A2A tasks/get) read from a spool directly, daemon or not: the items of
+ * each state directory with their ids, agents, times and outcome or
+ * reason. */
+#ifndef HD_ITEMS_H
+#define HD_ITEMS_H
 
 #include <jansson.h>
 #include <stdint.h>
-
-#include "config.h"
 
 extern const char *const items_states[4];   /* handoff claimed archive rejected */
 
@@ -61,9 +60,5 @@ int items_find(const char *spool_dir, const char *handoff_id, json_t **ret);
 /* What became of an item, in one word: pending, claimed, consumed,
  * expired, relayed (an archive's outcome as written), rejected. */
 const char *items_status(const json_t *item);
-
-/* Load the config for a subcommand: -c path or the default.  Prints the
- * error and returns a CTL_EXIT_* code (non-zero) on failure. */
-int ctl_config(const char *path, struct config **ret);
 
 #endif

@@ -1,0 +1,93 @@
+/* What the parts of handoff-hubd's A2A side share: hub_a2a.c answers
+ * (the card, the JSON-RPC dispatch), hub_a2a_methods.c the methods,
+ * hub_a2a_task.c makes a task of what the spool holds, hub_a2a_kept.c
+ * keeps the documents sent (state_dir/a2a/AGENT/ID.json). */
+#ifndef HUBD_HUB_A2A_H
+#define HUBD_HUB_A2A_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <jansson.h>
+
+#include "hub.h"
+
+#define A2A_DIR "a2a"
+#define A2A_VERSION "1.0"
+#define A2A_LOCKS 64
+#define A2A_PAGE_DEFAULT 50
+#define A2A_PAGE_MAX 100
+
+/* A2A 1.0's JSON-RPC error codes (section 9.5 / the SDK's A2A_ERROR_CODE). */
+enum {
+        RPC_PARSE_ERROR = -32700,
+        RPC_INVALID_REQUEST = -32600,
+        RPC_METHOD_NOT_FOUND = -32601,
+        RPC_INVALID_PARAMS = -32602,
+        RPC_INTERNAL = -32603,
+        A2A_TASK_NOT_FOUND = -32001,
+        A2A_TASK_NOT_CANCELABLE = -32002,
+        A2A_PUSH_NOT_SUPPORTED = -32003,
+        A2A_UNSUPPORTED = -32004,
+        A2A_CONTENT_TYPE = -32005,
+        A2A_EXTENDED_CARD = -32007,
+        A2A_VERSION_NOT_SUPPORTED = -32009,
+};
+
+/* One JSON-RPC call: who asks (the token's agent), of which agent, what. */
+struct a2a_call {
+        struct hub *h;
+        const char *agent;      /* the token's */
+        const char *name;       /* NAME of /a2a/NAME */
+        const json_t *id, *params;
+        struct hub_answer *a;
+};
+
+/* ---- hub_a2a.c ---- */
+/* The answer {jsonrpc, id, result}; result NULL: -ENOMEM. */
+int a2a_answer_result(struct hub_answer *a, const json_t *id, json_t *result);
+/* The call's JSON-RPC error, code and message. */
+int a2a_call_error(struct a2a_call *c, int code, const char *message);
+/* An internal failure (r) of what: logged, answered "retry". */
+int a2a_call_internal(struct a2a_call *c, const char *what, int r);
+/* Whether this host serves name or reaches it through a [remote]. */
+bool a2a_agent_reachable(const struct config *c, const char *name);
+
+/* ---- hub_a2a_methods.c: SendMessage, GetTask, CancelTask, ListTasks ---- */
+int a2a_send_message(struct a2a_call *c);
+int a2a_get_task(struct a2a_call *c);
+int a2a_cancel_task(struct a2a_call *c);
+int a2a_list_tasks(struct a2a_call *c);
+
+/* ---- hub_a2a_task.c ---- */
+/* The string k of o, or NULL. */
+const char *a2a_str(const json_t *o, const char *k);
+/* The task id of a message from, to, message_id into id (n bytes). */
+void a2a_task_id(const char *from, const char *to, const char *message_id, char *id,
+                 size_t n);
+/* A Task of state, with hstatus (the spool's word) and a status message
+ * when reason is set; NULL when out of memory. */
+json_t *a2a_task_new(const char *id, const char *ctx, const char *state,
+                     const char *hstatus, const char *reason, const char *detail,
+                     const char *at);
+/* Whether s is a TaskState of A2A 1.0. */
+bool a2a_task_state_known(const char *s);
+/* The task of the document doc kept under id, from the spool: 0 with
+ * *ret; -ENOENT when the spool no longer (or not yet) holds it. */
+int a2a_task_lookup(struct hub *h, const char *id, const json_t *doc, json_t **ret);
+
+/* ---- hub_a2a_kept.c ---- */
+/* The lock of task id: one SendMessage of it at a time. */
+pthread_mutex_t *a2a_lock(const char *id);
+/* The directory of agent's documents (with create, made if missing). */
+int a2a_kept_dir(struct hub *h, const char *agent, bool create, int *ret);
+/* agent's document of id: 0 with *ret_doc (and its bytes when
+ * ret_body), -ENOENT, or -errno. */
+int a2a_kept_read(struct hub *h, const char *agent, const char *id, json_t **ret_doc,
+                  char **ret_body, size_t *ret_len);
+int a2a_kept_write(struct hub *h, const char *agent, const char *id, const char *body,
+                   size_t len);
+void a2a_kept_remove(struct hub *h, const char *agent, const char *id);
+
+#endif

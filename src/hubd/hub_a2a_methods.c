@@ -1,0 +1,419 @@
+/* A2A's methods: SendMessage (a handoff signed here, kept, dropped into
+ * the spool), GetTask, CancelTask (a cancel request into cancel/, the
+ * daemon's answer awaited) and ListTasks (the kept documents, newest
+ * first, a page at a time). */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cancelreq.h"
+#include "files.h"
+#include "handoff.h"
+#include "hub.h"
+#include "hub_a2a.h"
+#include "payload_a2a.h"
+#include "util.h"
+
+/* The signed document of payload p from c->agent to c->name: its bytes. */
+static int send_build(struct a2a_call *c, const char *id, json_t *p, char **ret, size_t *ret_len,
+                      const char **ret_why)
+{
+        const struct config *cfg = c->h->cfg;
+        const hd_key *k = config_key_lookup((void *)cfg, NULL, c->agent);
+        int64_t now = c->h->now_usec ? c->h->now_usec() : hd_now_usec();
+        char init[HD_TIME_MAX], exp[HD_TIME_MAX];
+        _cleanup_json_ json_t *doc = NULL;
+        int r;
+
+        if (!k || hd_key_kind_of(k) == HD_KEY_ED25519_PUBLIC) {
+                *ret_why = "the hub holds no key that signs for this token's agent here "
+                           "(require = sig: only the agent holds its secret key)";
+                return -EPERM;
+        }
+        if (hd_time_format(now, init, sizeof(init)) < 0 ||
+            hd_time_format(now + cfg->max_window * 1000000, exp, sizeof(exp)) < 0)
+                return -EINVAL;
+        doc = json_pack("{s:i, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:O}", "protocol_version", 1,
+                        "handoff_id", id, "from_agent", c->agent, "to_agent", c->name,
+                        "reason", "a2a", "initiated_at", init, "expires_at", exp,
+                        "payload_type", "a2a/1", "payload", p);
+        if (!doc)
+                return -ENOMEM;
+        r = hd_sign(doc, k);
+        if (r < 0)
+                return r;
+        return hd_canon_dump(doc, NULL, ret, ret_len);
+}
+
+/* hub_accept_post()'s answer: 1 accepted, 0 refused (reason and detail
+ * into *ret_refusal), or -errno (an internal failure). */
+static int send_drop(struct a2a_call *c, const char *body, size_t len, json_t **ret_refusal)
+{
+        struct hub_answer pa = { 0 };
+        int r;
+
+        r = hub_accept_post(c->h, c->agent, body, len, &pa);
+        if (r < 0)
+                return r;
+        if (pa.status == 200) {
+                free(pa.body);
+                return 1;
+        }
+        *ret_refusal = json_loads(pa.body ? pa.body : "", 0, NULL);
+        free(pa.body);
+        if (!*ret_refusal)
+                return -ENOMEM;
+        return pa.status == 503 ? -EAGAIN : 0;
+}
+
+static int send_answer(struct a2a_call *c, json_t *task)
+{
+        return a2a_answer_result(c->a, c->id, json_pack("{s:o}", "task", task));
+}
+
+static int send_rejected(struct a2a_call *c, const char *id, const char *ctx, const char *reason,
+                         const char *detail)
+{
+        hub_log("a2a: %s from %s to %s rejected: %s", id, c->agent, c->name, reason);
+        return send_answer(c, a2a_task_new(id, ctx, "TASK_STATE_REJECTED", "rejected", reason,
+                                           detail, NULL));
+}
+
+int a2a_send_message(struct a2a_call *c)
+{
+        _cleanup_json_ json_t *p = NULL, *kept = NULL, *refusal = NULL, *task = NULL;
+        _cleanup_free_ char *body = NULL;
+        const json_t *msg = json_object_get(c->params, "message");
+        const char *mid = a2a_str(msg, "messageId"), *ctx, *why = NULL;
+        char id[64], ctx_new[64];
+        enum a2a_msg_verdict kind;
+        pthread_mutex_t *lk;
+        size_t len = 0;
+        hd_verdict v;
+        int r;
+
+        if (!mid || !*mid)
+                return a2a_call_error(c, RPC_INVALID_PARAMS, "params.message.messageId is required");
+        a2a_task_id(c->agent, c->name, mid, id, sizeof(id));
+        /* a context of its own when the client names none, the same on a retry */
+        snprintf(ctx_new, sizeof(ctx_new), "ctx-%s", id + 4);
+        r = a2a_message_payload(msg, ctx_new, &p, &kind, &v);
+        if (r < 0)
+                return a2a_call_internal(c, "SendMessage", r);
+        if (kind == A2A_MSG_CONTENT_UNSUPPORTED)
+                return a2a_call_error(c, A2A_CONTENT_TYPE, v.detail);
+        if (kind == A2A_MSG_TASK_UNSUPPORTED)
+                return a2a_call_error(c, A2A_UNSUPPORTED, v.detail);
+        if (kind != A2A_MSG_OK)
+                return a2a_call_error(c, RPC_INVALID_PARAMS, v.detail);
+        ctx = a2a_str(p, "contextId");
+        if (!a2a_agent_reachable(c->h->cfg, c->name))
+                return send_rejected(c, id, ctx, "unknown_agent",
+                                     "no agent of that name is served here or reachable "
+                                     "through a [remote]");
+
+        lk = a2a_lock(id);
+        pthread_mutex_lock(lk);
+        r = a2a_kept_read(c->h, c->agent, id, &kept, &body, &len);
+        if (r == 0) {
+                /* a retry: the task as it is, or its bytes dropped again
+                 * when the spool does not know them (a crash in between) */
+                r = a2a_task_lookup(c->h, id, kept, &task);
+                if (r == 0) {
+                        pthread_mutex_unlock(lk);
+                        return send_answer(c, TAKE_PTR(task));
+                }
+                if (r != -ENOENT)
+                        goto fail;
+                ctx = a2a_str(json_object_get(kept, "payload"), "contextId");
+        } else if (r == -ENOENT) {
+                r = send_build(c, id, p, &body, &len, &why);
+                if (r == -EPERM) {
+                        pthread_mutex_unlock(lk);
+                        return a2a_call_error(c, A2A_UNSUPPORTED, why);
+                }
+                if (r == 0)
+                        r = a2a_kept_write(c->h, c->agent, id, body, len);
+                if (r < 0)
+                        goto fail;
+        } else {
+                goto fail;
+        }
+        r = send_drop(c, body, len, &refusal);
+        if (r == 0)
+                a2a_kept_remove(c->h, c->agent, id);
+        pthread_mutex_unlock(lk);
+        if (r < 0)
+                return a2a_call_internal(c, "SendMessage: dropping into the spool", r);
+        if (r == 0)
+                return send_rejected(c, id, ctx, a2a_str(refusal, "reason") ?: "rejected",
+                                     a2a_str(refusal, "detail"));
+        hub_log("a2a: %s from %s to %s accepted (message %.64s)", id, c->agent, c->name, mid);
+        return send_answer(c, a2a_task_new(id, ctx, "TASK_STATE_SUBMITTED", "pending", NULL, NULL,
+                                           NULL));
+fail:
+        pthread_mutex_unlock(lk);
+        return a2a_call_internal(c, "SendMessage", r);
+}
+
+int a2a_get_task(struct a2a_call *c)
+{
+        _cleanup_json_ json_t *kept = NULL, *task = NULL;
+        const char *id = a2a_str(c->params, "id");
+        int r;
+
+        if (!id)
+                return a2a_call_error(c, RPC_INVALID_PARAMS, "params.id is required");
+        /* only the sender's token knows its tasks */
+        r = a2a_kept_read(c->h, c->agent, id, &kept, NULL, NULL);
+        if (r == 0 && strcmp(a2a_str(kept, "to_agent") ?: "", c->name))
+                r = -ENOENT;
+        if (r == 0)
+                r = a2a_task_lookup(c->h, id, kept, &task);
+        if (r == -ENOENT)
+                return a2a_call_error(c, A2A_TASK_NOT_FOUND, "no such task for this token");
+        if (r < 0)
+                return a2a_call_internal(c, "GetTask", r);
+        return a2a_answer_result(c->a, c->id, TAKE_PTR(task));
+}
+
+/* The request to cancel id as c->agent, dropped into cancel/ (fd) and
+ * answered by the daemon within the wait: *ret (CA_NONE: not yet). */
+static int cancel_send(struct a2a_call *c, int fd, const char *id, enum cancelreq_answer *ret)
+{
+        const struct config *cfg = c->h->cfg;
+        const hd_key *k = config_key_lookup((void *)cfg, NULL, c->agent);
+        int64_t now = c->h->now_usec ? c->h->now_usec() : hd_now_usec();
+        _cleanup_free_ char *buf = NULL;
+        char name[NAME_MAX + 1], tmp[NAME_MAX + 1];
+        size_t len;
+        int r;
+
+        /* the key its SendMessage was signed with (send_build()) */
+        if (!k || hd_key_kind_of(k) == HD_KEY_ED25519_PUBLIC)
+                return -EPERM;
+        r = cancelreq_build(id, c->agent, k, now, cfg->max_window, &buf, &len);
+        if (r == 0)
+                r = cancelreq_name(id, name, sizeof(name));
+        if (r == 0)
+                r = xsnprintf(tmp, sizeof(tmp), "hub.%s", name) < 0 ? -ENAMETOOLONG : 0;
+        if (r == 0)
+                r = cancelreq_drop(c->h->tmp_fd, tmp, fd, name, buf, len, cfg->fsync);
+        if (r < 0)
+                return r;
+        hub_log("a2a: %s: cancel requested by %s (%s)", id, c->agent, name);
+        return cancelreq_await(fd, name, c->h->wait_ms, ret);
+}
+
+int a2a_cancel_task(struct a2a_call *c)
+{
+        _cleanup_json_ json_t *kept = NULL, *task = NULL;
+        _cleanup_close_ int own_fd = -1;
+        const char *id = a2a_str(c->params, "id"), *st;
+        enum cancelreq_answer ans = CA_NONE;
+        char msg[160];
+        int fd, r;
+
+        if (!id)
+                return a2a_call_error(c, RPC_INVALID_PARAMS, "params.id is required");
+        /* only the sender's token knows its tasks, as GetTask */
+        r = a2a_kept_read(c->h, c->agent, id, &kept, NULL, NULL);
+        if (r == -ENOENT || (r == 0 && strcmp(a2a_str(kept, "to_agent") ?: "", c->name)))
+                return a2a_call_error(c, A2A_TASK_NOT_FOUND, "no such task for this token");
+        if (r == 0)
+                r = a2a_task_lookup(c->h, id, kept, &task);
+        if (r == -ENOENT)
+                return a2a_call_error(c, A2A_TASK_NOT_FOUND, "the spool holds no such task");
+        if (r < 0)
+                return a2a_call_internal(c, "CancelTask", r);
+        /* Not yet taken by its agent: waiting in handoff/ (pending) or
+         * for its consumer (claimed).  Anything else has ended, or is
+         * another host's to decide (relayed: a cancel does not cross). */
+        st = a2a_str(json_object_get(task, "metadata"), "handoffStatus") ?: "";
+        if (!config_agent(c->h->cfg, c->name))
+                st = "for another host";        /* waits in outbox/, or relayed */
+        if (strcmp(st, "pending") && strcmp(st, "claimed")) {
+                snprintf(msg, sizeof(msg), "the task cannot be canceled: its handoff is %s", st);
+                return a2a_call_error(c, A2A_TASK_NOT_CANCELABLE, msg);
+        }
+        fd = c->h->cancel_fd;
+        if (fd < 0) {
+                /* made by a daemon started after us, maybe */
+                char path[PATH_MAX];
+                if (xsnprintf(path, sizeof(path), "%s/%s", c->h->cfg->spool_dir,
+                              CANCELREQ_DIR) >= 0)
+                        own_fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if ((fd = own_fd) < 0)
+                        return a2a_call_error(c, A2A_UNSUPPORTED, "the spool has no cancel/: its "
+                                              "handoffd cannot cancel");
+        }
+        r = cancel_send(c, fd, id, &ans);
+        if (r == -EPERM)
+                return a2a_call_error(c, A2A_UNSUPPORTED, "the hub holds no key that signs for "
+                                      "this token's agent here");
+        if (r < 0)
+                return a2a_call_internal(c, "CancelTask: the request into cancel/", r);
+        hub_log("a2a: %s: cancel by %s: %s", id, c->agent,
+                ans == CA_NONE ? "no answer yet" : cancelreq_answer_name(ans));
+        switch (ans) {
+        case CA_CANCELED:
+                break;
+        case CA_NOT_CANCELABLE:
+                return a2a_call_error(c, A2A_TASK_NOT_CANCELABLE,
+                                      "the task cannot be canceled: its agent took it first, "
+                                      "or it has ended");
+        case CA_UNKNOWN:
+                return a2a_call_error(c, A2A_TASK_NOT_FOUND, "the spool holds no such task");
+        case CA_REFUSED:
+                return a2a_call_error(c, RPC_INTERNAL, "handoffd refused the hub's cancel request "
+                                      "(see its log: the keys of the two differ?)");
+        default:
+                /* The daemon has not answered within the wait (stopped,
+                 * busy): the request stands and is acted on when it comes;
+                 * the task as it is now says so. */
+                json_decref(TAKE_PTR(task));
+                r = a2a_task_lookup(c->h, id, kept, &task);
+                if (r < 0)
+                        return a2a_call_internal(c, "CancelTask", r);
+                json_object_set_new(json_object_get(task, "metadata"), "cancel",
+                                    json_string("requested"));
+                return a2a_answer_result(c->a, c->id, TAKE_PTR(task));
+        }
+        /* Canceled is decided (the daemon took the bootstrap back), the
+         * archive may follow a moment later. */
+        json_decref(TAKE_PTR(task));
+        task = a2a_task_new(id, a2a_str(json_object_get(kept, "payload"), "contextId"),
+                            "TASK_STATE_CANCELED", "canceled", NULL, NULL, NULL);
+        return a2a_answer_result(c->a, c->id, TAKE_PTR(task));
+}
+
+struct listed {
+        char id[NAME_MAX + 1];
+        struct timespec mtime;
+};
+
+static int listed_cmp(const void *x, const void *y)
+{
+        const struct listed *a = x, *b = y;
+
+        /* newest first; the same instant by id, so pages do not shift */
+        if (a->mtime.tv_sec != b->mtime.tv_sec)
+                return a->mtime.tv_sec < b->mtime.tv_sec ? 1 : -1;
+        if (a->mtime.tv_nsec != b->mtime.tv_nsec)
+                return a->mtime.tv_nsec < b->mtime.tv_nsec ? 1 : -1;
+        return strcmp(a->id, b->id);
+}
+
+/* The ids of agent's documents, newest first. */
+static int listed_read(struct hub *h, const char *agent, struct listed **ret, size_t *ret_n)
+{
+        _cleanup_free_ struct listed *v = NULL;
+        _cleanup_close_ int dfd = -1;
+        size_t n = 0, cap = 0;
+        struct dirent *de;
+        struct stat st;
+        DIR *d;
+        int r;
+
+        r = a2a_kept_dir(h, agent, false, &dfd);
+        if (r == -ENOENT) {
+                *ret = NULL;
+                *ret_n = 0;
+                return 0;
+        }
+        if (r < 0)
+                return r;
+        d = opendir_at(dfd);
+        if (!d)
+                return -errno;
+        while ((de = readdir(d))) {
+                size_t l = strlen(de->d_name);
+                if (de->d_name[0] == '.' || l <= 5 || strcmp(de->d_name + l - 5, ".json") ||
+                    fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
+                        continue;
+                if (n == cap) {
+                        struct listed *nv = realloc(v, (cap = cap ? 2 * cap : 64) * sizeof(*v));
+                        if (!nv) {
+                                closedir(d);
+                                return -ENOMEM;
+                        }
+                        v = nv;
+                }
+                memcpy(v[n].id, de->d_name, l - 5);
+                v[n].id[l - 5] = '\0';
+                v[n].mtime = st.st_mtim;
+                n++;
+        }
+        closedir(d);
+        if (n)
+                qsort(v, n, sizeof(*v), listed_cmp);
+        *ret = TAKE_PTR(v);
+        *ret_n = n;
+        return 0;
+}
+
+int a2a_list_tasks(struct a2a_call *c)
+{
+        _cleanup_free_ struct listed *v = NULL;
+        _cleanup_json_ json_t *tasks = NULL;
+        const json_t *ps = json_object_get(c->params, "pageSize");
+        const char *ctx = a2a_str(c->params, "contextId"), *status = a2a_str(c->params, "status");
+        const char *tok = a2a_str(c->params, "pageToken");
+        int64_t page = A2A_PAGE_DEFAULT, skip = 0, matched = 0;
+        size_t n = 0, i;
+        char next[32] = "";
+        int r;
+
+        if (ps && (!json_is_integer(ps) || json_integer_value(ps) < 1 ||
+                   json_integer_value(ps) > A2A_PAGE_MAX))
+                return a2a_call_error(c, RPC_INVALID_PARAMS, "params.pageSize is 1 to 100");
+        if (ps)
+                page = json_integer_value(ps);
+        if (tok && *tok && parse_int64(tok, 0, INT32_MAX, &skip) < 0)
+                return a2a_call_error(c, RPC_INVALID_PARAMS, "params.pageToken is not one of ours");
+        if ((json_object_get(c->params, "contextId") && !ctx) ||
+            (json_object_get(c->params, "status") && !status))
+                return a2a_call_error(c, RPC_INVALID_PARAMS, "params.contextId and status are strings");
+        if (status && !strcmp(status, "TASK_STATE_UNSPECIFIED"))
+                status = NULL;
+        if (status && !a2a_task_state_known(status))
+                return a2a_call_error(c, RPC_INVALID_PARAMS, "params.status is not a TaskState");
+        r = listed_read(c->h, c->agent, &v, &n);
+        if (r < 0)
+                return a2a_call_internal(c, "ListTasks", r);
+        tasks = json_array();
+        if (!tasks)
+                return -ENOMEM;
+        for (i = 0; i < n; i++) {
+                _cleanup_json_ json_t *kept = NULL, *task = NULL;
+                bool on_page;
+
+                if (a2a_kept_read(c->h, c->agent, v[i].id, &kept, NULL, NULL) < 0 ||
+                    strcmp(a2a_str(kept, "to_agent") ?: "", c->name))
+                        continue;
+                if (ctx && strcmp(a2a_str(json_object_get(kept, "payload"), "contextId") ?: "", ctx))
+                        continue;
+                on_page = matched >= skip && (int64_t)json_array_size(tasks) < page;
+                /* the spool is asked only for what the page shows, or
+                 * for every one when the state is what is asked */
+                if ((on_page || status) && a2a_task_lookup(c->h, v[i].id, kept, &task) < 0)
+                        continue;
+                if (status && strcmp(a2a_str(json_object_get(task, "status"), "state") ?: "", status))
+                        continue;
+                if (on_page)
+                        json_array_append(tasks, task);
+                matched++;
+        }
+        if (skip + (int64_t)json_array_size(tasks) < matched)
+                snprintf(next, sizeof(next), "%lld", (long long)(skip + page));
+        return a2a_answer_result(c->a, c->id,
+                                 json_pack("{s:O, s:s, s:I, s:I}", "tasks", tasks, "nextPageToken",
+                                       next, "pageSize", (json_int_t)page, "totalSize",
+                                       (json_int_t)matched));
+}

@@ -1,0 +1,192 @@
+/* A2A tasks: the task id of a message, and the Task of a handoff as the
+ * spool holds it (items_status()), the result its agent reported being
+ * the task's artifact.  The hub keeps no task state of its own. */
+#include <errno.h>
+#include <limits.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "hub.h"
+#include "hub_a2a.h"
+#include "items.h"
+#include "util.h"
+
+/* The task id of a message: the same sender, target and messageId make
+ * the same id (a retry is the same task), a different one another. */
+void a2a_task_id(const char *from, const char *to, const char *message_id, char *id,
+                 size_t n)
+{
+        unsigned char hash[crypto_hash_sha256_BYTES];
+        crypto_hash_sha256_state s;
+        char hex[2 * 20 + 1];
+
+        crypto_hash_sha256_init(&s);
+        crypto_hash_sha256_update(&s, (const unsigned char *)"a2a/1", 6);
+        crypto_hash_sha256_update(&s, (const unsigned char *)from, strlen(from) + 1);
+        crypto_hash_sha256_update(&s, (const unsigned char *)to, strlen(to) + 1);
+        crypto_hash_sha256_update(&s, (const unsigned char *)message_id, strlen(message_id));
+        crypto_hash_sha256_final(&s, hash);
+        sodium_bin2hex(hex, sizeof(hex), hash, 20);
+        snprintf(id, n, "a2a-%s", hex);
+}
+
+/* A Task: its state, and a status message with text when there is one
+ * (a reason code and its detail).  hstatus: the spool's word for it. */
+json_t *a2a_task_new(const char *id, const char *ctx, const char *state,
+                     const char *hstatus, const char *reason, const char *detail,
+                     const char *at)
+{
+        json_t *t, *status, *meta;
+
+        status = json_pack("{s:s}", "state", state);
+        meta = json_pack("{s:s}", "handoffStatus", hstatus);
+        t = json_pack("{s:s, s:s, s:o, s:o}", "id", id, "contextId", ctx ? ctx : "",
+                      "status", status, "metadata", meta);
+        if (!t || !status || !meta)
+                return NULL;
+        if (at)
+                json_object_set_new(status, "timestamp", json_string(at));
+        if (reason) {
+                _cleanup_free_ char *text = NULL;
+                char mid[NAME_MAX + 1];
+                snprintf(mid, sizeof(mid), "%s-status", id);
+                if (asprintf(&text, "%s%s%s", reason, detail && *detail ? ": " : "",
+                             detail ? detail : "") < 0) {
+                        json_decref(t);
+                        return NULL;
+                }
+                json_object_set_new(meta, "reason", json_string(reason));
+                json_object_set_new(status, "message",
+                                    json_pack("{s:s, s:s, s:s, s:s, s:[{s:s}]}", "messageId",
+                                              mid, "role", "ROLE_AGENT", "taskId", id,
+                                              "contextId", ctx ? ctx : "", "parts", "text", text));
+        }
+        return t;
+}
+
+const char *a2a_str(const json_t *o, const char *k)
+{
+        return json_string_value(json_object_get(o, k));
+}
+
+/* The A2A state of what became of the handoff (items_status()): consumed
+ * ends the task for an agent whose handoffs are never completed ([agent]
+ * completes = no, the default); for one that reports a result (completes
+ * = yes) the task is WORKING from the consume until the result comes. */
+static const char *task_state(const char *st, bool completes, bool *ret_reason)
+{
+        *ret_reason = false;
+        if (!strcmp(st, "consumed"))
+                return completes ? "TASK_STATE_WORKING" : "TASK_STATE_COMPLETED";
+        if (!strcmp(st, "rejected")) {
+                *ret_reason = true;
+                return "TASK_STATE_REJECTED";
+        }
+        if (!strcmp(st, "expired")) {
+                *ret_reason = true;
+                return "TASK_STATE_CANCELED";
+        }
+        if (!strcmp(st, "canceled"))
+                return "TASK_STATE_CANCELED";   /* withdrawn by its sender */
+        return "TASK_STATE_SUBMITTED";
+}
+
+bool a2a_task_state_known(const char *s)
+{
+        static const char *const states[] = {
+                "TASK_STATE_SUBMITTED", "TASK_STATE_WORKING", "TASK_STATE_COMPLETED",
+                "TASK_STATE_FAILED", "TASK_STATE_CANCELED", "TASK_STATE_INPUT_REQUIRED",
+                "TASK_STATE_REJECTED", "TASK_STATE_AUTH_REQUIRED",
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(states); i++)
+                if (!strcmp(s, states[i]))
+                        return true;
+        return false;
+}
+
+/* The result its agent reported (items.h "result"), as the task's one
+ * artifact: a text part, a data part, or both. */
+static json_t *result_artifact(const char *id, const json_t *res)
+{
+        const char *text = a2a_str(res, "text");
+        const json_t *data = json_object_get(res, "data");
+        char aid[NAME_MAX + 1];
+        json_t *parts = json_array();
+
+        if (!parts)
+                return NULL;
+        snprintf(aid, sizeof(aid), "%s-result", id);
+        if (text)
+                json_array_append_new(parts, json_pack("{s:s}", "text", text));
+        if (data)
+                json_array_append_new(parts, json_pack("{s:O, s:s}", "data", data, "mediaType",
+                                                       "application/json"));
+        return json_pack("{s:s, s:s, s:o, s:{s:s, s:s}}", "artifactId", aid, "name", "result",
+                         "parts", parts, "metadata", "agent", a2a_str(res, "agent") ?: "",
+                         "completedAt", a2a_str(res, "completed_at") ?: "");
+}
+
+/* The task of a result: COMPLETED, or FAILED with the agent's reason; its
+ * words, if any, the artifact. */
+static json_t *task_of_result(const char *id, const char *ctx, const char *st, const json_t *res)
+{
+        bool failed = !strcmp(a2a_str(res, "status") ?: "", "failed");
+        json_t *t = a2a_task_new(id, ctx, failed ? "TASK_STATE_FAILED" : "TASK_STATE_COMPLETED", st,
+                                 failed ? "failed" : NULL, failed ? a2a_str(res, "reason") : NULL,
+                                 a2a_str(res, "recorded_at"));
+
+        if (t && (a2a_str(res, "text") || json_object_get(res, "data")) &&
+            json_object_set_new(t, "artifacts", json_pack("[o]", result_artifact(id, res))) < 0) {
+                json_decref(t);
+                return NULL;
+        }
+        return t;
+}
+
+/* The task of item (hub_item_find()); completes: its agent's [agent]
+ * completes. */
+static json_t *task_of_item(const char *id, const char *ctx, const json_t *item, bool completes)
+{
+        const char *st = a2a_str(item, "status") ?: "pending";
+        const char *reason = a2a_str(item, "reason"), *detail = a2a_str(item, "detail");
+        const char *at = a2a_str(item, "archived_at") ?: a2a_str(item, "at");
+        bool with_reason;
+        const char *state;
+
+        if (!strcmp(st, "relayed")) {
+                /* the receipt of the host it went to, if one came */
+                const char *ro = a2a_str(item, "remote_outcome");
+                if (!ro)
+                        return a2a_task_new(id, ctx, "TASK_STATE_SUBMITTED", st, NULL, NULL, at);
+                state = task_state(ro, false, &with_reason);
+                return a2a_task_new(id, ctx, state, st,
+                                    with_reason ? (a2a_str(item, "remote_reason") ?: ro) : NULL,
+                                    a2a_str(item, "remote_detail"),
+                                    a2a_str(item, "remote_at") ?: at);
+        }
+        if (!strcmp(st, "consumed") && json_object_get(item, "result"))
+                return task_of_result(id, ctx, st, json_object_get(item, "result"));
+        state = task_state(st, completes, &with_reason);
+        if (with_reason && !reason)
+                reason = st;
+        return a2a_task_new(id, ctx, state, st, with_reason ? reason : NULL, detail, at);
+}
+
+/* The task of agent's document doc under id, from the spool.  0 with
+ * *ret; -ENOENT when the spool no longer (or not yet) holds it. */
+int a2a_task_lookup(struct hub *h, const char *id, const json_t *doc, json_t **ret)
+{
+        _cleanup_json_ json_t *item = NULL;
+        const char *ctx = a2a_str(json_object_get(doc, "payload"), "contextId");
+        const struct config_agent *to = config_agent(h->cfg, a2a_str(doc, "to_agent") ?: "");
+        int r;
+
+        r = hub_item_find(h, id, &item);
+        if (r < 0)
+                return r;
+        json_object_set_new(item, "status", json_string(items_status(item)));
+        *ret = task_of_item(id, ctx, item, to && to->completes);
+        return *ret ? 0 : -ENOMEM;
+}
