@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "agents.h"
 #include "cancel.h"
 #include "completion.h"
 #include "deadline.h"

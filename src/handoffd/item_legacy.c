@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "agents.h"
 #include "deadline.h"
 #include "delivery.h"
 #include "files.h"
