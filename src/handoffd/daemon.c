@@ -108,16 +108,15 @@ int daemon_run(const char *config_path, struct config *cfg)
         d.config_path = config_path;
         d.cfg = cfg;
         d.ifd = -1;
-        d.retry = json_object();
+        dict_init(&d.retry, 0);
         d.gone = json_object();
         d.started_usec = uv_hrtime() / 1000;
         r = pending_new(&d.pending);
-        if (r == 0 && (!d.retry || !d.gone))
+        if (r == 0 && !d.gone)
                 r = -ENOMEM;
         if (r == 0)
                 r = uv_loop_init(&d.loop);
         if (r < 0) {
-                json_decref(d.retry);
                 json_decref(d.gone);
                 pending_free(d.pending);
                 return log_error_errno(r, "Cannot set up the event loop");
@@ -226,7 +225,7 @@ out:
         if (d.scan)
                 closedir(d.scan);
         pending_free(d.pending);
-        json_decref(d.retry);
+        dict_clear(&d.retry);
         json_decref(d.gone);
         log_flush();
         return r;

@@ -95,24 +95,23 @@ int intake_verify_claimed(struct spool *sp, const json_t *doc, const char *id,
  * when the decision is made (intake_batch). */
 static int64_t seen_first(struct spool *sp, const char *name, ino_t ino, int64_t mono)
 {
-        json_t *e = json_object_get(sp->seen, name);
-        const char *k;
-        void *tmp;
-        json_t *v;
+        struct seen_entry *e = dict_get(&sp->seen, name), *v, *nx;
 
-        if (e && json_integer_value(json_array_get(e, 0)) == (json_int_t)ino)
-                return json_integer_value(json_array_get(e, 1));
-        if (!e && json_object_size(sp->seen) >= SEEN_MAX) {
+        if (e && e->ino == ino)
+                return e->first_usec;
+        if (!e && dict_count(&sp->seen) >= SEEN_MAX) {
                 /* Only names whose decision never came (a daemon bug) are
                  * this old; a flood of new ones just gets no grace. */
-                json_object_foreach_safe(sp->seen, tmp, k, v)
-                        if (mono - json_integer_value(json_array_get(v, 1)) > 60 * 1000000LL)
-                                json_object_del(sp->seen, k);
-                if (json_object_size(sp->seen) >= SEEN_MAX)
+                DICT_FOREACH_SAFE(v, nx, &sp->seen)
+                        if (mono - v->first_usec > 60 * 1000000LL)
+                                dict_remove(&sp->seen, v);
+                if (dict_count(&sp->seen) >= SEEN_MAX)
                         return mono - SETTLE_USEC;
         }
-        json_object_set_new_nocheck(sp->seen, name, json_pack("[I, I]", (json_int_t)ino,
-                                                              (json_int_t)mono));
+        if (!e)
+                e = dict_put(&sp->seen, name, NULL);
+        if (e)
+                *e = (struct seen_entry){ .ino = ino, .first_usec = mono };
         return mono;
 }
 
@@ -124,22 +123,22 @@ static int64_t seen_first(struct spool *sp, const char *name, ino_t ino, int64_t
  * again is forgotten when the memory is full. */
 static int decide_dir(struct spool *sp, const char *name, const struct stat *st)
 {
-        json_t *e = json_object_get(sp->dirs, name);
+        ino_t *e = dict_get(&sp->dirs, name), *v, *nx;
         struct stat now;
-        const char *k;
-        void *tmp;
-        json_t *v;
         char q[300];
 
-        if (e && json_integer_value(e) == (json_int_t)st->st_ino)
+        if (e && *e == st->st_ino)
                 return IO_IGNORED;
-        if (!e && json_object_size(sp->dirs) >= DIRS_MAX)
-                json_object_foreach_safe(sp->dirs, tmp, k, v)
-                        if (fstatat(sp->fd[SD_HANDOFF], k, &now, AT_SYMLINK_NOFOLLOW) < 0 ||
-                            !S_ISDIR(now.st_mode) || (json_int_t)now.st_ino != json_integer_value(v))
-                                json_object_del(sp->dirs, k);
-        if (e || json_object_size(sp->dirs) < DIRS_MAX) {
-                json_object_set_new_nocheck(sp->dirs, name, json_integer((json_int_t)st->st_ino));
+        if (!e && dict_count(&sp->dirs) >= DIRS_MAX)
+                DICT_FOREACH_SAFE(v, nx, &sp->dirs)
+                        if (fstatat(sp->fd[SD_HANDOFF], dict_key(v), &now, AT_SYMLINK_NOFOLLOW) < 0 ||
+                            !S_ISDIR(now.st_mode) || now.st_ino != *v)
+                                dict_remove(&sp->dirs, v);
+        if (e || dict_count(&sp->dirs) < DIRS_MAX) {
+                if (!e)
+                        e = dict_put(&sp->dirs, name, NULL);
+                if (e)
+                        *e = st->st_ino;
         } else {
                 /* One line for all that do not fit. */
                 if (!sp->dirs_full)
@@ -161,62 +160,70 @@ static bool is_dir(struct spool *sp, const char *name, struct stat *st)
                S_ISDIR(st->st_mode);
 }
 
+static int64_t ctime_ns(const struct stat *st)
+{
+        return (int64_t)st->st_ctim.tv_sec * 1000000000 + st->st_ctim.tv_nsec;
+}
+
 /* The file we left for another agent, unchanged, and not yet expired?
  * Names get reused (the real writer's "{caller_hash}-{seq}.json"), so the
  * inode and ctime must match too. */
 static bool foreign_fresh(struct spool *sp, const char *name, int64_t now)
 {
-        json_t *e = json_object_get(sp->foreign, name);
+        const struct foreign_entry *e = dict_get(&sp->foreign, name);
         struct stat st;
 
-        if (!e || json_integer_value(json_array_get(e, 0)) < now)
+        if (!e || e->again || e->expires < now)
                 return false;
         if (fstatat(sp->fd[SD_HANDOFF], name, &st, AT_SYMLINK_NOFOLLOW) < 0)
                 return false;
-        return (json_int_t)st.st_ino == json_integer_value(json_array_get(e, 1)) &&
-               (json_int_t)st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec ==
-                       json_integer_value(json_array_get(e, 2));
+        return st.st_ino == e->ino && ctime_ns(&st) == e->ctime_ns;
 }
 
 /* sp->foreign and the bytes its files hold, changed together. */
-static void foreign_drop(struct spool *sp, const char *name)
+static void foreign_remove(struct spool *sp, struct foreign_entry *e)
 {
-        json_t *e = json_object_get(sp->foreign, name);
-        json_int_t b = json_integer_value(json_array_get(e, 4));
-
-        if (!e)
-                return;
-        sp->foreign_bytes -= b > 0 && (uint64_t)b <= sp->foreign_bytes ? (uint64_t)b
-                                                                       : sp->foreign_bytes;
-        json_object_del(sp->foreign, name);
+        sp->foreign_bytes -= e->bytes <= sp->foreign_bytes ? e->bytes : sp->foreign_bytes;
+        dict_remove(&sp->foreign, e);
 }
 
-static void foreign_put(struct spool *sp, const char *name, json_t *e)
+static void foreign_drop(struct spool *sp, const char *name)
 {
-        json_int_t b = json_integer_value(json_array_get(e, 4));
+        struct foreign_entry *e = dict_get(&sp->foreign, name);
 
+        if (e)
+                foreign_remove(sp, e);
+}
+
+/* Put last in order, as a new entry: the one of the name there goes. */
+static void foreign_put(struct spool *sp, const char *name, const struct foreign_entry *v)
+{
+        struct foreign_entry *e;
+
+        foreign_drop(sp, name);
+        e = dict_put(&sp->foreign, name, NULL);
         if (!e)
                 return;
-        foreign_drop(sp, name);
-        if (json_object_set_new_nocheck(sp->foreign, name, e) == 0 && b > 0)
-                sp->foreign_bytes += (uint64_t)b;
+        *e = *v;
+        sp->foreign_bytes += e->bytes;
 }
 
 void intake_foreign_clear(struct spool *sp)
 {
-        json_object_clear(sp->foreign);
+        dict_clear(&sp->foreign);
         sp->foreign_bytes = 0;
 }
 
-/* [expires, ino, ctime ns, to_agent, bytes]: the agent for status
- * (control.c), the bytes for [retention] unclaimed_max_bytes */
 static void foreign_note(struct spool *sp, const char *name, const struct stat *st,
                          int64_t expires, const char *to)
 {
-        foreign_put(sp, name,
-                json_pack("[I, I, I, s, I]", (json_int_t)expires, (json_int_t)st->st_ino,
-                          (json_int_t)st->st_ctim.tv_sec * 1000000000 + st->st_ctim.tv_nsec,
-                          to && hd_agent_valid(to) ? to : "(invalid)", (json_int_t)st_bytes(st)));
+        struct foreign_entry e = {
+                .expires = expires, .ino = st->st_ino, .ctime_ns = ctime_ns(st),
+                .bytes = st_bytes(st),
+        };
+
+        snprintf(e.to, sizeof(e.to), "%s", to && hd_agent_valid(to) ? to : "(invalid)");
+        foreign_put(sp, name, &e);
 }
 
 /* Would one more file of bytes put what waits in handoff/ for agents not
@@ -227,25 +234,24 @@ static void foreign_note(struct spool *sp, const char *name, const struct stat *
 static bool unclaimed_full(struct spool *sp, const char *name, uint64_t bytes)
 {
         const struct config *c = sp->cfg;
-        const char *k;
-        void *tmp;
-        json_t *v;
+        struct foreign_entry *v, *nx;
 
         if (!c->unclaimed_max_items && !c->unclaimed_max_bytes)
                 return false;
         foreign_drop(sp, name);
         for (int pass = 0; pass < 2; pass++) {
                 bool over = (c->unclaimed_max_items &&
-                             json_object_size(sp->foreign) + 1 > c->unclaimed_max_items) ||
+                             dict_count(&sp->foreign) + 1 > c->unclaimed_max_items) ||
                             (c->unclaimed_max_bytes && sp->foreign_bytes + bytes > c->unclaimed_max_bytes);
                 if (!over || pass == 1 || mono_usec() - sp->foreign_purged < 1000000)
                         return over;
                 sp->foreign_purged = mono_usec();
-                json_object_foreach_safe(sp->foreign, tmp, k, v) {
+                DICT_FOREACH_SAFE(v, nx, &sp->foreign) {
                         struct stat st;
-                        if (fstatat(sp->fd[SD_HANDOFF], k, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
-                            (json_int_t)st.st_ino != json_integer_value(json_array_get(v, 1)))
-                                foreign_drop(sp, k);
+                        if (v->again ||
+                            fstatat(sp->fd[SD_HANDOFF], dict_key(v), &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+                            st.st_ino != v->ino)
+                                foreign_remove(sp, v);
                 }
         }
         return true;
@@ -330,7 +336,7 @@ static int decide_reject(struct spool *sp, struct item *it, const hd_verdict *v,
  * NULL: a handoff left for it says so, not "not served here". */
 static const char *unserved_why(const struct spool *sp, const char *to)
 {
-        return to ? json_string_value(json_object_get(sp->unserved, to)) : NULL;
+        return to && sp->unserved ? json_string_value(json_object_get(sp->unserved, to)) : NULL;
 }
 
 /* For an agent not served here: left in handoff/ and looked at again when
@@ -891,7 +897,7 @@ int intake_batch(struct spool *sp, char *const *names, size_t n,
                 if (items[i].fd >= 0)
                         close(TAKE_FD(items[i].fd));
                 if (r != IO_DEFERRED && r != IO_BUSY)
-                        json_object_del(sp->seen, names[i]);
+                        dict_del(&sp->seen, names[i]);
                 if (r < 0) {
                         char q[300];
                         spool_error(sp, r, "Cannot process %s",
@@ -914,7 +920,7 @@ int intake_batch(struct spool *sp, char *const *names, size_t n,
                 errors += deliver(sp, items, n, now);
                 for (size_t i = 0; outcomes && i < n; i++)
                         outcomes[i] = items[i].outcome;
-        } else if (json_object_size(sp->leaving) > 0) {
+        } else if (dict_count(&sp->leaving) > 0) {
                 /* Rejections linked out (spool_reject_from(), with the
                  * relay) leave handoff/ now; with fsync deliver() did. */
                 (void) spool_flush(sp);
@@ -934,39 +940,42 @@ int intake_batch(struct spool *sp, char *const *names, size_t n,
 
 void intake_foreign_due(struct spool *sp, int64_t now)
 {
-        const char *k;
-        void *tmp;
-        json_t *v;
+        struct foreign_entry *v, *nx;
+        _cleanup_free_ char **names = NULL;
+        _cleanup_free_ int *outcomes = NULL;
+        size_t n = 0;
 
-        json_t *due = json_array();
-        json_object_foreach_safe(sp->foreign, tmp, k, v) {
-                int64_t t = json_integer_value(json_array_get(v, 0));
-                if (t <= now) {
-                        json_array_append_new(due, json_string_nocheck(k));
-                        foreign_drop(sp, k);
+        DICT_FOREACH_SAFE(v, nx, &sp->foreign)
+                n += v->expires <= now;
+        if (n == 0) {
+                DICT_FOREACH_SAFE(v, nx, &sp->foreign)
+                        deadline_note(&sp->deadline, v->expires);
+                return;
+        }
+        names = calloc(n, sizeof(char *));
+        outcomes = calloc(n, sizeof(int));
+        n = 0;
+        DICT_FOREACH_SAFE(v, nx, &sp->foreign) {
+                if (v->expires > now) {
+                        deadline_note(&sp->deadline, v->expires);
+                } else if (names && outcomes) {
+                        names[n] = strdup(dict_key(v));
+                        if (names[n])
+                                n++;
+                        foreign_remove(sp, v);
                 } else {
-                        deadline_note(&sp->deadline, t);
+                        foreign_remove(sp, v);
                 }
         }
-        if (json_array_size(due) > 0) {
-                size_t n = json_array_size(due);
-                char **names = calloc(n, sizeof(char *));
-                int *outcomes = calloc(n, sizeof(int));
-                if (names && outcomes) {
-                        for (size_t i = 0; i < n; i++)
-                                names[i] = (char *)json_string_value(json_array_get(due, i));
-                        intake_batch(sp, names, n, now, outcomes);
-                        /* Past the batch's time: at the next deadline. */
-                        for (size_t i = 0; i < n; i++)
-                                if (outcomes[i] == IO_SKIPPED)
-                                        foreign_put(sp, names[i],
-                                                json_pack("[I, I, I]", (json_int_t)now, (json_int_t)-1,
-                                                          (json_int_t)-1));
-                        if (json_object_size(sp->foreign))
-                                deadline_note(&sp->deadline, now + 1000);
-                }
-                free(names);
-                free(outcomes);
-        }
-        json_decref(due);
+        if (!names || !outcomes)
+                return;
+        intake_batch(sp, names, n, now, outcomes);
+        /* Past the batch's time: at the next deadline. */
+        for (size_t i = 0; i < n; i++)
+                if (outcomes[i] == IO_SKIPPED)
+                        foreign_put(sp, names[i], &(struct foreign_entry){ .expires = now, .again = true });
+        if (dict_count(&sp->foreign))
+                deadline_note(&sp->deadline, now + 1000);
+        for (size_t i = 0; i < n; i++)
+                free(names[i]);
 }

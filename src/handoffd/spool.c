@@ -147,13 +147,18 @@ int spool_open(struct config *cfg, struct spool **ret)
         sp->root_fd = sp->lock_fd = -1;
         for (int i = 0; i < _SD_MAX; i++)
                 sp->fd[i] = -1;
-        sp->foreign = json_object();
+        dict_init(&sp->foreign, sizeof(struct foreign_entry));
+        dict_init(&sp->seen, sizeof(struct seen_entry));
+        dict_init(&sp->dirs, sizeof(ino_t));
+        dict_init(&sp->leaving, sizeof(struct leaving_entry));
+        dict_init(&sp->spent_skipped, 0);
+        dict_init(&sp->verified, sizeof(struct verified_entry));
+        dict_init(&sp->results_recent, sizeof(struct result_recent));
         sp->failed = json_object();
-        sp->seen = json_object();
-        sp->dirs = json_object();
-        sp->leaving = json_object();
-        sp->spent_skipped = json_object();
-        sp->verified = json_object();
+        if (!sp->failed) {
+                r = -ENOMEM;
+                goto fail;
+        }
         sp->quota_recount = true;
         sp->cfg = cfg;
         sp->st.started_usec = hd_now_usec();
@@ -203,7 +208,7 @@ int spool_set_config(struct spool *sp, struct config *cfg)
         sp->cfg = cfg;
         /* Keys and agents may have changed: every item is verified again,
          * and counted again (a limit may be new). */
-        json_object_clear(sp->verified);
+        dict_clear(&sp->verified);
         sp->quota_recount = true;
         return 0;
 }
@@ -220,15 +225,15 @@ void spool_close(struct spool *sp)
                 close(sp->root_fd);
         if (sp->lock_fd >= 0)
                 close(sp->lock_fd);
-        json_decref(sp->foreign);
+        dict_clear(&sp->foreign);
         json_decref(sp->unserved);
         json_decref(sp->failed);
-        json_decref(sp->seen);
-        json_decref(sp->dirs);
-        json_decref(sp->leaving);
-        json_decref(sp->spent_skipped);
-        json_decref(sp->verified);
-        json_decref(sp->results_recent);
+        dict_clear(&sp->seen);
+        dict_clear(&sp->dirs);
+        dict_clear(&sp->leaving);
+        dict_clear(&sp->spent_skipped);
+        dict_clear(&sp->verified);
+        dict_clear(&sp->results_recent);
         if (sp->sweep.dir)
                 closedir(sp->sweep.dir);
         free(sp);
@@ -343,16 +348,11 @@ static void leave_name(struct spool *sp, const char *name, const struct spool_in
  * directories are synced. */
 static void leave_handoff(struct spool *sp)
 {
-        const char *name;
-        json_t *e, *tmp;
+        struct leaving_entry *e, *nx;
 
-        json_object_foreach_safe(sp->leaving, tmp, name, e) {
-                struct spool_ino was = {
-                        .dev = (dev_t)json_integer_value(json_array_get(e, 0)),
-                        .ino = (ino_t)json_integer_value(json_array_get(e, 1)),
-                };
-                leave_name(sp, name, &was, json_is_true(json_array_get(e, 2)));
-                json_object_del(sp->leaving, name);
+        DICT_FOREACH_SAFE(e, nx, &sp->leaving) {
+                leave_name(sp, dict_key(e), &e->was, e->spent);
+                dict_remove(&sp->leaving, e);
         }
 }
 
@@ -362,15 +362,15 @@ static void leave_handoff(struct spool *sp)
  * at it would leave everything after it in spent/ for good. */
 static void spent_skip(struct spool *sp, const char *name, int err)
 {
-        if (json_object_get(sp->spent_skipped, name))
+        if (dict_get(&sp->spent_skipped, name))
                 return;
-        if (json_object_size(sp->spent_skipped) >= SPOOL_SPENT_SKIPPED_MAX) {
-                if (!json_object_get(sp->spent_skipped, ""))
+        if (dict_count(&sp->spent_skipped) >= SPOOL_SPENT_SKIPPED_MAX) {
+                if (!dict_get(&sp->spent_skipped, ""))
                         log_warning("More entries of spent/ cannot be freed; not reported one by one");
-                json_object_set_new(sp->spent_skipped, "", json_null());
+                (void)dict_put(&sp->spent_skipped, "", NULL);
                 return;
         }
-        json_object_set_new(sp->spent_skipped, name, json_null());
+        (void)dict_put(&sp->spent_skipped, name, NULL);
         log_warning_errno(err, "Cannot free spent/%s, not a producer's file; left there for the "
                           "operator, the rest is freed", name);
 }
@@ -409,10 +409,20 @@ int spool_reap_spent(struct spool *sp, int64_t budget_usec)
 
 bool spool_leaving(struct spool *sp, const char *name, const struct stat *st)
 {
-        json_t *e = json_object_get(sp->leaving, name);
+        const struct leaving_entry *e = dict_get(&sp->leaving, name);
 
-        return e && (json_int_t)st->st_dev == json_integer_value(json_array_get(e, 0)) &&
-               (json_int_t)st->st_ino == json_integer_value(json_array_get(e, 1));
+        return e && same_ino(st, &e->was);
+}
+
+/* handoff/name, the inode (dev, ino), leaves in spool_flush(); spent:
+ * a claim's producer file (leave_name()).  Not noted (no memory): the
+ * name stays in handoff/, where the next look finds it moved already. */
+static void leaving_note(struct spool *sp, const char *name, dev_t dev, ino_t ino, bool spent)
+{
+        struct leaving_entry *e = dict_put(&sp->leaving, name, NULL);
+
+        if (e)
+                *e = (struct leaving_entry){ .was = { .dev = dev, .ino = ino }, .spent = spent };
 }
 
 /* spool_move_out(); link_first: a link, the name in handoff/ left until
@@ -439,9 +449,7 @@ static int move_out(struct spool *sp, const char *name, const struct spool_ino *
                         sp->dirty[to] = true;
                         if (fstatat(sp->fd[to], dst, &st, AT_SYMLINK_NOFOLLOW) < 0)
                                 return -errno;
-                        json_object_set_new(sp->leaving, name,
-                                            json_pack("[I, I, b]", (json_int_t)st.st_dev,
-                                                      (json_int_t)st.st_ino, 0));
+                        leaving_note(sp, name, st.st_dev, st.st_ino, false);
                         return 0;
                 }
                 /* EPERM: fs.protected_hardlinks and a producer's file the
@@ -468,8 +476,7 @@ void spool_drop_source(struct spool *sp, const char *name, dev_t dev, ino_t ino)
         struct spool_ino was = { .dev = dev, .ino = ino };
 
         if (sp->cfg->fsync)
-                json_object_set_new(sp->leaving, name,
-                                    json_pack("[I, I, b]", (json_int_t)dev, (json_int_t)ino, 1));
+                leaving_note(sp, name, dev, ino, true);
         else
                 leave_name(sp, name, &was, true);
 }

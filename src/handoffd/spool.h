@@ -13,6 +13,7 @@
 #include "agents.h"
 #include "config.h"
 #include "deadline.h"
+#include "dict.h"
 #include "handoff.h"
 
 enum spool_dir {
@@ -99,6 +100,52 @@ struct spool_kept {
 
 struct cancels;
 
+/* An agent's name as hd_agent_valid() allows it, and its NUL. */
+#define SPOOL_AGENT_SIZE 65
+
+/* A file left in handoff/ for an agent not served here (intake.c; status
+ * in control.c). */
+struct foreign_entry {
+        int64_t expires;        /* usec: decided again then */
+        ino_t ino;              /* with ctime_ns: the same file, unchanged */
+        int64_t ctime_ns;
+        uint64_t bytes;         /* [retention] unclaimed_max_bytes */
+        /* Due, but past the batch's time: decided again at expires, and
+         * no longer counted as left. */
+        bool again;
+        char to[SPOOL_AGENT_SIZE]; /* "(invalid)": to_agent is not a name */
+};
+
+/* A name in handoff/ whose parse failed, when it was first seen as that
+ * inode (intake.c: a file still being written gets a grace). */
+struct seen_entry {
+        ino_t ino;
+        int64_t first_usec;     /* monotonic */
+};
+
+/* A name that leaves handoff/ in spool_flush(), once its other link's
+ * directory is synced, if it still is that inode. */
+struct leaving_entry {
+        struct spool_ino was;
+        bool spent;             /* a claim's producer file: to spent/ */
+};
+
+/* What a big claimed record says (verified.c), valid while
+ * claimed/<id>.json is still that inode of that size. */
+struct verified_entry {
+        dev_t dev;
+        ino_t ino;
+        off_t size;
+        uint64_t gen;           /* the sweep that last looked */
+        char from[SPOOL_AGENT_SIZE], to[SPOOL_AGENT_SIZE];
+        char accepted_at[HD_TIME_MAX];
+};
+
+/* An item archived as consumed lately (completion.c): its archive/ name. */
+struct result_recent {
+        char archive[NAME_MAX + 1];
+};
+
 struct spool {
         /* The look at one claimed item, under its lock (lifecycle_check(),
          * set by whoever opens the spool for the daemon): what cancel.c
@@ -114,9 +161,9 @@ struct spool {
         struct agent_rt *agents;
         size_t n_agents;
         struct spool_stats st;
-        /* name -> [expires usec, ino, ctime, to, bytes], left alone
-         * (intake.c); what their files hold, and the last look at all */
-        json_t *foreign;
+        /* handoff/ name -> struct foreign_entry: left alone (intake.c);
+         * what their files hold, and the last look at all */
+        struct dict foreign;
         uint64_t foreign_bytes;
         int64_t foreign_purged; /* monotonic usec */
         json_t *failed;         /* ids whose delivery failed: retried */
@@ -130,13 +177,17 @@ struct spool {
         uint64_t arrived_at_housekeeping; /* rejected+archived then */
         bool dirty[_SD_MAX];    /* directory needs an fsync */
         int lock_fd;            /* SPOOL/.lock (lock.h) */
-        json_t *seen;           /* name -> [ino, first seen, monotonic usec] */
-        json_t *dirs;           /* handoff/ name -> inode: a directory reported */
+        /* handoff/ name -> when it was first seen as this inode, while its
+         * parse fails (intake.c) */
+        struct dict seen;
+        struct dict dirs;       /* handoff/ name -> inode: a directory reported */
         bool dirs_full;         /* dirs was full: the rest are left unreported */
-        json_t *leaving;        /* handoff/ name -> [dev, ino]: spool_move_out() */
-        /* item.c: id -> [dev, ino, size, ctime ns, sweep gen, from, to] of
-         * a claimed item as last verified; cleared by a reload. */
-        json_t *verified;
+        /* handoff/ name -> the inode that leaves it in spool_flush()
+         * (spool_move_out(), spool_drop_source()) */
+        struct dict leaving;
+        /* id -> what its big claimed record says (verified.c); cleared by
+         * a reload. */
+        struct dict verified;
         uint64_t sweep_gen;     /* sweeps begun */
         /* A sweep under way (lifecycle_sweep_step), a slice a loop turn. */
         struct sweep {
@@ -154,7 +205,7 @@ struct spool {
          * (monotonic usec) */
         bool spent_waiting;
         int64_t spent_at;
-        json_t *spent_skipped;  /* names in spent/ it cannot free, reported */
+        struct dict spent_skipped; /* names in spent/ it cannot free, reported: a set */
         struct spool_kept kept[SPOOL_KEPT_MAX]; /* the last ones, oldest replaced */
         size_t kept_next;
         /* completion.c: a result waits (the sweep's end looks); id -> archive
@@ -162,7 +213,7 @@ struct spool {
          * dropped); when archive/ was last listed for results (monotonic
          * usec: at most once a second) */
         bool results_due;
-        json_t *results_recent;
+        struct dict results_recent;
         int64_t results_listed_at;
         struct cancels *cancels;        /* cancel.c: the requests not answered yet */
 };
