@@ -11,6 +11,7 @@
 #include "cancel.h"
 #include "control.h"
 #include "daemon.h"
+#include "foreign.h"
 #include "intake.h"
 #include "lifecycle.h"
 #include "log.h"
@@ -74,7 +75,7 @@ static void on_signal(uv_signal_t *h, int sig)
                         d->cfg = nc;
                         watch_agents(d);
                         control_set_config(d->ctl, nc);
-                        intake_foreign_clear(d->sp);
+                        foreign_clear(d->sp);
                         log_info("Reloaded %s: %zu agent(s) served, %zu out of service",
                                  d->config_path, d->sp->n_agents,
                                  json_object_size(d->sp->unserved));

@@ -921,9 +921,9 @@ int spool_archive_from(struct spool *sp, enum spool_dir dir, const char *src, in
         return -EEXIST;
 }
 
-int spool_reject_from(struct spool *sp, enum spool_dir from, const char *name,
-                      const struct spool_ino *was, hd_reason reason, const char *detail,
-                      const char *handoff_id, int64_t now)
+static int reject_from(struct spool *sp, enum spool_dir from, const char *name,
+                       const struct spool_ino *was, hd_reason reason, const char *detail,
+                       const char *handoff_id, int64_t now, enum item_outcome *ret)
 {
         char base[NAME_MAX + 1], dst[NAME_MAX + 1], rsn[NAME_MAX + 16];
         char at[HD_TIME_MAX];
@@ -1009,7 +1009,10 @@ int spool_reject_from(struct spool *sp, enum spool_dir from, const char *name,
                          * take back. */
                         if (fstatat(sp->fd[SD_REJECTED], dst, &st, AT_SYMLINK_NOFOLLOW) < 0)
                                 unlinkat(sp->fd[SD_REJECTED], rsn, 0);
-                        return r == -ENOENT ? IO_GONE : r;
+                        if (r != -ENOENT)
+                                return r;
+                        *ret = IO_GONE;
+                        return 0;
                 }
                 if (from != SD_HANDOFF)
                         sp->dirty[SD_REJECTED] = sp->dirty[from] = true;
@@ -1026,9 +1029,27 @@ int spool_reject_from(struct spool *sp, enum spool_dir from, const char *name,
                 log_decision(LOG_NOTICE, handoff_id, NULL, "rejected", hd_reason_name(reason),
                              "Rejected %s: %s: %s", log_quote(name, q, sizeof(q)),
                              hd_reason_name(reason), detail ? detail : "");
+                *ret = IO_REJECTED;
                 return 0;
         }
         return -EEXIST;
+}
+
+int spool_reject_from(struct spool *sp, enum spool_dir from, const char *name,
+                      const struct spool_ino *was, hd_reason reason, const char *detail,
+                      const char *handoff_id, int64_t now)
+{
+        enum item_outcome o;
+        int r = reject_from(sp, from, name, was, reason, detail, handoff_id, now, &o);
+
+        return r < 0 ? r : o == IO_GONE ? IO_GONE : 0;
+}
+
+int spool_reject_handoff(struct spool *sp, const char *name, const struct spool_ino *was,
+                         hd_reason reason, const char *detail, const char *handoff_id,
+                         int64_t now, enum item_outcome *ret)
+{
+        return reject_from(sp, SD_HANDOFF, name, was, reason, detail, handoff_id, now, ret);
 }
 
 int spool_reject(struct spool *sp, const char *name, const struct spool_ino *was,

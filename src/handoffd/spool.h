@@ -228,6 +228,9 @@ enum item_outcome {
         IO_CLAIMED,
         IO_OUTBOX,      /* verified, for a remote agent: moved to outbox/ */
         IO_SKIPPED,     /* not looked at: the batch's time was up */
+        /* Verified and ours, the claim to come (intake.c's batch
+         * delivers it): never a name's final outcome. */
+        IO_TO_CLAIM,
 };
 
 /* Open (creating what is missing) the spool of cfg and the agents' state
@@ -283,8 +286,13 @@ bool spool_exists_at(int dirfd, const char *name);
 int spool_list(struct spool *sp, enum spool_dir d, json_t *set);
 
 /* Move handoff/name to rejected/ with its reason file, when it is still
- * was (NULL: whatever the name holds) and no directory; 0, IO_GONE (was
- * has left the name), -EISDIR (a directory: left in handoff/). */
+ * was (NULL: whatever the name holds) and no directory: 0 with *ret
+ * IO_REJECTED, or IO_GONE (was has left the name); -EISDIR (a directory:
+ * left in handoff/), -errno. */
+int spool_reject_handoff(struct spool *sp, const char *name, const struct spool_ino *was,
+                         hd_reason reason, const char *detail, const char *handoff_id,
+                         int64_t now, enum item_outcome *ret);
+/* The same returning 0, IO_GONE or -errno (relay_inbound.c). */
 int spool_reject(struct spool *sp, const char *name, const struct spool_ino *was,
                  hd_reason reason, const char *detail, const char *handoff_id, int64_t now);
 /* dir/src (outbox/) archived: moved to archive/ under the first free name
