@@ -90,14 +90,13 @@ static void leave_name(struct spool *sp, const char *name, const struct spool_in
                 return;
         /* A claim's (spent): moved to spent/ (named by its inode, unique
          * while it lives), not unlinked: the unlink would free the inode
-         * (a move's other link keeps it), and freeing inodes in a burst
-         * makes the next creations dearer on ext4 without a journal (the
-         * allocator skips inodes freed in the last minute, reading their
-         * table blocks: recently_deleted(), 3x the floor's start-up with a
-         * 100k backlog), so spool_reap_spent() frees them once intake is
-         * quiet.  Not synced: a move lost by a power cut brings the file
-         * back to handoff/, where its record makes it a claim's leftover;
-         * one kept in both is recognised by its link in spent/. */
+         * (a move's other link keeps it), and inodes freed in a burst make
+         * the next creations dearer on ext4 (the allocator skips inodes
+         * freed lately: recently_deleted()), so spool_reap_spent() frees
+         * them once intake is quiet.  Not synced: a move lost by a power
+         * cut brings the file back to handoff/, where its record makes it
+         * a claim's leftover; one kept in both is recognised by its link
+         * in spent/. */
         if (spent) {
                 if (xsnprintf(sname, sizeof(sname), "%llu", (unsigned long long)st.st_ino) >= 0 &&
                     renameat2(sp->fd[SD_HANDOFF], name, sp->fd[SD_SPENT], sname,

@@ -138,7 +138,7 @@ static int reject_from(struct spool *sp, enum spool_dir from, const char *name,
                 if (r < 0)
                         return r;
                 /* The id is remembered before the item shows in rejected/,
-                 * as archive() does: a replay is known at every moment. */
+                 * as an archiving does: a replay is known at every moment. */
                 if (handoff_id && (r = spool_id_mark(sp, handoff_id)) < 0)
                         return r;
                 /* The outcome goes out before the move from claimed/ (the
@@ -155,7 +155,8 @@ static int reject_from(struct spool *sp, enum spool_dir from, const char *name,
                         sp->relay.outcome(sp->relay.ctx, handoff_id, NULL, "rejected",
                                           hd_reason_name(reason), detail, now);
                 r = from == SD_HANDOFF
-                    ? spool_move_out_link(sp, name, was, SD_REJECTED, dst, sp->cfg->fsync || sp->relay.outcome)
+                    ? spool_move_out_link(sp, name, was, SD_REJECTED, dst,
+                                          sp->cfg->fsync || sp->relay.outcome)
                     : move_noreplace(sp->fd[from], name, sp->fd[SD_REJECTED], dst);
                 if (r == -EEXIST)
                         continue;       /* another rejecter took dst: its reason stands */
