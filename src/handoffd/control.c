@@ -58,7 +58,7 @@ struct conn {
 #define CONTROL_LEFT_INODES_MAX 4096
 
 /* What the daemon left in handoff/ for agents not served here, from its
- * own memory (intake.c's foreign set), so that handoffctl status need not
+ * own memory (foreign.c), so that handoffctl status need not
  * parse a file: {count, by_agent, oldest_s_by_agent, inodes, inodes_complete}. */
 static json_t *left_status(const struct spool *sp, int64_t now)
 {

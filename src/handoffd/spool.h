@@ -1,6 +1,8 @@
-/* The spool as storage (spool.c): state directories, agents' directories,
- * listing, rejection moves, replay memory, syncs.  Plain functions over
- * directory fds; the policy modules (intake, delivery, lifecycle) call them. */
+/* The spool as storage (spool.c, spool_move.c, spool_leftover.c,
+ * spool_reject.c): state directories, agents' directories, listing,
+ * rejection moves, replay memory, syncs; and the daemon's state kept
+ * beside it, each table's entry typed.  Plain functions over directory
+ * fds; the policy modules (intake, delivery, lifecycle) call them. */
 #ifndef HD_SPOOL_H
 #define HD_SPOOL_H
 
@@ -103,7 +105,7 @@ struct cancels;
 /* An agent's name as hd_agent_valid() allows it, and its NUL. */
 #define SPOOL_AGENT_SIZE 65
 
-/* A file left in handoff/ for an agent not served here (intake.c; status
+/* A file left in handoff/ for an agent not served here (foreign.c; status
  * in control.c). */
 struct foreign_entry {
         int64_t expires;        /* usec: decided again then */
@@ -117,7 +119,7 @@ struct foreign_entry {
 };
 
 /* A name in handoff/ whose parse failed, when it was first seen as that
- * inode (intake.c: a file still being written gets a grace). */
+ * inode (decide.c: a file still being written gets a grace). */
 struct seen_entry {
         ino_t ino;
         int64_t first_usec;     /* monotonic */
@@ -161,7 +163,7 @@ struct spool {
         struct agent_rt *agents;
         size_t n_agents;
         struct spool_stats st;
-        /* handoff/ name -> struct foreign_entry: left alone (intake.c);
+        /* handoff/ name -> struct foreign_entry: left alone (foreign.c);
          * what their files hold, and the last look at all */
         struct dict foreign;
         uint64_t foreign_bytes;
@@ -178,7 +180,7 @@ struct spool {
         bool dirty[_SD_MAX];    /* directory needs an fsync */
         int lock_fd;            /* SPOOL/.lock (lock.h) */
         /* handoff/ name -> when it was first seen as this inode, while its
-         * parse fails (intake.c) */
+         * parse fails (decide.c) */
         struct dict seen;
         struct dict dirs;       /* handoff/ name -> inode: a directory reported */
         bool dirs_full;         /* dirs was full: the rest are left unreported */
