@@ -77,32 +77,15 @@ int spool_archive_from(struct spool *sp, enum spool_dir dir, const char *src, in
         return -EEXIST;
 }
 
-static int reject_from(struct spool *sp, enum spool_dir from, const char *name,
-                       const struct spool_ino *was, hd_reason reason, const char *detail,
-                       const char *handoff_id, int64_t now, enum item_outcome *ret)
+/* The bytes of the reason file of a rejection (base: its name in
+ * rejected/; origin: the relay's host it came from, "" for none). */
+static int reason_dump(const char *base, hd_reason reason, const char *detail, const char *origin,
+                       const char *handoff_id, int64_t now, char **buf, size_t *len)
 {
-        char base[NAME_MAX + 1], dst[NAME_MAX + 1], rsn[NAME_MAX + 16];
+        _cleanup_json_ json_t *o = NULL;
         char at[HD_TIME_MAX];
-        _cleanup_free_ char *buf = NULL;
-        json_t *o;
-        size_t len;
-        struct stat st;
-        int r;
 
-        spool_reject_base(name, base, sizeof(base));
         hd_time_format(now, at, sizeof(at));
-        /* Relayed here: the reason says from where, or an operator reads
-         * a bad_mac without knowing that the sender's key is another
-         * host's (handoffd(8) RELAY). */
-        char origin[80], rdetail[HD_DETAIL_MAX + 160];
-        if (from == SD_HANDOFF && sp->relay.origin &&
-            sp->relay.origin(sp->relay.ctx, name, origin, sizeof(origin))) {
-                snprintf(rdetail, sizeof(rdetail), "came through the relay from host %s: %s", origin,
-                         detail ? detail : "");
-                detail = rdetail;
-        } else {
-                origin[0] = '\0';
-        }
         o = json_pack("{s:s, s:s, s:s, s:s}", "reason", hd_reason_name(reason),
                       "detail", detail ? detail : "", "at", at, "name", base);
         if (!o)  /* a detail that is no UTF-8 must not keep a file here */
@@ -114,8 +97,58 @@ static int reject_from(struct spool *sp, enum spool_dir from, const char *name,
                 json_object_set_new(o, "handoff_id", json_string(handoff_id));
         if (origin[0])
                 json_object_set_new(o, "relayed_from", json_string(origin));
-        r = hd_canon_dump(o, NULL, &buf, &len);
-        json_decref(o);
+        return hd_canon_dump(o, NULL, buf, len);
+}
+
+/* from/name is at rejected/dst (its reason of len bytes beside it): the
+ * relay told, the counts and the log line. */
+static void rejected_done(struct spool *sp, enum spool_dir from, const char *name,
+                          const struct spool_ino *was, const char *dst, size_t len,
+                          hd_reason reason, const char *detail, const char *handoff_id,
+                          int64_t now)
+{
+        char q[300];
+
+        if (from != SD_HANDOFF)
+                sp->dirty[SD_REJECTED] = sp->dirty[from] = true;
+        if (sp->relay.outcome && from == SD_HANDOFF)
+                sp->relay.outcome(sp->relay.ctx, handoff_id, name, "rejected",
+                                  hd_reason_name(reason), detail, now);
+        /* Its other names in handoff/ go as this file's
+         * (spool_drop_claim_leftover()): one rejection a file. */
+        if (from == SD_HANDOFF && was && reason == HD_R_HARDLINK)
+                spool_kept_note(sp, was->dev, was->ino, SD_REJECTED, dst, false);
+        sp->st.rejected[reason]++;
+        rejected_count(sp, dst, len, now);
+        log_decision(LOG_NOTICE, handoff_id, NULL, "rejected", hd_reason_name(reason),
+                     "Rejected %s: %s: %s", log_quote(name, q, sizeof(q)),
+                     hd_reason_name(reason), detail ? detail : "");
+}
+
+static int reject_from(struct spool *sp, enum spool_dir from, const char *name,
+                       const struct spool_ino *was, hd_reason reason, const char *detail,
+                       const char *handoff_id, int64_t now, enum item_outcome *ret)
+{
+        char base[NAME_MAX + 1], dst[NAME_MAX + 1], rsn[NAME_MAX + 16];
+        char origin[80], rdetail[HD_DETAIL_MAX + 160];
+        _cleanup_free_ char *buf = NULL;
+        size_t len;
+        struct stat st;
+        int r;
+
+        spool_reject_base(name, base, sizeof(base));
+        /* Relayed here: the reason says from where, or an operator reads
+         * a bad_mac without knowing that the sender's key is another
+         * host's (handoffd(8) RELAY). */
+        if (from == SD_HANDOFF && sp->relay.origin &&
+            sp->relay.origin(sp->relay.ctx, name, origin, sizeof(origin))) {
+                snprintf(rdetail, sizeof(rdetail), "came through the relay from host %s: %s", origin,
+                         detail ? detail : "");
+                detail = rdetail;
+        } else {
+                origin[0] = '\0';
+        }
+        r = reason_dump(base, reason, detail, origin, handoff_id, now, &buf, &len);
         if (r < 0)
                 return r;
 
@@ -171,21 +204,7 @@ static int reject_from(struct spool *sp, enum spool_dir from, const char *name,
                         *ret = IO_GONE;
                         return 0;
                 }
-                if (from != SD_HANDOFF)
-                        sp->dirty[SD_REJECTED] = sp->dirty[from] = true;
-                if (sp->relay.outcome && from == SD_HANDOFF)
-                        sp->relay.outcome(sp->relay.ctx, handoff_id, name, "rejected",
-                                          hd_reason_name(reason), detail, now);
-                /* Its other names in handoff/ go as this file's
-                 * (spool_drop_claim_leftover()): one rejection a file. */
-                if (from == SD_HANDOFF && was && reason == HD_R_HARDLINK)
-                        spool_kept_note(sp, was->dev, was->ino, SD_REJECTED, dst, false);
-                sp->st.rejected[reason]++;
-                rejected_count(sp, dst, len, now);
-                char q[300];
-                log_decision(LOG_NOTICE, handoff_id, NULL, "rejected", hd_reason_name(reason),
-                             "Rejected %s: %s: %s", log_quote(name, q, sizeof(q)),
-                             hd_reason_name(reason), detail ? detail : "");
+                rejected_done(sp, from, name, was, dst, len, reason, detail, handoff_id, now);
                 *ret = IO_REJECTED;
                 return 0;
         }
