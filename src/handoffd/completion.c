@@ -100,26 +100,32 @@ static int refuse(struct spool *sp, struct agent_rt *a, const char *id, const ch
  * their consume). */
 static void recent_note(struct spool *sp, const char *id, const char *aname)
 {
-        if (!sp->results_recent && !(sp->results_recent = json_object()))
-                return;
-        json_object_del(sp->results_recent, id);
-        json_object_set_new(sp->results_recent, id, json_string(aname));
-        while (json_object_size(sp->results_recent) > RESULT_RECENT_MAX) {
-                /* jansson keeps insertion order: the first is the oldest */
-                char oldest[NAME_MAX + 1];
-                void *it = json_object_iter(sp->results_recent);
-                if (!it || xsnprintf(oldest, sizeof(oldest), "%s", json_object_iter_key(it)) < 0)
-                        break;
-                json_object_del(sp->results_recent, oldest);
-        }
+        struct result_recent *e;
+
+        dict_del(&sp->results_recent, id);
+        e = dict_put(&sp->results_recent, id, NULL);
+        if (e && xsnprintf(e->archive, sizeof(e->archive), "%s", aname) < 0)
+                dict_remove(&sp->results_recent, e);
+        /* in the order of adding: the first is the oldest */
+        while (dict_count(&sp->results_recent) > RESULT_RECENT_MAX)
+                dict_remove(&sp->results_recent, dict_first(&sp->results_recent));
 }
 
-/* The newest item in archive/ of each id of want (id -> anything), by
- * one listing: want[id] becomes [name, archived_at usec] for each found.
+/* A result waiting for the one listing of archive/ (archived_find()):
+ * its agent, and the newest archive of its id found. */
+struct result_wait {
+        size_t agent;           /* index in sp->agents */
+        bool found;
+        int64_t at;             /* its archived_at, usec */
+        char name[NAME_MAX + 1];
+};
+
+/* The newest item in archive/ of each id of want (id -> struct
+ * result_wait), by one listing.
  * An archive name ends with "-ID.json" (or "-ID~N.json"): each '-' of a
  * name's stem is a place its id may begin, looked up in want, so one
  * listing serves any number of results, each name costing its length. */
-static int archived_find(struct spool *sp, json_t *want)
+static int archived_find(struct spool *sp, struct dict *want)
 {
         hd_limits lim = { .max_size = 65536 };
         struct dirent *de;
@@ -137,7 +143,8 @@ static int archived_find(struct spool *sp, json_t *want)
                 stem[layout_base_len(stem)] = '\0';
                 for (char *p = strchr(stem, '-'); p; p = strchr(p + 1, '-')) {
                         const char *id = p + 1;
-                        json_t *cur = json_object_get(want, id), *side = NULL;
+                        struct result_wait *cur = dict_get(want, id);
+                        json_t *side = NULL;
                         hd_verdict v;
                         int64_t t;
 
@@ -147,12 +154,12 @@ static int archived_find(struct spool *sp, json_t *want)
                         const char *sid = json_string_value(json_object_get(side, "handoff_id"));
                         const char *at = json_string_value(json_object_get(side, "archived_at"));
                         bool newer = sid && !strcmp(sid, id) && at && hd_time_parse(at, &t) == 0 &&
-                                     (!json_is_array(cur) ||
-                                      t > json_integer_value(json_array_get(cur, 1)));
+                                     (!cur->found || t > cur->at);
                         json_decref(side);
-                        if (newer)
-                                json_object_set_new(want, id, json_pack("[s, I]", de->d_name,
-                                                                        (json_int_t)t));
+                        if (newer && xsnprintf(cur->name, sizeof(cur->name), "%s", de->d_name) >= 0) {
+                                cur->found = true;
+                                cur->at = t;
+                        }
                 }
         }
         closedir(d);
@@ -263,9 +270,10 @@ static int take_locked(struct spool *sp, struct agent_rt *a, const char *id, con
                 r = while_claimed(sp, a, id, rname, now);
                 if (r <= 0)
                         return r;
-                aname = json_string_value(json_object_get(sp->results_recent, id));
-                if (!aname)
+                const struct result_recent *e = dict_get(&sp->results_recent, id);
+                if (!e)
                         return -EAGAIN;
+                aname = e->archive;
         }
         if (!*aname) {
                 snprintf(detail, sizeof(detail), "no item of %s is archived here "
@@ -338,10 +346,10 @@ static int take_locked(struct spool *sp, struct agent_rt *a, const char *id, con
         return 1;
 }
 
-/* The name a listing found for id in found (archived_find()), or "". */
-static const char *found_name(const json_t *found, const char *id)
+/* The name a listing found for an id (archived_find()), or "". */
+static const char *found_name(const struct result_wait *w)
 {
-        return json_string_value(json_array_get(json_object_get(found, id), 0)) ?: "";
+        return w && w->found ? w->name : "";
 }
 
 int completion_archived_locked(struct spool *sp, struct agent_rt *a, const char *id,
@@ -382,7 +390,8 @@ static void result_later(struct spool *sp, int64_t now)
  * going is its event, the sweep at a deadline its look), which takes it
  * (completion_archived_locked()): the archive is lifecycle.c's, which
  * calls here, never the other way round. */
-static int look(struct spool *sp, struct agent_rt *a, const char *id, int64_t now, json_t *later)
+static int look(struct spool *sp, struct agent_rt *a, const char *id, int64_t now,
+                struct dict *later)
 {
         uint64_t off;
         int r;
@@ -399,16 +408,19 @@ static int look(struct spool *sp, struct agent_rt *a, const char *id, int64_t no
         if (r == -EAGAIN && later) {
                 /* for the scan's one listing; another agent's result of
                  * the same id at the next */
-                if (json_object_get(later, id))
+                struct result_wait *w = NULL;
+                if (dict_get(later, id) || !(w = dict_put(later, id, NULL)))
                         result_later(sp, now);
                 else
-                        json_object_set_new(later, id, json_integer(a - sp->agents));
+                        w->agent = (size_t)(a - sp->agents);
                 r = 0;
         } else if (r == -EAGAIN && may_list(sp)) {
-                _cleanup_json_ json_t *want = json_pack("{s:n}", id);
-                r = want ? archived_find(sp, want) : -ENOMEM;
+                struct dict want;
+                dict_init(&want, sizeof(struct result_wait));
+                r = dict_put(&want, id, NULL) ? archived_find(sp, &want) : -ENOMEM;
                 if (r == 0)
-                        r = take_locked(sp, a, id, found_name(want, id), false, now);
+                        r = take_locked(sp, a, id, found_name(dict_get(&want, id)), false, now);
+                dict_clear(&want);
         } else if (r == -EAGAIN) {
                 result_later(sp, now);
                 r = 0;
@@ -435,33 +447,32 @@ int completion_arrived(struct spool *sp, struct agent_rt *a, const char *name, i
 }
 
 /* The results of later (id -> agent index), after one listing. */
-static void take_listed(struct spool *sp, json_t *later, int64_t now)
+static void take_listed(struct spool *sp, struct dict *later, int64_t now)
 {
-        const char *id;
-        json_t *x;
+        struct result_wait *w;
         int r;
 
-        if (json_object_size(later) == 0)
+        if (dict_count(later) == 0)
                 return;
         if (!may_list(sp)) {
                 result_later(sp, now);
                 return;
         }
-        _cleanup_json_ json_t *found = json_deep_copy(later);
-        r = found ? archived_find(sp, found) : -ENOMEM;
+        r = archived_find(sp, later);
         if (r < 0) {
                 spool_error(sp, r, "Cannot list archive/ for the agents' results");
                 result_later(sp, now);
                 return;
         }
-        json_object_foreach(later, id, x) {
-                struct agent_rt *a = &sp->agents[json_integer_value(x)];
+        for (w = dict_first(later); w; w = dict_next(w)) {
+                const char *id = dict_key(w);
+                struct agent_rt *a = &sp->agents[w->agent];
                 uint64_t off = lock_off_id(id);
                 if (lock_try(sp->lock_fd, off, true) < 0) {
                         result_later(sp, now);
                         continue;
                 }
-                r = take_locked(sp, a, id, found_name(found, id), false, now);
+                r = take_locked(sp, a, id, found_name(w), false, now);
                 lock_release(sp->lock_fd, off);
                 if (r < 0 && r != -EAGAIN)
                         spool_error(sp, r, "Cannot take the result of %s", id);
@@ -470,8 +481,10 @@ static void take_listed(struct spool *sp, json_t *later, int64_t now)
 
 void completion_scan(struct spool *sp, int64_t now)
 {
-        _cleanup_json_ json_t *later = json_object();
+        struct dict later;
         unsigned looked = 0;
+
+        dict_init(&later, sizeof(struct result_wait));
 
         sp->results_due = false;
         /* too soon after a listing: what needs one would be looked at
@@ -480,7 +493,7 @@ void completion_scan(struct spool *sp, int64_t now)
                 result_later(sp, now);
                 return;
         }
-        for (size_t i = 0; i < sp->n_agents && later; i++) {
+        for (size_t i = 0; i < sp->n_agents; i++) {
                 struct agent_rt *a = &sp->agents[i];
                 struct dirent *de;
                 DIR *d;
@@ -507,7 +520,7 @@ void completion_scan(struct spool *sp, int64_t now)
                                 result_later(sp, now);
                                 break;
                         }
-                        r = look(sp, a, id, now, later);
+                        r = look(sp, a, id, now, &later);
                         if (r < 0) {
                                 char q[300];
                                 spool_error(sp, r, "Cannot take the result %s of agent %s",
@@ -516,8 +529,8 @@ void completion_scan(struct spool *sp, int64_t now)
                 }
                 closedir(d);
         }
-        if (later)
-                take_listed(sp, later, now);
+        take_listed(sp, &later, now);
+        dict_clear(&later);
         int q = spool_flush(sp);
         if (q < 0)
                 spool_error(sp, q, "Cannot fsync the spool");

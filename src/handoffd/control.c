@@ -58,31 +58,31 @@ struct conn {
 #define CONTROL_LEFT_INODES_MAX 4096
 
 /* What the daemon left in handoff/ for agents not served here, from its
- * own memory (intake.c's foreign set), so that handoffctl status need not
+ * own memory (foreign.c), so that handoffctl status need not
  * parse a file: {count, by_agent, oldest_s_by_agent, inodes, inodes_complete}. */
 static json_t *left_status(const struct spool *sp, int64_t now)
 {
-        json_t *by = json_object(), *old = json_object(), *inos = json_array(), *v;
+        _cleanup_json_ json_t *by = json_object(), *old = json_object(), *inos = json_array();
+        const struct foreign_entry *e;
         size_t n = 0;
-        const char *k;
 
-        json_object_foreach(sp->foreign, k, v) {
-                const char *to = json_string_value(json_array_get(v, 3));
-                json_int_t ino = json_integer_value(json_array_get(v, 1));
-                json_int_t ct = json_integer_value(json_array_get(v, 2));
-                json_int_t age = ct > 0 ? (now - ct / 1000) / 1000000 : 0;
+        if (!by || !old || !inos)
+                return NULL;
+        for (e = dict_first(&sp->foreign); e; e = dict_next(e)) {
+                json_int_t age = e->ctime_ns > 0 ? (now - e->ctime_ns / 1000) / 1000000 : 0;
 
-                (void)k;
-                if (!to)
+                if (e->again)
                         continue;       /* being looked at again */
                 n++;
-                json_object_set_new(by, to, json_integer(json_integer_value(json_object_get(by, to)) + 1));
-                if (!json_object_get(old, to) || age > json_integer_value(json_object_get(old, to)))
-                        json_object_set_new(old, to, json_integer(age < 0 ? 0 : age));
+                json_object_set_new(by, e->to,
+                                    json_integer(json_integer_value(json_object_get(by, e->to)) + 1));
+                if (!json_object_get(old, e->to) ||
+                    age > json_integer_value(json_object_get(old, e->to)))
+                        json_object_set_new(old, e->to, json_integer(age < 0 ? 0 : age));
                 if (json_array_size(inos) < CONTROL_LEFT_INODES_MAX)
-                        json_array_append_new(inos, json_integer(ino));
+                        json_array_append_new(inos, json_integer((json_int_t)e->ino));
         }
-        return json_pack("{s:I, s:o, s:o, s:o, s:b}", "count", (json_int_t)n, "by_agent", by,
+        return json_pack("{s:I, s:O, s:O, s:O, s:b}", "count", (json_int_t)n, "by_agent", by,
                          "oldest_s_by_agent", old, "inodes", inos,
                          "inodes_complete", n <= CONTROL_LEFT_INODES_MAX);
 }
@@ -93,6 +93,8 @@ json_t *control_status(const struct spool *sp, const char *config_path)
         int64_t now = hd_now_usec();
         json_t *rej = json_object(), *o;
 
+        if (!rej)
+                return NULL;
         for (int i = 1; i < _HD_R_MAX; i++)
                 if (s->rejected[i])
                         json_object_set_new(rej, hd_reason_name((hd_reason)i),

@@ -11,6 +11,7 @@
 #include "cancel.h"
 #include "control.h"
 #include "daemon.h"
+#include "foreign.h"
 #include "intake.h"
 #include "lifecycle.h"
 #include "log.h"
@@ -38,49 +39,58 @@ int daemon_config_load(const char *path, struct config **ret, char **err)
         return 0;
 }
 
-static void on_signal(uv_signal_t *h, int sig)
+/* SIGHUP: the config and keys read again; a bad new config keeps the
+ * old, and so does one that moves the spool. */
+static void reload(struct daemon *d)
 {
-        struct daemon *d = h->data;
         struct config *nc = NULL;
         char *err = NULL;
         int r;
+
+        r = daemon_config_load(d->config_path, &nc, &err);
+        if (r < 0) {
+                log_error("Reload failed, keeping the running configuration: %s",
+                          err ? err : strerror(-r));
+                free(err);
+                return;
+        }
+        if (strcmp(nc->spool_dir, d->cfg->spool_dir)) {
+                log_error("Reload refused: [spool] dir changed (%s -> %s); restart to move the spool",
+                          d->cfg->spool_dir, nc->spool_dir);
+                config_free(nc);
+                return;
+        }
+        watch_agents_drop(d);
+        r = spool_set_config(d->sp, nc);
+        if (r < 0) {
+                log_error_errno(r, "Reload failed, keeping the running configuration");
+                config_free(nc);
+                watch_agents(d);
+                return;
+        }
+        config_free(d->cfg);
+        d->cfg = nc;
+        watch_agents(d);
+        control_set_config(d->ctl, nc);
+        foreign_clear(d->sp);
+        log_info("Reloaded %s: %zu agent(s) served, %zu out of service",
+                 d->config_path, d->sp->n_agents,
+                 d->sp->unserved ? json_object_size(d->sp->unserved) : 0);
+        watch_rescan(d, "reload");
+}
+
+static void on_signal(uv_signal_t *h, int sig)
+{
+        struct daemon *d = h->data;
 
         if (sig == SIGTERM || sig == SIGINT) {
                 log_info("Received %s, stopping", sig == SIGTERM ? "SIGTERM" : "SIGINT");
                 service_stop(d, 0);
                 return;
         }
-        /* SIGHUP: re-read config and keys; a bad new config keeps the old. */
         (void)notify_sendf("RELOADING=1\nMONOTONIC_USEC=%llu",
                            (unsigned long long)(uv_hrtime() / 1000));
-        r = daemon_config_load(d->config_path, &nc, &err);
-        if (r < 0) {
-                log_error("Reload failed, keeping the running configuration: %s",
-                          err ? err : strerror(-r));
-                free(err);
-        } else if (strcmp(nc->spool_dir, d->cfg->spool_dir)) {
-                log_error("Reload refused: [spool] dir changed (%s -> %s); restart to move the spool",
-                          d->cfg->spool_dir, nc->spool_dir);
-                config_free(nc);
-        } else {
-                watch_agents_drop(d);
-                r = spool_set_config(d->sp, nc);
-                if (r < 0) {
-                        log_error_errno(r, "Reload failed, keeping the running configuration");
-                        config_free(nc);
-                        watch_agents(d);
-                } else {
-                        config_free(d->cfg);
-                        d->cfg = nc;
-                        watch_agents(d);
-                        control_set_config(d->ctl, nc);
-                        intake_foreign_clear(d->sp);
-                        log_info("Reloaded %s: %zu agent(s) served, %zu out of service",
-                                 d->config_path, d->sp->n_agents,
-                                 json_object_size(d->sp->unserved));
-                        watch_rescan(d, "reload");
-                }
-        }
+        reload(d);
         (void)notify_send("READY=1");
         service_status(d);
 }
@@ -99,6 +109,135 @@ static void close_cb(uv_handle_t *h, void *arg)
                 uv_close(h, NULL);
 }
 
+/* The loop's handles, all pointing at d.  uv_idle_init and uv_timer_init
+ * only fill in the handle: they return 0.  A poll and a signal handle
+ * need the kernel. */
+static int handles_init(struct daemon *d)
+{
+        int r;
+
+        (void)uv_idle_init(&d->loop, &d->idle);
+        (void)uv_idle_init(&d->loop, &d->sweep_idle);
+        (void)uv_idle_init(&d->loop, &d->gone_idle);
+        (void)uv_timer_init(&d->loop, &d->t_rescan);
+        (void)uv_timer_init(&d->loop, &d->t_deadline);
+        (void)uv_timer_init(&d->loop, &d->t_retry);
+        (void)uv_timer_init(&d->loop, &d->t_watchdog);
+        (void)uv_timer_init(&d->loop, &d->t_status);
+        (void)uv_timer_init(&d->loop, &d->t_reap);
+        (void)uv_prepare_init(&d->loop, &d->log_prepare);
+        (void)uv_prepare_start(&d->log_prepare, on_log_prepare);
+        uv_unref((uv_handle_t *)&d->log_prepare);
+        r = uv_poll_init(&d->loop, &d->ipoll, d->ifd);
+        if (r == 0)
+                r = uv_signal_init(&d->loop, &d->sig_hup);
+        if (r == 0)
+                r = uv_signal_init(&d->loop, &d->sig_term);
+        if (r == 0)
+                r = uv_signal_init(&d->loop, &d->sig_int);
+        if (r < 0)
+                return log_error_errno(r, "Cannot set up the event loop");
+        d->ipoll.data = d->idle.data = d->t_rescan.data = d->t_deadline.data = d;
+        d->t_retry.data = d->t_watchdog.data = d->t_status.data = d->sweep_idle.data = d;
+        d->t_reap.data = d->gone_idle.data = d;
+        d->sig_hup.data = d->sig_term.data = d->sig_int.data = d;
+        return 0;
+}
+
+/* The spool, its cancel requests and the watch on it, before the loop's
+ * handles (the inotify fd is the poll's). */
+static int open_spool(struct daemon *d)
+{
+        int r;
+
+        r = spool_open(d->cfg, &d->sp);
+        if (r < 0)
+                return r;
+        d->sp->check_item = lifecycle_check;
+        /* Before the first claim: an item whose sender asked to cancel it
+         * meanwhile is never published. */
+        r = cancel_open(d->sp, hd_now_usec());
+        if (r < 0)
+                return log_error_errno(r, "Cannot read cancel/");
+        /* Watch first, then scan: a file arriving in between is seen twice
+         * at worst, never missed. */
+        return watch_open(d);
+}
+
+/* The control socket, the relay and the A2A sender: before the first
+ * scan, so outbox/ is indexed, then filled. */
+static int open_parts(struct daemon *d)
+{
+        int r;
+
+        r = control_open(&d->loop, d->cfg, d->sp, &d->ctl);
+        if (r == 0)
+                r = relay_start(&d->loop, d->sp, &d->relay);
+        if (r == 0)
+                r = a2a_out_start(&d->loop, d->sp, &d->a2a);
+        return r;
+}
+
+/* inotify events, cancel requests and signals heard from now on. */
+static int listen_all(struct daemon *d)
+{
+        int r;
+
+        r = watch_start(d);
+        if (r == 0)
+                r = cancel_watch(d->sp, &d->loop);
+        if (r == 0)
+                r = uv_signal_start(&d->sig_hup, on_signal, SIGHUP);
+        if (r == 0)
+                r = uv_signal_start(&d->sig_term, on_signal, SIGTERM);
+        if (r == 0)
+                r = uv_signal_start(&d->sig_int, on_signal, SIGINT);
+        if (r < 0)
+                return log_error_errno(r, "Cannot watch for inotify events and signals");
+        return 0;
+}
+
+/* Recovery and the first scan, a slice of each a turn; READY=1 when the
+ * scan is drained (in the loop, so a SIGTERM during a long first scan is
+ * heard), whatever recovery has left to do. */
+static int first_scan(struct daemon *d)
+{
+        int r;
+
+        slice_sweep(d, true);
+        r = watch_rescan(d, "start");
+        if (r < 0)
+                return r;
+        service_maybe_ready(d);
+        slice_arm(d);
+        return 0;
+}
+
+/* Everything daemon_run() set up, in reverse; the config is ours (a
+ * reload may have replaced it). */
+static void teardown(struct daemon *d)
+{
+        relay_stop(d->relay);
+        a2a_out_stop(d->a2a);
+        control_close(d->ctl);
+        uv_walk(&d->loop, close_cb, NULL);
+        uv_run(&d->loop, UV_RUN_DEFAULT);
+        uv_loop_close(&d->loop);
+        relay_free(d->relay);
+        a2a_out_free(d->a2a);
+        if (d->ifd >= 0)
+                close(d->ifd);
+        cancel_free(d->sp);
+        spool_close(d->sp);
+        config_free(d->cfg);
+        if (d->scan)
+                closedir(d->scan);
+        pending_free(d->pending);
+        dict_clear(&d->retry);
+        json_decref(d->gone);
+        log_flush();
+}
+
 /* Takes cfg (a reload replaces it). */
 int daemon_run(const char *config_path, struct config *cfg)
 {
@@ -108,126 +247,37 @@ int daemon_run(const char *config_path, struct config *cfg)
         d.config_path = config_path;
         d.cfg = cfg;
         d.ifd = -1;
-        d.retry = json_object();
+        dict_init(&d.retry, 0);
         d.gone = json_object();
         d.started_usec = uv_hrtime() / 1000;
         r = pending_new(&d.pending);
-        if (r == 0 && (!d.retry || !d.gone))
+        if (r == 0 && !d.gone)
                 r = -ENOMEM;
         if (r == 0)
                 r = uv_loop_init(&d.loop);
         if (r < 0) {
-                json_decref(d.retry);
                 json_decref(d.gone);
                 pending_free(d.pending);
+                config_free(cfg);
                 return log_error_errno(r, "Cannot set up the event loop");
         }
 
-        r = spool_open(cfg, &d.sp);
-        if (r < 0)
-                goto out;
-        d.sp->check_item = lifecycle_check;
-        /* Before the first claim: an item whose sender asked to cancel it
-         * meanwhile is never published. */
-        r = cancel_open(d.sp, hd_now_usec());
-        if (r < 0) {
-                log_error_errno(r, "Cannot read cancel/");
-                goto out;
+        r = open_spool(&d);
+        if (r == 0)
+                r = handles_init(&d);
+        if (r == 0)
+                r = open_parts(&d);
+        if (r == 0)
+                r = listen_all(&d);
+        if (r == 0) {
+                service_start(&d);
+                r = first_scan(&d);
         }
-        /* Watch first, then scan: a file arriving in between is seen twice
-         * at worst, never missed. */
-        r = watch_open(&d);
-        if (r < 0)
-                goto out;
-
-        /* uv_idle_init and uv_timer_init only fill in the handle: they
-         * return 0.  A poll and a signal handle need the kernel. */
-        (void)uv_idle_init(&d.loop, &d.idle);
-        (void)uv_idle_init(&d.loop, &d.sweep_idle);
-        (void)uv_idle_init(&d.loop, &d.gone_idle);
-        (void)uv_timer_init(&d.loop, &d.t_rescan);
-        (void)uv_timer_init(&d.loop, &d.t_deadline);
-        (void)uv_timer_init(&d.loop, &d.t_retry);
-        (void)uv_timer_init(&d.loop, &d.t_watchdog);
-        (void)uv_timer_init(&d.loop, &d.t_status);
-        (void)uv_timer_init(&d.loop, &d.t_reap);
-        (void)uv_prepare_init(&d.loop, &d.log_prepare);
-        (void)uv_prepare_start(&d.log_prepare, on_log_prepare);
-        uv_unref((uv_handle_t *)&d.log_prepare);
-        r = uv_poll_init(&d.loop, &d.ipoll, d.ifd);
-        if (r == 0)
-                r = uv_signal_init(&d.loop, &d.sig_hup);
-        if (r == 0)
-                r = uv_signal_init(&d.loop, &d.sig_term);
-        if (r == 0)
-                r = uv_signal_init(&d.loop, &d.sig_int);
-        if (r < 0) {
-                log_error_errno(r, "Cannot set up the event loop");
-                goto out;
+        if (r == 0) {
+                uv_run(&d.loop, UV_RUN_DEFAULT);
+                r = d.exit_code ? -EIO : 0;
+                log_info("Stopped");
         }
-        d.ipoll.data = d.idle.data = d.t_rescan.data = d.t_deadline.data = &d;
-        d.t_retry.data = d.t_watchdog.data = d.t_status.data = d.sweep_idle.data = &d;
-        d.t_reap.data = d.gone_idle.data = &d;
-        d.sig_hup.data = d.sig_term.data = d.sig_int.data = &d;
-
-        r = control_open(&d.loop, cfg, d.sp, &d.ctl);
-        if (r < 0)
-                goto out;
-        /* Before the first scan: outbox/ is indexed, then filled. */
-        r = relay_start(&d.loop, d.sp, &d.relay);
-        if (r < 0)
-                goto out;
-        r = a2a_out_start(&d.loop, d.sp, &d.a2a);
-        if (r < 0)
-                goto out;
-
-        r = watch_start(&d);
-        if (r == 0)
-                r = cancel_watch(d.sp, &d.loop);
-        if (r == 0)
-                r = uv_signal_start(&d.sig_hup, on_signal, SIGHUP);
-        if (r == 0)
-                r = uv_signal_start(&d.sig_term, on_signal, SIGTERM);
-        if (r == 0)
-                r = uv_signal_start(&d.sig_int, on_signal, SIGINT);
-        if (r < 0) {
-                log_error_errno(r, "Cannot watch for inotify events and signals");
-                goto out;
-        }
-        service_start(&d);
-
-        /* Recovery and the first scan, a slice of each a turn; READY=1
-         * when the scan is drained (in the loop, so a SIGTERM during a
-         * long first scan is heard), whatever recovery has left to do. */
-        slice_sweep(&d, true);
-        r = watch_rescan(&d, "start");
-        if (r < 0)
-                goto out;
-        service_maybe_ready(&d);
-        slice_arm(&d);
-
-        uv_run(&d.loop, UV_RUN_DEFAULT);
-        r = d.exit_code ? -EIO : 0;
-        log_info("Stopped");
-out:
-        relay_stop(d.relay);
-        a2a_out_stop(d.a2a);
-        control_close(d.ctl);
-        uv_walk(&d.loop, close_cb, NULL);
-        uv_run(&d.loop, UV_RUN_DEFAULT);
-        uv_loop_close(&d.loop);
-        relay_free(d.relay);
-        a2a_out_free(d.a2a);
-        if (d.ifd >= 0)
-                close(d.ifd);
-        cancel_free(d.sp);
-        spool_close(d.sp);
-        config_free(d.cfg);     /* ours: a reload may have replaced it */
-        if (d.scan)
-                closedir(d.scan);
-        pending_free(d.pending);
-        json_decref(d.retry);
-        json_decref(d.gone);
-        log_flush();
+        teardown(&d);
         return r;
 }

@@ -30,8 +30,5 @@ int intake_verify_claimed(struct spool *sp, const json_t *doc, const char *id,
  * again (they end as expired_unclaimed); the others' expiry is noted as a
  * deadline. */
 void intake_foreign_due(struct spool *sp, int64_t now);
-/* Forget what was left for agents not served here (a reload: they are
- * looked at again). */
-void intake_foreign_clear(struct spool *sp);
 
 #endif

@@ -43,7 +43,7 @@ struct daemon {
 
         struct pending *pending;/* names in handoff/ to decide about (pending.h) */
         DIR *scan;              /* a rescan of handoff/ under way */
-        json_t *retry;          /* names that hit a system error */
+        struct dict retry;      /* names that hit a system error: a set */
         uint64_t retry_backoff_ms;
         unsigned rewatch_count;
         int64_t rewatch_window_start;

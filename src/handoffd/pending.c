@@ -12,10 +12,10 @@
  * read (another sender's name is never stuck behind the flood's events
  * in the kernel's queue). */
 #include <errno.h>
-#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "dict.h"
 #include "pending.h"
 
 struct pending_owner {
@@ -28,7 +28,7 @@ struct pending_owner {
 };
 
 struct pending {
-        json_t *names;          /* every name queued or taken: a set */
+        struct dict names;      /* every name queued or taken: a set */
         size_t queued;
         bool left_out;
         TAILQ_HEAD(, pending_owner) turns;      /* the next turn first */
@@ -41,11 +41,7 @@ int pending_new(struct pending **ret)
 
         if (!p)
                 return -ENOMEM;
-        p->names = json_object();
-        if (!p->names) {
-                free(p);
-                return -ENOMEM;
-        }
+        dict_init(&p->names, 0);
         TAILQ_INIT(&p->turns);
         TAILQ_INIT(&p->owners);
         *ret = p;
@@ -68,7 +64,7 @@ void pending_free(struct pending *p)
                 TAILQ_REMOVE(&p->owners, o, all);
                 free(o);
         }
-        json_decref(p->names);
+        dict_clear(&p->names);
         free(p);
 }
 
@@ -116,7 +112,7 @@ int pending_add(struct pending *p, const char *name, uid_t uid)
         struct pending_name *n;
         size_t l = strlen(name);
 
-        if (json_object_get(p->names, name))
+        if (dict_get(&p->names, name))
                 return 0;
         o = owner_get(p, uid);
         if (!o)
@@ -130,7 +126,7 @@ int pending_add(struct pending *p, const char *name, uid_t uid)
                 goto nomem;
         memcpy(n->name, name, l + 1);
         n->owner = o;
-        if (json_object_set_new_nocheck(p->names, name, json_null()) < 0) {
+        if (!dict_put(&p->names, name, NULL)) {
                 free(n);
                 goto nomem;
         }
@@ -181,7 +177,7 @@ void pending_put_back(struct pending *p, struct pending_name *n)
 
 void pending_done(struct pending *p, struct pending_name *n)
 {
-        json_object_del(p->names, n->name);
+        dict_del(&p->names, n->name);
         owner_unref(p, n->owner);
         free(n);
 }

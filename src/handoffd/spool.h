@@ -1,6 +1,8 @@
-/* The spool as storage (spool.c): state directories, agents' directories,
- * listing, rejection moves, replay memory, syncs.  Plain functions over
- * directory fds; the policy modules (intake, delivery, lifecycle) call them. */
+/* The spool as storage (spool.c, spool_move.c, spool_leftover.c,
+ * spool_reject.c): state directories, agents' directories, listing,
+ * rejection moves, replay memory, syncs; and the daemon's state kept
+ * beside it, each table's entry typed.  Plain functions over directory
+ * fds; the policy modules (intake, delivery, lifecycle) call them. */
 #ifndef HD_SPOOL_H
 #define HD_SPOOL_H
 
@@ -14,6 +16,7 @@
 
 #include "config.h"
 #include "deadline.h"
+#include "dict.h"
 #include "handoff.h"
 
 struct agent_rt;
@@ -103,6 +106,52 @@ struct spool_kept {
 
 struct cancels;
 
+/* An agent's name as hd_agent_valid() allows it, and its NUL. */
+#define SPOOL_AGENT_SIZE 65
+
+/* A file left in handoff/ for an agent not served here (foreign.c; status
+ * in control.c). */
+struct foreign_entry {
+        int64_t expires;        /* usec: decided again then */
+        ino_t ino;              /* with ctime_ns: the same file, unchanged */
+        int64_t ctime_ns;
+        uint64_t bytes;         /* [retention] unclaimed_max_bytes */
+        /* Due, but past the batch's time: decided again at expires, and
+         * no longer counted as left. */
+        bool again;
+        char to[SPOOL_AGENT_SIZE]; /* "(invalid)": to_agent is not a name */
+};
+
+/* A name in handoff/ whose parse failed, when it was first seen as that
+ * inode (decide.c: a file still being written gets a grace). */
+struct seen_entry {
+        ino_t ino;
+        int64_t first_usec;     /* monotonic */
+};
+
+/* A name that leaves handoff/ in spool_flush(), once its other link's
+ * directory is synced, if it still is that inode. */
+struct leaving_entry {
+        struct spool_ino was;
+        bool spent;             /* a claim's producer file: to spent/ */
+};
+
+/* What a big claimed record says (verified.c), valid while
+ * claimed/<id>.json is still that inode of that size. */
+struct verified_entry {
+        dev_t dev;
+        ino_t ino;
+        off_t size;
+        uint64_t gen;           /* the sweep that last looked */
+        char from[SPOOL_AGENT_SIZE], to[SPOOL_AGENT_SIZE];
+        char accepted_at[HD_TIME_MAX];
+};
+
+/* An item archived as consumed lately (completion.c): its archive/ name. */
+struct result_recent {
+        char archive[NAME_MAX + 1];
+};
+
 struct spool {
         /* The look at one claimed item, under its lock (lifecycle_check(),
          * set by whoever opens the spool for the daemon): what cancel.c
@@ -118,9 +167,9 @@ struct spool {
         struct agent_rt *agents;
         size_t n_agents;
         struct spool_stats st;
-        /* name -> [expires usec, ino, ctime, to, bytes], left alone
-         * (intake.c); what their files hold, and the last look at all */
-        json_t *foreign;
+        /* handoff/ name -> struct foreign_entry: left alone (foreign.c);
+         * what their files hold, and the last look at all */
+        struct dict foreign;
         uint64_t foreign_bytes;
         int64_t foreign_purged; /* monotonic usec */
         json_t *failed;         /* ids whose delivery failed: retried */
@@ -134,13 +183,17 @@ struct spool {
         uint64_t arrived_at_housekeeping; /* rejected+archived then */
         bool dirty[_SD_MAX];    /* directory needs an fsync */
         int lock_fd;            /* SPOOL/.lock (lock.h) */
-        json_t *seen;           /* name -> [ino, first seen, monotonic usec] */
-        json_t *dirs;           /* handoff/ name -> inode: a directory reported */
+        /* handoff/ name -> when it was first seen as this inode, while its
+         * parse fails (decide.c) */
+        struct dict seen;
+        struct dict dirs;       /* handoff/ name -> inode: a directory reported */
         bool dirs_full;         /* dirs was full: the rest are left unreported */
-        json_t *leaving;        /* handoff/ name -> [dev, ino]: spool_move_out() */
-        /* item.c: id -> [dev, ino, size, ctime ns, sweep gen, from, to] of
-         * a claimed item as last verified; cleared by a reload. */
-        json_t *verified;
+        /* handoff/ name -> the inode that leaves it in spool_flush()
+         * (spool_move_out(), spool_drop_source()) */
+        struct dict leaving;
+        /* id -> what its big claimed record says (verified.c); cleared by
+         * a reload. */
+        struct dict verified;
         uint64_t sweep_gen;     /* sweeps begun */
         /* A sweep under way (lifecycle_sweep_step), a slice a loop turn. */
         struct sweep {
@@ -158,7 +211,7 @@ struct spool {
          * (monotonic usec) */
         bool spent_waiting;
         int64_t spent_at;
-        json_t *spent_skipped;  /* names in spent/ it cannot free, reported */
+        struct dict spent_skipped; /* names in spent/ it cannot free, reported: a set */
         struct spool_kept kept[SPOOL_KEPT_MAX]; /* the last ones, oldest replaced */
         size_t kept_next;
         /* completion.c: a result waits (the sweep's end looks); id -> archive
@@ -166,7 +219,7 @@ struct spool {
          * dropped); when archive/ was last listed for results (monotonic
          * usec: at most once a second) */
         bool results_due;
-        json_t *results_recent;
+        struct dict results_recent;
         int64_t results_listed_at;
         struct cancels *cancels;        /* cancel.c: the requests not answered yet */
 };
@@ -181,6 +234,9 @@ enum item_outcome {
         IO_CLAIMED,
         IO_OUTBOX,      /* verified, for a remote agent: moved to outbox/ */
         IO_SKIPPED,     /* not looked at: the batch's time was up */
+        /* Verified and ours, the claim to come (intake.c's batch
+         * delivers it): never a name's final outcome. */
+        IO_TO_CLAIM,
 };
 
 /* Open (creating what is missing) the spool of cfg and the agents' state
@@ -236,8 +292,13 @@ bool spool_exists_at(int dirfd, const char *name);
 int spool_list(struct spool *sp, enum spool_dir d, json_t *set);
 
 /* Move handoff/name to rejected/ with its reason file, when it is still
- * was (NULL: whatever the name holds) and no directory; 0, IO_GONE (was
- * has left the name), -EISDIR (a directory: left in handoff/). */
+ * was (NULL: whatever the name holds) and no directory: 0 with *ret
+ * IO_REJECTED, or IO_GONE (was has left the name); -EISDIR (a directory:
+ * left in handoff/), -errno. */
+int spool_reject_handoff(struct spool *sp, const char *name, const struct spool_ino *was,
+                         hd_reason reason, const char *detail, const char *handoff_id,
+                         int64_t now, enum item_outcome *ret);
+/* The same returning 0, IO_GONE or -errno (relay_inbound.c). */
 int spool_reject(struct spool *sp, const char *name, const struct spool_ino *was,
                  hd_reason reason, const char *detail, const char *handoff_id, int64_t now);
 /* dir/src (outbox/) archived: moved to archive/ under the first free name

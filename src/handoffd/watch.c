@@ -190,10 +190,10 @@ static void drain(struct daemon *d, size_t max)
                 /* A system error, or deferred or busy: looked at again by
                  * the retry timer. */
                 if (outcomes[i] < 0 || outcomes[i] == IO_DEFERRED || outcomes[i] == IO_BUSY)
-                        json_object_set_new_nocheck(d->retry, names[i], json_null());
+                        (void)dict_put(&d->retry, names[i], NULL);
                 pending_done(d->pending, taken[i]);
         }
-        if (json_object_size(d->retry) > 0 && !uv_is_active((uv_handle_t *)&d->t_retry)) {
+        if (dict_count(&d->retry) > 0 && !uv_is_active((uv_handle_t *)&d->t_retry)) {
                 if (d->retry_backoff_ms == 0)
                         d->retry_backoff_ms = 1000;
                 uv_timer_start(&d->t_retry, on_retry, d->retry_backoff_ms, 0);
@@ -217,14 +217,12 @@ static void on_idle(uv_idle_t *h)
 static void on_retry(uv_timer_t *t)
 {
         struct daemon *d = t->data;
-        const char *k;
-        json_t *v;
-        size_t had = json_object_size(d->retry);
+        size_t had = dict_count(&d->retry);
         uint64_t errors_before = d->sp->st.errors;
 
-        json_object_foreach(d->retry, k, v)
-                pend(d, k);
-        json_object_clear(d->retry);
+        for (void *e = dict_first(&d->retry); e; e = dict_next(e))
+                pend(d, dict_key(e));
+        dict_clear(&d->retry);
         /* One batch here; the idle handle drains the rest, a turn at a
          * time, so the loop keeps answering. */
         drain(d, CHUNK);
@@ -238,7 +236,7 @@ static void on_retry(uv_timer_t *t)
         } else {
                 d->retry_backoff_ms = 1000;
         }
-        if (json_object_size(d->retry) > 0) {
+        if (dict_count(&d->retry) > 0) {
                 uv_timer_stop(&d->t_retry);
                 uv_timer_start(&d->t_retry, on_retry, d->retry_backoff_ms, 0);
         }

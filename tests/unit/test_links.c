@@ -180,10 +180,10 @@ START_TEST(test_links_the_reaper_goes_past_a_directory)
                 ck_assert(!there(&f, SD_SPENT, name));
         }
         ck_assert(there(&f, SD_SPENT, "1"));
-        ck_assert_uint_eq(json_object_size(f.sp->spent_skipped), 1);
+        ck_assert_uint_eq(dict_count(&f.sp->spent_skipped), 1);
         /* again: said once */
         ck_assert_int_eq(spool_reap_spent(f.sp, 10 * 1000000LL), 0);
-        ck_assert_uint_eq(json_object_size(f.sp->spent_skipped), 1);
+        ck_assert_uint_eq(dict_count(&f.sp->spent_skipped), 1);
         fx_close(&f);
 }
 END_TEST

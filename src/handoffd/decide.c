@@ -1,0 +1,586 @@
+/* The decision for one name in handoff/, in the order of DESIGN.md:
+ * read (name, safe open, parse), verify (authenticate, validate,
+ * freshness; for an agent served here its own expiry before the MAC,
+ * which needs no key), target (an agent not served here: left or
+ * rejected), and for one of ours the claim's preconditions under the
+ * lock of its id (replay, the relay's take, quota, baton).  The claim
+ * itself is intake.c's, the moves spool.c's.
+ *
+ * Each step returns 1 when it decided (the outcome in *ret), 0 when the
+ * next step decides, or -errno. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "deadline.h"
+#include "decide.h"
+#include "delivery.h"
+#include "files.h"
+#include "foreign.h"
+#include "lock.h"
+#include "log.h"
+#include "payload.h"
+#include "quota.h"
+
+/* A file whose parse fails this soon after we first saw it (and after its
+ * last change) may still be being written in place (no tmp/ + rename):
+ * look again later.  Its mtime alone is its owner's to set. */
+#define SETTLE_USEC (2 * 1000000LL)
+/* Names remembered for that; when full, a new name gets no grace. */
+#define SEEN_MAX 4096
+/* Directories in handoff/ remembered as reported. */
+#define DIRS_MAX 4096
+
+static int decided(enum item_outcome *ret, enum item_outcome o)
+{
+        *ret = o;
+        return 1;
+}
+
+static bool name_ignored(const char *name)
+{
+        size_t l = strlen(name);
+
+        /* Dotfiles are writers' temp names (".NAME.tmp", ours too). */
+        return name[0] == '.' || (l > 4 && !strcmp(name + l - 4, ".tmp")) ||
+               name[l - 1] == '~';
+}
+
+/* When did we first see this file, the name with this inode?  Entries go
+ * when the decision is made (intake_batch). */
+static int64_t seen_first(struct spool *sp, const char *name, ino_t ino, int64_t mono)
+{
+        struct seen_entry *e = dict_get(&sp->seen, name), *v, *nx;
+
+        if (e && e->ino == ino)
+                return e->first_usec;
+        if (!e && dict_count(&sp->seen) >= SEEN_MAX) {
+                /* Only names whose decision never came (a daemon bug) are
+                 * this old; a flood of new ones just gets no grace. */
+                DICT_FOREACH_SAFE(v, nx, &sp->seen)
+                        if (mono - v->first_usec > 60 * 1000000LL)
+                                dict_remove(&sp->seen, v);
+                if (dict_count(&sp->seen) >= SEEN_MAX)
+                        return mono - SETTLE_USEC;
+        }
+        if (!e)
+                e = dict_put(&sp->seen, name, NULL);
+        if (e)
+                *e = (struct seen_entry){ .ino = ino, .first_usec = mono };
+        return mono;
+}
+
+/* A directory in handoff/ is no handoff, and it is never moved: in
+ * rejected/ it would be its owner's to fill, out of retention's reach,
+ * and moving a directory needs write access to it, which a move would
+ * lack at every retry.  Reported once (that name with that inode), then
+ * left where it is; what no rescan meets again is forgotten when the
+ * memory is full. */
+static int decide_dir(struct spool *sp, const char *name, const struct stat *st,
+                      enum item_outcome *ret)
+{
+        ino_t *e = dict_get(&sp->dirs, name), *v, *nx;
+        struct stat now;
+        char q[300];
+
+        if (e && *e == st->st_ino)
+                return decided(ret, IO_IGNORED);
+        if (!e && dict_count(&sp->dirs) >= DIRS_MAX)
+                DICT_FOREACH_SAFE(v, nx, &sp->dirs)
+                        if (fstatat(sp->fd[SD_HANDOFF], dict_key(v), &now, AT_SYMLINK_NOFOLLOW) < 0 ||
+                            !S_ISDIR(now.st_mode) || now.st_ino != *v)
+                                dict_remove(&sp->dirs, v);
+        if (!e && dict_count(&sp->dirs) >= DIRS_MAX) {
+                /* One line for all that do not fit. */
+                if (!sp->dirs_full)
+                        log_warning("More than %d directories in handoff/: the others are "
+                                    "left there without a line each", DIRS_MAX);
+                sp->dirs_full = true;
+                return decided(ret, IO_IGNORED);
+        }
+        if (!e)
+                e = dict_put(&sp->dirs, name, NULL);
+        if (e)
+                *e = st->st_ino;
+        log_decision(LOG_WARNING, NULL, NULL, "left", NULL,
+                     "Left %s in handoff/: a directory, not a handoff",
+                     log_quote(name, q, sizeof(q)));
+        return decided(ret, IO_IGNORED);
+}
+
+/* Is handoff/name a directory (st)?  For a name that was not opened. */
+static bool is_dir(struct spool *sp, const char *name, struct stat *st)
+{
+        return fstatat(sp->fd[SD_HANDOFF], name, st, AT_SYMLINK_NOFOLLOW) == 0 &&
+               S_ISDIR(st->st_mode);
+}
+
+/* Past its own expiry (or issued too far ahead), by times that are
+ * well-formed: for an agent served here that is a rejection whoever
+ * signed it, known without a key from what its sender wrote, where the
+ * canonical bytes and the MAC cost about what the parse did.  Times that
+ * are not well-formed are the checks' after the MAC (bad_mac first: an
+ * unauthenticated sender learns nothing of the rules). */
+static bool stale_unsigned(const json_t *doc, const hd_policy *pol, int64_t now, hd_verdict *v)
+{
+        const char *ini = json_string_value(json_object_get(doc, "initiated_at"));
+        const char *exp = json_string_value(json_object_get(doc, "expires_at"));
+        int64_t a, b;
+
+        if (!ini || !exp || hd_time_parse(ini, &a) < 0 || hd_time_parse(exp, &b) < 0 || b <= a)
+                return false;
+        return hd_check_fresh(doc, pol, now, v) == -EBADMSG &&
+               (v->reason == HD_R_EXPIRED || v->reason == HD_R_FUTURE_TIMESTAMP);
+}
+
+void decide_uncount(struct spool *sp, struct item *it)
+{
+        if (it->counted)
+                quota_release(sp, it->agent->cfg->name, it->id);
+        it->counted = false;
+}
+
+/* Is the producer's file (src, which holds doc) what a claim left in
+ * handoff/: our record claimed/<id>.json holds doc, and src was last
+ * written before the record was?  A copy written since is a replay
+ * (rejected as duplicate_id).  Its mtime is the producer's to set (a
+ * power cut that undoes our unlink keeps it, not its ctime): one set
+ * back makes her own copy go without a rejection, nothing more. */
+static bool claim_leftover(struct spool *sp, const char *id, const json_t *doc,
+                           const struct timespec *src)
+{
+        _cleanup_close_ int fd = -1;
+        _cleanup_json_ json_t *rec = NULL;
+        char name[NAME_MAX + 1];
+        struct stat st;
+
+        if (xsnprintf(name, sizeof(name), "%s.json", id) < 0)
+                return false;
+        fd = openat(sp->fd[SD_CLAIMED], name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0 || fstat(fd, &st) < 0 ||
+            src->tv_sec > st.st_mtim.tv_sec ||
+            (src->tv_sec == st.st_mtim.tv_sec && src->tv_nsec > st.st_mtim.tv_nsec) ||
+            delivery_record_read(sp, fd, &st, &rec) < 0)
+                return false;
+        return json_equal(json_object_get(rec, "handoff"), (json_t *)doc);
+}
+
+/* claim_leftover(): then the producer's name goes, as the claim would
+ * have done; true when it is a leftover. */
+static bool drop_claim_leftover(struct spool *sp, struct item *it, const char *id)
+{
+        char q[300];
+
+        if (!claim_leftover(sp, id, it->doc, &it->mtim))
+                return false;
+        spool_drop_source(sp, it->name, it->dev, it->ino);
+        log_info("Removed %s: claimed already as %s (left by a crash)",
+                 log_quote(it->name, q, sizeof(q)), id);
+        return true;
+}
+
+/* Move it to rejected/ for v; an authenticated one's id is remembered.
+ * A file the record of its id holds already is that claim's leftover (a
+ * crash, or another daemon's claim whose record is not yet synced): it
+ * goes as after its claim, not rejected, or its id would be in rejected/
+ * beside its record.  Another daemon may reach the other verdict on the
+ * same file (its clock not yet past expires_at, another set of keys) and
+ * claim it meanwhile: so the rejection of a file that names an id holds
+ * the id's lock, as the claim does (busy: looked at again later), and
+ * looks for the record under it.  Always decides: 1, or -errno. */
+static int decide_reject(struct spool *sp, struct item *it, const hd_verdict *v,
+                         bool authenticated, int64_t now, enum item_outcome *ret)
+{
+        const char *hid = it->doc ? json_string_value(json_object_get(it->doc, "handoff_id")) : NULL;
+        struct spool_ino was = { .dev = it->dev, .ino = it->ino };
+        int r;
+
+        if (hid && hd_id_valid(hid) && !it->lock_id) {
+                r = lock_try(sp->lock_fd, lock_off_id(hid), true);
+                if (r == -EAGAIN)
+                        return decided(ret, IO_BUSY);
+                if (r < 0)
+                        return r;
+                it->lock_id = lock_off_id(hid);
+                if (drop_claim_leftover(sp, it, hid))
+                        return decided(ret, IO_GONE);
+        }
+        /* Only the inode decided on, once one was looked at. */
+        r = spool_reject_handoff(sp, it->name, it->ino ? &was : NULL, v->reason, v->detail,
+                                 authenticated ? hid : NULL, now, ret);
+        return r < 0 ? r : 1;
+}
+
+int decide_claimed_again(struct spool *sp, struct item *it, const char *how, int64_t now,
+                         enum item_outcome *ret)
+{
+        hd_verdict v = { .reason = HD_R_DUPLICATE_ID };
+        int r;
+
+        if (drop_claim_leftover(sp, it, it->id)) {
+                *ret = IO_GONE;
+                return 0;
+        }
+        snprintf(v.detail, sizeof(v.detail), "handoff_id '%s' %s", it->id, how);
+        r = decide_reject(sp, it, &v, true, now, ret);
+        return r < 0 ? r : 0;
+}
+
+/* Why to, an agent of this config, is out of service here (agents.c), or
+ * NULL: a handoff left for it says so, not "not served here". */
+static const char *unserved_why(const struct spool *sp, const char *to)
+{
+        return to && sp->unserved ? json_string_value(json_object_get(sp->unserved, to)) : NULL;
+}
+
+/* For an agent not served here: left in handoff/ and looked at again when
+ * it expires, or rejected as expired_unclaimed once past that.  was: why
+ * it does not verify here (HD_OK: it does).  Always decides. */
+static int decide_left(struct spool *sp, struct item *it, const char *to, hd_reason was,
+                       hd_verdict *v, int64_t now, enum item_outcome *ret)
+{
+        const struct config *c = sp->cfg;
+        const char *exp = json_string_value(json_object_get(it->doc, "expires_at"));
+        const char *ini = json_string_value(json_object_get(it->doc, "initiated_at"));
+        const char *oos = unserved_why(sp, to);
+        struct stat st;
+        int64_t t, x;
+        char q[300];
+
+        /* Its own times may be forged (it may not be authenticated here),
+         * so it expires at the latest max_window after it arrived. */
+        if (fstat(it->fd, &st) < 0)
+                return -errno;
+        t = (int64_t)st.st_ctim.tv_sec * 1000000LL + st.st_ctim.tv_nsec / 1000;
+        t += (c->max_window + c->max_clock_skew) * 1000000LL;
+        if (exp && hd_time_parse(exp, &x) == 0 && x < t)
+                t = x;
+        if (ini && hd_time_parse(ini, &x) == 0 && x + c->max_window * 1000000LL < t)
+                t = x + c->max_window * 1000000LL;
+        if (t < now) {
+                /* truncation only shortens why it is out of service */
+                snprintf(v->detail, sizeof(v->detail),
+                         "no daemon claimed it for agent %s before it expired "
+                         "(%s%.150s%s%s)",
+                         to && hd_agent_valid(to) ? to : "(invalid)",
+                         oos ? "out of service here: " : "not served here", oos ? oos : "",
+                         was ? "; not authenticated here: " : "",
+                         was ? hd_reason_name(was) : "");
+                v->reason = HD_R_EXPIRED_UNCLAIMED;
+                return decide_reject(sp, it, v, !was, now, ret);
+        }
+        /* Bounded as rejected/ is: no room, it is refused now, and not
+         * remembered (as inbox_full: it may come again). */
+        if (foreign_full(sp, it->name, st_bytes(&st))) {
+                snprintf(v->detail, sizeof(v->detail),
+                         "for agent %s, not served here; what waits unclaimed in handoff/ is at "
+                         "its bound ([retention] unclaimed_max_items %llu, unclaimed_max_bytes %llu)",
+                         to && hd_agent_valid(to) ? to : "(invalid)",
+                         (unsigned long long)c->unclaimed_max_items,
+                         (unsigned long long)c->unclaimed_max_bytes);
+                v->reason = HD_R_NOT_SERVED;
+                return decide_reject(sp, it, v, false, now, ret);
+        }
+        foreign_note(sp, it->name, &st, t + 1, to);
+        deadline_note(&sp->deadline, t + 1);
+        sp->st.left++;
+        /* once: later looks end in foreign_fresh() */
+        if (oos)
+                log_decision(LOG_WARNING, NULL, to, "left", NULL,
+                             "Left %s for agent %s, out of service here: %s",
+                             log_quote(it->name, q, sizeof(q)), to, oos);
+        else
+                log_decision(LOG_INFO, NULL, to, "left", NULL,
+                             "Left %s for agent %s, not served here",
+                             log_quote(it->name, q, sizeof(q)), to ? to : "(none)");
+        return decided(ret, IO_LEFT);
+}
+
+/* it (st: more than one link) is what a move the daemon made left in
+ * handoff/ beside the move's destination (a power cut), or another name
+ * of a file kept already: it goes.  The places named by its id are
+ * looked at only when the others are not it, the id read for it. */
+static bool link_leftover(struct spool *sp, struct item *it, const struct stat *st)
+{
+        _cleanup_free_ char *buf = NULL;
+        _cleanup_json_ json_t *doc = NULL;
+        hd_limits lim = { .max_size = sp->cfg->max_file_size, .max_depth = HD_DEFAULT_MAX_DEPTH };
+        hd_verdict v;
+        size_t len;
+
+        if (spool_drop_claim_leftover(sp, it->name))
+                return true;
+        if ((uintmax_t)st->st_size > sp->cfg->max_file_size ||
+            read_all_sized(it->fd, sp->cfg->max_file_size, (size_t)st->st_size, &buf, &len) < 0 ||
+            hd_parse(buf, len, &lim, &doc, &v) < 0)
+                return false;
+        return spool_drop_id_leftover(sp, it->name,
+                                      json_string_value(json_object_get(doc, "handoff_id")));
+}
+
+/* Steps 1-2: the name, and the file opened safely (fd and inode in it).
+ * A name we left for another agent, unchanged, is decided without an
+ * open. */
+static int decide_open(struct spool *sp, struct item *it, int64_t now, struct stat *st,
+                       enum item_outcome *ret)
+{
+        const char *name = it->name;
+        hd_verdict v;
+        int r;
+
+        if (name_ignored(name))
+                return decided(ret, IO_IGNORED);
+        if (!hd_name_safe(name)) {
+                if (is_dir(sp, name, st))
+                        return decide_dir(sp, name, st, ret);
+                r = spool_reject_handoff(sp, name, NULL, HD_R_BAD_NAME,
+                                         "file name is not a safe name", NULL, now, ret);
+                return r < 0 ? r : 1;
+        }
+        if (foreign_fresh(sp, name, now))
+                return decided(ret, IO_LEFT);
+
+        r = hd_open_at(sp->fd[SD_HANDOFF], name, &it->fd, &v);
+        if (r == -ENOENT)
+                return decided(ret, IO_GONE);
+        if (r == -EACCES) {
+                if (is_dir(sp, name, st))
+                        return decide_dir(sp, name, st, ret);
+                /* Its owner's mode keeps us out: no later look will do
+                 * better, so it is not looked at again and again. */
+                v.reason = HD_R_UNREADABLE;
+                snprintf(v.detail, sizeof(v.detail),
+                         "the daemon's user may not read it (mode or owner)");
+                return decide_reject(sp, it, &v, false, now, ret);
+        }
+        if (r == -EBADMSG)
+                return decide_reject(sp, it, &v, false, now, ret);
+        if (r < 0)
+                return r;
+        if (fstat(it->fd, st) < 0)
+                return -errno;
+        if (S_ISDIR(st->st_mode))
+                return decide_dir(sp, name, st, ret);
+        it->dev = st->st_dev;
+        it->ino = st->st_ino;
+        /* Moved by this batch already (twice in its names). */
+        if (spool_leaving(sp, name, st))
+                return decided(ret, IO_GONE);
+        return 0;
+}
+
+/* Step 3: it->doc parsed from the open file.  One that does not parse
+ * yet, new and changed lately, is deferred: its writer may still be at
+ * it. */
+static int decide_parse(struct spool *sp, struct item *it, int64_t now, struct stat *st,
+                        enum item_outcome *ret)
+{
+        const struct config *c = sp->cfg;
+        hd_limits lim = { .max_size = c->max_file_size, .max_depth = HD_DEFAULT_MAX_DEPTH };
+        _cleanup_free_ char *buf = NULL;
+        hd_verdict v;
+        size_t len;
+        int r;
+
+        /* No lock on the file: two daemons may decide it at once.  Both
+         * reach the same verdict; of two rejections one finds it gone,
+         * of two claims one finds the id locked, then claimed (the
+         * record holds it: claim_leftover()). */
+        r = read_fd_stat(it->fd, st, it->name, c->max_file_size, &buf, &len, &v);
+        /* Two links (read_fd_stat() tells, not hd_open_at()): the one a
+         * claim or a move left here beside its next state, that a power
+         * cut kept.  Any other second link is rejected as hardlink. */
+        if (r == -EBADMSG && v.reason == HD_R_HARDLINK && link_leftover(sp, it, st))
+                return decided(ret, IO_GONE);
+        if (r == -ENOENT)
+                return decided(ret, IO_GONE);
+        if (r == -EBADMSG)
+                return decide_reject(sp, it, &v, false, now, ret);
+        if (r < 0)
+                return r;
+        it->mtim = st->st_mtim;
+        r = hd_parse(buf, len, &lim, &it->doc, &v);
+        if (r == -EBADMSG) {
+                int64_t mono = mono_usec();
+                if (now - (int64_t)st->st_mtim.tv_sec * 1000000LL - st->st_mtim.tv_nsec / 1000 <
+                            SETTLE_USEC &&
+                    mono - seen_first(sp, it->name, st->st_ino, mono) < SETTLE_USEC) {
+                        sp->st.deferred++;
+                        return decided(ret, IO_DEFERRED);
+                }
+                return decide_reject(sp, it, &v, false, now, ret);
+        }
+        return r < 0 ? r : 0;
+}
+
+/* Not for us (v: why it does not verify here): another daemon may hold
+ * the sender's key, so it is left, unless a document that verified holds
+ * its id already (then no daemon will ever claim it) or it is plainly
+ * past its expiry. */
+static int decide_not_verified(struct spool *sp, struct item *it, const char *to,
+                               hd_verdict *v, int64_t now, enum item_outcome *ret)
+{
+        const char *hid = json_string_value(json_object_get(it->doc, "handoff_id"));
+
+        if ((v->reason == HD_R_UNKNOWN_KEY || v->reason == HD_R_BAD_MAC) &&
+            hid && hd_id_valid(hid) && spool_id_seen(sp, hid)) {
+                size_t l = strlen(v->detail);
+                snprintf(v->detail + l, sizeof(v->detail) - l,
+                         "; handoff_id is held here by a handoff that verified");
+                return decide_reject(sp, it, v, false, now, ret);
+        }
+        if (v->reason == HD_R_UNKNOWN_KEY || v->reason == HD_R_BAD_MAC)
+                return decide_left(sp, it, to, v->reason, v, now, ret);
+        if (v->reason == HD_R_EXPIRED && to && hd_agent_valid(to)) {
+                const char *oos = unserved_why(sp, to);
+                char was[sizeof(v->detail)];
+                snprintf(was, sizeof(was), "%s", v->detail);
+                /* truncation only shortens the quoted detail */
+                if (snprintf(v->detail, sizeof(v->detail),
+                             "no daemon claimed it for agent %s before it expired "
+                             "(%s%.170s)", to, oos ? "out of service here: " : "",
+                             oos ? oos : was) < 0)
+                        v->detail[0] = '\0';
+                v->reason = HD_R_EXPIRED_UNCLAIMED;
+                return decide_reject(sp, it, v, true, now, ret);
+        }
+        return decide_reject(sp, it, v, false, now, ret);
+}
+
+/* Steps 4-7: authenticated, valid, fresh, and for whom: it->agent (ours)
+ * or *out (a remote agent's relay: checked here as for our own, never an
+ * open relay); for any other agent left or rejected. */
+static int decide_verify(struct spool *sp, struct item *it, int64_t now,
+                         const struct spool_relay **out, enum item_outcome *ret)
+{
+        const struct config *c = sp->cfg;
+        const char *to = json_string_value(json_object_get(it->doc, "to_agent"));
+        hd_policy pol = { .max_clock_skew_s = c->max_clock_skew, .max_window_s = c->max_window };
+        hd_payload_opts po = { .roles = (const char *const *)c->roles };
+        hd_verdict v;
+        int r;
+
+        it->agent = spool_agent(sp, to);
+        *out = NULL;
+        if (!it->agent && sp->relay.ctx && config_remote(c, to))
+                *out = &sp->relay;
+        else if (!it->agent && sp->a2a.ctx && config_remote_a2a(c, to))
+                *out = &sp->a2a;
+        /* For an agent not served here the MAC decides between left and
+         * rejected: not before it. */
+        r = (it->agent || *out) && stale_unsigned(it->doc, &pol, now, &v) ? -EBADMSG :
+            hd_verify(it->doc, config_key_lookup, (void *)c, &pol, &po, now, &v);
+        if (r == -EBADMSG) {
+                /* A claim's leftover that no longer verifies (expired
+                 * since, or its key gone) goes as after its claim:
+                 * decide_reject() looks. */
+                if (it->agent || *out)
+                        return decide_reject(sp, it, &v, false, now, ret);
+                return decide_not_verified(sp, it, to, &v, now, ret);
+        }
+        if (r < 0)
+                return r;
+        it->id = json_string_value(json_object_get(it->doc, "handoff_id"));
+        if (!it->agent && !*out)
+                return decide_left(sp, it, to, HD_OK, &v, now, ret);
+        return 0;
+}
+
+/* Steps 8-9 under the lock of its id, which it keeps until its bootstrap
+ * is published, so recovery in another daemon keeps off it: still this
+ * file, not seen before, taken by the relay (out) or within its agent's
+ * quota and baton.  Always decides. */
+static int decide_claim(struct spool *sp, struct item *it, const struct spool_relay *out,
+                        int64_t now, enum item_outcome *ret)
+{
+        const char *ptype = json_string_value(json_object_get(it->doc, "payload_type"));
+        const char *from = json_string_value(json_object_get(it->doc, "from_agent"));
+        struct spool_ino was = { .dev = it->dev, .ino = it->ino };
+        struct stat cur;
+        hd_verdict v;
+        int r;
+
+        r = lock_try(sp->lock_fd, lock_off_id(it->id), true);
+        if (r == -EAGAIN)
+                return decided(ret, IO_BUSY);
+        if (r < 0)
+                return r;
+        it->lock_id = lock_off_id(it->id);
+        /* Rejected since we opened it, by a daemon that held the lock
+         * (decide_reject(); an unauthenticated rejection leaves no trace
+         * of its id): no longer this file in handoff/.  A second link is
+         * a move not finished: the next look sees to it. */
+        if (fstatat(sp->fd[SD_HANDOFF], it->name, &cur, AT_SYMLINK_NOFOLLOW) < 0)
+                return errno == ENOENT ? decided(ret, IO_GONE) : -errno;
+        if (cur.st_dev != it->dev || cur.st_ino != it->ino)
+                return decided(ret, IO_GONE);
+        if (cur.st_nlink > 1)
+                return decided(ret, IO_BUSY);
+        /* Claimed already?  For a plain bootstrap the record's link tells
+         * (a link never replaces: the claim takes its EEXIST as this),
+         * and nothing an agent sees is made before it, so no look in
+         * claimed/ is needed now.  A profile copy or a Baton patch is
+         * made before the record, and the relay has no record here: for
+         * them it is looked at now. */
+        bool by_link = !out && delivery_plain(it->agent) && !payload_type_session_store(ptype);
+        if (by_link ? spool_id_remembered(sp, it->id) : spool_id_seen(sp, it->id)) {
+                r = decide_claimed_again(sp, it, "was seen before", now, ret);
+                return r < 0 ? r : 1;
+        }
+        if (out) {
+                r = out->take(out->ctx, it->name, &was, it->doc, now);
+                if (r == -EEXIST) {
+                        v.reason = HD_R_DUPLICATE_ID;
+                        snprintf(v.detail, sizeof(v.detail), "handoff_id '%s' is already in outbox/",
+                                 it->id);
+                        return decide_reject(sp, it, &v, true, now, ret);
+                }
+                if (r == -ENOENT)
+                        return decided(ret, IO_GONE);
+                return r < 0 ? r : decided(ret, IO_OUTBOX);
+        }
+        /* An agent's inbox is bounded (quota.c): refused, not remembered,
+         * so the sender may send it again once there is room.  Counted as
+         * waiting now, so every daemon's next claim sees it. */
+        r = quota_take(sp, it->agent->cfg->name, it->id, from, &v, &it->counted);
+        if (r == -EBADMSG)
+                return decide_reject(sp, it, &v, false, now, ret);
+        if (r == -EAGAIN)
+                return decided(ret, IO_BUSY);
+        if (r < 0)
+                return r;
+        if (payload_type_session_store(ptype)) {
+                r = hd_baton_check_handoff(sp->fd[SD_BATON], it->doc, &v);
+                if (r < 0)
+                        decide_uncount(sp, it);
+                if (r == -EBADMSG)
+                        return decide_reject(sp, it, &v, true, now, ret);
+                if (r < 0)
+                        return r;
+        }
+        /* Verified and ours: the claim is the record that delivery
+         * makes (delivery.c); until then the item is the producer's
+         * file in handoff/, under the lock of its id. */
+        return decided(ret, IO_TO_CLAIM);
+}
+
+int decide_item(struct spool *sp, struct item *it, int64_t now, enum item_outcome *ret)
+{
+        const struct spool_relay *out = NULL;
+        struct stat st;
+        int r;
+
+        r = decide_open(sp, it, now, &st, ret);
+        if (r == 0)
+                r = decide_parse(sp, it, now, &st, ret);
+        if (r == 0)
+                r = decide_verify(sp, it, now, &out, ret);
+        if (r == 0)
+                r = decide_claim(sp, it, out, now, ret);
+        return r < 0 ? r : 0;
+}

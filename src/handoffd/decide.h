@@ -1,0 +1,44 @@
+/* The decision for one name in handoff/ (decide.c), up to the claim,
+ * which the batch makes (intake.c).  Private to intake. */
+#ifndef HD_DECIDE_H
+#define HD_DECIDE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "spool.h"
+
+/* One item between the first look and the claim. */
+struct item {
+        const char *name;
+        int fd;
+        uint64_t lock_id;       /* its id's byte of the lock file, held; 0: none */
+        json_t *doc;
+        const char *id;
+        struct agent_rt *agent;
+        dev_t dev;              /* the producer's file, left once claimed */
+        ino_t ino;
+        struct timespec mtim;   /* its mtime, for claim_leftover() */
+        bool counted;           /* quota_take() counted it as waiting */
+        enum item_outcome outcome;
+        int err;                /* < 0: a system error; it stays for a later look */
+};
+
+/* Steps 1-9 of DESIGN.md for it->name: 0 with the outcome in *ret, or
+ * -errno.  IO_TO_CLAIM: it->doc, it->id, it->agent and the id's lock stay
+ * for the claim. */
+int decide_item(struct spool *sp, struct item *it, int64_t now, enum item_outcome *ret);
+
+/* Its id is known here already: the producer's file of a claim whose
+ * record a crash kept beside it (the record made, this name not yet
+ * removed) goes, as the claim would have done; anything else is a
+ * replay, rejected as duplicate_id ("handoff_id '<id>' <how>").  0 with
+ * the outcome in *ret, or -errno. */
+int decide_claimed_again(struct spool *sp, struct item *it, const char *how, int64_t now,
+                         enum item_outcome *ret);
+
+/* It will not wait: what quota_take() counted goes. */
+void decide_uncount(struct spool *sp, struct item *it);
+
+#endif

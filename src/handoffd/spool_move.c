@@ -1,0 +1,326 @@
+/* The moves out of handoff/ and what makes them durable: a move's
+ * destination synced before its source (spool_flush()), the names that
+ * leave handoff/ only then (sp->leaving), and spent/, where the producers'
+ * files of claims go until the reaper frees them. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "files.h"
+#include "layout.h"
+#include "log.h"
+#include "spool_int.h"
+
+/* Agents' handoffs/ synced together by spool_flush(); more, one by one. */
+#define SPOOL_FLUSH_AGENTS_MAX 16
+/* Entries of spent/ the reaper cannot remove, reported one by one. */
+#define SPOOL_SPENT_SKIPPED_MAX 64
+
+static bool same_ino(const struct stat *st, const struct spool_ino *was)
+{
+        return st->st_dev == was->dev && st->st_ino == was->ino;
+}
+
+/* What a move by name took from handoff/name to to/dst (st) goes back
+ * there; the name taken again meanwhile, under a dotfile name no decision
+ * looks at: either way it is still its owner's, in her directory. */
+static void put_back(struct spool *sp, enum spool_dir to, const char *dst, const char *name,
+                     const struct stat *st)
+{
+        const char *what = S_ISDIR(st->st_mode) ? "a directory" : "a file";
+        char alt[NAME_MAX + 1], q[300];
+
+        log_quote(name, q, sizeof(q));
+        sp->dirty[to] = sp->dirty[SD_HANDOFF] = true;
+        if (renameat2(sp->fd[to], dst, sp->fd[SD_HANDOFF], name, RENAME_NOREPLACE) == 0) {
+                log_notice("Returned %s to handoff/: %s swapped in under its name after the look, "
+                           "not what was decided on", q, what);
+                return;
+        }
+        snprintf(alt, sizeof(alt), ".returned.%llu", (unsigned long long)st->st_ino);
+        if (renameat2(sp->fd[to], dst, sp->fd[SD_HANDOFF], alt, RENAME_NOREPLACE) == 0) {
+                log_notice("Returned %s to handoff/%s: %s swapped in under its name after the look, "
+                           "not what was decided on", q, alt, what);
+                return;
+        }
+        spool_error(sp, errno, "Cannot return %s/%s (%s swapped in for %s) to handoff/",
+                    spool_dir_names[to], dst, what, q);
+}
+
+/* handoff/name has just been moved to to/dst by name (linked: a link made
+ * there).  Linux moves no file by its descriptor, and between the look
+ * and the move the name's owner may swap in another file or a directory
+ * of hers (renameat2(RENAME_EXCHANGE) on her own names in the sticky
+ * handoff/): what arrived must be the inode decided on (was; NULL: any),
+ * and never a directory, which no state directory holds (the reaper and
+ * retention remove files; a directory stays for good).  Else it is undone:
+ * our link removed, a renamed one put back.  0: it is what was decided on;
+ * -ENOENT: was has left the name; -EISDIR: was is a directory. */
+static int move_arrived(struct spool *sp, const char *name, const struct spool_ino *was,
+                        enum spool_dir to, const char *dst, bool linked)
+{
+        struct stat st;
+
+        if (fstatat(sp->fd[to], dst, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return -errno;
+        if (!S_ISDIR(st.st_mode) && (!was || same_ino(&st, was)))
+                return 0;
+        if (linked) {
+                if (unlinkat(sp->fd[to], dst, 0) < 0)
+                        return -errno;
+        } else {
+                put_back(sp, to, dst, name, &st);
+        }
+        return S_ISDIR(st.st_mode) && (!was || same_ino(&st, was)) ? -EISDIR : -ENOENT;
+}
+
+/* handoff/name goes if it is still the file was: names get reused. */
+static void leave_name(struct spool *sp, const char *name, const struct spool_ino *was, bool spent)
+{
+        char sname[32];
+        struct stat st;
+
+        if (fstatat(sp->fd[SD_HANDOFF], name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !same_ino(&st, was))
+                return;
+        /* A claim's (spent): moved to spent/ (named by its inode, unique
+         * while it lives), not unlinked: the unlink would free the inode
+         * (a move's other link keeps it), and inodes freed in a burst make
+         * the next creations dearer on ext4 (the allocator skips inodes
+         * freed lately: recently_deleted()), so spool_reap_spent() frees
+         * them once intake is quiet.  Not synced: a move lost by a power
+         * cut brings the file back to handoff/, where its record makes it
+         * a claim's leftover; one kept in both is recognised by its link
+         * in spent/. */
+        if (spent) {
+                if (xsnprintf(sname, sizeof(sname), "%llu", (unsigned long long)st.st_ino) >= 0 &&
+                    renameat2(sp->fd[SD_HANDOFF], name, sp->fd[SD_SPENT], sname,
+                              RENAME_NOREPLACE) == 0) {
+                        sp->dirty[SD_HANDOFF] = true;
+                        if (move_arrived(sp, name, was, SD_SPENT, sname, false) < 0)
+                                return;
+                        sp->spent_waiting = true;
+                        sp->spent_at = mono_usec();
+                        return;
+                }
+        }
+        /* By name too: what a swap brings here instead is a file of the
+         * name's owner (sticky handoff/), a directory is not unlinked. */
+        if (unlinkat(sp->fd[SD_HANDOFF], name, 0) == 0)
+                sp->dirty[SD_HANDOFF] = true;
+}
+
+/* What spool_move_out() linked elsewhere, and the producers' files of
+ * claims (spool_drop_source()), leave handoff/ now that the other
+ * directories are synced. */
+static void leave_handoff(struct spool *sp)
+{
+        struct leaving_entry *e, *nx;
+
+        DICT_FOREACH_SAFE(e, nx, &sp->leaving) {
+                leave_name(sp, dict_key(e), &e->was, e->spent);
+                dict_remove(&sp->leaving, e);
+        }
+}
+
+/* spent/name cannot be removed (err): not a producer's file (a directory
+ * an earlier version's move by name let a swap bring here, or one the
+ * file system keeps).  Left there and said once: a reaper that stopped
+ * at it would leave everything after it in spent/ for good. */
+static void spent_skip(struct spool *sp, const char *name, int err)
+{
+        if (dict_get(&sp->spent_skipped, name))
+                return;
+        if (dict_count(&sp->spent_skipped) >= SPOOL_SPENT_SKIPPED_MAX) {
+                if (!dict_get(&sp->spent_skipped, ""))
+                        log_warning("More entries of spent/ cannot be freed; not reported one by one");
+                (void)dict_put(&sp->spent_skipped, "", NULL);
+                return;
+        }
+        (void)dict_put(&sp->spent_skipped, name, NULL);
+        log_warning_errno(err, "Cannot free spent/%s, not a producer's file; left there for the "
+                          "operator, the rest is freed", name);
+}
+
+int spool_reap_spent(struct spool *sp, int64_t budget_usec)
+{
+        int64_t t0 = mono_usec();
+        struct dirent *de;
+        int r = 0;
+        DIR *d;
+
+        d = opendir_at(sp->fd[SD_SPENT]);
+        if (!d)
+                return -errno;
+        for (;;) {
+                errno = 0;
+                de = readdir(d);
+                if (!de) {
+                        r = -errno;
+                        break;
+                }
+                if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+                        continue;
+                if (mono_usec() - t0 > budget_usec) {
+                        r = 1;
+                        break;
+                }
+                if (unlinkat(sp->fd[SD_SPENT], de->d_name, 0) < 0 && errno != ENOENT)
+                        spent_skip(sp, de->d_name, errno);
+        }
+        closedir(d);
+        if (r == 0)
+                sp->spent_waiting = false;
+        return r;
+}
+
+bool spool_leaving(struct spool *sp, const char *name, const struct stat *st)
+{
+        const struct leaving_entry *e = dict_get(&sp->leaving, name);
+
+        return e && same_ino(st, &e->was);
+}
+
+/* handoff/name, the inode (dev, ino), leaves in spool_flush(); spent:
+ * a claim's producer file (leave_name()).  Not noted (no memory): the
+ * name stays in handoff/, where the next look finds it moved already. */
+static void leaving_note(struct spool *sp, const char *name, dev_t dev, ino_t ino, bool spent)
+{
+        struct leaving_entry *e = dict_put(&sp->leaving, name, NULL);
+
+        if (e)
+                *e = (struct leaving_entry){ .was = { .dev = dev, .ino = ino }, .spent = spent };
+}
+
+int spool_move_out_link(struct spool *sp, const char *name, const struct spool_ino *was,
+                        enum spool_dir to, const char *dst, bool link_first)
+{
+        struct stat st;
+        int r;
+
+        /* What is plainly not to be moved is not, without a move and a
+         * return (move_arrived() settles a swap after this look). */
+        if (fstatat(sp->fd[SD_HANDOFF], name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return -errno;
+        if (was && !same_ino(&st, was))
+                return -ENOENT;
+        if (S_ISDIR(st.st_mode))
+                return -EISDIR;
+        if (link_first) {
+                if (linkat(sp->fd[SD_HANDOFF], name, sp->fd[to], dst, 0) == 0) {
+                        r = move_arrived(sp, name, was, to, dst, true);
+                        if (r < 0)
+                                return r;
+                        sp->dirty[to] = true;
+                        if (fstatat(sp->fd[to], dst, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                                return -errno;
+                        leaving_note(sp, name, st.st_dev, st.st_ino, false);
+                        return 0;
+                }
+                /* EPERM: fs.protected_hardlinks and a producer's file the
+                 * daemon may not write, or a directory; EXDEV, ENOSYS...:
+                 * no links.  Then a rename, as without fsync. */
+                if (errno == EEXIST || errno == ENOENT)
+                        return -errno;
+        }
+        r = move_noreplace(sp->fd[SD_HANDOFF], name, sp->fd[to], dst);
+        if (r < 0)
+                return r;
+        sp->dirty[SD_HANDOFF] = sp->dirty[to] = true;
+        return move_arrived(sp, name, was, to, dst, false);
+}
+
+int spool_move_out(struct spool *sp, const char *name, const struct spool_ino *was,
+                   enum spool_dir to, const char *dst)
+{
+        return spool_move_out_link(sp, name, was, to, dst, sp->cfg->fsync);
+}
+
+void spool_drop_source(struct spool *sp, const char *name, dev_t dev, ino_t ino)
+{
+        struct spool_ino was = { .dev = dev, .ino = ino };
+
+        if (sp->cfg->fsync)
+                leaving_note(sp, name, dev, ino, true);
+        else
+                leave_name(sp, name, &was, true);
+}
+
+/* The round of a directory's sync: a move is a change in two
+ * directories, and the one it goes to is synced before the one it leaves
+ * (claims leave handoff/ for claimed/, claimed/ is left for archive/ and
+ * rejected/, outbox/ likewise after the PubAck or the expiry), so a power
+ * cut between the two leaves the item in both, never in neither.  Every
+ * sync of a directory a move leaves takes its turn here: a sync of
+ * claimed/ alone (a publish after a restart, a leftover's other link)
+ * would make an archive's removal from claimed/ durable before its
+ * arrival in archive/. */
+static int sync_round(enum spool_dir d)
+{
+        return d == SD_HANDOFF ? 2 : d == SD_CLAIMED || d == SD_OUTBOX ? 1 : 0;
+}
+
+/* The dirty directories of rounds 0..last, each round's together
+ * (fsync_many_at(): they share the device's flushes), the first n of fds
+ * (the agents' handoffs/) with round 0; leave: the producers' names that
+ * wait for their moves' syncs leave handoff/ before its round.  fds has
+ * room for n + _SD_MAX. */
+static int flush_rounds(struct spool *sp, int last, bool leave, int *fds, size_t n)
+{
+        int rets[SPOOL_FLUSH_AGENTS_MAX + _SD_MAX];
+        int r = 0, q;
+
+        for (int round = 0; round <= last; round++, n = 0) {
+                if (round == 2 && leave && r == 0)
+                        leave_handoff(sp);
+                for (int i = 0; i < _SD_MAX; i++) {
+                        if (sync_round(i) != round || !sp->dirty[i])
+                                continue;
+                        sp->dirty[i] = false;
+                        if (sp->cfg->fsync)
+                                fds[n++] = sp->fd[i];
+                }
+                if (n > 0 && (q = fsync_many_at(fds, NULL, n, rets)) < 0 && r == 0)
+                        r = q;
+        }
+        return r;
+}
+
+int spool_sync_dir(struct spool *sp, enum spool_dir dir)
+{
+        if (!sp->cfg->fsync)
+                return 0;
+        int fds[_SD_MAX];
+
+        sp->dirty[dir] = true;
+        return flush_rounds(sp, sync_round(dir), false, fds, 0);
+}
+
+int spool_flush(struct spool *sp)
+{
+        int fds[_SD_MAX + SPOOL_FLUSH_AGENTS_MAX];
+        size_t n = 0;
+        int r = 0, q;
+
+        if (sp->relay.flush && (q = sp->relay.flush(sp->relay.ctx)) < 0)
+                r = q;
+        /* The dirty directories are synced together (fsync_many_at()), so
+         * they share the device's flushes; beyond the array, one by one. */
+        for (size_t i = 0; i < sp->n_agents; i++)
+                if (sp->agents[i].dirty) {
+                        sp->agents[i].dirty = false;
+                        if (!sp->cfg->fsync)
+                                continue;
+                        if (n < SPOOL_FLUSH_AGENTS_MAX)
+                                fds[n++] = sp->agents[i].handoffs_fd;
+                        else if ((q = fsync_dir(sp->agents[i].handoffs_fd)) < 0 && r == 0)
+                                r = q;
+                }
+        q = flush_rounds(sp, 2, r == 0, fds, n);
+        return r < 0 ? r : q;
+}

@@ -1,0 +1,245 @@
+/* Moves into rejected/ with a reason file and into archive/ with an
+ * outcome file, from handoff/, claimed/ or outbox/: the reason or outcome
+ * written first, the id remembered, then the move; and what rejected/
+ * has grown by since retention's last run. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "files.h"
+#include "layout.h"
+#include "log.h"
+#include "spool_int.h"
+#include "lock.h"
+
+
+/* rejected/ grew by dst and its reason of len bytes: past a bound of
+ * [retention], retention runs within a second (lifecycle.c sweep_end())
+ * rather than at the next rescan_interval, so that a flood of rejections
+ * does not hold rejected_max_bytes over its bound for that long. */
+static void rejected_count(struct spool *sp, const char *dst, size_t len, int64_t now)
+{
+        const struct config *c = sp->cfg;
+        struct stat st;
+
+        sp->st.rejected_items++;
+        sp->st.rejected_bytes += len;
+        if (fstatat(sp->fd[SD_REJECTED], dst, &st, AT_SYMLINK_NOFOLLOW) == 0)
+                sp->st.rejected_bytes += st_bytes(&st);
+        if (sp->retention_due)
+                return;
+        if ((c->rejected_max_items && sp->st.rejected_items > c->rejected_max_items) ||
+            (c->rejected_max_bytes && sp->st.rejected_bytes > c->rejected_max_bytes)) {
+                sp->retention_due = true;
+                deadline_note(&sp->deadline, now + RETENTION_SOON_USEC);
+        }
+}
+
+int spool_archive_from(struct spool *sp, enum spool_dir dir, const char *src, int64_t at_s,
+                       const char *from, const char *to, const char *id, const char *buf,
+                       size_t len, char *name, size_t n)
+{
+        char side[NAME_MAX + 16];
+        int q;
+
+        for (unsigned k = 0; k < LAYOUT_ARCHIVE_TRIES; k++) {
+                q = layout_archive_name(at_s, from, to, id, k, name, n);
+                if (q == 0)
+                        q = layout_suffixed(name, LAYOUT_OUTCOME, side, sizeof(side));
+                if (q < 0)
+                        return q;
+                /* Taken: another item's, whose .outcome must stay its own. */
+                if (spool_exists_at(sp->fd[SD_ARCHIVE], name))
+                        continue;
+                /* Synced before the move (fsync = yes), as item.c's: a
+                 * power cut must not leave the archived item's outcome
+                 * empty. */
+                q = write_atomic(sp->fd[SD_ARCHIVE], side, buf, len, 0640,
+                                 sp->cfg->fsync ? WRITE_SYNC_FILE : 0);
+                if (q < 0)
+                        return q;
+                q = move_noreplace(sp->fd[dir], src, sp->fd[SD_ARCHIVE], name);
+                if (q == -EEXIST)
+                        continue;
+                if (q < 0) {
+                        unlinkat(sp->fd[SD_ARCHIVE], side, 0);
+                        return q;
+                }
+                sp->dirty[SD_ARCHIVE] = sp->dirty[dir] = true;
+                return 0;
+        }
+        return -EEXIST;
+}
+
+/* The bytes of the reason file of a rejection (base: its name in
+ * rejected/; origin: the relay's host it came from, "" for none). */
+static int reason_dump(const char *base, hd_reason reason, const char *detail, const char *origin,
+                       const char *handoff_id, int64_t now, char **buf, size_t *len)
+{
+        _cleanup_json_ json_t *o = NULL;
+        char at[HD_TIME_MAX];
+
+        hd_time_format(now, at, sizeof(at));
+        o = json_pack("{s:s, s:s, s:s, s:s}", "reason", hd_reason_name(reason),
+                      "detail", detail ? detail : "", "at", at, "name", base);
+        if (!o)  /* a detail that is no UTF-8 must not keep a file here */
+                o = json_pack("{s:s, s:s, s:s, s:s}", "reason", hd_reason_name(reason),
+                              "detail", "(detail not printable)", "at", at, "name", base);
+        if (!o)
+                return -ENOMEM;
+        if (handoff_id && hd_id_valid(handoff_id))
+                json_object_set_new(o, "handoff_id", json_string(handoff_id));
+        if (origin[0])
+                json_object_set_new(o, "relayed_from", json_string(origin));
+        return hd_canon_dump(o, NULL, buf, len);
+}
+
+/* from/name is at rejected/dst (its reason of len bytes beside it): the
+ * relay told, the counts and the log line. */
+static void rejected_done(struct spool *sp, enum spool_dir from, const char *name,
+                          const struct spool_ino *was, const char *dst, size_t len,
+                          hd_reason reason, const char *detail, const char *handoff_id,
+                          int64_t now)
+{
+        char q[300];
+
+        if (from != SD_HANDOFF)
+                sp->dirty[SD_REJECTED] = sp->dirty[from] = true;
+        if (sp->relay.outcome && from == SD_HANDOFF)
+                sp->relay.outcome(sp->relay.ctx, handoff_id, name, "rejected",
+                                  hd_reason_name(reason), detail, now);
+        /* Its other names in handoff/ go as this file's
+         * (spool_drop_claim_leftover()): one rejection a file. */
+        if (from == SD_HANDOFF && was && reason == HD_R_HARDLINK)
+                spool_kept_note(sp, was->dev, was->ino, SD_REJECTED, dst, false);
+        sp->st.rejected[reason]++;
+        rejected_count(sp, dst, len, now);
+        log_decision(LOG_NOTICE, handoff_id, NULL, "rejected", hd_reason_name(reason),
+                     "Rejected %s: %s: %s", log_quote(name, q, sizeof(q)),
+                     hd_reason_name(reason), detail ? detail : "");
+}
+
+static int reject_from(struct spool *sp, enum spool_dir from, const char *name,
+                       const struct spool_ino *was, hd_reason reason, const char *detail,
+                       const char *handoff_id, int64_t now, enum item_outcome *ret)
+{
+        char base[NAME_MAX + 1], dst[NAME_MAX + 1], rsn[NAME_MAX + 16];
+        char origin[80], rdetail[HD_DETAIL_MAX + 160];
+        _cleanup_free_ char *buf = NULL;
+        size_t len;
+        struct stat st;
+        int r;
+
+        spool_reject_base(name, base, sizeof(base));
+        /* Relayed here: the reason says from where, or an operator reads
+         * a bad_mac without knowing that the sender's key is another
+         * host's (handoffd(8) RELAY). */
+        if (from == SD_HANDOFF && sp->relay.origin &&
+            sp->relay.origin(sp->relay.ctx, name, origin, sizeof(origin))) {
+                snprintf(rdetail, sizeof(rdetail), "came through the relay from host %s: %s", origin,
+                         detail ? detail : "");
+                detail = rdetail;
+        } else {
+                origin[0] = '\0';
+        }
+        r = reason_dump(base, reason, detail, origin, handoff_id, now, &buf, &len);
+        if (r < 0)
+                return r;
+
+        for (unsigned n = 0; n < SPOOL_REJECT_NAMES; n++) {
+                /* base is 200 characters at most: "~999", the .reason and
+                 * its temp name fit */
+                r = n == 0 ? xsnprintf(dst, sizeof(dst), "%s", base)
+                           : xsnprintf(dst, sizeof(dst), "%s~%u", base, n);
+                if (r >= 0)
+                        r = layout_suffixed(dst, LAYOUT_REASON, rsn, sizeof(rsn));
+                if (r < 0)
+                        return r;
+                /* A .reason without its item is what a crash between the
+                 * two steps below leaves: its name is free to reuse. */
+                if (fstatat(sp->fd[SD_REJECTED], dst, &st, AT_SYMLINK_NOFOLLOW) == 0)
+                        continue;
+                /* The reason first: an item in rejected/ always has one. */
+                r = write_atomic(sp->fd[SD_REJECTED], rsn, buf, len, 0640,
+                                 sp->cfg->fsync ? WRITE_SYNC_FILE : 0);
+                if (r < 0)
+                        return r;
+                /* The id is remembered before the item shows in rejected/,
+                 * as an archiving does: a replay is known at every moment. */
+                if (handoff_id && (r = spool_id_mark(sp, handoff_id)) < 0)
+                        return r;
+                /* The outcome goes out before the move from claimed/ (the
+                 * caller holds the id's lock: nothing else moves it), so
+                 * a crash between never loses it.  From handoff/ only
+                 * once the move is made: another daemon may have claimed
+                 * the file meanwhile, and then the move finds it gone.
+                 * With the relay the move is a link (the relay's own
+                 * files can always be linked), the name in handoff/ left
+                 * until the next spool_flush(): a crash before the
+                 * outcome leaves it beside its rejection, and
+                 * spool_drop_claim_leftover() tells it then. */
+                if (sp->relay.outcome && from == SD_CLAIMED)
+                        sp->relay.outcome(sp->relay.ctx, handoff_id, NULL, "rejected",
+                                          hd_reason_name(reason), detail, now);
+                r = from == SD_HANDOFF
+                    ? spool_move_out_link(sp, name, was, SD_REJECTED, dst,
+                                          sp->cfg->fsync || sp->relay.outcome)
+                    : move_noreplace(sp->fd[from], name, sp->fd[SD_REJECTED], dst);
+                if (r == -EEXIST)
+                        continue;       /* another rejecter took dst: its reason stands */
+                if (r < 0) {
+                        /* Gone: unless another rejecter just put it at dst
+                         * (then the reason is its), the reason is ours to
+                         * take back. */
+                        if (fstatat(sp->fd[SD_REJECTED], dst, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                                unlinkat(sp->fd[SD_REJECTED], rsn, 0);
+                        if (r != -ENOENT)
+                                return r;
+                        *ret = IO_GONE;
+                        return 0;
+                }
+                rejected_done(sp, from, name, was, dst, len, reason, detail, handoff_id, now);
+                *ret = IO_REJECTED;
+                return 0;
+        }
+        return -EEXIST;
+}
+
+int spool_reject_from(struct spool *sp, enum spool_dir from, const char *name,
+                      const struct spool_ino *was, hd_reason reason, const char *detail,
+                      const char *handoff_id, int64_t now)
+{
+        enum item_outcome o;
+        int r = reject_from(sp, from, name, was, reason, detail, handoff_id, now, &o);
+
+        return r < 0 ? r : o == IO_GONE ? IO_GONE : 0;
+}
+
+int spool_reject_handoff(struct spool *sp, const char *name, const struct spool_ino *was,
+                         hd_reason reason, const char *detail, const char *handoff_id,
+                         int64_t now, enum item_outcome *ret)
+{
+        return reject_from(sp, SD_HANDOFF, name, was, reason, detail, handoff_id, now, ret);
+}
+
+int spool_reject(struct spool *sp, const char *name, const struct spool_ino *was,
+                 hd_reason reason, const char *detail, const char *handoff_id, int64_t now)
+{
+        return spool_reject_from(sp, SD_HANDOFF, name, was, reason, detail, handoff_id, now);
+}
+
+int spool_reject_claimed(struct spool *sp, const char *id, hd_reason reason,
+                         const char *detail, int64_t now)
+{
+        char name[NAME_MAX + 1];
+
+        if (xsnprintf(name, sizeof(name), "%s.json", id) < 0)
+                return -ENAMETOOLONG;
+        return spool_reject_from(sp, SD_CLAIMED, name, NULL, reason, detail, id, now);
+}
