@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "agents.h"
 #include "deadline.h"
 #include "decide.h"
 #include "delivery.h"

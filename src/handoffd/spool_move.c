@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "agents.h"
 #include "files.h"
 #include "layout.h"
 #include "log.h"

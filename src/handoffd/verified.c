@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "util.h"
 #include "verified.h"
 
 /* Only a record this large is remembered: below it, reading it again
