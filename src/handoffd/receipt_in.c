@@ -39,17 +39,18 @@ void receipt_sent(struct relay *r, const char *id, const char *name)
                 log_warning_errno(q, "Cannot record in receipts/journal that %s was relayed: %m", id);
 }
 
-/* The archive name of the item relayed as id, or false. */
+/* The archive name of the item relayed as id, or false: as its sent
+ * record names it (archive names stay until retention prunes the item),
+ * else by a look through archive/. */
 static bool find_archived(struct relay *r, const char *id, char *name, size_t n)
 {
-        struct spool *sp = r->sp;
         struct rentry *e = rtab_get(&r->rc->sent, id);
         struct dirent *de;
         DIR *d;
 
-        if (e && hd_name_safe(e->val) && spool_exists_at(sp->fd[SD_ARCHIVE], e->val))
+        if (e && hd_name_safe(e->val))
                 return xsnprintf(name, n, "%s", e->val) >= 0;
-        d = opendir_at(sp->fd[SD_ARCHIVE]);
+        d = opendir_at(r->sp->fd[SD_ARCHIVE]);
         if (!d)
                 return false;
         bool found = false;
@@ -71,13 +72,58 @@ static void drop(struct relay *r, const char *id, const char *why)
                      id ? log_quote(id, q, sizeof(q)) : "", why);
 }
 
+/* host's keys, from host_pubkey_dir/HOST.pub: loaded again only when the
+ * file is another or changed (inode, size, times, mode, owner), so that a
+ * change is seen at the next receipt as the load would see it. */
+static int host_keys(struct receipts *rc, const char *host, struct rhostkeys **ret, char *err,
+                     size_t errlen)
+{
+        char name[NAME_MAX + 1];
+        struct rhostkeys *k = NULL;
+        struct stat st;
+        int q;
+
+        if (xsnprintf(name, sizeof(name), "%s.pub", host) < 0)
+                return -ENAMETOOLONG;
+        if (fstatat(rc->pub_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                memset(&st, 0, sizeof(st));     /* the load says why */
+        for (size_t i = 0; i < ELEMENTSOF(rc->hk) && !k; i++)
+                if (!strcmp(rc->hk[i].host, host))
+                        k = &rc->hk[i];
+        if (k && k->n && st.st_ino && st.st_ino == k->st.st_ino && st.st_dev == k->st.st_dev &&
+            st.st_size == k->st.st_size && st.st_mode == k->st.st_mode && st.st_uid == k->st.st_uid &&
+            !memcmp(&st.st_mtim, &k->st.st_mtim, sizeof(st.st_mtim)) &&
+            !memcmp(&st.st_ctim, &k->st.st_ctim, sizeof(st.st_ctim))) {
+                *ret = k;
+                return 0;
+        }
+        if (!k)
+                k = &rc->hk[rc->hk_next++ % ELEMENTSOF(rc->hk)];
+        receipt_host_keys_drop(k);
+        q = hd_pubkeys_load_at(rc->pub_fd, name, k->keys, HD_PUBKEYS_MAX, &k->n, err, errlen);
+        if (q < 0) {
+                k->n = 0;
+                return q;
+        }
+        snprintf(k->host, sizeof(k->host), "%s", host);
+        k->st = st;
+        *ret = k;
+        return 0;
+}
+
+void receipt_host_keys_drop(struct rhostkeys *k)
+{
+        for (size_t i = 0; i < k->n; i++)
+                hd_key_free(k->keys[i]);
+        k->n = 0;
+        k->host[0] = '\0';
+}
+
 /* A key of host's file that verifies doc. */
 static bool verify(struct relay *r, const char *host, const json_t *doc, char *why, size_t n)
 {
-        hd_key *keys[HD_PUBKEYS_MAX];
-        char name[NAME_MAX + 1], err[200] = "";
-        size_t nk = 0;
-        bool ok = false;
+        struct rhostkeys *k;
+        char err[200] = "";
         hd_verdict v = { 0 };
         char *e = NULL;
 
@@ -88,23 +134,19 @@ static bool verify(struct relay *r, const char *host, const json_t *doc, char *w
                 free(e);
                 return false;
         }
-        snprintf(name, sizeof(name), "%s.pub", host);
-        if (hd_pubkeys_load_at(r->rc->pub_fd, name, keys, HD_PUBKEYS_MAX, &nk, err, sizeof(err)) < 0) {
-                snprintf(why, n, "no usable key for host %s (%s)", host, err[0] ? err : name);
+        if (host_keys(r->rc, host, &k, err, sizeof(err)) < 0) {
+                snprintf(why, n, "no usable key for host %s (%s)", host, err[0] ? err : host);
                 return false;
         }
-        snprintf(why, n, "host %s: no key in %s", host, name);
-        for (size_t i = 0; i < nk; i++) {
-                if (!ok) {
-                        int q = hd_sig_check(doc, keys[i], &v);
-                        if (q == 0)
-                                ok = true;
-                        else if (q > 0 || v.reason)
-                                snprintf(why, n, "host %s: %s", host, v.detail);
-                }
-                hd_key_free(keys[i]);
+        snprintf(why, n, "host %s: no key in %s.pub", host, host);
+        for (size_t i = 0; i < k->n; i++) {
+                int q = hd_sig_check(doc, k->keys[i], &v);
+                if (q == 0)
+                        return true;
+                if (q > 0 || v.reason)
+                        snprintf(why, n, "host %s: %s", host, v.detail);
         }
-        return ok;
+        return false;
 }
 
 /* A receipt as it came, its fields pointing into doc. */
@@ -164,7 +206,8 @@ static int receipt_find(struct relay *r, const struct rdoc *d, char *sname, size
 
         *ret_side = NULL;
         *ret_drop = NULL;
-        if (xsnprintf(oname, sizeof(oname), "%s.json", d->id) >= 0 &&
+        /* A sent record is written once the item is archived. */
+        if (!rtab_get(&r->rc->sent, d->id) && xsnprintf(oname, sizeof(oname), "%s.json", d->id) >= 0 &&
             spool_exists_at(sp->fd[SD_OUTBOX], oname))
                 return -EAGAIN;
         if (!find_archived(r, d->id, aname, sizeof(aname)) ||

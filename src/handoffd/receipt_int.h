@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <limits.h>
 
+#include <sys/stat.h>
 #include <uv.h>
 
 #include "handoff.h"
@@ -21,11 +22,22 @@ struct relay;
 /* Sending off: origins kept in memory for the rejections' detail. */
 #define RECEIPT_ORIGINS_MAX 65536
 
+/* A host's public keys as host_pubkey_dir/HOST.pub held them (st). */
+struct rhostkeys {
+        char host[72];
+        struct stat st;
+        hd_key *keys[HD_PUBKEYS_MAX];
+        size_t n;
+};
+#define RECEIPT_HOSTS_CACHED 8
+
 struct receipts {
         int dir_fd;             /* receipts/ */
         int pub_fd;             /* host_pubkey_dir, -1: accepting off */
         char *pub_dir;          /* its name, as configured at start */
         hd_key *key;            /* host_key, NULL: sending off */
+        struct rhostkeys hk[RECEIPT_HOSTS_CACHED];
+        size_t hk_next;
         /* receipts/journal: every change of the three tables below is a
          * record of it (sending off: owed is memory only) */
         struct rjournal j;
@@ -48,6 +60,9 @@ bool receipt_is_outcome(const char *o);
 /* dirfd/name, just written: synced at the next spool_flush(), before the
  * outcome it precedes.  Without room, synced now. */
 int receipt_note_unsynced(struct relay *r, int dirfd, const char *name);
+
+/* k's keys freed, k empty. */
+void receipt_host_keys_drop(struct rhostkeys *k);
 
 /* rec appended to the journal, then applied to the tables (as the start
  * applies it when it reads the journal back).  Not synced. */

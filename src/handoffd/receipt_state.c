@@ -322,6 +322,8 @@ void receipt_free(struct relay *r)
         if (rc->pub_fd >= 0)
                 close(rc->pub_fd);
         hd_key_free(rc->key);
+        for (size_t i = 0; i < ELEMENTSOF(rc->hk); i++)
+                receipt_host_keys_drop(&rc->hk[i]);
         free(rc->pub_dir);
         free(rc->unsynced);
         rtab_free(&rc->owed);
