@@ -210,10 +210,18 @@ static int import_old(struct relay *r)
 
 /* ---- start and stop ----------------------------------------------------- */
 
-static int open_sub(int dirfd, const char *name)
+/* dirfd/name, made if missing: its entry synced in dirfd then, or a power
+ * cut takes it, and the journal in it, away. */
+static int open_sub(int dirfd, const char *name, bool sync)
 {
-        if (mkdirat(dirfd, name, 0750) < 0 && errno != EEXIST)
+        int q;
+
+        if (mkdirat(dirfd, name, 0750) == 0) {
+                if (sync && (q = fsync_dir(dirfd)) < 0)
+                        return q;
+        } else if (errno != EEXIST) {
                 return -errno;
+        }
         int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         return fd < 0 ? -errno : fd;
 }
@@ -230,7 +238,7 @@ int receipt_start(struct relay *r)
                 return -ENOMEM;
         rc->dir_fd = rc->pub_fd = rc->j.fd = -1;
         r->rc = rc;
-        if ((q = rc->dir_fd = open_sub(sp->root_fd, "receipts")) < 0)
+        if ((q = rc->dir_fd = open_sub(sp->root_fd, "receipts", sp->cfg->fsync)) < 0)
                 return log_error_errno(q, "Cannot open receipts/ in the spool");
         /* What handoffd -n checked, and the start before the spool: the
          * same code, again now that they are kept. */
