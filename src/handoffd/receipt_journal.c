@@ -9,6 +9,7 @@
  * without its newline, or with a sum that does not match, and whatever
  * follows it, none of which was synced.  The read stops there and cuts
  * the file back, so that the next append starts a whole line. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -105,9 +106,15 @@ int rj_open(struct rjournal *j, int dir_fd, bool sync, rj_apply_fn apply, void *
         int q;
 
         *j = (struct rjournal){ .dir_fd = dir_fd, .fd = -1, .sync = sync };
-        /* a rewrite the crash interrupted: the old journal stands */
-        if (unlinkat(dir_fd, RJ_NEW_NAME, 0) < 0 && errno != ENOENT)
-                return -errno;
+        /* the temp file of a rewrite a crash interrupted: the old journal
+         * stands */
+        DIR *d = opendir_at(dir_fd);
+        struct dirent *de;
+        while (d && (de = readdir(d)))
+                if (!strncmp(de->d_name, "." RJ_NAME ".", strlen(RJ_NAME) + 2))
+                        unlinkat(dir_fd, de->d_name, 0);
+        if (d)
+                closedir(d);
         j->fd = openat(dir_fd, RJ_NAME, O_RDWR | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0640);
         if (j->fd < 0)
                 return -errno;
@@ -185,7 +192,7 @@ int rj_rewrite(struct rjournal *j, rj_emit_fn emit, void *ctx)
         struct rjournal nj = { .dir_fd = j->dir_fd, .fd = -1, .sync = j->sync, .into = &b };
         _cleanup_free_ char *data = NULL;
         size_t len;
-        int fd = -1, q;
+        int fd, q;
 
         q = emit(ctx, &nj);
         len = b.len;
@@ -193,49 +200,23 @@ int rj_rewrite(struct rjournal *j, rj_emit_fn emit, void *ctx)
                 free(b.buf);
                 return q;
         }
-        if (!b.buf)
-                sb_puts(&b, "");
         q = sb_take(&b, &data);
         if (q < 0)
                 return q;
-        fd = openat(j->dir_fd, RJ_NEW_NAME, O_RDWR | O_APPEND | O_CREAT | O_TRUNC | O_NOFOLLOW |
-                    O_CLOEXEC, 0640);
+        /* The new file whole on disk before its name replaces the old, and
+         * its name before anything is appended to it. */
+        q = write_atomic(j->dir_fd, RJ_NAME, data, len, 0640,
+                         j->sync ? WRITE_SYNC_FILE | WRITE_SYNC_DIR : 0);
+        if (q < 0)
+                return q;
+        fd = openat(j->dir_fd, RJ_NAME, O_RDWR | O_APPEND | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0)
                 return -errno;
-        for (size_t off = 0; off < len;) {
-                ssize_t w = write(fd, data + off, len - off);
-                if (w < 0 && errno == EINTR)
-                        continue;
-                if (w < 0) {
-                        q = -errno;
-                        goto fail;
-                }
-                off += (size_t)w;
-        }
-        /* The new file whole on disk before its name replaces the old. */
-        if (j->sync && fdatasync(fd) < 0) {
-                q = -errno;
-                goto fail;
-        }
-        if (renameat(j->dir_fd, RJ_NEW_NAME, j->dir_fd, RJ_NAME) < 0) {
-                q = -errno;
-                goto fail;
-        }
-        /* Appends after this go to the new file: its name must hold. */
-        if (j->sync && (q = fsync_dir(j->dir_fd)) < 0) {
-                close(j->fd);
-                j->fd = fd;
-                return q;
-        }
         close(j->fd);
         j->fd = fd;
         j->n_rec = nj.n_rec;
         j->dirty = false;
         return 0;
-fail:
-        close(fd);
-        unlinkat(j->dir_fd, RJ_NEW_NAME, 0);
-        return q;
 }
 
 void rj_close(struct rjournal *j)

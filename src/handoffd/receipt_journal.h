@@ -12,7 +12,6 @@
 #include "sbuf.h"
 
 #define RJ_NAME "journal"
-#define RJ_NEW_NAME "journal.new"
 
 enum rj_kind {
         RJ_OWE,         /* owe ID ORIGIN: ID came from ORIGIN, owed its receipts */
@@ -49,8 +48,8 @@ int rj_open(struct rjournal *j, int dir_fd, bool sync, rj_apply_fn apply, void *
 int rj_append(struct rjournal *j, const struct rj_rec *rec);
 int rj_sync(struct rjournal *j);
 /* The journal replaced by what emit appends (rj_append() on the journal
- * it is given): written to journal.new, synced, renamed over journal, the
- * directory synced.  On error the old journal stays. */
+ * it is given): written to a temp file, synced, renamed over journal, the
+ * directory synced (write_atomic()).  On error the old journal stays. */
 typedef int (*rj_emit_fn)(void *ctx, struct rjournal *j);
 int rj_rewrite(struct rjournal *j, rj_emit_fn emit, void *ctx);
 void rj_close(struct rjournal *j);

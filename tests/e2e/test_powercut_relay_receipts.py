@@ -40,7 +40,6 @@ SRC = os.environ.get("HD_SRC", ".")
 sys.path.insert(0, os.path.join(SRC, "tests", "py"))
 sys.path.insert(0, os.path.join(SRC, "tests", "powercut"))
 import hdtest  # noqa: E402
-import natsrv  # noqa: E402
 import pcfs  # noqa: E402
 import powercut  # noqa: E402
 import relaykit  # noqa: E402
@@ -118,23 +117,16 @@ def torn_tail(h, start_b):
 
 
 def main():
-    why = pcfs.unusable()
-    if why or not natsrv.available():
-        REPORT.skip(why or "nats-server not installed")
+    why = powercut.relay_unusable()
+    if why:
+        REPORT.skip(why)
         return
     rnd = random.Random(SEED)
     print(f"seed {SEED}, cuts {CUTS}, receipts on, fsync yes on a and b; model: {pcfs.MODEL}")
     t0 = time.monotonic()
     with relaykit.Hosts() as h:
-        h.consumer.stop()
         h.enable_receipts()
-        fslog = open(os.path.join(h.a.dir, "powercutfs.log"), "w+")
-        disk = {x: os.path.join(e.dir, "disk") for x, e in (("a", h.a), ("b", h.b))}
-        mnt = {x: os.path.join(e.dir, "mnt") for x, e in (("a", h.a), ("b", h.b))}
-        fs = {x: pcfs.Mount(disk[x], mnt[x], log=fslog, concurrent=True) for x in ("a", "b")}
-        h.a.spool = os.path.join(mnt["a"], "spool")
-        h.b.spool = os.path.join(mnt["b"], "spool")
-        h.b.state = {a: os.path.join(mnt["b"], "agents", a) for a in AGENTS}
+        disk, mnt, fs, fslog = powercut.relay_mounts(h, AGENTS)
         daemons = {"a": [], "b": []}
 
         def start(x):
