@@ -118,6 +118,13 @@ static void on_timer(uv_timer_t *t)
         kick(t->data);
 }
 
+/* What is not published is tried again in RECEIPT_RETRY_MS. */
+static void retry_later(struct receipts *rc)
+{
+        if (rc->timer_open && !uv_is_active((uv_handle_t *)&rc->timer))
+                uv_timer_start(&rc->timer, on_timer, RECEIPT_RETRY_MS, 0);
+}
+
 static int publish_one(struct relay *r, struct rentry *e)
 {
         char subject[160], *data;
@@ -148,6 +155,23 @@ static void kick(struct relay *r)
                 int q = publish_one(r, e);
                 if (q < 0)
                         relay_error(r, "cannot publish receipt %s: %s", e->key, strerror(-q));
+        }
+}
+
+/* The receipt just recorded for id and outcome, published now: the
+ * others wait for their PubAck, or for the timer after a failure. */
+static void publish_new(struct relay *r, const char *id, const char *outcome)
+{
+        char key[RELAY_MSGID_MAX + 1];
+        struct rentry *e;
+
+        if (!r->st.ready || xsnprintf(key, sizeof(key), "%s:%s", id, outcome) < 0 ||
+            !(e = rtab_get(&r->rc->queued, key)) || e->busy)
+                return;
+        int q = publish_one(r, e);
+        if (q < 0) {
+                relay_error(r, "cannot publish receipt %s: %s", e->key, strerror(-q));
+                retry_later(r->rc);
         }
 }
 
@@ -195,8 +219,7 @@ void receipt_puback(struct relay *r, const char *msg_id, bool ok, const char *er
         if (strcmp(r->st.last_error + (strncmp(r->st.last_error, "receipt: ", 9) ? 0 : 9), err))
                 log_warning("Relay: publish of receipt %s failed: %s; retrying", msg_id, err);
         relay_error(r, "receipt: %s", err);
-        if (rc->timer_open && !uv_is_active((uv_handle_t *)&rc->timer))
-                uv_timer_start(&rc->timer, on_timer, RECEIPT_RETRY_MS, 0);
+        retry_later(rc);
 }
 
 void receipt_owe(struct relay *r, const char *id, const char *origin)
@@ -321,7 +344,7 @@ void receipt_outcome_hook(void *ctx, const char *id, const char *name, const cha
         }
         log_decision(LOG_INFO, id, NULL, "receipt", outcome, "Receipt for %s to %s: %s", id, origin,
                      outcome);
-        kick(r);
+        publish_new(r, id, outcome);
 }
 
 void receipt_refused(struct relay *r, const char *id, const char *origin, const char *reason,
@@ -340,5 +363,5 @@ void receipt_refused(struct relay *r, const char *id, const char *origin, const 
         }
         log_decision(LOG_INFO, id, NULL, "receipt", "rejected", "Receipt for %s to %s: rejected",
                      id, origin);
-        kick(r);
+        publish_new(r, id, "rejected");
 }
