@@ -134,9 +134,7 @@ def on_b(env, got):
 
 
 def main():
-    why = powercut.relay_unusable()
-    if why:
-        REPORT.skip(why)
+    if powercut.relay_skipped(REPORT):
         return
     rnd = random.Random(SEED)
     print(f"seed {SEED}, cuts {CUTS}, fsync yes on a and b; model: {pcfs.MODEL}")
@@ -250,12 +248,7 @@ def main():
             for x in ("a", "b"):
                 hdtest.check(d[x].stop() == 0, f"{x}: SIGTERM: exit 0")
         finally:
-            for x in ("a", "b"):
-                for dd in daemons[x]:
-                    if dd.proc.poll() is None:
-                        dd.proc.kill()
-                        dd.proc.wait()
-                fs[x].unmount()
+            powercut.relay_teardown(daemons, fs)
         n = voice.n + sub.n
         print(f"{time.monotonic() - t0:.1f}s; cuts {CUTS}; handoffs {n} ({voice.n} written as "
               f"gptme-voice does, 1 in 7 with a wrong key; {sub.n} by handoffctl submit, "

@@ -117,14 +117,11 @@ def torn_tail(h, start_b):
 
 
 def main():
-    why = powercut.relay_unusable()
-    if why:
-        REPORT.skip(why)
+    if powercut.relay_skipped(REPORT):
         return
-    rnd = random.Random(SEED)
-    print(f"seed {SEED}, cuts {CUTS}, receipts on, fsync yes on a and b; model: {pcfs.MODEL}")
-    t0 = time.monotonic()
+    t0, rnd = time.monotonic(), random.Random(SEED)
     with relaykit.Hosts() as h:
+        print(f"seed {SEED}, cuts {CUTS}, receipts on, fsync yes on a and b; model: {pcfs.MODEL}")
         h.enable_receipts()
         disk, mnt, fs, fslog = powercut.relay_mounts(h, AGENTS)
         daemons = {"a": [], "b": []}
@@ -192,12 +189,7 @@ def main():
             for x in ("a", "b"):
                 hdtest.check(d[x].stop() == 0, f"{x}: SIGTERM: exit 0")
         finally:
-            for x in ("a", "b"):
-                for dd in daemons[x]:
-                    if dd.proc.poll() is None:
-                        dd.proc.kill()
-                        dd.proc.wait()
-                fs[x].unmount()
+            powercut.relay_teardown(daemons, fs)
         print(f"{time.monotonic() - t0:.1f}s; cuts {CUTS}; handoffs {sub.n} submitted, "
               f"{len(sub.acked)} acknowledged, consumed on b {len(cons.got)}; cuts aimed after: {aimed}")
         REPORT.finish(sub.n)

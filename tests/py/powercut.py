@@ -275,10 +275,23 @@ def relay_mounts(h, agents):
     return disk, mnt, fs, fslog
 
 
-def relay_unusable():
-    """Why a power-cut test of the relay cannot run here, or None."""
+def relay_skipped(report):
+    """True, said in report, when a power-cut test of the relay cannot run
+    here (no FUSE, no nats-server)."""
     import natsrv
     import pcfs
-    why = pcfs.unusable()
-    return why or (None if natsrv.available() else "nats-server not installed")
+    why = pcfs.unusable() or (None if natsrv.available() else "nats-server not installed")
+    if why:
+        report.skip(why)
+    return bool(why)
 
+
+def relay_teardown(daemons, fs):
+    """Every daemon still running (daemons: host -> its lives) killed,
+    both file systems unmounted."""
+    for x in ("a", "b"):
+        for d in daemons[x]:
+            if d.proc.poll() is None:
+                d.proc.kill()
+                d.proc.wait()
+        fs[x].unmount()
