@@ -132,6 +132,7 @@ int rj_open(struct rjournal *j, int dir_fd, bool sync, rj_apply_fn apply, void *
                 j->n_rec++;
                 off = (size_t)(nl - buf) + 1;
         }
+        j->size = (off_t)off;
         if (off < len) {
                 log_notice("Relay: receipts/journal: %zu bytes after its last whole record "
                            "(a power cut in an append) dropped", len - off);
@@ -165,12 +166,17 @@ int rj_append(struct rjournal *j, const struct rj_rec *rec)
                 ssize_t w = write(j->fd, line, len);
                 if (w < 0 && errno == EINTR)
                         continue;
-                if (w < 0)
-                        return -errno;
-                if ((size_t)w != len)
-                        return -EIO;    /* a disk full mid-line: the read cuts it */
-                break;
+                if (w == (ssize_t)len)
+                        break;
+                /* A line cut short (a full disk) would end the journal at
+                 * the next read, and every record after it with it. */
+                q = w < 0 ? -errno : -ENOSPC;
+                if (w > 0 && ftruncate(j->fd, j->size) < 0)
+                        log_warning_errno(-errno, "Relay: cannot cut receipts/journal back "
+                                          "after a short write: %m");
+                return q;
         }
+        j->size += (off_t)len;
         j->n_rec++;
         j->dirty = true;
         return 0;
@@ -214,6 +220,7 @@ int rj_rewrite(struct rjournal *j, rj_emit_fn emit, void *ctx)
                 return -errno;
         close(j->fd);
         j->fd = fd;
+        j->size = (off_t)len;
         j->n_rec = nj.n_rec;
         j->dirty = false;
         return 0;

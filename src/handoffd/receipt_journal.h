@@ -34,6 +34,7 @@ struct rjournal {
         bool sync;              /* [spool] fsync */
         bool dirty;             /* appended since the last rj_sync() */
         size_t n_rec;           /* records in the file */
+        off_t size;             /* its length: where the next record starts */
         struct sbuf *into;      /* rj_rewrite(): records go here */
 };
 
