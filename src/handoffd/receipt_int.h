@@ -44,6 +44,7 @@ struct receipts {
         struct rtab owed;       /* id -> its origin: a final receipt owed */
         struct rtab queued;     /* ID:OUTCOME -> the signed receipt, to publish */
         struct rtab sent;       /* id relayed from here -> its archive name */
+        size_t sent_kept;       /* sent's size after the last rewrite */
         uv_timer_t timer;       /* a retry after a failed publish */
         bool timer_open;
         /* archive/ files written since the last spool_flush(), synced by

@@ -118,8 +118,10 @@ static int rewrite(struct relay *r)
         int q = rj_rewrite(&r->rc->j, emit, r);
 
         /* what emit left out is gone from the table too */
-        if (q == 0)
+        if (q == 0) {
                 rtab_del_busy(&r->rc->sent);
+                r->rc->sent_kept = r->rc->sent.n;
+        }
         return q;
 }
 
@@ -129,7 +131,11 @@ int receipt_journal_sync(struct relay *r)
         size_t live = (rc->key ? rc->owed.n : 0) + rc->queued.n + rc->sent.n;
         size_t dead = rc->j.n_rec > live ? rc->j.n_rec - live : 0;
 
-        if (dead >= RJ_DEAD_MIN && dead > 3 * live)
+        /* Also when the awaited items doubled since the last rewrite:
+         * those of a host that sends no receipts would stay in memory
+         * beyond their archived items otherwise. */
+        if ((dead >= RJ_DEAD_MIN && dead > 3 * live) ||
+            (rc->sent.n >= RJ_DEAD_MIN && rc->sent.n >= 2 * rc->sent_kept))
                 return rewrite(r);
         return rj_sync(&rc->j);
 }

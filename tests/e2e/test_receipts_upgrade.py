@@ -35,14 +35,13 @@ def main():
         hdtest.wait_for(lambda: (a.status().get("relay") or {}).get("ready") and
                         (b.status().get("relay") or {}).get("ready"), 20, "both relays ready")
         ids = h.drop(2, agents=["alice"])
-        hdtest.wait_for(lambda: len(h.relayed_on_a()) == 2 and
-                        len(relaykit.journal(h.b.spool)["owed"]) == 2 and
-                        not relaykit.journal(h.b.spool)["queued"], 60,
-                        "2 relayed, delivered on b, their delivered receipts published")
+        hdtest.wait_for(lambda: [o.get("remote_outcome") for o in h.relayed_on_a().values()] ==
+                        ["delivered"] * 2 and not relaykit.journal(h.b.spool)["queued"], 60,
+                        "2 relayed, delivered on b, their delivered receipts on a")
         h.ns.nodes[0].kill()
         h.consumer.agents = relaykit.B_AGENTS
-        hdtest.wait_for(lambda: len(relaykit.journal(h.b.spool)["queued"]) == 2, 60,
-                        "2 consumed receipts waiting on b")
+        hdtest.wait_for(lambda: sorted(relaykit.journal(h.b.spool)["queued"]) ==
+                        sorted(f"{i}:consumed" for i in ids), 60, "2 consumed receipts waiting on b")
         jb = relaykit.journal(h.b.spool)
         owed_id = ids[0]
         receipt = jb["queued"][f"{ids[1]}:consumed"]
