@@ -2,7 +2,7 @@
 # Included by the top Makefile.  make check runs the same scripts short.
 #
 #   make stress                       200 kill cycles, 200 power cuts (and 200 under the
-#                                     relay), 10,000 racing items,
+#                                     relay, 200 at the receipts' journal), 10,000 racing items,
 #                                     longer faults, 5,000 relayed items through a 3-node
 #                                     cluster, 500 receipts of mixed outcomes, 1,000 through
 #                                     a 3-node cluster, 10,000,000 doubles printed as
@@ -51,6 +51,8 @@ stress: deps
 	$(STRESS_ENV) HD_POWERCUT_CUTS=$(STRESS_CYCLES) HD_POWERCUT_ENFORCE=1 python3 -B tests/e2e/test_powercut.py || rc=1; \
 	echo "== stress: power cuts under the relay, $(STRESS_CYCLES) cuts of either host (powercutfs, fsync = yes)"; \
 	$(STRESS_ENV) HD_POWERCUT_CUTS=$(STRESS_CYCLES) HD_POWERCUT_ENFORCE=1 python3 -B tests/e2e/test_powercut_relay.py || rc=1; \
+	echo "== stress: power cuts aimed at the receipts' journal, $(STRESS_CYCLES) cuts (powercutfs, fsync = yes)"; \
+	$(STRESS_ENV) HD_PC_RECEIPT_CUTS=$(STRESS_CYCLES) HD_POWERCUT_ENFORCE=1 python3 -B tests/e2e/test_powercut_relay_receipts.py || rc=1; \
 	echo "== stress: hostile spool"; \
 	$(STRESS_ENV) python3 -B tests/e2e/test_hostile.py || rc=1; \
 	if [ $$rc -eq 0 ]; then echo "stress: all passed"; else echo "stress: FAILED (see above)"; fi; \

@@ -12,7 +12,7 @@
 struct relay;
 struct relay_in;
 
-/* At relay start: SPOOL/receipts/, the keys of [relay] host_key and
+/* At relay start: SPOOL/receipts/ and its journal, the keys of [relay] host_key and
  * host_pubkey_dir, the receipts left to publish; the spool's outcome and
  * origin hooks.  <0 only for a key that cannot be used. */
 int receipt_start(struct relay *r);
@@ -32,9 +32,16 @@ void receipt_refused(struct relay *r, const char *id, const char *origin, const 
 bool receipt_sending(const struct relay *r);
 /* Before the batch is acked: what receipt_owe() wrote is durable. */
 int receipt_sync(struct relay *r);
-/* A receipt from another host: verify it, record it with the archived
- * item.  false: not handled now (an I/O error), to be redelivered. */
-bool receipt_in(struct relay *r, const struct relay_in *in, int64_t now);
+enum receipt_verdict {
+        RV_APPLIED,     /* recorded with the archived item */
+        RV_DUPLICATE,   /* recorded there already */
+        RV_DROPPED,     /* counted: not one this host takes */
+        RV_LATER,       /* not now: to be redelivered */
+};
+/* A receipt from another host: verified, recorded with the archived
+ * item.  0 with the verdict in *ret, or <0 (an I/O error: to be
+ * redelivered). */
+int receipt_in(struct relay *r, const struct relay_in *in, int64_t now, enum receipt_verdict *ret);
 
 /* outbox.c archived id as name: where a receipt for it finds it. */
 void receipt_sent(struct relay *r, const char *id, const char *name);

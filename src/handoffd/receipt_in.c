@@ -1,6 +1,16 @@
-/* Receipts at the origin (see receipt.c for the whole): a receipt from
+/* Receipts at the origin (receipt.c is the sending host): a receipt from
  * the host where a relayed item ended, verified with that host's key and
- * recorded beside the archived item. */
+ * recorded beside the archived item.
+ *
+ * A receipt is applied only when it verifies with a key of
+ * host_pubkey_dir/<HOST>.pub, names this host as origin, its Nats-Msg-Id
+ * is its own id and outcome, the id was relayed from here to that very
+ * host (the journal's sent record names the archived item, else a look
+ * through archive/) and the outcome is not recorded yet; else it is
+ * dropped and counted.  The record is the archived item's .outcome: its
+ * outcome stays "relayed", remote_outcome, remote_host, remote_at,
+ * remote_reason and remote_detail beside it (and remote_outcomes, each
+ * applied once), so it lives as long as the archived item. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -23,26 +33,24 @@ void receipt_sent(struct relay *r, const char *id, const char *name)
 {
         if (!r->rc || r->rc->pub_fd < 0)
                 return;
-        /* Without a sync: a lost one is found by a look through archive/. */
-        bool known = faccessat(r->rc->sent_fd, id, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
-        int q = write_atomic(r->rc->sent_fd, id, name, strlen(name), 0640, 0);
-        if (q == 0 && !known)
-                r->rc->n_awaited++;
+        /* Not synced: a lost one is found by a look through archive/. */
+        int q = receipt_record(r, &(struct rj_rec){ RJ_SENT, { id, name } });
         if (q < 0)
-                log_warning_errno(q, "Cannot write receipts/sent/%s", id);
+                log_warning_errno(q, "Cannot record in receipts/journal that %s was relayed: %m", id);
 }
 
-/* The archive name of the item relayed as id, or false. */
+/* The archive name of the item relayed as id, or false: as its sent
+ * record names it (archive names stay until retention prunes the item),
+ * else by a look through archive/. */
 static bool find_archived(struct relay *r, const char *id, char *name, size_t n)
 {
-        struct spool *sp = r->sp;
-        _cleanup_free_ char *s = receipt_read_small(r->rc->sent_fd, id, NAME_MAX, NULL);
+        struct rentry *e = rtab_get(&r->rc->sent, id);
         struct dirent *de;
         DIR *d;
 
-        if (s && hd_name_safe(s) && spool_exists_at(sp->fd[SD_ARCHIVE], s))
-                return xsnprintf(name, n, "%s", s) >= 0;
-        d = opendir_at(sp->fd[SD_ARCHIVE]);
+        if (e && hd_name_safe(e->val))
+                return xsnprintf(name, n, "%s", e->val) >= 0;
+        d = opendir_at(r->sp->fd[SD_ARCHIVE]);
         if (!d)
                 return false;
         bool found = false;
@@ -64,13 +72,58 @@ static void drop(struct relay *r, const char *id, const char *why)
                      id ? log_quote(id, q, sizeof(q)) : "", why);
 }
 
+/* host's keys, from host_pubkey_dir/HOST.pub: loaded again only when the
+ * file is another or changed (inode, size, times, mode, owner), so that a
+ * change is seen at the next receipt as the load would see it. */
+static int host_keys(struct receipts *rc, const char *host, struct rhostkeys **ret, char *err,
+                     size_t errlen)
+{
+        char name[NAME_MAX + 1];
+        struct rhostkeys *k = NULL;
+        struct stat st;
+        int q;
+
+        if (xsnprintf(name, sizeof(name), "%s.pub", host) < 0)
+                return -ENAMETOOLONG;
+        if (fstatat(rc->pub_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                memset(&st, 0, sizeof(st));     /* the load says why */
+        for (size_t i = 0; i < ELEMENTSOF(rc->hk) && !k; i++)
+                if (!strcmp(rc->hk[i].host, host))
+                        k = &rc->hk[i];
+        if (k && k->n && st.st_ino && st.st_ino == k->st.st_ino && st.st_dev == k->st.st_dev &&
+            st.st_size == k->st.st_size && st.st_mode == k->st.st_mode && st.st_uid == k->st.st_uid &&
+            !memcmp(&st.st_mtim, &k->st.st_mtim, sizeof(st.st_mtim)) &&
+            !memcmp(&st.st_ctim, &k->st.st_ctim, sizeof(st.st_ctim))) {
+                *ret = k;
+                return 0;
+        }
+        if (!k)
+                k = &rc->hk[rc->hk_next++ % ELEMENTSOF(rc->hk)];
+        receipt_host_keys_drop(k);
+        q = hd_pubkeys_load_at(rc->pub_fd, name, k->keys, HD_PUBKEYS_MAX, &k->n, err, errlen);
+        if (q < 0) {
+                k->n = 0;
+                return q;
+        }
+        snprintf(k->host, sizeof(k->host), "%s", host);
+        k->st = st;
+        *ret = k;
+        return 0;
+}
+
+void receipt_host_keys_drop(struct rhostkeys *k)
+{
+        for (size_t i = 0; i < k->n; i++)
+                hd_key_free(k->keys[i]);
+        k->n = 0;
+        k->host[0] = '\0';
+}
+
 /* A key of host's file that verifies doc. */
 static bool verify(struct relay *r, const char *host, const json_t *doc, char *why, size_t n)
 {
-        hd_key *keys[HD_PUBKEYS_MAX];
-        char name[NAME_MAX + 1], err[200] = "";
-        size_t nk = 0;
-        bool ok = false;
+        struct rhostkeys *k;
+        char err[200] = "";
         hd_verdict v = { 0 };
         char *e = NULL;
 
@@ -81,131 +134,210 @@ static bool verify(struct relay *r, const char *host, const json_t *doc, char *w
                 free(e);
                 return false;
         }
-        snprintf(name, sizeof(name), "%s.pub", host);
-        if (hd_pubkeys_load_at(r->rc->pub_fd, name, keys, HD_PUBKEYS_MAX, &nk, err, sizeof(err)) < 0) {
-                snprintf(why, n, "no usable key for host %s (%s)", host, err[0] ? err : name);
+        if (host_keys(r->rc, host, &k, err, sizeof(err)) < 0) {
+                snprintf(why, n, "no usable key for host %s (%s)", host, err[0] ? err : host);
                 return false;
         }
-        snprintf(why, n, "host %s: no key in %s", host, name);
-        for (size_t i = 0; i < nk; i++) {
-                if (!ok) {
-                        int q = hd_sig_check(doc, keys[i], &v);
-                        if (q == 0)
-                                ok = true;
-                        else if (q > 0 || v.reason)
-                                snprintf(why, n, "host %s: %s", host, v.detail);
-                }
-                hd_key_free(keys[i]);
+        snprintf(why, n, "host %s: no key in %s.pub", host, host);
+        for (size_t i = 0; i < k->n; i++) {
+                int q = hd_sig_check(doc, k->keys[i], &v);
+                if (q == 0)
+                        return true;
+                if (q > 0 || v.reason)
+                        snprintf(why, n, "host %s: %s", host, v.detail);
         }
-        return ok;
+        return false;
 }
 
-bool receipt_in(struct relay *r, const struct relay_in *in, int64_t now)
-{
-        struct spool *sp = r->sp;
-        struct receipts *rc = r->rc;
-        hd_limits lim = { .max_size = RECEIPT_MAX, .max_depth = 4 };
-        _cleanup_json_ json_t *doc = NULL, *side = NULL;
-        _cleanup_free_ char *buf = NULL;
-        char why[400], aname[NAME_MAX + 1], sname[NAME_MAX + 16], at[HD_TIME_MAX];
-        hd_verdict v;
-        size_t len;
-        int q;
+/* A receipt as it came, its fields pointing into doc. */
+struct rdoc {
+        json_t *doc;
+        const char *id, *outcome, *host, *origin, *at, *reason, *detail;
+};
 
-        if (!rc || rc->pub_fd < 0) {
-                /* said once: the other host sends them, this one is not
-                 * set up to take them */
-                if (r->st.receipts_bad++ == 0)
-                        log_warning("Relay: receipts come in, but are off here ([relay] "
-                                    "host_pubkey_dir not set): dropped and counted");
-                return true;
+/* Why a receipt is dropped, or NULL when it is one for this host, from
+ * the host it names, signed by it, under its own Nats-Msg-Id.  why is
+ * the buffer the verdict may be written into. */
+static int receipt_check(struct relay *r, const struct relay_in *in, struct rdoc *d,
+                         char *why, size_t n, const char **ret_drop)
+{
+        hd_limits lim = { .max_size = RECEIPT_MAX, .max_depth = 4 };
+        char want[RELAY_MSGID_MAX + 1];
+        hd_verdict v;
+
+        *ret_drop = NULL;
+        if (!in->data || hd_parse(in->data, in->len, &lim, &d->doc, &v) < 0 || !json_is_object(d->doc)) {
+                *ret_drop = "not a JSON object";
+                return 0;
         }
-        if (!in->data || hd_parse(in->data, in->len, &lim, &doc, &v) < 0 || !json_is_object(doc)) {
-                drop(r, NULL, "not a JSON object");
-                return true;
-        }
-        const char *id = json_string_value(json_object_get(doc, "handoff_id"));
-        const char *outcome = json_string_value(json_object_get(doc, "outcome"));
-        const char *host = json_string_value(json_object_get(doc, "host"));
-        const char *origin = json_string_value(json_object_get(doc, "origin"));
-        const char *rat = json_string_value(json_object_get(doc, "at"));
-        const char *reason = json_string_value(json_object_get(doc, "reason"));
-        const char *detail = json_string_value(json_object_get(doc, "detail"));
-        if (strcmp(json_string_value(json_object_get(doc, "type")) ?: "", "handoff-receipt") ||
-            !id || !hd_id_valid(id) || !receipt_is_outcome(outcome) || !host || !hd_agent_valid(host) ||
-            !origin || !rat) {
-                drop(r, id, "not a receipt (type, handoff_id, outcome, host, origin, at)");
-                return true;
-        }
-        if (!verify(r, host, doc, why, sizeof(why))) {
-                drop(r, id, why);
-                return true;
-        }
-        if (strcmp(origin, r->host)) {
-                drop(r, id, "a receipt for another origin host");
-                return true;
-        }
+        d->id = json_string_value(json_object_get(d->doc, "handoff_id"));
+        d->outcome = json_string_value(json_object_get(d->doc, "outcome"));
+        d->host = json_string_value(json_object_get(d->doc, "host"));
+        d->origin = json_string_value(json_object_get(d->doc, "origin"));
+        d->at = json_string_value(json_object_get(d->doc, "at"));
+        d->reason = json_string_value(json_object_get(d->doc, "reason"));
+        d->detail = json_string_value(json_object_get(d->doc, "detail"));
+        if (strcmp(json_string_value(json_object_get(d->doc, "type")) ?: "", "handoff-receipt") ||
+            !d->id || !hd_id_valid(d->id) || !receipt_is_outcome(d->outcome) || !d->host ||
+            !hd_agent_valid(d->host) || !d->origin || !d->at)
+                *ret_drop = "not a receipt (type, handoff_id, outcome, host, origin, at)";
+        else if (!verify(r, d->host, d->doc, why, n))
+                *ret_drop = why;
+        else if (strcmp(d->origin, r->host))
+                *ret_drop = "a receipt for another origin host";
         /* Its own Nats-Msg-Id: a signed receipt of one id published again
          * as another's is a replay. */
-        char want[RELAY_MSGID_MAX + 1];
-        if (xsnprintf(want, sizeof(want), "%s:%s", id, outcome) < 0 || strcmp(in->rmsg_id, want)) {
-                drop(r, id, "its Nats-Msg-Id is not its own id and outcome (a replay)");
-                return true;
-        }
-        char oname[NAME_MAX + 1];
-        if (xsnprintf(oname, sizeof(oname), "%s.json", id) >= 0 && spool_exists_at(sp->fd[SD_OUTBOX], oname))
-                return false;   /* its PubAck is not in yet: redelivered */
-        if (!find_archived(r, id, aname, sizeof(aname)) ||
-            layout_suffixed(aname, LAYOUT_OUTCOME, sname, sizeof(sname)) < 0) {
-                drop(r, id, "no item of that id was relayed from here");
-                return true;
+        else if (xsnprintf(want, sizeof(want), "%s:%s", d->id, d->outcome) < 0 ||
+                 strcmp(in->rmsg_id, want))
+                *ret_drop = "its Nats-Msg-Id is not its own id and outcome (a replay)";
+        return 0;
+}
+
+/* The .outcome of the item relayed as d->id to d->host: its name in
+ * sname, its content in *ret_side; or why there is none in *ret_drop;
+ * or -EAGAIN while the item still waits in outbox/ for its PubAck. */
+static int receipt_find(struct relay *r, const struct rdoc *d, char *sname, size_t n,
+                        json_t **ret_side, const char **ret_drop)
+{
+        struct spool *sp = r->sp;
+        char aname[NAME_MAX + 1], oname[NAME_MAX + 1];
+        json_t *side = NULL;
+        hd_verdict v;
+
+        *ret_side = NULL;
+        *ret_drop = NULL;
+        /* A sent record is written once the item is archived. */
+        if (!rtab_get(&r->rc->sent, d->id) && xsnprintf(oname, sizeof(oname), "%s.json", d->id) >= 0 &&
+            spool_exists_at(sp->fd[SD_OUTBOX], oname))
+                return -EAGAIN;
+        if (!find_archived(r, d->id, aname, sizeof(aname)) ||
+            layout_suffixed(aname, LAYOUT_OUTCOME, sname, n) < 0) {
+                *ret_drop = "no item of that id was relayed from here";
+                return 0;
         }
         if (hd_load_at(sp->fd[SD_ARCHIVE], sname, NULL, &side, &v) < 0 ||
             strcmp(json_string_value(json_object_get(side, "outcome")) ?: "", "relayed") ||
-            strcmp(json_string_value(json_object_get(side, "relayed_to")) ?: "", host)) {
-                drop(r, id, "the item was not relayed to that host");
-                return true;
+            strcmp(json_string_value(json_object_get(side, "relayed_to")) ?: "", d->host)) {
+                json_decref(side);
+                *ret_drop = "the item was not relayed to that host";
+                return 0;
         }
-        json_t *seen = json_object_get(side, "remote_outcomes");
+        *ret_side = side;
+        return 0;
+}
+
+/* d's outcome added to side (the item's .outcome), the remote outcome
+ * set unless a final one is there; *ret_dup when it was there already. */
+static int receipt_merge(json_t *side, const struct rdoc *d, int64_t now, bool *ret_dup)
+{
+        char at[HD_TIME_MAX];
+        json_t *seen = json_object_get(side, "remote_outcomes"), *e;
         size_t i;
-        json_t *e;
+
+        *ret_dup = false;
         json_array_foreach(seen, i, e)
-                if (!strcmp(json_string_value(e) ?: "", outcome)) {
-                        r->st.receipts_duplicate++;
-                        log_decision(LOG_DEBUG, id, NULL, "receipt_duplicate", outcome,
-                                     "Relay: receipt for %s (%s) known already", id, outcome);
-                        return true;
+                if (!strcmp(json_string_value(e) ?: "", d->outcome)) {
+                        *ret_dup = true;
+                        return 0;
                 }
         if (!json_is_array(seen)) {
                 seen = json_array();
-                json_object_set_new(side, "remote_outcomes", seen);
+                if (!seen || json_object_set_new(side, "remote_outcomes", seen) < 0)
+                        return -ENOMEM;
         }
-        json_array_append_new(seen, json_string(outcome));
+        if (json_array_append_new(seen, json_string(d->outcome)) < 0)
+                return -ENOMEM;
         const char *cur = json_string_value(json_object_get(side, "remote_outcome"));
-        if (!cur || !receipt_is_final(cur)) {
-                hd_time_format(now, at, sizeof(at));
-                json_object_set_new(side, "remote_outcome", json_string(outcome));
-                json_object_set_new(side, "remote_host", json_string(host));
-                json_object_set_new(side, "remote_at", json_string(rat));
-                json_object_set_new(side, "remote_reason", json_string(reason ?: ""));
-                json_object_set_new(side, "remote_detail", json_string(detail ?: ""));
-                json_object_set_new(side, "receipt_at", json_string(at));
-        }
-        /* Synced, with the directory, before the batch is acked. */
+        if (cur && receipt_is_final(cur))
+                return 0;
+        hd_time_format(now, at, sizeof(at));
+        if (json_object_set_new(side, "remote_outcome", json_string(d->outcome)) < 0 ||
+            json_object_set_new(side, "remote_host", json_string(d->host)) < 0 ||
+            json_object_set_new(side, "remote_at", json_string(d->at)) < 0 ||
+            json_object_set_new(side, "remote_reason", json_string(d->reason ?: "")) < 0 ||
+            json_object_set_new(side, "remote_detail", json_string(d->detail ?: "")) < 0 ||
+            json_object_set_new(side, "receipt_at", json_string(at)) < 0)
+                return -ENOMEM;
+        return 0;
+}
+
+/* side written over archive/sname, synced (with the directory, by the
+ * flush hook) before the batch is acked. */
+static int receipt_store(struct relay *r, const char *sname, const json_t *side)
+{
+        struct spool *sp = r->sp;
+        _cleanup_free_ char *buf = NULL;
+        size_t len;
+        int q;
+
         q = hd_canon_dump(side, NULL, &buf, &len);
         if (q == 0)
                 q = write_atomic(sp->fd[SD_ARCHIVE], sname, buf, len, 0640, 0);
         if (q == 0)
                 q = receipt_note_unsynced(r, sp->fd[SD_ARCHIVE], sname);
-        if (q < 0) {
-                spool_error(sp, q, "Cannot record the receipt of %s", id);
-                return false;
+        if (q == 0)
+                sp->dirty[SD_ARCHIVE] = true;
+        return q;
+}
+
+static void said_off(struct relay *r)
+{
+        /* said once: the other host sends them, this one is not set up to
+         * take them */
+        if (r->st.receipts_bad++ == 0)
+                log_warning("Relay: receipts come in, but are off here ([relay] "
+                            "host_pubkey_dir not set): dropped and counted");
+}
+
+int receipt_in(struct relay *r, const struct relay_in *in, int64_t now, enum receipt_verdict *ret)
+{
+        struct spool *sp = r->sp;
+        struct rdoc d = { 0 };
+        _cleanup_json_ json_t *side = NULL;
+        char why[400], sname[NAME_MAX + 16];
+        const char *drop_why = NULL;
+        bool dup = false;
+        int q;
+
+        *ret = RV_DROPPED;
+        if (!r->rc || r->rc->pub_fd < 0) {
+                said_off(r);
+                return 0;
         }
-        sp->dirty[SD_ARCHIVE] = true;
+        q = receipt_check(r, in, &d, why, sizeof(why), &drop_why);
+        if (q == 0 && !drop_why)
+                q = receipt_find(r, &d, sname, sizeof(sname), &side, &drop_why);
+        if (q == -EAGAIN) {
+                *ret = RV_LATER;        /* its PubAck is not in yet: redelivered */
+                q = 0;
+                goto out;
+        }
+        if (q < 0 || drop_why) {
+                if (drop_why)
+                        drop(r, d.id, drop_why);
+                goto out;
+        }
+        q = receipt_merge(side, &d, now, &dup);
+        if (q == 0 && dup) {
+                *ret = RV_DUPLICATE;
+                r->st.receipts_duplicate++;
+                log_decision(LOG_DEBUG, d.id, NULL, "receipt_duplicate", d.outcome,
+                             "Relay: receipt for %s (%s) known already", d.id, d.outcome);
+                goto out;
+        }
+        if (q == 0)
+                q = receipt_store(r, sname, side);
+        if (q < 0) {
+                spool_error(sp, q, "Cannot record the receipt of %s", d.id);
+                goto out;
+        }
+        *ret = RV_APPLIED;
         r->st.receipts_applied++;
-        log_decision(LOG_INFO, id, NULL, "receipt", outcome, "Receipt for %s from %s: %s%s%s", id,
-                     host, outcome, reason && *reason ? ": " : "", reason ? reason : "");
-        if (receipt_is_final(outcome) && unlinkat(rc->sent_fd, id, 0) == 0 && rc->n_awaited > 0)
-                rc->n_awaited--;
-        return true;
+        log_decision(LOG_INFO, d.id, NULL, "receipt", d.outcome, "Receipt for %s from %s: %s%s%s",
+                     d.id, d.host, d.outcome, d.reason && *d.reason ? ": " : "", d.reason ?: "");
+        if (receipt_is_final(d.outcome) && rtab_get(&r->rc->sent, d.id))
+                (void)receipt_record(r, &(struct rj_rec){ RJ_DONE, { d.id } });
+out:
+        json_decref(d.doc);
+        return q;
 }

@@ -1,6 +1,6 @@
-/* Private to receipt.c (the whole, and the sending host) and
- * receipt_in.c (the origin): the receipts' state and the helpers both
- * use. */
+/* Private to receipt.c (the sending host), receipt_in.c (the origin) and
+ * receipt_state.c (the state, its journal, start and stop): the receipts'
+ * state and the helpers they share. */
 #ifndef HD_RECEIPT_INT_H
 #define HD_RECEIPT_INT_H
 
@@ -8,49 +8,75 @@
 #include <stddef.h>
 #include <limits.h>
 
-#include <jansson.h>
+#include <sys/stat.h>
 #include <uv.h>
 
 #include "handoff.h"
+#include "receipt_journal.h"
+#include "receipt_table.h"
 
 struct relay;
 
 #define RECEIPT_MAX 16384
 #define RECEIPT_RETRY_MS 2000
+/* Sending off: origins kept in memory for the rejections' detail. */
+#define RECEIPT_ORIGINS_MAX 65536
+
+/* A host's public keys as host_pubkey_dir/HOST.pub held them (st). */
+struct rhostkeys {
+        char host[72];
+        struct stat st;
+        hd_key *keys[HD_PUBKEYS_MAX];
+        size_t n;
+};
+#define RECEIPT_HOSTS_CACHED 8
 
 struct receipts {
-        int dir_fd, owed_fd, out_fd, sent_fd;
+        int dir_fd;             /* receipts/ */
         int pub_fd;             /* host_pubkey_dir, -1: accepting off */
         char *pub_dir;          /* its name, as configured at start */
         hd_key *key;            /* host_key, NULL: sending off */
-        json_t *pending;        /* out/ name -> busy (true while published) */
-        /* Sending off (no host_key): id -> origin in memory only, for a
-         * rejection to say where a file came from (no file per item). */
-        json_t *origins;
-        bool owed_dirty;
+        struct rhostkeys hk[RECEIPT_HOSTS_CACHED];
+        size_t hk_next;
+        /* receipts/journal: every change of the three tables below is a
+         * record of it (sending off: owed is memory only) */
+        struct rjournal j;
+        struct rtab owed;       /* id -> its origin: a final receipt owed */
+        struct rtab queued;     /* ID:OUTCOME -> the signed receipt, to publish */
+        struct rtab sent;       /* id relayed from here -> its archive name */
+        size_t sent_kept;       /* sent's size after the last rewrite */
         uv_timer_t timer;       /* a retry after a failed publish */
         bool timer_open;
-        /* Written since the last spool_flush(), synced by flush_hook()
-         * before the spool's directories: n files, and the directories. */
+        /* archive/ files written since the last spool_flush(), synced by
+         * the flush hook before the spool's directories */
         struct { int fd; char name[NAME_MAX + 1]; } *unsynced;
         size_t n_unsynced, cap_unsynced;
-        bool out_dirty;
-        /* For status: entries of owed/ (outcomes still owed a final
-         * receipt) and of sent/ (items relayed from here whose final
-         * receipt has not come), counted at start and kept since. */
-        size_t n_owed, n_awaited;
 };
 
-/* A final outcome (consumed, expired, rejected); any outcome (those and
- * delivered). */
+/* A final outcome (consumed, expired, rejected, canceled); any outcome
+ * (those and delivered). */
 bool receipt_is_final(const char *o);
 bool receipt_is_outcome(const char *o);
-
-/* A small file of ours, NUL-terminated, or NULL. */
-char *receipt_read_small(int dirfd, const char *name, size_t max, size_t *ret_len);
 
 /* dirfd/name, just written: synced at the next spool_flush(), before the
  * outcome it precedes.  Without room, synced now. */
 int receipt_note_unsynced(struct relay *r, int dirfd, const char *name);
+
+/* k's keys freed, k empty. */
+void receipt_host_keys_drop(struct rhostkeys *k);
+
+/* rec appended to the journal, then applied to the tables (as the start
+ * applies it when it reads the journal back).  Not synced. */
+int receipt_record(struct relay *r, const struct rj_rec *rec);
+/* The journal rewritten with the live records when the dead ones
+ * dominate; then synced (flush hook, before the spool's directories). */
+int receipt_journal_sync(struct relay *r);
+
+/* receipt.c's, for the start: the spool's hooks, and a publish of what
+ * waits. */
+int receipt_flush_hook(void *ctx);
+bool receipt_origin_hook(void *ctx, const char *name, char *buf, size_t n);
+void receipt_outcome_hook(void *ctx, const char *id, const char *name, const char *outcome,
+                          const char *reason, const char *detail, int64_t now);
 
 #endif

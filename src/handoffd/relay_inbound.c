@@ -340,7 +340,8 @@ void relay_inbound_batch(struct relay *r, struct relay_batch *b, int64_t now)
                 if (!in->data)
                         continue;       /* out of memory: redelivered */
                 if (in->receipt) {
-                        in->ack = receipt_in(r, in, now);
+                        enum receipt_verdict rv;
+                        in->ack = receipt_in(r, in, now, &rv) == 0 && rv != RV_LATER;
                         continue;
                 }
                 in->ack = inbound_one(r, in, now) >= 0;

@@ -3,7 +3,8 @@
  * The loop never waits on the network: the connection is made by libnats
  * in the background (retry on failed connect, endless reconnects), the
  * stream and consumer requests and every publish are made by the worker
- * thread, the pulls and the acks by the fetch thread.  What comes back (a
+ * thread, the pulls and the acks by the fetch thread (relay_fetch.c).
+ * What comes back (a
  * state change, a PubAck, a batch of messages) goes into r->evs under r->m
  * and wakes the loop with uv_async_send().  Nothing here touches the spool,
  * the config or the counters. */
@@ -26,7 +27,6 @@
 #include "relay_queue.h"
 
 #define SETUP_RETRY_MAX_MS 30000
-#define FETCH_WAIT_MS 1000
 /* A PubAck later than this is taken as lost: the item is published again,
  * which the stream answers "duplicate" if the first one got there. */
 #define PUBACK_WAIT_MS 2000
@@ -35,11 +35,10 @@
 #define ACK_WAIT_NS (10LL * 1000000000LL)
 
 #define JS(r) ((jsCtx *)(r)->js)
-#define SUB(r) ((natsSubscription *)(r)->sub)
 
 /* ---- the queue to the loop (any thread) ---------------------------- */
 
-static void post_state(struct relay *r, const char *fmt, ...)
+void relay_post_state(struct relay *r, const char *fmt, ...)
 {
         struct relay_ev *ev = calloc(1, sizeof(*ev));
         va_list ap;
@@ -55,7 +54,7 @@ static void post_state(struct relay *r, const char *fmt, ...)
         relay_post(r, ev);
 }
 
-static const char *nats_err(natsStatus s)
+const char *relay_nats_err(natsStatus s)
 {
         const char *t = sym_nats_GetLastError(NULL);
         return t && *t ? t : sym_natsStatus_GetText(s);
@@ -68,7 +67,7 @@ static int64_t now_ms(void)
         return mono_usec() / 1000;
 }
 
-static void timed_wait(pthread_cond_t *c, pthread_mutex_t *m, int64_t ms)
+void relay_timed_wait(pthread_cond_t *c, pthread_mutex_t *m, int64_t ms)
 {
         struct timespec ts;
 
@@ -161,21 +160,21 @@ static void on_connected(natsConnection *nc, void *closure)
 
         sym_natsConnection_GetConnectedUrl(nc, url, sizeof(url));
         set_connected(r, true, url);
-        post_state(r, "%s", url);
+        relay_post_state(r, "%s", url);
 }
 
 static void on_disconnected(natsConnection *nc, void *closure)
 {
         (void)nc;
         set_connected(closure, false, NULL);
-        post_state(closure, NULL);
+        relay_post_state(closure, NULL);
 }
 
 static void on_async_error(natsConnection *nc, natsSubscription *sub, natsStatus s, void *closure)
 {
         (void)nc;
         (void)sub;
-        post_state(closure, "!NATS: %s", sym_natsStatus_GetText(s));
+        relay_post_state(closure, "!NATS: %s", sym_natsStatus_GetText(s));
 }
 
 static void on_puback(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae, void *closure)
@@ -245,7 +244,7 @@ static natsStatus setup(struct relay *r, char *err, size_t n)
                 return s;
         }
         if (s != NATS_OK) {
-                snprintf(err, n, "stream %s: %s", r->stream, nats_err(s));
+                snprintf(err, n, "stream %s: %s", r->stream, relay_nats_err(s));
                 return s;
         }
         sym_jsStreamInfo_Destroy(si);
@@ -263,7 +262,7 @@ static natsStatus setup(struct relay *r, char *err, size_t n)
                 s = sym_js_AddConsumer(&ci, JS(r), r->stream, &cc, NULL, &jerr);
         }
         if (s != NATS_OK) {
-                snprintf(err, n, "consumer %s: %s", r->durable, nats_err(s));
+                snprintf(err, n, "consumer %s: %s", r->durable, relay_nats_err(s));
                 return s;
         }
         sym_jsConsumerInfo_Destroy(ci);
@@ -276,7 +275,7 @@ static natsStatus setup(struct relay *r, char *err, size_t n)
         so.Consumer = r->durable;
         s = sym_js_PullSubscribe(&sub, JS(r), r->filter, r->durable, NULL, &so, &jerr);
         if (s != NATS_OK) {
-                snprintf(err, n, "subscription %s: %s", r->durable, nats_err(s));
+                snprintf(err, n, "subscription %s: %s", r->durable, relay_nats_err(s));
                 return s;
         }
         pthread_mutex_lock(&r->m);
@@ -328,7 +327,7 @@ static void publish(struct relay *r, struct relay_job *j)
                 if (ev) {
                         ev->type = RELAY_EV_PUBACK;
                         snprintf(ev->id, sizeof(ev->id), "%s", j->id);
-                        snprintf(ev->text, sizeof(ev->text), "%s", nats_err(s));
+                        snprintf(ev->text, sizeof(ev->text), "%s", relay_nats_err(s));
                         relay_post(r, ev);
                 }
         }
@@ -344,7 +343,7 @@ void *relay_worker_main(void *arg)
 
         s = sym_natsConnection_Connect(&nc, r->opts);
         if (s != NATS_OK && s != NATS_NOT_YET_CONNECTED) {
-                post_state(r, "!cannot connect: %s", nats_err(s));
+                relay_post_state(r, "!cannot connect: %s", relay_nats_err(s));
                 return NULL;
         }
         if (s == NATS_OK)
@@ -356,7 +355,7 @@ void *relay_worker_main(void *arg)
         if (s != NATS_OK) {
                 char why[200];
                 probe_servers(r->servers, why, sizeof(why));
-                post_state(r, "!cannot connect: %s; retrying every second", why);
+                relay_post_state(r, "!cannot connect: %s; retrying every second", why);
                 down_said = down_since;
         }
         jsOptions jo;
@@ -368,7 +367,7 @@ void *relay_worker_main(void *arg)
         jo.PublishAsync.MaxPending = RELAY_INFLIGHT_MAX;
         s = sym_natsConnection_JetStream(&js, nc, &jo);
         if (s != NATS_OK) {
-                post_state(r, "!JetStream context: %s", nats_err(s));
+                relay_post_state(r, "!JetStream context: %s", relay_nats_err(s));
                 sym_natsConnection_Close(nc);
                 sym_natsConnection_Destroy(nc);
                 return NULL;
@@ -382,9 +381,9 @@ void *relay_worker_main(void *arg)
                         s = setup(r, err, sizeof(err));
                         if (s == NATS_OK) {
                                 setup_wait = 1000;
-                                post_state(r, NULL);
+                                relay_post_state(r, NULL);
                         } else {
-                                post_state(r, "!%s", err);
+                                relay_post_state(r, "!%s", err);
                                 setup_at = now_ms() + setup_wait;
                                 setup_wait = setup_wait * 2 > SETUP_RETRY_MAX_MS ? SETUP_RETRY_MAX_MS
                                                                                  : setup_wait * 2;
@@ -426,7 +425,7 @@ void *relay_worker_main(void *arg)
                         bool answers = probe_servers(r->servers, why, sizeof(why)) > 0;
                         if (answers)
                                 down_said -= UNREACHABLE_REPEAT_MS - 1000;
-                        post_state(r, "!disconnected from %s: %s%s%s; retrying every second, "
+                        relay_post_state(r, "!disconnected from %s: %s%s%s; retrying every second, "
                                    "outbound items wait in outbox/", url,
                                    lost[0] ? lost : answers ? "the server closed the connection" : "",
                                    lost[0] && !answers ? "; " : "", answers ? "" : why);
@@ -437,137 +436,17 @@ void *relay_worker_main(void *arg)
                         down_said = now_ms();
                         pthread_mutex_unlock(&r->m);
                         probe_servers(r->servers, why, sizeof(why));
-                        post_state(r, "!cannot connect for %llds: %s; retrying",
+                        relay_post_state(r, "!cannot connect for %llds: %s; retrying",
                                    (long long)((down_said - down_since) / 1000), why);
                         pthread_mutex_lock(&r->m);
                 }
-                timed_wait(&r->wake_worker, &r->m, 1000);
+                relay_timed_wait(&r->wake_worker, &r->m, 1000);
         }
         r->ready = false;
         pthread_cond_broadcast(&r->wake_fetcher);
         pthread_mutex_unlock(&r->m);
         /* Wakes a fetch in progress. */
         sym_natsConnection_Close(nc);
-        return NULL;
-}
-
-/* ---- the fetch thread: pull, hand to the loop, ack ---------------------- */
-
-/* The loop's copy of each message; one over max_msg is not copied (the
- * loop refuses it by its length). */
-static struct relay_batch *batch_new(struct relay *r, natsMsgList *list)
-{
-        struct relay_batch *b = calloc(1, sizeof(*b));
-
-        if (!b || !(b->in = calloc((size_t)list->Count, sizeof(*b->in)))) {
-                free(b);
-                return NULL;
-        }
-        b->n = (size_t)list->Count;
-        for (size_t i = 0; i < b->n; i++) {
-                natsMsg *m = list->Msgs[i];
-                const char *id = NULL, *origin = NULL;
-                int len = sym_natsMsg_GetDataLength(m);
-                if (sym_natsMsgHeader_Get(m, "Nats-Msg-Id", &id) != NATS_OK)
-                        id = NULL;
-                if (sym_natsMsgHeader_Get(m, "Handoff-Origin", &origin) != NATS_OK)
-                        origin = NULL;
-                relay_in_fill(r, &b->in[i], sym_natsMsg_GetSubject(m), id, origin,
-                              sym_natsMsg_GetData(m), len > 0 ? (size_t)len : 0);
-        }
-        return b;
-}
-
-void *relay_fetch_main(void *arg)
-{
-        struct relay *r = arg;
-        bool idle = true;
-        natsStatus s;
-
-        pthread_mutex_lock(&r->m);
-        while (!r->stop) {
-                if (!r->ready) {
-                        timed_wait(&r->wake_fetcher, &r->m, 1000);
-                        continue;
-                }
-                natsSubscription *sub = SUB(r);
-                pthread_mutex_unlock(&r->m);
-
-                natsMsgList list = { 0 };
-                jsErrCode jerr = 0;
-                if (idle) {
-                        /* One message, waited for: it comes back as soon
-                         * as there is one (a larger batch would wait for
-                         * the whole batch or the timeout). */
-                        s = sym_natsSubscription_Fetch(&list, sub, 1, FETCH_WAIT_MS, &jerr);
-                } else {
-                        /* What is there now, up to a batch and up to
-                         * RELAY_FETCH_MAX_BYTES: the messages and the
-                         * loop's copies of them are what the relay holds.
-                         * A message larger than that ends the batch (409
-                         * "Message Size Exceeds MaxBytes"): it comes alone
-                         * in the idle fetch next. */
-                        jsFetchRequest req;
-                        sym_jsFetchRequest_Init(&req);
-                        req.Batch = RELAY_FETCH_BATCH;
-                        req.MaxBytes = RELAY_FETCH_MAX_BYTES;
-                        req.NoWait = true;
-                        req.Expires = (int64_t)FETCH_WAIT_MS * 1000000;
-                        s = sym_natsSubscription_FetchRequest(&list, sub, &req);
-                }
-                struct relay_batch *b = s == NATS_OK && list.Count > 0 ? batch_new(r, &list) : NULL;
-                bool too_large = s == NATS_ERR && !idle && sym_nats_GetLastError(NULL) &&
-                                 strstr(sym_nats_GetLastError(NULL), "MaxBytes");
-                pthread_mutex_lock(&r->m);
-                if (!b) {
-                        sym_natsMsgList_Destroy(&list);
-                        if (too_large) {
-                                ;       /* the next fetch takes it alone */
-                        } else if (s != NATS_OK && s != NATS_TIMEOUT && s != NATS_NOT_FOUND &&
-                                   !r->stop && r->connected) {
-                                pthread_mutex_unlock(&r->m);
-                                post_state(r, "!fetch: %s", nats_err(s));
-                                pthread_mutex_lock(&r->m);
-                                timed_wait(&r->wake_fetcher, &r->m, 1000);
-                        } else if (s != NATS_OK && !r->connected && !r->stop) {
-                                timed_wait(&r->wake_fetcher, &r->m, 500);
-                        }
-                        idle = true;
-                        continue;
-                }
-                idle = false;
-                r->batch = b;
-                pthread_mutex_unlock(&r->m);
-                struct relay_ev *ev = calloc(1, sizeof(*ev));
-                if (ev) {
-                        ev->type = RELAY_EV_BATCH;
-                        ev->batch = b;
-                        relay_post(r, ev);
-                }
-                pthread_mutex_lock(&r->m);
-                while (ev && !b->done && !r->stop)
-                        pthread_cond_wait(&r->wake_fetcher, &r->m);
-                bool done = ev && b->done;
-                r->batch = NULL;
-                pthread_mutex_unlock(&r->m);
-                /* Acked only once the loop has the message durable in the
-                 * spool, or knew it already; a stop before that leaves it
-                 * for redelivery. */
-                if (done)
-                        for (size_t i = 0; i < b->n; i++) {
-                                if (b->in[i].ack)
-                                        sym_natsMsg_Ack(list.Msgs[i], NULL);
-                                else
-                                        sym_natsMsg_NakWithDelay(list.Msgs[i], 1000, NULL);
-                        }
-                sym_natsMsgList_Destroy(&list);
-                /* Not done: the loop never saw it (stop); done: the loop
-                 * has let go of it. */
-                if (done || !ev)
-                        relay_batch_free(b);
-                pthread_mutex_lock(&r->m);
-        }
-        pthread_mutex_unlock(&r->m);
         return NULL;
 }
 
@@ -643,7 +522,7 @@ int relay_options(struct relay *r, const struct config_relay *c)
         if (s == NATS_OK && c->tls_cert)
                 s = sym_natsOptions_LoadCertificatesChain(o, c->tls_cert, c->tls_key);
         if (s != NATS_OK) {
-                log_error("[relay]: %s", nats_err(s));
+                log_error("[relay]: %s", relay_nats_err(s));
                 sym_natsOptions_Destroy(o);
                 q = -EINVAL;
                 goto out;

@@ -134,22 +134,13 @@ def on_b(env, got):
 
 
 def main():
-    why = pcfs.unusable()
-    if why or not natsrv.available():
-        REPORT.skip(why or "nats-server not installed")
+    if powercut.relay_skipped(REPORT):
         return
     rnd = random.Random(SEED)
     print(f"seed {SEED}, cuts {CUTS}, fsync yes on a and b; model: {pcfs.MODEL}")
     t0 = time.monotonic()
     with relaykit.Hosts() as h:
-        h.consumer.stop()   # b's consumer here is a durable one (powercut.Consumer)
-        fslog = open(os.path.join(h.a.dir, "powercutfs.log"), "w+")
-        disk = {x: os.path.join(e.dir, "disk") for x, e in (("a", h.a), ("b", h.b))}
-        mnt = {x: os.path.join(e.dir, "mnt") for x, e in (("a", h.a), ("b", h.b))}
-        fs = {x: pcfs.Mount(disk[x], mnt[x], log=fslog, concurrent=True) for x in ("a", "b")}
-        h.a.spool = os.path.join(mnt["a"], "spool")
-        h.b.spool = os.path.join(mnt["b"], "spool")
-        h.b.state = {a: os.path.join(mnt["b"], "agents", a) for a in AGENTS}
+        disk, mnt, fs, fslog = powercut.relay_mounts(h, AGENTS)
         seq = collections.Counter()
         daemons = {"a": [], "b": []}
 
@@ -257,12 +248,7 @@ def main():
             for x in ("a", "b"):
                 hdtest.check(d[x].stop() == 0, f"{x}: SIGTERM: exit 0")
         finally:
-            for x in ("a", "b"):
-                for dd in daemons[x]:
-                    if dd.proc.poll() is None:
-                        dd.proc.kill()
-                        dd.proc.wait()
-                fs[x].unmount()
+            powercut.relay_teardown(daemons, fs)
         n = voice.n + sub.n
         print(f"{time.monotonic() - t0:.1f}s; cuts {CUTS}; handoffs {n} ({voice.n} written as "
               f"gptme-voice does, 1 in 7 with a wrong key; {sub.n} by handoffctl submit, "

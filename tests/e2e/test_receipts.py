@@ -116,9 +116,9 @@ def main():
               f"a applied each receipt once: {sa}, want {want_applied}")
         wait(lambda: b.status()["relay"]["receipts"]["sent"] == want_applied, 20,
                         lambda: f"b's receipts all acked: {b.status()['relay']['receipts']}")
-        out = os.listdir(os.path.join(h.b.spool, "receipts", "out"))
-        owed = os.listdir(os.path.join(h.b.spool, "receipts", "owed"))
-        check(out == [] and owed == [], f"b has nothing left to publish: out {out[:3]}, owed {owed[:3]}")
+        jb = relaykit.journal(h.b.spool)
+        out, owed = list(jb["queued"]), list(jb["owed"])
+        check(out == [] and owed == [], f"b's journal: nothing left to publish: queued {out[:3]}, owed {owed[:3]}")
         print(f"{N} relayed, {want_applied} receipts applied on a once each, after {took:.1f}s")
         # handoffctl status: both halves' figures, owed and awaited back to 0
         sa, sb = a.status()["relay"]["receipts"], b.status()["relay"]["receipts"]

@@ -22,7 +22,7 @@ host and reason right; a's counters: receipts applied = the receipts
 expected, dropped 0 (a duplicate, a receipt redelivered after the kill and
 known already, is counted and printed, never applied); a's log names each
 receipt at most once; nothing rejected on a, nothing left in a's outbox/ or
-receipts/sent/, nor in b's receipts/out/ or owed/; alice's each delivered
+the sent records of a's receipts/journal, nor in b's queued or owed; alice's each delivered
 to the consumer once.  `handoffctl wait ID` on a for a sample of each
 kind: 0 consumed; 1 rejected with b's reason (bad_mac, not_served);
 3 (timeout) while gordon's wait on b and 0 with --until claimed; 1 expired
@@ -286,11 +286,10 @@ def main():
         check(sa["applied"] == got and sa["dropped"] == 0 and sa["awaited"] == 0,
               f"a applied each of the {got} receipts once, awaits none: {sa}")
         check(sb["sent"] >= got, f"b published each receipt: {sb} (want sent >= {got})")
-        for sub in ("out", "owed"):
-            left = os.listdir(os.path.join(h.b.spool, "receipts", sub))
-            check(left == [], f"b's receipts/{sub}/ is empty: {left[:3]}")
-        left = os.listdir(os.path.join(h.a.spool, "receipts", "sent"))
-        check(left == [], f"a's receipts/sent/ is empty: {left[:3]}")
+        jb, ja = relaykit.journal(h.b.spool), relaykit.journal(h.a.spool)
+        for sub in ("queued", "owed"):
+            check(jb[sub] == {}, f"b's journal: nothing {sub}: {list(jb[sub])[:3]}")
+        check(ja["sent"] == {}, f"a's journal: nothing awaited: {list(ja['sent'])[:3]}")
         check(h.a.names("rejected") == [], f"rejected on a: {h.a.names('rejected')[:4]}")
         check(dict(h.consumer.counts) == c, "nothing more taken by the consumer")
         print(f"2. the killed node {leader} back and caught up; b reloaded with resume_window 2: "

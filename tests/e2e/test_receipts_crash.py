@@ -6,7 +6,8 @@
 2. a SIGKILLed in the middle of a stream of receipts, then restarted;
 3. b SIGKILLed in the middle of its outcomes, then restarted;
 4. b SIGKILLed between the outcome and the publish: the server is down,
-   the receipts wait in b's receipts/out/; b is killed and comes back
+   the receipts wait in b's receipts/journal (queued, unpublished); b is
+   killed and comes back
    (status: N queued on b, N awaited on a), then the server, and they are
    published (status: 0 and 0).
 
@@ -50,6 +51,10 @@ def both(h, ids):
     return sum(1 for i in ids if len(rel.get(i, {}).get("remote_outcomes", [])) >= 2)
 
 
+def queued(h):
+    return list(relaykit.journal(h.b.spool)["queued"])
+
+
 def check_once(h, ids, what):
     # A receipt fetched by a killed a comes again after the consumer's
     # AckWait (10 s).
@@ -67,8 +72,7 @@ def check_once(h, ids, what):
         seen[k] = seen.get(k, 0) + 1
     twice = {k: n for k, n in seen.items() if n > 1}
     check(not twice, f"{what}: applied more than once on a: {list(twice.items())[:3]}")
-    wait(lambda: os.listdir(os.path.join(h.b.spool, "receipts", "out")) == [], 30,
-         lambda: f"{what}: b's receipts/out/ empty: {os.listdir(os.path.join(h.b.spool, 'receipts', 'out'))[:3]}")
+    wait(lambda: queued(h) == [], 30, lambda: f"{what}: b's journal: nothing queued: {queued(h)[:3]}")
 
 
 def main():
@@ -88,13 +92,13 @@ def main():
         h.consumer.agents = relaykit.B_AGENTS
         wait(lambda: b.status()["relay"]["receipts"]["sent"] >= 2 * N, 60,
              lambda: f"phase 1: b published while a is down: {b.status()['relay']['receipts']}")
-        # An entry of receipts/sent/ whose archived item is gone (pruned):
-        # dropped at the start.
-        stale = os.path.join(h.a.spool, "receipts", "sent", "1-bob-alice-stale")
-        with open(stale, "w") as f:
-            f.write("1-1-bob-alice-stale.json")
+        # A sent record whose archived item is gone (pruned): dropped at
+        # the start's rewrite of the journal.
+        relaykit.journal_append(h.a.spool, "sent", "1-bob-alice-stale", "1-1-bob-alice-stale.json")
+        check("1-bob-alice-stale" in relaykit.journal(h.a.spool)["sent"], "the stale record written")
         a = h.start_a(name="a2")
-        check(not os.path.exists(stale), "a stale receipts/sent/ entry is dropped at start")
+        check("1-bob-alice-stale" not in relaykit.journal(h.a.spool)["sent"],
+              "a stale sent record is dropped at start")
         check_once(h, ids, "a down")
         print(f"1. a down while b published {2 * N} receipts: each applied once after its restart")
 
@@ -138,14 +142,12 @@ def main():
         wait(lambda: len(h.relayed_on_a()) >= 4 * N and
              b.status()["counters"]["delivered"] >= delivered0 + N, 60,
              lambda: "phase 4: relayed and delivered")
-        wait(lambda: os.listdir(os.path.join(h.b.spool, "receipts", "out")) == [], 30,
-             lambda: "phase 4: delivered receipts out")
+        wait(lambda: queued(h) == [], 30, lambda: "phase 4: delivered receipts out")
         h.ns.nodes[0].kill()
         before = h.consumer.total()
         h.consumer.agents = relaykit.B_AGENTS
-        outdir = os.path.join(h.b.spool, "receipts", "out")
-        wait(lambda: len([n for n in os.listdir(outdir) if n.endswith(".consumed")]) == N, 60,
-             lambda: f"phase 4: {N} consumed receipts waiting in b's out/ ({len(os.listdir(outdir))})")
+        wait(lambda: len([n for n in queued(h) if n.endswith(":consumed")]) == N, 60,
+             lambda: f"phase 4: {N} consumed receipts waiting in b's journal ({len(queued(h))})")
         kill(b)
         # b comes back first: status counts what the crash left (read at
         # its start), and a awaits the final receipts of phase 4
@@ -162,8 +164,8 @@ def main():
                      f"a {a.status()['relay']['receipts']}")
         print(f"4. server down, b SIGKILLed with {N} receipts unpublished: published after the restart, "
               f"once each; status said queued {N} on b and awaited {N} on a meanwhile")
-        sent = os.listdir(os.path.join(h.a.spool, "receipts", "sent"))
-        check(sent == [], f"a's receipts/sent/ empty once every final receipt is in: {sent[:3]}")
+        sent = list(relaykit.journal(h.a.spool)["sent"])
+        check(sent == [], f"a's journal awaits nothing once every final receipt is in: {sent[:3]}")
         check(a.stop() == 0 and b.stop() == 0, "both exit 0")
 
 

@@ -9,7 +9,7 @@
  * relay_in_fill() turns subject, Nats-Msg-Id, Handoff-Origin and body into
  * the loop's struct relay_in as the fetch thread does, and
  * relay_inbound_batch() decides it for real: a handoff (written into
- * handoff/, dropped as known, a squatter rejected, receipts/owed/ for its
+ * handoff/, dropped as known, a squatter rejected, owed in receipts/journal to its
  * origin) or a receipt on handoff.b.receipt.a (receipt_in(): its signature
  * against host_pubkey_dir/a.pub, the archived item it names).  The spool is
  * a temp dir made once per process: this host is "b" with the test-vector
@@ -49,7 +49,7 @@ static const char host_b_line[] = "ed25519-secret QEFCQ0RFRkdISUpLTE1OT1BRUlNUVV
 static const char host_a_line[] = "ed25519-secret YGFiY2RlZmdoaWprbG1ub3BxcnN0dXZ3eHl6e3x9fn8= host-a\n";
 
 /* Items relayed from here (b) to a, each with its archive name; the first
- * has a receipts/sent/ entry, the second is found by a look at archive/. */
+ * has a sent record in receipts/journal, the second is found by a look at archive/. */
 static const char *const relayed[][2] = {
         { "relayed-0001", "1776766500-relayed-0001.json" },
         { "relayed-0002", "1776766510-alice-bob-relayed-0002.json" },
@@ -83,7 +83,6 @@ static void empty_dir(int dirfd)
  * archive/ as relayed, receipts (re)started. */
 static void reset_spool(void)
 {
-        static const char *const subs[] = { "receipts/owed", "receipts/out", "receipts/sent" };
         static const enum spool_dir dirs[] = { SD_TMP, SD_HANDOFF, SD_REJECTED, SD_IDS };
         char side[NAME_MAX + 1], text[256];
 
@@ -95,13 +94,11 @@ static void reset_spool(void)
         }
         for (size_t i = 0; i < ELEMENTSOF(dirs); i++)
                 empty_dir(sp->fd[dirs[i]]);
-        for (size_t i = 0; i < ELEMENTSOF(subs); i++) {
-                /* made by the first receipt_start() */
-                int fd = openat(sp->root_fd, subs[i], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-                if (fd >= 0) {
-                        empty_dir(fd);
-                        close(fd);
-                }
+        /* made by the first receipt_start() */
+        int fd = openat(sp->root_fd, "receipts", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd >= 0) {
+                empty_dir(fd);
+                close(fd);
         }
         if (receipt_start(&relay) < 0)
                 abort();
@@ -113,7 +110,7 @@ static void reset_spool(void)
                 fuzz_write_text(root, "spool/archive", relayed[i][1], "{}", 0640);
                 fuzz_write_text(root, "spool/archive", side, text, 0640);
         }
-        fuzz_write_text(root, "spool/receipts/sent", relayed[0][0], relayed[0][1], 0640);
+        receipt_sent(&relay, relayed[0][0], relayed[0][1]);
         fuzz_write_text(root, "spool/handoff", "vec-basic-0001.json", "squatted", 0640);
         if (spool_id_mark(sp, "vec-minimal") < 0)
                 abort();

@@ -256,3 +256,42 @@ class Report:
         print(self.last or f"{self.name}: {self.cuts} cuts, 0 handoffs, "
               "lost ?, twice ?, left ? (did not finish)")
         sys.exit(rc)
+
+
+def relay_mounts(h, agents):
+    """relaykit.Hosts h with each host's spool (and b's agents' state) on
+    a powercutfs of its own (--concurrent), b's plain consumer stopped (the
+    tests take durably, with Consumer): (disk, mnt, fs, fslog), each by
+    host name but fslog."""
+    import pcfs
+    h.consumer.stop()
+    fslog = open(os.path.join(h.a.dir, "powercutfs.log"), "w+")
+    disk = {x: os.path.join(e.dir, "disk") for x, e in (("a", h.a), ("b", h.b))}
+    mnt = {x: os.path.join(e.dir, "mnt") for x, e in (("a", h.a), ("b", h.b))}
+    fs = {x: pcfs.Mount(disk[x], mnt[x], log=fslog, concurrent=True) for x in ("a", "b")}
+    h.a.spool = os.path.join(mnt["a"], "spool")
+    h.b.spool = os.path.join(mnt["b"], "spool")
+    h.b.state = {a: os.path.join(mnt["b"], "agents", a) for a in agents}
+    return disk, mnt, fs, fslog
+
+
+def relay_skipped(report):
+    """True, said in report, when a power-cut test of the relay cannot run
+    here (no FUSE, no nats-server)."""
+    import natsrv
+    import pcfs
+    why = pcfs.unusable() or (None if natsrv.available() else "nats-server not installed")
+    if why:
+        report.skip(why)
+    return bool(why)
+
+
+def relay_teardown(daemons, fs):
+    """Every daemon still running (daemons: host -> its lives) killed,
+    both file systems unmounted."""
+    for x in ("a", "b"):
+        for d in daemons[x]:
+            if d.proc.poll() is None:
+                d.proc.kill()
+                d.proc.wait()
+        fs[x].unmount()

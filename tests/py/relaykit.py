@@ -95,6 +95,78 @@ class Sampler(threading.Thread):
         self.join()
 
 
+FINAL = ("consumed", "expired", "rejected", "canceled")
+ARITY = {"owe": 2, "out": 4, "pub": 2, "sent": 2, "done": 1}
+
+
+def fnv1a(b):
+    h = 0xcbf29ce484222325
+    for c in b:
+        h = ((h ^ c) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+def journal_records(spool):
+    """SPOOL/receipts/journal read as handoffd(8) FILES describes it: the
+    whole records in order, each (kind, [fields]), and the count of bytes
+    after the last whole one (a torn append)."""
+    try:
+        with open(os.path.join(spool, "receipts", "journal"), "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        return [], 0
+    recs, off = [], 0
+    while off < len(data):
+        nl = data.find(b"\n", off)
+        if nl < 0:
+            break
+        line = data[off:nl]
+        body, _, total = line.rpartition(b" ")
+        if len(total) != 16 or f"{fnv1a(body):016x}".encode() != total:
+            break
+        kind, _, rest = body.partition(b" ")
+        n = ARITY.get(kind.decode(errors="replace"))
+        fields = rest.split(b" ", n - 1) if n else []
+        if not n or len(fields) != n or not all(fields):
+            break
+        recs.append((kind.decode(), [x.decode() for x in fields]))
+        off = nl + 1
+    return recs, len(data) - off
+
+
+def journal_line(kind, *fields):
+    """One record of the journal, as handoffd writes it."""
+    body = " ".join([kind, *fields]).encode()
+    return body + f" {fnv1a(body):016x}\n".encode()
+
+
+def journal_append(spool, kind, *fields):
+    with open(os.path.join(spool, "receipts", "journal"), "ab") as f:
+        f.write(journal_line(kind, *fields))
+
+
+def journal(spool):
+    """The receipts' live state in SPOOL/receipts/journal: {"owed": {id:
+    origin}, "queued": {"ID:OUTCOME": receipt}, "sent": {id: archive
+    name}} (sent entries as recorded: the daemon drops those whose
+    archived item is gone when it rewrites the file)."""
+    st = {"owed": {}, "queued": {}, "sent": {}}
+    for kind, f in journal_records(spool)[0]:
+        if kind == "owe":
+            st["owed"][f[0]] = f[1]
+        elif kind == "out":
+            st["queued"][f"{f[0]}:{f[1]}"] = f[3]
+            if f[1] in FINAL:
+                st["owed"].pop(f[0], None)
+        elif kind == "pub":
+            st["queued"].pop(f"{f[0]}:{f[1]}", None)
+        elif kind == "sent":
+            st["sent"][f[0]] = f[1]
+        elif kind == "done":
+            st["sent"].pop(f[0], None)
+    return st
+
+
 class Hosts:
     def __init__(self, nodes=1, fsync=True, start_nats=True, stream_replicas=None,
                  b_agents=B_AGENTS):

@@ -1,0 +1,348 @@
+/* The receipts' state: the tables of what this host owes, has to publish
+ * and awaits (receipt_int.h), kept on disk as the records of
+ * SPOOL/receipts/journal (receipt_journal.c) and read back from it at the
+ * start; the journal's rewrite; the receipts' start, status and stop.
+ *
+ * What each record means, applied in order:
+ *   owe ID ORIGIN         ID came in from ORIGIN: owed a receipt per outcome
+ *   out ID OUTCOME ORIGIN RECEIPT
+ *                         signed, to publish until its PubAck; a final
+ *                         OUTCOME ends what owe began
+ *   pub ID OUTCOME        published: its PubAck came
+ *   sent ID NAME          relayed from here, archived as NAME; awaited
+ *   done ID               its final receipt applied here
+ * The files of the layout before the journal (receipts/owed/ID,
+ * out/ID.OUTCOME, sent/ID) are read into it once at the start. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "files.h"
+#include "log.h"
+#include "receipt.h"
+#include "receipt_int.h"
+#include "relay_queue.h"
+#include "spool.h"
+
+/* A rewrite once this many records are dead, and more than thrice the
+ * live ones. */
+#define RJ_DEAD_MIN 4096
+
+static int apply(struct receipts *rc, const struct rj_rec *rec)
+{
+        char key[RELAY_MSGID_MAX + 1];
+        struct rentry *e;
+        int q = 0;
+
+        switch (rec->kind) {
+        case RJ_OWE:
+                q = rtab_put(&rc->owed, rec->f[0], rec->f[1], strlen(rec->f[1]), NULL);
+                break;
+        case RJ_OUT:
+                if (xsnprintf(key, sizeof(key), "%s:%s", rec->f[0], rec->f[1]) < 0 ||
+                    strlen(rec->f[2]) >= sizeof(e->origin))
+                        return 0;       /* not one of ours: nothing to publish */
+                q = rtab_put(&rc->queued, key, rec->f[3], strlen(rec->f[3]), &e);
+                if (q == 0) {
+                        snprintf(e->origin, sizeof(e->origin), "%s", rec->f[2]);
+                        e->busy = false;
+                }
+                if (receipt_is_final(rec->f[1]))
+                        rtab_del(&rc->owed, rec->f[0]);
+                break;
+        case RJ_PUB:
+                if (xsnprintf(key, sizeof(key), "%s:%s", rec->f[0], rec->f[1]) >= 0)
+                        rtab_del(&rc->queued, key);
+                break;
+        case RJ_SENT:
+                q = rtab_put(&rc->sent, rec->f[0], rec->f[1], strlen(rec->f[1]), NULL);
+                break;
+        case RJ_DONE:
+                rtab_del(&rc->sent, rec->f[0]);
+                break;
+        default:
+                break;
+        }
+        return q;
+}
+
+static int apply_read(void *ctx, const struct rj_rec *rec)
+{
+        return apply(ctx, rec);
+}
+
+int receipt_record(struct relay *r, const struct rj_rec *rec)
+{
+        int q = rj_append(&r->rc->j, rec);
+
+        return q < 0 ? q : apply(r->rc, rec);
+}
+
+/* The live records; sent ones only while their archived item is there
+ * (retention prunes it, and the receipt then has nothing to go to). */
+static int emit(void *ctx, struct rjournal *nj)
+{
+        struct relay *r = ctx;
+        struct receipts *rc = r->rc;
+        struct rentry *e;
+        size_t i;
+        int q;
+
+        if (rc->key)
+                rtab_foreach(&rc->owed, i, e)
+                        if ((q = rj_append(nj, &(struct rj_rec){ RJ_OWE, { e->key, e->val } })) < 0)
+                                return q;
+        rtab_foreach(&rc->queued, i, e) {
+                char id[RELAY_MSGID_MAX + 1];
+                char *colon = strrchr(e->key, ':');
+                if (!colon || xsnprintf(id, sizeof(id), "%.*s", (int)(colon - e->key), e->key) < 0)
+                        continue;
+                q = rj_append(nj, &(struct rj_rec){ RJ_OUT, { id, colon + 1, e->origin, e->val } });
+                if (q < 0)
+                        return q;
+        }
+        rtab_foreach(&rc->sent, i, e) {
+                e->busy = !spool_exists_at(r->sp->fd[SD_ARCHIVE], e->val);
+                if (!e->busy && (q = rj_append(nj, &(struct rj_rec){ RJ_SENT, { e->key, e->val } })) < 0)
+                        return q;
+        }
+        return 0;
+}
+
+static int rewrite(struct relay *r)
+{
+        int q = rj_rewrite(&r->rc->j, emit, r);
+
+        /* what emit left out is gone from the table too */
+        if (q == 0) {
+                rtab_del_busy(&r->rc->sent);
+                r->rc->sent_kept = r->rc->sent.n;
+        }
+        return q;
+}
+
+int receipt_journal_sync(struct relay *r)
+{
+        struct receipts *rc = r->rc;
+        size_t live = (rc->key ? rc->owed.n : 0) + rc->queued.n + rc->sent.n;
+        size_t dead = rc->j.n_rec > live ? rc->j.n_rec - live : 0;
+
+        /* Also when the awaited items doubled since the last rewrite:
+         * those of a host that sends no receipts would stay in memory
+         * beyond their archived items otherwise. */
+        if ((dead >= RJ_DEAD_MIN && dead > 3 * live) ||
+            (rc->sent.n >= RJ_DEAD_MIN && rc->sent.n >= 2 * rc->sent_kept))
+                return rewrite(r);
+        return rj_sync(&rc->j);
+}
+
+/* ---- the layout before the journal ---------------------------------- */
+
+static char *read_small(int dirfd, const char *name, size_t max)
+{
+        _cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+        char *buf = NULL;
+        size_t len = 0;
+
+        if (fd < 0 || read_all(fd, max, 0, &buf, &len) < 0)
+                return NULL;
+        return buf;
+}
+
+/* One file of owed/, out/ or sent/ as its record, or 0 when it is none. */
+static int import_one(struct relay *r, const char *sub, int fd, const char *name)
+{
+        _cleanup_free_ char *s = read_small(fd, name, RECEIPT_MAX);
+        _cleanup_json_ json_t *doc = NULL;
+        char id[NAME_MAX + 1];
+
+        if (!s || name[0] == '.')
+                return 0;
+        if (!strcmp(sub, "owed"))
+                return hd_id_valid(name) && hd_agent_valid(s)
+                       ? receipt_record(r, &(struct rj_rec){ RJ_OWE, { name, s } }) : 0;
+        if (!strcmp(sub, "sent"))
+                return hd_id_valid(name) && hd_name_safe(s)
+                       ? receipt_record(r, &(struct rj_rec){ RJ_SENT, { name, s } }) : 0;
+        const char *dot = strrchr(name, '.');
+        doc = json_loads(s, 0, NULL);
+        const char *origin = json_string_value(json_object_get(doc, "origin"));
+        if (!dot || xsnprintf(id, sizeof(id), "%.*s", (int)(dot - name), name) < 0 ||
+            !hd_id_valid(id) || !receipt_is_outcome(dot + 1) || !origin || !hd_agent_valid(origin) ||
+            strchr(s, '\n'))
+                return 0;
+        return receipt_record(r, &(struct rj_rec){ RJ_OUT, { id, dot + 1, origin, s } });
+}
+
+static int import_old(struct relay *r)
+{
+        static const char *const subs[] = { "owed", "out", "sent" };
+        struct receipts *rc = r->rc;
+        struct dirent *de;
+        int q = 0;
+
+        for (size_t k = 0; k < ELEMENTSOF(subs); k++) {
+                int fd = openat(rc->dir_fd, subs[k], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (fd < 0 && errno == ENOENT)
+                        continue;
+                if (fd < 0)
+                        return -errno;
+                DIR *d = opendir_at(fd);
+                while (q == 0 && d && (de = readdir(d)))
+                        q = import_one(r, subs[k], fd, de->d_name);
+                if (d)
+                        closedir(d);
+                /* recorded and synced before the files go */
+                if (q == 0)
+                        q = rj_sync(&rc->j);
+                if (q == 0 && (d = opendir_at(fd))) {
+                        while ((de = readdir(d)))
+                                if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+                                        unlinkat(fd, de->d_name, 0);
+                        closedir(d);
+                }
+                close(fd);
+                if (q < 0)
+                        return q;
+                if (unlinkat(rc->dir_fd, subs[k], AT_REMOVEDIR) == 0)
+                        log_info("Relay: receipts/%s/ read into receipts/journal", subs[k]);
+        }
+        return 0;
+}
+
+/* ---- start and stop ----------------------------------------------------- */
+
+/* dirfd/name, made if missing: its entry synced in dirfd then, or a power
+ * cut takes it, and the journal in it, away. */
+static int open_sub(int dirfd, const char *name, bool sync)
+{
+        int q;
+
+        if (mkdirat(dirfd, name, 0750) == 0) {
+                if (sync && (q = fsync_dir(dirfd)) < 0)
+                        return q;
+        } else if (errno != EEXIST) {
+                return -errno;
+        }
+        int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        return fd < 0 ? -errno : fd;
+}
+
+int receipt_start(struct relay *r)
+{
+        struct spool *sp = r->sp;
+        struct receipts *rc;
+        char *err = NULL;
+        int q;
+
+        rc = calloc(1, sizeof(*rc));
+        if (!rc)
+                return -ENOMEM;
+        rc->dir_fd = rc->pub_fd = rc->j.fd = -1;
+        r->rc = rc;
+        if ((q = rc->dir_fd = open_sub(sp->root_fd, "receipts", sp->cfg->fsync)) < 0)
+                return log_error_errno(q, "Cannot open receipts/ in the spool");
+        /* What handoffd -n checked, and the start before the spool: the
+         * same code, again now that they are kept. */
+        q = config_relay_keys(sp->cfg, &rc->key, &rc->pub_fd, &err);
+        if (q < 0) {
+                log_error("%s", err ? err : strerror(-q));
+                free(err);
+                return q;
+        }
+        if (rc->pub_fd >= 0 && !(rc->pub_dir = strdup(sp->cfg->relay.host_pubkey_dir)))
+                return -ENOMEM;
+        q = rj_open(&rc->j, rc->dir_fd, sp->cfg->fsync, apply_read, rc);
+        if (q == 0)
+                q = import_old(r);
+        /* Stale sent entries go, and the file starts with the live ones. */
+        if (q == 0)
+                q = rewrite(r);
+        if (q < 0)
+                return log_error_errno(q, "Cannot read receipts/journal in the spool");
+        /* Last: nothing fails after it (relay.c, "handles"). */
+        uv_timer_init(r->loop, &rc->timer);
+        rc->timer.data = r;
+        rc->timer_open = true;
+        r->n_handles++;
+        sp->relay.outcome = receipt_outcome_hook;
+        sp->relay.origin = receipt_origin_hook;
+        sp->relay.flush = receipt_flush_hook;
+        log_info("Relay: receipts: %s, %s; %zu waiting to be published",
+                 rc->key ? "signed and sent for relayed items" : "not sent ([relay] host_key not set)",
+                 rc->pub_fd >= 0 ? "accepted from the hosts of host_pubkey_dir"
+                                 : "not accepted ([relay] host_pubkey_dir not set)",
+                 rc->queued.n);
+        return 0;
+}
+
+/* Why receipts from a [remote] host would be dropped now, as the start
+ * checks it (a directory or a HOST.pub others may write, a HOST.pub gone
+ * or broken), looked at for each status: it can change while the daemon
+ * runs, and a dropped receipt is not sent again.  NULL: none. */
+static char *accept_problem(struct relay *r)
+{
+        struct receipts *rc = r->rc;
+        char *err = NULL, *p = NULL;
+        int q;
+
+        if (!rc || rc->pub_fd < 0)
+                return NULL;
+        q = config_host_pubkeys_check(r->sp->cfg, rc->pub_dir, rc->pub_fd, &err);
+        if (q < 0 && asprintf(&p, "receipts are dropped: %s", err ? err : strerror(-q)) < 0)
+                p = NULL;
+        free(err);
+        return p;
+}
+
+json_t *receipt_status(struct relay *r)
+{
+        struct receipts *rc = r->rc;
+        bool sending = rc && rc->key, accepting = rc && rc->pub_fd >= 0;
+        _cleanup_free_ char *problem = accept_problem(r);
+
+        return json_pack("{s:b, s:b, s:s?, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
+                         "sending", sending, "accepting", accepting, "problem", problem,
+                         "owed", (json_int_t)(sending ? rc->owed.n : 0),
+                         "queued", (json_int_t)(rc ? rc->queued.n : 0),
+                         "awaited", (json_int_t)(accepting ? rc->sent.n : 0),
+                         "sent", (json_int_t)r->st.receipts_sent,
+                         "applied", (json_int_t)r->st.receipts_applied,
+                         "duplicate", (json_int_t)r->st.receipts_duplicate,
+                         "dropped", (json_int_t)r->st.receipts_bad);
+}
+
+void receipt_stop(struct relay *r, uv_close_cb closed)
+{
+        if (r->rc && r->rc->timer_open) {
+                uv_close((uv_handle_t *)&r->rc->timer, closed);
+                r->rc->timer_open = false;
+        }
+}
+
+void receipt_free(struct relay *r)
+{
+        struct receipts *rc = r->rc;
+
+        if (!rc)
+                return;
+        rj_close(&rc->j);
+        if (rc->dir_fd >= 0)
+                close(rc->dir_fd);
+        if (rc->pub_fd >= 0)
+                close(rc->pub_fd);
+        hd_key_free(rc->key);
+        for (size_t i = 0; i < ELEMENTSOF(rc->hk); i++)
+                receipt_host_keys_drop(&rc->hk[i]);
+        free(rc->pub_dir);
+        free(rc->unsynced);
+        rtab_free(&rc->owed);
+        rtab_free(&rc->queued);
+        rtab_free(&rc->sent);
+        free(rc);
+        r->rc = NULL;
+}
