@@ -13,9 +13,11 @@ struct relay;
 struct relay_in;
 
 /* At relay start: SPOOL/receipts/ and its journal, the keys of [relay] host_key and
- * host_pubkey_dir, the receipts left to publish; the spool's outcome and
- * origin hooks.  <0 only for a key that cannot be used. */
+ * host_pubkey_dir, the receipts left to publish.  <0 only for a key that
+ * cannot be used. */
 int receipt_start(struct relay *r);
+/* After receipt_start(): the spool's outcome, origin and flush hooks. */
+void receipt_hook(struct relay *r);
 /* Closes the receipts' loop handle; closed (relay.c's: it counts the
  * relay's handles) runs when the loop has let go of it. */
 void receipt_stop(struct relay *r, uv_close_cb closed);

@@ -111,14 +111,6 @@ static int host_keys(struct receipts *rc, const char *host, struct rhostkeys **r
         return 0;
 }
 
-void receipt_host_keys_drop(struct rhostkeys *k)
-{
-        for (size_t i = 0; i < k->n; i++)
-                hd_key_free(k->keys[i]);
-        k->n = 0;
-        k->host[0] = '\0';
-}
-
 /* A key of host's file that verifies doc. */
 static bool verify(struct relay *r, const char *host, const json_t *doc, char *why, size_t n)
 {

@@ -1,7 +1,10 @@
 /* The receipts' state: the tables of what this host owes, has to publish
  * and awaits (receipt_int.h), kept on disk as the records of
  * SPOOL/receipts/journal (receipt_journal.c) and read back from it at the
- * start; the journal's rewrite; the receipts' start, status and stop.
+ * start; the journal's rewrite and its sync with the spool's flush; the
+ * outcomes a receipt names; the receipts' start, status and stop.  Both
+ * sides (receipt.c sends, receipt_in.c takes in) stand on this file and
+ * never call each other.
  *
  * What each record means, applied in order:
  *   owe ID ORIGIN         ID came in from ORIGIN: owed a receipt per outcome
@@ -27,6 +30,96 @@
 #include "receipt_int.h"
 #include "relay_queue.h"
 #include "spool.h"
+
+static const char *const finals[] = { "consumed", "expired", "rejected", "canceled" };
+
+bool receipt_is_final(const char *o)
+{
+        for (size_t i = 0; i < ELEMENTSOF(finals); i++)
+                if (!strcmp(o, finals[i]))
+                        return true;
+        return false;
+}
+
+bool receipt_is_outcome(const char *o)
+{
+        return o && (receipt_is_final(o) || !strcmp(o, "delivered"));
+}
+
+/* dirfd/name, just written: synced at the next spool_flush(), before the
+ * outcome it precedes.  Without room, synced now. */
+int receipt_note_unsynced(struct relay *r, int dirfd, const char *name)
+{
+        struct receipts *rc = r->rc;
+
+        if (!r->sp->cfg->fsync)
+                return 0;
+        if (rc->n_unsynced == rc->cap_unsynced) {
+                size_t cap = rc->cap_unsynced ? 2 * rc->cap_unsynced : 64;
+                void *p = cap <= 65536 ? realloc(rc->unsynced, cap * sizeof(*rc->unsynced)) : NULL;
+                if (!p) {
+                        int rets[1];
+                        return fsync_many_at(&dirfd, &name, 1, rets);
+                }
+                rc->unsynced = p;
+                rc->cap_unsynced = cap;
+        }
+        if (xsnprintf(rc->unsynced[rc->n_unsynced].name, sizeof(rc->unsynced[0].name), "%s", name) < 0)
+                return -ENAMETOOLONG;
+        rc->unsynced[rc->n_unsynced].fd = dirfd;
+        rc->n_unsynced++;
+        return 0;
+}
+
+/* Before the spool's directories: the journal, and the archive/ files
+ * receipt_in() wrote. */
+int receipt_flush_hook(void *ctx)
+{
+        struct relay *r = ctx;
+        struct receipts *rc = r->rc;
+        size_t n = rc->n_unsynced;
+        int q;
+
+        q = receipt_journal_sync(r);
+        if (q < 0) {
+                spool_error(r->sp, q, "Cannot sync receipts/journal");
+                return q;
+        }
+        if (!n)
+                return 0;
+        int *fds = calloc(n, sizeof(int)), *rets = calloc(n, sizeof(int));
+        const char **names = calloc(n, sizeof(char *));
+        if (!fds || !rets || !names) {
+                q = -ENOMEM;
+                goto out;
+        }
+        for (size_t k = 0; k < n; k++) {
+                fds[k] = rc->unsynced[k].fd;
+                names[k] = rc->unsynced[k].name;
+        }
+        q = fsync_many_at(fds, names, n, rets);
+        /* one gone since (retention): nothing to sync */
+        for (size_t i = 0; q < 0 && i < n; i++)
+                if (rets[i] < 0 && rets[i] != -ENOENT)
+                        goto out;
+        q = 0;
+        rc->n_unsynced = 0;
+out:
+        free(fds);
+        free(rets);
+        free(names);
+        if (q < 0)
+                spool_error(r->sp, q, "Cannot fsync archive/ for receipts");
+        return q;
+}
+
+void receipt_host_keys_drop(struct rhostkeys *k)
+{
+        for (size_t i = 0; i < k->n; i++)
+                hd_key_free(k->keys[i]);
+        k->n = 0;
+        k->host[0] = '\0';
+}
 
 /* A rewrite once this many records are dead, and more than thrice the
  * live ones. */
@@ -269,9 +362,6 @@ int receipt_start(struct relay *r)
         rc->timer.data = r;
         rc->timer_open = true;
         r->n_handles++;
-        sp->relay.outcome = receipt_outcome_hook;
-        sp->relay.origin = receipt_origin_hook;
-        sp->relay.flush = receipt_flush_hook;
         log_info("Relay: receipts: %s, %s; %zu waiting to be published",
                  rc->key ? "signed and sent for relayed items" : "not sent ([relay] host_key not set)",
                  rc->pub_fd >= 0 ? "accepted from the hosts of host_pubkey_dir"

@@ -158,6 +158,7 @@ int relay_start(uv_loop_t *loop, struct spool *sp, struct relay **ret)
         q = receipt_start(r);
         if (q < 0)
                 goto fail;
+        receipt_hook(r);
 
         /* Nothing fails from here on but the threads. */
         uv_async_init(loop, &r->async, on_async);
