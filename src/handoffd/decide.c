@@ -212,8 +212,8 @@ static int decide_reject(struct spool *sp, struct item *it, const hd_verdict *v,
                         return decided(ret, IO_GONE);
         }
         /* Only the inode decided on, once one was looked at. */
-        r = spool_reject_handoff(sp, it->name, it->ino ? &was : NULL, v->reason, v->detail,
-                                 authenticated ? hid : NULL, now, ret);
+        r = spool_reject(sp, it->name, it->ino ? &was : NULL, v->reason, v->detail,
+                         authenticated ? hid : NULL, now, ret);
         return r < 0 ? r : 1;
 }
 
@@ -339,8 +339,8 @@ static int decide_open(struct spool *sp, struct item *it, int64_t now, struct st
         if (!hd_name_safe(name)) {
                 if (is_dir(sp, name, st))
                         return decide_dir(sp, name, st, ret);
-                r = spool_reject_handoff(sp, name, NULL, HD_R_BAD_NAME,
-                                         "file name is not a safe name", NULL, now, ret);
+                r = spool_reject(sp, name, NULL, HD_R_BAD_NAME,
+                                 "file name is not a safe name", NULL, now, ret);
                 return r < 0 ? r : 1;
         }
         if (foreign_fresh(sp, name, now))

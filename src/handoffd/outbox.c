@@ -152,7 +152,7 @@ static int scan_one(void *ctx, const char *k, const char *id, int64_t now)
          * published. */
         if (outbox_dir_load(sp, k, now, &doc, &vd, &at) < 0) {
                 spool_reject_from(sp, SD_OUTBOX, k, NULL, vd.reason ? vd.reason : HD_R_PARSE_ERROR,
-                                  vd.detail, NULL, now);
+                                  vd.detail, NULL, now, NULL);
                 return 0;
         }
         /* an A2A remote's: a2a_out.c's */
@@ -163,7 +163,7 @@ static int scan_one(void *ctx, const char *k, const char *id, int64_t now)
         if (!e || !did || strcmp(did, id)) {
                 json_decref(e);
                 spool_reject_from(sp, SD_OUTBOX, k, NULL, HD_R_MISSING_FIELD,
-                                  "outbox item without its fields", NULL, now);
+                                  "outbox item without its fields", NULL, now, NULL);
                 return 0;
         }
         json_object_set_new(r->outbox, id, e);
@@ -289,14 +289,14 @@ void outbox_puback(struct relay *r, const char *id, bool ok, bool duplicate,
 static int expire(struct relay *r, const char *id, int64_t now)
 {
         char name[NAME_MAX + 1], detail[400];
-        int q;
 
         if (xsnprintf(name, sizeof(name), "%s.json", id) < 0)
                 return -ENAMETOOLONG;
         snprintf(detail, sizeof(detail), "expired in outbox/ before the relay could publish it%s%s",
                  r->st.last_error[0] ? "; last relay error: " : "", r->st.last_error);
-        q = spool_reject_from(r->sp, SD_OUTBOX, name, NULL, HD_R_EXPIRED_UNRELAYED, detail, id, now);
-        return q == IO_GONE ? 0 : q;
+        /* gone meanwhile (IO_GONE): it left outbox/ all the same */
+        return spool_reject_from(r->sp, SD_OUTBOX, name, NULL, HD_R_EXPIRED_UNRELAYED, detail, id,
+                                 now, NULL);
 }
 
 /* Read outbox/<id>.json and hand it to the worker. */

@@ -119,6 +119,7 @@ static void on_reap(uv_timer_t *t)
 {
         struct daemon *d = t->data;
         int64_t quiet = mono_usec() - d->sp->spent_at;
+        bool more = false;
         int r;
 
         if (d->stopping)
@@ -127,7 +128,7 @@ static void on_reap(uv_timer_t *t)
                 uv_timer_start(t, on_reap, (uint64_t)(REAP_QUIET_USEC - quiet) / 1000 + 1, 0);
                 return;
         }
-        r = spool_reap_spent(d->sp, SLICE_USEC);
+        r = spool_reap_spent(d->sp, SLICE_USEC, &more);
         if (r < 0) {
                 /* What the reaper cannot remove it skips: only a listing
                  * that fails gets here (its mode, no fds).  Tried again
@@ -144,7 +145,7 @@ static void on_reap(uv_timer_t *t)
                 log_info("spent/ can be emptied again");
                 d->reap_backoff_ms = 0;
         }
-        if (r > 0)
+        if (more)
                 uv_timer_start(t, on_reap, TIMER_FLOOR_MS, 0);
 }
 
