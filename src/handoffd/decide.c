@@ -236,7 +236,9 @@ int decide_claimed_again(struct spool *sp, struct item *it, const char *how, int
  * NULL: a handoff left for it says so, not "not served here". */
 static const char *unserved_why(const struct spool *sp, const char *to)
 {
-        return to && sp->unserved ? json_string_value(json_object_get(sp->unserved, to)) : NULL;
+        const struct unserved_entry *u = to ? dict_get(&sp->unserved, to) : NULL;
+
+        return u ? u->why : NULL;
 }
 
 /* For an agent not served here: left in handoff/ and looked at again when

@@ -126,7 +126,7 @@ int item_legacy_reject(struct spool *sp, struct item_files *f, int64_t now)
                 return r;
         if (unlinkat(sp->fd[SD_CLAIMED], f->mname, 0) == 0)
                 sp->dirty[SD_CLAIMED] = true;
-        json_object_del(sp->failed, f->id);
+        dict_del(&sp->failed, f->id);
         return 0;
 }
 

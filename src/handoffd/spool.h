@@ -172,7 +172,7 @@ struct spool {
         struct dict foreign;
         uint64_t foreign_bytes;
         int64_t foreign_purged; /* monotonic usec */
-        json_t *failed;         /* ids whose delivery failed: retried */
+        struct dict failed;     /* ids whose delivery failed: retried (a set) */
         int64_t deliver_backoff_usec;
         struct deadline deadline; /* the daemon's timer: the earliest one */
         int64_t housekeeping_at;/* last retention and metrics run, usec */
@@ -202,7 +202,9 @@ struct spool {
                 bool recount;   /* its looks count what waits (quota.c) */
                 int first;      /* the first error met */
         } sweep;
-        json_t *unserved;       /* agent -> why it is out of service */
+        /* agent -> struct unserved_entry (agents.h): why it is out of
+         * service */
+        struct dict unserved;
         /* The next sweep counts every claimed item it looks at (quota.c):
          * after the start and a reload. */
         bool quota_recount;
