@@ -93,7 +93,8 @@ static int decide_dir(struct spool *sp, const char *name, const struct stat *st,
                 return decided(ret, IO_IGNORED);
         if (!e && dict_count(&sp->dirs) >= DIRS_MAX)
                 DICT_FOREACH_SAFE(v, nx, &sp->dirs)
-                        if (fstatat(sp->fd[SD_HANDOFF], dict_key(v), &now, AT_SYMLINK_NOFOLLOW) < 0 ||
+                        if (fstatat(sp->fd[SD_HANDOFF], dict_key(v), &now,
+                                    AT_SYMLINK_NOFOLLOW) < 0 ||
                             !S_ISDIR(now.st_mode) || now.st_ino != *v)
                                 dict_remove(&sp->dirs, v);
         if (!e && dict_count(&sp->dirs) >= DIRS_MAX) {
@@ -197,7 +198,8 @@ static bool drop_claim_leftover(struct spool *sp, struct item *it, const char *i
 static int decide_reject(struct spool *sp, struct item *it, const hd_verdict *v,
                          bool authenticated, int64_t now, enum item_outcome *ret)
 {
-        const char *hid = it->doc ? json_string_value(json_object_get(it->doc, "handoff_id")) : NULL;
+        const char *hid =
+                it->doc ? json_string_value(json_object_get(it->doc, "handoff_id")) : NULL;
         struct spool_ino was = { .dev = it->dev, .ino = it->ino };
         int r;
 
@@ -282,7 +284,8 @@ static int decide_left(struct spool *sp, struct item *it, const char *to, hd_rea
         if (foreign_full(sp, it->name, st_bytes(&st))) {
                 snprintf(v->detail, sizeof(v->detail),
                          "for agent %s, not served here; what waits unclaimed in handoff/ is at "
-                         "its bound ([retention] unclaimed_max_items %llu, unclaimed_max_bytes %llu)",
+                         "its bound ([retention] unclaimed_max_items %llu, "
+                         "unclaimed_max_bytes %llu)",
                          to && hd_agent_valid(to) ? to : "(invalid)",
                          (unsigned long long)c->unclaimed_max_items,
                          (unsigned long long)c->unclaimed_max_bytes);
@@ -539,8 +542,8 @@ static int decide_claim(struct spool *sp, struct item *it, const struct spool_re
                 r = out->take(out->ctx, it->name, &was, it->doc, now);
                 if (r == -EEXIST) {
                         v.reason = HD_R_DUPLICATE_ID;
-                        snprintf(v.detail, sizeof(v.detail), "handoff_id '%s' is already in outbox/",
-                                 it->id);
+                        snprintf(v.detail, sizeof(v.detail),
+                                 "handoff_id '%s' is already in outbox/", it->id);
                         return decide_reject(sp, it, &v, true, now, ret);
                 }
                 if (r == -ENOENT)

@@ -57,7 +57,7 @@ int spool_archive_from(struct spool *sp, enum spool_dir dir, const char *src, in
                 /* Taken: another item's, whose .outcome must stay its own. */
                 if (spool_exists_at(sp->fd[SD_ARCHIVE], name))
                         continue;
-                /* Synced before the move (fsync = yes), as item.c's: a
+                /* Synced before the move (fsync = yes), as item_act.c's: a
                  * power cut must not leave the archived item's outcome
                  * empty. */
                 q = write_atomic(sp->fd[SD_ARCHIVE], side, buf, len, 0640,
