@@ -61,8 +61,8 @@ int lifecycle_check(struct spool *sp, const char *id, int64_t now)
                 r = item_check_locked(sp, id, fd, now, NULL);
         else if (r == -EBADMSG) {
                 /* A claimed name that is no regular file: not something we
-                 * claimed (its id stays remembered). */
-                /* IO_GONE (it left meanwhile) is done as well */
+                 * claimed (its id stays remembered).  Gone meanwhile
+                 * (IO_GONE) is done as well. */
                 r = spool_reject_claimed(sp, id, v.reason, v.detail, now, NULL);
         } else if (r == -ENOENT) {
                 /* Not claimed (yet, or any more): a cancel request for

@@ -48,8 +48,8 @@ static json_t *entry_new(const json_t *doc, int64_t at)
 #define EGET(e, k) json_integer_value(json_object_get((e), (k)))
 
 /* Item id (its entry e) to publish now: at the queue's end, e marked
- * queued.  Not queued when there is no room (no memory): the next scan
- * queues it, its retry being due. */
+ * queued.  No room (no memory): left unqueued, so that a scan queues it
+ * once its next try is due. */
 static void queue_push(struct relay *r, const char *id, json_t *e)
 {
         struct relay_ids *q = &r->queue;
