@@ -195,7 +195,8 @@ void a2a_item_rejected(struct a2a_out *a, struct a2a_item *it, hd_reason reason,
         int q = xsnprintf(name, sizeof(name), "%s.json", it->id);
 
         if (q >= 0)
-                q = spool_reject_from(a->sp, SD_OUTBOX, name, NULL, reason, detail, it->id, now);
+                q = spool_reject_from(a->sp, SD_OUTBOX, name, NULL, reason, detail, it->id, now,
+                                      NULL);
         if (q < 0) {
                 spool_error(a->sp, q, "Cannot reject %s from outbox/", it->id);
                 it->next = now + A2A_BACKOFF_MAX_USEC;

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "agents.h"
+#include "dict.h"
 #include "files.h"
 #include "log.h"
 
@@ -254,7 +255,7 @@ static int agent_open(struct agent_rt *a, gid_t shared, bool look)
  * the daemon itself (-ENOMEM) fails the whole call.  The one place this
  * is decided: spool_open(), a reload and handoffd -n (spool_check()) all
  * follow it. */
-int agents_open_all(struct config *cfg, gid_t shared, bool look, json_t *unserved,
+int agents_open_all(struct config *cfg, gid_t shared, bool look, struct dict *unserved,
                     struct agent_rt **ret, size_t *ret_n, struct agents_count *ret_count)
 {
         struct agent_rt *a = calloc(cfg->n_agents ? cfg->n_agents : 1, sizeof(*a));
@@ -270,9 +271,14 @@ int agents_open_all(struct config *cfg, gid_t shared, bool look, json_t *unserve
                 r = agent_open(&a[n], shared, look);
                 if (r > 0) {
                         if (a[n].unserved[0]) {
-                                if (unserved)
-                                        json_object_set_new(unserved, a[n].cfg->name,
-                                                            json_string(a[n].unserved));
+                                struct unserved_entry *u = NULL;
+                                if (unserved &&
+                                    !(u = dict_put(unserved, a[n].cfg->name, NULL))) {
+                                        r = -ENOMEM;
+                                        break;
+                                }
+                                if (u)
+                                        snprintf(u->why, sizeof(u->why), "%s", a[n].unserved);
                                 count.unserved++;
                         } else {
                                 count.warnings++;

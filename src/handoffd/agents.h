@@ -10,6 +10,10 @@
 
 #include "config.h"
 
+struct dict;
+
+#define AGENT_WHY_MAX 512
+
 struct agent_rt {
         const struct config_agent *cfg;
         int state_fd;
@@ -17,7 +21,13 @@ struct agent_rt {
         int wd;                 /* inotify watch on handoffs/, or -1 */
         bool dirty;             /* handoffs/ needs an fsync */
         bool warned;            /* agent_open() logged a warning */
-        char unserved[512];     /* why agent_open() took it out of service */
+        char unserved[AGENT_WHY_MAX]; /* why agent_open() took it out of service */
+};
+
+/* An agent out of service, in the table agents_open_all() fills (the
+ * spool's unserved: status, and a handoff left for it, say why). */
+struct unserved_entry {
+        char why[AGENT_WHY_MAX];
 };
 
 /* What agents_open_all() decided of a config's agents: each agent is
@@ -32,10 +42,11 @@ struct agents_count {
 
 /* Open every agent of cfg (with look, handoffd -n, only inspect them,
  * creating nothing).  An agent out of service is left out and, with
- * unserved, remembered there (name -> why); *ret_count (may be NULL)
+ * unserved, remembered there (name -> struct unserved_entry), a table of
+ * those entries; *ret_count (may be NULL)
  * says how many of each.  Only a failure of the daemon itself (-ENOMEM)
  * fails the whole call.  shared: the spool's group (that of handoff/). */
-int agents_open_all(struct config *cfg, gid_t shared, bool look, json_t *unserved,
+int agents_open_all(struct config *cfg, gid_t shared, bool look, struct dict *unserved,
                     struct agent_rt **ret, size_t *ret_n, struct agents_count *ret_count);
 
 /* Close an agent's directories. */

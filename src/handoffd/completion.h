@@ -22,7 +22,7 @@ const char *completion_refusal_name(enum completion_refusal r);
  * not ours here (0). */
 int completion_arrived(struct spool *sp, struct agent_rt *a, const char *name, int64_t now);
 
-/* item.c, the lock of id held: id has just been archived as aname,
+/* item_act.c, the lock of id held: id has just been archived as aname,
  * consumed by a.  A result that came before the archive (between the
  * consume and its archive) is taken now.  0, 1 taken, or -errno. */
 int completion_archived_locked(struct spool *sp, struct agent_rt *a, const char *id,

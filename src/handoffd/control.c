@@ -15,6 +15,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "agents.h"
 #include "control.h"
 #include "files.h"
 #include "log.h"
@@ -56,6 +57,19 @@ struct conn {
 /* Status lists the left items' inodes up to this many (it tells them
  * from the items a served agent waits for); past it, only figures. */
 #define CONTROL_LEFT_INODES_MAX 4096
+
+/* The agents out of service (agents.c), agent -> why: built when status
+ * is asked, never kept as JSON.  A why that is no UTF-8 (a path's bytes)
+ * is left out.  NULL: out of memory. */
+static json_t *unserved_status(const struct spool *sp)
+{
+        json_t *o = json_object();
+
+        for (const struct unserved_entry *u = dict_first(&sp->unserved); o && u;
+             u = dict_next(u))
+                (void)json_object_set_new(o, dict_key(u), json_string(u->why));
+        return o;
+}
 
 /* What the daemon left in handoff/ for agents not served here, from its
  * own memory (foreign.c), so that handoffctl status need not
@@ -131,8 +145,8 @@ json_t *control_status(const struct spool *sp, const char *config_path)
         if (o)
                 json_object_set_new(o, "left", left_status(sp, now));
         /* agents taken out of service by their directory (spool.c) */
-        if (o && sp->unserved)
-                json_object_set(o, "agents_out_of_service", sp->unserved);
+        if (o)
+                json_object_set_new(o, "agents_out_of_service", unserved_status(sp));
         if (o && sp->relay.status)
                 json_object_set_new(o, "relay", sp->relay.status(sp->relay.ctx, now));
         if (o && sp->a2a.status)

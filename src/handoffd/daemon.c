@@ -75,7 +75,7 @@ static void reload(struct daemon *d)
         foreign_clear(d->sp);
         log_info("Reloaded %s: %zu agent(s) served, %zu out of service",
                  d->config_path, d->sp->n_agents,
-                 d->sp->unserved ? json_object_size(d->sp->unserved) : 0);
+                 dict_count(&d->sp->unserved));
         watch_rescan(d, "reload");
 }
 
@@ -234,7 +234,7 @@ static void teardown(struct daemon *d)
                 closedir(d->scan);
         pending_free(d->pending);
         dict_clear(&d->retry);
-        json_decref(d->gone);
+        dict_clear(&d->gone);
         log_flush();
 }
 
@@ -248,15 +248,12 @@ int daemon_run(const char *config_path, struct config *cfg)
         d.cfg = cfg;
         d.ifd = -1;
         dict_init(&d.retry, 0);
-        d.gone = json_object();
+        dict_init(&d.gone, 0);
         d.started_usec = uv_hrtime() / 1000;
         r = pending_new(&d.pending);
-        if (r == 0 && !d.gone)
-                r = -ENOMEM;
         if (r == 0)
                 r = uv_loop_init(&d.loop);
         if (r < 0) {
-                json_decref(d.gone);
                 pending_free(d.pending);
                 config_free(cfg);
                 return log_error_errno(r, "Cannot set up the event loop");

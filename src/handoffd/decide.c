@@ -93,7 +93,8 @@ static int decide_dir(struct spool *sp, const char *name, const struct stat *st,
                 return decided(ret, IO_IGNORED);
         if (!e && dict_count(&sp->dirs) >= DIRS_MAX)
                 DICT_FOREACH_SAFE(v, nx, &sp->dirs)
-                        if (fstatat(sp->fd[SD_HANDOFF], dict_key(v), &now, AT_SYMLINK_NOFOLLOW) < 0 ||
+                        if (fstatat(sp->fd[SD_HANDOFF], dict_key(v), &now,
+                                    AT_SYMLINK_NOFOLLOW) < 0 ||
                             !S_ISDIR(now.st_mode) || now.st_ino != *v)
                                 dict_remove(&sp->dirs, v);
         if (!e && dict_count(&sp->dirs) >= DIRS_MAX) {
@@ -197,7 +198,8 @@ static bool drop_claim_leftover(struct spool *sp, struct item *it, const char *i
 static int decide_reject(struct spool *sp, struct item *it, const hd_verdict *v,
                          bool authenticated, int64_t now, enum item_outcome *ret)
 {
-        const char *hid = it->doc ? json_string_value(json_object_get(it->doc, "handoff_id")) : NULL;
+        const char *hid =
+                it->doc ? json_string_value(json_object_get(it->doc, "handoff_id")) : NULL;
         struct spool_ino was = { .dev = it->dev, .ino = it->ino };
         int r;
 
@@ -212,8 +214,8 @@ static int decide_reject(struct spool *sp, struct item *it, const hd_verdict *v,
                         return decided(ret, IO_GONE);
         }
         /* Only the inode decided on, once one was looked at. */
-        r = spool_reject_handoff(sp, it->name, it->ino ? &was : NULL, v->reason, v->detail,
-                                 authenticated ? hid : NULL, now, ret);
+        r = spool_reject(sp, it->name, it->ino ? &was : NULL, v->reason, v->detail,
+                         authenticated ? hid : NULL, now, ret);
         return r < 0 ? r : 1;
 }
 
@@ -236,7 +238,9 @@ int decide_claimed_again(struct spool *sp, struct item *it, const char *how, int
  * NULL: a handoff left for it says so, not "not served here". */
 static const char *unserved_why(const struct spool *sp, const char *to)
 {
-        return to && sp->unserved ? json_string_value(json_object_get(sp->unserved, to)) : NULL;
+        const struct unserved_entry *u = to ? dict_get(&sp->unserved, to) : NULL;
+
+        return u ? u->why : NULL;
 }
 
 /* For an agent not served here: left in handoff/ and looked at again when
@@ -280,7 +284,8 @@ static int decide_left(struct spool *sp, struct item *it, const char *to, hd_rea
         if (foreign_full(sp, it->name, st_bytes(&st))) {
                 snprintf(v->detail, sizeof(v->detail),
                          "for agent %s, not served here; what waits unclaimed in handoff/ is at "
-                         "its bound ([retention] unclaimed_max_items %llu, unclaimed_max_bytes %llu)",
+                         "its bound ([retention] unclaimed_max_items %llu, "
+                         "unclaimed_max_bytes %llu)",
                          to && hd_agent_valid(to) ? to : "(invalid)",
                          (unsigned long long)c->unclaimed_max_items,
                          (unsigned long long)c->unclaimed_max_bytes);
@@ -339,8 +344,8 @@ static int decide_open(struct spool *sp, struct item *it, int64_t now, struct st
         if (!hd_name_safe(name)) {
                 if (is_dir(sp, name, st))
                         return decide_dir(sp, name, st, ret);
-                r = spool_reject_handoff(sp, name, NULL, HD_R_BAD_NAME,
-                                         "file name is not a safe name", NULL, now, ret);
+                r = spool_reject(sp, name, NULL, HD_R_BAD_NAME,
+                                 "file name is not a safe name", NULL, now, ret);
                 return r < 0 ? r : 1;
         }
         if (foreign_fresh(sp, name, now))
@@ -537,8 +542,8 @@ static int decide_claim(struct spool *sp, struct item *it, const struct spool_re
                 r = out->take(out->ctx, it->name, &was, it->doc, now);
                 if (r == -EEXIST) {
                         v.reason = HD_R_DUPLICATE_ID;
-                        snprintf(v.detail, sizeof(v.detail), "handoff_id '%s' is already in outbox/",
-                                 it->id);
+                        snprintf(v.detail, sizeof(v.detail),
+                                 "handoff_id '%s' is already in outbox/", it->id);
                         return decide_reject(sp, it, &v, true, now, ret);
                 }
                 if (r == -ENOENT)

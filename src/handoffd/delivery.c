@@ -328,6 +328,6 @@ void delivery_failed(struct spool *sp, const char *id, int64_t now)
         sp->deliver_backoff_usec *= 2;
         if (sp->deliver_backoff_usec > 60 * 1000000LL)
                 sp->deliver_backoff_usec = 60 * 1000000LL;
-        json_object_set_new_nocheck(sp->failed, id, json_null());
+        (void)dict_put(&sp->failed, id, NULL); /* out of memory: counted as a first try */
 }
 

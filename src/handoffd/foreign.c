@@ -91,14 +91,16 @@ bool foreign_full(struct spool *sp, const char *name, uint64_t bytes)
         for (int pass = 0; pass < 2; pass++) {
                 bool over = (c->unclaimed_max_items &&
                              dict_count(&sp->foreign) + 1 > c->unclaimed_max_items) ||
-                            (c->unclaimed_max_bytes && sp->foreign_bytes + bytes > c->unclaimed_max_bytes);
+                            (c->unclaimed_max_bytes &&
+                             sp->foreign_bytes + bytes > c->unclaimed_max_bytes);
                 if (!over || pass == 1 || mono_usec() - sp->foreign_purged < 1000000)
                         return over;
                 sp->foreign_purged = mono_usec();
                 DICT_FOREACH_SAFE(v, nx, &sp->foreign) {
                         struct stat st;
                         if (v->again ||
-                            fstatat(sp->fd[SD_HANDOFF], dict_key(v), &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+                            fstatat(sp->fd[SD_HANDOFF], dict_key(v), &st,
+                                    AT_SYMLINK_NOFOLLOW) < 0 ||
                             st.st_ino != v->ino)
                                 foreign_remove(sp, v);
                 }

@@ -250,8 +250,8 @@ int item_act_publish(struct spool *sp, struct item_files *f, int64_t now)
         r = delivery_publish(sp, f->a, f->id);
         if (r < 0)
                 return r;
-        bool retry = json_object_get(sp->failed, f->id) != NULL;
-        json_object_del(sp->failed, f->id);
+        bool retry = dict_get(&sp->failed, f->id) != NULL;
+        dict_del(&sp->failed, f->id);
         if (retry)
                 sp->st.retried++;
         else
@@ -324,7 +324,7 @@ int item_act_archive_canceled(struct spool *sp, struct item_files *f, int64_t no
         r = archive_claimed(sp, f, "canceled", now);
         if (r < 0)
                 return r;       /* .cancel.NAME tells the retry */
-        json_object_del(sp->failed, f->id);     /* a publish to retry: none now */
+        dict_del(&sp->failed, f->id);   /* a publish to retry: none now */
         return drop_taken(sp, f, f->cname);
 }
 

@@ -121,12 +121,12 @@ int item_legacy_reject(struct spool *sp, struct item_files *f, int64_t now)
         unlinkat(a->handoffs_fd, f->pname, 0);
         a->dirty = true;
         snprintf(detail, sizeof(detail), "changed after its claim: %s", f->v.detail);
-        r = spool_reject_claimed(sp, f->id, f->v.reason, detail, now);
+        r = spool_reject_claimed(sp, f->id, f->v.reason, detail, now, NULL);
         if (r < 0)
                 return r;
         if (unlinkat(sp->fd[SD_CLAIMED], f->mname, 0) == 0)
                 sp->dirty[SD_CLAIMED] = true;
-        json_object_del(sp->failed, f->id);
+        dict_del(&sp->failed, f->id);
         return 0;
 }
 

@@ -61,10 +61,9 @@ int lifecycle_check(struct spool *sp, const char *id, int64_t now)
                 r = item_check_locked(sp, id, fd, now, NULL);
         else if (r == -EBADMSG) {
                 /* A claimed name that is no regular file: not something we
-                 * claimed (its id stays remembered). */
-                r = spool_reject_claimed(sp, id, v.reason, v.detail, now);
-                if (r > 0)
-                        r = 0;  /* IO_GONE: it left meanwhile */
+                 * claimed (its id stays remembered).  Gone meanwhile
+                 * (IO_GONE) is done as well. */
+                r = spool_reject_claimed(sp, id, v.reason, v.detail, now, NULL);
         } else if (r == -ENOENT) {
                 /* Not claimed (yet, or any more): a cancel request for
                  * it waits, or is answered when the id has an outcome. */

@@ -34,7 +34,7 @@ struct daemon {
         uv_idle_t idle;         /* drains the pending set in chunks */
         uv_idle_t sweep_idle;   /* a sweep under way, a slice a turn (slice.c) */
         uv_idle_t gone_idle;    /* the items of gone bootstraps, a slice a turn */
-        json_t *gone;           /* bootstrap names gone, to look at: a set */
+        struct dict gone;       /* bootstrap names gone, to look at: a set */
         uv_check_t status_check;/* after each wake-up: did the counts change? */
         uv_timer_t t_metrics;   /* the metrics textfile, after a change (service.c) */
         bool metrics_failed;    /* its last write failed (said once) */

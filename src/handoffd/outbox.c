@@ -47,6 +47,27 @@ static json_t *entry_new(const json_t *doc, int64_t at)
 
 #define EGET(e, k) json_integer_value(json_object_get((e), (k)))
 
+/* Item id (its entry e) to publish now: at the queue's end, e marked
+ * queued.  No room (no memory): left unqueued, so that a scan queues it
+ * once its next try is due. */
+static void queue_push(struct relay *r, const char *id, json_t *e)
+{
+        struct relay_ids *q = &r->queue;
+
+        if (strlen(id) > RELAY_ID_MAX)
+                return;         /* never an outbox/ item's (scan_one(), outbox_take()) */
+        if (q->n == q->cap) {
+                size_t cap = q->cap ? q->cap * 2 : 64;
+                void *id2 = reallocarray(q->id, cap, sizeof(*q->id));
+                if (!id2)
+                        return;
+                q->id = id2;
+                q->cap = cap;
+        }
+        memcpy(q->id[q->n++], id, strlen(id) + 1);
+        json_object_set_new(e, "queued", json_true());
+}
+
 int outbox_take(struct relay *r, const char *name, const struct spool_ino *was,
                 const json_t *doc, int64_t now)
 {
@@ -82,12 +103,11 @@ int outbox_take(struct relay *r, const char *name, const struct spool_ino *was,
                 json_decref(e);
                 return q;
         }
-        json_object_set_new(e, "queued", json_true());
         /* Its expiry is a deadline of the next scan. */
         if (EGET(e, "exp") + 1 < r->scan_at)
                 r->scan_at = EGET(e, "exp") + 1;
         json_object_set_new(r->outbox, id, e);
-        json_array_append_new(r->queue, json_string(id));
+        queue_push(r, id, e);
         log_decision(LOG_INFO, id, json_string_value(json_object_get(doc, "to_agent")), "outbox",
                      NULL, "Queued %s for agent %s on host %s", id,
                      json_string_value(json_object_get(doc, "to_agent")),
@@ -152,7 +172,7 @@ static int scan_one(void *ctx, const char *k, const char *id, int64_t now)
          * published. */
         if (outbox_dir_load(sp, k, now, &doc, &vd, &at) < 0) {
                 spool_reject_from(sp, SD_OUTBOX, k, NULL, vd.reason ? vd.reason : HD_R_PARSE_ERROR,
-                                  vd.detail, NULL, now);
+                                  vd.detail, NULL, now, NULL);
                 return 0;
         }
         /* an A2A remote's: a2a_out.c's */
@@ -163,7 +183,7 @@ static int scan_one(void *ctx, const char *k, const char *id, int64_t now)
         if (!e || !did || strcmp(did, id)) {
                 json_decref(e);
                 spool_reject_from(sp, SD_OUTBOX, k, NULL, HD_R_MISSING_FIELD,
-                                  "outbox item without its fields", NULL, now);
+                                  "outbox item without its fields", NULL, now, NULL);
                 return 0;
         }
         json_object_set_new(r->outbox, id, e);
@@ -206,8 +226,7 @@ void outbox_resend(struct relay *r)
         json_object_foreach(r->outbox, k, e)
                 if (json_is_true(json_object_get(e, "busy"))) {
                         json_object_set_new(e, "busy", json_false());
-                        json_object_set_new(e, "queued", json_true());
-                        json_array_append_new(r->queue, json_string(k));
+                        queue_push(r, k, e);
                 }
         r->inflight = 0;
         outbox_kick(r);
@@ -289,14 +308,14 @@ void outbox_puback(struct relay *r, const char *id, bool ok, bool duplicate,
 static int expire(struct relay *r, const char *id, int64_t now)
 {
         char name[NAME_MAX + 1], detail[400];
-        int q;
 
         if (xsnprintf(name, sizeof(name), "%s.json", id) < 0)
                 return -ENAMETOOLONG;
         snprintf(detail, sizeof(detail), "expired in outbox/ before the relay could publish it%s%s",
                  r->st.last_error[0] ? "; last relay error: " : "", r->st.last_error);
-        q = spool_reject_from(r->sp, SD_OUTBOX, name, NULL, HD_R_EXPIRED_UNRELAYED, detail, id, now);
-        return q == IO_GONE ? 0 : q;
+        /* gone meanwhile (IO_GONE): it left outbox/ all the same */
+        return spool_reject_from(r->sp, SD_OUTBOX, name, NULL, HD_R_EXPIRED_UNRELAYED, detail, id,
+                                 now, NULL);
 }
 
 /* Read outbox/<id>.json and hand it to the worker. */
@@ -339,7 +358,7 @@ static int submit(struct relay *r, const char *id, json_t *e)
 static void scan(struct relay *r, int64_t now)
 {
         const char *k;
-        json_t *e, *gone = json_array();
+        json_t *e;
         void *tmp;
         int64_t due = now + RELAY_BACKOFF_MAX_USEC;
         bool flush = false;
@@ -356,7 +375,9 @@ static void scan(struct relay *r, int64_t now)
                                 spool_error(r->sp, q, "Cannot reject %s from outbox/", k);
                                 json_object_set_new(e, "exp", json_integer(now + RELAY_BACKOFF_MAX_USEC));
                         } else {
-                                json_array_append_new(gone, json_string(k));
+                                /* rejected: left outbox/ (the walk allows
+                                 * removing the entry it is at) */
+                                json_object_del(r->outbox, k);
                         }
                         flush = true;
                         continue;
@@ -366,16 +387,11 @@ static void scan(struct relay *r, int64_t now)
                 if (json_is_true(json_object_get(e, "queued")))
                         continue;
                 if (next <= now) {
-                        json_object_set_new(e, "queued", json_true());
-                        json_array_append_new(r->queue, json_string(k));
+                        queue_push(r, k, e);
                 } else if (next < due) {
                         due = next;
                 }
         }
-        size_t i;
-        json_array_foreach(gone, i, e)
-                json_object_del(r->outbox, json_string_value(e));
-        json_decref(gone);
         if (flush)
                 spool_flush(r->sp);
         r->scan_at = due < now + 1000000 ? now + 1000000 : due;
@@ -385,10 +401,10 @@ static void scan(struct relay *r, int64_t now)
  * room in flight. */
 static void submit_queued(struct relay *r, int64_t now)
 {
-        size_t n = json_array_size(r->queue);
+        struct relay_ids *qu = &r->queue;
 
-        while (r->queue_head < n && r->st.ready && r->inflight < RELAY_INFLIGHT_MAX) {
-                const char *k = json_string_value(json_array_get(r->queue, r->queue_head++));
+        while (qu->head < qu->n && r->st.ready && r->inflight < RELAY_INFLIGHT_MAX) {
+                const char *k = qu->id[qu->head++];
                 json_t *e = json_object_get(r->outbox, k);
                 if (!e || json_is_true(json_object_get(e, "busy")))
                         continue;
@@ -401,17 +417,13 @@ static void submit_queued(struct relay *r, int64_t now)
                         json_object_set_new(e, "next", json_integer(now + RELAY_BACKOFF_MAX_USEC));
                 }
         }
-        if (r->queue_head == n) {
-                json_array_clear(r->queue);
-                r->queue_head = 0;
-        } else if (r->queue_head > 4096 && r->queue_head > n / 2) {
+        if (qu->head == qu->n) {
+                qu->n = qu->head = 0;
+        } else if (qu->head > 4096 && qu->head > qu->n / 2) {
                 /* Drop the consumed head now and then, not at every pop. */
-                json_t *rest = json_array();
-                for (size_t i = r->queue_head; i < n; i++)
-                        json_array_append(rest, json_array_get(r->queue, i));
-                json_decref(r->queue);
-                r->queue = rest;
-                r->queue_head = 0;
+                memmove(qu->id, qu->id + qu->head, (qu->n - qu->head) * sizeof(*qu->id));
+                qu->n -= qu->head;
+                qu->head = 0;
         }
 }
 

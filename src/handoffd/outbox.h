@@ -10,8 +10,9 @@
 struct relay;
 struct spool_ino;
 
-/* From decide(): move handoff/name (verified, for a [remote] agent, its
- * id not seen here; the inode was) to outbox/<id>.json and queue it.
+/* The relay's take (relay.c), asked by decide.c: move handoff/name
+ * (verified, for a [remote] agent, its id not seen here; the inode was)
+ * to outbox/<id>.json and queue it.
  * -EEXIST: that id is already in outbox/; -ENOENT: was has left the name. */
 int outbox_take(struct relay *r, const char *name, const struct spool_ino *was,
                 const json_t *doc, int64_t now);

@@ -141,14 +141,13 @@ int relay_start(uv_loop_t *loop, struct spool *sp, struct relay **ret)
         r->max_age_usec = (c->max_window + c->max_clock_skew) * 1000000LL;
         r->max_msg = c->max_file_size;
         r->outbox = json_object();
-        r->queue = json_array();
         pthread_mutex_init(&r->m, NULL);
         cond_init_mono(&r->wake_worker);
         cond_init_mono(&r->wake_fetcher);
         if (!(r->host = strdup(c->relay.host)) || !(r->stream = strdup(c->relay.stream)) ||
             !(r->servers = strdup(c->relay.servers)) ||
             asprintf(&r->durable, "handoffd-%s", c->relay.host) < 0 ||
-            asprintf(&r->filter, "handoff.%s.>", c->relay.host) < 0 || !r->outbox || !r->queue) {
+            asprintf(&r->filter, "handoff.%s.>", c->relay.host) < 0 || !r->outbox) {
                 q = -ENOMEM;
                 goto fail;
         }
@@ -291,7 +290,7 @@ static void relay_destroy(struct relay *r)
         pthread_cond_destroy(&r->wake_worker);
         pthread_cond_destroy(&r->wake_fetcher);
         json_decref(r->outbox);
-        json_decref(r->queue);
+        free(r->queue.id);
         free(r->host);
         free(r->servers);
         free(r->stream);

@@ -182,7 +182,7 @@ fail:
 
 /* The squatter at handoff/name loses to a relayed message that verifies:
  * rejected with its own reason, its id not remembered (it is not
- * authenticated).  0, or IO_GONE, or <0. */
+ * authenticated).  0 (rejected, or gone meanwhile) or -errno. */
 static int reject_squatter(struct spool *sp, const char *name, const char *id,
                            hd_verdict *sv, int64_t now)
 {
@@ -195,7 +195,7 @@ static int reject_squatter(struct spool *sp, const char *name, const char *id,
                      "%.200s; handoff_id '%s' belongs to a relayed handoff that verified here",
                      sv->detail, id) < 0)
                 detail[0] = '\0';
-        return spool_reject(sp, name, NULL, sv->reason, detail, NULL, now);
+        return spool_reject(sp, name, NULL, sv->reason, detail, NULL, now, NULL);
 }
 
 /* Where a relayed message may go: an agent this daemon serves, or one it

@@ -74,6 +74,13 @@ struct relay_job {
         size_t len;
 };
 
+/* The ids of outbox/ items to publish now, in order from head on
+ * (outbox.c): one allocation for them all, none per id. */
+struct relay_ids {
+        char (*id)[RELAY_ID_MAX + 1];
+        size_t n, cap, head;
+};
+
 struct relay_stats {
         bool connected, ready;
         char server[256];
@@ -122,8 +129,7 @@ struct relay {
 
         /* The loop's own. */
         json_t *outbox;         /* id -> {to, from, host, at, exp, next, tries, busy, queued} */
-        json_t *queue;          /* ids to publish now, from queue_head on */
-        size_t queue_head;
+        struct relay_ids queue; /* ids to publish now */
         int64_t scan_at;        /* next look at every item (expiry, retries) */
         size_t inflight;
         struct relay_stats st;

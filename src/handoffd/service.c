@@ -90,7 +90,7 @@ static void mark_ready(struct daemon *d)
         /* an agent of the config may be out of service (agents.c) */
         log_info("handoffd %s ready: spool %s, %zu agent(s) served, %zu out of service, fsync %s",
                  HD_VERSION_STRING, d->cfg->spool_dir, d->sp->n_agents,
-                 json_object_size(d->sp->unserved), d->cfg->fsync ? "on" : "off");
+                 dict_count(&d->sp->unserved), d->cfg->fsync ? "on" : "off");
         (void)notify_send("READY=1");
         service_status(d);
 }

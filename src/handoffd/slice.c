@@ -62,12 +62,11 @@ static void on_gone_idle(uv_idle_t *h)
 {
         struct daemon *d = h->data;
         int64_t t0 = mono_usec(), now = hd_now_usec();
-        const char *k;
-        void *tmp;
-        json_t *v;
+        void *e, *nx;
         int r;
 
-        json_object_foreach_safe(d->gone, tmp, k, v) {
+        DICT_FOREACH_SAFE(e, nx, &d->gone) {
+                const char *k = dict_key(e);
                 if (mono_usec() - t0 > SLICE_USEC || d->stopping)
                         break;
                 r = lifecycle_bootstrap_gone(d->sp, k, now);
@@ -77,12 +76,12 @@ static void on_gone_idle(uv_idle_t *h)
                         spool_error(d->sp, r, "Cannot finish the item of %s",
                                     log_quote(k, q, sizeof(q)));
                 }
-                json_object_del(d->gone, k);
+                dict_remove(&d->gone, e);
         }
         r = spool_flush(d->sp);
         if (r < 0)
                 spool_error(d->sp, r, "Cannot fsync the spool");
-        if (json_object_size(d->gone) == 0 || d->stopping)
+        if (dict_count(&d->gone) == 0 || d->stopping)
                 uv_idle_stop(h);
         slice_arm(d);
 }
@@ -91,8 +90,7 @@ void slice_gone(struct daemon *d, const char *name)
 {
         if (d->stopping)
                 return;
-        if (json_object_size(d->gone) >= GONE_MAX ||
-            json_object_set_new_nocheck(d->gone, name, json_null()) < 0) {
+        if (dict_count(&d->gone) >= GONE_MAX || !dict_put(&d->gone, name, NULL)) {
                 slice_sweep(d, false);
                 return;
         }
@@ -119,6 +117,7 @@ static void on_reap(uv_timer_t *t)
 {
         struct daemon *d = t->data;
         int64_t quiet = mono_usec() - d->sp->spent_at;
+        bool more = false;
         int r;
 
         if (d->stopping)
@@ -127,7 +126,7 @@ static void on_reap(uv_timer_t *t)
                 uv_timer_start(t, on_reap, (uint64_t)(REAP_QUIET_USEC - quiet) / 1000 + 1, 0);
                 return;
         }
-        r = spool_reap_spent(d->sp, SLICE_USEC);
+        r = spool_reap_spent(d->sp, SLICE_USEC, &more);
         if (r < 0) {
                 /* What the reaper cannot remove it skips: only a listing
                  * that fails gets here (its mode, no fds).  Tried again
@@ -144,7 +143,7 @@ static void on_reap(uv_timer_t *t)
                 log_info("spent/ can be emptied again");
                 d->reap_backoff_ms = 0;
         }
-        if (r > 0)
+        if (more)
                 uv_timer_start(t, on_reap, TIMER_FLOOR_MS, 0);
 }
 

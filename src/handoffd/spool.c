@@ -72,24 +72,25 @@ static void agents_close(struct spool *sp)
  * were. */
 static int agents_open(struct spool *sp, struct config *cfg)
 {
-        _cleanup_json_ json_t *unserved = json_object();
+        struct dict unserved;
         struct agent_rt *a;
         struct stat st;
         size_t n;
         int r;
 
-        if (!unserved)
-                return -ENOMEM;
         if (fstat(sp->fd[SD_HANDOFF], &st) < 0)
                 return log_error_errno(errno, "Cannot stat '%s/handoff'", cfg->spool_dir);
-        r = agents_open_all(cfg, st.st_gid, false, unserved, &a, &n, NULL);
-        if (r < 0)
+        dict_init(&unserved, sizeof(struct unserved_entry));
+        r = agents_open_all(cfg, st.st_gid, false, &unserved, &a, &n, NULL);
+        if (r < 0) {
+                dict_clear(&unserved);
                 return r;
+        }
         agents_close(sp);
         sp->agents = a;
         sp->n_agents = n;
-        json_decref(sp->unserved);
-        sp->unserved = json_incref(unserved);
+        dict_clear(&sp->unserved);
+        sp->unserved = unserved;        /* no entry points back at its table */
         return 0;
 }
 
@@ -150,11 +151,8 @@ int spool_open(struct config *cfg, struct spool **ret)
         dict_init(&sp->spent_skipped, 0);
         dict_init(&sp->verified, sizeof(struct verified_entry));
         dict_init(&sp->results_recent, sizeof(struct result_recent));
-        sp->failed = json_object();
-        if (!sp->failed) {
-                r = -ENOMEM;
-                goto fail;
-        }
+        dict_init(&sp->failed, 0);
+        dict_init(&sp->unserved, sizeof(struct unserved_entry));
         sp->quota_recount = true;
         sp->cfg = cfg;
         sp->st.started_usec = hd_now_usec();
@@ -222,8 +220,8 @@ void spool_close(struct spool *sp)
         if (sp->lock_fd >= 0)
                 close(sp->lock_fd);
         dict_clear(&sp->foreign);
-        json_decref(sp->unserved);
-        json_decref(sp->failed);
+        dict_clear(&sp->unserved);
+        dict_clear(&sp->failed);
         dict_clear(&sp->seen);
         dict_clear(&sp->dirs);
         dict_clear(&sp->leaving);

@@ -172,7 +172,7 @@ struct spool {
         struct dict foreign;
         uint64_t foreign_bytes;
         int64_t foreign_purged; /* monotonic usec */
-        json_t *failed;         /* ids whose delivery failed: retried */
+        struct dict failed;     /* ids whose delivery failed: retried (a set) */
         int64_t deliver_backoff_usec;
         struct deadline deadline; /* the daemon's timer: the earliest one */
         int64_t housekeeping_at;/* last retention and metrics run, usec */
@@ -202,7 +202,9 @@ struct spool {
                 bool recount;   /* its looks count what waits (quota.c) */
                 int first;      /* the first error met */
         } sweep;
-        json_t *unserved;       /* agent -> why it is out of service */
+        /* agent -> struct unserved_entry (agents.h): why it is out of
+         * service */
+        struct dict unserved;
         /* The next sweep counts every claimed item it looks at (quota.c):
          * after the start and a reload. */
         bool quota_recount;
@@ -244,10 +246,10 @@ enum item_outcome {
 int spool_open(struct config *cfg, struct spool **ret);
 void spool_close(struct spool *sp);
 /* Remove files from spent/ (producers' files of claims, moved there by
- * spool_drop_source()) for about budget_usec: 1 when some are left,
- * 0 when spent/ is empty but for what cannot be removed (skipped, logged
- * once), -errno when spent/ cannot be listed. */
-int spool_reap_spent(struct spool *sp, int64_t budget_usec);
+ * spool_drop_source()) for about budget_usec: 0 with *ret_more true when
+ * some are left, false when spent/ is empty but for what cannot be
+ * removed (skipped, logged once); -errno when spent/ cannot be listed. */
+int spool_reap_spent(struct spool *sp, int64_t budget_usec, bool *ret_more);
 /* handoffd -n: the checks spool_open() makes of the agents' directories,
  * on those that exist, creating nothing; each problem logged as the start
  * logs it, and counted in *ret (agents served, out of service, warnings).
@@ -293,14 +295,11 @@ int spool_list(struct spool *sp, enum spool_dir d, json_t *set);
 
 /* Move handoff/name to rejected/ with its reason file, when it is still
  * was (NULL: whatever the name holds) and no directory: 0 with *ret
- * IO_REJECTED, or IO_GONE (was has left the name); -EISDIR (a directory:
- * left in handoff/), -errno. */
-int spool_reject_handoff(struct spool *sp, const char *name, const struct spool_ino *was,
-                         hd_reason reason, const char *detail, const char *handoff_id,
-                         int64_t now, enum item_outcome *ret);
-/* The same returning 0, IO_GONE or -errno (relay_inbound.c). */
+ * (may be NULL) IO_REJECTED, or IO_GONE (was has left the name);
+ * -EISDIR (a directory: left in handoff/), -errno. */
 int spool_reject(struct spool *sp, const char *name, const struct spool_ino *was,
-                 hd_reason reason, const char *detail, const char *handoff_id, int64_t now);
+                 hd_reason reason, const char *detail, const char *handoff_id, int64_t now,
+                 enum item_outcome *ret);
 /* dir/src (outbox/) archived: moved to archive/ under the first free name
  * of layout_archive_name() for (at_s, from, to, id), its .outcome (buf)
  * written, and synced with fsync on, before the move; a name taken, or
@@ -312,7 +311,7 @@ int spool_archive_from(struct spool *sp, enum spool_dir dir, const char *src, in
 /* The same from another state directory (outbox/); was: for handoff/. */
 int spool_reject_from(struct spool *sp, enum spool_dir from, const char *name,
                       const struct spool_ino *was, hd_reason reason, const char *detail,
-                      const char *handoff_id, int64_t now);
+                      const char *handoff_id, int64_t now, enum item_outcome *ret);
 
 /* Is handoff_id known here: claimed, archived or rejected after
  * authentication (ids/)? */
@@ -322,7 +321,7 @@ bool spool_id_remembered(struct spool *sp, const char *handoff_id);
 bool spool_id_claimed(struct spool *sp, const char *handoff_id);
 /* The same for claimed/<handoff_id>.json. */
 int spool_reject_claimed(struct spool *sp, const char *handoff_id, hd_reason reason,
-                         const char *detail, int64_t now);
+                         const char *detail, int64_t now, enum item_outcome *ret);
 
 /* Remember handoff_id in ids/ (replay memory once it leaves claimed/). */
 int spool_id_mark(struct spool *sp, const char *handoff_id);

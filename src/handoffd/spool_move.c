@@ -148,10 +148,11 @@ static void spent_skip(struct spool *sp, const char *name, int err)
                           "operator, the rest is freed", name);
 }
 
-int spool_reap_spent(struct spool *sp, int64_t budget_usec)
+int spool_reap_spent(struct spool *sp, int64_t budget_usec, bool *ret_more)
 {
         int64_t t0 = mono_usec();
         struct dirent *de;
+        bool more = false;
         int r = 0;
         DIR *d;
 
@@ -168,16 +169,19 @@ int spool_reap_spent(struct spool *sp, int64_t budget_usec)
                 if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
                         continue;
                 if (mono_usec() - t0 > budget_usec) {
-                        r = 1;
+                        more = true;
                         break;
                 }
                 if (unlinkat(sp->fd[SD_SPENT], de->d_name, 0) < 0 && errno != ENOENT)
                         spent_skip(sp, de->d_name, errno);
         }
         closedir(d);
-        if (r == 0)
+        if (r < 0)
+                return r;
+        if (!more)
                 sp->spent_waiting = false;
-        return r;
+        *ret_more = more;
+        return 0;
 }
 
 bool spool_leaving(struct spool *sp, const char *name, const struct stat *st)

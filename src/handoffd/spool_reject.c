@@ -57,7 +57,7 @@ int spool_archive_from(struct spool *sp, enum spool_dir dir, const char *src, in
                 /* Taken: another item's, whose .outcome must stay its own. */
                 if (spool_exists_at(sp->fd[SD_ARCHIVE], name))
                         continue;
-                /* Synced before the move (fsync = yes), as item.c's: a
+                /* Synced before the move (fsync = yes), as item_act.c's: a
                  * power cut must not leave the archived item's outcome
                  * empty. */
                 q = write_atomic(sp->fd[SD_ARCHIVE], side, buf, len, 0640,
@@ -213,33 +213,29 @@ static int reject_from(struct spool *sp, enum spool_dir from, const char *name,
 
 int spool_reject_from(struct spool *sp, enum spool_dir from, const char *name,
                       const struct spool_ino *was, hd_reason reason, const char *detail,
-                      const char *handoff_id, int64_t now)
+                      const char *handoff_id, int64_t now, enum item_outcome *ret)
 {
         enum item_outcome o;
         int r = reject_from(sp, from, name, was, reason, detail, handoff_id, now, &o);
 
-        return r < 0 ? r : o == IO_GONE ? IO_GONE : 0;
-}
-
-int spool_reject_handoff(struct spool *sp, const char *name, const struct spool_ino *was,
-                         hd_reason reason, const char *detail, const char *handoff_id,
-                         int64_t now, enum item_outcome *ret)
-{
-        return reject_from(sp, SD_HANDOFF, name, was, reason, detail, handoff_id, now, ret);
+        if (r == 0 && ret)
+                *ret = o;
+        return r;
 }
 
 int spool_reject(struct spool *sp, const char *name, const struct spool_ino *was,
-                 hd_reason reason, const char *detail, const char *handoff_id, int64_t now)
+                 hd_reason reason, const char *detail, const char *handoff_id, int64_t now,
+                 enum item_outcome *ret)
 {
-        return spool_reject_from(sp, SD_HANDOFF, name, was, reason, detail, handoff_id, now);
+        return spool_reject_from(sp, SD_HANDOFF, name, was, reason, detail, handoff_id, now, ret);
 }
 
 int spool_reject_claimed(struct spool *sp, const char *id, hd_reason reason,
-                         const char *detail, int64_t now)
+                         const char *detail, int64_t now, enum item_outcome *ret)
 {
         char name[NAME_MAX + 1];
 
         if (xsnprintf(name, sizeof(name), "%s.json", id) < 0)
                 return -ENAMETOOLONG;
-        return spool_reject_from(sp, SD_CLAIMED, name, NULL, reason, detail, id, now);
+        return spool_reject_from(sp, SD_CLAIMED, name, NULL, reason, detail, id, now, ret);
 }

@@ -6,7 +6,7 @@
  * accepted time: struct verified_entry).  A record the daemon did not
  * write (an earlier version's claimed item, the producer's inode) is
  * never cached: it is verified at each look until it is converted
- * (item.c). */
+ * (item_legacy.c). */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>

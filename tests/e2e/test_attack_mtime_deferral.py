@@ -13,7 +13,7 @@ import hdproto  # noqa: E402
 import hdtest  # noqa: E402
 from hdtest import check  # noqa: E402
 
-SETTLE_S = 2.0          # src/handoffd/spool.c SETTLE_USEC
+SETTLE_S = 2.0          # src/handoffd/decide.c SETTLE_USEC
 
 
 def test_attack_mtime_deferral_is_bounded(env):
