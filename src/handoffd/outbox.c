@@ -31,26 +31,32 @@
 
 static void on_timer(uv_timer_t *t);
 
-static json_t *entry_new(const json_t *doc, int64_t at)
+/* *e for a verified handoff doc that entered outbox/ at at: 0, or
+ * -EINVAL when doc lacks the fields (or its names are over a name's
+ * length). */
+static int entry_fill(struct outbox_entry *e, const json_t *doc, int64_t at)
 {
         const char *to = json_string_value(json_object_get(doc, "to_agent"));
         const char *from = json_string_value(json_object_get(doc, "from_agent"));
         const char *exp = json_string_value(json_object_get(doc, "expires_at"));
         int64_t x = 0;
 
-        if (!to || !from || !exp || hd_time_parse(exp, &x) < 0)
-                return NULL;
-        return json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:b}", "to", to, "from", from,
-                         "at", (json_int_t)at, "exp", (json_int_t)x, "next", (json_int_t)0,
-                         "tries", (json_int_t)0, "busy", 0);
+        if (!to || !from || !exp || hd_time_parse(exp, &x) < 0 ||
+            xsnprintf(e->to, sizeof(e->to), "%s", to) < 0 ||
+            xsnprintf(e->from, sizeof(e->from), "%s", from) < 0)
+                return -EINVAL;
+        e->at = at;
+        e->exp = x;
+        e->next = e->tries = 0;
+        e->busy = e->queued = false;
+        e->host[0] = '\0';
+        return 0;
 }
-
-#define EGET(e, k) json_integer_value(json_object_get((e), (k)))
 
 /* Item id (its entry e) to publish now: at the queue's end, e marked
  * queued.  No room (no memory): left unqueued, so that a scan queues it
  * once its next try is due. */
-static void queue_push(struct relay *r, const char *id, json_t *e)
+static void queue_push(struct relay *r, const char *id, struct outbox_entry *e)
 {
         struct relay_ids *q = &r->queue;
 
@@ -65,7 +71,7 @@ static void queue_push(struct relay *r, const char *id, json_t *e)
                 q->cap = cap;
         }
         memcpy(q->id[q->n++], id, strlen(id) + 1);
-        json_object_set_new(e, "queued", json_true());
+        e->queued = true;
 }
 
 int outbox_take(struct relay *r, const char *name, const struct spool_ino *was,
@@ -74,16 +80,21 @@ int outbox_take(struct relay *r, const char *name, const struct spool_ino *was,
         struct spool *sp = r->sp;
         const char *id = json_string_value(json_object_get(doc, "handoff_id"));
         char dst[NAME_MAX + 1];
-        json_t *e;
-        int q;
+        struct outbox_entry tmp, *e;
+        bool added;
+        int q = 0;
 
-        e = entry_new(doc, now);
-        if (!e)
+        if (entry_fill(&tmp, doc, now) < 0)
                 return -EINVAL;         /* hd_verify passed: cannot happen */
-        if (xsnprintf(dst, sizeof(dst), "%s.json", id) < 0) {
-                json_decref(e);
+        if (xsnprintf(dst, sizeof(dst), "%s.json", id) < 0)
                 return -ENAMETOOLONG;
-        }
+        /* Its place in the index before the move, so that a move never
+         * leaves an item unindexed for want of memory; an entry already
+         * there (its file removed by hand) is replaced once the move is
+         * done, and stays as it is if the move fails. */
+        e = dict_put(&r->outbox, id, &added);
+        if (!e)
+                return -ENOMEM;
         /* outbox/ holds the producer's inode, whose bytes nobody may have
          * synced (gptme-voice's writer does not): on disk before outbox/
          * names it, or a power cut leaves outbox/<id>.json empty, rejected
@@ -92,26 +103,22 @@ int outbox_take(struct relay *r, const char *name, const struct spool_ino *was,
                 const char *names[] = { name };
                 int ret;
                 q = fsync_many_at(&sp->fd[SD_HANDOFF], names, 1, &ret);
-                if (q < 0) {
-                        json_decref(e);
-                        return q;
-                }
         }
         /* Only the file that verified: never an open relay. */
-        q = spool_move_out(sp, name, was, SD_OUTBOX, dst);
+        if (q >= 0)
+                q = spool_move_out(sp, name, was, SD_OUTBOX, dst);
         if (q < 0) {
-                json_decref(e);
+                if (added)
+                        dict_remove(&r->outbox, e);
                 return q;
         }
+        *e = tmp;
         /* Its expiry is a deadline of the next scan. */
-        if (EGET(e, "exp") + 1 < r->scan_at)
-                r->scan_at = EGET(e, "exp") + 1;
-        json_object_set_new(r->outbox, id, e);
+        if (e->exp + 1 < r->scan_at)
+                r->scan_at = e->exp + 1;
         queue_push(r, id, e);
-        log_decision(LOG_INFO, id, json_string_value(json_object_get(doc, "to_agent")), "outbox",
-                     NULL, "Queued %s for agent %s on host %s", id,
-                     json_string_value(json_object_get(doc, "to_agent")),
-                     config_remote(sp->cfg, json_string_value(json_object_get(doc, "to_agent"))));
+        log_decision(LOG_INFO, id, e->to, "outbox", NULL, "Queued %s for agent %s on host %s", id,
+                     e->to, config_remote(sp->cfg, e->to));
         outbox_kick(r);
         return 0;
 }
@@ -178,15 +185,17 @@ static int scan_one(void *ctx, const char *k, const char *id, int64_t now)
         /* an A2A remote's: a2a_out.c's */
         if (config_remote_a2a(sp->cfg, json_string_value(json_object_get(doc, "to_agent"))))
                 return 0;
-        json_t *e = entry_new(doc, at);
+        struct outbox_entry tmp, *e;
         const char *did = json_string_value(json_object_get(doc, "handoff_id"));
-        if (!e || !did || strcmp(did, id)) {
-                json_decref(e);
+        if (entry_fill(&tmp, doc, at) < 0 || !did || strcmp(did, id)) {
                 spool_reject_from(sp, SD_OUTBOX, k, NULL, HD_R_MISSING_FIELD,
                                   "outbox item without its fields", NULL, now, NULL);
                 return 0;
         }
-        json_object_set_new(r->outbox, id, e);
+        /* Without memory for it, it stays in outbox/ for the next start. */
+        e = dict_put(&r->outbox, id, NULL);
+        if (e)
+                *e = tmp;
         return 0;
 }
 
@@ -207,26 +216,24 @@ void outbox_kick(struct relay *r)
 
 void outbox_ready(struct relay *r)
 {
-        const char *k;
-        json_t *e;
+        struct outbox_entry *e, *nx;
 
-        json_object_foreach(r->outbox, k, e)
-                json_object_set_new(e, "next", json_integer(0));
+        DICT_FOREACH_SAFE(e, nx, &r->outbox)
+                e->next = 0;
         r->scan_at = 0;
         outbox_kick(r);
 }
 
 void outbox_resend(struct relay *r)
 {
-        const char *k;
-        json_t *e;
+        struct outbox_entry *e, *nx;
 
         if (r->inflight == 0)
                 return;
-        json_object_foreach(r->outbox, k, e)
-                if (json_is_true(json_object_get(e, "busy"))) {
-                        json_object_set_new(e, "busy", json_false());
-                        queue_push(r, k, e);
+        DICT_FOREACH_SAFE(e, nx, &r->outbox)
+                if (e->busy) {
+                        e->busy = false;
+                        queue_push(r, dict_key(e), e);
                 }
         r->inflight = 0;
         outbox_kick(r);
@@ -234,23 +241,20 @@ void outbox_resend(struct relay *r)
 
 /* Published: archive/ as relayed, its .outcome naming the host; the
  * archive name's time is when it entered outbox/ (outbox_dir_archive()). */
-static int archive_relayed(struct relay *r, const char *id, json_t *e, bool duplicate,
-                           int64_t now)
+static int archive_relayed(struct relay *r, const char *id, const struct outbox_entry *e,
+                           bool duplicate, int64_t now)
 {
         struct spool *sp = r->sp;
-        const char *to = json_string_value(json_object_get(e, "to"));
-        const char *from = json_string_value(json_object_get(e, "from"));
-        const char *host = json_string_value(json_object_get(e, "host"));
         char name[NAME_MAX + 1], at[HD_TIME_MAX];
         json_t *o;
         int q;
 
         hd_time_format(now, at, sizeof(at));
         o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:b}", "handoff_id", id,
-                      "outcome", "relayed", "relayed_to", host ? host : "",
-                      "from_agent", from, "to_agent", to, "archived_at", at,
+                      "outcome", "relayed", "relayed_to", e->host,
+                      "from_agent", e->from, "to_agent", e->to, "archived_at", at,
                       "accepted_at", "", "duplicate", duplicate);
-        q = outbox_dir_archive(sp, id, o, EGET(e, "at") / 1000000, from, to, name, sizeof(name));
+        q = outbox_dir_archive(sp, id, o, e->at / 1000000, e->from, e->to, name, sizeof(name));
         if (q < 0)
                 return q;
         receipt_sent(r, id, name);
@@ -260,12 +264,12 @@ static int archive_relayed(struct relay *r, const char *id, json_t *e, bool dupl
 void outbox_puback(struct relay *r, const char *id, bool ok, bool duplicate,
                    const char *err, int64_t now)
 {
-        json_t *e = json_object_get(r->outbox, id);
+        struct outbox_entry *e = dict_get(&r->outbox, id);
         int q;
 
-        if (!e || !json_is_true(json_object_get(e, "busy")))
+        if (!e || !e->busy)
                 return;         /* not ours, or already handled */
-        json_object_set_new(e, "busy", json_false());
+        e->busy = false;
         if (r->inflight > 0)
                 r->inflight--;
         if (ok) {
@@ -274,28 +278,25 @@ void outbox_puback(struct relay *r, const char *id, bool ok, bool duplicate,
                         /* Relayed, not archived: published again later,
                          * which the stream or the receiver drops. */
                         spool_error(r->sp, q, "Cannot archive relayed %s", id);
-                        json_object_set_new(e, "next", json_integer(now + RELAY_BACKOFF_MIN_USEC));
+                        e->next = now + RELAY_BACKOFF_MIN_USEC;
                         if (now + RELAY_BACKOFF_MIN_USEC < r->scan_at)
                                 r->scan_at = now + RELAY_BACKOFF_MIN_USEC;
                         return;
                 }
                 r->st.relayed++;
-                log_decision(LOG_INFO, id, json_string_value(json_object_get(e, "to")), "relayed",
-                             NULL, "Relayed %s to %s on %s%s", id,
-                             json_string_value(json_object_get(e, "to")),
-                             json_string_value(json_object_get(e, "host")),
-                             duplicate ? " (the stream had it already)" : "");
-                json_object_del(r->outbox, id);
+                log_decision(LOG_INFO, id, e->to, "relayed", NULL, "Relayed %s to %s on %s%s", id,
+                             e->to, e->host, duplicate ? " (the stream had it already)" : "");
+                dict_remove(&r->outbox, e);
                 return;
         }
         /* 1 s, 2 s, 4 s ... 60 s per item. */
-        int64_t tries = EGET(e, "tries") + 1, wait = RELAY_BACKOFF_MIN_USEC;
+        int64_t tries = e->tries + 1, wait = RELAY_BACKOFF_MIN_USEC;
         for (int64_t i = 1; i < tries && wait < RELAY_BACKOFF_MAX_USEC; i++)
                 wait *= 2;
         if (wait > RELAY_BACKOFF_MAX_USEC)
                 wait = RELAY_BACKOFF_MAX_USEC;
-        json_object_set_new(e, "tries", json_integer(tries));
-        json_object_set_new(e, "next", json_integer(now + wait));
+        e->tries = tries;
+        e->next = now + wait;
         if (now + wait < r->scan_at)
                 r->scan_at = now + wait;
         r->st.publish_errors++;
@@ -319,10 +320,10 @@ static int expire(struct relay *r, const char *id, int64_t now)
 }
 
 /* Read outbox/<id>.json and hand it to the worker. */
-static int submit(struct relay *r, const char *id, json_t *e)
+static int submit(struct relay *r, const char *id, struct outbox_entry *e)
 {
         struct spool *sp = r->sp;
-        const char *to = json_string_value(json_object_get(e, "to"));
+        const char *to = e->to;
         const char *host = config_remote(sp->cfg, to);
         char name[NAME_MAX + 1], subject[160];
         _cleanup_close_ int fd = -1;
@@ -340,15 +341,15 @@ static int submit(struct relay *r, const char *id, json_t *e)
         q = read_all(fd, sp->cfg->max_file_size, 0, &buf, &len);
         if (q < 0)
                 return q;
-        if (xsnprintf(subject, sizeof(subject), "handoff.%s.%s", host, to) < 0) {
+        if (xsnprintf(subject, sizeof(subject), "handoff.%s.%s", host, to) < 0 ||
+            xsnprintf(e->host, sizeof(e->host), "%s", host) < 0) {
                 free(buf);
                 return -ENAMETOOLONG;
         }
-        json_object_set_new(e, "host", json_string(host));
         q = relay_publish(r, id, subject, buf, len);
         if (q < 0)
                 return q;
-        json_object_set_new(e, "busy", json_true());
+        e->busy = true;
         r->inflight++;
         return 0;
 }
@@ -357,34 +358,33 @@ static int submit(struct relay *r, const char *id, json_t *e)
  * time of the next look.  At most once a second, or at a deadline. */
 static void scan(struct relay *r, int64_t now)
 {
-        const char *k;
-        json_t *e;
-        void *tmp;
+        struct outbox_entry *e, *nx;
         int64_t due = now + RELAY_BACKOFF_MAX_USEC;
         bool flush = false;
 
-        json_object_foreach_safe(r->outbox, tmp, k, e) {
-                int64_t next = EGET(e, "next"), exp = EGET(e, "exp");
+        DICT_FOREACH_SAFE(e, nx, &r->outbox) {
+                const char *k = dict_key(e);
+                int64_t next = e->next, exp = e->exp;
                 /* Valid while now <= expires_at; one in flight waits for
                  * its answer (a PubAck after a reject would be a lie). */
-                if (json_is_true(json_object_get(e, "busy")))
+                if (e->busy)
                         continue;
                 if (now > exp) {
                         int q = expire(r, k, now);
                         if (q < 0) {
                                 spool_error(r->sp, q, "Cannot reject %s from outbox/", k);
-                                json_object_set_new(e, "exp", json_integer(now + RELAY_BACKOFF_MAX_USEC));
+                                e->exp = now + RELAY_BACKOFF_MAX_USEC;
                         } else {
                                 /* rejected: left outbox/ (the walk allows
                                  * removing the entry it is at) */
-                                json_object_del(r->outbox, k);
+                                dict_remove(&r->outbox, e);
                         }
                         flush = true;
                         continue;
                 }
                 if (exp + 1 < due)
                         due = exp + 1;
-                if (json_is_true(json_object_get(e, "queued")))
+                if (e->queued)
                         continue;
                 if (next <= now) {
                         queue_push(r, k, e);
@@ -405,16 +405,16 @@ static void submit_queued(struct relay *r, int64_t now)
 
         while (qu->head < qu->n && r->st.ready && r->inflight < RELAY_INFLIGHT_MAX) {
                 const char *k = qu->id[qu->head++];
-                json_t *e = json_object_get(r->outbox, k);
-                if (!e || json_is_true(json_object_get(e, "busy")))
+                struct outbox_entry *e = dict_get(&r->outbox, k);
+                if (!e || e->busy)
                         continue;
-                json_object_del(e, "queued");
+                e->queued = false;
                 int q = submit(r, k, e);
                 if (q == -ENOENT) {     /* removed by hand */
-                        json_object_del(r->outbox, k);
+                        dict_remove(&r->outbox, e);
                 } else if (q < 0) {
                         relay_error(r, "cannot publish %s: %s", k, strerror(-q));
-                        json_object_set_new(e, "next", json_integer(now + RELAY_BACKOFF_MAX_USEC));
+                        e->next = now + RELAY_BACKOFF_MAX_USEC;
                 }
         }
         if (qu->head == qu->n) {

@@ -10,6 +10,21 @@
 struct relay;
 struct spool_ino;
 
+#define OUTBOX_NAME_SIZE 65     /* an agent or host name: hd_agent_valid()'s 64 */
+
+/* An item of outbox/ the relay sends, keyed by its handoff_id in
+ * r->outbox (relay_queue.h). */
+struct outbox_entry {
+        int64_t at;             /* usec: entered outbox/ */
+        int64_t exp;            /* usec: its expires_at; the next look when a reject failed */
+        int64_t next;           /* usec: its next try (0: at once) */
+        int64_t tries;          /* publishes failed in a row */
+        bool busy;              /* published, its PubAck not yet in */
+        bool queued;            /* its id in r->queue */
+        char to[OUTBOX_NAME_SIZE], from[OUTBOX_NAME_SIZE];
+        char host[OUTBOX_NAME_SIZE];    /* published to ("" before the first publish) */
+};
+
 /* The relay's take (relay.c), asked by decide.c: move handoff/name
  * (verified, for a [remote] agent, its id not seen here; the inode was)
  * to outbox/<id>.json and queue it.

@@ -140,14 +140,14 @@ int relay_start(uv_loop_t *loop, struct spool *sp, struct relay **ret)
         /* A handoff is never valid longer than this anywhere we relay to. */
         r->max_age_usec = (c->max_window + c->max_clock_skew) * 1000000LL;
         r->max_msg = c->max_file_size;
-        r->outbox = json_object();
+        dict_init(&r->outbox, sizeof(struct outbox_entry));
         pthread_mutex_init(&r->m, NULL);
         cond_init_mono(&r->wake_worker);
         cond_init_mono(&r->wake_fetcher);
         if (!(r->host = strdup(c->relay.host)) || !(r->stream = strdup(c->relay.stream)) ||
             !(r->servers = strdup(c->relay.servers)) ||
             asprintf(&r->durable, "handoffd-%s", c->relay.host) < 0 ||
-            asprintf(&r->filter, "handoff.%s.>", c->relay.host) < 0 || !r->outbox) {
+            asprintf(&r->filter, "handoff.%s.>", c->relay.host) < 0) {
                 q = -ENOMEM;
                 goto fail;
         }
@@ -187,7 +187,7 @@ int relay_start(uv_loop_t *loop, struct spool *sp, struct relay **ret)
         }
         r->fetcher_started = true;
         log_info("Relay: host %s, servers %s, %zu item(s) in outbox/", r->host,
-                 c->relay.servers, json_object_size(r->outbox));
+                 c->relay.servers, dict_count(&r->outbox));
         *ret = r;
         return 0;
 fail:
@@ -289,7 +289,7 @@ static void relay_destroy(struct relay *r)
         pthread_mutex_destroy(&r->m);
         pthread_cond_destroy(&r->wake_worker);
         pthread_cond_destroy(&r->wake_fetcher);
-        json_decref(r->outbox);
+        dict_clear(&r->outbox);
         free(r->queue.id);
         free(r->host);
         free(r->servers);
@@ -324,11 +324,10 @@ static json_t *relay_status(void *ctx, int64_t now)
 {
         struct relay *r = ctx;
         int64_t oldest = -1;
-        const char *k;
-        json_t *e;
+        const struct outbox_entry *e;
 
-        json_object_foreach(r->outbox, k, e) {
-                int64_t age = (now - json_integer_value(json_object_get(e, "at"))) / 1000000;
+        for (e = dict_first(&r->outbox); e; e = dict_next(e)) {
+                int64_t age = (now - e->at) / 1000000;
                 if (age > oldest)
                         oldest = age;
         }
@@ -338,7 +337,7 @@ static json_t *relay_status(void *ctx, int64_t now)
                          /* before a first connection: the servers it tries */
                          "server", r->st.server[0] ? r->st.server : r->servers,
                          "host", r->host, "stream", r->stream,
-                         "outbox", (json_int_t)json_object_size(r->outbox),
+                         "outbox", (json_int_t)dict_count(&r->outbox),
                          "outbox_oldest_s", oldest >= 0 ? json_integer(oldest) : json_null(),
                          "relayed", (json_int_t)r->st.relayed,
                          "received", (json_int_t)r->st.received,

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <uv.h>
 
+#include "dict.h"
 
 struct spool;
 
@@ -128,7 +129,7 @@ struct relay {
         struct relay_batch *batch;      /* handed to the loop, not yet done */
 
         /* The loop's own. */
-        json_t *outbox;         /* id -> {to, from, host, at, exp, next, tries, busy, queued} */
+        struct dict outbox;     /* id -> struct outbox_entry (outbox.h) */
         struct relay_ids queue; /* ids to publish now */
         int64_t scan_at;        /* next look at every item (expiry, retries) */
         size_t inflight;
