@@ -509,10 +509,13 @@ START_TEST(test_intake_batch_out_of_memory_is_an_error_for_every_name)
         ck_assert_int_eq(r, 3);
         ck_assert_uint_eq(f.sp->st.errors, 1);
         ck_assert(strstr(f.sp->st.last_error, "Cannot allocate memory"));
-        /* and decided once memory is there */
-        ck_assert_int_eq(intake_batch(f.sp, names, 3, hd_now_usec(), out), 0);
-        for (int i = 0; i < 3; i++)
+        /* and decided once memory is there: a name at a time, as a
+         * batch may leave names for the next turn when its time is up
+         * (a loaded machine), the first name of a batch never */
+        for (int i = 0; i < 3; i++) {
+                ck_assert_int_eq(intake_batch(f.sp, &names[i], 1, hd_now_usec(), &out[i]), 0);
                 ck_assert_int_eq(out[i], IO_CLAIMED);
+        }
         fx_close(&f);
 }
 END_TEST
