@@ -60,28 +60,40 @@ int hd_mac_compute(const json_t *doc, const hd_key *k,
         return 0;
 }
 
+int auth_field_decode(const json_t *doc, const char *name, unsigned char *out,
+                      size_t n, hd_verdict *v)
+{
+        const json_t *f;
+
+        if (!json_is_object(doc))
+                return verdict(v, HD_R_BAD_TYPE, "document is not a JSON object");
+        f = json_object_get(doc, name);
+        if (json_object_get(doc, "hmac") && json_object_get(doc, "sig"))
+                return verdict(v, HD_R_BAD_MAC_FORMAT,
+                               "both hmac and sig: a document carries one of them");
+        if (!f)
+                return verdict(v, HD_R_MISSING_FIELD, "%s is missing", name);
+        if (!json_is_string(f))
+                return verdict(v, HD_R_BAD_MAC_FORMAT, "%s is not a string", name);
+        if (!key_b64_decode(json_string_value(f), json_string_length(f), out, n))
+                return verdict(v, HD_R_BAD_MAC_FORMAT,
+                               "%s is not %zu chars of standard base64 of %zu bytes",
+                               name, (size_t)sodium_base64_ENCODED_LEN(n,
+                               sodium_base64_VARIANT_ORIGINAL) - 1, n);
+        return 0;
+}
+
 int hd_mac_check(const json_t *doc, const hd_key *k, hd_verdict *v)
 {
         unsigned char want[MAC_RAW_LEN], got[MAC_RAW_LEN];
-        const json_t *h;
         int r;
 
         verdict_clear(v);
         if (!doc || !k || k->kind != HD_KEY_HMAC)
                 return -EINVAL;
-        if (!json_is_object(doc))
-                return verdict(v, HD_R_BAD_TYPE, "document is not a JSON object");
-        h = json_object_get(doc, "hmac");
-        if (h && json_object_get(doc, "sig"))
-                return verdict(v, HD_R_BAD_MAC_FORMAT,
-                               "both hmac and sig: a document carries one of them");
-        if (!h)
-                return verdict(v, HD_R_MISSING_FIELD, "hmac is missing");
-        if (!json_is_string(h))
-                return verdict(v, HD_R_BAD_MAC_FORMAT, "hmac is not a string");
-        if (!key_b64_decode(json_string_value(h), json_string_length(h), got, MAC_RAW_LEN))
-                return verdict(v, HD_R_BAD_MAC_FORMAT,
-                               "hmac is not 44 chars of standard base64 of 32 bytes");
+        r = auth_field_decode(doc, "hmac", got, MAC_RAW_LEN, v);
+        if (r < 0)
+                return r;
 
         r = mac_raw(doc, k, want);
         if (r == -ERANGE)

@@ -79,7 +79,7 @@ int hd_sig_check(const json_t *doc, const hd_key *k, hd_verdict *v)
 {
         _cleanup_free_ char *canon = NULL;
         unsigned char sig[SIG_RAW_LEN];
-        const json_t *s, *kid;
+        const json_t *kid;
         char qb[QBUF_LEN], qk[QBUF_LEN];
         size_t len = 0;
         int r;
@@ -87,19 +87,9 @@ int hd_sig_check(const json_t *doc, const hd_key *k, hd_verdict *v)
         verdict_clear(v);
         if (!doc || !k || k->kind == HD_KEY_HMAC)
                 return -EINVAL;
-        if (!json_is_object(doc))
-                return verdict(v, HD_R_BAD_TYPE, "document is not a JSON object");
-        s = json_object_get(doc, "sig");
-        if (s && json_object_get(doc, "hmac"))
-                return verdict(v, HD_R_BAD_MAC_FORMAT,
-                               "both hmac and sig: a document carries one of them");
-        if (!s)
-                return verdict(v, HD_R_MISSING_FIELD, "sig is missing");
-        if (!json_is_string(s))
-                return verdict(v, HD_R_BAD_MAC_FORMAT, "sig is not a string");
-        if (!key_b64_decode(json_string_value(s), json_string_length(s), sig, sizeof(sig)))
-                return verdict(v, HD_R_BAD_MAC_FORMAT,
-                               "sig is not 88 chars of standard base64 of 64 bytes");
+        r = auth_field_decode(doc, "sig", sig, sizeof(sig), v);
+        if (r < 0)
+                return r;
         kid = json_object_get(doc, "kid");
         if (!kid)
                 return verdict(v, HD_R_MISSING_FIELD, "kid is missing: a sig names its key");
