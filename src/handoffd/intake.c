@@ -311,7 +311,7 @@ static int decide_reject(struct spool *sp, struct item *it, const hd_verdict *v,
         int r;
 
         if (hid && hd_id_valid(hid) && !it->lock_id) {
-                r = lock_try(sp->lock_fd, lock_off_id(hid), true);
+                r = lock_try_claim(sp->lock_fd, lock_off_id(hid));
                 if (r == -EAGAIN)
                         return IO_BUSY;
                 if (r < 0)
@@ -609,7 +609,7 @@ static int decide(struct spool *sp, struct item *it, int64_t now)
 
         /* From here to the publish, recovery in another daemon
          * keeps off this id. */
-        r = lock_try(sp->lock_fd, lock_off_id(it->id), true);
+        r = lock_try_claim(sp->lock_fd, lock_off_id(it->id));
         if (r == -EAGAIN)
                 return IO_BUSY;
         if (r < 0)
