@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "canon_src.h"
 #include "handoff.h"
 #include "util.h"
 
@@ -282,6 +283,13 @@ int hd_verify(const json_t *doc, hd_key_lookup_fn lookup, void *userdata,
               const hd_policy *p, const struct hd_payload_opts *opts,
               int64_t now_usec, hd_verdict *v)
 {
+        return canon_src_verify(doc, NULL, lookup, userdata, p, opts, now_usec, v);
+}
+
+int canon_src_verify(const json_t *doc, const struct canon_src *src,
+                     hd_key_lookup_fn lookup, void *userdata, const hd_policy *p,
+                     const struct hd_payload_opts *opts, int64_t now_usec, hd_verdict *v)
+{
         int r;
 
         verdict_clear(v);
@@ -290,7 +298,7 @@ int hd_verify(const json_t *doc, hd_key_lookup_fn lookup, void *userdata,
         if (!json_is_object(doc))
                 return verdict(v, HD_R_BAD_TYPE, "document is %s, not an object",
                                type_name(doc));
-        r = hd_auth_check(doc, lookup, userdata, v);
+        r = auth_check_src(doc, src, lookup, userdata, v);
         if (r < 0)
                 return r;
         r = hd_validate(doc, v);
