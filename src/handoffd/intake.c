@@ -27,6 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "canon_src.h"
 #include "deadline.h"
 #include "delivery.h"
 #include "files.h"
@@ -537,7 +538,8 @@ static int decide(struct spool *sp, struct item *it, int64_t now)
                 return r;
         it->mtim = st.st_mtim;
         hd_limits lim = { .max_size = c->max_file_size, .max_depth = HD_DEFAULT_MAX_DEPTH };
-        r = hd_parse(buf, len, &lim, &it->doc, &v);
+        struct canon_src src;
+        r = canon_src_parse(buf, len, &lim, &it->doc, &src, &v);
         if (r == -EBADMSG) {
                 int64_t mono = mono_usec();
                 if (now - (int64_t)st.st_mtim.tv_sec * 1000000LL - st.st_mtim.tv_nsec / 1000 < SETTLE_USEC &&
@@ -566,7 +568,7 @@ static int decide(struct spool *sp, struct item *it, int64_t now)
         /* For an agent not served here the MAC decides between left and
          * rejected: not before it. */
         r = (it->agent || remote) && stale_unsigned(it->doc, &pol, now, &v) ? -EBADMSG :
-            hd_verify(it->doc, config_key_lookup, (void *)c, &pol, &po, now, &v);
+            canon_src_verify(it->doc, &src, config_key_lookup, (void *)c, &pol, &po, now, &v);
         if (r == -EBADMSG) {
                 /* A claim's leftover that no longer verifies (expired
                  * since, or its key gone) goes as after its claim:
