@@ -1024,7 +1024,7 @@ def run_hub(a, paths, rows):
 
 def hub_table(a, rows):
     head = (f"{'hub against the file drop (same run)':<40}  {'items/s':>8}  {'p50 ms':>7}  {'p99 ms':>7}  "
-            f"{'max ms':>7}  {'cpu us/item':>11}")
+            f"{'max ms':>7}  {'cpu us/item':>11}  {'in p50/p99':>11}  {'hd p50/p99':>11}")
     lines = [head, "-" * len(head)]
     for r in rows:
         what = {"burst": f"burst of {r.get('n')}", "rate": f"{r.get('n')} at {a.rate:g}/s"}.get(
@@ -1032,7 +1032,10 @@ def hub_table(a, rows):
         what = f"{r.get('how')}: {what}, fsync {r.get('fsync')}"
         lines.append(f"{what:<40}  {fmt(r.get('throughput')):>8}  {fmt(r.get('lat_p50_ms')):>7}  "
                      f"{fmt(r.get('lat_p99_ms')):>7}  {fmt(r.get('lat_max_ms')):>7}  "
-                     f"{fmt(r.get('cpu_ms_per_1000')):>11}{'' if r.get('ok') else '  FAIL'}")
+                     f"{fmt(r.get('cpu_ms_per_1000')):>11}  "
+                     f"{fmt(r.get('lat_in_p50_ms')) + '/' + fmt(r.get('lat_in_p99_ms')):>11}  "
+                     f"{fmt(r.get('lat_daemon_p50_ms')) + '/' + fmt(r.get('lat_daemon_p99_ms')):>11}"
+                     f"{'' if r.get('ok') else '  FAIL'}")
     return "\n".join(lines)
 
 
@@ -1259,7 +1262,9 @@ def main():
             print("cpu us/item is a's and b's together; the local burst drops into b's handoff/ in the same setup.")
         if hub_rows:
             print("hub: handoff-hubd (TLS, 8 keep-alive clients) against the file drop on the same spool; latency")
-            print("from the start of the POST (or the drop) to the bootstrap; cpu us/item is handoffd's and the hub's.")
+            print("from the start of the POST (or the drop) to the bootstrap; cpu us/item is handoffd's and the hub's;")
+            print("in: to the item's arrival in handoff/ (the hub's way in; about 0 for the drop), hd: from there")
+            print("to the bootstrap (the daemon's part), both seen by inotify watchers in the bench's process.")
         sat = [f"{x['prog']} fsync {x['fsync']} round {x['round']}" for x in results if x.get("saturated")]
         if sat:
             print(f"NOTE (*): at {a.rate:g}/s these did not keep up (p50 above the {1000.0 / a.rate:g} ms between "

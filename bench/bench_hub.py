@@ -73,8 +73,15 @@ class Site:
 
 def one(site, hub, how, phase, n, rate, timeout, procs):
     docs = [hdproto.build("bob", "alice", site.key, ttl=1800) for _ in range(n)]
+    # the bytes made before any clock starts, for both ways in alike
+    bodies = [hdproto.dumps(d) for d in docs]
     w = Watcher(os.path.join(site.state["alice"], "handoffs"))
     w.start()
+    # each item's arrival in handoff/ splits its latency: the way in (the
+    # hub's request, zero for the file drop, whose clock starts there) and
+    # the daemon's part (handoff/ to the bootstrap)
+    arrive = Watcher(os.path.join(site.spool, "handoff"))
+    arrive.start()
     cpu0 = sum(proc_cpu(p.pid) for p in procs)
     starts, problems = {}, []
     t0 = time.monotonic()
@@ -89,7 +96,7 @@ def one(site, hub, how, phase, n, rate, timeout, procs):
                         if delay > 0:
                             time.sleep(delay)
                     name = d["handoff_id"] + ".json"
-                    starts[name] = drop_one(tmp_fd, hand_fd, name, hdproto.dumps(d))
+                    starts[name] = drop_one(tmp_fd, hand_fd, name, bodies[i])
             finally:
                 os.close(tmp_fd)
                 os.close(hand_fd)
@@ -106,7 +113,7 @@ def one(site, hub, how, phase, n, rate, timeout, procs):
                                 time.sleep(delay)
                         d = docs[i]
                         t = time.monotonic()
-                        st, a = hub.post(d, "bob", conn=conn)
+                        st, a = hub.post(d, "bob", conn=conn, raw=bodies[i])
                         with lock:
                             starts[d["handoff_id"] + ".json"] = t
                             if st != 200:
@@ -125,9 +132,13 @@ def one(site, hub, how, phase, n, rate, timeout, procs):
             problems.append(f"only {w.count()} of {n} bootstraps after {timeout:g}s")
     finally:
         w.close()
+        arrive.close()
     if w.dups:
         problems.append(f"{len(w.dups)} bootstrap(s) moved in more than once")
     lat = sorted((w.seen[k] - starts[k]) * 1000 for k in starts if k in w.seen)
+    both = [k for k in starts if k in w.seen and k in arrive.seen]
+    lat_in = sorted(max(0.0, arrive.seen[k] - starts[k]) * 1000 for k in both)
+    lat_daemon = sorted((w.seen[k] - arrive.seen[k]) * 1000 for k in both)
     span = (w.last() - min(starts.values())) if w.seen and starts else None
     cpu = sum(proc_cpu(p.pid) for p in procs) - cpu0
     return {"fsync": "on" if site.fsync else "off", "how": how, "phase": phase, "n": n,
@@ -135,6 +146,8 @@ def one(site, hub, how, phase, n, rate, timeout, procs):
             "throughput": len(w.seen) / span if span else None,
             "lat_p50_ms": pct(lat, 50), "lat_p99_ms": pct(lat, 99),
             "lat_max_ms": lat[-1] if lat else None,
+            "lat_in_p50_ms": pct(lat_in, 50), "lat_in_p99_ms": pct(lat_in, 99),
+            "lat_daemon_p50_ms": pct(lat_daemon, 50), "lat_daemon_p99_ms": pct(lat_daemon, 99),
             "cpu_ms_per_1000": cpu * 1000 * 1000 / n, "ok": not problems, "problems": problems}
 
 
@@ -185,7 +198,9 @@ def main():
                     m == "on", x.n, x.rate_n, x.rate, keep=x.keep)
     for r in rows:
         print(f"fsync {r['fsync']:3} {r['phase']:5} {r['how']:4}: {r.get('throughput') or 0:.0f} items/s, "
-              f"p50 {r.get('lat_p50_ms') or 0:.2f} ms, p99 {r.get('lat_p99_ms') or 0:.2f} ms"
+              f"p50 {r.get('lat_p50_ms') or 0:.2f} ms, p99 {r.get('lat_p99_ms') or 0:.2f} ms "
+              f"(in p50 {r.get('lat_in_p50_ms') or 0:.2f} p99 {r.get('lat_in_p99_ms') or 0:.2f}, "
+              f"daemon p50 {r.get('lat_daemon_p50_ms') or 0:.2f} p99 {r.get('lat_daemon_p99_ms') or 0:.2f})"
               f"{'' if r['ok'] else '  FAIL ' + '; '.join(r['problems'])}")
     print("BENCH_HUB_JSON " + json.dumps(rows, sort_keys=True, separators=(",", ":")))
     return 0 if all(r["ok"] for r in rows) else 1

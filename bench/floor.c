@@ -2,8 +2,9 @@
  *
  * A plain loop, no event loop, that does the work one handoff needs and
  * nothing else, with the same library calls as handoffd: open, fstat and
- * read (hd_read_at), parse (hd_parse), MAC over the canonical bytes,
- * fields, payload and freshness (hd_verify), the target, the replay check
+ * read (hd_read_at), parse (canon_src_parse), MAC over the canonical bytes
+ * (the file's own when they are), fields, payload and freshness
+ * (canon_src_verify), the target, the replay check
  * (two stats), the claim (renameat2 NOREPLACE into claimed/), the bootstrap
  * (hd_bootstrap_build, hd_canon_dump), its write under a hidden name and
  * its rename into the agent's handoffs/.  With --fsync, per item, the
@@ -43,6 +44,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "canon_src.h"
 #include "files.h"
 #include "handoff.h"
 #include "notify.h"
@@ -130,7 +132,8 @@ static int floor_one(struct floor *f, const char *name)
         if (r < 0)
                 return r;
         hd_limits lim = { .max_size = f->max_size, .max_depth = HD_DEFAULT_MAX_DEPTH };
-        r = hd_parse(buf, len, &lim, &doc, &v);
+        struct canon_src src;
+        r = canon_src_parse(buf, len, &lim, &doc, &src, &v);
         if (r == -EBADMSG)
                 return floor_refuse(f, name, &v);
         if (r < 0)
@@ -140,7 +143,7 @@ static int floor_one(struct floor *f, const char *name)
         hd_policy pol = { .max_clock_skew_s = HD_DEFAULT_MAX_CLOCK_SKEW,
                           .max_window_s = HD_DEFAULT_MAX_WINDOW };
         hd_payload_opts po = { .roles = NULL };
-        r = hd_verify(doc, floor_key_lookup, f->key, &pol, &po, now, &v);
+        r = canon_src_verify(doc, &src, floor_key_lookup, f->key, &pol, &po, now, &v);
         if (r == -EBADMSG)
                 return floor_refuse(f, name, &v);
         if (r < 0)

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "agents.h"
+#include "canon_src.h"
 #include "deadline.h"
 #include "decide.h"
 #include "delivery.h"
@@ -204,7 +205,7 @@ static int decide_reject(struct spool *sp, struct item *it, const hd_verdict *v,
         int r;
 
         if (hid && hd_id_valid(hid) && !it->lock_id) {
-                r = lock_try(sp->lock_fd, lock_off_id(hid), true);
+                r = lock_try_claim(sp->lock_fd, lock_off_id(hid));
                 if (r == -EAGAIN)
                         return decided(ret, IO_BUSY);
                 if (r < 0)
@@ -380,15 +381,16 @@ static int decide_open(struct spool *sp, struct item *it, int64_t now, struct st
         return 0;
 }
 
-/* Step 3: it->doc parsed from the open file.  One that does not parse
+/* Step 3: it->doc parsed from the open file, whose bytes (*ret_buf, the
+ * caller's to free) src borrows for the MAC.  One that does not parse
  * yet, new and changed lately, is deferred: its writer may still be at
  * it. */
 static int decide_parse(struct spool *sp, struct item *it, int64_t now, struct stat *st,
-                        enum item_outcome *ret)
+                        char **ret_buf, struct canon_src *src, enum item_outcome *ret)
 {
         const struct config *c = sp->cfg;
         hd_limits lim = { .max_size = c->max_file_size, .max_depth = HD_DEFAULT_MAX_DEPTH };
-        _cleanup_free_ char *buf = NULL;
+        char *buf = NULL;
         hd_verdict v;
         size_t len;
         int r;
@@ -398,6 +400,7 @@ static int decide_parse(struct spool *sp, struct item *it, int64_t now, struct s
          * of two claims one finds the id locked, then claimed (the
          * record holds it: claim_leftover()). */
         r = read_fd_stat(it->fd, st, it->name, c->max_file_size, &buf, &len, &v);
+        *ret_buf = buf;
         /* Two links (read_fd_stat() tells, not hd_open_at()): the one a
          * claim or a move left here beside its next state, that a power
          * cut kept.  Any other second link is rejected as hardlink. */
@@ -410,7 +413,7 @@ static int decide_parse(struct spool *sp, struct item *it, int64_t now, struct s
         if (r < 0)
                 return r;
         it->mtim = st->st_mtim;
-        r = hd_parse(buf, len, &lim, &it->doc, &v);
+        r = canon_src_parse(buf, len, &lim, &it->doc, src, &v);
         if (r == -EBADMSG) {
                 int64_t mono = mono_usec();
                 if (now - (int64_t)st->st_mtim.tv_sec * 1000000LL - st->st_mtim.tv_nsec / 1000 <
@@ -461,8 +464,8 @@ static int decide_not_verified(struct spool *sp, struct item *it, const char *to
 /* Steps 4-7: authenticated, valid, fresh, and for whom: it->agent (ours)
  * or *out (a remote agent's relay: checked here as for our own, never an
  * open relay); for any other agent left or rejected. */
-static int decide_verify(struct spool *sp, struct item *it, int64_t now,
-                         const struct spool_relay **out, enum item_outcome *ret)
+static int decide_verify(struct spool *sp, struct item *it, const struct canon_src *src,
+                         int64_t now, const struct spool_relay **out, enum item_outcome *ret)
 {
         const struct config *c = sp->cfg;
         const char *to = json_string_value(json_object_get(it->doc, "to_agent"));
@@ -480,7 +483,7 @@ static int decide_verify(struct spool *sp, struct item *it, int64_t now,
         /* For an agent not served here the MAC decides between left and
          * rejected: not before it. */
         r = (it->agent || *out) && stale_unsigned(it->doc, &pol, now, &v) ? -EBADMSG :
-            hd_verify(it->doc, config_key_lookup, (void *)c, &pol, &po, now, &v);
+            canon_src_verify(it->doc, src, config_key_lookup, (void *)c, &pol, &po, now, &v);
         if (r == -EBADMSG) {
                 /* A claim's leftover that no longer verifies (expired
                  * since, or its key gone) goes as after its claim:
@@ -511,7 +514,7 @@ static int decide_claim(struct spool *sp, struct item *it, const struct spool_re
         hd_verdict v;
         int r;
 
-        r = lock_try(sp->lock_fd, lock_off_id(it->id), true);
+        r = lock_try_claim(sp->lock_fd, lock_off_id(it->id));
         if (r == -EAGAIN)
                 return decided(ret, IO_BUSY);
         if (r < 0)
@@ -578,14 +581,16 @@ static int decide_claim(struct spool *sp, struct item *it, const struct spool_re
 int decide_item(struct spool *sp, struct item *it, int64_t now, enum item_outcome *ret)
 {
         const struct spool_relay *out = NULL;
+        _cleanup_free_ char *buf = NULL;
+        struct canon_src src = { 0 };
         struct stat st;
         int r;
 
         r = decide_open(sp, it, now, &st, ret);
         if (r == 0)
-                r = decide_parse(sp, it, now, &st, ret);
+                r = decide_parse(sp, it, now, &st, &buf, &src, ret);
         if (r == 0)
-                r = decide_verify(sp, it, now, &out, ret);
+                r = decide_verify(sp, it, &src, now, &out, ret);
         if (r == 0)
                 r = decide_claim(sp, it, out, now, ret);
         return r < 0 ? r : 0;

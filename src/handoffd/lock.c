@@ -3,6 +3,7 @@
  * byte it holds succeeds), and all go when it exits or is killed. */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -55,6 +56,24 @@ uint64_t lock_off_inode(dev_t dev, ino_t ino)
         return (UINT64_C(1) << REGION_BITS) | (h & ((UINT64_C(1) << REGION_BITS) - 1));
 }
 
+#define ID_REGION_START (UINT64_C(2) << REGION_BITS)
+#define ID_REGION_LEN   (UINT64_C(1) << REGION_BITS)
+
+/* The whole id region, taken by lock_try_claim() for an intake batch of a
+ * daemon alone on its spool, until lock_release_ids().  The daemon is one
+ * thread; the state is its one lock fd's. */
+static struct {
+        int fd;
+        bool held;
+        bool tried;     /* this batch: not again until lock_release_ids() */
+} ids_all = { .fd = -1 };
+
+static bool in_ids(int fd, uint64_t off)
+{
+        return ids_all.held && ids_all.fd == fd &&
+               off >= ID_REGION_START && off - ID_REGION_START < ID_REGION_LEN;
+}
+
 static int lock_set(int fd, uint64_t off, short type)
 {
         struct flock fl = {
@@ -71,12 +90,52 @@ static int lock_set(int fd, uint64_t off, short type)
 
 int lock_try(int fd, uint64_t off, bool exclusive)
 {
+        if (in_ids(fd, off))
+                return 0;
         return lock_set(fd, off, exclusive ? F_WRLCK : F_RDLCK);
 }
 
 void lock_release(int fd, uint64_t off)
 {
+        /* Held for the batch, which lets go of all of it at its end. */
+        if (in_ids(fd, off))
+                return;
         lock_set(fd, off, F_UNLCK);
+}
+
+/* No other daemon holds its running byte: we could take it exclusively. */
+static bool lock_alone(int fd)
+{
+        struct flock fl = {
+                .l_type = F_WRLCK,
+                .l_whence = SEEK_SET,
+                .l_start = LOCK_OFF_RUNNING,
+                .l_len = 1,
+        };
+
+        return fcntl(fd, F_OFD_GETLK, &fl) == 0 && fl.l_type == F_UNLCK;
+}
+
+int lock_try_claim(int fd, uint64_t off)
+{
+        if (in_ids(fd, off))
+                return 0;
+        if (!ids_all.tried) {
+                struct flock fl = {
+                        .l_type = F_WRLCK,
+                        .l_whence = SEEK_SET,
+                        .l_start = (off_t)ID_REGION_START,
+                        .l_len = (off_t)ID_REGION_LEN,
+                };
+
+                ids_all.tried = true;
+                if (lock_alone(fd) && fcntl(fd, F_OFD_SETLK, &fl) == 0) {
+                        ids_all.fd = fd;
+                        ids_all.held = true;
+                        return 0;
+                }
+        }
+        return lock_set(fd, off, F_WRLCK);
 }
 
 void lock_release_ids(int fd)
@@ -84,9 +143,11 @@ void lock_release_ids(int fd)
         struct flock fl = {
                 .l_type = F_UNLCK,
                 .l_whence = SEEK_SET,
-                .l_start = (off_t)(UINT64_C(2) << REGION_BITS),
-                .l_len = (off_t)(UINT64_C(1) << REGION_BITS),
+                .l_start = (off_t)ID_REGION_START,
+                .l_len = (off_t)ID_REGION_LEN,
         };
 
         (void) fcntl(fd, F_OFD_SETLK, &fl);
+        ids_all.held = false;
+        ids_all.tried = false;
 }

@@ -32,9 +32,19 @@ uint64_t lock_off_quota(const char *agent);
  * another daemon holds it, other -errno. */
 int lock_try(int fd, uint64_t off, bool exclusive);
 void lock_release(int fd, uint64_t off);
+/* Take an id's byte (lock_off_id()) exclusively for an intake batch: 0,
+ * -EAGAIN when another daemon holds it, other -errno.  A daemon alone on
+ * the spool (no other holds LOCK_OFF_RUNNING) takes every id byte at once,
+ * with its first claim of a batch: the others of the batch, and any
+ * lock_try() or lock_release() of an id byte until lock_release_ids(),
+ * then need no system call.  A daemon that starts meanwhile finds each id
+ * byte held until the batch ends, as it would find the one being
+ * claimed.  Tried once a batch: with another daemon about, each id alone. */
+int lock_try_claim(int fd, uint64_t off);
 /* Every id byte this daemon holds, in one call: the end of an intake
  * batch, which alone holds id bytes across calls (a burst of N claims
- * releases with 1 fcntl, not N). */
+ * releases with 1 fcntl, not N); lock_try_claim() tries the whole region
+ * again in the next batch. */
 void lock_release_ids(int fd);
 
 #endif

@@ -16,6 +16,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -334,11 +336,93 @@ static bool claimed_closed(struct hub *h, const char *name)
         return errno == EACCES;
 }
 
+/* A waiting request looks again when a file leaves handoff/ (an item
+ * claimed, rejected or moved on) or, at the latest, every WAIT_TICK_MS.
+ * One inotify instance serves every waiting request (one each would spend
+ * the user's few, which the daemon may share): whoever waits first reads
+ * it, the others wait on the condition for the end of that round.  The
+ * events only cut a wait short; without them (no inotify, no watch) the
+ * tick alone answers, as late as before. */
+#define WAIT_TICK_MS 10
+
+static struct {
+        pthread_mutex_t mu;
+        pthread_cond_t cv;      /* CLOCK_MONOTONIC */
+        bool ready;             /* cv and fd set up */
+        bool reading;           /* a waiter polls fd */
+        int fd;                 /* -1: the tick alone */
+        uint64_t rounds;        /* polls ended */
+} left = { .mu = PTHREAD_MUTEX_INITIALIZER, .fd = -1 };
+
+/* Under left.mu. */
+static void left_setup(struct hub *h)
+{
+        pthread_condattr_t ca;
+        char path[64];
+
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        pthread_cond_init(&left.cv, &ca);
+        pthread_condattr_destroy(&ca);
+        left.ready = true;
+        left.fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+        if (left.fd < 0 || xsnprintf(path, sizeof(path), "/proc/self/fd/%d", h->handoff_fd) < 0)
+                goto none;
+        if (inotify_add_watch(left.fd, path, IN_MOVED_FROM | IN_DELETE | IN_ONLYDIR) < 0)
+                goto none;
+        return;
+none:
+        if (left.fd >= 0)
+                close(left.fd);
+        left.fd = -1;
+}
+
+static void left_wait(struct hub *h)
+{
+        const struct timespec tick = { .tv_nsec = WAIT_TICK_MS * 1000 * 1000 };
+        struct timespec until;
+        uint64_t round;
+
+        pthread_mutex_lock(&left.mu);
+        if (!left.ready)
+                left_setup(h);
+        if (left.fd < 0) {
+                pthread_mutex_unlock(&left.mu);
+                nanosleep(&tick, NULL);
+                return;
+        }
+        if (!left.reading) {
+                struct pollfd p = { .fd = left.fd, .events = POLLIN };
+                char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+
+                left.reading = true;
+                pthread_mutex_unlock(&left.mu);
+                if (poll(&p, 1, WAIT_TICK_MS) > 0)
+                        while (read(left.fd, buf, sizeof(buf)) > 0)
+                                ;
+                pthread_mutex_lock(&left.mu);
+                left.reading = false;
+                left.rounds++;
+                pthread_cond_broadcast(&left.cv);
+        } else {
+                round = left.rounds;
+                clock_gettime(CLOCK_MONOTONIC, &until);
+                until.tv_nsec += tick.tv_nsec;
+                if (until.tv_nsec >= 1000000000L) {
+                        until.tv_sec++;
+                        until.tv_nsec -= 1000000000L;
+                }
+                while (left.rounds == round &&
+                       pthread_cond_timedwait(&left.cv, &left.mu, &until) == 0)
+                        ;
+        }
+        pthread_mutex_unlock(&left.mu);
+}
+
 int hub_accept_wait(struct hub *h, const char *id, int64_t timeout_ms,
                     struct hub_answer *a)
 {
         const int64_t until = hd_now_usec() + timeout_ms * 1000;
-        const struct timespec tick = { .tv_nsec = 10 * 1000 * 1000 };
         char name[NAME_MAX + 1];
         const char *outcome = "pending";
         json_t *item = NULL, *o;
@@ -370,7 +454,7 @@ int hub_accept_wait(struct hub *h, const char *id, int64_t timeout_ms,
                                 item = NULL;
                         }
                 }
-                nanosleep(&tick, NULL);
+                left_wait(h);
         }
         o = json_pack("{s:s, s:s, s:s}", "status", "accepted", "handoff_id", id,
                       "outcome", outcome);

@@ -62,8 +62,10 @@ static void render_transcript(struct sbuf *b, const json_t *tr, size_t max)
         for (size_t i = first; i < n; i++) {
                 const json_t *t = json_array_get(tr, i);
                 const char *text = json_string_value(json_object_get(t, "text"));
-                sb_printf(b, "\n- %s: %s", jstr(t, "role") ? jstr(t, "role") : "?",
-                          text ? text : "");
+                sb_puts(b, "\n- ");
+                sb_puts(b, jstr(t, "role") ? jstr(t, "role") : "?");
+                sb_puts(b, ": ");
+                sb_puts(b, text ? text : "");
         }
 }
 
@@ -103,7 +105,7 @@ static int render_context(const json_t *h, bool with_turns, char **ret, bool *re
         if (!own)
                 own = summary(h, "context_summary");
         if (own) {
-                sb_printf(&t, "%s", own);
+                sb_puts(&t, own);
                 if (turns && with_turns) {
                         render_transcript(&t, tr, BOOTSTRAP_TURNS);
                         *ret_turns = true;
@@ -178,14 +180,16 @@ static int canon_size(const json_t *b, char **keep, size_t *ret)
  * the embedded handoff holds anyway, then shorten resume_context, and
  * last drop the embedded handoff itself (the bootstrap then carries no
  * proof of origin). */
-static int bootstrap_fit(json_t *b, size_t max_size, bool same_payload, char **canon,
-                         size_t *ret_len)
+static int bootstrap_fit(json_t *b, size_t max_size, bool same_payload, bool fresh,
+                         char **canon, size_t *ret_len)
 {
-        size_t len;
-        int r;
+        size_t len = *ret_len;
+        int r = 0;
 
         for (int step = 0;; step++) {
-                r = canon_size(b, canon, &len);
+                /* *canon holds b's bytes already when fresh: not made again */
+                if (step > 0 || !fresh)
+                        r = canon_size(b, canon, &len);
                 *ret_len = len;
                 if (r < 0 || len <= max_size)
                         return r;
@@ -293,7 +297,7 @@ int bootstrap_build_canon(const json_t *h, const json_t *shown, int64_t accepted
                 r = bootstrap_fit(b, max_size,
                                   json_equal(json_object_get(h, "payload"),
                                              json_object_get(shown, "payload")),
-                                  &canon, &len);
+                                  fresh, &canon, &len);
                 if (r < 0)
                         return r;
                 fresh = true;

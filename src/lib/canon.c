@@ -4,6 +4,7 @@
  * \u escapes, raw 0x7f, its own float digits), so this is a separate writer
  * into a growable buffer. */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <math.h>
 #include <stdio.h>
@@ -18,9 +19,24 @@
  * (and reference cycles) against running out of stack. */
 #define CANON_MAX_DEPTH 4096
 
+/* A container that more than one parent holds (its refcount says) may
+ * come again in the same dump: the bootstrap holds the handoff's
+ * transcript beside the handoff itself.  Its bytes are the same wherever
+ * it stands below the top level (skip_key acts on the top level only), so
+ * the first writing is remembered and copied for the next. */
+#define CANON_MEMO 8
+
+struct canon_memo {
+        const json_t *v;
+        size_t off, len;
+        unsigned depth;
+};
+
 typedef struct canon_buf {
         char *p;
         size_t len, cap;
+        struct canon_memo memo[CANON_MEMO];
+        size_t n_memo;
 } canon_buf;
 
 static int canon_reserve(canon_buf *b, size_t n)
@@ -52,22 +68,12 @@ static int canon_put(canon_buf *b, const char *s, size_t n)
                 return r;
         memcpy(b->p + b->len, s, n);
         b->len += n;
-        b->p[b->len] = '\0';
         return 0;
 }
 
 static int canon_putc(canon_buf *b, char c)
 {
         return canon_put(b, &c, 1);
-}
-
-static int canon_put_u16(canon_buf *b, unsigned u)
-{
-        static const char hex[] = "0123456789abcdef";
-        char e[6] = { '\\', 'u', hex[(u >> 12) & 0xf], hex[(u >> 8) & 0xf],
-                      hex[(u >> 4) & 0xf], hex[u & 0xf] };
-
-        return canon_put(b, e, sizeof(e));
 }
 
 /* Decode one UTF-8 sequence at s (n bytes left).  jansson only hands out
@@ -107,28 +113,47 @@ static int utf8_decode(const unsigned char *s, size_t n, uint32_t *ret_cp)
         return k;
 }
 
+static char *canon_put_u16(char *o, unsigned u)
+{
+        static const char hex[] = "0123456789abcdef";
+
+        *o++ = '\\';
+        *o++ = 'u';
+        *o++ = hex[(u >> 12) & 0xf];
+        *o++ = hex[(u >> 8) & 0xf];
+        *o++ = hex[(u >> 4) & 0xf];
+        *o++ = hex[u & 0xf];
+        return o;
+}
+
+/* Written in place: no byte of input takes more than 6 bytes of output
+ * (4 bytes of UTF-8 make a surrogate pair, 12), room made once. */
 static int canon_string(canon_buf *b, const char *str, size_t n)
 {
         const unsigned char *s = (const unsigned char *)str;
-        size_t i = 0, run;
+        size_t i = 0;
+        char *o;
         int r;
 
-        r = canon_putc(b, '"');
+        if (n > (SIZE_MAX - 2) / 6)
+                return -ENOMEM;
+        r = canon_reserve(b, 6 * n + 2);
         if (r < 0)
                 return r;
+        o = b->p + b->len;
+        *o++ = '"';
         while (i < n) {
                 uint32_t cp;
-                const char *esc = NULL;
+                size_t run;
 
-                /* Copy runs of printable ASCII (0x20..0x7e but '"' '\\') as
-                 * they are; everything else is escaped. */
+                /* Runs of printable ASCII (0x20..0x7e but '"' '\\') are
+                 * copied as they are; everything else is escaped. */
                 for (run = i; run < n && s[run] >= 0x20 && s[run] < 0x7f &&
                               s[run] != '"' && s[run] != '\\'; run++)
                         ;
                 if (run > i) {
-                        r = canon_put(b, str + i, run - i);
-                        if (r < 0)
-                                return r;
+                        memcpy(o, str + i, run - i);
+                        o += run - i;
                         i = run;
                         continue;
                 }
@@ -137,28 +162,26 @@ static int canon_string(canon_buf *b, const char *str, size_t n)
                         return r;
                 i += (size_t)r;
                 switch (cp) {
-                case '"':  esc = "\\\""; break;
-                case '\\': esc = "\\\\"; break;
-                case '\n': esc = "\\n"; break;
-                case '\r': esc = "\\r"; break;
-                case '\t': esc = "\\t"; break;
-                case '\b': esc = "\\b"; break;
-                case '\f': esc = "\\f"; break;
-                default: break;
+                case '"':  *o++ = '\\'; *o++ = '"'; break;
+                case '\\': *o++ = '\\'; *o++ = '\\'; break;
+                case '\n': *o++ = '\\'; *o++ = 'n'; break;
+                case '\r': *o++ = '\\'; *o++ = 'r'; break;
+                case '\t': *o++ = '\\'; *o++ = 't'; break;
+                case '\b': *o++ = '\\'; *o++ = 'b'; break;
+                case '\f': *o++ = '\\'; *o++ = 'f'; break;
+                default:
+                        if (cp >= 0x10000) {
+                                cp -= 0x10000;
+                                o = canon_put_u16(o, 0xd800 | (cp >> 10));
+                                o = canon_put_u16(o, 0xdc00 | (cp & 0x3ff));
+                        } else
+                                o = canon_put_u16(o, cp);
+                        break;
                 }
-                if (esc)
-                        r = canon_put(b, esc, 2);
-                else if (cp >= 0x10000) {
-                        cp -= 0x10000;
-                        r = canon_put_u16(b, 0xd800 | (cp >> 10));
-                        if (r >= 0)
-                                r = canon_put_u16(b, 0xdc00 | (cp & 0x3ff));
-                } else
-                        r = canon_put_u16(b, cp);
-                if (r < 0)
-                        return r;
         }
-        return canon_putc(b, '"');
+        *o++ = '"';
+        b->len = (size_t)(o - b->p);
+        return 0;
 }
 
 /* Python's float repr: the shortest digits that read back as x, the
@@ -227,37 +250,47 @@ static int canon_real(canon_buf *b, double x)
         return canon_put(b, out, (size_t)(o - out));
 }
 
-static int key_cmp(const void *a, const void *b)
+struct canon_member {
+        const char *key;
+        const json_t *val;
+};
+
+static int member_cmp(const void *a, const void *b)
 {
         /* UTF-8 bytewise order is code point order, which is Python's. */
-        return strcmp(*(const char *const *)a, *(const char *const *)b);
+        return strcmp(((const struct canon_member *)a)->key,
+                      ((const struct canon_member *)b)->key);
 }
 
 static int canon_value(canon_buf *b, const json_t *v, const char *skip_key,
                        unsigned depth);
 
+/* Most objects are small: their members sorted on the stack. */
+#define CANON_STACK_MEMBERS 16
+
 static int canon_object(canon_buf *b, const json_t *v, const char *skip_key,
                         unsigned depth)
 {
-        _cleanup_free_ const char **keys = NULL;
+        struct canon_member stack[CANON_STACK_MEMBERS], *m = stack;
+        _cleanup_free_ struct canon_member *heap = NULL;
         size_t n = json_object_size(v), k = 0;
         const char *key;
         json_t *val;
         int r;
 
-        if (n > 0) {
-                keys = calloc(n, sizeof(*keys));
-                if (!keys)
+        if (n > CANON_STACK_MEMBERS) {
+                m = heap = calloc(n, sizeof(*heap));
+                if (!heap)
                         return -ENOMEM;
         }
         json_object_foreach((json_t *)v, key, val) {
                 if (skip_key && strcmp(key, skip_key) == 0)
                         continue;
                 if (k < n)
-                        keys[k++] = key;
+                        m[k++] = (struct canon_member){ .key = key, .val = val };
         }
         if (k > 1)
-                qsort(keys, k, sizeof(*keys), key_cmp);
+                qsort(m, k, sizeof(*m), member_cmp);
 
         r = canon_putc(b, '{');
         if (r < 0)
@@ -265,25 +298,82 @@ static int canon_object(canon_buf *b, const json_t *v, const char *skip_key,
         for (size_t i = 0; i < k; i++) {
                 if (i > 0 && (r = canon_putc(b, ',')) < 0)
                         return r;
-                r = canon_string(b, keys[i], strlen(keys[i]));
+                r = canon_string(b, m[i].key, strlen(m[i].key));
                 if (r < 0)
                         return r;
                 r = canon_putc(b, ':');
                 if (r < 0)
                         return r;
-                r = canon_value(b, json_object_get(v, keys[i]), NULL, depth + 1);
+                r = canon_value(b, m[i].val, NULL, depth + 1);
                 if (r < 0)
                         return r;
         }
         return canon_putc(b, '}');
 }
 
+static int canon_array(canon_buf *b, const json_t *v, unsigned depth)
+{
+        int r = canon_putc(b, '[');
+
+        for (size_t i = 0; r >= 0 && i < json_array_size(v); i++) {
+                if (i > 0 && (r = canon_putc(b, ',')) < 0)
+                        break;
+                r = canon_value(b, json_array_get(v, i), NULL, depth + 1);
+        }
+        return r < 0 ? r : canon_putc(b, ']');
+}
+
+static int canon_integer(canon_buf *b, json_int_t x)
+{
+        char num[24], *o = num + sizeof(num);
+        unsigned long long u = x < 0 ? 0ULL - (unsigned long long)x : (unsigned long long)x;
+
+        do
+                *--o = (char)('0' + u % 10);
+        while ((u /= 10) > 0);
+        if (x < 0)
+                *--o = '-';
+        return canon_put(b, o, (size_t)(num + sizeof(num) - o));
+}
+
+/* A container below the top level written before in this dump, deeper
+ * than here or as deep (so no deeper than CANON_MAX_DEPTH): its bytes. */
+static const struct canon_memo *memo_find(const canon_buf *b, const json_t *v,
+                                          unsigned depth)
+{
+        for (size_t i = 0; i < b->n_memo; i++)
+                if (b->memo[i].v == v && depth <= b->memo[i].depth)
+                        return &b->memo[i];
+        return NULL;
+}
+
+static int canon_container(canon_buf *b, const json_t *v, const char *skip_key,
+                           unsigned depth)
+{
+        bool shared = depth > 0 && v->refcount > 1;
+        const struct canon_memo *m = shared ? memo_find(b, v, depth) : NULL;
+        size_t off = b->len;
+        int r;
+
+        if (m) {
+                r = canon_reserve(b, m->len);
+                if (r < 0)
+                        return r;
+                memcpy(b->p + b->len, b->p + m->off, m->len);
+                b->len += m->len;
+                return 0;
+        }
+        r = json_is_object(v) ? canon_object(b, v, skip_key, depth) : canon_array(b, v, depth);
+        if (r < 0 || !shared || b->n_memo >= CANON_MEMO)
+                return r;
+        b->memo[b->n_memo++] = (struct canon_memo){ .v = v, .off = off,
+                                                    .len = b->len - off, .depth = depth };
+        return 0;
+}
+
 static int canon_value(canon_buf *b, const json_t *v, const char *skip_key,
                        unsigned depth)
 {
-        char num[32];
-        int r;
-
         if (!v)
                 return -EINVAL;
         if (depth > CANON_MAX_DEPTH)
@@ -291,25 +381,12 @@ static int canon_value(canon_buf *b, const json_t *v, const char *skip_key,
 
         switch (json_typeof(v)) {
         case JSON_OBJECT:
-                return canon_object(b, v, skip_key, depth);
         case JSON_ARRAY:
-                r = canon_putc(b, '[');
-                if (r < 0)
-                        return r;
-                for (size_t i = 0; i < json_array_size(v); i++) {
-                        if (i > 0 && (r = canon_putc(b, ',')) < 0)
-                                return r;
-                        r = canon_value(b, json_array_get(v, i), NULL, depth + 1);
-                        if (r < 0)
-                                return r;
-                }
-                return canon_putc(b, ']');
+                return canon_container(b, v, skip_key, depth);
         case JSON_STRING:
                 return canon_string(b, json_string_value(v), json_string_length(v));
         case JSON_INTEGER:
-                r = snprintf(num, sizeof(num), "%" JSON_INTEGER_FORMAT,
-                             json_integer_value(v));
-                return canon_put(b, num, (size_t)r);
+                return canon_integer(b, json_integer_value(v));
         case JSON_REAL:
                 if (!isfinite(json_real_value(v)))
                         return -ERANGE;
@@ -337,7 +414,9 @@ int hd_canon_dump(const json_t *v, const char *skip_key,
         p = b.p;
         if (r < 0)
                 return r;
-        if (!p) {
+        if (p)
+                p[b.len] = '\0';       /* canon_reserve() leaves room for it */
+        else {
                 /* Every value writes at least one byte; keep the promise of a
                  * NUL-terminated result anyway. */
                 p = strdup("");

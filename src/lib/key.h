@@ -30,6 +30,13 @@ struct hd_key {
  * (no stray low bits), so that one value has one spelling. */
 bool key_b64_decode(const char *s, size_t slen, unsigned char *out, size_t n);
 
+/* The rule for a document's authenticator field name ("hmac" or "sig"),
+ * one for both schemes (mac.c): doc is an object, carries not both, and
+ * name is present as the strict base64 (key_b64_decode()) of exactly n
+ * bytes, decoded into out.  0, or the verdict's -EBADMSG. */
+int auth_field_decode(const json_t *doc, const char *name, unsigned char *out,
+                      size_t n, hd_verdict *v);
+
 /* For _cleanup_(hd_key_freep) (util.h). */
 static inline void hd_key_freep(hd_key **k) { hd_key_free(*k); }
 

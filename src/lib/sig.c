@@ -8,8 +8,10 @@
  * of "hmac" or "sig" the document carries. */
 #include <errno.h>
 #include <sodium.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "canon_src.h"
 #include "handoff.h"
 #include "key.h"
 #include "util.h"
@@ -77,9 +79,36 @@ int hd_sign(json_t *doc, const hd_key *k)
 
 int hd_sig_check(const json_t *doc, const hd_key *k, hd_verdict *v)
 {
+        return sig_check_src(doc, NULL, k, v);
+}
+
+/* The signed bytes in one piece: src's two joined, or written here. */
+static int sig_bytes(const json_t *doc, const struct canon_src *src, char **ret, size_t *ret_len)
+{
+        const char *piece[2];
+        size_t n[2];
+        char *b;
+
+        if (!canon_src_pieces(src, "sig", piece, n))
+                return hd_canon_dump(doc, "sig", ret, ret_len);
+        b = malloc(n[0] + n[1] + 1);
+        if (!b)
+                return -ENOMEM;
+        memcpy(b, piece[0], n[0]);
+        if (n[1])
+                memcpy(b + n[0], piece[1], n[1]);
+        b[n[0] + n[1]] = '\0';
+        *ret = b;
+        *ret_len = n[0] + n[1];
+        return 0;
+}
+
+int sig_check_src(const json_t *doc, const struct canon_src *src, const hd_key *k,
+                  hd_verdict *v)
+{
         _cleanup_free_ char *canon = NULL;
         unsigned char sig[SIG_RAW_LEN];
-        const json_t *s, *kid;
+        const json_t *kid;
         char qb[QBUF_LEN], qk[QBUF_LEN];
         size_t len = 0;
         int r;
@@ -87,19 +116,9 @@ int hd_sig_check(const json_t *doc, const hd_key *k, hd_verdict *v)
         verdict_clear(v);
         if (!doc || !k || k->kind == HD_KEY_HMAC)
                 return -EINVAL;
-        if (!json_is_object(doc))
-                return verdict(v, HD_R_BAD_TYPE, "document is not a JSON object");
-        s = json_object_get(doc, "sig");
-        if (s && json_object_get(doc, "hmac"))
-                return verdict(v, HD_R_BAD_MAC_FORMAT,
-                               "both hmac and sig: a document carries one of them");
-        if (!s)
-                return verdict(v, HD_R_MISSING_FIELD, "sig is missing");
-        if (!json_is_string(s))
-                return verdict(v, HD_R_BAD_MAC_FORMAT, "sig is not a string");
-        if (!key_b64_decode(json_string_value(s), json_string_length(s), sig, sizeof(sig)))
-                return verdict(v, HD_R_BAD_MAC_FORMAT,
-                               "sig is not 88 chars of standard base64 of 64 bytes");
+        r = auth_field_decode(doc, "sig", sig, sizeof(sig), v);
+        if (r < 0)
+                return r;
         kid = json_object_get(doc, "kid");
         if (!kid)
                 return verdict(v, HD_R_MISSING_FIELD, "kid is missing: a sig names its key");
@@ -114,7 +133,7 @@ int hd_sig_check(const json_t *doc, const hd_key *k, hd_verdict *v)
 
         if (sodium_init() < 0)
                 return -EIO;
-        r = hd_canon_dump(doc, "sig", &canon, &len);
+        r = sig_bytes(doc, src, &canon, &len);
         if (r == -ERANGE)
                 return verdict(v, HD_R_NUMBER_OUT_OF_RANGE,
                                "a number has no canonical form (not finite)");
@@ -159,6 +178,12 @@ static int sig_owner_check(const hd_key *k, const char *kid, const char *from,
 
 int hd_auth_check(const json_t *doc, hd_key_lookup_fn lookup, void *userdata,
                   hd_verdict *v)
+{
+        return auth_check_src(doc, NULL, lookup, userdata, v);
+}
+
+int auth_check_src(const json_t *doc, const struct canon_src *src,
+                   hd_key_lookup_fn lookup, void *userdata, hd_verdict *v)
 {
         const json_t *sig, *kid, *from;
         const char *kids, *froms;
@@ -209,11 +234,11 @@ int hd_auth_check(const json_t *doc, hd_key_lookup_fn lookup, void *userdata,
                         return verdict(v, HD_R_UNKNOWN_KEY,
                                        "kid %s names an HMAC key, not a public key",
                                        SQ(kids, qa));
-                return hd_sig_check(doc, k, v);
+                return sig_check_src(doc, src, k, v);
         }
         if (k->kind != HD_KEY_HMAC)
                 return verdict(v, HD_R_SIGNATURE_REQUIRED,
                                "from_agent %s signs with Ed25519 (key %s): hmac is refused",
                                SQ(froms, qa), SQ(k->kid, qb));
-        return hd_mac_check(doc, k, v);
+        return mac_check_src(doc, src, k, v);
 }

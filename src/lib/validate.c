@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "canon_src.h"
 #include "handoff.h"
 #include "util.h"
 
@@ -125,6 +126,18 @@ static int get_time(const json_t *doc, const char *field, int64_t *ret,
         return 0;
 }
 
+/* Both time fields, initiated_at first: its verdict wins when both are
+ * bad, in hd_validate() and hd_check_fresh() alike. */
+static int get_times(const json_t *doc, int64_t *ret_init, int64_t *ret_exp,
+                     hd_verdict *v)
+{
+        int r = get_time(doc, "initiated_at", ret_init, v);
+
+        if (r < 0)
+                return r;
+        return get_time(doc, "expires_at", ret_exp, v);
+}
+
 int hd_validate(const json_t *doc, hd_verdict *v)
 {
         const json_t *pv, *j, *from, *to;
@@ -191,10 +204,7 @@ int hd_validate(const json_t *doc, hd_verdict *v)
                         return r;
         }
 
-        r = get_time(doc, "initiated_at", &t_init, v);
-        if (r < 0)
-                return r;
-        r = get_time(doc, "expires_at", &t_exp, v);
+        r = get_times(doc, &t_init, &t_exp, v);
         if (r < 0)
                 return r;
         if (t_exp <= t_init)
@@ -247,10 +257,7 @@ int hd_check_fresh(const json_t *doc, const hd_policy *p, int64_t now_usec,
                 return -EINVAL;
         if (!json_is_object(doc))
                 return verdict(v, HD_R_BAD_TIMESTAMP, "document has no timestamps");
-        r = get_time(doc, "initiated_at", &t_init, v);
-        if (r < 0)
-                return r;
-        r = get_time(doc, "expires_at", &t_exp, v);
+        r = get_times(doc, &t_init, &t_exp, v);
         if (r < 0)
                 return r;
 
@@ -276,6 +283,13 @@ int hd_verify(const json_t *doc, hd_key_lookup_fn lookup, void *userdata,
               const hd_policy *p, const struct hd_payload_opts *opts,
               int64_t now_usec, hd_verdict *v)
 {
+        return canon_src_verify(doc, NULL, lookup, userdata, p, opts, now_usec, v);
+}
+
+int canon_src_verify(const json_t *doc, const struct canon_src *src,
+                     hd_key_lookup_fn lookup, void *userdata, const hd_policy *p,
+                     const struct hd_payload_opts *opts, int64_t now_usec, hd_verdict *v)
+{
         int r;
 
         verdict_clear(v);
@@ -284,7 +298,7 @@ int hd_verify(const json_t *doc, hd_key_lookup_fn lookup, void *userdata,
         if (!json_is_object(doc))
                 return verdict(v, HD_R_BAD_TYPE, "document is %s, not an object",
                                type_name(doc));
-        r = hd_auth_check(doc, lookup, userdata, v);
+        r = auth_check_src(doc, src, lookup, userdata, v);
         if (r < 0)
                 return r;
         r = hd_validate(doc, v);
