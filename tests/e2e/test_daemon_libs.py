@@ -144,7 +144,7 @@ def main():
         inih = test_no_relay(env)
         test_journal(env)
         if not natsrv.available():
-            print("nats-server not installed: the [relay] cases skipped")
+            hdtest.skip_part("nats-server", "the [relay] cases")
             return
         with natsrv.Cluster(env.dir, nodes=1) as ns:
             extra = test_relay(env, ns)

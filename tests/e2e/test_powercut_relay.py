@@ -136,7 +136,7 @@ def on_b(env, got):
 def main():
     why = pcfs.unusable()
     if why or not natsrv.available():
-        REPORT.skip(why or "nats-server not installed")
+        REPORT.skip(*(why or ("nats-server", "not installed")))
         return
     rnd = random.Random(SEED)
     print(f"seed {SEED}, cuts {CUTS}, fsync yes on a and b; model: {pcfs.MODEL}")

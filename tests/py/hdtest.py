@@ -31,6 +31,38 @@ sys.path.insert(0, os.path.join(SRC, "tests", "py"))
 import hdproto  # noqa: E402
 import invariant  # noqa: E402
 
+
+
+# A skipped script exits 77 (as automake's tests do) after one line naming
+# what it lacks; the runner (tests/unit/test_e2e.c) counts it apart, and
+# fails it when TOOL is a package of mk/build-deps, which `make check`
+# installs.  TOOL is a Debian package name, or a condition no package
+# gives ("root", "fuse-mount").
+SKIP = 77
+
+
+def skip(tool, why):
+    """End the script as skipped for want of tool."""
+    print(f"skipped: needs {tool}: {why}")
+    sys.stdout.flush()
+    sys.exit(SKIP)
+
+
+def skip_part(tool, what):
+    """Say that one part of the script is skipped for want of tool; the
+    script goes on (and the runner fails it too when tool is listed)."""
+    print(f"skipped part: needs {tool}: {what}")
+
+
+def _terminated(signum, frame):
+    # The runner's timeout sends SIGTERM: unwind, so that `with` blocks stop
+    # the daemons and remove the temp directories.
+    raise SystemExit(128 + signum)
+
+
+if threading.current_thread() is threading.main_thread():
+    signal.signal(signal.SIGTERM, _terminated)
+
 # The real consumer's logic, one copy: returns the bootstrap dict or None.
 real_consumer = invariant.real_consume
 

@@ -213,9 +213,12 @@ class Report:
         self.name, self.cuts = name, cuts
         self.found = {"lost": set(), "twice": set(), "left": set()}
         self.last = None
+        self.skipped = False
 
-    def skip(self, why):
-        print(f"skipped: {why}")
+    def skip(self, tool, why):
+        """The run ends as skipped (hdtest.skip) after its last line."""
+        print(f"skipped: needs {tool}: {why}")
+        self.skipped = True
         self.last = f"{self.name}: 0 cuts, 0 handoffs, lost 0, twice 0, left 0 (skipped)"
 
     def note(self, findings, cut, word="finding", explain=str):
@@ -255,4 +258,4 @@ class Report:
             rc = 1
         print(self.last or f"{self.name}: {self.cuts} cuts, 0 handoffs, "
               "lost ?, twice ?, left ? (did not finish)")
-        sys.exit(rc)
+        sys.exit(hdtest.SKIP if rc == 0 and self.skipped else rc)
