@@ -84,11 +84,7 @@ def as_user(uid, code, *args):
     return p.stdout
 
 
-def cpu_s(pid):
-    """utime + stime of pid, in seconds."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+cpu_s = hdtest.cpu_s
 
 
 def shared_file(env, name, data):

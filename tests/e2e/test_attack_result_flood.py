@@ -27,10 +27,7 @@ ARCHIVED = int(os.environ.get("HD_ATTACK_RESULT_ARCHIVED", "10000"))
 RESULTS = int(os.environ.get("HD_ATTACK_RESULT_N", "1000"))
 
 
-def cpu_s(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+cpu_s = hdtest.cpu_s
 
 
 def result(hid, key, text):

@@ -115,6 +115,24 @@ def wait_for(pred, timeout=10.0, what="condition"):
     raise Fail(f"timed out waiting for {what}")
 
 
+def wait_progress(count, want, stall=60.0, what="progress", poll=0.2):
+    """Wait until count() >= want.  Fails when count() has not grown for
+    stall seconds (x SLOW): a long run on a loaded machine goes on as long
+    as it moves, a stuck one ends.  count() is called every poll seconds
+    (a listing of thousands of names is no cheap predicate)."""
+    last, since = None, time.monotonic()
+    while True:
+        n = count()
+        if n >= want:
+            return n
+        if n != last:
+            last, since = n, time.monotonic()
+        elif time.monotonic() - since > stall * SLOW:
+            raise Fail(f"timed out waiting for {what}: {n} of {want}, "
+                       f"none more in {stall * SLOW:.0f}s")
+        time.sleep(poll)
+
+
 def inotify_watches(pid):
     """How many inotify watches process pid holds (0 when it has none or
     is gone): /proc/PID/fdinfo lists one "inotify wd:" line per watch."""
@@ -444,6 +462,25 @@ def proc_status(pid, field):
     except OSError:
         pass
     return None
+
+
+def cpu_s(pid):
+    """utime + stime of process pid, in seconds: the work it did, which a
+    loaded machine does not stretch as it stretches wall time."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def children_cpu(fn, *args, **kw):
+    """(CPU seconds of the child processes fn started and waited for, what
+    fn returned): for a bound on a command's work that a loaded machine
+    does not break (its wall time, printed beside, may be many times it)."""
+    import resource
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    v = fn(*args, **kw)
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime, v
 
 
 def fd_count(pid):

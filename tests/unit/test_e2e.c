@@ -133,14 +133,14 @@ static const char *logs_dir(void)
 
 static void log_path(char *buf, size_t len, const char *name)
 {
-        snprintf(buf, len, "%s/%s.log", logs_dir(), name);
+        snprintf(buf, len, "%.3800s/%.250s.log", logs_dir(), name);
 }
 
 /* Each script's seconds of the last run: the slow ones start first, so
  * that the pool does not end waiting on one long script. */
 static void times_path(char *buf, size_t len)
 {
-        snprintf(buf, len, "%s/e2e-times", logs_dir());
+        snprintf(buf, len, "%.3800s/e2e-times", logs_dir());
 }
 
 static void times_read(void)
