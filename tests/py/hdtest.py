@@ -483,6 +483,17 @@ def children_cpu(fn, *args, **kw):
     return r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime, v
 
 
+def timed_ctl(env, *args, daemon=None):
+    """env.ctl(*args): (CPU seconds of handoffctl, and of daemon (a Daemon)
+    meanwhile when given; wall seconds; its CompletedProcess)."""
+    t0 = time.monotonic()
+    c0 = cpu_s(daemon.proc.pid) if daemon else 0.0
+    cpu, p = children_cpu(env.ctl, *args)
+    if daemon:
+        cpu += cpu_s(daemon.proc.pid) - c0
+    return cpu, time.monotonic() - t0, p
+
+
 def fd_count(pid):
     return len(os.listdir(f"/proc/{pid}/fd"))
 
