@@ -41,12 +41,7 @@ N = int(os.environ.get("HD_RECEIPT_N", "80"))
 FINAL = ("consumed", "expired", "rejected")
 
 
-def wait(pred, timeout, what):
-    """hdtest.wait_for, with what() said on failure (the state then)."""
-    try:
-        return hdtest.wait_for(pred, timeout, "")
-    except hdtest.Fail:
-        raise hdtest.Fail(f"timed out waiting for {what()}")
+wait = hdtest.wait_for
 
 
 def kinds(i):

@@ -30,6 +30,9 @@ SLOW = 4 if SANITIZE else 1
 sys.path.insert(0, os.path.join(SRC, "tests", "py"))
 import hdproto  # noqa: E402
 import invariant  # noqa: E402
+# the measures, as hdtest.cpu_s(), hdtest.ping_time() ...
+from hdmeasure import (children_cpu, cpu_s, fd_count, inotify_watches,  # noqa: E402,F401
+                       ping_time, proc_status, timed_ctl)
 
 
 
@@ -106,13 +109,16 @@ def finish(ok_line):
 
 
 def wait_for(pred, timeout=10.0, what="condition"):
+    """pred()'s first true value within timeout seconds (x SLOW).  what
+    names it in the failure; a callable what is called then, to say the
+    state the wait ended in."""
     deadline = time.monotonic() + timeout * SLOW
     while time.monotonic() < deadline:
         v = pred()
         if v:
             return v
         time.sleep(0.02)
-    raise Fail(f"timed out waiting for {what}")
+    raise Fail(f"timed out waiting for {what() if callable(what) else what}")
 
 
 def wait_progress(count, want, stall=60.0, what="progress", poll=0.2):
@@ -131,25 +137,6 @@ def wait_progress(count, want, stall=60.0, what="progress", poll=0.2):
             raise Fail(f"timed out waiting for {what}: {n} of {want}, "
                        f"none more in {stall * SLOW:.0f}s")
         time.sleep(poll)
-
-
-def inotify_watches(pid):
-    """How many inotify watches process pid holds (0 when it has none or
-    is gone): /proc/PID/fdinfo lists one "inotify wd:" line per watch."""
-    n = 0
-    try:
-        fds = os.listdir(f"/proc/{pid}/fd")
-    except OSError:
-        return 0
-    for fd in fds:
-        try:
-            if os.readlink(f"/proc/{pid}/fd/{fd}") != "anon_inode:inotify":
-                continue
-            with open(f"/proc/{pid}/fdinfo/{fd}") as f:
-                n += sum(1 for ln in f if ln.startswith("inotify wd:"))
-        except OSError:
-            continue
-    return n
 
 
 def wait_watching(proc, n=1, timeout=10.0, what="the process"):
@@ -452,52 +439,6 @@ class Env:
         return p
 
 
-def proc_status(pid, field):
-    """A field of /proc/PID/status in kB (VmHWM: peak RSS), or None."""
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return None
-
-
-def cpu_s(pid):
-    """utime + stime of process pid, in seconds: the work it did, which a
-    loaded machine does not stretch as it stretches wall time."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def children_cpu(fn, *args, **kw):
-    """(CPU seconds of the child processes fn started and waited for, what
-    fn returned): for a bound on a command's work that a loaded machine
-    does not break (its wall time, printed beside, may be many times it)."""
-    import resource
-    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    v = fn(*args, **kw)
-    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime, v
-
-
-def timed_ctl(env, *args, daemon=None):
-    """env.ctl(*args): (CPU seconds of handoffctl, and of daemon (a Daemon)
-    meanwhile when given; wall seconds; its CompletedProcess)."""
-    t0 = time.monotonic()
-    c0 = cpu_s(daemon.proc.pid) if daemon else 0.0
-    cpu, p = children_cpu(env.ctl, *args)
-    if daemon:
-        cpu += cpu_s(daemon.proc.pid) - c0
-    return cpu, time.monotonic() - t0, p
-
-
-def fd_count(pid):
-    return len(os.listdir(f"/proc/{pid}/fd"))
-
-
 def handoff_latency(env, frm="bob", to="alice", timeout=30.0):
     """Drop one legitimate handoff; seconds until its bootstrap is there."""
     doc = hdproto.build(frm, to, env.key, ttl=600)
@@ -505,21 +446,6 @@ def handoff_latency(env, frm="bob", to="alice", timeout=30.0):
     t0 = time.monotonic()
     hdproto.drop(env.spool, doc)
     wait_for(lambda: os.path.exists(path), timeout, f"legitimate handoff to {to} delivered")
-    return time.monotonic() - t0
-
-
-def ping_time(sock, timeout=30.0):
-    """Seconds the control socket takes to answer one status request."""
-    t0 = time.monotonic()
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.settimeout(timeout)
-    try:
-        s.connect(sock)
-        s.sendall(b'{"command":"status"}\n')
-        while s.recv(65536):
-            pass
-    finally:
-        s.close()
     return time.monotonic() - t0
 
 
