@@ -203,7 +203,9 @@ class Daemon:
     def poll_notify(self):
         time.sleep(0.01)
 
-    def wait_message(self, msg, timeout=20.0):
+    # READY=1 comes after the start's scan: thousands of waiting items on a
+    # loaded machine take a minute; a daemon that exits fails at once.
+    def wait_message(self, msg, timeout=60.0):
         def seen():
             self.poll_notify()
             if self.proc.poll() is not None and msg not in self.messages:
