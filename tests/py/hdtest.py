@@ -203,15 +203,28 @@ class Daemon:
     def poll_notify(self):
         time.sleep(0.01)
 
-    # READY=1 comes after the start's scan: thousands of waiting items on a
-    # loaded machine take a minute; a daemon that exits fails at once.
-    def wait_message(self, msg, timeout=60.0):
+    def wait_message(self, msg, timeout=20.0):
+        """Wait for msg on NOTIFY_SOCKET as long as the daemon works: it
+        fails when the daemon exits, or uses no CPU for timeout seconds
+        (x SLOW).  READY=1 comes after the start's scan, and thousands of
+        waiting items take minutes on a loaded machine."""
         def seen():
             self.poll_notify()
             if self.proc.poll() is not None and msg not in self.messages:
                 raise Fail(f"{self.name} exited {self.proc.returncode} before {msg}:\n{self.logs()}")
             return msg in self.messages
-        wait_for(seen, timeout, f"{self.name}: {msg}")
+
+        last, since = None, time.monotonic()
+        while not seen():
+            try:
+                c = cpu_s(self.proc.pid)
+            except OSError:
+                continue        # exited: seen() says so
+            if c != last:
+                last, since = c, time.monotonic()
+            elif time.monotonic() - since > timeout * SLOW:
+                raise Fail(f"timed out waiting for {self.name}: {msg} (no CPU used in "
+                           f"{timeout * SLOW:.0f}s)")
 
     def logs(self):
         if not self.log.closed:

@@ -183,15 +183,20 @@ def resume(workers):
         w.gate.resume()
 
 
-def still(findings, again, keep=lambda x: False):
+def still(findings, again, keep=lambda x: False, settle=10.0):
     """What a running daemon is finishing right now (e.g. an expiry between
     the bootstrap's removal and the archive) is no finding: only what
-    again() still finds a second later, or what keep() says is final."""
-    if not findings:
-        return findings
-    time.sleep(1.0)
-    later = again()
-    return [x for x in findings if x in later or keep(x)]
+    again() still finds after settle seconds (x SLOW) of looking for it to
+    go (a loaded machine may take that long to finish), or what keep()
+    says is final."""
+    final = [x for x in findings if keep(x)]
+    left = [x for x in findings if not keep(x)]
+    deadline = time.monotonic() + settle * hdtest.SLOW
+    while left and time.monotonic() < deadline:
+        time.sleep(0.1)
+        later = again()
+        left = [x for x in left if x in later]
+    return final + left
 
 
 def classify(finding):
