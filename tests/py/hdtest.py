@@ -186,6 +186,11 @@ class Daemon:
         if env_vars:
             e.update(env_vars)
         self.log = open(self.log_path, "ab")
+        self.log_start = self.log.tell()        # a restart appends
+        # handoffd logging to its log file: its info lines are flushed when
+        # its loop sleeps, the ready line just after READY=1
+        self.ready_line = "JOURNAL_STREAM" not in e and (
+            argv is None or any(os.path.basename(a) == "handoffd" for a in argv))
         self.proc = subprocess.Popen(argv or [HANDOFFD, "-f", "-v", "-c", conf, *extra_args],
                                      stdin=subprocess.DEVNULL, stdout=self.log,
                                      stderr=subprocess.STDOUT, env=e)
@@ -225,6 +230,14 @@ class Daemon:
             elif time.monotonic() - since > timeout * SLOW:
                 raise Fail(f"timed out waiting for {self.name}: {msg} (no CPU used in "
                            f"{timeout * SLOW:.0f}s)")
+        if msg == "READY=1" and self.ready_line:
+            # what it logged up to READY=1 is in its log for the test to read
+            def logged():
+                with open(self.log_path, "rb") as f:
+                    f.seek(self.log_start)
+                    return b" ready: spool " in f.read()
+            wait_for(lambda: logged() or self.proc.poll() is not None,
+                     what=f"{self.name}: its ready line")
 
     def logs(self):
         if not self.log.closed:
