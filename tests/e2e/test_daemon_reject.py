@@ -108,7 +108,9 @@ def main():
                resign=False)
 
         def done():
-            return all(os.path.exists(env.path("rejected", n + ".reason")) for n in expect)
+            # the reason first, then the move out of handoff/: both done
+            return all(os.path.exists(env.path("rejected", n + ".reason")) for n in expect) and \
+                not set(expect) & set(env.names("handoff"))
         try:
             hdtest.wait_for(done, timeout=15, what="all rejected")
         except hdtest.Fail:
