@@ -508,10 +508,15 @@ START_TEST(test_intake_batch_out_of_memory_is_an_error_for_every_name)
         ck_assert_int_eq(r, 3);
         ck_assert_uint_eq(f.sp->st.errors, 1);
         ck_assert(strstr(f.sp->st.last_error, "Cannot allocate memory"));
-        /* and decided once memory is there */
+        /* and decided once memory is there; a batch whose time ran out
+         * (INTAKE_BATCH_MAX_USEC, a loaded machine) skips the rest: those
+         * go in the next */
         ck_assert_int_eq(intake_batch(f.sp, names, 3, hd_now_usec(), out), 0);
-        for (int i = 0; i < 3; i++)
+        for (int i = 0; i < 3; i++) {
+                while (out[i] == IO_SKIPPED)
+                        ck_assert_int_eq(intake_batch(f.sp, &names[i], 1, hd_now_usec(), &out[i]), 0);
                 ck_assert_int_eq(out[i], IO_CLAIMED);
+        }
         fx_close(&f);
 }
 END_TEST
