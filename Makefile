@@ -225,7 +225,12 @@ $(CHECKB): $(B)/tests/check_main.o $(TEST_OBJS) $(B)/src/hubd/hub_conns.o $(CORE
 	$(Q)$(CC) $(HD_LDFLAGS) $(LDFLAGS) -Wl,--wrap=calloc -o $@ $^ $(PKG_LIBS) $(CHECK_LIBS) -lm
 
 # CK_RUN_SUITE=NAME / CK_RUN_CASE=NAME select; T=NAME is short for the first.
+# HD_DEPS: the packages `make deps` installed; an e2e script skipped for
+# want of one of them fails (tests/unit/test_e2e.c).  HD_E2E_JOBS=N runs N
+# e2e scripts at a time (default 2 per CPU); HD_E2E="A B" only those whose
+# name contains A or B.
 CHECK_ENV = HD_BUILD=$(CURDIR)/$(B) HD_SRC=$(CURDIR) SANITIZE=$(SANITIZE) \
+	$(if $(filter 1,$(NO_DEPS)),,HD_DEPS=$(CURDIR)/mk/build-deps) \
 	CK_DEFAULT_TIMEOUT=$${CK_DEFAULT_TIMEOUT:-120} \
 	$(if $(T),CK_RUN_SUITE=$(T)) \
 	ASAN_OPTIONS=$${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1} \

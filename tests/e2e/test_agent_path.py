@@ -41,8 +41,8 @@ def verify(d, name, text, man, expect_fail=False):
 
 def main():
     if not shutil.which("systemd-analyze"):
-        print("SKIPPED: systemd-analyze is not installed (Debian: package systemd)")
-        return 0
+        print("skipped: needs systemd: no systemd-analyze")
+        return 77  # a skip, as tests/py/hdtest.py skip()
     unit = open(UNIT).read()
     m = re.search(r"^DirectoryNotEmpty=(\S+)$", unit, re.M)
     assert m and m.group(1) == "/var/lib/agents/%i/handoffs", f"DirectoryNotEmpty= {m and m.group(1)}"

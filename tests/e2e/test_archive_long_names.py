@@ -187,7 +187,7 @@ def local(env):
 def relayed():
     import relaykit
     if not natsrv.available():
-        print("nats-server not installed: relay part not run")
+        hdtest.skip_part("nats-server", "the relay part")
         return
     with relaykit.Hosts(b_agents=[TO43, TO64]) as h:
         h.start_b()

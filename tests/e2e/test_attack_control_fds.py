@@ -91,7 +91,7 @@ def test_attack_control_fds_bounded(env, d):
 
 def test_attack_control_refusal_log_bounded(env, d):
     if not ROOT:
-        print("not root: the refused-peer flood needs another uid; skipped")
+        hdtest.skip_part("root", "the refused-peer flood needs another uid")
         return
     sock = env.sockets["d0"]
     os.chmod(sock, 0o666)   # let the filesystem allow it: the daemon must refuse

@@ -261,8 +261,7 @@ def part_reaper_backoff():
 
 def main():
     if os.geteuid() != 0:
-        print("SKIP: needs root (separate users)")
-        return
+        hdtest.skip("root", "separate users")
     failed = []
     parts = (part_swap, part_reaper_skips, part_reaper_backoff)
     for part in parts:

@@ -63,8 +63,7 @@ def flood_names(env):
 
 def main():
     if os.geteuid() != 0:
-        print("SKIP: needs root (separate users)")
-        return
+        hdtest.skip("root", "separate users")
     with hdtest.Env(agents=["alice"], shared=True) as env:
         dep = hdtest.Deployed(env, DAEMON, SPOOL_GID, {"alice": ALICE})
         text = env.config_text("d0").replace("rescan_interval = 5", "rescan_interval = 1")

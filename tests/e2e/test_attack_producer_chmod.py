@@ -199,8 +199,7 @@ def part_b(t):
 
 def main():
     if os.geteuid() != 0:
-        print("SKIP: needs root (separate users)")
-        return
+        hdtest.skip("root", "separate users")
     failed = []
     # One daemon each: what one attack leaves behind (an error a second on
     # today's layout) must not decide another's figures.

@@ -58,8 +58,7 @@ def sizes(env, state):
 
 def main():
     if os.geteuid() != 0:
-        print("SKIP: needs root (separate users)")
-        return
+        hdtest.skip("root", "separate users")
     with hdtest.Env(agents=["alice"], shared=True) as env:
         dep = hdtest.Deployed(env, DAEMON, SPOOL_GID, {"alice": ALICE})
         metrics = os.path.join(dep.run_dir, "metrics.prom")

@@ -59,8 +59,7 @@ def archived(env, hid):
 
 def main():
     if os.geteuid() != 0:
-        print("SKIP: needs root (separate users)")
-        return
+        hdtest.skip("root", "separate users")
     with hdtest.Env(agents=["alice"], shared=True) as env:
         dep = hdtest.Deployed(env, DAEMON, SPOOL_GID, {"alice": ALICE})
         d, conf = dep.start()

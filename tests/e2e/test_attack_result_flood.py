@@ -27,10 +27,7 @@ ARCHIVED = int(os.environ.get("HD_ATTACK_RESULT_ARCHIVED", "10000"))
 RESULTS = int(os.environ.get("HD_ATTACK_RESULT_N", "1000"))
 
 
-def cpu_s(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+cpu_s = hdtest.cpu_s
 
 
 def result(hid, key, text):
@@ -83,16 +80,17 @@ def main():
             return [n for n in os.listdir(hd) if n.startswith(".result.")]
         # handoffs sent while the results are taken, each taken by alice
         # again (a pile of claimed items would cost the sweep, not this):
-        # the slowest delivery
+        # the slowest delivery, in seconds of the daemon's CPU (its work
+        # before it delivers, which a loaded machine does not stretch)
         latency = 0.0
         deadline = time.monotonic() + 60 * hdtest.SLOW
         while left() and time.monotonic() < deadline:
             doc = hdproto.build("bob", "alice", env.key, ttl=600)
-            t1 = time.monotonic()
+            c1 = cpu_s(d.proc.pid)
             hdproto.drop(env.spool, doc)
             hdtest.wait_for(lambda: f"{doc['handoff_id']}.json" in env.bootstraps("alice"),
                             what="a handoff delivered during the flood")
-            latency = max(latency, time.monotonic() - t1)
+            latency = max(latency, cpu_s(d.proc.pid) - c1)
             check(hdtest.real_consumer(env.state["alice"], doc["handoff_id"]), "probe consumed")
             time.sleep(0.2)
         check(not left(), f"every result taken: {len(left())} left")
@@ -111,9 +109,10 @@ def main():
         bound = 0.003 * RESULTS * hdtest.SLOW + 1.0
         print(f"{RESULTS} signed results for ids never consumed ({ARCHIVED} archived items): "
               f"written in {written:.1f} s, all taken in {took:.1f} s, daemon CPU {cpu:.2f} s "
-              f"(bound {bound:.1f} s); handoffs sent meanwhile delivered in {latency * 1000:.0f} ms at most")
+              f"(bound {bound:.1f} s); handoffs sent meanwhile delivered within {latency * 1000:.0f} ms of its CPU")
         check(cpu < bound, f"daemon CPU {cpu:.2f} s for {RESULTS} results, bound {bound:.1f} s")
-        check(latency < 2.0 * hdtest.SLOW, f"delivery during the flood took {latency:.2f} s")
+        check(latency < 2.0 * hdtest.SLOW,
+              f"delivery during the flood took {latency:.2f} s of the daemon's CPU")
         check(d.stop() == 0, "stop")
     hdtest.finish("test_attack_result_flood")
 

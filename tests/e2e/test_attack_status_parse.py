@@ -6,14 +6,15 @@
 Now status takes its counts from names and stat and the per-agent figures
 from the daemon; show and wait open only the files of that id; list reads
 at most a bounded size of each file and says how many it did not read.
-Each answers within 1 s (x HD_SLOW), and still right: the counts, the
-pending agent, the show of a claimed id and of the pending id under a
-name that is not its own."""
+Each answers with at most 1 s of CPU, its own and the daemon's (x4
+sanitized), and still right: the counts, the pending agent, the show of a
+claimed id and of the pending id under a name that is not its own.  CPU
+time, not wall time, is bounded: a loaded machine does not change the
+work done (the wall times are printed beside)."""
 
 import json
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.join(os.environ.get("HD_SRC", "."), "tests", "py"))
 import hdproto  # noqa: E402
@@ -24,10 +25,7 @@ N = int(os.environ.get("HD_ATTACK_N", "300"))
 LIMIT_S = 1.0 * hdtest.SLOW
 
 
-def timed(env, *args):
-    t0 = time.monotonic()
-    p = env.ctl(*args)
-    return time.monotonic() - t0, p
+WALL = {}
 
 
 def main():
@@ -59,37 +57,37 @@ def main():
                 wrong.append(msg)
 
         figures = {}
-        t, p = timed(env, "status", "-c", conf, "--json")
-        figures["status"] = t
+
+        def timed(what, *args):
+            figures[what], WALL[what], p = hdtest.timed_ctl(env, *args, daemon=d)
+            return p
+
+        p = timed("status", "status", "-c", conf, "--json")
         st = json.loads(p.stdout) if p.stdout.startswith("{") else {}
         soft(st.get("counts", {}).get("handoff") == N and st["counts"].get("claimed") == 1,
               f"counts {st.get('counts')}")
         soft(st.get("pending_by_agent") == {"zed": N}, f"pending {st.get('pending_by_agent')}")
         soft(st.get("bytes", {}).get("handoff", 0) >= N * size, f"bytes {st.get('bytes')}")
-        t, p = timed(env, "status", "-c", conf)
-        figures["status (text)"] = t
+        p = timed("status (text)", "status", "-c", conf)
         soft(f"pending for zed: {N}" in p.stdout, f"text status:\n{p.stdout}")
 
-        t, p = timed(env, "show", "-c", conf, mine["handoff_id"])
-        figures["show (claimed)"] = t
+        p = timed("show (claimed)", "show", "-c", conf, mine["handoff_id"])
         soft(p.returncode == 0 and "claimed" in p.stdout, f"show: {p.returncode}\n{p.stdout}{p.stderr}")
-        t, p = timed(env, "show", "-c", conf, zed_id)
-        figures["show (pending, another name)"] = t
+        p = timed("show (pending, another name)", "show", "-c", conf, zed_id)
         soft(p.returncode == 0 and "pending" in p.stdout, f"show pending: {p.returncode}\n{p.stdout}{p.stderr}")
 
-        t, p = timed(env, "wait", "-c", conf, mine["handoff_id"], "--timeout", "0")
-        figures["wait --timeout 0"] = t
+        p = timed("wait --timeout 0", "wait", "-c", conf, mine["handoff_id"], "--timeout", "0")
         soft("claimed" in p.stdout, f"wait: {p.returncode}\n{p.stdout}{p.stderr}")
 
-        t, p = timed(env, "list", "-c", conf)
-        figures["list"] = t
+        p = timed("list", "list", "-c", conf)
         lines = p.stdout.splitlines()
         soft(p.returncode == 0 and any(mine["handoff_id"] in ln for ln in lines),
               f"list: {p.returncode}\n{p.stdout[-2000:]}{p.stderr}")
         soft(any(f"{N + 1} items" in ln for ln in lines[-2:]), f"list count: {lines[-2:]}")
-        print("- " + ", ".join(f"{k} {v:.2f}s" for k, v in figures.items()))
+        print("- CPU: " + ", ".join(f"{k} {v:.2f}s" for k, v in figures.items()))
+        print("- wall: " + ", ".join(f"{k} {v:.2f}s" for k, v in WALL.items()))
         slow = {k: v for k, v in figures.items() if v > LIMIT_S}
-        check(not slow, f"over {LIMIT_S:.1f}s: {slow}")
+        check(not slow, f"CPU over {LIMIT_S:.1f}s: {slow}")
         check(not wrong, "wrong answers:\n  " + "\n  ".join(wrong))
         check(d.stop() == 0, "exit 0")
 

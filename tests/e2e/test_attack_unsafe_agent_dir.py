@@ -39,8 +39,7 @@ def status(env, conf):
 
 def main():
     if os.geteuid() != 0:
-        print("SKIP: needs root (separate users)")
-        return
+        hdtest.skip("root", "separate users")
     with hdtest.Env(agents=["alice", "mallory"]) as env:
         for d in ("", "tmp", "handoff"):
             p = os.path.join(env.spool, d)

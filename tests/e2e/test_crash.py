@@ -331,7 +331,7 @@ def targeted():
         try:
             label, fig, f = window(label, **kw)
         except invariant.Strace.Unavailable as e:
-            print(f"- {label}: SKIPPED ({e})")
+            hdtest.skip_part("strace", f"{label}: {e}")
             continue
         print(f"- {label}: {fig}")
         for x in f:

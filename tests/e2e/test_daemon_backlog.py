@@ -43,8 +43,8 @@ def run(n):
             ids.append(doc["handoff_id"])
         for tmp, name in staged:
             os.rename(tmp, env.path("handoff", name))
-        hdtest.wait_for(lambda: len(env.bootstraps("alice")) == 2 * n, timeout=120,
-                        what=f"{2 * n} delivered")
+        hdtest.wait_progress(lambda: len(env.bootstraps("alice")), 2 * n,
+                             what=f"{2 * n} delivered")
         hwm = hdtest.proc_status(d.proc.pid, "VmHWM")
         v = invariant.check(env.spool, env.state, ids)
         check(not v, f"n={n}: {v[:5]}")

@@ -108,7 +108,9 @@ def main():
                resign=False)
 
         def done():
-            return all(os.path.exists(env.path("rejected", n + ".reason")) for n in expect)
+            # the reason first, then the move out of handoff/: both done
+            return all(os.path.exists(env.path("rejected", n + ".reason")) for n in expect) and \
+                not set(expect) & set(env.names("handoff"))
         try:
             hdtest.wait_for(done, timeout=15, what="all rejected")
         except hdtest.Fail:
@@ -131,10 +133,9 @@ def main():
         st = d.status()["counters"]["rejected"]
         for want in seen:
             check(st.get(want, 0) >= 1, f"status counter for {want}: {st}")
-        c0 = open(f"/proc/{d.proc.pid}/stat").read().rsplit(")", 1)[1].split()
+        c0 = hdtest.cpu_s(d.proc.pid)
         time.sleep(1.0)
-        c1 = open(f"/proc/{d.proc.pid}/stat").read().rsplit(")", 1)[1].split()
-        busy = (int(c1[11]) + int(c1[12]) - int(c0[11]) - int(c0[12])) / os.sysconf("SC_CLK_TCK")
+        busy = hdtest.cpu_s(d.proc.pid) - c0
         check(busy < 0.2, f"idle afterwards, no busy loop: {busy:.2f}s CPU in 1s")
         check(d.stop() == 0, "exit 0")
         check(d.logs().count("Left 'dir.json' in handoff/: a directory") == 1,

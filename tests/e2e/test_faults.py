@@ -192,7 +192,7 @@ def tmpfs_mount(path, size):
     p = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755", "tmpfs", path],
                        capture_output=True, text=True)
     if p.returncode != 0:
-        raise Skip(f"cannot mount a tmpfs here: {p.stderr.strip()}")
+        raise Skip(f"tmpfs-mount: cannot mount a tmpfs here: {p.stderr.strip()}")
 
 
 def tmpfs_umount(path):
@@ -319,8 +319,10 @@ def main():
     def run_one(label, expect, kw):
         try:
             results[label] = scenario(label, expect, **kw)
-        except (Skip, Strace.Unavailable) as e:
+        except Skip as e:
             results[label] = {"label": label, "skipped": str(e)}
+        except Strace.Unavailable as e:
+            results[label] = {"label": label, "skipped": f"strace: {e}"}
         except Exception as e:  # noqa: BLE001
             results[label] = {"label": label, "crashed": f"{type(e).__name__}: {e}"}
 
@@ -337,7 +339,8 @@ def main():
     for label, expect, kw in scs:
         r = results[label]
         if "skipped" in r:
-            print(f"- {label}: SKIPPED ({r['skipped']})")
+            tool, _, why = r["skipped"].partition(": ")
+            hdtest.skip_part(tool, f"{label}: {why}")
             continue
         if "crashed" in r:
             print(f"- {label}: HARNESS ERROR {r['crashed']}")

@@ -42,9 +42,10 @@ def clean_env():
 
 
 def have_libfuzzer():
-    """Why libFuzzer cannot be used here, or None when it can."""
+    """(the package it needs, why) when libFuzzer cannot be used here, or
+    None when it can."""
     if not shutil.which(CC):
-        return f"no {CC} in PATH"
+        return CC, f"no {CC} in PATH"
     with tempfile.TemporaryDirectory(prefix="hdtest.") as d:
         c = os.path.join(d, "t.c")
         with open(c, "w") as f:
@@ -57,7 +58,7 @@ def have_libfuzzer():
                            text=True, timeout=120)
         if p.returncode != 0:
             last = (p.stderr.strip().splitlines() or ["?"])[-1]
-            return f"{CC} cannot link -fsanitize=fuzzer ({last})"
+            return "libclang-rt-dev", f"{CC} cannot link -fsanitize=fuzzer ({last})"
     return None
 
 
@@ -164,8 +165,7 @@ def regressions(ts):
 def main():
     why = have_libfuzzer()
     if why:
-        print(f"skipped: {why}")
-        return 0
+        hdtest.skip(*why)
     ts = targets()
     check(len(ts) >= 7, f"{len(ts)} fuzz targets: {' '.join(ts)}")
     if not build():

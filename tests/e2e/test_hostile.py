@@ -73,7 +73,7 @@ def main():
             dev = True
         except PermissionError:
             dev = False
-            print("mknod not permitted here: device case skipped")
+            hdtest.skip_part("mknod", "not permitted here: the device case")
         os.link(os.path.join(outside, "linked.json"), os.path.join(h, "hardlink.json"))
         cases["hardlink.json"] = "hard link to a valid handoff outside"
         dirname = valid_out["handoff_id"] + ".dir.json"

@@ -99,24 +99,25 @@ class Journal(threading.Thread):
 
 
 def unusable():
-    if not shutil.which("unshare") or os.geteuid() != 0:
-        return "needs root and unshare(1) for a private mount namespace"
+    if os.geteuid() != 0:
+        return "root", "a private mount namespace"
+    if not shutil.which("unshare"):
+        return "util-linux", "no unshare(1) for a private mount namespace"
     p = subprocess.run(["unshare", "-m", "sh", "-c", "mount -t tmpfs none /run"],
                        capture_output=True, text=True)
     if p.returncode != 0:
-        return f"cannot mount in a private namespace: {p.stderr.strip()}"
+        return "mount-namespace", f"cannot mount in a private namespace: {p.stderr.strip()}"
     for d in ("/lib", "/usr/lib"):
         for root, _, files in os.walk(d):
             if "libsystemd.so.0" in files:
                 return None
-    return "no libsystemd.so.0"
+    return "libsystemd-dev", "no libsystemd.so.0"
 
 
 def main():
     why = unusable()
     if why:
-        print(f"skipped: {why}")
-        return
+        hdtest.skip(*why)
     extra = "[spool]\nresume_window = 1\n"
     with hdtest.Env(agents=["alice", "gordon"], extra=extra) as env:
         jdir = os.path.join(env.dir, "journal")

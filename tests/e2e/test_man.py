@@ -158,7 +158,7 @@ def daemon_options(prog="handoffd", page_name="handoffd.8"):
     rc, out = run_help([exe, "--help"])
     opts = long_options(out or "") if rc == 0 else []
     if not opts:
-        print(f"{prog} --help: exit {rc}, no long options printed: skipped")
+        fail(f"{prog} --help: exit {rc}, no long options printed")
         return
     page = render(page_name)
     print(f"{prog} options checked in {page_name}: {' '.join(opts)}")
@@ -171,7 +171,7 @@ def ctl_commands():
     exe = os.path.join(BUILD, "handoffctl")
     rc, out = run_help([exe, "--help"])
     if rc != 0:
-        print(f"handoffctl --help: exit {rc}: skipped")
+        fail(f"handoffctl --help: exit {rc}")
         return
     cmds = re.findall(r"^  ([a-z]+)\s", out, re.M)
     page = render("handoffctl.1")
@@ -302,8 +302,11 @@ def api_functions():
 def libhandoff_example():
     """The EXAMPLES program of libhandoff(3) compiles against this build."""
     lib = os.path.join(BUILD, "libhandoff.a")
-    if not shutil.which("cc") or not os.path.exists(lib):
-        print("libhandoff(3) example: no cc or no libhandoff.a: skipped")
+    if not shutil.which("cc"):
+        hdtest.skip_part("gcc", "libhandoff(3) example: no cc")
+        return
+    if not os.path.exists(lib):
+        fail(f"libhandoff(3) example: no {lib}")
         return
     src = open(os.path.join(MAN, "libhandoff.3")).read()
     m = re.search(r"^\.SH EXAMPLES\n.*?^\.EX\n(.*?)^\.EE", src, re.S | re.M)
@@ -335,8 +338,7 @@ def libhandoff_example():
 
 def main():
     if not shutil.which("mandoc"):
-        print("mandoc not installed: skipped")
-        return 0
+        hdtest.skip("mandoc", "man page lint")
     lint()
     reasons()
     config_keys()

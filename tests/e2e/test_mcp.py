@@ -28,9 +28,10 @@ SDK = os.path.join(MCP_DIR, "node_modules", "@modelcontextprotocol", "sdk", "pac
 
 def main():
     node = shutil.which("node")
-    if not node or not os.path.exists(SDK):
-        print(f"SKIPPED: {'node is not installed' if not node else 'no ' + SDK + ' (npm ci in tests/mcp failed?)'}")
-        return 0
+    if not node:
+        hdtest.skip("nodejs", "node is not installed")
+    if not os.path.exists(SDK):
+        hdtest.skip("npm", "no " + SDK + ' (npm ci in tests/mcp failed?)')
     pinned = json.load(open(os.path.join(MCP_DIR, "package.json")))["dependencies"]["@modelcontextprotocol/sdk"]
     have = json.load(open(SDK))["version"]
     check(have == pinned, f"installed SDK {have} is the pinned {pinned} (run npm ci in tests/mcp)")

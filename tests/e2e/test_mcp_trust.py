@@ -61,9 +61,10 @@ def openssl_verifies(doc, pub_line):
 
 def main():
     node = shutil.which("node")
-    if not node or not os.path.exists(SDK):
-        print(f"SKIPPED: {'node is not installed' if not node else 'no ' + SDK}")
-        return 0
+    if not node:
+        hdtest.skip("nodejs", "node is not installed")
+    if not os.path.exists(SDK):
+        hdtest.skip("npm", "no " + SDK)
 
     with hdtest.Env(agents=["alice", "bob"]) as env:
         bob_key = os.path.join(env.dir, "bob.key")

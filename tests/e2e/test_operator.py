@@ -154,7 +154,7 @@ def test_make_run():
     src = os.path.abspath(hdtest.SRC)
     build = os.path.abspath(hdtest.BUILD)
     if os.path.dirname(build) != src and not build.startswith(src + "/build/"):
-        print("- make run: skipped (HD_BUILD is not under the checkout)")
+        hdtest.skip_part("build-in-checkout", "make run (HD_BUILD is not under the checkout)")
         return
     b = os.path.relpath(build, src)
     with hdtest.tmpdir() as tmp:
@@ -491,7 +491,7 @@ def main():
         if os.geteuid() == 0:
             part(test_status_refused, env, d, conf)
         else:
-            print("- status by a refused user: skipped (needs root)")
+            hdtest.skip_part("root", "status by a refused user")
         check(d.stop() == 0, "exit 0")
     with hdtest.Env(agents=["alice"]) as env:
         token = None

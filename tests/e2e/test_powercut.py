@@ -74,7 +74,7 @@ KIND_RE = re.compile(r"handoffd\[\w+\]: (Claimed|Archived \S+ as (\w+)|Rejected|
 def main():
     why = pcfs.unusable()
     if why:
-        REPORT.skip(why)
+        REPORT.skip(*why)
         return
     rnd = random.Random(SEED)
     print(f"seed {SEED}, cuts {CUTS}, fsync yes; model: {pcfs.MODEL}")

@@ -56,8 +56,7 @@ def read(p):
 def main():
     why = pcfs.unusable()
     if why:
-        print(f"skipped: {why}")
-        return
+        hdtest.skip(*why)
     print(f"model: {pcfs.MODEL}")
     with hdtest.tmpdir() as d:
         disk, mnt = os.path.join(d, "disk"), os.path.join(d, "mnt")

@@ -240,8 +240,11 @@ def main():
                  for hid in sorted(acked - set(cons.got))]
             v += cons.twice()
             v += check_a(h.a.spool, acked)
-            v += invariant.check(h.b.spool, h.b.state, [], consumed=cons.got, settled=True,
-                                 cache=CACHE["b"])
+
+            def end():
+                return invariant.check(h.b.spool, h.b.state, [], consumed=cons.got, settled=True,
+                                       cache=CACHE["b"])
+            v += powercut.still(end(), end)
             v += [f"left on a: outbox/{n} at the end" for n in h.a.names("outbox")]
             REPORT.note(v, "end")
             st = {x: d[x].status()["relay"] for x in ("a", "b")}

@@ -67,12 +67,7 @@ def kind(i):
     return KINDS[i % len(KINDS)]
 
 
-def wait(pred, timeout, what):
-    """hdtest.wait_for, with what() said on failure (the state then)."""
-    try:
-        return hdtest.wait_for(pred, timeout, "")
-    except hdtest.Fail:
-        raise hdtest.Fail(f"timed out waiting for {what()}")
+wait = hdtest.wait_for
 
 
 def stall_in(samples, t0, t1):

@@ -29,11 +29,7 @@ from hdtest import check  # noqa: E402
 N = int(os.environ.get("HD_RECEIPT_CRASH_N", "60"))
 
 
-def wait(pred, timeout, what):
-    try:
-        return hdtest.wait_for(pred, timeout, "")
-    except hdtest.Fail:
-        raise hdtest.Fail(f"timed out waiting for {what()}")
+wait = hdtest.wait_for
 
 
 def kill(d):

@@ -113,7 +113,7 @@ def main():
     if natsrv.available():
         archive_name()
     else:
-        print("nats-server not installed: 6 skipped")
+        hdtest.skip_part("nats-server", "6 cases")
 
 
 hdtest.run(main)

@@ -161,7 +161,7 @@ def main():
             check(len(wakeups) <= 2 and len(after) < 200,
                   f"wait polls: {len(wakeups)} waits, {len(after)} calls in 2 s:\n" + "\n".join(after[-20:]))
         else:
-            print("strace not installed: the no-polling check skipped")
+            hdtest.skip_part("strace", "the no-polling check")
 
         d.stop()
 

@@ -25,13 +25,14 @@ def binary():
 
 
 def unusable():
-    """Why the harness cannot run here, or None."""
+    """(what it needs, why) when the harness cannot run here, or None:
+    hdtest.skip(*why)."""
     if not os.path.exists(binary()):
-        return f"no {binary()} (make {binary()})"
+        return "powercutfs", f"no {binary()} (make {binary()})"
     if not os.path.exists("/dev/fuse"):
-        return "no /dev/fuse"
+        return "fuse-device", "no /dev/fuse"
     if os.geteuid() != 0:
-        return "not root (the harness mounts with allow_other)"
+        return "root", "the harness mounts with allow_other"
     return None
 
 

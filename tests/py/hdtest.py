@@ -30,6 +30,41 @@ SLOW = 4 if SANITIZE else 1
 sys.path.insert(0, os.path.join(SRC, "tests", "py"))
 import hdproto  # noqa: E402
 import invariant  # noqa: E402
+# the measures, as hdtest.cpu_s(), hdtest.ping_time() ...
+from hdmeasure import (children_cpu, cpu_s, fd_count, inotify_watches,  # noqa: E402,F401
+                       ping_time, proc_status, timed_ctl)
+
+
+
+# A skipped script exits 77 (as automake's tests do) after one line naming
+# what it lacks; the runner (tests/unit/test_e2e.c) counts it apart, and
+# fails it when TOOL is a package of mk/build-deps, which `make check`
+# installs.  TOOL is a Debian package name, or a condition no package
+# gives ("root", "fuse-mount").
+SKIP = 77
+
+
+def skip(tool, why):
+    """End the script as skipped for want of tool."""
+    print(f"skipped: needs {tool}: {why}")
+    sys.stdout.flush()
+    sys.exit(SKIP)
+
+
+def skip_part(tool, what):
+    """Say that one part of the script is skipped for want of tool; the
+    script goes on (and the runner fails it too when tool is listed)."""
+    print(f"skipped part: needs {tool}: {what}")
+
+
+def _terminated(signum, frame):
+    # The runner's timeout sends SIGTERM: unwind, so that `with` blocks stop
+    # the daemons and remove the temp directories.
+    raise SystemExit(128 + signum)
+
+
+if threading.current_thread() is threading.main_thread():
+    signal.signal(signal.SIGTERM, _terminated)
 
 # The real consumer's logic, one copy: returns the bootstrap dict or None.
 real_consumer = invariant.real_consume
@@ -74,32 +109,34 @@ def finish(ok_line):
 
 
 def wait_for(pred, timeout=10.0, what="condition"):
+    """pred()'s first true value within timeout seconds (x SLOW).  what
+    names it in the failure; a callable what is called then, to say the
+    state the wait ended in."""
     deadline = time.monotonic() + timeout * SLOW
     while time.monotonic() < deadline:
         v = pred()
         if v:
             return v
         time.sleep(0.02)
-    raise Fail(f"timed out waiting for {what}")
+    raise Fail(f"timed out waiting for {what() if callable(what) else what}")
 
 
-def inotify_watches(pid):
-    """How many inotify watches process pid holds (0 when it has none or
-    is gone): /proc/PID/fdinfo lists one "inotify wd:" line per watch."""
-    n = 0
-    try:
-        fds = os.listdir(f"/proc/{pid}/fd")
-    except OSError:
-        return 0
-    for fd in fds:
-        try:
-            if os.readlink(f"/proc/{pid}/fd/{fd}") != "anon_inode:inotify":
-                continue
-            with open(f"/proc/{pid}/fdinfo/{fd}") as f:
-                n += sum(1 for ln in f if ln.startswith("inotify wd:"))
-        except OSError:
-            continue
-    return n
+def wait_progress(count, want, stall=60.0, what="progress", poll=0.2):
+    """Wait until count() >= want.  Fails when count() has not grown for
+    stall seconds (x SLOW): a long run on a loaded machine goes on as long
+    as it moves, a stuck one ends.  count() is called every poll seconds
+    (a listing of thousands of names is no cheap predicate)."""
+    last, since = None, time.monotonic()
+    while True:
+        n = count()
+        if n >= want:
+            return n
+        if n != last:
+            last, since = n, time.monotonic()
+        elif time.monotonic() - since > stall * SLOW:
+            raise Fail(f"timed out waiting for {what}: {n} of {want}, "
+                       f"none more in {stall * SLOW:.0f}s")
+        time.sleep(poll)
 
 
 def wait_watching(proc, n=1, timeout=10.0, what="the process"):
@@ -149,6 +186,11 @@ class Daemon:
         if env_vars:
             e.update(env_vars)
         self.log = open(self.log_path, "ab")
+        self.log_start = self.log.tell()        # a restart appends
+        # handoffd logging to its log file: its info lines are flushed when
+        # its loop sleeps, the ready line just after READY=1
+        self.ready_line = "JOURNAL_STREAM" not in e and (
+            argv is None or any(os.path.basename(a) == "handoffd" for a in argv))
         self.proc = subprocess.Popen(argv or [HANDOFFD, "-f", "-v", "-c", conf, *extra_args],
                                      stdin=subprocess.DEVNULL, stdout=self.log,
                                      stderr=subprocess.STDOUT, env=e)
@@ -167,12 +209,35 @@ class Daemon:
         time.sleep(0.01)
 
     def wait_message(self, msg, timeout=20.0):
+        """Wait for msg on NOTIFY_SOCKET as long as the daemon works: it
+        fails when the daemon exits, or uses no CPU for timeout seconds
+        (x SLOW).  READY=1 comes after the start's scan, and thousands of
+        waiting items take minutes on a loaded machine."""
         def seen():
             self.poll_notify()
             if self.proc.poll() is not None and msg not in self.messages:
                 raise Fail(f"{self.name} exited {self.proc.returncode} before {msg}:\n{self.logs()}")
             return msg in self.messages
-        wait_for(seen, timeout, f"{self.name}: {msg}")
+
+        last, since = None, time.monotonic()
+        while not seen():
+            try:
+                c = cpu_s(self.proc.pid)
+            except OSError:
+                continue        # exited: seen() says so
+            if c != last:
+                last, since = c, time.monotonic()
+            elif time.monotonic() - since > timeout * SLOW:
+                raise Fail(f"timed out waiting for {self.name}: {msg} (no CPU used in "
+                           f"{timeout * SLOW:.0f}s)")
+        if msg == "READY=1" and self.ready_line:
+            # what it logged up to READY=1 is in its log for the test to read
+            def logged():
+                with open(self.log_path, "rb") as f:
+                    f.seek(self.log_start)
+                    return b" ready: spool " in f.read()
+            wait_for(lambda: logged() or self.proc.poll() is not None,
+                     what=f"{self.name}: its ready line")
 
     def logs(self):
         if not self.log.closed:
@@ -402,22 +467,6 @@ class Env:
         return p
 
 
-def proc_status(pid, field):
-    """A field of /proc/PID/status in kB (VmHWM: peak RSS), or None."""
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return None
-
-
-def fd_count(pid):
-    return len(os.listdir(f"/proc/{pid}/fd"))
-
-
 def handoff_latency(env, frm="bob", to="alice", timeout=30.0):
     """Drop one legitimate handoff; seconds until its bootstrap is there."""
     doc = hdproto.build(frm, to, env.key, ttl=600)
@@ -425,21 +474,6 @@ def handoff_latency(env, frm="bob", to="alice", timeout=30.0):
     t0 = time.monotonic()
     hdproto.drop(env.spool, doc)
     wait_for(lambda: os.path.exists(path), timeout, f"legitimate handoff to {to} delivered")
-    return time.monotonic() - t0
-
-
-def ping_time(sock, timeout=30.0):
-    """Seconds the control socket takes to answer one status request."""
-    t0 = time.monotonic()
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.settimeout(timeout)
-    try:
-        s.connect(sock)
-        s.sendall(b'{"command":"status"}\n')
-        while s.recv(65536):
-            pass
-    finally:
-        s.close()
     return time.monotonic() - t0
 
 

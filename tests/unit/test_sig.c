@@ -384,12 +384,7 @@ END_TEST
 
 static char *file_in(const char *dir, const char *name, const char *text, mode_t mode)
 {
-        char *p;
-
-        ck_assert_int_ge(asprintf(&p, "%s/%s", dir, name), 0);
-        tu_write_file(p, text, strlen(text));
-        ck_assert_int_eq(chmod(p, mode), 0);
-        return p;
+        return tu_file_in(dir, name, text, strlen(text), mode);
 }
 
 START_TEST(test_sig_key_lines_round_trip)
@@ -765,53 +760,20 @@ END_TEST
 
 static char *src_path(const char *rel)
 {
-        char *p;
-
-        ck_assert_int_ge(asprintf(&p, "%s/%s", tu_src_dir(), rel), 0);
-        return p;
+        return tu_path(tu_src_dir(), rel);
 }
 
 static void copy_file(const char *from_dir, const char *from, const char *to_dir,
                       const char *to, mode_t mode)
 {
-        char *a, *b, *buf;
+        char *a = tu_path(from_dir, from), *buf;
         size_t len;
 
-        ck_assert_int_ge(asprintf(&a, "%s/%s", from_dir, from), 0);
-        ck_assert_int_ge(asprintf(&b, "%s/%s", to_dir, to), 0);
         buf = tu_read_file(a, &len);
         ck_assert_msg(buf != NULL, "no %s", a);
-        tu_write_file(b, buf, len);
-        ck_assert_int_eq(chmod(b, mode), 0);
+        free(tu_file_in(to_dir, to, buf, len, mode));
         free(buf);
         free(a);
-        free(b);
-}
-
-struct svec {
-        char file[256], reason[64], now[64];
-};
-
-static size_t read_sig_expected(const char *dir, struct svec **ret)
-{
-        char *p, *buf, *line, *save = NULL;
-        struct svec *vs = NULL;
-        size_t n = 0;
-
-        ck_assert_int_ge(asprintf(&p, "%s/expected.tsv", dir), 0);
-        buf = tu_read_file(p, NULL);
-        ck_assert_msg(buf != NULL, "no %s", p);
-        for (line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-                vs = realloc(vs, (n + 1) * sizeof(*vs));
-                ck_assert_ptr_nonnull(vs);
-                ck_assert_msg(sscanf(line, "%255[^\t]\t%63[^\t]\t%63s", vs[n].file,
-                                     vs[n].reason, vs[n].now) == 3, "bad line '%s'", line);
-                n++;
-        }
-        free(buf);
-        free(p);
-        *ret = vs;
-        return n;
 }
 
 START_TEST(test_sig_vectors_all_expected)
@@ -824,7 +786,7 @@ START_TEST(test_sig_vectors_all_expected)
         char *tmp = tu_tmpdir(), *conf_in, *text, *conf, *err = NULL;
         bool seen[_HD_R_MAX] = { false };
         struct config *c = NULL;
-        struct svec *vs = NULL;
+        struct tu_vec *vs = NULL;
         size_t n, len;
 
         /* the key setup of the vectors' README, in a private copy (git
@@ -855,28 +817,9 @@ START_TEST(test_sig_vectors_all_expected)
 
         _cleanup_close_ int dfd = open(vdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         ck_assert_int_ge(dfd, 0);
-        n = read_sig_expected(vdir, &vs);
+        n = tu_read_vectors(vdir, &vs);
         ck_assert_uint_ge(n, 20);
-        for (size_t i = 0; i < n; i++) {
-                int want = hd_reason_from_name(vs[i].reason);
-                json_t *doc = NULL;
-                hd_verdict v;
-                int64_t now;
-                int r;
-
-                ck_assert_msg(want >= 0, "%s: unknown reason %s", vs[i].file, vs[i].reason);
-                ck_assert_int_eq(hd_time_parse(vs[i].now, &now), 0);
-                verdict_clear(&v);
-                r = hd_load_at(dfd, vs[i].file, NULL, &doc, &v);
-                ck_assert_msg(r == 0, "%s: load %d", vs[i].file, r);
-                r = hd_verify(doc, config_key_lookup, c, NULL, NULL, now, &v);
-                json_decref(doc);
-                ck_assert_msg(r == 0 || r == -EBADMSG, "%s: %d", vs[i].file, r);
-                ck_assert_msg((int)v.reason == want, "%s: got %s (%s), want %s", vs[i].file,
-                              hd_reason_name(v.reason), v.detail, vs[i].reason);
-                ck_assert_int_eq(strncmp(vs[i].file, "valid/", 6) == 0, want == HD_OK);
-                seen[want] = true;
-        }
+        tu_check_vectors(dfd, vs, n, config_key_lookup, c, seen);
         static const hd_reason sig_reasons[] = {
                 HD_OK, HD_R_BAD_SIGNATURE, HD_R_BAD_MAC_FORMAT, HD_R_UNKNOWN_KEY,
                 HD_R_KEY_AGENT_MISMATCH, HD_R_SIGNATURE_REQUIRED, HD_R_MISSING_FIELD,
@@ -904,29 +847,17 @@ START_TEST(test_sig_vectors_match_generator)
         };
         char *vdir = src_path("tests/vectors/sig"), *gen = src_path("tests/py/make_sig_vectors.py");
         char *tmp = tu_tmpdir(), *out = NULL;
-        struct svec *vs = NULL;
+        struct tu_vec *vs = NULL;
         size_t n;
 
         char *const argv[] = { "python3", "-B", gen, tmp, NULL };
         ck_assert_msg(tu_run(argv, &out) == 0, "%s", out);
         free(out);
-        n = read_sig_expected(vdir, &vs);
+        n = tu_read_vectors(vdir, &vs);
         for (size_t i = 0; i < n + ELEMENTSOF(extra); i++) {
                 const char *rel = i < n ? vs[i].file : extra[i - n];
-                char *a, *b, *ab, *bb;
-                size_t al = 0, bl = 0;
 
-                ck_assert_int_ge(asprintf(&a, "%s/%s", vdir, rel), 0);
-                ck_assert_int_ge(asprintf(&b, "%s/%s", tmp, rel), 0);
-                ab = tu_read_file(a, &al);
-                bb = tu_read_file(b, &bl);
-                ck_assert_msg(ab && bb, "%s missing on one side", rel);
-                ck_assert_msg(al == bl && memcmp(ab, bb, al) == 0,
-                              "%s differs from a fresh run of make_sig_vectors.py", rel);
-                free(ab);
-                free(bb);
-                free(a);
-                free(b);
+                tu_assert_same_file(vdir, tmp, rel, "make_sig_vectors.py");
         }
         free(vs);
         free(tmp);

@@ -588,10 +588,7 @@ END_TEST
 
 static char *py_path(const char *rel)
 {
-        char *p;
-
-        ck_assert_int_ge(asprintf(&p, "%s/%s", tu_src_dir(), rel), 0);
-        return p;
+        return tu_path(tu_src_dir(), rel);
 }
 
 /* Write a hex key file as `handoffctl keygen` does, 0600, and load it the
@@ -746,34 +743,6 @@ END_TEST
 
 /* ---- committed vectors ---------------------------------------------- */
 
-struct vec {
-        char file[256];
-        char reason[64];
-        char now[64];
-};
-
-static size_t read_expected(const char *vdir, struct vec **ret)
-{
-        char *p, *buf, *line, *save = NULL;
-        struct vec *vs = NULL;
-        size_t n = 0;
-
-        ck_assert_int_ge(asprintf(&p, "%s/expected.tsv", vdir), 0);
-        buf = tu_read_file(p, NULL);
-        ck_assert_msg(buf != NULL, "no %s", p);
-        for (line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-                vs = realloc(vs, (n + 1) * sizeof(*vs));
-                ck_assert_ptr_nonnull(vs);
-                ck_assert_msg(sscanf(line, "%255[^\t]\t%63[^\t]\t%63s", vs[n].file,
-                                     vs[n].reason, vs[n].now) == 3, "bad line '%s'", line);
-                n++;
-        }
-        free(buf);
-        free(p);
-        *ret = vs;
-        return n;
-}
-
 static const hd_key *vector_lookup(void *userdata, const char *kid, const char *from)
 {
         /* The vectors' README: the default key, and kid "test-2026". */
@@ -787,7 +756,7 @@ START_TEST(test_vectors_all_expected)
         char *vdir = py_path("tests/vectors"), *kp;
         _cleanup_close_ int dfd = open(vdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         bool seen[_HD_R_MAX] = { false };
-        struct vec *vs = NULL;
+        struct tu_vec *vs = NULL;
         size_t n, keylen;
         char *keybuf;
         hd_key *k = NULL;
@@ -799,30 +768,9 @@ START_TEST(test_vectors_all_expected)
         ck_assert(keylen > 0 && keybuf[keylen - 1] == '\n');
         ck_assert_int_eq(hd_key_from_bytes(keybuf, keylen - 1, &k), 0);
 
-        n = read_expected(vdir, &vs);
+        n = tu_read_vectors(vdir, &vs);
         ck_assert_uint_ge(n, 40);
-        for (size_t i = 0; i < n; i++) {
-                int want = hd_reason_from_name(vs[i].reason);
-                json_t *doc = NULL;
-                hd_verdict v;
-                int64_t now;
-                int r;
-
-                ck_assert_msg(want >= 0, "%s: unknown reason %s", vs[i].file, vs[i].reason);
-                ck_assert_int_eq(hd_time_parse(vs[i].now, &now), 0);
-                verdict_clear(&v);
-                r = hd_load_at(dfd, vs[i].file, NULL, &doc, &v);
-                if (r == 0) {
-                        r = hd_verify(doc, vector_lookup, k, NULL, NULL, now, &v);
-                        json_decref(doc);
-                }
-                ck_assert_msg(r == 0 || r == -EBADMSG, "%s: %d", vs[i].file, r);
-                ck_assert_msg((int)v.reason == want, "%s: got %s (%s), want %s", vs[i].file,
-                              hd_reason_name(v.reason), v.detail, vs[i].reason);
-                ck_assert_int_eq(r == 0, want == HD_OK);
-                ck_assert_int_eq(strncmp(vs[i].file, "valid/", 6) == 0, want == HD_OK);
-                seen[want] = true;
-        }
+        tu_check_vectors(dfd, vs, n, vector_lookup, k, seen);
 
         /* Every reason that file content can produce has a vector. */
         static const hd_reason content_reasons[] = {
@@ -868,42 +816,24 @@ START_TEST(test_vectors_all_expected)
 }
 END_TEST
 
-static void assert_same_file(const char *a_dir, const char *b_dir, const char *rel)
-{
-        char *a, *b, *ab, *bb;
-        size_t al = 0, bl = 0;
-
-        ck_assert_int_ge(asprintf(&a, "%s/%s", a_dir, rel), 0);
-        ck_assert_int_ge(asprintf(&b, "%s/%s", b_dir, rel), 0);
-        ab = tu_read_file(a, &al);
-        bb = tu_read_file(b, &bl);
-        ck_assert_msg(ab && bb, "%s missing on one side", rel);
-        ck_assert_msg(al == bl && memcmp(ab, bb, al) == 0,
-                      "%s differs from a fresh run of make_vectors.py", rel);
-        free(ab);
-        free(bb);
-        free(a);
-        free(b);
-}
-
 START_TEST(test_vectors_match_generator)
 {
         char *vdir = py_path("tests/vectors"), *gen = py_path("tests/py/make_vectors.py");
         char *tmp = tu_tmpdir(), *out = NULL;
-        struct vec *vs = NULL, *fresh = NULL;
+        struct tu_vec *vs = NULL, *fresh = NULL;
         size_t n, fn;
 
         char *const argv[] = { "python3", "-B", gen, tmp, NULL };
         ck_assert_msg(tu_run(argv, &out) == 0, "%s", out);
         free(out);
-        n = read_expected(vdir, &vs);
-        fn = read_expected(tmp, &fresh);
+        n = tu_read_vectors(vdir, &vs);
+        fn = tu_read_vectors(tmp, &fresh);
         ck_assert_uint_eq(n, fn);
-        assert_same_file(vdir, tmp, "expected.tsv");
-        assert_same_file(vdir, tmp, "TEST-ONLY.key");
-        assert_same_file(vdir, tmp, "README");
+        tu_assert_same_file(vdir, tmp, "expected.tsv", "make_vectors.py");
+        tu_assert_same_file(vdir, tmp, "TEST-ONLY.key", "make_vectors.py");
+        tu_assert_same_file(vdir, tmp, "README", "make_vectors.py");
         for (size_t i = 0; i < n; i++)
-                assert_same_file(vdir, tmp, vs[i].file);
+                tu_assert_same_file(vdir, tmp, vs[i].file, "make_vectors.py");
         free(vs);
         free(fresh);
         free(tmp);

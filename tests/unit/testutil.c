@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "testutil.h"
+#include "util.h"
 
 const char *tu_build_dir(void)
 {
@@ -148,6 +149,88 @@ char *tu_read_file(const char *path, size_t *lenp)
         if (lenp)
                 *lenp = len;
         return buf;
+}
+
+char *tu_path(const char *dir, const char *name)
+{
+        char *p;
+
+        ck_assert_int_ge(asprintf(&p, "%s/%s", dir, name), 0);
+        return p;
+}
+
+char *tu_file_in(const char *dir, const char *name, const void *buf, size_t len, mode_t mode)
+{
+        char *p = tu_path(dir, name);
+
+        tu_write_file(p, buf, len);
+        ck_assert_int_eq(chmod(p, mode), 0);
+        return p;
+}
+
+void tu_assert_same_file(const char *a_dir, const char *b_dir, const char *rel,
+                         const char *what)
+{
+        char *a = tu_path(a_dir, rel), *b = tu_path(b_dir, rel), *ab, *bb;
+        size_t al = 0, bl = 0;
+
+        ab = tu_read_file(a, &al);
+        bb = tu_read_file(b, &bl);
+        ck_assert_msg(ab && bb, "%s missing on one side", rel);
+        ck_assert_msg(al == bl && memcmp(ab, bb, al) == 0,
+                      "%s differs from a fresh run of %s", rel, what);
+        free(ab);
+        free(bb);
+        free(a);
+        free(b);
+}
+
+size_t tu_read_vectors(const char *dir, struct tu_vec **ret)
+{
+        char *p = tu_path(dir, "expected.tsv"), *buf, *line, *save = NULL;
+        struct tu_vec *vs = NULL;
+        size_t n = 0;
+
+        buf = tu_read_file(p, NULL);
+        ck_assert_msg(buf != NULL, "no %s", p);
+        for (line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+                vs = realloc(vs, (n + 1) * sizeof(*vs));
+                ck_assert_ptr_nonnull(vs);
+                ck_assert_msg(sscanf(line, "%255[^\t]\t%63[^\t]\t%63s", vs[n].file,
+                                     vs[n].reason, vs[n].now) == 3, "bad line '%s'", line);
+                n++;
+        }
+        free(buf);
+        free(p);
+        *ret = vs;
+        return n;
+}
+
+void tu_check_vectors(int dfd, const struct tu_vec *vs, size_t n, hd_key_lookup_fn lookup,
+                      void *userdata, bool *seen)
+{
+        for (size_t i = 0; i < n; i++) {
+                int want = hd_reason_from_name(vs[i].reason);
+                json_t *doc = NULL;
+                hd_verdict v;
+                int64_t now;
+                int r;
+
+                ck_assert_msg(want >= 0, "%s: unknown reason %s", vs[i].file, vs[i].reason);
+                ck_assert_int_eq(hd_time_parse(vs[i].now, &now), 0);
+                verdict_clear(&v);
+                r = hd_load_at(dfd, vs[i].file, NULL, &doc, &v);
+                if (r == 0) {
+                        r = hd_verify(doc, lookup, userdata, NULL, NULL, now, &v);
+                        json_decref(doc);
+                }
+                ck_assert_msg(r == 0 || r == -EBADMSG, "%s: %d", vs[i].file, r);
+                ck_assert_msg((int)v.reason == want, "%s: got %s (%s), want %s", vs[i].file,
+                              hd_reason_name(v.reason), v.detail, vs[i].reason);
+                ck_assert_int_eq(r == 0, want == HD_OK);
+                ck_assert_int_eq(strncmp(vs[i].file, "valid/", 6) == 0, want == HD_OK);
+                seen[want] = true;
+        }
 }
 
 int tu_fail_calloc;

@@ -4,7 +4,11 @@
 #define HD_TESTUTIL_H
 
 #include <check.h>
+#include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
+
+#include "handoff.h"
 
 /* $HD_BUILD (the build dir with handoffd, handoffctl) and $HD_SRC. */
 const char *tu_build_dir(void);
@@ -20,6 +24,25 @@ void tu_rm_rf(const char *path);
 int tu_run(char *const argv[], char **out);
 /* Write a whole file (mode 0600). */
 void tu_write_file(const char *path, const void *buf, size_t len);
+/* "dir/name", malloc'ed. */
+char *tu_path(const char *dir, const char *name);
+/* dir/name written with len bytes of buf, then chmod mode; its path. */
+char *tu_file_in(const char *dir, const char *name, const void *buf, size_t len, mode_t mode);
+/* The bytes of a_dir/rel and b_dir/rel are the same (what: the program
+ * that wrote b_dir, for the message). */
+void tu_assert_same_file(const char *a_dir, const char *b_dir, const char *rel,
+                         const char *what);
+/* A vectors directory's expected.tsv (tests/vectors, tests/vectors/sig):
+ * one line per file, "FILE\tREASON\tNOW". */
+struct tu_vec {
+        char file[256], reason[64], now[64];
+};
+size_t tu_read_vectors(const char *dir, struct tu_vec **ret);
+/* Each vector of vs, loaded from dfd and verified with lookup(userdata)
+ * at its now, gets the reason its line names (HD_OK exactly for a valid/
+ * one); seen[reason] (_HD_R_MAX entries) is set for each. */
+void tu_check_vectors(int dfd, const struct tu_vec *vs, size_t n, hd_key_lookup_fn lookup,
+                      void *userdata, bool *seen);
 /* Read a whole file, NUL-terminated; NULL if absent. */
 char *tu_read_file(const char *path, size_t *len);
 /* The check binary is linked with -Wl,--wrap=calloc: set to n > 0, the
