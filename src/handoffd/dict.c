@@ -40,7 +40,12 @@ static uint64_t key_hash(const char *key)
 
 void dict_init(struct dict *d, size_t size)
 {
-        *d = (struct dict){ .size = size };
+        dict_init_drop(d, size, NULL);
+}
+
+void dict_init_drop(struct dict *d, size_t size, void (*drop)(void *e))
+{
+        *d = (struct dict){ .size = size, .drop = drop };
 }
 
 void dict_clear(struct dict *d)
@@ -49,10 +54,12 @@ void dict_clear(struct dict *d)
 
         for (n = d->head; n; n = nx) {
                 nx = n->next;
+                if (d->drop)
+                        d->drop(n->entry);
                 free(n);
         }
         free(d->bucket);
-        dict_init(d, d->size);
+        dict_init_drop(d, d->size, d->drop);
 }
 
 size_t dict_count(const struct dict *d)
@@ -145,6 +152,8 @@ void dict_remove(struct dict *d, void *e)
         else
                 d->tail = n->prev;
         d->n--;
+        if (d->drop)
+                d->drop(n->entry);
         free(n);
 }
 

@@ -17,11 +17,16 @@ struct dict {
         size_t n;
         size_t size;            /* of an entry */
         struct dict_node *head, *tail;  /* the order of adding */
+        void (*drop)(void *e);  /* NULL: the entry owns nothing */
 };
 
 /* An empty table whose entries are size bytes (0: a set of keys). */
 void dict_init(struct dict *d, size_t size);
-/* Every entry freed; the table stays usable. */
+/* As dict_init(), with drop(e) called on each entry as it goes
+ * (dict_remove, dict_del, dict_clear): what the entry's fields own is
+ * freed there and nowhere else. */
+void dict_init_drop(struct dict *d, size_t size, void (*drop)(void *e));
+/* Every entry dropped and freed; the table stays usable. */
 void dict_clear(struct dict *d);
 
 size_t dict_count(const struct dict *d);

@@ -43,7 +43,7 @@ static void retry_later(struct receipts *rc)
                 uv_timer_start(&rc->timer, on_timer, RECEIPT_RETRY_MS, 0);
 }
 
-static int publish_one(struct relay *r, struct rentry *e)
+static int publish_one(struct relay *r, struct receipt_queued *e)
 {
         char subject[160], *data;
 
@@ -52,8 +52,8 @@ static int publish_one(struct relay *r, struct rentry *e)
         /* the job owns its copy */
         if (!(data = malloc(e->len)))
                 return -ENOMEM;
-        memcpy(data, e->val, e->len);
-        int q = relay_publish(r, e->key, subject, data, e->len);
+        memcpy(data, e->receipt, e->len);
+        int q = relay_publish(r, dict_key(e), subject, data, e->len);
         if (q == 0)
                 e->busy = true;
         return q;
@@ -62,17 +62,16 @@ static int publish_one(struct relay *r, struct rentry *e)
 static void kick(struct relay *r)
 {
         struct receipts *rc = r->rc;
-        struct rentry *e;
-        size_t i;
+        struct receipt_queued *e;
 
         if (!rc || !r->st.ready)
                 return;
-        rtab_foreach(&rc->queued, i, e) {
+        for (e = dict_first(&rc->queued); e; e = dict_next(e)) {
                 if (e->busy)
                         continue;
                 int q = publish_one(r, e);
                 if (q < 0)
-                        relay_error(r, "cannot publish receipt %s: %s", e->key, strerror(-q));
+                        relay_error(r, "cannot publish receipt %s: %s", dict_key(e), strerror(-q));
         }
 }
 
@@ -81,26 +80,25 @@ static void kick(struct relay *r)
 static void publish_new(struct relay *r, const char *id, const char *outcome)
 {
         char key[RELAY_MSGID_MAX + 1];
-        struct rentry *e;
+        struct receipt_queued *e;
 
         if (!r->st.ready || xsnprintf(key, sizeof(key), "%s:%s", id, outcome) < 0 ||
-            !(e = rtab_get(&r->rc->queued, key)) || e->busy)
+            !(e = dict_get(&r->rc->queued, key)) || e->busy)
                 return;
         int q = publish_one(r, e);
         if (q < 0) {
-                relay_error(r, "cannot publish receipt %s: %s", e->key, strerror(-q));
+                relay_error(r, "cannot publish receipt %s: %s", key, strerror(-q));
                 retry_later(r->rc);
         }
 }
 
 void receipt_resend(struct relay *r)
 {
-        struct rentry *e;
-        size_t i;
+        struct receipt_queued *e;
 
         if (!r->rc)
                 return;
-        rtab_foreach(&r->rc->queued, i, e)
+        for (e = dict_first(&r->rc->queued); e; e = dict_next(e))
                 e->busy = false;
         kick(r);
 }
@@ -110,13 +108,13 @@ void receipt_puback(struct relay *r, const char *msg_id, bool ok, const char *er
         struct receipts *rc = r->rc;
         char id[RELAY_MSGID_MAX + 1];
         const char *colon = strrchr(msg_id, ':');
-        struct rentry *e;
+        struct receipt_queued *e;
         int q;
 
         (void)now;
         if (!rc || !colon || xsnprintf(id, sizeof(id), "%.*s", (int)(colon - msg_id), msg_id) < 0)
                 return;
-        e = rtab_get(&rc->queued, msg_id);
+        e = dict_get(&rc->queued, msg_id);
         if (!e || !e->busy)
                 return;
         if (ok) {
@@ -126,7 +124,7 @@ void receipt_puback(struct relay *r, const char *msg_id, bool ok, const char *er
                 if (q < 0) {
                         log_warning_errno(q, "Relay: cannot record the publish of receipt %s: %m",
                                           msg_id);
-                        rtab_del(&rc->queued, msg_id);
+                        dict_del(&rc->queued, msg_id);
                 }
                 r->st.receipts_sent++;
                 log_debug("Relay: receipt %s published", msg_id);
@@ -143,18 +141,18 @@ void receipt_puback(struct relay *r, const char *msg_id, bool ok, const char *er
 void receipt_owe(struct relay *r, const char *id, const char *origin)
 {
         struct receipts *rc = r->rc;
-        struct rentry *e;
+        struct receipt_owed *e;
         int q;
 
         if (!rc || !origin[0] || !hd_agent_valid(origin) || !strcmp(origin, r->host))
                 return;
         /* a message redelivered after a crash: owed once */
-        e = rtab_get(&rc->owed, id);
-        if (e && !strcmp(e->val, origin))
+        e = dict_get(&rc->owed, id);
+        if (e && !strcmp(e->origin, origin))
                 return;
         if (!rc->key) {
-                if (rc->owed.n < RECEIPT_ORIGINS_MAX)
-                        (void)rtab_put(&rc->owed, id, origin, strlen(origin), NULL);
+                if (dict_count(&rc->owed) < RECEIPT_ORIGINS_MAX)
+                        (void)receipt_owed_put(rc, id, origin);
                 return;
         }
         /* synced by receipt_sync() before the message is acked */
@@ -193,9 +191,9 @@ static bool name_id(const char *name, char *id, size_t n)
 
 static bool owed_origin(struct receipts *rc, const char *id, char *buf, size_t n)
 {
-        struct rentry *e = rtab_get(&rc->owed, id);
+        struct receipt_owed *e = dict_get(&rc->owed, id);
 
-        return e && xsnprintf(buf, n, "%s", e->val) >= 0;
+        return e && xsnprintf(buf, n, "%s", e->origin) >= 0;
 }
 
 bool receipt_origin_hook(void *ctx, const char *name, char *buf, size_t n)
@@ -259,7 +257,7 @@ void receipt_outcome_hook(void *ctx, const char *id, const char *name, const cha
                 return;         /* not relayed here, or its final receipt is written */
         if (!rc->key) {
                 if (receipt_is_final(outcome))
-                        rtab_del(&rc->owed, id);
+                        dict_del(&rc->owed, id);
                 return;
         }
         /* a final outcome's record ends the owe */

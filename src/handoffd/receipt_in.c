@@ -44,12 +44,12 @@ void receipt_sent(struct relay *r, const char *id, const char *name)
  * else by a look through archive/. */
 static bool find_archived(struct relay *r, const char *id, char *name, size_t n)
 {
-        struct rentry *e = rtab_get(&r->rc->sent, id);
+        struct receipt_sent *e = dict_get(&r->rc->sent, id);
         struct dirent *de;
         DIR *d;
 
-        if (e && hd_name_safe(e->val))
-                return xsnprintf(name, n, "%s", e->val) >= 0;
+        if (e && hd_name_safe(e->archive))
+                return xsnprintf(name, n, "%s", e->archive) >= 0;
         d = opendir_at(r->sp->fd[SD_ARCHIVE]);
         if (!d)
                 return false;
@@ -199,7 +199,7 @@ static int receipt_find(struct relay *r, const struct rdoc *d, char *sname, size
         *ret_side = NULL;
         *ret_drop = NULL;
         /* A sent record is written once the item is archived. */
-        if (!rtab_get(&r->rc->sent, d->id) && xsnprintf(oname, sizeof(oname), "%s.json", d->id) >= 0 &&
+        if (!dict_get(&r->rc->sent, d->id) && xsnprintf(oname, sizeof(oname), "%s.json", d->id) >= 0 &&
             spool_exists_at(sp->fd[SD_OUTBOX], oname))
                 return -EAGAIN;
         if (!find_archived(r, d->id, aname, sizeof(aname)) ||
@@ -327,7 +327,7 @@ int receipt_in(struct relay *r, const struct relay_in *in, int64_t now, enum rec
         r->st.receipts_applied++;
         log_decision(LOG_INFO, d.id, NULL, "receipt", d.outcome, "Receipt for %s from %s: %s%s%s",
                      d.id, d.host, d.outcome, d.reason && *d.reason ? ": " : "", d.reason ?: "");
-        if (receipt_is_final(d.outcome) && rtab_get(&r->rc->sent, d.id))
+        if (receipt_is_final(d.outcome) && dict_get(&r->rc->sent, d.id))
                 (void)receipt_record(r, &(struct rj_rec){ RJ_DONE, { d.id } });
 out:
         json_decref(d.doc);

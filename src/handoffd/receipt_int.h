@@ -13,7 +13,7 @@
 
 #include "handoff.h"
 #include "receipt_journal.h"
-#include "receipt_table.h"
+#include "dict.h"
 
 struct relay;
 
@@ -31,6 +31,29 @@ struct rhostkeys {
 };
 #define RECEIPT_HOSTS_CACHED 8
 
+/* The receipts' tables (struct dict, keyed SipHash: the ids are chosen by
+ * producers and remote hosts).  The variable-length values are pointers
+ * the entry owns, freed by the table's drop hook (receipt_state.c). */
+#define RECEIPT_HOST_MAX 72     /* a host name and its NUL (hd_agent_valid) */
+/* owed, keyed by handoff id: a final receipt owed to origin */
+struct receipt_owed {
+        char origin[RECEIPT_HOST_MAX];
+};
+/* queued, keyed by its Nats-Msg-Id ID:OUTCOME: a signed receipt to
+ * publish to origin */
+struct receipt_queued {
+        char origin[RECEIPT_HOST_MAX];
+        char *receipt;          /* len bytes and a NUL; owned */
+        size_t len;
+        bool busy;              /* published, its PubAck still to come */
+};
+/* sent, keyed by the id of an item relayed from here: the receipt
+ * awaited for it, and its archive name */
+struct receipt_sent {
+        char *archive;          /* owned */
+        bool gone;              /* the archived item is not there (rewrite) */
+};
+
 struct receipts {
         int dir_fd;             /* receipts/ */
         int pub_fd;             /* host_pubkey_dir, -1: accepting off */
@@ -41,9 +64,9 @@ struct receipts {
         /* receipts/journal: every change of the three tables below is a
          * record of it (sending off: owed is memory only) */
         struct rjournal j;
-        struct rtab owed;       /* id -> its origin: a final receipt owed */
-        struct rtab queued;     /* ID:OUTCOME -> the signed receipt, to publish */
-        struct rtab sent;       /* id relayed from here -> its archive name */
+        struct dict owed;       /* of struct receipt_owed */
+        struct dict queued;     /* of struct receipt_queued */
+        struct dict sent;       /* of struct receipt_sent */
         size_t sent_kept;       /* sent's size after the last rewrite */
         uv_timer_t timer;       /* a retry after a failed publish */
         bool timer_open;
@@ -64,6 +87,11 @@ int receipt_note_unsynced(struct relay *r, int dirfd, const char *name);
 
 /* k's keys freed, k empty. */
 void receipt_host_keys_drop(struct rhostkeys *k);
+
+/* id owed a final receipt to origin (a host name), in owed only; 0,
+ * -EINVAL (origin too long) or -ENOMEM.  Sending off: the origins kept
+ * for the rejections' detail. */
+int receipt_owed_put(struct receipts *rc, const char *id, const char *origin);
 
 /* rec appended to the journal, then applied to the tables (as the start
  * applies it when it reads the journal back).  Not synced. */

@@ -125,37 +125,98 @@ void receipt_host_keys_drop(struct rhostkeys *k)
  * live ones. */
 #define RJ_DEAD_MIN 4096
 
+static void queued_drop(void *e)
+{
+        free(((struct receipt_queued *)e)->receipt);
+}
+
+static void sent_drop(void *e)
+{
+        free(((struct receipt_sent *)e)->archive);
+}
+
+/* The entry of key in d (dict_put()), and in *c a copy of val for it to
+ * own; NULL: out of memory, d as it was. */
+static void *put_copy(struct dict *d, const char *key, const char *val, char **c)
+{
+        void *e;
+
+        if (!(*c = strdup(val)))
+                return NULL;
+        if (!(e = dict_put(d, key, NULL)))
+                free(*c);
+        return e;
+}
+
+int receipt_owed_put(struct receipts *rc, const char *id, const char *origin)
+{
+        struct receipt_owed *o;
+
+        if (strlen(origin) >= sizeof(o->origin))
+                return -EINVAL;
+        if (!(o = dict_put(&rc->owed, id, NULL)))
+                return -ENOMEM;
+        snprintf(o->origin, sizeof(o->origin), "%s", origin);
+        return 0;
+}
+
+/* key -> the signed receipt for origin, not published yet. */
+static int queued_put(struct receipts *rc, const char *key, const char *origin, const char *receipt)
+{
+        char *c;
+        struct receipt_queued *e = put_copy(&rc->queued, key, receipt, &c);
+
+        if (!e)
+                return -ENOMEM;
+        free(e->receipt);
+        e->receipt = c;
+        e->len = strlen(c);
+        snprintf(e->origin, sizeof(e->origin), "%s", origin);
+        e->busy = false;
+        return 0;
+}
+
+static int sent_put(struct receipts *rc, const char *id, const char *archive)
+{
+        char *c;
+        struct receipt_sent *e = put_copy(&rc->sent, id, archive, &c);
+
+        if (!e)
+                return -ENOMEM;
+        free(e->archive);
+        e->archive = c;
+        e->gone = false;
+        return 0;
+}
+
 static int apply(struct receipts *rc, const struct rj_rec *rec)
 {
         char key[RELAY_MSGID_MAX + 1];
-        struct rentry *e;
         int q = 0;
 
         switch (rec->kind) {
         case RJ_OWE:
-                q = rtab_put(&rc->owed, rec->f[0], rec->f[1], strlen(rec->f[1]), NULL);
+                q = receipt_owed_put(rc, rec->f[0], rec->f[1]);
+                if (q == -EINVAL)
+                        q = 0;  /* not a host: no receipt can go to it */
                 break;
         case RJ_OUT:
                 if (xsnprintf(key, sizeof(key), "%s:%s", rec->f[0], rec->f[1]) < 0 ||
-                    strlen(rec->f[2]) >= sizeof(e->origin))
+                    strlen(rec->f[2]) >= RECEIPT_HOST_MAX)
                         return 0;       /* not one of ours: nothing to publish */
-                q = rtab_put(&rc->queued, key, rec->f[3], strlen(rec->f[3]), &e);
-                if (q == 0) {
-                        snprintf(e->origin, sizeof(e->origin), "%s", rec->f[2]);
-                        e->busy = false;
-                }
+                q = queued_put(rc, key, rec->f[2], rec->f[3]);
                 if (receipt_is_final(rec->f[1]))
-                        rtab_del(&rc->owed, rec->f[0]);
+                        dict_del(&rc->owed, rec->f[0]);
                 break;
         case RJ_PUB:
                 if (xsnprintf(key, sizeof(key), "%s:%s", rec->f[0], rec->f[1]) >= 0)
-                        rtab_del(&rc->queued, key);
+                        dict_del(&rc->queued, key);
                 break;
         case RJ_SENT:
-                q = rtab_put(&rc->sent, rec->f[0], rec->f[1], strlen(rec->f[1]), NULL);
+                q = sent_put(rc, rec->f[0], rec->f[1]);
                 break;
         case RJ_DONE:
-                rtab_del(&rc->sent, rec->f[0]);
+                dict_del(&rc->sent, rec->f[0]);
                 break;
         default:
                 break;
@@ -181,26 +242,29 @@ static int emit(void *ctx, struct rjournal *nj)
 {
         struct relay *r = ctx;
         struct receipts *rc = r->rc;
-        struct rentry *e;
-        size_t i;
+        struct receipt_owed *o;
+        struct receipt_queued *e;
+        struct receipt_sent *t;
         int q;
 
         if (rc->key)
-                rtab_foreach(&rc->owed, i, e)
-                        if ((q = rj_append(nj, &(struct rj_rec){ RJ_OWE, { e->key, e->val } })) < 0)
+                for (o = dict_first(&rc->owed); o; o = dict_next(o))
+                        if ((q = rj_append(nj, &(struct rj_rec){ RJ_OWE,
+                                                                 { dict_key(o), o->origin } })) < 0)
                                 return q;
-        rtab_foreach(&rc->queued, i, e) {
+        for (e = dict_first(&rc->queued); e; e = dict_next(e)) {
                 char id[RELAY_MSGID_MAX + 1];
-                char *colon = strrchr(e->key, ':');
-                if (!colon || xsnprintf(id, sizeof(id), "%.*s", (int)(colon - e->key), e->key) < 0)
+                const char *key = dict_key(e), *colon = strrchr(key, ':');
+                if (!colon || xsnprintf(id, sizeof(id), "%.*s", (int)(colon - key), key) < 0)
                         continue;
-                q = rj_append(nj, &(struct rj_rec){ RJ_OUT, { id, colon + 1, e->origin, e->val } });
+                q = rj_append(nj, &(struct rj_rec){ RJ_OUT, { id, colon + 1, e->origin, e->receipt } });
                 if (q < 0)
                         return q;
         }
-        rtab_foreach(&rc->sent, i, e) {
-                e->busy = !spool_exists_at(r->sp->fd[SD_ARCHIVE], e->val);
-                if (!e->busy && (q = rj_append(nj, &(struct rj_rec){ RJ_SENT, { e->key, e->val } })) < 0)
+        for (t = dict_first(&rc->sent); t; t = dict_next(t)) {
+                t->gone = !spool_exists_at(r->sp->fd[SD_ARCHIVE], t->archive);
+                if (!t->gone &&
+                    (q = rj_append(nj, &(struct rj_rec){ RJ_SENT, { dict_key(t), t->archive } })) < 0)
                         return q;
         }
         return 0;
@@ -208,12 +272,15 @@ static int emit(void *ctx, struct rjournal *nj)
 
 static int rewrite(struct relay *r)
 {
+        struct receipt_sent *t, *nx;
         int q = rj_rewrite(&r->rc->j, emit, r);
 
         /* what emit left out is gone from the table too */
         if (q == 0) {
-                rtab_del_busy(&r->rc->sent);
-                r->rc->sent_kept = r->rc->sent.n;
+                DICT_FOREACH_SAFE(t, nx, &r->rc->sent)
+                        if (t->gone)
+                                dict_remove(&r->rc->sent, t);
+                r->rc->sent_kept = dict_count(&r->rc->sent);
         }
         return q;
 }
@@ -221,14 +288,15 @@ static int rewrite(struct relay *r)
 int receipt_journal_sync(struct relay *r)
 {
         struct receipts *rc = r->rc;
-        size_t live = (rc->key ? rc->owed.n : 0) + rc->queued.n + rc->sent.n;
+        size_t n_sent = dict_count(&rc->sent);
+        size_t live = (rc->key ? dict_count(&rc->owed) : 0) + dict_count(&rc->queued) + n_sent;
         size_t dead = rc->j.n_rec > live ? rc->j.n_rec - live : 0;
 
         /* Also when the awaited items doubled since the last rewrite:
          * those of a host that sends no receipts would stay in memory
          * beyond their archived items otherwise. */
         if ((dead >= RJ_DEAD_MIN && dead > 3 * live) ||
-            (rc->sent.n >= RJ_DEAD_MIN && rc->sent.n >= 2 * rc->sent_kept))
+            (n_sent >= RJ_DEAD_MIN && n_sent >= 2 * rc->sent_kept))
                 return rewrite(r);
         return rj_sync(&rc->j);
 }
@@ -336,6 +404,9 @@ int receipt_start(struct relay *r)
         if (!rc)
                 return -ENOMEM;
         rc->dir_fd = rc->pub_fd = rc->j.fd = -1;
+        dict_init(&rc->owed, sizeof(struct receipt_owed));
+        dict_init_drop(&rc->queued, sizeof(struct receipt_queued), queued_drop);
+        dict_init_drop(&rc->sent, sizeof(struct receipt_sent), sent_drop);
         r->rc = rc;
         if ((q = rc->dir_fd = open_sub(sp->root_fd, "receipts", sp->cfg->fsync)) < 0)
                 return log_error_errno(q, "Cannot open receipts/ in the spool");
@@ -366,7 +437,7 @@ int receipt_start(struct relay *r)
                  rc->key ? "signed and sent for relayed items" : "not sent ([relay] host_key not set)",
                  rc->pub_fd >= 0 ? "accepted from the hosts of host_pubkey_dir"
                                  : "not accepted ([relay] host_pubkey_dir not set)",
-                 rc->queued.n);
+                 dict_count(&rc->queued));
         return 0;
 }
 
@@ -397,9 +468,9 @@ json_t *receipt_status(struct relay *r)
 
         return json_pack("{s:b, s:b, s:s?, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
                          "sending", sending, "accepting", accepting, "problem", problem,
-                         "owed", (json_int_t)(sending ? rc->owed.n : 0),
-                         "queued", (json_int_t)(rc ? rc->queued.n : 0),
-                         "awaited", (json_int_t)(accepting ? rc->sent.n : 0),
+                         "owed", (json_int_t)(sending ? dict_count(&rc->owed) : 0),
+                         "queued", (json_int_t)(rc ? dict_count(&rc->queued) : 0),
+                         "awaited", (json_int_t)(accepting ? dict_count(&rc->sent) : 0),
                          "sent", (json_int_t)r->st.receipts_sent,
                          "applied", (json_int_t)r->st.receipts_applied,
                          "duplicate", (json_int_t)r->st.receipts_duplicate,
@@ -430,9 +501,9 @@ void receipt_free(struct relay *r)
                 receipt_host_keys_drop(&rc->hk[i]);
         free(rc->pub_dir);
         free(rc->unsynced);
-        rtab_free(&rc->owed);
-        rtab_free(&rc->queued);
-        rtab_free(&rc->sent);
+        dict_clear(&rc->owed);
+        dict_clear(&rc->queued);
+        dict_clear(&rc->sent);
         free(rc);
         r->rc = NULL;
 }

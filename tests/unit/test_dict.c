@@ -1,9 +1,11 @@
 /* The daemon's keyed table (src/handoffd/dict.c): an entry found by its
  * key, a put of a key there keeping its fields and its place, the order
- * of adding kept through removals during a walk and through growth, and
- * a clear leaving the table usable. */
+ * of adding kept through removals during a walk and through growth, a
+ * clear leaving the table usable, and the drop hook seeing each entry
+ * once on its way out. */
 #include <check.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "dict.h"
@@ -99,6 +101,58 @@ START_TEST(test_dict_a_set_has_no_entry_bytes)
 }
 END_TEST
 
+/* An entry owning a heap copy; drop() counts the ones it freed. */
+struct owning {
+        char *s;
+};
+static int dropped;
+
+static void owning_drop(void *e)
+{
+        struct owning *o = e;
+
+        free(o->s);
+        o->s = NULL;
+        dropped++;
+}
+
+START_TEST(test_dict_drop_frees_what_an_entry_owns_on_every_way_out)
+{
+        struct dict d;
+        struct owning *e, *nx;
+        char k[16];
+
+        dropped = 0;
+        dict_init_drop(&d, sizeof(struct owning), owning_drop);
+        for (int i = 0; i < 40; i++) {
+                snprintf(k, sizeof(k), "k%d", i);
+                e = dict_put(&d, k, NULL);
+                ck_assert_ptr_nonnull(e->s = strdup(k));
+        }
+        /* a put of a key there drops nothing: the caller owns the fields */
+        e = dict_put(&d, "k0", NULL);
+        ck_assert_str_eq(e->s, "k0");
+        ck_assert_int_eq(dropped, 0);
+        dict_del(&d, "k0");
+        ck_assert_int_eq(dropped, 1);
+        dict_del(&d, "none");
+        ck_assert_int_eq(dropped, 1);
+        /* removed during a walk: dropped before the next is taken */
+        DICT_FOREACH_SAFE(e, nx, &d)
+                if (e->s[1] == '1')
+                        dict_remove(&d, e);
+        ck_assert_int_eq(dropped, 1 + 11);      /* k1, k10..k19 */
+        ck_assert_uint_eq(dict_count(&d), 28);
+        ck_assert_str_eq(((struct owning *)dict_get(&d, "k2"))->s, "k2");
+        dict_clear(&d);
+        ck_assert_int_eq(dropped, 40);
+        /* the hook stays after a clear */
+        ck_assert_ptr_nonnull(((struct owning *)dict_put(&d, "again", NULL))->s = strdup("x"));
+        dict_clear(&d);
+        ck_assert_int_eq(dropped, 41);
+}
+END_TEST
+
 Suite *suite_dict(void);
 Suite *suite_dict(void)
 {
@@ -107,6 +161,7 @@ Suite *suite_dict(void)
         tcase_add_test(tc, test_dict_put_keeps_fields_and_place);
         tcase_add_test(tc, test_dict_order_survives_growth_and_removal_in_a_walk);
         tcase_add_test(tc, test_dict_a_set_has_no_entry_bytes);
+        tcase_add_test(tc, test_dict_drop_frees_what_an_entry_owns_on_every_way_out);
         suite_add_tcase(s, tc);
         return s;
 }
