@@ -179,16 +179,19 @@ def test_consume_in_progress(env):
     fig = measure(env, d, f"{N} x 1 MiB claimed, consumes 'in progress'")
     # A restart on the same spool: READY within a bounded time, then
     # serving while the old items are looked at.
+    # Its CPU to READY is the bound (wall time on a loaded machine is the
+    # machine's); the wall time only guards against a hang.
     t0 = time.monotonic()
     try:
         d2 = env.start(name="d0")
         t_ready = time.monotonic() - t0
+        cpu_ready = hdtest.cpu_s(d2.proc.pid)
     except hdtest.Fail:
-        t_ready = float("inf")
+        t_ready = cpu_ready = float("inf")
         d2 = env.daemons[-1]
-    print(f"restart on that spool: READY=1 after {t_ready:.2f}s")
+    print(f"restart on that spool: READY=1 after {t_ready:.2f}s ({cpu_ready:.2f}s CPU)")
     fig2 = measure(env, d2, "after the restart") if t_ready != float("inf") else None
-    return fig, t_ready, fig2
+    return fig, (t_ready, cpu_ready), fig2
 
 
 def test_plain_producer(env):
@@ -214,7 +217,9 @@ def main():
     with hdtest.Env(agents=["alice"], fsync=False) as env:
         fig3 = test_plain_producer(env)
     judge("consumes in progress", *fig)
-    check(t_ready < 10 * SLOW, f"the restart took {t_ready:.2f}s to READY=1")
+    t_ready, cpu_ready = t_ready
+    check(cpu_ready < 5 * SLOW, f"the restart took {cpu_ready:.2f}s of CPU to READY=1")
+    check(t_ready < 60 * SLOW, f"the restart took {t_ready:.2f}s to READY=1")
     check(fig2 is not None, "no figures after the restart")
     judge("after the restart", *fig2)
     judge("plain producer", *fig3)

@@ -35,6 +35,7 @@
 #include "files.h"
 #include "fuzz.h"
 #include "log.h"
+#include "outbox.h"
 #include "receipt.h"
 #include "relay_inbound.h"
 #include "relay_queue.h"
@@ -162,12 +163,11 @@ static void make_spool(void)
         relay.sp = sp;
         relay.max_msg = cfg->max_file_size;
         relay.host = strdup(cfg->relay.host);
-        relay.outbox = json_object();
-        relay.queue = json_array();
+        dict_init(&relay.outbox, sizeof(struct outbox_entry));
         pthread_mutex_init(&relay.m, NULL);
         pthread_cond_init(&relay.wake_worker, NULL);
         pthread_cond_init(&relay.wake_fetcher, NULL);
-        if (!relay.host || !relay.outbox || !relay.queue)
+        if (!relay.host)
                 abort();
         sp->relay = (struct spool_relay) { .ctx = &relay };
         reset_spool();
