@@ -243,3 +243,62 @@ void *__wrap_calloc(size_t n, size_t size)
         }
         return __real_calloc(n, size);
 }
+
+char *tu_file_text(const char *dir, const char *name, const char *text, mode_t mode)
+{
+        return tu_file_in(dir, name, text, strlen(text), mode);
+}
+
+json_t *tu_sig_doc(const char *from)
+{
+        json_t *d = json_pack("{s:i, s:s, s:s, s:s, s:s, s:s, s:s, s:[{s:s, s:s}]}",
+                              "protocol_version", 1,
+                              "handoff_id", "s-0001",
+                              "from_agent", from,
+                              "to_agent", "zoe",
+                              "reason", "transfer",
+                              "initiated_at", "2026-04-21T10:15:00Z",
+                              "expires_at", "2026-04-21T10:20:00Z",
+                              "transcript", "role", "user", "text", "hello");
+        ck_assert_ptr_nonnull(d);
+        return d;
+}
+
+hd_key *tu_sig_gen(const char *kid)
+{
+        hd_key *k = NULL;
+
+        ck_assert_int_eq(hd_key_generate(kid, &k), 0);
+        ck_assert_int_eq(hd_key_kind_of(k), HD_KEY_ED25519_SECRET);
+        return k;
+}
+
+hd_key *tu_sig_public_of(const hd_key *sk)
+{
+        char line[HD_KEY_LINE_MAX], err[200];
+        hd_key *pk = NULL;
+
+        ck_assert_int_eq(hd_key_format(sk, false, line, sizeof(line)), 0);
+        ck_assert_msg(hd_key_parse(line, strlen(line), &pk, err, sizeof(err)) == 0, "%s", err);
+        ck_assert_int_eq(hd_key_kind_of(pk), HD_KEY_ED25519_PUBLIC);
+        return pk;
+}
+
+const hd_key *tu_ring_lookup(void *ud, const char *kid, const char *from)
+{
+        const struct tu_ring *r = ud;
+
+        if (kid) {
+                for (size_t i = 0; i < r->n; i++) {
+                        const char *k = hd_key_kid(r->keys[i]);
+                        if (k && !strcmp(k, kid))
+                                return r->keys[i];
+                }
+                if (!strcmp(kid, "ops"))
+                        return r->def;
+                return NULL;
+        }
+        if (from && r->own_agent && !strcmp(from, r->own_agent))
+                return r->own;
+        return r->def;
+}

@@ -43,6 +43,26 @@ size_t tu_read_vectors(const char *dir, struct tu_vec **ret);
  * one); seen[reason] (_HD_R_MAX entries) is set for each. */
 void tu_check_vectors(int dfd, const struct tu_vec *vs, size_t n, hd_key_lookup_fn lookup,
                       void *userdata, bool *seen);
+/* tu_file_in with a NUL-terminated text. */
+char *tu_file_text(const char *dir, const char *name, const char *text, mode_t mode);
+/* For the sender signature suites (test_sig*.c): a handoff from `from`
+ * to zoe, initiated 2026-04-21T10:15:00Z; a fresh Ed25519 secret key
+ * (kid NULL: the default kid); the public half of a secret key, through
+ * its key line. */
+json_t *tu_sig_doc(const char *from);
+hd_key *tu_sig_gen(const char *kid);
+hd_key *tu_sig_public_of(const hd_key *sk);
+/* A small keyring for tu_ring_lookup: keys[i] answers for its kid; own
+ * is own_agent's key when asked without kid; def the default (and the
+ * key of kid "ops"). */
+struct tu_ring {
+        const hd_key *keys[8];
+        size_t n;
+        const char *own_agent;
+        const hd_key *own;
+        const hd_key *def;
+};
+const hd_key *tu_ring_lookup(void *ud, const char *kid, const char *from);
 /* Read a whole file, NUL-terminated; NULL if absent. */
 char *tu_read_file(const char *path, size_t *len);
 /* The check binary is linked with -Wl,--wrap=calloc: set to n > 0, the
