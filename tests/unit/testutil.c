@@ -302,3 +302,52 @@ const hd_key *tu_ring_lookup(void *ud, const char *kid, const char *from)
                 return r->own;
         return r->def;
 }
+
+static const char hmac_test_key[] = "test key for test_verify.c, not a secret";
+
+hd_key *tu_hmac_key(void)
+{
+        hd_key *k = NULL;
+
+        ck_assert_int_eq(hd_key_from_bytes(hmac_test_key, strlen(hmac_test_key), &k), 0);
+        return k;
+}
+
+json_t *tu_hmac_doc(void)
+{
+        json_t *d = json_pack("{s:i, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:[{s:s, s:s}, {s:s, s:s}]}",
+                              "protocol_version", 1,
+                              "handoff_id", "t-0001",
+                              "caller_hash", "602cd7fbbe41688e",
+                              "from_agent", "alice",
+                              "to_agent", "bob",
+                              "reason", "transfer",
+                              "initiated_at", "2026-04-21T10:15:00Z",
+                              "expires_at", "2026-04-21T10:20:00Z",
+                              "transcript",
+                              "role", "user", "text", "hello",
+                              "role", "assistant", "text", "let me transfer you");
+        ck_assert_ptr_nonnull(d);
+        return d;
+}
+
+const hd_key *tu_lookup_log_cb(void *userdata, const char *kid, const char *from)
+{
+        struct tu_lookup_log *l = userdata;
+
+        l->calls++;
+        /* After a key named by kid, hd_auth_check asks again without kid
+         * for the sender's own key: not logged over the first call. */
+        if (!kid && from && l->asked_kid) {
+                l->asked_kid = false;
+                return l->key;
+        }
+        l->kid_null = kid == NULL;
+        l->from_null = from == NULL;
+        snprintf(l->kid, sizeof(l->kid), "%s", kid ? kid : "");
+        snprintf(l->from, sizeof(l->from), "%s", from ? from : "");
+        if (kid && l->only_kid && strcmp(kid, l->only_kid) != 0)
+                return NULL;
+        l->asked_kid = kid != NULL;
+        return l->key;
+}

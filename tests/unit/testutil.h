@@ -63,6 +63,22 @@ struct tu_ring {
         const hd_key *def;
 };
 const hd_key *tu_ring_lookup(void *ud, const char *kid, const char *from);
+/* For the verification suites (test_verify*.c): the HMAC key of
+ * test_verify.c; a valid protocol_version 1 document from alice to bob
+ * issued 2026-04-21T10:15:00Z for 5 minutes. */
+hd_key *tu_hmac_key(void);
+json_t *tu_hmac_doc(void);
+/* A key lookup that records how it was asked (tu_lookup_log_cb, with a
+ * struct tu_lookup_log as userdata). */
+struct tu_lookup_log {
+        const hd_key *key;
+        const char *only_kid;   /* non-NULL: any other kid is unknown */
+        int calls;
+        char kid[64], from[64];
+        bool kid_null, from_null;
+        bool asked_kid;         /* the last call named a kid and got a key */
+};
+const hd_key *tu_lookup_log_cb(void *userdata, const char *kid, const char *from);
 /* Read a whole file, NUL-terminated; NULL if absent. */
 char *tu_read_file(const char *path, size_t *len);
 /* The check binary is linked with -Wl,--wrap=calloc: set to n > 0, the
