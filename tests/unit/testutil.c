@@ -351,3 +351,83 @@ const hd_key *tu_lookup_log_cb(void *userdata, const char *kid, const char *from
         l->asked_kid = kid != NULL;
         return l->key;
 }
+
+char *tu_pl_path(const char *rel)
+{
+        char *p;
+
+        ck_assert_int_ge(asprintf(&p, "%s/tests/payloads/%s", tu_src_dir(), rel), 0);
+        return p;
+}
+
+char *tu_pl_read(const char *rel)
+{
+        char *p = tu_pl_path(rel), *s = tu_read_file(p, NULL);
+
+        ck_assert_msg(s != NULL, "cannot read %s", p);
+        free(p);
+        return s;
+}
+
+json_t *tu_pl_json(const char *rel)
+{
+        char *s = tu_pl_read(rel);
+        json_error_t e;
+        json_t *j = json_loads(s, JSON_REJECT_DUPLICATES, &e);
+
+        ck_assert_msg(j != NULL, "%s: %s", rel, e.text);
+        free(s);
+        return j;
+}
+
+int tu_pl_load(const char *type, const char *rel, json_t **ret, hd_verdict *v)
+{
+        char *p = tu_pl_path(rel);
+        json_t *j = NULL;
+        int r = hd_payload_load(type, p, &j, v);
+
+        free(p);
+        if (ret)
+                *ret = j;
+        else
+                json_decref(j);
+        return r;
+}
+
+json_t *tu_pl_envelope(const char *type, json_t *payload)
+{
+        json_t *d = json_pack("{s:s,s:s,s:s,s:O}", "from_agent", "bob",
+                              "to_agent", "alice", "payload_type", type,
+                              "payload", payload);
+        ck_assert_ptr_nonnull(d);
+        return d;
+}
+
+void tu_pl_expect_ok(const char *type, json_t *payload)
+{
+        json_t *d = tu_pl_envelope(type, payload);
+        hd_verdict v;
+        int r = hd_payload_validate(d, NULL, &v);
+
+        ck_assert_msg(r == 0, "%s rejected: %s", type, v.detail);
+        json_decref(d);
+}
+
+void tu_pl_expect_reject_doc(json_t *d, const hd_payload_opts *o, const char *detail_part)
+{
+        hd_verdict v;
+        int r = hd_payload_validate(d, o, &v);
+
+        ck_assert_int_eq(r, -EBADMSG);
+        ck_assert_str_eq(hd_reason_name(v.reason), "payload_invalid");
+        ck_assert_msg(strstr(v.detail, detail_part) != NULL,
+                      "detail '%s' does not name '%s'", v.detail, detail_part);
+}
+
+void tu_pl_expect_reject(const char *type, json_t *payload, const char *detail_part)
+{
+        json_t *d = tu_pl_envelope(type, payload);
+
+        tu_pl_expect_reject_doc(d, NULL, detail_part);
+        json_decref(d);
+}

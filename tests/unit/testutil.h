@@ -79,6 +79,19 @@ struct tu_lookup_log {
         bool asked_kid;         /* the last call named a kid and got a key */
 };
 const hd_key *tu_lookup_log_cb(void *userdata, const char *kid, const char *from);
+/* For the payload suites (test_payload*.c): tests/payloads/REL, its
+ * path, its text, its JSON; loaded through hd_payload_load (returns its
+ * result; *ret may be NULL).  An envelope with the fields
+ * hd_payload_validate looks at; a payload that validates, one rejected as
+ * payload_invalid with a detail naming detail_part. */
+char *tu_pl_path(const char *rel);
+char *tu_pl_read(const char *rel);
+json_t *tu_pl_json(const char *rel);
+int tu_pl_load(const char *type, const char *rel, json_t **ret, hd_verdict *v);
+json_t *tu_pl_envelope(const char *type, json_t *payload);
+void tu_pl_expect_ok(const char *type, json_t *payload);
+void tu_pl_expect_reject_doc(json_t *d, const hd_payload_opts *o, const char *detail_part);
+void tu_pl_expect_reject(const char *type, json_t *payload, const char *detail_part);
 /* Read a whole file, NUL-terminated; NULL if absent. */
 char *tu_read_file(const char *path, size_t *len);
 /* The check binary is linked with -Wl,--wrap=calloc: set to n > 0, the
