@@ -22,7 +22,6 @@
 
 /* ---- every other reason the daemon rejects for, one test each ------------ */
 
-
 /* Signed with k (the spool's key when NULL), into handoff/x.json. */
 static void put_signed(struct fx *f, json_t *d, const hd_key *k)
 {

@@ -21,7 +21,6 @@
 /* "2026-04-21T10:15:00Z" */
 #define T0 INT64_C(1776766500000000)
 
-
 /* Sign (so the MAC is never the reason) and verify at now. */
 static hd_reason verify_signed(json_t *d, int64_t now, const hd_policy *p, hd_verdict *v)
 {
