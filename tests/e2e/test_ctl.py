@@ -57,7 +57,6 @@ def verify(keyfile, *files, extra=()):
     return run("verify", "--key", keyfile, *extra, *files)
 
 
-
 def test_keygen(tmp):
     p = run("keygen")
     check(p.returncode == 0, "keygen to stdout exits 0")
