@@ -33,7 +33,7 @@ sys.path.insert(0, HERE)
 import hdproto  # noqa: E402
 import hdtest  # noqa: E402
 import hubkit  # noqa: E402
-from bench import Watcher, drop_one, pct, proc_cpu  # noqa: E402
+from benchkit import Watcher, drop_one, pct, proc_cpu  # noqa: E402
 
 CLIENTS = 8
 

@@ -6,17 +6,19 @@
 #   make stress          runs the long one (mk/stress.mk)
 #
 # tests/powercut/powercutfs.c is a FUSE file system (libfuse3) that forgets,
-# on command, everything not synced: see its header for the model.
+# on command, everything not synced: see its header for the model; the
+# image it keeps of what a disk would hold is tests/powercut/pcimage.c.
 
 POWERCUTFS := $(B)/tests/powercutfs
 FUSE_CFLAGS := $(shell $(PKG_CONFIG) --cflags fuse3 2>/dev/null)
 FUSE_LIBS   := $(shell $(PKG_CONFIG) --libs fuse3 2>/dev/null)
 
-$(POWERCUTFS): tests/powercut/powercutfs.c mk/powercut.mk
+$(POWERCUTFS): tests/powercut/powercutfs.c tests/powercut/pcimage.c tests/powercut/pcimage.h \
+		mk/powercut.mk
 	@mkdir -p $(@D)
 	$(quiet) CC $<
 	$(Q)$(CC) $(filter-out -fPIC,$(HD_CFLAGS)) $(FUSE_CFLAGS) $(CFLAGS) $(HD_LDFLAGS) $(LDFLAGS) \
-		-o $@ $< $(FUSE_LIBS)
+		-o $@ $(filter %.c,$^) $(FUSE_LIBS)
 
 # make check runs the power-cut tests too: they need the harness built, by
 # the make that check starts after deps (a prerequisite of check itself was

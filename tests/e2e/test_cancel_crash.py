@@ -24,6 +24,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.join(os.environ.get("HD_SRC", "."), "tests", "py"))
+import harness  # noqa: E402
 import hdproto  # noqa: E402
 import hdtest  # noqa: E402
 import invariant  # noqa: E402
@@ -51,7 +52,7 @@ def window(label, syscall, path_of, *, consume_while_down=False, before_claim=Fa
         if not before_claim:
             hdproto.drop(env.spool, doc)
             hdtest.wait_for(lambda: os.path.exists(boot), what="delivered")
-        s = invariant.Strace(d.proc.pid, syscall, "signal=SIGKILL", [path_of(env)])
+        s = harness.Strace(d.proc.pid, syscall, "signal=SIGKILL", [path_of(env)])
         s.__enter__()
         cancel(env, hid)
         if before_claim:
@@ -120,7 +121,7 @@ def main():
     for label, kw in runs:
         try:
             label, fig, f = window(label, **kw)
-        except invariant.Strace.Unavailable as e:
+        except harness.Strace.Unavailable as e:
             fails.append(f"{label}: strace unavailable ({e})")
             continue
         print(f"- {label}: {fig}")

@@ -24,6 +24,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.join(os.environ.get("HD_SRC", "."), "tests", "py"))
+import harness  # noqa: E402
 import hdproto  # noqa: E402
 import hdtest  # noqa: E402
 import invariant  # noqa: E402
@@ -44,7 +45,7 @@ class Producer(threading.Thread):
     def __init__(self, env, rnd):
         super().__init__(daemon=True)
         self.env, self.rnd = env, rnd
-        self.gate = invariant.Gate()
+        self.gate = harness.Gate()
         self.submitted = []
         self.error = None
 
@@ -64,7 +65,7 @@ class Consumer(threading.Thread):
     def __init__(self, env):
         super().__init__(daemon=True)
         self.env = env
-        self.gate = invariant.Gate()
+        self.gate = harness.Gate()
         self.got = collections.Counter()
         self.error = None
 
@@ -222,7 +223,7 @@ def main():
 
 def kill_at(env, d, syscall, path):
     """Arm a SIGKILL at the next `syscall` on `path` (a directory)."""
-    s = invariant.Strace(d.proc.pid, syscall, "signal=SIGKILL", [path])
+    s = harness.Strace(d.proc.pid, syscall, "signal=SIGKILL", [path])
     s.__enter__()
     return s
 
@@ -330,7 +331,7 @@ def targeted():
     for label, kw in runs:
         try:
             label, fig, f = window(label, **kw)
-        except invariant.Strace.Unavailable as e:
+        except harness.Strace.Unavailable as e:
             hdtest.skip_part("strace", f"{label}: {e}")
             continue
         print(f"- {label}: {fig}")

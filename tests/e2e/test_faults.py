@@ -27,11 +27,12 @@ import threading
 import time
 
 sys.path.insert(0, os.path.join(os.environ.get("HD_SRC", "."), "tests", "py"))
+import harness  # noqa: E402
 import hdproto  # noqa: E402
 import hdtest  # noqa: E402
 import invariant  # noqa: E402
 from hdtest import check  # noqa: E402
-from invariant import Strace  # noqa: E402
+from harness import Strace  # noqa: E402
 
 FAULT_S = float(os.environ.get("HD_FAULT_SECONDS", "3"))
 RECOVER_S = float(os.environ.get("HD_FAULT_RECOVER_S", "15")) * hdtest.SLOW
@@ -99,7 +100,7 @@ def scenario(label, expect, fault_on, fault_off, *, agents=("alice",), bad=0,
             ids = [doc["handoff_id"] for doc in docs[:N]]
             bad_names = [name for _, name in staged[N:]]
             fault_on(env, d, ctx)
-            cpu0, t0 = invariant.cpu_seconds(pid), time.monotonic()
+            cpu0, t0 = harness.cpu_seconds(pid), time.monotonic()
             for tmp, name in staged:
                 os.rename(tmp, env.path("handoff", name))
             consumed = {}
@@ -112,7 +113,7 @@ def scenario(label, expect, fault_on, fault_off, *, agents=("alice",), bad=0,
                             consumed[i] = consumed.get(i, 0) + 1
                 time.sleep(0.05)
             during = where(env, ids)
-            cpu = invariant.cpu_seconds(pid) - cpu0
+            cpu = harness.cpu_seconds(pid) - cpu0
             wall = time.monotonic() - t0
             # The bad files' rejections are retried while the fault lasts.
             v = invariant.check(env.spool, env.state, ids, consumed=consumed, rejecting=True)

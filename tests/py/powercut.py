@@ -13,7 +13,7 @@ hosts and the relay):
                                         # NAME: N cuts, N handoffs, lost N, twice N, left N
 
 A worker is a thread doing one step after another until stopped; an
-OSError (the power is off) is tried again later; invariant.Gate parks it
+OSError (the power is off) is tried again later; harness.Gate parks it
 between two steps, so that nothing of it is half done while the spool is
 checked."""
 
@@ -26,6 +26,7 @@ import sys
 import threading
 import time
 
+import harness
 import hdproto
 import hdtest
 import invariant
@@ -45,7 +46,7 @@ def cuts(default):
 class Worker(threading.Thread):
     def __init__(self):
         super().__init__(daemon=True)
-        self.gate = invariant.Gate()
+        self.gate = harness.Gate()
         self.error = None
 
     def run(self):

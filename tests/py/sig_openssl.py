@@ -1,4 +1,4 @@
-"""Cross-check Ed25519 signatures with openssl, run by tests/unit/test_sig.c.
+"""Cross-check Ed25519 signatures with openssl, run by tests/unit/test_sig_vectors.c.
 
     sig_openssl.py verify PUBFILE DIR
         every DIR/*.json (signed by libhandoff) is read with Python's json,

@@ -4,9 +4,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "daemonfx.h"
+#include "intake.h"
 #include "lifecycle.h"
 #include "log.h"
 #include "testutil.h"
@@ -106,4 +109,76 @@ bool fx_there(int dirfd, const char *prefix, const char *name, const char *suffi
 
         snprintf(n, sizeof(n), "%s%s%s", prefix, name, suffix);
         return faccessat(dirfd, n, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
+/* Decide one name (one batch of one: a batch always decides its first). */
+int fx_decide(struct fx *f, const char *name)
+{
+        char *names[1] = { (char *)name };
+        int out = -1;
+
+        ck_assert_int_eq(intake_batch(f->sp, names, 1, hd_now_usec(), &out), 0);
+        return out;
+}
+
+/* The reason rejected/<name>.reason gives, or "" (static). */
+const char *fx_reason_of(struct fx *f, const char *name)
+{
+        static char r[64];
+        char side[400];
+        json_t *o = NULL;
+        hd_verdict v;
+
+        r[0] = '\0';
+        snprintf(side, sizeof(side), "%s.reason", name);
+        if (hd_load_at(f->sp->fd[SD_REJECTED], side, NULL, &o, &v) == 0)
+                snprintf(r, sizeof(r), "%s", json_string_value(json_object_get(o, "reason")) ?: "");
+        json_decref(o);
+        return r;
+}
+
+/* name decided as rejected: in rejected/ as as (its name made printable). */
+void fx_assert_rejected_as(struct fx *f, const char *name, const char *as, int out,
+                           const char *reason)
+{
+        ck_assert_int_eq(out, IO_REJECTED);
+        ck_assert_msg(!fx_there(f->sp->fd[SD_HANDOFF], "", name, ""), "%s still in handoff/", name);
+        ck_assert_msg(fx_there(f->sp->fd[SD_REJECTED], "", as, ""), "%s not in rejected/", as);
+        ck_assert_str_eq(fx_reason_of(f, as), reason);
+}
+
+void fx_assert_rejected(struct fx *f, const char *name, int out, const char *reason)
+{
+        fx_assert_rejected_as(f, name, name, out, reason);
+}
+
+/* Make dirfd/name look written `age_s` seconds ago. */
+void fx_age(int dirfd, const char *name, int64_t age_s)
+{
+        struct timespec ts[2];
+
+        clock_gettime(CLOCK_REALTIME, &ts[0]);
+        ts[0].tv_sec -= age_s;
+        ts[1] = ts[0];
+        ck_assert_int_eq(utimensat(dirfd, name, ts, AT_SYMLINK_NOFOLLOW), 0);
+}
+
+/* A handoff from `from` to `to`, fresh, not signed. */
+json_t *fx_doc_from(const char *id, const char *from, const char *to)
+{
+        json_t *d = fx_doc(id, to, 10, 600, NULL);
+
+        json_object_set_new(d, "from_agent", json_string(from));
+        return d;
+}
+
+void fx_put_too_large(struct fx *f)
+{
+        size_t n = HD_DEFAULT_MAX_SIZE + 2;
+        char *junk = malloc(n);
+
+        memset(junk, '{', n - 1);
+        junk[n - 1] = '\0';
+        fx_put(f->sp->fd[SD_HANDOFF], "", "x.json", "", junk);
+        free(junk);
 }

@@ -34,4 +34,21 @@ void fx_put(int dirfd, const char *prefix, const char *name, const char *suffix,
             const char *text);
 bool fx_there(int dirfd, const char *prefix, const char *name, const char *suffix);
 
+/* For the intake suites (test_intake*.c).  Decide one name (one batch of
+ * one: a batch always decides its first); its item_outcome. */
+int fx_decide(struct fx *f, const char *name);
+/* The reason rejected/<name>.reason gives, or "" (static). */
+const char *fx_reason_of(struct fx *f, const char *name);
+/* name decided (out) as rejected for reason: in rejected/ as `as` (its
+ * name made printable), or as name. */
+void fx_assert_rejected_as(struct fx *f, const char *name, const char *as, int out,
+                           const char *reason);
+void fx_assert_rejected(struct fx *f, const char *name, int out, const char *reason);
+/* Make dirfd/name look written `age_s` seconds ago. */
+void fx_age(int dirfd, const char *name, int64_t age_s);
+/* A handoff from `from` to `to`, fresh, not signed. */
+json_t *fx_doc_from(const char *id, const char *from, const char *to);
+/* handoff/x.json one byte over the default max_size (and unparsable). */
+void fx_put_too_large(struct fx *f);
+
 #endif

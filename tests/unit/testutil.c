@@ -243,3 +243,191 @@ void *__wrap_calloc(size_t n, size_t size)
         }
         return __real_calloc(n, size);
 }
+
+char *tu_file_text(const char *dir, const char *name, const char *text, mode_t mode)
+{
+        return tu_file_in(dir, name, text, strlen(text), mode);
+}
+
+json_t *tu_sig_doc(const char *from)
+{
+        json_t *d = json_pack("{s:i, s:s, s:s, s:s, s:s, s:s, s:s, s:[{s:s, s:s}]}",
+                              "protocol_version", 1,
+                              "handoff_id", "s-0001",
+                              "from_agent", from,
+                              "to_agent", "zoe",
+                              "reason", "transfer",
+                              "initiated_at", "2026-04-21T10:15:00Z",
+                              "expires_at", "2026-04-21T10:20:00Z",
+                              "transcript", "role", "user", "text", "hello");
+        ck_assert_ptr_nonnull(d);
+        return d;
+}
+
+hd_key *tu_sig_gen(const char *kid)
+{
+        hd_key *k = NULL;
+
+        ck_assert_int_eq(hd_key_generate(kid, &k), 0);
+        ck_assert_int_eq(hd_key_kind_of(k), HD_KEY_ED25519_SECRET);
+        return k;
+}
+
+hd_key *tu_sig_public_of(const hd_key *sk)
+{
+        char line[HD_KEY_LINE_MAX], err[200];
+        hd_key *pk = NULL;
+
+        ck_assert_int_eq(hd_key_format(sk, false, line, sizeof(line)), 0);
+        ck_assert_msg(hd_key_parse(line, strlen(line), &pk, err, sizeof(err)) == 0, "%s", err);
+        ck_assert_int_eq(hd_key_kind_of(pk), HD_KEY_ED25519_PUBLIC);
+        return pk;
+}
+
+const hd_key *tu_ring_lookup(void *ud, const char *kid, const char *from)
+{
+        const struct tu_ring *r = ud;
+
+        if (kid) {
+                for (size_t i = 0; i < r->n; i++) {
+                        const char *k = hd_key_kid(r->keys[i]);
+                        if (k && !strcmp(k, kid))
+                                return r->keys[i];
+                }
+                if (!strcmp(kid, "ops"))
+                        return r->def;
+                return NULL;
+        }
+        if (from && r->own_agent && !strcmp(from, r->own_agent))
+                return r->own;
+        return r->def;
+}
+
+static const char hmac_test_key[] = "test key for test_verify.c, not a secret";
+
+hd_key *tu_hmac_key(void)
+{
+        hd_key *k = NULL;
+
+        ck_assert_int_eq(hd_key_from_bytes(hmac_test_key, strlen(hmac_test_key), &k), 0);
+        return k;
+}
+
+json_t *tu_hmac_doc(void)
+{
+        json_t *d = json_pack("{s:i, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:[{s:s, s:s}, {s:s, s:s}]}",
+                              "protocol_version", 1,
+                              "handoff_id", "t-0001",
+                              "caller_hash", "602cd7fbbe41688e",
+                              "from_agent", "alice",
+                              "to_agent", "bob",
+                              "reason", "transfer",
+                              "initiated_at", "2026-04-21T10:15:00Z",
+                              "expires_at", "2026-04-21T10:20:00Z",
+                              "transcript",
+                              "role", "user", "text", "hello",
+                              "role", "assistant", "text", "let me transfer you");
+        ck_assert_ptr_nonnull(d);
+        return d;
+}
+
+const hd_key *tu_lookup_log_cb(void *userdata, const char *kid, const char *from)
+{
+        struct tu_lookup_log *l = userdata;
+
+        l->calls++;
+        /* After a key named by kid, hd_auth_check asks again without kid
+         * for the sender's own key: not logged over the first call. */
+        if (!kid && from && l->asked_kid) {
+                l->asked_kid = false;
+                return l->key;
+        }
+        l->kid_null = kid == NULL;
+        l->from_null = from == NULL;
+        snprintf(l->kid, sizeof(l->kid), "%s", kid ? kid : "");
+        snprintf(l->from, sizeof(l->from), "%s", from ? from : "");
+        if (kid && l->only_kid && strcmp(kid, l->only_kid) != 0)
+                return NULL;
+        l->asked_kid = kid != NULL;
+        return l->key;
+}
+
+char *tu_pl_path(const char *rel)
+{
+        char *p;
+
+        ck_assert_int_ge(asprintf(&p, "%s/tests/payloads/%s", tu_src_dir(), rel), 0);
+        return p;
+}
+
+char *tu_pl_read(const char *rel)
+{
+        char *p = tu_pl_path(rel), *s = tu_read_file(p, NULL);
+
+        ck_assert_msg(s != NULL, "cannot read %s", p);
+        free(p);
+        return s;
+}
+
+json_t *tu_pl_json(const char *rel)
+{
+        char *s = tu_pl_read(rel);
+        json_error_t e;
+        json_t *j = json_loads(s, JSON_REJECT_DUPLICATES, &e);
+
+        ck_assert_msg(j != NULL, "%s: %s", rel, e.text);
+        free(s);
+        return j;
+}
+
+int tu_pl_load(const char *type, const char *rel, json_t **ret, hd_verdict *v)
+{
+        char *p = tu_pl_path(rel);
+        json_t *j = NULL;
+        int r = hd_payload_load(type, p, &j, v);
+
+        free(p);
+        if (ret)
+                *ret = j;
+        else
+                json_decref(j);
+        return r;
+}
+
+json_t *tu_pl_envelope(const char *type, json_t *payload)
+{
+        json_t *d = json_pack("{s:s,s:s,s:s,s:O}", "from_agent", "bob",
+                              "to_agent", "alice", "payload_type", type,
+                              "payload", payload);
+        ck_assert_ptr_nonnull(d);
+        return d;
+}
+
+void tu_pl_expect_ok(const char *type, json_t *payload)
+{
+        json_t *d = tu_pl_envelope(type, payload);
+        hd_verdict v;
+        int r = hd_payload_validate(d, NULL, &v);
+
+        ck_assert_msg(r == 0, "%s rejected: %s", type, v.detail);
+        json_decref(d);
+}
+
+void tu_pl_expect_reject_doc(json_t *d, const hd_payload_opts *o, const char *detail_part)
+{
+        hd_verdict v;
+        int r = hd_payload_validate(d, o, &v);
+
+        ck_assert_int_eq(r, -EBADMSG);
+        ck_assert_str_eq(hd_reason_name(v.reason), "payload_invalid");
+        ck_assert_msg(strstr(v.detail, detail_part) != NULL,
+                      "detail '%s' does not name '%s'", v.detail, detail_part);
+}
+
+void tu_pl_expect_reject(const char *type, json_t *payload, const char *detail_part)
+{
+        json_t *d = tu_pl_envelope(type, payload);
+
+        tu_pl_expect_reject_doc(d, NULL, detail_part);
+        json_decref(d);
+}

@@ -43,6 +43,55 @@ size_t tu_read_vectors(const char *dir, struct tu_vec **ret);
  * one); seen[reason] (_HD_R_MAX entries) is set for each. */
 void tu_check_vectors(int dfd, const struct tu_vec *vs, size_t n, hd_key_lookup_fn lookup,
                       void *userdata, bool *seen);
+/* tu_file_in with a NUL-terminated text. */
+char *tu_file_text(const char *dir, const char *name, const char *text, mode_t mode);
+/* For the sender signature suites (test_sig*.c): a handoff from `from`
+ * to zoe, initiated 2026-04-21T10:15:00Z; a fresh Ed25519 secret key
+ * (kid NULL: the default kid); the public half of a secret key, through
+ * its key line. */
+json_t *tu_sig_doc(const char *from);
+hd_key *tu_sig_gen(const char *kid);
+hd_key *tu_sig_public_of(const hd_key *sk);
+/* A small keyring for tu_ring_lookup: keys[i] answers for its kid; own
+ * is own_agent's key when asked without kid; def the default (and the
+ * key of kid "ops"). */
+struct tu_ring {
+        const hd_key *keys[8];
+        size_t n;
+        const char *own_agent;
+        const hd_key *own;
+        const hd_key *def;
+};
+const hd_key *tu_ring_lookup(void *ud, const char *kid, const char *from);
+/* For the verification suites (test_verify*.c): the HMAC key of
+ * test_verify.c; a valid protocol_version 1 document from alice to bob
+ * issued 2026-04-21T10:15:00Z for 5 minutes. */
+hd_key *tu_hmac_key(void);
+json_t *tu_hmac_doc(void);
+/* A key lookup that records how it was asked (tu_lookup_log_cb, with a
+ * struct tu_lookup_log as userdata). */
+struct tu_lookup_log {
+        const hd_key *key;
+        const char *only_kid;   /* non-NULL: any other kid is unknown */
+        int calls;
+        char kid[64], from[64];
+        bool kid_null, from_null;
+        bool asked_kid;         /* the last call named a kid and got a key */
+};
+const hd_key *tu_lookup_log_cb(void *userdata, const char *kid, const char *from);
+/* For the payload suites (test_payload*.c): tests/payloads/REL, its
+ * path, its text, its JSON; loaded through hd_payload_load (returns its
+ * result; *ret may be NULL).  An envelope with the fields
+ * hd_payload_validate looks at; a payload that validates, one rejected as
+ * payload_invalid with a detail naming detail_part. */
+char *tu_pl_path(const char *rel);
+char *tu_pl_read(const char *rel);
+json_t *tu_pl_json(const char *rel);
+int tu_pl_load(const char *type, const char *rel, json_t **ret, hd_verdict *v);
+json_t *tu_pl_envelope(const char *type, json_t *payload);
+void tu_pl_expect_ok(const char *type, json_t *payload);
+void tu_pl_expect_reject_doc(json_t *d, const hd_payload_opts *o, const char *detail_part);
+void tu_pl_expect_reject(const char *type, json_t *payload, const char *detail_part);
 /* Read a whole file, NUL-terminated; NULL if absent. */
 char *tu_read_file(const char *path, size_t *len);
 /* The check binary is linked with -Wl,--wrap=calloc: set to n > 0, the
