@@ -206,14 +206,13 @@ static int decide_reject(struct spool *sp, struct item *it, const hd_verdict *v,
 
         if (hid && hd_id_valid(hid) && !it->lock_id) {
                 r = lock_try_claim(sp->lock_fd, lock_off_id(hid));
-                if (r == -EAGAIN)
-                        return decided(ret, IO_BUSY);
                 if (r < 0)
-                        return r;
+                        return r == -EAGAIN ? decided(ret, IO_BUSY) : r;
                 it->lock_id = lock_off_id(hid);
-                if (drop_claim_leftover(sp, it, hid))
-                        return decided(ret, IO_GONE);
         }
+        /* Under it, or decide_claim()'s (a leftover meets the quota its claim fills). */
+        if (hid && hd_id_valid(hid) && drop_claim_leftover(sp, it, hid))
+                return decided(ret, IO_GONE);
         /* Only the inode decided on, once one was looked at. */
         r = spool_reject(sp, it->name, it->ino ? &was : NULL, v->reason, v->detail,
                          authenticated ? hid : NULL, now, ret);
@@ -308,26 +307,32 @@ static int decide_left(struct spool *sp, struct item *it, const char *to, hd_rea
         return decided(ret, IO_LEFT);
 }
 
-/* it (st: more than one link) is what a move the daemon made left in
- * handoff/ beside the move's destination (a power cut), or another name
- * of a file kept already: it goes.  The places named by its id are
- * looked at only when the others are not it, the id read for it. */
-static bool link_leftover(struct spool *sp, struct item *it, const struct stat *st)
+/* it (st) has two links, judged under its inode's lock, which a rejection
+ * holds until its link is whole (spool_reject(): taken again there, and let
+ * go): a claim's or a move's that a power cut kept, or a rejection's, goes;
+ * any other is a hard link.  Its id read only when the others are not it. */
+static int decide_links(struct spool *sp, struct item *it, const struct stat *st,
+                        const hd_verdict *v, int64_t now, enum item_outcome *ret)
 {
+        hd_limits lim = { .max_size = sp->cfg->max_file_size, .max_depth = HD_DEFAULT_MAX_DEPTH };
+        uint64_t off = lock_off_inode(it->dev, it->ino);
         _cleanup_free_ char *buf = NULL;
         _cleanup_json_ json_t *doc = NULL;
-        hd_limits lim = { .max_size = sp->cfg->max_file_size, .max_depth = HD_DEFAULT_MAX_DEPTH };
-        hd_verdict v;
         size_t len;
+        hd_verdict pv;
+        int r = lock_try(sp->lock_fd, off, true);
 
-        if (spool_drop_claim_leftover(sp, it->name))
-                return true;
-        if ((uintmax_t)st->st_size > sp->cfg->max_file_size ||
-            read_all_sized(it->fd, sp->cfg->max_file_size, (size_t)st->st_size, &buf, &len) < 0 ||
-            hd_parse(buf, len, &lim, &doc, &v) < 0)
-                return false;
-        return spool_drop_id_leftover(sp, it->name,
-                                      json_string_value(json_object_get(doc, "handoff_id")));
+        if (r < 0)
+                return r == -EAGAIN ? decided(ret, IO_BUSY) : r;
+        r = spool_drop_claim_leftover(sp, it->name) ||
+            ((uintmax_t)st->st_size <= sp->cfg->max_file_size &&
+             read_all_sized(it->fd, sp->cfg->max_file_size, (size_t)st->st_size, &buf, &len) >= 0 &&
+             hd_parse(buf, len, &lim, &doc, &pv) >= 0 &&
+             spool_drop_id_leftover(sp, it->name,
+                                    json_string_value(json_object_get(doc, "handoff_id"))))
+            ? decided(ret, IO_GONE) : decide_reject(sp, it, v, false, now, ret);
+        lock_release(sp->lock_fd, off);
+        return r;
 }
 
 /* Steps 1-2: the name, and the file opened safely (fd and inode in it).
@@ -395,17 +400,14 @@ static int decide_parse(struct spool *sp, struct item *it, int64_t now, struct s
         size_t len;
         int r;
 
-        /* No lock on the file: two daemons may decide it at once.  Both
-         * reach the same verdict; of two rejections one finds it gone,
-         * of two claims one finds the id locked, then claimed (the
-         * record holds it: claim_leftover()). */
+        /* Two daemons may decide it at once, to one verdict: of two
+         * rejections the second finds the first's link (spool_reject()),
+         * of two claims one the id locked, then claimed (claim_leftover()). */
         r = read_fd_stat(it->fd, st, it->name, c->max_file_size, &buf, &len, &v);
         *ret_buf = buf;
-        /* Two links (read_fd_stat() tells, not hd_open_at()): the one a
-         * claim or a move left here beside its next state, that a power
-         * cut kept.  Any other second link is rejected as hardlink. */
-        if (r == -EBADMSG && v.reason == HD_R_HARDLINK && link_leftover(sp, it, st))
-                return decided(ret, IO_GONE);
+        /* Two links (read_fd_stat() tells, not hd_open_at()). */
+        if (r == -EBADMSG && v.reason == HD_R_HARDLINK)
+                return decide_links(sp, it, st, &v, now, ret);
         if (r == -ENOENT)
                 return decided(ret, IO_GONE);
         if (r == -EBADMSG)
@@ -520,10 +522,9 @@ static int decide_claim(struct spool *sp, struct item *it, const struct spool_re
         if (r < 0)
                 return r;
         it->lock_id = lock_off_id(it->id);
-        /* Rejected since we opened it, by a daemon that held the lock
-         * (decide_reject(); an unauthenticated rejection leaves no trace
-         * of its id): no longer this file in handoff/.  A second link is
-         * a move not finished: the next look sees to it. */
+        /* Rejected since we opened it (decide_reject(), spool_reject()):
+         * no longer this file in handoff/.  A second link is a move not
+         * finished: the next look sees to it. */
         if (fstatat(sp->fd[SD_HANDOFF], it->name, &cur, AT_SYMLINK_NOFOLLOW) < 0)
                 return errno == ENOENT ? decided(ret, IO_GONE) : -errno;
         if (cur.st_dev != it->dev || cur.st_ino != it->ino)

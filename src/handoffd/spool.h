@@ -295,8 +295,9 @@ int spool_list(struct spool *sp, enum spool_dir d, json_t *set);
 
 /* Move handoff/name to rejected/ with its reason file, when it is still
  * was (NULL: whatever the name holds) and no directory: 0 with *ret
- * (may be NULL) IO_REJECTED, or IO_GONE (was has left the name);
- * -EISDIR (a directory: left in handoff/), -errno. */
+ * (may be NULL) IO_REJECTED, IO_GONE (was has left the name, or another
+ * daemon rejected it meanwhile) or IO_BUSY (another daemon is rejecting
+ * was: its inode's lock); -EISDIR (a directory: left in handoff/), -errno. */
 int spool_reject(struct spool *sp, const char *name, const struct spool_ino *was,
                  hd_reason reason, const char *detail, const char *handoff_id, int64_t now,
                  enum item_outcome *ret);

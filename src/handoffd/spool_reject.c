@@ -223,11 +223,46 @@ int spool_reject_from(struct spool *sp, enum spool_dir from, const char *name,
         return r;
 }
 
+/* A rejection from handoff/ is a link into rejected/ made before the
+ * name leaves handoff/, and two daemons may reject one file at once (an
+ * unauthenticated one's id takes no lock): so the rejection of the inode
+ * was holds its lock (lock_off_inode()) from before its reason is
+ * written until the link is made.  Linux counts a link before its name
+ * shows in the directory (ext4_link() raises i_nlink, then adds the
+ * entry): another daemon that sees two links judges them under this lock
+ * (decide.c), when rejected/NAME names the file, rather than as a hard
+ * link of its producer's, with its own reason over this one's.  A second
+ * link found under the lock is a rejection made since the caller looked:
+ * the file goes as its leftover, not rejected again as NAME~1. */
 int spool_reject(struct spool *sp, const char *name, const struct spool_ino *was,
                  hd_reason reason, const char *detail, const char *handoff_id, int64_t now,
                  enum item_outcome *ret)
 {
-        return spool_reject_from(sp, SD_HANDOFF, name, was, reason, detail, handoff_id, now, ret);
+        uint64_t off;
+        struct stat st;
+        int r;
+
+        if (!was)
+                return spool_reject_from(sp, SD_HANDOFF, name, NULL, reason, detail, handoff_id,
+                                         now, ret);
+        off = lock_off_inode(was->dev, was->ino);
+        r = lock_try(sp->lock_fd, off, true);
+        if (r == -EAGAIN && ret)
+                *ret = IO_BUSY;
+        if (r < 0)
+                return r == -EAGAIN ? 0 : r;
+        if (fstatat(sp->fd[SD_HANDOFF], name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+            st.st_dev == was->dev && st.st_ino == was->ino && st.st_nlink > 1 &&
+            spool_drop_claim_leftover(sp, name)) {
+                if (ret)
+                        *ret = IO_GONE;
+                r = 0;
+        } else {
+                r = spool_reject_from(sp, SD_HANDOFF, name, was, reason, detail, handoff_id, now,
+                                      ret);
+        }
+        lock_release(sp->lock_fd, off);
+        return r;
 }
 
 int spool_reject_claimed(struct spool *sp, const char *id, hd_reason reason,
