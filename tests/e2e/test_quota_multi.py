@@ -101,6 +101,11 @@ def main():
                     taken += 1
             hdtest.wait_for(lambda: env.count("archive") >= archived, timeout=30,
                             what=f"the {n} consumed archived")
+            # The count is let go just after the move into archive/: what
+            # is sent next is judged against the count, so wait for it.
+            ids = env.path("quota", "alice/ids")
+            hdtest.wait_for(lambda: set(os.listdir(ids)) <= set(n[:-5] for n in env.items("claimed")),
+                            timeout=30, what=f"the {n} consumed no longer counted")
 
         docs = [hdproto.build("bob", "alice", env.key, ttl=600) for _ in range(N)]
         docs += [hdproto.build("carol", "alice", env.key, ttl=600) for _ in range(PER)]
