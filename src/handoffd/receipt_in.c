@@ -39,26 +39,31 @@ void receipt_sent(struct relay *r, const char *id, const char *name)
                 log_warning_errno(q, "Cannot record in receipts/journal that %s was relayed: %m", id);
 }
 
-/* The archive name of the item relayed as id, or false: as its sent
- * record names it (archive names stay until retention prunes the item),
- * else by a look through archive/. */
-static bool find_archived(struct relay *r, const char *id, char *name, size_t n)
+/* The archive name of the item relayed as id in *ret_found (false: none):
+ * as its sent record names it (archive names stay until retention prunes
+ * the item), else by a look through archive/.  0 or -errno: a disk that
+ * cannot be read says nothing of the item. */
+static int find_archived(struct relay *r, const char *id, char *name, size_t n, bool *ret_found)
 {
         struct receipt_sent *e = dict_get(&r->rc->sent, id);
         struct dirent *de;
         DIR *d;
 
-        if (e && hd_name_safe(e->archive))
-                return xsnprintf(name, n, "%s", e->archive) >= 0;
+        *ret_found = false;
+        if (e && hd_name_safe(e->archive)) {
+                *ret_found = xsnprintf(name, n, "%s", e->archive) >= 0;
+                return 0;
+        }
         d = opendir_at(r->sp->fd[SD_ARCHIVE]);
         if (!d)
-                return false;
-        bool found = false;
-        while (!found && (de = readdir(d)))
-                found = de->d_name[0] != '.' && layout_archive_is(de->d_name, id) &&
+                return -errno;
+        errno = 0;
+        while (!*ret_found && (de = readdir(d)))
+                *ret_found = de->d_name[0] != '.' && layout_archive_is(de->d_name, id) &&
                         xsnprintf(name, n, "%s", de->d_name) >= 0;
+        int q = !*ret_found && errno ? -errno : 0;
         closedir(d);
-        return found;
+        return q;
 }
 
 static void drop(struct relay *r, const char *id, const char *why)
@@ -202,13 +207,19 @@ static int receipt_find(struct relay *r, const struct rdoc *d, char *sname, size
         if (!dict_get(&r->rc->sent, d->id) && xsnprintf(oname, sizeof(oname), "%s.json", d->id) >= 0 &&
             spool_exists_at(sp->fd[SD_OUTBOX], oname))
                 return -EAGAIN;
-        if (!find_archived(r, d->id, aname, sizeof(aname)) ||
-            layout_suffixed(aname, LAYOUT_OUTCOME, sname, n) < 0) {
+        bool found;
+        int q = find_archived(r, d->id, aname, sizeof(aname), &found);
+        if (q < 0)
+                return q;
+        if (!found || layout_suffixed(aname, LAYOUT_OUTCOME, sname, n) < 0) {
                 *ret_drop = "no item of that id was relayed from here";
                 return 0;
         }
-        if (hd_load_at(sp->fd[SD_ARCHIVE], sname, NULL, &side, &v) < 0 ||
-            strcmp(json_string_value(json_object_get(side, "outcome")) ?: "", "relayed") ||
+        /* An I/O error is not the item's: the receipt comes again. */
+        q = hd_load_at(sp->fd[SD_ARCHIVE], sname, NULL, &side, &v);
+        if (q < 0 && q != -ENOENT && q != -EBADMSG)
+                return q;
+        if (q < 0 || strcmp(json_string_value(json_object_get(side, "outcome")) ?: "", "relayed") ||
             strcmp(json_string_value(json_object_get(side, "relayed_to")) ?: "", d->host)) {
                 json_decref(side);
                 *ret_drop = "the item was not relayed to that host";
