@@ -170,8 +170,14 @@ def test_make_run():
         text = lambda: open(out_path).read()  # noqa: E731
         try:
             sock = os.path.join(demo, "control.sock")
-            hdtest.wait_for(lambda: os.path.exists(sock) and p.poll() is None or p.poll() is not None,
-                            timeout=120, what="make run's daemon")
+            # make run builds what is not built yet (make all) first: beside
+            # the other scripts (test_fuzz builds with clang meanwhile) and
+            # a loaded machine that took over 120 s once.
+            try:
+                hdtest.wait_for(lambda: os.path.exists(sock) and p.poll() is None or p.poll() is not None,
+                                timeout=600, what="make run's daemon")
+            except hdtest.Fail as e:
+                raise hdtest.Fail(f"{e}; make run printed:\n{text()}")
             check(p.poll() is None, f"make run exited {p.returncode}:\n{text()}")
             lines = [ln.strip() for ln in text().splitlines()]
             ctl = [m for ln in lines if not ln.startswith("exec")
