@@ -271,9 +271,14 @@ def main():
         print(f"left: one info line ({left[0][:60]}...); expired_unclaimed says no daemon claimed it")
 
         # list
-        p = env.ctl("list", "-c", conf, check_rc=0)
-        lines = p.stdout.splitlines()
-        n_items = sum(env.count(s) for s in ("handoff", "claimed", "archive", "rejected"))
+        # The spool counted before and after the listing, the same both
+        # times: the daemon is not moving an item meanwhile.
+        def listed():
+            n0 = sum(env.count(s) for s in ("handoff", "claimed", "archive", "rejected"))
+            out = env.ctl("list", "-c", conf, check_rc=0).stdout.splitlines()
+            n1 = sum(env.count(s) for s in ("handoff", "claimed", "archive", "rejected"))
+            return (out, n1) if n0 == n1 else None
+        lines, n_items = hdtest.wait_for(listed, timeout=30, what="a listing of a spool at rest")
         check(lines[0].split() == ["STATE", "HANDOFF_ID", "FROM", "TO", "AT", "OUTCOME"], f"header {lines[0]!r}")
         check(lines[-1] == f"{n_items} items", f"count line {lines[-1]!r}, {n_items} items")
         check(all(line == line.rstrip() for line in lines), "no trailing blanks")
