@@ -18,6 +18,8 @@ import tempfile
 
 SRC = os.environ.get("HD_SRC") or os.path.abspath(
     os.path.join(os.path.dirname(__file__), "..", ".."))
+sys.path.insert(0, os.path.join(SRC, "tests", "py"))
+import hdtest  # noqa: E402
 UNIT = os.path.join(SRC, "systemd", "handoff-agent@.path")
 
 
@@ -41,8 +43,7 @@ def verify(d, name, text, man, expect_fail=False):
 
 def main():
     if not shutil.which("systemd-analyze"):
-        print("skipped: needs systemd: no systemd-analyze")
-        return 77  # a skip, as tests/py/hdtest.py skip()
+        hdtest.skip("systemd", "no systemd-analyze")
     unit = open(UNIT).read()
     m = re.search(r"^DirectoryNotEmpty=(\S+)$", unit, re.M)
     assert m and m.group(1) == "/var/lib/agents/%i/handoffs", f"DirectoryNotEmpty= {m and m.group(1)}"

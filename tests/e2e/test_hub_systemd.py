@@ -5,7 +5,7 @@
   whose ExecStart points at the built hub, MANPATH at our man pages;
 - the sysusers line makes the user in group handoff (as root, on a temp
   root).
-Without systemd-analyze: prints "skipped" and passes.
+Without systemd-analyze: a skip (hdtest.skip()), counted apart.
 """
 
 import os
@@ -17,6 +17,8 @@ import tempfile
 
 SRC = os.environ.get("HD_SRC") or os.path.abspath(
     os.path.join(os.path.dirname(__file__), "..", ".."))
+sys.path.insert(0, os.path.join(SRC, "tests", "py"))
+import hdtest  # noqa: E402
 BUILD = os.environ.get("HD_BUILD") or os.path.join(SRC, "build")
 SD = os.path.join(SRC, "systemd")
 MAX_EXPOSURE = 1.0
@@ -30,8 +32,7 @@ def run(argv, **kw):
 
 def main():
     if not shutil.which("systemd-analyze"):
-        print("skipped: needs systemd: no systemd-analyze")
-        return 77  # a skip, as tests/py/hdtest.py skip()
+        hdtest.skip("systemd", "no systemd-analyze")
     unit = os.path.join(SD, "handoff-hubd.service")
     r = run(["systemd-analyze", "security", "--no-pager", "--offline=true", unit])
     m = re.search(r"Overall exposure level for handoff-hubd\.service: ([0-9.]+)", r.stdout + r.stderr)
@@ -78,7 +79,7 @@ def main():
                 "handoff-hubd's primary group is not handoff"
             print("sysusers: handoff-hubd in group handoff")
         else:
-            print("skipped part: needs root: sysusers")
+            hdtest.skip_part("root", "sysusers")
     print("hub systemd ok")
     return 0
 

@@ -6,7 +6,7 @@
   Documentation= pages are checked too);
 - as root: systemd-sysusers and systemd-tmpfiles on a temp root create the
   user, the group and the spool with the right owners and modes.
-Without systemd-analyze: prints "skipped" and passes.
+Without systemd-analyze: a skip (hdtest.skip()), counted apart.
 """
 
 import grp
@@ -21,6 +21,8 @@ import tempfile
 
 SRC = os.environ.get("HD_SRC") or os.path.abspath(
     os.path.join(os.path.dirname(__file__), "..", ".."))
+sys.path.insert(0, os.path.join(SRC, "tests", "py"))
+import hdtest  # noqa: E402
 BUILD = os.environ.get("HD_BUILD") or os.path.join(SRC, "build")
 UNIT = os.path.join(SRC, "systemd", "handoffd.service")
 MAX_EXPOSURE = 1.0
@@ -70,10 +72,10 @@ def verify(t):
 
 def sysusers_tmpfiles(t):
     if os.geteuid() != 0:
-        print("skipped part: needs root: sysusers and tmpfiles")
+        hdtest.skip_part("root", "sysusers and tmpfiles")
         return
     if not shutil.which("systemd-sysusers") or not shutil.which("systemd-tmpfiles"):
-        print("skipped part: needs systemd: no systemd-sysusers or systemd-tmpfiles")
+        hdtest.skip_part("systemd", "no systemd-sysusers or systemd-tmpfiles")
         return
     root = os.path.join(t, "root")
     for d in ("etc", "usr/lib/sysusers.d", "usr/lib/tmpfiles.d"):
@@ -106,8 +108,7 @@ def sysusers_tmpfiles(t):
 
 def main():
     if not shutil.which("systemd-analyze"):
-        print("skipped: needs systemd: no systemd-analyze")
-        return 77  # a skip, as tests/py/hdtest.py skip()
+        hdtest.skip("systemd", "no systemd-analyze")
     security()
     with tempfile.TemporaryDirectory(prefix="hdtest.") as t:
         verify(t)
