@@ -74,18 +74,23 @@ static bool in_ids(int fd, uint64_t off)
                off >= ID_REGION_START && off - ID_REGION_START < ID_REGION_LEN;
 }
 
-static int lock_set(int fd, uint64_t off, short type)
+static int lock_range(int fd, uint64_t start, uint64_t len, short type)
 {
         struct flock fl = {
                 .l_type = type,
                 .l_whence = SEEK_SET,
-                .l_start = (off_t)off,
-                .l_len = 1,
+                .l_start = (off_t)start,
+                .l_len = (off_t)len,
         };
 
         if (fcntl(fd, F_OFD_SETLK, &fl) < 0)
                 return errno == EACCES ? -EAGAIN : -errno;
         return 0;
+}
+
+static int lock_set(int fd, uint64_t off, short type)
+{
+        return lock_range(fd, off, 1, type);
 }
 
 int lock_try(int fd, uint64_t off, bool exclusive)
@@ -121,15 +126,8 @@ int lock_try_claim(int fd, uint64_t off)
         if (in_ids(fd, off))
                 return 0;
         if (!ids_all.tried) {
-                struct flock fl = {
-                        .l_type = F_WRLCK,
-                        .l_whence = SEEK_SET,
-                        .l_start = (off_t)ID_REGION_START,
-                        .l_len = (off_t)ID_REGION_LEN,
-                };
-
                 ids_all.tried = true;
-                if (lock_alone(fd) && fcntl(fd, F_OFD_SETLK, &fl) == 0) {
+                if (lock_alone(fd) && lock_range(fd, ID_REGION_START, ID_REGION_LEN, F_WRLCK) == 0) {
                         ids_all.fd = fd;
                         ids_all.held = true;
                         return 0;
@@ -140,14 +138,7 @@ int lock_try_claim(int fd, uint64_t off)
 
 void lock_release_ids(int fd)
 {
-        struct flock fl = {
-                .l_type = F_UNLCK,
-                .l_whence = SEEK_SET,
-                .l_start = (off_t)ID_REGION_START,
-                .l_len = (off_t)ID_REGION_LEN,
-        };
-
-        (void) fcntl(fd, F_OFD_SETLK, &fl);
+        (void) lock_range(fd, ID_REGION_START, ID_REGION_LEN, F_UNLCK);
         ids_all.held = false;
         ids_all.tried = false;
 }
