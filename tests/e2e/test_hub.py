@@ -120,7 +120,9 @@ def main():
         # Again: same answer, no second delivery (and no second file at all).
         st2, ans2 = hub.post(doc, "bob")
         check((st2, ans2) == (st, ans), f"the same post again: {st2} {ans2}")
-        check(env.names("handoff") == [] and env.count("rejected") == 0,
+        hdtest.wait_for(lambda: env.names("handoff") == [], 10,
+                        lambda: f"handoff/ to drain: {env.names('handoff')}")
+        check(env.count("rejected") == 0,
               f"no second file: handoff/ {env.names('handoff')} rejected/ {env.names('rejected')}")
         print("ok: the same post again: the same answer, nothing new in the spool")
         # Another document under the same id.

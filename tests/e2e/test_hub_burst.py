@@ -96,7 +96,8 @@ def main():
         for t in threads:
             t.join()
         check(again == answers, "the same posts again: the same answers")
-        check(env.names("handoff") == [], f"nothing new in handoff/: {env.names('handoff')[:5]}")
+        hdtest.wait_for(lambda: env.names("handoff") == [], 30,
+                        lambda: f"nothing new in handoff/: {env.names('handoff')[:5]}")
         check(len(env.bootstraps("alice")) == len(docs) and env.count("rejected") == 0,
               f"no second delivery: {len(env.bootstraps('alice'))} bootstraps, "
               f"rejected {env.names('rejected')[:4]}")
