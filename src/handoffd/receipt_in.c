@@ -116,34 +116,53 @@ static int host_keys(struct receipts *rc, const char *host, struct rhostkeys **r
         return 0;
 }
 
-/* A key of host's file that verifies doc. */
-static bool verify(struct relay *r, const char *host, const json_t *doc, char *why, size_t n)
+/* An error that says nothing of host's key: the disk, the memory or the
+ * descriptors ran out.  The receipt is not acked, so it comes again. */
+static bool says_nothing(int e)
+{
+        return e == -EIO || e == -ENOMEM || e == -EMFILE || e == -ENFILE || e == -EINTR ||
+               e == -ENOBUFS || e == -ENOTCONN || e == -ESTALE;
+}
+
+/* Whether a key of host's file verifies doc, in *ret_ok (why not in why);
+ * -errno when the key could not be read for a reason of this host's
+ * (says_nothing()). */
+static int verify(struct relay *r, const char *host, const json_t *doc, char *why, size_t n,
+                  bool *ret_ok)
 {
         struct rhostkeys *k;
         char err[200] = "";
         hd_verdict v = { 0 };
         char *e = NULL;
+        int q;
 
+        *ret_ok = false;
         /* As the start checks it: a directory others may write holds
          * nothing to go by. */
-        if (config_pubdir_check("[relay] host_pubkey_dir", r->rc->pub_dir, r->rc->pub_fd, &e) < 0) {
+        q = config_pubdir_check("[relay] host_pubkey_dir", r->rc->pub_dir, r->rc->pub_fd, &e);
+        if (q < 0) {
                 snprintf(why, n, "no usable key for host %s (%s)", host, e ? e : "host_pubkey_dir");
                 free(e);
-                return false;
+                return says_nothing(q) ? q : 0;
         }
-        if (host_keys(r->rc, host, &k, err, sizeof(err)) < 0) {
+        q = host_keys(r->rc, host, &k, err, sizeof(err));
+        if (q < 0) {
                 snprintf(why, n, "no usable key for host %s (%s)", host, err[0] ? err : host);
-                return false;
+                return says_nothing(q) ? q : 0;
         }
         snprintf(why, n, "host %s: no key in %s.pub", host, host);
         for (size_t i = 0; i < k->n; i++) {
-                int q = hd_sig_check(doc, k->keys[i], &v);
-                if (q == 0)
-                        return true;
+                q = hd_sig_check(doc, k->keys[i], &v);
+                if (q == 0) {
+                        *ret_ok = true;
+                        return 0;
+                }
                 if (q > 0 || v.reason)
                         snprintf(why, n, "host %s: %s", host, v.detail);
+                else if (says_nothing(q))
+                        return q;
         }
-        return false;
+        return 0;
 }
 
 /* A receipt as it came, its fields pointing into doc. */
@@ -161,6 +180,8 @@ static int receipt_check(struct relay *r, const struct relay_in *in, struct rdoc
         hd_limits lim = { .max_size = RECEIPT_MAX, .max_depth = 4 };
         char want[RELAY_MSGID_MAX + 1];
         hd_verdict v;
+        bool ok;
+        int q;
 
         *ret_drop = NULL;
         if (!in->data || hd_parse(in->data, in->len, &lim, &d->doc, &v) < 0 || !json_is_object(d->doc)) {
@@ -178,7 +199,9 @@ static int receipt_check(struct relay *r, const struct relay_in *in, struct rdoc
             !d->id || !hd_id_valid(d->id) || !receipt_is_outcome(d->outcome) || !d->host ||
             !hd_agent_valid(d->host) || !d->origin || !d->at)
                 *ret_drop = "not a receipt (type, handoff_id, outcome, host, origin, at)";
-        else if (!verify(r, d->host, d->doc, why, n))
+        else if ((q = verify(r, d->host, d->doc, why, n, &ok)) < 0)
+                return q;
+        else if (!ok)
                 *ret_drop = why;
         else if (strcmp(d->origin, r->host))
                 *ret_drop = "a receipt for another origin host";
@@ -297,7 +320,7 @@ int receipt_in(struct relay *r, const struct relay_in *in, int64_t now, enum rec
         struct spool *sp = r->sp;
         struct rdoc d = { 0 };
         _cleanup_json_ json_t *side = NULL;
-        char why[400], sname[NAME_MAX + 16];
+        char why[400] = "", sname[NAME_MAX + 16];
         const char *drop_why = NULL;
         bool dup = false;
         int q;
@@ -315,9 +338,16 @@ int receipt_in(struct relay *r, const struct relay_in *in, int64_t now, enum rec
                 q = 0;
                 goto out;
         }
-        if (q < 0 || drop_why) {
-                if (drop_why)
-                        drop(r, d.id, drop_why);
+        if (q < 0 && !drop_why) {
+                /* Not the receipt's fault: not acked, it comes again. */
+                relay_error(r, "receipt not taken in: %s", strerror(-q));
+                log_warning_errno(q, "Relay: cannot take in the receipt for %s now%s%s%s: %m; "
+                                  "it comes again", d.id, why[0] ? " (" : "", why,
+                                  why[0] ? ")" : "");
+                goto out;
+        }
+        if (drop_why) {
+                drop(r, d.id, drop_why);
                 goto out;
         }
         q = receipt_merge(side, &d, now, &dup);
