@@ -257,7 +257,7 @@ def main():
         left = [line for line in d.logs().splitlines() if "Left " in line and "for agent zed" in line]
         check(len(left) == 1 and left[0].startswith("handoffd[info]: "), f"left lines: {left}")
         # expired for an agent nobody serves: rejected, saying so
-        gone = hdproto.build("bob", "sven", env.key, ttl=1)
+        gone = hdproto.build("bob", "sven", env.key, ttl=3)
         hdproto.drop(env.spool, gone)
         late = hdproto.build("bob", "sven", env.key, at=hdproto.now() - hdproto.timedelta(seconds=600))
         hdproto.drop(env.spool, late)

@@ -76,7 +76,7 @@ def main():
         check("not served here" not in left[0], f"said not served here: {left[0]!r}")
 
         # One that expires while it waits: its reason says the same.
-        short = hdproto.build("bob", "zed", env.key, handoff_id="for-zed-2", ttl=1)
+        short = hdproto.build("bob", "zed", env.key, handoff_id="for-zed-2", ttl=3)
         hdproto.drop(env.spool, short)
         hdtest.wait_for(lambda: any(n.startswith("for-zed-2") and n.endswith(".reason")
                                     for n in env.names("rejected")),

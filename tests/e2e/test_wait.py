@@ -105,7 +105,7 @@ def main():
 
         # --- rejected: expired_unclaimed, an authenticated rejection under
         # another file name
-        doc = hdproto.build("bob", "carol", env.key, ttl=1)
+        doc = hdproto.build("bob", "carol", env.key, ttl=3)
         hid = doc["handoff_id"]
         w = start_wait(conf, hid, "--json")
         hdproto.drop(env.spool, doc, name="some-other-name.json")
