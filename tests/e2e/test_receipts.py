@@ -49,7 +49,7 @@ def kinds(i):
     return [("bob", "alice", 600, "consumed", ""),
             ("bob", "gordon", 600, "expired", ""),
             ("carl", "alice", 600, "rejected", "bad_mac"),
-            ("bob", "carol", 6, "rejected", "not_served")][i % 4]
+            ("bob", "carol", 600, "rejected", "not_served")][i % 4]
 
 
 def main():
