@@ -90,7 +90,11 @@ def outcome(env, hid):
 
 
 def archived(env, hid):
-    hdtest.wait_for(lambda: outcome(env, hid), what=f"{hid} archived")
+    """Its outcome, once archived and its taken bootstrap name gone: a
+    cancel removes .cancel.NAME after the archive is synced (item_act.c
+    drop_taken()), a moment after the item shows in archive/."""
+    hdtest.wait_for(lambda: outcome(env, hid) and not env.item(hid)["hidden"],
+                    what=lambda: f"{hid} archived, no name of its bootstrap left: {env.item(hid)}")
     return outcome(env, hid)
 
 

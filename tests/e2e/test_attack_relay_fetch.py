@@ -90,6 +90,10 @@ def main():
         print(f"{n8} messages of 8 MB (over max_file_size 1 MiB) waiting on the stream: "
               f"b's VmHWM {hwm8 / 1024:.1f} MB (bound {MAX_8MB_KB // 1024} MB)")
         check(hwm8 < MAX_8MB_KB or hdtest.SANITIZE, f"8 MB backlog: VmHWM {hwm8} kB")
+        # The refusal's line is written out when b's loop next sleeps,
+        # after the counter the wait above read went up.
+        hdtest.wait_for(lambda: d.logs().count("Relay: refused message") >= n8, 10,
+                        lambda: f"a log line per refused message:\n{d.logs()[-2000:]}")
         logs = d.logs()
         check(logs.count("Relay: refused message") == n8,
               f"a log line per refused message:\n{logs[-2000:]}")

@@ -58,7 +58,9 @@ def main():
         d.messages.clear()
         d.send(signal.SIGHUP)
         d.wait_message("READY=1")
-        check("Reloaded" in d.logs(), "reload logged")
+        # "Reloaded" is an info line: written out when the loop next
+        # sleeps, after the READY=1 of the reload went out.
+        hdtest.wait_for(lambda: "Reloaded" in d.logs(), what="reload logged")
         g = hdproto.build("bob", "gordon", env.key)
         hdproto.drop(env.spool, g)
         hdtest.wait_for(lambda: env.bootstraps("gordon") == [g["handoff_id"] + ".json"], what="gordon served")

@@ -189,7 +189,11 @@ def main():
         hdproto.drop(env.spool, two)
         hdtest.wait_for(lambda: "Not serving agent alice" in d2.logs(), timeout=QUICK_S,
                         what="report that alice is not served")
-        time.sleep(0.5)
+        # decided (left for an agent out of service) before what it did
+        # is looked at, not a pause a loaded machine may not give it
+        hdtest.wait_for(lambda: any("Left " in ln and two["handoff_id"] in ln
+                                    for ln in d2.logs().splitlines()),
+                        what="the handoff to alice looked at")
         check(two["handoff_id"] + ".json" in env.names("handoff"), "the handoff to alice did not wait")
         rc = d2.proc.poll()
         msg = d2.logs().strip().splitlines()[-1:] if not started else []

@@ -33,7 +33,11 @@ def main():
     with hdtest.Env(agents=["alice"]) as env:
         text = env.config_text().replace("rescan_interval = 5", "rescan_interval = 60")
         d = env.start(conf=env.write_config("d0", text=text))
-        time.sleep(1.5 * hdtest.SLOW)      # the READY=1 STATUS= goes out
+        # The STATUS= sent right after READY=1 (service.c mark_ready()) in,
+        # and the start settled, before the idle window is counted.
+        hdtest.wait_for(lambda: any(m.startswith("STATUS=") for m in d.messages),
+                        what=lambda: f"the STATUS= of the start: {d.messages}")
+        time.sleep(1.5 * hdtest.SLOW)
         status_before = [m for m in d.messages if m.startswith("STATUS=")]
         sw0 = switches(d.proc.pid)
         time.sleep(IDLE_S)

@@ -65,7 +65,8 @@ def main():
 
         def settle(what):
             """Every handoff dropped so far decided: claimed, archived
-            (consumed) or rejected; none left in handoff/."""
+            (consumed) or rejected; none left in handoff/; every claimed
+            one's bootstrap published."""
             def decided():
                 return env.count("claimed") + env.count("archive") + env.count("rejected")
             try:
@@ -73,6 +74,12 @@ def main():
                 # (or a sanitized build) takes minutes for 2,100
                 hdtest.wait_progress(decided, dropped[0], what=what)
                 hdtest.wait_for(lambda: not env.names("handoff"), what=f"{what}: handoff/ empty")
+                # A claim's record is in claimed/ (and its producer's name
+                # gone from handoff/) before its bootstrap is renamed into
+                # sight (delivery.c, steps 2 and 3): waiting_from() counts
+                # the published ones.
+                hdtest.wait_for(lambda: len(env.bootstraps("alice")) == env.count("claimed"),
+                                what=f"{what}: every claimed one's bootstrap published")
             except hdtest.Fail as e:
                 raise hdtest.Fail(f"{e}: {env.count('claimed')} claimed, {env.count('rejected')} "
                                   f"rejected, {len(env.names('handoff'))} in handoff/, "

@@ -127,12 +127,20 @@ def check_receipts(h, ids, phase):
     return total
 
 
-def check_logged_once(h):
-    """a's log, over all its lives, names each receipt at most once."""
-    logs = "".join(d.logs() for d in h.a.daemons)
+def logged_receipts(h):
+    """(id, outcome) -> how many times a's log, over all its lives, names
+    the receipt applied (whole lines: a full buffer is written out in the
+    middle of one)."""
+    logs = "".join(t[:t.rfind("\n") + 1] for t in (d.logs() for d in h.a.daemons))
     seen = {}
     for k in re.findall(r"Receipt for (\S+) from b: (\w+)", logs):
         seen[k] = seen.get(k, 0) + 1
+    return seen
+
+
+def check_logged_once(h):
+    """a's log, over all its lives, names each receipt at most once."""
+    seen = logged_receipts(h)
     twice = {k: n for k, n in seen.items() if n > 1}
     check(not twice, f"receipts applied more than once on a (its log): {list(twice.items())[:3]}")
     return len(seen)
@@ -274,6 +282,10 @@ def main():
         wait(h.ns.consumers_drained, 60,
              lambda: "the stream's consumers delivered and acked everything")
         got = check_receipts(h, ids, 2)
+        # The line of a receipt is an info line, written out when a's
+        # loop next sleeps: after the .outcome that records it.
+        wait(lambda: len(logged_receipts(h)) >= got, 10,
+             lambda: f"a's log names the {got} receipts recorded: {len(logged_receipts(h))}")
         logged = check_logged_once(h)
         check(got == expected, f"{got} receipts recorded, want {expected}")
         check(logged == got, f"a's log names {logged} receipts, the items record {got}")

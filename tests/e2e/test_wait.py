@@ -148,9 +148,19 @@ def main():
                                   "--until", "claimed"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                  # LeakSanitizer cannot run under ptrace
                                  env=dict(os.environ, ASAN_OPTIONS="detect_leaks=0"))
+
+            def traced():
+                try:
+                    with open(trace) as f:
+                        return f.read()
+                except FileNotFoundError:
+                    return ""
+            # its watches up (a start under strace on a loaded machine may
+            # take longer than the window), then 2 s of waiting counted
+            hdtest.wait_for(lambda: re.search(r"^\d+\s+inotify_add_watch", traced(), re.M), 30,
+                            lambda: f"the traced wait's inotify watches:\n{traced()[-2000:]}")
             time.sleep(2 * hdtest.SLOW)
-            with open(trace) as f:
-                idle = f.read().splitlines()
+            idle = traced().splitlines()
             submit(env, hid=hid)
             rc, out, err = finish(w)
             check(rc == 0, f"traced wait: {rc} {out!r} {err!r}")
