@@ -178,8 +178,12 @@ static void on_exit_cb(uv_process_t *p, int64_t status, int sig)
 {
         struct a2a_out *a = p->data;
 
-        if (a->running)
+        /* Exited unasked (an exit after its output closed is seen as that):
+         * a helper error as a line that does not check is. */
+        if (a->running) {
+                a->st.helper_errors++;
                 log_warning("A2A: handoff-a2a exited (status %lld, signal %d)", (long long)status, sig);
+        }
         helper_down(a, NULL);
         a->proc_open = false;
         if (!uv_is_closing((uv_handle_t *)p))

@@ -17,73 +17,24 @@ Needs node and tests/a2a's packages (make a2a-deps)."""
 
 import json
 import os
-import shutil
-import signal
 import subprocess
 import sys
-import time
 
 sys.path.insert(0, os.path.join(os.environ.get("HD_SRC", "."), "tests", "py"))
 import hdproto  # noqa: E402
 import hdtest  # noqa: E402
 import natsrv  # noqa: E402
+import a2akit  # noqa: E402
+from a2akit import Server, wait_code  # noqa: E402
 from hdtest import check  # noqa: E402
 
-SRC = os.environ.get("HD_SRC", ".")
-A2A_DIR = os.path.join(SRC, "tests", "a2a")
 BURST = int(os.environ.get("HD_A2A_BURST", "200"))
 
 
-SERVERS = []
-
-
-class Server:
-    """The SDK server, a child of this test: stopped at its end whatever
-    happened (a server left running keeps the test's output open)."""
-
-    def __init__(self, env, port, token, log):
-        self.args = json.dumps({"port": port, "token": token, "log": log})
-        self.log = log
-        self.proc = None
-        self.env = env
-
-    def start(self):
-        self.proc = subprocess.Popen(["node", os.path.join(A2A_DIR, "server.mjs"), self.args],
-                                     stdout=subprocess.PIPE, cwd=A2A_DIR, text=True,
-                                     stderr=open(self.log + ".stderr", "a"))
-        SERVERS.append(self.proc)
-        line = self.proc.stdout.readline()
-        check(line.strip() == "listening", f"the SDK server did not start: {line!r}")
-
-    def stop(self):
-        # SIGTERM: the listener closes, requests in flight end first
-        self.proc.send_signal(signal.SIGTERM)
-        self.proc.wait(timeout=30)
-
-    def ids(self):
-        try:
-            with open(self.log) as f:
-                return [line.strip() for line in f if line.strip()]
-        except FileNotFoundError:
-            return []
-
-
-def wait_code(env, conf, hid, timeout="40"):
-    p = env.ctl("wait", "-c", conf, hid, "--timeout", timeout, "--json")
-    return p.returncode, (json.loads(p.stdout) if p.stdout.strip() else {}), p
-
-
 def main():
-    check(shutil.which("node") is not None, "node is not installed")
-    check(os.path.isdir(os.path.join(A2A_DIR, "node_modules", "@a2a-js", "sdk")) and
-          os.path.isdir(os.path.join(A2A_DIR, "node_modules", "express")),
-          "tests/a2a/node_modules lacks @a2a-js/sdk or express: make a2a-deps")
+    a2akit.need_sdk()
     with hdtest.Env(agents=["alice"]) as env:
-        token = "t0k-" + os.urandom(8).hex()
-        tf = os.path.join(env.dir, "remote.token")
-        with open(tf, "w") as f:
-            f.write(token + "\n")
-        os.chmod(tf, 0o600)
+        token, tf = a2akit.token_file(env)
         loose = os.path.join(env.dir, "loose.token")
         with open(loose, "w") as f:
             f.write("x\n")
@@ -203,15 +154,5 @@ def main():
         print("A2A outward: outcomes, rejection, expiry and a restart mid-burst")
 
 
-def main_then_stop():
-    try:
-        main()
-    finally:
-        for proc in SERVERS:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-
-
 if __name__ == "__main__":
-    hdtest.run(main_then_stop)
+    a2akit.run(main)
