@@ -356,18 +356,22 @@ int receipt_in(struct relay *r, const struct relay_in *in, int64_t now, enum rec
                 r->st.receipts_duplicate++;
                 log_decision(LOG_DEBUG, d.id, NULL, "receipt_duplicate", d.outcome,
                              "Relay: receipt for %s (%s) known already", d.id, d.outcome);
-                goto out;
+        } else {
+                if (q == 0)
+                        q = receipt_store(r, sname, side);
+                if (q < 0) {
+                        spool_error(sp, q, "Cannot record the receipt of %s", d.id);
+                        goto out;
+                }
+                *ret = RV_APPLIED;
+                r->st.receipts_applied++;
+                log_decision(LOG_INFO, d.id, NULL, "receipt", d.outcome,
+                             "Receipt for %s from %s: %s%s%s", d.id, d.host, d.outcome,
+                             d.reason && *d.reason ? ": " : "", d.reason ?: "");
         }
-        if (q == 0)
-                q = receipt_store(r, sname, side);
-        if (q < 0) {
-                spool_error(sp, q, "Cannot record the receipt of %s", d.id);
-                goto out;
-        }
-        *ret = RV_APPLIED;
-        r->st.receipts_applied++;
-        log_decision(LOG_INFO, d.id, NULL, "receipt", d.outcome, "Receipt for %s from %s: %s%s%s",
-                     d.id, d.host, d.outcome, d.reason && *d.reason ? ": " : "", d.reason ?: "");
+        /* A final outcome in the .outcome: nothing awaits the item any more,
+         * also when a crash came between the .outcome and its done record
+         * (the receipt, not acked then, comes again as a duplicate). */
         if (receipt_is_final(d.outcome) && dict_get(&r->rc->sent, d.id))
                 (void)receipt_record(r, &(struct rj_rec){ RJ_DONE, { d.id } });
 out:
