@@ -62,8 +62,7 @@ def main():
     relaykit.skip_without_nats()
     with relaykit.Hosts() as h:
         a, b = h.start_a(), h.start_b()
-        hdtest.wait_for(lambda: (a.status().get("relay") or {}).get("ready") and
-                        (b.status().get("relay") or {}).get("ready"), 20, "both relays ready")
+        relaykit.wait_ready(a, b)
 
         # ---- file variant: junk in b's handoff/ under the same name first.
         real = hdproto.build("bob", "alice", h.a.key, ttl=600)

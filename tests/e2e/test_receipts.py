@@ -63,8 +63,7 @@ def main():
         h.b.extra = "[spool]\nresume_window = 3\n"
         h.consumer.agents = ["alice"]   # gordon's are never taken: they expire
         a, b = h.start_a(), h.start_b()
-        hdtest.wait_for(lambda: (a.status().get("relay") or {}).get("ready") and
-                        (b.status().get("relay") or {}).get("ready"), 20, "both relays ready")
+        relaykit.wait_ready(a, b)
         p = subprocess.run([hdtest.HANDOFFD, "-n", "-c", a.conf], capture_output=True, text=True)
         check(p.returncode == 0 and "receipts: sent (host_key), accepted" in p.stdout,
               f"handoffd -n says receipts are on:\n{p.stdout}{p.stderr}")

@@ -28,8 +28,7 @@ def main():
         h.enable_receipts()
         h.consumer.agents = []          # nobody takes it on b
         a, b = h.start_a(), h.start_b()
-        hdtest.wait_for(lambda: (a.status().get("relay") or {}).get("ready") and
-                        (b.status().get("relay") or {}).get("ready"), 20, "both relays ready")
+        relaykit.wait_ready(a, b)
         doc = hdproto.build("bob", "alice", h.a.key, ttl=600)
         hid = doc["handoff_id"]
         hdproto.drop(h.a.spool, doc)

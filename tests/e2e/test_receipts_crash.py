@@ -76,8 +76,7 @@ def main():
     with relaykit.Hosts() as h:
         h.enable_receipts()
         a, b = h.start_a(), h.start_b()
-        wait(lambda: (a.status().get("relay") or {}).get("ready") and
-             (b.status().get("relay") or {}).get("ready"), 20, lambda: "both relays ready")
+        relaykit.wait_ready(a, b)
 
         # 1. a down while b publishes.
         h.consumer.agents = []

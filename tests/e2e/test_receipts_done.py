@@ -22,29 +22,24 @@ import relaykit  # noqa: E402
 from hdtest import check  # noqa: E402
 
 
-def receipts(d):
-    return (d.status().get("relay") or {}).get("receipts") or {}
-
-
 def main():
     relaykit.skip_without_nats()
     with relaykit.Hosts() as h:
         h.enable_receipts()
         h.consumer.agents = []          # nothing is consumed yet
         a, b = h.start_a(), h.start_b()
-        hdtest.wait_for(lambda: (a.status().get("relay") or {}).get("ready") and
-                        (b.status().get("relay") or {}).get("ready"), 20, "both relays ready")
+        relaykit.wait_ready(a, b)
         [hid] = h.drop(1, agents=["alice"])
         hdtest.wait_for(lambda: (h.relayed_on_a().get(hid) or {}).get("remote_outcome") == "delivered",
                         60, lambda: f"the delivered receipt on a: {h.relayed_on_a().get(hid)}")
-        hdtest.wait_for(lambda: receipts(a).get("awaited") == 1, 10,
-                        lambda: f"a awaits the final receipt: {receipts(a)}")
+        hdtest.wait_for(lambda: relaykit.receipt_status(a).get("awaited") == 1, 10,
+                        lambda: f"a awaits the final receipt: {relaykit.receipt_status(a)}")
         check(a.stop() == 0, "a stops")
 
         h.consumer.agents = ["alice"]
         hdtest.wait_for(lambda: h.consumer.counts.get(hid) == 1, 30, "consumed on b")
-        hdtest.wait_for(lambda: receipts(b).get("sent") == 2, 60,
-                        lambda: f"b published the consumed receipt: {receipts(b)}")
+        hdtest.wait_for(lambda: relaykit.receipt_status(b).get("sent") == 2, 60,
+                        lambda: f"b published the consumed receipt: {relaykit.receipt_status(b)}")
         # What a crash after the .outcome's write and before the journal's
         # done record leaves: the .outcome as receipt_merge() makes it.
         [name] = [n for n in h.a.names("archive") if n.endswith(f"-{hid}.json.outcome")]
@@ -61,9 +56,10 @@ def main():
         check(hid in relaykit.journal(h.a.spool)["sent"], "a's journal awaits the item")
 
         a = h.start_a(name="a2")
-        hdtest.wait_for(lambda: receipts(a).get("duplicate", 0) >= 1, 60,
-                        lambda: f"the consumed receipt again on a, a duplicate: {receipts(a)}")
-        st = receipts(a)
+        hdtest.wait_for(lambda: relaykit.receipt_status(a).get("duplicate", 0) >= 1, 60,
+                        lambda: f"the consumed receipt again on a, a duplicate: "
+                                f"{relaykit.receipt_status(a)}")
+        st = relaykit.receipt_status(a)
         check(st.get("awaited") == 0 and st.get("applied") == 0 and st.get("dropped") == 0,
               f"the duplicate final receipt ends the wait: a's receipts {st}")
         hdtest.wait_for(lambda: hid not in relaykit.journal(h.a.spool)["sent"], 10,

@@ -24,10 +24,6 @@ import relaykit  # noqa: E402
 from hdtest import check  # noqa: E402
 
 
-def receipts(d):
-    return (d.status().get("relay") or {}).get("receipts") or {}
-
-
 def main():
     relaykit.skip_without_nats()
     why = pcfs.unusable()
@@ -45,8 +41,7 @@ def main():
         try:
             conf[i] = f"host_pubkey_dir = {os.path.join(mnt, 'hostkeys')}"
             a, b = h.start_a(), h.start_b()
-            hdtest.wait_for(lambda: (a.status().get("relay") or {}).get("ready") and
-                            (b.status().get("relay") or {}).get("ready"), 20, "both relays ready")
+            relaykit.wait_ready(a, b)
 
             fs.cut()
             check(fs.is_cut(), "the key's file system answers EIO")
@@ -59,7 +54,7 @@ def main():
                   f"a dropped the receipt its disk could not check:\n{logs[-2000:]}")
             check("Input/output error" in logs.split(said, 1)[1].split("\n", 1)[0],
                   f"the log line says why: {logs[-1000:]}")
-            st = receipts(a)
+            st = relaykit.receipt_status(a)
             check(st.get("dropped") == 0 and st.get("applied") == 0, f"a's receipts: {st}")
             print(f"ok: key file unreadable (EIO): the receipt for {hid} not dropped, not acked")
 
@@ -70,8 +65,8 @@ def main():
             hdtest.wait_for(lambda: (h.relayed_on_a().get(hid) or {}).get("remote_outcome") ==
                             "delivered", 60,
                             lambda: f"the receipt applied after the restart: "
-                            f"{h.relayed_on_a().get(hid)}, {receipts(a)}")
-            st = receipts(a)
+                            f"{h.relayed_on_a().get(hid)}, {relaykit.receipt_status(a)}")
+            st = relaykit.receipt_status(a)
             check(st.get("dropped") == 0 and st.get("applied", 0) >= 1, f"a's receipts: {st}")
             print(f"ok: a started again with the key readable: the receipt came again and was applied")
             check(a.stop() == 0 and b.stop() == 0, "both stop")

@@ -32,8 +32,7 @@ def main():
         h.enable_receipts()
         h.consumer.agents = []
         a, b = h.start_a(), h.start_b()
-        hdtest.wait_for(lambda: (a.status().get("relay") or {}).get("ready") and
-                        (b.status().get("relay") or {}).get("ready"), 20, "both relays ready")
+        relaykit.wait_ready(a, b)
         ids = h.drop(2, agents=["alice"])
         hdtest.wait_for(lambda: [o.get("remote_outcome") for o in h.relayed_on_a().values()] ==
                         ["delivered"] * 2 and not relaykit.journal(h.b.spool)["queued"], 60,

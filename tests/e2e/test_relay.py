@@ -34,8 +34,7 @@ def main():
         metrics = os.path.join(h.a.dir, "a.prom")
         h.a.extra = f"[metrics]\ntextfile = {metrics}\n"
         a, b = h.start_a(), h.start_b()
-        hdtest.wait_for(lambda: (a.status().get("relay") or {}).get("ready") and
-                        (b.status().get("relay") or {}).get("ready"), 20, "both relays ready")
+        relaykit.wait_ready(a, b)
 
         t0 = time.monotonic()
         ids = h.drop(N)

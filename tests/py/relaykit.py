@@ -310,6 +310,21 @@ class Hosts:
         return False
 
 
+def relay_ready(d):
+    """Whether d's relay is connected and set up (status relay.ready)."""
+    return bool((d.status().get("relay") or {}).get("ready"))
+
+
+def wait_ready(a, b, timeout=20):
+    """Both daemons' relays ready."""
+    hdtest.wait_for(lambda: relay_ready(a) and relay_ready(b), timeout, "both relays ready")
+
+
+def receipt_status(d):
+    """d's status relay.receipts ({} without a relay)."""
+    return (d.status().get("relay") or {}).get("receipts") or {}
+
+
 def skip_without_nats():
     if not natsrv.available():
         hdtest.skip("nats-server", "the relay tests start real servers")
