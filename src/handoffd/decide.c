@@ -320,17 +320,18 @@ static int decide_links(struct spool *sp, struct item *it, const struct stat *st
         _cleanup_json_ json_t *doc = NULL;
         size_t len;
         hd_verdict pv;
+        bool leftover;
         int r = lock_try(sp->lock_fd, off, true);
 
         if (r < 0)
                 return r == -EAGAIN ? decided(ret, IO_BUSY) : r;
-        r = spool_drop_claim_leftover(sp, it->name) ||
-            ((uintmax_t)st->st_size <= sp->cfg->max_file_size &&
-             read_all_sized(it->fd, sp->cfg->max_file_size, (size_t)st->st_size, &buf, &len) >= 0 &&
-             hd_parse(buf, len, &lim, &doc, &pv) >= 0 &&
-             spool_drop_id_leftover(sp, it->name,
-                                    json_string_value(json_object_get(doc, "handoff_id"))))
-            ? decided(ret, IO_GONE) : decide_reject(sp, it, v, false, now, ret);
+        leftover = spool_drop_claim_leftover(sp, it->name);
+        if (!leftover && (uintmax_t)st->st_size <= sp->cfg->max_file_size &&
+            read_all_sized(it->fd, sp->cfg->max_file_size, (size_t)st->st_size, &buf, &len) >= 0 &&
+            hd_parse(buf, len, &lim, &doc, &pv) >= 0)
+                leftover = spool_drop_id_leftover(sp, it->name,
+                                                  json_string_value(json_object_get(doc, "handoff_id")));
+        r = leftover ? decided(ret, IO_GONE) : decide_reject(sp, it, v, false, now, ret);
         lock_release(sp->lock_fd, off);
         return r;
 }
