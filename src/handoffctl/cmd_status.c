@@ -25,6 +25,8 @@
 
 /* An error this recent makes the daemon "degraded". */
 #define RECENT_ERROR_S 300
+/* How long status waits for the daemon: connect, request and answer each. */
+#define STATUS_TIMEOUT_S 5
 
 static void status_usage(FILE *f)
 {
@@ -42,6 +44,35 @@ static void status_usage(FILE *f)
                 CONFIG_DEFAULT_PATH);
 }
 
+/* connect() to the control socket within STATUS_TIMEOUT_S.  A blocking
+ * connect to a Unix socket whose listen backlog is full waits for room up
+ * to SO_SNDTIMEO, then fails EAGAIN; under a connection flood the daemon
+ * still accepts (the oldest connection makes room), so the operator's
+ * status tries again until the deadline rather than report "not running". */
+static int status_connect(int fd, const struct sockaddr_un *sa)
+{
+        struct timespec end, now;
+
+        clock_gettime(CLOCK_MONOTONIC, &end);
+        end.tv_sec += STATUS_TIMEOUT_S;
+        for (;;) {
+                if (connect(fd, (const struct sockaddr *)sa, sizeof(*sa)) == 0)
+                        return 0;
+                if (errno != EAGAIN && errno != EINTR)
+                        return -1;
+                clock_gettime(CLOCK_MONOTONIC, &now);
+                if (now.tv_sec > end.tv_sec ||
+                    (now.tv_sec == end.tv_sec && now.tv_nsec >= end.tv_nsec)) {
+                        errno = EAGAIN;
+                        return -1;
+                }
+                long left_ns = (end.tv_sec - now.tv_sec) * 1000000000L + (end.tv_nsec - now.tv_nsec);
+                struct timeval tv = { .tv_sec = left_ns / 1000000000L,
+                                      .tv_usec = left_ns % 1000000000L / 1000 };
+                setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+        }
+}
+
 /* The daemon's answer, or NULL: *refused then says whether a daemon
  * is there but would not answer us (the socket's mode denied the connect,
  * or the daemon closed it unanswered: not root, not its user, not in
@@ -49,7 +80,7 @@ static void status_usage(FILE *f)
 static json_t *ask_daemon(const char *path, bool *refused)
 {
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
-        struct timeval tv = { .tv_sec = 5 };
+        struct timeval tv = { .tv_sec = STATUS_TIMEOUT_S };
         static const char req[] = "{\"command\":\"status\"}\n";
         size_t cap = 1 << 20, len = 0;
         _cleanup_free_ char *buf = malloc(cap);
@@ -64,7 +95,7 @@ static json_t *ask_daemon(const char *path, bool *refused)
                 return NULL;
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
         setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-        if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+        if (status_connect(fd, &sa) < 0) {
                 *refused = errno == EACCES || errno == EPERM;
                 close(fd);
                 return NULL;

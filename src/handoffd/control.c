@@ -404,8 +404,6 @@ static void on_connection(uv_stream_t *server, int status)
         uv_read_start((uv_stream_t *)&c->pipe, conn_alloc, conn_read);
 }
 
-/* A socket file left by a crash is removed; one that answers is another
- * daemon's, and we refuse to take it over. */
 /* A socket file nobody answers on is removed; one that answers is in use
  * (-EADDRINUSE, *ret_pid the pid that listens on it, 0 if unknown). */
 static int clear_stale(const char *path, pid_t *ret_pid)
@@ -420,19 +418,21 @@ static int clear_stale(const char *path, pid_t *ret_pid)
                 return errno == ENOENT ? 0 : -errno;
         if (!S_ISSOCK(st.st_mode))
                 return -EEXIST;
-        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (fd < 0)
                 return -errno;
         if (xsnprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path) < 0) {
                 close(fd);
                 return -ENAMETOOLONG;
         }
-        r = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+        r = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ? -errno : 0;
         /* the peer of a connected socket is the process that listens */
         if (r == 0 && getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0)
                 *ret_pid = cred.pid;
         close(fd);
-        if (r == 0)
+        /* non-blocking: EAGAIN is a full backlog, so somebody listens (a
+         * flooded daemon): never wait on it, never take the socket from it */
+        if (r == 0 || r == -EAGAIN)
                 return -EADDRINUSE;
         return unlink(path) < 0 ? -errno : 0;
 }

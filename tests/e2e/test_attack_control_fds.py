@@ -7,8 +7,11 @@ bounded number of lines about it."""
 
 import grp
 import os
+import signal
 import socket
+import subprocess
 import sys
+import threading
 import time
 
 sys.path.insert(0, os.path.join(os.environ.get("HD_SRC", "."), "tests", "py"))
@@ -106,6 +109,90 @@ def test_attack_control_refusal_log_bounded(env, d):
     check(lines <= 3, f"{lines} log lines for {N} refused connections")
 
 
+def fill_backlog(sock, uid, gid):
+    """A child (as uid/gid when root) connecting without blocking until the
+    listen backlog is full (EAGAIN); returns (pid, pipe to tell it)."""
+    r, w = os.pipe()
+    r2, w2 = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(w)
+        os.close(r2)
+        try:
+            if ROOT:
+                os.setgroups([gid])
+                os.setgid(gid)
+                os.setuid(uid)
+            held = []
+            while len(held) < 1000:
+                s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                s.setblocking(False)
+                try:
+                    s.connect(sock)
+                except BlockingIOError:
+                    s.close()
+                    break
+                held.append(s)
+            os.write(w2, b"%d" % len(held))
+            os.read(r, 1)
+        finally:
+            os._exit(0)
+    os.close(r)
+    os.close(w2)
+    n = int(os.read(r2, 16) or b"0")
+    os.close(r2)
+    return (pid, w), n
+
+
+def in_connect(pid):
+    """Whether process pid sleeps in connect(2) (x86_64 and arm64 numbers)."""
+    try:
+        with open(f"/proc/{pid}/syscall") as f:
+            nr = f.read().split()[0]
+    except (OSError, IndexError):
+        return False
+    return nr in ("42", "203")
+
+
+def test_status_waits_for_full_backlog(env, d, conf):
+    """Item 43.14: with the backlog full (the daemon stopped while a peer
+    filled it), handoffctl status and the tests' own connect wait for room
+    instead of failing EAGAIN; both are answered once the daemon accepts."""
+    sock = env.sockets["d0"]
+    os.kill(d.proc.pid, signal.SIGSTOP)
+    try:
+        child, n = fill_backlog(sock, 65534, 65534)
+        check(n > 0, f"the backlog took {n} connections before EAGAIN")
+        st = subprocess.Popen([hdtest.HANDOFFCTL, "status", "-c", conf, "--json"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        hdtest.wait_for(lambda: in_connect(st.pid), 10 * hdtest.SLOW,
+                        "handoffctl status waiting in connect()")
+        got = {}
+
+        def ping():
+            try:
+                got["s"] = hdtest.ping_time(sock, timeout=10 * hdtest.SLOW)
+            except OSError as e:
+                got["e"] = e
+        t = threading.Thread(target=ping)
+        t.start()
+        hdtest.wait_for(lambda: "e" in got or in_connect(f"{os.getpid()}/task/{t.native_id}"),
+                        10 * hdtest.SLOW, "the test's status request waiting in connect()")
+    finally:
+        os.kill(d.proc.pid, signal.SIGCONT)
+    try:
+        t.join()
+        out, err = st.communicate(timeout=30 * hdtest.SLOW)
+    finally:
+        release(child)
+    check("e" not in got, f"the test's own status request failed: {got.get('e')}")
+    ping = got["s"]
+    print(f"backlog full at {n} connections: status answered (rc {st.returncode}), "
+          f"a second status in {ping:.2f}s")
+    check(st.returncode in (0, 1), f"handoffctl status exited {st.returncode}: {err}")
+    check('"running": true' in out or '"running":true' in out, f"status saw the daemon: {out[:300]}")
+
+
 def main():
     group = grp.getgrgid(65534).gr_name
     with hdtest.Env(agents=["alice"], shared=True) as env:
@@ -114,6 +201,7 @@ def main():
         d = env.start(conf=conf)
         test_attack_control_fds_bounded(env, d)
         test_attack_control_refusal_log_bounded(env, d)
+        test_status_waits_for_full_backlog(env, d, conf)
         check(d.stop() == 0, "exit 0")
 
 

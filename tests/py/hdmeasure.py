@@ -8,6 +8,7 @@ loaded machine stretches wall time many times over, not the work done."""
 import os
 import resource
 import socket
+import struct
 import time
 
 
@@ -75,13 +76,38 @@ def fd_count(pid):
     return len(os.listdir(f"/proc/{pid}/fd"))
 
 
+def connect_unix(sock, timeout):
+    """A stream socket connected to the Unix socket at sock, having waited
+    up to timeout seconds for room in its listen backlog.  Python's
+    settimeout() makes a socket non-blocking, and a non-blocking connect
+    to a Unix socket with a full backlog fails EAGAIN at once: connect
+    blocking instead, bounded by SO_SNDTIMEO (the kernel's wait for a
+    Unix connect), as handoffctl status does."""
+    deadline = time.monotonic() + timeout
+    while True:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        left = max(0.001, deadline - time.monotonic())
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO,
+                     struct.pack("ll", int(left), int(left % 1 * 1e6)))
+        try:
+            s.connect(sock)
+        except BlockingIOError:
+            s.close()
+            if time.monotonic() >= deadline:
+                raise
+            continue
+        except BaseException:
+            s.close()
+            raise
+        s.settimeout(timeout)
+        return s
+
+
 def ping_time(sock, timeout=30.0):
     """Seconds the control socket takes to answer one status request."""
     t0 = time.monotonic()
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.settimeout(timeout)
+    s = connect_unix(sock, timeout)
     try:
-        s.connect(sock)
         s.sendall(b'{"command":"status"}\n')
         while s.recv(65536):
             pass

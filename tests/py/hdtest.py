@@ -32,7 +32,8 @@ import hdproto  # noqa: E402
 import invariant  # noqa: E402
 # the measures, as hdtest.cpu_s(), hdtest.ping_time() ...
 from hdmeasure import (children_cpu, cpu_s, fd_count, inotify_watches,  # noqa: E402,F401
-                       ping_time, proc_status, timed_ctl)
+                       ping_time, proc_status, timed_ctl,
+                       connect_unix)
 
 
 
@@ -266,9 +267,7 @@ class Daemon:
 
     def status(self, sock=None):
         """The daemon's answer on its control socket."""
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.settimeout(5 * SLOW)
-        s.connect(sock or self.env.sockets[self.name])
+        s = connect_unix(sock or self.env.sockets[self.name], 5 * SLOW)
         s.sendall(b'{"command":"status"}\n')
         data = b""
         while True:
