@@ -12,7 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sodium.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/un.h>
 #include <time.h>
@@ -367,6 +369,11 @@ static void print_text(json_t *st)
         printf("health: %s\n", json_string_value(json_object_get(st, "health")));
         json_array_foreach(probs, i, v)
                 printf("  problem: %s\n", ctl_esc(json_string_value(v)));
+        if (!json_object_size(c)) {
+                printf("spool %s: not counted (see the problem above)\n",
+                       json_string_value(json_object_get(st, "spool")));
+                goto counted;
+        }
         /* the bytes are rejected/'s (what retention bounds), said so */
         printf("spool %s: handoff %lld, claimed %lld, archive %lld, rejected %lld (%lld bytes in rejected/)\n",
                json_string_value(json_object_get(st, "spool")),
@@ -382,6 +389,7 @@ static void print_text(json_t *st)
                                fmt_span(json_integer_value(json_object_get(op, key)), span, sizeof(span)));
                 else
                         printf("  pending %s: %lld\n", ctl_esc(key), (long long)json_integer_value(v));
+counted:
         if (json_is_null(pa))
                 printf("  pending per agent: not known (%s; status reads no file)\n",
                        json_is_true(json_object_get(d, "refused")) ? "the daemon was not asked"
@@ -405,6 +413,41 @@ static void print_text(json_t *st)
                        ctl_esc(json_string_value(json_object_get(st, "last_error"))));
 }
 
+/* The file against the configuration the daemon runs on (control.c):
+ * one it could not load, one changed since it loaded it, a reload that
+ * failed. */
+static void config_problems(const struct config *cfg, bool broken, const json_t *dc,
+                            json_t *problems)
+{
+        const char *dpath = json_string_value(json_object_get(dc, "path"));
+        const char *dsha = json_string_value(json_object_get(dc, "sha256"));
+        const json_t *rf = json_object_get(dc, "reload_failed");
+        char a[PATH_MAX], b[PATH_MAX], hex[65], span[64];
+        bool same = dpath && realpath(dpath, a) && realpath(cfg->path, b) && !strcmp(a, b);
+
+        fmt_span(json_integer_value(json_object_get(dc, "loaded_age_s")), span, sizeof(span));
+        if (json_is_object(rf)) {
+                char fspan[64];
+                json_array_append_new(problems, json_sprintf(
+                        "the last reload failed %s ago, handoffd runs on the configuration it "
+                        "loaded %s ago: %s",
+                        fmt_span(json_integer_value(json_object_get(rf, "age_s")), fspan,
+                                 sizeof(fspan)),
+                        span, json_string_value(json_object_get(rf, "error")) ?: ""));
+        }
+        if (broken) {
+                json_array_append_new(problems, json_sprintf(
+                        "%s does not load (its errors above); handoffd runs on the "
+                        "configuration it loaded %s ago", cfg->path, span));
+                return;
+        }
+        sodium_bin2hex(hex, sizeof(hex), cfg->digest, sizeof(cfg->digest));
+        if (same && dsha && strcmp(dsha, hex) && !json_is_object(rf))
+                json_array_append_new(problems, json_sprintf(
+                        "%s has changed since handoffd loaded it %s ago: reload it "
+                        "(systemctl reload handoffd, or SIGHUP) to run on it", cfg->path, span));
+}
+
 int cmd_status(int argc, char **argv)
 {
         const char *conf = NULL;
@@ -420,9 +463,23 @@ int cmd_status(int argc, char **argv)
                 return ex;
         if (optind < argc)
                 return ctl_fail(CTL_EXIT_USAGE, "status: unexpected argument '%s'", argv[optind]);
-        r = ctl_config(conf, &cfg);
-        if (r)
-                return r;
+        /* A file with mistakes still says where the daemon listens: a
+         * reload that failed on it leaves the daemon running on the old
+         * configuration, and status is how an operator sees that. */
+        char *cerr = NULL;
+        r = config_load_partial(conf ? conf : CONFIG_DEFAULT_PATH, &cfg, &cerr);
+        if (r < 0) {
+                char *save = NULL;
+                if (!cerr)
+                        ctl_fail(CTL_EXIT_USAGE, "%s", strerror(-r));
+                for (char *l = cerr ? strtok_r(cerr, "\n", &save) : NULL; l;
+                     l = strtok_r(NULL, "\n", &save))
+                        ctl_fail(CTL_EXIT_USAGE, "%s", l);
+                free(cerr);
+                if (!cfg)
+                        return CTL_EXIT_USAGE;
+        }
+        bool conf_broken = r < 0;
 
         st = json_object();
         counts = json_object();
@@ -456,7 +513,14 @@ int cmd_status(int argc, char **argv)
                 snprintf(k, sizeof(k), "%lld", (long long)json_integer_value(lin));
                 json_object_set_new(lset, k, json_true());
         }
-        for (i = 0; i < 4; i++) {
+        /* No spool directory: nothing to count, and not "all is well". */
+        struct stat sst;
+        bool spool_ok = stat(cfg->spool_dir, &sst) == 0 && S_ISDIR(sst.st_mode);
+        if (!spool_ok)
+                json_array_append_new(problems, json_sprintf("the spool directory %s %s",
+                                      cfg->spool_dir, errno == ENOENT ? "does not exist"
+                                      : errno == EACCES ? "cannot be read" : "is not a directory"));
+        for (i = 0; spool_ok && i < 4; i++) {
                 uint64_t nb = 0;
                 size_t n = 0, j;
                 r = items_count(cfg->spool_dir, items_states[i], &n, &nb, i < 2 ? ages : NULL);
@@ -513,6 +577,16 @@ int cmd_status(int argc, char **argv)
         json_object_set_new(st, "oldest_claimed_s",
                             oldest_claimed >= 0 ? json_integer(oldest_claimed) : json_null());
 
+        if (daemon) {
+                json_object_set(st, "config", json_object_get(daemon, "config"));
+                config_problems(cfg, conf_broken, json_object_get(daemon, "config"), problems);
+        } else if (conf_broken) {
+                /* nobody runs on it: the file's mistakes are the answer */
+                config_free(cfg);
+                json_decref(st);
+                json_decref(problems);
+                return CTL_EXIT_USAGE;
+        }
         if (daemon) {
                 json_t *d = json_object_get(daemon, "daemon");
                 json_object_set(st, "daemon", d);

@@ -9,6 +9,7 @@
 #include <grp.h>
 #include <limits.h>
 #include <stdlib.h>
+#include <sodium.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -33,6 +34,8 @@ struct control {
         /* Refusals and drops: a line each at most once per LOG_EVERY_MS. */
         uint64_t refused_log_ms, dropped_log_ms;
         unsigned quiet_refused, quiet_dropped;
+        int64_t loaded_usec, reload_failed_usec;
+        char reload_error[512];
 };
 
 /* A peer gets this long to send its request and read the answer. */
@@ -101,8 +104,29 @@ static json_t *left_status(const struct spool *sp, int64_t now)
                          "inodes_complete", n <= CONTROL_LEFT_INODES_MAX);
 }
 
-json_t *control_status(const struct spool *sp, const char *config_path)
+/* What status says of the configuration: its file, the digest of what
+ * was loaded (handoffctl compares the file on disk with it), and a failed
+ * reload, which leaves the daemon on its old configuration. */
+static json_t *config_status(const struct control_config *cc, int64_t now)
 {
+        char hex[65];
+
+        if (!cc)
+                return json_null();
+        sodium_bin2hex(hex, sizeof(hex), cc->digest, 32);
+        return json_pack("{s:s, s:s, s:I, s:o}", "path", cc->path ? cc->path : "",
+                         "sha256", hex, "loaded_age_s",
+                         (json_int_t)((now - cc->loaded_usec) / 1000000),
+                         "reload_failed", cc->reload_failed_usec
+                         ? json_pack("{s:I, s:s}", "age_s",
+                                     (json_int_t)((now - cc->reload_failed_usec) / 1000000),
+                                     "error", cc->reload_error ? cc->reload_error : "")
+                         : json_null());
+}
+
+json_t *control_status(const struct spool *sp, const struct control_config *cc)
+{
+        const char *config_path = cc ? cc->path : NULL;
         const struct spool_stats *s = &sp->st;
         int64_t now = hd_now_usec();
         json_t *rej = json_object(), *o;
@@ -143,6 +167,8 @@ json_t *control_status(const struct spool *sp, const char *config_path)
                       "last_error_age_s", s->last_error_usec
                       ? json_integer((now - s->last_error_usec) / 1000000) : json_null());
         if (o)
+                json_object_set_new(o, "config", config_status(cc, now));
+        if (o)
                 json_object_set_new(o, "left", left_status(sp, now));
         /* agents taken out of service by their directory (spool.c) */
         if (o)
@@ -154,7 +180,7 @@ json_t *control_status(const struct spool *sp, const char *config_path)
         return o;
 }
 
-int control_handle(const struct spool *sp, const char *config_path,
+int control_handle(const struct spool *sp, const struct control_config *cc,
                    const char *req, size_t len, char **ret)
 {
         _cleanup_json_ json_t *doc = NULL, *resp = NULL;
@@ -170,7 +196,7 @@ int control_handle(const struct spool *sp, const char *config_path,
         else if (!(cmd = json_string_value(json_object_get(doc, "command"))))
                 resp = json_pack("{s:b, s:s}", "ok", 0, "error", "no \"command\"");
         else if (!strcmp(cmd, "status")) {
-                resp = control_status(sp, config_path);
+                resp = control_status(sp, cc);
                 if (resp)
                         json_object_set_new(resp, "ok", json_true());
         } else if (!strcmp(cmd, "ping"))
@@ -262,7 +288,13 @@ static void conn_answer(struct conn *c)
 
         c->answered = true;
         uv_read_stop((uv_stream_t *)&c->pipe);
-        if (control_handle(c->ctl->sp, c->ctl->cfg->path, c->buf, c->len, &c->resp) < 0) {
+        struct control *ctl = c->ctl;
+        struct control_config cc = {
+                .path = ctl->cfg->path, .digest = ctl->cfg->digest,
+                .loaded_usec = ctl->loaded_usec, .reload_failed_usec = ctl->reload_failed_usec,
+                .reload_error = ctl->reload_error,
+        };
+        if (control_handle(ctl->sp, &cc, c->buf, c->len, &c->resp) < 0) {
                 conn_close(c);
                 return;
         }
@@ -476,6 +508,7 @@ int control_open(uv_loop_t *loop, struct config *cfg, struct spool *sp,
         c->loop = loop;
         c->cfg = cfg;
         c->sp = sp;
+        c->loaded_usec = hd_now_usec();
         c->path = strdup(cfg->control_socket);
         snprintf(dir, sizeof(dir), "%s", cfg->control_socket);
         char *slash = strrchr(dir, '/');
@@ -528,8 +561,20 @@ fail:
 
 void control_set_config(struct control *c, struct config *cfg)
 {
-        if (c)
-                c->cfg = cfg;
+        if (!c)
+                return;
+        c->cfg = cfg;
+        c->loaded_usec = hd_now_usec();
+        c->reload_failed_usec = 0;
+        c->reload_error[0] = '\0';
+}
+
+void control_reload_failed(struct control *c, const char *why)
+{
+        if (!c)
+                return;
+        c->reload_failed_usec = hd_now_usec();
+        snprintf(c->reload_error, sizeof(c->reload_error), "%s", why);
 }
 
 static void server_closed(uv_handle_t *h)

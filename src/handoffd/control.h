@@ -18,16 +18,28 @@
 
 struct control;
 
+/* The configuration the daemon runs on, as status tells it. */
+struct control_config {
+        const char *path;
+        const unsigned char *digest;    /* SHA-256 of the file as loaded */
+        int64_t loaded_usec;            /* wall clock */
+        int64_t reload_failed_usec;     /* 0: no reload failed since */
+        const char *reload_error;
+};
+
 int control_open(uv_loop_t *loop, struct config *cfg, struct spool *sp,
                  struct control **ret);
 void control_close(struct control *c);
+/* A reload that worked: cfg runs now.  One that failed: why, until the
+ * next that works. */
 void control_set_config(struct control *c, struct config *cfg);
+void control_reload_failed(struct control *c, const char *why);
 
 /* The daemon's side of `handoffctl status`: daemon facts and counters. */
-json_t *control_status(const struct spool *sp, const char *config_path);
+json_t *control_status(const struct spool *sp, const struct control_config *cc);
 
 /* Answer one request (untrusted bytes) into *ret (malloc'ed JSON text). */
-int control_handle(const struct spool *sp, const char *config_path,
+int control_handle(const struct spool *sp, const struct control_config *cc,
                    const char *req, size_t len, char **ret);
 
 /* May a peer with these credentials talk to us? gids: its groups. */

@@ -47,16 +47,21 @@ static void reload(struct daemon *d)
         char *err = NULL;
         int r;
 
+        char why[512];
+
         r = daemon_config_load(d->config_path, &nc, &err);
         if (r < 0) {
-                log_error("Reload failed, keeping the running configuration: %s",
-                          err ? err : strerror(-r));
+                snprintf(why, sizeof(why), "%s", err ? err : strerror(-r));
+                log_error("Reload failed, keeping the running configuration: %s", why);
                 free(err);
+                control_reload_failed(d->ctl, why);
                 return;
         }
         if (strcmp(nc->spool_dir, d->cfg->spool_dir)) {
-                log_error("Reload refused: [spool] dir changed (%s -> %s); restart to move the spool",
-                          d->cfg->spool_dir, nc->spool_dir);
+                snprintf(why, sizeof(why), "[spool] dir changed (%s -> %s); restart to move the spool",
+                         d->cfg->spool_dir, nc->spool_dir);
+                log_error("Reload refused: %s", why);
+                control_reload_failed(d->ctl, why);
                 config_free(nc);
                 return;
         }
@@ -64,6 +69,8 @@ static void reload(struct daemon *d)
         r = spool_set_config(d->sp, nc);
         if (r < 0) {
                 log_error_errno(r, "Reload failed, keeping the running configuration");
+                snprintf(why, sizeof(why), "%s", strerror(-r));
+                control_reload_failed(d->ctl, why);
                 config_free(nc);
                 watch_agents(d);
                 return;

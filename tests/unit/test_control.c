@@ -18,7 +18,9 @@ static json_t *ask(struct fx *f, const char *req, size_t len)
         char *out = NULL;
         json_t *o;
 
-        ck_assert_int_eq(control_handle(f->sp, "/x/h.conf", req, len, &out), 0);
+        static const unsigned char digest[32];
+        struct control_config cc = { .path = "/x/h.conf", .digest = digest };
+        ck_assert_int_eq(control_handle(f->sp, &cc, req, len, &out), 0);
         ck_assert_ptr_nonnull(out);
         o = json_loads(out, 0, NULL);
         ck_assert_msg(o != NULL, "not JSON: %s", out);

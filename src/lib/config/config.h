@@ -84,6 +84,9 @@ struct config_hub {
 
 struct config {
         char *path;
+        /* SHA-256 of the bytes parsed: whether a file on disk is the one
+         * a daemon runs on (handoffctl status) */
+        unsigned char digest[32];
         /* [spool] */
         char *spool_dir;
         bool fsync;
@@ -136,6 +139,12 @@ struct config {
  * files are read and checked too. */
 int config_load(const char *path, bool load_keys, struct config **ret,
                 char **err);
+/* As config_load() without keys, but a file with mistakes still gives
+ * *ret_partial: the defaults and every line that was good (where the
+ * control socket is, for a status that must reach the daemon whatever the
+ * file says).  Returns what config_load() would; *ret_partial is set (or
+ * NULL on -ENOMEM and unreadable files) in both cases. */
+int config_load_partial(const char *path, struct config **ret_partial, char **err);
 void config_free(struct config *c);
 /* With the relay on, the files of [relay] (credentials, nkey_seed, tls_*:
  * readable regular files), host_key (an Ed25519 secret key) and

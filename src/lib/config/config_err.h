@@ -7,6 +7,7 @@
 #define HD_CONFIG_ERR_H
 
 #include <ini.h>
+#include <sodium.h>
 #include <stdbool.h>
 #include <stdio.h>
 
@@ -18,6 +19,7 @@
 
 struct parse_state {
         struct config *c;
+        crypto_hash_sha256_state digest;        /* of every line read */
         /* the reader: whole lines from f, counted as inih counts them */
         FILE *f;
         char *buf;

@@ -183,6 +183,7 @@ static char *reader(char *str, int num, void *stream)
                 reader_section_done(st);
                 return NULL;
         }
+        crypto_hash_sha256_update(&st->digest, (const unsigned char *)st->buf, (size_t)n);
         st->line++;
         st->key_line = st->handled = false;
         if (n > num - 3) {
@@ -226,7 +227,7 @@ static char *reader(char *str, int num, void *stream)
         return str;
 }
 
-int config_load(const char *path, bool load_keys, struct config **ret,
+static int load(const char *path, bool load_keys, bool partial, struct config **ret,
                 char **err)
 {
         struct parse_state st = { 0 };
@@ -234,6 +235,8 @@ int config_load(const char *path, bool load_keys, struct config **ret,
         int line, r;
 
         *err = NULL;
+        *ret = NULL;
+        crypto_hash_sha256_init(&st.digest);
         c = calloc(1, sizeof(*c));
         if (!c || !(c->path = strdup(path))) {
                 free(c);
@@ -262,6 +265,7 @@ int config_load(const char *path, bool load_keys, struct config **ret,
                 return r;
         }
         line = ini_parse_stream(reader, &st, config_handler, &st);
+        crypto_hash_sha256_final(&st.digest, c->digest);
         r = ferror(st.f) ? -EIO : 0;
         fclose(st.f);
         free(st.buf);
@@ -289,10 +293,21 @@ int config_load(const char *path, bool load_keys, struct config **ret,
                 *err = TAKE_PTR(st.errs);
         free(st.errs);
         free(st.value_lines);
-        if (r < 0) {
+        if (r < 0 && !partial) {
                 config_free(c);
                 return r;
         }
         *ret = c;
-        return 0;
+        return r;
+}
+
+int config_load(const char *path, bool load_keys, struct config **ret,
+                char **err)
+{
+        return load(path, load_keys, false, ret, err);
+}
+
+int config_load_partial(const char *path, struct config **ret_partial, char **err)
+{
+        return load(path, false, true, ret_partial, err);
 }
