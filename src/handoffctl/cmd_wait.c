@@ -170,6 +170,9 @@ static void wait_print(const char *id, const json_t *it, const char *status, boo
                 if (o) {
                         json_object_set_new(o, "handoff_id", json_string(id));
                         json_object_set_new(o, "status", json_string(status));
+                        if (until_completed && !strcmp(status, "relayed"))
+                                json_object_set_new(o, "result_on", json_string(
+                                        json_string_value(json_object_get(it, "remote_host")) ?: ""));
                         s = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
                 }
                 printf("%s\n", s ? s : "{}");
@@ -189,6 +192,13 @@ static void wait_print(const char *id, const json_t *it, const char *status, boo
                         printf(": %s", reason);
                 if (detail && *detail)
                         printf(": %s", detail);
+                /* Results are not carried back across the relay: where
+                 * the agent consumed it, it reported there. */
+                if (until_completed)
+                        printf(" (its result, if its agent reports one, is on %s: "
+                               "handoffctl wait --until completed %s there)",
+                               json_string_value(json_object_get(it, "remote_host")) ?: "the other host",
+                               id);
                 printf("\n");
                 return;
         }
@@ -381,6 +391,16 @@ int cmd_wait(int argc, char **argv)
                 }
         }
         r = wait_rescan(&w);
+        /* A mistyped id waits as long as a right one: say at once that
+         * it is not there (yet), so the wait is not taken for a hang. */
+        if (r >= 0 && !w.it) {
+                char span[32] = "";
+                if (timeout >= 0)
+                        snprintf(span, sizeof(span), " up to %llds", (long long)timeout);
+                fprintf(stderr, "handoffctl: wait: %s is not in %s (yet); waiting%s for it "
+                        "to arrive%s\n", ctl_esc(w.id), spool, span,
+                        timeout >= 0 ? "" : " (no --timeout: until interrupted)");
+        }
         if (timeout >= 0)
                 deadline = mono_ms() + timeout * 1000;
         while (r >= 0 && !wait_done(w.it, w.rank, until_claimed, &code)) {

@@ -139,6 +139,11 @@ def main():
                   f"wait {hid} ({final} {reason}): rc {p.returncode}: {p.stdout}{p.stderr}")
             p = h.a.ctl("wait", "-c", a.conf, hid, "--until", "relayed", "--timeout", "10")
             check(p.returncode == 5, f"wait --until relayed: rc {p.returncode}: {p.stdout}")
+            if final == "consumed":
+                # issue 47.8: the result stays on b, and wait says so
+                p = h.a.ctl("wait", "-c", a.conf, hid, "--until", "completed", "--timeout", "10")
+                check(p.returncode == 5 and "its result, if its agent reports one, is on b" in p.stdout,
+                      f"wait --until completed, relayed: rc {p.returncode}: {p.stdout}")
             js = json.loads(h.a.ctl("wait", "-c", a.conf, hid, "--json", "--timeout", "10").stdout)
             check(js.get("remote_outcome") == final and js.get("status") == "relayed",
                   f"wait --json: {js}")

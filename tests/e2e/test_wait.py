@@ -18,6 +18,7 @@ import os
 import re
 import shutil
 import subprocess
+import threading
 import sys
 import tempfile
 import time
@@ -70,7 +71,22 @@ def main():
         submit(env, hid=hid)
         rc, out, err = finish(w)
         check(rc == 0 and out == f"{hid} claimed", f"--until claimed: rc {rc} out {out!r} err {err!r}")
+        check(f"{hid} is not in {env.spool} (yet); waiting for it to arrive" in err,
+              f"the wait for an id not there yet said so: {err!r}")
         print(f"ok: --until claimed -> 0: {out}")
+
+        # --- a mistyped id (issue 47.7): said at once, not after the timeout
+        w = subprocess.Popen([HANDOFFCTL, "wait", "-c", conf, "wait-claimde-1", "--timeout", "1h"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        first = []
+        reader = threading.Thread(target=lambda: first.append(w.stderr.readline()), daemon=True)
+        reader.start()
+        reader.join(10 * hdtest.SLOW)
+        w.kill()
+        w.wait()
+        check(first and "wait-claimde-1 is not in" in first[0] and "waiting up to 3600s" in first[0],
+              f"a mistyped id is told at once: {first!r}")
+        print(f"ok: an id not in the spool: {first[0].strip()}")
 
         # --- consumed: not at the claim, at the take
         w = start_wait(conf, hid, "--json")
