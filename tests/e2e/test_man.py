@@ -13,7 +13,11 @@
   in what the binaries read without -c, and (for a build with sysconfdir
   /etc) in the man pages;
 - every page renders at 80 columns as a user reads it (MANWIDTH=80 man -l,
-  groff's warnings on): no warning, no line wider than 80.
+  groff's warnings on): no warning, no line wider than 80;
+- every quoted text of a rendered page (a log line, a message, a value)
+  is made of words that the code's strings or the page's source have: a
+  font macro whose unquoted arguments run together renders words glued
+  ("cannottakeinthe...") that no source has.
 Prints what it checked.
 """
 
@@ -288,6 +292,30 @@ def render_80():
             print(f"renders at 80 columns: {page}")
 
 
+def quoted_rendered():
+    words = set()
+    for f in glob.glob(os.path.join(SRC, "src", "**", "*.[ch]"), recursive=True):
+        with open(f, errors="replace") as fh:
+            for lit in re.findall(r'"((?:[^"\\\n]|\\.)*)"', fh.read()):
+                words.update(w.lower() for w in re.findall(r"[A-Za-z]+", lit))
+    for page in PAGES:
+        with open(os.path.join(MAN, page)) as fh:
+            words.update(w.lower() for w in re.findall(r"[A-Za-z]+", fh.read()))
+    env = dict(os.environ, MANWIDTH="1000", MAN_KEEP_FORMATTING="0", LC_ALL="C.UTF-8")
+    n = 0
+    for page in PAGES:
+        out = subprocess.run(["man", "-l", os.path.join(MAN, page)], capture_output=True,
+                             text=True, env=env, check=True).stdout
+        out = re.sub(r".\x08", "", out)
+        for q in re.findall(r'[\u201c"]([^\u201d"\n]{3,300})[\u201d"]', out):
+            n += 1
+            glued = [w for w in re.findall(r"[A-Za-z]+", q) if len(w) >= 4 and w.lower() not in words]
+            if glued:
+                fail(f"{page}: quoted text renders as words no source has ({', '.join(glued)}): "
+                     f"\u201c{q}\u201d")
+    print(f"quoted texts as rendered: {n}, every word one the sources have")
+
+
 def api_functions():
     """Every function of include/handoff.h appears in libhandoff(3)."""
     hdr = open(os.path.join(SRC, "include", "handoff.h")).read()
@@ -348,6 +376,7 @@ def main():
     exit_codes()
     default_config_path()
     render_80()
+    quoted_rendered()
     api_functions()
     libhandoff_example()
     hdtest.finish("man pages ok")
