@@ -21,6 +21,9 @@ for p in $(sed -e 's/#.*//' "$list") $extra; do
 	esac
 done
 [ -z "$missing" ] && exit 0
+# DEPS_LOG=FILE: what this run installs is added to FILE (make deb names
+# them at its end, so that they can go again)
+[ -n "${DEPS_LOG:-}" ] && printf '%s\n' $missing >>"$DEPS_LOG"
 if ! command -v apt-get >/dev/null 2>&1; then
 	echo "deps: missing packages:$missing (no apt-get here; install them by hand)" >&2
 	exit 1

@@ -169,11 +169,15 @@ DEB_PACKAGES = $(shell sed -n 's/^Package: *//p' debian/control)
 # (mk/deb-deps; lintian with LINTIAN=1), debian/control's Build-Depends for
 # this profile, and, when the tests run inside, everything make check
 # uses (mk/build-deps).  NO_DEPS=1 installs nothing.
+DEB_DEPS_LOG = $(B)/deb-deps-installed
 deb-deps:
 ifneq ($(NO_DEPS),1)
-	@sh mk/deps.sh mk/deb-deps $(if $(filter 1,$(LINTIAN)),lintian)
+	@mkdir -p $(B); : >$(DEB_DEPS_LOG)
+	@DEPS_LOG=$(CURDIR)/$(DEB_DEPS_LOG) sh mk/deps.sh mk/deb-deps $(if $(filter 1,$(LINTIAN)),lintian)
 	@if ! dpkg-checkbuilddeps $(DEB_PROFILE) >/dev/null 2>&1; then \
 		sudo=""; [ "$$(id -u)" -eq 0 ] || sudo=sudo; \
+		dpkg-checkbuilddeps $(DEB_PROFILE) 2>&1 | sed -n 's/.*Unmet build dependencies: //p' | \
+			sed 's/([^)]*)//g' | tr ' ' '\n' | sed '/^$$/d' >>$(DEB_DEPS_LOG); \
 		echo "deb-deps: installing the Build-Depends of debian/control$(if $(DEB_NOCHECK), (profile nocheck))" >&2; \
 		$$sudo env DEBIAN_FRONTEND=noninteractive apt-get build-dep -y -qq \
 			--no-install-recommends $(DEB_PROFILE) ./; \
@@ -204,4 +208,8 @@ endif
 	cp "$$t"/*.deb "$$t"/*.buildinfo "$$t"/*.changes $(DEBDIR)/; \
 	echo "deb: packages in $(DEBDIR):"; (cd "$$t" && ls -1 *.deb); \
 	if [ "$(LINTIAN)" = 1 ]; then \
-		echo "== lintian"; lintian --fail-on error "$$t"/*.changes; fi
+		echo "== lintian"; lintian --fail-on error "$$t"/*.changes; fi; \
+	if [ -s $(DEB_DEPS_LOG) ]; then \
+		l=$$(sort -u $(DEB_DEPS_LOG) | tr '\n' ' '); \
+		echo "deb: installed for this build, not needed to run the packages: $$l"; \
+		echo "deb: to remove them: apt-get purge $$l&& apt-get autoremove"; fi
