@@ -214,7 +214,7 @@ $(B)/tests/suites.inc: $(TEST_SRCS) Makefile
 $(B)/tests/check_main.o: tests/check_main.c $(B)/tests/suites.inc
 	@mkdir -p $(@D)
 	$(quiet) CC $<
-	$(Q)$(CC) $(HD_CFLAGS) $(CHECK_CFLAGS) -I$(B)/tests $(CFLAGS) -c -o $@ $<
+	$(Q)$(CC) $(HD_CFLAGS) $(CHECK_CFLAGS) -I$(B)/tests -Itests $(CFLAGS) -c -o $@ $<
 
 # The hub's connection table (hub_conns.c) is tested alone: it needs
 # nothing of libmicrohttpd, and its test stands in for the rest of the hub.

@@ -9,15 +9,36 @@
  * run: a passing test removes what it made. */
 #include <check.h>
 #include <dirent.h>
+#include <stdbool.h>
+#include <unistd.h>
 #include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include "unit/e2e_tally.h"
+
 #define SUITE(n) Suite *suite_##n(void);
 #include "suites.inc"
 #undef SUITE
+
+/* The e2e suite's tally (tests/unit/test_e2e.c), read, then removed. */
+static bool e2e_tally(const char *root, int *pass, int *fail, int *skip)
+{
+        char path[4096 + sizeof(E2E_TALLY) + 1];
+        bool ok = false;
+        FILE *f;
+
+        snprintf(path, sizeof(path), "%s/" E2E_TALLY, root);
+        f = fopen(path, "re");
+        if (!f)
+                return false;
+        ok = fscanf(f, "%d %d %d", pass, fail, skip) == 3;
+        fclose(f);
+        unlink(path);
+        return ok;
+}
 
 static int rm_cb(const char *p, const struct stat *st, int flag, struct FTW *f)
 {
@@ -67,8 +88,11 @@ int main(void)
 
         srunner_run_all(sr, CK_ENV);
         failed = srunner_ntests_failed(sr);
+        int run = srunner_ntests_run(sr);
         srunner_free(sr);
 
+        int e2e_pass = 0, e2e_fail = 0, e2e_skip = 0;
+        bool e2e = e2e_tally(root, &e2e_pass, &e2e_fail, &e2e_skip);
         left = leftovers(root);
         if (left)
                 fprintf(stderr, "check: %d temp entr%s left behind (listed above)%s\n",
@@ -76,5 +100,13 @@ int main(void)
                         getenv("HD_KEEP_TMP") ? ", kept (HD_KEEP_TMP)" : ", removed now");
         if (!getenv("HD_KEEP_TMP"))
                 nftw(root, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+        /* One last line for a reader of the log: everything, both kinds. */
+        char e2e_s[128] = "";
+        if (e2e)
+                snprintf(e2e_s, sizeof(e2e_s), "; e2e scripts: %d passed, %d failed, %d skipped",
+                         e2e_pass, e2e_fail, e2e_skip);
+        fprintf(stderr, "check: %s: unit checks: %d run, %d failed%s%s\n",
+                failed == 0 && left == 0 ? "ALL PASSED" : "FAILED", run, failed, e2e_s,
+                left ? "; temp entries left behind" : "");
         return failed == 0 && left == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

@@ -11,6 +11,8 @@
 
 void log_setup(int max_priority);
 void log_set_max_priority(int p);
+/* Label the lines that follow (NULL: no more) as expected by a test. */
+void log_set_expected(const char *why);
 /* Out with the plain lines buffered so far (no-op under the journal). */
 void log_flush(void);
 

@@ -27,6 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "e2e_tally.h"
 #include "testutil.h"
 
 #define EXIT_SKIP 77
@@ -438,6 +439,17 @@ static void e2e_teardown(void)
                                 scripts[i].name, scripts[i].why);
         fprintf(stderr, "e2e: %d passed, %d failed, %d skipped\n", count[PASSED],
                 count[FAILED], count[SKIPPED]);
+        /* for the runner's one last line (tests/check_main.c): this runs
+         * in a child of Check's, which shares no memory with it */
+        char tally[4096];
+        const char *root = getenv("TMPDIR");
+        if (root && snprintf(tally, sizeof(tally), "%s/" E2E_TALLY, root) < (int)sizeof(tally)) {
+                FILE *f = fopen(tally, "we");
+                if (f) {
+                        fprintf(f, "%d %d %d\n", count[PASSED], count[FAILED], count[SKIPPED]);
+                        fclose(f);
+                }
+        }
         free(idx);
 }
 
