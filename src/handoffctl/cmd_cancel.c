@@ -129,6 +129,7 @@ int cmd_cancel(int argc, char **argv)
         _cleanup_close_ int tmp_fd = -1, cancel_fd = -1;
         char err[512], name[NAME_MAX + 1], tmp[NAME_MAX + 1];
         enum cancelreq_answer ans = CA_NONE;
+        struct cancelreq_ticket ticket;
         int64_t timeout = CANCEL_DEFAULT_TIMEOUT, ttl = HD_DEFAULT_MAX_WINDOW;
         bool as_json = false, sync = true;
         size_t len;
@@ -201,12 +202,12 @@ int cmd_cancel(int argc, char **argv)
         if (r == 0)
                 r = xsnprintf(tmp, sizeof(tmp), "cancel.%s", name) < 0 ? -ENAMETOOLONG : 0;
         if (r == 0)
-                r = cancelreq_drop(tmp_fd, tmp, cancel_fd, name, buf, len, sync);
+                r = cancelreq_drop(tmp_fd, tmp, cancel_fd, name, buf, len, sync, &ticket);
         if (r < 0)
                 return ctl_fail(CTL_EXIT_ERROR, "cancel: %s/%s: %s", spool, CANCELREQ_DIR,
                                 strerror(-r));
         if (timeout > 0) {
-                r = cancelreq_await(cancel_fd, name, timeout * 1000, &ans);
+                r = cancelreq_await(cancel_fd, &ticket, timeout * 1000, &ans);
                 if (r < 0)
                         return ctl_fail(CTL_EXIT_ERROR, "cancel: waiting for the answer: %s",
                                         strerror(-r));

@@ -192,6 +192,7 @@ static int cancel_send(struct a2a_call *c, int fd, const char *id, enum cancelre
         int64_t now = c->h->now_usec ? c->h->now_usec() : hd_now_usec();
         _cleanup_free_ char *buf = NULL;
         char name[NAME_MAX + 1], tmp[NAME_MAX + 1];
+        struct cancelreq_ticket ticket;
         size_t len;
         int r;
 
@@ -204,11 +205,11 @@ static int cancel_send(struct a2a_call *c, int fd, const char *id, enum cancelre
         if (r == 0)
                 r = xsnprintf(tmp, sizeof(tmp), "hub.%s", name) < 0 ? -ENAMETOOLONG : 0;
         if (r == 0)
-                r = cancelreq_drop(c->h->tmp_fd, tmp, fd, name, buf, len, cfg->fsync);
+                r = cancelreq_drop(c->h->tmp_fd, tmp, fd, name, buf, len, cfg->fsync, &ticket);
         if (r < 0)
                 return r;
         hub_log("a2a: %s: cancel requested by %s (%s)", id, c->agent, name);
-        return cancelreq_await(fd, name, c->h->wait_ms, ret);
+        return cancelreq_await(fd, &ticket, c->h->wait_ms, ret);
 }
 
 int a2a_cancel_task(struct a2a_call *c)
