@@ -5,7 +5,7 @@
  *
  * Exit: 0 canceled (by this request or one before it); 1 not canceled
  * (its agent took it first, it has ended otherwise, the daemon refused
- * the request or knows no such handoff);
+ * the request, knows no such handoff, or has too many waiting);
  * 2 usage, config or key; 3 no answer within --timeout (the request
  * stands: the daemon acts on it when it comes); 4 a system error. */
 #include <errno.h>
@@ -49,7 +49,7 @@ static void cancel_usage(FILE *f)
                 "      --version          the version\n"
                 "\n"
                 "Exit: 0 canceled, 1 not canceled (taken by its agent first, ended already,\n"
-                "request refused, no such handoff), 2 usage, 3 no answer yet (the request\n"
+                "request refused, no such handoff, busy), 2 usage, 3 no answer yet (the request\n"
                 "stands), 4 error.\n",
                 CANCEL_DEFAULT_TIMEOUT);
 }
@@ -81,6 +81,9 @@ static int print_answer(const char *spool, const char *id, enum cancelreq_answer
                 printf("%s not canceled: handoffd refused the request (its log says why)\n", id);
         } else if (a == CA_UNKNOWN) {
                 printf("%s not canceled: handoffd knows no such handoff\n", id);
+        } else if (a == CA_BUSY) {
+                printf("%s not canceled: too many cancel requests wait at handoffd; try "
+                       "again later\n", id);
         } else if (a == CA_NOT_CANCELABLE && st && !strcmp(st, "canceled")) {
                 printf("%s canceled already\n", id);
         } else if (a == CA_NOT_CANCELABLE) {

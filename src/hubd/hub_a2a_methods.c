@@ -274,6 +274,9 @@ int a2a_cancel_task(struct a2a_call *c)
         case CA_REFUSED:
                 return a2a_call_error(c, RPC_INTERNAL, "handoffd refused the hub's cancel request "
                                       "(see its log: the keys of the two differ?)");
+        case CA_BUSY:
+                return a2a_call_error(c, RPC_INTERNAL, "too many cancel requests wait at "
+                                      "handoffd: try again later");
         default:
                 /* The daemon has not answered within the wait (stopped,
                  * busy): the request stands and is acted on when it comes;

@@ -19,6 +19,7 @@ static const char *const answer_names[_CA_MAX] = {
         [CA_NOT_CANCELABLE] = "not_cancelable",
         [CA_REFUSED] = "refused",
         [CA_UNKNOWN] = "unknown",
+        [CA_BUSY] = "busy",
 };
 
 const char *cancelreq_answer_name(enum cancelreq_answer a)

@@ -42,10 +42,12 @@ enum cancelreq_answer {
         CA_NOT_CANCELABLE,      /* its agent has it, or it has ended already */
         CA_REFUSED,             /* a request that does not verify, or not its sender's */
         CA_UNKNOWN,             /* no such handoff came before the request expired */
+        CA_BUSY,                /* good, but too many requests wait: not acted on */
         _CA_MAX
 };
 
-/* "canceled", "not_cancelable", "refused", "unknown" (NULL for CA_NONE). */
+/* "canceled", "not_cancelable", "refused", "unknown", "busy" (NULL for
+ * CA_NONE). */
 const char *cancelreq_answer_name(enum cancelreq_answer a);
 
 /* The signed request of from for id, valid ttl_s seconds from now_usec:
