@@ -5,7 +5,7 @@
  *
  * Exit: 0 canceled (by this request or one before it); 1 not canceled
  * (its agent took it first, it has ended otherwise, the daemon refused
- * the request or knows no such handoff);
+ * the request, knows no such handoff, or has too many waiting);
  * 2 usage, config or key; 3 no answer within --timeout (the request
  * stands: the daemon acts on it when it comes); 4 a system error. */
 #include <errno.h>
@@ -49,7 +49,7 @@ static void cancel_usage(FILE *f)
                 "      --version          the version\n"
                 "\n"
                 "Exit: 0 canceled, 1 not canceled (taken by its agent first, ended already,\n"
-                "request refused, no such handoff), 2 usage, 3 no answer yet (the request\n"
+                "request refused, no such handoff, busy), 2 usage, 3 no answer yet (the request\n"
                 "stands), 4 error.\n",
                 CANCEL_DEFAULT_TIMEOUT);
 }
@@ -81,6 +81,9 @@ static int print_answer(const char *spool, const char *id, enum cancelreq_answer
                 printf("%s not canceled: handoffd refused the request (its log says why)\n", id);
         } else if (a == CA_UNKNOWN) {
                 printf("%s not canceled: handoffd knows no such handoff\n", id);
+        } else if (a == CA_BUSY) {
+                printf("%s not canceled: too many cancel requests wait at handoffd; try "
+                       "again later\n", id);
         } else if (a == CA_NOT_CANCELABLE && st && !strcmp(st, "canceled")) {
                 printf("%s canceled already\n", id);
         } else if (a == CA_NOT_CANCELABLE) {
@@ -129,6 +132,7 @@ int cmd_cancel(int argc, char **argv)
         _cleanup_close_ int tmp_fd = -1, cancel_fd = -1;
         char err[512], name[NAME_MAX + 1], tmp[NAME_MAX + 1];
         enum cancelreq_answer ans = CA_NONE;
+        struct cancelreq_ticket ticket;
         int64_t timeout = CANCEL_DEFAULT_TIMEOUT, ttl = HD_DEFAULT_MAX_WINDOW;
         bool as_json = false, sync = true;
         size_t len;
@@ -201,12 +205,12 @@ int cmd_cancel(int argc, char **argv)
         if (r == 0)
                 r = xsnprintf(tmp, sizeof(tmp), "cancel.%s", name) < 0 ? -ENAMETOOLONG : 0;
         if (r == 0)
-                r = cancelreq_drop(tmp_fd, tmp, cancel_fd, name, buf, len, sync);
+                r = cancelreq_drop(tmp_fd, tmp, cancel_fd, name, buf, len, sync, &ticket);
         if (r < 0)
                 return ctl_fail(CTL_EXIT_ERROR, "cancel: %s/%s: %s", spool, CANCELREQ_DIR,
                                 strerror(-r));
         if (timeout > 0) {
-                r = cancelreq_await(cancel_fd, name, timeout * 1000, &ans);
+                r = cancelreq_await(cancel_fd, &ticket, timeout * 1000, &ans);
                 if (r < 0)
                         return ctl_fail(CTL_EXIT_ERROR, "cancel: waiting for the answer: %s",
                                         strerror(-r));

@@ -28,6 +28,8 @@ struct cancel_req {
         char name[NAME_MAX + 1];        /* in cancel/ */
         char id[129];                   /* hd_id_valid(): 128 at most */
         char from[65];                  /* hd_agent_valid(): 64 at most */
+        uid_t uid;                      /* the file's owner */
+        bool own_key;                   /* signed with a key only from has */
         int64_t expires;                /* usec: an id unknown by then: unknown */
         uint64_t seen;                  /* the scan that last saw the file */
 };
@@ -39,7 +41,6 @@ struct cancels {
         int ifd;                        /* inotify on cancel/, or -1 */
         uv_poll_t poll;
         bool polling;
-        uint64_t refused_full;          /* refused for CANCEL_PENDING_MAX, not logged */
 };
 
 static struct cancel_req *find_name(struct cancels *c, const char *name)
@@ -76,7 +77,7 @@ static void answer_file(struct spool *sp, const char *name, const char *id, cons
                    errno == ENOENT) {
                 return;         /* its requester gave up and removed it */
         }
-        log_decision(a == CA_REFUSED ? LOG_WARNING : LOG_INFO, id, NULL, "cancel", word,
+        log_decision(a == CA_REFUSED || a == CA_BUSY ? LOG_WARNING : LOG_INFO, id, NULL, "cancel", word,
                      "Cancel request %s%s%s%s%s: %s%s%s", log_quote(name, q, sizeof(q)),
                      id ? " for " : "", id ? id : "", from ? " from " : "", from ? from : "",
                      word, why ? ": " : "", why ? why : "");
@@ -117,6 +118,48 @@ void cancel_unclaimed(struct spool *sp, const char *id)
                         answer_kept(sp, i, CA_NOT_CANCELABLE, "it has an outcome already");
 }
 
+/* Was doc signed with a key of from's own (an [agent] key, a public key),
+ * not one the group shares ([keys] default, a named key)?  doc verified. */
+static bool signed_own_key(const struct config *cfg, const json_t *doc, const char *from)
+{
+        const char *kid = json_string_value(json_object_get(doc, "kid"));
+        const hd_key *k = config_key_lookup((void *)cfg, kid, from);
+
+        if (!k || k == cfg->default_key)
+                return false;
+        for (size_t i = 0; i < cfg->n_kids; i++)
+                if (k == cfg->kid_keys[i])
+                        return false;
+        return true;
+}
+
+/* Is there room for one more request of from, owned by uid?  When not,
+ * why into why. */
+static bool room_for(const struct cancels *c, const char *from, uid_t uid, bool own_key,
+                     char *why, size_t n)
+{
+        size_t of_from = 0, of_uid = 0, shared = 0;
+
+        for (size_t i = 0; i < c->n; i++) {
+                of_from += !strcmp(c->v[i].from, from);
+                shared += !c->v[i].own_key;
+                of_uid += !c->v[i].own_key && c->v[i].uid == uid;
+        }
+        if (c->n >= CANCEL_PENDING_MAX)
+                snprintf(why, n, "%zu requests wait (the most)", c->n);
+        else if (of_from >= CANCEL_PENDING_PER_SENDER)
+                snprintf(why, n, "%zu requests of %s wait (the most of one sender)", of_from, from);
+        else if (!own_key && of_uid >= CANCEL_PENDING_PER_UID)
+                snprintf(why, n, "%zu requests of uid %u signed with a shared key wait (the "
+                         "most of one uid)", of_uid, (unsigned)uid);
+        else if (!own_key && shared >= CANCEL_PENDING_MAX - CANCEL_PENDING_RESERVE)
+                snprintf(why, n, "%zu requests signed with a shared key wait (the rest is "
+                         "kept for senders with keys of their own)", shared);
+        else
+                return true;
+        return false;
+}
+
 /* cancel/name read and checked: *ret_kept, or not (refused, or no
  * request); 0 or -errno. */
 static int load(struct spool *sp, const char *name, int64_t now, bool *ret_kept)
@@ -128,11 +171,14 @@ static int load(struct spool *sp, const char *name, int64_t now, bool *ret_kept)
         struct cancels *c = sp->cancels;
         _cleanup_free_ char *buf = NULL;
         _cleanup_json_ json_t *doc = NULL;
+        _cleanup_close_ int fd = -1;
         const char *id, *from, *exp;
         struct cancel_req *k;
         char why[HD_DETAIL_MAX + 32];
+        struct stat st = {};
         int64_t t = 0;
         size_t len;
+        bool own;
         hd_verdict v;
         int r;
 
@@ -145,11 +191,15 @@ static int load(struct spool *sp, const char *name, int64_t now, bool *ret_kept)
                 *ret_kept = true;
                 return 0;
         }
-        r = hd_read_at(sp->fd[SD_CANCEL], name, CANCELREQ_MAX, &buf, &len, &v);
+        r = hd_open_at(sp->fd[SD_CANCEL], name, &fd, &v);
         if (r == -ENOENT) {
                 *ret_kept = false;
                 return 0;
         }
+        if (r == 0 && fstat(fd, &st) < 0)
+                r = -errno;
+        if (r == 0)
+                r = hd_read_fd(fd, name, CANCELREQ_MAX, &buf, &len, &v);
         if (r == 0)
                 r = hd_parse(buf, len, &lim, &doc, &v);
         if (r == 0)
@@ -166,15 +216,9 @@ static int load(struct spool *sp, const char *name, int64_t now, bool *ret_kept)
         id = json_string_value(json_object_get(doc, "handoff_id"));
         from = json_string_value(json_object_get(doc, "from_agent"));
         exp = json_string_value(json_object_get(doc, "expires_at"));
-        size_t mine = 0;
-        for (size_t i = 0; i < c->n; i++)
-                mine += !strcmp(c->v[i].from, from);
-        if (c->n >= CANCEL_PENDING_MAX || mine >= CANCEL_PENDING_PER_SENDER) {
-                if (c->refused_full++ % 1000 == 0)
-                        log_warning("Cancel requests: %zu wait already, %zu of them %s's; "
-                                    "refusing more (%llu so far)", c->n, mine, from,
-                                    (unsigned long long)c->refused_full);
-                answer_file(sp, name, id, from, CA_REFUSED, "too many requests wait");
+        own = signed_own_key(cfg, doc, from);
+        if (!room_for(c, from, st.st_uid, own, why, sizeof(why))) {
+                answer_file(sp, name, id, from, CA_BUSY, why);
                 *ret_kept = false;
                 return 0;
         }
@@ -188,12 +232,14 @@ static int load(struct spool *sp, const char *name, int64_t now, bool *ret_kept)
         }
         hd_time_parse(exp, &t);         /* checked: cancelreq_check() */
         k = &c->v[c->n++];
-        *k = (struct cancel_req){ .expires = t, .seen = c->scan };
+        *k = (struct cancel_req){ .uid = st.st_uid, .own_key = own, .expires = t,
+                                  .seen = c->scan };
         snprintf(k->name, sizeof(k->name), "%s", name);
         snprintf(k->id, sizeof(k->id), "%s", id);
         snprintf(k->from, sizeof(k->from), "%s", from);
         log_decision(LOG_INFO, id, NULL, "cancel_requested", NULL,
-                     "Cancel request for %s from %s", id, from);
+                     "Cancel request for %s from %s (uid %u, %s key)", id, from,
+                     (unsigned)st.st_uid, own ? "its own" : "a shared");
         *ret_kept = true;
         return 0;
 }

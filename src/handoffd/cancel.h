@@ -13,11 +13,16 @@
 #include "cancelreq.h"
 #include "spool.h"
 
-/* Requests not answered, at most, and of one sender (whose key signed
- * them: no sender fills the table for the others); past it a new one is
- * refused. */
+/* Requests not answered, at most, and of one sender (from_agent, whose
+ * key signed them).  The group shares [keys] default, which signs for any
+ * name, so a request signed with a shared key also counts for its file's
+ * owner (a uid nobody chooses), and such requests leave room for those of
+ * senders with keys of their own.  Past a bound a new one is answered
+ * busy. */
 #define CANCEL_PENDING_MAX 1024
 #define CANCEL_PENDING_PER_SENDER 64
+#define CANCEL_PENDING_PER_UID 128      /* shared-key requests of one uid */
+#define CANCEL_PENDING_RESERVE 256      /* of the MAX: own keys only */
 
 /* sp->cancels made, with the requests cancel/ holds (checked, not acted
  * on: the first sweep and the first look at each id do that).  0 or

@@ -192,6 +192,7 @@ static int cancel_send(struct a2a_call *c, int fd, const char *id, enum cancelre
         int64_t now = c->h->now_usec ? c->h->now_usec() : hd_now_usec();
         _cleanup_free_ char *buf = NULL;
         char name[NAME_MAX + 1], tmp[NAME_MAX + 1];
+        struct cancelreq_ticket ticket;
         size_t len;
         int r;
 
@@ -204,11 +205,11 @@ static int cancel_send(struct a2a_call *c, int fd, const char *id, enum cancelre
         if (r == 0)
                 r = xsnprintf(tmp, sizeof(tmp), "hub.%s", name) < 0 ? -ENAMETOOLONG : 0;
         if (r == 0)
-                r = cancelreq_drop(c->h->tmp_fd, tmp, fd, name, buf, len, cfg->fsync);
+                r = cancelreq_drop(c->h->tmp_fd, tmp, fd, name, buf, len, cfg->fsync, &ticket);
         if (r < 0)
                 return r;
         hub_log("a2a: %s: cancel requested by %s (%s)", id, c->agent, name);
-        return cancelreq_await(fd, name, c->h->wait_ms, ret);
+        return cancelreq_await(fd, &ticket, c->h->wait_ms, ret);
 }
 
 int a2a_cancel_task(struct a2a_call *c)
@@ -273,6 +274,9 @@ int a2a_cancel_task(struct a2a_call *c)
         case CA_REFUSED:
                 return a2a_call_error(c, RPC_INTERNAL, "handoffd refused the hub's cancel request "
                                       "(see its log: the keys of the two differ?)");
+        case CA_BUSY:
+                return a2a_call_error(c, RPC_INTERNAL, "too many cancel requests wait at "
+                                      "handoffd: try again later");
         default:
                 /* The daemon has not answered within the wait (stopped,
                  * busy): the request stands and is acted on when it comes;

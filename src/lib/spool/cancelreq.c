@@ -19,6 +19,7 @@ static const char *const answer_names[_CA_MAX] = {
         [CA_NOT_CANCELABLE] = "not_cancelable",
         [CA_REFUSED] = "refused",
         [CA_UNKNOWN] = "unknown",
+        [CA_BUSY] = "busy",
 };
 
 const char *cancelreq_answer_name(enum cancelreq_answer a)
@@ -119,38 +120,73 @@ bool cancelreq_is_answer(const char *name, enum cancelreq_answer *ret)
 }
 
 int cancelreq_drop(int tmp_fd, const char *tmp_name, int cancel_fd, const char *name,
-                   const char *buf, size_t len, bool sync)
+                   const char *buf, size_t len, bool sync, struct cancelreq_ticket *ret)
 {
+        struct cancelreq_ticket t = {};
+        struct stat st;
         int r;
 
+        if (xsnprintf(t.name, sizeof(t.name), "%s", name) < 0)
+                return -ENAMETOOLONG;
         r = write_atomic(tmp_fd, tmp_name, buf, len, 0640, sync ? WRITE_SYNC_FILE : 0);
         if (r < 0)
                 return r;
-        r = move_noreplace(tmp_fd, tmp_name, cancel_fd, name);
-        if (r < 0) {
-                unlinkat(tmp_fd, tmp_name, 0);
-                return r;
+        /* tmp/ is sticky: once ours, nobody else can swap the file
+         * under this name, so this is the inode the daemon renames. */
+        if (fstatat(tmp_fd, tmp_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+                r = -errno;
+                goto fail;
         }
+        if (!S_ISREG(st.st_mode) || st.st_uid != geteuid() || st.st_nlink != 1) {
+                r = -EPERM;
+                goto fail;
+        }
+        t.dev = st.st_dev;
+        t.ino = st.st_ino;
+        t.uid = st.st_uid;
+        r = move_noreplace(tmp_fd, tmp_name, cancel_fd, name);
+        if (r < 0)
+                goto fail;
         if (sync) {
                 r = fsync_dir(cancel_fd);
                 if (r == 0)
                         r = fsync_dir(tmp_fd);
         }
+        if (r == 0)
+                *ret = t;
+        return r;
+fail:
+        unlinkat(tmp_fd, tmp_name, 0);
         return r;
 }
 
-/* The answer to name, if there is one: taken (removed) into *ret. */
-static bool answer_take(int cancel_fd, const char *name, enum cancelreq_answer *ret)
+/* Is cancel/an the daemon's answer to t: t's inode, its owner's, with
+ * one link, and the request's own name gone (a hard link would leave
+ * both)?  Anything else is a file someone dropped there. */
+static bool answer_is_ours(int cancel_fd, const char *an, const struct cancelreq_ticket *t)
 {
-        char an[NAME_MAX + 1];
         struct stat st;
 
+        if (fstatat(cancel_fd, an, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return false;
+        if (!S_ISREG(st.st_mode) || st.st_dev != t->dev || st.st_ino != t->ino ||
+            st.st_uid != t->uid || st.st_nlink != 1)
+                return false;
+        return fstatat(cancel_fd, t->name, &st, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT;
+}
+
+/* The answer to t, if there is one: taken (removed) into *ret. */
+static bool answer_take(int cancel_fd, const struct cancelreq_ticket *t,
+                        enum cancelreq_answer *ret)
+{
+        char an[NAME_MAX + 1];
+
         for (int a = CA_NONE + 1; a < _CA_MAX; a++) {
-                if (cancelreq_answer_file(name, (enum cancelreq_answer)a, an, sizeof(an)) < 0 ||
-                    fstatat(cancel_fd, an, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                if (cancelreq_answer_file(t->name, (enum cancelreq_answer)a, an, sizeof(an)) < 0 ||
+                    !answer_is_ours(cancel_fd, an, t))
                         continue;
-                /* Ours to remove (a sticky directory: our own file); the
-                 * daemon removes what is left. */
+                /* Ours to remove: in a sticky directory nobody else can
+                 * have put another file under this name since. */
                 unlinkat(cancel_fd, an, 0);
                 *ret = (enum cancelreq_answer)a;
                 return true;
@@ -158,14 +194,19 @@ static bool answer_take(int cancel_fd, const char *name, enum cancelreq_answer *
         return false;
 }
 
-int cancelreq_await(int cancel_fd, const char *name, int64_t timeout_ms,
+int cancelreq_await(int cancel_fd, const struct cancelreq_ticket *t, int64_t timeout_ms,
                     enum cancelreq_answer *ret)
 {
-        const int64_t until = mono_usec() + timeout_ms * 1000;
+        int64_t until;
         _cleanup_close_ int ifd = -1;
         char path[64], buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
 
         *ret = CA_NONE;
+        if (!t || !t->name[0] || timeout_ms < 0)
+                return -EINVAL;
+        if (timeout_ms > CANCELREQ_WAIT_MAX_MS)
+                timeout_ms = CANCELREQ_WAIT_MAX_MS;
+        until = mono_usec() + timeout_ms * 1000;
         /* Watch first, then look: an answer in between is not missed. */
         ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
         snprintf(path, sizeof(path), "/proc/self/fd/%d", cancel_fd);
@@ -175,7 +216,7 @@ int cancelreq_await(int cancel_fd, const char *name, int64_t timeout_ms,
                 int64_t left = until - mono_usec();
                 struct pollfd pfd = { .fd = ifd, .events = POLLIN };
 
-                if (answer_take(cancel_fd, name, ret))
+                if (answer_take(cancel_fd, t, ret))
                         return 0;
                 if (left <= 0)
                         return 0;
@@ -186,6 +227,7 @@ int cancelreq_await(int cancel_fd, const char *name, int64_t timeout_ms,
                         nanosleep(&tick, NULL);
                         continue;
                 }
+                /* a day in ms fits an int; rounded up, never 0 early */
                 int n = poll(&pfd, 1, (int)((left + 999) / 1000));
                 if (n < 0 && errno != EINTR)
                         return -errno;

@@ -13,13 +13,18 @@
  *
  * A request is answered once: cancel/NAME becomes cancel/.WORD.NAME (the
  * requester's file still, so the requester removes it; the daemon
- * removes answers nobody picked up after CANCELREQ_ANSWER_KEEP_S). */
+ * removes answers nobody picked up after CANCELREQ_ANSWER_KEEP_S).
+ * cancel/ is the group's to write, so anyone in it may drop a file of
+ * that name first: an answer counts only as the request's own inode
+ * under the answer's name alone (struct cancelreq_ticket). */
 #ifndef HD_CANCELREQ_H
 #define HD_CANCELREQ_H
 
+#include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "handoff.h"
 
@@ -27,6 +32,9 @@
 #define CANCELREQ_TYPE "cancel/1"
 #define CANCELREQ_MAX 4096              /* bytes of a request, at most */
 #define CANCELREQ_ANSWER_KEEP_S 600     /* an answer nobody removed */
+/* The longest wait for an answer: a request is good for max_window (a
+ * day at most, by default) and then answered unknown. */
+#define CANCELREQ_WAIT_MAX_MS (24LL * 3600 * 1000)
 
 enum cancelreq_answer {
         CA_NONE,                /* not answered (yet) */
@@ -34,10 +42,12 @@ enum cancelreq_answer {
         CA_NOT_CANCELABLE,      /* its agent has it, or it has ended already */
         CA_REFUSED,             /* a request that does not verify, or not its sender's */
         CA_UNKNOWN,             /* no such handoff came before the request expired */
+        CA_BUSY,                /* good, but too many requests wait: not acted on */
         _CA_MAX
 };
 
-/* "canceled", "not_cancelable", "refused", "unknown" (NULL for CA_NONE). */
+/* "canceled", "not_cancelable", "refused", "unknown", "busy" (NULL for
+ * CA_NONE). */
 const char *cancelreq_answer_name(enum cancelreq_answer a);
 
 /* The signed request of from for id, valid ttl_s seconds from now_usec:
@@ -59,15 +69,30 @@ int cancelreq_answer_file(const char *name, enum cancelreq_answer a, char *buf, 
 /* Is name (in cancel/) an answer?  Which one into *ret (may be NULL). */
 bool cancelreq_is_answer(const char *name, enum cancelreq_answer *ret);
 
-/* The request buf as cancel_fd/name: written as tmp_fd/tmp_name, moved
- * without replacing (-EEXIST), synced with sync.  0 or -errno. */
-int cancelreq_drop(int tmp_fd, const char *tmp_name, int cancel_fd, const char *name,
-                   const char *buf, size_t len, bool sync);
+/* A request as dropped: its name and the file it is.  The rename that
+ * answers it keeps the inode; a file someone else dropped under the
+ * answer's name is another inode, or not the requester's. */
+struct cancelreq_ticket {
+        char name[NAME_MAX + 1];        /* in cancel/ */
+        dev_t dev;
+        ino_t ino;
+        uid_t uid;              /* its owner: the requester */
+};
 
-/* Wait up to timeout_ms for the answer to request name (inotify on
- * cancel_fd's directory, no polling): *ret is the answer, CA_NONE when
- * there is none yet; an answer found is removed.  0 or -errno. */
-int cancelreq_await(int cancel_fd, const char *name, int64_t timeout_ms,
+/* The request buf as cancel_fd/name: written as tmp_fd/tmp_name, moved
+ * without replacing (-EEXIST), synced with sync; *ret the ticket to wait
+ * for its answer with.  0 or -errno. */
+int cancelreq_drop(int tmp_fd, const char *tmp_name, int cancel_fd, const char *name,
+                   const char *buf, size_t len, bool sync, struct cancelreq_ticket *ret);
+
+/* Wait up to timeout_ms (at most CANCELREQ_WAIT_MAX_MS) for the answer
+ * to the request of t (inotify on cancel_fd's directory, no polling): *ret
+ * is the answer, CA_NONE when there is none yet; the answer found is
+ * removed.  A file under an answer's name that is not t's request
+ * renamed (another inode, another owner, a second link, or the request's
+ * name still there) is no answer: it is left for the daemon to remove,
+ * and the wait goes on.  0 or -errno. */
+int cancelreq_await(int cancel_fd, const struct cancelreq_ticket *t, int64_t timeout_ms,
                     enum cancelreq_answer *ret);
 
 #endif
