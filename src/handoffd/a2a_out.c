@@ -83,8 +83,7 @@ static int request(struct a2a_out *a, struct a2a_item *it)
                 q = xsnprintf(name, sizeof(name), "%s.json", it->id);
                 if (q < 0)
                         return q;
-                /* Read as the relay reads it (outbox.c's submit()): a take
-                 * has two links until spool_flush(). */
+                /* The daemon's copy of what verified (outbox_dir.c). */
                 _cleanup_close_ int fd = openat(a->sp->fd[SD_OUTBOX], name,
                                                 O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
                 _cleanup_free_ char *buf = NULL;
@@ -92,7 +91,7 @@ static int request(struct a2a_out *a, struct a2a_item *it)
                 json_error_t je;
                 if (fd < 0)
                         return -errno;
-                q = read_all(fd, a->sp->cfg->max_file_size, 0, &buf, &len);
+                q = read_all(fd, OUTBOX_DIR_MAX(a->sp), 0, &buf, &len);
                 if (q < 0)
                         return q;
                 doc = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &je);
@@ -330,22 +329,17 @@ static int take_hook(void *ctx, const char *name, const struct spool_ino *was,
 
         if (a2a_item_fill(&tmp, doc, now) < 0)
                 return -EINVAL;         /* hd_verify passed: cannot happen */
-        if (a2a_item_find(a, tmp.id))
-                return -EEXIST;
         q = xsnprintf(dst, sizeof(dst), "%s.json", tmp.id);
         if (q < 0)
                 return q;
-        /* On disk before outbox/ names it (outbox_take()'s reason). */
-        if (sp->cfg->fsync) {
-                const char *names[] = { name };
-                int ret;
-                q = fsync_many_at(&sp->fd[SD_HANDOFF], names, 1, &ret);
-                if (q < 0)
-                        return q;
-        }
-        q = spool_move_out(sp, name, was, SD_OUTBOX, dst);
+        /* A file of ours (outbox_dir.c): what is sent is what verified.
+         * An id indexed already is -EEXIST, or -ENOENT for what its take
+         * left in handoff/ (a crash): never a second item. */
+        q = outbox_dir_take(sp, name, was, doc, dst);
         if (q < 0)
                 return q;
+        if (a2a_item_find(a, tmp.id))
+                return 0;       /* its file removed by hand, now again: indexed */
         it = a2a_item_add(a);
         if (!it)
                 return -ENOMEM; /* in outbox/: indexed at the next start */
