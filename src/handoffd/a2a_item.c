@@ -218,8 +218,10 @@ json_t *a2a_item_status(void *ctx, int64_t now)
 
         if (!rs)
                 return NULL;
+        bool running = a->n_remotes > 0;
         for (size_t i = 0; i < a->n_remotes; i++) {
                 struct a2a_remote_st *r = &a->remotes[i];
+                running = running && r->running;
                 const struct config_remote *rm = config_remote_a2a(a->sp->cfg, r->name);
                 json_int_t waiting = 0, following = 0;
                 for (size_t k = 0; k < a->n_items; k++) {
@@ -231,8 +233,9 @@ json_t *a2a_item_status(void *ctx, int64_t now)
                         else
                                 following++;
                 }
-                json_t *e = json_pack("{s:s?, s:I, s:I, s:s?, s:o}", "url", rm ? rm->a2a : NULL,
-                                      "waiting", waiting, "following", following,
+                json_t *e = json_pack("{s:s?, s:I, s:I, s:b, s:s?, s:o}", "url",
+                                      rm ? rm->a2a : NULL, "waiting", waiting,
+                                      "following", following, "helper_running", r->running,
                                       "last_error", r->last_error[0] ? r->last_error : NULL,
                                       "last_error_age_s", r->last_error_usec
                                       ? json_integer((now - r->last_error_usec) / 1000000)
@@ -243,7 +246,7 @@ json_t *a2a_item_status(void *ctx, int64_t now)
                 }
         }
         return json_pack("{s:b, s:o, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
-                         "helper_running", a->running, "remotes", rs,
+                         "helper_running", running, "remotes", rs,
                          "sent", (json_int_t)a->st.sent, "finished", (json_int_t)a->st.finished,
                          "rejected", (json_int_t)a->st.rejected,
                          "expired_unsent", (json_int_t)a->st.expired,

@@ -35,29 +35,34 @@ struct a2a_item {
         bool gone;              /* left outbox/: the slot is free */
 };
 
+/* A remote and its own handoff-a2a (a2a_out.c): a server that hangs
+ * holds its own helper's calls, never another remote's. */
 struct a2a_remote_st {
         char name[NAME_MAX + 1];
         char last_error[256];
         int64_t last_error_usec;
+        struct a2a_out *a;
+        uv_process_t proc;
+        uv_pipe_t to, from;
+        bool running;
+        bool proc_open;         /* proc not closed yet: no new helper */
+        char line[A2A_LINE_MAX + 1];
+        size_t line_len;
+        size_t inflight;        /* requests written, not yet answered */
+        int64_t helper_at;      /* the next start of the helper */
 };
 
 struct a2a_out {
         uv_loop_t *loop;
         struct spool *sp;
         uv_timer_t timer;
-        uv_process_t proc;
-        uv_pipe_t to, from;
-        bool handles_open, running, stopping;
-        bool proc_open;         /* proc not closed yet: no new helper */
+        bool handles_open, stopping;
         char helper[PATH_MAX];
-        char line[A2A_LINE_MAX + 1];
-        size_t line_len;
         struct a2a_item *items;
         size_t n_items, cap_items;
+        /* allocated once at start: the helpers' handles never move */
         struct a2a_remote_st *remotes;
         size_t n_remotes;
-        size_t inflight;
-        int64_t helper_at;      /* the next start of the helper */
         struct {
                 uint64_t sent, finished, rejected, expired, retries, followed,
                          helper_starts, helper_errors;

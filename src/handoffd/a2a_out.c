@@ -16,7 +16,9 @@
  *
  * Where it runs: the HTTP calls and every byte of the server's answers
  * are handoff-a2a's (src/a2a/), a child process with no descriptor of the
- * spool, spoken to through two pipes.  What it answers is one line of six
+ * spool, spoken to through two pipes; one per remote, since a helper
+ * makes one blocking call at a time and a server that hangs must hold
+ * only its own items.  What it answers is one line of six
  * tab-separated fields, checked one by one before anything moves
  * (a2a_reply.c); a line that does not check stops the helper, as does a helper
  * that exits: what it had in flight is sent again (the same messageId)
@@ -52,7 +54,7 @@
 #include "util.h"
 
 static void on_timer(uv_timer_t *t);
-static void helper_down(struct a2a_out *a, const char *why);
+static void helper_down(struct a2a_remote_st *r, const char *why);
 
 static void kick(struct a2a_out *a)
 {
@@ -69,7 +71,7 @@ static void on_write(uv_write_t *w, int status)
         (void)status;   /* a broken pipe: the helper's exit says it */
 }
 
-static int request(struct a2a_out *a, struct a2a_item *it)
+static int request(struct a2a_out *a, struct a2a_remote_st *r, struct a2a_item *it)
 {
         const struct config_remote *rm = config_remote_a2a(a->sp->cfg, it->remote);
         _cleanup_json_ json_t *doc = NULL, *req = NULL;
@@ -83,8 +85,7 @@ static int request(struct a2a_out *a, struct a2a_item *it)
                 q = xsnprintf(name, sizeof(name), "%s.json", it->id);
                 if (q < 0)
                         return q;
-                /* Read as the relay reads it (outbox.c's submit()): a take
-                 * has two links until spool_flush(). */
+                /* The daemon's copy of what verified (outbox_dir.c). */
                 _cleanup_close_ int fd = openat(a->sp->fd[SD_OUTBOX], name,
                                                 O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
                 _cleanup_free_ char *buf = NULL;
@@ -92,7 +93,7 @@ static int request(struct a2a_out *a, struct a2a_item *it)
                 json_error_t je;
                 if (fd < 0)
                         return -errno;
-                q = read_all(fd, a->sp->cfg->max_file_size, 0, &buf, &len);
+                q = read_all(fd, OUTBOX_DIR_MAX(a->sp), 0, &buf, &len);
                 if (q < 0)
                         return q;
                 doc = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &je);
@@ -117,14 +118,14 @@ static int request(struct a2a_out *a, struct a2a_item *it)
                 return -ENOMEM;
         }
         w->data = s;
-        q = uv_write(w, (uv_stream_t *)&a->to, &b, 1, on_write);
+        q = uv_write(w, (uv_stream_t *)&r->to, &b, 1, on_write);
         if (q < 0) {
                 free(s);
                 free(w);
                 return q;
         }
         it->st = it->st == AI_UNSENT ? AI_SENDING : AI_GETTING;
-        a->inflight++;
+        r->inflight++;
         return 0;
 }
 
@@ -140,28 +141,29 @@ static void on_alloc(uv_handle_t *h, size_t size, uv_buf_t *buf)
 
 static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 {
-        struct a2a_out *a = s->data;
+        struct a2a_remote_st *r = s->data;
+        struct a2a_out *a = r->a;
         int64_t now = hd_now_usec();
         bool moved = false;
 
         if (n < 0) {
-                helper_down(a, n == UV_EOF ? "closed its output" : uv_strerror((int)n));
+                helper_down(r, n == UV_EOF ? "closed its output" : uv_strerror((int)n));
                 return;
         }
         for (ssize_t i = 0; i < n; i++) {
                 char c = buf->base[i];
                 if (c != '\n') {
-                        if (a->line_len == A2A_LINE_MAX) {
-                                helper_down(a, "a line over its limit");
+                        if (r->line_len == A2A_LINE_MAX) {
+                                helper_down(r, "a line over its limit");
                                 return;
                         }
-                        a->line[a->line_len++] = c;
+                        r->line[r->line_len++] = c;
                         continue;
                 }
-                a->line[a->line_len] = '\0';
-                a->line_len = 0;
-                if (a2a_reply(a, a->line, now) < 0) {
-                        helper_down(a, "a line that does not check");
+                r->line[r->line_len] = '\0';
+                r->line_len = 0;
+                if (a2a_reply(a, r, r->line, now) < 0) {
+                        helper_down(r, "a line that does not check");
                         return;
                 }
                 moved = true;
@@ -176,90 +178,92 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 
 static void on_exit_cb(uv_process_t *p, int64_t status, int sig)
 {
-        struct a2a_out *a = p->data;
+        struct a2a_remote_st *r = p->data;
 
         /* Exited unasked (an exit after its output closed is seen as that):
          * a helper error as a line that does not check is. */
-        if (a->running) {
-                a->st.helper_errors++;
-                log_warning("A2A: handoff-a2a exited (status %lld, signal %d)", (long long)status, sig);
+        if (r->running) {
+                r->a->st.helper_errors++;
+                log_warning("A2A: handoff-a2a of remote %s exited (status %lld, signal %d)",
+                            r->name, (long long)status, sig);
         }
-        helper_down(a, NULL);
-        a->proc_open = false;
+        helper_down(r, NULL);
+        r->proc_open = false;
         if (!uv_is_closing((uv_handle_t *)p))
                 uv_close((uv_handle_t *)p, NULL);
 }
 
 /* A running helper sent sig, its pipes closed; on_exit_cb closes proc. */
-static void helper_kill(struct a2a_out *a, int sig)
+static void helper_kill(struct a2a_remote_st *r, int sig)
 {
-        if (!a->running)
+        if (!r->running)
                 return;
-        a->running = false;
-        uv_process_kill(&a->proc, sig);
-        uv_read_stop((uv_stream_t *)&a->from);
-        uv_close((uv_handle_t *)&a->to, NULL);
-        uv_close((uv_handle_t *)&a->from, NULL);
+        r->running = false;
+        uv_process_kill(&r->proc, sig);
+        uv_read_stop((uv_stream_t *)&r->from);
+        uv_close((uv_handle_t *)&r->to, NULL);
+        uv_close((uv_handle_t *)&r->from, NULL);
 }
 
-/* The helper is gone or must go: what it had in flight waits for the
- * next one. */
-static void helper_down(struct a2a_out *a, const char *why)
+/* Remote r's helper is gone or must go: what it had in flight waits for
+ * the next one. */
+static void helper_down(struct a2a_remote_st *r, const char *why)
 {
+        struct a2a_out *a = r->a;
         int64_t now = hd_now_usec();
 
         if (why) {
                 a->st.helper_errors++;
-                log_warning("A2A: stopping handoff-a2a: %s", why);
+                log_warning("A2A: stopping handoff-a2a of remote %s: %s", r->name, why);
         }
-        helper_kill(a, SIGKILL);
+        helper_kill(r, SIGKILL);
         for (size_t i = 0; i < a->n_items; i++) {
                 struct a2a_item *it = &a->items[i];
-                if (it->gone)
+                if (it->gone || strcmp(it->remote, r->name))
                         continue;
                 if (it->st == AI_SENDING)
                         it->st = AI_UNSENT;
                 else if (it->st == AI_GETTING)
                         it->st = AI_FOLLOW;
         }
-        a->inflight = 0;
-        a->line_len = 0;
-        a->helper_at = now + A2A_BACKOFF_MIN_USEC;
+        r->inflight = 0;
+        r->line_len = 0;
+        r->helper_at = now + A2A_BACKOFF_MIN_USEC;
         if (!a->stopping)
                 kick(a);
 }
 
-static int helper_start(struct a2a_out *a)
+static int helper_start(struct a2a_out *a, struct a2a_remote_st *r)
 {
         char *args[] = { a->helper, NULL };
         uv_stdio_container_t io[3];
         uv_process_options_t o = { 0 };
         int q;
 
-        uv_pipe_init(a->loop, &a->to, 0);
-        uv_pipe_init(a->loop, &a->from, 0);
-        a->to.data = a->from.data = a;
+        uv_pipe_init(a->loop, &r->to, 0);
+        uv_pipe_init(a->loop, &r->from, 0);
+        r->to.data = r->from.data = r;
         io[0] = (uv_stdio_container_t) { .flags = UV_CREATE_PIPE | UV_READABLE_PIPE,
-                                         .data.stream = (uv_stream_t *)&a->to };
+                                         .data.stream = (uv_stream_t *)&r->to };
         io[1] = (uv_stdio_container_t) { .flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE,
-                                         .data.stream = (uv_stream_t *)&a->from };
+                                         .data.stream = (uv_stream_t *)&r->from };
         io[2] = (uv_stdio_container_t) { .flags = UV_INHERIT_FD, .data.fd = 2 };
         o.file = a->helper;
         o.args = args;
         o.stdio = io;
         o.stdio_count = 3;
         o.exit_cb = on_exit_cb;
-        a->proc.data = a;
-        q = uv_spawn(a->loop, &a->proc, &o);
+        r->proc.data = r;
+        q = uv_spawn(a->loop, &r->proc, &o);
         if (q < 0) {
-                uv_close((uv_handle_t *)&a->to, NULL);
-                uv_close((uv_handle_t *)&a->from, NULL);
-                uv_close((uv_handle_t *)&a->proc, NULL);
-                a->helper_at = hd_now_usec() + A2A_BACKOFF_MAX_USEC;
-                return log_error_errno(q, "A2A: cannot start %s", a->helper);
+                uv_close((uv_handle_t *)&r->to, NULL);
+                uv_close((uv_handle_t *)&r->from, NULL);
+                uv_close((uv_handle_t *)&r->proc, NULL);
+                r->helper_at = hd_now_usec() + A2A_BACKOFF_MAX_USEC;
+                return log_error_errno(q, "A2A: cannot start %s for remote %s", a->helper, r->name);
         }
-        uv_read_start((uv_stream_t *)&a->from, on_alloc, on_read);
-        a->running = a->proc_open = true;
+        uv_read_start((uv_stream_t *)&r->from, on_alloc, on_read);
+        r->running = r->proc_open = true;
         a->st.helper_starts++;
         return 0;
 }
@@ -274,8 +278,11 @@ static void on_timer(uv_timer_t *t)
 
         if (a->stopping)
                 return;
-        if (!a->running && !a->proc_open && now >= a->helper_at)
-                helper_start(a);
+        for (size_t i = 0; i < a->n_remotes; i++) {
+                struct a2a_remote_st *r = &a->remotes[i];
+                if (!r->running && !r->proc_open && now >= r->helper_at)
+                        helper_start(a, r);
+        }
         for (size_t i = 0; i < a->n_items; i++) {
                 struct a2a_item *it = &a->items[i];
                 if (it->gone || it->st == AI_SENDING || it->st == AI_GETTING)
@@ -299,9 +306,12 @@ static void on_timer(uv_timer_t *t)
                                 due = it->next;
                         continue;
                 }
-                if (!a->running || a->inflight >= A2A_INFLIGHT_MAX)
+                /* Each remote its own helper and its own room in flight:
+                 * one that hangs fills its own, never another's. */
+                struct a2a_remote_st *r = a2a_item_remote(a, it->remote);
+                if (!r || !r->running || r->inflight >= A2A_INFLIGHT_MAX)
                         continue;
-                int q = request(a, it);
+                int q = request(a, r, it);
                 if (q == -ENOENT) {     /* removed by hand */
                         it->gone = true;
                 } else if (q < 0) {
@@ -311,8 +321,9 @@ static void on_timer(uv_timer_t *t)
         }
         if (flush && spool_flush(a->sp) < 0)
                 spool_error(a->sp, -EIO, "Cannot fsync the spool");
-        if (!a->running && a->helper_at < due)
-                due = a->helper_at;
+        for (size_t i = 0; i < a->n_remotes; i++)
+                if (!a->remotes[i].running && a->remotes[i].helper_at < due)
+                        due = a->remotes[i].helper_at;
         int64_t ms = (due - now + 999) / 1000;
         uv_timer_start(&a->timer, on_timer, ms < 0 ? 0 : (uint64_t)ms, 0);
 }
@@ -330,22 +341,17 @@ static int take_hook(void *ctx, const char *name, const struct spool_ino *was,
 
         if (a2a_item_fill(&tmp, doc, now) < 0)
                 return -EINVAL;         /* hd_verify passed: cannot happen */
-        if (a2a_item_find(a, tmp.id))
-                return -EEXIST;
         q = xsnprintf(dst, sizeof(dst), "%s.json", tmp.id);
         if (q < 0)
                 return q;
-        /* On disk before outbox/ names it (outbox_take()'s reason). */
-        if (sp->cfg->fsync) {
-                const char *names[] = { name };
-                int ret;
-                q = fsync_many_at(&sp->fd[SD_HANDOFF], names, 1, &ret);
-                if (q < 0)
-                        return q;
-        }
-        q = spool_move_out(sp, name, was, SD_OUTBOX, dst);
+        /* A file of ours (outbox_dir.c): what is sent is what verified.
+         * An id indexed already is -EEXIST, or -ENOENT for what its take
+         * left in handoff/ (a crash): never a second item. */
+        q = outbox_dir_take(sp, name, was, doc, dst);
         if (q < 0)
                 return q;
+        if (a2a_item_find(a, tmp.id))
+                return 0;       /* its file removed by hand, now again: indexed */
         it = a2a_item_add(a);
         if (!it)
                 return -ENOMEM; /* in outbox/: indexed at the next start */
@@ -425,9 +431,11 @@ int a2a_out_start(uv_loop_t *loop, struct spool *sp, struct a2a_out **ret)
                 return -ENOMEM;
         }
         for (size_t i = 0; i < c->n_remotes; i++)
-                if (c->remotes[i].a2a)
-                        snprintf(a->remotes[a->n_remotes++].name, sizeof(a->remotes[0].name), "%s",
-                                 c->remotes[i].name);
+                if (c->remotes[i].a2a) {
+                        struct a2a_remote_st *r = &a->remotes[a->n_remotes++];
+                        snprintf(r->name, sizeof(r->name), "%s", c->remotes[i].name);
+                        r->a = a;
+                }
         uv_timer_init(loop, &a->timer);
         a->timer.data = a;
         a->handles_open = true;
@@ -442,7 +450,8 @@ int a2a_out_start(uv_loop_t *loop, struct spool *sp, struct a2a_out **ret)
                 waiting += !a->items[i].gone;
         log_info("A2A: %zu remote(s), %zu item(s) in outbox/, sender %s", a->n_remotes, waiting,
                  a->helper);
-        helper_start(a);
+        for (size_t i = 0; i < a->n_remotes; i++)
+                helper_start(a, &a->remotes[i]);
         kick(a);
         *ret = a;
         return 0;
@@ -453,7 +462,8 @@ void a2a_out_stop(struct a2a_out *a)
         if (!a)
                 return;
         a->stopping = true;
-        helper_kill(a, SIGTERM);
+        for (size_t i = 0; i < a->n_remotes; i++)
+                helper_kill(&a->remotes[i], SIGTERM);
         if (a->handles_open) {
                 uv_close((uv_handle_t *)&a->timer, NULL);
                 a->handles_open = false;

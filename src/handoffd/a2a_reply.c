@@ -46,7 +46,7 @@ static const char *state_of(const char *s, bool *final)
         return NULL;
 }
 
-int a2a_reply(struct a2a_out *a, char *line, int64_t now)
+int a2a_reply(struct a2a_out *a, struct a2a_remote_st *r, char *line, int64_t now)
 {
         char *f[6], *p = line;
         struct a2a_item *it;
@@ -66,12 +66,13 @@ int a2a_reply(struct a2a_out *a, char *line, int64_t now)
                 return -EPROTO;
         it = a2a_item_find(a, f[0]);
         bool send = !strcmp(f[1], "send");
-        if (!it || (send ? it->st != AI_SENDING : strcmp(f[1], "get") || it->st != AI_GETTING))
+        if (!it || strcmp(it->remote, r->name) ||
+            (send ? it->st != AI_SENDING : strcmp(f[1], "get") || it->st != AI_GETTING))
                 return -EPROTO; /* answers come in the order of the requests */
         if (strcmp(f[4], "-") && !(state = state_of(f[4], &final)))
                 return -EPROTO;
         const char *text = strcmp(f[5], "-") ? f[5] : "";
-        a->inflight--;
+        r->inflight--;
         if (!strcmp(f[2], "ok") && state) {
                 if (send) {
                         a->st.sent++;
@@ -113,8 +114,7 @@ int a2a_reply(struct a2a_out *a, char *line, int64_t now)
                 return 0;
         }
         if (!strcmp(f[2], "retry") && !state) {
-                struct a2a_remote_st *r = a2a_item_remote(a, it->remote);
-                if (r && strcmp(r->last_error, text))
+                if (strcmp(r->last_error, text))
                         log_warning("A2A remote %s: %s %s: %s; retrying", it->remote,
                                     send ? "SendMessage of" : "GetTask of", it->id, text);
                 a2a_item_remote_error(a, it->remote, text, now);

@@ -6,9 +6,10 @@
 
 #include "a2a_item.h"
 
-/* One line from the helper (without its newline; cut into its fields in
- * place): its item moved on.  0, or -EPROTO when any field does not
- * check (the caller stops the helper then). */
-int a2a_reply(struct a2a_out *a, char *line, int64_t now);
+/* One line from remote r's helper (without its newline; cut into its
+ * fields in place): its item moved on.  0, or -EPROTO when any field does
+ * not check, or names an item of another remote (the caller stops the
+ * helper then). */
+int a2a_reply(struct a2a_out *a, struct a2a_remote_st *r, char *line, int64_t now);
 
 #endif

@@ -1,6 +1,7 @@
 /* outbox/ (DESIGN.md "Scale beyond one host"): a handoff for a [remote]
  * agent leaves handoff/ only after the same checks as a local one, waits
- * here as outbox/<handoff_id>.json, is published with its raw bytes on
+ * here as outbox/<handoff_id>.json (the daemon's copy of what it
+ * verified: outbox_dir.c), is published with those bytes on
  * handoff.<host>.<agent> (Nats-Msg-Id = handoff_id), and leaves for
  * archive/ (outcome relayed, ids/ marked) only after the stream's PubAck.
  * A failed publish is retried after 1 s, 2 s, ... 60 s; an item whose own
@@ -82,7 +83,7 @@ int outbox_take(struct relay *r, const char *name, const struct spool_ino *was,
         char dst[NAME_MAX + 1];
         struct outbox_entry tmp, *e;
         bool added;
-        int q = 0;
+        int q;
 
         if (entry_fill(&tmp, doc, now) < 0)
                 return -EINVAL;         /* hd_verify passed: cannot happen */
@@ -95,18 +96,9 @@ int outbox_take(struct relay *r, const char *name, const struct spool_ino *was,
         e = dict_put(&r->outbox, id, &added);
         if (!e)
                 return -ENOMEM;
-        /* outbox/ holds the producer's inode, whose bytes nobody may have
-         * synced (gptme-voice's writer does not): on disk before outbox/
-         * names it, or a power cut leaves outbox/<id>.json empty, rejected
-         * at the next start, and a handoff logged as queued is lost. */
-        if (sp->cfg->fsync) {
-                const char *names[] = { name };
-                int ret;
-                q = fsync_many_at(&sp->fd[SD_HANDOFF], names, 1, &ret);
-        }
-        /* Only the file that verified: never an open relay. */
-        if (q >= 0)
-                q = spool_move_out(sp, name, was, SD_OUTBOX, dst);
+        /* A file of ours (outbox_dir.c): never an open relay, never
+         * bytes a producer wrote after the check. */
+        q = outbox_dir_take(sp, name, was, doc, dst);
         if (q < 0) {
                 if (added)
                         dict_remove(&r->outbox, e);
@@ -338,7 +330,7 @@ static int submit(struct relay *r, const char *id, struct outbox_entry *e)
         fd = openat(sp->fd[SD_OUTBOX], name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
         if (fd < 0)
                 return -errno;
-        q = read_all(fd, sp->cfg->max_file_size, 0, &buf, &len);
+        q = read_all(fd, OUTBOX_DIR_MAX(sp), 0, &buf, &len);
         if (q < 0)
                 return q;
         if (xsnprintf(subject, sizeof(subject), "handoff.%s.%s", host, to) < 0 ||

@@ -1,17 +1,90 @@
 /* outbox/ as a directory, shared by both its senders: outbox.c (the
  * relay's items) and a2a_out.c (the A2A remotes' items).  The directory
  * is the truth for both: at start each rebuilds its index from it, taking
- * only the items whose to_agent is its kind of remote; an item sent
- * leaves it for archive/ the same way from either. */
+ * only the items whose to_agent is its kind of remote; an item enters it
+ * and leaves it for archive/ the same way from either.
+ *
+ * An item of outbox/ is a file of the daemon's, written from the handoff
+ * it verified (its canonical bytes), never the producer's inode: she may
+ * keep a descriptor of her file and write it after the check, and what is
+ * sent, retried and archived must be what was verified.  The take:
+ *
+ *   1. outbox/<id>.json written (synced with fsync = yes), never over a
+ *      name there: of two takes of one id only one wins
+ *   2. the producer's file leaves handoff/ once outbox/ is synced
+ *      (spool_drop_source(), as a claim's does)
+ *
+ * After a crash between the two, the producer's file is a leftover of
+ * the take: outbox/<id>.json holds its handoff and is newer; it goes
+ * without a verdict, so the item is in outbox/ alone and sent once. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "files.h"
+#include "log.h"
 #include "outbox_dir.h"
 #include "util.h"
+
+/* Is handoff/name (st) what a take of doc left: outbox/dst is the
+ * daemon's, holds doc, and was written after the producer last wrote
+ * hers?  A copy written since is a replay (duplicate_id). */
+static bool take_leftover(struct spool *sp, const struct stat *src, const char *dst,
+                          const json_t *doc)
+{
+        hd_limits lim = { .max_size = OUTBOX_DIR_MAX(sp), .max_depth = HD_DEFAULT_MAX_DEPTH };
+        _cleanup_json_ json_t *have = NULL;
+        hd_verdict vd;
+        struct stat st;
+
+        if (fstatat(sp->fd[SD_OUTBOX], dst, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+            !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
+            src->st_mtim.tv_sec > st.st_mtim.tv_sec ||
+            (src->st_mtim.tv_sec == st.st_mtim.tv_sec && src->st_mtim.tv_nsec > st.st_mtim.tv_nsec))
+                return false;
+        if (hd_load_at(sp->fd[SD_OUTBOX], dst, &lim, &have, &vd) < 0)
+                return false;
+        return json_equal(have, (json_t *)doc);
+}
+
+int outbox_dir_take(struct spool *sp, const char *name, const struct spool_ino *was,
+                    const json_t *doc, const char *dst)
+{
+        _cleanup_free_ char *buf = NULL;
+        struct stat st;
+        size_t len;
+        char q[300];
+        int r;
+
+        /* Still the file that verified (decide_claim() looked under the
+         * id's lock; a swap since is a new file, looked at anew). */
+        if (fstatat(sp->fd[SD_HANDOFF], name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return -errno;
+        if (was && (st.st_dev != was->dev || st.st_ino != was->ino))
+                return -ENOENT;
+        if (!S_ISREG(st.st_mode))
+                return -EISDIR;
+        r = hd_canon_dump(doc, NULL, &buf, &len);
+        if (r < 0)
+                return r;
+        /* main.c's umask 027 keeps 0640, as claimed/'s records. */
+        r = write_linked(sp->fd[SD_OUTBOX], dst, buf, len, 0640,
+                         sp->cfg->fsync ? WRITE_SYNC_FILE : 0);
+        if (r == -EEXIST && take_leftover(sp, &st, dst, doc)) {
+                spool_drop_source(sp, name, st.st_dev, st.st_ino);
+                log_info("Removed %s: in outbox/ already as %s (left by a crash)",
+                         log_quote(name, q, sizeof(q)), dst);
+                return -ENOENT;
+        }
+        if (r < 0)
+                return r;
+        sp->dirty[SD_OUTBOX] = true;
+        spool_drop_source(sp, name, st.st_dev, st.st_ino);
+        return 0;
+}
 
 int outbox_dir_each(struct spool *sp, int64_t now, outbox_dir_fn *fn, void *ctx)
 {
@@ -42,7 +115,7 @@ int outbox_dir_each(struct spool *sp, int64_t now, outbox_dir_fn *fn, void *ctx)
 int outbox_dir_load(struct spool *sp, const char *name, int64_t now, json_t **ret,
                     hd_verdict *vd, int64_t *ret_at)
 {
-        hd_limits lim = { .max_size = sp->cfg->max_file_size, .max_depth = HD_DEFAULT_MAX_DEPTH };
+        hd_limits lim = { .max_size = OUTBOX_DIR_MAX(sp), .max_depth = HD_DEFAULT_MAX_DEPTH };
         struct stat st;
         int r;
 

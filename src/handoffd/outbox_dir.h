@@ -17,7 +17,19 @@ typedef int outbox_dir_fn(void *ctx, const char *name, const char *id, int64_t n
  * passed), or the one fn stopped with. */
 int outbox_dir_each(struct spool *sp, int64_t now, outbox_dir_fn *fn, void *ctx);
 
-/* outbox/name parsed (within max_file_size) into *ret, and when it
+/* An item of outbox/ is the canonical dump of a handoff that was within
+ * max_file_size: a number written 1e9 by the producer grows in it. */
+#define OUTBOX_DIR_MAX(sp) (2 * (sp)->cfg->max_file_size + 65536)
+
+/* The take (outbox_dir.c): outbox/dst written from doc, the verified
+ * handoff of handoff/name (the inode was), and that name leaving
+ * handoff/ once outbox/ is synced.  -EEXIST: dst is there already;
+ * -ENOENT: name is no longer was, or was what a take left after a crash
+ * (then it goes, as the take would have done it). */
+int outbox_dir_take(struct spool *sp, const char *name, const struct spool_ino *was,
+                    const json_t *doc, const char *dst);
+
+/* outbox/name parsed (within OUTBOX_DIR_MAX) into *ret, and when it
  * entered outbox/ (its ctime; now when that cannot be read) in *ret_at.
  * 0, or -errno with vd saying why. */
 int outbox_dir_load(struct spool *sp, const char *name, int64_t now, json_t **ret,

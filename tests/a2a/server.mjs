@@ -8,7 +8,8 @@
 // "input" input-required, else completed with an artifact "done: TEXT".
 // A message whose text holds "refuse" is answered 400 before the SDK sees
 // it.  Every message the executor runs appends its messageId to FILE (it
-// outlives a restart): the test counts by messageId.  Prints "listening"
+// outlives a restart): the test counts by messageId; with "parts": FILE2
+// too, each message's parts as one JSON line.  Prints "listening"
 // once it listens; SIGTERM closes the listener and lets the requests in
 // flight end before it exits.
 import express from 'express';
@@ -37,6 +38,8 @@ class Executor {
     const text = msg.parts.filter((p) => p.content?.$case === 'text')
       .map((p) => p.content.value).join(' ');
     appendFileSync(args.log, msg.messageId + '\n');
+    if (args.parts)
+      appendFileSync(args.parts, JSON.stringify({ messageId: msg.messageId, parts: msg.parts }) + '\n');
     const now = () => new Date().toISOString();
     const base = { taskId: ctx.taskId, contextId: ctx.contextId, metadata: undefined };
     bus.publish({ kind: 'task', data: { id: ctx.taskId, contextId: ctx.contextId,

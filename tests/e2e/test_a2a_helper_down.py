@@ -29,8 +29,9 @@ import hdtest  # noqa: E402
 import natsrv  # noqa: E402
 from hdtest import check  # noqa: E402
 
-WHY = {"half": ("stopping handoff-a2a: closed its output", "handoff-a2a exited (status 0, signal 0)"),
-       "junk": ("stopping handoff-a2a: a line that does not check",)}
+WHY = {"half": ("stopping handoff-a2a of remote remote: closed its output",
+                "handoff-a2a of remote remote exited (status 0, signal 0)"),
+       "junk": ("stopping handoff-a2a of remote remote: a line that does not check",)}
 
 
 def one(env, srv, port, tf, mode):
@@ -54,7 +55,8 @@ def one(env, srv, port, tf, mode):
           f"{mode}: wait exit {rc} {it}\n{p.stderr}")
     # half: its output's end or its exit, whichever the loop sees first
     said = [ln for ln in d.logs().splitlines()
-            if "A2A: stopping handoff-a2a" in ln or "A2A: handoff-a2a exited" in ln]
+            if "A2A: stopping handoff-a2a" in ln or
+            ("A2A: handoff-a2a of remote" in ln and " exited " in ln)]
     check(len(said) == 1 and any(w in said[0] for w in WHY[mode]), f"{mode}: the stop said: {said}")
     st = json.loads(env.ctl("status", "-c", conf, "--json", check_rc=0).stdout).get("a2a", {})
     check(st.get("helper_errors") == 1, f"{mode}: status a2a: {st}")

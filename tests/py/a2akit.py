@@ -39,9 +39,13 @@ class Server:
     """The SDK server; stop_all() at the test's end stops it whatever
     happened (a server left running keeps the test's output open)."""
 
-    def __init__(self, env, port, token, log):
-        self.args = json.dumps({"port": port, "token": token, "log": log})
+    def __init__(self, env, port, token, log, parts=None):
+        args = {"port": port, "token": token, "log": log}
+        if parts:
+            args["parts"] = parts   # each message's parts, a JSON line each
+        self.args = json.dumps(args)
         self.log = log
+        self.parts = parts
         self.proc = None
         self.env = env
 
@@ -63,6 +67,16 @@ class Server:
         try:
             with open(self.log) as f:
                 return [line.strip() for line in f if line.strip()]
+        except FileNotFoundError:
+            return []
+
+
+    def messages(self):
+        """[(messageId, parts)] of each message its executor ran, with
+        parts= given."""
+        try:
+            with open(self.parts) as f:
+                return [(m["messageId"], m["parts"]) for m in map(json.loads, f) if m]
         except FileNotFoundError:
             return []
 
