@@ -65,6 +65,7 @@ typedef enum hd_reason {
         HD_R_NOT_SERVED,        /* for an agent this host does not serve, and no room to wait */
         HD_R_EXPIRED_UNSENT,    /* for an A2A remote, expired before its server took it */
         HD_R_REMOTE_REJECTED,   /* for an A2A remote: its server refused it (4xx, an A2A error) */
+        HD_R_BAD_A2A_ID,        /* an a2a- id not the hub's task id of its own document */
         _HD_R_MAX
 } hd_reason;
 

@@ -63,9 +63,6 @@ int a2a_list_tasks(struct a2a_call *c);
 /* ---- hub_a2a_task.c ---- */
 /* The string k of o, or NULL. */
 const char *a2a_str(const json_t *o, const char *k);
-/* The task id of a message from, to, message_id into id (n bytes). */
-void a2a_task_id(const char *from, const char *to, const char *message_id, char *id,
-                 size_t n);
 /* A Task of state, with hstatus (the spool's word) and a status message
  * when reason is set; NULL when out of memory. */
 json_t *a2a_task_new(const char *id, const char *ctx, const char *state,

@@ -21,21 +21,15 @@
 #include "util.h"
 
 /* The signed document of payload p from c->agent to c->name: its bytes. */
-static int send_build(struct a2a_call *c, const char *id, json_t *p, char **ret, size_t *ret_len,
-                      const char **ret_why)
+static int send_build(struct a2a_call *c, const hd_key *k, const char *id, json_t *p, char **ret,
+                      size_t *ret_len)
 {
         const struct config *cfg = c->h->cfg;
-        const hd_key *k = config_key_lookup((void *)cfg, NULL, c->agent);
         int64_t now = c->h->now_usec ? c->h->now_usec() : hd_now_usec();
         char init[HD_TIME_MAX], exp[HD_TIME_MAX];
         _cleanup_json_ json_t *doc = NULL;
         int r;
 
-        if (!k || hd_key_kind_of(k) == HD_KEY_ED25519_PUBLIC) {
-                *ret_why = "the hub holds no key that signs for this token's agent here "
-                           "(require = sig: only the agent holds its secret key)";
-                return -EPERM;
-        }
         if (hd_time_format(now, init, sizeof(init)) < 0 ||
             hd_time_format(now + cfg->max_window * 1000000, exp, sizeof(exp)) < 0)
                 return -EINVAL;
@@ -90,7 +84,8 @@ int a2a_send_message(struct a2a_call *c)
         _cleanup_json_ json_t *p = NULL, *kept = NULL, *refusal = NULL, *task = NULL;
         _cleanup_free_ char *body = NULL;
         const json_t *msg = json_object_get(c->params, "message");
-        const char *mid = a2a_str(msg, "messageId"), *ctx, *why = NULL;
+        const char *mid = a2a_str(msg, "messageId"), *ctx;
+        const hd_key *k = config_key_lookup((void *)c->h->cfg, NULL, c->agent);
         char id[64], ctx_new[64];
         enum a2a_msg_verdict kind;
         pthread_mutex_t *lk;
@@ -100,7 +95,16 @@ int a2a_send_message(struct a2a_call *c)
 
         if (!mid || !*mid)
                 return a2a_call_error(c, RPC_INVALID_PARAMS, "params.message.messageId is required");
-        a2a_task_id(c->agent, c->name, mid, id, sizeof(id));
+        /* the key the daemon checks this agent with signs, and keys the
+         * task id (payload_a2a.h): the daemon refuses an a2a- id that is
+         * not its document's own */
+        if (!k || hd_key_kind_of(k) != HD_KEY_HMAC)
+                return a2a_call_error(c, A2A_UNSUPPORTED,
+                                      "the hub holds no key that signs for this token's agent "
+                                      "here (require = sig: only the agent holds its secret key)");
+        r = payload_a2a_task_id(k, c->agent, c->name, mid, id, sizeof(id));
+        if (r < 0)
+                return a2a_call_internal(c, "SendMessage", r);
         /* a context of its own when the client names none, the same on a retry */
         snprintf(ctx_new, sizeof(ctx_new), "ctx-%s", id + 4);
         r = a2a_message_payload(msg, ctx_new, &p, &kind, &v);
@@ -133,11 +137,7 @@ int a2a_send_message(struct a2a_call *c)
                         goto fail;
                 ctx = a2a_str(json_object_get(kept, "payload"), "contextId");
         } else if (r == -ENOENT) {
-                r = send_build(c, id, p, &body, &len, &why);
-                if (r == -EPERM) {
-                        pthread_mutex_unlock(lk);
-                        return a2a_call_error(c, A2A_UNSUPPORTED, why);
-                }
+                r = send_build(c, k, id, p, &body, &len);
                 if (r == 0)
                         r = a2a_kept_write(c->h, c->agent, id, body, len);
                 if (r < 0)

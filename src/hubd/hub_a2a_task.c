@@ -1,9 +1,8 @@
-/* A2A tasks: the task id of a message, and the Task of a handoff as the
+/* A2A tasks: the Task of a handoff as the
  * spool holds it (items_status()), the result its agent reported being
  * the task's artifact.  The hub keeps no task state of its own. */
 #include <errno.h>
 #include <limits.h>
-#include <sodium.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -11,25 +10,6 @@
 #include "hub_a2a.h"
 #include "items.h"
 #include "util.h"
-
-/* The task id of a message: the same sender, target and messageId make
- * the same id (a retry is the same task), a different one another. */
-void a2a_task_id(const char *from, const char *to, const char *message_id, char *id,
-                 size_t n)
-{
-        unsigned char hash[crypto_hash_sha256_BYTES];
-        crypto_hash_sha256_state s;
-        char hex[2 * 20 + 1];
-
-        crypto_hash_sha256_init(&s);
-        crypto_hash_sha256_update(&s, (const unsigned char *)"a2a/1", 6);
-        crypto_hash_sha256_update(&s, (const unsigned char *)from, strlen(from) + 1);
-        crypto_hash_sha256_update(&s, (const unsigned char *)to, strlen(to) + 1);
-        crypto_hash_sha256_update(&s, (const unsigned char *)message_id, strlen(message_id));
-        crypto_hash_sha256_final(&s, hash);
-        sodium_bin2hex(hex, sizeof(hex), hash, 20);
-        snprintf(id, n, "a2a-%s", hex);
-}
 
 /* A Task: its state, and a status message with text when there is one
  * (a reason code and its detail).  hstatus: the spool's word for it. */

@@ -42,6 +42,7 @@ static const char *const reason_names[_HD_R_MAX] = {
         [HD_R_NOT_SERVED] = "not_served",
         [HD_R_EXPIRED_UNSENT] = "expired_unsent",
         [HD_R_REMOTE_REJECTED] = "remote_rejected",
+        [HD_R_BAD_A2A_ID] = "bad_a2a_id",
 };
 
 const char *hd_reason_name(hd_reason r)

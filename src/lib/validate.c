@@ -11,6 +11,7 @@
 
 #include "canon_src.h"
 #include "handoff.h"
+#include "payload_a2a.h"
 #include "util.h"
 
 #define USEC_PER_SEC INT64_C(1000000)
@@ -310,5 +311,13 @@ int canon_src_verify(const json_t *doc, const struct canon_src *src,
                 if (r < 0)
                         return r;
         }
+        /* An a2a- id must be the hub's task id of this very document, or
+         * whoever guessed a sender's next id could take it first. */
+        r = payload_a2a_id_check(doc, json_object_get(doc, "sig") ? NULL :
+                                 lookup(userdata, json_string_value(json_object_get(doc, "kid")),
+                                        json_string_value(json_object_get(doc, "from_agent"))),
+                                 v);
+        if (r < 0)
+                return r;
         return hd_check_fresh(doc, p, now_usec, v);
 }

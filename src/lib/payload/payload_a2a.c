@@ -4,9 +4,11 @@
  * (lenient where A2A lets a client send more: extensions and unknown
  * fields are not carried). */
 #include <errno.h>
+#include <sodium.h>
 #include <string.h>
 
 #include "handoff.h"
+#include "key.h"
 #include "payload_a2a.h"
 #include "payload_names.h"
 #include "payload_str.h"
@@ -290,4 +292,61 @@ int a2a_message_payload(const json_t *msg, const char *context_id, json_t **ret,
                 return msg_refuse(A2A_MSG_INVALID, ret_kind);
         *ret = TAKE_PTR(p);
         return msg_refuse(A2A_MSG_OK, ret_kind);
+}
+
+/* ---- task ids ---------------------------------------------------------- */
+
+int payload_a2a_task_id(const hd_key *k, const char *from, const char *to,
+                        const char *message_id, char *id, size_t n)
+{
+        static const char label[] = "handoffd a2a task id 1";
+        unsigned char sub[crypto_generichash_KEYBYTES], hash[A2A_TASK_ID_BYTES];
+        char hex[2 * A2A_TASK_ID_BYTES + 1];
+        crypto_generichash_state s;
+
+        if (!k || k->kind != HD_KEY_HMAC || !k->bytes || !from || !to || !message_id)
+                return -EINVAL;
+        /* A subkey for this use alone, so the MAC key keys nothing else. */
+        crypto_generichash_init(&s, NULL, 0, sizeof(sub));
+        crypto_generichash_update(&s, (const unsigned char *)label, sizeof(label));
+        crypto_generichash_update(&s, k->bytes, k->len);
+        crypto_generichash_final(&s, sub, sizeof(sub));
+        crypto_generichash_init(&s, sub, sizeof(sub), sizeof(hash));
+        crypto_generichash_update(&s, (const unsigned char *)from, strlen(from) + 1);
+        crypto_generichash_update(&s, (const unsigned char *)to, strlen(to) + 1);
+        crypto_generichash_update(&s, (const unsigned char *)message_id, strlen(message_id));
+        crypto_generichash_final(&s, hash, sizeof(hash));
+        sodium_memzero(sub, sizeof(sub));
+        sodium_memzero(&s, sizeof(s));
+        sodium_bin2hex(hex, sizeof(hex), hash, sizeof(hash));
+        return xsnprintf(id, n, A2A_TASK_ID_PREFIX "%s", hex) < 0 ? -ENAMETOOLONG : 0;
+}
+
+int payload_a2a_id_check(const json_t *doc, const hd_key *k, hd_verdict *v)
+{
+        const char *id = json_string_value(json_object_get(doc, "handoff_id"));
+        const char *from = json_string_value(json_object_get(doc, "from_agent"));
+        const char *to = json_string_value(json_object_get(doc, "to_agent"));
+        const char *ptype = json_string_value(json_object_get(doc, "payload_type"));
+        const char *mid = json_string_value(
+                json_object_get(json_object_get(doc, "payload"), "messageId"));
+        char want[sizeof(A2A_TASK_ID_PREFIX) + 2 * A2A_TASK_ID_BYTES];
+
+        if (!id || strncmp(id, A2A_TASK_ID_PREFIX, strlen(A2A_TASK_ID_PREFIX)))
+                return 0;
+        if (!ptype || strcmp(ptype, PT_A2A) || !mid)
+                return verdict(v, HD_R_BAD_A2A_ID, "handoff_id %.80s begins " A2A_TASK_ID_PREFIX
+                               " (the hub's A2A task ids) but the payload is not an "
+                               PT_A2A " message", id);
+        /* The hub signs with an HMAC key only: a document signed another
+         * way cannot be one of its tasks. */
+        if (!k || k->kind != HD_KEY_HMAC)
+                return verdict(v, HD_R_BAD_A2A_ID, "handoff_id %.80s begins " A2A_TASK_ID_PREFIX
+                               " (the hub's A2A task ids) but the document is not signed "
+                               "with an HMAC key", id);
+        if (payload_a2a_task_id(k, from, to, mid, want, sizeof(want)) < 0 ||
+            strlen(id) != strlen(want) || sodium_memcmp(id, want, strlen(want)) != 0)
+                return verdict(v, HD_R_BAD_A2A_ID, "handoff_id %.80s is not the A2A task id of "
+                               "its own from_agent, to_agent and messageId", id);
+        return 0;
 }

@@ -38,4 +38,19 @@ enum a2a_msg_verdict {
 int a2a_message_payload(const json_t *msg, const char *context_id, json_t **ret,
                         enum a2a_msg_verdict *ret_kind, hd_verdict *v);
 
+/* The A2A task id (= handoff_id) of message_id from from to to:
+ * A2A_TASK_ID_PREFIX and the hex of a BLAKE2b hash keyed with a subkey
+ * of k, the HMAC key the hub signs the sender's handoffs with and the
+ * daemon checks them with.  Who lacks that key cannot compute a task's
+ * id before it is sent.  0, -EINVAL (k no HMAC key), -ENAMETOOLONG. */
+#define A2A_TASK_ID_PREFIX "a2a-"
+#define A2A_TASK_ID_BYTES 20
+int payload_a2a_task_id(const hd_key *k, const char *from, const char *to,
+                        const char *message_id, char *id, size_t n);
+/* A handoff_id that begins A2A_TASK_ID_PREFIX is the hub's: 0 when it
+ * is the task id of the document's own from_agent, to_agent and
+ * payload messageId under k (the key that verified it), else
+ * HD_R_BAD_A2A_ID in v (-EBADMSG).  Any other id: 0. */
+int payload_a2a_id_check(const json_t *doc, const hd_key *k, hd_verdict *v);
+
 #endif
