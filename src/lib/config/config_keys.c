@@ -368,8 +368,11 @@ int config_host_pubkeys_check(const struct config *c, const char *dir, int dfd, 
                 size_t n = 0;
                 bool seen = false;
 
+                /* An A2A remote has no host: it sends no receipts. */
+                if (!host)
+                        continue;
                 for (size_t j = 0; j < i && !seen; j++)
-                        seen = !strcmp(c->remotes[j].host, host);
+                        seen = c->remotes[j].host && !strcmp(c->remotes[j].host, host);
                 if (seen)
                         continue;
                 /* host is a valid name: far shorter than NAME_MAX */
