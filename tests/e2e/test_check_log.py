@@ -46,6 +46,18 @@ def main():
           f"the last line: {lines[-1]!r}")
     expected_faults(runner)
     skips(runner)
+    readme_lists_every_script()
+
+
+def readme_lists_every_script():
+    """tests/e2e/README.md groups the scripts by feature: each is there."""
+    e2e = os.path.join(hdtest.SRC, "tests", "e2e")
+    with open(os.path.join(e2e, "README.md")) as f:
+        listed = set(re.findall(r"^- `(test_\w+)`", f.read(), re.M))
+    scripts = {n[:-3] for n in os.listdir(e2e) if re.fullmatch(r"test_\w+\.py", n)}
+    check(scripts <= listed, f"tests/e2e/README.md lacks {sorted(scripts - listed)}")
+    check(listed <= scripts, f"tests/e2e/README.md lists what is gone: {sorted(listed - scripts)}")
+    print(f"tests/e2e/README.md lists all {len(scripts)} scripts")
 
 
 def expected_faults(runner):
