@@ -1,4 +1,4 @@
-/* Agents' results (DESIGN.md "A2A"; handoffd(8), RESULTS): the word of
+/* Agents' results (handoffd(8), RESULTS): the word of
  * the agent that consumed a handoff on what came of it, taken in
  * (libhandoff's result.c owns the document, this file what the daemon
  * does with it).

@@ -1,4 +1,4 @@
-/* The decision for one name in handoff/, in the order of DESIGN.md:
+/* The decision for one name in handoff/, in the order of handoffd(8), OPERATION:
  * read (name, safe open, parse), verify (authenticate, validate,
  * freshness; for an agent served here its own expiry before the MAC,
  * which needs no key), target (an agent not served here: left or

@@ -25,7 +25,7 @@ struct item {
         int err;                /* < 0: a system error; it stays for a later look */
 };
 
-/* Steps 1-9 of DESIGN.md for it->name: 0 with the outcome in *ret, or
+/* Steps 1-9 of handoffd(8), OPERATION, for it->name: 0 with the outcome in *ret, or
  * -errno.  IO_TO_CLAIM: it->doc, it->id, it->agent and the id's lock stay
  * for the claim. */
 int decide_item(struct spool *sp, struct item *it, int64_t now, enum item_outcome *ret);

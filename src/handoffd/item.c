@@ -1,5 +1,5 @@
-/* The claimed item's state machine (DESIGN.md "Lifecycle after claim" and
- * "Durability and recovery"; handoffd(8) "Crash windows").  A claimed
+/* The claimed item's state machine (handoffd(8), OPERATION: "States" and
+ * "Durability and crash windows").  A claimed
  * item is claimed/<id>.json, the daemon's record: the bootstrap it wrote
  * once, a hard link of the agent's bootstrap (delivery.c).  No producer
  * holds it, so it is never verified again and nothing in it changes;

@@ -1,5 +1,5 @@
-/* Lifecycle after the claim (DESIGN.md "Lifecycle after claim" and
- * "Durability and recovery"): when a claimed item is looked at (the sweep
+/* Lifecycle after the claim (handoffd(8), OPERATION: "States" and
+ * "Durability and crash windows"): when a claimed item is looked at (the sweep
  * over claimed/, a deadline, a bootstrap gone from an agent's handoffs/),
  * with the lock of its id held (lock.h), as the claimer does, so two
  * daemons never act on one item at once; a busy item is looked at again

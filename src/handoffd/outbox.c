@@ -1,4 +1,4 @@
-/* outbox/ (DESIGN.md "Scale beyond one host"): a handoff for a [remote]
+/* outbox/ (handoffd(8), RELAY): a handoff for a [remote]
  * agent leaves handoff/ only after the same checks as a local one, waits
  * here as outbox/<handoff_id>.json (the daemon's copy of what it
  * verified: outbox_dir.c), is published with those bytes on

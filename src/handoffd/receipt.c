@@ -1,4 +1,4 @@
-/* Receipts (DESIGN.md "Receipts: the outcome goes back"), the host where
+/* Receipts (handoffd(8), RELAY, receipts), the host where
  * a relayed item ended.
  *
  * A handoff that came in through the relay with a Handoff-Origin header is

@@ -1,5 +1,5 @@
 /* Receipts: the outcome of a relayed item goes back to its origin host,
- * signed by the host where it ended (DESIGN.md "Receipts"); see receipt.c. */
+ * signed by the host where it ended (handoffd(8), RELAY, receipts); see receipt.c. */
 #ifndef HD_RECEIPT_H
 #define HD_RECEIPT_H
 

@@ -1,5 +1,5 @@
-/* The relay: handoffs across hosts through NATS JetStream (DESIGN.md "Scale
- * beyond one host").  Its parts:
+/* The relay: handoffs across hosts through NATS JetStream (handoffd(8),
+ * RELAY).  Its parts:
  *
  *   relay.c          start, stop, the events from the threads, status.
  *   relay_queue.c    the shared state and the queues between the loop and

@@ -1,4 +1,4 @@
-/* Inbound relay messages (DESIGN.md "Scale beyond one host"): each one is
+/* Inbound relay messages (handoffd(8), RELAY): each one is
  * written as a producer would, into tmp/ and renamed into
  * handoff/<handoff_id>.json, and acked only once file and directory are
  * synced (per [spool] fsync).  From there the ordinary pipeline verifies it

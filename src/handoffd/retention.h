@@ -7,7 +7,7 @@
 
 /* Removals per directory per run, besides as many as arrived since the
  * last run: a mass delete on ext4 slows file creation for minutes
- * (DESIGN.md), but pruning must keep up with what arrives. */
+ * after it, but pruning must keep up with what arrives. */
 #define RETENTION_BATCH 256
 
 void retention_run(struct spool *sp, int64_t now);

@@ -217,8 +217,51 @@ def check_the_check():
         shutil.rmtree(tmp)
 
 
+# Files of other projects that comments name on purpose: headers of the
+# system and of libraries, inih's own source, and patterns.
+CITED_ELSEWHERE = {"linux/posix_acl_xattr.h", "nats/nats.h", "ini.c", "cmd_NAME.c", "a.b.c"}
+
+
+def cited_files(root):
+    """(file, cited) for each file name a comment under src/, include/,
+    tests/ and bench/ names that the tree does not hold."""
+    held, bad = set(), []
+    for d, _, names in os.walk(root):
+        if "/." in d or "/build" in d or "node_modules" in d:
+            continue
+        for n in names:
+            held.add(n)
+            held.add(os.path.relpath(os.path.join(d, n), root))
+    for top in ("src", "include", "tests", "bench"):
+        for d, _, names in os.walk(os.path.join(root, top)):
+            if "node_modules" in d:
+                continue
+            for n in names:
+                if not re.search(r"\.(c|h|cc)$", n):
+                    continue
+                path = os.path.join(d, n)
+                with open(path, errors="replace") as f:
+                    text = f.read()
+                for c in re.findall(r"/\*.*?\*/|//[^\n]*", text, re.S):
+                    for m in re.findall(r"(?<![\w.-])([\w./-]+\.(?:md|c|h|cc|py|mk|mjs|sh))\b", c):
+                        if m in held or os.path.basename(m) in held or m in CITED_ELSEWHERE:
+                            continue
+                        bad.append((os.path.relpath(path, root), m))
+    return bad
+
+
+def check_cited():
+    """A comment points only at files the repository holds (STYLE.md)."""
+    bad = cited_files(SRC)
+    if bad:
+        fail("comments cite files the repository lacks: " +
+             ", ".join(f"{f} cites {m}" for f, m in bad))
+    print("comments cite only files the repository holds")
+
+
 def main():
     check_the_check()
+    check_cited()
     check_includes()
     check_names()
     check_symbols()

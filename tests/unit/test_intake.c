@@ -1,6 +1,6 @@
 /* The decision for a file in handoff/ (src/handoffd/intake.c), called
  * directly on a temp spool opened as the daemon opens it, no event loop:
- * one test per decision, in DESIGN.md's order (name, safe open, parse,
+ * one test per decision, in handoffd(8) OPERATION's order (name, safe open, parse,
  * authenticate, target, replay, claim), each checking the outcome and
  * where the file went (with the reason its .reason file gives); and the
  * order: a file that fails two checks gets the earlier one's decision.
