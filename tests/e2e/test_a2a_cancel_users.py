@@ -118,7 +118,7 @@ def main():
         boot3 = os.path.join(env.state["alice"], "handoffs", hid3 + ".json")
         hdtest.wait_for(lambda: os.path.exists(boot3), what=f"{hid3} delivered")
         forger = cancelkit.forger(env, PRODUCER, SPOOL_GID, "not_cancelable")
-        lock = hdtest.lock_id(env.spool, hid3)
+        lock = cancelkit.hold_lock(env, hid3)
         got = {}
         t = threading.Thread(target=lambda: got.update(rpc(hub, "CancelTask", {"id": hid3})))
         try:

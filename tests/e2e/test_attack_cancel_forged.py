@@ -61,7 +61,7 @@ def one_run(env, conf, word, consumed, want):
         env.ctl("consume", "-c", conf, "--agent", "alice", hid, check_rc=0)
         hdtest.wait_for(lambda: env.item(hid)["state"] == "archive", what=f"{hid} archived")
     mal = cancelkit.forger(env, MALLORY, SPOOL_GID, word)
-    lock = hdtest.lock_id(env.spool, hid)
+    lock = cancelkit.hold_lock(env, hid)
     try:
         p = bob_cancel(env, hid)
         line = mal.stdout.readline().split()

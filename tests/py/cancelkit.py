@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 
+import hdtest
 from hdtest import check
 
 PY = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
@@ -50,3 +51,15 @@ def forger(env, uid, gid, word):
                          extra_groups=[gid], stdout=subprocess.PIPE, text=True)
     check(p.stdout.readline().strip() == "watching", f"the forger (uid {uid}) did not start")
     return p
+
+
+def hold_lock(env, hid):
+    """The daemons' lock of hid held (hdtest.lock_id), waited for while a
+    daemon holds it (just delivered, it may be at work on the item): the
+    fd, whose close releases it."""
+    def take():
+        try:
+            return hdtest.lock_id(env.spool, hid)
+        except BlockingIOError:
+            return None
+    return hdtest.wait_for(take, what=f"the lock of {hid}")
