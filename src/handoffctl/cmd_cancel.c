@@ -43,7 +43,8 @@ static void cancel_usage(FILE *f)
                 "  -k, --key FILE         the signing key, instead of the configuration's\n"
                 "  -f, --from AGENT       the handoff's sender (required)\n"
                 "  -t, --timeout SECONDS  wait this long for the answer (5m: a duration;\n"
-                "                         default %d; 0: drop the request, do not wait)\n"
+                "                         default %d, at most 1d; 0: drop the request,\n"
+                "                         do not wait)\n"
                 "  -j, --json             one JSON object\n"
                 "  -h, --help             this text\n"
                 "      --version          the version\n"
@@ -147,6 +148,12 @@ int cmd_cancel(int argc, char **argv)
                 case 't':
                         if (config_parse_duration(optarg, &timeout) < 0)
                                 return ctl_fail(CTL_EXIT_USAGE, "cancel: --timeout '%s' is not a duration", optarg);
+                        /* A request is answered unknown once it expires
+                         * (max_window); a longer wait only hangs. */
+                        if (timeout > CANCELREQ_WAIT_MAX_MS / 1000)
+                                return ctl_fail(CTL_EXIT_USAGE, "cancel: --timeout '%s' is over the "
+                                                "maximum, 1d (%lld seconds)", optarg,
+                                                (long long)(CANCELREQ_WAIT_MAX_MS / 1000));
                         break;
                 case 'j': as_json = true; break;
                 case 'h': cancel_usage(stdout); return CTL_EXIT_OK;

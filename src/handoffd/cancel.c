@@ -41,6 +41,8 @@ struct cancels {
         int ifd;                        /* inotify on cancel/, or -1 */
         uv_poll_t poll;
         bool polling;
+        /* Refusals and busy answers: whoever writes cancel/ makes them. */
+        struct log_quiet quiet[2];
 };
 
 static struct cancel_req *find_name(struct cancels *c, const char *name)
@@ -62,12 +64,15 @@ bool cancel_wanted(const struct spool *sp, const char *id, const char *from)
 }
 
 /* cancel/name answered a: renamed to its answer.  Gone meanwhile (its
- * requester gave up and removed it): nothing to answer. */
+ * requester gave up and removed it): nothing to answer.  A refusal or a
+ * busy answer is logged at most once per LOG_QUIET_USEC, with how many
+ * there were: any member of the group can make thousands a second. */
 static void answer_file(struct spool *sp, const char *name, const char *id, const char *from,
                         enum cancelreq_answer a, const char *why)
 {
         const char *word = cancelreq_answer_name(a);
-        char an[NAME_MAX + 1], q[300];
+        char an[NAME_MAX + 1], q[300], more[80] = "";
+        unsigned n = 1;
 
         if (cancelreq_answer_file(name, a, an, sizeof(an)) < 0) {
                 /* No room for the answer's name (a request named so
@@ -77,10 +82,18 @@ static void answer_file(struct spool *sp, const char *name, const char *id, cons
                    errno == ENOENT) {
                 return;         /* its requester gave up and removed it */
         }
-        log_decision(a == CA_REFUSED || a == CA_BUSY ? LOG_WARNING : LOG_INFO, id, NULL, "cancel", word,
-                     "Cancel request %s%s%s%s%s: %s%s%s", log_quote(name, q, sizeof(q)),
-                     id ? " for " : "", id ? id : "", from ? " from " : "", from ? from : "",
-                     word, why ? ": " : "", why ? why : "");
+        if (a == CA_REFUSED || a == CA_BUSY) {
+                if (!log_quiet_due(&sp->cancels->quiet[a == CA_BUSY], mono_usec(), &n))
+                        return;
+                if (n > 1)
+                        snprintf(more, sizeof(more), " (%u %s answer(s) since the last such line)",
+                                 n, word);
+        }
+        log_decision(a == CA_REFUSED || a == CA_BUSY ? LOG_WARNING : LOG_INFO, id, NULL,
+                     "cancel", word, "Cancel request %s%s%s%s%s: %s%s%s%s",
+                     log_quote(name, q, sizeof(q)), id ? " for " : "", id ? id : "",
+                     from ? " from " : "", from ? from : "", word, why ? ": " : "",
+                     why ? why : "", more);
 }
 
 /* c->v[i] answered and forgotten (the last one takes its place). */

@@ -31,16 +31,14 @@ struct control {
         char *path;
         struct conn *oldest, *newest;   /* open connections, by age */
         unsigned n_conns;
-        /* Refusals and drops: a line each at most once per LOG_EVERY_MS. */
-        uint64_t refused_log_ms, dropped_log_ms;
-        unsigned quiet_refused, quiet_dropped;
+        /* Refusals and drops: a line each at most once per LOG_QUIET_USEC. */
+        struct log_quiet refused_q, dropped_q;
         int64_t loaded_usec, reload_failed_usec;
         char reload_error[512];
 };
 
 /* A peer gets this long to send its request and read the answer. */
 #define CONN_TIMEOUT_MS 5000
-#define LOG_EVERY_MS 10000
 
 struct conn {
         struct conn *prev, *next;       /* in ctl's list while open */
@@ -332,34 +330,23 @@ static void conn_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
                 conn_close(c);
 }
 
-/* A line for what was refused or dropped, at most once per LOG_EVERY_MS:
- * whoever can connect must not fill the journal either. */
+/* A line for what was refused or dropped, at most once per
+ * LOG_QUIET_USEC: whoever can connect must not fill the journal either. */
 static void control_log_quietly(struct control *ctl, bool refused, uid_t uid)
 {
-        uint64_t now = uv_now(ctl->loop) + LOG_EVERY_MS;  /* never 0 */
-        uint64_t *at = refused ? &ctl->refused_log_ms : &ctl->dropped_log_ms;
+        unsigned n;
 
-        if (refused)
-                ctl->quiet_refused++;
-        else
-                ctl->quiet_dropped++;
-        if (*at && now - *at < LOG_EVERY_MS)
+        if (!log_quiet_due(refused ? &ctl->refused_q : &ctl->dropped_q,
+                           (int64_t)uv_now(ctl->loop) * 1000, &n))
                 return;
-        *at = now;
-        if (refused && ctl->quiet_refused)
+        if (refused)
                 log_warning("Control socket: refused uid %u (not root, not us, not in group %s); "
                             "%u refusal(s) since the last such line", (unsigned)uid,
-                            ctl->cfg->control_group ? ctl->cfg->control_group : "(none)",
-                            ctl->quiet_refused);
-        if (!refused && ctl->quiet_dropped)
+                            ctl->cfg->control_group ? ctl->cfg->control_group : "(none)", n);
+        else
                 log_warning("Control socket: dropped the oldest connection for uid %u, over the "
                             "limits (%u in all, %u per uid); %u drop(s) since the last such line",
-                            (unsigned)uid, CONTROL_MAX_CONNS, CONTROL_MAX_PER_UID,
-                            ctl->quiet_dropped);
-        if (refused)
-                ctl->quiet_refused = 0;
-        else
-                ctl->quiet_dropped = 0;
+                            (unsigned)uid, CONTROL_MAX_CONNS, CONTROL_MAX_PER_UID, n);
 }
 
 /* Room for one more connection of uid: its oldest goes when it has its

@@ -172,3 +172,15 @@ void log_decision(int prio, const char *id, const char *agent,
         va_end(ap);
         emit(prio, msg, id, agent, outcome, reason);
 }
+
+bool log_quiet_due(struct log_quiet *q, int64_t now_usec, unsigned *ret_n)
+{
+        q->n++;
+        if (q->last_usec && now_usec - q->last_usec < LOG_QUIET_USEC)
+                return false;
+        /* never 0 again, so never taken for "none yet" */
+        q->last_usec = now_usec ? now_usec : 1;
+        *ret_n = q->n;
+        q->n = 0;
+        return true;
+}

@@ -5,6 +5,8 @@
 #ifndef HD_LOG_H
 #define HD_LOG_H
 
+#include <stdbool.h>
+#include <stdint.h>
 #include <syslog.h>
 
 #include "util.h"
@@ -27,6 +29,20 @@ void log_decision(int prio, const char *handoff_id, const char *agent,
 /* Quote an untrusted string for a log line into buf (C-style escapes,
  * capped); returns buf. */
 const char *log_quote(const char *s, char *buf, size_t n);
+
+/* A flood of one kind of event (refusals of whoever can write a
+ * directory or connect) logs a line at most once per LOG_QUIET_USEC,
+ * saying how many it stands for: nobody fills the journal.  Zeroed to
+ * start. */
+#define LOG_QUIET_USEC (10 * 1000000LL)
+struct log_quiet {
+        int64_t last_usec;      /* of the last line; 0: none yet */
+        unsigned n;             /* events since it, not logged */
+};
+/* One more event at now_usec (mono_usec()): true when its line is due,
+ * *ret_n then the events it stands for (this one and those not logged
+ * since the last line). */
+bool log_quiet_due(struct log_quiet *q, int64_t now_usec, unsigned *ret_n);
 
 #define log_debug(...)   log_full(LOG_DEBUG, 0, __VA_ARGS__)
 #define log_info(...)    log_full(LOG_INFO, 0, __VA_ARGS__)

@@ -11,7 +11,11 @@ own user, a file producer another member of the spool's group.
   by the hub: nothing left in cancel/;
 - the producer, who may write cancel/ but holds no key of bob's, asks to
   cancel bob's next handoff with a key of her own (handoffctl cancel
-  --key): refused, the bootstrap stays; her answer removed by her.
+  --key): refused, the bootstrap stays; her answer removed by her;
+- the producer forges answers (issue 43.1: tests/py/cancelkit.py drops
+  .not_cancelable.NAME the moment the hub's request appears, the item's
+  lock held by the test until she has): bob's CancelTask is still
+  CANCELED, her file left for the daemon.
 
 Runs as root; the users and groups are throwaway ids."""
 
@@ -20,9 +24,11 @@ import os
 import stat
 import subprocess
 import sys
+import threading
 import uuid
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "py"))
+import cancelkit  # noqa: E402
 import hdtest  # noqa: E402
 import hubkit  # noqa: E402
 from hdtest import check  # noqa: E402
@@ -56,7 +62,9 @@ def main():
         dep = hdtest.Deployed(env, DAEMON, SPOOL_GID, {"alice": ALICE})
         hub = hubkit.Hub(env, tokens={"bob": None, "alice": None}, tls=False)
         hub.run_as(HUB, SPOOL_GID)
-        d, conf = dep.start(text=open(hub.conf).read())
+        # the busy retry of a cancel is the sweep's: within the hub's wait
+        d, conf = dep.start(text=open(hub.conf).read().replace("rescan_interval = 5",
+                                                                "rescan_interval = 1"))
         hub.start()
         st = os.stat(env.path("cancel"))
         check(stat.S_IMODE(st.st_mode) == 0o3770 and st.st_uid == DAEMON and st.st_gid == SPOOL_GID,
@@ -105,6 +113,29 @@ def main():
                                             f"{d.logs()[-2000:]}")
         check("bad_mac" in said[0], f"the daemon says why: {said}")
         print(f"ok: a group member without bob's key: refused ({said[0].split(': ', 1)[1]})")
+
+        hid3 = send(hub, "the producer says this cannot be taken back")
+        boot3 = os.path.join(env.state["alice"], "handoffs", hid3 + ".json")
+        hdtest.wait_for(lambda: os.path.exists(boot3), what=f"{hid3} delivered")
+        forger = cancelkit.forger(env, PRODUCER, SPOOL_GID, "not_cancelable")
+        lock = cancelkit.hold_lock(env, hid3)
+        got = {}
+        t = threading.Thread(target=lambda: got.update(rpc(hub, "CancelTask", {"id": hid3})))
+        try:
+            t.start()
+            line = forger.stdout.readline().split()
+            check(line[:1] == ["forged"], f"the forger: {line}")
+        finally:
+            os.close(lock)
+            t.join(30 * hdtest.SLOW)
+            forger.kill()
+            forger.wait()
+        check(got.get("status", {}).get("state") == "TASK_STATE_CANCELED",
+              f"CancelTask with a forged answer there: {got}")
+        hdtest.wait_for(lambda: env.item(hid3)["state"] == "archive", what=f"{hid3} archived")
+        check(os.listdir(env.path("cancel")) == [f".not_cancelable.{line[1]}"],
+              f"left in cancel/: {os.listdir(env.path('cancel'))}")
+        print("ok: a forged not_cancelable beside the hub's request: CANCELED all the same")
         check(hub.proc.stop() == 0, "the hub stops with 0")
         check(d.stop() == 0, "the daemon stops with 0")
     hdtest.finish("test_a2a_cancel_users")

@@ -10,7 +10,7 @@ for the daemon to sweep, and the wait goes on for the real answer.
 
 As packaged: the daemon its own user, bob (the sender, signing with the
 default key, 0640 in the spool's group) and mallory each their own user
-in the spool's group.  Mallory's watcher (inotify through ctypes) drops
+in the spool's group.  Mallory's watcher (tests/py/cancelkit.py, inotify through ctypes) drops
 her file under the answer's name she wants bob to read the moment his
 request appears.  She must win each race: the test holds the item's lock
 (hdtest.lock_id, as a daemon busy with it would) until her file is there,
@@ -31,6 +31,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.environ.get("HD_SRC", "."), "tests", "py"))
+import cancelkit  # noqa: E402
 import hdproto  # noqa: E402
 import hdtest  # noqa: E402
 from hdtest import check  # noqa: E402
@@ -41,47 +42,6 @@ ALICE = 47602           # alice's user and group
 BOB = 47603             # the sender, in the spool's group
 MALLORY = 47604         # the attacker, in the spool's group
 RUNS = int(os.environ.get("HD_ATTACK_CANCEL_RUNS", "5"))
-PY = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
-
-# As mallory: watch cancel/ and, for each new request NAME, create
-# .WORD.NAME of her own at once.  Prints "watching", then a line per file.
-WATCHER = r"""
-import ctypes, os, struct, sys
-d, word = sys.argv[1], sys.argv[2]
-libc = ctypes.CDLL(None, use_errno=True)
-ifd = libc.inotify_init1(0)
-IN_MOVED_TO, IN_CREATE = 0x80, 0x100
-if ifd < 0 or libc.inotify_add_watch(ifd, d.encode(), IN_MOVED_TO | IN_CREATE) < 0:
-    print("inotify failed", ctypes.get_errno(), flush=True)
-    sys.exit(1)
-print("watching", flush=True)
-while True:
-    buf = os.read(ifd, 65536)
-    i = 0
-    while i < len(buf):
-        _, mask, _, ln = struct.unpack_from("iIII", buf, i)
-        name = buf[i + 16:i + 16 + ln].rstrip(b"\0").decode()
-        i += 16 + ln
-        if not name or name.startswith("."):
-            continue
-        try:
-            fd = os.open(os.path.join(d, "." + word + "." + name),
-                         os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-            os.write(fd, b"{}")
-            os.close(fd)
-            print("forged", name, flush=True)
-        except OSError as e:
-            print("failed", name, e, flush=True)
-"""
-
-
-def watcher(env, word):
-    p = subprocess.Popen([PY, "-c", WATCHER, env.path("cancel"), word], user=MALLORY,
-                         group=SPOOL_GID, extra_groups=[SPOOL_GID], stdout=subprocess.PIPE,
-                         text=True)
-    check(p.stdout.readline().strip() == "watching", "mallory's watcher did not start")
-    return p
-
 
 def bob_cancel(env, hid):
     return subprocess.Popen([env.for_others(hdtest.HANDOFFCTL), "cancel", "--spool", env.spool,
@@ -100,8 +60,8 @@ def one_run(env, conf, word, consumed, want):
     if consumed:
         env.ctl("consume", "-c", conf, "--agent", "alice", hid, check_rc=0)
         hdtest.wait_for(lambda: env.item(hid)["state"] == "archive", what=f"{hid} archived")
-    mal = watcher(env, word)
-    lock = hdtest.lock_id(env.spool, hid)
+    mal = cancelkit.forger(env, MALLORY, SPOOL_GID, word)
+    lock = cancelkit.hold_lock(env, hid)
     try:
         p = bob_cancel(env, hid)
         line = mal.stdout.readline().split()

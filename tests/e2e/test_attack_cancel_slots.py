@@ -18,7 +18,9 @@ each their own user in the spool's group.
 - five more attacker uids drop 140 each: the 768 slots of shared keys
   are full, and bob's next cancel is answered busy (exit 1, "busy"), while
   carol's cancel of her waiting handoff, signed with her own key, is
-  canceled.
+  canceled;
+- the busy answers are logged a line per 10 s (test_attack_cancel_junk_log.py
+  for the refusals).
 
 Runs as root; the users and groups are throwaway ids."""
 
@@ -27,6 +29,7 @@ import os
 import secrets
 import subprocess
 import sys
+import time
 from datetime import timedelta
 
 sys.path.insert(0, os.path.join(os.environ.get("HD_SRC", "."), "tests", "py"))
@@ -131,6 +134,7 @@ def main():
         d, conf = dep.start(text=text)
         hdtest.wait_for(lambda: os.path.isdir(env.path("cancel")), what="cancel/ made")
 
+        t0 = time.monotonic()
         done = flood(env, d, MALLORY, 1100, 20, 0)
         kept = done - answers(env, "busy") - answers(env, "refused")
         print(f"- mallory's 1,100 requests under 20 names: {kept} wait, "
@@ -146,6 +150,11 @@ def main():
         kept = done - answers(env, "busy") - answers(env, "refused")
         check(kept == SHARED, f"{kept} flood requests wait, wanted {SHARED}")
         print(f"- five more uids, 140 each: {kept} shared-key requests wait (the most)")
+        busy = [ln for ln in d.logs().splitlines() if "Cancel request" in ln and ": busy" in ln]
+        bound = 2 + int((time.monotonic() - t0) / 10)
+        check(len(busy) <= bound, f"{len(busy)} lines for {answers(env, 'busy')} busy answers "
+              f"(at most {bound})")
+        print(f"- {answers(env, 'busy')} busy answers: {len(busy)} log line(s)")
         hid = waiting(env, "bob", env.key)
         rc, said, out = cancel(env, BOB, [], "bob", env.key_path, hid)
         check(rc == 1 and said == "busy", f"bob's cancel with the shared slots full: exit {rc}: {out}")

@@ -487,7 +487,11 @@ def lock_id(spool, handoff_id):
         h = ((h ^ b) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
     off = (2 << 60) | (h & ((1 << 60) - 1))
     fd = os.open(os.path.join(spool, ".lock"), os.O_RDWR | os.O_CLOEXEC)
-    fcntl.fcntl(fd, fcntl.F_OFD_SETLK, struct.pack("hhqqi", fcntl.F_WRLCK, 0, off, 1, 0))
+    try:
+        fcntl.fcntl(fd, fcntl.F_OFD_SETLK, struct.pack("hhqqi", fcntl.F_WRLCK, 0, off, 1, 0))
+    except OSError:
+        os.close(fd)            # held by a daemon: BlockingIOError
+        raise
     return fd
 
 

@@ -503,13 +503,14 @@ START_TEST(test_item_cancel_event)
 END_TEST
 
 /* Requests for ids not claimed wait; one sender fills at most
- * CANCEL_PENDING_PER_SENDER places, the others keep theirs. */
+ * CANCEL_PENDING_PER_SENDER places (one more is answered busy), the
+ * others keep theirs. */
 START_TEST(test_cancel_pending_bounded_per_sender)
 {
         struct fx f;
         char name[300], id[32];
         struct dirent *de;
-        unsigned refused = 0;
+        unsigned busy = 0;
         DIR *d;
 
         fx_open(&f);
@@ -528,9 +529,9 @@ START_TEST(test_cancel_pending_bounded_per_sender)
         d = fdopendir(dup(f.sp->fd[SD_CANCEL]));
         ck_assert_ptr_nonnull(d);
         while ((de = readdir(d)))
-                refused += !strncmp(de->d_name, ".refused.none-", 14);
+                busy += !strncmp(de->d_name, ".busy.none-", 11);
         closedir(d);
-        ck_assert_uint_eq(refused, 1);
+        ck_assert_uint_eq(busy, 1);
         cancel_free(f.sp);
         fx_close(&f);
 }
