@@ -68,6 +68,13 @@ def as_mallory(op, path):
     return p.stdout.strip()
 
 
+def drain(env, conf):
+    """alice takes what waits for her until nothing does (handoff/ too)."""
+    hdtest.wait_for(lambda: not [env.ctl("consume", "-c", conf, "--agent", "alice", n[:-5])
+                                 for n in env.bootstraps("alice")]
+                    and not env.names("handoff"), what="alice's inbox and handoff/ empty")
+
+
 def mode(p):
     return stat.S_IMODE(os.stat(p).st_mode)
 
@@ -156,8 +163,7 @@ def main():
         check(not missing, f"GetTask right after SendMessage: {len(missing)} of 40 unknown: "
               f"{missing[:2]}")
         print("ok: GetTask right after each of 40 SendMessage: 40 of 40 exist")
-        for n in env.bootstraps("alice"):
-            env.ctl("consume", "-c", conf, "--agent", "alice", n[:-5], check_rc=0)
+        drain(env, conf)
 
         # item 12: contextId scoped to its sender
         ct = rpc(hub, "SendMessage", msg("carol's conversation", ctx="conv-carol"), agent="carol")
@@ -172,12 +178,9 @@ def main():
         again = rpc(hub, "SendMessage", msg("bob's own again", ctx="conv-bob"))["task"]
         check(again["contextId"] == "conv-bob", f"bob's own context again: {again}")
         print(f"ok: bob naming carol's context: {ans['error']['message']!r}; his own works")
-        for n in env.bootstraps("alice"):
-            env.ctl("consume", "-c", conf, "--agent", "alice", n[:-5], check_rc=0)
+        drain(env, conf)
 
         # item 6: what the spool rejects is not kept; a token's cap
-        hdtest.wait_for(lambda: not [env.ctl("consume", "-c", conf, "--agent", "alice", n[:-5])
-                                     for n in env.bootstraps("alice")], what="alice's inbox empty")
 
         def kept_files():
             return sorted(os.listdir(os.path.join(kept, "bob")))
