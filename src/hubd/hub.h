@@ -176,6 +176,11 @@ int hub_a2a_error(struct hub_answer *a, unsigned status, const json_t *id, int c
  * older than HUB_A2A_KEEP seconds removed; how many. */
 #define HUB_A2A_KEEP (7 * 86400)
 int hub_a2a_prune(struct hub *h, int64_t now_s);
+/* At start: state_dir made 0700 (or -errno, logged), the kept messages
+ * indexed (state_dir/a2a/ moved to a2a.d/ first). */
+int hub_a2a_load(struct hub *h);
+#define HUB_A2A_KEPT_MAX_ITEMS 10000
+#define HUB_A2A_KEPT_MAX_BYTES (256ULL << 20)
 
 /* ---- connections (hub_conns.c) ---- */
 /* Where a connection's request is: its headers are awaited (it may be

@@ -8,12 +8,21 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <time.h>
 
 #include <jansson.h>
 
 #include "hub.h"
+#include "payload_a2a.h"
 
-#define A2A_DIR "a2a"
+/* state_dir/A2A_DIR: a name no handoff_id can take (hd_id_valid()'s
+ * alphabet has no '.'); A2A_DIR_OLD, one it can, moved at start. */
+#define A2A_DIR "a2a.d"
+#define A2A_DIR_OLD "a2a"
+#define A2A_ID_MAX 128          /* hd_id_valid() */
+#define A2A_AGENT_MAX 64        /* hd_agent_valid() */
+#define A2A_CTX_MAX 256         /* payload_a2a.h A2A_MAX_ID */
 #define A2A_VERSION "1.0"
 #define A2A_LOCKS 64
 #define A2A_PAGE_DEFAULT 50
@@ -70,11 +79,22 @@ json_t *a2a_task_new(const char *id, const char *ctx, const char *state,
                      const char *at);
 /* Whether s is a TaskState of A2A 1.0. */
 bool a2a_task_state_known(const char *s);
-/* The task of the document doc kept under id, from the spool: 0 with
- * *ret; -ENOENT when the spool no longer (or not yet) holds it. */
-int a2a_task_lookup(struct hub *h, const char *id, const json_t *doc, json_t **ret);
+struct a2a_kept;
+/* The task t that agent sent, from the spool: 0 with *ret; -ENOENT when
+ * the spool no longer holds it.  One the daemon rejected has its
+ * document removed (a2a_kept_rejected()). */
+int a2a_task_lookup(struct hub *h, const char *agent, const struct a2a_kept *t, json_t **ret);
 
 /* ---- hub_a2a_kept.c ---- */
+/* A task as the index keeps it: what GetTask and ListTasks need. */
+struct a2a_kept {
+        char id[A2A_ID_MAX + 1];
+        char to[A2A_AGENT_MAX + 1];
+        char ctx[A2A_CTX_MAX + 1];
+        struct timespec mtime;  /* of its document: the order of ListTasks */
+        uint64_t size;
+        bool on_disk;           /* false: rejected, its document removed */
+};
 /* The lock of task id: one SendMessage of it at a time. */
 pthread_mutex_t *a2a_lock(const char *id);
 /* The directory of agent's documents (with create, made if missing). */
@@ -83,8 +103,25 @@ int a2a_kept_dir(struct hub *h, const char *agent, bool create, int *ret);
  * ret_body), -ENOENT, or -errno. */
 int a2a_kept_read(struct hub *h, const char *agent, const char *id, json_t **ret_doc,
                   char **ret_body, size_t *ret_len);
-int a2a_kept_write(struct hub *h, const char *agent, const char *id, const char *body,
-                   size_t len);
+/* agent's task id from the index: 0 with *ret, or -ENOENT. */
+int a2a_kept_get(const char *agent, const char *id, struct a2a_kept *ret);
+/* Keep doc (its bytes body) as agent's task id, file and index entry:
+ * 0, -EDQUOT (agent at [hub] a2a_kept_max_items or _bytes), -errno. */
+int a2a_kept_write(struct hub *h, const char *agent, const char *id, const json_t *doc,
+                   const char *body, size_t len);
+/* Refused by the spool at the drop: file and entry gone. */
 void a2a_kept_remove(struct hub *h, const char *agent, const char *id);
+/* Rejected by the daemon: the file gone (a retry makes it anew), the
+ * entry kept to answer GetTask. */
+void a2a_kept_rejected(struct hub *h, const char *agent, const char *id);
+/* agent's tasks to to (of context ctx, unless NULL), newest first: a
+ * malloc'ed copy. */
+int a2a_kept_list(const char *agent, const char *to, const char *ctx, struct a2a_kept **ret,
+                  size_t *ret_n);
+/* Whether a task of another sender than agent has context ctx. */
+bool a2a_kept_ctx_foreign(const char *agent, const char *ctx);
+/* The documents of what the spool's rejected/ holds, removed (soon: at
+ * most once a second, for a sender at its cap). */
+void a2a_kept_sweep(struct hub *h, bool soon);
 
 #endif

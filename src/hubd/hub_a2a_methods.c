@@ -1,7 +1,7 @@
 /* A2A's methods: SendMessage (a handoff signed here, kept, dropped into
  * the spool), GetTask, CancelTask (a cancel request into cancel/, the
- * daemon's answer awaited) and ListTasks (the kept documents, newest
- * first, a page at a time). */
+ * daemon's answer awaited) and ListTasks (the index of the kept
+ * documents, newest first, a page at a time). */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -81,13 +81,15 @@ static int send_rejected(struct a2a_call *c, const char *id, const char *ctx, co
 
 int a2a_send_message(struct a2a_call *c)
 {
-        _cleanup_json_ json_t *p = NULL, *kept = NULL, *refusal = NULL, *task = NULL;
+        _cleanup_json_ json_t *p = NULL, *kept = NULL, *refusal = NULL, *task = NULL, *doc = NULL;
         _cleanup_free_ char *body = NULL;
         const json_t *msg = json_object_get(c->params, "message");
         const char *mid = a2a_str(msg, "messageId"), *ctx;
         const hd_key *k = config_key_lookup((void *)c->h->cfg, NULL, c->agent);
+        const hd_limits lim = { .max_size = c->h->cfg->max_file_size };
         char id[64], ctx_new[64];
         enum a2a_msg_verdict kind;
+        struct a2a_kept t;
         pthread_mutex_t *lk;
         size_t len = 0;
         hd_verdict v;
@@ -117,6 +119,11 @@ int a2a_send_message(struct a2a_call *c)
         if (kind != A2A_MSG_OK)
                 return a2a_call_error(c, RPC_INVALID_PARAMS, v.detail);
         ctx = a2a_str(p, "contextId");
+        /* A context is its sender's: one another token's tasks have
+         * would put this message into that conversation. */
+        if (a2a_kept_ctx_foreign(c->agent, ctx))
+                return a2a_call_error(c, RPC_INVALID_PARAMS,
+                                      "params.message.contextId is not a context of this token's");
         if (!a2a_agent_reachable(c->h->cfg, c->name))
                 return send_rejected(c, id, ctx, "unknown_agent",
                                      "no agent of that name is served here or reachable "
@@ -124,11 +131,16 @@ int a2a_send_message(struct a2a_call *c)
 
         lk = a2a_lock(id);
         pthread_mutex_lock(lk);
-        r = a2a_kept_read(c->h, c->agent, id, &kept, &body, &len);
+        r = a2a_kept_get(c->agent, id, &t);
+        if (r == 0 && t.on_disk)
+                r = a2a_kept_read(c->h, c->agent, id, &kept, &body, &len);
+        else if (r == 0)
+                r = -ENOENT;    /* rejected: made anew, dropped again */
         if (r == 0) {
                 /* a retry: the task as it is, or its bytes dropped again
                  * when the spool does not know them (a crash in between) */
-                r = a2a_task_lookup(c->h, id, kept, &task);
+                t.on_disk = false;      /* the spool's word only */
+                r = a2a_task_lookup(c->h, c->agent, &t, &task);
                 if (r == 0) {
                         pthread_mutex_unlock(lk);
                         return send_answer(c, TAKE_PTR(task));
@@ -139,7 +151,21 @@ int a2a_send_message(struct a2a_call *c)
         } else if (r == -ENOENT) {
                 r = send_build(c, k, id, p, &body, &len);
                 if (r == 0)
-                        r = a2a_kept_write(c->h, c->agent, id, body, len);
+                        r = hd_parse(body, len, &lim, &doc, &v);
+                /* kept, and in the index, before the drop: once answered
+                 * the task exists for GetTask */
+                if (r == 0)
+                        r = a2a_kept_write(c->h, c->agent, id, doc, body, len);
+                if (r == -EDQUOT) {
+                        pthread_mutex_unlock(lk);
+                        hub_log("a2a: %s from %s to %s refused: the token keeps "
+                                "a2a_kept_max_items or a2a_kept_max_bytes already", id,
+                                c->agent, c->name);
+                        return a2a_call_error(c, RPC_INTERNAL,
+                                              "this token has as many tasks kept as the hub "
+                                              "allows ([hub] a2a_kept_max_items, "
+                                              "a2a_kept_max_bytes); retry once some have ended");
+                }
                 if (r < 0)
                         goto fail;
         } else {
@@ -162,20 +188,27 @@ fail:
         return a2a_call_internal(c, "SendMessage", r);
 }
 
+/* The task id of c->agent's to c->name, from the index: 0 or -ENOENT
+ * (only the sender's token knows its tasks, at their target's endpoint). */
+static int task_get(struct a2a_call *c, const char *id, struct a2a_kept *ret)
+{
+        int r = a2a_kept_get(c->agent, id, ret);
+
+        return r == 0 && strcmp(ret->to, c->name) ? -ENOENT : r;
+}
+
 int a2a_get_task(struct a2a_call *c)
 {
-        _cleanup_json_ json_t *kept = NULL, *task = NULL;
+        _cleanup_json_ json_t *task = NULL;
         const char *id = a2a_str(c->params, "id");
+        struct a2a_kept t;
         int r;
 
         if (!id)
                 return a2a_call_error(c, RPC_INVALID_PARAMS, "params.id is required");
-        /* only the sender's token knows its tasks */
-        r = a2a_kept_read(c->h, c->agent, id, &kept, NULL, NULL);
-        if (r == 0 && strcmp(a2a_str(kept, "to_agent") ?: "", c->name))
-                r = -ENOENT;
+        r = task_get(c, id, &t);
         if (r == 0)
-                r = a2a_task_lookup(c->h, id, kept, &task);
+                r = a2a_task_lookup(c->h, c->agent, &t, &task);
         if (r == -ENOENT)
                 return a2a_call_error(c, A2A_TASK_NOT_FOUND, "no such task for this token");
         if (r < 0)
@@ -214,7 +247,8 @@ static int cancel_send(struct a2a_call *c, int fd, const char *id, enum cancelre
 
 int a2a_cancel_task(struct a2a_call *c)
 {
-        _cleanup_json_ json_t *kept = NULL, *task = NULL;
+        _cleanup_json_ json_t *task = NULL;
+        struct a2a_kept kept;
         _cleanup_close_ int own_fd = -1;
         const char *id = a2a_str(c->params, "id"), *st;
         enum cancelreq_answer ans = CA_NONE;
@@ -224,11 +258,11 @@ int a2a_cancel_task(struct a2a_call *c)
         if (!id)
                 return a2a_call_error(c, RPC_INVALID_PARAMS, "params.id is required");
         /* only the sender's token knows its tasks, as GetTask */
-        r = a2a_kept_read(c->h, c->agent, id, &kept, NULL, NULL);
-        if (r == -ENOENT || (r == 0 && strcmp(a2a_str(kept, "to_agent") ?: "", c->name)))
+        r = task_get(c, id, &kept);
+        if (r == -ENOENT)
                 return a2a_call_error(c, A2A_TASK_NOT_FOUND, "no such task for this token");
         if (r == 0)
-                r = a2a_task_lookup(c->h, id, kept, &task);
+                r = a2a_task_lookup(c->h, c->agent, &kept, &task);
         if (r == -ENOENT)
                 return a2a_call_error(c, A2A_TASK_NOT_FOUND, "the spool holds no such task");
         if (r < 0)
@@ -282,7 +316,7 @@ int a2a_cancel_task(struct a2a_call *c)
                  * busy): the request stands and is acted on when it comes;
                  * the task as it is now says so. */
                 json_decref(TAKE_PTR(task));
-                r = a2a_task_lookup(c->h, id, kept, &task);
+                r = a2a_task_lookup(c->h, c->agent, &kept, &task);
                 if (r < 0)
                         return a2a_call_internal(c, "CancelTask", r);
                 json_object_set_new(json_object_get(task, "metadata"), "cancel",
@@ -292,79 +326,13 @@ int a2a_cancel_task(struct a2a_call *c)
         /* Canceled is decided (the daemon took the bootstrap back), the
          * archive may follow a moment later. */
         json_decref(TAKE_PTR(task));
-        task = a2a_task_new(id, a2a_str(json_object_get(kept, "payload"), "contextId"),
-                            "TASK_STATE_CANCELED", "canceled", NULL, NULL, NULL);
+        task = a2a_task_new(id, kept.ctx, "TASK_STATE_CANCELED", "canceled", NULL, NULL, NULL);
         return a2a_answer_result(c->a, c->id, TAKE_PTR(task));
-}
-
-struct listed {
-        char id[NAME_MAX + 1];
-        struct timespec mtime;
-};
-
-static int listed_cmp(const void *x, const void *y)
-{
-        const struct listed *a = x, *b = y;
-
-        /* newest first; the same instant by id, so pages do not shift */
-        if (a->mtime.tv_sec != b->mtime.tv_sec)
-                return a->mtime.tv_sec < b->mtime.tv_sec ? 1 : -1;
-        if (a->mtime.tv_nsec != b->mtime.tv_nsec)
-                return a->mtime.tv_nsec < b->mtime.tv_nsec ? 1 : -1;
-        return strcmp(a->id, b->id);
-}
-
-/* The ids of agent's documents, newest first. */
-static int listed_read(struct hub *h, const char *agent, struct listed **ret, size_t *ret_n)
-{
-        _cleanup_free_ struct listed *v = NULL;
-        _cleanup_close_ int dfd = -1;
-        size_t n = 0, cap = 0;
-        struct dirent *de;
-        struct stat st;
-        DIR *d;
-        int r;
-
-        r = a2a_kept_dir(h, agent, false, &dfd);
-        if (r == -ENOENT) {
-                *ret = NULL;
-                *ret_n = 0;
-                return 0;
-        }
-        if (r < 0)
-                return r;
-        d = opendir_at(dfd);
-        if (!d)
-                return -errno;
-        while ((de = readdir(d))) {
-                size_t l = strlen(de->d_name);
-                if (de->d_name[0] == '.' || l <= 5 || strcmp(de->d_name + l - 5, ".json") ||
-                    fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
-                        continue;
-                if (n == cap) {
-                        struct listed *nv = realloc(v, (cap = cap ? 2 * cap : 64) * sizeof(*v));
-                        if (!nv) {
-                                closedir(d);
-                                return -ENOMEM;
-                        }
-                        v = nv;
-                }
-                memcpy(v[n].id, de->d_name, l - 5);
-                v[n].id[l - 5] = '\0';
-                v[n].mtime = st.st_mtim;
-                n++;
-        }
-        closedir(d);
-        if (n)
-                qsort(v, n, sizeof(*v), listed_cmp);
-        *ret = TAKE_PTR(v);
-        *ret_n = n;
-        return 0;
 }
 
 int a2a_list_tasks(struct a2a_call *c)
 {
-        _cleanup_free_ struct listed *v = NULL;
+        _cleanup_free_ struct a2a_kept *v = NULL;
         _cleanup_json_ json_t *tasks = NULL;
         const json_t *ps = json_object_get(c->params, "pageSize");
         const char *ctx = a2a_str(c->params, "contextId"), *status = a2a_str(c->params, "status");
@@ -388,25 +356,20 @@ int a2a_list_tasks(struct a2a_call *c)
                 status = NULL;
         if (status && !a2a_task_state_known(status))
                 return a2a_call_error(c, RPC_INVALID_PARAMS, "params.status is not a TaskState");
-        r = listed_read(c->h, c->agent, &v, &n);
+        /* the index, newest first: no document is read */
+        r = a2a_kept_list(c->agent, c->name, ctx, &v, &n);
         if (r < 0)
                 return a2a_call_internal(c, "ListTasks", r);
         tasks = json_array();
         if (!tasks)
                 return -ENOMEM;
         for (i = 0; i < n; i++) {
-                _cleanup_json_ json_t *kept = NULL, *task = NULL;
-                bool on_page;
+                _cleanup_json_ json_t *task = NULL;
+                bool on_page = matched >= skip && (int64_t)json_array_size(tasks) < page;
 
-                if (a2a_kept_read(c->h, c->agent, v[i].id, &kept, NULL, NULL) < 0 ||
-                    strcmp(a2a_str(kept, "to_agent") ?: "", c->name))
-                        continue;
-                if (ctx && strcmp(a2a_str(json_object_get(kept, "payload"), "contextId") ?: "", ctx))
-                        continue;
-                on_page = matched >= skip && (int64_t)json_array_size(tasks) < page;
                 /* the spool is asked only for what the page shows, or
                  * for every one when the state is what is asked */
-                if ((on_page || status) && a2a_task_lookup(c->h, v[i].id, kept, &task) < 0)
+                if ((on_page || status) && a2a_task_lookup(c->h, c->agent, &v[i], &task) < 0)
                         continue;
                 if (status && strcmp(a2a_str(json_object_get(task, "status"), "state") ?: "", status))
                         continue;

@@ -5,6 +5,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "hub.h"
 #include "hub_a2a.h"
@@ -154,19 +155,34 @@ static json_t *task_of_item(const char *id, const char *ctx, const json_t *item,
         return a2a_task_new(id, ctx, state, st, with_reason ? reason : NULL, detail, at);
 }
 
-/* The task of agent's document doc under id, from the spool.  0 with
- * *ret; -ENOENT when the spool no longer (or not yet) holds it. */
-int a2a_task_lookup(struct hub *h, const char *id, const json_t *doc, json_t **ret)
+/* The task t of agent's, from the spool.  0 with *ret; -ENOENT when the spool no
+ * longer holds it.  The spool's lookup goes state by state while the
+ * daemon moves the item on (handoff/ to claimed/ to archive/), and may
+ * find it in none: looked for again, and a task whose document is kept
+ * and whose handoff may still be valid is SUBMITTED, not unknown, since
+ * SendMessage said it exists. */
+int a2a_task_lookup(struct hub *h, const char *agent, const struct a2a_kept *t, json_t **ret)
 {
         _cleanup_json_ json_t *item = NULL;
-        const char *ctx = a2a_str(json_object_get(doc, "payload"), "contextId");
-        const struct config_agent *to = config_agent(h->cfg, a2a_str(doc, "to_agent") ?: "");
-        int r;
+        const struct config_agent *to = config_agent(h->cfg, t->to);
+        int r = -ENOENT;
 
-        r = hub_item_find(h, id, &item);
+        for (int i = 0; i < 3 && r == -ENOENT; i++)
+                r = hub_item_find(h, t->id, &item);
+        if (r == -ENOENT && t->on_disk &&
+            t->mtime.tv_sec + h->cfg->max_window + h->cfg->max_clock_skew >= time(NULL)) {
+                *ret = a2a_task_new(t->id, t->ctx, "TASK_STATE_SUBMITTED", "pending", NULL, NULL,
+                                    NULL);
+                return *ret ? 0 : -ENOMEM;
+        }
         if (r < 0)
                 return r;
         json_object_set_new(item, "status", json_string(items_status(item)));
-        *ret = task_of_item(id, ctx, item, to && to->completes);
+        /* the daemon rejected it: its document is no longer needed for a
+         * retry (one makes it anew) nor counted against its sender */
+        if (t->on_disk && !strcmp(items_status(item) ?: "", "rejected") &&
+            strcmp(a2a_str(item, "reason") ?: "", "bad_a2a_id"))
+                a2a_kept_rejected(h, agent, t->id);
+        *ret = task_of_item(t->id, t->ctx, item, to && to->completes);
         return *ret ? 0 : -ENOMEM;
 }

@@ -89,6 +89,10 @@ int hub_setup(struct hub *h)
                 ch->max_connections = HUB_DEFAULT_MAX_CONNECTIONS;
         if (!ch->max_per_address)
                 ch->max_per_address = HUB_DEFAULT_MAX_PER_ADDRESS;
+        if (!ch->a2a_kept_max_items)
+                ch->a2a_kept_max_items = HUB_A2A_KEPT_MAX_ITEMS;
+        if (!ch->a2a_kept_max_bytes)
+                ch->a2a_kept_max_bytes = HUB_A2A_KEPT_MAX_BYTES;
         if (!ch->state_dir && !(ch->state_dir = strdup(HUB_DEFAULT_STATE_DIR)))
                 return hub_fail(HUB_EXIT_RUNTIME, "out of memory");
         if (!spool)
@@ -131,7 +135,7 @@ int hub_setup(struct hub *h)
         /* a daemon older than CancelTask made none: it is refused then */
         if (open_dir(spool, "cancel", &h->cancel_fd) < 0)
                 h->cancel_fd = -1;
-        r = mkdir_p_at(AT_FDCWD, ch->state_dir, 0750);
+        r = mkdir_p_at(AT_FDCWD, ch->state_dir, 0700);
         if (r < 0)
                 return hub_fail(HUB_EXIT_RUNTIME, "[hub] state_dir %s: %s", ch->state_dir,
                             strerror(-r));
@@ -139,6 +143,11 @@ int hub_setup(struct hub *h)
         if (h->state_fd < 0)
                 return hub_fail(HUB_EXIT_RUNTIME, "[hub] state_dir %s: %s", ch->state_dir,
                             strerror(errno));
+        /* made 0700 if wider: the kept A2A messages are every sender's words */
+        r = hub_a2a_load(h);
+        if (r < 0)
+                return hub_fail(HUB_EXIT_RUNTIME, "[hub] state_dir %s: %s (it must be the "
+                                "hub's user's, mode 0700)", ch->state_dir, strerror(-r));
         hub_records_prune(h, time(NULL));
         r = hub_spool_clean_tmp(h);
         if (r > 0)

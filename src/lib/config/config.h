@@ -80,6 +80,8 @@ struct config_hub {
         int64_t timeout;        /* seconds a connection may stay silent */
         int64_t request_timeout;/* seconds a request has to arrive whole */
         int64_t max_connections, max_per_address;
+        /* A2A documents kept per sending token; 0: the default */
+        uint64_t a2a_kept_max_items, a2a_kept_max_bytes;
 };
 
 struct config {

@@ -33,7 +33,8 @@ static const char *const keys_relay[] = {
 static const char *const keys_remote[] = { "host", "a2a", "token_file", "ca_file", NULL };
 static const char *const keys_hub[] = {
         "listen", "tls_cert", "tls_key", "token_dir", "state_dir", "timeout",
-        "max_connections", "max_per_address", "request_timeout", NULL };
+        "max_connections", "max_per_address", "request_timeout", "a2a_kept_max_items",
+        "a2a_kept_max_bytes", NULL };
 static const char *const keys_control[] = { "socket", "group", NULL };
 static const char *const keys_metrics[] = { "textfile", NULL };
 static const char *const keys_payload[] = { "roles", NULL };
@@ -448,6 +449,19 @@ static int handle_hub(struct parse_state *st, const char *k, const char *v)
                 if (parse_int64(v, 1, 65536, &n) < 0)
                         return config_err(st, "[hub] %s: '%s' is not a number from 1 to 65536", k, v);
                 *(k[4] == 'c' ? &h->max_connections : &h->max_per_address) = n;
+                return 1;
+        }
+        if (!strcmp(k, "a2a_kept_max_items")) {
+                if (parse_int64(v, 1, 100000000, &n) < 0)
+                        return config_err(st, "[hub] %s: '%s' is not a number from 1 to 100000000",
+                                          k, v);
+                h->a2a_kept_max_items = (uint64_t)n;
+                return 1;
+        }
+        if (!strcmp(k, "a2a_kept_max_bytes")) {
+                if (config_parse_size(v, &h->a2a_kept_max_bytes) < 0 ||
+                    h->a2a_kept_max_bytes < 1024)
+                        return config_err(st, "[hub] %s: '%s' is not a size of 1K or more", k, v);
                 return 1;
         }
         return config_unknown_key(st, "hub", NULL, k, keys_hub);
