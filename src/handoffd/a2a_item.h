@@ -16,6 +16,9 @@
 #define A2A_INFLIGHT_MAX 32
 #define A2A_LINE_MAX 1024               /* six fields, the largest 300 bytes */
 #define A2A_TASK_MAX 256
+/* A task is followed this long after its item entered outbox/ at most: a
+ * server that says "working" for ever must not be asked for ever. */
+#define A2A_FOLLOW_MAX_USEC (7 * 86400 * 1000000LL)
 
 enum a2a_item_state {
         AI_UNSENT,      /* waits for its next try */
@@ -32,6 +35,7 @@ struct a2a_item {
         enum a2a_item_state st;
         int64_t at, exp, next;  /* usec: entered outbox/, expires_at, next try */
         unsigned tries;
+        const char *state;      /* its task's last state (a static string), or NULL */
         bool gone;              /* left outbox/: the slot is free */
 };
 
@@ -58,6 +62,7 @@ struct a2a_out {
         uv_timer_t timer;
         bool handles_open, stopping;
         char helper[PATH_MAX];
+        int64_t follow_max_usec;        /* A2A_FOLLOW_MAX_USEC, or HD_A2A_FOLLOW_MAX_S */
         struct a2a_item *items;
         size_t n_items, cap_items;
         /* allocated once at start: the helpers' handles never move */

@@ -10,7 +10,8 @@
  *   a task                 its id kept in outbox/.<id>.a2a-task, its state
  *                          followed by GetTask (1 s ... 60 s) until an end
  *                          (completed, failed, canceled, rejected,
- *                          input_required, auth_required); then archive/
+ *                          input_required, auth_required), or "unknown"
+ *                          7 days after it entered outbox/; then archive/
  *                          as relayed to "a2a:NAME" with remote_outcome =
  *                          that end, remote_detail = the task's text
  *
@@ -301,6 +302,19 @@ static void on_timer(uv_timer_t *t)
                 }
                 if (it->st == AI_UNSENT && it->exp + 1 < due)
                         due = it->exp + 1;
+                if (it->st == AI_FOLLOW && now - it->at > a->follow_max_usec) {
+                        char text[200];
+                        snprintf(text, sizeof(text), "no end after %llds (last state %s): no longer "
+                                 "followed", (long long)(a->follow_max_usec / 1000000),
+                                 it->state ? it->state : "not seen since the start");
+                        log_warning("A2A remote %s: task %s of %s: %s", it->remote, it->task,
+                                    it->id, text);
+                        a2a_item_archived(a, it, "unknown", text, now);
+                        flush = true;
+                        continue;
+                }
+                if (it->st == AI_FOLLOW && it->at + a->follow_max_usec + 1 < due)
+                        due = it->at + a->follow_max_usec + 1;
                 if (it->next > now) {
                         if (it->next < due)
                                 due = it->next;
@@ -407,6 +421,12 @@ int a2a_out_start(uv_loop_t *loop, struct spool *sp, struct a2a_out **ret)
                 return -ENOMEM;
         a->loop = loop;
         a->sp = sp;
+        a->follow_max_usec = A2A_FOLLOW_MAX_USEC;
+        /* a test's: the bound in seconds */
+        const char *fm = getenv("HD_A2A_FOLLOW_MAX_S");
+        int64_t fs;
+        if (fm && parse_int64(fm, 1, A2A_FOLLOW_MAX_USEC / 1000000, &fs) == 0)
+                a->follow_max_usec = fs * 1000000LL;
         /* handoff-a2a is installed beside handoffd (HD_A2A_HELPER: a test's) */
         const char *env = getenv("HD_A2A_HELPER");
         n = readlink("/proc/self/exe", self, sizeof(self) - 1);

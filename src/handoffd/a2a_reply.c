@@ -98,6 +98,7 @@ int a2a_reply(struct a2a_out *a, struct a2a_remote_st *r, char *line, int64_t no
                         it->tries = 0;
                 }
                 it->st = AI_FOLLOW;
+                it->state = state;
                 it->next = now + a2a_item_backoff(++it->tries);
                 return 0;
         }

@@ -141,6 +141,7 @@ int relay_start(uv_loop_t *loop, struct spool *sp, struct relay **ret)
         r->max_age_usec = (c->max_window + c->max_clock_skew) * 1000000LL;
         r->max_msg = c->max_file_size;
         dict_init(&r->outbox, sizeof(struct outbox_entry));
+        dict_init(&r->unverified, sizeof(struct relay_owed_rate));
         pthread_mutex_init(&r->m, NULL);
         cond_init_mono(&r->wake_worker);
         cond_init_mono(&r->wake_fetcher);
@@ -290,6 +291,7 @@ static void relay_destroy(struct relay *r)
         pthread_cond_destroy(&r->wake_worker);
         pthread_cond_destroy(&r->wake_fetcher);
         dict_clear(&r->outbox);
+        dict_clear(&r->unverified);
         free(r->queue.id);
         free(r->host);
         free(r->servers);
@@ -332,7 +334,8 @@ static json_t *relay_status(void *ctx, int64_t now)
                         oldest = age;
         }
         /* none (outbox empty, no error yet): null, never -1 */
-        json_t *o = json_pack("{s:b, s:b, s:s, s:s, s:s, s:I, s:o, s:I, s:I, s:I, s:I, s:s?, s:o}",
+        json_t *o = json_pack("{s:b, s:b, s:s, s:s, s:s, s:I, s:o, s:I, s:I, s:I, s:I, s:I, s:s?, "
+                              "s:o}",
                          "connected", r->st.connected, "ready", r->st.ready,
                          /* before a first connection: the servers it tries */
                          "server", r->st.server[0] ? r->st.server : r->servers,
@@ -342,6 +345,7 @@ static json_t *relay_status(void *ctx, int64_t now)
                          "relayed", (json_int_t)r->st.relayed,
                          "received", (json_int_t)r->st.received,
                          "duplicates", (json_int_t)r->st.duplicates,
+                         "receipts_withheld", (json_int_t)r->st.receipts_withheld,
                          "publish_errors", (json_int_t)r->st.publish_errors,
                          "last_error", r->st.last_error[0] ? r->st.last_error : NULL,
                          "last_error_age_s", r->st.last_error_usec

@@ -23,7 +23,16 @@
  * for an agent this daemon neither serves nor relays on ([remote]), by its
  * subject or its to_agent: acked and counted as rejected (not_served).  In
  * handoff/ it could only wait max_window for a daemon that never comes,
- * and anyone who may publish on the stream could fill the disk so. */
+ * and anyone who may publish on the stream could fill the disk so.
+ *
+ * The origin a message names (Handoff-Origin) is the publisher's word: a
+ * publisher without any key could name fifty hosts that do not exist and
+ * make this one sign a "rejected" receipt for each junk message.  So a
+ * receipt is owed only to an origin with a key in host_pubkey_dir (a
+ * host this one takes receipts from), and for a message that does not
+ * verify here RELAY_UNVERIFIED_BURST at once and then one a second per
+ * origin (a host whose senders' keys this one lacks still hears of its
+ * rejections). */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -198,6 +207,65 @@ static int reject_squatter(struct spool *sp, const char *name, const char *id,
         return spool_reject(sp, name, NULL, sv->reason, detail, NULL, now, NULL);
 }
 
+/* Does origin have a key here, host_pubkey_dir/ORIGIN.pub?  origin is
+ * a valid name (relay_queue.c), so no path of its own. */
+static bool origin_keyed(const struct config *c, const char *origin)
+{
+        const char *dir = c->relay.host_pubkey_dir;
+        char p[PATH_MAX];
+        struct stat st;
+
+        if (!dir || !origin[0] || xsnprintf(p, sizeof(p), "%s/%s.pub", dir, origin) < 0)
+                return false;
+        return stat(p, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* May a receipt for id be owed to in's origin (doc: the message's
+ * document, verified: whether it verifies here)?  With receipts not sent
+ * (no host_key), always: the origin is only kept for a rejection's
+ * detail, nothing is signed. */
+static bool receipt_due(struct relay *r, const struct relay_in *in, const char *id,
+                        bool verified, int64_t now)
+{
+        struct relay_owed_rate *e;
+        bool added;
+
+        if (!in->origin[0] || !receipt_sending(r))
+                return true;
+        if (!origin_keyed(r->sp->cfg, in->origin)) {
+                r->st.receipts_withheld++;
+                log_debug("Relay: no receipt for %s to host %s: no key of that host in "
+                          "host_pubkey_dir", id, in->origin);
+                return false;
+        }
+        if (verified)
+                return true;
+        e = dict_put(&r->unverified, in->origin, &added);
+        if (!e)
+                return false;   /* out of memory: none, as over the rate */
+        if (added)
+                *e = (struct relay_owed_rate){ .credit_usec = RELAY_UNVERIFIED_BURST * 1000000LL,
+                                               .at = now };
+        if (now > e->at) {
+                e->credit_usec += now - e->at;
+                if (e->credit_usec > RELAY_UNVERIFIED_BURST * 1000000LL)
+                        e->credit_usec = RELAY_UNVERIFIED_BURST * 1000000LL;
+        }
+        e->at = now;
+        if (e->credit_usec >= 1000000) {
+                e->credit_usec -= 1000000;
+                e->said = false;
+                return true;
+        }
+        r->st.receipts_withheld++;
+        if (!e->said)
+                log_notice("Relay: messages from host %s that do not verify here come faster than "
+                           "%d at once and then 1 a second: rejected without a receipt until they "
+                           "slow down", in->origin, RELAY_UNVERIFIED_BURST);
+        e->said = true;
+        return false;
+}
+
 /* Where a relayed message may go: an agent this daemon serves, or one it
  * relays on. */
 static bool takes(const struct config *c, const char *agent)
@@ -223,7 +291,8 @@ static void refuse(struct relay *r, const struct relay_in *in, const char *id, c
         log_decision(LOG_NOTICE, id[0] ? id : NULL, hd_agent_valid(agent) ? agent : NULL, "rejected",
                      hd_reason_name(HD_R_NOT_SERVED), "Relay: refused message %s: not_served: %s",
                      id[0] ? id : "(no id)", detail);
-        if (id[0] && in->origin[0] && receipt_sending(r) && verifies(sp, doc, now, &v))
+        if (id[0] && in->origin[0] && receipt_sending(r) && verifies(sp, doc, now, &v) &&
+            receipt_due(r, in, id, true, now))
                 receipt_refused(r, id, in->origin, hd_reason_name(HD_R_NOT_SERVED), detail, now);
 }
 
@@ -291,7 +360,9 @@ static int inbound_one(struct relay *r, struct relay_in *in, int64_t now)
                 if (q < 0)
                         goto out;
         }
-        if (id[0])
+        /* Verified here already when its name was taken by a squatter. */
+        if (id[0] && receipt_due(r, in, id, (k == ID_SQUATTED && !own_name) ||
+                                 (receipt_sending(r) && verifies(sp, doc, now, &v)), now))
                 receipt_owe(r, id, in->origin);
         q = write_one(sp, name, in);
         if (q < 0) {

@@ -89,9 +89,22 @@ struct relay_stats {
         /* receipt.c: sent (PubAck), applied, known already, dropped as
          * not verifying. */
         uint64_t receipts_sent, receipts_applied, receipts_duplicate, receipts_bad;
+        /* relay_inbound.c: messages that owed no receipt (origin without
+         * a key here, or unverified over the rate) */
+        uint64_t receipts_withheld;
         char last_error[256];
         int64_t last_error_usec;
 };
+
+/* Receipts one origin may still be owed for messages that do not verify
+ * here (relay_inbound.c): a bucket of RELAY_UNVERIFIED_BURST, refilled
+ * by one a second. */
+struct relay_owed_rate {
+        int64_t credit_usec;    /* one receipt costs a second of it */
+        int64_t at;             /* usec: the credit's last update */
+        bool said;              /* the withholding logged since the last receipt */
+};
+#define RELAY_UNVERIFIED_BURST 100
 
 struct relay {
         uv_loop_t *loop;
@@ -135,6 +148,10 @@ struct relay {
         size_t inflight;
         struct relay_stats st;
         struct receipts *rc;    /* receipt.c's; NULL: receipts off */
+        /* origin -> struct relay_owed_rate (relay_inbound.c): the
+         * receipts owed for messages that do not verify here, per origin
+         * with a key in host_pubkey_dir (so no more entries than keys) */
+        struct dict unverified;
 };
 
 /* The close callback of each loop handle of r's (its data r): relay.c's,

@@ -5,7 +5,8 @@
 //   node server.mjs '{"port": P, "token": T, "log": FILE}'
 //
 // Its executor ends each task by the text of the message: "fail" failed,
-// "input" input-required, else completed with an artifact "done: TEXT".
+// "input" input-required, "forever" never (working), else completed with
+// an artifact "done: TEXT".
 // A message whose text holds "refuse" is answered 400 before the SDK sees
 // it.  Every message the executor runs appends its messageId to FILE (it
 // outlives a restart): the test counts by messageId; with "parts": FILE2
@@ -45,6 +46,13 @@ class Executor {
     bus.publish({ kind: 'task', data: { id: ctx.taskId, contextId: ctx.contextId,
       status: { state: TaskState.TASK_STATE_SUBMITTED, message: undefined, timestamp: now() },
       artifacts: [], history: [msg], metadata: undefined } });
+    if (/forever/.test(text)) {
+      // a task that never ends: working at every GetTask
+      bus.publish({ kind: 'statusUpdate', data: { ...base, status: {
+        state: TaskState.TASK_STATE_WORKING, timestamp: now(), message: undefined } } });
+      bus.finished();
+      return;
+    }
     const state = /fail/.test(text) ? TaskState.TASK_STATE_FAILED
       : /input/.test(text) ? TaskState.TASK_STATE_INPUT_REQUIRED : TaskState.TASK_STATE_COMPLETED;
     if (state === TaskState.TASK_STATE_COMPLETED)

@@ -164,6 +164,7 @@ static void make_spool(void)
         relay.max_msg = cfg->max_file_size;
         relay.host = strdup(cfg->relay.host);
         dict_init(&relay.outbox, sizeof(struct outbox_entry));
+        dict_init(&relay.unverified, sizeof(struct relay_owed_rate));
         pthread_mutex_init(&relay.m, NULL);
         pthread_cond_init(&relay.wake_worker, NULL);
         pthread_cond_init(&relay.wake_fetcher, NULL);
