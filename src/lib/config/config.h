@@ -80,6 +80,10 @@ struct config_hub {
         int64_t timeout;        /* seconds a connection may stay silent */
         int64_t request_timeout;/* seconds a request has to arrive whole */
         int64_t max_connections, max_per_address;
+        /* each token's: handoffs a second and at once (a bucket; 0: no
+         * limit), requests made at once, waits suspended at once */
+        int64_t rate_per_token, burst_per_token;
+        int64_t max_requests_per_token, max_waits_per_token;
 };
 
 struct config {
