@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -147,11 +148,12 @@ static bool spool_known(struct hub *h, const char *id, const char *name)
                exists_at(h->ids_fd, id) || exists_at(h->claimed_fd, name);
 }
 
-/* Into handoff/ as a producer does.  0, or -EEXIST when the name is taken. */
-static int spool_publish(struct hub *h, const char *name, const char *body,
+/* Into handoff/ as a producer does, for the token of agent.  0, or
+ * -EEXIST when the name is taken. */
+static int spool_publish(struct hub *h, const char *agent, const char *name, const char *body,
                          size_t len)
 {
-        char tmp[NAME_MAX + 1];
+        char tmp[NAME_MAX + 1], path[64 + NAME_MAX];
         bool sync = h->cfg->fsync;
         int r;
 
@@ -161,6 +163,11 @@ static int spool_publish(struct hub *h, const char *name, const char *body,
         r = write_atomic(h->tmp_fd, tmp, body, len, 0640, sync ? WRITE_SYNC_FILE : 0);
         if (r < 0)
                 return r;
+        /* Every file of ours is our user's: the daemon gives each token a
+         * turn of its own by this name (src/handoffd/pending.c).  Without
+         * it (no user xattrs here) the tokens share the hub's one turn. */
+        if (xsnprintf(path, sizeof(path), "/proc/self/fd/%d/%s", h->tmp_fd, tmp) >= 0)
+                (void)lsetxattr(path, "user.handoff.sender", agent, strlen(agent), 0);
         r = move_noreplace(h->tmp_fd, tmp, h->handoff_fd, name);
         if (r < 0) {
                 unlinkat(h->tmp_fd, tmp, 0);
@@ -293,7 +300,7 @@ int hub_accept_post(struct hub *h, const char *agent, const char *body,
                 if (r < 0)
                         goto fail;
         }
-        r = spool_publish(h, name, body, len);
+        r = spool_publish(h, agent, name, body, len);
         if (r == -EEXIST) {
                 /* another producer's file appeared meanwhile */
                 bool same = spool_same(h->handoff_fd, name, body, len);
