@@ -159,7 +159,7 @@ def run(handoffd, hubd, fsync, n, rate_n, rate, timeout=120.0, keep=False):
     site = Site(base, fsync)
     rows = []
     try:
-        hub = hubkit.Hub(site, tokens={"bob": None}, extra="max_per_address = 64\n")
+        hub = hubkit.Hub(site, tokens={"bob": None}, extra="max_per_address = 64\nrate_per_token = 0\nmax_requests_per_token = 64\n")
         d = hdtest.Daemon(site, hub.conf, "handoffd", argv=[handoffd, "-f", "-c", hub.conf])
         site.daemons.append(d)
         d.wait_message("READY=1")

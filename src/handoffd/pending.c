@@ -6,20 +6,34 @@
  * other sender's handoffs by the whole flood; in turns, by one file.  No
  * key buys a turn: the owner is known before the file is read.
  *
+ * Every file handoff-hubd drops is the hub's user's: its tokens shared one
+ * turn, and one token's flood delayed every other token's handoffs.  The
+ * hub names the token's agent in an extended attribute of each file it
+ * drops (user.handoff.sender); an owner alone may set one on a file of
+ * its mode, so it is trusted for the hub's user's files only, and there
+ * the turn is the owner's and the sender's.  The hub's user is the owner
+ * of [hub] state_dir, the directory the hub makes its own.
+ *
  * An owner holds at most PENDING_OWNER_MAX names: what does not fit stays
  * in handoff/ and a later rescan brings it (pending_left_out()), so a
  * flood costs memory for its first names only, and inotify is always
  * read (another sender's name is never stuck behind the flood's events
  * in the kernel's queue). */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+
+#include "config.h"
 
 #include "dict.h"
 #include "pending.h"
 
 struct pending_owner {
         uid_t uid;
+        char sender[PENDING_SENDER_MAX + 1];    /* "" but for the hub's files */
         size_t queued;          /* names in q */
         size_t refs;            /* names in q and taken */
         TAILQ_HEAD(, pending_name) q;
@@ -33,6 +47,7 @@ struct pending {
         bool left_out;
         TAILQ_HEAD(, pending_owner) turns;      /* the next turn first */
         TAILQ_HEAD(, pending_owner) owners;     /* with a name queued or taken */
+        uid_t hub_uid;                          /* (uid_t)-1: none */
 };
 
 int pending_new(struct pending **ret)
@@ -42,6 +57,7 @@ int pending_new(struct pending **ret)
         if (!p)
                 return -ENOMEM;
         dict_init(&p->names, 0);
+        p->hub_uid = (uid_t)-1;
         TAILQ_INIT(&p->turns);
         TAILQ_INIT(&p->owners);
         *ret = p;
@@ -73,17 +89,43 @@ size_t pending_size(const struct pending *p)
         return p->queued;
 }
 
-static struct pending_owner *owner_get(struct pending *p, uid_t uid)
+void pending_hub_user(struct pending *p, const char *statedir)
+{
+        struct stat st;
+
+        p->hub_uid = stat(statedir ? statedir : CONFIG_HUB_STATE_DIR_DEFAULT, &st) == 0 &&
+                     S_ISDIR(st.st_mode) ? st.st_uid : (uid_t)-1;
+}
+
+void pending_sender(const struct pending *p, int dirfd, const char *name, uid_t uid,
+                    char *sender)
+{
+        char path[64 + PENDING_SENDER_MAX + 256];
+        ssize_t n;
+
+        sender[0] = '\0';
+        if (uid == (uid_t)-1 || uid != p->hub_uid ||
+            snprintf(path, sizeof(path), "/proc/self/fd/%d/%s", dirfd, name) >= (int)sizeof(path))
+                return;
+        n = lgetxattr(path, PENDING_SENDER_XATTR, sender, PENDING_SENDER_MAX);
+        sender[n > 0 ? n : 0] = '\0';
+        /* a name, nothing else: it is compared, never printed */
+        if (strlen(sender) != (size_t)(n > 0 ? n : 0))
+                sender[0] = '\0';
+}
+
+static struct pending_owner *owner_get(struct pending *p, uid_t uid, const char *sender)
 {
         struct pending_owner *o;
 
         TAILQ_FOREACH(o, &p->owners, all)
-                if (o->uid == uid)
+                if (o->uid == uid && !strcmp(o->sender, sender))
                         return o;
         o = calloc(1, sizeof(*o));
         if (!o)
                 return NULL;
         o->uid = uid;
+        snprintf(o->sender, sizeof(o->sender), "%s", sender);
         TAILQ_INIT(&o->q);
         TAILQ_INSERT_TAIL(&p->owners, o, all);
         return o;
@@ -106,7 +148,7 @@ static void turn_first(struct pending *p, struct pending_owner *o)
         TAILQ_INSERT_HEAD(&p->turns, o, turn);
 }
 
-int pending_add(struct pending *p, const char *name, uid_t uid)
+int pending_add(struct pending *p, const char *name, uid_t uid, const char *sender)
 {
         struct pending_owner *o;
         struct pending_name *n;
@@ -114,7 +156,7 @@ int pending_add(struct pending *p, const char *name, uid_t uid)
 
         if (dict_get(&p->names, name))
                 return 0;
-        o = owner_get(p, uid);
+        o = owner_get(p, uid, sender ? sender : "");
         if (!o)
                 goto nomem;
         if (o->queued >= PENDING_OWNER_MAX) {

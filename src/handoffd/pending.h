@@ -28,11 +28,25 @@ void pending_free(struct pending *p);
 /* Names queued (not those taken and not yet done). */
 size_t pending_size(const struct pending *p);
 
-/* name, a file in handoff/ of owner uid, at the end of its owner's
- * queue; an owner that had none queued has the next turn.  0 (also when
- * it is queued already); -ENOBUFS (its owner has PENDING_OWNER_MAX
- * queued) or -ENOMEM: it is left out (pending_left_out()). */
-int pending_add(struct pending *p, const char *name, uid_t uid);
+/* The sender a file of handoff-hubd's names (PENDING_SENDER_XATTR, set
+ * by the hub on the files it drops for a token), at most this long. */
+#define PENDING_SENDER_XATTR "user.handoff.sender"
+#define PENDING_SENDER_MAX 64
+
+/* The hub's user: the owner of [hub] state_dir (statedir; NULL: the
+ * default), looked at again at each rescan; (uid_t)-1 when none. */
+void pending_hub_user(struct pending *p, const char *statedir);
+/* The sender of dirfd/name when uid is the hub's and it names one, into
+ * sender (PENDING_SENDER_MAX + 1 bytes); "" otherwise. */
+void pending_sender(const struct pending *p, int dirfd, const char *name, uid_t uid,
+                    char *sender);
+
+/* name, a file in handoff/ of owner uid (and, for the hub's files, of
+ * sender: "" for every other), at the end of its owner's queue; an owner
+ * that had none queued has the next turn.  0 (also when it is queued
+ * already); -ENOBUFS (its owner has PENDING_OWNER_MAX queued) or -ENOMEM:
+ * it is left out (pending_left_out()). */
+int pending_add(struct pending *p, const char *name, uid_t uid, const char *sender);
 
 /* Up to max names into out, one of each owner in turn (an owner whose
  * name is taken goes to the end of the turns). */

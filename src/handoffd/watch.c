@@ -95,6 +95,7 @@ static bool watch_lost(struct daemon *d)
  * decision will say why); one gone needs no decision. */
 static void pend(struct daemon *d, const char *name)
 {
+        char sender[PENDING_SENDER_MAX + 1];
         struct stat st;
 
         if (fstatat(d->sp->fd[SD_HANDOFF], name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
@@ -102,8 +103,10 @@ static void pend(struct daemon *d, const char *name)
                         return;
                 st.st_uid = (uid_t)-1;
         }
+        /* the hub's files: the token's turn (pending.c) */
+        pending_sender(d->pending, d->sp->fd[SD_HANDOFF], name, st.st_uid, sender);
         /* Left out (its owner's queue is full): a rescan brings it. */
-        (void)pending_add(d->pending, name, st.st_uid);
+        (void)pending_add(d->pending, name, st.st_uid, sender);
 }
 
 static void queue_name(struct daemon *d, const char *name)
@@ -123,6 +126,7 @@ int watch_rescan(struct daemon *d, const char *why)
 {
         d->sp->st.rescans++;
         pending_rescan(d->pending);
+        pending_hub_user(d->pending, d->cfg->hub.state_dir);
         /* Opened again, not rewound: handoff/ may be a new directory. */
         if (d->scan)
                 closedir(d->scan);

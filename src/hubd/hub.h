@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/queue.h>
 #include <time.h>
 
 #include <jansson.h>
@@ -33,6 +34,10 @@ enum {
 #define HUB_REFUSAL_LOG_BURST 10        /* refusals logged one by one per interval */
 #define HUB_DEFAULT_STATE_DIR CONFIG_HUB_STATE_DIR_DEFAULT
 #define HUB_STATUS_INTERVAL 10          /* status.json rewritten at least this often */
+#define HUB_DEFAULT_RATE_PER_TOKEN 20   /* handoffs a second, a token's bucket refills */
+#define HUB_DEFAULT_BURST_PER_TOKEN 200 /* and holds at most */
+#define HUB_DEFAULT_MAX_REQUESTS_PER_TOKEN (HUB_THREADS / 2)
+#define HUB_DEFAULT_MAX_WAITS_PER_TOKEN 32
 
 /* Log lines a client can cause, rate-limited (hub_ratelog.c): the first
  * burst of an interval one line each, the others counted and said with
@@ -55,6 +60,8 @@ bool hub_ratelog_take(struct hub_ratelog *r, const char *what, bool *ret_last);
 uint64_t hub_ratelog_tick(struct hub_ratelog *r, char *last, size_t n);
 
 struct hub_answer;
+struct hub_limits;
+struct hub_waits;
 struct hub_tokens;
 struct hub_tls;
 struct hub_conns;
@@ -82,6 +89,8 @@ struct hub {
         int64_t (*now_usec)(void);      /* the clock documents are judged by;
                                          * NULL: hd_now_usec (a test's own) */
         struct hub_conns *conns;        /* while libmicrohttpd runs */
+        struct hub_waits *waits;        /* likewise: the suspended waits */
+        struct hub_limits *limits;      /* each token's rate and share */
 };
 
 /* ---- logging: hub_log() (hub_log.h); what a client can cause,
@@ -131,21 +140,93 @@ int hub_listen_open(const char *spec, int *ret_fd, bool *ret_loopback,
                     bool *ret_unix, bool *ret_activated, char *err,
                     size_t errlen);
 
+/* ---- waits that hold no thread (hub_wait.c) ---- */
+/* Which directory's events may make a wait ready. */
+enum hub_wait_on {
+        HUB_WAIT_ON_HANDOFF,    /* a file left handoff/ */
+        HUB_WAIT_ON_CANCEL,     /* an answer came into cancel/ */
+        _HUB_WAIT_ON_MAX,
+};
+#define HUB_WAIT_TICK_USEC 10000        /* a look without events, when one is needed */
+struct hub_wait;
+TAILQ_HEAD(hub_wait_list, hub_wait);
+struct hub_wait_ops {
+        /* On the watcher's thread: is the condition met?  (May set w->tick
+         * when events alone cannot tell.)  Never blocks. */
+        bool (*look)(struct hub *h, struct hub_wait *w);
+        /* On a pool thread, once resumed (ready or past the deadline, or
+         * never suspended): the answer into a.  0 or -ENOMEM. */
+        int (*finish)(struct hub *h, struct hub_wait *w, struct hub_answer *a);
+        void (*free)(struct hub_wait *w);
+};
+/* A request's wait, made by whoever knows its condition (hub_accept.c,
+ * hub_a2a_methods.c), handed to the HTTP side in hub_answer.wait. */
+struct hub_wait {
+        const struct hub_wait_ops *ops;
+        char agent[65];                 /* the token's: its share of waits */
+        enum hub_wait_on on;
+        char name[256];                 /* the file an event names */
+        int64_t deadline;               /* monotonic usec */
+        int64_t tick;                   /* usec between looks without an event; 0: none */
+        bool ready;                     /* look() said so before the resume */
+        /* the watcher's, under its lock */
+        bool armed, fresh;
+        int64_t next_look;
+        void (*resume)(void *);
+        void *resume_arg;
+        TAILQ_ENTRY(hub_wait) link;
+};
+int hub_waits_start(struct hub *h, struct hub_waits **ret);
+/* Every wait resumed (as it stands), the thread ended. */
+void hub_waits_stop(struct hub_waits *w);
+/* After libmicrohttpd stopped: nothing can add any more. */
+void hub_waits_free(struct hub_waits *w);
+/* x armed: suspend(arg) is called under the watcher's lock (before the
+ * watcher may resume it), resume(arg) from the watcher's thread when x
+ * is ready or past its deadline.  -EBUSY: no room (w NULL, the bounds):
+ * not suspended, to be finished at once. */
+int hub_waits_add(struct hub_waits *w, struct hub_wait *x, void (*suspend)(void *),
+                  void (*resume)(void *), void *arg);
+/* x out of the watcher's hands if it still was (its connection closed). */
+void hub_waits_forget(struct hub_waits *w, struct hub_wait *x);
+unsigned hub_waits_count(struct hub_waits *w);
+
+/* ---- each token's rate and share of threads (hub_limits.c) ---- */
+int hub_limits_new(const struct config_hub *ch, struct hub_limits **ret);
+void hub_limits_free(struct hub_limits *l);
+/* One handoff of agent's, from its bucket: true, or false with the
+ * seconds until one is there (*ret_retry, >= 1). */
+bool hub_limits_take(struct hub_limits *l, const char *agent, unsigned *ret_retry);
+/* A request of agent's is being made on a pool thread: true, or false
+ * when agent has max_requests_per_token being made already.  Each true
+ * is followed by one hub_limits_leave(). */
+bool hub_limits_enter(struct hub_limits *l, const char *agent);
+void hub_limits_leave(struct hub_limits *l, const char *agent);
+/* The refusal for either: 429 with Retry-After retry_s; for A2A a
+ * JSON-RPC error -32603 whose data says reason rate_limited and
+ * retryAfterSeconds (id NULL: null). */
+int hub_answer_limited(struct hub_answer *a, unsigned retry_s, bool busy);
+int hub_a2a_limited(struct hub_answer *a, const json_t *id, unsigned retry_s, bool busy);
+
 /* ---- judging and dropping a POST (hub_accept.c) ---- */
 struct hub_answer {
         unsigned status;        /* HTTP status */
         char *body;             /* JSON text, malloc'ed */
         const char *ctype;      /* Content-Type; NULL: application/json */
+        unsigned retry_after;   /* seconds for Retry-After; 0: none */
+        struct hub_wait *wait;  /* the answer comes when it ends (its finish) */
 };
 /* agent: the token's agent.  Fills a; returns 0 (also for refusals) or
  * -ENOMEM. */
 int hub_accept_post(struct hub *h, const char *agent, const char *body,
                     size_t len, struct hub_answer *a);
-/* ?wait=claimed after an accepted POST: a's answer again with "outcome"
- * (claimed, relayed, rejected, ...; "pending" when timeout_ms passed). */
+/* ?wait=claimed after an accepted POST by agent: the wait whose finish
+ * answers again with "outcome" (claimed, relayed, rejected, ...;
+ * "pending" when timeout_ms passed) into *ret.  0 or -ENOMEM. */
 #define HUB_WAIT_MS 5000
-int hub_accept_wait(struct hub *h, const char *id, int64_t timeout_ms,
-                    struct hub_answer *a);
+int hub_accept_wait(struct hub *h, const char *agent, const char *id, int64_t timeout_ms,
+                    struct hub_wait **ret);
+
 /* GET /api/v1/handoffs/{id} for agent. */
 int hub_accept_show(struct hub *h, const char *agent, const char *id,
                     struct hub_answer *a);

@@ -91,10 +91,14 @@ int a2a_send_message(struct a2a_call *c)
         enum a2a_msg_verdict kind;
         struct a2a_kept t;
         pthread_mutex_t *lk;
+        unsigned retry;
         size_t len = 0;
         hd_verdict v;
         int r;
 
+        /* the token's bucket, before anything is signed, kept or dropped */
+        if (!hub_limits_take(c->h->limits, c->agent, &retry))
+                return hub_a2a_limited(c->a, c->id, retry, false);
         if (!mid || !*mid)
                 return a2a_call_error(c, RPC_INVALID_PARAMS, "params.message.messageId is required");
         /* the key the daemon checks this agent with signs, and keys the
@@ -216,16 +220,15 @@ int a2a_get_task(struct a2a_call *c)
         return a2a_answer_result(c->a, c->id, TAKE_PTR(task));
 }
 
-/* The request to cancel id as c->agent, dropped into cancel/ (fd) and
- * answered by the daemon within the wait: *ret (CA_NONE: not yet). */
-static int cancel_send(struct a2a_call *c, int fd, const char *id, enum cancelreq_answer *ret)
+/* The request to cancel id as c->agent, dropped into cancel/ (fd): what
+ * its answer is known by into *ret (cancelreq.h). */
+static int cancel_send(struct a2a_call *c, int fd, const char *id, struct cancelreq_ticket *ret)
 {
         const struct config *cfg = c->h->cfg;
         const hd_key *k = config_key_lookup((void *)cfg, NULL, c->agent);
         int64_t now = c->h->now_usec ? c->h->now_usec() : hd_now_usec();
         _cleanup_free_ char *buf = NULL;
         char name[NAME_MAX + 1], tmp[NAME_MAX + 1];
-        struct cancelreq_ticket ticket;
         size_t len;
         int r;
 
@@ -238,20 +241,108 @@ static int cancel_send(struct a2a_call *c, int fd, const char *id, enum cancelre
         if (r == 0)
                 r = xsnprintf(tmp, sizeof(tmp), "hub.%s", name) < 0 ? -ENAMETOOLONG : 0;
         if (r == 0)
-                r = cancelreq_drop(c->h->tmp_fd, tmp, fd, name, buf, len, cfg->fsync, &ticket);
+                r = cancelreq_drop(c->h->tmp_fd, tmp, fd, name, buf, len, cfg->fsync, ret);
         if (r < 0)
                 return r;
         hub_log("a2a: %s: cancel requested by %s (%s)", id, c->agent, name);
-        return cancelreq_await(fd, &ticket, c->h->wait_ms, ret);
+        return 0;
 }
+
+/* CancelTask's wait for the daemon's answer (hub_wait.c): its connection
+ * suspended until the answer comes into cancel/ or the wait is over. */
+struct cancel_wait {
+        struct hub_wait w;              /* w.name: the request's */
+        struct cancelreq_ticket ticket; /* the request, as its answer is known */
+        json_t *jid;                    /* the call's id */
+        struct a2a_kept kept;           /* the task, from the index */
+        char id[NAME_MAX + 1];          /* the task's */
+        char target[65];                /* NAME of /a2a/NAME */
+        int fd;                         /* cancel/ */
+        int own_fd;                     /* fd when we opened it, else -1 */
+        enum cancelreq_answer ans;      /* CA_NONE: not yet */
+};
+
+/* The one place the daemon's answer is looked for (taken when there). */
+static void cancel_answer_look(struct cancel_wait *cw)
+{
+        if (cw->ans == CA_NONE && cancelreq_await(cw->fd, &cw->ticket, 0, &cw->ans) < 0)
+                cw->ans = CA_NONE;
+}
+
+static bool cancel_look(struct hub *h, struct hub_wait *w)
+{
+        struct cancel_wait *cw = (struct cancel_wait *)w;
+
+        (void)h;
+        cancel_answer_look(cw);
+        return cw->ans != CA_NONE;
+}
+
+static int cancel_finish(struct hub *h, struct hub_wait *w, struct hub_answer *a)
+{
+        struct cancel_wait *cw = (struct cancel_wait *)w;
+        struct a2a_call call = { .h = h, .agent = w->agent, .name = cw->target, .id = cw->jid,
+                                 .a = a };
+        struct a2a_call *c = &call;
+        _cleanup_json_ json_t *task = NULL;
+        const char *id = cw->id;
+        int r;
+
+        cancel_answer_look(cw);
+        hub_log("a2a: %s: cancel by %s: %s", id, c->agent,
+                cw->ans == CA_NONE ? "no answer yet" : cancelreq_answer_name(cw->ans));
+        switch (cw->ans) {
+        case CA_CANCELED:
+                break;
+        case CA_NOT_CANCELABLE:
+                return a2a_call_error(c, A2A_TASK_NOT_CANCELABLE,
+                                      "the task cannot be canceled: its agent took it first, "
+                                      "or it has ended");
+        case CA_UNKNOWN:
+                return a2a_call_error(c, A2A_TASK_NOT_FOUND, "the spool holds no such task");
+        case CA_REFUSED:
+                return a2a_call_error(c, RPC_INTERNAL, "handoffd refused the hub's cancel request "
+                                      "(see its log: the keys of the two differ?)");
+        case CA_BUSY:
+                return a2a_call_error(c, RPC_INTERNAL, "too many cancel requests wait at "
+                                      "handoffd: try again later");
+        default:
+                /* The daemon has not answered within the wait (stopped,
+                 * busy): the request stands and is acted on when it comes;
+                 * the task as it is now says so. */
+                r = a2a_task_lookup(h, c->agent, &cw->kept, &task);
+                if (r < 0)
+                        return a2a_call_internal(c, "CancelTask", r);
+                json_object_set_new(json_object_get(task, "metadata"), "cancel",
+                                    json_string("requested"));
+                return a2a_answer_result(c->a, c->id, TAKE_PTR(task));
+        }
+        /* Canceled is decided (the daemon took the bootstrap back), the
+         * archive may follow a moment later. */
+        task = a2a_task_new(id, cw->kept.ctx, "TASK_STATE_CANCELED", "canceled", NULL, NULL, NULL);
+        return a2a_answer_result(c->a, c->id, TAKE_PTR(task));
+}
+
+static void cancel_free(struct hub_wait *w)
+{
+        struct cancel_wait *cw = (struct cancel_wait *)w;
+
+        json_decref(cw->jid);
+        closep(&cw->own_fd);
+        free(cw);
+}
+
+static const struct hub_wait_ops cancel_ops = {
+        .look = cancel_look, .finish = cancel_finish, .free = cancel_free,
+};
 
 int a2a_cancel_task(struct a2a_call *c)
 {
         _cleanup_json_ json_t *task = NULL;
-        struct a2a_kept kept;
         _cleanup_close_ int own_fd = -1;
+        struct a2a_kept kept;
         const char *id = a2a_str(c->params, "id"), *st;
-        enum cancelreq_answer ans = CA_NONE;
+        struct cancel_wait *cw;
         char msg[160];
         int fd, r;
 
@@ -288,46 +379,36 @@ int a2a_cancel_task(struct a2a_call *c)
                         return a2a_call_error(c, A2A_UNSUPPORTED, "the spool has no cancel/: its "
                                               "handoffd cannot cancel");
         }
-        r = cancel_send(c, fd, id, &ans);
-        if (r == -EPERM)
-                return a2a_call_error(c, A2A_UNSUPPORTED, "the hub holds no key that signs for "
-                                      "this token's agent here");
-        if (r < 0)
+        cw = calloc(1, sizeof(*cw));
+        if (!cw)
+                return -ENOMEM;
+        r = cancel_send(c, fd, id, &cw->ticket);
+        if (r == 0)
+                snprintf(cw->w.name, sizeof(cw->w.name), "%s", cw->ticket.name);
+        if (r < 0) {
+                free(cw);
+                if (r == -EPERM)
+                        return a2a_call_error(c, A2A_UNSUPPORTED, "the hub holds no key that "
+                                              "signs for this token's agent here");
                 return a2a_call_internal(c, "CancelTask: the request into cancel/", r);
-        hub_log("a2a: %s: cancel by %s: %s", id, c->agent,
-                ans == CA_NONE ? "no answer yet" : cancelreq_answer_name(ans));
-        switch (ans) {
-        case CA_CANCELED:
-                break;
-        case CA_NOT_CANCELABLE:
-                return a2a_call_error(c, A2A_TASK_NOT_CANCELABLE,
-                                      "the task cannot be canceled: its agent took it first, "
-                                      "or it has ended");
-        case CA_UNKNOWN:
-                return a2a_call_error(c, A2A_TASK_NOT_FOUND, "the spool holds no such task");
-        case CA_REFUSED:
-                return a2a_call_error(c, RPC_INTERNAL, "handoffd refused the hub's cancel request "
-                                      "(see its log: the keys of the two differ?)");
-        case CA_BUSY:
-                return a2a_call_error(c, RPC_INTERNAL, "too many cancel requests wait at "
-                                      "handoffd: try again later");
-        default:
-                /* The daemon has not answered within the wait (stopped,
-                 * busy): the request stands and is acted on when it comes;
-                 * the task as it is now says so. */
-                json_decref(TAKE_PTR(task));
-                r = a2a_task_lookup(c->h, c->agent, &kept, &task);
-                if (r < 0)
-                        return a2a_call_internal(c, "CancelTask", r);
-                json_object_set_new(json_object_get(task, "metadata"), "cancel",
-                                    json_string("requested"));
-                return a2a_answer_result(c->a, c->id, TAKE_PTR(task));
         }
-        /* Canceled is decided (the daemon took the bootstrap back), the
-         * archive may follow a moment later. */
-        json_decref(TAKE_PTR(task));
-        task = a2a_task_new(id, kept.ctx, "TASK_STATE_CANCELED", "canceled", NULL, NULL, NULL);
-        return a2a_answer_result(c->a, c->id, TAKE_PTR(task));
+        /* The answer is awaited on no thread: the HTTP side suspends the
+         * connection and cancel_finish() answers. */
+        cw->w.ops = &cancel_ops;
+        snprintf(cw->w.agent, sizeof(cw->w.agent), "%s", c->agent);
+        cw->w.on = HUB_WAIT_ON_CANCEL;
+        cw->w.deadline = mono_usec() + c->h->wait_ms * 1000;
+        /* a cancel/ the watcher does not watch: looked at on a tick */
+        if (fd != c->h->cancel_fd)
+                cw->w.tick = HUB_WAIT_TICK_USEC;
+        cw->jid = json_incref((json_t *)c->id);
+        cw->kept = kept;
+        snprintf(cw->id, sizeof(cw->id), "%s", id);
+        snprintf(cw->target, sizeof(cw->target), "%s", c->name);
+        cw->fd = fd;
+        cw->own_fd = TAKE_FD(own_fd);
+        c->a->wait = &cw->w;
+        return 0;
 }
 
 int a2a_list_tasks(struct a2a_call *c)

@@ -16,9 +16,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <poll.h>
-#include <sys/inotify.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -149,11 +148,12 @@ static bool spool_known(struct hub *h, const char *id, const char *name)
                exists_at(h->ids_fd, id) || exists_at(h->claimed_fd, name);
 }
 
-/* Into handoff/ as a producer does.  0, or -EEXIST when the name is taken. */
-static int spool_publish(struct hub *h, const char *name, const char *body,
+/* Into handoff/ as a producer does, for the token of agent.  0, or
+ * -EEXIST when the name is taken. */
+static int spool_publish(struct hub *h, const char *agent, const char *name, const char *body,
                          size_t len)
 {
-        char tmp[NAME_MAX + 1];
+        char tmp[NAME_MAX + 1], path[64 + NAME_MAX];
         bool sync = h->cfg->fsync;
         int r;
 
@@ -163,6 +163,11 @@ static int spool_publish(struct hub *h, const char *name, const char *body,
         r = write_atomic(h->tmp_fd, tmp, body, len, 0640, sync ? WRITE_SYNC_FILE : 0);
         if (r < 0)
                 return r;
+        /* Every file of ours is our user's: the daemon gives each token a
+         * turn of its own by this name (src/handoffd/pending.c).  Without
+         * it (no user xattrs here) the tokens share the hub's one turn. */
+        if (xsnprintf(path, sizeof(path), "/proc/self/fd/%d/%s", h->tmp_fd, tmp) >= 0)
+                (void)lsetxattr(path, "user.handoff.sender", agent, strlen(agent), 0);
         r = move_noreplace(h->tmp_fd, tmp, h->handoff_fd, name);
         if (r < 0) {
                 unlinkat(h->tmp_fd, tmp, 0);
@@ -295,7 +300,7 @@ int hub_accept_post(struct hub *h, const char *agent, const char *body,
                 if (r < 0)
                         goto fail;
         }
-        r = spool_publish(h, name, body, len);
+        r = spool_publish(h, agent, name, body, len);
         if (r == -EEXIST) {
                 /* another producer's file appeared meanwhile */
                 bool same = spool_same(h->handoff_fd, name, body, len);
@@ -336,133 +341,94 @@ static bool claimed_closed(struct hub *h, const char *name)
         return errno == EACCES;
 }
 
-/* A waiting request looks again when a file leaves handoff/ (an item
- * claimed, rejected or moved on) or, at the latest, every WAIT_TICK_MS.
- * One inotify instance serves every waiting request (one each would spend
- * the user's few, which the daemon may share): whoever waits first reads
- * it, the others wait on the condition for the end of that round.  The
- * events only cut a wait short; without them (no inotify, no watch) the
- * tick alone answers, as late as before. */
-#define WAIT_TICK_MS 10
+/* ?wait=claimed: the connection suspended (hub_wait.c) until the file
+ * leaves handoff/ (inotify says so) and the spool's word on where it
+ * went is final; outbox/ is still pending, claimed/ until the bootstrap
+ * is delivered, and those are looked at each HUB_WAIT_TICK_USEC, since
+ * their end comes in other directories. */
+struct claimed_wait {
+        struct hub_wait w;
+        char id[NAME_MAX + 1];
+};
 
-static struct {
-        pthread_mutex_t mu;
-        pthread_cond_t cv;      /* CLOCK_MONOTONIC */
-        bool ready;             /* cv and fd set up */
-        bool reading;           /* a waiter polls fd */
-        int fd;                 /* -1: the tick alone */
-        uint64_t rounds;        /* polls ended */
-} left = { .mu = PTHREAD_MUTEX_INITIALIZER, .fd = -1 };
-
-/* Under left.mu. */
-static void left_setup(struct hub *h)
+/* One look: the outcome into out (n bytes), "pending" while it is none. */
+static bool claimed_look_once(struct hub *h, struct claimed_wait *cw, char *out, size_t n)
 {
-        pthread_condattr_t ca;
-        char path[64];
+        _cleanup_json_ json_t *item = NULL;
+        const char *st;
+        bool done;
 
-        pthread_condattr_init(&ca);
-        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-        pthread_cond_init(&left.cv, &ca);
-        pthread_condattr_destroy(&ca);
-        left.ready = true;
-        left.fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-        if (left.fd < 0 || xsnprintf(path, sizeof(path), "/proc/self/fd/%d", h->handoff_fd) < 0)
-                goto none;
-        if (inotify_add_watch(left.fd, path, IN_MOVED_FROM | IN_DELETE | IN_ONLYDIR) < 0)
-                goto none;
-        return;
-none:
-        if (left.fd >= 0)
-                close(left.fd);
-        left.fd = -1;
+        snprintf(out, n, "pending");
+        if (exists_at(h->handoff_fd, cw->w.name))
+                return false;
+        /* gone from handoff/: where it went may take other moves to say */
+        cw->w.tick = HUB_WAIT_TICK_USEC;
+        if (items_find(h->cfg->spool_dir, cw->id, &item) < 0 || !item)
+                return false;
+        st = items_status(item);
+        /* claimed counts once the delivery is committed: the record (its
+         * accepted_at; an earlier version's .delivered marker) precedes
+         * only the bootstrap's rename into sight; a record we may not
+         * read is the daemon's all the same */
+        done = st && strcmp(st, "pending") &&
+               (strcmp(st, "claimed") || json_object_get(item, "accepted_at") ||
+                claimed_closed(h, cw->w.name));
+        if (done)
+                snprintf(out, n, "%s", st);
+        return done;
 }
 
-static void left_wait(struct hub *h)
+static bool claimed_look(struct hub *h, struct hub_wait *w)
 {
-        const struct timespec tick = { .tv_nsec = WAIT_TICK_MS * 1000 * 1000 };
-        struct timespec until;
-        uint64_t round;
+        char out[64];
 
-        pthread_mutex_lock(&left.mu);
-        if (!left.ready)
-                left_setup(h);
-        if (left.fd < 0) {
-                pthread_mutex_unlock(&left.mu);
-                nanosleep(&tick, NULL);
-                return;
-        }
-        if (!left.reading) {
-                struct pollfd p = { .fd = left.fd, .events = POLLIN };
-                char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
-
-                left.reading = true;
-                pthread_mutex_unlock(&left.mu);
-                if (poll(&p, 1, WAIT_TICK_MS) > 0)
-                        while (read(left.fd, buf, sizeof(buf)) > 0)
-                                ;
-                pthread_mutex_lock(&left.mu);
-                left.reading = false;
-                left.rounds++;
-                pthread_cond_broadcast(&left.cv);
-        } else {
-                round = left.rounds;
-                clock_gettime(CLOCK_MONOTONIC, &until);
-                until.tv_nsec += tick.tv_nsec;
-                if (until.tv_nsec >= 1000000000L) {
-                        until.tv_sec++;
-                        until.tv_nsec -= 1000000000L;
-                }
-                while (left.rounds == round &&
-                       pthread_cond_timedwait(&left.cv, &left.mu, &until) == 0)
-                        ;
-        }
-        pthread_mutex_unlock(&left.mu);
+        return claimed_look_once(h, (struct claimed_wait *)w, out, sizeof(out));
 }
 
-int hub_accept_wait(struct hub *h, const char *id, int64_t timeout_ms,
-                    struct hub_answer *a)
+static int claimed_finish(struct hub *h, struct hub_wait *w, struct hub_answer *a)
 {
-        const int64_t until = hd_now_usec() + timeout_ms * 1000;
-        char name[NAME_MAX + 1];
-        const char *outcome = "pending";
-        json_t *item = NULL, *o;
+        struct claimed_wait *cw = (struct claimed_wait *)w;
+        char outcome[64];
+        json_t *o;
 
-        if (xsnprintf(name, sizeof(name), "%s.json", id) < 0)
-                return 0;
-        /* a cheap look until the daemon takes it from handoff/, then the
-         * spool's word on where it went (outbox/ is still pending, claimed/
-         * until the bootstrap is delivered) */
-        while (hd_now_usec() < until) {
-                if (!exists_at(h->handoff_fd, name)) {
-                        if (items_find(h->cfg->spool_dir, id, &item) >= 0 && item) {
-                                const char *st = items_status(item);
-                                /* claimed counts once the delivery is
-                                 * committed: the record (its accepted_at;
-                                 * an earlier version's .delivered marker)
-                                 * precedes only the bootstrap's rename
-                                 * into sight; a record we may not read
-                                 * is the daemon's all the same */
-                                bool done = st && strcmp(st, "pending") &&
-                                            (strcmp(st, "claimed") ||
-                                             json_object_get(item, "accepted_at") ||
-                                             claimed_closed(h, name));
-                                if (done) {
-                                        outcome = st;
-                                        break;
-                                }
-                                json_decref(item);
-                                item = NULL;
-                        }
-                }
-                left_wait(h);
-        }
-        o = json_pack("{s:s, s:s, s:s}", "status", "accepted", "handoff_id", id,
+        /* ready or not, the spool's word now (it may have come at the end) */
+        claimed_look_once(h, cw, outcome, sizeof(outcome));
+        o = json_pack("{s:s, s:s, s:s}", "status", "accepted", "handoff_id", cw->id,
                       "outcome", outcome);
-        json_decref(item);      /* outcome pointed into it: packed first */
         if (!o)
                 return -ENOMEM;
         free(a->body);
         return answer_json(a, 200, o);
+}
+
+static void claimed_free(struct hub_wait *w)
+{
+        free(w);
+}
+
+static const struct hub_wait_ops claimed_ops = {
+        .look = claimed_look, .finish = claimed_finish, .free = claimed_free,
+};
+
+int hub_accept_wait(struct hub *h, const char *agent, const char *id, int64_t timeout_ms,
+                    struct hub_wait **ret)
+{
+        struct claimed_wait *cw = calloc(1, sizeof(*cw));
+
+        (void)h;
+        if (!cw)
+                return -ENOMEM;
+        if (xsnprintf(cw->w.name, sizeof(cw->w.name), "%s.json", id) < 0 ||
+            xsnprintf(cw->id, sizeof(cw->id), "%s", id) < 0) {
+                free(cw);
+                return -ENAMETOOLONG;
+        }
+        cw->w.ops = &claimed_ops;
+        snprintf(cw->w.agent, sizeof(cw->w.agent), "%s", agent);
+        cw->w.on = HUB_WAIT_ON_HANDOFF;
+        cw->w.deadline = mono_usec() + timeout_ms * 1000;
+        *ret = &cw->w;
+        return 0;
 }
 
 int hub_item_find(struct hub *h, const char *id, json_t **ret)

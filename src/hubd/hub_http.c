@@ -38,6 +38,11 @@ struct req {
         struct timespec t0;
         struct hub_request q;
         char peer[INET6_ADDRSTRLEN + 1];        /* q.peer */
+        /* a wait its answer comes after (hub_wait.c): the connection
+         * suspended meanwhile, the answer so far in a */
+        struct MHD_Connection *conn;
+        struct hub_wait *wait;
+        struct hub_answer a;
 };
 
 static double since(const struct timespec *t0)
@@ -152,6 +157,7 @@ static bool a2a_begin(struct hub *h, struct hub_request *q, struct hub_answer *a
 static bool post_begin(struct hub *h, struct hub_request *q, struct hub_answer *a)
 {
         char detail[128];
+        unsigned retry;
         int64_t n;
 
         if (!auth_agent(h, q->authorization, q->peer, q->agent))
@@ -169,6 +175,11 @@ static bool post_begin(struct hub *h, struct hub_request *q, struct hub_answer *
         if (q->wait && strcmp(q->wait, "claimed"))
                 return refuse(a, 400, "bad_request", "wait= takes claimed only");
         q->wait_claimed = q->wait != NULL;
+        /* counted before the body is read, and before anything is dropped */
+        if (!hub_limits_take(h->limits, q->agent, &retry)) {
+                hub_answer_limited(a, retry, false);
+                return true;
+        }
         return false;
 }
 
@@ -251,11 +262,11 @@ int hub_request_body(struct hub *h, struct hub_request *q, const char *data,
         return 0;
 }
 
-void hub_request_end(struct hub *h, struct hub_request *q, struct hub_answer *a)
+/* The request made on this pool thread, the token's share allowing. */
+static void request_make(struct hub *h, struct hub_request *q, struct hub_answer *a)
 {
         char detail[128];
 
-        *a = (struct hub_answer){ 0 };
         if (q->a2a[0]) {
                 if (q->too_large)
                         a2a_refuse(a, 413, -32600, "the request is larger than max_file_size");
@@ -274,7 +285,7 @@ void hub_request_end(struct hub *h, struct hub_request *q, struct hub_answer *a)
         if (a->status == 200 && q->wait_claimed) {
                 json_t *o = json_loads(a->body, 0, NULL);
                 const char *id = json_string_value(json_object_get(o, "handoff_id"));
-                int r = id ? hub_accept_wait(h, id, h->wait_ms, a) : 0;
+                int r = id ? hub_accept_wait(h, q->agent, id, h->wait_ms, &a->wait) : 0;
                 json_decref(o);
                 if (r < 0) {
                         free(a->body);
@@ -285,6 +296,23 @@ void hub_request_end(struct hub *h, struct hub_request *q, struct hub_answer *a)
          * in the body, and here */
         if (a->status >= 400)
                 hub_refused(h, q->peer, q->agent, q->body, q->len, a);
+}
+
+void hub_request_end(struct hub *h, struct hub_request *q, struct hub_answer *a)
+{
+        *a = (struct hub_answer){ 0 };
+        /* One token's requests take at most its share of the threads: a
+         * request beyond it is refused at once, which holds a thread for
+         * no longer than the refusal. */
+        if (!hub_limits_enter(h->limits, q->agent)) {
+                if (q->a2a[0])
+                        hub_a2a_limited(a, NULL, 1, true);
+                else
+                        hub_answer_limited(a, 1, true);
+                return;
+        }
+        request_make(h, q, a);
+        hub_limits_leave(h->limits, q->agent);
 }
 
 void hub_request_done(struct hub_request *q)
@@ -320,6 +348,11 @@ static enum MHD_Result respond(struct MHD_Connection *c, struct req *rq,
         MHD_add_response_header(resp, "Cache-Control", "no-store");
         if (status == 401)
                 MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+        if (a->retry_after) {
+                char v[16];
+                snprintf(v, sizeof(v), "%u", a->retry_after);
+                MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, v);
+        }
         ret = MHD_queue_response(c, status, resp);
         MHD_destroy_response(resp);
         hub_stats_request(status, since(&rq->t0));
@@ -361,6 +394,33 @@ static void conn_phase(struct hub *h, struct MHD_Connection *c, enum hub_conn_ph
         hub_conns_phase(h->conns, conn_of(c), p, mono_usec());
 }
 
+static void wait_suspend(void *arg)
+{
+        MHD_suspend_connection(((struct req *)arg)->conn);
+}
+
+static void wait_resume(void *arg)
+{
+        MHD_resume_connection(((struct req *)arg)->conn);
+}
+
+/* rq's wait is over (or never began): its answer, sent. */
+static enum MHD_Result wait_answer(struct hub *h, struct MHD_Connection *c, struct req *rq)
+{
+        struct hub_answer a = rq->a;
+        struct hub_wait *w = rq->wait;
+
+        rq->wait = NULL;
+        rq->a = (struct hub_answer){ 0 };
+        if (w->ops->finish(h, w, &a) < 0) {
+                free(a.body);
+                a = (struct hub_answer){ 0 };
+                refuse(&a, 500, "internal", "out of memory");
+        }
+        w->ops->free(w);
+        return respond(c, rq, &a);
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
                                   const char *url, const char *method,
                                   const char *version, const char *upload_data,
@@ -398,11 +458,23 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
                 *upload_data_size = 0;
                 return hub_request_body(h, &rq->q, upload_data, n) < 0 ? MHD_NO : MHD_YES;
         }
+        /* resumed: the wait is over */
+        if (rq->wait)
+                return wait_answer(h, c, rq);
         /* the request is whole: its deadline is met (?wait=claimed may
          * take its seconds now) */
         conn_phase(h, c, HUB_CONN_ANSWER);
         hub_request_end(h, &rq->q, &a);
-        return respond(c, rq, &a);
+        if (!a.wait)
+                return respond(c, rq, &a);
+        /* its answer waits: on no thread, or at once when there is no room */
+        rq->conn = c;
+        rq->wait = a.wait;
+        a.wait = NULL;
+        rq->a = a;
+        if (hub_waits_add(h->waits, rq->wait, wait_suspend, wait_resume, rq) == 0)
+                return MHD_YES;
+        return wait_answer(h, c, rq);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
@@ -411,6 +483,11 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
         struct req *rq = *con_cls;
 
         if (rq) {
+                if (rq->wait) {
+                        hub_waits_forget(((struct hub *)cls)->waits, rq->wait);
+                        rq->wait->ops->free(rq->wait);
+                }
+                free(rq->a.body);
                 hub_request_done(&rq->q);
                 free(rq);
                 *con_cls = NULL;
@@ -458,7 +535,9 @@ int hub_http_start(struct hub *h, int listen_fd, bool is_unix,
                    struct hub_http **ret, char *err, size_t errlen)
 {
         const struct config_hub *ch = &h->cfg->hub;
-        unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG;
+        /* suspend/resume: a wait holds its connection, not a thread (hub_wait.c) */
+        unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG |
+                         MHD_ALLOW_SUSPEND_RESUME;
         /* a unix socket has no peer address to count by: 0 = no share */
         unsigned per_ip = is_unix ? 0 : (unsigned)ch->max_per_address;
         unsigned max = (unsigned)ch->max_connections;
@@ -472,9 +551,17 @@ int hub_http_start(struct hub *h, int listen_fd, bool is_unix,
 
         s = calloc(1, sizeof(*s));
         r = s ? hub_conns_new(max, per_ip, ch->request_timeout * 1000000, &h->conns) : -ENOMEM;
+        if (r == 0)
+                r = hub_limits_new(ch, &h->limits);
+        if (r == 0)
+                r = hub_waits_start(h, &h->waits);
         if (r < 0) {
+                hub_limits_free(h->limits);
+                h->limits = NULL;
+                hub_conns_free(h->conns);
+                h->conns = NULL;
                 free(s);
-                snprintf(err, errlen, "out of memory");
+                snprintf(err, errlen, "%s", strerror(-r));
                 return r;
         }
         s->h = h;
@@ -499,6 +586,11 @@ int hub_http_start(struct hub *h, int listen_fd, bool is_unix,
         }
 #undef HUB_MHD_OPTIONS
         if (!s->d) {
+                hub_waits_stop(h->waits);
+                hub_waits_free(h->waits);
+                h->waits = NULL;
+                hub_limits_free(h->limits);
+                h->limits = NULL;
                 hub_conns_free(h->conns);
                 h->conns = NULL;
                 free(s);
@@ -514,8 +606,14 @@ void hub_http_stop(struct hub_http *s)
 {
         if (!s)
                 return;
-        /* every connection closed (and out of the table) when it returns */
+        /* the waits answered as they stand, then every connection closed
+         * (and out of the table) when MHD_stop_daemon returns */
+        hub_waits_stop(s->h->waits);
         MHD_stop_daemon(s->d);
+        hub_waits_free(s->h->waits);
+        s->h->waits = NULL;
+        hub_limits_free(s->h->limits);
+        s->h->limits = NULL;
         hub_conns_free(s->h->conns);
         s->h->conns = NULL;
         free(s);

@@ -93,6 +93,14 @@ int hub_setup(struct hub *h)
                 ch->a2a_kept_max_items = HUB_A2A_KEPT_MAX_ITEMS;
         if (!ch->a2a_kept_max_bytes)
                 ch->a2a_kept_max_bytes = HUB_A2A_KEPT_MAX_BYTES;
+        if (ch->rate_per_token < 0)
+                ch->rate_per_token = HUB_DEFAULT_RATE_PER_TOKEN;
+        if (!ch->burst_per_token)
+                ch->burst_per_token = HUB_DEFAULT_BURST_PER_TOKEN;
+        if (!ch->max_requests_per_token)
+                ch->max_requests_per_token = HUB_DEFAULT_MAX_REQUESTS_PER_TOKEN;
+        if (!ch->max_waits_per_token)
+                ch->max_waits_per_token = HUB_DEFAULT_MAX_WAITS_PER_TOKEN;
         if (!ch->state_dir && !(ch->state_dir = strdup(HUB_DEFAULT_STATE_DIR)))
                 return hub_fail(HUB_EXIT_RUNTIME, "out of memory");
         if (!spool)

@@ -76,7 +76,11 @@ def delivered_once(env, ids, what):
 
 def main():
     with hdtest.Env(agents=["alice"], fsync=False) as env:
-        hub = hubkit.Hub(env, tokens={"bob": None}, extra="max_per_address = 64\n")
+        # one token's whole load on purpose: its rate and share unlimited here
+        # (test_hub_fair.py holds them)
+        hub = hubkit.Hub(env, tokens={"bob": None},
+                         extra="max_per_address = 64\nrate_per_token = 0\n"
+                               "max_requests_per_token = 64\n")
         env.start(conf=hub.conf)
         hd = hub.start()
 

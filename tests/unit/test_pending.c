@@ -3,8 +3,13 @@
  * again, and an owner's queue bounded. */
 #include <check.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <unistd.h>
 
 #include "pending.h"
 
@@ -30,12 +35,12 @@ START_TEST(test_pending_owners_take_turns)
         ck_assert_int_eq(pending_new(&p), 0);
         for (int i = 0; i < 4; i++) {
                 snprintf(name, sizeof(name), "m%d", i);
-                ck_assert_int_eq(pending_add(p, name, 1001), 0);
+                ck_assert_int_eq(pending_add(p, name, 1001, ""), 0);
         }
-        ck_assert_int_eq(pending_add(p, "b0", 1002), 0);
-        ck_assert_int_eq(pending_add(p, "b1", 1002), 0);
+        ck_assert_int_eq(pending_add(p, "b0", 1002, ""), 0);
+        ck_assert_int_eq(pending_add(p, "b1", 1002, ""), 0);
         /* queued twice: once */
-        ck_assert_int_eq(pending_add(p, "m0", 1001), 0);
+        ck_assert_int_eq(pending_add(p, "m0", 1001, ""), 0);
         ck_assert_uint_eq(pending_size(p), 6);
         /* bob came last, with nothing waiting: his turn is next */
         ck_assert_str_eq(take(p, 64, buf, sizeof(buf)), "b0 m0 b1 m1 m2 m3");
@@ -53,10 +58,10 @@ START_TEST(test_pending_a_newcomer_waits_for_one_name)
         ck_assert_int_eq(pending_new(&p), 0);
         for (int i = 0; i < 100; i++) {
                 snprintf(name, sizeof(name), "m%d", i);
-                ck_assert_int_eq(pending_add(p, name, 1001), 0);
+                ck_assert_int_eq(pending_add(p, name, 1001, ""), 0);
         }
         ck_assert_str_eq(take(p, 1, buf, sizeof(buf)), "m0");
-        ck_assert_int_eq(pending_add(p, "b0", 1002), 0);
+        ck_assert_int_eq(pending_add(p, "b0", 1002, ""), 0);
         ck_assert_str_eq(take(p, 2, buf, sizeof(buf)), "b0 m1");
         pending_free(p);
 }
@@ -72,10 +77,10 @@ START_TEST(test_pending_put_back_keeps_order_and_turn)
         size_t k;
 
         ck_assert_int_eq(pending_new(&p), 0);
-        ck_assert_int_eq(pending_add(p, "m0", 1001), 0);
-        ck_assert_int_eq(pending_add(p, "m1", 1001), 0);
-        ck_assert_int_eq(pending_add(p, "m2", 1001), 0);
-        ck_assert_int_eq(pending_add(p, "b0", 1002), 0);
+        ck_assert_int_eq(pending_add(p, "m0", 1001, ""), 0);
+        ck_assert_int_eq(pending_add(p, "m1", 1001, ""), 0);
+        ck_assert_int_eq(pending_add(p, "m2", 1001, ""), 0);
+        ck_assert_int_eq(pending_add(p, "b0", 1002, ""), 0);
         k = pending_take(p, t, 3);
         ck_assert_uint_eq(k, 3);
         ck_assert_str_eq(t[0]->name, "b0");
@@ -87,10 +92,68 @@ START_TEST(test_pending_put_back_keeps_order_and_turn)
         pending_put_back(p, t[1]);
         ck_assert_uint_eq(pending_size(p), 3);
         /* taken ones are still known: not queued twice meanwhile */
-        ck_assert_int_eq(pending_add(p, "m0", 1001), 0);
-        ck_assert_int_eq(pending_add(p, "c0", 1003), 0);
+        ck_assert_int_eq(pending_add(p, "m0", 1001, ""), 0);
+        ck_assert_int_eq(pending_add(p, "c0", 1003, ""), 0);
         ck_assert_str_eq(take(p, 64, buf, sizeof(buf)), "c0 m0 m1 m2");
         pending_free(p);
+}
+END_TEST
+
+/* The hub's files: one owner, a turn per sender (the hub's tokens). */
+START_TEST(test_pending_hub_senders_take_turns)
+{
+        struct pending *p;
+        char buf[256], name[16];
+
+        ck_assert_int_eq(pending_new(&p), 0);
+        for (int i = 0; i < 3; i++) {
+                snprintf(name, sizeof(name), "m%d", i);
+                ck_assert_int_eq(pending_add(p, name, 1005, "mallory"), 0);
+        }
+        ck_assert_int_eq(pending_add(p, "a0", 1005, "alice"), 0);
+        ck_assert_int_eq(pending_add(p, "x0", 1001, ""), 0);
+        ck_assert_str_eq(take(p, 64, buf, sizeof(buf)), "x0 a0 m0 m1 m2");
+        pending_free(p);
+}
+END_TEST
+
+/* The sender is read for the hub's user's files only (the owner of its
+ * state_dir), and only a plain name of at most PENDING_SENDER_MAX. */
+START_TEST(test_pending_sender_trusted_for_the_hub_only)
+{
+        char dir[] = "/tmp/pending.XXXXXX", state[64], s[PENDING_SENDER_MAX + 1];
+        struct pending *p;
+        int dfd, fd;
+
+        ck_assert_ptr_nonnull(mkdtemp(dir));
+        snprintf(state, sizeof(state), "%s/state", dir);
+        ck_assert_int_eq(mkdir(state, 0700), 0);
+        dfd = open(dir, O_RDONLY | O_DIRECTORY);
+        fd = openat(dfd, "f.json", O_WRONLY | O_CREAT, 0640);
+        ck_assert_int_ge(fd, 0);
+        if (fsetxattr(fd, PENDING_SENDER_XATTR, "bob", 3, 0) < 0) {
+                close(fd);
+                unlinkat(dfd, "f.json", 0);
+                rmdir(state);
+                rmdir(dir);
+                close(dfd);
+                return; /* no user xattrs here: nothing to read */
+        }
+        close(fd);
+        ck_assert_int_eq(pending_new(&p), 0);
+        pending_hub_user(p, "/nonexistent/state");
+        pending_sender(p, dfd, "f.json", getuid(), s);
+        ck_assert_str_eq(s, "");        /* no hub: no sender */
+        pending_hub_user(p, state);
+        pending_sender(p, dfd, "f.json", getuid(), s);
+        ck_assert_str_eq(s, "bob");
+        pending_sender(p, dfd, "f.json", getuid() + 1, s);
+        ck_assert_str_eq(s, "");        /* another owner's file */
+        pending_free(p);
+        unlinkat(dfd, "f.json", 0);
+        rmdir(state);
+        rmdir(dir);
+        close(dfd);
 }
 END_TEST
 
@@ -105,12 +168,12 @@ START_TEST(test_pending_an_owner_is_bounded)
         ck_assert_int_eq(pending_new(&p), 0);
         for (int i = 0; i < PENDING_OWNER_MAX; i++) {
                 snprintf(name, sizeof(name), "m%d", i);
-                ck_assert_int_eq(pending_add(p, name, 1001), 0);
+                ck_assert_int_eq(pending_add(p, name, 1001, ""), 0);
         }
         ck_assert(!pending_left_out(p));
-        ck_assert_int_eq(pending_add(p, "one-more", 1001), -ENOBUFS);
+        ck_assert_int_eq(pending_add(p, "one-more", 1001, ""), -ENOBUFS);
         ck_assert(pending_left_out(p));
-        ck_assert_int_eq(pending_add(p, "b0", 1002), 0);
+        ck_assert_int_eq(pending_add(p, "b0", 1002, ""), 0);
         ck_assert_uint_eq(pending_size(p), PENDING_OWNER_MAX + 1);
         pending_rescan(p);
         ck_assert(!pending_left_out(p));
@@ -120,7 +183,7 @@ START_TEST(test_pending_an_owner_is_bounded)
         pending_done(p, t[0]);
         ck_assert_uint_eq(pending_take(p, t, 1), 1);
         pending_done(p, t[0]);
-        ck_assert_int_eq(pending_add(p, "one-more", 1001), 0);
+        ck_assert_int_eq(pending_add(p, "one-more", 1001, ""), 0);
         pending_free(p);
 }
 END_TEST
@@ -134,6 +197,8 @@ Suite *suite_pending(void)
         tcase_add_test(tc, test_pending_a_newcomer_waits_for_one_name);
         tcase_add_test(tc, test_pending_put_back_keeps_order_and_turn);
         tcase_add_test(tc, test_pending_an_owner_is_bounded);
+        tcase_add_test(tc, test_pending_hub_senders_take_turns);
+        tcase_add_test(tc, test_pending_sender_trusted_for_the_hub_only);
         suite_add_tcase(s, tc);
         return s;
 }

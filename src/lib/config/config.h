@@ -82,6 +82,10 @@ struct config_hub {
         int64_t max_connections, max_per_address;
         /* A2A documents kept per sending token; 0: the default */
         uint64_t a2a_kept_max_items, a2a_kept_max_bytes;
+        /* each token's: handoffs a second and at once (a bucket; 0: no
+         * limit), requests made at once, waits suspended at once */
+        int64_t rate_per_token, burst_per_token;
+        int64_t max_requests_per_token, max_waits_per_token;
 };
 
 struct config {

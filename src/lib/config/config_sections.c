@@ -34,7 +34,8 @@ static const char *const keys_remote[] = { "host", "a2a", "token_file", "ca_file
 static const char *const keys_hub[] = {
         "listen", "tls_cert", "tls_key", "token_dir", "state_dir", "timeout",
         "max_connections", "max_per_address", "request_timeout", "a2a_kept_max_items",
-        "a2a_kept_max_bytes", NULL };
+        "a2a_kept_max_bytes", "rate_per_token", "burst_per_token", "max_requests_per_token",
+        "max_waits_per_token", NULL };
 static const char *const keys_control[] = { "socket", "group", NULL };
 static const char *const keys_metrics[] = { "textfile", NULL };
 static const char *const keys_payload[] = { "roles", NULL };
@@ -462,6 +463,17 @@ static int handle_hub(struct parse_state *st, const char *k, const char *v)
                 if (config_parse_size(v, &h->a2a_kept_max_bytes) < 0 ||
                     h->a2a_kept_max_bytes < 1024)
                         return config_err(st, "[hub] %s: '%s' is not a size of 1K or more", k, v);
+                return 1;
+        }
+        if (!strcmp(k, "rate_per_token") || !strcmp(k, "burst_per_token") ||
+            !strcmp(k, "max_requests_per_token") || !strcmp(k, "max_waits_per_token")) {
+                /* rate_per_token = 0: no bucket at all */
+                int64_t lo = k[0] == 'r' ? 0 : 1;
+                if (parse_int64(v, lo, 65536, &n) < 0)
+                        return config_err(st, "[hub] %s: '%s' is not a number from %lld to 65536",
+                                          k, v, (long long)lo);
+                *(k[0] == 'r' ? &h->rate_per_token : k[0] == 'b' ? &h->burst_per_token
+                  : k[4] == 'r' ? &h->max_requests_per_token : &h->max_waits_per_token) = n;
                 return 1;
         }
         return config_unknown_key(st, "hub", NULL, k, keys_hub);
