@@ -220,6 +220,10 @@ struct spool {
         /* The next sweep counts every claimed item it looks at (quota.c):
          * after the start and a reload. */
         bool quota_recount;
+        /* The hub's user, the owner of [hub] state_dir ((uid_t)-1: none
+         * found): it drops for every token, so quota.c counts its files
+         * by name, not as one producer. */
+        uid_t hub_uid;
         /* spent/ may hold producers' files (moved there since the last
          * reap, or found at start), and when the last one came
          * (monotonic usec) */
