@@ -111,6 +111,7 @@ struct config {
         struct config_agent *agents;
         /* [retention] */
         uint64_t archive_max_items, archive_max_bytes, rejected_max_items, rejected_max_bytes;
+#define CONFIG_REJECTED_MAX_BYTES_DEFAULT (UINT64_C(256) << 20)
         /* what waits in handoff/ for agents not served here (intake.c) */
         uint64_t unclaimed_max_items, unclaimed_max_bytes;
         int64_t archive_max_age, rejected_max_age;  /* seconds, 0 = none */
