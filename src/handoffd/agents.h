@@ -20,6 +20,7 @@ struct agent_rt {
         int handoffs_fd;        /* state_dir/handoffs/ */
         int wd;                 /* inotify watch on handoffs/, or -1 */
         bool dirty;             /* handoffs/ needs an fsync */
+        bool sync_failed;       /* its last fsync failed (spool.h sync_fail) */
         bool warned;            /* agent_open() logged a warning */
         char unserved[AGENT_WHY_MAX]; /* why agent_open() took it out of service */
 };

@@ -381,6 +381,7 @@ static int decide_open(struct spool *sp, struct item *it, int64_t now, struct st
                 return decide_dir(sp, name, st, ret);
         it->dev = st->st_dev;
         it->ino = st->st_ino;
+        it->uid = st->st_uid;
         /* Moved by this batch already (twice in its names). */
         if (spool_leaving(sp, name, st))
                 return decided(ret, IO_GONE);
@@ -558,7 +559,14 @@ static int decide_claim(struct spool *sp, struct item *it, const struct spool_re
         /* An agent's inbox is bounded (quota.c): refused, not remembered,
          * so the sender may send it again once there is room.  Counted as
          * waiting now, so every daemon's next claim sees it. */
-        r = quota_take(sp, it->agent->cfg->name, it->id, from, &v, &it->counted);
+        char pbuf[32];
+        const struct quota_sender qs = {
+                .from = from,
+                .producer = quota_producer(sp, it->uid, pbuf, sizeof(pbuf)),
+                .own_key = config_key_own(sp->cfg, json_string_value(json_object_get(it->doc, "kid")),
+                                          from),
+        };
+        r = quota_take(sp, it->agent->cfg->name, it->id, &qs, &v, &it->counted);
         if (r == -EBADMSG)
                 return decide_reject(sp, it, &v, false, now, ret);
         if (r == -EAGAIN)

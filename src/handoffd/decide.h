@@ -19,6 +19,7 @@ struct item {
         struct agent_rt *agent;
         dev_t dev;              /* the producer's file, left once claimed */
         ino_t ino;
+        uid_t uid;              /* its owner: its producer (quota.c) */
         struct timespec mtim;   /* its mtime, for claim_leftover() */
         bool counted;           /* quota_take() counted it as waiting */
         enum item_outcome outcome;

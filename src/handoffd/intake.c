@@ -254,13 +254,11 @@ static int deliver(struct spool *sp, struct item *items, size_t n, int64_t now)
                 /* Before the records, the hidden bootstraps are on disk;
                  * before the publish, the records (and the producers'
                  * names leave handoff/ after them). */
-                if (r == 0 && (r = spool_flush(sp)) < 0)
-                        spool_error(sp, r, "Cannot fsync the spool or the agents' handoffs/");
+                if (r == 0)
+                        r = spool_flush(sp);    /* a failure said there, once */
         }
-        /* What the failed sync left dirty: tried again, not reported again. */
-        int q = spool_flush(sp);
-        if (q < 0 && r == 0)
-                spool_error(sp, q, "Cannot fsync the spool");
+        /* What the failed sync left dirty: tried again when it is due. */
+        (void)spool_flush(sp);
         for (size_t i = 0; i < n; i++)
                 item_release(sp, &items[i]);
         return errors;

@@ -239,9 +239,15 @@ int item_check_locked(struct spool *sp, const char *id, int fd, int64_t now, boo
          * that archives or rejects it (IS_GONE: another one did). */
         if ((f.archived || s == IS_TAMPERED) && f.a)
                 quota_release(sp, f.a->cfg->name, id);
-        else if (s > IS_TAMPERED && f.a && f.doc)
-                quota_note(sp, f.a->cfg->name, id,
-                           json_string_value(json_object_get(f.doc, "from_agent")));
+        else if (s > IS_TAMPERED && f.a && f.doc) {
+                const char *sender = json_string_value(json_object_get(f.doc, "from_agent"));
+                const struct quota_sender qs = {
+                        .from = sender,
+                        .own_key = config_key_own(sp->cfg, json_string_value(
+                                                  json_object_get(f.doc, "kid")), sender),
+                };
+                quota_note(sp, f.a->cfg->name, id, &qs);
+        }
         if (ret_archived)
                 *ret_archived = f.archived;
 out:

@@ -300,9 +300,8 @@ int lifecycle_sweep_step(struct spool *sp, int64_t now, int64_t budget_usec, boo
                 r = sp->sweep.first;
         }
 out:
-        q = spool_flush(sp);
-        if (q < 0)
-                spool_error(sp, q, "Cannot fsync the spool");
+        /* A failed sync is said there, once, and retried there. */
+        (void)spool_flush(sp);
         if (r < 0)
                 return r;
         *ret_more = more;

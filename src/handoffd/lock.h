@@ -15,6 +15,9 @@
 #define LOCK_OFF_RUNNING 0
 /* Byte 1: Baton sessions in baton/ (one patch applied at a time). */
 #define LOCK_OFF_BATON   1
+/* Byte 2: the relay, held by the one daemon on the spool that runs it:
+ * receipts/journal is one daemon's (a start rewrites it whole). */
+#define LOCK_OFF_RELAY   2
 
 /* Open (create) dirfd/.lock: a regular file of ours, mode 0600. */
 int lock_open(int dirfd, int *ret_fd);

@@ -15,6 +15,22 @@
  *   quota/AGENT/ids/ID             a link of count, one per item
  *   quota/AGENT/senders/FROM       its links - 1: those sent by FROM
  *   quota/AGENT/by-sender/ID       a link of senders/FROM, one per item
+ *   quota/AGENT/producers/P        its links - 1: those producer P dropped
+ *   quota/AGENT/by-producer/ID     a link of producers/P
+ *   quota/AGENT/shared             its links - 1: those signed with a shared key
+ *   quota/AGENT/by-shared/ID       a link of shared
+ *
+ * from_agent is the sender's to choose wherever a shared key ([keys]
+ * default) signs it: a name counts, and so does who dropped the file, its
+ * owner (issue 43.7: one user under ten made-up names filled max_waiting
+ * and closed the inbox to everyone).  A producer may have
+ * max_waiting_per_sender waiting, as a name may.  The daemon's own files
+ * (relayed in) and the hub's are every sender's, and count by name alone
+ * (struct quota_sender: the hook for the hub's tokens).  Where some
+ * sender has a key of her own, items signed with a shared key may fill
+ * max_waiting less a reserve (QUOTA_RESERVE_PERMILLE, at least 1): a flood
+ * under the default key, from however many users, leaves room for those
+ * whose name is their key's.
  *
  * An item is counted before its claim's record is made (quota_take) and
  * released once it has left claimed/ (quota_release).  A check and its
@@ -50,6 +66,12 @@
 #define Q_IDS       "ids"
 #define Q_SENDERS   "senders"
 #define Q_BY_SENDER "by-sender"
+#define Q_PRODUCERS "producers"
+#define Q_BY_PRODUCER "by-producer"
+#define Q_SHARED    "shared"
+#define Q_BY_SHARED "by-shared"
+/* The share of max_waiting kept for senders with keys of their own. */
+#define QUOTA_RESERVE_PERMILLE 100
 /* The sender of a handoff without a valid from_agent (no agent name
  * begins with '_'). */
 #define Q_NO_SENDER "_invalid"
@@ -60,10 +82,12 @@
 #define LOCK_TRIES 20
 #define LOCK_PAUSE_NSEC 100000L
 
-/* One item's names under quota/. */
+/* One item's names under quota/: each count it is in is an anchor and
+ * the item's link of it (producer and shared: only when it counts there). */
 struct quota_names {
         const char *from;
-        char count[80], sender[160], id[224], by[224];
+        char count[80], sender[160], producer[160], shared[80];
+        char id[224], by[224], by_producer[224], by_shared[224];
 };
 
 static bool quota_on(const struct spool *sp)
@@ -71,19 +95,65 @@ static bool quota_on(const struct spool *sp)
         return sp->cfg->max_waiting || sp->cfg->max_waiting_per_sender;
 }
 
+/* s NULL: the names of id alone (a release). */
 static int quota_names(struct quota_names *q, const char *agent, const char *id,
-                       const char *from)
+                       const struct quota_sender *s)
 {
-        q->from = from && hd_agent_valid(from) ? from : Q_NO_SENDER;
-        if (!hd_agent_valid(agent) || (id && !hd_id_valid(id)))
+        const char *from = s ? s->from : NULL;
+
+        *q = (struct quota_names){ .from = from && hd_agent_valid(from) ? from : Q_NO_SENDER };
+        if (!hd_agent_valid(agent) || (id && !hd_id_valid(id)) ||
+            (s && s->producer && !hd_agent_valid(s->producer)))
                 return -EINVAL;
         if (xsnprintf(q->count, sizeof(q->count), "%s/" Q_COUNT, agent) < 0 ||
-            xsnprintf(q->sender, sizeof(q->sender), "%s/" Q_SENDERS "/%s", agent, q->from) < 0)
+            xsnprintf(q->sender, sizeof(q->sender), "%s/" Q_SENDERS "/%s", agent, q->from) < 0 ||
+            xsnprintf(q->shared, sizeof(q->shared), "%s/" Q_SHARED, agent) < 0)
+                return -ENAMETOOLONG;
+        if (s && s->producer &&
+            xsnprintf(q->producer, sizeof(q->producer), "%s/" Q_PRODUCERS "/%s", agent,
+                      s->producer) < 0)
                 return -ENAMETOOLONG;
         if (id && (xsnprintf(q->id, sizeof(q->id), "%s/" Q_IDS "/%s", agent, id) < 0 ||
-                   xsnprintf(q->by, sizeof(q->by), "%s/" Q_BY_SENDER "/%s", agent, id) < 0))
+                   xsnprintf(q->by, sizeof(q->by), "%s/" Q_BY_SENDER "/%s", agent, id) < 0 ||
+                   xsnprintf(q->by_producer, sizeof(q->by_producer),
+                             "%s/" Q_BY_PRODUCER "/%s", agent, id) < 0 ||
+                   xsnprintf(q->by_shared, sizeof(q->by_shared), "%s/" Q_BY_SHARED "/%s",
+                             agent, id) < 0))
                 return -ENAMETOOLONG;
+        if (s && s->own_key)
+                q->shared[0] = '\0';   /* not counted there */
         return 0;
+}
+
+const char *quota_producer(const struct spool *sp, uid_t uid, char *buf, size_t n)
+{
+        if (uid == geteuid() || uid == sp->hub_uid || uid == (uid_t)-1)
+                return NULL;
+        return xsnprintf(buf, n, "u%u", (unsigned)uid) < 0 ? NULL : buf;
+}
+
+/* Is there a key of some sender's own in c (an [agent] key, a public key)?
+ * Only then is a reserve kept for such senders. */
+static bool any_own_key(const struct config *c)
+{
+        if (c->n_pubkeys > 0)
+                return true;
+        for (size_t i = 0; i < c->n_agents; i++)
+                if (c->agents[i].key)
+                        return true;
+        return false;
+}
+
+/* What items signed with a shared key may fill of max_waiting. */
+static uint64_t shared_max(const struct config *c)
+{
+        uint64_t reserve = c->max_waiting * QUOTA_RESERVE_PERMILLE / 1000;
+
+        if (!c->max_waiting || !any_own_key(c))
+                return 0;       /* no bound of its own */
+        if (reserve == 0 && c->max_waiting > 1)
+                reserve = 1;
+        return c->max_waiting - reserve;
 }
 
 static int quota_lock(struct spool *sp, uint64_t off)
@@ -116,7 +186,8 @@ static int count_of(int qfd, const char *anchor, uint64_t *ret)
 /* The agent's directories and an anchor, made where missing. */
 static int make_anchor(int qfd, const char *agent, const char *anchor)
 {
-        static const char *const subs[] = { Q_IDS, Q_SENDERS, Q_BY_SENDER };
+        static const char *const subs[] = { Q_IDS, Q_SENDERS, Q_BY_SENDER, Q_PRODUCERS,
+                                            Q_BY_PRODUCER, Q_BY_SHARED };
         char d[128];
         int fd;
 
@@ -152,40 +223,53 @@ static int link_to(int qfd, const char *agent, const char *anchor, const char *n
         return linkat(qfd, anchor, qfd, name, 0) == 0 ? 0 : -errno;
 }
 
-/* The item counted, in all and for its sender; with the agent's byte
- * held.  *ret_taken: this call counted it. */
+/* The item counted, in all, for its sender, its producer and as shared
+ * (those q names); with the agent's byte held.  *ret_taken: this call
+ * counted it.  An item counted already (by its claim: another file with
+ * its id; or a claim a kill cut short between two links) has its other
+ * links made where missing: a kill between the links left its sender's
+ * count one low for as long as it waited. */
 static int count_in(int qfd, const char *agent, const struct quota_names *q, bool *ret_taken)
 {
+        const char *const anchors[] = { q->sender, q->producer, q->shared };
+        const char *const links[] = { q->by, q->by_producer, q->by_shared };
+        bool fresh;
         int r = link_to(qfd, agent, q->count, q->id);
 
-        /* Counted already: by its claim (another file with its id), or
-         * by a claim a kill cut short, which this one now completes. */
-        if (r == -EEXIST)
-                return 0;
-        if (r < 0)
+        if (r < 0 && r != -EEXIST)
                 return r;
-        r = link_to(qfd, agent, q->sender, q->by);
-        if (r < 0 && r != -EEXIST) {
-                (void) unlinkat(qfd, q->id, 0);
-                return r;
+        fresh = r == 0;
+        for (size_t i = 0; i < ELEMENTSOF(anchors); i++) {
+                if (!anchors[i][0])
+                        continue;
+                r = link_to(qfd, agent, anchors[i], links[i]);
+                if (r < 0 && r != -EEXIST) {
+                        if (fresh) {
+                                (void) unlinkat(qfd, q->id, 0);
+                                for (size_t j = 0; j < i; j++)
+                                        if (anchors[j][0])
+                                                (void) unlinkat(qfd, links[j], 0);
+                        }
+                        return r;
+                }
         }
-        *ret_taken = true;
+        *ret_taken = fresh;
         return 0;
 }
 
-int quota_take(struct spool *sp, const char *agent, const char *id, const char *from,
-               hd_verdict *v, bool *ret_taken)
+int quota_take(struct spool *sp, const char *agent, const char *id,
+               const struct quota_sender *s, hd_verdict *v, bool *ret_taken)
 {
         const struct config *c = sp->cfg;
         int qfd = sp->fd[SD_QUOTA];
-        uint64_t off, n = 0;
+        uint64_t off, n = 0, shared = shared_max(c);
         struct quota_names q;
         int r;
 
         *ret_taken = false;
         if (!quota_on(sp))
                 return 0;
-        r = quota_names(&q, agent, id, from);
+        r = quota_names(&q, agent, id, s);
         if (r < 0)
                 return r;
         off = lock_off_quota(agent);
@@ -198,6 +282,26 @@ int quota_take(struct spool *sp, const char *agent, const char *id, const char *
                 snprintf(v->detail, sizeof(v->detail),
                          "%llu handoffs from %s already wait for %s (max_waiting_per_sender)",
                          (unsigned long long)n, q.from, agent);
+                r = -EBADMSG;
+        }
+        if (r == 0 && c->max_waiting_per_sender && q.producer[0] &&
+            (r = count_of(qfd, q.producer, &n)) == 0 && n >= c->max_waiting_per_sender) {
+                v->reason = HD_R_INBOX_FULL;
+                snprintf(v->detail, sizeof(v->detail),
+                         "%llu handoffs dropped by %s %s already wait for %s, under any "
+                         "names (max_waiting_per_sender)", (unsigned long long)n,
+                         s->producer[0] == 'u' ? "uid" : "producer",
+                         s->producer + (s->producer[0] == 'u'), agent);
+                r = -EBADMSG;
+        }
+        if (r == 0 && shared && q.shared[0] && (r = count_of(qfd, q.shared, &n)) == 0 &&
+            n >= shared) {
+                v->reason = HD_R_INBOX_FULL;
+                snprintf(v->detail, sizeof(v->detail),
+                         "%llu handoffs signed with a shared key already wait for %s "
+                         "(max_waiting, less %llu kept for senders with keys of their own)",
+                         (unsigned long long)n, agent,
+                         (unsigned long long)(c->max_waiting - shared));
                 r = -EBADMSG;
         }
         if (r == 0 && c->max_waiting && (r = count_of(qfd, q.count, &n)) == 0 &&
@@ -222,19 +326,24 @@ void quota_release(struct spool *sp, const char *agent, const char *id)
         if (!quota_on(sp) || !agent || !id || quota_names(&q, agent, id, NULL) < 0)
                 return;
         /* One that fails stays counted until quota_repair(). */
-        if ((unlinkat(qfd, q.id, 0) < 0 && errno != ENOENT) ||
-            (unlinkat(qfd, q.by, 0) < 0 && errno != ENOENT))
-                log_warning_errno(errno, "Cannot release %s from the inbox count of %s", id, agent);
+        const char *const links[] = { q.id, q.by, q.by_producer, q.by_shared };
+        for (size_t i = 0; i < ELEMENTSOF(links); i++)
+                if (unlinkat(qfd, links[i], 0) < 0 && errno != ENOENT) {
+                        log_warning_errno(errno, "Cannot release %s from the inbox count of %s",
+                                          id, agent);
+                        return;
+                }
 }
 
-void quota_note(struct spool *sp, const char *agent, const char *id, const char *from)
+void quota_note(struct spool *sp, const char *agent, const char *id,
+                const struct quota_sender *s)
 {
         struct quota_names q;
         bool taken = false;
         uint64_t off;
         int r;
 
-        if (!sp->sweep.recount || !quota_on(sp) || quota_names(&q, agent, id, from) < 0)
+        if (!sp->sweep.recount || !quota_on(sp) || quota_names(&q, agent, id, s) < 0)
                 return;
         off = lock_off_quota(agent);
         r = quota_lock(sp, off);
@@ -288,10 +397,10 @@ static unsigned repair_ids(struct spool *sp, const char *agent, const char *sub)
         return n;
 }
 
-/* The anchors of senders with nothing waiting go (a flood of made-up
+/* The anchors in agent/sub/ with nothing waiting go (a flood of made-up
  * sender names leaves no file behind), under the agent's byte: a claim
  * holding it may be about to link to one. */
-static void repair_senders(struct spool *sp, const char *agent)
+static void repair_anchors(struct spool *sp, const char *agent, const char *sub)
 {
         char d[128];
         struct dirent *de;
@@ -300,7 +409,7 @@ static void repair_senders(struct spool *sp, const char *agent)
         int fd;
         DIR *dir;
 
-        if (xsnprintf(d, sizeof(d), "%s/" Q_SENDERS, agent) < 0)
+        if (xsnprintf(d, sizeof(d), "%s/%s", agent, sub) < 0)
                 return;
         fd = openat(sp->fd[SD_QUOTA], d, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0)
@@ -331,7 +440,10 @@ void quota_repair(struct spool *sp)
                 const char *agent = sp->agents[i].cfg->name;
                 unsigned n = repair_ids(sp, agent, Q_IDS);
                 (void) repair_ids(sp, agent, Q_BY_SENDER);
-                repair_senders(sp, agent);
+                (void) repair_ids(sp, agent, Q_BY_PRODUCER);
+                (void) repair_ids(sp, agent, Q_BY_SHARED);
+                repair_anchors(sp, agent, Q_SENDERS);
+                repair_anchors(sp, agent, Q_PRODUCERS);
                 if (n)
                         log_info("Inbox count of %s: %u handoffs that no longer wait removed "
                                  "(a daemon stopped between a count and its claim or archive)",

@@ -5,25 +5,49 @@
 #define HD_QUOTA_H
 
 #include <stdbool.h>
+#include <sys/types.h>
 
 #include "spool.h"
 
-/* May handoff id, sent by from, wait for agent?  When it may, it is
- * counted at once, so the other daemons see it.  0: it may (*ret_taken:
- * this call counted it; false when nothing is counted, no limit set, or
- * id was counted already); -EBADMSG with v (inbox_full) when [spool]
- * max_waiting or max_waiting_per_sender is reached; -EAGAIN when another
- * daemon is counting for agent (look again later); other -errno. */
-int quota_take(struct spool *sp, const char *agent, const char *id, const char *from,
-               hd_verdict *v, bool *ret_taken);
+/* Whom a waiting item counts against, besides its agent. */
+struct quota_sender {
+        const char *from;       /* from_agent, as the file says: anyone's to choose */
+        /* Who dropped it, for a count of its own: "uNNNN", the file's
+         * owner (quota_producer()); NULL where one owner drops for many
+         * senders (the daemon's own uid: relayed items; the hub's: every
+         * token's), whose items count by name alone.  The hub's token,
+         * once the daemon learns which one dropped a file, goes here as
+         * "t-NAME" and counts as a producer of its own. */
+        const char *producer;
+        /* Signed with a key of from's own (config_key_own()): it may use
+         * the reserve that items signed with a shared key may not. */
+        bool own_key;
+};
+
+/* The producer of a file owned by uid into buf (n >= 16), or NULL (see
+ * struct quota_sender). */
+const char *quota_producer(const struct spool *sp, uid_t uid, char *buf, size_t n);
+
+/* May handoff id, sent by s, wait for agent?  When it may, it is counted
+ * at once, so the other daemons see it.  0: it may (*ret_taken: this call
+ * counted it; false when nothing is counted, no limit set, or id was
+ * counted already); -EBADMSG with v (inbox_full) when [spool] max_waiting
+ * or max_waiting_per_sender is reached (per name, per producer, or for
+ * shared keys max_waiting less its reserve); -EAGAIN when another daemon
+ * is counting for agent (look again later); other -errno. */
+int quota_take(struct spool *sp, const char *agent, const char *id,
+               const struct quota_sender *s, hd_verdict *v, bool *ret_taken);
 
 /* id waits for agent no more: archived, rejected, or its claim failed
  * after quota_take() counted it. */
 void quota_release(struct spool *sp, const char *agent, const char *id);
 
 /* A look of the sweep found claimed item id waiting for agent: counted
- * when the sweep recounts (sweep.recount) and it is not yet. */
-void quota_note(struct spool *sp, const char *agent, const char *id, const char *from);
+ * when the sweep recounts (sweep.recount) and it is not yet, or its count
+ * completed (a kill between its links).  Its producer is not known from
+ * the record: s->producer is NULL. */
+void quota_note(struct spool *sp, const char *agent, const char *id,
+                const struct quota_sender *s);
 
 /* What a daemon killed between a count and its claim, or between an
  * archive and its release, left counted is no longer: ids counted for

@@ -287,8 +287,10 @@ static int receipt_merge(json_t *side, const struct rdoc *d, int64_t now, bool *
         return 0;
 }
 
-/* side written over archive/sname, synced (with the directory, by the
- * flush hook) before the batch is acked. */
+/* side written over archive/sname, the new file synced before its
+ * rename (a power cut after the rename must not leave an empty file in
+ * place of the old outcome), the directory by the next spool_flush(),
+ * before the batch is acked. */
 static int receipt_store(struct relay *r, const char *sname, const json_t *side)
 {
         struct spool *sp = r->sp;
@@ -298,9 +300,8 @@ static int receipt_store(struct relay *r, const char *sname, const json_t *side)
 
         q = hd_canon_dump(side, NULL, &buf, &len);
         if (q == 0)
-                q = write_atomic(sp->fd[SD_ARCHIVE], sname, buf, len, 0640, 0);
-        if (q == 0)
-                q = receipt_note_unsynced(r, sp->fd[SD_ARCHIVE], sname);
+                q = write_atomic(sp->fd[SD_ARCHIVE], sname, buf, len, 0640,
+                                 sp->cfg->fsync ? WRITE_SYNC_FILE : 0);
         if (q == 0)
                 sp->dirty[SD_ARCHIVE] = true;
         return q;

@@ -55,6 +55,7 @@ struct receipt_sent {
 };
 
 struct receipts {
+        bool relay_locked;      /* LOCK_OFF_RELAY held */
         int dir_fd;             /* receipts/ */
         int pub_fd;             /* host_pubkey_dir, -1: accepting off */
         char *pub_dir;          /* its name, as configured at start */

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "files.h"
+#include "lock.h"
 #include "log.h"
 #include "receipt.h"
 #include "receipt_int.h"
@@ -408,6 +409,18 @@ int receipt_start(struct relay *r)
         dict_init_drop(&rc->queued, sizeof(struct receipt_queued), queued_drop);
         dict_init_drop(&rc->sent, sizeof(struct receipt_sent), sent_drop);
         r->rc = rc;
+        /* A second daemon with [relay] on this spool would rewrite the
+         * journal at its start under the first one's O_APPEND descriptor,
+         * whose records from then on went to the replaced file. */
+        q = lock_try(sp->lock_fd, LOCK_OFF_RELAY, true);
+        if (q == -EAGAIN) {
+                log_error("Cannot start the relay: another handoffd on this spool runs it "
+                          "(one daemon per spool may have [relay] servers)");
+                return -EBUSY;
+        }
+        if (q < 0)
+                return log_error_errno(q, "Cannot take the relay's lock in the spool");
+        rc->relay_locked = true;
         if ((q = rc->dir_fd = open_sub(sp->root_fd, "receipts", sp->cfg->fsync)) < 0)
                 return log_error_errno(q, "Cannot open receipts/ in the spool");
         /* What handoffd -n checked, and the start before the spool: the
@@ -504,6 +517,8 @@ void receipt_free(struct relay *r)
         dict_clear(&rc->owed);
         dict_clear(&rc->queued);
         dict_clear(&rc->sent);
+        if (rc->relay_locked)
+                lock_release(r->sp->lock_fd, LOCK_OFF_RELAY);
         free(rc);
         r->rc = NULL;
 }

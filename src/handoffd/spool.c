@@ -133,6 +133,18 @@ static bool dir_is_empty_at(int dirfd)
         return empty;
 }
 
+/* The hub's state_dir is its user's (handoff-hubd(8)); the daemon may
+ * stat it without reading it. */
+static uid_t hub_uid_of(const struct config *cfg)
+{
+        struct stat st;
+
+        if (stat(cfg->hub.state_dir ?: CONFIG_HUB_STATE_DIR_DEFAULT, &st) < 0 ||
+            !S_ISDIR(st.st_mode))
+                return (uid_t)-1;
+        return st.st_uid;
+}
+
 int spool_open(struct config *cfg, struct spool **ret)
 {
         struct spool *sp;
@@ -155,6 +167,7 @@ int spool_open(struct config *cfg, struct spool **ret)
         dict_init(&sp->unserved, sizeof(struct unserved_entry));
         sp->quota_recount = true;
         sp->cfg = cfg;
+        sp->hub_uid = hub_uid_of(cfg);
         sp->st.started_usec = hd_now_usec();
         r = open_dir_at(AT_FDCWD, cfg->spool_dir, 0750, &sp->root_fd, NULL);
         if (r < 0) {
@@ -200,6 +213,7 @@ int spool_set_config(struct spool *sp, struct config *cfg)
         if (r < 0)
                 return r;
         sp->cfg = cfg;
+        sp->hub_uid = hub_uid_of(cfg);
         /* Keys and agents may have changed: every item is verified again,
          * and counted again (a limit may be new). */
         dict_clear(&sp->verified);

@@ -182,6 +182,18 @@ struct spool {
         int64_t rejected_pruned_at;
         uint64_t arrived_at_housekeeping; /* rejected+archived then */
         bool dirty[_SD_MAX];    /* directory needs an fsync */
+        /* A directory whose fsync failed stays dirty, and the rounds after
+         * its own wait (spool_move.c flush_rounds()): every failed one is
+         * tried again at retry_at, the wait doubled each time; said once
+         * when the first fails and once when they all succeed. */
+        struct spool_sync_fail {
+                int err;                /* 0: none failed */
+                bool dir[_SD_MAX];      /* this directory's last fsync failed */
+                int64_t retry_at;       /* usec since the epoch */
+                int64_t backoff;        /* usec */
+                unsigned tries;
+                char what[NAME_MAX + 16]; /* the first that failed, for the logs */
+        } sync_fail;
         int lock_fd;            /* SPOOL/.lock (lock.h) */
         /* handoff/ name -> when it was first seen as this inode, while its
          * parse fails (decide.c) */
@@ -208,6 +220,10 @@ struct spool {
         /* The next sweep counts every claimed item it looks at (quota.c):
          * after the start and a reload. */
         bool quota_recount;
+        /* The hub's user, the owner of [hub] state_dir ((uid_t)-1: none
+         * found): it drops for every token, so quota.c counts its files
+         * by name, not as one producer. */
+        uid_t hub_uid;
         /* spent/ may hold producers' files (moved there since the last
          * reap, or found at start), and when the last one came
          * (monotonic usec) */

@@ -270,29 +270,161 @@ static int sync_round(enum spool_dir d)
         return d == SD_HANDOFF ? 2 : d == SD_CLAIMED || d == SD_OUTBOX ? 1 : 0;
 }
 
-/* The dirty directories of rounds 0..last, each round's together
- * (fsync_many_at(): they share the device's flushes), the first n of fds
- * (the agents' handoffs/) with round 0; leave: the producers' names that
- * wait for their moves' syncs leave handoff/ before its round.  fds has
- * room for n + _SD_MAX. */
-static int flush_rounds(struct spool *sp, int last, bool leave, int *fds, size_t n)
-{
-        int rets[SPOOL_FLUSH_AGENTS_MAX + _SD_MAX];
-        int r = 0, q;
+/* Back-off of a failed directory sync: 1 s, 2 s, 4 s ... at most a minute. */
+#define SYNC_BACKOFF_MIN_USEC 1000000LL
+#define SYNC_BACKOFF_MAX_USEC (60 * 1000000LL)
 
-        for (int round = 0; round <= last; round++, n = 0) {
-                if (round == 2 && leave && r == 0)
+/* One directory a round syncs: a spool directory (agent NULL) or an
+ * agent's handoffs/. */
+struct sync_target {
+        enum spool_dir dir;
+        struct agent_rt *agent;
+};
+
+static bool *target_failed(struct spool *sp, const struct sync_target *t)
+{
+        return t->agent ? &t->agent->sync_failed : &sp->sync_fail.dir[t->dir];
+}
+
+static bool *target_dirty(struct spool *sp, const struct sync_target *t)
+{
+        return t->agent ? &t->agent->dirty : &sp->dirty[t->dir];
+}
+
+static void target_name(const struct sync_target *t, char *buf, size_t n)
+{
+        if (t->agent)
+                snprintf(buf, n, "the handoffs/ of %s", t->agent->cfg->name);
+        else
+                snprintf(buf, n, "%s/", spool_dir_names[t->dir]);
+}
+
+static bool any_failed(const struct spool *sp)
+{
+        for (int i = 0; i < _SD_MAX; i++)
+                if (sp->sync_fail.dir[i])
+                        return true;
+        for (size_t i = 0; i < sp->n_agents; i++)
+                if (sp->agents[i].sync_failed)
+                        return true;
+        return false;
+}
+
+/* After the rounds: a new failure said once, a failed retry backed off
+ * unsaid, the recovery said once; the retry is a deadline of the daemon's
+ * timer (whose sweep ends in spool_flush()). */
+static void sync_settle(struct spool *sp, int err, const char *first, int64_t now)
+{
+        struct spool_sync_fail *f = &sp->sync_fail;
+
+        if (err < 0 && f->err == 0) {
+                f->err = err;
+                f->tries = 1;
+                f->backoff = SYNC_BACKOFF_MIN_USEC;
+                snprintf(f->what, sizeof(f->what), "%s", first);
+                spool_error(sp, err, "Cannot fsync %s: the moves into it stay undone on disk "
+                            "in their sources until it syncs; trying again, backing off to 60 s",
+                            first);
+        } else if (err < 0) {
+                f->tries++;
+                f->backoff = f->backoff * 2 > SYNC_BACKOFF_MAX_USEC ? SYNC_BACKOFF_MAX_USEC
+                                                                   : f->backoff * 2;
+        } else if (f->err && !any_failed(sp)) {
+                log_notice("fsync of %s succeeded again after %u failed tries", f->what, f->tries);
+                *f = (struct spool_sync_fail){ 0 };
+                return;
+        }
+        if (err < 0)
+                f->retry_at = now + f->backoff;
+        if (f->err)
+                deadline_note(&sp->deadline, f->retry_at);
+}
+
+/* The dirty directories of rounds 0..last, each round's together
+ * (fsync_many_at(): they share the device's flushes), the agents'
+ * handoffs/ (with agents) with round 0; leave: the producers' names that
+ * wait for their moves' syncs leave handoff/ before its round.  A
+ * directory whose fsync fails stays dirty and the rounds after it do not
+ * run: their sync would make a move's removal from its source durable
+ * before its arrival.  Until the retry is due, a failed directory is not
+ * tried again and holds its round as a failure would. */
+static int flush_rounds(struct spool *sp, int last, bool leave, bool agents)
+{
+        struct sync_target t[SPOOL_FLUSH_AGENTS_MAX + _SD_MAX];
+        int fds[SPOOL_FLUSH_AGENTS_MAX + _SD_MAX], rets[SPOOL_FLUSH_AGENTS_MAX + _SD_MAX];
+        int64_t now = hd_now_usec();
+        bool due = sp->sync_fail.err == 0 || now >= sp->sync_fail.retry_at;
+        char first[NAME_MAX + 16] = "";
+        int r = 0, tried = 0;
+
+        if (!sp->cfg->fsync) {
+                for (size_t i = 0; agents && i < sp->n_agents; i++)
+                        sp->agents[i].dirty = false;
+                for (int i = 0; i < _SD_MAX; i++)
+                        if (sync_round(i) <= last)
+                                sp->dirty[i] = false;
+                return 0;
+        }
+        for (int round = 0; round <= last && r == 0; round++) {
+                size_t n = 0;
+                bool held = false;
+
+                if (round == 2 && leave)
                         leave_handoff(sp);
+                for (size_t i = 0; round == 0 && agents && i < sp->n_agents; i++) {
+                        struct agent_rt *a = &sp->agents[i];
+
+                        if (!a->dirty)
+                                continue;
+                        if (a->sync_failed && !due) {
+                                held = true;
+                                continue;
+                        }
+                        if (n == SPOOL_FLUSH_AGENTS_MAX) {
+                                /* beyond the array, one by one */
+                                struct sync_target one = { .agent = a };
+                                int q = fsync_dir(a->handoffs_fd);
+
+                                tried++;
+                                a->dirty = a->sync_failed = q < 0;
+                                if (q < 0 && r == 0) {
+                                        r = q;
+                                        target_name(&one, first, sizeof(first));
+                                }
+                                continue;
+                        }
+                        t[n] = (struct sync_target){ .agent = a };
+                        fds[n++] = a->handoffs_fd;
+                }
                 for (int i = 0; i < _SD_MAX; i++) {
                         if (sync_round(i) != round || !sp->dirty[i])
                                 continue;
-                        sp->dirty[i] = false;
-                        if (sp->cfg->fsync)
-                                fds[n++] = sp->fd[i];
+                        if (sp->sync_fail.dir[i] && !due) {
+                                held = true;
+                                continue;
+                        }
+                        t[n] = (struct sync_target){ .dir = (enum spool_dir)i };
+                        fds[n++] = sp->fd[i];
                 }
-                if (n > 0 && (q = fsync_many_at(fds, NULL, n, rets)) < 0 && r == 0)
-                        r = q;
+                if (n > 0) {
+                        tried += (int)n;
+                        (void)fsync_many_at(fds, NULL, n, rets);
+                }
+                for (size_t k = 0; k < n; k++) {
+                        *target_dirty(sp, &t[k]) = *target_failed(sp, &t[k]) = rets[k] < 0;
+                        if (rets[k] < 0 && r == 0) {
+                                r = rets[k];
+                                target_name(&t[k], first, sizeof(first));
+                        }
+                }
+                if (r == 0 && held)
+                        r = sp->sync_fail.err;
         }
+        /* Only a try changes the back-off; a held round leaves it as it is. */
+        if (tried > 0 || r == 0)
+                sync_settle(sp, first[0] ? r : 0, first, now);
+        else if (sp->sync_fail.err)
+                deadline_note(&sp->deadline, sp->sync_fail.retry_at);
         return r;
 }
 
@@ -300,32 +432,16 @@ int spool_sync_dir(struct spool *sp, enum spool_dir dir)
 {
         if (!sp->cfg->fsync)
                 return 0;
-        int fds[_SD_MAX];
-
         sp->dirty[dir] = true;
-        return flush_rounds(sp, sync_round(dir), false, fds, 0);
+        return flush_rounds(sp, sync_round(dir), false, false);
 }
 
 int spool_flush(struct spool *sp)
 {
-        int fds[_SD_MAX + SPOOL_FLUSH_AGENTS_MAX];
-        size_t n = 0;
         int r = 0, q;
 
         if (sp->relay.flush && (q = sp->relay.flush(sp->relay.ctx)) < 0)
                 r = q;
-        /* The dirty directories are synced together (fsync_many_at()), so
-         * they share the device's flushes; beyond the array, one by one. */
-        for (size_t i = 0; i < sp->n_agents; i++)
-                if (sp->agents[i].dirty) {
-                        sp->agents[i].dirty = false;
-                        if (!sp->cfg->fsync)
-                                continue;
-                        if (n < SPOOL_FLUSH_AGENTS_MAX)
-                                fds[n++] = sp->agents[i].handoffs_fd;
-                        else if ((q = fsync_dir(sp->agents[i].handoffs_fd)) < 0 && r == 0)
-                                r = q;
-                }
-        q = flush_rounds(sp, 2, r == 0, fds, n);
+        q = flush_rounds(sp, 2, r == 0, true);
         return r < 0 ? r : q;
 }

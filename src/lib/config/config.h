@@ -120,6 +120,7 @@ struct config {
         struct config_agent *agents;
         /* [retention] */
         uint64_t archive_max_items, archive_max_bytes, rejected_max_items, rejected_max_bytes;
+#define CONFIG_REJECTED_MAX_BYTES_DEFAULT (UINT64_C(256) << 20)
         /* what waits in handoff/ for agents not served here (intake.c) */
         uint64_t unclaimed_max_items, unclaimed_max_bytes;
         int64_t archive_max_age, rejected_max_age;  /* seconds, 0 = none */
@@ -202,6 +203,10 @@ bool config_relay_on(const struct config *c);
  * default key. */
 const hd_key *config_key_lookup(void *cfg, const char *kid,
                                 const char *from_agent);
+/* Is a document of from_agent (with kid, or NULL) that verified signed by
+ * a key of from_agent's own ([agent NAME] key, or a public key of hers),
+ * not by a shared one ([keys] default or NAME), which signs for any name? */
+bool config_key_own(const struct config *c, const char *kid, const char *from_agent);
 
 /* "10M" -> 10485760, "7d" -> 604800 (s m h d w for durations; K M G for
  * sizes, powers of 1024). */

@@ -564,3 +564,14 @@ const hd_key *config_key_lookup(void *cfg, const char *kid,
         return c->default_key;
 }
 
+bool config_key_own(const struct config *c, const char *kid, const char *from_agent)
+{
+        const hd_key *k;
+
+        if (!from_agent)
+                return false;
+        /* An own key is bound to its agent (config_load_keys()); a shared
+         * one to nobody. */
+        k = config_key_lookup((void *)c, kid, from_agent);
+        return k && hd_key_agent(k) && !strcmp(hd_key_agent(k), from_agent);
+}
