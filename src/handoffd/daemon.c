@@ -31,6 +31,8 @@ int daemon_config_load(const char *path, struct config **ret, char **err)
         if (r < 0)
                 return r;
         r = config_relay_keys(c, NULL, NULL, err);
+        if (r == 0)
+                r = config_a2a_tokens_check(c, err);
         if (r < 0) {
                 config_free(c);
                 return r;

@@ -125,6 +125,13 @@ void config_free(struct config *c)
                 free(c->remotes[i].a2a);
                 free(c->remotes[i].token_file);
                 free(c->remotes[i].ca_file);
+                free(c->remotes[i].description);
+                for (size_t j = 0; j < c->remotes[i].n_skills; j++) {
+                        free(c->remotes[i].skill_ids[j]);
+                        free(c->remotes[i].skill_descs[j]);
+                }
+                free(c->remotes[i].skill_ids);
+                free(c->remotes[i].skill_descs);
         }
         free(c->remotes);
         if (c->roles)
@@ -158,6 +165,18 @@ const char *config_remote(const struct config *c, const char *name)
                 if (!strcmp(c->remotes[i].name, name))
                         return c->remotes[i].host;
         return NULL;
+}
+
+bool config_reachable(const struct config *c, const char *name)
+{
+        if (!name)
+                return false;
+        if (config_agent(c, name))
+                return true;
+        for (size_t i = 0; i < c->n_remotes; i++)
+                if (!strcmp(c->remotes[i].name, name))
+                        return true;
+        return false;
 }
 
 const struct config_remote *config_remote_a2a(const struct config *c, const char *name)
