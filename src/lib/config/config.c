@@ -15,7 +15,8 @@ int config_warnings(const struct config *c,
 {
         int n = 0;
 
-        if (c->n_agents == 0) {
+        /* Handoffs to a [remote] leave this host: not nothing claimed. */
+        if (c->n_agents == 0 && c->n_remotes == 0) {
                 char *m = NULL;
                 if (asprintf(&m, "%s has no [agent NAME] section: nothing will be claimed, "
                                  "only rejected and expired", c->path) >= 0) {
