@@ -6,16 +6,23 @@ the real daemon and the official SDK's server (tests/a2a/server.mjs):
   reaches the server; `handoffd -n --strict` on a config whose only
   target is an A2A remote is clean (no "nothing will be claimed") and
   names the remote.
+- reload: a daemon started without an A2A remote, a handoff for far
+  waiting in handoff/; SIGHUP with [remote far] a2a: it reaches the
+  server.  SIGHUP with far's URL moved to a second server: the next one
+  reaches that one.  SIGHUP without far: its helper stops; SIGHUP with
+  it again: a handoff reaches the server.
 
 Needs node and tests/a2a's packages (make a2a-deps)."""
 
 import json
 import os
+import signal
 import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.environ.get("HD_SRC", "."), "tests", "py"))
 import a2akit  # noqa: E402
+import hdproto  # noqa: E402
 import hdtest  # noqa: E402
 import natsrv  # noqa: E402
 from hdtest import check  # noqa: E402
@@ -51,6 +58,63 @@ def submit_knows_a2a(env, srv, port, tf):
     return conf
 
 
+def reload(env, d, conf, text):
+    with open(conf, "w") as f:
+        f.write(text)
+    n = d.logs().count("Reloaded ")
+    d.send(signal.SIGHUP)
+    hdtest.wait_for(lambda: d.logs().count("Reloaded ") > n, 20, "the reload")
+
+
+def a2a_status(env, conf):
+    return json.loads(env.ctl("status", "-c", conf, "--json", check_rc=0).stdout).get("a2a")
+
+
+def reload_adds_a2a(env, srv, port, tf):
+    conf = env.write_config("r")
+    d = env.start("r", conf=conf)
+    check(a2a_status(env, conf) is None, "an A2A sender without an A2A remote")
+    doc = hdproto.build("bob", "far", env.key, reason="waits for a reload", ttl=600)
+    hdproto.drop(env.spool, doc)
+    hid = doc["handoff_id"]
+    hdtest.wait_for(lambda: "for agent far, not served here" in d.logs(), 20,
+                    "the daemon left it in handoff/ (no agent far)")
+    check(env.count("handoff") == 1 and hid not in srv.ids(), "waits in handoff/ before")
+    reload(env, d, conf, env.config_text("r", extra=remote_section(port, tf)))
+    hdtest.wait_for(lambda: hid in srv.ids(), 30, "the waiting handoff at the server after SIGHUP")
+    rc, it, _ = a2akit.wait_code(env, conf, hid)
+    check(rc == 0 and it.get("remote_outcome") == "completed", f"after the reload: {rc} {it}")
+    print(f"SIGHUP adding [remote far] a2a: {hid} sent, {it.get('remote_outcome')}")
+
+    port2 = natsrv.free_port()
+    token = open(tf).read().strip()
+    srv2 = a2akit.Server(env, port2, token, os.path.join(env.dir, "server2.log"))
+    srv2.start()
+    reload(env, d, conf, env.config_text("r", extra=remote_section(port2, tf)))
+    doc = hdproto.build("bob", "far", env.key, reason="to the moved server", ttl=600)
+    hdproto.drop(env.spool, doc)
+    hdtest.wait_for(lambda: doc["handoff_id"] in srv2.ids(), 30, "the handoff at the new URL")
+    rc, it, _ = a2akit.wait_code(env, conf, doc["handoff_id"])
+    check(rc == 0 and doc["handoff_id"] not in srv.ids(), f"at the new URL: {rc} {it}")
+    print(f"SIGHUP moving far to port {port2}: the next handoff went there")
+
+    reload(env, d, conf, env.config_text("r"))
+    hdtest.wait_for(lambda: not a2a_status(env, conf)["remotes"]["far"]["helper_running"], 20,
+                    "far's helper stopped")
+    far = a2a_status(env, conf)["remotes"]["far"]
+    check(far["waiting"] == 0 and far["following"] == 0, f"far after its removal: {far}")
+    print(f"SIGHUP removing far: {far}")
+    reload(env, d, conf, env.config_text("r", extra=remote_section(port, tf)))
+    doc = hdproto.build("bob", "far", env.key, reason="after it came back", ttl=600)
+    hdproto.drop(env.spool, doc)
+    hdtest.wait_for(lambda: doc["handoff_id"] in srv.ids(), 30, "the handoff after far came back")
+    rc, it, _ = a2akit.wait_code(env, conf, doc["handoff_id"])
+    check(rc == 0, f"after far came back: {rc} {it}")
+    print("SIGHUP adding far again: a handoff reaches it")
+    d.stop()
+    srv2.stop()
+
+
 def main():
     a2akit.need_sdk()
     with hdtest.Env(agents=["alice"]) as env:
@@ -59,6 +123,8 @@ def main():
         srv = a2akit.Server(env, port, token, os.path.join(env.dir, "server.log"))
         srv.start()
         submit_knows_a2a(env, srv, port, tf)
+        env.daemons[-1].stop()
+        reload_adds_a2a(env, srv, port, tf)
     print("A2A remotes, as an operator meets them")
 
 

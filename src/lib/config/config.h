@@ -51,6 +51,10 @@ struct config_remote {
         size_t n_skills;
 };
 
+/* [remote NAME] a2a sections a config may have (the sender keeps a slot
+ * for each, a2a_out.c). */
+#define CONFIG_A2A_REMOTES_MAX 64
+
 /* [relay]: handoffs across hosts through NATS JetStream (relay.c). */
 struct config_relay {
         char *servers;          /* "nats://h:4222, ..."; NULL or empty = off */
