@@ -11,6 +11,10 @@ the real daemon and the official SDK's server (tests/a2a/server.mjs):
   server.  SIGHUP with far's URL moved to a second server: the next one
   reaches that one.  SIGHUP without far: its helper stops; SIGHUP with
   it again: a handoff reaches the server.
+- status: the server down and a handoff waiting: `handoffctl status`
+  exits 1, degraded, its problem names the remote, and the text lists
+  the remote NOT reachable with its waiting item and last error; the
+  server back, the item sent: exit 0, healthy, the remote reachable.
 
 Needs node and tests/a2a's packages (make a2a-deps)."""
 
@@ -67,7 +71,7 @@ def reload(env, d, conf, text):
 
 
 def a2a_status(env, conf):
-    return json.loads(env.ctl("status", "-c", conf, "--json", check_rc=0).stdout).get("a2a")
+    return json.loads(env.ctl("status", "-c", conf, "--json").stdout).get("a2a")
 
 
 def reload_adds_a2a(env, srv, port, tf):
@@ -115,6 +119,33 @@ def reload_adds_a2a(env, srv, port, tf):
     srv2.stop()
 
 
+def status_lists_a2a(env, srv, port, tf):
+    conf = env.write_config("s", extra=remote_section(port, tf))
+    d = env.start("s", conf=conf)
+    srv.stop()
+    doc = hdproto.build("bob", "far", env.key, reason="while it is down", ttl=600)
+    hdproto.drop(env.spool, doc)
+    hdtest.wait_for(lambda: (a2a_status(env, conf)["remotes"]["far"]["last_error"] or "") != "",
+                    30, "a failed try at far")
+    p = env.ctl("status", "-c", conf)
+    print(f"status, far down: exit {p.returncode}\n{p.stdout}")
+    line = [ln for ln in p.stdout.splitlines() if ln.startswith("  a2a remote far ")]
+    check(p.returncode == 1 and "health: degraded" in p.stdout and
+          "problem: A2A remote far is failing, 1 handoff(s) waiting" in p.stdout and
+          len(line) == 1 and "NOT reachable, waiting 1" in line[0] and "last error" in line[0],
+          f"status with far down: exit {p.returncode}\n{p.stdout}")
+    srv.start()
+    rc, it, _ = a2akit.wait_code(env, conf, doc["handoff_id"], "90")
+    check(rc == 0, f"sent once far was back: {rc} {it}")
+    p = env.ctl("status", "-c", conf)
+    line = [ln for ln in p.stdout.splitlines() if ln.startswith("  a2a remote far ")]
+    print(f"status, far back: exit {p.returncode}: {line}")
+    check(p.returncode == 0 and "health: healthy" in p.stdout and len(line) == 1 and
+          "reachable, waiting 0" in line[0] and "NOT" not in line[0],
+          f"status with far back: exit {p.returncode}\n{p.stdout}")
+    d.stop()
+
+
 def main():
     a2akit.need_sdk()
     with hdtest.Env(agents=["alice"]) as env:
@@ -125,6 +156,7 @@ def main():
         submit_knows_a2a(env, srv, port, tf)
         env.daemons[-1].stop()
         reload_adds_a2a(env, srv, port, tf)
+        status_lists_a2a(env, srv, port, tf)
     print("A2A remotes, as an operator meets them")
 
 
