@@ -15,6 +15,9 @@ the real daemon and the official SDK's server (tests/a2a/server.mjs):
   exits 1, degraded, its problem names the remote, and the text lists
   the remote NOT reachable with its waiting item and last error; the
   server back, the item sent: exit 0, healthy, the remote reachable.
+- show: an item the remote completed names the server's answer over
+  plain http to loopback with the bearer token as what vouches for it,
+  no signature; never "receipt signed by a2a:far".
 
 Needs node and tests/a2a's packages (make a2a-deps)."""
 
@@ -143,6 +146,15 @@ def status_lists_a2a(env, srv, port, tf):
     check(p.returncode == 0 and "health: healthy" in p.stdout and len(line) == 1 and
           "reachable, waiting 0" in line[0] and "NOT" not in line[0],
           f"status with far back: exit {p.returncode}\n{p.stdout}")
+
+    p = env.ctl("show", "-c", conf, doc["handoff_id"], check_rc=0)
+    there = [ln for ln in p.stdout.splitlines() if ln.startswith("there ")]
+    print(f"show: {there}")
+    check(len(there) == 1 and "receipt signed" not in p.stdout and
+          there[0].startswith(f"there completed (the answer of a2a:far's server for task "
+                              f"{it['a2a_task']}, over plain http to this host's loopback, with "
+                              "the bearer token of its token_file; no signature"),
+          f"show of an A2A outcome:\n{p.stdout}")
     d.stop()
 
 
