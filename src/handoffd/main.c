@@ -134,6 +134,10 @@ int main(int argc, char **argv)
                                 printf(", %d warning(s)", warnings);
                         printf(")\n");
                 }
+                for (size_t i = 0; i < cfg->n_remotes; i++)
+                        if (cfg->remotes[i].a2a)
+                                printf("a2a: [remote %s] sent to %s (token_file readable)\n",
+                                       cfg->remotes[i].name, cfg->remotes[i].a2a);
                 if (config_relay_on(cfg))
                         printf("relay: host %s; receipts: %s, %s\n", cfg->relay.host,
                                cfg->relay.host_key ? "sent (host_key)"

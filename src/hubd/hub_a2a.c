@@ -63,7 +63,7 @@ int a2a_answer_result(struct hub_answer *a, const json_t *id, json_t *result)
 
 bool a2a_agent_reachable(const struct config *c, const char *name)
 {
-        return config_agent(c, name) || config_remote(c, name);
+        return config_reachable(c, name);
 }
 
 /* Host as a client may name a server: letters, digits, . - : [ ] */
@@ -78,15 +78,35 @@ static bool host_ok(const char *s)
         return true;
 }
 
+/* The card's skills: an [agent]'s, or a [remote]'s, as configured. */
+static json_t *card_skills(char *const *ids, char *const *descs, size_t n)
+{
+        json_t *skills = json_array();
+
+        for (size_t i = 0; skills && i < n; i++)
+                if (json_array_append_new(skills, json_pack("{s:s, s:s, s:s, s:[s]}", "id",
+                                                            ids[i], "name", ids[i],
+                                                            "description", descs[i], "tags",
+                                                            ids[i])) < 0) {
+                        json_decref(skills);
+                        return NULL;
+                }
+        return skills;
+}
+
 int hub_a2a_card(struct hub *h, const char *name, const char *host, struct hub_answer *a)
 {
         const struct config_agent *ag = config_agent(h->cfg, name);
-        const char *remote = config_remote(h->cfg, name);
+        const struct config_remote *rm = NULL;
         _cleanup_free_ char *url = NULL, *desc = NULL;
         json_t *card, *skills;
+        int q;
 
         if (!hd_agent_valid(name) || !a2a_agent_reachable(h->cfg, name))
                 return hub_answer_reject(a, 404, "not_found", "no such agent here");
+        for (size_t i = 0; !ag && i < h->cfg->n_remotes; i++)
+                if (!strcmp(h->cfg->remotes[i].name, name))
+                        rm = &h->cfg->remotes[i];
         /* the URL the client reached us by: the card names the endpoint */
         if (!host_ok(host))
                 host = h->cfg->hub.listen;
@@ -94,23 +114,26 @@ int hub_a2a_card(struct hub *h, const char *name, const char *host, struct hub_a
                 host = "localhost";
         if (asprintf(&url, "%s://%s/a2a/%s", h->tls ? "https" : "http", host, name) < 0)
                 return -ENOMEM;
+        /* A remote's own card is not read: the transport is ours, and what
+         * the agent does is what this host's config says of it. */
         if (ag && ag->description)
-                desc = strdup(ag->description);
-        else if (remote ? asprintf(&desc, "handoffd agent %s, reached through host %s", name,
-                                   remote) < 0
-                        : asprintf(&desc, "handoffd agent %s", name) < 0)
+                q = (desc = strdup(ag->description)) ? 0 : -1;
+        else if (rm && rm->description)
+                q = (desc = strdup(rm->description)) ? 0 : -1;
+        else if (rm && rm->host)
+                q = asprintf(&desc, "handoffd agent %s, reached through host %s", name, rm->host);
+        else if (rm)
+                q = asprintf(&desc, "agent %s, sent on by handoffd to an A2A server", name);
+        else
+                q = asprintf(&desc, "handoffd agent %s", name);
+        if (q < 0) {
                 desc = NULL;
-        if (!desc)
                 return -ENOMEM;
-        skills = json_array();
+        }
+        skills = ag ? card_skills(ag->skill_ids, ag->skill_descs, ag->n_skills)
+                    : card_skills(rm->skill_ids, rm->skill_descs, rm->n_skills);
         if (!skills)
                 return -ENOMEM;
-        for (size_t i = 0; ag && i < ag->n_skills; i++)
-                json_array_append_new(skills, json_pack("{s:s, s:s, s:s, s:[s]}", "id",
-                                                        ag->skill_ids[i], "name",
-                                                        ag->skill_ids[i], "description",
-                                                        ag->skill_descs[i], "tags",
-                                                        ag->skill_ids[i]));
         card = json_pack(
                 "{s:s, s:s, s:s, s:[{s:s, s:s, s:s}],"
                 " s:{s:b, s:b, s:b},"
