@@ -165,6 +165,9 @@ int hub_spool_clean_tmp(struct hub *h);
 /* ---- A2A (hub_a2a.c; its parts: hub_a2a.h) ---- */
 /* GET /a2a/NAME/.well-known/agent-card.json; host: the request's Host. */
 int hub_a2a_card(struct hub *h, const char *name, const char *host, struct hub_answer *a);
+/* GET /a2a/.well-known/agent-card.json (a card asked for relative to
+ * /a2a/NAME without its slash): a 404 that says where the cards are. */
+int hub_a2a_card_elsewhere(struct hub *h, const char *host, struct hub_answer *a);
 /* POST /a2a/NAME by agent (the token's), A2A-Version version (NULL:
  * absent): the JSON-RPC answer in a.  0, or -ENOMEM. */
 int hub_a2a_rpc(struct hub *h, const char *agent, const char *name, const char *version,

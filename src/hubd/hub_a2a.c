@@ -131,6 +131,29 @@ int hub_a2a_card(struct hub *h, const char *name, const char *host, struct hub_a
         return answer(a, card ? 200 : 500, card);
 }
 
+/* GET /a2a/.well-known/agent-card.json: what a client asks for when it
+ * resolves the card relative to /a2a/NAME without its trailing slash
+ * (the A2A SDK's createFromUrl() does).  NAME is lost by then; the 404
+ * says where each card is and how to ask. */
+int hub_a2a_card_elsewhere(struct hub *h, const char *host, struct hub_answer *a)
+{
+        _cleanup_free_ char *detail = NULL;
+
+        if (!host_ok(host))
+                host = h->cfg->hub.listen;
+        if (!host_ok(host))
+                host = "localhost";
+        if (asprintf(&detail,
+                     "no card here: the card of agent NAME is at /a2a/NAME" A2A_CARD_PATH
+                     "; give an A2A client the endpoint with its trailing slash, %s://%s/a2a/NAME/ "
+                     "(a card resolved relative to /a2a/NAME, without it, is looked for here)",
+                     h->tls ? "https" : "http", host) < 0)
+                return -ENOMEM;
+        return answer(a, 404, json_pack("{s:s, s:s, s:s, s:s}", "status", "rejected", "reason",
+                                        "not_found", "detail", detail, "card",
+                                        "/a2a/NAME" A2A_CARD_PATH));
+}
+
 /* ---- calls ------------------------------------------------------------ */
 
 int a2a_call_error(struct a2a_call *c, int code, const char *message)

@@ -352,7 +352,10 @@ int a2a_list_tasks(struct a2a_call *c)
         if ((json_object_get(c->params, "contextId") && !ctx) ||
             (json_object_get(c->params, "status") && !status))
                 return a2a_call_error(c, RPC_INVALID_PARAMS, "params.contextId and status are strings");
-        if (status && !strcmp(status, "TASK_STATE_UNSPECIFIED"))
+        /* The default of the enum, and what the SDK's generated code
+         * sends for a status left undefined in plain JS: no filter. */
+        if (status && (!strcmp(status, "TASK_STATE_UNSPECIFIED") ||
+                       !strcmp(status, "UNRECOGNIZED")))
                 status = NULL;
         if (status && !a2a_task_state_known(status))
                 return a2a_call_error(c, RPC_INVALID_PARAMS, "params.status is not a TaskState");

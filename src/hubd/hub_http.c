@@ -188,6 +188,11 @@ static bool on_get(struct hub *h, struct hub_request *q, struct hub_answer *a)
                         return refuse(a, 500, "internal", "out of memory");
                 return true;
         }
+        if (!strcmp(url, "/a2a" A2A_CARD)) {
+                if (hub_a2a_card_elsewhere(h, q->host, a) < 0)
+                        return refuse(a, 500, "internal", "out of memory");
+                return true;
+        }
         if (a2a_path(url, "", agent) || a2a_path(url, "/", agent))
                 return a2a_refuse(a, 405, -32600, "use POST for JSON-RPC");
         if (strncmp(url, PATH_ITEM, strlen(PATH_ITEM)) || !strcmp(url, PATH_START))

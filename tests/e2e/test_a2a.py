@@ -237,7 +237,7 @@ def stdlib_client(env, hub, conf):
     check(rpc.result("ListTasks", {"contextId": "ctx-1"})["totalSize"] == 1, "ListTasks by context")
     by_state = rpc.result("ListTasks", {"status": "TASK_STATE_CANCELED"})
     check([x["id"] for x in by_state["tasks"]] == [late["id"]], f"ListTasks by state: {by_state}")
-    rpc.error("ListTasks of a state not A2A's", -32602, "ListTasks", {"status": "UNRECOGNIZED"})
+    rpc.error("ListTasks of a state not A2A's", -32602, "ListTasks", {"status": "TASK_STATE_DONE"})
     check(rpc.result("ListTasks", {}, agent="alice").get("tasks", []) == [], "alice sent none")
     print("ok: ListTasks: bob's, newest first, paged")
 
