@@ -189,8 +189,55 @@ static const struct {
           "push notifications are not supported here" },
         { "DeleteTaskPushNotificationConfig", NULL, A2A_PUSH_NOT_SUPPORTED,
           "push notifications are not supported here" },
-        { "GetExtendedAgentCard", NULL, A2A_EXTENDED_CARD, "there is no extended agent card" },
+        /* A2A 1.0 section 3.3.4: the card says extendedAgentCard: false */
+        { "GetExtendedAgentCard", NULL, A2A_UNSUPPORTED,
+          "there is no extended agent card (the card says extendedAgentCard: false)" },
 };
+
+/* ProtoJSON reads a member whose value is null as unset, and a string
+ * field of "" as its default, unset too: such members of o go (strs: the
+ * string fields for which "" means unset). */
+static void unset_nulls(json_t *o, const char *const *strs)
+{
+        const char *k;
+        json_t *v;
+        void *tmp;
+
+        json_object_foreach_safe(o, tmp, k, v) {
+                bool empty = false;
+                for (size_t i = 0; strs && strs[i]; i++)
+                        if (!strcmp(k, strs[i]) && json_is_string(v) && !json_string_length(v))
+                                empty = true;
+                if (json_is_null(v) || empty)
+                        json_object_del(o, k);
+        }
+}
+
+/* params as the methods read them: null members of the request's
+ * messages unset (ProtoJSON), at the levels A2A's messages have fields;
+ * inside a data part or metadata (a google.protobuf.Struct) null is a
+ * value and stays.  NULL when out of memory. */
+static json_t *params_unset(const json_t *params)
+{
+        static const char *const msg_strs[] = { "taskId", "contextId", NULL };
+        json_t *p = json_deep_copy(params), *msg, *parts, *part;
+        size_t i;
+
+        if (!p)
+                return NULL;
+        unset_nulls(p, NULL);
+        msg = json_object_get(p, "message");
+        if (json_is_object(msg)) {
+                unset_nulls(msg, msg_strs);
+                parts = json_object_get(msg, "parts");
+                json_array_foreach(parts, i, part)
+                        if (json_is_object(part))
+                                unset_nulls(part, NULL);
+        }
+        if (json_is_object(json_object_get(p, "configuration")))
+                unset_nulls(json_object_get(p, "configuration"), NULL);
+        return p;
+}
 
 /* A2A-Version: absent or empty is 0.3 (the specification's rule); this
  * hub speaks 1.0 (a patch number, if sent, does not matter). */
@@ -215,7 +262,7 @@ int hub_a2a_rpc(struct hub *h, const char *agent, const char *name, const char *
                 const char *body, size_t len, struct hub_answer *a)
 {
         const hd_limits lim = { .max_size = h->cfg->max_file_size };
-        _cleanup_json_ json_t *req = NULL, *empty = json_object();
+        _cleanup_json_ json_t *req = NULL, *empty = json_object(), *unset = NULL;
         struct a2a_call c = { .h = h, .agent = agent, .name = name, .a = a };
         const json_t *jid, *params;
         const char *method;
@@ -249,7 +296,10 @@ int hub_a2a_rpc(struct hub *h, const char *agent, const char *name, const char *
                 return hub_a2a_error(a, 200, jid, A2A_VERSION_NOT_SUPPORTED,
                                      "this server speaks A2A-Version 1.0 only (no header: 0.3)");
         c.id = jid;
-        c.params = params ? params : empty;
+        unset = params_unset(params ? params : empty);
+        if (!unset)
+                return -ENOMEM;
+        c.params = unset;
         for (i = 0; i < ELEMENTSOF(methods); i++) {
                 if (strcmp(method, methods[i].name))
                         continue;

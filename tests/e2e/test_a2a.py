@@ -268,7 +268,7 @@ def stdlib_client(env, hub, conf):
     rpc.error("CancelTask of no task", -32001, "CancelTask", {"id": "a2a-nothing"})
     rpc.error("GetTask of no task", -32001, "GetTask", {"id": "a2a-nothing"})
     # a file by URI is carried
-    t = rpc.result("SendMessage", {"message": {"messageId": "m-url", "parts": [
+    t = rpc.result("SendMessage", {"message": {"messageId": "m-url", "role": "ROLE_USER", "parts": [
         {"url": "https://example.org/a.pdf", "filename": "a.pdf", "mediaType": "application/pdf"}]}})
     check(state(t["task"]) == "TASK_STATE_SUBMITTED", f"url part: {t}")
     print("ok: a file by URI")
