@@ -130,6 +130,9 @@ void hub_tls_free(struct hub_tls *t);
 int hub_listen_open(const char *spec, int *ret_fd, bool *ret_loopback,
                     bool *ret_unix, bool *ret_activated, char *err,
                     size_t errlen);
+/* Whether spec is one hub_listen_open() takes, resolved but not bound
+ * (handoff-hubd -n): 0 with *ret_loopback, or -errno with err filled. */
+int hub_listen_check(const char *spec, bool *ret_loopback, char *err, size_t errlen);
 
 /* ---- judging and dropping a POST (hub_accept.c) ---- */
 struct hub_answer {

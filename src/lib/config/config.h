@@ -82,6 +82,9 @@ struct config_hub {
         int64_t max_connections, max_per_address;
         /* A2A documents kept per sending token; 0: the default */
         uint64_t a2a_kept_max_items, a2a_kept_max_bytes;
+        /* the line of each path key (0: not set), for handoff-hubd -n's
+         * FILE:LINE of what it finds wrong with the file it names */
+        int line_listen, line_tls_cert, line_tls_key, line_token_dir, line_state_dir;
 };
 
 struct config {

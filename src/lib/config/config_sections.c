@@ -424,11 +424,13 @@ static int handle_hub(struct parse_state *st, const char *k, const char *v)
                         return config_err(st, "[hub] listen: empty");
                 if (!strncmp(v, "unix:", 5) && v[5] != '/')
                         return config_err(st, "[hub] listen: '%s': unix: needs an absolute path", v);
+                h->line_listen = st->line;
                 return config_set_str(&h->listen, v) == 0;
         }
         if (!strcmp(k, "tls_cert") || !strcmp(k, "tls_key")) {
                 if (!path_ok(v))
                         return config_err(st, "[hub] %s: '%s' is neither an absolute path nor credential:NAME", k, v);
+                *(k[4] == 'c' ? &h->line_tls_cert : &h->line_tls_key) = st->line;
                 return config_set_str(k[4] == 'c' ? &h->tls_cert : &h->tls_key, v) == 0;
         }
         if (!strcmp(k, "token_dir") || !strcmp(k, "state_dir")) {
@@ -436,6 +438,7 @@ static int handle_hub(struct parse_state *st, const char *k, const char *v)
                 if (v[0] != '/' && !(k[0] == 't' && !strcmp(v, "credential:")))
                         return config_err(st, "[hub] %s must be an absolute path%s", k,
                                           k[0] == 't' ? " or credential:" : "");
+                *(k[0] == 't' ? &h->line_token_dir : &h->line_state_dir) = st->line;
                 return config_set_str(k[0] == 't' ? &h->token_dir : &h->state_dir, v) == 0;
         }
         if (!strcmp(k, "timeout") || !strcmp(k, "request_timeout")) {
