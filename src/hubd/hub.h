@@ -171,6 +171,9 @@ int hub_a2a_card(struct hub *h, const char *name, const char *host, struct hub_a
 /* GET /a2a/.well-known/agent-card.json (a card asked for relative to
  * /a2a/NAME without its slash): a 404 that says where the cards are. */
 int hub_a2a_card_elsewhere(struct hub *h, const char *host, struct hub_answer *a);
+/* GET /.well-known/agent-card.json: [hub] default_agent's card, or one
+ * whose interfaces are every agent's endpoint. */
+int hub_a2a_root_card(struct hub *h, const char *host, struct hub_answer *a);
 /* POST /a2a/NAME by agent (the token's), A2A-Version version (NULL:
  * absent): the JSON-RPC answer in a.  0, or -ENOMEM. */
 int hub_a2a_rpc(struct hub *h, const char *agent, const char *name, const char *version,

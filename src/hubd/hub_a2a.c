@@ -78,47 +78,58 @@ static bool host_ok(const char *s)
         return true;
 }
 
-int hub_a2a_card(struct hub *h, const char *name, const char *host, struct hub_answer *a)
+/* The host a card names: the Host the client reached us by, else
+ * [hub] listen, else localhost. */
+static const char *card_host(struct hub *h, const char *host)
+{
+        if (!host_ok(host))
+                host = h->cfg->hub.listen;
+        return host_ok(host) ? host : "localhost";
+}
+
+/* Agent name's interface: its endpoint under host. */
+static json_t *card_interface(struct hub *h, const char *name, const char *host)
+{
+        _cleanup_free_ char *url = NULL;
+
+        if (asprintf(&url, "%s://%s/a2a/%s", h->tls ? "https" : "http", host, name) < 0)
+                return NULL;
+        return json_pack("{s:s, s:s, s:s}", "url", url, "protocolBinding", "JSONRPC",
+                         "protocolVersion", A2A_VERSION);
+}
+
+/* What agent name does, for its card (NULL: out of memory). */
+static char *card_description(struct hub *h, const char *name)
 {
         const struct config_agent *ag = config_agent(h->cfg, name);
         const char *remote = config_remote(h->cfg, name);
-        _cleanup_free_ char *url = NULL, *desc = NULL;
-        json_t *card, *skills;
+        char *desc = NULL;
 
-        if (!hd_agent_valid(name) || !a2a_agent_reachable(h->cfg, name))
-                return hub_answer_reject(a, 404, "not_found", "no such agent here");
-        /* the URL the client reached us by: the card names the endpoint */
-        if (!host_ok(host))
-                host = h->cfg->hub.listen;
-        if (!host_ok(host))
-                host = "localhost";
-        if (asprintf(&url, "%s://%s/a2a/%s", h->tls ? "https" : "http", host, name) < 0)
-                return -ENOMEM;
         if (ag && ag->description)
-                desc = strdup(ag->description);
-        else if (remote ? asprintf(&desc, "handoffd agent %s, reached through host %s", name,
-                                   remote) < 0
-                        : asprintf(&desc, "handoffd agent %s", name) < 0)
-                desc = NULL;
-        if (!desc)
-                return -ENOMEM;
-        skills = json_array();
-        if (!skills)
-                return -ENOMEM;
-        for (size_t i = 0; ag && i < ag->n_skills; i++)
-                json_array_append_new(skills, json_pack("{s:s, s:s, s:s, s:[s]}", "id",
-                                                        ag->skill_ids[i], "name",
-                                                        ag->skill_ids[i], "description",
-                                                        ag->skill_descs[i], "tags",
-                                                        ag->skill_ids[i]));
-        card = json_pack(
-                "{s:s, s:s, s:s, s:[{s:s, s:s, s:s}],"
+                return strdup(ag->description);
+        if (remote ? asprintf(&desc, "handoffd agent %s, reached through host %s", name,
+                              remote) < 0
+                   : asprintf(&desc, "handoffd agent %s", name) < 0)
+                return NULL;
+        return desc;
+}
+
+/* A card of name, description desc, with interfaces and skills (both
+ * taken); what every card of this hub says alike around them. */
+static json_t *card_pack(const char *name, const char *desc, json_t *ifaces, json_t *skills)
+{
+        if (!ifaces || !skills) {
+                json_decref(ifaces);
+                json_decref(skills);
+                return NULL;
+        }
+        return json_pack(
+                "{s:s, s:s, s:s, s:o,"
                 " s:{s:b, s:b, s:b},"
                 " s:{s:{s:{s:s, s:s}}}, s:[{s:{s:{s:[]}}}],"
                 " s:[s, s], s:[s], s:o}",
                 "name", name, "description", desc, "version", HD_VERSION_STRING,
-                "supportedInterfaces", "url", url, "protocolBinding", "JSONRPC",
-                "protocolVersion", A2A_VERSION,
+                "supportedInterfaces", ifaces,
                 "capabilities", "streaming", 0, "pushNotifications", 0,
                 "extendedAgentCard", 0,
                 "securitySchemes", "bearer", "httpAuthSecurityScheme", "scheme", "Bearer",
@@ -128,7 +139,94 @@ int hub_a2a_card(struct hub *h, const char *name, const char *host, struct hub_a
                 "defaultInputModes", "text/plain", "application/json",
                 "defaultOutputModes", "text/plain",
                 "skills", skills);
+}
+
+/* The card of agent name; NULL when out of memory. */
+static json_t *card_of(struct hub *h, const char *name, const char *host)
+{
+        const struct config_agent *ag = config_agent(h->cfg, name);
+        _cleanup_free_ char *desc = card_description(h, name);
+        json_t *skills = json_array();
+
+        if (!desc || !skills) {
+                json_decref(skills);
+                return NULL;
+        }
+        for (size_t i = 0; ag && i < ag->n_skills; i++)
+                json_array_append_new(skills, json_pack("{s:s, s:s, s:s, s:[s]}", "id",
+                                                        ag->skill_ids[i], "name",
+                                                        ag->skill_ids[i], "description",
+                                                        ag->skill_descs[i], "tags",
+                                                        ag->skill_ids[i]));
+        return card_pack(name, desc, json_pack("[o]", card_interface(h, name, host)), skills);
+}
+
+int hub_a2a_card(struct hub *h, const char *name, const char *host, struct hub_answer *a)
+{
+        json_t *card;
+
+        if (!hd_agent_valid(name) || !a2a_agent_reachable(h->cfg, name))
+                return hub_answer_reject(a, 404, "not_found", "no such agent here");
+        card = card_of(h, name, card_host(h, host));
         return answer(a, card ? 200 : 500, card);
+}
+
+/* Each agent this host serves or reaches, in the file's order. */
+static int each_agent(const struct config *c, int (*fn)(void *u, const char *name), void *u)
+{
+        int r = 0;
+
+        for (size_t i = 0; r == 0 && i < c->n_agents; i++)
+                r = fn(u, c->agents[i].name);
+        for (size_t i = 0; r == 0 && i < c->n_remotes; i++)
+                if (!config_agent(c, c->remotes[i].name))
+                        r = fn(u, c->remotes[i].name);
+        return r;
+}
+
+struct root_card {
+        struct hub *h;
+        const char *host;
+        json_t *ifaces, *skills;
+};
+
+static int root_add(void *u, const char *name)
+{
+        struct root_card *rc = u;
+        _cleanup_free_ char *desc = card_description(rc->h, name);
+
+        if (!desc || json_array_append_new(rc->ifaces, card_interface(rc->h, name, rc->host)) < 0 ||
+            json_array_append_new(rc->skills, json_pack("{s:s, s:s, s:s, s:[s]}", "id", name,
+                                                        "name", name, "description", desc,
+                                                        "tags", name)) < 0)
+                return -ENOMEM;
+        return 0;
+}
+
+int hub_a2a_root_card(struct hub *h, const char *host, struct hub_answer *a)
+{
+        struct root_card rc = { .h = h, .host = card_host(h, host), .ifaces = json_array(),
+                                .skills = json_array() };
+        const char *def = h->cfg->hub.default_agent;
+
+        /* one agent's card ([hub] default_agent, checked at start) */
+        if (def) {
+                json_decref(rc.ifaces);
+                json_decref(rc.skills);
+                return hub_a2a_card(h, def, host, a);
+        }
+        /* Else one card for them all: an interface per agent (a client
+         * takes the first, or the one it picks), and a skill per agent
+         * naming it, its description what the agent does. */
+        if (!rc.ifaces || !rc.skills || each_agent(h->cfg, root_add, &rc) < 0) {
+                json_decref(rc.ifaces);
+                json_decref(rc.skills);
+                return -ENOMEM;
+        }
+        return answer(a, 200, card_pack("handoffd", "the agents of this handoffd host: each "
+                                        "interface is one agent's endpoint, each skill one "
+                                        "agent (its id the agent's name)", rc.ifaces,
+                                        rc.skills));
 }
 
 /* GET /a2a/.well-known/agent-card.json: what a client asks for when it
@@ -139,10 +237,7 @@ int hub_a2a_card_elsewhere(struct hub *h, const char *host, struct hub_answer *a
 {
         _cleanup_free_ char *detail = NULL;
 
-        if (!host_ok(host))
-                host = h->cfg->hub.listen;
-        if (!host_ok(host))
-                host = "localhost";
+        host = card_host(h, host);
         if (asprintf(&detail,
                      "no card here: the card of agent NAME is at /a2a/NAME" A2A_CARD_PATH
                      "; give an A2A client the endpoint with its trailing slash, %s://%s/a2a/NAME/ "

@@ -24,6 +24,7 @@
 #include "files.h"
 #include "handoff.h"
 #include "hub.h"
+#include "hub_a2a.h"
 #include "notify.h"
 #include "util.h"
 
@@ -107,6 +108,10 @@ int hub_setup(struct hub *h)
         if (!ch->tls_cert != !ch->tls_key)
                 return hub_fail(HUB_EXIT_CONFIG, "%s: [hub] tls_cert and tls_key go together",
                             h->cfg->path);
+        if (ch->default_agent && !a2a_agent_reachable(h->cfg, ch->default_agent))
+                return hub_fail(HUB_EXIT_CONFIG, "%s:%d: [hub] default_agent %s is neither an "
+                                "[agent] nor a [remote] of this file", h->cfg->path,
+                                ch->line_default_agent, ch->default_agent);
         if (!strcmp(ch->token_dir, "credential:")) {
                 /* LoadCredential=AGENT.token:FILE, one per sender */
                 const char *cd = getenv("CREDENTIALS_DIRECTORY");
@@ -291,6 +296,9 @@ static int hub_check(struct hub *h)
                                                                       : ch->line_tls_cert,
                                   "[hub] TLS: %s", err[0] ? err : strerror(-r)), bad++;
         }
+        if (ch->default_agent && !a2a_agent_reachable(c, ch->default_agent))
+                check_bad(c, ch->line_default_agent, "[hub] default_agent %s is neither an "
+                          "[agent] nor a [remote] of this file", ch->default_agent), bad++;
         r = check_state_dir(state, why, sizeof(why));
         if (r < 0)
                 check_bad(c, ch->line_state_dir, "[hub] state_dir %s: %s", state, why), bad++;

@@ -104,7 +104,7 @@ if (steps.has('root')) {
                  parts: [{ content: { $case: 'text', value: 'by the root card' } }] },
       configuration: { returnImmediately: true },
     });
-    check(t.id?.startsWith('a2a-'), 'a message through the root card\'s first interface',
+    check(t.id?.startsWith('a2a-'), 'a message through the interface the SDK picked of the root card',
           { id: t.id });
     say({ step: 'sent', task: t.id });
   }

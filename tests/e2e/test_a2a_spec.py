@@ -11,6 +11,12 @@ v1.0.1, and specification/a2a.proto).
   and the slash;
 - ListTasks with the SDK's unset status ("UNRECOGNIZED") or
   TASK_STATE_UNSPECIFIED: no filter;
+- the root card, GET /.well-known/agent-card.json (A2A 1.0 section 8.2:
+  the domain's well-known card): without [hub] default_agent one card
+  whose supportedInterfaces are each agent's endpoint, in the file's
+  order (the SDK's createFromUrl of the host sends to the last); with
+  it (the hub restarted), that agent's own card; a default_agent not of
+  this file: handoff-hubd -n and the start refuse it at its line;
 - A2A 1.0's MUSTs and REQUIREDs (issue 45's "smaller departures"), each
   check naming its section: ListTasks omits artifacts unless asked
   (3.1.4), filters by statusTimestampAfter and refuses a malformed one
@@ -281,6 +287,51 @@ def message_id_again(env, hub):
           "message again: the same task")
 
 
+def root_card(env, hub):
+    base = f"https://127.0.0.1:{hub.port}"
+    st, card = hub.get("/.well-known/agent-card.json")
+    urls = [f"{base}/a2a/{a}" for a in ("alice", "bob", "erin")]
+    check(st == 200 and card["name"] == "handoffd"
+          and [i["url"] for i in card["supportedInterfaces"]] == urls
+          and all(i["protocolBinding"] == "JSONRPC" and i["protocolVersion"] == "1.0"
+                  for i in card["supportedInterfaces"])
+          and [s["id"] for s in card["skills"]] == ["alice", "bob", "erin"]
+          and card["securitySchemes"] == hub.get("/a2a/alice/.well-known/agent-card.json")[1]
+          ["securitySchemes"], f"root card: {st} {card}")
+    print(f"ok: the root card without default_agent: an interface per agent {urls}")
+    # A2A's interfaces are one agent's alternatives: the SDK (1.3.0)
+    # keeps the last JSONRPC 1.0 one, erin's here, and sends there
+    before = set(env.bootstraps("erin"))
+    evs = sdk(hub, ["root"], root={"name": "handoffd", "urls": urls, "send": True})
+    sent = [e["task"] for e in evs if e.get("step") == "sent"]
+    hdtest.wait_for(lambda: set(env.bootstraps("erin")) - before == {sent[0] + ".json"},
+                    what="the root card's message at erin")
+    print("ok: the SDK's createFromUrl of the host: the root card; its message went to the "
+          "interface it picked (the last: erin)")
+
+
+def root_default(env, hub):
+    """[hub] default_agent: the root card is that agent's."""
+    text = open(hub.conf).read()
+    ghost = os.path.join(env.dir, "ghost.conf")
+    with open(ghost, "w") as f:
+        f.write(text.replace("[hub]\n", "[hub]\ndefault_agent = ghost\n", 1))
+    line = open(ghost).read().split("\n").index("default_agent = ghost") + 1
+    p = subprocess.run([hubkit.HUBD, "-n", "-c", ghost], capture_output=True, text=True)
+    check(p.returncode == 2 and p.stderr.startswith(f"{ghost}:{line}: [hub] default_agent ghost "
+                                                    "is neither"), f"-n: {p.returncode} {p.stderr!r}")
+    print(f"ok: default_agent = ghost: handoff-hubd -n exit 2: {p.stderr.strip()}")
+    with open(hub.conf, "w") as f:
+        f.write(text.replace("[hub]\n", "[hub]\ndefault_agent = erin\n", 1))
+    check(hub.proc.stop() == 0, "the hub stopped")
+    hub.start()
+    st, card = hub.get("/.well-known/agent-card.json")
+    check(st == 200 and card == hub.get("/a2a/erin/.well-known/agent-card.json")[1],
+          f"root card with default_agent erin: {card}")
+    sdk(hub, ["root"], root={"name": "erin", "urls": [f"https://127.0.0.1:{hub.port}/a2a/erin"]})
+    print("ok: default_agent = erin (the hub restarted): the root card is erin's")
+
+
 def sdk(hub, steps, **extra):
     """tests/a2a/spec.mjs: its steps' JSON lines."""
     a2akit.need_sdk()
@@ -314,6 +365,8 @@ def main():
         extended_card(hub)
         message_id_again(env, hub)
         sdk(hub, ["card", "list"])
+        root_card(env, hub)
+        root_default(env, hub)
     hdtest.finish("test_a2a_spec")
 
 

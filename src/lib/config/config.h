@@ -85,6 +85,10 @@ struct config_hub {
         /* the line of each path key (0: not set), for handoff-hubd -n's
          * FILE:LINE of what it finds wrong with the file it names */
         int line_listen, line_tls_cert, line_tls_key, line_token_dir, line_state_dir;
+        /* the agent whose card /.well-known/agent-card.json is; NULL: a
+         * card naming every agent's endpoint */
+        char *default_agent;
+        int line_default_agent;
 };
 
 struct config {

@@ -34,7 +34,7 @@ static const char *const keys_remote[] = { "host", "a2a", "token_file", "ca_file
 static const char *const keys_hub[] = {
         "listen", "tls_cert", "tls_key", "token_dir", "state_dir", "timeout",
         "max_connections", "max_per_address", "request_timeout", "a2a_kept_max_items",
-        "a2a_kept_max_bytes", NULL };
+        "a2a_kept_max_bytes", "default_agent", NULL };
 static const char *const keys_control[] = { "socket", "group", NULL };
 static const char *const keys_metrics[] = { "textfile", NULL };
 static const char *const keys_payload[] = { "roles", NULL };
@@ -453,6 +453,14 @@ static int handle_hub(struct parse_state *st, const char *k, const char *v)
                         return config_err(st, "[hub] %s: '%s' is not a number from 1 to 65536", k, v);
                 *(k[4] == 'c' ? &h->max_connections : &h->max_per_address) = n;
                 return 1;
+        }
+        if (!strcmp(k, "default_agent")) {
+                /* whether this file serves or reaches it: handoff-hubd's
+                 * to say (hub_setup()), once every section is read */
+                if (!hd_agent_valid(v))
+                        return config_err(st, "[hub] default_agent: '%s' is not an agent name", v);
+                h->line_default_agent = st->line;
+                return config_set_str(&h->default_agent, v) == 0;
         }
         if (!strcmp(k, "a2a_kept_max_items")) {
                 if (parse_int64(v, 1, 100000000, &n) < 0)
