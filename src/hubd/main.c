@@ -200,7 +200,8 @@ static int dir_writable(const char *path)
 
 /* state_dir as hub_setup() makes and uses it: an existing one is a
  * directory of this user's (it makes it 0700) it may write; a missing
- * one can be made (the nearest existing parent is writable). */
+ * one can be made (the nearest existing parent is writable).  0, or
+ * -errno with why. */
 static int check_state_dir(const char *path, char *why, size_t n)
 {
         char p[PATH_MAX];
@@ -209,35 +210,36 @@ static int check_state_dir(const char *path, char *why, size_t n)
         int r;
 
         if (stat(path, &st) == 0) {
-                if (!S_ISDIR(st.st_mode))
-                        return snprintf(why, n, "not a directory"), -ENOTDIR;
-                if (st.st_uid != geteuid())
-                        return snprintf(why, n, "owned by uid %u, not by this user (uid %u): "
-                                        "the hub makes it mode 0700", (unsigned)st.st_uid,
-                                        (unsigned)geteuid()), -EPERM;
-                r = dir_writable(path);
+                r = S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
+                if (r == 0 && st.st_uid != geteuid()) {
+                        snprintf(why, n, "owned by uid %u, not by this user (uid %u): the hub "
+                                 "makes it mode 0700", (unsigned)st.st_uid, (unsigned)geteuid());
+                        return -EPERM;
+                }
+                if (r == 0)
+                        r = dir_writable(path);
                 if (r < 0)
                         snprintf(why, n, "%s", strerror(-r));
                 return r;
         }
-        if (errno != ENOENT)
-                return r = -errno, snprintf(why, n, "%s", strerror(-r)), r;
-        if (xsnprintf(p, sizeof(p), "%s", path) < 0)
-                return snprintf(why, n, "path too long"), -ENAMETOOLONG;
+        r = errno == ENOENT ? xsnprintf(p, sizeof(p), "%s", path) : -errno;
+        if (r < 0) {
+                snprintf(why, n, "%s", strerror(-r));
+                return r;
+        }
+        /* up to the nearest parent there: mkdir_p_at() makes the rest */
         while ((slash = strrchr(p, '/'))) {
                 *(slash == p ? slash + 1 : slash) = '\0';
-                if (stat(p, &st) < 0) {
-                        if (errno == ENOENT && slash != p)
-                                continue;
-                        return r = -errno, snprintf(why, n, "%s: %s", p, strerror(-r)), r;
-                }
+                if (stat(p, &st) < 0 && errno == ENOENT && slash != p)
+                        continue;
                 r = dir_writable(p);
                 if (r < 0)
                         snprintf(why, n, "does not exist and cannot be made in %s: %s", p,
                                  strerror(-r));
                 return r;
         }
-        return snprintf(why, n, "not an absolute path"), -EINVAL;
+        snprintf(why, n, "not an absolute path");
+        return -EINVAL;
 }
 
 /* handoff-hubd -n: what hub_setup() and the start would refuse, every
