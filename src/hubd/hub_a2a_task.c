@@ -149,10 +149,16 @@ static json_t *task_of_result(const char *id, const char *ctx, const char *st, c
 }
 
 /* The task of item (hub_item_find()); completes: its agent's [agent]
- * completes. */
+ * completes now, which decides only for an item consumed before the
+ * daemon recorded the setting at the consume (its outcome's
+ * "completes"): a task that ended stays ended when the setting changes. */
 static json_t *task_of_item(const char *id, const char *ctx, const json_t *item, bool completes)
 {
         const char *st = a2a_str(item, "status") ?: "pending";
+        const json_t *at_consume = json_object_get(item, "completes");
+
+        if (json_is_boolean(at_consume))
+                completes = json_is_true(at_consume);
         const char *reason = a2a_str(item, "reason"), *detail = a2a_str(item, "detail");
         const char *at = a2a_str(item, "archived_at") ?: a2a_str(item, "at");
         bool with_reason;

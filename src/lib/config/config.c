@@ -144,6 +144,7 @@ void config_free(struct config *c)
         free(c->hub.tls_key);
         free(c->hub.token_dir);
         free(c->hub.state_dir);
+        free(c->hub.default_agent);
         free(c);
 }
 

@@ -94,6 +94,13 @@ struct config_hub {
          * limit), requests made at once, waits suspended at once */
         int64_t rate_per_token, burst_per_token;
         int64_t max_requests_per_token, max_waits_per_token;
+        /* the line of each path key (0: not set), for handoff-hubd -n's
+         * FILE:LINE of what it finds wrong with the file it names */
+        int line_listen, line_tls_cert, line_tls_key, line_token_dir, line_state_dir;
+        /* the agent whose card /.well-known/agent-card.json is; NULL: a
+         * card naming every agent's endpoint */
+        char *default_agent;
+        int line_default_agent;
 };
 
 struct config {

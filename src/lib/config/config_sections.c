@@ -36,7 +36,7 @@ static const char *const keys_hub[] = {
         "listen", "tls_cert", "tls_key", "token_dir", "state_dir", "timeout",
         "max_connections", "max_per_address", "request_timeout", "a2a_kept_max_items",
         "a2a_kept_max_bytes", "rate_per_token", "burst_per_token", "max_requests_per_token",
-        "max_waits_per_token", NULL };
+        "max_waits_per_token", "default_agent", NULL };
 static const char *const keys_control[] = { "socket", "group", NULL };
 static const char *const keys_metrics[] = { "textfile", NULL };
 static const char *const keys_payload[] = { "roles", NULL };
@@ -437,11 +437,13 @@ static int handle_hub(struct parse_state *st, const char *k, const char *v)
                         return config_err(st, "[hub] listen: empty");
                 if (!strncmp(v, "unix:", 5) && v[5] != '/')
                         return config_err(st, "[hub] listen: '%s': unix: needs an absolute path", v);
+                h->line_listen = st->line;
                 return config_set_str(&h->listen, v) == 0;
         }
         if (!strcmp(k, "tls_cert") || !strcmp(k, "tls_key")) {
                 if (!path_ok(v))
                         return config_err(st, "[hub] %s: '%s' is neither an absolute path nor credential:NAME", k, v);
+                *(k[4] == 'c' ? &h->line_tls_cert : &h->line_tls_key) = st->line;
                 return config_set_str(k[4] == 'c' ? &h->tls_cert : &h->tls_key, v) == 0;
         }
         if (!strcmp(k, "token_dir") || !strcmp(k, "state_dir")) {
@@ -449,6 +451,7 @@ static int handle_hub(struct parse_state *st, const char *k, const char *v)
                 if (v[0] != '/' && !(k[0] == 't' && !strcmp(v, "credential:")))
                         return config_err(st, "[hub] %s must be an absolute path%s", k,
                                           k[0] == 't' ? " or credential:" : "");
+                *(k[0] == 't' ? &h->line_token_dir : &h->line_state_dir) = st->line;
                 return config_set_str(k[0] == 't' ? &h->token_dir : &h->state_dir, v) == 0;
         }
         if (!strcmp(k, "timeout") || !strcmp(k, "request_timeout")) {
@@ -463,6 +466,14 @@ static int handle_hub(struct parse_state *st, const char *k, const char *v)
                         return config_err(st, "[hub] %s: '%s' is not a number from 1 to 65536", k, v);
                 *(k[4] == 'c' ? &h->max_connections : &h->max_per_address) = n;
                 return 1;
+        }
+        if (!strcmp(k, "default_agent")) {
+                /* whether this file serves or reaches it: handoff-hubd's
+                 * to say (hub_setup()), once every section is read */
+                if (!hd_agent_valid(v))
+                        return config_err(st, "[hub] default_agent: '%s' is not an agent name", v);
+                h->line_default_agent = st->line;
+                return config_set_str(&h->default_agent, v) == 0;
         }
         if (!strcmp(k, "a2a_kept_max_items")) {
                 if (parse_int64(v, 1, 100000000, &n) < 0)
