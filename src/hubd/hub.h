@@ -179,6 +179,9 @@ struct hub_wait {
         void *resume_arg;
         TAILQ_ENTRY(hub_wait) link;
 };
+/* w's answer into a as things are now (its finish), and w freed: a wait
+ * that is over, or that has no room to wait. */
+void hub_wait_answer(struct hub *h, struct hub_wait *w, struct hub_answer *a);
 int hub_waits_start(struct hub *h, struct hub_waits **ret);
 /* Every wait resumed (as it stands), the thread ended. */
 void hub_waits_stop(struct hub_waits *w);

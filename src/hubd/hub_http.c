@@ -415,6 +415,16 @@ static void wait_resume(void *arg)
         MHD_resume_connection(((struct req *)arg)->conn);
 }
 
+void hub_wait_answer(struct hub *h, struct hub_wait *w, struct hub_answer *a)
+{
+        if (w->ops->finish(h, w, a) < 0) {
+                free(a->body);
+                *a = (struct hub_answer){ 0 };
+                refuse(a, 500, "internal", "out of memory");
+        }
+        w->ops->free(w);
+}
+
 /* rq's wait is over (or never began): its answer, sent. */
 static enum MHD_Result wait_answer(struct hub *h, struct MHD_Connection *c, struct req *rq)
 {
@@ -423,12 +433,7 @@ static enum MHD_Result wait_answer(struct hub *h, struct MHD_Connection *c, stru
 
         rq->wait = NULL;
         rq->a = (struct hub_answer){ 0 };
-        if (w->ops->finish(h, w, &a) < 0) {
-                free(a.body);
-                a = (struct hub_answer){ 0 };
-                refuse(&a, 500, "internal", "out of memory");
-        }
-        w->ops->free(w);
+        hub_wait_answer(h, w, &a);
         return respond(c, rq, &a);
 }
 
