@@ -167,6 +167,14 @@ static int mode_tighten(int fd, mode_t mode, const char *what)
                 return -errno;
         if (!(st.st_mode & 077 & ~mode))
                 return 0;
+        /* A shared directory (sticky, like /tmp) or another user's is
+         * not ours to close: refused, never chmod'ed under its users. */
+        if ((st.st_mode & S_ISVTX) || st.st_uid != geteuid()) {
+                hub_log("%s is mode %04o, owned by uid %u: a shared directory, or not the "
+                        "hub's user's; give the hub a directory of its own (mode 0700)", what,
+                        (unsigned)(st.st_mode & 07777), (unsigned)st.st_uid);
+                return -EPERM;
+        }
         if (fchmod(fd, mode) < 0) {
                 int r = -errno;
                 hub_log("%s is mode %04o and cannot be made %04o: %s", what,
