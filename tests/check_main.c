@@ -91,6 +91,15 @@ int main(void)
         int run = srunner_ntests_run(sr);
         srunner_free(sr);
 
+        /* A test's parent directory is not the test's: one that chmods
+         * it would close /tmp when run by hand. */
+        struct stat rst;
+        bool root_changed = stat(root, &rst) == 0 && (rst.st_mode & 07777) != 0755;
+        if (root_changed) {
+                fprintf(stderr, "check: a test changed the mode of its TMPDIR %s to %04o "
+                        "(was 0755)\n", root, (unsigned)(rst.st_mode & 07777));
+                failed++;
+        }
         int e2e_pass = 0, e2e_fail = 0, e2e_skip = 0;
         bool e2e = e2e_tally(root, &e2e_pass, &e2e_fail, &e2e_skip);
         left = leftovers(root);

@@ -280,11 +280,17 @@ class Daemon:
 
 
 def rm_rf(path):
-    """Remove a test's directory, also parts a test made read-only."""
+    """Remove a test's directory, also parts a test made read-only.  Only
+    directories inside path are opened up: its parent (TMPDIR, /tmp) is
+    not the test's to chmod."""
+    top = os.path.abspath(path)
+
     def writable(func, p, exc):
+        parent = os.path.dirname(os.path.abspath(p))
         try:
-            os.chmod(os.path.dirname(p), 0o700)
-            func(p)
+            if parent == top or parent.startswith(top + os.sep):
+                os.chmod(parent, 0o700)
+                func(p)
         except OSError:
             pass
     shutil.rmtree(path, onerror=writable)
