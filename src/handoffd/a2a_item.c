@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "store.h"
 #include "a2a_item.h"
 #include "outbox_dir.h"
 #include "files.h"
@@ -140,7 +141,7 @@ static void task_drop(struct a2a_out *a, const char *id)
 
         if (task_name(id, name, sizeof(name)) == 0 &&
             unlinkat(a->sp->fd[SD_OUTBOX], name, 0) == 0)
-                a->sp->dirty[SD_OUTBOX] = true;
+                store_dirty(a->sp, SD_OUTBOX);
 }
 
 /* archive/ as relayed to a2a:NAME, the task's end in its .outcome (as a
@@ -195,7 +196,7 @@ void a2a_item_rejected(struct a2a_out *a, struct a2a_item *it, hd_reason reason,
         int q = xsnprintf(name, sizeof(name), "%s.json", it->id);
 
         if (q >= 0)
-                q = spool_reject_from(a->sp, SD_OUTBOX, name, NULL, reason, detail, it->id, now,
+                q = store_reject_from(a->sp, SD_OUTBOX, name, NULL, reason, detail, it->id, now,
                                       NULL);
         if (q < 0) {
                 spool_error(a->sp, q, "Cannot reject %s from outbox/", it->id);

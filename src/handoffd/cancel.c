@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "store.h"
 #include "cancel.h"
 #include "files.h"
 #include "log.h"
@@ -266,7 +267,7 @@ static int decide(struct spool *sp, const char *id, int64_t now)
         /* The requests may be answered (and moved) meanwhile. */
         snprintf(copy, sizeof(copy), "%s", id);
         int r = sp->check_item ? sp->check_item(sp, copy, now) : 0;
-        int q = spool_flush(sp);
+        int q = store_flush(sp);
         return r < 0 ? r : q;
 }
 

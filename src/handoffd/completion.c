@@ -37,6 +37,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "store.h"
 #include "agents.h"
 #include "delivery.h"
 #include "files.h"
@@ -328,10 +329,10 @@ static int take_locked(struct spool *sp, struct agent_rt *a, const char *id, con
                          sp->cfg->fsync ? WRITE_SYNC_FILE : 0);
         if (r < 0)
                 return r;
-        sp->dirty[SD_ARCHIVE] = true;
+        store_dirty(sp, SD_ARCHIVE);
         /* On disk with archive/ (and whatever the archive moved) before the
          * agent's file goes. */
-        r = spool_flush(sp);
+        r = store_flush(sp);
         if (r < 0)
                 return r;
         unlinkat(a->handoffs_fd, rname, 0);
@@ -442,7 +443,7 @@ int completion_arrived(struct spool *sp, struct agent_rt *a, const char *name, i
         if (!hd_id_valid(id))
                 return 0;
         r = look(sp, a, id, now, NULL);
-        int q = spool_flush(sp);
+        int q = store_flush(sp);
         return r < 0 ? r : q;
 }
 
@@ -531,5 +532,5 @@ void completion_scan(struct spool *sp, int64_t now)
         }
         take_listed(sp, &later, now);
         dict_clear(&later);
-        (void)spool_flush(sp);          /* a failure said there, once */
+        (void)store_flush(sp);          /* a failure said there, once */
 }

@@ -33,6 +33,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "store.h"
 #include "agents.h"
 #include "cancel.h"
 #include "delivery.h"
@@ -196,7 +197,7 @@ int delivery_write(struct spool *sp, struct agent_rt *a, const json_t *doc,
         }
         if (r < 0)
                 return r;
-        a->dirty = true;
+        store_dirty_agent(a);
         return 0;
 }
 
@@ -246,7 +247,7 @@ static int record_link(struct spool *sp, struct agent_rt *a, const char *id, con
                 unlinkat(sp->fd[SD_CLAIMED], tname, 0);
                 return r;
         }
-        sp->dirty[SD_CLAIMED] = true;
+        store_dirty(sp, SD_CLAIMED);
         deadline_note(&sp->deadline, hd_now_usec() + sp->cfg->resume_window * 1000000LL);
         return 0;
 }
@@ -293,7 +294,7 @@ int delivery_publish(struct spool *sp, struct agent_rt *a, const char *id)
                 sp->relay.outcome(sp->relay.ctx, id, NULL, "delivered", NULL, NULL, hd_now_usec());
         if (renameat(a->handoffs_fd, pname, a->handoffs_fd, bname) < 0)
                 return -errno;
-        a->dirty = true;
+        store_dirty_agent(a);
         sp->st.delivered++;
         return 0;
 }
@@ -306,15 +307,15 @@ int delivery_run(struct spool *sp, struct agent_rt *a, const json_t *doc,
 
         r = delivery_write(sp, a, doc, now, 0);
         if (r == 0)
-                r = spool_flush(sp);
+                r = store_flush(sp);
         if (r == 0)
                 r = delivery_record(sp, a, id, replace);
         if (r == 0)
-                r = spool_flush(sp);
+                r = store_flush(sp);
         if (r == 0)
                 r = delivery_publish(sp, a, id);
         if (r == 0)
-                r = spool_flush(sp);
+                r = store_flush(sp);
         return r;
 }
 

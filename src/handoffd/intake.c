@@ -20,6 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "store.h"
 #include "agents.h"
 #include "deadline.h"
 #include "decide.h"
@@ -152,7 +153,7 @@ static void drop_pending(struct spool *sp, struct item *it)
         decide_uncount(sp, it);
         if (delivery_pending_name(it->id, pname, sizeof(pname)) == 0 &&
             unlinkat(it->agent->handoffs_fd, pname, 0) == 0)
-                it->agent->dirty = true;
+                store_dirty_agent(it->agent);
 }
 
 /* A step of an item's delivery failed (q < 0): before its record it is
@@ -231,7 +232,7 @@ static int deliver(struct spool *sp, struct item *items, size_t n, int64_t now)
                         } else if (q < 0) {
                                 errors += deliver_failed(sp, it, step, q, now);
                         } else if (step == 2) {
-                                spool_drop_source(sp, it->name, it->dev, it->ino);
+                                store_drop_source(sp, it->name, it->dev, it->ino);
                                 sp->st.claimed++;
                         } else if (step == 3) {
                                 it->outcome = IO_CLAIMED;
@@ -255,10 +256,10 @@ static int deliver(struct spool *sp, struct item *items, size_t n, int64_t now)
                  * before the publish, the records (and the producers'
                  * names leave handoff/ after them). */
                 if (r == 0)
-                        r = spool_flush(sp);    /* a failure said there, once */
+                        r = store_flush(sp);    /* a failure said there, once */
         }
         /* What the failed sync left dirty: tried again when it is due. */
-        (void)spool_flush(sp);
+        (void)store_flush(sp);
         for (size_t i = 0; i < n; i++)
                 item_release(sp, &items[i]);
         return errors;
@@ -325,9 +326,9 @@ int intake_batch(struct spool *sp, char *const *names, size_t n,
                 for (size_t i = 0; outcomes && i < n; i++)
                         outcomes[i] = result(&items[i]);
         } else if (dict_count(&sp->leaving) > 0) {
-                /* Rejections linked out (spool_reject_from(), with the
+                /* Rejections linked out (store_reject_from(), with the
                  * relay) leave handoff/ now; with fsync deliver() did. */
-                (void) spool_flush(sp);
+                (void) store_flush(sp);
         }
         bool locked = false;
         for (size_t i = 0; i < n; i++) {

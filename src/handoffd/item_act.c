@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "store.h"
 #include "agents.h"
 #include "cancel.h"
 #include "completion.h"
@@ -94,7 +95,7 @@ static int archive_name(struct spool *sp, const struct item_files *f, const char
                 if (!f->legacy && st.st_dev == f->st.st_dev && st.st_ino == f->st.st_ino) {
                         if (unlinkat(sp->fd[SD_CLAIMED], src, 0) < 0)
                                 return -errno;
-                        sp->dirty[SD_CLAIMED] = true;
+                        store_dirty(sp, SD_CLAIMED);
                         log_info("Removed claimed/%s, left beside its archive by a power cut", src);
                         *ret_done = true;
                         return 0;
@@ -167,7 +168,7 @@ static int archive_claimed(struct spool *sp, struct item_files *f, const char *o
                          sp->cfg->fsync ? WRITE_SYNC_FILE : 0);
         if (r < 0)
                 return r;
-        r = spool_id_mark(sp, id);
+        r = store_id_mark(sp, id);
         if (r < 0)
                 return r;
         if (sp->relay.outcome)
@@ -179,7 +180,8 @@ static int archive_claimed(struct spool *sp, struct item_files *f, const char *o
                 return r;
         if (f->legacy)
                 unlinkat(sp->fd[SD_CLAIMED], f->mname, 0);
-        sp->dirty[SD_ARCHIVE] = sp->dirty[SD_CLAIMED] = true;
+        store_dirty(sp, SD_ARCHIVE);
+        store_dirty(sp, SD_CLAIMED);
         count_outcome(sp, outcome);
         f->archived = true;
         log_decision(LOG_INFO, id, to, outcome, NULL, "Archived %s as %s", id, outcome);
@@ -205,12 +207,12 @@ static int sync_taken(struct spool *sp, struct agent_rt *a)
  * removal and lose the move, and the item would be taken for consumed). */
 static int drop_taken(struct spool *sp, struct item_files *f, const char *name)
 {
-        int r = sp->cfg->fsync ? spool_flush(sp) : 0;
+        int r = sp->cfg->fsync ? store_flush(sp) : 0;
 
         if (r < 0)
                 return r;
         if (unlinkat(f->a->handoffs_fd, name, 0) == 0)
-                f->a->dirty = true;
+                store_dirty_agent(f->a);
         return 0;
 }
 
@@ -245,7 +247,7 @@ int item_act_publish(struct spool *sp, struct item_files *f, int64_t now)
         (void)now;
         /* The record on disk first (a failed sync may have left it not);
          * what left claimed/ in this sweep is on disk where it went. */
-        if ((r = spool_sync_dir(sp, SD_CLAIMED)) < 0)
+        if ((r = store_sync_dir(sp, SD_CLAIMED)) < 0)
                 return r;
         r = delivery_publish(sp, f->a, f->id);
         if (r < 0)
@@ -258,7 +260,7 @@ int item_act_publish(struct spool *sp, struct item_files *f, int64_t now)
                 sp->st.recovered++;
         log_decision(LOG_NOTICE, f->id, f->a->cfg->name, retry ? "retried" : "recovered", NULL,
                      "Published %s to %s after a restart or failure", f->id, f->a->cfg->name);
-        return spool_flush(sp);
+        return store_flush(sp);
 }
 
 /* An expiry that was cut short: finish it. */
@@ -350,7 +352,7 @@ int item_act_cancel(struct spool *sp, struct item_files *f, int64_t now)
                 f->files &= ~F_BOOT;
                 return item_act_taken_not_cancelable(sp, f, now);
         }
-        a->dirty = true;
+        store_dirty_agent(a);
         f->files = (f->files & ~(published ? F_BOOT : F_PENDING)) | F_CANCEL;
         return item_act_archive_canceled(sp, f, now);
 }

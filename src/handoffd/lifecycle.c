@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "store.h"
 #include "agents.h"
 #include "cancel.h"
 #include "intake.h"
@@ -63,7 +64,7 @@ int lifecycle_check(struct spool *sp, const char *id, int64_t now)
                 /* A claimed name that is no regular file: not something we
                  * claimed (its id stays remembered).  Gone meanwhile
                  * (IO_GONE) is done as well. */
-                r = spool_reject_claimed(sp, id, v.reason, v.detail, now, NULL);
+                r = store_reject_claimed(sp, id, v.reason, v.detail, now, NULL);
         } else if (r == -ENOENT) {
                 /* Not claimed (yet, or any more): a cancel request for
                  * it waits, or is answered when the id has an outcome. */
@@ -270,7 +271,7 @@ int lifecycle_sweep_step(struct spool *sp, int64_t now, int64_t budget_usec, boo
                         if ((xsnprintf(item, sizeof(item), "%s.json", id) < 0 ||
                              !spool_exists_at(sp->fd[SD_CLAIMED], item)) &&
                             unlinkat(sp->fd[SD_CLAIMED], k, 0) == 0)
-                                sp->dirty[SD_CLAIMED] = true;
+                                store_dirty(sp, SD_CLAIMED);
                         continue;
                 }
                 if (l < 6 || strcmp(k + l - 5, ".json") || l - 5 >= sizeof(id))
@@ -301,7 +302,7 @@ int lifecycle_sweep_step(struct spool *sp, int64_t now, int64_t budget_usec, boo
         }
 out:
         /* A failed sync is said there, once, and retried there. */
-        (void)spool_flush(sp);
+        (void)store_flush(sp);
         if (r < 0)
                 return r;
         *ret_more = more;

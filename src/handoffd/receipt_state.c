@@ -31,6 +31,7 @@
 #include "receipt_int.h"
 #include "relay_queue.h"
 #include "spool.h"
+#include "store.h"
 
 static const char *const finals[] = { "consumed", "expired", "rejected", "canceled" };
 
@@ -47,7 +48,7 @@ bool receipt_is_outcome(const char *o)
         return o && (receipt_is_final(o) || !strcmp(o, "delivered"));
 }
 
-/* dirfd/name, just written: synced at the next spool_flush(), before the
+/* dirfd/name, just written: synced at the next store_flush(), before the
  * outcome it precedes.  Without room, synced now. */
 int receipt_note_unsynced(struct relay *r, int dirfd, const char *name)
 {

@@ -50,6 +50,7 @@
 #include "relay_inbound.h"
 #include "relay_queue.h"
 #include "spool.h"
+#include "store.h"
 
 #define TMP_PREFIX ".relay."
 
@@ -180,7 +181,8 @@ static int write_one(struct spool *sp, const char *name, const struct relay_in *
         }
         if (q < 0)
                 goto fail;
-        sp->dirty[SD_HANDOFF] = sp->dirty[SD_TMP] = true;
+        store_dirty(sp, SD_HANDOFF);
+        store_dirty(sp, SD_TMP);
         return 1;
 fail:
         if (fd >= 0)
@@ -204,7 +206,7 @@ static int reject_squatter(struct spool *sp, const char *name, const char *id,
                      "%.200s; handoff_id '%s' belongs to a relayed handoff that verified here",
                      sv->detail, id) < 0)
                 detail[0] = '\0';
-        return spool_reject(sp, name, NULL, sv->reason, detail, NULL, now, NULL);
+        return store_reject(sp, name, NULL, sv->reason, detail, NULL, now, NULL);
 }
 
 /* Does origin have a key here, host_pubkey_dir/ORIGIN.pub?  origin is
@@ -420,7 +422,7 @@ void relay_inbound_batch(struct relay *r, struct relay_batch *b, int64_t now)
         /* Durable before acked: the renames, then the verdicts. */
         q = receipt_sync(r);
         if (q == 0)
-                q = spool_flush(sp);
+                q = store_flush(sp);
         if (q < 0) {
                 spool_error(sp, q, "Cannot fsync handoff/; relayed messages not acked");
                 for (size_t i = 0; i < b->n; i++)

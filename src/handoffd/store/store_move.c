@@ -1,7 +1,9 @@
-/* Moves into rejected/ with a reason file and into archive/ with an
- * outcome file, from handoff/, claimed/ or outbox/: the reason or outcome
- * written first, the id remembered, then the move; and what rejected/
- * has grown by since retention's last run. */
+/* The moves: out of handoff/ (a claim, a rejection, to outbox/), into
+ * rejected/ with a reason file and into archive/ with an outcome file,
+ * from handoff/, claimed/ or outbox/: the sidecar written first, the id
+ * remembered, then the move; and what rejected/ has grown by since
+ * retention's last run.  Steps and crash windows: handoffd(8),
+ * "Durability and crash windows". */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -15,9 +17,70 @@
 #include "files.h"
 #include "layout.h"
 #include "log.h"
-#include "spool_int.h"
 #include "lock.h"
+#include "store.h"
+#include "store_int.h"
 
+
+static bool same_ino(const struct stat *st, const struct spool_ino *was)
+{
+        return st->st_dev == was->dev && st->st_ino == was->ino;
+}
+
+int store_take_link(struct spool *sp, const char *name, const struct spool_ino *was,
+                        enum spool_dir to, const char *dst, bool link_first)
+{
+        struct stat st;
+        int r;
+
+        /* What is plainly not to be moved is not, without a move and a
+         * return (store_arrived() settles a swap after this look). */
+        if (fstatat(sp->fd[SD_HANDOFF], name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return -errno;
+        if (was && !same_ino(&st, was))
+                return -ENOENT;
+        if (S_ISDIR(st.st_mode))
+                return -EISDIR;
+        if (link_first) {
+                if (linkat(sp->fd[SD_HANDOFF], name, sp->fd[to], dst, 0) == 0) {
+                        r = store_arrived(sp, name, was, to, dst, true);
+                        if (r < 0)
+                                return r;
+                        store_dirty(sp, to);
+                        if (fstatat(sp->fd[to], dst, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                                return -errno;
+                        store_leaving_note(sp, name, st.st_dev, st.st_ino, false);
+                        return 0;
+                }
+                /* EPERM: fs.protected_hardlinks and a producer's file the
+                 * daemon may not write, or a directory; EXDEV, ENOSYS...:
+                 * no links.  Then a rename, as without fsync. */
+                if (errno == EEXIST || errno == ENOENT)
+                        return -errno;
+        }
+        r = move_noreplace(sp->fd[SD_HANDOFF], name, sp->fd[to], dst);
+        if (r < 0)
+                return r;
+        store_dirty(sp, SD_HANDOFF);
+        store_dirty(sp, to);
+        return store_arrived(sp, name, was, to, dst, false);
+}
+
+int store_take(struct spool *sp, const char *name, const struct spool_ino *was,
+               enum spool_dir to, const char *dst)
+{
+        return store_take_link(sp, name, was, to, dst, sp->cfg->fsync);
+}
+
+void store_drop_source(struct spool *sp, const char *name, dev_t dev, ino_t ino)
+{
+        struct spool_ino was = { .dev = dev, .ino = ino };
+
+        if (sp->cfg->fsync)
+                store_leaving_note(sp, name, dev, ino, true);
+        else
+                store_leave_name(sp, name, &was, true);
+}
 
 /* rejected/ grew by dst and its reason of len bytes: past a bound of
  * [retention], retention runs within a second (lifecycle.c sweep_end())
@@ -41,7 +104,7 @@ static void rejected_count(struct spool *sp, const char *dst, size_t len, int64_
         }
 }
 
-int spool_archive_from(struct spool *sp, enum spool_dir dir, const char *src, int64_t at_s,
+int store_archive_from(struct spool *sp, enum spool_dir dir, const char *src, int64_t at_s,
                        const char *from, const char *to, const char *id, const char *buf,
                        size_t len, char *name, size_t n)
 {
@@ -60,18 +123,18 @@ int spool_archive_from(struct spool *sp, enum spool_dir dir, const char *src, in
                 /* Synced before the move (fsync = yes), as item_act.c's: a
                  * power cut must not leave the archived item's outcome
                  * empty. */
-                q = write_atomic(sp->fd[SD_ARCHIVE], side, buf, len, 0640,
-                                 sp->cfg->fsync ? WRITE_SYNC_FILE : 0);
+                q = store_side_write(sp, SD_ARCHIVE, side, buf, len);
                 if (q < 0)
                         return q;
                 q = move_noreplace(sp->fd[dir], src, sp->fd[SD_ARCHIVE], name);
                 if (q == -EEXIST)
                         continue;
                 if (q < 0) {
-                        unlinkat(sp->fd[SD_ARCHIVE], side, 0);
+                        (void) store_remove(sp, SD_ARCHIVE, side);
                         return q;
                 }
-                sp->dirty[SD_ARCHIVE] = sp->dirty[dir] = true;
+                store_dirty(sp, SD_ARCHIVE);
+                store_dirty(sp, dir);
                 return 0;
         }
         return -EEXIST;
@@ -110,14 +173,17 @@ static void rejected_done(struct spool *sp, enum spool_dir from, const char *nam
         char q[300];
 
         if (from != SD_HANDOFF)
-                sp->dirty[SD_REJECTED] = sp->dirty[from] = true;
+                {
+                store_dirty(sp, SD_REJECTED);
+                store_dirty(sp, from);
+        }
         if (sp->relay.outcome && from == SD_HANDOFF)
                 sp->relay.outcome(sp->relay.ctx, handoff_id, name, "rejected",
                                   hd_reason_name(reason), detail, now);
         /* Its other names in handoff/ go as this file's
-         * (spool_drop_claim_leftover()): one rejection a file. */
+         * (store_drop_claim_leftover()): one rejection a file. */
         if (from == SD_HANDOFF && was && reason == HD_R_HARDLINK)
-                spool_kept_note(sp, was->dev, was->ino, SD_REJECTED, dst, false);
+                store_kept_note(sp, was->dev, was->ino, SD_REJECTED, dst, false);
         sp->st.rejected[reason]++;
         rejected_count(sp, dst, len, now);
         log_decision(LOG_NOTICE, handoff_id, NULL, "rejected", hd_reason_name(reason),
@@ -136,7 +202,7 @@ static int reject_from(struct spool *sp, enum spool_dir from, const char *name,
         struct stat st;
         int r;
 
-        spool_reject_base(name, base, sizeof(base));
+        store_reject_base(name, base, sizeof(base));
         /* Relayed here: the reason says from where, or an operator reads
          * a bad_mac without knowing that the sender's key is another
          * host's (handoffd(8) RELAY). */
@@ -152,7 +218,7 @@ static int reject_from(struct spool *sp, enum spool_dir from, const char *name,
         if (r < 0)
                 return r;
 
-        for (unsigned n = 0; n < SPOOL_REJECT_NAMES; n++) {
+        for (unsigned n = 0; n < STORE_REJECT_NAMES; n++) {
                 /* base is 200 characters at most: "~999", the .reason and
                  * its temp name fit */
                 r = n == 0 ? xsnprintf(dst, sizeof(dst), "%s", base)
@@ -166,13 +232,12 @@ static int reject_from(struct spool *sp, enum spool_dir from, const char *name,
                 if (fstatat(sp->fd[SD_REJECTED], dst, &st, AT_SYMLINK_NOFOLLOW) == 0)
                         continue;
                 /* The reason first: an item in rejected/ always has one. */
-                r = write_atomic(sp->fd[SD_REJECTED], rsn, buf, len, 0640,
-                                 sp->cfg->fsync ? WRITE_SYNC_FILE : 0);
+                r = store_side_write(sp, SD_REJECTED, rsn, buf, len);
                 if (r < 0)
                         return r;
                 /* The id is remembered before the item shows in rejected/,
                  * as an archiving does: a replay is known at every moment. */
-                if (handoff_id && (r = spool_id_mark(sp, handoff_id)) < 0)
+                if (handoff_id && (r = store_id_mark(sp, handoff_id)) < 0)
                         return r;
                 /* The outcome goes out before the move from claimed/ (the
                  * caller holds the id's lock: nothing else moves it), so
@@ -181,14 +246,14 @@ static int reject_from(struct spool *sp, enum spool_dir from, const char *name,
                  * the file meanwhile, and then the move finds it gone.
                  * With the relay the move is a link (the relay's own
                  * files can always be linked), the name in handoff/ left
-                 * until the next spool_flush(): a crash before the
+                 * until the next store_flush(): a crash before the
                  * outcome leaves it beside its rejection, and
-                 * spool_drop_claim_leftover() tells it then. */
+                 * store_drop_claim_leftover() tells it then. */
                 if (sp->relay.outcome && from == SD_CLAIMED)
                         sp->relay.outcome(sp->relay.ctx, handoff_id, NULL, "rejected",
                                           hd_reason_name(reason), detail, now);
                 r = from == SD_HANDOFF
-                    ? spool_move_out_link(sp, name, was, SD_REJECTED, dst,
+                    ? store_take_link(sp, name, was, SD_REJECTED, dst,
                                           sp->cfg->fsync || sp->relay.outcome)
                     : move_noreplace(sp->fd[from], name, sp->fd[SD_REJECTED], dst);
                 if (r == -EEXIST)
@@ -198,7 +263,7 @@ static int reject_from(struct spool *sp, enum spool_dir from, const char *name,
                          * (then the reason is its), the reason is ours to
                          * take back. */
                         if (fstatat(sp->fd[SD_REJECTED], dst, &st, AT_SYMLINK_NOFOLLOW) < 0)
-                                unlinkat(sp->fd[SD_REJECTED], rsn, 0);
+                                (void) store_remove(sp, SD_REJECTED, rsn);
                         if (r != -ENOENT)
                                 return r;
                         *ret = IO_GONE;
@@ -211,7 +276,7 @@ static int reject_from(struct spool *sp, enum spool_dir from, const char *name,
         return -EEXIST;
 }
 
-int spool_reject_from(struct spool *sp, enum spool_dir from, const char *name,
+int store_reject_from(struct spool *sp, enum spool_dir from, const char *name,
                       const struct spool_ino *was, hd_reason reason, const char *detail,
                       const char *handoff_id, int64_t now, enum item_outcome *ret)
 {
@@ -234,7 +299,7 @@ int spool_reject_from(struct spool *sp, enum spool_dir from, const char *name,
  * link of its producer's, with its own reason over this one's.  A second
  * link found under the lock is a rejection made since the caller looked:
  * the file goes as its leftover, not rejected again as NAME~1. */
-int spool_reject(struct spool *sp, const char *name, const struct spool_ino *was,
+int store_reject(struct spool *sp, const char *name, const struct spool_ino *was,
                  hd_reason reason, const char *detail, const char *handoff_id, int64_t now,
                  enum item_outcome *ret)
 {
@@ -243,7 +308,7 @@ int spool_reject(struct spool *sp, const char *name, const struct spool_ino *was
         int r;
 
         if (!was)
-                return spool_reject_from(sp, SD_HANDOFF, name, NULL, reason, detail, handoff_id,
+                return store_reject_from(sp, SD_HANDOFF, name, NULL, reason, detail, handoff_id,
                                          now, ret);
         off = lock_off_inode(was->dev, was->ino);
         r = lock_try(sp->lock_fd, off, true);
@@ -253,24 +318,24 @@ int spool_reject(struct spool *sp, const char *name, const struct spool_ino *was
                 return r == -EAGAIN ? 0 : r;
         if (fstatat(sp->fd[SD_HANDOFF], name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
             st.st_dev == was->dev && st.st_ino == was->ino && st.st_nlink > 1 &&
-            spool_drop_claim_leftover(sp, name)) {
+            store_drop_claim_leftover(sp, name)) {
                 if (ret)
                         *ret = IO_GONE;
                 r = 0;
         } else {
-                r = spool_reject_from(sp, SD_HANDOFF, name, was, reason, detail, handoff_id, now,
+                r = store_reject_from(sp, SD_HANDOFF, name, was, reason, detail, handoff_id, now,
                                       ret);
         }
         lock_release(sp->lock_fd, off);
         return r;
 }
 
-int spool_reject_claimed(struct spool *sp, const char *id, hd_reason reason,
+int store_reject_claimed(struct spool *sp, const char *id, hd_reason reason,
                          const char *detail, int64_t now, enum item_outcome *ret)
 {
         char name[NAME_MAX + 1];
 
         if (xsnprintf(name, sizeof(name), "%s.json", id) < 0)
                 return -ENAMETOOLONG;
-        return spool_reject_from(sp, SD_CLAIMED, name, NULL, reason, detail, id, now, ret);
+        return store_reject_from(sp, SD_CLAIMED, name, NULL, reason, detail, id, now, ret);
 }
