@@ -102,8 +102,7 @@ static int sync_written(struct spool *sp, struct item *items, size_t n)
         /* Their directories' new names in the same round: all were made
          * before any of these syncs starts. */
         for (size_t i = 0; i < sp->n_agents; i++)
-                if (sp->agents[i].dirty) {
-                        sp->agents[i].dirty = false;
+                if (store_agent_take_dirty(&sp->agents[i])) {
                         dirfds[k] = sp->agents[i].handoffs_fd;
                         names[k] = NULL;
                         idx[k++] = SIZE_MAX;
@@ -126,7 +125,7 @@ static int sync_written(struct spool *sp, struct item *items, size_t n)
                 if (idx[j] == SIZE_MAX)
                         return rets[j];
                 struct item *it = &items[idx[j]];
-                (void) unlinkat(dirfds[j], names[j], 0);
+                (void) store_boot_remove(sp, it->agent, names[j]);
                 decide_uncount(sp, it);
                 it->err = rets[j];
                 spool_error(sp, rets[j], "Cannot deliver %s to %s", it->id, it->agent->cfg->name);
@@ -151,9 +150,8 @@ static void drop_pending(struct spool *sp, struct item *it)
         char pname[NAME_MAX + 1];
 
         decide_uncount(sp, it);
-        if (delivery_pending_name(it->id, pname, sizeof(pname)) == 0 &&
-            unlinkat(it->agent->handoffs_fd, pname, 0) == 0)
-                store_dirty_agent(it->agent);
+        if (delivery_pending_name(it->id, pname, sizeof(pname)) == 0)
+                (void) store_boot_remove(sp, it->agent, pname);
 }
 
 /* A step of an item's delivery failed (q < 0): before its record it is

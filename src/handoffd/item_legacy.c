@@ -117,16 +117,15 @@ int item_legacy_reject(struct spool *sp, struct item_files *f, int64_t now)
 
         log_warning("Claimed item %s no longer verifies (%s: %s): not delivered",
                     log_quote(f->id, q, sizeof(q)), hd_reason_name(f->v.reason), f->v.detail);
-        if (renameat(a->handoffs_fd, f->bname, a->handoffs_fd, f->xname) == 0 || errno == ENOENT)
-                unlinkat(a->handoffs_fd, f->xname, 0);
-        unlinkat(a->handoffs_fd, f->pname, 0);
-        store_dirty_agent(a);
+        r = store_boot_rename(sp, a, f->bname, f->xname);
+        if (r == 0 || r == -ENOENT)
+                (void) store_boot_remove(sp, a, f->xname);
+        (void) store_boot_remove(sp, a, f->pname);
         snprintf(detail, sizeof(detail), "changed after its claim: %s", f->v.detail);
         r = store_reject_claimed(sp, f->id, f->v.reason, detail, now, NULL);
         if (r < 0)
                 return r;
-        if (unlinkat(sp->fd[SD_CLAIMED], f->mname, 0) == 0)
-                store_dirty(sp, SD_CLAIMED);
+        (void) store_remove(sp, SD_CLAIMED, f->mname);
         dict_del(&sp->failed, f->id);
         return 0;
 }
@@ -143,7 +142,7 @@ int item_legacy_convert(struct spool *sp, struct item_files *f, int64_t now)
         int r;
 
         if (!f->marker && !(f->files & F_BOOT)) {
-                unlinkat(f->a->handoffs_fd, f->xname, 0);
+                (void) store_boot_remove(sp, f->a, f->xname);
                 r = delivery_run(sp, f->a, f->doc, now, true);
                 if (r == -EAGAIN) {     /* the baton lock: soon again */
                         deadline_note(&sp->deadline, now + 100000);
@@ -165,8 +164,7 @@ int item_legacy_convert(struct spool *sp, struct item_files *f, int64_t now)
         r = store_flush(sp);
         if (r < 0)
                 return r;
-        if (unlinkat(sp->fd[SD_CLAIMED], f->mname, 0) == 0)
-                store_dirty(sp, SD_CLAIMED);
+        (void) store_remove(sp, SD_CLAIMED, f->mname);
         log_info("Converted claimed item %s of an earlier version to a record", f->id);
         /* Looked at again as a record at once. */
         deadline_note(&sp->deadline, now);

@@ -144,11 +144,10 @@ static bool drop_leftover(struct spool *sp, const char *name, const char *id)
         for (size_t i = 0; i < ELEMENTSOF(out); i++) {
                 if (!store_find_link(sp->fd[out[i]], NULL, &a, other, sizeof(other)))
                         continue;
-                if (sp->cfg->fsync && fsync_dir(sp->fd[out[i]]) < 0)
+                if (store_sync_dir(sp, out[i]) < 0)
                         return false;
-                if (unlinkat(sp->fd[SD_OUTBOX], name, 0) < 0)
+                if (store_remove(sp, SD_OUTBOX, name) < 0)
                         return false;
-                store_dirty(sp, SD_OUTBOX);
                 log_info("Removed outbox/%s, left beside %s/%s by a power cut", name,
                          spool_dir_names[out[i]], other);
                 return true;

@@ -301,10 +301,7 @@ static int receipt_store(struct relay *r, const char *sname, const json_t *side)
 
         q = hd_canon_dump(side, NULL, &buf, &len);
         if (q == 0)
-                q = write_atomic(sp->fd[SD_ARCHIVE], sname, buf, len, 0640,
-                                 sp->cfg->fsync ? WRITE_SYNC_FILE : 0);
-        if (q == 0)
-                store_dirty(sp, SD_ARCHIVE);
+                q = store_side_write(sp, SD_ARCHIVE, sname, buf, len);
         return q;
 }
 

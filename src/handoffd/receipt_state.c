@@ -365,13 +365,13 @@ static int import_old(struct relay *r)
                 if (q == 0 && (d = opendir_at(fd))) {
                         while ((de = readdir(d)))
                                 if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
-                                        unlinkat(fd, de->d_name, 0);
+                                        (void) store_journal_remove(fd, de->d_name, false);
                         closedir(d);
                 }
                 close(fd);
                 if (q < 0)
                         return q;
-                if (unlinkat(rc->dir_fd, subs[k], AT_REMOVEDIR) == 0)
+                if (store_journal_remove(rc->dir_fd, subs[k], true) == 0)
                         log_info("Relay: receipts/%s/ read into receipts/journal", subs[k]);
         }
         return 0;

@@ -216,6 +216,14 @@ void store_dirty_agent(struct agent_rt *a)
         a->dirty = true;
 }
 
+bool store_agent_take_dirty(struct agent_rt *a)
+{
+        bool was = a->dirty;
+
+        a->dirty = false;
+        return was;
+}
+
 /* handoff/name, the inode (dev, ino), leaves in store_flush(); spent:
  * a claim's producer file (leave_name()).  Not noted (no memory): the
  * name stays in handoff/, where the next look finds it moved already. */

@@ -141,6 +141,81 @@ void store_drop_source(struct spool *sp, const char *name, dev_t dev, ino_t ino)
  * with fsync = yes.  0 or -errno. */
 int store_side_write(struct spool *sp, enum spool_dir dir, const char *name, const void *buf,
                      size_t len);
+/* An agent's handoffs/ (store_side.c).  name written whole, never over
+ * a name there (-EEXIST), the file synced first with sync and fsync =
+ * yes. */
+int store_boot_write(struct spool *sp, struct agent_rt *a, const char *name, const void *buf,
+                     size_t len, bool sync);
+/* name removed, or renamed to `to` (a bootstrap taken as a consumer
+ * takes it: .expire.NAME, .cancel.NAME; a publish); 0 or -errno
+ * (-ENOENT: it is not there).  Synced in the next store_flush(), or at
+ * once by store_boot_sync() (fsync = yes). */
+int store_boot_remove(struct spool *sp, struct agent_rt *a, const char *name);
+int store_boot_rename(struct spool *sp, struct agent_rt *a, const char *from, const char *to);
+int store_boot_sync(struct spool *sp, struct agent_rt *a);
+/* The claim (store_move.c): the agent's file src, the daemon's hidden
+ * bootstrap built from the verified bytes, linked (or copied, where no
+ * link can be made) as claimed/<id>.json, the record; with replace over
+ * what is there, in one rename.  0 or -errno (-EEXIST without replace). */
+int store_claim(struct spool *sp, struct agent_rt *a, const char *id, const char *src,
+                bool replace, size_t max);
+/* Publish: .pending.NAME renamed to NAME, the bootstrap its agent sees
+ * (after the record is on disk).  0 or -errno. */
+int store_publish_bootstrap(struct spool *sp, struct agent_rt *a, const char *pname,
+                            const char *bname);
+/* claimed/<id>.json archived as archive/name: its outcome sidecar (buf)
+ * written first, the id remembered, the relay told the outcome, then the
+ * move; marker (an earlier version's claimed/ marker, or NULL) removed
+ * after.  *ret_moved false when the item was gone (another daemon
+ * archived it).  0 or -errno. */
+int store_archive(struct spool *sp, const char *id, const char *name, const char *outcome,
+                  const void *buf, size_t len, const char *marker, int64_t now, bool *ret_moved);
+
+/* An agent's own files in her handoffs/ the daemon answers or is done
+ * with: a note written beside them (a refused result's), not synced (she
+ * may write it again); her file dropped (a directory too: what she made
+ * under a result's name).  0 or -errno. */
+int store_boot_note(struct spool *sp, struct agent_rt *a, const char *name, const void *buf,
+                    size_t len);
+int store_boot_drop(struct spool *sp, struct agent_rt *a, const char *name);
+
+/* quota/ (quota.c's counts, links of an anchor; never synced: recounted
+ * after a start), names relative to quota/.  0 or -errno. */
+int store_count_link(struct spool *sp, const char *anchor, const char *name);
+int store_count_remove(struct spool *sp, const char *name);
+
+/* cancel/ (the senders' requests): name answered, renamed to answer
+ * (NULL: removed unanswered); a name nobody took forgotten (dir: a
+ * directory a sender made).  0 or -errno. */
+int store_cancel_answer(struct spool *sp, const char *name, const char *answer);
+int store_cancel_forget(struct spool *sp, const char *name, bool dir);
+
+/* Retention: dir/name (an archived or rejected item, a sidecar) pruned;
+ * no sync owed (one a power cut brings back is pruned again).  0 or
+ * -errno. */
+int store_prune(struct spool *sp, enum spool_dir dir, const char *name);
+
+/* The relay's inbound: tmp/PREFIX.NAME.RAND written (synced with fsync =
+ * yes) and renamed to handoff/NAME, where intake verifies it as any
+ * producer's file.  1: written; 0: NAME is there already; -errno. */
+int store_put_handoff(struct spool *sp, const char *prefix, const char *name, const void *data,
+                      size_t len);
+
+/* The relay's receipts/ (its fd): the journal written whole over name
+ * (the file and the directory synced with sync), and a name there
+ * removed (dir: a directory).  0 or -errno. */
+int store_journal_replace(int dir_fd, const char *name, const void *data, size_t len, bool sync);
+int store_journal_remove(int dir_fd, const char *name, bool dir);
+
+/* At start: the daemon's own temp files (".NAME.XXXXXX" of write_atomic())
+ * a crash left in claimed/, archive/, rejected/, ids/, baton/ and the
+ * agents' handoffs/; sole false (another daemon runs on the spool): only
+ * those a minute old. */
+void store_remove_temps(struct spool *sp, bool sole);
+/* intake.c's burst sync of the agents' handoffs/ (with the names it
+ * made): true when a's was dirty, and it is no longer. */
+bool store_agent_take_dirty(struct agent_rt *a);
+
 /* Remove dir/name, a file of the daemon's (a marker, a sidecar, what
  * retention or a power cut's recovery removes).  0 or -errno. */
 int store_remove(struct spool *sp, enum spool_dir dir, const char *name);

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "agents.h"
 #include "files.h"
 #include "layout.h"
 #include "log.h"
@@ -338,4 +339,97 @@ int store_reject_claimed(struct spool *sp, const char *id, hd_reason reason,
         if (xsnprintf(name, sizeof(name), "%s.json", id) < 0)
                 return -ENAMETOOLONG;
         return store_reject_from(sp, SD_CLAIMED, name, NULL, reason, detail, id, now, ret);
+}
+
+/* The record as a copy of the agent's file src (no link possible). */
+static int record_copy(struct spool *sp, struct agent_rt *a, const char *src, const char *dst,
+                       size_t max)
+{
+        _cleanup_close_ int fd = -1;
+        _cleanup_free_ char *buf = NULL;
+        size_t len;
+        int r;
+
+        fd = openat(a->handoffs_fd, src, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        r = read_all(fd, max, 0, &buf, &len);
+        if (r < 0)
+                return r;
+        return write_linked(sp->fd[SD_CLAIMED], dst, buf, len, 0640,
+                            sp->cfg->fsync ? WRITE_SYNC_FILE : 0);
+}
+
+int store_claim(struct spool *sp, struct agent_rt *a, const char *id, const char *src,
+                bool replace, size_t max)
+{
+        char rname[NAME_MAX + 1], tname[NAME_MAX + 1];
+        const char *dst;
+        int r;
+
+        if (xsnprintf(rname, sizeof(rname), "%s.json", id) < 0 ||
+            xsnprintf(tname, sizeof(tname), ".%s.record", id) < 0)
+                return -ENAMETOOLONG;
+        dst = replace ? tname : rname;
+        if (replace && unlinkat(sp->fd[SD_CLAIMED], tname, 0) < 0 && errno != ENOENT)
+                return -errno;
+        if (linkat(a->handoffs_fd, src, sp->fd[SD_CLAIMED], dst, 0) < 0) {
+                if (errno != EXDEV && errno != EPERM && errno != EMLINK && errno != ENOSYS &&
+                    errno != EOPNOTSUPP)
+                        return -errno;
+                r = record_copy(sp, a, src, dst, max);
+                if (r < 0)
+                        return r;
+        }
+        if (replace && renameat(sp->fd[SD_CLAIMED], tname, sp->fd[SD_CLAIMED], rname) < 0) {
+                r = -errno;
+                unlinkat(sp->fd[SD_CLAIMED], tname, 0);
+                return r;
+        }
+        store_dirty(sp, SD_CLAIMED);
+        return 0;
+}
+
+int store_publish_bootstrap(struct spool *sp, struct agent_rt *a, const char *pname,
+                            const char *bname)
+{
+        return store_boot_rename(sp, a, pname, bname);
+}
+
+int store_archive(struct spool *sp, const char *id, const char *name, const char *outcome,
+                  const void *buf, size_t len, const char *marker, int64_t now, bool *ret_moved)
+{
+        char side[NAME_MAX + 16], src[NAME_MAX + 1];
+        int r;
+
+        *ret_moved = false;
+        r = xsnprintf(src, sizeof(src), "%s.json", id);
+        if (r >= 0)
+                r = layout_suffixed(name, LAYOUT_OUTCOME, side, sizeof(side));
+        if (r < 0)
+                return r;
+        /* The outcome first: an archived item always says how it ended, and
+         * a crash in the middle leaves the item in claimed/ for the retry,
+         * which writes the same sidecar under the same name.  The id is
+         * remembered before the item leaves claimed/, so a replay is
+         * recognised at every moment. */
+        r = store_side_write(sp, SD_ARCHIVE, side, buf, len);
+        if (r < 0)
+                return r;
+        r = store_id_mark(sp, id);
+        if (r < 0)
+                return r;
+        if (sp->relay.outcome)
+                sp->relay.outcome(sp->relay.ctx, id, NULL, outcome, NULL, NULL, now);
+        r = move_noreplace(sp->fd[SD_CLAIMED], src, sp->fd[SD_ARCHIVE], name);
+        if (r == -ENOENT)
+                return 0;       /* another daemon archived it */
+        if (r < 0)
+                return r;
+        if (marker)
+                unlinkat(sp->fd[SD_CLAIMED], marker, 0);
+        store_dirty(sp, SD_ARCHIVE);
+        store_dirty(sp, SD_CLAIMED);
+        *ret_moved = true;
+        return 0;
 }
