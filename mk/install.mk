@@ -173,7 +173,7 @@ DEB_DEPS_LOG = $(B)/deb-deps-installed
 deb-deps:
 ifneq ($(NO_DEPS),1)
 	@mkdir -p $(B); : >$(DEB_DEPS_LOG)
-	@DEPS_LOG=$(CURDIR)/$(DEB_DEPS_LOG) sh mk/deps.sh mk/deb-deps $(if $(filter 1,$(LINTIAN)),lintian)
+	@DEPS_LOG=$(abspath $(DEB_DEPS_LOG)) sh mk/deps.sh mk/deb-deps $(if $(filter 1,$(LINTIAN)),lintian)
 	@if ! dpkg-checkbuilddeps $(DEB_PROFILE) >/dev/null 2>&1; then \
 		sudo=""; [ "$$(id -u)" -eq 0 ] || sudo=sudo; \
 		dpkg-checkbuilddeps $(DEB_PROFILE) 2>&1 | sed -n 's/.*Unmet build dependencies: //p' | \

@@ -91,6 +91,26 @@ static void show_result(const json_t *res)
         }
 }
 
+/* The end of a task an A2A remote ran (a2a_out.c): what vouches for it
+ * is that server's answer, over the channel the config names (rm NULL:
+ * a remote removed since). */
+static void show_a2a_end(const json_t *it, const struct config_remote *rm)
+{
+        const char *url = rm ? rm->a2a : NULL;
+
+        printf("there %s (the answer of %s's server for task %s, %s; no signature, A2A "
+               "carries no receipt; %s)\n",
+               ctl_esc(json_string_value(json_object_get(it, "remote_outcome"))),
+               ctl_esc(json_string_value(json_object_get(it, "remote_host"))) ?: "?",
+               ctl_esc(json_string_value(json_object_get(it, "a2a_task"))) ?: "?",
+               !url ? "from a server no longer in the configuration"
+               : !strncmp(url, "https://", 8) ? "over TLS verified against its CAs, with the "
+                                                 "bearer token of its token_file"
+                                              : "over plain http to this host's loopback, "
+                                                "with the bearer token of its token_file",
+               ctl_esc(json_string_value(json_object_get(it, "remote_at"))) ?: "?");
+}
+
 int cmd_show(int argc, char **argv)
 {
         const char *conf = NULL, *id;
@@ -123,7 +143,6 @@ int cmd_show(int argc, char **argv)
                 config_free(cfg);
                 return r;
         }
-        config_free(cfg);
         show_final_status(found);
         if (as_json) {
                 ctl_print_json(found, "{}");
@@ -132,8 +151,13 @@ int cmd_show(int argc, char **argv)
                 show_result(json_object_get(found, "result"));
                 if (json_string_value(json_object_get(found, "relayed_to")))
                         printf("relayed to %s\n", ctl_esc(json_string_value(json_object_get(found, "relayed_to"))));
+                const char *rh = json_string_value(json_object_get(found, "remote_host"));
+                /* An A2A server signs nothing: its answer is the word. */
+                if (rh && !strncmp(rh, "a2a:", 4) &&
+                    json_string_value(json_object_get(found, "remote_outcome")))
+                        show_a2a_end(found, config_remote_a2a(cfg, rh + 4));
                 /* The receipt of the receiving host (receipt.c). */
-                if (json_string_value(json_object_get(found, "remote_outcome")))
+                else if (json_string_value(json_object_get(found, "remote_outcome")))
                         printf("there %s (receipt signed by %s, %s)\n",
                                ctl_esc(json_string_value(json_object_get(found, "remote_outcome"))),
                                ctl_esc(json_string_value(json_object_get(found, "remote_host"))) ?: "?",
@@ -141,6 +165,7 @@ int cmd_show(int argc, char **argv)
                 else if (json_string_value(json_object_get(found, "relayed_to")))
                         printf("there: no receipt yet\n");
         }
+        config_free(cfg);
         json_decref(found);
         return CTL_EXIT_OK;
 }

@@ -3,7 +3,7 @@
  *
  * Exit: 0 running and healthy; 1 running but degraded (watch lost, a recent
  * error, a backlog older than its window, a claimed item past its resume
- * window); 2 usage or config error; 3 not running; 4 the control socket
+ * window, an A2A remote failing with handoffs waiting); 2 usage or config error; 3 not running; 4 the control socket
  * refused us (whether the daemon runs is unknown). */
 #include <errno.h>
 #include <fcntl.h>
@@ -164,6 +164,63 @@ static void print_relay(json_t *rl)
 }
 
 static const char *fmt_span(json_int_t s, char *buf, size_t n);
+
+/* The A2A sender retries an item at least each 60 s (a2a_item.h): a
+ * remote still failing has an error newer than twice that. */
+#define A2A_FAILING_S 120
+
+/* Whether A2A remote r of the daemon's "a2a" (a2a_out.c) is failing:
+ * items wait for it and its helper is down or its last error is fresh.
+ * An error with nothing waiting is history, not a problem. */
+static bool a2a_failing(const json_t *r)
+{
+        const json_t *age = json_object_get(r, "last_error_age_s");
+
+        /* one removed in a reload has no helper on purpose */
+        if (json_integer_value(json_object_get(r, "waiting")) <= 0 ||
+            !json_string_value(json_object_get(r, "url")))
+                return false;
+        if (!json_is_true(json_object_get(r, "helper_running")))
+                return true;
+        return json_string_value(json_object_get(r, "last_error")) && json_is_integer(age) &&
+               json_integer_value(age) <= A2A_FAILING_S;
+}
+
+/* The A2A remotes' part of the daemon's answer, one line each. */
+static void print_a2a(json_t *a2a)
+{
+        json_t *r;
+        const char *name;
+        char span[64];
+
+        if (!a2a)
+                return;
+        printf("a2a: sent %lld, finished %lld, rejected %lld, expired_unsent %lld, retries %lld\n",
+               (long long)json_integer_value(json_object_get(a2a, "sent")),
+               (long long)json_integer_value(json_object_get(a2a, "finished")),
+               (long long)json_integer_value(json_object_get(a2a, "rejected")),
+               (long long)json_integer_value(json_object_get(a2a, "expired_unsent")),
+               (long long)json_integer_value(json_object_get(a2a, "retries")));
+        json_object_foreach(json_object_get(a2a, "remotes"), name, r) {
+                const char *url = json_string_value(json_object_get(r, "url"));
+                const char *err = json_string_value(json_object_get(r, "last_error"));
+                bool failing = a2a_failing(r);
+
+                printf("  a2a remote %s (%s): %s, waiting %lld, in flight %lld (sent, task followed)",
+                       ctl_esc(name), url ? ctl_esc(url) : "removed in a reload",
+                       failing ? "NOT reachable"
+                       : !url ? "no helper"
+                       : json_is_true(json_object_get(r, "helper_running")) ? "reachable"
+                                                                            : "helper restarting",
+                       (long long)json_integer_value(json_object_get(r, "waiting")),
+                       (long long)json_integer_value(json_object_get(r, "following")));
+                if (err)
+                        printf(", last error %s ago: %s",
+                               fmt_span(json_integer_value(json_object_get(r, "last_error_age_s")),
+                                        span, sizeof(span)), ctl_esc(err));
+                printf("\n");
+        }
+}
 
 /* The hub's figures (handoff-hubd writes them to its state_dir while it
  * runs, removes them at a clean stop), when [hub] is set; NULL when not
@@ -405,6 +462,7 @@ counted:
         if (k)
                 print_counters(k);
         print_relay(json_object_get(st, "relay"));
+        print_a2a(json_object_get(st, "a2a"));
         print_hub(json_object_get(st, "hub"));
         if (json_string_value(json_object_get(st, "last_error")))
                 printf("last error (%s ago): %s\n",
@@ -611,8 +669,18 @@ int cmd_status(int argc, char **argv)
                                 json_array_append_new(problems, json_string(rp));
                 }
                 /* A2A remotes (a2a_out.c): as the daemon says them */
-                if (json_object_get(daemon, "a2a"))
-                        json_object_set(st, "a2a", json_object_get(daemon, "a2a"));
+                json_t *a2a = json_object_get(daemon, "a2a"), *ar;
+                const char *arn;
+                if (a2a)
+                        json_object_set(st, "a2a", a2a);
+                json_object_foreach(json_object_get(a2a, "remotes"), arn, ar)
+                        if (a2a_failing(ar))
+                                json_array_append_new(problems, json_sprintf(
+                                        "A2A remote %s is failing, %lld handoff(s) waiting: %s", arn,
+                                        (long long)json_integer_value(json_object_get(ar, "waiting")),
+                                        json_is_true(json_object_get(ar, "helper_running"))
+                                        ? json_string_value(json_object_get(ar, "last_error"))
+                                        : "its handoff-a2a is not running"));
                 json_t *oos = json_object_get(daemon, "agents_out_of_service");
                 const char *an;
                 json_t *why;

@@ -361,6 +361,7 @@ int cmd_submit(int argc, char **argv)
                 cfg = NULL;
         }
         const char *remote = cfg ? config_remote(cfg, a.to) : NULL;
+        const struct config_remote *a2a = cfg ? config_remote_a2a(cfg, a.to) : NULL;
         char when[128] = "";
         /* A daemon leaves it in handoff/ until it expires: at its
          * expires_at, or max_window after initiated_at when that is
@@ -371,7 +372,10 @@ int cmd_submit(int argc, char **argv)
         else if (cfg)
                 snprintf(when, sizeof(when), "in %llds (its expires_at, --ttl)",
                          (long long)a.ttl);
-        if (remote && config_relay_on(cfg))
+        if (a2a)
+                fprintf(stderr, "handoffctl: submit: %s is behind an A2A server ([remote %s] a2a): "
+                        "sent to %s\n", a.to, a.to, a2a->a2a);
+        else if (remote && config_relay_on(cfg))
                 fprintf(stderr, "handoffctl: submit: %s is an agent of host %s ([remote %s]): "
                         "relayed to %s\n", a.to, remote, a.to, remote);
         else if (remote)

@@ -282,7 +282,12 @@ static void on_timer(uv_timer_t *t)
                 return;
         for (size_t i = 0; i < a->n_remotes; i++) {
                 struct a2a_remote_st *r = &a->remotes[i];
-                if (!r->running && !r->proc_open && now >= r->helper_at)
+                bool want = config_remote_a2a(a->sp->cfg, r->name) != NULL;
+                /* A remote gone in a reload: its helper ends once the
+                 * calls it has are answered (request() makes no more). */
+                if (r->running && !want && r->inflight == 0)
+                        helper_kill(r, SIGTERM);
+                if (!r->running && !r->proc_open && now >= r->helper_at && want)
                         helper_start(a, r);
         }
         for (size_t i = 0; i < a->n_items; i++) {
@@ -337,7 +342,8 @@ static void on_timer(uv_timer_t *t)
         if (flush && store_flush(a->sp) < 0)
                 spool_error(a->sp, -EIO, "Cannot fsync the spool");
         for (size_t i = 0; i < a->n_remotes; i++)
-                if (!a->remotes[i].running && a->remotes[i].helper_at < due)
+                if (!a->remotes[i].running && a->remotes[i].helper_at < due &&
+                    config_remote_a2a(a->sp->cfg, a->remotes[i].name))
                         due = a->remotes[i].helper_at;
         int64_t ms = (due - now + 999) / 1000;
         uv_timer_start(&a->timer, on_timer, ms < 0 ? 0 : (uint64_t)ms, 0);
@@ -446,7 +452,9 @@ int a2a_out_start(uv_loop_t *loop, struct spool *sp, struct a2a_out **ret)
                 free(a);
                 return log_error_errno(errno, "A2A: cannot find handoffd's own directory");
         }
-        a->remotes = calloc(c->n_remotes, sizeof(*a->remotes));
+        /* Room for as many as a config may name: a reload adds one in
+         * place, since the helpers' handles must not move. */
+        a->remotes = calloc(CONFIG_A2A_REMOTES_MAX, sizeof(*a->remotes));
         if (!a->remotes) {
                 free(a);
                 return -ENOMEM;
@@ -475,6 +483,42 @@ int a2a_out_start(uv_loop_t *loop, struct spool *sp, struct a2a_out **ret)
                 helper_start(a, &a->remotes[i]);
         kick(a);
         *ret = a;
+        return 0;
+}
+
+/* SIGHUP: sp->cfg is the new config.  A URL, token_file or ca_file
+ * changed counts at the next call (request() reads them there).  A
+ * remote added gets its helper (the sender itself when it is the first);
+ * one removed loses its helper once the calls in flight are answered (no
+ * call is cut off: it would be sent again), and what waits for it stays
+ * in outbox/
+ * until it expires (or the remote comes back: on_timer starts its helper
+ * again). */
+int a2a_out_reload(uv_loop_t *loop, struct spool *sp, struct a2a_out **ap)
+{
+        struct a2a_out *a = *ap;
+        const struct config *c = sp->cfg;
+        size_t added = 0, removed = 0;
+
+        if (!a)
+                return config_a2a_on(c) ? a2a_out_start(loop, sp, ap) : 0;
+        /* on_timer stops the helper of a remote the config lacks, once
+         * idle, and starts none for it */
+        for (size_t i = 0; i < a->n_remotes; i++)
+                removed += a->remotes[i].running && !config_remote_a2a(c, a->remotes[i].name);
+        for (size_t i = 0; i < c->n_remotes; i++) {
+                if (!c->remotes[i].a2a || a2a_item_remote(a, c->remotes[i].name))
+                        continue;
+                if (a->n_remotes == CONFIG_A2A_REMOTES_MAX)
+                        return -E2BIG;  /* config_load() refuses more */
+                struct a2a_remote_st *r = &a->remotes[a->n_remotes++];
+                *r = (struct a2a_remote_st) { .a = a };
+                snprintf(r->name, sizeof(r->name), "%s", c->remotes[i].name);
+                added++;
+        }
+        if (added || removed)
+                log_info("A2A: reload: %zu remote(s) added, %zu removed", added, removed);
+        kick(a);
         return 0;
 }
 

@@ -13,6 +13,9 @@ struct a2a_out;
 /* When the config has an A2A remote (*ret NULL otherwise): index outbox/'s
  * items for A2A remotes, set sp->a2a's hooks, start handoff-a2a. */
 int a2a_out_start(uv_loop_t *loop, struct spool *sp, struct a2a_out **ret);
+/* After a reload replaced sp->cfg: start the sender (*ap NULL, the
+ * first A2A remote), or add and remove remotes' helpers. */
+int a2a_out_reload(uv_loop_t *loop, struct spool *sp, struct a2a_out **ap);
 /* Stop the helper (items stay in outbox/), clear the hooks, close the
  * handles; a2a_out_free() after the loop ran the close callbacks. */
 void a2a_out_stop(struct a2a_out *a);

@@ -31,6 +31,8 @@ int daemon_config_load(const char *path, struct config **ret, char **err)
         if (r < 0)
                 return r;
         r = config_relay_keys(c, NULL, NULL, err);
+        if (r == 0)
+                r = config_a2a_tokens_check(c, err);
         if (r < 0) {
                 config_free(c);
                 return r;
@@ -80,6 +82,10 @@ static void reload(struct daemon *d)
         watch_agents(d);
         control_set_config(d->ctl, nc);
         foreign_clear(d->sp);
+        r = a2a_out_reload(&d->loop, d->sp, &d->a2a);
+        if (r < 0)
+                log_error_errno(r, "Reload: cannot start the A2A sender; handoffs to A2A "
+                                "remotes wait in handoff/");
         log_info("Reloaded %s: %zu agent(s) served, %zu out of service",
                  d->config_path, d->sp->n_agents,
                  dict_count(&d->sp->unserved));

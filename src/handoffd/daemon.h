@@ -6,8 +6,9 @@
 #include "config.h"
 
 /* The configuration as the daemon takes it, at -n, at start and at each
- * reload alike: config_load() with the keys, and the relay's own keys
- * (config_relay_keys()).  As config_load(). */
+ * reload alike: config_load() with the keys, the relay's own keys
+ * (config_relay_keys()) and the A2A remotes' token files
+ * (config_a2a_tokens_check()).  As config_load(). */
 int daemon_config_load(const char *path, struct config **ret, char **err);
 
 /* Runs until SIGTERM/SIGINT (0) or a fatal error (<0); takes cfg.

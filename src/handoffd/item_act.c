@@ -154,6 +154,14 @@ static int archive_claimed(struct spool *sp, struct item_files *f, const char *o
                       "archived_at", at, "accepted_at", acc);
         if (!o)
                 return -ENOMEM;
+        /* The agent's completes at the consume decides whether its A2A
+         * task waits for a result (handoff-hubd(8)): a later change of
+         * the setting must not reopen a task that ended here. */
+        if (!strcmp(outcome, "consumed") && f->a && f->a->cfg &&
+            json_object_set_new(o, "completes", json_boolean(f->a->cfg->completes)) < 0) {
+                json_decref(o);
+                return -ENOMEM;
+        }
         r = hd_canon_dump(o, NULL, &buf, &len);
         json_decref(o);
         if (r < 0)

@@ -45,6 +45,32 @@ static void print_warning(void *userdata, const char *msg)
         log_warning("%s", msg);
 }
 
+/* [hub] is handoff-hubd's (handoff-hubd -n checks it whole); -n says
+ * what it can see cheaply from here: a path that does not exist.  One
+ * this user may not look into is the hub's business.  How many. */
+static int hub_warnings(const struct config *c)
+{
+        const struct config_hub *h = &c->hub;
+        const struct { const char *key, *path; int line; } paths[] = {
+                { "token_dir", h->token_dir, h->line_token_dir },
+                { "tls_cert", h->tls_cert, h->line_tls_cert },
+                { "tls_key", h->tls_key, h->line_tls_key },
+        };
+        struct stat st;
+        int n = 0;
+
+        for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
+                if (!paths[i].path || paths[i].path[0] != '/' || stat(paths[i].path, &st) == 0 ||
+                    (errno != ENOENT && errno != ENOTDIR))
+                        continue;
+                log_warning("%s:%d: [hub] %s %s does not exist: handoff-hubd would not start "
+                            "(handoff-hubd -n checks [hub])", c->path, paths[i].line,
+                            paths[i].key, paths[i].path);
+                n++;
+        }
+        return n;
+}
+
 /* A set-up refused at start (a spool lock file not ours) is the
  * operator's to fix, like an unsafe key: 2, which the unit does not
  * restart into the same refusal.  An agent's unsafe directory is not
@@ -113,7 +139,7 @@ int main(int argc, char **argv)
                         config_free(cfg);
                         return start_exit(r);
                 }
-                warnings += (int)ac.warnings;
+                warnings += (int)ac.warnings + hub_warnings(cfg);
         }
         if (strict && warnings > 0) {
                 log_flush();
@@ -134,6 +160,10 @@ int main(int argc, char **argv)
                                 printf(", %d warning(s)", warnings);
                         printf(")\n");
                 }
+                for (size_t i = 0; i < cfg->n_remotes; i++)
+                        if (cfg->remotes[i].a2a)
+                                printf("a2a: [remote %s] sent to %s (token_file readable)\n",
+                                       cfg->remotes[i].name, cfg->remotes[i].a2a);
                 if (config_relay_on(cfg))
                         printf("relay: host %s; receipts: %s, %s\n", cfg->relay.host,
                                cfg->relay.host_key ? "sent (host_key)"

@@ -139,6 +139,9 @@ void hub_tls_free(struct hub_tls *t);
 int hub_listen_open(const char *spec, int *ret_fd, bool *ret_loopback,
                     bool *ret_unix, bool *ret_activated, char *err,
                     size_t errlen);
+/* Whether spec is one hub_listen_open() takes, resolved but not bound
+ * (handoff-hubd -n): 0 with *ret_loopback, or -errno with err filled. */
+int hub_listen_check(const char *spec, bool *ret_loopback, char *err, size_t errlen);
 
 /* ---- waits that hold no thread (hub_wait.c) ---- */
 /* Which directory's events may make a wait ready. */
@@ -246,6 +249,12 @@ int hub_spool_clean_tmp(struct hub *h);
 /* ---- A2A (hub_a2a.c; its parts: hub_a2a.h) ---- */
 /* GET /a2a/NAME/.well-known/agent-card.json; host: the request's Host. */
 int hub_a2a_card(struct hub *h, const char *name, const char *host, struct hub_answer *a);
+/* GET /a2a/.well-known/agent-card.json (a card asked for relative to
+ * /a2a/NAME without its slash): a 404 that says where the cards are. */
+int hub_a2a_card_elsewhere(struct hub *h, const char *host, struct hub_answer *a);
+/* GET /.well-known/agent-card.json: [hub] default_agent's card, or one
+ * whose interfaces are every agent's endpoint. */
+int hub_a2a_root_card(struct hub *h, const char *host, struct hub_answer *a);
 /* POST /a2a/NAME by agent (the token's), A2A-Version version (NULL:
  * absent): the JSON-RPC answer in a.  0, or -ENOMEM. */
 int hub_a2a_rpc(struct hub *h, const char *agent, const char *name, const char *version,

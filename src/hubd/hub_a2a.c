@@ -63,7 +63,7 @@ int a2a_answer_result(struct hub_answer *a, const json_t *id, json_t *result)
 
 bool a2a_agent_reachable(const struct config *c, const char *name)
 {
-        return config_agent(c, name) || config_remote(c, name);
+        return config_reachable(c, name);
 }
 
 /* Host as a client may name a server: letters, digits, . - : [ ] */
@@ -78,47 +78,90 @@ static bool host_ok(const char *s)
         return true;
 }
 
-int hub_a2a_card(struct hub *h, const char *name, const char *host, struct hub_answer *a)
+/* The host a card names: the Host the client reached us by, else
+ * [hub] listen, else localhost. */
+static const char *card_host(struct hub *h, const char *host)
 {
-        const struct config_agent *ag = config_agent(h->cfg, name);
-        const char *remote = config_remote(h->cfg, name);
-        _cleanup_free_ char *url = NULL, *desc = NULL;
-        json_t *card, *skills;
-
-        if (!hd_agent_valid(name) || !a2a_agent_reachable(h->cfg, name))
-                return hub_answer_reject(a, 404, "not_found", "no such agent here");
-        /* the URL the client reached us by: the card names the endpoint */
         if (!host_ok(host))
                 host = h->cfg->hub.listen;
-        if (!host_ok(host))
-                host = "localhost";
+        return host_ok(host) ? host : "localhost";
+}
+
+/* Agent name's interface: its endpoint under host. */
+static json_t *card_interface(struct hub *h, const char *name, const char *host)
+{
+        _cleanup_free_ char *url = NULL;
+
         if (asprintf(&url, "%s://%s/a2a/%s", h->tls ? "https" : "http", host, name) < 0)
-                return -ENOMEM;
+                return NULL;
+        return json_pack("{s:s, s:s, s:s}", "url", url, "protocolBinding", "JSONRPC",
+                         "protocolVersion", A2A_VERSION);
+}
+
+/* The [remote] section of name, or NULL (an [agent], or none). */
+static const struct config_remote *card_remote(struct hub *h, const char *name)
+{
+        for (size_t i = 0; !config_agent(h->cfg, name) && i < h->cfg->n_remotes; i++)
+                if (!strcmp(h->cfg->remotes[i].name, name))
+                        return &h->cfg->remotes[i];
+        return NULL;
+}
+
+/* What agent name does, for its card (NULL: out of memory).  A remote's
+ * own card is not read: the transport is ours, and what the agent does is
+ * what this host's config says of it. */
+static char *card_description(struct hub *h, const char *name)
+{
+        const struct config_agent *ag = config_agent(h->cfg, name);
+        const struct config_remote *rm = card_remote(h, name);
+        char *desc = NULL;
+        int q;
+
         if (ag && ag->description)
-                desc = strdup(ag->description);
-        else if (remote ? asprintf(&desc, "handoffd agent %s, reached through host %s", name,
-                                   remote) < 0
-                        : asprintf(&desc, "handoffd agent %s", name) < 0)
-                desc = NULL;
-        if (!desc)
-                return -ENOMEM;
-        skills = json_array();
-        if (!skills)
-                return -ENOMEM;
-        for (size_t i = 0; ag && i < ag->n_skills; i++)
-                json_array_append_new(skills, json_pack("{s:s, s:s, s:s, s:[s]}", "id",
-                                                        ag->skill_ids[i], "name",
-                                                        ag->skill_ids[i], "description",
-                                                        ag->skill_descs[i], "tags",
-                                                        ag->skill_ids[i]));
-        card = json_pack(
-                "{s:s, s:s, s:s, s:[{s:s, s:s, s:s}],"
+                return strdup(ag->description);
+        if (rm && rm->description)
+                return strdup(rm->description);
+        if (rm && rm->host)
+                q = asprintf(&desc, "handoffd agent %s, reached through host %s", name, rm->host);
+        else if (rm)
+                q = asprintf(&desc, "agent %s, sent on by handoffd to an A2A server", name);
+        else
+                q = asprintf(&desc, "handoffd agent %s", name);
+        return q < 0 ? NULL : desc;
+}
+
+/* The card's skills: an [agent]'s, or a [remote]'s, as configured. */
+static json_t *card_skills(char *const *ids, char *const *descs, size_t n)
+{
+        json_t *skills = json_array();
+
+        for (size_t i = 0; skills && i < n; i++)
+                if (json_array_append_new(skills, json_pack("{s:s, s:s, s:s, s:[s]}", "id",
+                                                            ids[i], "name", ids[i],
+                                                            "description", descs[i], "tags",
+                                                            ids[i])) < 0) {
+                        json_decref(skills);
+                        return NULL;
+                }
+        return skills;
+}
+
+/* A card of name, description desc, with interfaces and skills (both
+ * taken); what every card of this hub says alike around them. */
+static json_t *card_pack(const char *name, const char *desc, json_t *ifaces, json_t *skills)
+{
+        if (!ifaces || !skills) {
+                json_decref(ifaces);
+                json_decref(skills);
+                return NULL;
+        }
+        return json_pack(
+                "{s:s, s:s, s:s, s:o,"
                 " s:{s:b, s:b, s:b},"
                 " s:{s:{s:{s:s, s:s}}}, s:[{s:{s:{s:[]}}}],"
                 " s:[s, s], s:[s], s:o}",
                 "name", name, "description", desc, "version", HD_VERSION_STRING,
-                "supportedInterfaces", "url", url, "protocolBinding", "JSONRPC",
-                "protocolVersion", A2A_VERSION,
+                "supportedInterfaces", ifaces,
                 "capabilities", "streaming", 0, "pushNotifications", 0,
                 "extendedAgentCard", 0,
                 "securitySchemes", "bearer", "httpAuthSecurityScheme", "scheme", "Bearer",
@@ -128,7 +171,111 @@ int hub_a2a_card(struct hub *h, const char *name, const char *host, struct hub_a
                 "defaultInputModes", "text/plain", "application/json",
                 "defaultOutputModes", "text/plain",
                 "skills", skills);
+}
+
+/* The card of agent name; NULL when out of memory. */
+static json_t *card_of(struct hub *h, const char *name, const char *host)
+{
+        const struct config_agent *ag = config_agent(h->cfg, name);
+        const struct config_remote *rm = card_remote(h, name);
+        _cleanup_free_ char *desc = card_description(h, name);
+        json_t *skills = ag ? card_skills(ag->skill_ids, ag->skill_descs, ag->n_skills)
+                       : rm ? card_skills(rm->skill_ids, rm->skill_descs, rm->n_skills)
+                            : json_array();
+
+        if (!desc || !skills) {
+                json_decref(skills);
+                return NULL;
+        }
+        return card_pack(name, desc, json_pack("[o]", card_interface(h, name, host)), skills);
+}
+
+int hub_a2a_card(struct hub *h, const char *name, const char *host, struct hub_answer *a)
+{
+        json_t *card;
+
+        if (!hd_agent_valid(name) || !a2a_agent_reachable(h->cfg, name))
+                return hub_answer_reject(a, 404, "not_found", "no such agent here");
+        card = card_of(h, name, card_host(h, host));
         return answer(a, card ? 200 : 500, card);
+}
+
+/* Each agent this host serves or reaches, in the file's order. */
+static int each_agent(const struct config *c, int (*fn)(void *u, const char *name), void *u)
+{
+        int r = 0;
+
+        for (size_t i = 0; r == 0 && i < c->n_agents; i++)
+                r = fn(u, c->agents[i].name);
+        for (size_t i = 0; r == 0 && i < c->n_remotes; i++)
+                if (!config_agent(c, c->remotes[i].name))
+                        r = fn(u, c->remotes[i].name);
+        return r;
+}
+
+struct root_card {
+        struct hub *h;
+        const char *host;
+        json_t *ifaces, *skills;
+};
+
+static int root_add(void *u, const char *name)
+{
+        struct root_card *rc = u;
+        _cleanup_free_ char *desc = card_description(rc->h, name);
+
+        if (!desc || json_array_append_new(rc->ifaces, card_interface(rc->h, name, rc->host)) < 0 ||
+            json_array_append_new(rc->skills, json_pack("{s:s, s:s, s:s, s:[s]}", "id", name,
+                                                        "name", name, "description", desc,
+                                                        "tags", name)) < 0)
+                return -ENOMEM;
+        return 0;
+}
+
+int hub_a2a_root_card(struct hub *h, const char *host, struct hub_answer *a)
+{
+        struct root_card rc = { .h = h, .host = card_host(h, host), .ifaces = json_array(),
+                                .skills = json_array() };
+        const char *def = h->cfg->hub.default_agent;
+
+        /* one agent's card ([hub] default_agent, checked at start) */
+        if (def) {
+                json_decref(rc.ifaces);
+                json_decref(rc.skills);
+                return hub_a2a_card(h, def, host, a);
+        }
+        /* Else one card for them all: an interface per agent (a client
+         * takes the first, or the one it picks), and a skill per agent
+         * naming it, its description what the agent does. */
+        if (!rc.ifaces || !rc.skills || each_agent(h->cfg, root_add, &rc) < 0) {
+                json_decref(rc.ifaces);
+                json_decref(rc.skills);
+                return -ENOMEM;
+        }
+        return answer(a, 200, card_pack("handoffd", "the agents of this handoffd host: each "
+                                        "interface is one agent's endpoint, each skill one "
+                                        "agent (its id the agent's name)", rc.ifaces,
+                                        rc.skills));
+}
+
+/* GET /a2a/.well-known/agent-card.json: what a client asks for when it
+ * resolves the card relative to /a2a/NAME without its trailing slash
+ * (the A2A SDK's createFromUrl() does).  NAME is lost by then; the 404
+ * says where each card is and how to ask. */
+int hub_a2a_card_elsewhere(struct hub *h, const char *host, struct hub_answer *a)
+{
+        _cleanup_free_ char *detail = NULL;
+
+        host = card_host(h, host);
+        if (asprintf(&detail,
+                     "no card here: the card of agent NAME is at /a2a/NAME" A2A_CARD_PATH
+                     "; give an A2A client the endpoint with its trailing slash, %s://%s/a2a/NAME/ "
+                     "(a card resolved relative to /a2a/NAME, without it, is looked for here)",
+                     h->tls ? "https" : "http", host) < 0)
+                return -ENOMEM;
+        return answer(a, 404, json_pack("{s:s, s:s, s:s, s:s}", "status", "rejected", "reason",
+                                        "not_found", "detail", detail, "card",
+                                        "/a2a/NAME" A2A_CARD_PATH));
 }
 
 /* ---- calls ------------------------------------------------------------ */
@@ -166,8 +313,55 @@ static const struct {
           "push notifications are not supported here" },
         { "DeleteTaskPushNotificationConfig", NULL, A2A_PUSH_NOT_SUPPORTED,
           "push notifications are not supported here" },
-        { "GetExtendedAgentCard", NULL, A2A_EXTENDED_CARD, "there is no extended agent card" },
+        /* A2A 1.0 section 3.3.4: the card says extendedAgentCard: false */
+        { "GetExtendedAgentCard", NULL, A2A_UNSUPPORTED,
+          "there is no extended agent card (the card says extendedAgentCard: false)" },
 };
+
+/* ProtoJSON reads a member whose value is null as unset, and a string
+ * field of "" as its default, unset too: such members of o go (strs: the
+ * string fields for which "" means unset). */
+static void unset_nulls(json_t *o, const char *const *strs)
+{
+        const char *k;
+        json_t *v;
+        void *tmp;
+
+        json_object_foreach_safe(o, tmp, k, v) {
+                bool empty = false;
+                for (size_t i = 0; strs && strs[i]; i++)
+                        if (!strcmp(k, strs[i]) && json_is_string(v) && !json_string_length(v))
+                                empty = true;
+                if (json_is_null(v) || empty)
+                        json_object_del(o, k);
+        }
+}
+
+/* params as the methods read them: null members of the request's
+ * messages unset (ProtoJSON), at the levels A2A's messages have fields;
+ * inside a data part or metadata (a google.protobuf.Struct) null is a
+ * value and stays.  NULL when out of memory. */
+static json_t *params_unset(const json_t *params)
+{
+        static const char *const msg_strs[] = { "taskId", "contextId", NULL };
+        json_t *p = json_deep_copy(params), *msg, *parts, *part;
+        size_t i;
+
+        if (!p)
+                return NULL;
+        unset_nulls(p, NULL);
+        msg = json_object_get(p, "message");
+        if (json_is_object(msg)) {
+                unset_nulls(msg, msg_strs);
+                parts = json_object_get(msg, "parts");
+                json_array_foreach(parts, i, part)
+                        if (json_is_object(part))
+                                unset_nulls(part, NULL);
+        }
+        if (json_is_object(json_object_get(p, "configuration")))
+                unset_nulls(json_object_get(p, "configuration"), NULL);
+        return p;
+}
 
 /* A2A-Version: absent or empty is 0.3 (the specification's rule); this
  * hub speaks 1.0 (a patch number, if sent, does not matter). */
@@ -192,7 +386,7 @@ int hub_a2a_rpc(struct hub *h, const char *agent, const char *name, const char *
                 const char *body, size_t len, struct hub_answer *a)
 {
         const hd_limits lim = { .max_size = h->cfg->max_file_size };
-        _cleanup_json_ json_t *req = NULL, *empty = json_object();
+        _cleanup_json_ json_t *req = NULL, *empty = json_object(), *unset = NULL;
         struct a2a_call c = { .h = h, .agent = agent, .name = name, .a = a };
         const json_t *jid, *params;
         const char *method;
@@ -226,7 +420,10 @@ int hub_a2a_rpc(struct hub *h, const char *agent, const char *name, const char *
                 return hub_a2a_error(a, 200, jid, A2A_VERSION_NOT_SUPPORTED,
                                      "this server speaks A2A-Version 1.0 only (no header: 0.3)");
         c.id = jid;
-        c.params = params ? params : empty;
+        unset = params_unset(params ? params : empty);
+        if (!unset)
+                return -ENOMEM;
+        c.params = unset;
         for (i = 0; i < ELEMENTSOF(methods); i++) {
                 if (strcmp(method, methods[i].name))
                         continue;

@@ -24,6 +24,7 @@
 #define A2A_AGENT_MAX 64        /* hd_agent_valid() */
 #define A2A_CTX_MAX 256         /* payload_a2a.h A2A_MAX_ID */
 #define A2A_VERSION "1.0"
+#define A2A_CARD_PATH "/.well-known/agent-card.json"
 #define A2A_LOCKS 64
 #define A2A_PAGE_DEFAULT 50
 #define A2A_PAGE_MAX 100

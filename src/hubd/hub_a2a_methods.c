@@ -79,20 +79,114 @@ static int send_rejected(struct a2a_call *c, const char *id, const char *ctx, co
                                            detail, NULL));
 }
 
+/* The task id of c->agent's to c->name, from the index: 0 or -ENOENT
+ * (only the sender's token knows its tasks, at their target's endpoint). */
+static int task_get(struct a2a_call *c, const char *id, struct a2a_kept *ret)
+{
+        int r = a2a_kept_get(c->agent, id, ret);
+
+        return r == 0 && strcmp(ret->to, c->name) ? -ENOENT : r;
+}
+
+/* An int32 of params (ProtoJSON: a number or a decimal string) in
+ * [min, max]: 0 with *ret (untouched when absent), -EINVAL. */
+static int int32_param(const json_t *params, const char *key, int64_t min, int64_t max,
+                       int64_t *ret)
+{
+        const json_t *j = json_object_get(params, key);
+        int64_t v;
+
+        if (!j)
+                return 0;
+        if (json_is_integer(j))
+                v = json_integer_value(j);
+        else if (!json_is_string(j) || parse_int64(json_string_value(j), INT32_MIN, INT32_MAX,
+                                                    &v) < 0)
+                return -EINVAL;
+        if (v < min || v > max)
+                return -EINVAL;
+        *ret = v;
+        return 0;
+}
+
+/* historyLength (GetTask, ListTasks): unset, or 0 and up (A2A 1.0
+ * section 3.2.4).  The hub keeps no history: any such limit is met. */
+static bool history_length_ok(const json_t *params)
+{
+        int64_t n;
+
+        return int32_param(params, "historyLength", 0, INT32_MAX, &n) == 0;
+}
+
+static bool state_terminal(const char *s)
+{
+        return !strcmp(s, "TASK_STATE_COMPLETED") || !strcmp(s, "TASK_STATE_FAILED") ||
+               !strcmp(s, "TASK_STATE_CANCELED") || !strcmp(s, "TASK_STATE_REJECTED");
+}
+
+/* A message naming a task (taskId): A2A 1.0 section 3.4.2 wants an
+ * existing one, else TaskNotFoundError.  Each message here is a
+ * handoff of its own and continues none: one that exists gets
+ * UnsupportedOperationError, which says whether it has ended. */
+static int send_to_task(struct a2a_call *c, const json_t *tid)
+{
+        _cleanup_json_ json_t *task = NULL;
+        const char *id = json_string_value(tid), *st;
+        struct a2a_kept t;
+        char msg[256];
+        int r;
+
+        if (!id)
+                return a2a_call_error(c, RPC_INVALID_PARAMS, "params.message.taskId is not a string");
+        r = task_get(c, id, &t);
+        if (r == 0)
+                r = a2a_task_lookup(c->h, c->agent, &t, &task);
+        if (r == -ENOENT)
+                return a2a_call_error(c, A2A_TASK_NOT_FOUND,
+                                      "params.message.taskId: no such task for this token");
+        if (r < 0)
+                return a2a_call_internal(c, "SendMessage", r);
+        st = a2a_str(json_object_get(task, "status"), "state") ?: "";
+        if (state_terminal(st))
+                snprintf(msg, sizeof(msg), "the task has ended (%s): it takes no more messages", st);
+        else
+                snprintf(msg, sizeof(msg), "a message continuing a task (taskId) is not "
+                         "supported: each message is a handoff of its own");
+        return a2a_call_error(c, A2A_UNSUPPORTED, msg);
+}
+
+/* Whether payload p is the one kept (a retry) or another message under
+ * the same messageId: compared as the daemon reads them, canonical. */
+static int send_same(const json_t *kept, const json_t *p, bool *ret)
+{
+        _cleanup_free_ char *a = NULL, *b = NULL;
+        size_t na = 0, nb = 0;
+        int r;
+
+        r = hd_canon_dump(json_object_get(kept, "payload"), NULL, &a, &na);
+        if (r == 0)
+                r = hd_canon_dump(p, NULL, &b, &nb);
+        if (r < 0)
+                return r;
+        *ret = na == nb && !memcmp(a, b, na);
+        return 0;
+}
+
 int a2a_send_message(struct a2a_call *c)
 {
         _cleanup_json_ json_t *p = NULL, *kept = NULL, *refusal = NULL, *task = NULL, *doc = NULL;
         _cleanup_free_ char *body = NULL;
         const json_t *msg = json_object_get(c->params, "message");
-        const char *mid = a2a_str(msg, "messageId"), *ctx;
+        const char *mid = a2a_str(msg, "messageId"), *ctx, *role;
         const hd_key *k = config_key_lookup((void *)c->h->cfg, NULL, c->agent);
         const hd_limits lim = { .max_size = c->h->cfg->max_file_size };
-        char id[64], ctx_new[64];
+        char id[64], ctx_new[64], emsg[A2A_CTX_MAX + 160];
         enum a2a_msg_verdict kind;
         struct a2a_kept t;
         pthread_mutex_t *lk;
         unsigned retry;
         size_t len = 0;
+        bool same;
         hd_verdict v;
         int r;
 
@@ -101,6 +195,8 @@ int a2a_send_message(struct a2a_call *c)
                 return hub_a2a_limited(c->a, c->id, retry, false);
         if (!mid || !*mid)
                 return a2a_call_error(c, RPC_INVALID_PARAMS, "params.message.messageId is required");
+        if (json_object_get(msg, "taskId"))
+                return send_to_task(c, json_object_get(msg, "taskId"));
         /* the key the daemon checks this agent with signs, and keys the
          * task id (payload_a2a.h): the daemon refuses an a2a- id that is
          * not its document's own */
@@ -122,6 +218,11 @@ int a2a_send_message(struct a2a_call *c)
                 return a2a_call_error(c, A2A_UNSUPPORTED, v.detail);
         if (kind != A2A_MSG_OK)
                 return a2a_call_error(c, RPC_INVALID_PARAMS, v.detail);
+        /* REQUIRED in A2A 1.0's Message (a2a.proto: role) */
+        role = a2a_str(msg, "role");
+        if (!role || !strcmp(role, "ROLE_UNSPECIFIED"))
+                return a2a_call_error(c, RPC_INVALID_PARAMS,
+                                      "params.message.role is required: ROLE_USER or ROLE_AGENT");
         ctx = a2a_str(p, "contextId");
         /* A context is its sender's: one another token's tasks have
          * would put this message into that conversation. */
@@ -140,6 +241,18 @@ int a2a_send_message(struct a2a_call *c)
                 r = a2a_kept_read(c->h, c->agent, id, &kept, &body, &len);
         else if (r == 0)
                 r = -ENOENT;    /* rejected: made anew, dropped again */
+        if (r == 0)
+                r = send_same(kept, p, &same);
+        if (r == 0 && !same) {
+                /* a messageId names one message: another one under it
+                 * would be answered with the first one's task */
+                pthread_mutex_unlock(lk);
+                hub_log("a2a: %s from %s to %s refused: its messageId came again with "
+                        "another message", id, c->agent, c->name);
+                snprintf(emsg, sizeof(emsg), "messageId '%s' was sent already with another "
+                         "message (task %s): a new message needs a new messageId", mid, id);
+                return a2a_call_error(c, RPC_INVALID_PARAMS, emsg);
+        }
         if (r == 0) {
                 /* a retry: the task as it is, or its bytes dropped again
                  * when the spool does not know them (a crash in between) */
@@ -192,15 +305,6 @@ fail:
         return a2a_call_internal(c, "SendMessage", r);
 }
 
-/* The task id of c->agent's to c->name, from the index: 0 or -ENOENT
- * (only the sender's token knows its tasks, at their target's endpoint). */
-static int task_get(struct a2a_call *c, const char *id, struct a2a_kept *ret)
-{
-        int r = a2a_kept_get(c->agent, id, ret);
-
-        return r == 0 && strcmp(ret->to, c->name) ? -ENOENT : r;
-}
-
 int a2a_get_task(struct a2a_call *c)
 {
         _cleanup_json_ json_t *task = NULL;
@@ -210,6 +314,9 @@ int a2a_get_task(struct a2a_call *c)
 
         if (!id)
                 return a2a_call_error(c, RPC_INVALID_PARAMS, "params.id is required");
+        if (!history_length_ok(c->params))
+                return a2a_call_error(c, RPC_INVALID_PARAMS,
+                                      "params.historyLength is an integer of 0 or more");
         r = task_get(c, id, &t);
         if (r == 0)
                 r = a2a_task_lookup(c->h, c->agent, &t, &task);
@@ -411,32 +518,56 @@ int a2a_cancel_task(struct a2a_call *c)
         return 0;
 }
 
+/* When the task's status last changed, for statusTimestampAfter: its
+ * status timestamp, else (not found in the spool yet) when it was sent. */
+static int64_t task_time(const json_t *task, const struct a2a_kept *k)
+{
+        int64_t t;
+
+        if (hd_time_parse(a2a_str(json_object_get(task, "status"), "timestamp"), &t) == 0)
+                return t;
+        return (int64_t)k->mtime.tv_sec * 1000000 + k->mtime.tv_nsec / 1000;
+}
+
 int a2a_list_tasks(struct a2a_call *c)
 {
         _cleanup_free_ struct a2a_kept *v = NULL;
         _cleanup_json_ json_t *tasks = NULL;
-        const json_t *ps = json_object_get(c->params, "pageSize");
+        const json_t *ia = json_object_get(c->params, "includeArtifacts");
+        const json_t *after_j = json_object_get(c->params, "statusTimestampAfter");
         const char *ctx = a2a_str(c->params, "contextId"), *status = a2a_str(c->params, "status");
         const char *tok = a2a_str(c->params, "pageToken");
-        int64_t page = A2A_PAGE_DEFAULT, skip = 0, matched = 0;
+        int64_t page = A2A_PAGE_DEFAULT, skip = 0, matched = 0, after = INT64_MIN;
+        bool filtered, with_artifacts = json_is_true(ia);
         size_t n = 0, i;
         char next[32] = "";
         int r;
 
-        if (ps && (!json_is_integer(ps) || json_integer_value(ps) < 1 ||
-                   json_integer_value(ps) > A2A_PAGE_MAX))
+        if (int32_param(c->params, "pageSize", 1, A2A_PAGE_MAX, &page) < 0)
                 return a2a_call_error(c, RPC_INVALID_PARAMS, "params.pageSize is 1 to 100");
-        if (ps)
-                page = json_integer_value(ps);
         if (tok && *tok && parse_int64(tok, 0, INT32_MAX, &skip) < 0)
                 return a2a_call_error(c, RPC_INVALID_PARAMS, "params.pageToken is not one of ours");
         if ((json_object_get(c->params, "contextId") && !ctx) ||
             (json_object_get(c->params, "status") && !status))
                 return a2a_call_error(c, RPC_INVALID_PARAMS, "params.contextId and status are strings");
-        if (status && !strcmp(status, "TASK_STATE_UNSPECIFIED"))
+        if (!history_length_ok(c->params))
+                return a2a_call_error(c, RPC_INVALID_PARAMS,
+                                      "params.historyLength is an integer of 0 or more");
+        if (ia && !json_is_boolean(ia))
+                return a2a_call_error(c, RPC_INVALID_PARAMS, "params.includeArtifacts is true or false");
+        if (after_j && (!json_is_string(after_j) ||
+                        hd_time_parse(json_string_value(after_j), &after) < 0))
+                return a2a_call_error(c, RPC_INVALID_PARAMS,
+                                      "params.statusTimestampAfter is not a timestamp "
+                                      "(RFC 3339 with its offset, as 2026-01-02T03:04:05Z)");
+        /* The default of the enum, and what the SDK's generated code
+         * sends for a status left undefined in plain JS: no filter. */
+        if (status && (!strcmp(status, "TASK_STATE_UNSPECIFIED") ||
+                       !strcmp(status, "UNRECOGNIZED")))
                 status = NULL;
         if (status && !a2a_task_state_known(status))
                 return a2a_call_error(c, RPC_INVALID_PARAMS, "params.status is not a TaskState");
+        filtered = status || after_j;
         /* the index, newest first: no document is read */
         r = a2a_kept_list(c->agent, c->name, ctx, &v, &n);
         if (r < 0)
@@ -449,11 +580,19 @@ int a2a_list_tasks(struct a2a_call *c)
                 bool on_page = matched >= skip && (int64_t)json_array_size(tasks) < page;
 
                 /* the spool is asked only for what the page shows, or
-                 * for every one when the state is what is asked */
-                if ((on_page || status) && a2a_task_lookup(c->h, c->agent, &v[i], &task) < 0)
+                 * for every one when the filter is what it says */
+                if ((on_page || filtered) && a2a_task_lookup(c->h, c->agent, &v[i], &task) < 0)
                         continue;
                 if (status && strcmp(a2a_str(json_object_get(task, "status"), "state") ?: "", status))
                         continue;
+                if (after_j && task_time(task, &v[i]) < after)
+                        continue;
+                /* A2A 1.0 section 3.1.4: without includeArtifacts: true,
+                 * no artifacts member at all */
+                if (on_page && !with_artifacts)
+                        json_object_del(task, "artifacts");
+                else if (on_page && !json_object_get(task, "artifacts"))
+                        json_object_set_new(task, "artifacts", json_array());
                 if (on_page)
                         json_array_append(tasks, task);
                 matched++;

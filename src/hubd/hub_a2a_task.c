@@ -73,6 +73,28 @@ static const char *task_state(const char *st, bool completes, bool *ret_reason)
         return "TASK_STATE_SUBMITTED";
 }
 
+/* The end of a task an A2A remote ran for us (a2a_out.c's remote_outcome,
+ * the server's state in lower case): the same state here. */
+static const char *remote_a2a_state(const char *ro, bool *ret_reason)
+{
+        static const struct { const char *ro, *state; bool reason; } map[] = {
+                { "completed", "TASK_STATE_COMPLETED", false },
+                { "failed", "TASK_STATE_FAILED", true },
+                { "canceled", "TASK_STATE_CANCELED", false },
+                { "rejected", "TASK_STATE_REJECTED", true },
+                { "input_required", "TASK_STATE_INPUT_REQUIRED", false },
+                { "auth_required", "TASK_STATE_AUTH_REQUIRED", false },
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(map); i++)
+                if (!strcmp(ro, map[i].ro)) {
+                        *ret_reason = map[i].reason;
+                        return map[i].state;
+                }
+        *ret_reason = true;     /* "unknown": the server forgot it */
+        return "TASK_STATE_FAILED";
+}
+
 bool a2a_task_state_known(const char *s)
 {
         static const char *const states[] = {
@@ -127,10 +149,16 @@ static json_t *task_of_result(const char *id, const char *ctx, const char *st, c
 }
 
 /* The task of item (hub_item_find()); completes: its agent's [agent]
- * completes. */
+ * completes now, which decides only for an item consumed before the
+ * daemon recorded the setting at the consume (its outcome's
+ * "completes"): a task that ended stays ended when the setting changes. */
 static json_t *task_of_item(const char *id, const char *ctx, const json_t *item, bool completes)
 {
         const char *st = a2a_str(item, "status") ?: "pending";
+        const json_t *at_consume = json_object_get(item, "completes");
+
+        if (json_is_boolean(at_consume))
+                completes = json_is_true(at_consume);
         const char *reason = a2a_str(item, "reason"), *detail = a2a_str(item, "detail");
         const char *at = a2a_str(item, "archived_at") ?: a2a_str(item, "at");
         bool with_reason;
@@ -139,9 +167,11 @@ static json_t *task_of_item(const char *id, const char *ctx, const json_t *item,
         if (!strcmp(st, "relayed")) {
                 /* the receipt of the host it went to, if one came */
                 const char *ro = a2a_str(item, "remote_outcome");
+                const char *to = a2a_str(item, "relayed_to") ?: "";
                 if (!ro)
                         return a2a_task_new(id, ctx, "TASK_STATE_SUBMITTED", st, NULL, NULL, at);
-                state = task_state(ro, false, &with_reason);
+                state = !strncmp(to, "a2a:", 4) ? remote_a2a_state(ro, &with_reason)
+                                                : task_state(ro, false, &with_reason);
                 return a2a_task_new(id, ctx, state, st,
                                     with_reason ? (a2a_str(item, "remote_reason") ?: ro) : NULL,
                                     a2a_str(item, "remote_detail"),

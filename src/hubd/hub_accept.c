@@ -192,11 +192,6 @@ static int record_write(struct hub *h, const char *id, const char *hex,
         return hd_write_atomic(h->state_fd, id, buf, strlen(buf), 0640, h->cfg->fsync);
 }
 
-static bool agent_reachable(const struct config *c, const char *to)
-{
-        return config_agent(c, to) || config_remote(c, to);
-}
-
 /* The document as the daemon will judge it.  0 with *ret, or a refusal
  * already in a (returns 1). */
 static int post_judge(struct hub *h, const char *agent, const char *body,
@@ -234,7 +229,7 @@ static int post_judge(struct hub *h, const char *agent, const char *body,
         if (r < 0)
                 return r;
         to = json_string_value(json_object_get(doc, "to_agent"));
-        if (!to || !agent_reachable(c, to)) {
+        if (!to || !config_reachable(c, to)) {
                 snprintf(detail, sizeof(detail), "no agent '%s' is served here or "
                          "reachable through a [remote]", to ? to : "");
                 return hub_answer_reject(a, 422, "unknown_agent", detail) < 0 ? -ENOMEM : 1;

@@ -7,7 +7,8 @@
  *   GET  /api/v1/handoffs/{id}     its state (hub_accept_show)
  *   GET  /healthz                  "ok"
  *   GET  /metrics                  Prometheus text (hub_stats.c)
- *   GET  /a2a/NAME/.well-known/agent-card.json, POST /a2a/NAME
+ *   GET  /a2a/NAME/.well-known/agent-card.json, POST /a2a/NAME,
+ *        /.well-known/agent-card.json
  *                                  A2A (hub_a2a.c) */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -196,6 +197,16 @@ static bool on_get(struct hub *h, struct hub_request *q, struct hub_answer *a)
         }
         if (a2a_path(url, A2A_CARD, agent)) {
                 if (hub_a2a_card(h, agent, q->host, a) < 0)
+                        return refuse(a, 500, "internal", "out of memory");
+                return true;
+        }
+        if (!strcmp(url, A2A_CARD)) {
+                if (hub_a2a_root_card(h, q->host, a) < 0)
+                        return refuse(a, 500, "internal", "out of memory");
+                return true;
+        }
+        if (!strcmp(url, "/a2a" A2A_CARD)) {
+                if (hub_a2a_card_elsewhere(h, q->host, a) < 0)
                         return refuse(a, 500, "internal", "out of memory");
                 return true;
         }

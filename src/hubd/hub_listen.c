@@ -187,3 +187,50 @@ int hub_listen_open(const char *spec, int *ret_fd, bool *ret_loopback,
         *ret_unix = false;
         return listen_inet(spec, ret_fd, ret_loopback, err, errlen);
 }
+
+int hub_listen_check(const char *spec, bool *ret_loopback, char *err, size_t errlen)
+{
+        struct addrinfo hints = { .ai_socktype = SOCK_STREAM,
+                                  .ai_flags = AI_PASSIVE | AI_NUMERICSERV };
+        struct sockaddr_un sa;
+        struct addrinfo *ai = NULL;
+        const char *port, *end, *h0 = spec;
+        char host[256];
+        size_t n;
+        int r;
+
+        if (!strncmp(spec, "unix:", 5)) {
+                if (strlen(spec + 5) >= sizeof(sa.sun_path)) {
+                        snprintf(err, errlen, "[hub] listen: %s: path too long", spec);
+                        return -ENAMETOOLONG;
+                }
+                *ret_loopback = true;
+                return 0;
+        }
+        /* the forms listen_inet() takes */
+        if (spec[0] == '[') {
+                end = strchr(spec, ']');
+                n = end ? (size_t)(end - spec - 1) : 0;
+                port = end && end[1] == ':' ? end + 2 : NULL;
+                h0 = spec + 1;
+        } else {
+                end = strrchr(spec, ':');
+                n = end ? (size_t)(end - spec) : 0;
+                port = end && end != spec && strchr(spec, ':') == end ? end + 1 : NULL;
+        }
+        if (!port || n >= sizeof(host) || !*port || strspn(port, "0123456789") != strlen(port)) {
+                snprintf(err, errlen, "[hub] listen: '%s' is not HOST:PORT, [ADDR]:PORT or "
+                         "unix:PATH", spec);
+                return -EINVAL;
+        }
+        memcpy(host, h0, n);
+        host[n] = '\0';
+        r = getaddrinfo(host, port, &hints, &ai);
+        if (r != 0) {
+                snprintf(err, errlen, "[hub] listen: %s: %s", host, gai_strerror(r));
+                return -EADDRNOTAVAIL;
+        }
+        *ret_loopback = addr_loopback(ai->ai_addr);
+        freeaddrinfo(ai);
+        return 0;
+}

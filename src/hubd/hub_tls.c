@@ -94,6 +94,28 @@ static int tls_read(const char *spec, bool secret, gnutls_datum_t *d,
         return 0;
 }
 
+/* Whether the key is the one of the chain's first certificate: a pair
+ * that is not makes every handshake fail, so it is refused at the load
+ * (the start, SIGHUP, handoff-hubd -n) instead.  0 or -EINVAL. */
+static int tls_pair_match(struct tls_pair *p)
+{
+        gnutls_pubkey_t pk = NULL;
+        gnutls_datum_t a = { 0 }, b = { 0 };
+        int r = -EINVAL;
+
+        if (gnutls_pubkey_init(&pk) < 0)
+                return -ENOMEM;
+        if (gnutls_pubkey_import_privkey(pk, p->key, 0, 0) == 0 &&
+            gnutls_pubkey_export2(pk, GNUTLS_X509_FMT_DER, &a) == 0 &&
+            gnutls_pubkey_export2(p->certs[0].pubkey, GNUTLS_X509_FMT_DER, &b) == 0 &&
+            a.size == b.size && !memcmp(a.data, b.data, a.size))
+                r = 0;
+        gnutls_free(a.data);
+        gnutls_free(b.data);
+        gnutls_pubkey_deinit(pk);
+        return r;
+}
+
 static int tls_pair_load(const char *cert, const char *key,
                          struct tls_pair **ret, char *err, size_t errlen)
 {
@@ -126,6 +148,12 @@ static int tls_pair_load(const char *cert, const char *key,
         if (r < 0) {
                 snprintf(err, errlen, "%s: no private key: %s", key, gnutls_strerror(r));
                 r = -EINVAL;
+                goto fail;
+        }
+        r = tls_pair_match(p);
+        if (r < 0) {
+                snprintf(err, errlen, "%s is not the key of %s%s", key, cert,
+                         r == -ENOMEM ? ": out of memory" : "");
                 goto fail;
         }
         gnutls_free(c.data);

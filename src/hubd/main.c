@@ -13,8 +13,10 @@
 #include <sodium.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -22,6 +24,7 @@
 #include "files.h"
 #include "handoff.h"
 #include "hub.h"
+#include "hub_a2a.h"
 #include "notify.h"
 #include "util.h"
 
@@ -46,11 +49,14 @@ static void usage(FILE *f)
                 "Take signed handoffs over HTTPS and drop them into the handoffd spool.\n\n"
                 "  -c, --config FILE     configuration (default %s)\n"
                 "  -f, --foreground      stay in the foreground (always: it never forks)\n"
+                "  -n, --check-config    check [hub] as the start would (TLS pair, tokens,\n"
+                "                        state_dir, listen, the spool), bind nothing, exit\n"
                 "  -v, --verbose         also log libmicrohttpd's own messages\n"
                 "  -h, --help            show this help\n"
                 "  -V, --version         show the version\n\n"
-                "Exit codes: 0 clean stop, 1 fatal runtime error (cannot listen, spool\n"
-                "unusable), 2 usage or configuration error (config, keys, tokens, TLS).\n"
+                "Exit codes: 0 clean stop (-n: nothing wrong), 1 fatal runtime error\n"
+                "(cannot listen, spool unusable), 2 usage or configuration error (config,\n"
+                "keys, tokens, TLS; -n: anything it found wrong).\n"
                 "See handoff-hubd(8) and handoffd.conf(5).\n",
                 CONFIG_DEFAULT_PATH);
 }
@@ -110,6 +116,10 @@ int hub_setup(struct hub *h)
         if (!ch->tls_cert != !ch->tls_key)
                 return hub_fail(HUB_EXIT_CONFIG, "%s: [hub] tls_cert and tls_key go together",
                             h->cfg->path);
+        if (ch->default_agent && !a2a_agent_reachable(h->cfg, ch->default_agent))
+                return hub_fail(HUB_EXIT_CONFIG, "%s:%d: [hub] default_agent %s is neither an "
+                                "[agent] nor a [remote] of this file", h->cfg->path,
+                                ch->line_default_agent, ch->default_agent);
         if (!strcmp(ch->token_dir, "credential:")) {
                 /* LoadCredential=AGENT.token:FILE, one per sender */
                 const char *cd = getenv("CREDENTIALS_DIRECTORY");
@@ -162,6 +172,164 @@ int hub_setup(struct hub *h)
                 hub_log("removed %d unfinished file(s) of an earlier run from %s/tmp", r,
                         spool);
         return 0;
+}
+
+/* ---- handoff-hubd -n ---------------------------------------------------- */
+
+/* One thing -n found wrong: "FILE:LINE: what" (FILE: alone without a line). */
+static void check_bad(const struct config *c, int line, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+static void check_bad(const struct config *c, int line, const char *fmt, ...)
+{
+        char buf[1024];
+        va_list ap;
+
+        va_start(ap, fmt);
+        vsnprintf(buf, sizeof(buf), fmt, ap);
+        va_end(ap);
+        if (line > 0)
+                fprintf(stderr, "%s:%d: %s\n", c->path, line, buf);
+        else
+                fprintf(stderr, "%s: %s\n", c->path, buf);
+}
+
+/* A directory the hub writes into: there, and this user may write and
+ * search it.  0 or -errno. */
+static int dir_writable(const char *path)
+{
+        struct stat st;
+
+        if (stat(path, &st) < 0)
+                return -errno;
+        if (!S_ISDIR(st.st_mode))
+                return -ENOTDIR;
+        return faccessat(AT_FDCWD, path, W_OK | X_OK, AT_EACCESS) < 0 ? -errno : 0;
+}
+
+/* state_dir as hub_setup() makes and uses it: an existing one is a
+ * directory of this user's (it makes it 0700) it may write; a missing
+ * one can be made (the nearest existing parent is writable).  0, or
+ * -errno with why. */
+static int check_state_dir(const char *path, char *why, size_t n)
+{
+        char p[PATH_MAX];
+        struct stat st;
+        char *slash;
+        int r;
+
+        if (stat(path, &st) == 0) {
+                r = S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
+                if (r == 0 && st.st_uid != geteuid()) {
+                        snprintf(why, n, "owned by uid %u, not by this user (uid %u): the hub "
+                                 "makes it mode 0700", (unsigned)st.st_uid, (unsigned)geteuid());
+                        return -EPERM;
+                }
+                if (r == 0)
+                        r = dir_writable(path);
+                if (r < 0)
+                        snprintf(why, n, "%s", strerror(-r));
+                return r;
+        }
+        r = errno == ENOENT ? xsnprintf(p, sizeof(p), "%s", path) : -errno;
+        if (r < 0) {
+                snprintf(why, n, "%s", strerror(-r));
+                return r;
+        }
+        /* up to the nearest parent there: mkdir_p_at() makes the rest */
+        while ((slash = strrchr(p, '/'))) {
+                *(slash == p ? slash + 1 : slash) = '\0';
+                if (stat(p, &st) < 0 && errno == ENOENT && slash != p)
+                        continue;
+                r = dir_writable(p);
+                if (r < 0)
+                        snprintf(why, n, "does not exist and cannot be made in %s: %s", p,
+                                 strerror(-r));
+                return r;
+        }
+        snprintf(why, n, "not an absolute path");
+        return -EINVAL;
+}
+
+/* handoff-hubd -n: what hub_setup() and the start would refuse, every
+ * one of them, without binding, writing or starting a thread.  The
+ * number of problems (each printed, FILE:LINE first). */
+static int hub_check(struct hub *h)
+{
+        struct config *c = h->cfg;
+        struct config_hub *ch = &c->hub;
+        const char *tokens = ch->token_dir, *state = ch->state_dir ?: HUB_DEFAULT_STATE_DIR;
+        struct hub_tokens *t = NULL;
+        char err[512] = "", why[PATH_MAX + 128];
+        bool loopback = false, listen_ok = false;
+        int bad = 0, r;
+
+        if (!c->spool_dir) {
+                check_bad(c, 0, "[spool] dir is not set"), bad++;
+        } else {
+                static const char *const subs[] = { "tmp", "handoff" };
+                for (size_t i = 0; i < ELEMENTSOF(subs); i++) {
+                        char p[PATH_MAX];
+                        r = xsnprintf(p, sizeof(p), "%s/%s", c->spool_dir, subs[i]) < 0
+                                    ? -ENAMETOOLONG : dir_writable(p);
+                        if (r < 0)
+                                check_bad(c, 0, "[spool] dir: %s: %s (the hub writes there)", p,
+                                          strerror(-r)), bad++;
+                }
+        }
+        if (tokens && !strcmp(tokens, "credential:")) {
+                tokens = getenv("CREDENTIALS_DIRECTORY");
+                if (!tokens || tokens[0] != '/')
+                        check_bad(c, ch->line_token_dir, "[hub] token_dir = credential: but "
+                                  "$CREDENTIALS_DIRECTORY is not set"), bad++;
+        } else if (!tokens) {
+                check_bad(c, 0, "[hub] token_dir is not set"), bad++;
+        }
+        if (tokens && tokens[0] == '/') {
+                r = hub_tokens_load(tokens, &t, err, sizeof(err));
+                if (r < 0)
+                        check_bad(c, ch->line_token_dir, "%s%s",
+                                  strncmp(err, "[hub]", 5) ? "[hub] token_dir: " : "",
+                                  err[0] ? err : strerror(-r)), bad++;
+                else if (hub_tokens_count(t) == 0)
+                        fprintf(stderr, "%s:%d: warning: [hub] token_dir %s has no AGENT.token: "
+                                "every request will be refused\n", c->path, ch->line_token_dir,
+                                tokens);
+        }
+        if (!ch->tls_cert != !ch->tls_key) {
+                check_bad(c, ch->tls_cert ? ch->line_tls_cert : ch->line_tls_key,
+                          "[hub] tls_cert and tls_key go together"), bad++;
+        } else if (ch->tls_cert) {
+                err[0] = '\0';
+                r = hub_tls_load(ch->tls_cert, ch->tls_key, &h->tls, err, sizeof(err));
+                if (r < 0)
+                        check_bad(c, strstr(err, ch->tls_key) == err ? ch->line_tls_key
+                                                                      : ch->line_tls_cert,
+                                  "[hub] TLS: %s", err[0] ? err : strerror(-r)), bad++;
+        }
+        if (ch->default_agent && !a2a_agent_reachable(c, ch->default_agent))
+                check_bad(c, ch->line_default_agent, "[hub] default_agent %s is neither an "
+                          "[agent] nor a [remote] of this file", ch->default_agent), bad++;
+        r = check_state_dir(state, why, sizeof(why));
+        if (r < 0)
+                check_bad(c, ch->line_state_dir, "[hub] state_dir %s: %s", state, why), bad++;
+        if (ch->listen) {
+                err[0] = '\0';
+                r = hub_listen_check(ch->listen, &loopback, err, sizeof(err));
+                if (r < 0)
+                        check_bad(c, ch->line_listen, "%s", err[0] ? err : strerror(-r)), bad++;
+                listen_ok = r == 0;
+        }
+        if (listen_ok && !loopback && !ch->tls_cert)
+                check_bad(c, ch->line_listen, "[hub] listen %s: plain HTTP on an address that is "
+                          "not loopback is refused: set [hub] tls_cert and tls_key",
+                          ch->listen), bad++;
+        if (!bad)
+                printf("%s: ok ([hub] listen %s, %s, %zu token(s), state_dir %s, spool %s)\n",
+                       c->path, ch->listen ?: "not set: only a socket systemd passes",
+                       ch->tls_cert ? "TLS" : "plain HTTP", hub_tokens_count(t), state,
+                       c->spool_dir);
+        hub_tokens_free(t);
+        return bad;
 }
 
 static void hub_reload(struct hub *h)
@@ -229,6 +397,7 @@ int main(int argc, char **argv)
         static const struct option longopts[] = {
                 { "config", required_argument, NULL, 'c' },
                 { "foreground", no_argument, NULL, 'f' },
+                { "check-config", no_argument, NULL, 'n' },
                 { "verbose", no_argument, NULL, 'v' },
                 { "help", no_argument, NULL, 'h' },
                 { "version", no_argument, NULL, 'V' },
@@ -239,15 +408,16 @@ int main(int argc, char **argv)
                        .claimed_fd = -1, .cancel_fd = -1, .wait_ms = HUB_WAIT_MS,
                        .now_usec = hd_now_usec };
         struct hub_http *http = NULL;
-        bool loopback = false, is_unix = false, activated = false;
+        bool loopback = false, is_unix = false, activated = false, check_only = false;
         char err[512] = "", *cerr = NULL;
         int c, r, fd = -1;
         sigset_t set;
 
-        while ((c = getopt_long(argc, argv, "c:fvhV", longopts, NULL)) != -1) {
+        while ((c = getopt_long(argc, argv, "c:fnvhV", longopts, NULL)) != -1) {
                 switch (c) {
                 case 'c': path = optarg; break;
                 case 'f': break;
+                case 'n': check_only = true; break;
                 case 'v': h.verbose = true; break;
                 case 'h': usage(stdout); return HUB_EXIT_OK;
                 case 'V': printf("handoff-hubd %s\n", HD_VERSION_STRING); return HUB_EXIT_OK;
@@ -265,6 +435,12 @@ int main(int argc, char **argv)
                 hub_log("%s", cerr ? cerr : strerror(-r));
                 free(cerr);
                 return HUB_EXIT_CONFIG;
+        }
+        if (check_only) {
+                r = hub_check(&h) ? HUB_EXIT_CONFIG : HUB_EXIT_OK;
+                hub_tls_free(h.tls);
+                config_free(h.cfg);
+                return r;
         }
         pthread_rwlock_init(&h.tokens_lock, NULL);
         hub_ratelog_init(&h.auth_log, 1);

@@ -237,7 +237,7 @@ def stdlib_client(env, hub, conf):
     check(rpc.result("ListTasks", {"contextId": "ctx-1"})["totalSize"] == 1, "ListTasks by context")
     by_state = rpc.result("ListTasks", {"status": "TASK_STATE_CANCELED"})
     check([x["id"] for x in by_state["tasks"]] == [late["id"]], f"ListTasks by state: {by_state}")
-    rpc.error("ListTasks of a state not A2A's", -32602, "ListTasks", {"status": "UNRECOGNIZED"})
+    rpc.error("ListTasks of a state not A2A's", -32602, "ListTasks", {"status": "TASK_STATE_DONE"})
     check(rpc.result("ListTasks", {}, agent="alice").get("tasks", []) == [], "alice sent none")
     print("ok: ListTasks: bob's, newest first, paged")
 
@@ -268,7 +268,7 @@ def stdlib_client(env, hub, conf):
     rpc.error("CancelTask of no task", -32001, "CancelTask", {"id": "a2a-nothing"})
     rpc.error("GetTask of no task", -32001, "GetTask", {"id": "a2a-nothing"})
     # a file by URI is carried
-    t = rpc.result("SendMessage", {"message": {"messageId": "m-url", "parts": [
+    t = rpc.result("SendMessage", {"message": {"messageId": "m-url", "role": "ROLE_USER", "parts": [
         {"url": "https://example.org/a.pdf", "filename": "a.pdf", "mediaType": "application/pdf"}]}})
     check(state(t["task"]) == "TASK_STATE_SUBMITTED", f"url part: {t}")
     print("ok: a file by URI")

@@ -50,8 +50,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         /* The socket reads at most CONTROL_REQUEST_MAX bytes. */
         if (size > CONTROL_REQUEST_MAX)
                 size = CONTROL_REQUEST_MAX;
-        r = control_handle(&sp, "/etc/handoffd/handoffd.conf",
-                           (const char *)data, size, &resp);
+        static const unsigned char digest[32];
+        static const struct control_config cc = { .path = "/etc/handoffd/handoffd.conf",
+                                                  .digest = digest };
+        r = control_handle(&sp, &cc, (const char *)data, size, &resp);
         FUZZ_ASSERT(r == 0, "control_handle gave no answer: %s", strerror(-r));
         r = hd_parse(resp, strlen(resp), NULL, &doc, &v);
         FUZZ_ASSERT(r == 0, "control answer is not JSON: %s: %s\n%s",

@@ -337,6 +337,9 @@ static int flush_rounds(struct spool *sp, int last, bool leave, bool agents)
         int r = 0, tried = 0;
 
         if (!sp->cfg->fsync) {
+                /* nothing to sync: the names that wait for it go at once */
+                if (leave && last >= 2)
+                        leave_handoff(sp);
                 for (size_t i = 0; agents && i < sp->n_agents; i++)
                         sp->agents[i].dirty = false;
                 for (int i = 0; i < _SD_MAX; i++)

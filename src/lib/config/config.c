@@ -15,7 +15,8 @@ int config_warnings(const struct config *c,
 {
         int n = 0;
 
-        if (c->n_agents == 0) {
+        /* Handoffs to a [remote] leave this host: not nothing claimed. */
+        if (c->n_agents == 0 && c->n_remotes == 0) {
                 char *m = NULL;
                 if (asprintf(&m, "%s has no [agent NAME] section: nothing will be claimed, "
                                  "only rejected and expired", c->path) >= 0) {
@@ -125,6 +126,13 @@ void config_free(struct config *c)
                 free(c->remotes[i].a2a);
                 free(c->remotes[i].token_file);
                 free(c->remotes[i].ca_file);
+                free(c->remotes[i].description);
+                for (size_t j = 0; j < c->remotes[i].n_skills; j++) {
+                        free(c->remotes[i].skill_ids[j]);
+                        free(c->remotes[i].skill_descs[j]);
+                }
+                free(c->remotes[i].skill_ids);
+                free(c->remotes[i].skill_descs);
         }
         free(c->remotes);
         if (c->roles)
@@ -136,6 +144,7 @@ void config_free(struct config *c)
         free(c->hub.tls_key);
         free(c->hub.token_dir);
         free(c->hub.state_dir);
+        free(c->hub.default_agent);
         free(c);
 }
 
@@ -158,6 +167,18 @@ const char *config_remote(const struct config *c, const char *name)
                 if (!strcmp(c->remotes[i].name, name))
                         return c->remotes[i].host;
         return NULL;
+}
+
+bool config_reachable(const struct config *c, const char *name)
+{
+        if (!name)
+                return false;
+        if (config_agent(c, name))
+                return true;
+        for (size_t i = 0; i < c->n_remotes; i++)
+                if (!strcmp(c->remotes[i].name, name))
+                        return true;
+        return false;
 }
 
 const struct config_remote *config_remote_a2a(const struct config *c, const char *name)

@@ -45,7 +45,15 @@ struct config_remote {
         char *a2a;              /* the JSON-RPC URL; NULL for a relayed one */
         char *token_file;       /* the bearer token sent to it */
         char *ca_file;          /* PEM CAs for its TLS; NULL: the system's */
+        /* the card handoff-hubd serves for NAME, as an [agent]'s */
+        char *description;
+        char **skill_ids, **skill_descs;
+        size_t n_skills;
 };
+
+/* [remote NAME] a2a sections a config may have (the sender keeps a slot
+ * for each, a2a_out.c). */
+#define CONFIG_A2A_REMOTES_MAX 64
 
 /* [relay]: handoffs across hosts through NATS JetStream (relay.c). */
 struct config_relay {
@@ -86,6 +94,13 @@ struct config_hub {
          * limit), requests made at once, waits suspended at once */
         int64_t rate_per_token, burst_per_token;
         int64_t max_requests_per_token, max_waits_per_token;
+        /* the line of each path key (0: not set), for handoff-hubd -n's
+         * FILE:LINE of what it finds wrong with the file it names */
+        int line_listen, line_tls_cert, line_tls_key, line_token_dir, line_state_dir;
+        /* the agent whose card /.well-known/agent-card.json is; NULL: a
+         * card naming every agent's endpoint */
+        char *default_agent;
+        int line_default_agent;
 };
 
 struct config {
@@ -160,6 +175,10 @@ void config_free(struct config *c);
  * *ret_key (NULL when unset), the directory into *ret_dfd (-1 when unset);
  * either out-parameter NULL: checked and let go.  *err as config_load()'s. */
 int config_relay_keys(const struct config *c, hd_key **ret_key, int *ret_dfd, char **err);
+/* Each [remote NAME] a2a's token_file, as handoff-a2a will read it: the
+ * daemon's secret, not config_load()'s (the hub needs the remote's name
+ * and card, never its token).  *err as config_load()'s. */
+int config_a2a_tokens_check(const struct config *c, char **err);
 /* [relay] host_pubkey_dir dir, open as dfd: config_pubdir_check()'s rule,
  * and a HOST.pub that loads for each [remote] host of c (the hosts whose
  * receipts come here).  *err without the file's name. */
@@ -183,6 +202,9 @@ const struct config_agent *config_agent(const struct config *c,
 const char *config_remote(const struct config *c, const char *name);
 /* [remote NAME] a2a: that remote, else NULL. */
 const struct config_remote *config_remote_a2a(const struct config *c, const char *name);
+/* [agent NAME] or [remote NAME] of either kind: a handoff to NAME has
+ * somewhere to go from this host (what handoff-hubd accepts). */
+bool config_reachable(const struct config *c, const char *name);
 /* Any [remote NAME] a2a. */
 bool config_a2a_on(const struct config *c);
 /* An A2A URL: https://, or http:// to a loopback host only (the bearer

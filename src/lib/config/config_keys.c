@@ -335,10 +335,18 @@ int config_load_keys(struct config *c, const struct parse_state *st, char **err)
         if (c->pubkey_dir)
                 LOAD(c->pubkey_dir, pubkeys_load_dir, c);
         LOAD(NULL, pubkeys_check, c);
-        /* An A2A remote's token: the daemon's helper reads it at each
-         * request; -n says now whether it can. */
+#undef LOAD
+        return 0;
+}
+
+int config_a2a_tokens_check(const struct config *c, char **err)
+{
+        /* handoff-a2a reads it at each request; -n and the start say now
+         * whether it can. */
         for (size_t i = 0; i < c->n_remotes; i++) {
                 const char *why = NULL;
+                int r;
+
                 if (!c->remotes[i].token_file)
                         continue;
                 r = config_a2a_token_read(c->remotes[i].token_file, NULL, 0, &why);
@@ -350,7 +358,6 @@ int config_load_keys(struct config *c, const struct parse_state *st, char **err)
                         return r;
                 }
         }
-#undef LOAD
         return 0;
 }
 

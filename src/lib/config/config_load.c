@@ -44,6 +44,12 @@ static int config_check_relay(struct parse_state *st)
                         config_err_file(st, "[remote %s]: token_file and ca_file are for an a2a remote",
                                         rm->name);
         }
+        size_t n_a2a = 0;
+        for (size_t i = 0; i < c->n_remotes; i++)
+                n_a2a += c->remotes[i].a2a != NULL;
+        if (n_a2a > CONFIG_A2A_REMOTES_MAX)
+                config_err_file(st, "%zu [remote] sections with a2a: at most %d", n_a2a,
+                                CONFIG_A2A_REMOTES_MAX);
         if (!rl->stream && !(rl->stream = strdup("HANDOFF")))
                 return -ENOMEM;
         if (rl->replicas == 0)

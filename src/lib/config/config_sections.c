@@ -30,12 +30,13 @@ static const char *const keys_relay[] = {
         "servers", "host", "stream", "replicas", "user", "password", "nkey",
         "credentials", "nkey_seed", "tls_ca", "tls_cert", "tls_key", "host_key",
         "host_pubkey_dir", NULL };
-static const char *const keys_remote[] = { "host", "a2a", "token_file", "ca_file", NULL };
+static const char *const keys_remote[] = { "host", "a2a", "token_file", "ca_file",
+                                            "description", "skill", NULL };
 static const char *const keys_hub[] = {
         "listen", "tls_cert", "tls_key", "token_dir", "state_dir", "timeout",
         "max_connections", "max_per_address", "request_timeout", "a2a_kept_max_items",
         "a2a_kept_max_bytes", "rate_per_token", "burst_per_token", "max_requests_per_token",
-        "max_waits_per_token", NULL };
+        "max_waits_per_token", "default_agent", NULL };
 static const char *const keys_control[] = { "socket", "group", NULL };
 static const char *const keys_metrics[] = { "textfile", NULL };
 static const char *const keys_payload[] = { "roles", NULL };
@@ -146,8 +147,10 @@ static int handle_keys(struct parse_state *st, const char *k, const char *v)
         return config_note_line(st, c->kid_paths[n - 1]) == 0;
 }
 
-/* "skill = ID: description" (A2A agent card): ID as a handoff_id. */
-static int agent_skill(struct parse_state *st, struct config_agent *a, const char *v)
+/* "skill = ID: description" (A2A agent card): ID as a handoff_id.  Of
+ * [SECTION NAME], an [agent]'s or a [remote]'s. */
+static int card_skill(struct parse_state *st, const char *section, const char *name,
+                      char ***skill_ids, char ***skill_descs, size_t *n_skills, const char *v)
 {
         const char *colon = strchr(v, ':'), *d;
         char **ids, **descs, id[129];
@@ -159,26 +162,28 @@ static int agent_skill(struct parse_state *st, struct config_agent *a, const cha
         for (d = colon ? colon + 1 : ""; *d == ' ' || *d == '\t'; d++)
                 ;
         if (n == 0 || n >= sizeof(id) || !*d)
-                return config_err(st, "[agent %s] skill: '%s' is not ID: description", a->name, v);
+                return config_err(st, "[%s %s] skill: '%s' is not ID: description", section,
+                                  name, v);
         memcpy(id, v, n);
         id[n] = '\0';
         if (!hd_id_valid(id))
-                return config_err(st, "[agent %s] skill: '%s' is not a valid skill id "
-                                  "(letters, digits, - and _)", a->name, id);
-        if (a->n_skills >= CONFIG_MAX_SKILLS)
-                return config_err(st, "[agent %s] more than %d skills", a->name, CONFIG_MAX_SKILLS);
-        ids = realloc(a->skill_ids, (a->n_skills + 1) * sizeof(char *));
+                return config_err(st, "[%s %s] skill: '%s' is not a valid skill id "
+                                  "(letters, digits, - and _)", section, name, id);
+        if (*n_skills >= CONFIG_MAX_SKILLS)
+                return config_err(st, "[%s %s] more than %d skills", section, name,
+                                  CONFIG_MAX_SKILLS);
+        ids = realloc(*skill_ids, (*n_skills + 1) * sizeof(char *));
         if (ids)
-                a->skill_ids = ids;
-        descs = realloc(a->skill_descs, (a->n_skills + 1) * sizeof(char *));
+                *skill_ids = ids;
+        descs = realloc(*skill_descs, (*n_skills + 1) * sizeof(char *));
         if (descs)
-                a->skill_descs = descs;
+                *skill_descs = descs;
         if (!ids || !descs)
                 return config_err(st, "out of memory");
-        a->skill_ids[a->n_skills] = strdup(id);
-        a->skill_descs[a->n_skills] = strdup(d);
-        a->n_skills++;  /* freed by config_free() either way */
-        if (!a->skill_ids[a->n_skills - 1] || !a->skill_descs[a->n_skills - 1])
+        ids[*n_skills] = strdup(id);
+        descs[*n_skills] = strdup(d);
+        (*n_skills)++;  /* freed by config_free() either way */
+        if (!ids[*n_skills - 1] || !descs[*n_skills - 1])
                 return config_err(st, "out of memory");
         return 1;
 }
@@ -256,7 +261,8 @@ static int handle_agent(struct parse_state *st, const char *name,
         if (!strcmp(k, "description"))
                 return config_set_str(&a->description, v) == 0;
         if (!strcmp(k, "skill"))
-                return agent_skill(st, a, v);
+                return card_skill(st, "agent", a->name, &a->skill_ids, &a->skill_descs,
+                                  &a->n_skills, v);
         return config_unknown_key(st, "agent", name, k, keys_agent);
 }
 
@@ -384,7 +390,8 @@ static int handle_remote(struct parse_state *st, const char *name,
 
         if (!hd_agent_valid(name))
                 return config_err(st, "[remote %s]: '%s' is not a valid agent name", name, name);
-        if (strcmp(k, "host") && strcmp(k, "a2a") && strcmp(k, "token_file") && strcmp(k, "ca_file"))
+        if (strcmp(k, "host") && strcmp(k, "a2a") && strcmp(k, "token_file") &&
+            strcmp(k, "ca_file") && strcmp(k, "description") && strcmp(k, "skill"))
                 return config_unknown_key(st, "remote", name, k, keys_remote);
         if (!strcmp(k, "host") && !hd_agent_valid(v))
                 return config_err(st, "[remote %s] host: '%s' is not a valid host name", name, v);
@@ -411,6 +418,11 @@ static int handle_remote(struct parse_state *st, const char *name,
                 return config_set_str(&rm->token_file, v) == 0;
         if (!strcmp(k, "ca_file"))
                 return config_set_str(&rm->ca_file, v) == 0;
+        if (!strcmp(k, "description"))
+                return config_set_str(&rm->description, v) == 0;
+        if (!strcmp(k, "skill"))
+                return card_skill(st, "remote", rm->name, &rm->skill_ids, &rm->skill_descs,
+                                  &rm->n_skills, v);
         return config_set_str(&rm->host, v) == 0;
 }
 
@@ -425,11 +437,13 @@ static int handle_hub(struct parse_state *st, const char *k, const char *v)
                         return config_err(st, "[hub] listen: empty");
                 if (!strncmp(v, "unix:", 5) && v[5] != '/')
                         return config_err(st, "[hub] listen: '%s': unix: needs an absolute path", v);
+                h->line_listen = st->line;
                 return config_set_str(&h->listen, v) == 0;
         }
         if (!strcmp(k, "tls_cert") || !strcmp(k, "tls_key")) {
                 if (!path_ok(v))
                         return config_err(st, "[hub] %s: '%s' is neither an absolute path nor credential:NAME", k, v);
+                *(k[4] == 'c' ? &h->line_tls_cert : &h->line_tls_key) = st->line;
                 return config_set_str(k[4] == 'c' ? &h->tls_cert : &h->tls_key, v) == 0;
         }
         if (!strcmp(k, "token_dir") || !strcmp(k, "state_dir")) {
@@ -437,6 +451,7 @@ static int handle_hub(struct parse_state *st, const char *k, const char *v)
                 if (v[0] != '/' && !(k[0] == 't' && !strcmp(v, "credential:")))
                         return config_err(st, "[hub] %s must be an absolute path%s", k,
                                           k[0] == 't' ? " or credential:" : "");
+                *(k[0] == 't' ? &h->line_token_dir : &h->line_state_dir) = st->line;
                 return config_set_str(k[0] == 't' ? &h->token_dir : &h->state_dir, v) == 0;
         }
         if (!strcmp(k, "timeout") || !strcmp(k, "request_timeout")) {
@@ -451,6 +466,14 @@ static int handle_hub(struct parse_state *st, const char *k, const char *v)
                         return config_err(st, "[hub] %s: '%s' is not a number from 1 to 65536", k, v);
                 *(k[4] == 'c' ? &h->max_connections : &h->max_per_address) = n;
                 return 1;
+        }
+        if (!strcmp(k, "default_agent")) {
+                /* whether this file serves or reaches it: handoff-hubd's
+                 * to say (hub_setup()), once every section is read */
+                if (!hd_agent_valid(v))
+                        return config_err(st, "[hub] default_agent: '%s' is not an agent name", v);
+                h->line_default_agent = st->line;
+                return config_set_str(&h->default_agent, v) == 0;
         }
         if (!strcmp(k, "a2a_kept_max_items")) {
                 if (parse_int64(v, 1, 100000000, &n) < 0)

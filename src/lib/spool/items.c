@@ -144,6 +144,9 @@ static json_t *item_new(int dirfd, const char *dir, const char *state, const cha
                 copy_str(it, "remote_reason", side, "remote_reason");
                 copy_str(it, "remote_detail", side, "remote_detail");
                 copy_str(it, "a2a_task", side, "a2a_task");     /* a2a_out.c */
+                /* [agent] completes at the consume (item_act.c) */
+                if (json_is_boolean(json_object_get(side, "completes")))
+                        json_object_set(it, "completes", json_object_get(side, "completes"));
         }
         /* What a file in rejected/ says of itself is a producer's claim:
          * it describes the item only when the daemon authenticated it (its

@@ -13,8 +13,10 @@ extern const char *const items_states[4];   /* handoff claimed archive rejected 
 /* Items of one state ("handoff", ...) of spool_dir as a JSON array of
  * {handoff_id?, state, name, path, from_agent?, to_agent?, at, age_s,
  *  bytes (its own file, no sidecar), outcome?, reason?, detail?,
- *  accepted_at?, result?}, a field the item does not have absent (never
- *  ""); result: what the agent that consumed it reported
+ *  accepted_at?, completes?, result?}, a field the item does not have
+ *  absent (never ""); completes: the agent's [agent] completes when it
+ *  consumed it (a boolean; absent before the daemon recorded it);
+ *  result: what the agent that consumed it reported
  *  (archive/NAME.result), {status (completed or failed), agent,
  *  completed_at, recorded_at, text?, data?, reason?, kid?}.
  * Untrusted files are read with the library's limits; unreadable ones
