@@ -82,7 +82,7 @@ HD_CXXFLAGS = $(filter-out -std=gnu11 -Wmissing-prototypes -Wstrict-prototypes,$
 LIB_SRCS    := $(sort $(wildcard src/lib/*.c src/lib/payload/*.c src/lib/private/*.c \
 	src/lib/config/*.c src/lib/spool/*.c))
 LIB_CXX_SRCS := $(sort $(wildcard src/lib/*.cc))
-DAEMON_SRCS := $(sort $(filter-out src/handoffd/main.c,$(wildcard src/handoffd/*.c)))
+DAEMON_SRCS := $(sort $(filter-out src/handoffd/main.c,$(wildcard src/handoffd/*.c src/handoffd/store/*.c)))
 CTL_SRCS    := $(sort $(wildcard src/handoffctl/*.c))
 TEST_SRCS   := $(sort $(wildcard tests/unit/test_*.c))
 TESTLIB_SRCS := tests/unit/testutil.c tests/unit/daemonfx.c
@@ -139,7 +139,7 @@ $(shell mkdir -p $(B) && (echo '$(DIRS_NOW)' | cmp -s - $(DIRS_STAMP) || echo '$
 # the tests the daemon's too.
 INC_lib := -Isrc/lib -Isrc/lib/payload -Isrc/lib/private
 INC_shared := $(INC_lib) -Isrc/lib/config -Isrc/lib/spool
-INC_handoffd := $(INC_shared) -Isrc/handoffd
+INC_handoffd := $(INC_shared) -Isrc/handoffd -Isrc/handoffd/store
 INC_handoffctl := $(INC_shared) -Isrc/handoffctl
 INC_hubd := $(INC_shared) -Isrc/hubd
 $(B)/src/lib/%.o: HD_CFLAGS += $(INC_lib)

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "store.h"
 #include "a2a_item.h"
 #include "outbox_dir.h"
 #include "files.h"
@@ -107,8 +108,7 @@ int a2a_item_task_record(struct a2a_out *a, struct a2a_item *it)
         if (q < 0)
                 return q;
         int n = snprintf(buf, sizeof(buf), "%s\n", it->task);
-        return write_atomic(a->sp->fd[SD_OUTBOX], name, buf, (size_t)n, 0640,
-                            a->sp->cfg->fsync ? WRITE_SYNC_FILE : 0);
+        return store_side_write(a->sp, SD_OUTBOX, name, buf, (size_t)n);
 }
 
 void a2a_item_task_load(struct a2a_out *a, struct a2a_item *it)
@@ -138,9 +138,8 @@ static void task_drop(struct a2a_out *a, const char *id)
 {
         char name[NAME_MAX + 1];
 
-        if (task_name(id, name, sizeof(name)) == 0 &&
-            unlinkat(a->sp->fd[SD_OUTBOX], name, 0) == 0)
-                a->sp->dirty[SD_OUTBOX] = true;
+        if (task_name(id, name, sizeof(name)) == 0)
+                (void) store_remove(a->sp, SD_OUTBOX, name);
 }
 
 /* archive/ as relayed to a2a:NAME, the task's end in its .outcome (as a
@@ -195,7 +194,7 @@ void a2a_item_rejected(struct a2a_out *a, struct a2a_item *it, hd_reason reason,
         int q = xsnprintf(name, sizeof(name), "%s.json", it->id);
 
         if (q >= 0)
-                q = spool_reject_from(a->sp, SD_OUTBOX, name, NULL, reason, detail, it->id, now,
+                q = store_reject_from(a->sp, SD_OUTBOX, name, NULL, reason, detail, it->id, now,
                                       NULL);
         if (q < 0) {
                 spool_error(a->sp, q, "Cannot reject %s from outbox/", it->id);

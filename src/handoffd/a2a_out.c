@@ -52,6 +52,7 @@
 #include "log.h"
 #include "outbox_dir.h"
 #include "spool.h"
+#include "store.h"
 #include "util.h"
 
 static void on_timer(uv_timer_t *t);
@@ -170,7 +171,7 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
                 moved = true;
         }
         if (moved) {
-                int q = spool_flush(a->sp);
+                int q = store_flush(a->sp);
                 if (q < 0)
                         spool_error(a->sp, q, "Cannot fsync the spool");
                 kick(a);
@@ -338,7 +339,7 @@ static void on_timer(uv_timer_t *t)
                         it->next = now + A2A_BACKOFF_MAX_USEC;
                 }
         }
-        if (flush && spool_flush(a->sp) < 0)
+        if (flush && store_flush(a->sp) < 0)
                 spool_error(a->sp, -EIO, "Cannot fsync the spool");
         for (size_t i = 0; i < a->n_remotes; i++)
                 if (!a->remotes[i].running && a->remotes[i].helper_at < due &&
@@ -532,7 +533,7 @@ void a2a_out_stop(struct a2a_out *a)
                 uv_close((uv_handle_t *)&a->timer, NULL);
                 a->handles_open = false;
         }
-        spool_flush(a->sp);
+        store_flush(a->sp);
         memset(&a->sp->a2a, 0, sizeof(a->sp->a2a));
 }
 

@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "store.h"
 #include "cancel.h"
 #include "files.h"
 #include "log.h"
@@ -77,9 +78,8 @@ static void answer_file(struct spool *sp, const char *name, const char *id, cons
         if (cancelreq_answer_file(name, a, an, sizeof(an)) < 0) {
                 /* No room for the answer's name (a request named so
                  * long): the request goes, unanswered. */
-                unlinkat(sp->fd[SD_CANCEL], name, 0);
-        } else if (renameat(sp->fd[SD_CANCEL], name, sp->fd[SD_CANCEL], an) < 0 &&
-                   errno == ENOENT) {
+                (void) store_cancel_answer(sp, name, NULL);
+        } else if (store_cancel_answer(sp, name, an) == -ENOENT) {
                 return;         /* its requester gave up and removed it */
         }
         if (a == CA_REFUSED || a == CA_BUSY) {
@@ -266,7 +266,7 @@ static int decide(struct spool *sp, const char *id, int64_t now)
         /* The requests may be answered (and moved) meanwhile. */
         snprintf(copy, sizeof(copy), "%s", id);
         int r = sp->check_item ? sp->check_item(sp, copy, now) : 0;
-        int q = spool_flush(sp);
+        int q = store_flush(sp);
         return r < 0 ? r : q;
 }
 
@@ -305,7 +305,7 @@ static void scan_dir(struct spool *sp, int64_t now)
                          * name: removed once surely forgotten. */
                         if (fstatat(sp->fd[SD_CANCEL], n, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
                             st.st_mtime < now / 1000000 - CANCELREQ_ANSWER_KEEP_S)
-                                unlinkat(sp->fd[SD_CANCEL], n, S_ISDIR(st.st_mode) ? AT_REMOVEDIR : 0);
+                                (void) store_cancel_forget(sp, n, S_ISDIR(st.st_mode));
                         continue;
                 }
                 bool kept;

@@ -37,6 +37,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "store.h"
 #include "agents.h"
 #include "delivery.h"
 #include "files.h"
@@ -83,11 +84,10 @@ static int refuse(struct spool *sp, struct agent_rt *a, const char *id, const ch
         if (r == 0)
                 r = layout_prefixed(LAYOUT_REFUSED, id, fname, sizeof(fname));
         if (r == 0)
-                r = write_atomic(a->handoffs_fd, fname, buf, len, 0640, 0);
+                r = store_boot_note(sp, a, fname, buf, len);
         if (r < 0)
                 return r;
-        if (unlinkat(a->handoffs_fd, rname, 0) < 0 && errno == EISDIR)
-                unlinkat(a->handoffs_fd, rname, AT_REMOVEDIR);
+        (void) store_boot_drop(sp, a, rname);
         sp->st.results_refused++;
         log_decision(LOG_WARNING, id, a->cfg->name, "result_refused", reason,
                      "Refused the result of %s from %s: %s: %s", id, a->cfg->name, reason,
@@ -304,7 +304,7 @@ static int take_locked(struct spool *sp, struct agent_rt *a, const char *id, con
         if (r == 0) {
                 /* Recorded, and a crash kept the agent's file: done. */
                 if (json_equal(json_object_get(had, "result"), doc)) {
-                        unlinkat(a->handoffs_fd, rname, 0);
+                        (void) store_boot_drop(sp, a, rname);
                         return 0;
                 }
                 snprintf(detail, sizeof(detail), "%s has a result already, recorded at %s: the "
@@ -324,19 +324,17 @@ static int take_locked(struct spool *sp, struct agent_rt *a, const char *id, con
         r = hd_canon_dump(env, NULL, &out, &len);
         if (r < 0)
                 return r;
-        r = write_atomic(sp->fd[SD_ARCHIVE], xname, out, len, 0640,
-                         sp->cfg->fsync ? WRITE_SYNC_FILE : 0);
+        r = store_side_write(sp, SD_ARCHIVE, xname, out, len);
         if (r < 0)
                 return r;
-        sp->dirty[SD_ARCHIVE] = true;
         /* On disk with archive/ (and whatever the archive moved) before the
          * agent's file goes. */
-        r = spool_flush(sp);
+        r = store_flush(sp);
         if (r < 0)
                 return r;
-        unlinkat(a->handoffs_fd, rname, 0);
+        (void) store_boot_drop(sp, a, rname);
         if (layout_prefixed(LAYOUT_REFUSED, id, fname, sizeof(fname)) == 0)
-                unlinkat(a->handoffs_fd, fname, 0);     /* an earlier try's */
+                (void) store_boot_drop(sp, a, fname);   /* an earlier try's */
         if (!strcmp(status, "failed"))
                 sp->st.failed++;
         else
@@ -442,7 +440,7 @@ int completion_arrived(struct spool *sp, struct agent_rt *a, const char *name, i
         if (!hd_id_valid(id))
                 return 0;
         r = look(sp, a, id, now, NULL);
-        int q = spool_flush(sp);
+        int q = store_flush(sp);
         return r < 0 ? r : q;
 }
 
@@ -510,7 +508,7 @@ void completion_scan(struct spool *sp, int64_t now)
                         if (k == LK_REFUSED) {
                                 if (fstatat(a->handoffs_fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
                                     st.st_mtime < now / 1000000 - RESULT_REFUSED_KEEP_S)
-                                        unlinkat(a->handoffs_fd, de->d_name, 0);
+                                        (void) store_boot_drop(sp, a, de->d_name);
                                 continue;
                         }
                         if (k != LK_RESULT || !hd_id_valid(id))
@@ -531,5 +529,5 @@ void completion_scan(struct spool *sp, int64_t now)
         }
         take_listed(sp, &later, now);
         dict_clear(&later);
-        (void)spool_flush(sp);          /* a failure said there, once */
+        (void)store_flush(sp);          /* a failure said there, once */
 }

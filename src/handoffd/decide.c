@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "store.h"
 #include "agents.h"
 #include "canon_src.h"
 #include "deadline.h"
@@ -181,7 +182,7 @@ static bool drop_claim_leftover(struct spool *sp, struct item *it, const char *i
 
         if (!claim_leftover(sp, id, it->doc, &it->mtim))
                 return false;
-        spool_drop_source(sp, it->name, it->dev, it->ino);
+        store_drop_source(sp, it->name, it->dev, it->ino);
         log_info("Removed %s: claimed already as %s (left by a crash)",
                  log_quote(it->name, q, sizeof(q)), id);
         return true;
@@ -214,7 +215,7 @@ static int decide_reject(struct spool *sp, struct item *it, const hd_verdict *v,
         if (hid && hd_id_valid(hid) && drop_claim_leftover(sp, it, hid))
                 return decided(ret, IO_GONE);
         /* Only the inode decided on, once one was looked at. */
-        r = spool_reject(sp, it->name, it->ino ? &was : NULL, v->reason, v->detail,
+        r = store_reject(sp, it->name, it->ino ? &was : NULL, v->reason, v->detail,
                          authenticated ? hid : NULL, now, ret);
         return r < 0 ? r : 1;
 }
@@ -308,7 +309,7 @@ static int decide_left(struct spool *sp, struct item *it, const char *to, hd_rea
 }
 
 /* it (st) has two links, judged under its inode's lock, which a rejection
- * holds until its link is whole (spool_reject(): taken again there, and let
+ * holds until its link is whole (store_reject(): taken again there, and let
  * go): a claim's or a move's that a power cut kept, or a rejection's, goes;
  * any other is a hard link.  Its id read only when the others are not it. */
 static int decide_links(struct spool *sp, struct item *it, const struct stat *st,
@@ -325,11 +326,11 @@ static int decide_links(struct spool *sp, struct item *it, const struct stat *st
 
         if (r < 0)
                 return r == -EAGAIN ? decided(ret, IO_BUSY) : r;
-        leftover = spool_drop_claim_leftover(sp, it->name);
+        leftover = store_drop_claim_leftover(sp, it->name);
         if (!leftover && (uintmax_t)st->st_size <= sp->cfg->max_file_size &&
             read_all_sized(it->fd, sp->cfg->max_file_size, (size_t)st->st_size, &buf, &len) >= 0 &&
             hd_parse(buf, len, &lim, &doc, &pv) >= 0)
-                leftover = spool_drop_id_leftover(sp, it->name,
+                leftover = store_drop_id_leftover(sp, it->name,
                                                   json_string_value(json_object_get(doc, "handoff_id")));
         r = leftover ? decided(ret, IO_GONE) : decide_reject(sp, it, v, false, now, ret);
         lock_release(sp->lock_fd, off);
@@ -351,7 +352,7 @@ static int decide_open(struct spool *sp, struct item *it, int64_t now, struct st
         if (!hd_name_safe(name)) {
                 if (is_dir(sp, name, st))
                         return decide_dir(sp, name, st, ret);
-                r = spool_reject(sp, name, NULL, HD_R_BAD_NAME,
+                r = store_reject(sp, name, NULL, HD_R_BAD_NAME,
                                  "file name is not a safe name", NULL, now, ret);
                 return r < 0 ? r : 1;
         }
@@ -383,7 +384,7 @@ static int decide_open(struct spool *sp, struct item *it, int64_t now, struct st
         it->ino = st->st_ino;
         it->uid = st->st_uid;
         /* Moved by this batch already (twice in its names). */
-        if (spool_leaving(sp, name, st))
+        if (store_leaving(sp, name, st))
                 return decided(ret, IO_GONE);
         return 0;
 }
@@ -403,7 +404,7 @@ static int decide_parse(struct spool *sp, struct item *it, int64_t now, struct s
         int r;
 
         /* Two daemons may decide it at once, to one verdict: of two
-         * rejections the second finds the first's link (spool_reject()),
+         * rejections the second finds the first's link (store_reject()),
          * of two claims one the id locked, then claimed (claim_leftover()). */
         r = read_fd_stat(it->fd, st, it->name, c->max_file_size, &buf, &len, &v);
         *ret_buf = buf;
@@ -524,7 +525,7 @@ static int decide_claim(struct spool *sp, struct item *it, const struct spool_re
         if (r < 0)
                 return r;
         it->lock_id = lock_off_id(it->id);
-        /* Rejected since we opened it (decide_reject(), spool_reject()):
+        /* Rejected since we opened it (decide_reject(), store_reject()):
          * no longer this file in handoff/.  A second link is a move not
          * finished: the next look sees to it. */
         if (fstatat(sp->fd[SD_HANDOFF], it->name, &cur, AT_SYMLINK_NOFOLLOW) < 0)

@@ -33,6 +33,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "store.h"
 #include "agents.h"
 #include "cancel.h"
 #include "delivery.h"
@@ -180,9 +181,8 @@ int delivery_write(struct spool *sp, struct agent_rt *a, const json_t *doc,
          * hidden name directly: a .pending.NAME without its record is
          * removed after a crash whatever it holds (the table above), so
          * an unnamed file linked in once written would add nothing. */
-        unsigned fl = (sp->cfg->fsync && !(flags & DELIVERY_SYNC_LATER) ? WRITE_SYNC_FILE : 0) |
-                      WRITE_MODE_KEPT | WRITE_EXCL;
-        r = write_direct(a->handoffs_fd, pname, buf, len, 0640, fl);
+        bool sync = !(flags & DELIVERY_SYNC_LATER);
+        r = store_boot_write(sp, a, pname, buf, len, sync);
         if (r == -EEXIST) {
                 /* A claimed item's, its publish to come (record and
                  * .pending): not ours to replace.  intake.c left the look
@@ -190,63 +190,23 @@ int delivery_write(struct spool *sp, struct agent_rt *a, const json_t *doc,
                 if ((flags & DELIVERY_NEW_CLAIM) && spool_id_claimed(sp, id))
                         return -EEXIST;
                 /* Left by a crash before its record: never visible. */
-                if (unlinkat(a->handoffs_fd, pname, 0) < 0 && errno != ENOENT)
-                        return -errno;
-                r = write_direct(a->handoffs_fd, pname, buf, len, 0640, fl);
+                r = store_boot_remove(sp, a, pname);
+                if (r < 0 && r != -ENOENT)
+                        return r;
+                r = store_boot_write(sp, a, pname, buf, len, sync);
         }
-        if (r < 0)
-                return r;
-        a->dirty = true;
-        return 0;
-}
-
-/* The record as a copy of the agent's file src (no link possible). */
-static int record_copy(struct spool *sp, struct agent_rt *a, const char *src, const char *dst)
-{
-        _cleanup_close_ int fd = -1;
-        _cleanup_free_ char *buf = NULL;
-        size_t len;
-        int r;
-
-        fd = openat(a->handoffs_fd, src, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0)
-                return -errno;
-        r = read_all(fd, record_max(sp), 0, &buf, &len);
-        if (r < 0)
-                return r;
-        return write_linked(sp->fd[SD_CLAIMED], dst, buf, len, 0640,
-                            sp->cfg->fsync ? WRITE_SYNC_FILE : 0);
+        return r;
 }
 
 /* The agent's file src (the daemon's) as claimed/<id>.json; with replace,
- * over what is there, in one rename. */
+ * over what is there, in one rename (store_claim()). */
 static int record_link(struct spool *sp, struct agent_rt *a, const char *id, const char *src,
                        bool replace)
 {
-        char rname[NAME_MAX + 1], tname[NAME_MAX + 1];
-        const char *dst;
-        int r;
+        int r = store_claim(sp, a, id, src, replace, record_max(sp));
 
-        if (xsnprintf(rname, sizeof(rname), "%s.json", id) < 0 ||
-            xsnprintf(tname, sizeof(tname), ".%s.record", id) < 0)
-                return -ENAMETOOLONG;
-        dst = replace ? tname : rname;
-        if (replace && unlinkat(sp->fd[SD_CLAIMED], tname, 0) < 0 && errno != ENOENT)
-                return -errno;
-        if (linkat(a->handoffs_fd, src, sp->fd[SD_CLAIMED], dst, 0) < 0) {
-                if (errno != EXDEV && errno != EPERM && errno != EMLINK && errno != ENOSYS &&
-                    errno != EOPNOTSUPP)
-                        return -errno;
-                r = record_copy(sp, a, src, dst);
-                if (r < 0)
-                        return r;
-        }
-        if (replace && renameat(sp->fd[SD_CLAIMED], tname, sp->fd[SD_CLAIMED], rname) < 0) {
-                r = -errno;
-                unlinkat(sp->fd[SD_CLAIMED], tname, 0);
+        if (r < 0)
                 return r;
-        }
-        sp->dirty[SD_CLAIMED] = true;
         deadline_note(&sp->deadline, hd_now_usec() + sp->cfg->resume_window * 1000000LL);
         return 0;
 }
@@ -291,9 +251,9 @@ int delivery_publish(struct spool *sp, struct agent_rt *a, const char *id)
         /* The record is on disk: delivered is decided. */
         if (sp->relay.outcome)
                 sp->relay.outcome(sp->relay.ctx, id, NULL, "delivered", NULL, NULL, hd_now_usec());
-        if (renameat(a->handoffs_fd, pname, a->handoffs_fd, bname) < 0)
-                return -errno;
-        a->dirty = true;
+        r = store_publish_bootstrap(sp, a, pname, bname);
+        if (r < 0)
+                return r;
         sp->st.delivered++;
         return 0;
 }
@@ -306,15 +266,15 @@ int delivery_run(struct spool *sp, struct agent_rt *a, const json_t *doc,
 
         r = delivery_write(sp, a, doc, now, 0);
         if (r == 0)
-                r = spool_flush(sp);
+                r = store_flush(sp);
         if (r == 0)
                 r = delivery_record(sp, a, id, replace);
         if (r == 0)
-                r = spool_flush(sp);
+                r = store_flush(sp);
         if (r == 0)
                 r = delivery_publish(sp, a, id);
         if (r == 0)
-                r = spool_flush(sp);
+                r = store_flush(sp);
         return r;
 }
 

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "store.h"
 #include "agents.h"
 #include "deadline.h"
 #include "decide.h"
@@ -101,8 +102,7 @@ static int sync_written(struct spool *sp, struct item *items, size_t n)
         /* Their directories' new names in the same round: all were made
          * before any of these syncs starts. */
         for (size_t i = 0; i < sp->n_agents; i++)
-                if (sp->agents[i].dirty) {
-                        sp->agents[i].dirty = false;
+                if (store_agent_take_dirty(&sp->agents[i])) {
                         dirfds[k] = sp->agents[i].handoffs_fd;
                         names[k] = NULL;
                         idx[k++] = SIZE_MAX;
@@ -125,7 +125,7 @@ static int sync_written(struct spool *sp, struct item *items, size_t n)
                 if (idx[j] == SIZE_MAX)
                         return rets[j];
                 struct item *it = &items[idx[j]];
-                (void) unlinkat(dirfds[j], names[j], 0);
+                (void) store_boot_remove(sp, it->agent, names[j]);
                 decide_uncount(sp, it);
                 it->err = rets[j];
                 spool_error(sp, rets[j], "Cannot deliver %s to %s", it->id, it->agent->cfg->name);
@@ -150,9 +150,8 @@ static void drop_pending(struct spool *sp, struct item *it)
         char pname[NAME_MAX + 1];
 
         decide_uncount(sp, it);
-        if (delivery_pending_name(it->id, pname, sizeof(pname)) == 0 &&
-            unlinkat(it->agent->handoffs_fd, pname, 0) == 0)
-                it->agent->dirty = true;
+        if (delivery_pending_name(it->id, pname, sizeof(pname)) == 0)
+                (void) store_boot_remove(sp, it->agent, pname);
 }
 
 /* A step of an item's delivery failed (q < 0): before its record it is
@@ -231,7 +230,7 @@ static int deliver(struct spool *sp, struct item *items, size_t n, int64_t now)
                         } else if (q < 0) {
                                 errors += deliver_failed(sp, it, step, q, now);
                         } else if (step == 2) {
-                                spool_drop_source(sp, it->name, it->dev, it->ino);
+                                store_drop_source(sp, it->name, it->dev, it->ino);
                                 sp->st.claimed++;
                         } else if (step == 3) {
                                 it->outcome = IO_CLAIMED;
@@ -255,10 +254,10 @@ static int deliver(struct spool *sp, struct item *items, size_t n, int64_t now)
                  * before the publish, the records (and the producers'
                  * names leave handoff/ after them). */
                 if (r == 0)
-                        r = spool_flush(sp);    /* a failure said there, once */
+                        r = store_flush(sp);    /* a failure said there, once */
         }
         /* What the failed sync left dirty: tried again when it is due. */
-        (void)spool_flush(sp);
+        (void)store_flush(sp);
         for (size_t i = 0; i < n; i++)
                 item_release(sp, &items[i]);
         return errors;
@@ -325,9 +324,9 @@ int intake_batch(struct spool *sp, char *const *names, size_t n,
                 for (size_t i = 0; outcomes && i < n; i++)
                         outcomes[i] = result(&items[i]);
         } else if (dict_count(&sp->leaving) > 0) {
-                /* Rejections linked out (spool_reject_from(), with the
+                /* Rejections linked out (store_reject_from(), with the
                  * relay) leave handoff/ now; with fsync deliver() did. */
-                (void) spool_flush(sp);
+                (void) store_flush(sp);
         }
         bool locked = false;
         for (size_t i = 0; i < n; i++) {

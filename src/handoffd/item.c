@@ -33,6 +33,7 @@
 #include "layout.h"
 #include "log.h"
 #include "quota.h"
+#include "store.h"
 #include "verified.h"
 
 /* The agent's names for a record -> its state.  Index: F_CANCEL,
@@ -151,8 +152,7 @@ static int item_state(struct spool *sp, const char *id, int fd, struct item_file
         f->files = item_look(f);
         if ((f->files & F_PENDING) && !pending_is_record(f, fd)) {
                 char q[300];
-                if (unlinkat(f->a->handoffs_fd, f->pname, 0) == 0)
-                        f->a->dirty = true;
+                (void) store_boot_remove(sp, f->a, f->pname);
                 f->files &= ~F_PENDING;
                 log_info("Removed %s: not the record of claimed item %s (a later look at its "
                          "handoff, cut short by a crash)", log_quote(f->pname, q, sizeof(q)), id);

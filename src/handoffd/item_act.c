@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "store.h"
 #include "agents.h"
 #include "cancel.h"
 #include "completion.h"
@@ -92,9 +93,8 @@ static int archive_name(struct spool *sp, const struct item_files *f, const char
                         return 0;
                 }
                 if (!f->legacy && st.st_dev == f->st.st_dev && st.st_ino == f->st.st_ino) {
-                        if (unlinkat(sp->fd[SD_CLAIMED], src, 0) < 0)
-                                return -errno;
-                        sp->dirty[SD_CLAIMED] = true;
+                        if ((r = store_remove(sp, SD_CLAIMED, src)) < 0)
+                                return r;
                         log_info("Removed claimed/%s, left beside its archive by a power cut", src);
                         *ret_done = true;
                         return 0;
@@ -116,7 +116,7 @@ static int archive_claimed(struct spool *sp, struct item_files *f, const char *o
         const char *from = json_string_value(json_object_get(f->doc, "from_agent"));
         const char *to = json_string_value(json_object_get(f->doc, "to_agent"));
         const char *name = json_string_value(json_object_get(f->marker, "archive_as"));
-        char fresh[NAME_MAX + 1], side[NAME_MAX + 16], src[NAME_MAX + 1], at[HD_TIME_MAX];
+        char fresh[NAME_MAX + 1], src[NAME_MAX + 1], at[HD_TIME_MAX];
         char acc[HD_TIME_MAX];
         int64_t t = item_accepted(f, now);
         _cleanup_free_ char *buf = NULL;
@@ -149,9 +149,6 @@ static int archive_claimed(struct spool *sp, struct item_files *f, const char *o
         }
         hd_time_format(now, at, sizeof(at));
         hd_time_format(t, acc, sizeof(acc));
-        r = layout_suffixed(name, LAYOUT_OUTCOME, side, sizeof(side));
-        if (r < 0)
-                return r;
         o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "handoff_id", id, "outcome", outcome,
                       "from_agent", from ? from : "", "to_agent", to ? to : "",
                       "archived_at", at, "accepted_at", acc);
@@ -169,25 +166,13 @@ static int archive_claimed(struct spool *sp, struct item_files *f, const char *o
         json_decref(o);
         if (r < 0)
                 return r;
-        /* The id is remembered before the item leaves claimed/, so a
-         * replay is recognised at every moment. */
-        r = write_atomic(sp->fd[SD_ARCHIVE], side, buf, len, 0640,
-                         sp->cfg->fsync ? WRITE_SYNC_FILE : 0);
-        if (r < 0)
+        /* The steps and their order: store_archive() (handoffd(8),
+         * "Durability and crash windows"). */
+        bool moved;
+        r = store_archive(sp, id, name, outcome, buf, len, f->legacy ? f->mname : NULL, now,
+                          &moved);
+        if (r < 0 || !moved)
                 return r;
-        r = spool_id_mark(sp, id);
-        if (r < 0)
-                return r;
-        if (sp->relay.outcome)
-                sp->relay.outcome(sp->relay.ctx, id, NULL, outcome, NULL, NULL, now);
-        r = move_noreplace(sp->fd[SD_CLAIMED], src, sp->fd[SD_ARCHIVE], name);
-        if (r == -ENOENT)
-                return 0;       /* another daemon archived it */
-        if (r < 0)
-                return r;
-        if (f->legacy)
-                unlinkat(sp->fd[SD_CLAIMED], f->mname, 0);
-        sp->dirty[SD_ARCHIVE] = sp->dirty[SD_CLAIMED] = true;
         count_outcome(sp, outcome);
         f->archived = true;
         log_decision(LOG_INFO, id, to, outcome, NULL, "Archived %s as %s", id, outcome);
@@ -205,7 +190,7 @@ static int archive_claimed(struct spool *sp, struct item_files *f, const char *o
  * brings the bootstrap back beside an archived item. */
 static int sync_taken(struct spool *sp, struct agent_rt *a)
 {
-        return sp->cfg->fsync ? fsync_dir(a->handoffs_fd) : 0;
+        return store_boot_sync(sp, a);
 }
 
 /* The .expire. (.cancel.) name is the record of an expiry (a cancel)
@@ -213,12 +198,11 @@ static int sync_taken(struct spool *sp, struct agent_rt *a)
  * removal and lose the move, and the item would be taken for consumed). */
 static int drop_taken(struct spool *sp, struct item_files *f, const char *name)
 {
-        int r = sp->cfg->fsync ? spool_flush(sp) : 0;
+        int r = sp->cfg->fsync ? store_flush(sp) : 0;
 
         if (r < 0)
                 return r;
-        if (unlinkat(f->a->handoffs_fd, name, 0) == 0)
-                f->a->dirty = true;
+        (void) store_boot_remove(sp, f->a, name);
         return 0;
 }
 
@@ -228,9 +212,9 @@ static int drop_taken(struct spool *sp, struct item_files *f, const char *name)
 static int withdraw_names(struct spool *sp, struct item_files *f)
 {
         if (f->files & F_BOOT)
-                unlinkat(f->a->handoffs_fd, f->bname, 0);
+                (void) store_boot_remove(sp, f->a, f->bname);
         if (f->files & F_PENDING)
-                unlinkat(f->a->handoffs_fd, f->pname, 0);
+                (void) store_boot_remove(sp, f->a, f->pname);
         return sync_taken(sp, f->a);
 }
 
@@ -253,7 +237,7 @@ int item_act_publish(struct spool *sp, struct item_files *f, int64_t now)
         (void)now;
         /* The record on disk first (a failed sync may have left it not);
          * what left claimed/ in this sweep is on disk where it went. */
-        if ((r = spool_sync_dir(sp, SD_CLAIMED)) < 0)
+        if ((r = store_sync_dir(sp, SD_CLAIMED)) < 0)
                 return r;
         r = delivery_publish(sp, f->a, f->id);
         if (r < 0)
@@ -266,7 +250,7 @@ int item_act_publish(struct spool *sp, struct item_files *f, int64_t now)
                 sp->st.recovered++;
         log_decision(LOG_NOTICE, f->id, f->a->cfg->name, retry ? "retried" : "recovered", NULL,
                      "Published %s to %s after a restart or failure", f->id, f->a->cfg->name);
-        return spool_flush(sp);
+        return store_flush(sp);
 }
 
 /* An expiry that was cut short: finish it. */
@@ -304,9 +288,9 @@ int item_act_wait_or_expire(struct spool *sp, struct item_files *f, int64_t now)
         /* Take the bootstrap as a consumer would, so a consumer racing us
          * either got it (consumed) or finds nothing.  The taken name is
          * also the record of the expiry, should we die before the end. */
-        if (renameat(a->handoffs_fd, f->bname, a->handoffs_fd, f->xname) < 0) {
-                if (errno != ENOENT)
-                        return -errno;
+        if ((r = store_boot_rename(sp, a, f->bname, f->xname)) < 0) {
+                if (r != -ENOENT)
+                        return r;
                 if ((r = sync_taken(sp, a)) < 0)
                         return r;
                 return archive_claimed(sp, f, "consumed", now);
@@ -344,10 +328,11 @@ int item_act_cancel(struct spool *sp, struct item_files *f, int64_t now)
         struct agent_rt *a = f->a;
         bool published = f->files & F_BOOT;
 
-        if (renameat(a->handoffs_fd, published ? f->bname : f->pname, a->handoffs_fd,
-                     f->cname) < 0) {
-                if (errno != ENOENT)
-                        return -errno;
+        int r = store_boot_rename(sp, a, published ? f->bname : f->pname, f->cname);
+
+        if (r < 0) {
+                if (r != -ENOENT)
+                        return r;
                 if (!published) {
                         /* Only a daemon moves a hidden name, and we hold
                          * the id's lock: look again. */
@@ -358,7 +343,6 @@ int item_act_cancel(struct spool *sp, struct item_files *f, int64_t now)
                 f->files &= ~F_BOOT;
                 return item_act_taken_not_cancelable(sp, f, now);
         }
-        a->dirty = true;
         f->files = (f->files & ~(published ? F_BOOT : F_PENDING)) | F_CANCEL;
         return item_act_archive_canceled(sp, f, now);
 }

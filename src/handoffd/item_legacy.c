@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "store.h"
 #include "agents.h"
 #include "deadline.h"
 #include "delivery.h"
@@ -51,13 +52,13 @@ int item_legacy_state(struct spool *sp, const char *id, int fd, struct stat *st,
                  * or a producer's tmp/ name a power cut kept: not
                  * tampering. */
                 char name[NAME_MAX + 1];
-                if (spool_drop_archived_leftover(sp, id)) {
+                if (store_drop_archived_leftover(sp, id)) {
                         *ret = IS_GONE;
                         return 0;
                 }
                 if (xsnprintf(name, sizeof(name), "%s.json", id) >= 0 &&
-                    (spool_drop_id_leftover(sp, name, id) || spool_drop_claim_leftover(sp, name) ||
-                     spool_drop_tmp_twin(sp, SD_CLAIMED, name))) {
+                    (store_drop_id_leftover(sp, name, id) || store_drop_claim_leftover(sp, name) ||
+                     store_drop_tmp_twin(sp, SD_CLAIMED, name))) {
                         if (fstat(fd, st) < 0)
                                 return -errno;
                         r = read_fd_stat(fd, st, id, sp->cfg->max_file_size, &buf, &len, &f->v);
@@ -116,16 +117,15 @@ int item_legacy_reject(struct spool *sp, struct item_files *f, int64_t now)
 
         log_warning("Claimed item %s no longer verifies (%s: %s): not delivered",
                     log_quote(f->id, q, sizeof(q)), hd_reason_name(f->v.reason), f->v.detail);
-        if (renameat(a->handoffs_fd, f->bname, a->handoffs_fd, f->xname) == 0 || errno == ENOENT)
-                unlinkat(a->handoffs_fd, f->xname, 0);
-        unlinkat(a->handoffs_fd, f->pname, 0);
-        a->dirty = true;
+        r = store_boot_rename(sp, a, f->bname, f->xname);
+        if (r == 0 || r == -ENOENT)
+                (void) store_boot_remove(sp, a, f->xname);
+        (void) store_boot_remove(sp, a, f->pname);
         snprintf(detail, sizeof(detail), "changed after its claim: %s", f->v.detail);
-        r = spool_reject_claimed(sp, f->id, f->v.reason, detail, now, NULL);
+        r = store_reject_claimed(sp, f->id, f->v.reason, detail, now, NULL);
         if (r < 0)
                 return r;
-        if (unlinkat(sp->fd[SD_CLAIMED], f->mname, 0) == 0)
-                sp->dirty[SD_CLAIMED] = true;
+        (void) store_remove(sp, SD_CLAIMED, f->mname);
         dict_del(&sp->failed, f->id);
         return 0;
 }
@@ -142,7 +142,7 @@ int item_legacy_convert(struct spool *sp, struct item_files *f, int64_t now)
         int r;
 
         if (!f->marker && !(f->files & F_BOOT)) {
-                unlinkat(f->a->handoffs_fd, f->xname, 0);
+                (void) store_boot_remove(sp, f->a, f->xname);
                 r = delivery_run(sp, f->a, f->doc, now, true);
                 if (r == -EAGAIN) {     /* the baton lock: soon again */
                         deadline_note(&sp->deadline, now + 100000);
@@ -161,11 +161,10 @@ int item_legacy_convert(struct spool *sp, struct item_files *f, int64_t now)
         r = delivery_record_from(sp, f->a, f->id, src);
         if (r < 0)
                 return r;
-        r = spool_flush(sp);
+        r = store_flush(sp);
         if (r < 0)
                 return r;
-        if (unlinkat(sp->fd[SD_CLAIMED], f->mname, 0) == 0)
-                sp->dirty[SD_CLAIMED] = true;
+        (void) store_remove(sp, SD_CLAIMED, f->mname);
         log_info("Converted claimed item %s of an earlier version to a record", f->id);
         /* Looked at again as a record at once. */
         deadline_note(&sp->deadline, now);

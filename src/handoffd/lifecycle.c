@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "store.h"
 #include "agents.h"
 #include "cancel.h"
 #include "intake.h"
@@ -63,7 +64,7 @@ int lifecycle_check(struct spool *sp, const char *id, int64_t now)
                 /* A claimed name that is no regular file: not something we
                  * claimed (its id stays remembered).  Gone meanwhile
                  * (IO_GONE) is done as well. */
-                r = spool_reject_claimed(sp, id, v.reason, v.detail, now, NULL);
+                r = store_reject_claimed(sp, id, v.reason, v.detail, now, NULL);
         } else if (r == -ENOENT) {
                 /* Not claimed (yet, or any more): a cancel request for
                  * it waits, or is answered when the id has an outcome. */
@@ -96,37 +97,6 @@ int lifecycle_bootstrap_gone(struct spool *sp, const char *name, int64_t now)
         return lifecycle_check(sp, id, now);
 }
 
-/* Our own temp files (".NAME.XXXXXX" from hd_write_atomic) left in a
- * directory by a crash, at start.  When another daemon runs on the same
- * spool it may be writing one right now: then only those a minute old. */
-#define TEMP_MIN_AGE_S 60
-static void remove_temps(int dirfd, bool sole)
-{
-        struct dirent *de;
-        DIR *d;
-
-        d = opendir_at(dirfd);
-        if (!d)
-                return;
-        while ((de = readdir(d))) {
-                const char *n = de->d_name;
-                if (n[0] != '.' || !strcmp(n, ".") || !strcmp(n, ".."))
-                        continue;
-                /* A consumer's, not ours; or records of deliveries and
-                 * expiries in flight: the sweep reads and finishes them
-                 * (or removes them as orphans). */
-                if (layout_classify(n) != LK_DOT)
-                        continue;
-                struct stat st;
-                if (fstatat(dirfd, n, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
-                    (!sole && st.st_mtime > time(NULL) - TEMP_MIN_AGE_S))
-                        continue;
-                if (unlinkat(dirfd, n, 0) == 0)
-                        log_info("Removed temp file '%s' left by a crash", n);
-        }
-        closedir(d);
-}
-
 /* .pending.NAME, .expire.NAME and .cancel.NAME whose item has no record
  * in claimed/: a crash after the archive, before the unlink, or after the hidden
  * bootstrap, before the record (the claim): never visible, and the
@@ -154,7 +124,7 @@ static void remove_orphans(struct spool *sp, struct agent_rt *a)
                 uint64_t off = lock_off_id(id);
                 if (lock_try(sp->lock_fd, off, true) < 0)
                         continue;
-                if (!spool_exists_at(sp->fd[SD_CLAIMED], base) && unlinkat(a->handoffs_fd, n, 0) == 0)
+                if (!spool_exists_at(sp->fd[SD_CLAIMED], base) && store_boot_remove(sp, a, n) == 0)
                         log_info("Removed '%s', left by a crash (its item has no record in claimed/)", n);
                 lock_release(sp->lock_fd, off);
         }
@@ -172,7 +142,6 @@ int lifecycle_sweep_begin(struct spool *sp, int64_t now, bool at_start)
                 return 0;
         }
         if (at_start) {
-                static const int dirs[] = { SD_CLAIMED, SD_ARCHIVE, SD_REJECTED, SD_IDS, SD_BATON };
                 /* Every daemon holds its running byte shared while it
                  * runs; getting it exclusively means we are alone.  Another
                  * daemon holds it exclusively only for this instant. */
@@ -182,10 +151,7 @@ int lifecycle_sweep_begin(struct spool *sp, int64_t now, bool at_start)
                                 break;
                         usleep(1000);
                 }
-                for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++)
-                        remove_temps(sp->fd[dirs[i]], sole);
-                for (size_t i = 0; i < sp->n_agents; i++)
-                        remove_temps(sp->agents[i].handoffs_fd, sole);
+                store_remove_temps(sp, sole);
                 for (size_t i = 0; i < sp->n_agents; i++)
                         remove_orphans(sp, &sp->agents[i]);
         }
@@ -268,9 +234,8 @@ int lifecycle_sweep_step(struct spool *sp, int64_t now, int64_t budget_usec, boo
                          * was cut short after the move: it is done with. */
                         char item[NAME_MAX + 1];
                         if ((xsnprintf(item, sizeof(item), "%s.json", id) < 0 ||
-                             !spool_exists_at(sp->fd[SD_CLAIMED], item)) &&
-                            unlinkat(sp->fd[SD_CLAIMED], k, 0) == 0)
-                                sp->dirty[SD_CLAIMED] = true;
+                             !spool_exists_at(sp->fd[SD_CLAIMED], item)))
+                                (void) store_remove(sp, SD_CLAIMED, k);
                         continue;
                 }
                 if (l < 6 || strcmp(k + l - 5, ".json") || l - 5 >= sizeof(id))
@@ -301,7 +266,7 @@ int lifecycle_sweep_step(struct spool *sp, int64_t now, int64_t budget_usec, boo
         }
 out:
         /* A failed sync is said there, once, and retried there. */
-        (void)spool_flush(sp);
+        (void)store_flush(sp);
         if (r < 0)
                 return r;
         *ret_more = more;

@@ -11,7 +11,7 @@
 int lifecycle_check(struct spool *sp, const char *handoff_id, int64_t now);
 
 /* A bootstrap name disappeared from an agent's handoffs/ directory: its
- * item is looked at (the caller syncs what it changed: spool_flush()). */
+ * item is looked at (the caller syncs what it changed: store_flush()). */
 int lifecycle_bootstrap_gone(struct spool *sp, const char *name, int64_t now);
 
 /* Every claimed item, the foreign items past expiry, and retention.

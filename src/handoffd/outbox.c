@@ -29,6 +29,7 @@
 #include "receipt.h"
 #include "relay_queue.h"
 #include "spool.h"
+#include "store.h"
 
 static void on_timer(uv_timer_t *t);
 
@@ -117,10 +118,10 @@ int outbox_take(struct relay *r, const char *name, const struct spool_ino *was,
 
 /* outbox/name is one inode with a name in handoff/, archive/ or
  * rejected/: a move into or out of outbox/ whose two directories were not
- * both synced before a power cut (spool_flush() syncs the destination
+ * both synced before a power cut (store_flush() syncs the destination
  * first), or with a producer's tmp/ name.  The move stands: a take's
- * handoff/ or tmp/ name goes (spool_drop_id_leftover(),
- * spool_drop_tmp_twin()), and so does the outbox/ name of an item
+ * handoff/ or tmp/ name goes (store_drop_id_leftover(),
+ * store_drop_tmp_twin()), and so does the outbox/ name of an item
  * archived as relayed or rejected; left there, it would be rejected as a
  * hardlink, or published and archived a second time.  True when
  * outbox/name is gone. */
@@ -135,19 +136,18 @@ static bool drop_leftover(struct spool *sp, const char *name, const char *id)
                 return false;
         /* Once at start, for an item with a second link: the producer's
          * name in handoff/ is known nowhere, so handoff/ is listed. */
-        if (spool_find_link(sp->fd[SD_HANDOFF], NULL, &a, other, sizeof(other)))
-                spool_drop_id_leftover(sp, other, id);
+        if (store_find_link(sp->fd[SD_HANDOFF], NULL, &a, other, sizeof(other)))
+                store_drop_id_leftover(sp, other, id);
         /* the producer's temp name, kept by a sync of tmp/ (its rename
          * into handoff/ was not) */
-        spool_drop_tmp_twin(sp, SD_OUTBOX, name);
+        store_drop_tmp_twin(sp, SD_OUTBOX, name);
         for (size_t i = 0; i < ELEMENTSOF(out); i++) {
-                if (!spool_find_link(sp->fd[out[i]], NULL, &a, other, sizeof(other)))
+                if (!store_find_link(sp->fd[out[i]], NULL, &a, other, sizeof(other)))
                         continue;
-                if (sp->cfg->fsync && fsync_dir(sp->fd[out[i]]) < 0)
+                if (store_sync_dir(sp, out[i]) < 0)
                         return false;
-                if (unlinkat(sp->fd[SD_OUTBOX], name, 0) < 0)
+                if (store_remove(sp, SD_OUTBOX, name) < 0)
                         return false;
-                sp->dirty[SD_OUTBOX] = true;
                 log_info("Removed outbox/%s, left beside %s/%s by a power cut", name,
                          spool_dir_names[out[i]], other);
                 return true;
@@ -170,7 +170,7 @@ static int scan_one(void *ctx, const char *k, const char *id, int64_t now)
          * no longer reads (a power loss with fsync off) is rejected, never
          * published. */
         if (outbox_dir_load(sp, k, now, &doc, &vd, &at) < 0) {
-                spool_reject_from(sp, SD_OUTBOX, k, NULL, vd.reason ? vd.reason : HD_R_PARSE_ERROR,
+                store_reject_from(sp, SD_OUTBOX, k, NULL, vd.reason ? vd.reason : HD_R_PARSE_ERROR,
                                   vd.detail, NULL, now, NULL);
                 return 0;
         }
@@ -180,7 +180,7 @@ static int scan_one(void *ctx, const char *k, const char *id, int64_t now)
         struct outbox_entry tmp, *e;
         const char *did = json_string_value(json_object_get(doc, "handoff_id"));
         if (entry_fill(&tmp, doc, at) < 0 || !did || strcmp(did, id)) {
-                spool_reject_from(sp, SD_OUTBOX, k, NULL, HD_R_MISSING_FIELD,
+                store_reject_from(sp, SD_OUTBOX, k, NULL, HD_R_MISSING_FIELD,
                                   "outbox item without its fields", NULL, now, NULL);
                 return 0;
         }
@@ -195,7 +195,7 @@ int outbox_scan(struct relay *r, int64_t now)
 {
         int q = outbox_dir_each(r->sp, now, scan_one, r);
 
-        spool_flush(r->sp);
+        store_flush(r->sp);
         outbox_kick(r);
         return q;
 }
@@ -307,7 +307,7 @@ static int expire(struct relay *r, const char *id, int64_t now)
         snprintf(detail, sizeof(detail), "expired in outbox/ before the relay could publish it%s%s",
                  r->st.last_error[0] ? "; last relay error: " : "", r->st.last_error);
         /* gone meanwhile (IO_GONE): it left outbox/ all the same */
-        return spool_reject_from(r->sp, SD_OUTBOX, name, NULL, HD_R_EXPIRED_UNRELAYED, detail, id,
+        return store_reject_from(r->sp, SD_OUTBOX, name, NULL, HD_R_EXPIRED_UNRELAYED, detail, id,
                                  now, NULL);
 }
 
@@ -385,7 +385,7 @@ static void scan(struct relay *r, int64_t now)
                 }
         }
         if (flush)
-                spool_flush(r->sp);
+                store_flush(r->sp);
         r->scan_at = due < now + 1000000 ? now + 1000000 : due;
 }
 

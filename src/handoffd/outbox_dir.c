@@ -12,7 +12,7 @@
  *   1. outbox/<id>.json written (synced with fsync = yes), never over a
  *      name there: of two takes of one id only one wins
  *   2. the producer's file leaves handoff/ once outbox/ is synced
- *      (spool_drop_source(), as a claim's does)
+ *      (store_drop_source(), as a claim's does)
  *
  * After a crash between the two, the producer's file is a leftover of
  * the take: outbox/<id>.json holds its handoff and is newer; it goes
@@ -24,6 +24,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "store.h"
 #include "files.h"
 #include "log.h"
 #include "outbox_dir.h"
@@ -74,15 +75,15 @@ int outbox_dir_take(struct spool *sp, const char *name, const struct spool_ino *
         r = write_linked(sp->fd[SD_OUTBOX], dst, buf, len, 0640,
                          sp->cfg->fsync ? WRITE_SYNC_FILE : 0);
         if (r == -EEXIST && take_leftover(sp, &st, dst, doc)) {
-                spool_drop_source(sp, name, st.st_dev, st.st_ino);
+                store_drop_source(sp, name, st.st_dev, st.st_ino);
                 log_info("Removed %s: in outbox/ already as %s (left by a crash)",
                          log_quote(name, q, sizeof(q)), dst);
                 return -ENOENT;
         }
         if (r < 0)
                 return r;
-        sp->dirty[SD_OUTBOX] = true;
-        spool_drop_source(sp, name, st.st_dev, st.st_ino);
+        store_dirty(sp, SD_OUTBOX);
+        store_drop_source(sp, name, st.st_dev, st.st_ino);
         return 0;
 }
 
@@ -143,8 +144,8 @@ int outbox_dir_archive(struct spool *sp, const char *id, json_t *o, int64_t at_s
         json_decref(o);
         if (q < 0)
                 return q;
-        q = spool_id_mark(sp, id);
+        q = store_id_mark(sp, id);
         if (q < 0)
                 return q;
-        return spool_archive_from(sp, SD_OUTBOX, src, at_s, from, to, id, buf, len, name, n);
+        return store_archive_from(sp, SD_OUTBOX, src, at_s, from, to, id, buf, len, name, n);
 }

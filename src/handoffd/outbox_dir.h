@@ -36,7 +36,7 @@ int outbox_dir_load(struct spool *sp, const char *name, int64_t now, json_t **re
                     hd_verdict *vd, int64_t *ret_at);
 
 /* outbox/<id>.json to archive/ as relayed, under a free archive name
- * (spool_archive_from(), its time at_s, when it entered outbox/: the same
+ * (store_archive_from(), its time at_s, when it entered outbox/: the same
  * name on a retry after a crash; in name), with its outcome o (taken;
  * NULL: out of memory) as the .outcome.  The id is marked in ids/ first:
  * from then on a replay of it is refused here.  0 or -errno. */

@@ -60,6 +60,7 @@
 #include "lock.h"
 #include "log.h"
 #include "quota.h"
+#include "store.h"
 #include "util.h"
 
 #define Q_COUNT     "count"
@@ -209,18 +210,16 @@ static int make_anchor(int qfd, const char *agent, const char *anchor)
 
 /* name made a link of anchor (made first, at an agent's or a sender's
  * first item).  -EEXIST when name is there. */
-static int link_to(int qfd, const char *agent, const char *anchor, const char *name)
+static int link_to(struct spool *sp, const char *agent, const char *anchor, const char *name)
 {
-        int r;
+        int r = store_count_link(sp, anchor, name);
 
-        if (linkat(qfd, anchor, qfd, name, 0) == 0)
-                return 0;
-        if (errno != ENOENT)
-                return -errno;
-        r = make_anchor(qfd, agent, anchor);
+        if (r != -ENOENT)
+                return r;
+        r = make_anchor(sp->fd[SD_QUOTA], agent, anchor);
         if (r < 0)
                 return r;
-        return linkat(qfd, anchor, qfd, name, 0) == 0 ? 0 : -errno;
+        return store_count_link(sp, anchor, name);
 }
 
 /* The item counted, in all, for its sender, its producer and as shared
@@ -229,12 +228,12 @@ static int link_to(int qfd, const char *agent, const char *anchor, const char *n
  * its id; or a claim a kill cut short between two links) has its other
  * links made where missing: a kill between the links left its sender's
  * count one low for as long as it waited. */
-static int count_in(int qfd, const char *agent, const struct quota_names *q, bool *ret_taken)
+static int count_in(struct spool *sp, const char *agent, const struct quota_names *q, bool *ret_taken)
 {
         const char *const anchors[] = { q->sender, q->producer, q->shared };
         const char *const links[] = { q->by, q->by_producer, q->by_shared };
         bool fresh;
-        int r = link_to(qfd, agent, q->count, q->id);
+        int r = link_to(sp, agent, q->count, q->id);
 
         if (r < 0 && r != -EEXIST)
                 return r;
@@ -242,13 +241,13 @@ static int count_in(int qfd, const char *agent, const struct quota_names *q, boo
         for (size_t i = 0; i < ELEMENTSOF(anchors); i++) {
                 if (!anchors[i][0])
                         continue;
-                r = link_to(qfd, agent, anchors[i], links[i]);
+                r = link_to(sp, agent, anchors[i], links[i]);
                 if (r < 0 && r != -EEXIST) {
                         if (fresh) {
-                                (void) unlinkat(qfd, q->id, 0);
+                                (void) store_count_remove(sp, q->id);
                                 for (size_t j = 0; j < i; j++)
                                         if (anchors[j][0])
-                                                (void) unlinkat(qfd, links[j], 0);
+                                                (void) store_count_remove(sp, links[j]);
                         }
                         return r;
                 }
@@ -313,26 +312,27 @@ int quota_take(struct spool *sp, const char *agent, const char *id,
                 r = -EBADMSG;
         }
         if (r == 0)
-                r = count_in(qfd, agent, &q, ret_taken);
+                r = count_in(sp, agent, &q, ret_taken);
         lock_release(sp->lock_fd, off);
         return r;
 }
 
 void quota_release(struct spool *sp, const char *agent, const char *id)
 {
-        int qfd = sp->fd[SD_QUOTA];
         struct quota_names q;
 
         if (!quota_on(sp) || !agent || !id || quota_names(&q, agent, id, NULL) < 0)
                 return;
         /* One that fails stays counted until quota_repair(). */
         const char *const links[] = { q.id, q.by, q.by_producer, q.by_shared };
-        for (size_t i = 0; i < ELEMENTSOF(links); i++)
-                if (unlinkat(qfd, links[i], 0) < 0 && errno != ENOENT) {
-                        log_warning_errno(errno, "Cannot release %s from the inbox count of %s",
+        for (size_t i = 0; i < ELEMENTSOF(links); i++) {
+                int e = store_count_remove(sp, links[i]);
+                if (e < 0 && e != -ENOENT) {
+                        log_warning_errno(e, "Cannot release %s from the inbox count of %s",
                                           id, agent);
                         return;
                 }
+        }
 }
 
 void quota_note(struct spool *sp, const char *agent, const char *id,
@@ -348,7 +348,7 @@ void quota_note(struct spool *sp, const char *agent, const char *id,
         off = lock_off_quota(agent);
         r = quota_lock(sp, off);
         if (r == 0) {
-                r = count_in(sp->fd[SD_QUOTA], agent, &q, &taken);
+                r = count_in(sp, agent, &q, &taken);
                 lock_release(sp->lock_fd, off);
         }
         if (r < 0) {
@@ -389,7 +389,9 @@ static unsigned repair_ids(struct spool *sp, const char *agent, const char *sub)
                 uint64_t off = lock_off_id(id);
                 if (lock_try(sp->lock_fd, off, true) < 0)
                         continue;
-                if (!spool_id_claimed(sp, id) && unlinkat(fd, id, 0) == 0)
+                char p[128 + NAME_MAX + 2];
+                if (!spool_id_claimed(sp, id) &&
+                    xsnprintf(p, sizeof(p), "%s/%s", d, id) >= 0 && store_count_remove(sp, p) == 0)
                         n++;
                 lock_release(sp->lock_fd, off);
         }
@@ -425,8 +427,10 @@ static void repair_anchors(struct spool *sp, const char *agent, const char *sub)
                         continue;
                 if (lock_try(sp->lock_fd, off, true) < 0)
                         break;  /* busy: the next run */
-                if (fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_nlink == 1)
-                        (void) unlinkat(fd, de->d_name, 0);
+                char p[128 + NAME_MAX + 2];
+                if (fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_nlink == 1 &&
+                    xsnprintf(p, sizeof(p), "%s/%s", d, de->d_name) >= 0)
+                        (void) store_count_remove(sp, p);
                 lock_release(sp->lock_fd, off);
         }
         closedir(dir);

@@ -28,6 +28,7 @@
 #include "receipt_int.h"
 #include "relay_queue.h"
 #include "spool.h"
+#include "store.h"
 
 void receipt_sent(struct relay *r, const char *id, const char *name)
 {
@@ -289,7 +290,7 @@ static int receipt_merge(json_t *side, const struct rdoc *d, int64_t now, bool *
 
 /* side written over archive/sname, the new file synced before its
  * rename (a power cut after the rename must not leave an empty file in
- * place of the old outcome), the directory by the next spool_flush(),
+ * place of the old outcome), the directory by the next store_flush(),
  * before the batch is acked. */
 static int receipt_store(struct relay *r, const char *sname, const json_t *side)
 {
@@ -300,10 +301,7 @@ static int receipt_store(struct relay *r, const char *sname, const json_t *side)
 
         q = hd_canon_dump(side, NULL, &buf, &len);
         if (q == 0)
-                q = write_atomic(sp->fd[SD_ARCHIVE], sname, buf, len, 0640,
-                                 sp->cfg->fsync ? WRITE_SYNC_FILE : 0);
-        if (q == 0)
-                sp->dirty[SD_ARCHIVE] = true;
+                q = store_side_write(sp, SD_ARCHIVE, sname, buf, len);
         return q;
 }
 

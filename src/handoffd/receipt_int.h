@@ -71,7 +71,7 @@ struct receipts {
         size_t sent_kept;       /* sent's size after the last rewrite */
         uv_timer_t timer;       /* a retry after a failed publish */
         bool timer_open;
-        /* archive/ files written since the last spool_flush(), synced by
+        /* archive/ files written since the last store_flush(), synced by
          * the flush hook before the spool's directories */
         struct { int fd; char name[NAME_MAX + 1]; } *unsynced;
         size_t n_unsynced, cap_unsynced;
@@ -82,7 +82,7 @@ struct receipts {
 bool receipt_is_final(const char *o);
 bool receipt_is_outcome(const char *o);
 
-/* dirfd/name, just written: synced at the next spool_flush(), before the
+/* dirfd/name, just written: synced at the next store_flush(), before the
  * outcome it precedes.  Without room, synced now. */
 int receipt_note_unsynced(struct relay *r, int dirfd, const char *name);
 

@@ -21,6 +21,7 @@
 #include "files.h"
 #include "log.h"
 #include "receipt_journal.h"
+#include "store.h"
 #include "util.h"
 
 #define RJ_READ_MAX ((size_t)1 << 30)
@@ -112,7 +113,7 @@ int rj_open(struct rjournal *j, int dir_fd, bool sync, rj_apply_fn apply, void *
         struct dirent *de;
         while (d && (de = readdir(d)))
                 if (!strncmp(de->d_name, "." RJ_NAME ".", strlen(RJ_NAME) + 2))
-                        unlinkat(dir_fd, de->d_name, 0);
+                        (void) store_journal_remove(dir_fd, de->d_name, false);
         if (d)
                 closedir(d);
         j->fd = openat(dir_fd, RJ_NAME, O_RDWR | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0640);
@@ -211,8 +212,7 @@ int rj_rewrite(struct rjournal *j, rj_emit_fn emit, void *ctx)
                 return q;
         /* The new file whole on disk before its name replaces the old, and
          * its name before anything is appended to it. */
-        q = write_atomic(j->dir_fd, RJ_NAME, data, len, 0640,
-                         j->sync ? WRITE_SYNC_FILE | WRITE_SYNC_DIR : 0);
+        q = store_journal_replace(j->dir_fd, RJ_NAME, data, len, j->sync);
         if (q < 0)
                 return q;
         fd = openat(j->dir_fd, RJ_NAME, O_RDWR | O_APPEND | O_NOFOLLOW | O_CLOEXEC);

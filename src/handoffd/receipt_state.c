@@ -31,6 +31,7 @@
 #include "receipt_int.h"
 #include "relay_queue.h"
 #include "spool.h"
+#include "store.h"
 
 static const char *const finals[] = { "consumed", "expired", "rejected", "canceled" };
 
@@ -47,7 +48,7 @@ bool receipt_is_outcome(const char *o)
         return o && (receipt_is_final(o) || !strcmp(o, "delivered"));
 }
 
-/* dirfd/name, just written: synced at the next spool_flush(), before the
+/* dirfd/name, just written: synced at the next store_flush(), before the
  * outcome it precedes.  Without room, synced now. */
 int receipt_note_unsynced(struct relay *r, int dirfd, const char *name)
 {
@@ -364,13 +365,13 @@ static int import_old(struct relay *r)
                 if (q == 0 && (d = opendir_at(fd))) {
                         while ((de = readdir(d)))
                                 if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
-                                        unlinkat(fd, de->d_name, 0);
+                                        (void) store_journal_remove(fd, de->d_name, false);
                         closedir(d);
                 }
                 close(fd);
                 if (q < 0)
                         return q;
-                if (unlinkat(rc->dir_fd, subs[k], AT_REMOVEDIR) == 0)
+                if (store_journal_remove(rc->dir_fd, subs[k], true) == 0)
                         log_info("Relay: receipts/%s/ read into receipts/journal", subs[k]);
         }
         return 0;

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "store.h"
 #include "log.h"
 #include "nats_dl.h"
 #include "outbox.h"
@@ -91,7 +92,7 @@ static void on_async(uv_async_t *h)
         }
         if (acks) {
                 /* The archive moves of this round, synced once. */
-                (void)spool_flush(r->sp);       /* a failure said there, once */
+                (void)store_flush(r->sp);       /* a failure said there, once */
                 outbox_kick(r);
         }
 }
@@ -254,7 +255,7 @@ void relay_stop(struct relay *r)
         for (ev = r->evs; ev; ev = ev->next)
                 r->evs_tail = ev;
         pthread_mutex_unlock(&r->m);
-        spool_flush(r->sp);
+        store_flush(r->sp);
         pthread_mutex_lock(&r->m);
         r->closed = true;
         pthread_mutex_unlock(&r->m);

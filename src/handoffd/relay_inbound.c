@@ -50,6 +50,7 @@
 #include "relay_inbound.h"
 #include "relay_queue.h"
 #include "spool.h"
+#include "store.h"
 
 #define TMP_PREFIX ".relay."
 
@@ -141,52 +142,11 @@ static void message_id(struct spool *sp, const struct relay_in *in, char *id, si
                 id[0] = '\0';          /* no usable id: the pipeline decides */
         *ret_doc = doc;
 }
-/* tmp/.relay.NAME.RAND, written and synced, then renamed to handoff/NAME.
- * 1: written; 0: NAME is there already; <0: error. */
+/* tmp/.relay.NAME.RAND, written and synced, then renamed to handoff/NAME
+ * (store_put_handoff()).  1: written; 0: NAME is there already; <0: error. */
 static int write_one(struct spool *sp, const char *name, const struct relay_in *in)
 {
-        char tmp[NAME_MAX + 1], rnd[17];
-        size_t off = 0;
-        int fd, q;
-
-        q = random_hex(rnd, 8);
-        if (q < 0)
-                return q;
-        if (xsnprintf(tmp, sizeof(tmp), TMP_PREFIX "%s.%s", name, rnd) < 0)
-                return -ENAMETOOLONG;
-        fd = openat(sp->fd[SD_TMP], tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0640);
-        if (fd < 0)
-                return -errno;
-        while (off < in->len) {
-                ssize_t w = write(fd, in->data + off, in->len - off);
-                if (w < 0 && errno == EINTR)
-                        continue;
-                if (w < 0) {
-                        q = -errno;
-                        goto fail;
-                }
-                off += (size_t)w;
-        }
-        if (sp->cfg->fsync && fsync(fd) < 0) {
-                q = -errno;
-                goto fail;
-        }
-        close(fd);
-        fd = -1;
-        q = move_noreplace(sp->fd[SD_TMP], tmp, sp->fd[SD_HANDOFF], name);
-        if (q == -EEXIST) {
-                unlinkat(sp->fd[SD_TMP], tmp, 0);
-                return 0;
-        }
-        if (q < 0)
-                goto fail;
-        sp->dirty[SD_HANDOFF] = sp->dirty[SD_TMP] = true;
-        return 1;
-fail:
-        if (fd >= 0)
-                close(fd);
-        unlinkat(sp->fd[SD_TMP], tmp, 0);
-        return q;
+        return store_put_handoff(sp, TMP_PREFIX, name, in->data, in->len);
 }
 
 /* The squatter at handoff/name loses to a relayed message that verifies:
@@ -204,7 +164,7 @@ static int reject_squatter(struct spool *sp, const char *name, const char *id,
                      "%.200s; handoff_id '%s' belongs to a relayed handoff that verified here",
                      sv->detail, id) < 0)
                 detail[0] = '\0';
-        return spool_reject(sp, name, NULL, sv->reason, detail, NULL, now, NULL);
+        return store_reject(sp, name, NULL, sv->reason, detail, NULL, now, NULL);
 }
 
 /* Does origin have a key here, host_pubkey_dir/ORIGIN.pub?  origin is
@@ -420,7 +380,7 @@ void relay_inbound_batch(struct relay *r, struct relay_batch *b, int64_t now)
         /* Durable before acked: the renames, then the verdicts. */
         q = receipt_sync(r);
         if (q == 0)
-                q = spool_flush(sp);
+                q = store_flush(sp);
         if (q < 0) {
                 spool_error(sp, q, "Cannot fsync handoff/; relayed messages not acked");
                 for (size_t i = 0; i < b->n; i++)
@@ -439,6 +399,6 @@ void relay_inbound_clean(struct relay *r)
                 return;
         while ((de = readdir(d)))
                 if (!strncmp(de->d_name, TMP_PREFIX, strlen(TMP_PREFIX)))
-                        unlinkat(r->sp->fd[SD_TMP], de->d_name, 0);
+                        (void) store_prune(r->sp, SD_TMP, de->d_name);
         closedir(d);
 }

@@ -22,6 +22,7 @@
 #include "log.h"
 #include "util.h"
 #include "retention.h"
+#include "store.h"
 
 struct entry {
         char *name;
@@ -141,19 +142,20 @@ static unsigned prune(struct spool *sp, enum spool_dir dir, const char *suffix,
                         if (guards_id(sp->fd[dir], e[i].name, suffix))
                                 continue;
                 }
-                if (unlinkat(sp->fd[dir], e[i].name, 0) < 0 && errno != ENOENT) {
-                        log_warning_errno(errno, "Cannot remove %s/%s",
+                int q = store_prune(sp, dir, e[i].name);
+                if (q < 0 && q != -ENOENT) {
+                        log_warning_errno(q, "Cannot remove %s/%s",
                                           spool_dir_names[dir], e[i].name);
                         continue;
                 }
                 if (suffix) {
                         char side[NAME_MAX + 16];
                         if (layout_suffixed(e[i].name, suffix, side, sizeof(side)) == 0)
-                                unlinkat(sp->fd[dir], side, 0);
+                                (void) store_prune(sp, dir, side);
                         /* archive/'s other sidecar: the agent's result */
                         if (!strcmp(suffix, LAYOUT_OUTCOME) &&
                             layout_suffixed(e[i].name, LAYOUT_RESULT, side, sizeof(side)) == 0)
-                                unlinkat(sp->fd[dir], side, 0);
+                                (void) store_prune(sp, dir, side);
                 }
                 count--;
                 total -= e[i].bytes;

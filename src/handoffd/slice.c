@@ -13,6 +13,7 @@
  * callback again in the same phase, before any I/O is polled, so a
  * deadline already past (a sweep longer than the gap to the next one)
  * would otherwise hold the loop for good. */
+#include "store.h"
 #include "deadline.h"
 #include "lifecycle.h"
 #include "log.h"
@@ -78,7 +79,7 @@ static void on_gone_idle(uv_idle_t *h)
                 }
                 dict_remove(&d->gone, e);
         }
-        (void)spool_flush(d->sp);       /* a failure said there, once */
+        (void)store_flush(d->sp);       /* a failure said there, once */
         if (dict_count(&d->gone) == 0 || d->stopping)
                 uv_idle_stop(h);
         slice_arm(d);
@@ -124,7 +125,7 @@ static void on_reap(uv_timer_t *t)
                 uv_timer_start(t, on_reap, (uint64_t)(REAP_QUIET_USEC - quiet) / 1000 + 1, 0);
                 return;
         }
-        r = spool_reap_spent(d->sp, SLICE_USEC, &more);
+        r = store_reap_spent(d->sp, SLICE_USEC, &more);
         if (r < 0) {
                 /* What the reaper cannot remove it skips: only a listing
                  * that fails gets here (its mode, no fds).  Tried again

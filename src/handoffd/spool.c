@@ -1,11 +1,8 @@
-/* The spool as storage: its state directories and the agents' directories
- * (opened relative to held fds, refused when a link or group-writable),
- * listing, the replay memory ids/, and the status record of system
- * errors; the moves out of handoff/ and the syncs are spool_move.c's, what
- * a power cut leaves beside a move spool_leftover.c's, rejections and
- * archivings spool_reject.c's.  The spool decides nothing and calls no
- * module above it: intake, delivery and lifecycle make the decisions and
- * call down here. */
+/* The spool: its state directories and the agents' directories (opened
+ * relative to held fds, refused when a link or group-writable), listing,
+ * look-ups in the replay memory ids/, and the status record of system
+ * errors.  Every change on disk is the storage layer's (store/store.h);
+ * the spool decides nothing and calls no module above it. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -280,21 +277,6 @@ int spool_list(struct spool *sp, enum spool_dir d, json_t *set)
         return 0;
 }
 
-
-int spool_id_mark(struct spool *sp, const char *id)
-{
-        int fd;
-
-        if (!id || !hd_id_valid(id))
-                return 0;
-        fd = openat(sp->fd[SD_IDS], id,
-                    O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0640);
-        if (fd < 0)
-                return -errno;
-        close(fd);
-        sp->dirty[SD_IDS] = true;
-        return 0;
-}
 
 bool spool_id_remembered(struct spool *sp, const char *id)
 {

@@ -1,8 +1,7 @@
-/* The spool as storage (spool.c, spool_move.c, spool_leftover.c,
- * spool_reject.c): state directories, agents' directories, listing,
- * rejection moves, replay memory, syncs; and the daemon's state kept
- * beside it, each table's entry typed.  Plain functions over directory
- * fds; the policy modules (intake, delivery, lifecycle) call them. */
+/* The spool (spool.c): its state directories and agents' directories
+ * opened, listing and look-ups; and the daemon's state kept beside it,
+ * each table's entry typed.  What changes the spool on disk is the
+ * storage layer's (store/store.h). */
 #ifndef HD_SPOOL_H
 #define HD_SPOOL_H
 
@@ -40,7 +39,7 @@ enum spool_dir {
 extern const char *const spool_dir_names[_SD_MAX];
 
 /* The inode a decision was made on: a move by name out of handoff/ takes
- * only that (spool_move_out()). */
+ * only that (store_take()). */
 struct spool_ino {
         dev_t dev;
         ino_t ino;
@@ -86,13 +85,13 @@ struct spool_relay {
         /* handoff/name came through the relay: the host it came from into
          * buf (a rejection says so), true; else false. */
         bool (*origin)(void *ctx, const char *name, char *buf, size_t n);
-        /* spool_flush() calls it first: what the relay wrote since (the
+        /* store_flush() calls it first: what the relay wrote since (the
          * receipts of outcomes about to be synced) is synced before them. */
         int (*flush)(void *ctx);
 };
 
 /* A file kept in a state directory whose further names in handoff/ go
- * without a look for it (spool_drop_claim_leftover()): a hard-link flood
+ * without a look for it (store_drop_claim_leftover()): a hard-link flood
  * is one file under many names. */
 struct spool_kept {
         dev_t dev;
@@ -129,7 +128,7 @@ struct seen_entry {
         int64_t first_usec;     /* monotonic */
 };
 
-/* A name that leaves handoff/ in spool_flush(), once its other link's
+/* A name that leaves handoff/ in store_flush(), once its other link's
  * directory is synced, if it still is that inode. */
 struct leaving_entry {
         struct spool_ino was;
@@ -183,7 +182,7 @@ struct spool {
         uint64_t arrived_at_housekeeping; /* rejected+archived then */
         bool dirty[_SD_MAX];    /* directory needs an fsync */
         /* A directory whose fsync failed stays dirty, and the rounds after
-         * its own wait (spool_move.c flush_rounds()): every failed one is
+         * its own wait (store/store.c flush_rounds()): every failed one is
          * tried again at retry_at, the wait doubled each time; said once
          * when the first fails and once when they all succeed. */
         struct spool_sync_fail {
@@ -200,8 +199,8 @@ struct spool {
         struct dict seen;
         struct dict dirs;       /* handoff/ name -> inode: a directory reported */
         bool dirs_full;         /* dirs was full: the rest are left unreported */
-        /* handoff/ name -> the inode that leaves it in spool_flush()
-         * (spool_move_out(), spool_drop_source()) */
+        /* handoff/ name -> the inode that leaves it in store_flush()
+         * (store_take(), store_drop_source()) */
         struct dict leaving;
         /* id -> what its big claimed record says (verified.c); cleared by
          * a reload. */
@@ -261,11 +260,6 @@ enum item_outcome {
  * directories. */
 int spool_open(struct config *cfg, struct spool **ret);
 void spool_close(struct spool *sp);
-/* Remove files from spent/ (producers' files of claims, moved there by
- * spool_drop_source()) for about budget_usec: 0 with *ret_more true when
- * some are left, false when spent/ is empty but for what cannot be
- * removed (skipped, logged once); -errno when spent/ cannot be listed. */
-int spool_reap_spent(struct spool *sp, int64_t budget_usec, bool *ret_more);
 /* handoffd -n: the checks spool_open() makes of the agents' directories,
  * on those that exist, creating nothing; each problem logged as the start
  * logs it, and counted in *ret (agents served, out of service, warnings).
@@ -276,59 +270,11 @@ int spool_set_config(struct spool *sp, struct config *cfg);
 
 struct agent_rt *spool_agent(struct spool *sp, const char *name);
 
-/* handoff/NAME (a file with more than one link) is one inode with a
- * link the daemon made, where it made it: spent/INODE (a claim's file),
- * rejected/NAME or NAME~N (a rejection), or a file the daemon keeps
- * already, whose other names these are (spool_kept): the handoff/ name
- * goes (the other link synced first with fsync = yes); a power cut's
- * leftover logged as such, a file's further names with one line for the
- * lot.  Nowhere else is looked at: a hard-link flood must cost a few
- * look-ups a name, not a listing.  True when it went. */
-bool spool_drop_claim_leftover(struct spool *sp, const char *name);
-/* The same for the places named by the handoff's id: outbox/<id>.json,
- * and an earlier version's claimed/<id>.json. */
-bool spool_drop_id_leftover(struct spool *sp, const char *name, const char *id);
-/* A name in dirfd (not a dotfile) of a's inode, into found: name itself
- * when given and it is one (one look), else the first a listing finds
- * (outbox.c at start; never per handoff/ name). */
-bool spool_find_link(int dirfd, const char *name, const struct stat *a, char *found, size_t n);
-/* An earlier version's item: claimed/<id>.json and archive/<the
- * marker's archive_as> are one inode
- * (an archiving's two directories not both synced before a power cut):
- * the archive stands, the claimed/ name and the marker are removed.  True
- * when they were. */
-bool spool_drop_archived_leftover(struct spool *sp, const char *id);
-/* in/NAME (claimed/<id>.json) has a second link in tmp/: a producer's
- * temp name that a power cut kept beside the rename the daemon then
- * claimed (the producer's tmp/ was synced by another producer, its
- * handoff/ not).  The tmp/ one is removed.  True when it was. */
-bool spool_drop_tmp_twin(struct spool *sp, enum spool_dir in, const char *name);
 bool spool_exists_at(int dirfd, const char *name);
 
 /* Every name currently in directory d, into set (a JSON object used as an
  * ordered set of names). */
 int spool_list(struct spool *sp, enum spool_dir d, json_t *set);
-
-/* Move handoff/name to rejected/ with its reason file, when it is still
- * was (NULL: whatever the name holds) and no directory: 0 with *ret
- * (may be NULL) IO_REJECTED, IO_GONE (was has left the name, or another
- * daemon rejected it meanwhile) or IO_BUSY (another daemon is rejecting
- * was: its inode's lock); -EISDIR (a directory: left in handoff/), -errno. */
-int spool_reject(struct spool *sp, const char *name, const struct spool_ino *was,
-                 hd_reason reason, const char *detail, const char *handoff_id, int64_t now,
-                 enum item_outcome *ret);
-/* dir/src (outbox/) archived: moved to archive/ under the first free name
- * of layout_archive_name() for (at_s, from, to, id), its .outcome (buf)
- * written, and synced with fsync on, before the move; a name taken, or
- * taken by a racing mover, is passed over.  The name in name.  0 or
- * -errno (-EEXIST: no name free). */
-int spool_archive_from(struct spool *sp, enum spool_dir dir, const char *src, int64_t at_s,
-                       const char *from, const char *to, const char *id, const char *buf,
-                       size_t len, char *name, size_t n);
-/* The same from another state directory (outbox/); was: for handoff/. */
-int spool_reject_from(struct spool *sp, enum spool_dir from, const char *name,
-                      const struct spool_ino *was, hd_reason reason, const char *detail,
-                      const char *handoff_id, int64_t now, enum item_outcome *ret);
 
 /* Is handoff_id known here: claimed, archived or rejected after
  * authentication (ids/)? */
@@ -336,41 +282,6 @@ bool spool_id_seen(struct spool *sp, const char *handoff_id);
 /* Each half of it: in ids/; claimed/<handoff_id>.json there. */
 bool spool_id_remembered(struct spool *sp, const char *handoff_id);
 bool spool_id_claimed(struct spool *sp, const char *handoff_id);
-/* The same for claimed/<handoff_id>.json. */
-int spool_reject_claimed(struct spool *sp, const char *handoff_id, hd_reason reason,
-                         const char *detail, int64_t now, enum item_outcome *ret);
-
-/* Remember handoff_id in ids/ (replay memory once it leaves claimed/). */
-int spool_id_mark(struct spool *sp, const char *handoff_id);
-
-/* Move handoff/name to directory `to` as dst (a claim, a rejection, to
- * outbox/): -EEXIST, -ENOENT (another took it) as a rename.  What
- * arrives must be was (NULL: any file) and no directory, or it is put
- * back: -ENOENT (was has left the name), -EISDIR (was is a directory).  With fsync
- * = yes the item is linked into `to` and leaves handoff/ only in
- * spool_flush(), once `to` is synced: anyone may sync handoff/ at any
- * moment (handoffctl submit does, for its own file), and a rename's
- * removal from handoff/ made durable so before its destination was is
- * the item lost in a power cut.  A rename when no link can be made
- * (fs.protected_hardlinks and a producer's file the daemon may not
- * write, a file system without links). */
-int spool_move_out(struct spool *sp, const char *name, const struct spool_ino *was,
-                   enum spool_dir to, const char *dst);
-/* handoff/name, the producer's file (dev, ino), is claimed: its
- * handoff is in the daemon's record.  Removed now, or with fsync = yes in
- * spool_flush() once claimed/ is synced; only while the name is still
- * that file. */
-void spool_drop_source(struct spool *sp, const char *name, dev_t dev, ino_t ino);
-/* Is handoff/name (st) an item spool_move_out() moved already? */
-bool spool_leaving(struct spool *sp, const char *name, const struct stat *st);
-
-/* fsync every directory marked dirty (the destinations of moves before
- * their sources; handoff/ after spool_move_out()'s removals). */
-int spool_flush(struct spool *sp);
-/* dir synced now (fsync on), after the dirty directories that moves out of
- * it go to: a sync of claimed/ never makes a move's removal durable before
- * its arrival.  0 or -errno. */
-int spool_sync_dir(struct spool *sp, enum spool_dir dir);
 
 /* A system error: recorded for status (last_error, errors), logged once;
  * returns -|err|.  The one way a failure of the daemon is reported. */

@@ -318,7 +318,7 @@ def targeted():
          dict(syscall="renameat", path_of=boots, consume=True)),
         ("consumed, killed after the outcome sidecar, before the move to archive/",
          dict(syscall="renameat2", path_of=archive, consume_first=True, restart_delay=1.1)),
-        # The move out of handoff/ is a link (fsync = yes: spool_move_out()),
+        # The move out of handoff/ is a link (fsync = yes: store_take()),
         # or a rename where no link can be made.
         ("rejected, killed after the reason sidecar, before the move to rejected/",
          dict(syscall="linkat,renameat2", path_of=rejected, reject=True)),

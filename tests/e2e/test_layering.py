@@ -32,7 +32,7 @@ BUILD = os.environ.get("HD_BUILD") or os.path.join(SRC, "build")
 sys.path.insert(0, os.path.join(SRC, "tests", "py"))
 import hdtest  # noqa: E402
 SEARCH = ["include", "src/lib", "src/lib/payload", "src/lib/private",
-          "src/lib/config", "src/lib/spool", "src/handoffd"]
+          "src/lib/config", "src/lib/spool", "src/handoffd", "src/handoffd/store"]
 LIBRARY = ("include/", "src/lib/")
 
 
@@ -259,8 +259,54 @@ def check_cited():
     print("comments cite only files the repository holds")
 
 
+# The on-disk protocol is the storage layer's alone (issue 44, STYLE.md
+# "One concern, one module"): no file of src/handoffd outside store/ moves,
+# links, unlinks or writes a spool file itself, or touches the dirty set.
+RAW_CALL = re.compile(r"\b(renameat2?|linkat|unlinkat|move_noreplace|write_atomic)[ \t]*\(")
+DIRTY = re.compile(r"\bdirty\[|(?<!j)->dirty\b(?!\[)|\bsync_failed\b")
+
+
+def store_breaches(root):
+    """(file, what) for each file of src/handoffd outside store/ that
+    calls a raw move or touches the dirty set."""
+    bad = []
+    d = os.path.join(root, "src", "handoffd")
+    for n in sorted(os.listdir(d)):
+        if not n.endswith(".c"):
+            continue
+        with open(os.path.join(d, n), errors="replace") as f:
+            text = re.sub(r"/\*.*?\*/", "", f.read(), flags=re.S)
+        for m in RAW_CALL.finditer(text):
+            bad.append((n, m.group(1)))
+        for m in DIRTY.finditer(text):
+            bad.append((n, m.group(0)))
+    return bad
+
+
+def check_store():
+    bad = store_breaches(SRC)
+    for f, what in bad:
+        fail(f"src/handoffd/{f} calls {what} itself: ask the store (store/store.h)")
+    store = os.path.join(SRC, "src", "handoffd", "store")
+    own = sorted(n for n in os.listdir(store) if n.endswith(".c"))
+    print(f"files outside store/ that move spool files or touch the dirty set: {len(bad)}; "
+          f"store/ sources: {len(own)}")
+    # and it can fail: a made-up module that renames and marks dirty
+    tmp = tempfile.mkdtemp(prefix="hd-layering-store-")
+    try:
+        os.makedirs(os.path.join(tmp, "src", "handoffd"))
+        with open(os.path.join(tmp, "src", "handoffd", "x.c"), "w") as f:
+            f.write("void f(void) { renameat(a, b, c, d); sp->dirty[SD_TMP] = 1; }\n")
+        got = store_breaches(tmp)
+        if got != [("x.c", "renameat"), ("x.c", "dirty[")]:
+            fail(f"self-check: a module's own rename and dirty mark not found, got {got}")
+    finally:
+        shutil.rmtree(tmp)
+
+
 def main():
     check_the_check()
+    check_store()
     check_cited()
     check_includes()
     check_names()

@@ -1,5 +1,5 @@
 """A claim and a rejection of one handoff exclude each other (issue 33,
-spool_reject_from()).  Two handoffd on one spool that reach different
+store_reject_from()).  Two handoffd on one spool that reach different
 verdicts on the same files: d0 does not hold the key bob signs with (a
 reload not yet made on every daemon), so it rejects them as bad_mac, d1
 claims them.  HD_RACE_N handoffs (default 1,000) dropped while both run.

@@ -40,6 +40,7 @@
 #include "relay_inbound.h"
 #include "relay_queue.h"
 #include "spool.h"
+#include "store.h"
 
 #define CLEAN_EVERY 256
 
@@ -113,7 +114,7 @@ static void reset_spool(void)
         }
         receipt_sent(&relay, relayed[0][0], relayed[0][1]);
         fuzz_write_text(root, "spool/handoff", "vec-basic-0001.json", "squatted", 0640);
-        if (spool_id_mark(sp, "vec-minimal") < 0)
+        if (store_id_mark(sp, "vec-minimal") < 0)
                 abort();
 }
 

@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "store.h"
 #include "agents.h"
 #include "daemonfx.h"
 #include "intake.h"
@@ -145,7 +146,7 @@ START_TEST(test_intake_rejects_a_replay)
         struct fx f;
 
         fx_open(&f);
-        ck_assert_int_eq(spool_id_mark(f.sp, "seen-1"), 0);
+        ck_assert_int_eq(store_id_mark(f.sp, "seen-1"), 0);
         fx_put_doc(f.sp->fd[SD_HANDOFF], "r1.json", fx_doc("seen-1", "alice", 10, 600, f.k));
         fx_assert_rejected(&f, "r1.json", fx_decide(&f, "r1.json"), "duplicate_id");
         /* the same id twice in handoff/: the first is claimed, the second not */
@@ -322,7 +323,7 @@ START_TEST(test_intake_order_target_before_replay)
         struct fx f;
 
         fx_open(&f);
-        ck_assert_int_eq(spool_id_mark(f.sp, "id-1"), 0);
+        ck_assert_int_eq(store_id_mark(f.sp, "id-1"), 0);
         fx_put_doc(f.sp->fd[SD_HANDOFF], "x.json", fx_doc("id-1", "gordon", 10, 600, f.k));
         ck_assert_int_eq(fx_decide(&f, "x.json"), IO_LEFT);
         fx_close(&f);
@@ -337,7 +338,7 @@ START_TEST(test_intake_rejects_an_unverified_file_for_an_id_held_here)
         struct fx f;
 
         fx_open(&f);
-        ck_assert_int_eq(spool_id_mark(f.sp, "id-1"), 0);
+        ck_assert_int_eq(store_id_mark(f.sp, "id-1"), 0);
         fx_put_doc(f.sp->fd[SD_HANDOFF], "junk.json", fx_doc("id-1", "gordon", 10, 600, f.other));
         fx_assert_rejected(&f, "junk.json", fx_decide(&f, "junk.json"), "bad_mac");
         ck_assert_uint_eq(f.sp->st.left, 0);

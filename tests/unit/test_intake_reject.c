@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "store.h"
 #include "agents.h"
 #include "daemonfx.h"
 #include "intake.h"
@@ -273,7 +274,7 @@ static void listen_outcomes(struct fx *f, struct told *t)
         f->sp->relay.outcome = tell;
 }
 
-/* Issue 33: spool_reject_from() told "rejected" before its move, which
+/* Issue 33: store_reject_from() told "rejected" before its move, which
  * then found the file gone when another daemon had claimed it: the origin
  * heard "rejected" for a delivered handoff.  Told only once the item is
  * in rejected/. */
@@ -286,7 +287,7 @@ START_TEST(test_intake_rejection_told_only_once_moved)
         listen_outcomes(&f, &t);
         /* gone before the move (another daemon claimed it) */
         enum item_outcome o = IO_REJECTED;
-        ck_assert_int_eq(spool_reject(f.sp, "gone.json", NULL, HD_R_EXPIRED, "x", NULL, hd_now_usec(),
+        ck_assert_int_eq(store_reject(f.sp, "gone.json", NULL, HD_R_EXPIRED, "x", NULL, hd_now_usec(),
                                       &o), 0);
         ck_assert_int_eq(o, IO_GONE);
         ck_assert_int_eq(t.n, 0);

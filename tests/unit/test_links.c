@@ -1,5 +1,5 @@
 /* A file in handoff/ with more than one link (spool.c
- * spool_drop_claim_leftover(), issue 34.7), and what may not leave
+ * store_drop_claim_leftover(), issue 34.7), and what may not leave
  * handoff/ or stay in spent/ (issue 34.2), decided on a temp spool opened
  * as the daemon opens it: the other link is looked for only where the
  * daemon itself would have put it; the further names of a file rejected
@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "store.h"
 #include "daemonfx.h"
 #include "intake.h"
 #include "testutil.h"
@@ -37,7 +38,7 @@ static bool there(struct fx *f, enum spool_dir d, const char *name)
         return fx_there(f->sp->fd[d], "", name, "");
 }
 
-/* Beside its rejection under the name spool_reject_from() gave it (the
+/* Beside its rejection under the name store_reject_from() gave it (the
  * first free of NAME, NAME~1 ...): a power cut's leftover, removed. */
 START_TEST(test_links_leftover_beside_its_rejection_goes)
 {
@@ -148,7 +149,7 @@ START_TEST(test_links_a_move_takes_only_the_file_decided_on)
         /* swapped: kept elsewhere by its owner, another under its name */
         ck_assert_int_eq(renameat(f.sp->fd[SD_HANDOFF], "m.json", f.sp->fd[SD_TMP], "m.json"), 0);
         fx_put(f.sp->fd[SD_HANDOFF], "", "m.json", "", "{\"another\":1}");
-        ck_assert_int_eq(spool_move_out(f.sp, "m.json", &was, SD_REJECTED, "m.json"), -ENOENT);
+        ck_assert_int_eq(store_take(f.sp, "m.json", &was, SD_REJECTED, "m.json"), -ENOENT);
         ck_assert(there(&f, SD_HANDOFF, "m.json"));
         ck_assert(!there(&f, SD_REJECTED, "m.json"));
         fx_close(&f);
@@ -174,7 +175,7 @@ START_TEST(test_links_the_reaper_goes_past_a_directory)
                 fx_put(f.sp->fd[SD_SPENT], "", name, "", "{}");
         }
         f.sp->spent_waiting = true;
-        ck_assert_int_eq(spool_reap_spent(f.sp, 10 * 1000000LL, &more), 0);
+        ck_assert_int_eq(store_reap_spent(f.sp, 10 * 1000000LL, &more), 0);
         ck_assert(!more);
         ck_assert(!f.sp->spent_waiting);
         for (int i = 0; i < 50; i++) {
@@ -184,7 +185,7 @@ START_TEST(test_links_the_reaper_goes_past_a_directory)
         ck_assert(there(&f, SD_SPENT, "1"));
         ck_assert_uint_eq(dict_count(&f.sp->spent_skipped), 1);
         /* again: said once */
-        ck_assert_int_eq(spool_reap_spent(f.sp, 10 * 1000000LL, &more), 0);
+        ck_assert_int_eq(store_reap_spent(f.sp, 10 * 1000000LL, &more), 0);
         ck_assert(!more);
         ck_assert_uint_eq(dict_count(&f.sp->spent_skipped), 1);
         fx_close(&f);

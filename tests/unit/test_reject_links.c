@@ -1,5 +1,5 @@
 /* A file of handoff/ that one daemon is rejecting, as another daemon
- * sees it (spool_reject(), decide.c's decide_links()): the rejection is a
+ * sees it (store_reject(), decide.c's decide_links()): the rejection is a
  * link into rejected/ made before the name leaves handoff/, and the
  * kernel counts a link before its name shows in rejected/.  The other
  * daemon is a second lock fd on the same spool, holding the inode's byte
@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "store.h"
 #include "daemonfx.h"
 #include "intake.h"
 #include "lock.h"
@@ -118,13 +119,13 @@ START_TEST(test_reject_links_a_second_rejection_finds_the_first)
         int other;
 
         other = put_one(&f, &was);
-        ck_assert_int_eq(spool_reject(f.sp, NAME, &was, HD_R_EXPIRED, "x", NULL, hd_now_usec(), &o),
+        ck_assert_int_eq(store_reject(f.sp, NAME, &was, HD_R_EXPIRED, "x", NULL, hd_now_usec(), &o),
                          0);
         ck_assert_int_eq(o, IO_BUSY);
         ck_assert(!fx_there(f.sp->fd[SD_REJECTED], "", NAME, ".reason"));
         other_links(&f, other, &was);
         o = IO_REJECTED;
-        ck_assert_int_eq(spool_reject(f.sp, NAME, &was, HD_R_EXPIRED, "x", NULL, hd_now_usec(), &o),
+        ck_assert_int_eq(store_reject(f.sp, NAME, &was, HD_R_EXPIRED, "x", NULL, hd_now_usec(), &o),
                          0);
         ck_assert_int_eq(o, IO_GONE);
         assert_rejected_once(&f);

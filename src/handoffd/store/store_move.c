@@ -1,7 +1,9 @@
-/* Moves into rejected/ with a reason file and into archive/ with an
- * outcome file, from handoff/, claimed/ or outbox/: the reason or outcome
- * written first, the id remembered, then the move; and what rejected/
- * has grown by since retention's last run. */
+/* The moves: out of handoff/ (a claim, a rejection, to outbox/), into
+ * rejected/ with a reason file and into archive/ with an outcome file,
+ * from handoff/, claimed/ or outbox/: the sidecar written first, the id
+ * remembered, then the move; and what rejected/ has grown by since
+ * retention's last run.  Steps and crash windows: handoffd(8),
+ * "Durability and crash windows". */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -12,12 +14,74 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "agents.h"
 #include "files.h"
 #include "layout.h"
 #include "log.h"
-#include "spool_int.h"
 #include "lock.h"
+#include "store.h"
+#include "store_int.h"
 
+
+static bool same_ino(const struct stat *st, const struct spool_ino *was)
+{
+        return st->st_dev == was->dev && st->st_ino == was->ino;
+}
+
+int store_take_link(struct spool *sp, const char *name, const struct spool_ino *was,
+                        enum spool_dir to, const char *dst, bool link_first)
+{
+        struct stat st;
+        int r;
+
+        /* What is plainly not to be moved is not, without a move and a
+         * return (store_arrived() settles a swap after this look). */
+        if (fstatat(sp->fd[SD_HANDOFF], name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return -errno;
+        if (was && !same_ino(&st, was))
+                return -ENOENT;
+        if (S_ISDIR(st.st_mode))
+                return -EISDIR;
+        if (link_first) {
+                if (linkat(sp->fd[SD_HANDOFF], name, sp->fd[to], dst, 0) == 0) {
+                        r = store_arrived(sp, name, was, to, dst, true);
+                        if (r < 0)
+                                return r;
+                        store_dirty(sp, to);
+                        if (fstatat(sp->fd[to], dst, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                                return -errno;
+                        store_leaving_note(sp, name, st.st_dev, st.st_ino, false);
+                        return 0;
+                }
+                /* EPERM: fs.protected_hardlinks and a producer's file the
+                 * daemon may not write, or a directory; EXDEV, ENOSYS...:
+                 * no links.  Then a rename, as without fsync. */
+                if (errno == EEXIST || errno == ENOENT)
+                        return -errno;
+        }
+        r = move_noreplace(sp->fd[SD_HANDOFF], name, sp->fd[to], dst);
+        if (r < 0)
+                return r;
+        store_dirty(sp, SD_HANDOFF);
+        store_dirty(sp, to);
+        return store_arrived(sp, name, was, to, dst, false);
+}
+
+int store_take(struct spool *sp, const char *name, const struct spool_ino *was,
+               enum spool_dir to, const char *dst)
+{
+        return store_take_link(sp, name, was, to, dst, sp->cfg->fsync);
+}
+
+void store_drop_source(struct spool *sp, const char *name, dev_t dev, ino_t ino)
+{
+        struct spool_ino was = { .dev = dev, .ino = ino };
+
+        if (sp->cfg->fsync)
+                store_leaving_note(sp, name, dev, ino, true);
+        else
+                store_leave_name(sp, name, &was, true);
+}
 
 /* rejected/ grew by dst and its reason of len bytes: past a bound of
  * [retention], retention runs within a second (lifecycle.c sweep_end())
@@ -41,7 +105,7 @@ static void rejected_count(struct spool *sp, const char *dst, size_t len, int64_
         }
 }
 
-int spool_archive_from(struct spool *sp, enum spool_dir dir, const char *src, int64_t at_s,
+int store_archive_from(struct spool *sp, enum spool_dir dir, const char *src, int64_t at_s,
                        const char *from, const char *to, const char *id, const char *buf,
                        size_t len, char *name, size_t n)
 {
@@ -60,18 +124,18 @@ int spool_archive_from(struct spool *sp, enum spool_dir dir, const char *src, in
                 /* Synced before the move (fsync = yes), as item_act.c's: a
                  * power cut must not leave the archived item's outcome
                  * empty. */
-                q = write_atomic(sp->fd[SD_ARCHIVE], side, buf, len, 0640,
-                                 sp->cfg->fsync ? WRITE_SYNC_FILE : 0);
+                q = store_side_write(sp, SD_ARCHIVE, side, buf, len);
                 if (q < 0)
                         return q;
                 q = move_noreplace(sp->fd[dir], src, sp->fd[SD_ARCHIVE], name);
                 if (q == -EEXIST)
                         continue;
                 if (q < 0) {
-                        unlinkat(sp->fd[SD_ARCHIVE], side, 0);
+                        (void) store_remove(sp, SD_ARCHIVE, side);
                         return q;
                 }
-                sp->dirty[SD_ARCHIVE] = sp->dirty[dir] = true;
+                store_dirty(sp, SD_ARCHIVE);
+                store_dirty(sp, dir);
                 return 0;
         }
         return -EEXIST;
@@ -110,14 +174,17 @@ static void rejected_done(struct spool *sp, enum spool_dir from, const char *nam
         char q[300];
 
         if (from != SD_HANDOFF)
-                sp->dirty[SD_REJECTED] = sp->dirty[from] = true;
+                {
+                store_dirty(sp, SD_REJECTED);
+                store_dirty(sp, from);
+        }
         if (sp->relay.outcome && from == SD_HANDOFF)
                 sp->relay.outcome(sp->relay.ctx, handoff_id, name, "rejected",
                                   hd_reason_name(reason), detail, now);
         /* Its other names in handoff/ go as this file's
-         * (spool_drop_claim_leftover()): one rejection a file. */
+         * (store_drop_claim_leftover()): one rejection a file. */
         if (from == SD_HANDOFF && was && reason == HD_R_HARDLINK)
-                spool_kept_note(sp, was->dev, was->ino, SD_REJECTED, dst, false);
+                store_kept_note(sp, was->dev, was->ino, SD_REJECTED, dst, false);
         sp->st.rejected[reason]++;
         rejected_count(sp, dst, len, now);
         log_decision(LOG_NOTICE, handoff_id, NULL, "rejected", hd_reason_name(reason),
@@ -136,7 +203,7 @@ static int reject_from(struct spool *sp, enum spool_dir from, const char *name,
         struct stat st;
         int r;
 
-        spool_reject_base(name, base, sizeof(base));
+        store_reject_base(name, base, sizeof(base));
         /* Relayed here: the reason says from where, or an operator reads
          * a bad_mac without knowing that the sender's key is another
          * host's (handoffd(8) RELAY). */
@@ -152,7 +219,7 @@ static int reject_from(struct spool *sp, enum spool_dir from, const char *name,
         if (r < 0)
                 return r;
 
-        for (unsigned n = 0; n < SPOOL_REJECT_NAMES; n++) {
+        for (unsigned n = 0; n < STORE_REJECT_NAMES; n++) {
                 /* base is 200 characters at most: "~999", the .reason and
                  * its temp name fit */
                 r = n == 0 ? xsnprintf(dst, sizeof(dst), "%s", base)
@@ -166,13 +233,12 @@ static int reject_from(struct spool *sp, enum spool_dir from, const char *name,
                 if (fstatat(sp->fd[SD_REJECTED], dst, &st, AT_SYMLINK_NOFOLLOW) == 0)
                         continue;
                 /* The reason first: an item in rejected/ always has one. */
-                r = write_atomic(sp->fd[SD_REJECTED], rsn, buf, len, 0640,
-                                 sp->cfg->fsync ? WRITE_SYNC_FILE : 0);
+                r = store_side_write(sp, SD_REJECTED, rsn, buf, len);
                 if (r < 0)
                         return r;
                 /* The id is remembered before the item shows in rejected/,
                  * as an archiving does: a replay is known at every moment. */
-                if (handoff_id && (r = spool_id_mark(sp, handoff_id)) < 0)
+                if (handoff_id && (r = store_id_mark(sp, handoff_id)) < 0)
                         return r;
                 /* The outcome goes out before the move from claimed/ (the
                  * caller holds the id's lock: nothing else moves it), so
@@ -181,14 +247,14 @@ static int reject_from(struct spool *sp, enum spool_dir from, const char *name,
                  * the file meanwhile, and then the move finds it gone.
                  * With the relay the move is a link (the relay's own
                  * files can always be linked), the name in handoff/ left
-                 * until the next spool_flush(): a crash before the
+                 * until the next store_flush(): a crash before the
                  * outcome leaves it beside its rejection, and
-                 * spool_drop_claim_leftover() tells it then. */
+                 * store_drop_claim_leftover() tells it then. */
                 if (sp->relay.outcome && from == SD_CLAIMED)
                         sp->relay.outcome(sp->relay.ctx, handoff_id, NULL, "rejected",
                                           hd_reason_name(reason), detail, now);
                 r = from == SD_HANDOFF
-                    ? spool_move_out_link(sp, name, was, SD_REJECTED, dst,
+                    ? store_take_link(sp, name, was, SD_REJECTED, dst,
                                           sp->cfg->fsync || sp->relay.outcome)
                     : move_noreplace(sp->fd[from], name, sp->fd[SD_REJECTED], dst);
                 if (r == -EEXIST)
@@ -198,7 +264,7 @@ static int reject_from(struct spool *sp, enum spool_dir from, const char *name,
                          * (then the reason is its), the reason is ours to
                          * take back. */
                         if (fstatat(sp->fd[SD_REJECTED], dst, &st, AT_SYMLINK_NOFOLLOW) < 0)
-                                unlinkat(sp->fd[SD_REJECTED], rsn, 0);
+                                (void) store_remove(sp, SD_REJECTED, rsn);
                         if (r != -ENOENT)
                                 return r;
                         *ret = IO_GONE;
@@ -211,7 +277,7 @@ static int reject_from(struct spool *sp, enum spool_dir from, const char *name,
         return -EEXIST;
 }
 
-int spool_reject_from(struct spool *sp, enum spool_dir from, const char *name,
+int store_reject_from(struct spool *sp, enum spool_dir from, const char *name,
                       const struct spool_ino *was, hd_reason reason, const char *detail,
                       const char *handoff_id, int64_t now, enum item_outcome *ret)
 {
@@ -234,7 +300,7 @@ int spool_reject_from(struct spool *sp, enum spool_dir from, const char *name,
  * link of its producer's, with its own reason over this one's.  A second
  * link found under the lock is a rejection made since the caller looked:
  * the file goes as its leftover, not rejected again as NAME~1. */
-int spool_reject(struct spool *sp, const char *name, const struct spool_ino *was,
+int store_reject(struct spool *sp, const char *name, const struct spool_ino *was,
                  hd_reason reason, const char *detail, const char *handoff_id, int64_t now,
                  enum item_outcome *ret)
 {
@@ -243,7 +309,7 @@ int spool_reject(struct spool *sp, const char *name, const struct spool_ino *was
         int r;
 
         if (!was)
-                return spool_reject_from(sp, SD_HANDOFF, name, NULL, reason, detail, handoff_id,
+                return store_reject_from(sp, SD_HANDOFF, name, NULL, reason, detail, handoff_id,
                                          now, ret);
         off = lock_off_inode(was->dev, was->ino);
         r = lock_try(sp->lock_fd, off, true);
@@ -253,24 +319,117 @@ int spool_reject(struct spool *sp, const char *name, const struct spool_ino *was
                 return r == -EAGAIN ? 0 : r;
         if (fstatat(sp->fd[SD_HANDOFF], name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
             st.st_dev == was->dev && st.st_ino == was->ino && st.st_nlink > 1 &&
-            spool_drop_claim_leftover(sp, name)) {
+            store_drop_claim_leftover(sp, name)) {
                 if (ret)
                         *ret = IO_GONE;
                 r = 0;
         } else {
-                r = spool_reject_from(sp, SD_HANDOFF, name, was, reason, detail, handoff_id, now,
+                r = store_reject_from(sp, SD_HANDOFF, name, was, reason, detail, handoff_id, now,
                                       ret);
         }
         lock_release(sp->lock_fd, off);
         return r;
 }
 
-int spool_reject_claimed(struct spool *sp, const char *id, hd_reason reason,
+int store_reject_claimed(struct spool *sp, const char *id, hd_reason reason,
                          const char *detail, int64_t now, enum item_outcome *ret)
 {
         char name[NAME_MAX + 1];
 
         if (xsnprintf(name, sizeof(name), "%s.json", id) < 0)
                 return -ENAMETOOLONG;
-        return spool_reject_from(sp, SD_CLAIMED, name, NULL, reason, detail, id, now, ret);
+        return store_reject_from(sp, SD_CLAIMED, name, NULL, reason, detail, id, now, ret);
+}
+
+/* The record as a copy of the agent's file src (no link possible). */
+static int record_copy(struct spool *sp, struct agent_rt *a, const char *src, const char *dst,
+                       size_t max)
+{
+        _cleanup_close_ int fd = -1;
+        _cleanup_free_ char *buf = NULL;
+        size_t len;
+        int r;
+
+        fd = openat(a->handoffs_fd, src, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        r = read_all(fd, max, 0, &buf, &len);
+        if (r < 0)
+                return r;
+        return write_linked(sp->fd[SD_CLAIMED], dst, buf, len, 0640,
+                            sp->cfg->fsync ? WRITE_SYNC_FILE : 0);
+}
+
+int store_claim(struct spool *sp, struct agent_rt *a, const char *id, const char *src,
+                bool replace, size_t max)
+{
+        char rname[NAME_MAX + 1], tname[NAME_MAX + 1];
+        const char *dst;
+        int r;
+
+        if (xsnprintf(rname, sizeof(rname), "%s.json", id) < 0 ||
+            xsnprintf(tname, sizeof(tname), ".%s.record", id) < 0)
+                return -ENAMETOOLONG;
+        dst = replace ? tname : rname;
+        if (replace && unlinkat(sp->fd[SD_CLAIMED], tname, 0) < 0 && errno != ENOENT)
+                return -errno;
+        if (linkat(a->handoffs_fd, src, sp->fd[SD_CLAIMED], dst, 0) < 0) {
+                if (errno != EXDEV && errno != EPERM && errno != EMLINK && errno != ENOSYS &&
+                    errno != EOPNOTSUPP)
+                        return -errno;
+                r = record_copy(sp, a, src, dst, max);
+                if (r < 0)
+                        return r;
+        }
+        if (replace && renameat(sp->fd[SD_CLAIMED], tname, sp->fd[SD_CLAIMED], rname) < 0) {
+                r = -errno;
+                unlinkat(sp->fd[SD_CLAIMED], tname, 0);
+                return r;
+        }
+        store_dirty(sp, SD_CLAIMED);
+        return 0;
+}
+
+int store_publish_bootstrap(struct spool *sp, struct agent_rt *a, const char *pname,
+                            const char *bname)
+{
+        return store_boot_rename(sp, a, pname, bname);
+}
+
+int store_archive(struct spool *sp, const char *id, const char *name, const char *outcome,
+                  const void *buf, size_t len, const char *marker, int64_t now, bool *ret_moved)
+{
+        char side[NAME_MAX + 16], src[NAME_MAX + 1];
+        int r;
+
+        *ret_moved = false;
+        r = xsnprintf(src, sizeof(src), "%s.json", id);
+        if (r >= 0)
+                r = layout_suffixed(name, LAYOUT_OUTCOME, side, sizeof(side));
+        if (r < 0)
+                return r;
+        /* The outcome first: an archived item always says how it ended, and
+         * a crash in the middle leaves the item in claimed/ for the retry,
+         * which writes the same sidecar under the same name.  The id is
+         * remembered before the item leaves claimed/, so a replay is
+         * recognised at every moment. */
+        r = store_side_write(sp, SD_ARCHIVE, side, buf, len);
+        if (r < 0)
+                return r;
+        r = store_id_mark(sp, id);
+        if (r < 0)
+                return r;
+        if (sp->relay.outcome)
+                sp->relay.outcome(sp->relay.ctx, id, NULL, outcome, NULL, NULL, now);
+        r = move_noreplace(sp->fd[SD_CLAIMED], src, sp->fd[SD_ARCHIVE], name);
+        if (r == -ENOENT)
+                return 0;       /* another daemon archived it */
+        if (r < 0)
+                return r;
+        if (marker)
+                unlinkat(sp->fd[SD_CLAIMED], marker, 0);
+        store_dirty(sp, SD_ARCHIVE);
+        store_dirty(sp, SD_CLAIMED);
+        *ret_moved = true;
+        return 0;
 }

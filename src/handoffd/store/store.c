@@ -1,7 +1,8 @@
-/* The moves out of handoff/ and what makes them durable: a move's
- * destination synced before its source (spool_flush()), the names that
- * leave handoff/ only then (sp->leaving), and spent/, where the producers'
- * files of claims go until the reaper frees them. */
+/* What is dirty and the sync rounds that make the moves durable (a
+ * move's destination synced before its source), the names that leave
+ * handoff/ only then (sp->leaving), and spent/, where the producers'
+ * files of claims go until the reaper frees them.  The steps and the
+ * crash windows: handoffd(8), "Durability and crash windows". */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -16,9 +17,10 @@
 #include "files.h"
 #include "layout.h"
 #include "log.h"
-#include "spool_int.h"
+#include "store.h"
+#include "store_int.h"
 
-/* Agents' handoffs/ synced together by spool_flush(); more, one by one. */
+/* Agents' handoffs/ synced together by store_flush(); more, one by one. */
 #define SPOOL_FLUSH_AGENTS_MAX 16
 /* Entries of spent/ the reaper cannot remove, reported one by one. */
 #define SPOOL_SPENT_SKIPPED_MAX 64
@@ -38,7 +40,8 @@ static void put_back(struct spool *sp, enum spool_dir to, const char *dst, const
         char alt[NAME_MAX + 1], q[300];
 
         log_quote(name, q, sizeof(q));
-        sp->dirty[to] = sp->dirty[SD_HANDOFF] = true;
+        store_dirty(sp, to);
+        store_dirty(sp, SD_HANDOFF);
         if (renameat2(sp->fd[to], dst, sp->fd[SD_HANDOFF], name, RENAME_NOREPLACE) == 0) {
                 log_notice("Returned %s to handoff/: %s swapped in under its name after the look, "
                            "not what was decided on", q, what);
@@ -63,8 +66,8 @@ static void put_back(struct spool *sp, enum spool_dir to, const char *dst, const
  * retention remove files; a directory stays for good).  Else it is undone:
  * our link removed, a renamed one put back.  0: it is what was decided on;
  * -ENOENT: was has left the name; -EISDIR: was is a directory. */
-static int move_arrived(struct spool *sp, const char *name, const struct spool_ino *was,
-                        enum spool_dir to, const char *dst, bool linked)
+int store_arrived(struct spool *sp, const char *name, const struct spool_ino *was,
+                  enum spool_dir to, const char *dst, bool linked)
 {
         struct stat st;
 
@@ -82,7 +85,7 @@ static int move_arrived(struct spool *sp, const char *name, const struct spool_i
 }
 
 /* handoff/name goes if it is still the file was: names get reused. */
-static void leave_name(struct spool *sp, const char *name, const struct spool_ino *was, bool spent)
+void store_leave_name(struct spool *sp, const char *name, const struct spool_ino *was, bool spent)
 {
         char sname[32];
         struct stat st;
@@ -93,7 +96,7 @@ static void leave_name(struct spool *sp, const char *name, const struct spool_in
          * while it lives), not unlinked: the unlink would free the inode
          * (a move's other link keeps it), and inodes freed in a burst make
          * the next creations dearer on ext4 (the allocator skips inodes
-         * freed lately: recently_deleted()), so spool_reap_spent() frees
+         * freed lately: recently_deleted()), so store_reap_spent() frees
          * them once intake is quiet.  Not synced: a move lost by a power
          * cut brings the file back to handoff/, where its record makes it
          * a claim's leftover; one kept in both is recognised by its link
@@ -102,8 +105,8 @@ static void leave_name(struct spool *sp, const char *name, const struct spool_in
                 if (xsnprintf(sname, sizeof(sname), "%llu", (unsigned long long)st.st_ino) >= 0 &&
                     renameat2(sp->fd[SD_HANDOFF], name, sp->fd[SD_SPENT], sname,
                               RENAME_NOREPLACE) == 0) {
-                        sp->dirty[SD_HANDOFF] = true;
-                        if (move_arrived(sp, name, was, SD_SPENT, sname, false) < 0)
+                        store_dirty(sp, SD_HANDOFF);
+                        if (store_arrived(sp, name, was, SD_SPENT, sname, false) < 0)
                                 return;
                         sp->spent_waiting = true;
                         sp->spent_at = mono_usec();
@@ -112,19 +115,26 @@ static void leave_name(struct spool *sp, const char *name, const struct spool_in
         }
         /* By name too: what a swap brings here instead is a file of the
          * name's owner (sticky handoff/), a directory is not unlinked. */
-        if (unlinkat(sp->fd[SD_HANDOFF], name, 0) == 0)
-                sp->dirty[SD_HANDOFF] = true;
+        (void) store_remove(sp, SD_HANDOFF, name);
 }
 
-/* What spool_move_out() linked elsewhere, and the producers' files of
- * claims (spool_drop_source()), leave handoff/ now that the other
+int store_remove(struct spool *sp, enum spool_dir dir, const char *name)
+{
+        if (unlinkat(sp->fd[dir], name, 0) < 0)
+                return -errno;
+        store_dirty(sp, dir);
+        return 0;
+}
+
+/* What store_take() linked elsewhere, and the producers' files of
+ * claims (store_drop_source()), leave handoff/ now that the other
  * directories are synced. */
 static void leave_handoff(struct spool *sp)
 {
         struct leaving_entry *e, *nx;
 
         DICT_FOREACH_SAFE(e, nx, &sp->leaving) {
-                leave_name(sp, dict_key(e), &e->was, e->spent);
+                store_leave_name(sp, dict_key(e), &e->was, e->spent);
                 dict_remove(&sp->leaving, e);
         }
 }
@@ -148,7 +158,7 @@ static void spent_skip(struct spool *sp, const char *name, int err)
                           "operator, the rest is freed", name);
 }
 
-int spool_reap_spent(struct spool *sp, int64_t budget_usec, bool *ret_more)
+int store_reap_spent(struct spool *sp, int64_t budget_usec, bool *ret_more)
 {
         int64_t t0 = mono_usec();
         struct dirent *de;
@@ -184,76 +194,45 @@ int spool_reap_spent(struct spool *sp, int64_t budget_usec, bool *ret_more)
         return 0;
 }
 
-bool spool_leaving(struct spool *sp, const char *name, const struct stat *st)
+bool store_leaving(struct spool *sp, const char *name, const struct stat *st)
 {
         const struct leaving_entry *e = dict_get(&sp->leaving, name);
 
         return e && same_ino(st, &e->was);
 }
 
-/* handoff/name, the inode (dev, ino), leaves in spool_flush(); spent:
+size_t store_leaving_count(const struct spool *sp)
+{
+        return dict_count(&sp->leaving);
+}
+
+void store_dirty(struct spool *sp, enum spool_dir dir)
+{
+        sp->dirty[dir] = true;
+}
+
+void store_dirty_agent(struct agent_rt *a)
+{
+        a->dirty = true;
+}
+
+bool store_agent_take_dirty(struct agent_rt *a)
+{
+        bool was = a->dirty;
+
+        a->dirty = false;
+        return was;
+}
+
+/* handoff/name, the inode (dev, ino), leaves in store_flush(); spent:
  * a claim's producer file (leave_name()).  Not noted (no memory): the
  * name stays in handoff/, where the next look finds it moved already. */
-static void leaving_note(struct spool *sp, const char *name, dev_t dev, ino_t ino, bool spent)
+void store_leaving_note(struct spool *sp, const char *name, dev_t dev, ino_t ino, bool spent)
 {
         struct leaving_entry *e = dict_put(&sp->leaving, name, NULL);
 
         if (e)
                 *e = (struct leaving_entry){ .was = { .dev = dev, .ino = ino }, .spent = spent };
-}
-
-int spool_move_out_link(struct spool *sp, const char *name, const struct spool_ino *was,
-                        enum spool_dir to, const char *dst, bool link_first)
-{
-        struct stat st;
-        int r;
-
-        /* What is plainly not to be moved is not, without a move and a
-         * return (move_arrived() settles a swap after this look). */
-        if (fstatat(sp->fd[SD_HANDOFF], name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-                return -errno;
-        if (was && !same_ino(&st, was))
-                return -ENOENT;
-        if (S_ISDIR(st.st_mode))
-                return -EISDIR;
-        if (link_first) {
-                if (linkat(sp->fd[SD_HANDOFF], name, sp->fd[to], dst, 0) == 0) {
-                        r = move_arrived(sp, name, was, to, dst, true);
-                        if (r < 0)
-                                return r;
-                        sp->dirty[to] = true;
-                        if (fstatat(sp->fd[to], dst, &st, AT_SYMLINK_NOFOLLOW) < 0)
-                                return -errno;
-                        leaving_note(sp, name, st.st_dev, st.st_ino, false);
-                        return 0;
-                }
-                /* EPERM: fs.protected_hardlinks and a producer's file the
-                 * daemon may not write, or a directory; EXDEV, ENOSYS...:
-                 * no links.  Then a rename, as without fsync. */
-                if (errno == EEXIST || errno == ENOENT)
-                        return -errno;
-        }
-        r = move_noreplace(sp->fd[SD_HANDOFF], name, sp->fd[to], dst);
-        if (r < 0)
-                return r;
-        sp->dirty[SD_HANDOFF] = sp->dirty[to] = true;
-        return move_arrived(sp, name, was, to, dst, false);
-}
-
-int spool_move_out(struct spool *sp, const char *name, const struct spool_ino *was,
-                   enum spool_dir to, const char *dst)
-{
-        return spool_move_out_link(sp, name, was, to, dst, sp->cfg->fsync);
-}
-
-void spool_drop_source(struct spool *sp, const char *name, dev_t dev, ino_t ino)
-{
-        struct spool_ino was = { .dev = dev, .ino = ino };
-
-        if (sp->cfg->fsync)
-                leaving_note(sp, name, dev, ino, true);
-        else
-                leave_name(sp, name, &was, true);
 }
 
 /* The round of a directory's sync: a move is a change in two
@@ -312,7 +291,7 @@ static bool any_failed(const struct spool *sp)
 
 /* After the rounds: a new failure said once, a failed retry backed off
  * unsaid, the recovery said once; the retry is a deadline of the daemon's
- * timer (whose sweep ends in spool_flush()). */
+ * timer (whose sweep ends in store_flush()). */
 static void sync_settle(struct spool *sp, int err, const char *first, int64_t now)
 {
         struct spool_sync_fail *f = &sp->sync_fail;
@@ -431,7 +410,7 @@ static int flush_rounds(struct spool *sp, int last, bool leave, bool agents)
         return r;
 }
 
-int spool_sync_dir(struct spool *sp, enum spool_dir dir)
+int store_sync_dir(struct spool *sp, enum spool_dir dir)
 {
         if (!sp->cfg->fsync)
                 return 0;
@@ -439,7 +418,7 @@ int spool_sync_dir(struct spool *sp, enum spool_dir dir)
         return flush_rounds(sp, sync_round(dir), false, false);
 }
 
-int spool_flush(struct spool *sp)
+int store_flush(struct spool *sp)
 {
         int r = 0, q;
 

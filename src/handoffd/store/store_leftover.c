@@ -16,7 +16,8 @@
 #include "files.h"
 #include "layout.h"
 #include "log.h"
-#include "spool_int.h"
+#include "store.h"
+#include "store_int.h"
 
 static bool same_inode(int dirfd, const char *name, const struct stat *a)
 {
@@ -26,7 +27,7 @@ static bool same_inode(int dirfd, const char *name, const struct stat *a)
                b.st_dev == a->st_dev && b.st_ino == a->st_ino;
 }
 
-bool spool_find_link(int dirfd, const char *name, const struct stat *a, char *found, size_t n)
+bool store_find_link(int dirfd, const char *name, const struct stat *a, char *found, size_t n)
 {
         struct dirent *de;
         bool ok = false;
@@ -54,7 +55,7 @@ static struct spool_kept *kept_find(struct spool *sp, const struct stat *a)
         return NULL;
 }
 
-void spool_kept_note(struct spool *sp, dev_t dev, ino_t ino, enum spool_dir dir,
+void store_kept_note(struct spool *sp, dev_t dev, ino_t ino, enum spool_dir dir,
                      const char *name, bool synced)
 {
         struct spool_kept *k = kept_find(sp, &(struct stat) { .st_dev = dev, .st_ino = ino });
@@ -72,13 +73,10 @@ void spool_kept_note(struct spool *sp, dev_t dev, ino_t ino, enum spool_dir dir,
 /* handoff/name goes, its other link in dir synced first. */
 static bool drop_beside(struct spool *sp, const char *name, enum spool_dir dir, bool *synced)
 {
-        if (!*synced && spool_sync_dir(sp, dir) < 0)
+        if (!*synced && store_sync_dir(sp, dir) < 0)
                 return false;
         *synced = true;
-        if (unlinkat(sp->fd[SD_HANDOFF], name, 0) < 0)
-                return false;
-        sp->dirty[SD_HANDOFF] = true;
-        return true;
+        return store_remove(sp, SD_HANDOFF, name) == 0;
 }
 
 /* dir/other is a's other link, where the daemon put it: handoff/name
@@ -93,8 +91,8 @@ static bool drop_leftover(struct spool *sp, const char *name, const struct stat 
                 return false;
         log_info("Removed handoff/%s, left beside its %s by a power cut",
                  log_quote(name, q, sizeof(q)), what);
-        spool_kept_note(sp, a->st_dev, a->st_ino, dir, other, true);
-        (void) spool_flush(sp);
+        store_kept_note(sp, a->st_dev, a->st_ino, dir, other, true);
+        (void) store_flush(sp);
         return true;
 }
 
@@ -105,7 +103,7 @@ static bool leftover_stat(struct spool *sp, const char *name, struct stat *a)
 }
 
 /* handoff/name was moved to rejected/dst, and a crash may have come
- * between the move and its outcome (spool_reject_from()): the outcome
+ * between the move and its outcome (store_reject_from()): the outcome
  * again, from the reason.  Told twice, it is one receipt (receipt.c
  * writes the one a final outcome owes, once). */
 static void reject_outcome_again(struct spool *sp, const char *name, const char *dst)
@@ -122,7 +120,7 @@ static void reject_outcome_again(struct spool *sp, const char *name, const char 
                           json_string_value(json_object_get(o, "detail")), hd_now_usec());
 }
 
-bool spool_drop_claim_leftover(struct spool *sp, const char *name)
+bool store_drop_claim_leftover(struct spool *sp, const char *name)
 {
         char other[NAME_MAX + 1], base[NAME_MAX + 1], q[300];
         struct spool_kept *k;
@@ -143,10 +141,10 @@ bool spool_drop_claim_leftover(struct spool *sp, const char *name)
         snprintf(other, sizeof(other), "%llu", (unsigned long long)a.st_ino);
         if (same_inode(sp->fd[SD_SPENT], other, &a))
                 return drop_leftover(sp, name, &a, SD_SPENT, other, "claim's move to spent/");
-        /* spool_reject_from()'s names for it: the first whose item was
+        /* store_reject_from()'s names for it: the first whose item was
          * free then, so none is missing before it. */
-        spool_reject_base(name, base, sizeof(base));
-        for (unsigned n = 0; n < SPOOL_REJECT_NAMES; n++) {
+        store_reject_base(name, base, sizeof(base));
+        for (unsigned n = 0; n < STORE_REJECT_NAMES; n++) {
                 if (n == 0)
                         snprintf(other, sizeof(other), "%s", base);
                 else if (xsnprintf(other, sizeof(other), "%s~%u", base, n) < 0)
@@ -161,7 +159,7 @@ bool spool_drop_claim_leftover(struct spool *sp, const char *name)
         return false;
 }
 
-bool spool_drop_id_leftover(struct spool *sp, const char *name, const char *id)
+bool store_drop_id_leftover(struct spool *sp, const char *name, const char *id)
 {
         static const enum spool_dir in[] = { SD_OUTBOX, SD_CLAIMED };
         static const char *const what[] = { "outbox/ entry", "claim" };
@@ -177,7 +175,7 @@ bool spool_drop_id_leftover(struct spool *sp, const char *name, const char *id)
         return false;
 }
 
-bool spool_drop_archived_leftover(struct spool *sp, const char *id)
+bool store_drop_archived_leftover(struct spool *sp, const char *id)
 {
         char name[NAME_MAX + 1], mname[NAME_MAX + 1], buf[4096];
         struct stat a, b;
@@ -204,18 +202,17 @@ bool spool_drop_archived_leftover(struct spool *sp, const char *id)
             fstatat(sp->fd[SD_CLAIMED], name, &a, AT_SYMLINK_NOFOLLOW) == 0 &&
             fstatat(sp->fd[SD_ARCHIVE], as, &b, AT_SYMLINK_NOFOLLOW) == 0 &&
             S_ISREG(a.st_mode) && a.st_dev == b.st_dev && a.st_ino == b.st_ino &&
-            unlinkat(sp->fd[SD_CLAIMED], name, 0) == 0) {
-                unlinkat(sp->fd[SD_CLAIMED], mname, 0);
+            store_remove(sp, SD_CLAIMED, name) == 0) {
+                (void) store_remove(sp, SD_CLAIMED, mname);
                 log_info("Removed claimed/%s, left beside its archive by a power cut", name);
-                sp->dirty[SD_CLAIMED] = true;
-                (void) spool_flush(sp);
+                (void) store_flush(sp);
                 done = true;
         }
         json_decref(m);
         return done;
 }
 
-bool spool_drop_tmp_twin(struct spool *sp, enum spool_dir in, const char *name)
+bool store_drop_tmp_twin(struct spool *sp, enum spool_dir in, const char *name)
 {
         struct stat a, b;
         struct dirent *de;
@@ -238,12 +235,10 @@ bool spool_drop_tmp_twin(struct spool *sp, enum spool_dir in, const char *name)
                 if (de->d_ino == a.st_ino &&
                     fstatat(sp->fd[SD_TMP], de->d_name, &b, AT_SYMLINK_NOFOLLOW) == 0 &&
                     b.st_dev == a.st_dev && b.st_ino == a.st_ino &&
-                    unlinkat(sp->fd[SD_TMP], de->d_name, 0) == 0)
+                    store_remove(sp, SD_TMP, de->d_name) == 0)
                         done = true;
         closedir(d);
-        if (done) {
-                sp->dirty[SD_TMP] = true;
-                (void) spool_flush(sp);
-        }
+        if (done)
+                (void) store_flush(sp);
         return done;
 }

@@ -1,0 +1,232 @@
+/* Sidecars and small files of the daemon's own beside the items: the
+ * .outcome, .reason and .result files, the A2A task record, the replay
+ * memory ids/; each written under a temp name and renamed over
+ * (write_atomic()), synced with fsync = yes before anything that names
+ * it.  Steps: handoffd(8), "Durability and crash windows". */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agents.h"
+#include "util.h"
+#include "files.h"
+#include "layout.h"
+#include "log.h"
+#include "store.h"
+#include "store_int.h"
+
+int store_side_write(struct spool *sp, enum spool_dir dir, const char *name, const void *buf,
+                     size_t len)
+{
+        int r = write_atomic(sp->fd[dir], name, buf, len, 0640,
+                             sp->cfg->fsync ? WRITE_SYNC_FILE : 0);
+
+        if (r == 0)
+                store_dirty(sp, dir);
+        return r;
+}
+
+int store_id_mark(struct spool *sp, const char *id)
+{
+        int fd;
+
+        if (!id || !hd_id_valid(id))
+                return 0;
+        fd = openat(sp->fd[SD_IDS], id,
+                    O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0640);
+        if (fd < 0)
+                return -errno;
+        close(fd);
+        store_dirty(sp, SD_IDS);
+        return 0;
+}
+
+/* An agent's handoffs/: the daemon's names there (.pending.NAME, the
+ * bootstrap NAME, .expire.NAME, .cancel.NAME).  What a consumer takes
+ * is hers; the rest only the daemon changes. */
+
+int store_boot_write(struct spool *sp, struct agent_rt *a, const char *name, const void *buf,
+                     size_t len, bool sync)
+{
+        unsigned fl = (sync && sp->cfg->fsync ? WRITE_SYNC_FILE : 0) | WRITE_MODE_KEPT |
+                      WRITE_EXCL;
+        int r = write_direct(a->handoffs_fd, name, buf, len, 0640, fl);
+
+        if (r == 0)
+                store_dirty_agent(a);
+        return r;
+}
+
+int store_boot_remove(struct spool *sp, struct agent_rt *a, const char *name)
+{
+        (void)sp;
+        if (unlinkat(a->handoffs_fd, name, 0) < 0)
+                return -errno;
+        store_dirty_agent(a);
+        return 0;
+}
+
+int store_boot_rename(struct spool *sp, struct agent_rt *a, const char *from, const char *to)
+{
+        (void)sp;
+        if (renameat(a->handoffs_fd, from, a->handoffs_fd, to) < 0)
+                return -errno;
+        store_dirty_agent(a);
+        return 0;
+}
+
+int store_boot_sync(struct spool *sp, struct agent_rt *a)
+{
+        return sp->cfg->fsync ? fsync_dir(a->handoffs_fd) : 0;
+}
+
+/* Our own temp files (".NAME.XXXXXX" from hd_write_atomic) left in a
+ * directory by a crash, at start.  When another daemon runs on the same
+ * spool it may be writing one right now: then only those a minute old. */
+#define TEMP_MIN_AGE_S 60
+static void remove_temps(int dirfd, bool sole)
+{
+        struct dirent *de;
+        DIR *d;
+
+        d = opendir_at(dirfd);
+        if (!d)
+                return;
+        while ((de = readdir(d))) {
+                const char *n = de->d_name;
+                if (n[0] != '.' || !strcmp(n, ".") || !strcmp(n, ".."))
+                        continue;
+                /* A consumer's, not ours; or records of deliveries and
+                 * expiries in flight: the sweep reads and finishes them
+                 * (or removes them as orphans). */
+                if (layout_classify(n) != LK_DOT)
+                        continue;
+                struct stat st;
+                if (fstatat(dirfd, n, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+                    (!sole && st.st_mtime > time(NULL) - TEMP_MIN_AGE_S))
+                        continue;
+                if (unlinkat(dirfd, n, 0) == 0)
+                        log_info("Removed temp file '%s' left by a crash", n);
+        }
+        closedir(d);
+}
+
+void store_remove_temps(struct spool *sp, bool sole)
+{
+        static const int dirs[] = { SD_CLAIMED, SD_ARCHIVE, SD_REJECTED, SD_IDS, SD_BATON };
+
+        for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++)
+                remove_temps(sp->fd[dirs[i]], sole);
+        for (size_t i = 0; i < sp->n_agents; i++)
+                remove_temps(sp->agents[i].handoffs_fd, sole);
+}
+
+int store_boot_note(struct spool *sp, struct agent_rt *a, const char *name, const void *buf,
+                    size_t len)
+{
+        (void)sp;
+        return write_atomic(a->handoffs_fd, name, buf, len, 0640, 0);
+}
+
+int store_boot_drop(struct spool *sp, struct agent_rt *a, const char *name)
+{
+        (void)sp;
+        if (unlinkat(a->handoffs_fd, name, 0) == 0)
+                return 0;
+        if (errno == EISDIR && unlinkat(a->handoffs_fd, name, AT_REMOVEDIR) == 0)
+                return 0;
+        return -errno;
+}
+
+int store_count_link(struct spool *sp, const char *anchor, const char *name)
+{
+        return linkat(sp->fd[SD_QUOTA], anchor, sp->fd[SD_QUOTA], name, 0) == 0 ? 0 : -errno;
+}
+
+int store_count_remove(struct spool *sp, const char *name)
+{
+        return unlinkat(sp->fd[SD_QUOTA], name, 0) == 0 ? 0 : -errno;
+}
+
+int store_cancel_answer(struct spool *sp, const char *name, const char *answer)
+{
+        if (!answer)
+                return unlinkat(sp->fd[SD_CANCEL], name, 0) == 0 ? 0 : -errno;
+        return renameat(sp->fd[SD_CANCEL], name, sp->fd[SD_CANCEL], answer) == 0 ? 0 : -errno;
+}
+
+int store_cancel_forget(struct spool *sp, const char *name, bool dir)
+{
+        return unlinkat(sp->fd[SD_CANCEL], name, dir ? AT_REMOVEDIR : 0) == 0 ? 0 : -errno;
+}
+
+int store_prune(struct spool *sp, enum spool_dir dir, const char *name)
+{
+        return unlinkat(sp->fd[dir], name, 0) == 0 ? 0 : -errno;
+}
+
+
+int store_put_handoff(struct spool *sp, const char *prefix, const char *name, const void *data,
+                      size_t len)
+{
+        char tmp[NAME_MAX + 1], rnd[17];
+        size_t off = 0;
+        int fd, q;
+
+        q = random_hex(rnd, 8);
+        if (q < 0)
+                return q;
+        if (xsnprintf(tmp, sizeof(tmp), "%s%s.%s", prefix, name, rnd) < 0)
+                return -ENAMETOOLONG;
+        fd = openat(sp->fd[SD_TMP], tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0640);
+        if (fd < 0)
+                return -errno;
+        while (off < len) {
+                ssize_t w = write(fd, (const char *)data + off, len - off);
+                if (w < 0 && errno == EINTR)
+                        continue;
+                if (w < 0) {
+                        q = -errno;
+                        goto fail;
+                }
+                off += (size_t)w;
+        }
+        if (sp->cfg->fsync && fsync(fd) < 0) {
+                q = -errno;
+                goto fail;
+        }
+        close(fd);
+        fd = -1;
+        q = move_noreplace(sp->fd[SD_TMP], tmp, sp->fd[SD_HANDOFF], name);
+        if (q == -EEXIST) {
+                (void) store_prune(sp, SD_TMP, tmp);
+                return 0;
+        }
+        if (q < 0)
+                goto fail;
+        store_dirty(sp, SD_HANDOFF);
+        store_dirty(sp, SD_TMP);
+        return 1;
+fail:
+        if (fd >= 0)
+                close(fd);
+        (void) store_prune(sp, SD_TMP, tmp);
+        return q;
+}
+
+/* The relay's receipts/ (not a state directory of enum spool_dir: the
+ * relay opens it), its journal a sidecar of the store's like the rest. */
+int store_journal_replace(int dir_fd, const char *name, const void *data, size_t len, bool sync)
+{
+        return write_atomic(dir_fd, name, data, len, 0640,
+                            sync ? WRITE_SYNC_FILE | WRITE_SYNC_DIR : 0);
+}
+
+int store_journal_remove(int dir_fd, const char *name, bool dir)
+{
+        return unlinkat(dir_fd, name, dir ? AT_REMOVEDIR : 0) == 0 ? 0 : -errno;
+}
