@@ -1,6 +1,7 @@
 /* The A2A server's answers, as handoff-a2a reads them (see a2a_answer.h).
  * A2A 1.0 JSON-RPC: {"result": {"task": TASK} | {"message": MSG}} for
- * SendMessage, {"result": TASK} for GetTask, {"error": {code, message}};
+ * SendMessage, {"result": TASK} for GetTask, {"result": {"tasks": [TASK...]}}
+ * for ListTasks, {"error": {code, message}};
  * TASK = {"id", "status": {"state": "TASK_STATE_...", "message"?},
  * "artifacts"?: [{"parts": [{"text"}...]}]}.  0.3's lower-case states
  * are read too.  Everything bounded: the body (A2A_ANSWER_MAX, checked by
@@ -109,7 +110,30 @@ static void read_task(const json_t *task, struct a2a_result *out)
         a2a_clean(out->text, sizeof(out->text), text, A2A_TEXT_MAX);
 }
 
-void a2a_answer_parse(enum a2a_op op, long http, const char *curl_err,
+/* The first task of ours (contextId ctx) a ListTasks result names. */
+static void read_list(const json_t *res, const char *ctx, struct a2a_result *out)
+{
+        size_t i;
+        json_t *t;
+
+        if (!json_is_array(json_object_get(res, "tasks"))) {
+                say(out, A2A_RETRY, "a ListTasks result without tasks");
+                return;
+        }
+        json_array_foreach(json_object_get(res, "tasks"), i, t) {
+                const char *c = json_string_value(json_object_get(t, "contextId"));
+                if (!c || !ctx || strcmp(c, ctx))
+                        continue;
+                read_task(t, out);
+                if (out->verdict == A2A_OK)
+                        return;
+        }
+        memset(out, 0, sizeof(*out));
+        out->state = "unknown";
+        out->verdict = A2A_OK;  /* none: the message never made a task */
+}
+
+void a2a_answer_parse(enum a2a_op op, long http, const char *curl_err, const char *ctx,
                       const char *body, size_t len, struct a2a_result *out)
 {
         json_t *doc = NULL, *res, *err;
@@ -138,16 +162,23 @@ void a2a_answer_parse(enum a2a_op op, long http, const char *curl_err,
         if (json_is_object(err)) {
                 const char *m = json_string_value(json_object_get(err, "message"));
                 json_int_t code = json_integer_value(json_object_get(err, "code"));
+                /* -32601 method not found, -32004 unsupported operation */
+                out->unsupported = op == A2A_OP_LIST && (code == -32601 || code == -32004);
                 /* -32603 internal error: the server's trouble, not the message's */
                 say(out, code == -32603 ? A2A_RETRY : A2A_FINAL, "A2A error %lld: %.250s",
                     (long long)code, m ? m : "(no message)");
                 goto out;
         }
         if (http < 200 || http >= 300) {
+                out->unsupported = op == A2A_OP_LIST && (http == 404 || http == 405 || http == 501);
                 say(out, A2A_FINAL, "HTTP %ld", http);
                 goto out;
         }
         res = json_object_get(doc, "result");
+        if (op == A2A_OP_LIST) {
+                read_list(res, ctx, out);
+                goto out;
+        }
         if (op == A2A_OP_SEND && json_is_object(json_object_get(res, "message")) &&
             !json_object_get(res, "task")) {
                 /* A direct answer, no task: the exchange ended there. */

@@ -17,20 +17,26 @@ enum a2a_verdict {
         A2A_FINAL,      /* 4xx, an A2A error: the server will not take it */
 };
 
-enum a2a_op { A2A_OP_SEND, A2A_OP_GET };
+/* LIST: ListTasks by contextId, asked before a send whose earlier try's
+ * outcome is unknown: the task of ours it lists, if any. */
+enum a2a_op { A2A_OP_SEND, A2A_OP_GET, A2A_OP_LIST };
 
 struct a2a_result {
         enum a2a_verdict verdict;
         char task[A2A_TASK_ID_MAX + 1]; /* "" when none */
         const char *state;              /* a2a_state_names[] entry, or "unknown" */
         char text[A2A_TEXT_MAX + 1];    /* error, or the task's text: printable ASCII, no tab */
+        bool unsupported;               /* LIST: the server has no ListTasks */
 };
 
 /* The line's form of a state: completed, failed, canceled, rejected,
  * input_required, auth_required (an end for handoffd), submitted, working. */
 bool a2a_state_final(const char *state);
-/* http: the status (0: no answer, curl_err then says why). */
-void a2a_answer_parse(enum a2a_op op, long http, const char *curl_err,
+/* http: the status (0: no answer, curl_err then says why).  ctx: the
+ * contextId a LIST asked for (NULL otherwise); a listed task of another
+ * context is not ours and is passed over.  A LIST that finds none is OK
+ * with no task. */
+void a2a_answer_parse(enum a2a_op op, long http, const char *curl_err, const char *ctx,
                       const char *body, size_t len, struct a2a_result *out);
 /* Printable ASCII of s (at most n bytes of it), into buf: what goes on the
  * line to handoffd and into its logs. */

@@ -3,20 +3,23 @@
  * holds no descriptor of it and never sees the config.  It reads one JSON
  * request a line on stdin,
  *
- *   {"op": "send", "id", "url", "token_file", "ca_file"?, "doc"}
+ *   {"op": "send", "id", "url", "token_file", "ca_file"?, "doc", "check"?}
  *   {"op": "get",  "id", "url", "token_file", "ca_file"?, "task"}
  *
- * makes the A2A call (SendMessage, messageId = the handoff_id, so that a
- * retry is the same message to the server; GetTask), and writes one line
- * on stdout, in order, that handoffd checks field by field:
+ * makes the A2A call (SendMessage, messageId and contextId = the
+ * handoff_id, Idempotency-Key the same; GetTask; ListTasks first for a
+ * send with "check", see call()), and writes one line on stdout, in
+ * order, that handoffd checks field by field:
  *
- *   ID \t send|get \t ok|retry|final \t TASK|- \t STATE|- \t TEXT
+ *   ID \t send|get|adopt|checked|resend \t ok|retry|final \t TASK|- \t STATE|- \t TEXT
  *
  * So an outside server's bytes are parsed here (a2a_answer.c), in a
  * process that can lose nothing of the spool when they are hostile. */
 #include <curl/curl.h>
 #include <errno.h>
 #include <jansson.h>
+#include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,6 +58,7 @@ static size_t on_data(char *p, size_t size, size_t n, void *ud)
         return add;
 }
 
+/* The JSON-RPC request of op ("send", "get", "list") for req. */
 static char *request_body(const char *op, const json_t *req)
 {
         const char *id = json_string_value(json_object_get(req, "id"));
@@ -64,6 +68,10 @@ static char *request_body(const char *op, const json_t *req)
                 params = json_pack("{s:O?}", "id", json_object_get(req, "task"));
                 rpc = json_pack("{s:s, s:s, s:s, s:o}", "jsonrpc", "2.0", "id", id,
                                 "method", "GetTask", "params", params);
+        } else if (!strcmp(op, "list")) {
+                params = json_pack("{s:s, s:i}", "contextId", id, "pageSize", 10);
+                rpc = json_pack("{s:s, s:s, s:s, s:o}", "jsonrpc", "2.0", "id", id,
+                                "method", "ListTasks", "params", params);
         } else {
                 const json_t *doc = json_object_get(req, "doc");
                 const char *reason = json_string_value(json_object_get(doc, "reason"));
@@ -75,8 +83,10 @@ static char *request_body(const char *op, const json_t *req)
                         json_array_append_new(parts, json_pack("{s:s}", "text", summary));
                 json_array_append_new(parts, json_pack("{s:O, s:s}", "data", doc,
                                                        "mediaType", "application/json"));
-                params = json_pack("{s:{s:s, s:s, s:o, s:{s:s, s:s}}, s:{s:b}}",
-                                   "message", "messageId", id, "role", "ROLE_USER",
+                /* contextId = the handoff_id: what ListTasks finds it by
+                 * when a crash lost the answer. */
+                params = json_pack("{s:{s:s, s:s, s:s, s:o, s:{s:s, s:s}}, s:{s:b}}",
+                                   "message", "messageId", id, "contextId", id, "role", "ROLE_USER",
                                    "parts", parts, "metadata", "handoffFrom",
                                    json_string_value(json_object_get(doc, "from_agent")) ?: "",
                                    "handoffTo",
@@ -90,14 +100,17 @@ static char *request_body(const char *op, const json_t *req)
         return s;
 }
 
-static void call(const json_t *req, struct a2a_result *out)
+/* One JSON-RPC call of op for req, its answer read into *out. */
+static void post(const json_t *req, const char *op, struct a2a_result *out)
 {
-        const char *op = json_string_value(json_object_get(req, "op"));
+        const char *id = json_string_value(json_object_get(req, "id"));
         const char *url = json_string_value(json_object_get(req, "url"));
         const char *tf = json_string_value(json_object_get(req, "token_file"));
         const char *ca = json_string_value(json_object_get(req, "ca_file"));
+        enum a2a_op aop = !strcmp(op, "get") ? A2A_OP_GET : !strcmp(op, "list") ? A2A_OP_LIST
+                                                                                : A2A_OP_SEND;
         char token[CONFIG_A2A_TOKEN_MAX + 1], auth[CONFIG_A2A_TOKEN_MAX + 32];
-        char cerr[CURL_ERROR_SIZE] = "";
+        char cerr[CURL_ERROR_SIZE] = "", idem[NAME_MAX + 32];
         struct curl_slist *h = NULL;
         struct body b = { 0 };
         const char *why = NULL;
@@ -129,6 +142,12 @@ static void call(const json_t *req, struct a2a_result *out)
         h = curl_slist_append(h, "Content-Type: application/json");
         h = curl_slist_append(h, "Accept: application/json");
         h = curl_slist_append(h, "A2A-Version: 1.0");
+        if (aop == A2A_OP_SEND) {
+                /* The A2A project's proposal: a server that knows it
+                 * answers a repeat with the task it made. */
+                snprintf(idem, sizeof(idem), "Idempotency-Key: %s", id);
+                h = curl_slist_append(h, idem);
+        }
         h = curl_slist_append(h, auth);
         curl_easy_setopt(c, CURLOPT_URL, url);
         curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
@@ -147,14 +166,13 @@ static void call(const json_t *req, struct a2a_result *out)
         curl_easy_setopt(c, CURLOPT_ERRORBUFFER, cerr);
         CURLcode cc = curl_easy_perform(c);
         if (b.over) {
-                a2a_answer_parse(!strcmp(op, "get") ? A2A_OP_GET : A2A_OP_SEND, 200, NULL, NULL,
-                                 A2A_ANSWER_MAX + 1, out);
+                a2a_answer_parse(aop, 200, NULL, id, NULL, A2A_ANSWER_MAX + 1, out);
                 goto out;
         }
         if (cc == CURLE_OK)
                 curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &http);
-        a2a_answer_parse(!strcmp(op, "get") ? A2A_OP_GET : A2A_OP_SEND, cc == CURLE_OK ? http : 0,
-                         cerr[0] ? cerr : curl_easy_strerror(cc), b.buf, b.len, out);
+        a2a_answer_parse(aop, cc == CURLE_OK ? http : 0, cerr[0] ? cerr : curl_easy_strerror(cc),
+                         id, b.buf, b.len, out);
 out:
         explicit_bzero(auth, sizeof(auth));
         curl_slist_free_all(h);
@@ -162,6 +180,37 @@ out:
                 curl_easy_cleanup(c);
         free(data);
         free(b.buf);
+}
+
+/* req's call; *label: what the line calls it.  A send with "check" (an
+ * earlier try's outcome unknown: a crash, a timeout) first asks the
+ * server by ListTasks whether a task of this contextId exists: "adopt"
+ * with it, else the send as "checked"; a server without ListTasks gets
+ * the send again, "resend", the one case a message may reach it twice. */
+static void call(const json_t *req, const char *op, const char **label, struct a2a_result *out)
+{
+        *label = op;
+        if (strcmp(op, "send") || !json_is_true(json_object_get(req, "check"))) {
+                post(req, op, out);
+                return;
+        }
+        post(req, "list", out);
+        if (out->verdict == A2A_OK && out->task[0]) {
+                *label = "adopt";
+                return;
+        }
+        if (out->verdict == A2A_OK || out->unsupported) {
+                *label = out->verdict == A2A_OK ? "checked" : "resend";
+                post(req, "send", out);
+                return;
+        }
+        /* Not known whether it has it: not sent, asked again later. */
+        char t[A2A_TEXT_MAX + 1];
+        memcpy(t, out->text, sizeof(t));
+        memset(out, 0, sizeof(*out));
+        out->state = "unknown";
+        out->verdict = A2A_RETRY;
+        snprintf(out->text, sizeof(out->text), "ListTasks: %.280s", t);
 }
 
 int main(int argc, char **argv)
@@ -175,8 +224,11 @@ int main(int argc, char **argv)
                 fprintf(stderr, "handoff-a2a: started by handoffd, no arguments\n");
                 return 2;
         }
-        /* Nothing it runs may gain privileges. */
+        /* Nothing it runs may gain privileges.  It dies with handoffd: a
+         * call of a dead daemon's helper must not reach the server after
+         * the next daemon asked whether the server has it. */
         prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+        prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
         if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
                 return 1;
         while ((n = getline(&line, &cap, stdin)) > 0) {
@@ -192,8 +244,9 @@ int main(int argc, char **argv)
                         json_decref(req);
                         return 1;       /* handoffd wrote that: a bug, stop */
                 }
-                call(req, &res);
-                printf("%s\t%s\t%s\t%s\t%s\t%s\n", id, op,
+                const char *label;
+                call(req, op, &label, &res);
+                printf("%s\t%s\t%s\t%s\t%s\t%s\n", id, label,
                        res.verdict == A2A_OK ? "ok" : res.verdict == A2A_FINAL ? "final" : "retry",
                        res.task[0] ? res.task : "-", res.verdict == A2A_OK ? res.state : "-",
                        res.text[0] ? res.text : "-");

@@ -111,6 +111,22 @@ int a2a_item_task_record(struct a2a_out *a, struct a2a_item *it)
                             a->sp->cfg->fsync ? WRITE_SYNC_FILE : 0);
 }
 
+/* Before the first send: a crash after it leaves "-", and the next start
+ * asks the server before sending again (a2a_out.c). */
+int a2a_item_send_mark(struct a2a_out *a, struct a2a_item *it)
+{
+        char name[NAME_MAX + 1];
+        int q = task_name(it->id, name, sizeof(name));
+
+        if (q < 0)
+                return q;
+        q = write_atomic(a->sp->fd[SD_OUTBOX], name, "-\n", 2, 0640,
+                         a->sp->cfg->fsync ? WRITE_SYNC_FILE : 0);
+        if (q == 0)
+                it->began = true;
+        return q;
+}
+
 void a2a_item_task_load(struct a2a_out *a, struct a2a_item *it)
 {
         char name[NAME_MAX + 1];
@@ -123,7 +139,9 @@ void a2a_item_task_load(struct a2a_out *a, struct a2a_item *it)
         fd = openat(a->sp->fd[SD_OUTBOX], name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
         if (fd < 0 || read_all(fd, A2A_TASK_MAX + 1, 0, &buf, &len) < 0)
                 return;
-        if (len > 1 && buf[len - 1] == '\n' && len - 1 <= A2A_TASK_MAX) {
+        if (len == 2 && !memcmp(buf, "-\n", 2)) {
+                it->began = true;
+        } else if (len > 1 && buf[len - 1] == '\n' && len - 1 <= A2A_TASK_MAX) {
                 memcpy(it->task, buf, len - 1);
                 it->task[len - 1] = '\0';
                 if (!strchr(it->task, '\n') && !strchr(it->task, '\t') && !strchr(it->task, ' '))
@@ -240,6 +258,16 @@ json_t *a2a_item_status(void *ctx, int64_t now)
                                       "last_error_age_s", r->last_error_usec
                                       ? json_integer((now - r->last_error_usec) / 1000000)
                                       : json_null());
+                /* list_tasks false: a send whose outcome a crash or a
+                 * timeout left unknown is sent again, not asked for */
+                if (e && (json_object_set_new(e, "list_tasks", r->list_tasks < 0 ? json_null()
+                                                               : json_boolean(r->list_tasks)) < 0 ||
+                          json_object_set_new(e, "adopted", json_integer((json_int_t)r->adopted)) < 0 ||
+                          json_object_set_new(e, "resent_unchecked",
+                                              json_integer((json_int_t)r->resent_unchecked)) < 0)) {
+                        json_decref(e);
+                        e = NULL;
+                }
                 if (!e || json_object_set_new(rs, r->name, e) < 0) {
                         json_decref(rs);
                         return NULL;

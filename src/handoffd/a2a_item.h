@@ -36,6 +36,7 @@ struct a2a_item {
         int64_t at, exp, next;  /* usec: entered outbox/, expires_at, next try */
         unsigned tries;
         const char *state;      /* its task's last state (a static string), or NULL */
+        bool began;             /* a send began (its side file says so): the next asks first */
         bool gone;              /* left outbox/: the slot is free */
 };
 
@@ -54,6 +55,9 @@ struct a2a_remote_st {
         size_t line_len;
         size_t inflight;        /* requests written, not yet answered */
         int64_t helper_at;      /* the next start of the helper */
+        int list_tasks;         /* has ListTasks: 1, 0, or -1 not seen yet */
+        uint64_t adopted;       /* tasks found by ListTasks, not sent again */
+        uint64_t resent_unchecked; /* sent again without ListTasks to ask */
 };
 
 struct a2a_out {
@@ -90,8 +94,10 @@ struct a2a_remote_st *a2a_item_remote(struct a2a_out *a, const char *name);
 void a2a_item_remote_error(struct a2a_out *a, const char *remote, const char *err, int64_t now);
 
 /* The task side file outbox/.<id>.a2a-task: written (0 or -errno), read
- * back at start (it->task and AI_FOLLOW when it holds a task id). */
+ * back at start (it->task and AI_FOLLOW when it holds a task id; "-",
+ * written before the first send, sets it->began). */
 int a2a_item_task_record(struct a2a_out *a, struct a2a_item *it);
+int a2a_item_send_mark(struct a2a_out *a, struct a2a_item *it);
 void a2a_item_task_load(struct a2a_out *a, struct a2a_item *it);
 
 /* The ends: archive/ as relayed to a2a:NAME with the task's end state

@@ -28,9 +28,13 @@
  *
  * The directory is the truth: at start every outbox/ item for an A2A
  * remote is indexed again, with its task when the side file names one.
- * A crash between the server's answer and the side file sends the message
- * again: the same messageId, which an A2A server takes as the same
- * message.
+ * A server need not deduplicate (the SDK's makes a new task for a
+ * messageId it has seen), so the side file says "-" before the first
+ * send goes out; a send after that (a crash lost the answer, or a try
+ * ended in an error or a timeout after the request may have gone out)
+ * asks the server by ListTasks for a task of contextId = handoff_id and
+ * adopts it, and only a server without ListTasks is sent the message
+ * again (counted in status as resent_unchecked).
  *
  * This file owns the sender's loop: its timer, the helper process and its
  * pipes, the hooks into the spool and the index at start; the items'
@@ -100,9 +104,18 @@ static int request(struct a2a_out *a, struct a2a_remote_st *r, struct a2a_item *
                 doc = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &je);
                 if (!doc)
                         return -EBADMSG;
-                req = json_pack("{s:s, s:s, s:s, s:s, s:s?, s:O}", "op", "send", "id", it->id,
+                /* A send began before and its answer was never recorded:
+                 * the server is asked first.  Else the record that this one
+                 * begins goes to disk before the request goes out. */
+                bool check = it->began;
+                if (!check) {
+                        q = a2a_item_send_mark(a, it);
+                        if (q < 0)
+                                return q;
+                }
+                req = json_pack("{s:s, s:s, s:s, s:s, s:s?, s:O, s:b}", "op", "send", "id", it->id,
                                 "url", rm->a2a, "token_file", rm->token_file, "ca_file",
-                                rm->ca_file, "doc", doc);
+                                rm->ca_file, "doc", doc, "check", check);
         } else {
                 req = json_pack("{s:s, s:s, s:s, s:s, s:s?, s:s}", "op", "get", "id", it->id,
                                 "url", rm->a2a, "token_file", rm->token_file, "ca_file",
@@ -398,6 +411,10 @@ static int scan_one(void *ctx, const char *k, const char *id, int64_t now)
         if (a2a_item_fill(&tmp, doc, at) < 0 || strcmp(tmp.id, id) || a2a_item_find(a, tmp.id))
                 return 0;
         a2a_item_task_load(a, &tmp);
+        /* A send of the last run may still be reaching the server: asked
+         * for a second later, not at once. */
+        if (tmp.began && tmp.st == AI_UNSENT)
+                tmp.next = now + A2A_BACKOFF_MIN_USEC;
         it = a2a_item_add(a);
         if (!it)
                 return -ENOMEM;
@@ -455,6 +472,7 @@ int a2a_out_start(uv_loop_t *loop, struct spool *sp, struct a2a_out **ret)
                         struct a2a_remote_st *r = &a->remotes[a->n_remotes++];
                         snprintf(r->name, sizeof(r->name), "%s", c->remotes[i].name);
                         r->a = a;
+                        r->list_tasks = -1;
                 }
         uv_timer_init(loop, &a->timer);
         a->timer.data = a;

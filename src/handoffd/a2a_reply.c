@@ -65,14 +65,42 @@ int a2a_reply(struct a2a_out *a, struct a2a_remote_st *r, char *line, int64_t no
             !field_ok(f[3], A2A_TASK_MAX, false) || !field_ok(f[5], 300, true))
                 return -EPROTO;
         it = a2a_item_find(a, f[0]);
-        bool send = !strcmp(f[1], "send");
+        /* adopt, checked, resend: a send that asked ListTasks first */
+        bool adopt = !strcmp(f[1], "adopt");
+        bool send = adopt || !strcmp(f[1], "send") || !strcmp(f[1], "checked") ||
+                    !strcmp(f[1], "resend");
         if (!it || strcmp(it->remote, r->name) ||
             (send ? it->st != AI_SENDING : strcmp(f[1], "get") || it->st != AI_GETTING))
                 return -EPROTO; /* answers come in the order of the requests */
         if (strcmp(f[4], "-") && !(state = state_of(f[4], &final)))
                 return -EPROTO;
         const char *text = strcmp(f[5], "-") ? f[5] : "";
+        if (adopt && (strcmp(f[2], "ok") || !state || !strcmp(f[3], "-")))
+                return -EPROTO;
         r->inflight--;
+        if (!strcmp(f[1], "resend")) {
+                r->list_tasks = 0;
+                r->resent_unchecked++;
+        } else if (adopt || !strcmp(f[1], "checked")) {
+                r->list_tasks = 1;
+        }
+        if (adopt) {
+                /* The server has it from an earlier try: followed, not
+                 * sent again; its end (and artifacts) come by GetTask. */
+                snprintf(it->task, sizeof(it->task), "%s", f[3]);
+                int q = a2a_item_task_record(a, it);
+                if (q < 0)
+                        spool_error(a->sp, q, "Cannot record the A2A task of %s", it->id);
+                r->adopted++;
+                a->st.followed++;
+                log_info("A2A remote %s already has %s as task %s (%s): following it, not "
+                         "sent again", it->remote, it->id, it->task, state);
+                it->tries = 0;
+                it->st = AI_FOLLOW;
+                it->state = state;
+                it->next = now;
+                return 0;
+        }
         if (!strcmp(f[2], "ok") && state) {
                 if (send) {
                         a->st.sent++;

@@ -13,6 +13,13 @@
 // too, each message's parts as one JSON line.  Prints "listening"
 // once it listens; SIGTERM closes the listener and lets the requests in
 // flight end before it exits.
+//
+// Knobs for the tests of handoffd's sender (all optional):
+//   "sends": FILE        each SendMessage that passes the token appends
+//                        {messageId, contextId, idempotencyKey} as a line
+//   "answer_delay_ms": N every answer held N ms after the handler made it
+//                        (the task stored, its answer not yet sent)
+//   "no_list": true      ListTasks answered -32601 (a server without it)
 import express from 'express';
 import { appendFileSync } from 'node:fs';
 import { TaskState } from '@a2a-js/sdk';
@@ -83,6 +90,20 @@ app.use('/a2a', express.json({ limit: '8mb' }), (req, res, next) => {
   if (parts.some((p) => typeof p.text === 'string' && p.text.includes('refuse')))
     return res.status(400).json({ jsonrpc: '2.0', id: req.body.id,
       error: { code: -32602, message: 'this agent refuses that' } });
+  next();
+});
+app.use('/a2a', (req, res, next) => {
+  const m = req.body?.params?.message;
+  if (args.sends && req.body?.method === 'SendMessage')
+    appendFileSync(args.sends, JSON.stringify({ messageId: m?.messageId, contextId: m?.contextId,
+      idempotencyKey: req.get('idempotency-key') ?? null }) + '\n');
+  if (args.no_list && req.body?.method === 'ListTasks')
+    return res.json({ jsonrpc: '2.0', id: req.body.id,
+      error: { code: -32601, message: 'Method not found' } });
+  if (args.answer_delay_ms) {
+    const end = res.end.bind(res);
+    res.end = (...a) => { setTimeout(() => end(...a), args.answer_delay_ms); return res; };
+  }
   next();
 });
 app.use('/a2a', jsonRpcHandler({ requestHandler: handler, userBuilder: UserBuilder.noAuthentication }));

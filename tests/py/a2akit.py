@@ -39,10 +39,12 @@ class Server:
     """The SDK server; stop_all() at the test's end stops it whatever
     happened (a server left running keeps the test's output open)."""
 
-    def __init__(self, env, port, token, log, parts=None):
+    def __init__(self, env, port, token, log, parts=None, **knobs):
         args = {"port": port, "token": token, "log": log}
         if parts:
             args["parts"] = parts   # each message's parts, a JSON line each
+        args.update(knobs)          # server.mjs's knobs: sends, answer_delay_ms, ...
+        self.sends_log = knobs.get("sends")
         self.args = json.dumps(args)
         self.log = log
         self.parts = parts
@@ -70,6 +72,15 @@ class Server:
         except FileNotFoundError:
             return []
 
+
+    def sends(self):
+        """[{messageId, contextId, idempotencyKey}] of each SendMessage it
+        was sent, with sends= given."""
+        try:
+            with open(self.sends_log) as f:
+                return [json.loads(line) for line in f if line.strip()]
+        except FileNotFoundError:
+            return []
 
     def messages(self):
         """[(messageId, parts)] of each message its executor ran, with
