@@ -3,15 +3,21 @@
  * holds no descriptor of it and never sees the config.  It reads one JSON
  * request a line on stdin,
  *
- *   {"op": "send", "id", "url", "token_file", "ca_file"?, "doc", "check"?}
- *   {"op": "get",  "id", "url", "token_file", "ca_file"?, "task"}
+ *   {"op": "send", "id", "url", "token_file", "ca_file"?, "doc", "check"?,
+ *    "card_cross_origin"?}
+ *   {"op": "get",  "id", "url", "token_file", "ca_file"?, "task", ...}
+ *
+ * url: the JSON-RPC interface, or an agent card's URL (card_resolve()).
  *
  * makes the A2A call (SendMessage, messageId and contextId = the
  * handoff_id, Idempotency-Key the same; GetTask; ListTasks first for a
  * send with "check", see call()), and writes one line on stdout, in
  * order, that handoffd checks field by field:
  *
- *   ID \t send|get|adopt|checked|resend \t ok|retry|final \t TASK|- \t STATE|- \t TEXT
+ *   ID \t send|get|adopt|checked|resend \t ok|retry|final|token \t TASK|- \t STATE|-
+ *      \t TEXT \t RESULT|-
+ *
+ * RESULT: the task's artifacts as ASCII JSON on one line (a2a_answer.h).
  *
  * So an outside server's bytes are parsed here (a2a_answer.c), in a
  * process that can lose nothing of the spool when they are hostile. */
@@ -24,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "a2a_answer.h"
@@ -35,7 +42,7 @@
 
 struct body {
         char *buf;
-        size_t len;
+        size_t len, max;        /* max 0: A2A_ANSWER_MAX */
         bool over;
 };
 
@@ -44,7 +51,7 @@ static size_t on_data(char *p, size_t size, size_t n, void *ud)
         struct body *b = ud;
         size_t add = size * n;
 
-        if (b->len + add > A2A_ANSWER_MAX) {
+        if (b->len + add > (b->max ? b->max : A2A_ANSWER_MAX)) {
                 b->over = true;
                 return 0;       /* curl stops: CURLE_WRITE_ERROR */
         }
@@ -100,6 +107,85 @@ static char *request_body(const char *op, const json_t *req)
         return s;
 }
 
+/* The options every call has: no redirects (a 3xx is an answer), the
+ * timeouts, TLS verified. */
+static void common_opts(CURL *c, const char *url, const char *ca, struct body *b, char *cerr)
+{
+        curl_easy_setopt(c, CURLOPT_URL, url);
+        curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+        curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
+        curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+        curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, CONNECT_TIMEOUT_S);
+        curl_easy_setopt(c, CURLOPT_TIMEOUT, TIMEOUT_S);
+        curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 1L);
+        curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 2L);
+        if (ca)
+                curl_easy_setopt(c, CURLOPT_CAINFO, ca);
+        curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
+        curl_easy_setopt(c, CURLOPT_WRITEDATA, b);
+        curl_easy_setopt(c, CURLOPT_ERRORBUFFER, cerr);
+}
+
+/* a2a = an agent card's URL: the JSON-RPC interface it names, read
+ * without the token (a card is public) and kept CARD_KEEP_S. */
+#define CARD_KEEP_S 300
+static struct {
+        char card[2049], iface[2049];
+        time_t at;
+} card_cache;
+
+static int card_resolve(const json_t *req, const char *url, char *iface, size_t size,
+                        char *why, size_t why_size)
+{
+        const char *ca = json_string_value(json_object_get(req, "ca_file"));
+        bool cross = json_is_true(json_object_get(req, "card_cross_origin"));
+        char cerr[CURL_ERROR_SIZE] = "";
+        struct body b = { .max = A2A_CARD_MAX };
+        const char *uwhy = NULL;
+        time_t now = time(NULL);
+        long http = 0;
+        int r = -1;
+
+        if (!strcmp(card_cache.card, url) && now - card_cache.at < CARD_KEEP_S &&
+            now >= card_cache.at) {
+                snprintf(iface, size, "%s", card_cache.iface);
+                return 0;
+        }
+        CURL *c = curl_easy_init();
+        if (!c) {
+                snprintf(why, why_size, "out of memory");
+                return -1;
+        }
+        struct curl_slist *h = curl_slist_append(NULL, "Accept: application/json");
+        common_opts(c, url, ca, &b, cerr);
+        curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+        CURLcode cc = curl_easy_perform(c);
+        if (cc == CURLE_OK)
+                curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &http);
+        if (b.over)
+                snprintf(why, why_size, "agent card: over %d bytes", A2A_CARD_MAX);
+        else if (cc != CURLE_OK)
+                snprintf(why, why_size, "agent card: no answer: %.200s",
+                         cerr[0] ? cerr : curl_easy_strerror(cc));
+        else if (http != 200)
+                snprintf(why, why_size, "agent card: HTTP %ld", http);
+        else if (a2a_card_interface(b.buf, b.len, url, cross, iface, size, why, why_size) < 0)
+                ;
+        else if (config_a2a_url_check(iface, &uwhy) < 0)
+                snprintf(why, why_size, "agent card: its JSON-RPC interface %s", uwhy);
+        else
+                r = 0;
+        if (r == 0) {
+                snprintf(card_cache.card, sizeof(card_cache.card), "%s", url);
+                snprintf(card_cache.iface, sizeof(card_cache.iface), "%s", iface);
+                card_cache.at = now;
+        }
+        curl_slist_free_all(h);
+        curl_easy_cleanup(c);
+        free(b.buf);
+        return r;
+}
+
 /* One JSON-RPC call of op for req, its answer read into *out. */
 static void post(const json_t *req, const char *op, struct a2a_result *out)
 {
@@ -126,6 +212,14 @@ static void post(const json_t *req, const char *op, struct a2a_result *out)
                 snprintf(out->text, sizeof(out->text), "bad request from handoffd");
                 return;
         }
+        char iface[2049], cwhy[A2A_TEXT_MAX + 1];
+        if (a2a_card_url(url)) {
+                if (card_resolve(req, url, iface, sizeof(iface), cwhy, sizeof(cwhy)) < 0) {
+                        a2a_clean(out->text, sizeof(out->text), cwhy, sizeof(cwhy));
+                        return;
+                }
+                url = iface;
+        }
         q = config_a2a_token_read(tf, token, sizeof(token), &why);
         if (q < 0) {
                 snprintf(out->text, sizeof(out->text), "token_file: %s", why ? why : strerror(-q));
@@ -149,21 +243,9 @@ static void post(const json_t *req, const char *op, struct a2a_result *out)
                 h = curl_slist_append(h, idem);
         }
         h = curl_slist_append(h, auth);
-        curl_easy_setopt(c, CURLOPT_URL, url);
-        curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-        curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
-        curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-        curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, CONNECT_TIMEOUT_S);
-        curl_easy_setopt(c, CURLOPT_TIMEOUT, TIMEOUT_S);
-        curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 1L);
-        curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 2L);
-        if (ca)
-                curl_easy_setopt(c, CURLOPT_CAINFO, ca);
+        common_opts(c, url, ca, &b, cerr);
         curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
         curl_easy_setopt(c, CURLOPT_POSTFIELDS, data);
-        curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
-        curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
-        curl_easy_setopt(c, CURLOPT_ERRORBUFFER, cerr);
         CURLcode cc = curl_easy_perform(c);
         if (b.over) {
                 a2a_answer_parse(aop, 200, NULL, id, NULL, A2A_ANSWER_MAX + 1, out);
@@ -201,15 +283,18 @@ static void call(const json_t *req, const char *op, const char **label, struct a
         }
         if (out->verdict == A2A_OK || out->unsupported) {
                 *label = out->verdict == A2A_OK ? "checked" : "resend";
+                a2a_result_free(out);
                 post(req, "send", out);
                 return;
         }
         /* Not known whether it has it: not sent, asked again later. */
         char t[A2A_TEXT_MAX + 1];
+        enum a2a_verdict v = out->verdict == A2A_TOKEN ? A2A_TOKEN : A2A_RETRY;
         memcpy(t, out->text, sizeof(t));
+        a2a_result_free(out);
         memset(out, 0, sizeof(*out));
         out->state = "unknown";
-        out->verdict = A2A_RETRY;
+        out->verdict = v;
         snprintf(out->text, sizeof(out->text), "ListTasks: %.280s", t);
 }
 
@@ -246,10 +331,13 @@ int main(int argc, char **argv)
                 }
                 const char *label;
                 call(req, op, &label, &res);
-                printf("%s\t%s\t%s\t%s\t%s\t%s\n", id, label,
-                       res.verdict == A2A_OK ? "ok" : res.verdict == A2A_FINAL ? "final" : "retry",
+                printf("%s\t%s\t%s\t%s\t%s\t%s\t%s\n", id, label,
+                       res.verdict == A2A_OK ? "ok" : res.verdict == A2A_FINAL ? "final"
+                       : res.verdict == A2A_TOKEN ? "token" : "retry",
                        res.task[0] ? res.task : "-", res.verdict == A2A_OK ? res.state : "-",
-                       res.text[0] ? res.text : "-");
+                       res.text[0] ? res.text : "-",
+                       res.verdict == A2A_OK && res.result ? res.result : "-");
+                a2a_result_free(&res);
                 fflush(stdout);
                 json_decref(req);
         }

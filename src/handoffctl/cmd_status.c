@@ -611,8 +611,16 @@ int cmd_status(int argc, char **argv)
                                 json_array_append_new(problems, json_string(rp));
                 }
                 /* A2A remotes (a2a_out.c): as the daemon says them */
-                if (json_object_get(daemon, "a2a"))
+                if (json_object_get(daemon, "a2a")) {
+                        size_t pi;
+                        json_t *pv;
                         json_object_set(st, "a2a", json_object_get(daemon, "a2a"));
+                        /* a remote that refuses the token: its items wait */
+                        json_array_foreach(json_object_get(json_object_get(daemon, "a2a"), "problems"),
+                                           pi, pv)
+                                if (json_is_string(pv))
+                                        json_array_append(problems, pv);
+                }
                 json_t *oos = json_object_get(daemon, "agents_out_of_service");
                 const char *an;
                 json_t *why;

@@ -66,13 +66,34 @@ void a2a_item_remote_error(struct a2a_out *a, const char *remote, const char *er
         r->last_error_usec = now;
 }
 
-int64_t a2a_item_backoff(unsigned tries)
+const char *const a2a_end_names[A2A_END_MAX_] = {
+        [A2A_END_COMPLETED] = "completed",
+        [A2A_END_FAILED] = "failed",
+        [A2A_END_CANCELED] = "canceled",
+        [A2A_END_REJECTED] = "rejected",
+        [A2A_END_INPUT_REQUIRED] = "input_required",
+        [A2A_END_AUTH_REQUIRED] = "auth_required",
+        [A2A_END_UNKNOWN] = "unknown",
+        [A2A_END_EXPIRED_UNFINISHED] = "expired_unfinished",
+};
+
+int a2a_end_from_state(const char *s, enum a2a_end *ret)
+{
+        for (int e = 0; e <= A2A_END_AUTH_REQUIRED; e++)
+                if (!strcmp(s, a2a_end_names[e])) {
+                        *ret = (enum a2a_end)e;
+                        return 0;
+                }
+        return -EINVAL;
+}
+
+int64_t a2a_item_backoff(unsigned tries, int64_t max)
 {
         int64_t w = A2A_BACKOFF_MIN_USEC;
 
-        for (unsigned i = 1; i < tries && w < A2A_BACKOFF_MAX_USEC; i++)
+        for (unsigned i = 1; i < tries && w < max; i++)
                 w *= 2;
-        return w > A2A_BACKOFF_MAX_USEC ? A2A_BACKOFF_MAX_USEC : w;
+        return w > max ? max : w;
 }
 
 int a2a_item_fill(struct a2a_item *it, const json_t *doc, int64_t at)
@@ -163,8 +184,47 @@ static void task_drop(struct a2a_out *a, const char *id)
 
 /* archive/ as relayed to a2a:NAME, the task's end in its .outcome (as a
  * receipt puts it: handoffctl wait, show and the hub read it there). */
+/* archive/NAME.result beside the item: the task's artifacts, in the
+ * envelope a local agent's result has (completion.c), so handoffctl,
+ * MCP and the hub read them alike.  Written before the item moves in
+ * (a `handoffctl wait` reads the item as it appears), under the name
+ * its archive will take. */
+static int result_write(struct a2a_out *a, struct a2a_item *it, const char *aname,
+                        const char *state, const char *host, const char *at,
+                        const json_t *result)
+{
+        _cleanup_json_ json_t *env = NULL, *bare = NULL;
+        _cleanup_free_ char *buf = NULL;
+        char xname[NAME_MAX + 16];
+        size_t len;
+        int q;
+
+        q = layout_suffixed(aname, LAYOUT_RESULT, xname, sizeof(xname));
+        if (q < 0)
+                return q;
+        env = json_pack("{s:s, s:s, s:s, s:s, s:O}", "handoff_id", it->id, "agent", host,
+                        "status", state, "recorded_at", at, "result", result);
+        if (!env)
+                return -ENOMEM;
+        q = hd_canon_dump(env, NULL, &buf, &len);
+        if (q == -ERANGE) {
+                /* a number canonical JSON cannot carry: the text alone */
+                bare = json_pack("{s:O?}", "text", json_object_get(result, "text"));
+                if (!bare || json_object_set(env, "result", bare) < 0)
+                        return -ENOMEM;
+                q = hd_canon_dump(env, NULL, &buf, &len);
+        }
+        if (q < 0)
+                return q;
+        q = write_atomic(a->sp->fd[SD_ARCHIVE], xname, buf, len, 0640,
+                         a->sp->cfg->fsync ? WRITE_SYNC_FILE : 0);
+        if (q == 0)
+                a->sp->dirty[SD_ARCHIVE] = true;
+        return q;
+}
+
 static int archive_a2a_ended(struct a2a_out *a, struct a2a_item *it, const char *state,
-                             const char *text, int64_t now)
+                             const char *text, const json_t *result, int64_t now)
 {
         struct spool *sp = a->sp;
         char name[NAME_MAX + 1], at[HD_TIME_MAX], host[NAME_MAX + 8];
@@ -179,18 +239,40 @@ static int archive_a2a_ended(struct a2a_out *a, struct a2a_item *it, const char 
                       "accepted_at", "", "duplicate", 0, "remote_outcome", state,
                       "remote_host", host, "remote_at", at, "remote_detail", text,
                       "a2a_task", it->task);
+        /* The name spool_archive_from() will take: the first free one. */
+        char pname[NAME_MAX + 1], px[NAME_MAX + 16], nx[NAME_MAX + 16];
+        bool kept = false;
+        for (unsigned k = 0; result && k < LAYOUT_ARCHIVE_TRIES; k++) {
+                if (layout_archive_name(it->at / 1000000, it->from, it->remote, it->id, k, pname,
+                                        sizeof(pname)) < 0)
+                        break;
+                if (spool_exists_at(sp->fd[SD_ARCHIVE], pname))
+                        continue;
+                q = result_write(a, it, pname, state, host, at, result);
+                if (q < 0)
+                        log_warning_errno(q, "A2A: the artifacts of %s not kept in archive/",
+                                          it->id);
+                kept = q == 0 && layout_suffixed(pname, LAYOUT_RESULT, px, sizeof(px)) == 0;
+                break;
+        }
         q = outbox_dir_archive(sp, it->id, o, it->at / 1000000, it->from, it->remote, name,
                                sizeof(name));
-        if (q < 0)
+        if (q < 0) {
+                if (kept)
+                        unlinkat(sp->fd[SD_ARCHIVE], px, 0);
                 return q;
+        }
+        if (kept && strcmp(name, pname) && layout_suffixed(name, LAYOUT_RESULT, nx, sizeof(nx)) == 0)
+                renameat(sp->fd[SD_ARCHIVE], px, sp->fd[SD_ARCHIVE], nx);
         task_drop(a, it->id);
         return 0;
 }
 
-void a2a_item_archived(struct a2a_out *a, struct a2a_item *it, const char *state,
-                       const char *text, int64_t now)
+void a2a_item_archived(struct a2a_out *a, struct a2a_item *it, enum a2a_end end,
+                       const char *text, const json_t *result, int64_t now)
 {
-        int q = archive_a2a_ended(a, it, state, text, now);
+        const char *state = a2a_end_names[end];
+        int q = archive_a2a_ended(a, it, state, text, result, now);
 
         if (q < 0) {
                 /* Kept: asked again later, the same answer then. */
@@ -234,8 +316,12 @@ json_t *a2a_item_status(void *ctx, int64_t now)
         struct a2a_out *a = ctx;
         json_t *rs = json_object();
 
-        if (!rs)
+        json_t *problems = json_array();
+        if (!rs || !problems) {
+                json_decref(rs);
+                json_decref(problems);
                 return NULL;
+        }
         bool running = a->n_remotes > 0;
         for (size_t i = 0; i < a->n_remotes; i++) {
                 struct a2a_remote_st *r = &a->remotes[i];
@@ -268,13 +354,28 @@ json_t *a2a_item_status(void *ctx, int64_t now)
                         json_decref(e);
                         e = NULL;
                 }
+                /* A refused token is kept and retried, never final: said
+                 * loudly here, handoffctl status counts it a problem. */
+                if (e && json_object_set_new(e, "token_refused_s", r->token_refused_usec
+                                             ? json_integer((now - r->token_refused_usec) / 1000000)
+                                             : json_null()) < 0) {
+                        json_decref(e);
+                        e = NULL;
+                }
+                if (e && r->token_refused_usec)
+                        json_array_append_new(problems, json_sprintf(
+                                "A2A remote %s refuses the token of %s for %llds (%s); %lld "
+                                "item(s) wait", r->name, rm ? rm->token_file : "?",
+                                (long long)((now - r->token_refused_usec) / 1000000),
+                                r->last_error, (long long)(waiting + following)));
                 if (!e || json_object_set_new(rs, r->name, e) < 0) {
                         json_decref(rs);
+                        json_decref(problems);
                         return NULL;
                 }
         }
-        return json_pack("{s:b, s:o, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
-                         "helper_running", running, "remotes", rs,
+        return json_pack("{s:b, s:o, s:o, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
+                         "helper_running", running, "remotes", rs, "problems", problems,
                          "sent", (json_int_t)a->st.sent, "finished", (json_int_t)a->st.finished,
                          "rejected", (json_int_t)a->st.rejected,
                          "expired_unsent", (json_int_t)a->st.expired,

@@ -33,8 +33,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         enum a2a_op op = data[0] % 3 == 0 ? A2A_OP_SEND : data[0] % 3 == 1 ? A2A_OP_GET : A2A_OP_LIST;
         long http = ((long)data[1] << 8 | data[2]) % 600;
         a2a_answer_parse(op, http, "curl error", "ctx", (const char *)data + 3, size - 3, &r);
-        if (r.verdict != A2A_OK && r.verdict != A2A_RETRY && r.verdict != A2A_FINAL)
+        if (r.verdict != A2A_OK && r.verdict != A2A_RETRY && r.verdict != A2A_FINAL &&
+            r.verdict != A2A_TOKEN)
                 abort();
+        /* the result: one line of ASCII within its bound */
+        if (r.result) {
+                if (strlen(r.result) > A2A_RESULT_MAX)
+                        abort();
+                for (const char *p = r.result; *p; p++)
+                        if ((unsigned char)*p < 0x20 || (unsigned char)*p > 0x7f)
+                                abort();
+        }
+        a2a_result_free(&r);
         printable(r.task, A2A_TASK_ID_MAX);
         printable(r.text, A2A_TEXT_MAX);
         if (strchr(r.task, ' ') || !r.state)

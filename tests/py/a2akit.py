@@ -45,6 +45,7 @@ class Server:
             args["parts"] = parts   # each message's parts, a JSON line each
         args.update(knobs)          # server.mjs's knobs: sends, answer_delay_ms, ...
         self.sends_log = knobs.get("sends")
+        self.calls_log = knobs.get("calls")
         self.args = json.dumps(args)
         self.log = log
         self.parts = parts
@@ -78,6 +79,14 @@ class Server:
         was sent, with sends= given."""
         try:
             with open(self.sends_log) as f:
+                return [json.loads(line) for line in f if line.strip()]
+        except FileNotFoundError:
+            return []
+
+    def calls(self):
+        """[{method, id, t}] of each JSON-RPC call, with calls= given."""
+        try:
+            with open(self.calls_log) as f:
                 return [json.loads(line) for line in f if line.strip()]
         except FileNotFoundError:
             return []
