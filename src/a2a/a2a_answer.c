@@ -293,6 +293,11 @@ void a2a_answer_parse(enum a2a_op op, long http, const char *curl_err, const cha
                     (long long)code, m ? m : "(no message)");
                 goto out;
         }
+        if (http >= 300 && http < 400) {
+                /* a redirect, not followed (the caller says where) */
+                say(out, A2A_RETRY, "HTTP %ld redirect: not followed", http);
+                goto out;
+        }
         if (http < 200 || http >= 300) {
                 out->unsupported = op == A2A_OP_LIST && (http == 404 || http == 405 || http == 501);
                 say(out, A2A_FINAL, "HTTP %ld", http);
@@ -320,6 +325,15 @@ void a2a_answer_parse(enum a2a_op op, long http, const char *curl_err, const cha
                 goto out;
         }
         read_task(res, out);
+        if (op == A2A_OP_GET && ctx && out->verdict == A2A_OK && strcmp(out->task, ctx)) {
+                /* another task than the one asked for: nothing of it is ours */
+                char t[A2A_TASK_ID_MAX + 1];
+                memcpy(t, out->task, sizeof(t));
+                a2a_result_free(out);
+                memset(out, 0, sizeof(*out));
+                out->state = "unknown";
+                say(out, A2A_RETRY, "GetTask of %.100s answered with task %.100s: not ours", ctx, t);
+        }
 out:
         json_decref(doc);
 }

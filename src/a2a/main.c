@@ -43,8 +43,26 @@
 struct body {
         char *buf;
         size_t len, max;        /* max 0: A2A_ANSWER_MAX */
-        bool over;
+        size_t header_len;
+        bool over, headers_over;
 };
+
+/* An answer's header lines, all of them, are held to HEADERS_MAX: curl
+ * keeps each one (curl_easy_header()), and a server may send them for
+ * ever. */
+#define HEADERS_MAX (64 * 1024)
+static size_t on_header(char *p, size_t size, size_t n, void *ud)
+{
+        struct body *b = ud;
+
+        (void)p;
+        b->header_len += size * n;
+        if (b->header_len > HEADERS_MAX) {
+                b->headers_over = true;
+                return 0;
+        }
+        return size * n;
+}
 
 static size_t on_data(char *p, size_t size, size_t n, void *ud)
 {
@@ -123,7 +141,25 @@ static void common_opts(CURL *c, const char *url, const char *ca, struct body *b
                 curl_easy_setopt(c, CURLOPT_CAINFO, ca);
         curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
         curl_easy_setopt(c, CURLOPT_WRITEDATA, b);
+        curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+        curl_easy_setopt(c, CURLOPT_HEADERDATA, b);
+        /* a Content-Length over the bound: not read at all */
+        curl_easy_setopt(c, CURLOPT_MAXFILESIZE_LARGE,
+                         (curl_off_t)(b->max ? b->max : A2A_ANSWER_MAX));
         curl_easy_setopt(c, CURLOPT_ERRORBUFFER, cerr);
+}
+
+/* A 3xx: never followed, since the bearer token must not go where the
+ * server points (another origin may be anyone's); the error says where,
+ * for the operator to set a2a there. */
+static void redirected(CURL *c, long http, char *text, size_t size)
+{
+        char *loc = NULL, where[200];
+
+        curl_easy_getinfo(c, CURLINFO_REDIRECT_URL, &loc);
+        a2a_clean(where, sizeof(where), loc ? loc : "(no Location)", 190);
+        snprintf(text, size, "HTTP %ld redirect to %s: not followed (the token stays with the "
+                 "URL configured; set a2a to the new one)", http, where);
 }
 
 /* a2a = an agent card's URL: the JSON-RPC interface it names, read
@@ -162,8 +198,15 @@ static int card_resolve(const json_t *req, const char *url, char *iface, size_t 
         CURLcode cc = curl_easy_perform(c);
         if (cc == CURLE_OK)
                 curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &http);
-        if (b.over)
+        if (b.over || cc == CURLE_FILESIZE_EXCEEDED)
                 snprintf(why, why_size, "agent card: over %d bytes", A2A_CARD_MAX);
+        else if (b.headers_over)
+                snprintf(why, why_size, "agent card: headers over %d bytes", HEADERS_MAX);
+        else if (http >= 300 && http < 400) {
+                char t[A2A_TEXT_MAX + 1];
+                redirected(c, http, t, sizeof(t));
+                snprintf(why, why_size, "agent card: %.280s", t);
+        }
         else if (cc != CURLE_OK)
                 snprintf(why, why_size, "agent card: no answer: %.200s",
                          cerr[0] ? cerr : curl_easy_strerror(cc));
@@ -247,14 +290,23 @@ static void post(const json_t *req, const char *op, struct a2a_result *out)
         curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
         curl_easy_setopt(c, CURLOPT_POSTFIELDS, data);
         CURLcode cc = curl_easy_perform(c);
-        if (b.over) {
+        if (b.over || cc == CURLE_FILESIZE_EXCEEDED) {
                 a2a_answer_parse(aop, 200, NULL, id, NULL, A2A_ANSWER_MAX + 1, out);
+                goto out;
+        }
+        if (b.headers_over) {
+                snprintf(out->text, sizeof(out->text), "an answer with headers over %d bytes",
+                         HEADERS_MAX);
                 goto out;
         }
         if (cc == CURLE_OK)
                 curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &http);
+        /* GetTask: the answer must be the task asked for */
+        const char *want = aop == A2A_OP_GET ? json_string_value(json_object_get(req, "task")) : id;
         a2a_answer_parse(aop, cc == CURLE_OK ? http : 0, cerr[0] ? cerr : curl_easy_strerror(cc),
-                         id, b.buf, b.len, out);
+                         want, b.buf, b.len, out);
+        if (http >= 300 && http < 400)
+                redirected(c, http, out->text, sizeof(out->text));
 out:
         explicit_bzero(auth, sizeof(auth));
         curl_slist_free_all(h);
