@@ -31,9 +31,15 @@ function say(o) {
   process.stdout.write(JSON.stringify(o) + '\n');
 }
 
+// HD_KEEP_GOING=1: each failure said, the steps after it run (to show
+// which of them a build fails), the exit 1 at the end.
+const KEEP_GOING = process.env.HD_KEEP_GOING === '1';
+let failed = false;
+
 function check(cond, step, detail) {
   say({ step, ok: !!cond, detail });
-  if (!cond)
+  failed ||= !cond;
+  if (!cond && !KEEP_GOING)
     process.exit(1);
 }
 
@@ -198,5 +204,5 @@ await refused('3.1.6: resubscribeTask of no such task: TaskNotFoundError',
         'resumed with Last-Event-ID after a hub SIGKILL: the Task as it was at 2, then 3 and 4, '
         + 'no event missed', { before: seen, after: more });
 }
-say({ step: 'end', ok: true, done: true });
-process.exit(0);
+say({ step: 'end', ok: !failed, done: true });
+process.exit(failed ? 1 : 0);
