@@ -38,6 +38,7 @@ enum {
 #define HUB_DEFAULT_BURST_PER_TOKEN 200 /* and holds at most */
 #define HUB_DEFAULT_MAX_REQUESTS_PER_TOKEN (HUB_THREADS / 2)
 #define HUB_DEFAULT_MAX_WAITS_PER_TOKEN 32
+#define HUB_DEFAULT_A2A_BLOCK_MAX 60    /* seconds a blocking SendMessage waits */
 
 /* Log lines a client can cause, rate-limited (hub_ratelog.c): the first
  * burst of an interval one line each, the others counted and said with
@@ -148,36 +149,57 @@ int hub_listen_check(const char *spec, bool *ret_loopback, char *err, size_t err
 enum hub_wait_on {
         HUB_WAIT_ON_HANDOFF,    /* a file left handoff/ */
         HUB_WAIT_ON_CANCEL,     /* an answer came into cancel/ */
+        HUB_WAIT_ON_CLAIMED,    /* a bootstrap came into claimed/ or left it */
+        HUB_WAIT_ON_ARCHIVE,    /* an item, its .outcome or .result came into archive/ */
+        HUB_WAIT_ON_REJECTED,   /* an item or its .reason came into rejected/ */
         _HUB_WAIT_ON_MAX,
 };
+#define HUB_WAIT_DIR(on) (1u << (on))
+/* What changes the state of an item once it left handoff/ (an A2A task). */
+#define HUB_WAIT_DIRS_ITEM (HUB_WAIT_DIR(HUB_WAIT_ON_HANDOFF) | HUB_WAIT_DIR(HUB_WAIT_ON_CLAIMED) | \
+                            HUB_WAIT_DIR(HUB_WAIT_ON_ARCHIVE) | HUB_WAIT_DIR(HUB_WAIT_ON_REJECTED))
 #define HUB_WAIT_TICK_USEC 10000        /* a look without events, when one is needed */
 struct hub_wait;
 TAILQ_HEAD(hub_wait_list, hub_wait);
+/* What a stream's writer gives: bytes (> 0), HUB_STREAM_PARK (nothing
+ * now: the connection waits for the watcher), HUB_STREAM_END. */
+#define HUB_STREAM_PARK 0
+#define HUB_STREAM_END (-1)
 struct hub_wait_ops {
         /* On the watcher's thread: is the condition met?  (May set w->tick
          * when events alone cannot tell.)  Never blocks. */
         bool (*look)(struct hub *h, struct hub_wait *w);
         /* On a pool thread, once resumed (ready or past the deadline, or
-         * never suspended): the answer into a.  0 or -ENOMEM. */
+         * never suspended): the answer into a.  0 or -ENOMEM.  Of a
+         * stream: the answer when it cannot be held after all. */
         int (*finish)(struct hub *h, struct hub_wait *w, struct hub_answer *a);
         void (*free)(struct hub_wait *w);
+        /* A stream's (NULL: a wait with one answer): on a pool thread,
+         * libmicrohttpd's content reader, up to max bytes into buf
+         * (HUB_STREAM_PARK, HUB_STREAM_END as above).  Before it parks
+         * it sets w->deadline: it is called again then at the latest. */
+        long (*stream)(struct hub *h, struct hub_wait *w, char *buf, size_t max);
 };
 /* A request's wait, made by whoever knows its condition (hub_accept.c,
- * hub_a2a_methods.c), handed to the HTTP side in hub_answer.wait. */
+ * hub_a2a_methods.c, hub_a2a_stream.c), handed to the HTTP side in
+ * hub_answer.wait. */
 struct hub_wait {
         const struct hub_wait_ops *ops;
         char agent[65];                 /* the token's: its share of waits */
-        enum hub_wait_on on;
+        unsigned dirs;                  /* HUB_WAIT_DIR()s whose events concern it */
         char name[256];                 /* the file an event names */
+        bool name_in;                   /* or: any name that holds name (a task id) */
         int64_t deadline;               /* monotonic usec */
         int64_t tick;                   /* usec between looks without an event; 0: none */
         bool ready;                     /* look() said so before the resume */
         /* the watcher's, under its lock */
         bool armed, fresh;
+        bool parked;                    /* a stream's connection suspended */
         int64_t next_look;
         void (*resume)(void *);
         void *resume_arg;
         TAILQ_ENTRY(hub_wait) link;
+        TAILQ_ENTRY(hub_wait) out_link; /* the watcher's list of those to resume */
 };
 /* w's answer into a as things are now (its finish), and w freed: a wait
  * that is over, or that has no room to wait. */
@@ -193,6 +215,14 @@ void hub_waits_free(struct hub_waits *w);
  * not suspended, to be finished at once. */
 int hub_waits_add(struct hub_waits *w, struct hub_wait *x, void (*suspend)(void *),
                   void (*resume)(void *), void *arg);
+/* A stream x (x->ops->stream) taken into the watcher's hands for as long
+ * as it is open, counted in the bounds as a wait: 0, or -EBUSY (no room). */
+int hub_waits_hold(struct hub_waits *w, struct hub_wait *x);
+/* Its writer has nothing now: suspend(arg) under the watcher's lock,
+ * resume(arg) when x looks ready, at x->deadline, or at the stop.
+ * -ESHUTDOWN: the hub stops (or x is not held): end the stream. */
+int hub_waits_park(struct hub_waits *w, struct hub_wait *x, void (*suspend)(void *),
+                   void (*resume)(void *), void *arg);
 /* x out of the watcher's hands if it still was (its connection closed). */
 void hub_waits_forget(struct hub_waits *w, struct hub_wait *x);
 unsigned hub_waits_count(struct hub_waits *w);
@@ -258,10 +288,12 @@ int hub_a2a_card_elsewhere(struct hub *h, const char *host, struct hub_answer *a
 /* GET /.well-known/agent-card.json: [hub] default_agent's card, or one
  * whose interfaces are every agent's endpoint. */
 int hub_a2a_root_card(struct hub *h, const char *host, struct hub_answer *a);
-/* POST /a2a/NAME by agent (the token's), A2A-Version version (NULL:
- * absent): the JSON-RPC answer in a.  0, or -ENOMEM. */
+/* POST /a2a/NAME by agent (the token's), A2A-Version version and
+ * Last-Event-ID last_event_id (NULL: absent): the JSON-RPC answer in a
+ * (a.wait: it comes when that ends, or it is a stream, its ops'
+ * stream).  0, or -ENOMEM. */
 int hub_a2a_rpc(struct hub *h, const char *agent, const char *name, const char *version,
-                const char *body, size_t len, struct hub_answer *a);
+                const char *last_event_id, const char *body, size_t len, struct hub_answer *a);
 /* A JSON-RPC error answer with HTTP status (id NULL: null). */
 int hub_a2a_error(struct hub_answer *a, unsigned status, const json_t *id, int code,
                   const char *message);
@@ -317,6 +349,7 @@ struct hub_request {
         const char *authorization, *content_type, *content_length;
         const char *wait;               /* the query's wait= */
         const char *host, *a2a_version; /* Host, A2A-Version */
+        const char *last_event_id;      /* Last-Event-ID (an A2A stream resumed) */
         const char *peer;               /* the peer's address, for the log; NULL: unknown */
         /* the decision's state */
         char agent[65];                 /* the token's, once checked */

@@ -157,13 +157,18 @@ static json_t *card_pack(const char *name, const char *desc, json_t *ifaces, jso
         }
         return json_pack(
                 "{s:s, s:s, s:s, s:o,"
-                " s:{s:b, s:b, s:b},"
+                " s:{s:b, s:b, s:b, s:[{s:s, s:s, s:b}]},"
                 " s:{s:{s:{s:s, s:s}}}, s:[{s:{s:{s:[]}}}],"
                 " s:[s, s], s:[s], s:o}",
                 "name", name, "description", desc, "version", HD_VERSION_STRING,
                 "supportedInterfaces", ifaces,
-                "capabilities", "streaming", 0, "pushNotifications", 0,
-                "extendedAgentCard", 0,
+                "capabilities", "streaming", 1, "pushNotifications", 0,
+                "extendedAgentCard", 0, "extensions", "uri", A2A_EXT_GENERATION, "description",
+                "each event of a task is numbered: metadata.generation and the SSE id, from 1, "
+                "one more at each change, kept with the task across restarts; SubscribeToTask "
+                "or SendStreamingMessage with Last-Event-ID (or params.metadata.generation) "
+                "gives the Task as it was at that event, then every event after it",
+                "required", 0,
                 "securitySchemes", "bearer", "httpAuthSecurityScheme", "scheme", "Bearer",
                 "description", "a token of handoff-hubd's token_dir; it speaks for one "
                 "sending agent",
@@ -303,8 +308,8 @@ static const struct {
         { "GetTask", a2a_get_task, 0, NULL },
         { "ListTasks", a2a_list_tasks, 0, NULL },
         { "CancelTask", a2a_cancel_task, 0, NULL },
-        { "SendStreamingMessage", NULL, A2A_UNSUPPORTED, "streaming is not supported here" },
-        { "SubscribeToTask", NULL, A2A_UNSUPPORTED, "streaming is not supported here" },
+        { "SendStreamingMessage", a2a_send_streaming_message, 0, NULL },
+        { "SubscribeToTask", a2a_subscribe_to_task, 0, NULL },
         { "CreateTaskPushNotificationConfig", NULL, A2A_PUSH_NOT_SUPPORTED,
           "push notifications are not supported here" },
         { "GetTaskPushNotificationConfig", NULL, A2A_PUSH_NOT_SUPPORTED,
@@ -383,11 +388,12 @@ static bool version_ok(const char *v)
 }
 
 int hub_a2a_rpc(struct hub *h, const char *agent, const char *name, const char *version,
-                const char *body, size_t len, struct hub_answer *a)
+                const char *last_event_id, const char *body, size_t len, struct hub_answer *a)
 {
         const hd_limits lim = { .max_size = h->cfg->max_file_size };
         _cleanup_json_ json_t *req = NULL, *empty = json_object(), *unset = NULL;
-        struct a2a_call c = { .h = h, .agent = agent, .name = name, .a = a };
+        struct a2a_call c = { .h = h, .agent = agent, .name = name, .a = a,
+                              .last_event_id = last_event_id };
         const json_t *jid, *params;
         const char *method;
         hd_verdict v;

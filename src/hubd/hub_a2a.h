@@ -45,12 +45,15 @@ enum {
         A2A_VERSION_NOT_SUPPORTED = -32009,
 };
 
+struct a2a_kept;
+
 /* One JSON-RPC call: who asks (the token's agent), of which agent, what. */
 struct a2a_call {
         struct hub *h;
         const char *agent;      /* the token's */
         const char *name;       /* NAME of /a2a/NAME */
         const json_t *id, *params;
+        const char *last_event_id;      /* the Last-Event-ID header; NULL: none */
         struct hub_answer *a;
 };
 
@@ -69,6 +72,24 @@ int a2a_send_message(struct a2a_call *c);
 int a2a_get_task(struct a2a_call *c);
 int a2a_cancel_task(struct a2a_call *c);
 int a2a_list_tasks(struct a2a_call *c);
+/* SendMessage, answered with a stream (hub_a2a_stream.c). */
+int a2a_send_streaming_message(struct a2a_call *c);
+/* COMPLETED, FAILED, CANCELED, REJECTED. */
+bool a2a_state_terminal(const char *state);
+
+/* ---- hub_a2a_stream.c: the streams ---- */
+int a2a_subscribe_to_task(struct a2a_call *c);
+/* The client's last event (Last-Event-ID, else params.metadata's
+ * generation): 0 with *ret (0: none), -EINVAL when it is not one. */
+int a2a_stream_from(struct a2a_call *c, int64_t *ret);
+/* Whether the call's resume point is well formed: 1, or 0 with the
+ * error answered. */
+int a2a_stream_params_ok(struct a2a_call *c);
+/* The answer a stream of task kept, from the client's last event from
+ * (0: the Task as it is now): into c->a->wait (hub_http.c sends it). */
+int a2a_stream_open(struct a2a_call *c, const struct a2a_kept *kept, int64_t from);
+/* A stream of task (taken) alone, ended at once: a send that ended there. */
+int a2a_stream_task_once(struct a2a_call *c, json_t *task);
 
 /* ---- hub_a2a_task.c ---- */
 /* The string k of o, or NULL. */
@@ -81,10 +102,26 @@ json_t *a2a_task_new(const char *id, const char *ctx, const char *state,
 /* Whether s is a TaskState of A2A 1.0. */
 bool a2a_task_state_known(const char *s);
 struct a2a_kept;
-/* The task t that agent sent, from the spool: 0 with *ret; -ENOENT when
- * the spool no longer holds it.  One the daemon rejected has its
- * document removed (a2a_kept_rejected()). */
+/* The task t that agent sent, from the spool, numbered (its generation
+ * in metadata): 0 with *ret; -ENOENT when the spool no longer holds it.
+ * One the daemon rejected has its document removed (a2a_kept_rejected()). */
 int a2a_task_lookup(struct hub *h, const char *agent, const struct a2a_kept *t, json_t **ret);
+/* Terminal (COMPLETED, FAILED, CANCELED, REJECTED) or interrupted
+ * (INPUT_REQUIRED, AUTH_REQUIRED): where a blocking send answers and a
+ * stream ends. */
+bool a2a_state_final(const char *state);
+/* The events of task (hub_a2a_task.c's comment), in order, as A2A 1.0's
+ * StreamResponse: statusUpdate or artifactUpdate, the i-th (from 0) of
+ * generation i + 1 in its metadata.  NULL when out of memory. */
+json_t *a2a_task_history(const json_t *task);
+/* The generation of task (its history's length) into its metadata. */
+int a2a_task_number(json_t *task);
+/* task as it was at generation gen of its history (task itself from the
+ * last on).  NULL when out of memory. */
+json_t *a2a_task_at(const json_t *task, const json_t *history, size_t gen);
+/* The metadata key of an event's generation (the card's extension). */
+#define A2A_GENERATION "generation"
+#define A2A_EXT_GENERATION "urn:handoffd:a2a:generation:1"
 
 /* ---- hub_a2a_kept.c ---- */
 /* A task as the index keeps it: what GetTask and ListTasks need. */

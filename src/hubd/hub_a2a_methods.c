@@ -1,7 +1,9 @@
 /* A2A's methods: SendMessage (a handoff signed here, kept, dropped into
- * the spool), GetTask, CancelTask (a cancel request into cancel/, the
- * daemon's answer awaited) and ListTasks (the index of the kept
- * documents, newest first, a page at a time). */
+ * the spool; without returnImmediately its answer awaits the task's end,
+ * [hub] a2a_block_max at most), GetTask, CancelTask (a cancel request
+ * into cancel/, the daemon's answer awaited) and ListTasks (the index of
+ * the kept documents, newest first, a page at a time).  SendStreamingMessage
+ * sends as SendMessage does and answers with a stream (hub_a2a_stream.c). */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -71,12 +73,111 @@ static int send_answer(struct a2a_call *c, json_t *task)
         return a2a_answer_result(c->a, c->id, json_pack("{s:o}", "task", task));
 }
 
-static int send_rejected(struct a2a_call *c, const char *id, const char *ctx, const char *reason,
-                         const char *detail)
+/* A blocking SendMessage's wait (hub_wait.c): its connection suspended
+ * until the task is terminal or interrupted (the watcher's look at each
+ * event naming its id in claimed/, archive/, rejected/), or until
+ * [hub] a2a_block_max has passed; then the task as it is. */
+struct block_wait {
+        struct hub_wait w;              /* w.name: the task's id */
+        json_t *jid;
+        struct a2a_kept kept;
+};
+
+static bool block_look(struct hub *h, struct hub_wait *w)
 {
+        struct block_wait *bw = (struct block_wait *)w;
+        _cleanup_json_ json_t *task = NULL;
+
+        if (a2a_task_lookup(h, w->agent, &bw->kept, &task) < 0)
+                return true;    /* the finish says what it is */
+        return a2a_state_final(a2a_str(json_object_get(task, "status"), "state") ?: "");
+}
+
+static int block_finish(struct hub *h, struct hub_wait *w, struct hub_answer *a)
+{
+        struct block_wait *bw = (struct block_wait *)w;
+        struct a2a_call call = { .h = h, .agent = w->agent, .name = bw->kept.to, .id = bw->jid,
+                                 .a = a };
+        json_t *task = NULL;
+        int r;
+
+        r = a2a_task_lookup(h, w->agent, &bw->kept, &task);
+        if (r == -ENOENT)
+                return a2a_call_error(&call, A2A_TASK_NOT_FOUND, "the spool no longer holds the task");
+        if (r < 0)
+                return a2a_call_internal(&call, "SendMessage", r);
+        return send_answer(&call, task);
+}
+
+static void block_free(struct hub_wait *w)
+{
+        struct block_wait *bw = (struct block_wait *)w;
+
+        json_decref(bw->jid);
+        free(bw);
+}
+
+static const struct hub_wait_ops block_ops = {
+        .look = block_look, .finish = block_finish, .free = block_free,
+};
+
+/* How a send is answered: at once, at the task's end, or with a stream. */
+enum send_mode {
+        SEND_RETURN,
+        SEND_BLOCK,
+        SEND_STREAM,
+};
+
+/* The answer to a send whose task is task (taken), of id: as mode says. */
+static int send_settle(struct a2a_call *c, const char *id, json_t *task, enum send_mode mode)
+{
+        const char *st = a2a_str(json_object_get(task, "status"), "state") ?: "";
+        struct block_wait *bw;
+        struct a2a_kept kept;
+
+        if (mode == SEND_RETURN || (mode == SEND_BLOCK && a2a_state_final(st)))
+                return send_answer(c, task);
+        if (a2a_kept_get(c->agent, id, &kept) < 0) {
+                /* refused at the drop, or rejected: it has ended */
+                if (mode == SEND_STREAM)
+                        return a2a_stream_task_once(c, task);
+                return send_answer(c, task);
+        }
+        if (mode == SEND_STREAM) {
+                int64_t from = 0;
+                json_decref(task);
+                (void)a2a_stream_from(c, &from);        /* checked before the send */
+                return a2a_stream_open(c, &kept, from);
+        }
+        json_decref(task);
+        bw = calloc(1, sizeof(*bw));
+        if (!bw)
+                return -ENOMEM;
+        bw->w.ops = &block_ops;
+        snprintf(bw->w.agent, sizeof(bw->w.agent), "%s", c->agent);
+        snprintf(bw->w.name, sizeof(bw->w.name), "%s", id);
+        bw->w.name_in = true;
+        bw->w.dirs = HUB_WAIT_DIRS_ITEM;
+        bw->w.deadline = mono_usec() + c->h->cfg->hub.a2a_block_max * 1000000;
+        bw->jid = json_incref((json_t *)c->id);
+        bw->kept = kept;
+        c->a->wait = &bw->w;
+        return 0;
+}
+
+static int send_rejected(struct a2a_call *c, const char *id, const char *ctx, const char *reason,
+                         const char *detail, enum send_mode mode)
+{
+        json_t *t = a2a_task_new(id, ctx, "TASK_STATE_REJECTED", "rejected", reason, detail, NULL);
+
         hub_log("a2a: %s from %s to %s rejected: %s", id, c->agent, c->name, reason);
-        return send_answer(c, a2a_task_new(id, ctx, "TASK_STATE_REJECTED", "rejected", reason,
-                                           detail, NULL));
+        if (!t || a2a_task_number(t) < 0) {
+                json_decref(t);
+                return -ENOMEM;
+        }
+        if (mode == SEND_STREAM)
+                return a2a_stream_task_once(c, t);
+        return send_answer(c, t);
 }
 
 /* The task id of c->agent's to c->name, from the index: 0 or -ENOENT
@@ -118,7 +219,7 @@ static bool history_length_ok(const json_t *params)
         return int32_param(params, "historyLength", 0, INT32_MAX, &n) == 0;
 }
 
-static bool state_terminal(const char *s)
+bool a2a_state_terminal(const char *s)
 {
         return !strcmp(s, "TASK_STATE_COMPLETED") || !strcmp(s, "TASK_STATE_FAILED") ||
                !strcmp(s, "TASK_STATE_CANCELED") || !strcmp(s, "TASK_STATE_REJECTED");
@@ -147,7 +248,7 @@ static int send_to_task(struct a2a_call *c, const json_t *tid)
         if (r < 0)
                 return a2a_call_internal(c, "SendMessage", r);
         st = a2a_str(json_object_get(task, "status"), "state") ?: "";
-        if (state_terminal(st))
+        if (a2a_state_terminal(st))
                 snprintf(msg, sizeof(msg), "the task has ended (%s): it takes no more messages", st);
         else
                 snprintf(msg, sizeof(msg), "a message continuing a task (taskId) is not "
@@ -172,7 +273,7 @@ static int send_same(const json_t *kept, const json_t *p, bool *ret)
         return 0;
 }
 
-int a2a_send_message(struct a2a_call *c)
+static int send_message(struct a2a_call *c, enum send_mode mode)
 {
         _cleanup_json_ json_t *p = NULL, *kept = NULL, *refusal = NULL, *task = NULL, *doc = NULL;
         _cleanup_free_ char *body = NULL;
@@ -232,7 +333,7 @@ int a2a_send_message(struct a2a_call *c)
         if (!a2a_agent_reachable(c->h->cfg, c->name))
                 return send_rejected(c, id, ctx, "unknown_agent",
                                      "no agent of that name is served here or reachable "
-                                     "through a [remote]");
+                                     "through a [remote]", mode);
 
         lk = a2a_lock(id);
         pthread_mutex_lock(lk);
@@ -260,7 +361,7 @@ int a2a_send_message(struct a2a_call *c)
                 r = a2a_task_lookup(c->h, c->agent, &t, &task);
                 if (r == 0) {
                         pthread_mutex_unlock(lk);
-                        return send_answer(c, TAKE_PTR(task));
+                        return send_settle(c, id, TAKE_PTR(task), mode);
                 }
                 if (r != -ENOENT)
                         goto fail;
@@ -296,13 +397,37 @@ int a2a_send_message(struct a2a_call *c)
                 return a2a_call_internal(c, "SendMessage: dropping into the spool", r);
         if (r == 0)
                 return send_rejected(c, id, ctx, a2a_str(refusal, "reason") ?: "rejected",
-                                     a2a_str(refusal, "detail"));
+                                     a2a_str(refusal, "detail"), mode);
         hub_log("a2a: %s from %s to %s accepted (message %.64s)", id, c->agent, c->name, mid);
-        return send_answer(c, a2a_task_new(id, ctx, "TASK_STATE_SUBMITTED", "pending", NULL, NULL,
-                                           NULL));
+        task = a2a_task_new(id, ctx, "TASK_STATE_SUBMITTED", "pending", NULL, NULL, NULL);
+        if (!task || a2a_task_number(task) < 0)
+                return -ENOMEM;
+        return send_settle(c, id, TAKE_PTR(task), mode);
 fail:
         pthread_mutex_unlock(lk);
         return a2a_call_internal(c, "SendMessage", r);
+}
+
+int a2a_send_message(struct a2a_call *c)
+{
+        const json_t *conf = json_object_get(c->params, "configuration");
+        const json_t *ri = json_object_get(conf, "returnImmediately");
+
+        if (conf && !json_is_object(conf))
+                return a2a_call_error(c, RPC_INVALID_PARAMS, "params.configuration is not an object");
+        if (ri && !json_is_boolean(ri))
+                return a2a_call_error(c, RPC_INVALID_PARAMS,
+                                      "params.configuration.returnImmediately is true or false");
+        /* A2A 1.0 section 3.2.2: blocking unless returnImmediately; here
+         * for a2a_block_max at most (0: not at all), since a handoff may
+         * wait hours for an agent that is down */
+        return send_message(c, json_is_true(ri) || c->h->cfg->hub.a2a_block_max <= 0 ? SEND_RETURN
+                                                                                     : SEND_BLOCK);
+}
+
+int a2a_send_streaming_message(struct a2a_call *c)
+{
+        return a2a_stream_params_ok(c) ? send_message(c, SEND_STREAM) : 0;
 }
 
 int a2a_get_task(struct a2a_call *c)
@@ -503,7 +628,7 @@ int a2a_cancel_task(struct a2a_call *c)
          * connection and cancel_finish() answers. */
         cw->w.ops = &cancel_ops;
         snprintf(cw->w.agent, sizeof(cw->w.agent), "%s", c->agent);
-        cw->w.on = HUB_WAIT_ON_CANCEL;
+        cw->w.dirs = HUB_WAIT_DIR(HUB_WAIT_ON_CANCEL);
         cw->w.deadline = mono_usec() + c->h->wait_ms * 1000;
         /* a cancel/ the watcher does not watch: looked at on a tick */
         if (fd != c->h->cancel_fd)

@@ -1,6 +1,14 @@
 /* A2A tasks: the Task of a handoff as the
  * spool holds it (items_status()), the result its agent reported being
- * the task's artifact.  The hub keeps no task state of its own. */
+ * the task's artifact.  The hub keeps no task state of its own.
+ *
+ * Nor does it keep a task's events: they follow from its state, since
+ * a handoff moves one way (handoff/, claimed/, archive/, its result
+ * beside it) and each state the spool can hold has one history that
+ * every earlier state's is the start of: SUBMITTED; then WORKING when
+ * its agent reports a result (completes = yes); then each artifact; then
+ * the end.  An event's generation is its place in that history, the
+ * same after a restart of the hub as before. */
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -140,6 +148,13 @@ static json_t *task_of_result(const char *id, const char *ctx, const char *st, c
                                  failed ? "failed" : NULL, failed ? a2a_str(res, "reason") : NULL,
                                  a2a_str(res, "recorded_at"));
 
+        /* its history went through WORKING (a2a_task_history()) */
+        if (t && json_object_set_new(json_object_get(t, "metadata"), "handoffResult",
+                                     json_string(failed ? "failed" : "completed")) < 0) {
+                json_decref(t);
+                return NULL;
+        }
+
         if (t && (a2a_str(res, "text") || json_object_get(res, "data")) &&
             json_object_set_new(t, "artifacts", json_pack("[o]", result_artifact(id, res))) < 0) {
                 json_decref(t);
@@ -214,5 +229,116 @@ int a2a_task_lookup(struct hub *h, const char *agent, const struct a2a_kept *t, 
             strcmp(a2a_str(item, "reason") ?: "", "bad_a2a_id"))
                 a2a_kept_rejected(h, agent, t->id);
         *ret = task_of_item(t->id, t->ctx, item, to && to->completes);
+        if (*ret && a2a_task_number(*ret) < 0) {
+                json_decref(*ret);
+                *ret = NULL;
+        }
         return *ret ? 0 : -ENOMEM;
+}
+
+bool a2a_state_final(const char *s)
+{
+        return !strcmp(s, "TASK_STATE_COMPLETED") || !strcmp(s, "TASK_STATE_FAILED") ||
+               !strcmp(s, "TASK_STATE_CANCELED") || !strcmp(s, "TASK_STATE_REJECTED") ||
+               !strcmp(s, "TASK_STATE_INPUT_REQUIRED") || !strcmp(s, "TASK_STATE_AUTH_REQUIRED");
+}
+
+static json_t *event_meta(size_t gen)
+{
+        return json_pack("{s:I}", A2A_GENERATION, (json_int_t)gen);
+}
+
+/* A TaskStatusUpdateEvent of task, generation gen, status (taken). */
+static json_t *status_event(const json_t *task, json_t *status, size_t gen)
+{
+        return json_pack("{s:{s:s, s:s, s:o, s:o}}", "statusUpdate", "taskId",
+                         a2a_str(task, "id") ?: "", "contextId", a2a_str(task, "contextId") ?: "",
+                         "status", status, "metadata", event_meta(gen));
+}
+
+json_t *a2a_task_history(const json_t *task)
+{
+        const json_t *status = json_object_get(task, "status"), *arts, *art;
+        const json_t *meta = json_object_get(task, "metadata");
+        const char *st = a2a_str(status, "state") ?: "TASK_STATE_SUBMITTED";
+        bool worked = !strcmp(st, "TASK_STATE_WORKING") || json_object_get(meta, "handoffResult");
+        json_t *h = json_array();
+        size_t i;
+
+        if (!h)
+                return NULL;
+        /* Only the last is the state as it is now (its status whole); the
+         * ones before say their state alone. */
+        if (json_array_append_new(h, status_event(task, !strcmp(st, "TASK_STATE_SUBMITTED")
+                                                        ? json_deep_copy(status)
+                                                        : json_pack("{s:s}", "state",
+                                                                    "TASK_STATE_SUBMITTED"), 1)) < 0)
+                goto fail;
+        if (worked && json_array_append_new(h, status_event(task, !strcmp(st, "TASK_STATE_WORKING")
+                                                                ? json_deep_copy(status)
+                                                                : json_pack("{s:s}", "state",
+                                                                            "TASK_STATE_WORKING"),
+                                                            json_array_size(h) + 1)) < 0)
+                goto fail;
+        arts = json_object_get(task, "artifacts");
+        json_array_foreach(arts, i, art)
+                if (json_array_append_new(h, json_pack("{s:{s:s, s:s, s:O, s:b, s:o}}",
+                                                       "artifactUpdate", "taskId",
+                                                       a2a_str(task, "id") ?: "", "contextId",
+                                                       a2a_str(task, "contextId") ?: "",
+                                                       "artifact", art, "lastChunk", 1,
+                                                       "metadata",
+                                                       event_meta(json_array_size(h) + 1))) < 0)
+                        goto fail;
+        if (strcmp(st, "TASK_STATE_SUBMITTED") && strcmp(st, "TASK_STATE_WORKING") &&
+            json_array_append_new(h, status_event(task, json_deep_copy(status),
+                                                  json_array_size(h) + 1)) < 0)
+                goto fail;
+        return h;
+fail:
+        json_decref(h);
+        return NULL;
+}
+
+int a2a_task_number(json_t *task)
+{
+        _cleanup_json_ json_t *h = a2a_task_history(task);
+
+        if (!h)
+                return -ENOMEM;
+        return json_object_set_new(json_object_get(task, "metadata"), A2A_GENERATION,
+                                   json_integer((json_int_t)json_array_size(h))) < 0
+                       ? -ENOMEM : 0;
+}
+
+json_t *a2a_task_at(const json_t *task, const json_t *history, size_t gen)
+{
+        json_t *t, *arts = NULL, *ev;
+        const json_t *status = NULL;
+
+        if (gen >= json_array_size(history))
+                return json_deep_copy(task);
+        for (size_t i = 0; i < gen; i++) {
+                ev = json_array_get(history, i);
+                if (json_object_get(ev, "statusUpdate"))
+                        status = json_object_get(json_object_get(ev, "statusUpdate"), "status");
+                else if ((arts || (arts = json_array())) &&
+                         json_array_append(arts, json_object_get(json_object_get(ev,
+                                                                                 "artifactUpdate"),
+                                                                 "artifact")) < 0)
+                        goto fail;
+        }
+        t = json_pack("{s:s, s:s, s:O, s:o}", "id", a2a_str(task, "id") ?: "", "contextId",
+                      a2a_str(task, "contextId") ?: "", "status", status, "metadata",
+                      event_meta(gen));
+        if (t && arts && json_object_set_new(t, "artifacts", arts) < 0) {
+                json_decref(t);
+                return NULL;
+        }
+        if (!t)
+                json_decref(arts);
+        return t;
+fail:
+        json_decref(arts);
+        return NULL;
 }

@@ -420,7 +420,7 @@ int hub_accept_wait(struct hub *h, const char *agent, const char *id, int64_t ti
         }
         cw->w.ops = &claimed_ops;
         snprintf(cw->w.agent, sizeof(cw->w.agent), "%s", agent);
-        cw->w.on = HUB_WAIT_ON_HANDOFF;
+        cw->w.dirs = HUB_WAIT_DIR(HUB_WAIT_ON_HANDOFF);
         cw->w.deadline = mono_usec() + timeout_ms * 1000;
         *ret = &cw->w;
         return 0;

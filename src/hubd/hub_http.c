@@ -9,7 +9,9 @@
  *   GET  /metrics                  Prometheus text (hub_stats.c)
  *   GET  /a2a/NAME/.well-known/agent-card.json, POST /a2a/NAME,
  *        /.well-known/agent-card.json
- *                                  A2A (hub_a2a.c) */
+ *                                  A2A (hub_a2a.c); a stream's answer
+ *                                  is text/event-stream, parked on no
+ *                                  thread between its events */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <microhttpd.h>
@@ -36,6 +38,7 @@ struct hub_http {
 };
 
 struct req {
+        struct hub *h;
         struct timespec t0;
         struct hub_request q;
         char peer[INET6_ADDRSTRLEN + 1];        /* q.peer */
@@ -281,7 +284,7 @@ static void request_make(struct hub *h, struct hub_request *q, struct hub_answer
         if (q->a2a[0]) {
                 if (q->too_large)
                         a2a_refuse(a, 413, -32600, "the request is larger than max_file_size");
-                else if (hub_a2a_rpc(h, q->agent, q->a2a, q->a2a_version,
+                else if (hub_a2a_rpc(h, q->agent, q->a2a, q->a2a_version, q->last_event_id,
                                      q->body ? q->body : "", q->len, a) < 0)
                         a2a_refuse(a, 500, -32603, "out of memory");
                 return;
@@ -425,6 +428,46 @@ void hub_wait_answer(struct hub *h, struct hub_wait *w, struct hub_answer *a)
         w->ops->free(w);
 }
 
+static enum MHD_Result wait_answer(struct hub *h, struct MHD_Connection *c, struct req *rq);
+
+/* libmicrohttpd's content reader of a stream (an A2A SSE answer): what
+ * its writer has, or the connection parked with the watcher until there
+ * is more (it holds no thread meanwhile). */
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+        struct req *rq = cls;
+        long n;
+
+        (void)pos;
+        n = rq->wait->ops->stream(rq->h, rq->wait, buf, max);
+        if (n > 0)
+                return n;
+        if (n == HUB_STREAM_PARK &&
+            hub_waits_park(rq->h->waits, rq->wait, wait_suspend, wait_resume, rq) == 0)
+                return 0;
+        return MHD_CONTENT_READER_END_OF_STREAM;
+}
+
+/* rq's answer is a stream: held by the watcher (or, without room, the
+ * refusal its finish makes), its events sent as they come. */
+static enum MHD_Result stream_answer(struct hub *h, struct MHD_Connection *c, struct req *rq)
+{
+        struct MHD_Response *resp;
+        enum MHD_Result ret;
+
+        if (hub_waits_hold(h->waits, rq->wait) < 0)
+                return wait_answer(h, c, rq);
+        resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, rq, NULL);
+        if (!resp)
+                return MHD_NO;  /* on_completed() forgets and frees it */
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+        MHD_add_response_header(resp, "Cache-Control", "no-store");
+        ret = MHD_queue_response(c, 200, resp);
+        MHD_destroy_response(resp);
+        hub_stats_request(200, since(&rq->t0));
+        return ret;
+}
+
 /* rq's wait is over (or never began): its answer, sent. */
 static enum MHD_Result wait_answer(struct hub *h, struct MHD_Connection *c, struct req *rq)
 {
@@ -460,6 +503,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
                 rq->q.wait = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "wait");
                 rq->q.host = header(c, MHD_HTTP_HEADER_HOST);
                 rq->q.a2a_version = header(c, "A2A-Version");
+                rq->q.last_event_id = header(c, "Last-Event-ID");
+                rq->h = h;
                 rq->q.peer = peer_address(c, rq->peer, sizeof(rq->peer));
                 /* headers whole: no longer dropped to make room */
                 conn_phase(h, c, HUB_CONN_BODY);
@@ -488,6 +533,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
         rq->wait = a.wait;
         a.wait = NULL;
         rq->a = a;
+        if (rq->wait->ops->stream)
+                return stream_answer(h, c, rq);
         if (hub_waits_add(h->waits, rq->wait, wait_suspend, wait_resume, rq) == 0)
                 return MHD_YES;
         return wait_answer(h, c, rq);

@@ -107,6 +107,8 @@ int hub_setup(struct hub *h)
                 ch->max_requests_per_token = HUB_DEFAULT_MAX_REQUESTS_PER_TOKEN;
         if (!ch->max_waits_per_token)
                 ch->max_waits_per_token = HUB_DEFAULT_MAX_WAITS_PER_TOKEN;
+        if (ch->a2a_block_max < 0)
+                ch->a2a_block_max = HUB_DEFAULT_A2A_BLOCK_MAX;
         if (!ch->state_dir && !(ch->state_dir = strdup(HUB_DEFAULT_STATE_DIR)))
                 return hub_fail(HUB_EXIT_RUNTIME, "out of memory");
         if (!spool)

@@ -81,7 +81,7 @@ async function refused(step, fn, name) {
 
 const bob = await client(args.agent, args.token);
 const card = bob.agentCard;
-check(card.name === args.agent && card.capabilities?.streaming === false &&
+check(card.name === args.agent && card.capabilities?.streaming === true &&
       card.capabilities?.pushNotifications === false &&
       card.supportedInterfaces[0].protocolVersion === '1.0',
       'the card through the SDK', { name: card.name, skills: card.skills?.map((s) => s.id) });

@@ -6,7 +6,7 @@ tests/a2a/client.mjs.
 
 - the card of alice: name, the configured description and skills,
   protocol 1.0 over JSONRPC at /a2a/alice, bearer security, streaming
-  and push notifications false; no card for an agent not served (404);
+  true with the generation extension, push notifications false; no card for an agent not served (404);
 - SendMessage from bob's token (a text part and a data part): a Task
   SUBMITTED whose id is the handoff's; alice's bootstrap carries payload
   a2a/1 with the parts, from_agent bob, signed with the key the daemon
@@ -27,7 +27,8 @@ tests/a2a/client.mjs.
   -32004);
 - errors as A2A names them: no A2A-Version (0.3) -32009, parse error
   -32700, a batch -32600, unknown method -32601, no messageId -32602,
-  inline file bytes -32005, streaming -32004, push -32003, CancelTask of
+  inline file bytes -32005, SubscribeToTask of an ended task -32004,
+  push -32003, CancelTask of
   a consumed task -32002 (test_a2a_cancel.py: the rest of CancelTask), a
   task continued by taskId -32004.
 """
@@ -90,7 +91,7 @@ def message(text, data=None, mid=None, ctx=None, **extra):
     if ctx:
         m["contextId"] = ctx
     m.update(extra)
-    return {"message": m}
+    return {"message": m, "configuration": {"returnImmediately": True}}
 
 
 def state(task):
@@ -167,8 +168,11 @@ def stdlib_client(env, hub, conf):
           and iface == {"url": f"https://127.0.0.1:{hub.port}/a2a/alice",
                         "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
           f"card: {card}")
-    check(card["capabilities"] == {"streaming": False, "pushNotifications": False,
-                                   "extendedAgentCard": False}, f"capabilities: {card}")
+    caps = card["capabilities"]
+    check({k: caps.get(k) for k in ("streaming", "pushNotifications", "extendedAgentCard")}
+          == {"streaming": True, "pushNotifications": False, "extendedAgentCard": False}
+          and [e["uri"] for e in caps["extensions"]] == ["urn:handoffd:a2a:generation:1"],
+          f"capabilities: {card}")
     check(card["securitySchemes"] == {"bearer": {"httpAuthSecurityScheme": {
         "scheme": "Bearer", "description": card["securitySchemes"]["bearer"]
         ["httpAuthSecurityScheme"]["description"]}}}, f"security: {card}")
@@ -261,15 +265,15 @@ def stdlib_client(env, hub, conf):
               {"message": {"messageId": "m-3", "parts": [
                   {"raw": base64.b64encode(b"x").decode(), "mediaType": "text/plain"}]}})
     rpc.error("a task continued", -32004, "SendMessage", message("x", taskId=hid))
-    rpc.error("streaming", -32004, "SendStreamingMessage", message("x"))
-    rpc.error("subscribe", -32004, "SubscribeToTask", {"id": hid})
+    rpc.error("3.1.6: subscribe to a terminal task", -32004, "SubscribeToTask", {"id": hid})
     rpc.error("push", -32003, "CreateTaskPushNotificationConfig", {"taskId": hid})
     rpc.error("CancelTask of a consumed task", -32002, "CancelTask", {"id": hid})
     rpc.error("CancelTask of no task", -32001, "CancelTask", {"id": "a2a-nothing"})
     rpc.error("GetTask of no task", -32001, "GetTask", {"id": "a2a-nothing"})
     # a file by URI is carried
     t = rpc.result("SendMessage", {"message": {"messageId": "m-url", "role": "ROLE_USER", "parts": [
-        {"url": "https://example.org/a.pdf", "filename": "a.pdf", "mediaType": "application/pdf"}]}})
+        {"url": "https://example.org/a.pdf", "filename": "a.pdf", "mediaType": "application/pdf"}]},
+        "configuration": {"returnImmediately": True}})
     check(state(t["task"]) == "TASK_STATE_SUBMITTED", f"url part: {t}")
     print("ok: a file by URI")
     return hid

@@ -73,7 +73,8 @@ class Rpc:
 
     def send(self, text):
         t = self.result("SendMessage", {"message": {
-            "messageId": str(uuid.uuid4()), "role": "ROLE_USER", "parts": [{"text": text}]}})
+            "messageId": str(uuid.uuid4()), "role": "ROLE_USER", "parts": [{"text": text}]},
+            "configuration": {"returnImmediately": True}})
         return t["task"]["id"]
 
 

@@ -52,7 +52,8 @@ def rpc(hub, method, params, agent="bob"):
 def send(hub, text):
     return rpc(hub, "SendMessage", {"message": {"messageId": str(uuid.uuid4()),
                                                 "role": "ROLE_USER",
-                                                "parts": [{"text": text}]}})["task"]["id"]
+                                                "parts": [{"text": text}]},
+                                    "configuration": {"returnImmediately": True}})["task"]["id"]
 
 
 def main():

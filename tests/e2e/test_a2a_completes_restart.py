@@ -40,7 +40,8 @@ def state(hub, hid):
 
 def send(env, hub, conf, text):
     hid = rpc(hub, "SendMessage", {"message": {"messageId": str(uuid.uuid4()), "role": "ROLE_USER",
-                                               "parts": [{"text": text}]}})["task"]["id"]
+                                               "parts": [{"text": text}]},
+                                    "configuration": {"returnImmediately": True}})["task"]["id"]
     hdtest.wait_for(lambda: hid + ".json" in env.bootstraps("alice"), what=f"{hid} delivered")
     env.ctl("consume", "-c", conf, "--agent", "alice", hid, check_rc=0)
     hdtest.wait_for(lambda: glob.glob(os.path.join(env.spool, "archive", f"*{hid}*.outcome")),

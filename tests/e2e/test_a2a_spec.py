@@ -78,7 +78,7 @@ class Rpc:
 def message(text, mid=None, **extra):
     m = {"messageId": mid or str(uuid.uuid4()), "role": "ROLE_USER", "parts": [{"text": text}]}
     m.update(extra)
-    return {"message": m}
+    return {"message": m, "configuration": {"returnImmediately": True}}
 
 
 def state(task):
@@ -236,7 +236,7 @@ def nulls(env, hub):
     m = message("with nulls", contextId=None, taskId=None, metadata=None, referenceTaskIds=None)
     m["message"]["parts"] = [{"text": "with nulls", "mediaType": None, "filename": None},
                              {"data": {"kept": None}, "mediaType": "application/json"}]
-    m["configuration"] = None
+    m["configuration"] = {"returnImmediately": True, "acceptedOutputModes": None}
     m["metadata"] = None
     t = rpc.result("SendMessage", m)["task"]
     check(state(t) == "TASK_STATE_SUBMITTED" and t["contextId"].startswith("ctx-"), f"nulls: {t}")

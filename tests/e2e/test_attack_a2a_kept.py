@@ -56,7 +56,7 @@ def msg(text, ctx=None):
     m = {"messageId": str(uuid.uuid4()), "role": "ROLE_USER", "parts": [{"text": text}]}
     if ctx:
         m["contextId"] = ctx
-    return {"message": m}
+    return {"message": m, "configuration": {"returnImmediately": True}}
 
 
 def as_mallory(op, path):

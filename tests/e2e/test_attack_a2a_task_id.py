@@ -78,7 +78,8 @@ def forge(env, dep, name, hid, mid, ptype="a2a/1"):
 
 def bob_sends(env, hub, conf, mid):
     task = rpc(hub, "SendMessage", {"message": {"messageId": mid, "role": "ROLE_USER",
-                                                "parts": [{"text": f"bob's words {mid}"}]}})["task"]
+                                                "parts": [{"text": f"bob's words {mid}"}]},
+                                    "configuration": {"returnImmediately": True}})["task"]
     check(task["status"]["state"] == "TASK_STATE_SUBMITTED", f"bob's task: {task}")
     hid = task["id"]
     hdtest.wait_for(lambda: env.bootstraps("alice") == [hid + ".json"], what=f"{hid} delivered")

@@ -42,7 +42,8 @@ def rpc(hub, method, params, agent, conn=None):
 
 def send(hub, agent, text):
     return rpc(hub, "SendMessage", {"message": {"messageId": str(uuid.uuid4()), "role": "ROLE_USER",
-                                                "parts": [{"text": text}]}}, agent)
+                                                "parts": [{"text": text}]},
+                                    "configuration": {"returnImmediately": True}}, agent)
 
 
 def timed(fn):

@@ -97,6 +97,9 @@ struct config_hub {
          * limit), requests made at once, waits suspended at once */
         int64_t rate_per_token, burst_per_token;
         int64_t max_requests_per_token, max_waits_per_token;
+        /* seconds a SendMessage without returnImmediately waits for its
+         * task's end; -1: unset (handoff-hubd's default), 0: none */
+        int64_t a2a_block_max;
         /* the line of each path key (0: not set), for handoff-hubd -n's
          * FILE:LINE of what it finds wrong with the file it names */
         int line_listen, line_tls_cert, line_tls_key, line_token_dir, line_state_dir;

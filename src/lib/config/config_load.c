@@ -258,6 +258,7 @@ static int load(const char *path, bool load_keys, bool partial, struct config **
         c->max_waiting = 1000;
         c->max_waiting_per_sender = 100;
         c->hub.rate_per_token = -1;     /* unset: handoff-hubd's default (0 is "none") */
+        c->hub.a2a_block_max = -1;      /* likewise */
         /* Junk for a served agent is anyone's to send and is kept, so
          * rejected/ has a bound even when none is set. */
         c->rejected_max_bytes = CONFIG_REJECTED_MAX_BYTES_DEFAULT;

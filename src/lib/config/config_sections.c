@@ -37,7 +37,7 @@ static const char *const keys_hub[] = {
         "listen", "tls_cert", "tls_key", "token_dir", "state_dir", "timeout",
         "max_connections", "max_per_address", "request_timeout", "a2a_kept_max_items",
         "a2a_kept_max_bytes", "rate_per_token", "burst_per_token", "max_requests_per_token",
-        "max_waits_per_token", "default_agent", NULL };
+        "max_waits_per_token", "default_agent", "a2a_block_max", NULL };
 static const char *const keys_control[] = { "socket", "group", NULL };
 static const char *const keys_metrics[] = { "textfile", NULL };
 static const char *const keys_payload[] = { "roles", NULL };
@@ -491,6 +491,14 @@ static int handle_hub(struct parse_state *st, const char *k, const char *v)
                         return config_err(st, "[hub] default_agent: '%s' is not an agent name", v);
                 h->line_default_agent = st->line;
                 return config_set_str(&h->default_agent, v) == 0;
+        }
+        if (!strcmp(k, "a2a_block_max")) {
+                /* seconds a blocking SendMessage waits; 0: none at all */
+                if (config_parse_duration(v, &n) < 0 || n < 0 || n > 86400)
+                        return config_err(st, "[hub] %s: '%s' is not a duration of 0 to 24h",
+                                          k, v);
+                h->a2a_block_max = n;
+                return 1;
         }
         if (!strcmp(k, "a2a_kept_max_items")) {
                 if (parse_int64(v, 1, 100000000, &n) < 0)
