@@ -25,6 +25,7 @@
 #include "handoff.h"
 #include "hub.h"
 #include "hub_a2a.h"
+#include "hub_jws.h"
 #include "notify.h"
 #include "util.h"
 
@@ -140,6 +141,19 @@ int hub_setup(struct hub *h)
                 r = hub_tls_load(ch->tls_cert, ch->tls_key, &h->tls, err, sizeof(err));
                 if (r < 0)
                         return hub_fail(HUB_EXIT_CONFIG, "TLS: %s", err[0] ? err : strerror(-r));
+        }
+        if (ch->signing_key) {
+                char p[PATH_MAX];
+                r = hub_path_resolve(ch->signing_key, p, sizeof(p));
+                if (r < 0)
+                        return hub_fail(HUB_EXIT_CONFIG, "%s:%d: [hub] signing_key %s: %s",
+                                        h->cfg->path, ch->line_signing_key, ch->signing_key,
+                                        strerror(-r));
+                r = hub_signer_load(p, &h->signer, err, sizeof(err));
+                if (r < 0)
+                        return hub_fail(HUB_EXIT_CONFIG, "%s:%d: [hub] signing_key: %s",
+                                        h->cfg->path, ch->line_signing_key,
+                                        err[0] ? err : strerror(-r));
         }
         if ((r = open_dir(spool, "tmp", &h->tmp_fd)) < 0)
                 return hub_fail(HUB_EXIT_RUNTIME, "%s/tmp: %s", spool, strerror(-r));
@@ -309,6 +323,18 @@ static int hub_check(struct hub *h)
         if (ch->default_agent && !a2a_agent_reachable(c, ch->default_agent))
                 check_bad(c, ch->line_default_agent, "[hub] default_agent %s is neither an "
                           "[agent] nor a [remote] of this file", ch->default_agent), bad++;
+        if (ch->signing_key) {
+                struct hub_signer *sg = NULL;
+                char p[PATH_MAX];
+                err[0] = '\0';
+                r = hub_path_resolve(ch->signing_key, p, sizeof(p));
+                if (r == 0)
+                        r = hub_signer_load(p, &sg, err, sizeof(err));
+                if (r < 0)
+                        check_bad(c, ch->line_signing_key, "[hub] signing_key: %s",
+                                  err[0] ? err : strerror(-r)), bad++;
+                hub_signer_free(sg);
+        }
         r = check_state_dir(state, why, sizeof(why));
         if (r < 0)
                 check_bad(c, ch->line_state_dir, "[hub] state_dir %s: %s", state, why), bad++;
@@ -491,6 +517,7 @@ out:
                 close(fd);
         hub_tokens_free(h.tokens);
         hub_tls_free(h.tls);
+        hub_signer_free(h.signer);
         closep(&h.tmp_fd);
         closep(&h.handoff_fd);
         closep(&h.state_fd);
