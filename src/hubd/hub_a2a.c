@@ -31,6 +31,7 @@
 #include "hub.h"
 #include "hub_a2a.h"
 #include "hub_jws.h"
+#include "hub_push.h"
 #include "util.h"
 
 /* ---- answers ---------------------------------------------------------- */
@@ -185,7 +186,7 @@ static json_t *card_pack(struct hub *h, const char *host, const char *name, cons
                 " s:[s, s], s:[s], s:o}",
                 "name", name, "description", desc, "version", HD_VERSION_STRING,
                 "supportedInterfaces", ifaces,
-                "capabilities", "streaming", 0, "pushNotifications", 0,
+                "capabilities", "streaming", 0, "pushNotifications", hub_push_on(h),
                 "extendedAgentCard", 0,
                 "securitySchemes", "bearer", "httpAuthSecurityScheme", "scheme", "Bearer",
                 "description", "a token of handoff-hubd's token_dir; it speaks for one "
@@ -330,14 +331,10 @@ static const struct {
         { "CancelTask", a2a_cancel_task, 0, NULL },
         { "SendStreamingMessage", NULL, A2A_UNSUPPORTED, "streaming is not supported here" },
         { "SubscribeToTask", NULL, A2A_UNSUPPORTED, "streaming is not supported here" },
-        { "CreateTaskPushNotificationConfig", NULL, A2A_PUSH_NOT_SUPPORTED,
-          "push notifications are not supported here" },
-        { "GetTaskPushNotificationConfig", NULL, A2A_PUSH_NOT_SUPPORTED,
-          "push notifications are not supported here" },
-        { "ListTaskPushNotificationConfigs", NULL, A2A_PUSH_NOT_SUPPORTED,
-          "push notifications are not supported here" },
-        { "DeleteTaskPushNotificationConfig", NULL, A2A_PUSH_NOT_SUPPORTED,
-          "push notifications are not supported here" },
+        { "CreateTaskPushNotificationConfig", a2a_push_create, 0, NULL },
+        { "GetTaskPushNotificationConfig", a2a_push_get, 0, NULL },
+        { "ListTaskPushNotificationConfigs", a2a_push_list, 0, NULL },
+        { "DeleteTaskPushNotificationConfig", a2a_push_delete, 0, NULL },
         /* A2A 1.0 section 3.3.4: the card says extendedAgentCard: false */
         { "GetExtendedAgentCard", NULL, A2A_UNSUPPORTED,
           "there is no extended agent card (the card says extendedAgentCard: false)" },

@@ -9,6 +9,7 @@
 
 #include "hub.h"
 #include "hub_a2a.h"
+#include "hub_push.h"
 #include "items.h"
 #include "util.h"
 
@@ -214,5 +215,13 @@ int a2a_task_lookup(struct hub *h, const char *agent, const struct a2a_kept *t, 
             strcmp(a2a_str(item, "reason") ?: "", "bad_a2a_id"))
                 a2a_kept_rejected(h, agent, t->id);
         *ret = task_of_item(t->id, t->ctx, item, to && to->completes);
-        return *ret ? 0 : -ENOMEM;
+        if (!*ret)
+                return -ENOMEM;
+        /* its push configs' events queued before anyone is shown it */
+        r = hub_push_observe(h, agent, *ret);
+        if (r < 0) {
+                json_decref(*ret);
+                *ret = NULL;
+        }
+        return r;
 }

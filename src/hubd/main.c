@@ -26,6 +26,8 @@
 #include "hub.h"
 #include "hub_a2a.h"
 #include "hub_jws.h"
+#include "hub_push.h"
+#include "push_wire.h"
 #include "notify.h"
 #include "util.h"
 
@@ -335,6 +337,12 @@ static int hub_check(struct hub *h)
                                   err[0] ? err : strerror(-r)), bad++;
                 hub_signer_free(sg);
         }
+        if (ch->push_allow) {
+                struct push_allow pa;
+                char word[160];
+                if (push_allow_parse(ch->push_allow, &pa, word, sizeof(word)) < 0)
+                        check_bad(c, ch->line_push_allow, "[hub] push_allow: %s", word), bad++;
+        }
         r = check_state_dir(state, why, sizeof(why));
         if (r < 0)
                 check_bad(c, ch->line_state_dir, "[hub] state_dir %s: %s", state, why), bad++;
@@ -409,6 +417,7 @@ static int hub_run(struct hub *h, sigset_t *set)
                 if (now >= prune) {
                         hub_records_prune(h, now);
                         hub_a2a_prune(h, now);
+                        hub_push_prune(h, now);
                         prune = now + HUB_PRUNE_INTERVAL;
                 }
                 if (sig == SIGHUP)
@@ -493,6 +502,10 @@ int main(int argc, char **argv)
         sigaddset(&set, SIGHUP);
         pthread_sigmask(SIG_BLOCK, &set, NULL);
         signal(SIGPIPE, SIG_IGN);
+        /* before the first request: a task's configs are there for it */
+        r = hub_push_start(&h);
+        if (r != 0)
+                goto out;
         r = hub_http_start(&h, fd, is_unix, &http, err, sizeof(err));
         if (r < 0) {
                 r = hub_fail(HUB_EXIT_RUNTIME, "%s", err);
@@ -510,6 +523,7 @@ int main(int argc, char **argv)
         r = hub_run(&h, &set);
         notify_send("STOPPING=1");
         hub_http_stop(http);
+        hub_push_stop(&h);
         hub_stats_remove(&h);
         hub_log("stopped");
 out:
