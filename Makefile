@@ -115,7 +115,14 @@ A2A    := $(B)/handoff-a2a
 A2A_CFLAGS := $(shell $(PKG_CONFIG) --cflags libcurl 2>/dev/null)
 A2A_LIBS := $(shell $(PKG_CONFIG) --libs libcurl 2>/dev/null)
 
-PROGRAMS := $(DAEMON) $(CTL) $(HUBD) $(A2A)
+# handoff-push: handoff-hubd's webhook sender (src/push/), a process of
+# its own; the hub links the part both judge by (push_addr.c, push_line.c).
+PUSH_SRCS := $(sort $(wildcard src/push/*.c))
+PUSH_OBJS := $(patsubst %.c,$(B)/%.o,$(PUSH_SRCS))
+PUSH_SHARED := $(B)/src/push/push_addr.o $(B)/src/push/push_line.o
+PUSH   := $(B)/handoff-push
+
+PROGRAMS := $(DAEMON) $(CTL) $(HUBD) $(A2A) $(PUSH)
 
 .PHONY: all deps check run bench install uninstall clean distclean FORCE
 all: $(LIBA) $(LIBSO) $(PROGRAMS)
@@ -141,7 +148,7 @@ INC_lib := -Isrc/lib -Isrc/lib/payload -Isrc/lib/private
 INC_shared := $(INC_lib) -Isrc/lib/config -Isrc/lib/spool
 INC_handoffd := $(INC_shared) -Isrc/handoffd -Isrc/handoffd/store
 INC_handoffctl := $(INC_shared) -Isrc/handoffctl
-INC_hubd := $(INC_shared) -Isrc/hubd
+INC_hubd := $(INC_shared) -Isrc/hubd -Isrc/push
 $(B)/src/lib/%.o: HD_CFLAGS += $(INC_lib)
 $(B)/src/lib/config/%.o: HD_CFLAGS += -Isrc/lib/config
 $(B)/src/lib/spool/%.o: HD_CFLAGS += -Isrc/lib/spool
@@ -149,6 +156,7 @@ $(B)/src/handoffd/%.o: HD_CFLAGS += $(INC_handoffd)
 $(B)/src/handoffctl/%.o: HD_CFLAGS += $(INC_handoffctl)
 $(B)/src/hubd/%.o: HD_CFLAGS += $(INC_hubd) $(HUB_CFLAGS)
 $(B)/src/a2a/%.o: HD_CFLAGS += $(INC_shared) -Isrc/a2a $(A2A_CFLAGS)
+$(B)/src/push/%.o: HD_CFLAGS += $(INC_shared) -Isrc/push $(A2A_CFLAGS)
 $(B)/tests/%.o: HD_CFLAGS += $(INC_handoffd) $(CHECK_CFLAGS) -Itests/unit -Isrc/hubd
 
 # Quiet by default ("CC src/lib/canon.c"), every command line with V=1.
@@ -197,11 +205,15 @@ $(CTL): $(CTL_OBJS) $(LIBA)
 	$(quiet) LD $@
 	$(Q)$(CC) $(HD_LDFLAGS) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
 
-$(HUBD): $(HUBD_OBJS) $(LIBA)
+$(HUBD): $(HUBD_OBJS) $(PUSH_SHARED) $(LIBA)
 	$(quiet) LD $@
 	$(Q)$(CC) $(HD_LDFLAGS) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) $(HUB_LIBS) -lpthread -lm
 
 $(A2A): $(A2A_OBJS) $(LIBA)
+	$(quiet) LD $@
+	$(Q)$(CC) $(HD_LDFLAGS) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) $(A2A_LIBS) -lm
+
+$(PUSH): $(PUSH_OBJS) $(LIBA)
 	$(quiet) LD $@
 	$(Q)$(CC) $(HD_LDFLAGS) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) $(A2A_LIBS) -lm
 

@@ -64,6 +64,10 @@ $(FB)/tests/fuzz/fuzz_a2a_answer.o: FUZZ_CFLAGS += -Isrc/a2a
 $(FB)/fuzz_a2a_answer: $(FB)/src/a2a/a2a_answer.o
 $(FB)/fuzz_a2a_answer: FUZZ_LIBS := $(FB)/src/a2a/a2a_answer.o $(PKG_LIBS)
 $(FB)/fuzz_a2a: FUZZ_LIBS := $(HUB_LIBS) -lpthread
+# fuzz_push_line: the hub's reading of handoff-push's lines
+$(FB)/tests/fuzz/fuzz_push_line.o: FUZZ_CFLAGS += -Isrc/push
+$(FB)/fuzz_push_line: $(FB)/src/push/push_line.o
+$(FB)/fuzz_push_line: FUZZ_LIBS := $(FB)/src/push/push_line.o $(PKG_LIBS)
 
 .PHONY: fuzz fuzz-build fuzz-long fuzz-merge
 # Keep the targets' objects: they are intermediate to the pattern rule.

@@ -66,6 +66,7 @@ install-files:
 	$(INSTALL_PROGRAM) $(CTL) $(DESTDIR)$(bindir)/handoffctl
 	$(INSTALL_PROGRAM) $(HUBD) $(DESTDIR)$(sbindir)/handoff-hubd
 	$(INSTALL_PROGRAM) $(A2A) $(DESTDIR)$(sbindir)/handoff-a2a
+	$(INSTALL_PROGRAM) $(PUSH) $(DESTDIR)$(sbindir)/handoff-push
 	$(INSTALL_DATA) $(LIBSO) $(DESTDIR)$(libdir)/libhandoff.so.$(VERSION)
 	ln -sf libhandoff.so.$(VERSION) $(DESTDIR)$(libdir)/libhandoff.so.$(SOVERSION)
 	ln -sf libhandoff.so.$(SOVERSION) $(DESTDIR)$(libdir)/libhandoff.so
@@ -105,6 +106,7 @@ install-files:
 uninstall:
 	rm -f $(DESTDIR)$(sbindir)/handoffd $(DESTDIR)$(bindir)/handoffctl \
 		$(DESTDIR)$(sbindir)/handoff-hubd $(DESTDIR)$(sbindir)/handoff-a2a \
+		$(DESTDIR)$(sbindir)/handoff-push \
 		$(DESTDIR)$(libdir)/libhandoff.so.$(VERSION) \
 		$(DESTDIR)$(libdir)/libhandoff.so.$(SOVERSION) \
 		$(DESTDIR)$(libdir)/libhandoff.so $(DESTDIR)$(libdir)/libhandoff.a \

@@ -92,6 +92,7 @@ struct hub {
         struct hub_conns *conns;        /* while libmicrohttpd runs */
         struct hub_waits *waits;        /* likewise: the suspended waits */
         struct hub_limits *limits;      /* each token's rate and share */
+        struct hub_signer *signer;      /* [hub] signing_key; NULL: none (hub_jws.h) */
 };
 
 /* ---- logging: hub_log() (hub_log.h); what a client can cause,

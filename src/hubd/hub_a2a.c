@@ -30,6 +30,8 @@
 #include "handoff.h"
 #include "hub.h"
 #include "hub_a2a.h"
+#include "hub_jws.h"
+#include "hub_push.h"
 #include "util.h"
 
 /* ---- answers ---------------------------------------------------------- */
@@ -146,36 +148,60 @@ static json_t *card_skills(char *const *ids, char *const *descs, size_t n)
         return skills;
 }
 
+/* The card signed by [hub] signing_key, if set (A2A 1.0 section 8.4):
+ * the key's JWK at host's /.well-known/jwks.json.  The card holds no
+ * member at its default value (no empty list, no unset field), so that
+ * a verifier's removal of defaults leaves the bytes signed.  NULL on
+ * failure. */
+static json_t *card_sign(struct hub *h, const char *host, json_t *card)
+{
+        _cleanup_free_ char *jku = NULL;
+
+        if (!card || !h->signer)
+                return card;
+        if (asprintf(&jku, "%s://%s" HUB_JWKS_PATH, h->tls ? "https" : "http", host) < 0 ||
+            hub_jws_sign_card(h->signer, card, jku) < 0) {
+                jku = NULL;
+                json_decref(card);
+                return NULL;
+        }
+        return card;
+}
+
 /* A card of name, description desc, with interfaces and skills (both
- * taken); what every card of this hub says alike around them. */
-static json_t *card_pack(const char *name, const char *desc, json_t *ifaces, json_t *skills)
+ * taken); what every card of this hub says alike around them, signed
+ * for host. */
+static json_t *card_pack(struct hub *h, const char *host, const char *name, const char *desc,
+                         json_t *ifaces, json_t *skills)
 {
         if (!ifaces || !skills) {
                 json_decref(ifaces);
                 json_decref(skills);
                 return NULL;
         }
-        return json_pack(
+        return card_sign(h, host, json_pack(
                 "{s:s, s:s, s:s, s:o,"
-                " s:{s:b, s:b, s:b, s:[{s:s, s:s, s:b}]},"
-                " s:{s:{s:{s:s, s:s}}}, s:[{s:{s:{s:[]}}}],"
+                " s:{s:b, s:b, s:b, s:[{s:s, s:s}]},"
+                " s:{s:{s:{s:s, s:s}}}, s:[{s:{s:{}}}],"
                 " s:[s, s], s:[s], s:o}",
                 "name", name, "description", desc, "version", HD_VERSION_STRING,
                 "supportedInterfaces", ifaces,
-                "capabilities", "streaming", 1, "pushNotifications", 0,
+                "capabilities", "streaming", 1, "pushNotifications", hub_push_on(h),
                 "extendedAgentCard", 0, "extensions", "uri", A2A_EXT_GENERATION, "description",
                 "each event of a task is numbered: metadata.generation and the SSE id, from 1, "
                 "one more at each change, kept with the task across restarts; SubscribeToTask "
                 "or SendStreamingMessage with Last-Event-ID (or params.metadata.generation) "
                 "gives the Task as it was at that event, then every event after it",
-                "required", 0,
+                /* required: false, its default, so not written (a signed
+                 * card's verifier drops defaults before it checks) */
                 "securitySchemes", "bearer", "httpAuthSecurityScheme", "scheme", "Bearer",
                 "description", "a token of handoff-hubd's token_dir; it speaks for one "
                 "sending agent",
-                "securityRequirements", "schemes", "bearer", "list",
+                /* StringList's list: empty, its default, so not written */
+                "securityRequirements", "schemes", "bearer",
                 "defaultInputModes", "text/plain", "application/json",
                 "defaultOutputModes", "text/plain",
-                "skills", skills);
+                "skills", skills));
 }
 
 /* The card of agent name; NULL when out of memory. */
@@ -192,7 +218,8 @@ static json_t *card_of(struct hub *h, const char *name, const char *host)
                 json_decref(skills);
                 return NULL;
         }
-        return card_pack(name, desc, json_pack("[o]", card_interface(h, name, host)), skills);
+        return card_pack(h, host, name, desc, json_pack("[o]", card_interface(h, name, host)),
+                         skills);
 }
 
 int hub_a2a_card(struct hub *h, const char *name, const char *host, struct hub_answer *a)
@@ -257,10 +284,10 @@ int hub_a2a_root_card(struct hub *h, const char *host, struct hub_answer *a)
                 json_decref(rc.skills);
                 return -ENOMEM;
         }
-        return answer(a, 200, card_pack("handoffd", "the agents of this handoffd host: each "
-                                        "interface is one agent's endpoint, each skill one "
-                                        "agent (its id the agent's name)", rc.ifaces,
-                                        rc.skills));
+        return answer(a, 200, card_pack(h, rc.host, "handoffd",
+                                        "the agents of this handoffd host: each interface is "
+                                        "one agent's endpoint, each skill one agent (its id "
+                                        "the agent's name)", rc.ifaces, rc.skills));
 }
 
 /* GET /a2a/.well-known/agent-card.json: what a client asks for when it
@@ -310,14 +337,10 @@ static const struct {
         { "CancelTask", a2a_cancel_task, 0, NULL },
         { "SendStreamingMessage", a2a_send_streaming_message, 0, NULL },
         { "SubscribeToTask", a2a_subscribe_to_task, 0, NULL },
-        { "CreateTaskPushNotificationConfig", NULL, A2A_PUSH_NOT_SUPPORTED,
-          "push notifications are not supported here" },
-        { "GetTaskPushNotificationConfig", NULL, A2A_PUSH_NOT_SUPPORTED,
-          "push notifications are not supported here" },
-        { "ListTaskPushNotificationConfigs", NULL, A2A_PUSH_NOT_SUPPORTED,
-          "push notifications are not supported here" },
-        { "DeleteTaskPushNotificationConfig", NULL, A2A_PUSH_NOT_SUPPORTED,
-          "push notifications are not supported here" },
+        { "CreateTaskPushNotificationConfig", a2a_push_create, 0, NULL },
+        { "GetTaskPushNotificationConfig", a2a_push_get, 0, NULL },
+        { "ListTaskPushNotificationConfigs", a2a_push_list, 0, NULL },
+        { "DeleteTaskPushNotificationConfig", a2a_push_delete, 0, NULL },
         /* A2A 1.0 section 3.3.4: the card says extendedAgentCard: false */
         { "GetExtendedAgentCard", NULL, A2A_UNSUPPORTED,
           "there is no extended agent card (the card says extendedAgentCard: false)" },

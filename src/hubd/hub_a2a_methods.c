@@ -19,6 +19,7 @@
 #include "handoff.h"
 #include "hub.h"
 #include "hub_a2a.h"
+#include "hub_push.h"
 #include "payload_a2a.h"
 #include "util.h"
 
@@ -70,6 +71,14 @@ static int send_drop(struct a2a_call *c, const char *body, size_t len, json_t **
 
 static int send_answer(struct a2a_call *c, json_t *task)
 {
+        /* configuration.taskPushNotificationConfig kept, its first
+         * event queued, before the task is told (hub_push.c) */
+        int r = task ? a2a_push_inline_attach(c, task) : 0;
+
+        if (r < 0) {
+                json_decref(task);
+                return a2a_call_internal(c, "SendMessage: its push config", r);
+        }
         return a2a_answer_result(c->a, c->id, json_pack("{s:o}", "task", task));
 }
 
@@ -324,6 +333,9 @@ static int send_message(struct a2a_call *c, enum send_mode mode)
         if (!role || !strcmp(role, "ROLE_UNSPECIFIED"))
                 return a2a_call_error(c, RPC_INVALID_PARAMS,
                                       "params.message.role is required: ROLE_USER or ROLE_AGENT");
+        r = a2a_push_inline_check(c);
+        if (r != 0)
+                return r < 0 ? r : 0;
         ctx = a2a_str(p, "contextId");
         /* A context is its sender's: one another token's tasks have
          * would put this message into that conversation. */

@@ -17,6 +17,7 @@
 
 #include "hub.h"
 #include "hub_a2a.h"
+#include "hub_push.h"
 #include "items.h"
 #include "util.h"
 
@@ -233,7 +234,15 @@ int a2a_task_lookup(struct hub *h, const char *agent, const struct a2a_kept *t, 
                 json_decref(*ret);
                 *ret = NULL;
         }
-        return *ret ? 0 : -ENOMEM;
+        if (!*ret)
+                return -ENOMEM;
+        /* its push configs' events queued before anyone is shown it */
+        r = hub_push_observe(h, agent, *ret);
+        if (r < 0) {
+                json_decref(*ret);
+                *ret = NULL;
+        }
+        return r;
 }
 
 bool a2a_state_final(const char *s)

@@ -24,6 +24,7 @@
 #include <time.h>
 
 #include "hub.h"
+#include "hub_jws.h"
 #include "util.h"
 
 #define PATH_START "/api/v1/handoffs/start"
@@ -205,6 +206,11 @@ static bool on_get(struct hub *h, struct hub_request *q, struct hub_answer *a)
         }
         if (!strcmp(url, A2A_CARD)) {
                 if (hub_a2a_root_card(h, q->host, a) < 0)
+                        return refuse(a, 500, "internal", "out of memory");
+                return true;
+        }
+        if (!strcmp(url, HUB_JWKS_PATH)) {
+                if (hub_jwks_answer(h->signer, a) < 0)
                         return refuse(a, 500, "internal", "out of memory");
                 return true;
         }

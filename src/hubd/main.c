@@ -25,6 +25,9 @@
 #include "handoff.h"
 #include "hub.h"
 #include "hub_a2a.h"
+#include "hub_jws.h"
+#include "hub_push.h"
+#include "push_wire.h"
 #include "notify.h"
 #include "util.h"
 
@@ -142,6 +145,19 @@ int hub_setup(struct hub *h)
                 r = hub_tls_load(ch->tls_cert, ch->tls_key, &h->tls, err, sizeof(err));
                 if (r < 0)
                         return hub_fail(HUB_EXIT_CONFIG, "TLS: %s", err[0] ? err : strerror(-r));
+        }
+        if (ch->signing_key) {
+                char p[PATH_MAX];
+                r = hub_path_resolve(ch->signing_key, p, sizeof(p));
+                if (r < 0)
+                        return hub_fail(HUB_EXIT_CONFIG, "%s:%d: [hub] signing_key %s: %s",
+                                        h->cfg->path, ch->line_signing_key, ch->signing_key,
+                                        strerror(-r));
+                r = hub_signer_load(p, &h->signer, err, sizeof(err));
+                if (r < 0)
+                        return hub_fail(HUB_EXIT_CONFIG, "%s:%d: [hub] signing_key: %s",
+                                        h->cfg->path, ch->line_signing_key,
+                                        err[0] ? err : strerror(-r));
         }
         if ((r = open_dir(spool, "tmp", &h->tmp_fd)) < 0)
                 return hub_fail(HUB_EXIT_RUNTIME, "%s/tmp: %s", spool, strerror(-r));
@@ -311,6 +327,24 @@ static int hub_check(struct hub *h)
         if (ch->default_agent && !a2a_agent_reachable(c, ch->default_agent))
                 check_bad(c, ch->line_default_agent, "[hub] default_agent %s is neither an "
                           "[agent] nor a [remote] of this file", ch->default_agent), bad++;
+        if (ch->signing_key) {
+                struct hub_signer *sg = NULL;
+                char p[PATH_MAX];
+                err[0] = '\0';
+                r = hub_path_resolve(ch->signing_key, p, sizeof(p));
+                if (r == 0)
+                        r = hub_signer_load(p, &sg, err, sizeof(err));
+                if (r < 0)
+                        check_bad(c, ch->line_signing_key, "[hub] signing_key: %s",
+                                  err[0] ? err : strerror(-r)), bad++;
+                hub_signer_free(sg);
+        }
+        if (ch->push_allow) {
+                struct push_allow pa;
+                char word[160];
+                if (push_allow_parse(ch->push_allow, &pa, word, sizeof(word)) < 0)
+                        check_bad(c, ch->line_push_allow, "[hub] push_allow: %s", word), bad++;
+        }
         r = check_state_dir(state, why, sizeof(why));
         if (r < 0)
                 check_bad(c, ch->line_state_dir, "[hub] state_dir %s: %s", state, why), bad++;
@@ -385,6 +419,7 @@ static int hub_run(struct hub *h, sigset_t *set)
                 if (now >= prune) {
                         hub_records_prune(h, now);
                         hub_a2a_prune(h, now);
+                        hub_push_prune(h, now);
                         prune = now + HUB_PRUNE_INTERVAL;
                 }
                 if (sig == SIGHUP)
@@ -469,6 +504,10 @@ int main(int argc, char **argv)
         sigaddset(&set, SIGHUP);
         pthread_sigmask(SIG_BLOCK, &set, NULL);
         signal(SIGPIPE, SIG_IGN);
+        /* before the first request: a task's configs are there for it */
+        r = hub_push_start(&h);
+        if (r != 0)
+                goto out;
         r = hub_http_start(&h, fd, is_unix, &http, err, sizeof(err));
         if (r < 0) {
                 r = hub_fail(HUB_EXIT_RUNTIME, "%s", err);
@@ -486,6 +525,7 @@ int main(int argc, char **argv)
         r = hub_run(&h, &set);
         notify_send("STOPPING=1");
         hub_http_stop(http);
+        hub_push_stop(&h);
         hub_stats_remove(&h);
         hub_log("stopped");
 out:
@@ -493,6 +533,7 @@ out:
                 close(fd);
         hub_tokens_free(h.tokens);
         hub_tls_free(h.tls);
+        hub_signer_free(h.signer);
         closep(&h.tmp_fd);
         closep(&h.handoff_fd);
         closep(&h.state_fd);

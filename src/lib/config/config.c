@@ -145,6 +145,8 @@ void config_free(struct config *c)
         free(c->hub.token_dir);
         free(c->hub.state_dir);
         free(c->hub.default_agent);
+        free(c->hub.signing_key);
+        free(c->hub.push_allow);
         free(c);
 }
 

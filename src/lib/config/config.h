@@ -107,6 +107,11 @@ struct config_hub {
          * card naming every agent's endpoint */
         char *default_agent;
         int line_default_agent;
+        /* the Ed25519 secret key file that signs the cards and the push
+         * JWTs (NULL: unsigned, no pushes); the CIDRs a webhook may be
+         * at though private, loopback or link-local (NULL: none) */
+        char *signing_key, *push_allow;
+        int line_signing_key, line_push_allow;
 };
 
 struct config {

@@ -37,7 +37,8 @@ static const char *const keys_hub[] = {
         "listen", "tls_cert", "tls_key", "token_dir", "state_dir", "timeout",
         "max_connections", "max_per_address", "request_timeout", "a2a_kept_max_items",
         "a2a_kept_max_bytes", "rate_per_token", "burst_per_token", "max_requests_per_token",
-        "max_waits_per_token", "default_agent", "a2a_block_max", NULL };
+        "max_waits_per_token", "default_agent", "a2a_block_max", "signing_key", "push_allow",
+        NULL };
 static const char *const keys_control[] = { "socket", "group", NULL };
 static const char *const keys_metrics[] = { "textfile", NULL };
 static const char *const keys_payload[] = { "roles", NULL };
@@ -483,6 +484,18 @@ static int handle_hub(struct parse_state *st, const char *k, const char *v)
                         return config_err(st, "[hub] %s: '%s' is not a number from 1 to 65536", k, v);
                 *(k[4] == 'c' ? &h->max_connections : &h->max_per_address) = n;
                 return 1;
+        }
+        if (!strcmp(k, "signing_key")) {
+                if (!path_ok(v))
+                        return config_err(st, "[hub] signing_key: '%s' is neither an absolute "
+                                          "path nor credential:NAME", v);
+                h->line_signing_key = st->line;
+                return config_set_str(&h->signing_key, v) == 0;
+        }
+        if (!strcmp(k, "push_allow")) {
+                /* the CIDRs: handoff-hubd's to read (push_allow_parse()) */
+                h->line_push_allow = st->line;
+                return config_set_str(&h->push_allow, v) == 0;
         }
         if (!strcmp(k, "default_agent")) {
                 /* whether this file serves or reaches it: handoff-hubd's
