@@ -49,7 +49,8 @@ FUZZ_BINS    := $(addprefix $(FB)/,$(FUZZ_TARGETS))
 FUZZ_CTL     := $(FB)/libhandoffctl-fuzz.a
 FUZZ_HUB     := $(FB)/libhubd-fuzz.a
 FUZZ_CTL_OBJS := $(patsubst %.c,$(FB)/%.o,$(CTL_SRCS))
-FUZZ_HUB_OBJS := $(patsubst %.c,$(FB)/%.o,$(HUBD_SRCS))
+# the hub links the part of handoff-push both judge by (Makefile PUSH_SHARED)
+FUZZ_HUB_OBJS := $(patsubst %.c,$(FB)/%.o,$(HUBD_SRCS) src/push/push_addr.c src/push/push_line.c)
 $(FB)/src/handoffctl/%.o $(FB)/tests/fuzz/fuzz_mcp.o: FUZZ_CFLAGS += $(INC_handoffctl)
 $(FB)/src/hubd/%.o $(FB)/tests/fuzz/fuzz_hub.o $(FB)/tests/fuzz/fuzz_a2a.o: FUZZ_CFLAGS += \
 	$(INC_hubd) $(HUB_CFLAGS)

@@ -31,7 +31,6 @@
 #include "hub.h"
 #include "hub_a2a.h"
 #include "hub_jws.h"
-#include "hub_push.h"
 #include "util.h"
 
 /* ---- answers ---------------------------------------------------------- */

@@ -70,6 +70,13 @@ bool a2a_agent_reachable(const struct config *c, const char *name);
 /* ---- hub_a2a_methods.c: SendMessage, GetTask, CancelTask, ListTasks ---- */
 int a2a_send_message(struct a2a_call *c);
 int a2a_get_task(struct a2a_call *c);
+/* The push notification configs' methods (hub_push.c). */
+int a2a_push_create(struct a2a_call *c);
+int a2a_push_get(struct a2a_call *c);
+int a2a_push_list(struct a2a_call *c);
+int a2a_push_delete(struct a2a_call *c);
+/* Whether push notifications are on: a signing key (hub_push.c). */
+bool hub_push_on(const struct hub *h);
 int a2a_cancel_task(struct a2a_call *c);
 int a2a_list_tasks(struct a2a_call *c);
 /* SendMessage, answered with a stream (hub_a2a_stream.c). */

@@ -21,7 +21,6 @@ struct a2a_call;
 int hub_push_start(struct hub *h);
 void hub_push_stop(struct hub *h);
 /* Whether push notifications are on (the card's pushNotifications). */
-bool hub_push_on(const struct hub *h);
 /* The task (a Task of the spool's, agent's) as the hub is about to show
  * it: each change since the last one queued for its configs is queued
  * first, on disk.  0 or -errno (then the hub must not show it). */
@@ -32,10 +31,6 @@ int a2a_push_inline_check(struct a2a_call *c);
 /* ... kept for task (the answer about to go), idempotent: 0 or -errno. */
 int a2a_push_inline_attach(struct a2a_call *c, const json_t *task);
 
-int a2a_push_create(struct a2a_call *c);
-int a2a_push_get(struct a2a_call *c);
-int a2a_push_list(struct a2a_call *c);
-int a2a_push_delete(struct a2a_call *c);
 /* Pushes past their item's retention (HUB_A2A_KEEP) removed. */
 void hub_push_prune(struct hub *h, int64_t now_s);
 
