@@ -352,8 +352,9 @@ static void on_timer(uv_timer_t *t)
 /* ---- hooks -------------------------------------------------------------- */
 
 static int take_hook(void *ctx, const char *name, const struct spool_ino *was,
-                     const json_t *doc, int64_t now)
+                     const struct handoff *h, int64_t now)
 {
+        const json_t *doc = h->doc;
         struct a2a_out *a = ctx;
         struct spool *sp = a->sp;
         struct a2a_item tmp = { 0 }, *it;

@@ -174,6 +174,8 @@ static int while_claimed(struct spool *sp, struct agent_rt *a, const char *id,
         char cname[NAME_MAX + 1], bname[NAME_MAX + 1], pname[NAME_MAX + 1], detail[200];
         _cleanup_close_ int fd = -1;
         _cleanup_json_ json_t *rec = NULL;
+        _cleanup_handoff_ struct handoff h = { 0 };
+        int64_t acc;
         struct stat st;
         int r;
 
@@ -184,10 +186,11 @@ static int while_claimed(struct spool *sp, struct agent_rt *a, const char *id,
                 return errno == ENOENT ? 1 : -errno;
         if (fstat(fd, &st) < 0)
                 return -errno;
-        rec = verified_lookup(sp, id, &st);
-        if (!rec && delivery_record_read(sp, fd, &st, &rec) < 0)
-                rec = NULL;     /* an earlier version's item: its archive decides */
-        const char *to = json_string_value(json_object_get(rec, "to_agent"));
+        /* An earlier version's item (no record): its archive decides. */
+        if (!verified_lookup(sp, id, &st, &h, &acc) &&
+            delivery_record_read(sp, fd, &st, &rec) == 0)
+                (void) handoff_from_record(rec, &h);
+        const char *to = h.to[0] ? h.to : NULL;
         if (to && strcmp(to, a->cfg->name)) {
                 snprintf(detail, sizeof(detail), "%s was delivered to %s, not to %s", id, to,
                          a->cfg->name);

@@ -52,10 +52,12 @@ static bool consume_in_progress(struct agent_rt *a, const char *bname)
 
 static int64_t item_accepted(const struct item_files *f, int64_t now)
 {
-        const json_t *m = f->legacy ? f->marker : f->doc;
-        const char *acc = m ? json_string_value(json_object_get(m, "accepted_at")) : NULL;
+        const char *acc = f->legacy && f->marker ?
+                          json_string_value(json_object_get(f->marker, "accepted_at")) : NULL;
         int64_t t;
 
+        if (!f->legacy)
+                return f->accepted_usec ? f->accepted_usec : now;
         return acc && hd_time_parse(acc, &t) == 0 ? t : now;
 }
 
@@ -77,13 +79,11 @@ static void count_outcome(struct spool *sp, const char *outcome)
 static int archive_name(struct spool *sp, const struct item_files *f, const char *src, int64_t t,
                         char *fresh, size_t n, bool *ret_done)
 {
-        const char *from = json_string_value(json_object_get(f->doc, "from_agent"));
-        const char *to = json_string_value(json_object_get(f->doc, "to_agent"));
         struct stat st;
         int r;
 
         for (unsigned i = 0; i < LAYOUT_ARCHIVE_TRIES; i++) {
-                r = layout_archive_name(t / 1000000, from, to, f->id, i, fresh, n);
+                r = layout_archive_name(t / 1000000, f->h.from, f->h.to, f->id, i, fresh, n);
                 if (r < 0)
                         return r;
                 if (fstatat(sp->fd[SD_ARCHIVE], fresh, &st, AT_SYMLINK_NOFOLLOW) < 0) {
@@ -113,8 +113,6 @@ static int archive_claimed(struct spool *sp, struct item_files *f, const char *o
                            int64_t now)
 {
         const char *id = f->id;
-        const char *from = json_string_value(json_object_get(f->doc, "from_agent"));
-        const char *to = json_string_value(json_object_get(f->doc, "to_agent"));
         const char *name = json_string_value(json_object_get(f->marker, "archive_as"));
         char fresh[NAME_MAX + 1], src[NAME_MAX + 1], at[HD_TIME_MAX];
         char acc[HD_TIME_MAX];
@@ -150,7 +148,7 @@ static int archive_claimed(struct spool *sp, struct item_files *f, const char *o
         hd_time_format(now, at, sizeof(at));
         hd_time_format(t, acc, sizeof(acc));
         o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "handoff_id", id, "outcome", outcome,
-                      "from_agent", from ? from : "", "to_agent", to ? to : "",
+                      "from_agent", f->h.from, "to_agent", f->h.to,
                       "archived_at", at, "accepted_at", acc);
         if (!o)
                 return -ENOMEM;
@@ -175,7 +173,7 @@ static int archive_claimed(struct spool *sp, struct item_files *f, const char *o
                 return r;
         count_outcome(sp, outcome);
         f->archived = true;
-        log_decision(LOG_INFO, id, to, outcome, NULL, "Archived %s as %s", id, outcome);
+        log_decision(LOG_INFO, id, f->h.to, outcome, NULL, "Archived %s as %s", id, outcome);
         /* A result its agent gave between the consume and now. */
         if (!strcmp(outcome, "consumed") && !f->legacy &&
             (r = completion_archived_locked(sp, f->a, id, name, now)) < 0) {
@@ -311,7 +309,7 @@ int item_act_archive_canceled(struct spool *sp, struct item_files *f, int64_t no
 
         if (r < 0)
                 return r;
-        cancel_answer(sp, f->id, json_string_value(json_object_get(f->doc, "from_agent")),
+        cancel_answer(sp, f->id, f->h.from,
                       CA_CANCELED);
         r = archive_claimed(sp, f, "canceled", now);
         if (r < 0)
