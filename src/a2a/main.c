@@ -3,24 +3,34 @@
  * holds no descriptor of it and never sees the config.  It reads one JSON
  * request a line on stdin,
  *
- *   {"op": "send", "id", "url", "token_file", "ca_file"?, "doc"}
- *   {"op": "get",  "id", "url", "token_file", "ca_file"?, "task"}
+ *   {"op": "send", "id", "url", "token_file", "ca_file"?, "doc", "check"?,
+ *    "card_cross_origin"?}
+ *   {"op": "get",  "id", "url", "token_file", "ca_file"?, "task", ...}
  *
- * makes the A2A call (SendMessage, messageId = the handoff_id, so that a
- * retry is the same message to the server; GetTask), and writes one line
- * on stdout, in order, that handoffd checks field by field:
+ * url: the JSON-RPC interface, or an agent card's URL (card_resolve()).
  *
- *   ID \t send|get \t ok|retry|final \t TASK|- \t STATE|- \t TEXT
+ * makes the A2A call (SendMessage, messageId and contextId = the
+ * handoff_id, Idempotency-Key the same; GetTask; ListTasks first for a
+ * send with "check", see call()), and writes one line on stdout, in
+ * order, that handoffd checks field by field:
+ *
+ *   ID \t send|get|adopt|checked|resend \t ok|retry|final|token \t TASK|- \t STATE|-
+ *      \t TEXT \t RESULT|-
+ *
+ * RESULT: the task's artifacts as ASCII JSON on one line (a2a_answer.h).
  *
  * So an outside server's bytes are parsed here (a2a_answer.c), in a
  * process that can lose nothing of the spool when they are hostile. */
 #include <curl/curl.h>
 #include <errno.h>
 #include <jansson.h>
+#include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "a2a_answer.h"
@@ -32,16 +42,34 @@
 
 struct body {
         char *buf;
-        size_t len;
-        bool over;
+        size_t len, max;        /* max 0: A2A_ANSWER_MAX */
+        size_t header_len;
+        bool over, headers_over;
 };
+
+/* An answer's header lines, all of them, are held to HEADERS_MAX: curl
+ * keeps each one (curl_easy_header()), and a server may send them for
+ * ever. */
+#define HEADERS_MAX (64 * 1024)
+static size_t on_header(char *p, size_t size, size_t n, void *ud)
+{
+        struct body *b = ud;
+
+        (void)p;
+        b->header_len += size * n;
+        if (b->header_len > HEADERS_MAX) {
+                b->headers_over = true;
+                return 0;
+        }
+        return size * n;
+}
 
 static size_t on_data(char *p, size_t size, size_t n, void *ud)
 {
         struct body *b = ud;
         size_t add = size * n;
 
-        if (b->len + add > A2A_ANSWER_MAX) {
+        if (b->len + add > (b->max ? b->max : A2A_ANSWER_MAX)) {
                 b->over = true;
                 return 0;       /* curl stops: CURLE_WRITE_ERROR */
         }
@@ -55,6 +83,7 @@ static size_t on_data(char *p, size_t size, size_t n, void *ud)
         return add;
 }
 
+/* The JSON-RPC request of op ("send", "get", "list") for req. */
 static char *request_body(const char *op, const json_t *req)
 {
         const char *id = json_string_value(json_object_get(req, "id"));
@@ -64,6 +93,10 @@ static char *request_body(const char *op, const json_t *req)
                 params = json_pack("{s:O?}", "id", json_object_get(req, "task"));
                 rpc = json_pack("{s:s, s:s, s:s, s:o}", "jsonrpc", "2.0", "id", id,
                                 "method", "GetTask", "params", params);
+        } else if (!strcmp(op, "list")) {
+                params = json_pack("{s:s, s:i}", "contextId", id, "pageSize", 10);
+                rpc = json_pack("{s:s, s:s, s:s, s:o}", "jsonrpc", "2.0", "id", id,
+                                "method", "ListTasks", "params", params);
         } else {
                 const json_t *doc = json_object_get(req, "doc");
                 const char *reason = json_string_value(json_object_get(doc, "reason"));
@@ -75,8 +108,10 @@ static char *request_body(const char *op, const json_t *req)
                         json_array_append_new(parts, json_pack("{s:s}", "text", summary));
                 json_array_append_new(parts, json_pack("{s:O, s:s}", "data", doc,
                                                        "mediaType", "application/json"));
-                params = json_pack("{s:{s:s, s:s, s:o, s:{s:s, s:s}}, s:{s:b}}",
-                                   "message", "messageId", id, "role", "ROLE_USER",
+                /* contextId = the handoff_id: what ListTasks finds it by
+                 * when a crash lost the answer. */
+                params = json_pack("{s:{s:s, s:s, s:s, s:o, s:{s:s, s:s}}, s:{s:b}}",
+                                   "message", "messageId", id, "contextId", id, "role", "ROLE_USER",
                                    "parts", parts, "metadata", "handoffFrom",
                                    json_string_value(json_object_get(doc, "from_agent")) ?: "",
                                    "handoffTo",
@@ -90,14 +125,121 @@ static char *request_body(const char *op, const json_t *req)
         return s;
 }
 
-static void call(const json_t *req, struct a2a_result *out)
+/* The options every call has: no redirects (a 3xx is an answer), the
+ * timeouts, TLS verified. */
+static void common_opts(CURL *c, const char *url, const char *ca, struct body *b, char *cerr)
 {
-        const char *op = json_string_value(json_object_get(req, "op"));
+        curl_easy_setopt(c, CURLOPT_URL, url);
+        curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+        curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
+        curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+        curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, CONNECT_TIMEOUT_S);
+        curl_easy_setopt(c, CURLOPT_TIMEOUT, TIMEOUT_S);
+        curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 1L);
+        curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 2L);
+        if (ca)
+                curl_easy_setopt(c, CURLOPT_CAINFO, ca);
+        curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
+        curl_easy_setopt(c, CURLOPT_WRITEDATA, b);
+        curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+        curl_easy_setopt(c, CURLOPT_HEADERDATA, b);
+        /* a Content-Length over the bound: not read at all */
+        curl_easy_setopt(c, CURLOPT_MAXFILESIZE_LARGE,
+                         (curl_off_t)(b->max ? b->max : A2A_ANSWER_MAX));
+        curl_easy_setopt(c, CURLOPT_ERRORBUFFER, cerr);
+}
+
+/* A 3xx: never followed, since the bearer token must not go where the
+ * server points (another origin may be anyone's); the error says where,
+ * for the operator to set a2a there. */
+static void redirected(CURL *c, long http, char *text, size_t size)
+{
+        char *loc = NULL, where[200];
+
+        curl_easy_getinfo(c, CURLINFO_REDIRECT_URL, &loc);
+        a2a_clean(where, sizeof(where), loc ? loc : "(no Location)", 190);
+        snprintf(text, size, "HTTP %ld redirect to %s: not followed (the token stays with the "
+                 "URL configured; set a2a to the new one)", http, where);
+}
+
+/* a2a = an agent card's URL: the JSON-RPC interface it names, read
+ * without the token (a card is public) and kept CARD_KEEP_S. */
+#define CARD_KEEP_S 300
+static struct {
+        char card[2049], iface[2049];
+        time_t at;
+} card_cache;
+
+static int card_resolve(const json_t *req, const char *url, char *iface, size_t size,
+                        char *why, size_t why_size)
+{
+        const char *ca = json_string_value(json_object_get(req, "ca_file"));
+        bool cross = json_is_true(json_object_get(req, "card_cross_origin"));
+        char cerr[CURL_ERROR_SIZE] = "";
+        struct body b = { .max = A2A_CARD_MAX };
+        const char *uwhy = NULL;
+        time_t now = time(NULL);
+        long http = 0;
+        int r = -1;
+
+        if (!strcmp(card_cache.card, url) && now - card_cache.at < CARD_KEEP_S &&
+            now >= card_cache.at) {
+                snprintf(iface, size, "%s", card_cache.iface);
+                return 0;
+        }
+        CURL *c = curl_easy_init();
+        if (!c) {
+                snprintf(why, why_size, "out of memory");
+                return -1;
+        }
+        struct curl_slist *h = curl_slist_append(NULL, "Accept: application/json");
+        common_opts(c, url, ca, &b, cerr);
+        curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+        CURLcode cc = curl_easy_perform(c);
+        if (cc == CURLE_OK)
+                curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &http);
+        if (b.over || cc == CURLE_FILESIZE_EXCEEDED)
+                snprintf(why, why_size, "agent card: over %d bytes", A2A_CARD_MAX);
+        else if (b.headers_over)
+                snprintf(why, why_size, "agent card: headers over %d bytes", HEADERS_MAX);
+        else if (http >= 300 && http < 400) {
+                char t[A2A_TEXT_MAX + 1];
+                redirected(c, http, t, sizeof(t));
+                snprintf(why, why_size, "agent card: %.280s", t);
+        }
+        else if (cc != CURLE_OK)
+                snprintf(why, why_size, "agent card: no answer: %.200s",
+                         cerr[0] ? cerr : curl_easy_strerror(cc));
+        else if (http != 200)
+                snprintf(why, why_size, "agent card: HTTP %ld", http);
+        else if (a2a_card_interface(b.buf, b.len, url, cross, iface, size, why, why_size) < 0)
+                ;
+        else if (config_a2a_url_check(iface, &uwhy) < 0)
+                snprintf(why, why_size, "agent card: its JSON-RPC interface %s", uwhy);
+        else
+                r = 0;
+        if (r == 0) {
+                snprintf(card_cache.card, sizeof(card_cache.card), "%s", url);
+                snprintf(card_cache.iface, sizeof(card_cache.iface), "%s", iface);
+                card_cache.at = now;
+        }
+        curl_slist_free_all(h);
+        curl_easy_cleanup(c);
+        free(b.buf);
+        return r;
+}
+
+/* One JSON-RPC call of op for req, its answer read into *out. */
+static void post(const json_t *req, const char *op, struct a2a_result *out)
+{
+        const char *id = json_string_value(json_object_get(req, "id"));
         const char *url = json_string_value(json_object_get(req, "url"));
         const char *tf = json_string_value(json_object_get(req, "token_file"));
         const char *ca = json_string_value(json_object_get(req, "ca_file"));
+        enum a2a_op aop = !strcmp(op, "get") ? A2A_OP_GET : !strcmp(op, "list") ? A2A_OP_LIST
+                                                                                : A2A_OP_SEND;
         char token[CONFIG_A2A_TOKEN_MAX + 1], auth[CONFIG_A2A_TOKEN_MAX + 32];
-        char cerr[CURL_ERROR_SIZE] = "";
+        char cerr[CURL_ERROR_SIZE] = "", idem[NAME_MAX + 32];
         struct curl_slist *h = NULL;
         struct body b = { 0 };
         const char *why = NULL;
@@ -112,6 +254,14 @@ static void call(const json_t *req, struct a2a_result *out)
         if (!url || !tf || config_a2a_url_check(url, &why) < 0) {
                 snprintf(out->text, sizeof(out->text), "bad request from handoffd");
                 return;
+        }
+        char iface[2049], cwhy[A2A_TEXT_MAX + 1];
+        if (a2a_card_url(url)) {
+                if (card_resolve(req, url, iface, sizeof(iface), cwhy, sizeof(cwhy)) < 0) {
+                        a2a_clean(out->text, sizeof(out->text), cwhy, sizeof(cwhy));
+                        return;
+                }
+                url = iface;
         }
         q = config_a2a_token_read(tf, token, sizeof(token), &why);
         if (q < 0) {
@@ -129,32 +279,34 @@ static void call(const json_t *req, struct a2a_result *out)
         h = curl_slist_append(h, "Content-Type: application/json");
         h = curl_slist_append(h, "Accept: application/json");
         h = curl_slist_append(h, "A2A-Version: 1.0");
+        if (aop == A2A_OP_SEND) {
+                /* The A2A project's proposal: a server that knows it
+                 * answers a repeat with the task it made. */
+                snprintf(idem, sizeof(idem), "Idempotency-Key: %s", id);
+                h = curl_slist_append(h, idem);
+        }
         h = curl_slist_append(h, auth);
-        curl_easy_setopt(c, CURLOPT_URL, url);
-        curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-        curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
-        curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-        curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, CONNECT_TIMEOUT_S);
-        curl_easy_setopt(c, CURLOPT_TIMEOUT, TIMEOUT_S);
-        curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 1L);
-        curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 2L);
-        if (ca)
-                curl_easy_setopt(c, CURLOPT_CAINFO, ca);
+        common_opts(c, url, ca, &b, cerr);
         curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
         curl_easy_setopt(c, CURLOPT_POSTFIELDS, data);
-        curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
-        curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
-        curl_easy_setopt(c, CURLOPT_ERRORBUFFER, cerr);
         CURLcode cc = curl_easy_perform(c);
-        if (b.over) {
-                a2a_answer_parse(!strcmp(op, "get") ? A2A_OP_GET : A2A_OP_SEND, 200, NULL, NULL,
-                                 A2A_ANSWER_MAX + 1, out);
+        if (b.over || cc == CURLE_FILESIZE_EXCEEDED) {
+                a2a_answer_parse(aop, 200, NULL, id, NULL, A2A_ANSWER_MAX + 1, out);
+                goto out;
+        }
+        if (b.headers_over) {
+                snprintf(out->text, sizeof(out->text), "an answer with headers over %d bytes",
+                         HEADERS_MAX);
                 goto out;
         }
         if (cc == CURLE_OK)
                 curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &http);
-        a2a_answer_parse(!strcmp(op, "get") ? A2A_OP_GET : A2A_OP_SEND, cc == CURLE_OK ? http : 0,
-                         cerr[0] ? cerr : curl_easy_strerror(cc), b.buf, b.len, out);
+        /* GetTask: the answer must be the task asked for */
+        const char *want = aop == A2A_OP_GET ? json_string_value(json_object_get(req, "task")) : id;
+        a2a_answer_parse(aop, cc == CURLE_OK ? http : 0, cerr[0] ? cerr : curl_easy_strerror(cc),
+                         want, b.buf, b.len, out);
+        if (http >= 300 && http < 400)
+                redirected(c, http, out->text, sizeof(out->text));
 out:
         explicit_bzero(auth, sizeof(auth));
         curl_slist_free_all(h);
@@ -162,6 +314,40 @@ out:
                 curl_easy_cleanup(c);
         free(data);
         free(b.buf);
+}
+
+/* req's call; *label: what the line calls it.  A send with "check" (an
+ * earlier try's outcome unknown: a crash, a timeout) first asks the
+ * server by ListTasks whether a task of this contextId exists: "adopt"
+ * with it, else the send as "checked"; a server without ListTasks gets
+ * the send again, "resend", the one case a message may reach it twice. */
+static void call(const json_t *req, const char *op, const char **label, struct a2a_result *out)
+{
+        *label = op;
+        if (strcmp(op, "send") || !json_is_true(json_object_get(req, "check"))) {
+                post(req, op, out);
+                return;
+        }
+        post(req, "list", out);
+        if (out->verdict == A2A_OK && out->task[0]) {
+                *label = "adopt";
+                return;
+        }
+        if (out->verdict == A2A_OK || out->unsupported) {
+                *label = out->verdict == A2A_OK ? "checked" : "resend";
+                a2a_result_free(out);
+                post(req, "send", out);
+                return;
+        }
+        /* Not known whether it has it: not sent, asked again later. */
+        char t[A2A_TEXT_MAX + 1];
+        enum a2a_verdict v = out->verdict == A2A_TOKEN ? A2A_TOKEN : A2A_RETRY;
+        memcpy(t, out->text, sizeof(t));
+        a2a_result_free(out);
+        memset(out, 0, sizeof(*out));
+        out->state = "unknown";
+        out->verdict = v;
+        snprintf(out->text, sizeof(out->text), "ListTasks: %.280s", t);
 }
 
 int main(int argc, char **argv)
@@ -175,8 +361,11 @@ int main(int argc, char **argv)
                 fprintf(stderr, "handoff-a2a: started by handoffd, no arguments\n");
                 return 2;
         }
-        /* Nothing it runs may gain privileges. */
+        /* Nothing it runs may gain privileges.  It dies with handoffd: a
+         * call of a dead daemon's helper must not reach the server after
+         * the next daemon asked whether the server has it. */
         prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+        prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
         if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
                 return 1;
         while ((n = getline(&line, &cap, stdin)) > 0) {
@@ -192,11 +381,15 @@ int main(int argc, char **argv)
                         json_decref(req);
                         return 1;       /* handoffd wrote that: a bug, stop */
                 }
-                call(req, &res);
-                printf("%s\t%s\t%s\t%s\t%s\t%s\n", id, op,
-                       res.verdict == A2A_OK ? "ok" : res.verdict == A2A_FINAL ? "final" : "retry",
+                const char *label;
+                call(req, op, &label, &res);
+                printf("%s\t%s\t%s\t%s\t%s\t%s\t%s\n", id, label,
+                       res.verdict == A2A_OK ? "ok" : res.verdict == A2A_FINAL ? "final"
+                       : res.verdict == A2A_TOKEN ? "token" : "retry",
                        res.task[0] ? res.task : "-", res.verdict == A2A_OK ? res.state : "-",
-                       res.text[0] ? res.text : "-");
+                       res.text[0] ? res.text : "-",
+                       res.verdict == A2A_OK && res.result ? res.result : "-");
+                a2a_result_free(&res);
                 fflush(stdout);
                 json_decref(req);
         }

@@ -681,6 +681,14 @@ int cmd_status(int argc, char **argv)
                                         json_is_true(json_object_get(ar, "helper_running"))
                                         ? json_string_value(json_object_get(ar, "last_error"))
                                         : "its handoff-a2a is not running"));
+                /* a remote that refuses the token: its items wait */
+                {
+                        size_t pi;
+                        json_t *pv;
+                        json_array_foreach(json_object_get(a2a, "problems"), pi, pv)
+                                if (json_is_string(pv))
+                                        json_array_append(problems, pv);
+                }
                 json_t *oos = json_object_get(daemon, "agents_out_of_service");
                 const char *an;
                 json_t *why;

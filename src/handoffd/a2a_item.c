@@ -67,13 +67,34 @@ void a2a_item_remote_error(struct a2a_out *a, const char *remote, const char *er
         r->last_error_usec = now;
 }
 
-int64_t a2a_item_backoff(unsigned tries)
+const char *const a2a_end_names[A2A_END_MAX_] = {
+        [A2A_END_COMPLETED] = "completed",
+        [A2A_END_FAILED] = "failed",
+        [A2A_END_CANCELED] = "canceled",
+        [A2A_END_REJECTED] = "rejected",
+        [A2A_END_INPUT_REQUIRED] = "input_required",
+        [A2A_END_AUTH_REQUIRED] = "auth_required",
+        [A2A_END_UNKNOWN] = "unknown",
+        [A2A_END_EXPIRED_UNFINISHED] = "expired_unfinished",
+};
+
+int a2a_end_from_state(const char *s, enum a2a_end *ret)
+{
+        for (int e = 0; e <= A2A_END_AUTH_REQUIRED; e++)
+                if (!strcmp(s, a2a_end_names[e])) {
+                        *ret = (enum a2a_end)e;
+                        return 0;
+                }
+        return -EINVAL;
+}
+
+int64_t a2a_item_backoff(unsigned tries, int64_t max)
 {
         int64_t w = A2A_BACKOFF_MIN_USEC;
 
-        for (unsigned i = 1; i < tries && w < A2A_BACKOFF_MAX_USEC; i++)
+        for (unsigned i = 1; i < tries && w < max; i++)
                 w *= 2;
-        return w > A2A_BACKOFF_MAX_USEC ? A2A_BACKOFF_MAX_USEC : w;
+        return w > max ? max : w;
 }
 
 int a2a_item_fill(struct a2a_item *it, const json_t *doc, int64_t at)
@@ -111,6 +132,21 @@ int a2a_item_task_record(struct a2a_out *a, struct a2a_item *it)
         return store_side_write(a->sp, SD_OUTBOX, name, buf, (size_t)n);
 }
 
+/* Before the first send: a crash after it leaves "-", and the next start
+ * asks the server before sending again (a2a_out.c). */
+int a2a_item_send_mark(struct a2a_out *a, struct a2a_item *it)
+{
+        char name[NAME_MAX + 1];
+        int q = task_name(it->id, name, sizeof(name));
+
+        if (q < 0)
+                return q;
+        q = store_side_write(a->sp, SD_OUTBOX, name, "-\n", 2);
+        if (q == 0)
+                it->began = true;
+        return q;
+}
+
 void a2a_item_task_load(struct a2a_out *a, struct a2a_item *it)
 {
         char name[NAME_MAX + 1];
@@ -123,7 +159,9 @@ void a2a_item_task_load(struct a2a_out *a, struct a2a_item *it)
         fd = openat(a->sp->fd[SD_OUTBOX], name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
         if (fd < 0 || read_all(fd, A2A_TASK_MAX + 1, 0, &buf, &len) < 0)
                 return;
-        if (len > 1 && buf[len - 1] == '\n' && len - 1 <= A2A_TASK_MAX) {
+        if (len == 2 && !memcmp(buf, "-\n", 2)) {
+                it->began = true;
+        } else if (len > 1 && buf[len - 1] == '\n' && len - 1 <= A2A_TASK_MAX) {
                 memcpy(it->task, buf, len - 1);
                 it->task[len - 1] = '\0';
                 if (!strchr(it->task, '\n') && !strchr(it->task, '\t') && !strchr(it->task, ' '))
@@ -144,8 +182,43 @@ static void task_drop(struct a2a_out *a, const char *id)
 
 /* archive/ as relayed to a2a:NAME, the task's end in its .outcome (as a
  * receipt puts it: handoffctl wait, show and the hub read it there). */
+/* archive/NAME.result beside the item: the task's artifacts, in the
+ * envelope a local agent's result has (completion.c), so handoffctl,
+ * MCP and the hub read them alike.  Written before the item moves in
+ * (a `handoffctl wait` reads the item as it appears), under the name
+ * its archive will take. */
+static int result_write(struct a2a_out *a, struct a2a_item *it, const char *aname,
+                        const char *state, const char *host, const char *at,
+                        const json_t *result)
+{
+        _cleanup_json_ json_t *env = NULL, *bare = NULL;
+        _cleanup_free_ char *buf = NULL;
+        char xname[NAME_MAX + 16];
+        size_t len;
+        int q;
+
+        q = layout_suffixed(aname, LAYOUT_RESULT, xname, sizeof(xname));
+        if (q < 0)
+                return q;
+        env = json_pack("{s:s, s:s, s:s, s:s, s:O}", "handoff_id", it->id, "agent", host,
+                        "status", state, "recorded_at", at, "result", result);
+        if (!env)
+                return -ENOMEM;
+        q = hd_canon_dump(env, NULL, &buf, &len);
+        if (q == -ERANGE) {
+                /* a number canonical JSON cannot carry: the text alone */
+                bare = json_pack("{s:O?}", "text", json_object_get(result, "text"));
+                if (!bare || json_object_set(env, "result", bare) < 0)
+                        return -ENOMEM;
+                q = hd_canon_dump(env, NULL, &buf, &len);
+        }
+        if (q < 0)
+                return q;
+        return store_side_write(a->sp, SD_ARCHIVE, xname, buf, len);
+}
+
 static int archive_a2a_ended(struct a2a_out *a, struct a2a_item *it, const char *state,
-                             const char *text, int64_t now)
+                             const char *text, const json_t *result, int64_t now)
 {
         struct spool *sp = a->sp;
         char name[NAME_MAX + 1], at[HD_TIME_MAX], host[NAME_MAX + 8];
@@ -160,18 +233,40 @@ static int archive_a2a_ended(struct a2a_out *a, struct a2a_item *it, const char 
                       "accepted_at", "", "duplicate", 0, "remote_outcome", state,
                       "remote_host", host, "remote_at", at, "remote_detail", text,
                       "a2a_task", it->task);
+        /* The name spool_archive_from() will take: the first free one. */
+        char pname[NAME_MAX + 1], px[NAME_MAX + 16], nx[NAME_MAX + 16];
+        bool kept = false;
+        for (unsigned k = 0; result && k < LAYOUT_ARCHIVE_TRIES; k++) {
+                if (layout_archive_name(it->at / 1000000, it->from, it->remote, it->id, k, pname,
+                                        sizeof(pname)) < 0)
+                        break;
+                if (spool_exists_at(sp->fd[SD_ARCHIVE], pname))
+                        continue;
+                q = result_write(a, it, pname, state, host, at, result);
+                if (q < 0)
+                        log_warning_errno(q, "A2A: the artifacts of %s not kept in archive/",
+                                          it->id);
+                kept = q == 0 && layout_suffixed(pname, LAYOUT_RESULT, px, sizeof(px)) == 0;
+                break;
+        }
         q = outbox_dir_archive(sp, it->id, o, it->at / 1000000, it->from, it->remote, name,
                                sizeof(name));
-        if (q < 0)
+        if (q < 0) {
+                if (kept)
+                        (void)store_remove(sp, SD_ARCHIVE, px);
                 return q;
+        }
+        if (kept && strcmp(name, pname) && layout_suffixed(name, LAYOUT_RESULT, nx, sizeof(nx)) == 0)
+                (void)store_side_rename(sp, SD_ARCHIVE, px, nx);
         task_drop(a, it->id);
         return 0;
 }
 
-void a2a_item_archived(struct a2a_out *a, struct a2a_item *it, const char *state,
-                       const char *text, int64_t now)
+void a2a_item_archived(struct a2a_out *a, struct a2a_item *it, enum a2a_end end,
+                       const char *text, const json_t *result, int64_t now)
 {
-        int q = archive_a2a_ended(a, it, state, text, now);
+        const char *state = a2a_end_names[end];
+        int q = archive_a2a_ended(a, it, state, text, result, now);
 
         if (q < 0) {
                 /* Kept: asked again later, the same answer then. */
@@ -215,8 +310,12 @@ json_t *a2a_item_status(void *ctx, int64_t now)
         struct a2a_out *a = ctx;
         json_t *rs = json_object();
 
-        if (!rs)
+        json_t *problems = json_array();
+        if (!rs || !problems) {
+                json_decref(rs);
+                json_decref(problems);
                 return NULL;
+        }
         bool running = a->n_remotes > 0;
         for (size_t i = 0; i < a->n_remotes; i++) {
                 struct a2a_remote_st *r = &a->remotes[i];
@@ -239,13 +338,38 @@ json_t *a2a_item_status(void *ctx, int64_t now)
                                       "last_error_age_s", r->last_error_usec
                                       ? json_integer((now - r->last_error_usec) / 1000000)
                                       : json_null());
+                /* list_tasks false: a send whose outcome a crash or a
+                 * timeout left unknown is sent again, not asked for */
+                if (e && (json_object_set_new(e, "list_tasks", r->list_tasks < 0 ? json_null()
+                                                               : json_boolean(r->list_tasks)) < 0 ||
+                          json_object_set_new(e, "adopted", json_integer((json_int_t)r->adopted)) < 0 ||
+                          json_object_set_new(e, "resent_unchecked",
+                                              json_integer((json_int_t)r->resent_unchecked)) < 0)) {
+                        json_decref(e);
+                        e = NULL;
+                }
+                /* A refused token is kept and retried, never final: said
+                 * loudly here, handoffctl status counts it a problem. */
+                if (e && json_object_set_new(e, "token_refused_s", r->token_refused_usec
+                                             ? json_integer((now - r->token_refused_usec) / 1000000)
+                                             : json_null()) < 0) {
+                        json_decref(e);
+                        e = NULL;
+                }
+                if (e && r->token_refused_usec)
+                        json_array_append_new(problems, json_sprintf(
+                                "A2A remote %s refuses the token of %s for %llds (%s); %lld "
+                                "item(s) wait", r->name, rm ? rm->token_file : "?",
+                                (long long)((now - r->token_refused_usec) / 1000000),
+                                r->last_error, (long long)(waiting + following)));
                 if (!e || json_object_set_new(rs, r->name, e) < 0) {
                         json_decref(rs);
+                        json_decref(problems);
                         return NULL;
                 }
         }
-        return json_pack("{s:b, s:o, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
-                         "helper_running", running, "remotes", rs,
+        return json_pack("{s:b, s:o, s:o, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
+                         "helper_running", running, "remotes", rs, "problems", problems,
                          "sent", (json_int_t)a->st.sent, "finished", (json_int_t)a->st.finished,
                          "rejected", (json_int_t)a->st.rejected,
                          "expired_unsent", (json_int_t)a->st.expired,

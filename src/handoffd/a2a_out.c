@@ -7,13 +7,18 @@
  *                          expires_at: then rejected/ as expired_unsent
  *   4xx, an A2A error      rejected/ as remote_rejected, the server's words
  *                          as the detail
+ *   401, 403               the token refused: retried as unreachable, a
+ *                          problem in status, never final
  *   a task                 its id kept in outbox/.<id>.a2a-task, its state
- *                          followed by GetTask (1 s ... 60 s) until an end
+ *                          followed by GetTask (1 s ... 10 s) until an end
  *                          (completed, failed, canceled, rejected,
- *                          input_required, auth_required), or "unknown"
- *                          7 days after it entered outbox/; then archive/
- *                          as relayed to "a2a:NAME" with remote_outcome =
- *                          that end, remote_detail = the task's text
+ *                          input_required, auth_required), "unknown" (the
+ *                          server forgot it), or "expired_unfinished"
+ *                          a2a_follow_max after it entered outbox/; then
+ *                          archive/ as relayed to "a2a:NAME" with
+ *                          remote_outcome = that end, remote_detail = the
+ *                          task's text, its artifacts whole in
+ *                          archive/NAME.result
  *
  * Where it runs: the HTTP calls and every byte of the server's answers
  * are handoff-a2a's (src/a2a/), a child process with no descriptor of the
@@ -28,9 +33,13 @@
  *
  * The directory is the truth: at start every outbox/ item for an A2A
  * remote is indexed again, with its task when the side file names one.
- * A crash between the server's answer and the side file sends the message
- * again: the same messageId, which an A2A server takes as the same
- * message.
+ * A server need not deduplicate (the SDK's makes a new task for a
+ * messageId it has seen), so the side file says "-" before the first
+ * send goes out; a send after that (a crash lost the answer, or a try
+ * ended in an error or a timeout after the request may have gone out)
+ * asks the server by ListTasks for a task of contextId = handoff_id and
+ * adopts it, and only a server without ListTasks is sent the message
+ * again (counted in status as resent_unchecked).
  *
  * This file owns the sender's loop: its timer, the helper process and its
  * pipes, the hooks into the spool and the index at start; the items'
@@ -101,13 +110,24 @@ static int request(struct a2a_out *a, struct a2a_remote_st *r, struct a2a_item *
                 doc = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &je);
                 if (!doc)
                         return -EBADMSG;
-                req = json_pack("{s:s, s:s, s:s, s:s, s:s?, s:O}", "op", "send", "id", it->id,
-                                "url", rm->a2a, "token_file", rm->token_file, "ca_file",
-                                rm->ca_file, "doc", doc);
+                /* A send began before and its answer was never recorded:
+                 * the server is asked first.  Else the record that this one
+                 * begins goes to disk before the request goes out. */
+                bool check = it->began;
+                if (!check) {
+                        q = a2a_item_send_mark(a, it);
+                        if (q < 0)
+                                return q;
+                }
+                req = json_pack("{s:s, s:s, s:s, s:s, s:s?, s:O, s:b, s:b}", "op", "send", "id",
+                                it->id, "url", rm->a2a, "token_file", rm->token_file, "ca_file",
+                                rm->ca_file, "doc", doc, "check", check, "card_cross_origin",
+                                rm->a2a_card_cross_origin);
         } else {
-                req = json_pack("{s:s, s:s, s:s, s:s, s:s?, s:s}", "op", "get", "id", it->id,
+                req = json_pack("{s:s, s:s, s:s, s:s, s:s?, s:s, s:b}", "op", "get", "id", it->id,
                                 "url", rm->a2a, "token_file", rm->token_file, "ca_file",
-                                rm->ca_file, "task", it->task);
+                                rm->ca_file, "task", it->task, "card_cross_origin",
+                                rm->a2a_card_cross_origin);
         }
         if (!req || !(s = json_dumps(req, JSON_COMPACT)))
                 return -ENOMEM;
@@ -308,19 +328,23 @@ static void on_timer(uv_timer_t *t)
                 }
                 if (it->st == AI_UNSENT && it->exp + 1 < due)
                         due = it->exp + 1;
-                if (it->st == AI_FOLLOW && now - it->at > a->follow_max_usec) {
+                /* [remote NAME] a2a_follow_max: a server that says
+                 * "working" for ever is not asked for ever. */
+                const struct config_remote *rm = config_remote_a2a(a->sp->cfg, it->remote);
+                int64_t fmax = (rm ? rm->a2a_follow_max : CONFIG_A2A_FOLLOW_MAX_DEFAULT) * 1000000LL;
+                if (it->st == AI_FOLLOW && now - it->at > fmax) {
                         char text[200];
                         snprintf(text, sizeof(text), "no end after %llds (last state %s): no longer "
-                                 "followed", (long long)(a->follow_max_usec / 1000000),
+                                 "followed", (long long)(fmax / 1000000),
                                  it->state ? it->state : "not seen since the start");
                         log_warning("A2A remote %s: task %s of %s: %s", it->remote, it->task,
                                     it->id, text);
-                        a2a_item_archived(a, it, "unknown", text, now);
+                        a2a_item_archived(a, it, A2A_END_EXPIRED_UNFINISHED, text, NULL, now);
                         flush = true;
                         continue;
                 }
-                if (it->st == AI_FOLLOW && it->at + a->follow_max_usec + 1 < due)
-                        due = it->at + a->follow_max_usec + 1;
+                if (it->st == AI_FOLLOW && it->at + fmax + 1 < due)
+                        due = it->at + fmax + 1;
                 if (it->next > now) {
                         if (it->next < due)
                                 due = it->next;
@@ -406,6 +430,10 @@ static int scan_one(void *ctx, const char *k, const char *id, int64_t now)
         if (a2a_item_fill(&tmp, doc, at) < 0 || strcmp(tmp.id, id) || a2a_item_find(a, tmp.id))
                 return 0;
         a2a_item_task_load(a, &tmp);
+        /* A send of the last run may still be reaching the server: asked
+         * for a second later, not at once. */
+        if (tmp.began && tmp.st == AI_UNSENT)
+                tmp.next = now + A2A_BACKOFF_MIN_USEC;
         it = a2a_item_add(a);
         if (!it)
                 return -ENOMEM;
@@ -429,12 +457,6 @@ int a2a_out_start(uv_loop_t *loop, struct spool *sp, struct a2a_out **ret)
                 return -ENOMEM;
         a->loop = loop;
         a->sp = sp;
-        a->follow_max_usec = A2A_FOLLOW_MAX_USEC;
-        /* a test's: the bound in seconds */
-        const char *fm = getenv("HD_A2A_FOLLOW_MAX_S");
-        int64_t fs;
-        if (fm && parse_int64(fm, 1, A2A_FOLLOW_MAX_USEC / 1000000, &fs) == 0)
-                a->follow_max_usec = fs * 1000000LL;
         /* handoff-a2a is installed beside handoffd (HD_A2A_HELPER: a test's) */
         const char *env = getenv("HD_A2A_HELPER");
         n = readlink("/proc/self/exe", self, sizeof(self) - 1);
@@ -465,6 +487,7 @@ int a2a_out_start(uv_loop_t *loop, struct spool *sp, struct a2a_out **ret)
                         struct a2a_remote_st *r = &a->remotes[a->n_remotes++];
                         snprintf(r->name, sizeof(r->name), "%s", c->remotes[i].name);
                         r->a = a;
+                        r->list_tasks = -1;
                 }
         uv_timer_init(loop, &a->timer);
         a->timer.data = a;

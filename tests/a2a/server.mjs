@@ -13,14 +13,29 @@
 // too, each message's parts as one JSON line.  Prints "listening"
 // once it listens; SIGTERM closes the listener and lets the requests in
 // flight end before it exits.
+//
+// Knobs for the tests of handoffd's sender (all optional):
+//   "sends": FILE        each SendMessage that passes the token appends
+//                        {messageId, contextId, idempotencyKey} as a line
+//   "calls": FILE        every JSON-RPC call appends {method, id (GetTask's
+//                        task), t (ms)} as a line
+//   "answer_delay_ms": N every answer held N ms after the handler made it
+//                        (the task stored, its answer not yet sent)
+//   "no_list": true      ListTasks answered -32601 (a server without it)
+//   "refuse_file": FILE  while FILE exists every request is answered 401
+//                        (a token the server no longer takes)
+// and by the message's text: "two artifacts" ends completed with two
+// artifacts, the second a text and a data part; "forget" is working, and
+// 300 ms later the store forgets the task (GetTask: TaskNotFound).
 import express from 'express';
-import { appendFileSync } from 'node:fs';
+import { appendFileSync, existsSync } from 'node:fs';
 import { TaskState } from '@a2a-js/sdk';
 import { DefaultRequestHandler, InMemoryTaskStore } from '@a2a-js/sdk/server';
-import { jsonRpcHandler, UserBuilder } from '@a2a-js/sdk/server/express';
+import { agentCardHandler, jsonRpcHandler, UserBuilder } from '@a2a-js/sdk/server/express';
 
 const args = JSON.parse(process.argv[2]);
-const url = `http://127.0.0.1:${args.port}/a2a`;
+// "card_interface": URL names another JSON-RPC interface in the card
+const url = args.card_interface ?? `http://127.0.0.1:${args.port}/a2a`;
 
 const card = {
   name: 'remote', description: 'the remote agent of test_a2a_out', version: '1.0.0',
@@ -46,11 +61,13 @@ class Executor {
     bus.publish({ kind: 'task', data: { id: ctx.taskId, contextId: ctx.contextId,
       status: { state: TaskState.TASK_STATE_SUBMITTED, message: undefined, timestamp: now() },
       artifacts: [], history: [msg], metadata: undefined } });
-    if (/forever/.test(text)) {
+    if (/forever|forget/.test(text)) {
       // a task that never ends: working at every GetTask
       bus.publish({ kind: 'statusUpdate', data: { ...base, status: {
         state: TaskState.TASK_STATE_WORKING, timestamp: now(), message: undefined } } });
       bus.finished();
+      if (/forget/.test(text))
+        setTimeout(() => forgotten.add(ctx.taskId), 300);
       return;
     }
     const state = /fail/.test(text) ? TaskState.TASK_STATE_FAILED
@@ -59,6 +76,13 @@ class Executor {
       bus.publish({ kind: 'artifactUpdate', data: { ...base, append: false, lastChunk: true,
         artifact: { artifactId: 'result', name: 'result', description: '',
           parts: [textPart(`done: ${text}`)], metadata: undefined, extensions: [] } } });
+    if (state === TaskState.TASK_STATE_COMPLETED && /two artifacts/.test(text))
+      bus.publish({ kind: 'artifactUpdate', data: { ...base, append: false, lastChunk: true,
+        artifact: { artifactId: 'table', name: 'table', description: 'the figures',
+          parts: [textPart('the figures follow'), { content: { $case: 'data',
+            value: { rows: [[1, 'one'], [2, 'two']], total: 3 } }, metadata: undefined,
+            filename: '', mediaType: 'application/json' }],
+          metadata: undefined, extensions: [] } } });
     const say = state === TaskState.TASK_STATE_FAILED ? 'it failed on purpose'
       : state === TaskState.TASK_STATE_INPUT_REQUIRED ? 'which one do you mean?' : undefined;
     bus.publish({ kind: 'statusUpdate', data: { ...base, status: { state, timestamp: now(),
@@ -71,10 +95,27 @@ class Executor {
   async cancelTask() {}
 }
 
-const handler = new DefaultRequestHandler(card, new InMemoryTaskStore(), new Executor());
+// A store that forgets the tasks of "forget" (as one in memory does
+// across a restart).
+const forgotten = new Set();
+class ForgetfulStore extends InMemoryTaskStore {
+  async load(taskId, context) {
+    return forgotten.has(taskId) ? undefined : super.load(taskId, context);
+  }
+}
+const handler = new DefaultRequestHandler(card, new ForgetfulStore(), new Executor());
 const app = express();
+// the card, public, as the SDK serves it (no token)
+app.use('/.well-known/agent-card.json', agentCardHandler({ agentCardProvider: handler }));
+app.use('/a2a', express.json({ limit: '8mb' }), (req, res, next) => {
+  if (args.calls)       // before the token's check: refused calls too
+    appendFileSync(args.calls, JSON.stringify({ method: req.body?.method,
+      id: req.body?.params?.id ?? null, t: Date.now() }) + '\n');
+  next();
+});
 app.use('/a2a', (req, res, next) => {
-  if (req.get('authorization') !== `Bearer ${args.token}`)
+  if (req.get('authorization') !== `Bearer ${args.token}` ||
+      (args.refuse_file && existsSync(args.refuse_file)))
     return res.status(401).json({ error: 'bad token' });
   next();
 });
@@ -83,6 +124,20 @@ app.use('/a2a', express.json({ limit: '8mb' }), (req, res, next) => {
   if (parts.some((p) => typeof p.text === 'string' && p.text.includes('refuse')))
     return res.status(400).json({ jsonrpc: '2.0', id: req.body.id,
       error: { code: -32602, message: 'this agent refuses that' } });
+  next();
+});
+app.use('/a2a', (req, res, next) => {
+  const m = req.body?.params?.message;
+  if (args.sends && req.body?.method === 'SendMessage')
+    appendFileSync(args.sends, JSON.stringify({ messageId: m?.messageId, contextId: m?.contextId,
+      idempotencyKey: req.get('idempotency-key') ?? null }) + '\n');
+  if (args.no_list && req.body?.method === 'ListTasks')
+    return res.json({ jsonrpc: '2.0', id: req.body.id,
+      error: { code: -32601, message: 'Method not found' } });
+  if (args.answer_delay_ms) {
+    const end = res.end.bind(res);
+    res.end = (...a) => { setTimeout(() => end(...a), args.answer_delay_ms); return res; };
+  }
   next();
 });
 app.use('/a2a', jsonRpcHandler({ requestHandler: handler, userBuilder: UserBuilder.noAuthentication }));

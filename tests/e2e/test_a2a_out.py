@@ -48,6 +48,11 @@ def main():
             (f"[remote r]\na2a = https://h/a2a\nhost = h2\ntoken_file = {tf}\n", "exclude each other"),
             (f"[remote r]\na2a = https://h/a2a\ntoken_file = {loose}\n", "readable by its group"),
             ("[remote r]\na2a = https://h/a2a\ntoken_file = rel\n", "absolute path"),
+            (f"[remote r]\na2a = https://h/a2a\ntoken_file = {tf}\na2a_follow_max = 0s\n",
+             "not a duration from 1s to 30d"),
+            (f"[remote r]\na2a = https://h/a2a\ntoken_file = {tf}\na2a_card_cross_origin = maybe\n",
+             "is not yes or no"),
+            ("[remote r]\nhost = h2\na2a_follow_max = 1h\n", "a2a_* are for an a2a remote"),
         ]
         for text, want in bad:
             conf = env.write_config("n", extra=text)

@@ -39,10 +39,13 @@ class Server:
     """The SDK server; stop_all() at the test's end stops it whatever
     happened (a server left running keeps the test's output open)."""
 
-    def __init__(self, env, port, token, log, parts=None):
+    def __init__(self, env, port, token, log, parts=None, **knobs):
         args = {"port": port, "token": token, "log": log}
         if parts:
             args["parts"] = parts   # each message's parts, a JSON line each
+        args.update(knobs)          # server.mjs's knobs: sends, answer_delay_ms, ...
+        self.sends_log = knobs.get("sends")
+        self.calls_log = knobs.get("calls")
         self.args = json.dumps(args)
         self.log = log
         self.parts = parts
@@ -70,6 +73,23 @@ class Server:
         except FileNotFoundError:
             return []
 
+
+    def sends(self):
+        """[{messageId, contextId, idempotencyKey}] of each SendMessage it
+        was sent, with sends= given."""
+        try:
+            with open(self.sends_log) as f:
+                return [json.loads(line) for line in f if line.strip()]
+        except FileNotFoundError:
+            return []
+
+    def calls(self):
+        """[{method, id, t}] of each JSON-RPC call, with calls= given."""
+        try:
+            with open(self.calls_log) as f:
+                return [json.loads(line) for line in f if line.strip()]
+        except FileNotFoundError:
+            return []
 
     def messages(self):
         """[(messageId, parts)] of each message its executor ran, with

@@ -141,6 +141,9 @@ void store_drop_source(struct spool *sp, const char *name, dev_t dev, ino_t ino)
  * with fsync = yes.  0 or -errno. */
 int store_side_write(struct spool *sp, enum spool_dir dir, const char *name, const void *buf,
                      size_t len);
+/* dir/from, a sidecar, renamed to to (an item's name found after its
+ * sidecar was written).  0 or -errno. */
+int store_side_rename(struct spool *sp, enum spool_dir dir, const char *from, const char *to);
 /* An agent's handoffs/ (store_side.c).  name written whole, never over
  * a name there (-EEXIST), the file synced first with sync and fsync =
  * yes. */

@@ -30,6 +30,14 @@ int store_side_write(struct spool *sp, enum spool_dir dir, const char *name, con
         return r;
 }
 
+int store_side_rename(struct spool *sp, enum spool_dir dir, const char *from, const char *to)
+{
+        if (renameat(sp->fd[dir], from, sp->fd[dir], to) < 0)
+                return -errno;
+        store_dirty(sp, dir);
+        return 0;
+}
+
 int store_id_mark(struct spool *sp, const char *id)
 {
         int fd;

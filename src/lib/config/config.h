@@ -42,14 +42,17 @@ struct config_agent {
 struct config_remote {
         char *name;
         char *host;             /* NULL for an A2A remote */
-        char *a2a;              /* the JSON-RPC URL; NULL for a relayed one */
+        char *a2a;              /* the JSON-RPC or agent card URL; NULL for a relayed one */
         char *token_file;       /* the bearer token sent to it */
         char *ca_file;          /* PEM CAs for its TLS; NULL: the system's */
         /* the card handoff-hubd serves for NAME, as an [agent]'s */
         char *description;
         char **skill_ids, **skill_descs;
         size_t n_skills;
+        int64_t a2a_follow_max; /* s: a task followed this long at most */
+        bool a2a_card_cross_origin; /* a card's interface may be on another origin */
 };
+#define CONFIG_A2A_FOLLOW_MAX_DEFAULT (24 * 3600)
 
 /* [remote NAME] a2a sections a config may have (the sender keeps a slot
  * for each, a2a_out.c). */

@@ -40,9 +40,10 @@ static int config_check_relay(struct parse_state *st)
                 if (rm->a2a && !rm->token_file)
                         config_err_file(st, "[remote %s] a2a needs token_file (the bearer token "
                                         "its server expects)", rm->name);
-                if (!rm->a2a && (rm->token_file || rm->ca_file))
-                        config_err_file(st, "[remote %s]: token_file and ca_file are for an a2a remote",
-                                        rm->name);
+                if (!rm->a2a && (rm->token_file || rm->ca_file || rm->a2a_card_cross_origin ||
+                                 rm->a2a_follow_max != CONFIG_A2A_FOLLOW_MAX_DEFAULT))
+                        config_err_file(st, "[remote %s]: token_file, ca_file and a2a_* are for an "
+                                        "a2a remote", rm->name);
         }
         size_t n_a2a = 0;
         for (size_t i = 0; i < c->n_remotes; i++)

@@ -31,7 +31,8 @@ static const char *const keys_relay[] = {
         "credentials", "nkey_seed", "tls_ca", "tls_cert", "tls_key", "host_key",
         "host_pubkey_dir", NULL };
 static const char *const keys_remote[] = { "host", "a2a", "token_file", "ca_file",
-                                            "description", "skill", NULL };
+                                            "description", "skill", "a2a_follow_max",
+                                            "a2a_card_cross_origin", NULL };
 static const char *const keys_hub[] = {
         "listen", "tls_cert", "tls_key", "token_dir", "state_dir", "timeout",
         "max_connections", "max_per_address", "request_timeout", "a2a_kept_max_items",
@@ -390,8 +391,10 @@ static int handle_remote(struct parse_state *st, const char *name,
 
         if (!hd_agent_valid(name))
                 return config_err(st, "[remote %s]: '%s' is not a valid agent name", name, name);
-        if (strcmp(k, "host") && strcmp(k, "a2a") && strcmp(k, "token_file") &&
-            strcmp(k, "ca_file") && strcmp(k, "description") && strcmp(k, "skill"))
+        bool known = false;
+        for (size_t i = 0; keys_remote[i]; i++)
+                known = known || !strcmp(k, keys_remote[i]);
+        if (!known)
                 return config_unknown_key(st, "remote", name, k, keys_remote);
         if (!strcmp(k, "host") && !hd_agent_valid(v))
                 return config_err(st, "[remote %s] host: '%s' is not a valid host name", name, v);
@@ -408,9 +411,23 @@ static int handle_remote(struct parse_state *st, const char *name,
                         return config_err(st, "out of memory");
                 c->remotes = rm;
                 rm = &c->remotes[c->n_remotes++];
-                *rm = (struct config_remote) { .name = strdup(name) };
+                *rm = (struct config_remote) { .name = strdup(name),
+                                               .a2a_follow_max = CONFIG_A2A_FOLLOW_MAX_DEFAULT };
                 if (!rm->name)
                         return config_err(st, "out of memory");
+        }
+        if (!strcmp(k, "a2a_follow_max")) {
+                if (config_parse_duration(v, &rm->a2a_follow_max) < 0 || rm->a2a_follow_max < 1 ||
+                    rm->a2a_follow_max > 30 * 86400)
+                        return config_err(st, "[remote %s] a2a_follow_max: '%s' is not a duration "
+                                          "from 1s to 30d", name, v);
+                return 1;
+        }
+        if (!strcmp(k, "a2a_card_cross_origin")) {
+                if (config_parse_bool(v, &rm->a2a_card_cross_origin) < 0)
+                        return config_err(st, "[remote %s] a2a_card_cross_origin: '%s' is not yes "
+                                          "or no", name, v);
+                return 1;
         }
         if (!strcmp(k, "a2a"))
                 return config_set_str(&rm->a2a, v) == 0;
