@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "store.h"
+#include "store_doc.h"
 #include "agents.h"
 #include "cancel.h"
 #include "completion.h"
@@ -114,11 +115,10 @@ static int archive_claimed(struct spool *sp, struct item_files *f, const char *o
 {
         const char *id = f->id;
         const char *name = json_string_value(json_object_get(f->marker, "archive_as"));
-        char fresh[NAME_MAX + 1], src[NAME_MAX + 1], at[HD_TIME_MAX];
-        char acc[HD_TIME_MAX];
+        char fresh[NAME_MAX + 1], src[NAME_MAX + 1];
         int64_t t = item_accepted(f, now);
         _cleanup_free_ char *buf = NULL;
-        json_t *o;
+        struct store_outcome o = { .archived_usec = now, .accepted_usec = t, .completes = -1 };
         size_t len;
         int r;
 
@@ -145,23 +145,17 @@ static int archive_claimed(struct spool *sp, struct item_files *f, const char *o
                 }
                 name = fresh;
         }
-        hd_time_format(now, at, sizeof(at));
-        hd_time_format(t, acc, sizeof(acc));
-        o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "handoff_id", id, "outcome", outcome,
-                      "from_agent", f->h.from, "to_agent", f->h.to,
-                      "archived_at", at, "accepted_at", acc);
-        if (!o)
-                return -ENOMEM;
+        if (xsnprintf(o.id, sizeof(o.id), "%s", id) < 0 ||
+            xsnprintf(o.outcome, sizeof(o.outcome), "%s", outcome) < 0)
+                return -EINVAL;
+        memcpy(o.from, f->h.from, sizeof(f->h.from));
+        memcpy(o.to, f->h.to, sizeof(f->h.to));
         /* The agent's completes at the consume decides whether its A2A
          * task waits for a result (handoff-hubd(8)): a later change of
          * the setting must not reopen a task that ended here. */
-        if (!strcmp(outcome, "consumed") && f->a && f->a->cfg &&
-            json_object_set_new(o, "completes", json_boolean(f->a->cfg->completes)) < 0) {
-                json_decref(o);
-                return -ENOMEM;
-        }
-        r = hd_canon_dump(o, NULL, &buf, &len);
-        json_decref(o);
+        if (!strcmp(outcome, "consumed") && f->a && f->a->cfg)
+                o.completes = f->a->cfg->completes;
+        r = store_outcome_dump(&o, &buf, &len);
         if (r < 0)
                 return r;
         /* The steps and their order: store_archive() (handoffd(8),

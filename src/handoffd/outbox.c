@@ -92,7 +92,7 @@ int outbox_take(struct relay *r, const char *name, const struct spool_ino *was,
                 return -ENOMEM;
         /* A file of ours (outbox_dir.c): never an open relay, never
          * bytes a producer wrote after the check. */
-        q = outbox_dir_take(sp, name, was, h->doc, dst);
+        q = outbox_dir_take(sp, name, was, h, dst);
         if (q < 0) {
                 if (added)
                         dict_remove(&r->outbox, e);
@@ -232,16 +232,17 @@ static int archive_relayed(struct relay *r, const char *id, const struct outbox_
                            bool duplicate, int64_t now)
 {
         struct spool *sp = r->sp;
-        char name[NAME_MAX + 1], at[HD_TIME_MAX];
-        json_t *o;
+        struct store_outcome o = { .outcome = "relayed", .archived_usec = now,
+                                   .duplicate = duplicate, .completes = -1 };
+        char name[NAME_MAX + 1];
         int q;
 
-        hd_time_format(now, at, sizeof(at));
-        o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:b}", "handoff_id", id,
-                      "outcome", "relayed", "relayed_to", e->host,
-                      "from_agent", e->from, "to_agent", e->to, "archived_at", at,
-                      "accepted_at", "", "duplicate", duplicate);
-        q = outbox_dir_archive(sp, id, o, e->at / 1000000, e->from, e->to, name, sizeof(name));
+        if (xsnprintf(o.id, sizeof(o.id), "%s", id) < 0 ||
+            xsnprintf(o.from, sizeof(o.from), "%s", e->from) < 0 ||
+            xsnprintf(o.to, sizeof(o.to), "%s", e->to) < 0 ||
+            xsnprintf(o.relayed_to, sizeof(o.relayed_to), "%s", e->host) < 0)
+                return -EINVAL;
+        q = outbox_dir_archive(sp, &o, e->at / 1000000, name, sizeof(name));
         if (q < 0)
                 return q;
         receipt_sent(r, id, name);
