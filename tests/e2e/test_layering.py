@@ -17,7 +17,8 @@
 - A handoff is parsed once (issue 44): only handoff_doc.c spells a
   handoff's keys; only store/store_doc.c those of the daemon's sidecars,
   receipt.c a relay receipt's.  No other file of src/handoffd names
-  "handoff_id", "from_agent" or "to_agent".
+  "handoff_id", "from_agent", "to_agent", the times, "kid" or
+  "payload_type".
 - The checks themselves find a circle, a library file including a daemon
   header and a name used twice in a small made-up tree, so they can fail.
 Prints what it checked.
@@ -310,7 +311,7 @@ def check_store():
 
 # A handoff is parsed once into struct handoff (issue 44): its keys, and
 # those of the documents that carry its id, are spelled in one file each.
-KEYS = re.compile(r'"(handoff_id|from_agent|to_agent)"')
+KEYS = re.compile(r'"(handoff_id|from_agent|to_agent|initiated_at|expires_at|kid|payload_type)"')
 KEY_OWNERS = {
     "handoff_doc.c": "the handoff's parse",
     "store/store_doc.c": "the sidecars' writer and reader (.outcome, .reason, .result)",
