@@ -97,18 +97,13 @@ int64_t a2a_item_backoff(unsigned tries, int64_t max)
         return w > max ? max : w;
 }
 
-int a2a_item_fill(struct a2a_item *it, const json_t *doc, int64_t at)
+int a2a_item_fill(struct a2a_item *it, const struct handoff *h, int64_t at)
 {
-        const char *id = json_string_value(json_object_get(doc, "handoff_id"));
-        const char *to = json_string_value(json_object_get(doc, "to_agent"));
-        const char *from = json_string_value(json_object_get(doc, "from_agent"));
-        const char *exp = json_string_value(json_object_get(doc, "expires_at"));
-
-        if (!id || !to || !from || !exp || hd_time_parse(exp, &it->exp) < 0 ||
-            xsnprintf(it->id, sizeof(it->id), "%s", id) < 0 ||
-            xsnprintf(it->remote, sizeof(it->remote), "%s", to) < 0 ||
-            xsnprintf(it->from, sizeof(it->from), "%s", from) < 0)
+        if (xsnprintf(it->id, sizeof(it->id), "%s", h->id) < 0 ||
+            xsnprintf(it->remote, sizeof(it->remote), "%s", h->to) < 0 ||
+            xsnprintf(it->from, sizeof(it->from), "%s", h->from) < 0)
                 return -EINVAL;
+        it->exp = h->expires_usec;
         it->at = at;
         it->st = AI_UNSENT;
         return 0;
@@ -188,10 +183,10 @@ static void task_drop(struct a2a_out *a, const char *id)
  * (a `handoffctl wait` reads the item as it appears), under the name
  * its archive will take. */
 static int result_write(struct a2a_out *a, struct a2a_item *it, const char *aname,
-                        const char *state, const char *host, const char *at,
+                        const char *state, const char *host, int64_t at,
                         const json_t *result)
 {
-        _cleanup_json_ json_t *env = NULL, *bare = NULL;
+        _cleanup_json_ json_t *bare = NULL;
         _cleanup_free_ char *buf = NULL;
         char xname[NAME_MAX + 16];
         size_t len;
@@ -200,17 +195,13 @@ static int result_write(struct a2a_out *a, struct a2a_item *it, const char *anam
         q = layout_suffixed(aname, LAYOUT_RESULT, xname, sizeof(xname));
         if (q < 0)
                 return q;
-        env = json_pack("{s:s, s:s, s:s, s:s, s:O}", "handoff_id", it->id, "agent", host,
-                        "status", state, "recorded_at", at, "result", result);
-        if (!env)
-                return -ENOMEM;
-        q = hd_canon_dump(env, NULL, &buf, &len);
+        q = store_result_dump(it->id, host, state, at, result, &buf, &len);
         if (q == -ERANGE) {
                 /* a number canonical JSON cannot carry: the text alone */
                 bare = json_pack("{s:O?}", "text", json_object_get(result, "text"));
-                if (!bare || json_object_set(env, "result", bare) < 0)
+                if (!bare)
                         return -ENOMEM;
-                q = hd_canon_dump(env, NULL, &buf, &len);
+                q = store_result_dump(it->id, host, state, at, bare, &buf, &len);
         }
         if (q < 0)
                 return q;
@@ -221,18 +212,19 @@ static int archive_a2a_ended(struct a2a_out *a, struct a2a_item *it, const char 
                              const char *text, const json_t *result, int64_t now)
 {
         struct spool *sp = a->sp;
-        char name[NAME_MAX + 1], at[HD_TIME_MAX], host[NAME_MAX + 8];
-        json_t *o;
+        struct store_outcome o = { .outcome = "relayed", .archived_usec = now,
+                                   .completes = -1, .remote_detail = text,
+                                   .a2a_task = it->task };
+        char name[NAME_MAX + 1];
+        const char *host = o.relayed_to;
         int q;
 
-        hd_time_format(now, at, sizeof(at));
-        snprintf(host, sizeof(host), "a2a:%s", it->remote);
-        o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:b, s:s, s:s, s:s, s:s, s:s}",
-                      "handoff_id", it->id, "outcome", "relayed", "relayed_to", host,
-                      "from_agent", it->from, "to_agent", it->remote, "archived_at", at,
-                      "accepted_at", "", "duplicate", 0, "remote_outcome", state,
-                      "remote_host", host, "remote_at", at, "remote_detail", text,
-                      "a2a_task", it->task);
+        if (xsnprintf(o.id, sizeof(o.id), "%s", it->id) < 0 ||
+            xsnprintf(o.from, sizeof(o.from), "%s", it->from) < 0 ||
+            xsnprintf(o.to, sizeof(o.to), "%s", it->remote) < 0 ||
+            xsnprintf(o.relayed_to, sizeof(o.relayed_to), "a2a:%s", it->remote) < 0 ||
+            xsnprintf(o.remote_outcome, sizeof(o.remote_outcome), "%s", state) < 0)
+                return -EINVAL;
         /* The name spool_archive_from() will take: the first free one. */
         char pname[NAME_MAX + 1], px[NAME_MAX + 16], nx[NAME_MAX + 16];
         bool kept = false;
@@ -242,15 +234,14 @@ static int archive_a2a_ended(struct a2a_out *a, struct a2a_item *it, const char 
                         break;
                 if (spool_exists_at(sp->fd[SD_ARCHIVE], pname))
                         continue;
-                q = result_write(a, it, pname, state, host, at, result);
+                q = result_write(a, it, pname, state, host, now, result);
                 if (q < 0)
                         log_warning_errno(q, "A2A: the artifacts of %s not kept in archive/",
                                           it->id);
                 kept = q == 0 && layout_suffixed(pname, LAYOUT_RESULT, px, sizeof(px)) == 0;
                 break;
         }
-        q = outbox_dir_archive(sp, it->id, o, it->at / 1000000, it->from, it->remote, name,
-                               sizeof(name));
+        q = outbox_dir_archive(sp, &o, it->at / 1000000, name, sizeof(name));
         if (q < 0) {
                 if (kept)
                         (void)store_remove(sp, SD_ARCHIVE, px);

@@ -105,9 +105,9 @@ struct a2a_out {
 struct a2a_item *a2a_item_find(struct a2a_out *a, const char *id);
 /* A free slot, zeroed; NULL when out of memory. */
 struct a2a_item *a2a_item_add(struct a2a_out *a);
-/* *it from a verified handoff doc that entered outbox/ at at: 0, or
- * -EINVAL when a field is missing or too long. */
-int a2a_item_fill(struct a2a_item *it, const json_t *doc, int64_t at);
+/* *it from a verified handoff h that entered outbox/ at at: 0, or
+ * -EINVAL when a name is too long. */
+int a2a_item_fill(struct a2a_item *it, const struct handoff *h, int64_t at);
 /* The wait before try number tries: 1 s doubling to max. */
 int64_t a2a_item_backoff(unsigned tries, int64_t max);
 

@@ -376,7 +376,7 @@ static void on_timer(uv_timer_t *t)
 /* ---- hooks -------------------------------------------------------------- */
 
 static int take_hook(void *ctx, const char *name, const struct spool_ino *was,
-                     const json_t *doc, int64_t now)
+                     const struct handoff *h, int64_t now)
 {
         struct a2a_out *a = ctx;
         struct spool *sp = a->sp;
@@ -384,7 +384,7 @@ static int take_hook(void *ctx, const char *name, const struct spool_ino *was,
         char dst[NAME_MAX + 1];
         int q;
 
-        if (a2a_item_fill(&tmp, doc, now) < 0)
+        if (a2a_item_fill(&tmp, h, now) < 0)
                 return -EINVAL;         /* hd_verify passed: cannot happen */
         q = xsnprintf(dst, sizeof(dst), "%s.json", tmp.id);
         if (q < 0)
@@ -392,7 +392,7 @@ static int take_hook(void *ctx, const char *name, const struct spool_ino *was,
         /* A file of ours (outbox_dir.c): what is sent is what verified.
          * An id indexed already is -EEXIST, or -ENOENT for what its take
          * left in handoff/ (a crash): never a second item. */
-        q = outbox_dir_take(sp, name, was, doc, dst);
+        q = outbox_dir_take(sp, name, was, h, dst);
         if (q < 0)
                 return q;
         if (a2a_item_find(a, tmp.id))
@@ -416,17 +416,20 @@ static int scan_one(void *ctx, const char *k, const char *id, int64_t now)
         struct a2a_out *a = ctx;
         struct spool *sp = a->sp;
         _cleanup_json_ json_t *doc = NULL;
+        _cleanup_handoff_ struct handoff h = { 0 };
         struct a2a_item tmp = { 0 }, *it;
         hd_verdict vd;
         int64_t at;
 
         if (k[0] == '.')
                 return 0;
-        if (outbox_dir_load(sp, k, now, &doc, &vd, &at) < 0)
-                return 0;       /* the relay's scan rejects it */
-        if (!config_remote_a2a(sp->cfg, json_string_value(json_object_get(doc, "to_agent"))))
+        /* Ours, written from a handoff that verified; one that no longer
+         * reads is the relay's scan's to reject. */
+        if (outbox_dir_load(sp, k, now, &doc, &vd, &at) < 0 || handoff_parse(doc, &h) < 0)
+                return 0;
+        if (!config_remote_a2a(sp->cfg, h.to))
                 return 0;       /* the relay's */
-        if (a2a_item_fill(&tmp, doc, at) < 0 || strcmp(tmp.id, id) || a2a_item_find(a, tmp.id))
+        if (a2a_item_fill(&tmp, &h, at) < 0 || strcmp(tmp.id, id) || a2a_item_find(a, tmp.id))
                 return 0;
         a2a_item_task_load(a, &tmp);
         /* A send of the last run may still be reaching the server: asked

@@ -131,11 +131,11 @@ void cancel_unclaimed(struct spool *sp, const char *id)
                         answer_kept(sp, i, CA_NOT_CANCELABLE, "it has an outcome already");
 }
 
-/* Was doc signed with a key of from's own (an [agent] key, a public key),
- * not one the group shares ([keys] default, a named key)?  doc verified. */
-static bool signed_own_key(const struct config *cfg, const json_t *doc, const char *from)
+/* Was it signed with a key of from's own (an [agent] key, a public key),
+ * not one the group shares ([keys] default, a named key)?  Its request
+ * verified. */
+static bool signed_own_key(const struct config *cfg, const char *kid, const char *from)
 {
-        const char *kid = json_string_value(json_object_get(doc, "kid"));
         const hd_key *k = config_key_lookup((void *)cfg, kid, from);
 
         if (!k || k == cfg->default_key)
@@ -185,6 +185,7 @@ static int load(struct spool *sp, const char *name, int64_t now, bool *ret_kept)
         _cleanup_free_ char *buf = NULL;
         _cleanup_json_ json_t *doc = NULL;
         _cleanup_close_ int fd = -1;
+        struct cancelreq_fields rf;
         const char *id, *from, *exp;
         struct cancel_req *k;
         char why[HD_DETAIL_MAX + 32];
@@ -219,17 +220,19 @@ static int load(struct spool *sp, const char *name, int64_t now, bool *ret_kept)
                 r = cancelreq_check(doc, config_key_lookup, (void *)cfg, &pol, now, &v);
         if (r == -EBADMSG) {
                 snprintf(why, sizeof(why), "%s: %s", hd_reason_name(v.reason), v.detail);
-                id = json_string_value(json_object_get(doc, "handoff_id"));
+                cancelreq_fields(doc, &rf);
+                id = rf.id;
                 answer_file(sp, name, id && hd_id_valid(id) ? id : NULL, NULL, CA_REFUSED, why);
                 *ret_kept = false;
                 return 0;
         }
         if (r < 0)
                 return r;
-        id = json_string_value(json_object_get(doc, "handoff_id"));
-        from = json_string_value(json_object_get(doc, "from_agent"));
-        exp = json_string_value(json_object_get(doc, "expires_at"));
-        own = signed_own_key(cfg, doc, from);
+        cancelreq_fields(doc, &rf);
+        id = rf.id;
+        from = rf.from;
+        exp = rf.expires_at;
+        own = signed_own_key(cfg, rf.kid, from);
         if (!room_for(c, from, st.st_uid, own, why, sizeof(why))) {
                 answer_file(sp, name, id, from, CA_BUSY, why);
                 *ret_kept = false;

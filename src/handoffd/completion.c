@@ -38,6 +38,7 @@
 #include <unistd.h>
 
 #include "store.h"
+#include "store_doc.h"
 #include "agents.h"
 #include "delivery.h"
 #include "files.h"
@@ -69,18 +70,11 @@ static int refuse(struct spool *sp, struct agent_rt *a, const char *id, const ch
                   const char *reason, const char *detail, int64_t now)
 {
         _cleanup_free_ char *buf = NULL;
-        char fname[NAME_MAX + 1], at[HD_TIME_MAX], q[300];
-        json_t *o;
+        char fname[NAME_MAX + 1], q[300];
         size_t len;
         int r;
 
-        hd_time_format(now, at, sizeof(at));
-        o = json_pack("{s:s, s:s, s:s, s:s}", "handoff_id", id, "reason", reason, "detail",
-                      detail, "at", at);
-        if (!o)
-                return -ENOMEM;
-        r = hd_canon_dump(o, NULL, &buf, &len);
-        json_decref(o);
+        r = store_refusal_dump(id, reason, detail, now, &buf, &len);
         if (r == 0)
                 r = layout_prefixed(LAYOUT_REFUSED, id, fname, sizeof(fname));
         if (r == 0)
@@ -127,7 +121,6 @@ struct result_wait {
  * listing serves any number of results, each name costing its length. */
 static int archived_find(struct spool *sp, struct dict *want)
 {
-        hd_limits lim = { .max_size = 65536 };
         struct dirent *de;
         DIR *d;
 
@@ -144,18 +137,13 @@ static int archived_find(struct spool *sp, struct dict *want)
                 for (char *p = strchr(stem, '-'); p; p = strchr(p + 1, '-')) {
                         const char *id = p + 1;
                         struct result_wait *cur = dict_get(want, id);
-                        json_t *side = NULL;
-                        hd_verdict v;
-                        int64_t t;
+                        struct store_outcome side;
 
                         if (!cur || layout_suffixed(de->d_name, LAYOUT_OUTCOME, sname, sizeof(sname)) < 0 ||
-                            hd_load_at(sp->fd[SD_ARCHIVE], sname, &lim, &side, &v) < 0)
+                            store_outcome_load(sp->fd[SD_ARCHIVE], sname, &side) < 0)
                                 continue;
-                        const char *sid = json_string_value(json_object_get(side, "handoff_id"));
-                        const char *at = json_string_value(json_object_get(side, "archived_at"));
-                        bool newer = sid && !strcmp(sid, id) && at && hd_time_parse(at, &t) == 0 &&
-                                     (!cur->found || t > cur->at);
-                        json_decref(side);
+                        int64_t t = side.archived_usec;
+                        bool newer = !strcmp(side.id, id) && (!cur->found || t > cur->at);
                         if (newer && xsnprintf(cur->name, sizeof(cur->name), "%s", de->d_name) >= 0) {
                                 cur->found = true;
                                 cur->at = t;
@@ -174,6 +162,8 @@ static int while_claimed(struct spool *sp, struct agent_rt *a, const char *id,
         char cname[NAME_MAX + 1], bname[NAME_MAX + 1], pname[NAME_MAX + 1], detail[200];
         _cleanup_close_ int fd = -1;
         _cleanup_json_ json_t *rec = NULL;
+        _cleanup_handoff_ struct handoff h = { 0 };
+        int64_t acc;
         struct stat st;
         int r;
 
@@ -184,10 +174,11 @@ static int while_claimed(struct spool *sp, struct agent_rt *a, const char *id,
                 return errno == ENOENT ? 1 : -errno;
         if (fstat(fd, &st) < 0)
                 return -errno;
-        rec = verified_lookup(sp, id, &st);
-        if (!rec && delivery_record_read(sp, fd, &st, &rec) < 0)
-                rec = NULL;     /* an earlier version's item: its archive decides */
-        const char *to = json_string_value(json_object_get(rec, "to_agent"));
+        /* An earlier version's item (no record): its archive decides. */
+        if (!verified_lookup(sp, id, &st, &h, &acc) &&
+            delivery_record_read(sp, fd, &st, &rec) == 0)
+                (void) handoff_from_record(rec, &h);
+        const char *to = h.to[0] ? h.to : NULL;
         if (to && strcmp(to, a->cfg->name)) {
                 snprintf(detail, sizeof(detail), "%s was delivered to %s, not to %s", id, to,
                          a->cfg->name);
@@ -210,17 +201,16 @@ static int while_claimed(struct spool *sp, struct agent_rt *a, const char *id,
 
 /* Why the item archived as side is not one a's result may be given for,
  * into detail; NULL when it is. */
-static const char *not_completable(const json_t *side, const char *agent, char *detail, size_t n)
+static const char *not_completable(const struct store_outcome *side, const char *agent,
+                                   char *detail, size_t n)
 {
-        const char *outcome = json_string_value(json_object_get(side, "outcome")) ?: "?";
-        const char *to = json_string_value(json_object_get(side, "to_agent")) ?: "";
-        const char *id = json_string_value(json_object_get(side, "handoff_id")) ?: "?";
+        const char *outcome = side->outcome, *to = side->to, *id = side->id;
 
         if (strcmp(outcome, "relayed") && *to && strcmp(to, agent))
-                snprintf(detail, n, "%s was for %s, not for %s", id, to, agent);
+                snprintf(detail, n, "%s was for %.64s, not for %s", id, to, agent);
         else if (!strcmp(outcome, "relayed"))
-                snprintf(detail, n, "%s was relayed to host %s: its agent reports there", id,
-                         json_string_value(json_object_get(side, "relayed_to")) ?: "?");
+                snprintf(detail, n, "%s was relayed to host %.100s: its agent reports there", id,
+                         side->relayed_to[0] ? side->relayed_to : "?");
         else if (strcmp(outcome, "consumed"))
                 snprintf(detail, n, "%s was not consumed: archived as %s", id, outcome);
         else
@@ -237,9 +227,9 @@ static int take_locked(struct spool *sp, struct agent_rt *a, const char *id, con
                        bool hook, int64_t now)
 {
         hd_limits lim = { .max_size = HD_RESULT_MAX_SIZE, .max_depth = HD_DEFAULT_MAX_DEPTH };
-        hd_limits side_lim = { .max_size = 65536 };
-        _cleanup_json_ json_t *doc = NULL, *side = NULL, *had = NULL, *env = NULL;
+        _cleanup_json_ json_t *doc = NULL, *had = NULL;
         _cleanup_free_ char *buf = NULL, *out = NULL;
+        struct store_outcome side;
         char rname[NAME_MAX + 1], xname[NAME_MAX + 16], sname[NAME_MAX + 16];
         char fname[NAME_MAX + 1], detail[HD_DETAIL_MAX + 64], at[HD_TIME_MAX];
         const char *agent = a->cfg->name;
@@ -284,7 +274,7 @@ static int take_locked(struct spool *sp, struct agent_rt *a, const char *id, con
                 /* whose it was and how it ended: the daemon's .outcome */
                 r = layout_suffixed(aname, LAYOUT_OUTCOME, sname, sizeof(sname));
                 if (r == 0)
-                        r = hd_load_at(sp->fd[SD_ARCHIVE], sname, &side_lim, &side, &v);
+                        r = store_outcome_load(sp->fd[SD_ARCHIVE], sname, &side);
                 if (r == -ENOENT || r == -EBADMSG) {
                         snprintf(detail, sizeof(detail), "no item of %s is archived here "
                                  "(pruned)", id);
@@ -293,35 +283,29 @@ static int take_locked(struct spool *sp, struct agent_rt *a, const char *id, con
                 }
                 if (r < 0)
                         return r;
-                if (not_completable(side, agent, detail, sizeof(detail)))
+                if (not_completable(&side, agent, detail, sizeof(detail)))
                         return refuse(sp, a, id, rname, completion_refusal_name(RR_NOT_CONSUMED),
                                       detail, now);
         }
         r = layout_suffixed(aname, LAYOUT_RESULT, xname, sizeof(xname));
         if (r < 0)
                 return r;
-        r = hd_load_at(sp->fd[SD_ARCHIVE], xname, &lim, &had, &v);
+        r = store_result_load(sp->fd[SD_ARCHIVE], xname, HD_RESULT_MAX_SIZE, &had, at, sizeof(at));
         if (r == 0) {
                 /* Recorded, and a crash kept the agent's file: done. */
-                if (json_equal(json_object_get(had, "result"), doc)) {
+                if (json_equal(had, doc)) {
                         (void) store_boot_drop(sp, a, rname);
                         return 0;
                 }
                 snprintf(detail, sizeof(detail), "%s has a result already, recorded at %s: the "
-                         "first stands", id,
-                         json_string_value(json_object_get(had, "recorded_at")) ?: "?");
+                         "first stands", id, at);
                 return refuse(sp, a, id, rname, completion_refusal_name(RR_ALREADY_COMPLETED),
                               detail, now);
         }
         if (r != -ENOENT && r != -EBADMSG)
                 return r;
-        hd_time_format(now, at, sizeof(at));
         const char *status = json_string_value(json_object_get(doc, "status"));
-        env = json_pack("{s:s, s:s, s:s, s:s, s:O}", "handoff_id", id, "agent", agent,
-                        "status", status, "recorded_at", at, "result", doc);
-        if (!env)
-                return -ENOMEM;
-        r = hd_canon_dump(env, NULL, &out, &len);
+        r = store_result_dump(id, agent, status, now, doc, &out, &len);
         if (r < 0)
                 return r;
         r = store_side_write(sp, SD_ARCHIVE, xname, out, len);

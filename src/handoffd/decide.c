@@ -29,6 +29,7 @@
 #include "log.h"
 #include "payload.h"
 #include "quota.h"
+#include "record.h"
 
 /* A file whose parse fails this soon after we first saw it (and after its
  * last change) may still be being written in place (no tmp/ + rename):
@@ -132,10 +133,10 @@ static bool is_dir(struct spool *sp, const char *name, struct stat *st)
  * unauthenticated sender learns nothing of the rules). */
 static bool stale_unsigned(const json_t *doc, const hd_policy *pol, int64_t now, hd_verdict *v)
 {
-        const char *ini = json_string_value(json_object_get(doc, "initiated_at"));
-        const char *exp = json_string_value(json_object_get(doc, "expires_at"));
+        const char *ini, *exp;
         int64_t a, b;
 
+        handoff_unverified_times(doc, &ini, &exp);
         if (!ini || !exp || hd_time_parse(ini, &a) < 0 || hd_time_parse(exp, &b) < 0 || b <= a)
                 return false;
         return hd_check_fresh(doc, pol, now, v) == -EBADMSG &&
@@ -145,7 +146,7 @@ static bool stale_unsigned(const json_t *doc, const hd_policy *pol, int64_t now,
 void decide_uncount(struct spool *sp, struct item *it)
 {
         if (it->counted)
-                quota_release(sp, it->agent->cfg->name, it->id);
+                quota_release(sp, it->agent->cfg->name, it->h.id);
         it->counted = false;
 }
 
@@ -171,7 +172,7 @@ static bool claim_leftover(struct spool *sp, const char *id, const json_t *doc,
             (src->tv_sec == st.st_mtim.tv_sec && src->tv_nsec > st.st_mtim.tv_nsec) ||
             delivery_record_read(sp, fd, &st, &rec) < 0)
                 return false;
-        return json_equal(json_object_get(rec, "handoff"), (json_t *)doc);
+        return json_equal((json_t *)record_handoff(rec), (json_t *)doc);
 }
 
 /* claim_leftover(): then the producer's name goes, as the claim would
@@ -200,8 +201,7 @@ static bool drop_claim_leftover(struct spool *sp, struct item *it, const char *i
 static int decide_reject(struct spool *sp, struct item *it, const hd_verdict *v,
                          bool authenticated, int64_t now, enum item_outcome *ret)
 {
-        const char *hid =
-                it->doc ? json_string_value(json_object_get(it->doc, "handoff_id")) : NULL;
+        const char *hid = it->h.id[0] ? it->h.id : handoff_unverified_id(it->doc);
         struct spool_ino was = { .dev = it->dev, .ino = it->ino };
         int r;
 
@@ -226,11 +226,11 @@ int decide_claimed_again(struct spool *sp, struct item *it, const char *how, int
         hd_verdict v = { .reason = HD_R_DUPLICATE_ID };
         int r;
 
-        if (drop_claim_leftover(sp, it, it->id)) {
+        if (drop_claim_leftover(sp, it, it->h.id)) {
                 *ret = IO_GONE;
                 return 0;
         }
-        snprintf(v.detail, sizeof(v.detail), "handoff_id '%s' %s", it->id, how);
+        snprintf(v.detail, sizeof(v.detail), "handoff_id '%s' %s", it->h.id, how);
         r = decide_reject(sp, it, &v, true, now, ret);
         return r < 0 ? r : 0;
 }
@@ -251,15 +251,15 @@ static int decide_left(struct spool *sp, struct item *it, const char *to, hd_rea
                        hd_verdict *v, int64_t now, enum item_outcome *ret)
 {
         const struct config *c = sp->cfg;
-        const char *exp = json_string_value(json_object_get(it->doc, "expires_at"));
-        const char *ini = json_string_value(json_object_get(it->doc, "initiated_at"));
         const char *oos = unserved_why(sp, to);
+        const char *ini, *exp;
         struct stat st;
         int64_t t, x;
         char q[300];
 
         /* Its own times may be forged (it may not be authenticated here),
          * so it expires at the latest max_window after it arrived. */
+        handoff_unverified_times(it->doc, &ini, &exp);
         if (fstat(it->fd, &st) < 0)
                 return -errno;
         t = (int64_t)st.st_ctim.tv_sec * 1000000LL + st.st_ctim.tv_nsec / 1000;
@@ -330,8 +330,7 @@ static int decide_links(struct spool *sp, struct item *it, const struct stat *st
         if (!leftover && (uintmax_t)st->st_size <= sp->cfg->max_file_size &&
             read_all_sized(it->fd, sp->cfg->max_file_size, (size_t)st->st_size, &buf, &len) >= 0 &&
             hd_parse(buf, len, &lim, &doc, &pv) >= 0)
-                leftover = store_drop_id_leftover(sp, it->name,
-                                                  json_string_value(json_object_get(doc, "handoff_id")));
+                leftover = store_drop_id_leftover(sp, it->name, handoff_unverified_id(doc));
         r = leftover ? decided(ret, IO_GONE) : decide_reject(sp, it, v, false, now, ret);
         lock_release(sp->lock_fd, off);
         return r;
@@ -439,7 +438,7 @@ static int decide_parse(struct spool *sp, struct item *it, int64_t now, struct s
 static int decide_not_verified(struct spool *sp, struct item *it, const char *to,
                                hd_verdict *v, int64_t now, enum item_outcome *ret)
 {
-        const char *hid = json_string_value(json_object_get(it->doc, "handoff_id"));
+        const char *hid = handoff_unverified_id(it->doc);
 
         if ((v->reason == HD_R_UNKNOWN_KEY || v->reason == HD_R_BAD_MAC) &&
             hid && hd_id_valid(hid) && spool_id_seen(sp, hid)) {
@@ -466,14 +465,15 @@ static int decide_not_verified(struct spool *sp, struct item *it, const char *to
         return decide_reject(sp, it, v, false, now, ret);
 }
 
-/* Steps 4-7: authenticated, valid, fresh, and for whom: it->agent (ours)
+/* Steps 4-7: authenticated, valid, fresh (then it->h parsed, and given
+ * *buf when it holds the canonical bytes), and for whom: it->agent (ours)
  * or *out (a remote agent's relay: checked here as for our own, never an
  * open relay); for any other agent left or rejected. */
 static int decide_verify(struct spool *sp, struct item *it, const struct canon_src *src,
-                         int64_t now, const struct spool_relay **out, enum item_outcome *ret)
+                         char **buf, int64_t now, const struct spool_relay **out, enum item_outcome *ret)
 {
         const struct config *c = sp->cfg;
-        const char *to = json_string_value(json_object_get(it->doc, "to_agent"));
+        const char *to = handoff_unverified_to(it->doc);
         hd_policy pol = { .max_clock_skew_s = c->max_clock_skew, .max_window_s = c->max_window };
         hd_payload_opts po = { .roles = (const char *const *)c->roles };
         hd_verdict v;
@@ -499,7 +499,15 @@ static int decide_verify(struct spool *sp, struct item *it, const struct canon_s
         }
         if (r < 0)
                 return r;
-        it->id = json_string_value(json_object_get(it->doc, "handoff_id"));
+        /* Verified: its fields are read once, here, for every module. */
+        r = handoff_parse(it->doc, &it->h);
+        if (r < 0)
+                return r;
+        if (src->len > 0) {
+                it->h.canon = TAKE_PTR(*buf);
+                memmove(it->h.canon, it->h.canon + src->off, src->len);
+                it->h.canon_len = src->len;
+        }
         if (!it->agent && !*out)
                 return decide_left(sp, it, to, HD_OK, &v, now, ret);
         return 0;
@@ -512,19 +520,19 @@ static int decide_verify(struct spool *sp, struct item *it, const struct canon_s
 static int decide_claim(struct spool *sp, struct item *it, const struct spool_relay *out,
                         int64_t now, enum item_outcome *ret)
 {
-        const char *ptype = json_string_value(json_object_get(it->doc, "payload_type"));
-        const char *from = json_string_value(json_object_get(it->doc, "from_agent"));
+        const struct handoff *h = &it->h;
+        bool session = h->ptype && h->ptype->session_store;
         struct spool_ino was = { .dev = it->dev, .ino = it->ino };
         struct stat cur;
         hd_verdict v;
         int r;
 
-        r = lock_try_claim(sp->lock_fd, lock_off_id(it->id));
+        r = lock_try_claim(sp->lock_fd, lock_off_id(h->id));
         if (r == -EAGAIN)
                 return decided(ret, IO_BUSY);
         if (r < 0)
                 return r;
-        it->lock_id = lock_off_id(it->id);
+        it->lock_id = lock_off_id(h->id);
         /* Rejected since we opened it (decide_reject(), store_reject()):
          * no longer this file in handoff/.  A second link is a move not
          * finished: the next look sees to it. */
@@ -540,17 +548,17 @@ static int decide_claim(struct spool *sp, struct item *it, const struct spool_re
          * claimed/ is needed now.  A profile copy or a Baton patch is
          * made before the record, and the relay has no record here: for
          * them it is looked at now. */
-        bool by_link = !out && delivery_plain(it->agent) && !payload_type_session_store(ptype);
-        if (by_link ? spool_id_remembered(sp, it->id) : spool_id_seen(sp, it->id)) {
+        bool by_link = !out && delivery_plain(it->agent) && !session;
+        if (by_link ? spool_id_remembered(sp, h->id) : spool_id_seen(sp, h->id)) {
                 r = decide_claimed_again(sp, it, "was seen before", now, ret);
                 return r < 0 ? r : 1;
         }
         if (out) {
-                r = out->take(out->ctx, it->name, &was, it->doc, now);
+                r = out->take(out->ctx, it->name, &was, h, now);
                 if (r == -EEXIST) {
                         v.reason = HD_R_DUPLICATE_ID;
                         snprintf(v.detail, sizeof(v.detail),
-                                 "handoff_id '%s' is already in outbox/", it->id);
+                                 "handoff_id '%s' is already in outbox/", h->id);
                         return decide_reject(sp, it, &v, true, now, ret);
                 }
                 if (r == -ENOENT)
@@ -562,20 +570,19 @@ static int decide_claim(struct spool *sp, struct item *it, const struct spool_re
          * waiting now, so every daemon's next claim sees it. */
         char pbuf[32];
         const struct quota_sender qs = {
-                .from = from,
+                .from = h->from,
                 .producer = quota_producer(sp, it->uid, pbuf, sizeof(pbuf)),
-                .own_key = config_key_own(sp->cfg, json_string_value(json_object_get(it->doc, "kid")),
-                                          from),
+                .own_key = config_key_own(sp->cfg, h->kid[0] ? h->kid : NULL, h->from),
         };
-        r = quota_take(sp, it->agent->cfg->name, it->id, &qs, &v, &it->counted);
+        r = quota_take(sp, it->agent->cfg->name, h->id, &qs, &v, &it->counted);
         if (r == -EBADMSG)
                 return decide_reject(sp, it, &v, false, now, ret);
         if (r == -EAGAIN)
                 return decided(ret, IO_BUSY);
         if (r < 0)
                 return r;
-        if (payload_type_session_store(ptype)) {
-                r = hd_baton_check_handoff(sp->fd[SD_BATON], it->doc, &v);
+        if (session) {
+                r = hd_baton_check_handoff(sp->fd[SD_BATON], h->doc, &v);
                 if (r < 0)
                         decide_uncount(sp, it);
                 if (r == -EBADMSG)
@@ -601,7 +608,7 @@ int decide_item(struct spool *sp, struct item *it, int64_t now, enum item_outcom
         if (r == 0)
                 r = decide_parse(sp, it, now, &st, &buf, &src, ret);
         if (r == 0)
-                r = decide_verify(sp, it, &src, now, &out, ret);
+                r = decide_verify(sp, it, &src, &buf, now, &out, ret);
         if (r == 0)
                 r = decide_claim(sp, it, out, now, ret);
         return r < 0 ? r : 0;

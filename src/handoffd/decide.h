@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "handoff_doc.h"
 #include "spool.h"
 
 /* One item between the first look and the claim. */
@@ -14,8 +15,8 @@ struct item {
         const char *name;
         int fd;
         uint64_t lock_id;       /* its id's byte of the lock file, held; 0: none */
-        json_t *doc;
-        const char *id;
+        json_t *doc;            /* as parsed: not verified until h is filled */
+        struct handoff h;       /* once verified (h.id[0]: filled) */
         struct agent_rt *agent;
         dev_t dev;              /* the producer's file, left once claimed */
         ino_t ino;
@@ -27,7 +28,7 @@ struct item {
 };
 
 /* Steps 1-9 of handoffd(8), OPERATION, for it->name: 0 with the outcome in *ret, or
- * -errno.  IO_TO_CLAIM: it->doc, it->id, it->agent and the id's lock stay
+ * -errno.  IO_TO_CLAIM: it->h, it->agent and the id's lock stay
  * for the claim. */
 int decide_item(struct spool *sp, struct item *it, int64_t now, enum item_outcome *ret);
 

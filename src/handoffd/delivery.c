@@ -48,12 +48,11 @@
 /* A Baton handoff updates its session in baton/ (under the baton lock of
  * lock.h: daemons on one spool apply patches one at a time; -EAGAIN when
  * another holds it, the caller tries again later), and the agent gets the
- * resulting full baton, not the patch: *ret is a copy of doc whose payload
+ * resulting full baton, not the patch: *ret is a copy of h's whose payload
  * carries it, or NULL for other payloads. */
-static int delivery_baton(struct spool *sp, const json_t *doc, int64_t now, json_t **ret)
+static int delivery_baton(struct spool *sp, const struct handoff *h, int64_t now, json_t **ret)
 {
-        const char *ptype = json_string_value(json_object_get(doc, "payload_type"));
-        const json_t *payload = json_object_get(doc, "payload");
+        const json_t *doc = h->doc, *payload = h->payload;
         _cleanup_json_ json_t *session = NULL;
         _cleanup_free_ char *key = NULL;
         hd_verdict v;
@@ -61,7 +60,7 @@ static int delivery_baton(struct spool *sp, const json_t *doc, int64_t now, json
         int r;
 
         *ret = NULL;
-        if (!payload_type_session_store(ptype))
+        if (!h->ptype || !h->ptype->session_store)
                 return 0;
         r = lock_try(sp->lock_fd, LOCK_OFF_BATON, true);
         if (r < 0)
@@ -75,9 +74,7 @@ static int delivery_baton(struct spool *sp, const json_t *doc, int64_t now, json
         if (r == -EBADMSG) {
                 /* Another daemon applied a conflicting patch between our
                  * check and our claim: deliver what was sent, say so. */
-                log_warning("Baton patch of %s not applied: %s: %s",
-                            json_string_value(json_object_get(doc, "handoff_id")),
-                            hd_reason_name(v.reason), v.detail);
+                log_warning("Baton patch of %s not applied: %s: %s", h->id, hd_reason_name(v.reason), v.detail);
                 return 0;
         }
         if (r < 0)
@@ -146,10 +143,10 @@ bool delivery_plain(const struct agent_rt *a)
  * directory not yet; with DELIVERY_SYNC_LATER not even the file: the
  * caller syncs a burst's files together (intake_batch), before any
  * record is made. */
-int delivery_write(struct spool *sp, struct agent_rt *a, const json_t *doc,
+int delivery_write(struct spool *sp, struct agent_rt *a, const struct handoff *h,
                    int64_t now, unsigned flags)
 {
-        const char *id = json_string_value(json_object_get(doc, "handoff_id"));
+        const char *id = h->id;
         _cleanup_free_ char *buf = NULL;
         _cleanup_json_ json_t *b = NULL, *merged = NULL;
         char pname[NAME_MAX + 1];
@@ -160,10 +157,10 @@ int delivery_write(struct spool *sp, struct agent_rt *a, const json_t *doc,
         r = delivery_pending_name(id, pname, sizeof(pname));
         if (r < 0)
                 return r;
-        r = delivery_baton(sp, doc, now, &merged);
+        r = delivery_baton(sp, h, now, &merged);
         if (r < 0)
                 return r;
-        r = bootstrap_build_canon(doc, merged, now, sp->cfg->max_file_size, &b, &buf, &len);
+        r = bootstrap_build_canon(h->doc, merged, now, sp->cfg->max_file_size, &b, &buf, &len);
         if (r < 0)
                 return r;
         if (!delivery_plain(a)) {
@@ -173,7 +170,7 @@ int delivery_write(struct spool *sp, struct agent_rt *a, const json_t *doc,
                         .act_max_files = a->cfg->act_max_files,
                         .do_fsync = sp->cfg->fsync,
                 };
-                r = hd_deliver_profile(a->state_fd, doc, &o, now);
+                r = hd_deliver_profile(a->state_fd, h->doc, &o, now);
                 if (r < 0)
                         return r;
         }
@@ -258,13 +255,13 @@ int delivery_publish(struct spool *sp, struct agent_rt *a, const char *id)
         return 0;
 }
 
-int delivery_run(struct spool *sp, struct agent_rt *a, const json_t *doc,
+int delivery_run(struct spool *sp, struct agent_rt *a, const struct handoff *h,
                  int64_t now, bool replace)
 {
-        const char *id = json_string_value(json_object_get(doc, "handoff_id"));
+        const char *id = h->id;
         int r;
 
-        r = delivery_write(sp, a, doc, now, 0);
+        r = delivery_write(sp, a, h, now, 0);
         if (r == 0)
                 r = store_flush(sp);
         if (r == 0)

@@ -4,6 +4,7 @@
 
 #include <sys/stat.h>
 
+#include "handoff_doc.h"
 #include "spool.h"
 
 /* The hidden name of id's bootstrap, .pending.<bootstrap name>. */
@@ -23,7 +24,7 @@ enum {
 };
 /* Step 1: Baton, profile copies, the bootstrap under its hidden name (file
  * synced, the directory marked for the burst's sync). */
-int delivery_write(struct spool *sp, struct agent_rt *a, const json_t *doc, int64_t now,
+int delivery_write(struct spool *sp, struct agent_rt *a, const struct handoff *h, int64_t now,
                    unsigned flags);
 /* Step 2: the same file as claimed/<id>.json, the record: -EEXIST when
  * the id is claimed already; with replace, over the claimed/<id>.json
@@ -36,7 +37,7 @@ int delivery_record_from(struct spool *sp, struct agent_rt *a, const char *id, c
  * when a cancel request for id waits (cancel.c): the next look decides. */
 int delivery_publish(struct spool *sp, struct agent_rt *a, const char *id);
 /* All three for one handoff, each synced. */
-int delivery_run(struct spool *sp, struct agent_rt *a, const json_t *doc, int64_t now,
+int delivery_run(struct spool *sp, struct agent_rt *a, const struct handoff *h, int64_t now,
                  bool replace);
 /* A step failed: retry through the sweep after a growing backoff. */
 void delivery_failed(struct spool *sp, const char *id, int64_t now);

@@ -31,38 +31,46 @@
 #include "lock.h"
 #include "log.h"
 
-int intake_verify_claimed(struct spool *sp, const json_t *doc, const char *id,
+int intake_verify_claimed(struct spool *sp, json_t *doc, const char *id, struct handoff *ret,
                           hd_verdict *v)
 {
         const struct config *c = sp->cfg;
         hd_policy pol = { .max_clock_skew_s = c->max_clock_skew, .max_window_s = c->max_window };
         hd_payload_opts po = { .roles = (const char *const *)c->roles };
-        const char *ini = json_string_value(json_object_get(doc, "initiated_at"));
-        const char *hid, *to;
+        struct handoff h;
+        const char *ini, *exp;
         int64_t at = 0;
         int r;
 
         /* Freshness was checked at the claim: verify as of the issue time,
          * when every signed handoff was fresh. */
+        handoff_unverified_times(doc, &ini, &exp);
         if (ini)
                 hd_time_parse(ini, &at);
         r = hd_verify(doc, config_key_lookup, (void *)c, &pol, &po, at, v);
         if (r < 0)
                 return r;
-        hid = json_string_value(json_object_get(doc, "handoff_id"));
-        if (!hid || strcmp(hid, id)) {
+        r = handoff_parse(doc, &h);
+        if (r < 0)
+                return r;
+        if (strcmp(h.id, id)) {
                 v->reason = HD_R_BAD_ID;
                 snprintf(v->detail, sizeof(v->detail),
-                         "claimed as '%s', now says handoff_id '%.64s'", id, hid ? hid : "");
+                         "claimed as '%s', now says handoff_id '%.64s'", id, h.id);
+                handoff_clear(&h);
                 return -EBADMSG;
         }
-        to = json_string_value(json_object_get(doc, "to_agent"));
-        if (!spool_agent(sp, to)) {
+        if (!spool_agent(sp, h.to)) {
                 v->reason = HD_R_BAD_AGENT;
                 snprintf(v->detail, sizeof(v->detail),
-                         "to_agent '%.64s' is not served here", to ? to : "");
+                         "to_agent '%.64s' is not served here", h.to);
+                handoff_clear(&h);
                 return -EBADMSG;
         }
+        if (ret)
+                *ret = h;
+        else
+                handoff_clear(&h);
         return 0;
 }
 
@@ -110,7 +118,7 @@ static int sync_written(struct spool *sp, struct item *items, size_t n)
         for (size_t i = 0; i < n; i++) {
                 if (!to_claim(&items[i]))
                         continue;
-                if (delivery_pending_name(items[i].id, pnames[k], sizeof(pnames[k])) < 0)
+                if (delivery_pending_name(items[i].h.id, pnames[k], sizeof(pnames[k])) < 0)
                         return -EINVAL;         /* delivery_write() made it */
                 dirfds[k] = items[i].agent->handoffs_fd;
                 names[k] = pnames[k];
@@ -128,7 +136,7 @@ static int sync_written(struct spool *sp, struct item *items, size_t n)
                 (void) store_boot_remove(sp, it->agent, names[j]);
                 decide_uncount(sp, it);
                 it->err = rets[j];
-                spool_error(sp, rets[j], "Cannot deliver %s to %s", it->id, it->agent->cfg->name);
+                spool_error(sp, rets[j], "Cannot deliver %s to %s", it->h.id, it->agent->cfg->name);
                 errors++;
         }
         return errors;
@@ -140,7 +148,7 @@ static void item_release(struct spool *sp, struct item *it)
 {
         (void)sp;
         json_decref(TAKE_PTR(it->doc));
-        it->id = NULL;
+        handoff_clear(&it->h);
 }
 
 /* The item will not be claimed this time: its hidden bootstrap goes, and
@@ -150,7 +158,7 @@ static void drop_pending(struct spool *sp, struct item *it)
         char pname[NAME_MAX + 1];
 
         decide_uncount(sp, it);
-        if (delivery_pending_name(it->id, pname, sizeof(pname)) == 0)
+        if (delivery_pending_name(it->h.id, pname, sizeof(pname)) == 0)
                 (void) store_boot_remove(sp, it->agent, pname);
 }
 
@@ -164,7 +172,7 @@ static int deliver_failed(struct spool *sp, struct item *it, int step, int q, in
         if (q == -EAGAIN) {
                 /* Another daemon holds the baton lock: not an error; a
                  * later look delivers it. */
-                log_debug("Delivery of %s waits for the baton lock", it->id);
+                log_debug("Delivery of %s waits for the baton lock", it->h.id);
                 it->outcome = IO_BUSY;
                 return 0;
         }
@@ -172,9 +180,9 @@ static int deliver_failed(struct spool *sp, struct item *it, int step, int q, in
                 it->err = q;
         else
                 it->outcome = IO_CLAIMED;
-        spool_error(sp, q, "Cannot deliver %s to %s", it->id, it->agent->cfg->name);
+        spool_error(sp, q, "Cannot deliver %s to %s", it->h.id, it->agent->cfg->name);
         if (step == 3)
-                delivery_failed(sp, it->id, now);
+                delivery_failed(sp, it->h.id, now);
         return 1;
 }
 
@@ -205,13 +213,13 @@ static int deliver(struct spool *sp, struct item *items, size_t n, int64_t now)
                                 continue;
                         }
                         if (step == 1)
-                                q = delivery_write(sp, it->agent, it->doc, now,
+                                q = delivery_write(sp, it->agent, &it->h, now,
                                                    DELIVERY_NEW_CLAIM |
                                                    (sync_later ? DELIVERY_SYNC_LATER : 0));
                         else if (step == 2)
-                                q = delivery_record(sp, it->agent, it->id, false);
+                                q = delivery_record(sp, it->agent, it->h.id, false);
                         else
-                                q = delivery_publish(sp, it->agent, it->id);
+                                q = delivery_publish(sp, it->agent, it->h.id);
                         if (step <= 2 && q == -EEXIST) {
                                 /* Claimed already (decide_claim() left
                                  * the look to here): at step 1 the
@@ -235,8 +243,8 @@ static int deliver(struct spool *sp, struct item *items, size_t n, int64_t now)
                         } else if (step == 3) {
                                 it->outcome = IO_CLAIMED;
                                 sp->deliver_backoff_usec = 0;
-                                log_decision(LOG_INFO, it->id, it->agent->cfg->name, "claimed",
-                                             NULL, "Claimed %s for %s", it->id,
+                                log_decision(LOG_INFO, it->h.id, it->agent->cfg->name, "claimed",
+                                             NULL, "Claimed %s for %s", it->h.id,
                                              it->agent->cfg->name);
                         }
                 }
@@ -298,7 +306,7 @@ int intake_batch(struct spool *sp, char *const *names, size_t n,
                  * delivery): a batch of big rejected ones must not add up. */
                 if (!to_claim(it)) {
                         json_decref(TAKE_PTR(it->doc));
-                        it->id = NULL;
+                        handoff_clear(&it->h);
                 }
                 if (it->fd >= 0)
                         close(TAKE_FD(it->fd));

@@ -3,6 +3,7 @@
 #ifndef HD_INTAKE_H
 #define HD_INTAKE_H
 
+#include "handoff_doc.h"
 #include "spool.h"
 
 /* One batch decides for at most this long (then yields to the loop; the
@@ -22,8 +23,9 @@ int intake_batch(struct spool *sp, char *const *names, size_t n,
  * producer still owns that inode and may have rewritten it.  Every check
  * of the claim but freshness (the item may rightly be old): key, MAC or
  * signature, fields, payload, handoff_id equal to id, to_agent served
- * here.  0, or -EBADMSG with v. */
-int intake_verify_claimed(struct spool *sp, const json_t *doc, const char *id,
+ * here.  0 with its fields in *ret (NULL: not wanted; the caller's to
+ * clear), or -EBADMSG with v. */
+int intake_verify_claimed(struct spool *sp, json_t *doc, const char *id, struct handoff *ret,
                           hd_verdict *v);
 
 /* Items left for agents not served here, now past their expiry: decided

@@ -110,6 +110,20 @@ static bool pending_is_record(const struct item_files *f, int fd)
         return alen == blen && memcmp(a, b, alen) == 0;
 }
 
+/* The record's handoff and its accepted time, into f.  The record is the
+ * daemon's own file, written from a handoff that verified. */
+static int item_record_parse(const json_t *rec, struct item_files *f)
+{
+        const char *acc = json_string_value(json_object_get(rec, "accepted_at"));
+        int r = handoff_from_record(rec, &f->h);
+
+        if (r < 0)
+                return r;
+        if (acc && hd_time_parse(acc, &f->accepted_usec) < 0)
+                f->accepted_usec = 0;
+        return 0;
+}
+
 /* Read claimed/<id>.json (fd) and the agent's names for it, once: the
  * state in *ret. */
 static int item_state(struct spool *sp, const char *id, int fd, struct item_files *f,
@@ -129,22 +143,24 @@ static int item_state(struct spool *sp, const char *id, int fd, struct item_file
         r = item_names(f, id);
         if (r < 0)
                 return r;
-        f->doc = verified_lookup(sp, id, &st);
-        if (!f->doc) {
+        if (!verified_lookup(sp, id, &st, &f->h, &f->accepted_usec)) {
+                _cleanup_json_ json_t *rec = NULL;
                 /* Whatever is not the daemon's record is verified as an
                  * earlier version's item. */
-                r = delivery_record_read(sp, fd, &st, &f->doc);
+                r = delivery_record_read(sp, fd, &st, &rec);
                 if (r == -ENOMSG) {
                         r = item_legacy_state(sp, id, fd, &st, f, ret);
                         if (r == 0 && *ret == IS_LEGACY)
                                 f->files = item_look(f);
                         return r;
                 }
+                if (r == 0)
+                        r = item_record_parse(rec, f);
                 if (r < 0)
                         return r;
-                verified_store(sp, id, &st, f->doc);
+                verified_store(sp, &st, &f->h, f->accepted_usec);
         }
-        f->a = spool_agent(sp, json_string_value(json_object_get(f->doc, "to_agent")));
+        f->a = spool_agent(sp, f->h.to);
         if (!f->a) {
                 *ret = IS_NOT_OURS;     /* another daemon's agent (or no more) */
                 return 0;
@@ -163,7 +179,7 @@ static int item_state(struct spool *sp, const char *id, int fd, struct item_file
 
 static void item_files_clear(struct item_files *f)
 {
-        json_decref(f->doc);
+        handoff_clear(&f->h);
         json_decref(f->marker);
         *f = (struct item_files){ 0 };
 }
@@ -224,7 +240,7 @@ int item_check_locked(struct spool *sp, const char *id, int fd, int64_t now, boo
         /* A record says who sent it: only that sender's request counts
          * (the others' are refused first, so they hold nothing up). */
         if (s >= IS_HIDDEN) {
-                from = json_string_value(json_object_get(f.doc, "from_agent"));
+                from = f.h.from;
                 cancel_answer(sp, id, from, CA_NONE);
                 cancel = cancel_wanted(sp, id, from);
         }
@@ -239,12 +255,10 @@ int item_check_locked(struct spool *sp, const char *id, int fd, int64_t now, boo
          * that archives or rejects it (IS_GONE: another one did). */
         if ((f.archived || s == IS_TAMPERED) && f.a)
                 quota_release(sp, f.a->cfg->name, id);
-        else if (s > IS_TAMPERED && f.a && f.doc) {
-                const char *sender = json_string_value(json_object_get(f.doc, "from_agent"));
+        else if (s > IS_TAMPERED && f.a && f.h.id[0]) {
                 const struct quota_sender qs = {
-                        .from = sender,
-                        .own_key = config_key_own(sp->cfg, json_string_value(
-                                                  json_object_get(f.doc, "kid")), sender),
+                        .from = f.h.from,
+                        .own_key = config_key_own(sp->cfg, f.h.kid[0] ? f.h.kid : NULL, f.h.from),
                 };
                 quota_note(sp, f.a->cfg->name, id, &qs);
         }

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "store.h"
+#include "store_doc.h"
 #include "agents.h"
 #include "cancel.h"
 #include "completion.h"
@@ -52,10 +53,12 @@ static bool consume_in_progress(struct agent_rt *a, const char *bname)
 
 static int64_t item_accepted(const struct item_files *f, int64_t now)
 {
-        const json_t *m = f->legacy ? f->marker : f->doc;
-        const char *acc = m ? json_string_value(json_object_get(m, "accepted_at")) : NULL;
+        const char *acc = f->legacy && f->marker ?
+                          json_string_value(json_object_get(f->marker, "accepted_at")) : NULL;
         int64_t t;
 
+        if (!f->legacy)
+                return f->accepted_usec ? f->accepted_usec : now;
         return acc && hd_time_parse(acc, &t) == 0 ? t : now;
 }
 
@@ -77,13 +80,11 @@ static void count_outcome(struct spool *sp, const char *outcome)
 static int archive_name(struct spool *sp, const struct item_files *f, const char *src, int64_t t,
                         char *fresh, size_t n, bool *ret_done)
 {
-        const char *from = json_string_value(json_object_get(f->doc, "from_agent"));
-        const char *to = json_string_value(json_object_get(f->doc, "to_agent"));
         struct stat st;
         int r;
 
         for (unsigned i = 0; i < LAYOUT_ARCHIVE_TRIES; i++) {
-                r = layout_archive_name(t / 1000000, from, to, f->id, i, fresh, n);
+                r = layout_archive_name(t / 1000000, f->h.from, f->h.to, f->id, i, fresh, n);
                 if (r < 0)
                         return r;
                 if (fstatat(sp->fd[SD_ARCHIVE], fresh, &st, AT_SYMLINK_NOFOLLOW) < 0) {
@@ -113,14 +114,11 @@ static int archive_claimed(struct spool *sp, struct item_files *f, const char *o
                            int64_t now)
 {
         const char *id = f->id;
-        const char *from = json_string_value(json_object_get(f->doc, "from_agent"));
-        const char *to = json_string_value(json_object_get(f->doc, "to_agent"));
         const char *name = json_string_value(json_object_get(f->marker, "archive_as"));
-        char fresh[NAME_MAX + 1], src[NAME_MAX + 1], at[HD_TIME_MAX];
-        char acc[HD_TIME_MAX];
+        char fresh[NAME_MAX + 1], src[NAME_MAX + 1];
         int64_t t = item_accepted(f, now);
         _cleanup_free_ char *buf = NULL;
-        json_t *o;
+        struct store_outcome o = { .archived_usec = now, .accepted_usec = t, .completes = -1 };
         size_t len;
         int r;
 
@@ -147,23 +145,17 @@ static int archive_claimed(struct spool *sp, struct item_files *f, const char *o
                 }
                 name = fresh;
         }
-        hd_time_format(now, at, sizeof(at));
-        hd_time_format(t, acc, sizeof(acc));
-        o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "handoff_id", id, "outcome", outcome,
-                      "from_agent", from ? from : "", "to_agent", to ? to : "",
-                      "archived_at", at, "accepted_at", acc);
-        if (!o)
-                return -ENOMEM;
+        if (xsnprintf(o.id, sizeof(o.id), "%s", id) < 0 ||
+            xsnprintf(o.outcome, sizeof(o.outcome), "%s", outcome) < 0)
+                return -EINVAL;
+        memcpy(o.from, f->h.from, sizeof(f->h.from));
+        memcpy(o.to, f->h.to, sizeof(f->h.to));
         /* The agent's completes at the consume decides whether its A2A
          * task waits for a result (handoff-hubd(8)): a later change of
          * the setting must not reopen a task that ended here. */
-        if (!strcmp(outcome, "consumed") && f->a && f->a->cfg &&
-            json_object_set_new(o, "completes", json_boolean(f->a->cfg->completes)) < 0) {
-                json_decref(o);
-                return -ENOMEM;
-        }
-        r = hd_canon_dump(o, NULL, &buf, &len);
-        json_decref(o);
+        if (!strcmp(outcome, "consumed") && f->a && f->a->cfg)
+                o.completes = f->a->cfg->completes;
+        r = store_outcome_dump(&o, &buf, &len);
         if (r < 0)
                 return r;
         /* The steps and their order: store_archive() (handoffd(8),
@@ -175,7 +167,7 @@ static int archive_claimed(struct spool *sp, struct item_files *f, const char *o
                 return r;
         count_outcome(sp, outcome);
         f->archived = true;
-        log_decision(LOG_INFO, id, to, outcome, NULL, "Archived %s as %s", id, outcome);
+        log_decision(LOG_INFO, id, f->h.to, outcome, NULL, "Archived %s as %s", id, outcome);
         /* A result its agent gave between the consume and now. */
         if (!strcmp(outcome, "consumed") && !f->legacy &&
             (r = completion_archived_locked(sp, f->a, id, name, now)) < 0) {
@@ -311,7 +303,7 @@ int item_act_archive_canceled(struct spool *sp, struct item_files *f, int64_t no
 
         if (r < 0)
                 return r;
-        cancel_answer(sp, f->id, json_string_value(json_object_get(f->doc, "from_agent")),
+        cancel_answer(sp, f->id, f->h.from,
                       CA_CANCELED);
         r = archive_claimed(sp, f, "canceled", now);
         if (r < 0)

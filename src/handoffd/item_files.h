@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "cancelreq.h"
+#include "handoff_doc.h"
 #include "spool.h"
 
 /* The states of a claimed item, read off its files (handoffd(8), "Crash
@@ -34,8 +35,10 @@ enum { F_EXPIRE = 1, F_BOOT = 2, F_PENDING = 4, F_CANCEL = 8 };
  * decided, for item_check_locked(). */
 struct item_files {
         const char *id;
-        json_t *doc;            /* the record (or what the cache keeps of
-                                 * it); legacy: the verified handoff */
+        struct handoff h;       /* the handoff the record holds (from the
+                                 * cache: its fields, no doc); legacy: the
+                                 * producer's file, once it verified */
+        int64_t accepted_usec;  /* the record's accepted_at; 0: none */
         json_t *marker;         /* legacy: claimed/<id>.delivered, or NULL */
         bool legacy;            /* an earlier version's item */
         struct agent_rt *a;

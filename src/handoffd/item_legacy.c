@@ -37,13 +37,14 @@ int item_legacy_state(struct spool *sp, const char *id, int fd, struct stat *st,
                       struct item_files *f, enum item_state *ret)
 {
         _cleanup_free_ char *buf = NULL;
+        _cleanup_json_ json_t *doc = NULL;
         hd_limits lim = { .max_size = sp->cfg->max_file_size, .max_depth = HD_DEFAULT_MAX_DEPTH };
         size_t len;
         bool readable;
         int r;
 
         f->legacy = true;
-        json_decref(TAKE_PTR(f->doc));
+        handoff_clear(&f->h);
         if (lseek(fd, 0, SEEK_SET) < 0)
                 return -errno;
         r = read_fd_stat(fd, st, id, sp->cfg->max_file_size, &buf, &len, &f->v);
@@ -70,11 +71,11 @@ int item_legacy_state(struct spool *sp, const char *id, int fd, struct stat *st,
         }
         if (r < 0 && r != -EBADMSG)
                 return r;
-        readable = r == 0 && (r = hd_parse(buf, len, &lim, &f->doc, &f->v)) == 0;
+        readable = r == 0 && (r = hd_parse(buf, len, &lim, &doc, &f->v)) == 0;
         if (r < 0 && r != -EBADMSG)
                 return r;
         /* Not authenticated yet: only says whose item it may be. */
-        f->a = spool_agent(sp, readable ? json_string_value(json_object_get(f->doc, "to_agent")) : NULL);
+        f->a = spool_agent(sp, readable ? handoff_unverified_to(doc) : NULL);
         if (!f->a && readable) {
                 *ret = IS_NOT_OURS;     /* served by another daemon (or no more) */
                 return 0;
@@ -89,7 +90,7 @@ int item_legacy_state(struct spool *sp, const char *id, int fd, struct stat *st,
                 *ret = IS_NOT_OURS;
                 return 0;
         }
-        if (!readable || intake_verify_claimed(sp, f->doc, id, &f->v) < 0) {
+        if (!readable || intake_verify_claimed(sp, doc, id, &f->h, &f->v) < 0) {
                 *ret = IS_TAMPERED;
                 return 0;
         }
@@ -143,7 +144,7 @@ int item_legacy_convert(struct spool *sp, struct item_files *f, int64_t now)
 
         if (!f->marker && !(f->files & F_BOOT)) {
                 (void) store_boot_remove(sp, f->a, f->xname);
-                r = delivery_run(sp, f->a, f->doc, now, true);
+                r = delivery_run(sp, f->a, &f->h, now, true);
                 if (r == -EAGAIN) {     /* the baton lock: soon again */
                         deadline_note(&sp->deadline, now + 100000);
                         return 0;

@@ -33,22 +33,15 @@
 
 static void on_timer(uv_timer_t *t);
 
-/* *e for a verified handoff doc that entered outbox/ at at: 0, or
- * -EINVAL when doc lacks the fields (or its names are over a name's
- * length). */
-static int entry_fill(struct outbox_entry *e, const json_t *doc, int64_t at)
+/* *e for a verified handoff h that entered outbox/ at at: 0, or
+ * -EINVAL when its names are over a name's length. */
+static int entry_fill(struct outbox_entry *e, const struct handoff *h, int64_t at)
 {
-        const char *to = json_string_value(json_object_get(doc, "to_agent"));
-        const char *from = json_string_value(json_object_get(doc, "from_agent"));
-        const char *exp = json_string_value(json_object_get(doc, "expires_at"));
-        int64_t x = 0;
-
-        if (!to || !from || !exp || hd_time_parse(exp, &x) < 0 ||
-            xsnprintf(e->to, sizeof(e->to), "%s", to) < 0 ||
-            xsnprintf(e->from, sizeof(e->from), "%s", from) < 0)
+        if (xsnprintf(e->to, sizeof(e->to), "%s", h->to) < 0 ||
+            xsnprintf(e->from, sizeof(e->from), "%s", h->from) < 0)
                 return -EINVAL;
         e->at = at;
-        e->exp = x;
+        e->exp = h->expires_usec;
         e->next = e->tries = 0;
         e->busy = e->queued = false;
         e->host[0] = '\0';
@@ -77,16 +70,16 @@ static void queue_push(struct relay *r, const char *id, struct outbox_entry *e)
 }
 
 int outbox_take(struct relay *r, const char *name, const struct spool_ino *was,
-                const json_t *doc, int64_t now)
+                const struct handoff *h, int64_t now)
 {
         struct spool *sp = r->sp;
-        const char *id = json_string_value(json_object_get(doc, "handoff_id"));
+        const char *id = h->id;
         char dst[NAME_MAX + 1];
         struct outbox_entry tmp, *e;
         bool added;
         int q;
 
-        if (entry_fill(&tmp, doc, now) < 0)
+        if (entry_fill(&tmp, h, now) < 0)
                 return -EINVAL;         /* hd_verify passed: cannot happen */
         if (xsnprintf(dst, sizeof(dst), "%s.json", id) < 0)
                 return -ENAMETOOLONG;
@@ -99,7 +92,7 @@ int outbox_take(struct relay *r, const char *name, const struct spool_ino *was,
                 return -ENOMEM;
         /* A file of ours (outbox_dir.c): never an open relay, never
          * bytes a producer wrote after the check. */
-        q = outbox_dir_take(sp, name, was, doc, dst);
+        q = outbox_dir_take(sp, name, was, h, dst);
         if (q < 0) {
                 if (added)
                         dict_remove(&r->outbox, e);
@@ -161,6 +154,7 @@ static int scan_one(void *ctx, const char *k, const char *id, int64_t now)
         struct relay *r = ctx;
         struct spool *sp = r->sp;
         _cleanup_json_ json_t *doc = NULL;
+        _cleanup_handoff_ struct handoff h = { 0 };
         hd_verdict vd;
         int64_t at;
 
@@ -174,12 +168,13 @@ static int scan_one(void *ctx, const char *k, const char *id, int64_t now)
                                   vd.detail, NULL, now, NULL);
                 return 0;
         }
-        /* an A2A remote's: a2a_out.c's */
-        if (config_remote_a2a(sp->cfg, json_string_value(json_object_get(doc, "to_agent"))))
-                return 0;
+        /* Ours, written from a handoff that verified. */
         struct outbox_entry tmp, *e;
-        const char *did = json_string_value(json_object_get(doc, "handoff_id"));
-        if (entry_fill(&tmp, doc, at) < 0 || !did || strcmp(did, id)) {
+        bool whole = handoff_parse(doc, &h) == 0;
+        /* an A2A remote's: a2a_out.c's */
+        if (whole && config_remote_a2a(sp->cfg, h.to))
+                return 0;
+        if (!whole || entry_fill(&tmp, &h, at) < 0 || strcmp(h.id, id)) {
                 store_reject_from(sp, SD_OUTBOX, k, NULL, HD_R_MISSING_FIELD,
                                   "outbox item without its fields", NULL, now, NULL);
                 return 0;
@@ -237,16 +232,17 @@ static int archive_relayed(struct relay *r, const char *id, const struct outbox_
                            bool duplicate, int64_t now)
 {
         struct spool *sp = r->sp;
-        char name[NAME_MAX + 1], at[HD_TIME_MAX];
-        json_t *o;
+        struct store_outcome o = { .outcome = "relayed", .archived_usec = now,
+                                   .duplicate = duplicate, .completes = -1 };
+        char name[NAME_MAX + 1];
         int q;
 
-        hd_time_format(now, at, sizeof(at));
-        o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:b}", "handoff_id", id,
-                      "outcome", "relayed", "relayed_to", e->host,
-                      "from_agent", e->from, "to_agent", e->to, "archived_at", at,
-                      "accepted_at", "", "duplicate", duplicate);
-        q = outbox_dir_archive(sp, id, o, e->at / 1000000, e->from, e->to, name, sizeof(name));
+        if (xsnprintf(o.id, sizeof(o.id), "%s", id) < 0 ||
+            xsnprintf(o.from, sizeof(o.from), "%s", e->from) < 0 ||
+            xsnprintf(o.to, sizeof(o.to), "%s", e->to) < 0 ||
+            xsnprintf(o.relayed_to, sizeof(o.relayed_to), "%s", e->host) < 0)
+                return -EINVAL;
+        q = outbox_dir_archive(sp, &o, e->at / 1000000, name, sizeof(name));
         if (q < 0)
                 return q;
         receipt_sent(r, id, name);

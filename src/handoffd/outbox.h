@@ -7,6 +7,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "handoff_doc.h"
+
 struct relay;
 struct spool_ino;
 
@@ -30,7 +32,7 @@ struct outbox_entry {
  * to outbox/<id>.json and queue it.
  * -EEXIST: that id is already in outbox/; -ENOENT: was has left the name. */
 int outbox_take(struct relay *r, const char *name, const struct spool_ino *was,
-                const json_t *doc, int64_t now);
+                const struct handoff *h, int64_t now);
 /* At start: every item in outbox/ (it survives restarts). */
 int outbox_scan(struct relay *r, int64_t now);
 /* Publish what is due and expire what is late, soon (in the loop). */

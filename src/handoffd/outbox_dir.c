@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "store.h"
+#include "store_doc.h"
 #include "files.h"
 #include "log.h"
 #include "outbox_dir.h"
@@ -52,11 +53,12 @@ static bool take_leftover(struct spool *sp, const struct stat *src, const char *
 }
 
 int outbox_dir_take(struct spool *sp, const char *name, const struct spool_ino *was,
-                    const json_t *doc, const char *dst)
+                    const struct handoff *h, const char *dst)
 {
-        _cleanup_free_ char *buf = NULL;
+        _cleanup_free_ char *own = NULL;
+        const char *buf = h->canon;
+        size_t len = h->canon_len;
         struct stat st;
-        size_t len;
         char q[300];
         int r;
 
@@ -68,13 +70,16 @@ int outbox_dir_take(struct spool *sp, const char *name, const struct spool_ino *
                 return -ENOENT;
         if (!S_ISREG(st.st_mode))
                 return -EISDIR;
-        r = hd_canon_dump(doc, NULL, &buf, &len);
-        if (r < 0)
-                return r;
+        if (!buf) {
+                r = hd_canon_dump(h->doc, NULL, &own, &len);
+                if (r < 0)
+                        return r;
+                buf = own;
+        }
         /* main.c's umask 027 keeps 0640, as claimed/'s records. */
         r = write_linked(sp->fd[SD_OUTBOX], dst, buf, len, 0640,
                          sp->cfg->fsync ? WRITE_SYNC_FILE : 0);
-        if (r == -EEXIST && take_leftover(sp, &st, dst, doc)) {
+        if (r == -EEXIST && take_leftover(sp, &st, dst, h->doc)) {
                 store_drop_source(sp, name, st.st_dev, st.st_ino);
                 log_info("Removed %s: in outbox/ already as %s (left by a crash)",
                          log_quote(name, q, sizeof(q)), dst);
@@ -128,24 +133,22 @@ int outbox_dir_load(struct spool *sp, const char *name, int64_t now, json_t **re
         return 0;
 }
 
-int outbox_dir_archive(struct spool *sp, const char *id, json_t *o, int64_t at_s,
-                       const char *from, const char *to, char *name, size_t n)
+int outbox_dir_archive(struct spool *sp, const struct store_outcome *o, int64_t at_s,
+                       char *name, size_t n)
 {
         char src[NAME_MAX + 1];
         _cleanup_free_ char *buf = NULL;
         size_t len;
         int q;
 
-        if (!o)
-                return -ENOMEM;
-        q = xsnprintf(src, sizeof(src), "%s.json", id);
+        q = xsnprintf(src, sizeof(src), "%s.json", o->id);
         if (q >= 0)
-                q = hd_canon_dump(o, NULL, &buf, &len);
-        json_decref(o);
+                q = store_outcome_dump(o, &buf, &len);
         if (q < 0)
                 return q;
-        q = store_id_mark(sp, id);
+        q = store_id_mark(sp, o->id);
         if (q < 0)
                 return q;
-        return store_archive_from(sp, SD_OUTBOX, src, at_s, from, to, id, buf, len, name, n);
+        return store_archive_from(sp, SD_OUTBOX, src, at_s, o->from, o->to, o->id, buf, len,
+                                  name, n);
 }

@@ -7,6 +7,7 @@
 
 #include "handoff.h"
 #include "spool.h"
+#include "store_doc.h"
 
 /* One item of outbox/: name is "<id>.json", id that name without
  * ".json".  0 to go on, or -errno to stop the listing. */
@@ -21,13 +22,15 @@ int outbox_dir_each(struct spool *sp, int64_t now, outbox_dir_fn *fn, void *ctx)
  * max_file_size: a number written 1e9 by the producer grows in it. */
 #define OUTBOX_DIR_MAX(sp) (2 * (sp)->cfg->max_file_size + 65536)
 
-/* The take (outbox_dir.c): outbox/dst written from doc, the verified
- * handoff of handoff/name (the inode was), and that name leaving
+/* The take (outbox_dir.c): outbox/dst written from h, the verified
+ * handoff of handoff/name (the inode was): its canonical bytes as they
+ * were verified, or its document written again when they were not
+ * canonical; and that name leaving
  * handoff/ once outbox/ is synced.  -EEXIST: dst is there already;
  * -ENOENT: name is no longer was, or was what a take left after a crash
  * (then it goes, as the take would have done it). */
 int outbox_dir_take(struct spool *sp, const char *name, const struct spool_ino *was,
-                    const json_t *doc, const char *dst);
+                    const struct handoff *h, const char *dst);
 
 /* outbox/name parsed (within OUTBOX_DIR_MAX) into *ret, and when it
  * entered outbox/ (its ctime; now when that cannot be read) in *ret_at.
@@ -37,10 +40,10 @@ int outbox_dir_load(struct spool *sp, const char *name, int64_t now, json_t **re
 
 /* outbox/<id>.json to archive/ as relayed, under a free archive name
  * (store_archive_from(), its time at_s, when it entered outbox/: the same
- * name on a retry after a crash; in name), with its outcome o (taken;
- * NULL: out of memory) as the .outcome.  The id is marked in ids/ first:
- * from then on a replay of it is refused here.  0 or -errno. */
-int outbox_dir_archive(struct spool *sp, const char *id, json_t *o, int64_t at_s,
-                       const char *from, const char *to, char *name, size_t n);
+ * name on a retry after a crash; in name), with its outcome o as the
+ * .outcome.  The id is marked in ids/ first: from then on a replay of it
+ * is refused here.  0 or -errno. */
+int outbox_dir_archive(struct spool *sp, const struct store_outcome *o, int64_t at_s,
+                       char *name, size_t n);
 
 #endif

@@ -204,6 +204,20 @@ bool receipt_origin_hook(void *ctx, const char *name, char *buf, size_t n)
         return r->rc && name_id(name, id, sizeof(id)) && owed_origin(r->rc, id, buf, n);
 }
 
+void receipt_doc_read(struct rdoc *d)
+{
+        const json_t *o = d->doc;
+
+        d->type = json_string_value(json_object_get(o, "type"));
+        d->id = json_string_value(json_object_get(o, "handoff_id"));
+        d->outcome = json_string_value(json_object_get(o, "outcome"));
+        d->host = json_string_value(json_object_get(o, "host"));
+        d->origin = json_string_value(json_object_get(o, "origin"));
+        d->at = json_string_value(json_object_get(o, "at"));
+        d->reason = json_string_value(json_object_get(o, "reason"));
+        d->detail = json_string_value(json_object_get(o, "detail"));
+}
+
 static int receipt_write(struct relay *r, const char *id, const char *origin, const char *outcome,
                          const char *reason, const char *detail, int64_t now)
 {

@@ -29,6 +29,7 @@
 #include "relay_queue.h"
 #include "spool.h"
 #include "store.h"
+#include "store_doc.h"
 
 void receipt_sent(struct relay *r, const char *id, const char *name)
 {
@@ -166,12 +167,6 @@ static int verify(struct relay *r, const char *host, const json_t *doc, char *wh
         return 0;
 }
 
-/* A receipt as it came, its fields pointing into doc. */
-struct rdoc {
-        json_t *doc;
-        const char *id, *outcome, *host, *origin, *at, *reason, *detail;
-};
-
 /* Why a receipt is dropped, or NULL when it is one for this host, from
  * the host it names, signed by it, under its own Nats-Msg-Id.  why is
  * the buffer the verdict may be written into. */
@@ -189,14 +184,8 @@ static int receipt_check(struct relay *r, const struct relay_in *in, struct rdoc
                 *ret_drop = "not a JSON object";
                 return 0;
         }
-        d->id = json_string_value(json_object_get(d->doc, "handoff_id"));
-        d->outcome = json_string_value(json_object_get(d->doc, "outcome"));
-        d->host = json_string_value(json_object_get(d->doc, "host"));
-        d->origin = json_string_value(json_object_get(d->doc, "origin"));
-        d->at = json_string_value(json_object_get(d->doc, "at"));
-        d->reason = json_string_value(json_object_get(d->doc, "reason"));
-        d->detail = json_string_value(json_object_get(d->doc, "detail"));
-        if (strcmp(json_string_value(json_object_get(d->doc, "type")) ?: "", "handoff-receipt") ||
+        receipt_doc_read(d);
+        if (strcmp(d->type ?: "", "handoff-receipt") ||
             !d->id || !hd_id_valid(d->id) || !receipt_is_outcome(d->outcome) || !d->host ||
             !hd_agent_valid(d->host) || !d->origin || !d->at)
                 *ret_drop = "not a receipt (type, handoff_id, outcome, host, origin, at)";
@@ -223,7 +212,6 @@ static int receipt_find(struct relay *r, const struct rdoc *d, char *sname, size
         struct spool *sp = r->sp;
         char aname[NAME_MAX + 1], oname[NAME_MAX + 1];
         json_t *side = NULL;
-        hd_verdict v;
 
         *ret_side = NULL;
         *ret_drop = NULL;
@@ -240,51 +228,14 @@ static int receipt_find(struct relay *r, const struct rdoc *d, char *sname, size
                 return 0;
         }
         /* An I/O error is not the item's: the receipt comes again. */
-        q = hd_load_at(sp->fd[SD_ARCHIVE], sname, NULL, &side, &v);
-        if (q < 0 && q != -ENOENT && q != -EBADMSG)
+        q = store_outcome_load_relayed(sp->fd[SD_ARCHIVE], sname, d->host, &side);
+        if (q < 0 && q != -ENOENT && q != -EBADMSG && q != -ENOMSG)
                 return q;
-        if (q < 0 || strcmp(json_string_value(json_object_get(side, "outcome")) ?: "", "relayed") ||
-            strcmp(json_string_value(json_object_get(side, "relayed_to")) ?: "", d->host)) {
-                json_decref(side);
+        if (q < 0) {
                 *ret_drop = "the item was not relayed to that host";
                 return 0;
         }
         *ret_side = side;
-        return 0;
-}
-
-/* d's outcome added to side (the item's .outcome), the remote outcome
- * set unless a final one is there; *ret_dup when it was there already. */
-static int receipt_merge(json_t *side, const struct rdoc *d, int64_t now, bool *ret_dup)
-{
-        char at[HD_TIME_MAX];
-        json_t *seen = json_object_get(side, "remote_outcomes"), *e;
-        size_t i;
-
-        *ret_dup = false;
-        json_array_foreach(seen, i, e)
-                if (!strcmp(json_string_value(e) ?: "", d->outcome)) {
-                        *ret_dup = true;
-                        return 0;
-                }
-        if (!json_is_array(seen)) {
-                seen = json_array();
-                if (!seen || json_object_set_new(side, "remote_outcomes", seen) < 0)
-                        return -ENOMEM;
-        }
-        if (json_array_append_new(seen, json_string(d->outcome)) < 0)
-                return -ENOMEM;
-        const char *cur = json_string_value(json_object_get(side, "remote_outcome"));
-        if (cur && receipt_is_final(cur))
-                return 0;
-        hd_time_format(now, at, sizeof(at));
-        if (json_object_set_new(side, "remote_outcome", json_string(d->outcome)) < 0 ||
-            json_object_set_new(side, "remote_host", json_string(d->host)) < 0 ||
-            json_object_set_new(side, "remote_at", json_string(d->at)) < 0 ||
-            json_object_set_new(side, "remote_reason", json_string(d->reason ?: "")) < 0 ||
-            json_object_set_new(side, "remote_detail", json_string(d->detail ?: "")) < 0 ||
-            json_object_set_new(side, "receipt_at", json_string(at)) < 0)
-                return -ENOMEM;
         return 0;
 }
 
@@ -349,7 +300,11 @@ int receipt_in(struct relay *r, const struct relay_in *in, int64_t now, enum rec
                 drop(r, d.id, drop_why);
                 goto out;
         }
-        q = receipt_merge(side, &d, now, &dup);
+        const struct store_remote_end end = {
+                .outcome = d.outcome, .host = d.host, .at = d.at, .reason = d.reason,
+                .detail = d.detail,
+        };
+        q = store_outcome_add_end(side, &end, receipt_is_final, now, &dup);
         if (q == 0 && dup) {
                 *ret = RV_DUPLICATE;
                 r->st.receipts_duplicate++;

@@ -77,6 +77,14 @@ struct receipts {
         size_t n_unsynced, cap_unsynced;
 };
 
+/* A receipt as it came, its fields pointing into doc (receipt_doc_read(),
+ * in receipt.c with the writer, so one file spells a receipt's keys). */
+struct rdoc {
+        json_t *doc;
+        const char *type, *id, *outcome, *host, *origin, *at, *reason, *detail;
+};
+void receipt_doc_read(struct rdoc *d);
+
 /* A final outcome (consumed, expired, rejected, canceled); any outcome
  * (those and delivered). */
 bool receipt_is_final(const char *o);

@@ -26,9 +26,9 @@ static json_t *relay_status(void *ctx, int64_t now);
 static void relay_metrics(void *ctx, FILE *f, int64_t now);
 
 static int take_hook(void *ctx, const char *name, const struct spool_ino *was,
-                     const json_t *doc, int64_t now)
+                     const struct handoff *h, int64_t now)
 {
-        return outbox_take(ctx, name, was, doc, now);
+        return outbox_take(ctx, name, was, h, now);
 }
 
 static void on_state(struct relay *r, struct relay_ev *ev)

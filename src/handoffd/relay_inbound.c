@@ -136,7 +136,7 @@ static void message_id(struct spool *sp, const struct relay_in *in, char *id, si
         const char *s = NULL;
 
         if (in->data && hd_parse(in->data, in->len, &lim, &doc, &v) == 0)
-                s = json_string_value(json_object_get(doc, "handoff_id"));
+                s = handoff_unverified_id(doc);
         if (!(s && hd_id_valid(s) && xsnprintf(id, n, "%s", s) >= 0) &&
             xsnprintf(id, n, "%s", in->msg_id) < 0)
                 id[0] = '\0';          /* no usable id: the pipeline decides */
@@ -270,7 +270,7 @@ static int inbound_one(struct relay *r, struct relay_in *in, int64_t now)
         int q, k = ID_FREE;
 
         message_id(sp, in, id, sizeof(id), &doc);
-        const char *to = json_string_value(json_object_get(doc, "to_agent"));
+        const char *to = handoff_unverified_to(doc);
         if (!takes(sp->cfg, in->agent) || (to && !takes(sp->cfg, to))) {
                 refuse(r, in, id, doc, to, now);
                 q = 0;

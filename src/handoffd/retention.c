@@ -23,6 +23,7 @@
 #include "util.h"
 #include "retention.h"
 #include "store.h"
+#include "store_doc.h"
 
 struct entry {
         char *name;
@@ -97,18 +98,15 @@ static int list_items(int dirfd, const char *suffix, struct entry **ret, size_t 
 static bool guards_id(int dirfd, const char *name, const char *suffix)
 {
         char side[NAME_MAX + 16];
-        _cleanup_json_ json_t *o = NULL;
-        hd_limits lim = { .max_size = 65536 };
-        hd_verdict v;
+        struct store_reason o;
 
         if (!suffix || layout_suffixed(name, suffix, side, sizeof(side)) < 0)
                 return true;
-        if (hd_load_at(dirfd, side, &lim, &o, &v) < 0)
+        if (store_reason_load(dirfd, side, &o) < 0)
                 return spool_exists_at(dirfd, side);  /* unreadable: keep it */
-        const char *why = json_string_value(json_object_get(o, "reason"));
-        if (why && !strcmp(why, hd_reason_name(HD_R_DUPLICATE_ID)))
+        if (!strcmp(o.reason, hd_reason_name(HD_R_DUPLICATE_ID)))
                 return false;
-        return json_object_get(o, "handoff_id") != NULL;
+        return o.id[0] != '\0';
 }
 
 static unsigned prune(struct spool *sp, enum spool_dir dir, const char *suffix,

@@ -17,6 +17,7 @@
 #include "deadline.h"
 #include "dict.h"
 #include "handoff.h"
+#include "handoff_doc.h"
 
 struct agent_rt;
 struct agents_count;
@@ -72,7 +73,7 @@ struct spool_relay {
         /* handoff/name, verified, for a [remote] agent: into outbox/.
          * -EEXIST when its id is there already. */
         int (*take)(void *ctx, const char *name, const struct spool_ino *was,
-                    const json_t *doc, int64_t now);
+                    const struct handoff *h, int64_t now);
         json_t *(*status)(void *ctx, int64_t now);
         void (*metrics)(void *ctx, FILE *f, int64_t now);
         /* An item reaches an outcome (delivered, consumed, expired,
@@ -143,7 +144,8 @@ struct verified_entry {
         off_t size;
         uint64_t gen;           /* the sweep that last looked */
         char from[SPOOL_AGENT_SIZE], to[SPOOL_AGENT_SIZE];
-        char accepted_at[HD_TIME_MAX];
+        char kid[HD_KID_MAX + 1];
+        int64_t accepted_usec;
 };
 
 /* An item archived as consumed lately (completion.c): its archive/ name. */

@@ -21,37 +21,39 @@
  * stands for. */
 #define VERIFIED_MIN_SIZE (64 * 1024)
 
-static bool copy(char *dst, size_t n, const char *src)
-{
-        return src && xsnprintf(dst, n, "%s", src) >= 0;
-}
-
-void verified_store(struct spool *sp, const char *id, const struct stat *st, const json_t *rec)
+void verified_store(struct spool *sp, const struct stat *st, const struct handoff *h,
+                    int64_t accepted_usec)
 {
         struct verified_entry v = {
                 .dev = st->st_dev, .ino = st->st_ino, .size = st->st_size, .gen = sp->sweep_gen,
+                .accepted_usec = accepted_usec,
         }, *e;
 
-        if (st->st_size < VERIFIED_MIN_SIZE ||
-            !copy(v.from, sizeof(v.from), json_string_value(json_object_get(rec, "from_agent"))) ||
-            !copy(v.to, sizeof(v.to), json_string_value(json_object_get(rec, "to_agent"))) ||
-            !copy(v.accepted_at, sizeof(v.accepted_at),
-                  json_string_value(json_object_get(rec, "accepted_at"))))
+        if (st->st_size < VERIFIED_MIN_SIZE || xsnprintf(v.from, sizeof(v.from), "%s", h->from) < 0 ||
+            xsnprintf(v.to, sizeof(v.to), "%s", h->to) < 0 ||
+            xsnprintf(v.kid, sizeof(v.kid), "%s", h->kid) < 0)
                 return;
-        e = dict_put(&sp->verified, id, NULL);
+        e = dict_put(&sp->verified, h->id, NULL);
         if (e)
                 *e = v;
 }
 
-json_t *verified_lookup(struct spool *sp, const char *id, const struct stat *st)
+bool verified_lookup(struct spool *sp, const char *id, const struct stat *st,
+                     struct handoff *ret, int64_t *ret_accepted)
 {
         struct verified_entry *e = dict_get(&sp->verified, id);
+        struct handoff h = { 0 };
 
-        if (!e || e->dev != st->st_dev || e->ino != st->st_ino || e->size != st->st_size)
-                return NULL;
+        if (!e || e->dev != st->st_dev || e->ino != st->st_ino || e->size != st->st_size ||
+            xsnprintf(h.id, sizeof(h.id), "%s", id) < 0)
+                return false;
         e->gen = sp->sweep_gen;
-        return json_pack("{s:s, s:s, s:s}", "from_agent", e->from, "to_agent", e->to,
-                         "accepted_at", e->accepted_at);
+        memcpy(h.from, e->from, sizeof(h.from));
+        memcpy(h.to, e->to, sizeof(h.to));
+        memcpy(h.kid, e->kid, sizeof(h.kid));
+        *ret = h;
+        *ret_accepted = e->accepted_usec;
+        return true;
 }
 
 void verified_forget(struct spool *sp, const char *id)

@@ -14,6 +14,11 @@
 - One name, one file: no two sources under src/ share a file name (each
   program's main.c aside), so a name says which part owns it and an
   #include "x.h" cannot mean two headers.
+- A handoff is parsed once (issue 44): only handoff_doc.c spells a
+  handoff's keys; only store/store_doc.c those of the daemon's sidecars,
+  receipt.c a relay receipt's.  No other file of src/handoffd names
+  "handoff_id", "from_agent", "to_agent", the times, "kid" or
+  "payload_type".
 - The checks themselves find a circle, a library file including a daemon
   header and a name used twice in a small made-up tree, so they can fail.
 Prints what it checked.
@@ -304,9 +309,64 @@ def check_store():
         shutil.rmtree(tmp)
 
 
+# A handoff is parsed once into struct handoff (issue 44): its keys, and
+# those of the documents that carry its id, are spelled in one file each.
+KEYS = re.compile(r'"(handoff_id|from_agent|to_agent|initiated_at|expires_at|kid|payload_type)"')
+KEY_OWNERS = {
+    "handoff_doc.c": "the handoff's parse",
+    "store/store_doc.c": "the sidecars' writer and reader (.outcome, .reason, .result)",
+    "receipt.c": "a relay receipt's writer and reader",
+}
+
+
+def key_readers(root):
+    """{file: [key, ...]} for each file of src/handoffd (and store/) that
+    spells a handoff's key outside KEY_OWNERS."""
+    bad = {}
+    for sub in ("", "store"):
+        d = os.path.join(root, "src", "handoffd", sub)
+        if not os.path.isdir(d):
+            continue
+        for n in sorted(os.listdir(d)):
+            rel = os.path.join(sub, n) if sub else n
+            if not n.endswith(".c") or rel in KEY_OWNERS:
+                continue
+            with open(os.path.join(d, n), errors="replace") as f:
+                text = re.sub(r"/\*.*?\*/", "", f.read(), flags=re.S)
+            keys = sorted(set(KEYS.findall(text)))
+            if keys:
+                bad[rel] = keys
+    return bad
+
+
+def check_handoff_keys():
+    bad = key_readers(SRC)
+    for f, keys in bad.items():
+        fail(f"src/handoffd/{f} spells {', '.join(keys)}: take a const struct handoff * "
+             "(handoff_doc.h) or a sidecar's struct (store/store_doc.h)")
+    print(f"files of src/handoffd spelling a handoff's keys: {len(KEY_OWNERS)} owners "
+          f"({', '.join(sorted(KEY_OWNERS))}), {len(bad)} others")
+    # and it can fail: a made-up module that reads an id by key
+    tmp = tempfile.mkdtemp(prefix="hd-layering-keys-")
+    try:
+        os.makedirs(os.path.join(tmp, "src", "handoffd", "store"))
+        with open(os.path.join(tmp, "src", "handoffd", "x.c"), "w") as f:
+            f.write('/* "to_agent" in a comment is fine */\n'
+                    'const char *f(json_t *d) { return json_string_value('
+                    'json_object_get(d, "handoff_id")); }\n')
+        with open(os.path.join(tmp, "src", "handoffd", "handoff_doc.c"), "w") as f:
+            f.write('const char *k = "from_agent";\n')
+        got = key_readers(tmp)
+        if got != {"x.c": ["handoff_id"]}:
+            fail(f"self-check: a module's own read of handoff_id not found, got {got}")
+    finally:
+        shutil.rmtree(tmp)
+
+
 def main():
     check_the_check()
     check_store()
+    check_handoff_keys()
     check_cited()
     check_includes()
     check_names()

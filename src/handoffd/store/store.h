@@ -12,6 +12,8 @@
  *   store_move.c  the moves: take, archive, reject, and what a power cut
  *                 leaves beside one
  *   store_side.c  sidecars, temp names, ids/, the agents' directories
+ *   store_doc.c   the sidecars' documents as structs (store_doc.h): their
+ *                 keys are spelled there alone
  *
  * Each returns 0 or -errno, the outcome through a pointer. */
 #ifndef HD_STORE_H

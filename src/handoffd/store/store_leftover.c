@@ -17,6 +17,7 @@
 #include "layout.h"
 #include "log.h"
 #include "store.h"
+#include "store_doc.h"
 #include "store_int.h"
 
 static bool same_inode(int dirfd, const char *name, const struct stat *a)
@@ -109,15 +110,13 @@ static bool leftover_stat(struct spool *sp, const char *name, struct stat *a)
 static void reject_outcome_again(struct spool *sp, const char *name, const char *dst)
 {
         char rsn[NAME_MAX + 16];
-        _cleanup_json_ json_t *o = NULL;
-        hd_verdict v;
+        struct store_reason o;
 
         if (!sp->relay.outcome || layout_suffixed(dst, LAYOUT_REASON, rsn, sizeof(rsn)) < 0 ||
-            hd_load_at(sp->fd[SD_REJECTED], rsn, NULL, &o, &v) < 0)
+            store_reason_load(sp->fd[SD_REJECTED], rsn, &o) < 0)
                 return;
-        sp->relay.outcome(sp->relay.ctx, json_string_value(json_object_get(o, "handoff_id")), name,
-                          "rejected", json_string_value(json_object_get(o, "reason")),
-                          json_string_value(json_object_get(o, "detail")), hd_now_usec());
+        sp->relay.outcome(sp->relay.ctx, o.id[0] ? o.id : NULL, name, "rejected", o.reason,
+                          o.detail, hd_now_usec());
 }
 
 bool store_drop_claim_leftover(struct spool *sp, const char *name)

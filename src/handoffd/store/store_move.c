@@ -20,6 +20,7 @@
 #include "log.h"
 #include "lock.h"
 #include "store.h"
+#include "store_doc.h"
 #include "store_int.h"
 
 
@@ -141,28 +142,6 @@ int store_archive_from(struct spool *sp, enum spool_dir dir, const char *src, in
         return -EEXIST;
 }
 
-/* The bytes of the reason file of a rejection (base: its name in
- * rejected/; origin: the relay's host it came from, "" for none). */
-static int reason_dump(const char *base, hd_reason reason, const char *detail, const char *origin,
-                       const char *handoff_id, int64_t now, char **buf, size_t *len)
-{
-        _cleanup_json_ json_t *o = NULL;
-        char at[HD_TIME_MAX];
-
-        hd_time_format(now, at, sizeof(at));
-        o = json_pack("{s:s, s:s, s:s, s:s}", "reason", hd_reason_name(reason),
-                      "detail", detail ? detail : "", "at", at, "name", base);
-        if (!o)  /* a detail that is no UTF-8 must not keep a file here */
-                o = json_pack("{s:s, s:s, s:s, s:s}", "reason", hd_reason_name(reason),
-                              "detail", "(detail not printable)", "at", at, "name", base);
-        if (!o)
-                return -ENOMEM;
-        if (handoff_id && hd_id_valid(handoff_id))
-                json_object_set_new(o, "handoff_id", json_string(handoff_id));
-        if (origin[0])
-                json_object_set_new(o, "relayed_from", json_string(origin));
-        return hd_canon_dump(o, NULL, buf, len);
-}
 
 /* from/name is at rejected/dst (its reason of len bytes beside it): the
  * relay told, the counts and the log line. */
@@ -215,7 +194,7 @@ static int reject_from(struct spool *sp, enum spool_dir from, const char *name,
         } else {
                 origin[0] = '\0';
         }
-        r = reason_dump(base, reason, detail, origin, handoff_id, now, &buf, &len);
+        r = store_reason_dump(base, reason, detail, origin, handoff_id, now, &buf, &len);
         if (r < 0)
                 return r;
 

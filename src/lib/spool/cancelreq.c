@@ -51,6 +51,14 @@ int cancelreq_build(const char *id, const char *from, const hd_key *k, int64_t n
         return hd_canon_dump(doc, NULL, ret_buf, ret_len);
 }
 
+void cancelreq_fields(const json_t *doc, struct cancelreq_fields *ret)
+{
+        ret->id = json_string_value(json_object_get(doc, "handoff_id"));
+        ret->from = json_string_value(json_object_get(doc, "from_agent"));
+        ret->kid = json_string_value(json_object_get(doc, "kid"));
+        ret->expires_at = json_string_value(json_object_get(doc, "expires_at"));
+}
+
 int cancelreq_check(const json_t *doc, hd_key_lookup_fn lookup, void *userdata,
                     const hd_policy *p, int64_t now_usec, hd_verdict *v)
 {

@@ -62,6 +62,13 @@ int cancelreq_build(const char *id, const char *from, const hd_key *k, int64_t n
 int cancelreq_check(const json_t *doc, hd_key_lookup_fn lookup, void *userdata,
                     const hd_policy *p, int64_t now_usec, hd_verdict *v);
 
+/* What a request says of itself, pointing into doc (NULL: not there, or
+ * not a string): checked by cancelreq_check(), not here. */
+struct cancelreq_fields {
+        const char *id, *from, *kid, *expires_at;
+};
+void cancelreq_fields(const json_t *doc, struct cancelreq_fields *ret);
+
 /* A new request's name for id: "ID.RANDOM" (16 hex characters). */
 int cancelreq_name(const char *id, char *buf, size_t n);
 /* The name of the answer to request name: ".WORD.NAME". */
