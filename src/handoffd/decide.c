@@ -181,12 +181,23 @@ static bool drop_claim_leftover(struct spool *sp, struct item *it, const char *i
 {
         char q[300];
 
-        if (!claim_leftover(sp, id, it->doc, &it->mtim))
-                return false;
-        store_drop_source(sp, it->name, it->dev, it->ino);
-        log_info("Removed %s: claimed already as %s (left by a crash)",
-                 log_quote(it->name, q, sizeof(q)), id);
-        return true;
+        struct stat st;
+
+        if (claim_leftover(sp, id, it->doc, &it->mtim)) {
+                store_drop_source(sp, it->name, it->dev, it->ino);
+                log_info("Removed %s: claimed already as %s (left by a crash)",
+                         log_quote(it->name, q, sizeof(q)), id);
+                return true;
+        }
+        /* A take into outbox/ whose item was relayed before the name left */
+        if (fstatat(sp->fd[SD_HANDOFF], it->name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+            st.st_dev == it->dev && st.st_ino == it->ino && store_id_source_is(sp, id, &st)) {
+                store_drop_source(sp, it->name, it->dev, it->ino);
+                log_info("Removed %s: taken into outbox/ already as %s (left by a crash)",
+                         log_quote(it->name, q, sizeof(q)), id);
+                return true;
+        }
+        return false;
 }
 
 /* Move it to rejected/ for v; an authenticated one's id is remembered.

@@ -88,6 +88,7 @@ int outbox_dir_take(struct spool *sp, const char *name, const struct spool_ino *
         if (r < 0)
                 return r;
         store_dirty(sp, SD_OUTBOX);
+        (void) store_id_note_source(sp, h->id, st.st_dev, st.st_ino);
         store_drop_source(sp, name, st.st_dev, st.st_ino);
         return 0;
 }

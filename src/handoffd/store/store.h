@@ -119,6 +119,13 @@ int store_reject_claimed(struct spool *sp, const char *handoff_id, hd_reason rea
 
 /* Remember handoff_id in ids/ (replay memory once it leaves claimed/). */
 int store_id_mark(struct spool *sp, const char *handoff_id);
+/* ids/<id> made, naming the producer's file (dev, ino) a take into
+ * outbox/ left in handoff/ until the next flush: after a crash before
+ * that flush, once the item has left outbox/ (relayed, archived), that
+ * file is known as the take's leftover by it, not taken for a replay. */
+int store_id_note_source(struct spool *sp, const char *handoff_id, dev_t dev, ino_t ino);
+/* Is st the file ids/<id> names, unchanged since? */
+bool store_id_source_is(struct spool *sp, const char *handoff_id, const struct stat *st);
 
 /* Move handoff/name to directory `to` as dst (a claim, a rejection, to
  * outbox/): -EEXIST, -ENOENT (another took it) as a rename.  What

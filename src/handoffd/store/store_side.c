@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -36,6 +37,50 @@ int store_side_rename(struct spool *sp, enum spool_dir dir, const char *from, co
                 return -errno;
         store_dirty(sp, dir);
         return 0;
+}
+
+int store_id_note_source(struct spool *sp, const char *id, dev_t dev, ino_t ino)
+{
+        char buf[64];
+        int fd, n;
+
+        if (!id || !hd_id_valid(id))
+                return 0;
+        fd = openat(sp->fd[SD_IDS], id,
+                    O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0640);
+        if (fd < 0)
+                return -errno;
+        n = snprintf(buf, sizeof(buf), "src %llu %llu\n", (unsigned long long)dev,
+                     (unsigned long long)ino);
+        n = write(fd, buf, (size_t)n) == n ? 0 : -EIO;
+        close(fd);
+        store_dirty(sp, SD_IDS);
+        return n;
+}
+
+bool store_id_source_is(struct spool *sp, const char *id, const struct stat *st)
+{
+        unsigned long long dev, ino;
+        char buf[64];
+        struct stat m;
+        ssize_t n;
+        int fd;
+
+        if (!id || !hd_id_valid(id))
+                return false;
+        fd = openat(sp->fd[SD_IDS], id, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+        if (fd < 0)
+                return false;
+        n = fstat(fd, &m) == 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+        close(fd);
+        if (n <= 0)
+                return false;
+        buf[n] = '\0';
+        /* the producer's file, not changed since the take noted it */
+        return sscanf(buf, "src %llu %llu", &dev, &ino) == 2 && dev == (unsigned long long)st->st_dev &&
+               ino == (unsigned long long)st->st_ino &&
+               (st->st_ctim.tv_sec < m.st_mtim.tv_sec ||
+                (st->st_ctim.tv_sec == m.st_mtim.tv_sec && st->st_ctim.tv_nsec <= m.st_mtim.tv_nsec));
 }
 
 int store_id_mark(struct spool *sp, const char *id)

@@ -1,0 +1,57 @@
+"""A take into outbox/ cut short by a crash after its item was relayed
+(store_id_note_source()): handoffd was killed after it wrote
+outbox/<id>.json and before the producer's name left handoff/, and the
+next start relayed and archived the outbox item before intake reached
+that name.  The name is the take's leftover: ids/<id> names its file, so
+it goes without a verdict.  A file that is not that one (another inode,
+or the same one written since) is a replay: rejected duplicate_id.
+
+The state is the one test_relay_kill left once in three runs
+(rejected on a: duplicate_id for a relayed handoff), made here on disk
+before a start: the relayed item's archive is not needed for the
+verdict, only ids/<id>."""
+
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.environ.get("HD_SRC", "."), "tests", "py"))
+import hdproto  # noqa: E402
+import hdtest  # noqa: E402
+from hdtest import check  # noqa: E402
+
+
+def main():
+    with hdtest.Env(agents=["alice"]) as env:
+        conf = env.write_config(extra="[relay]\nservers = nats://127.0.0.1:9\nhost = a\n\n"
+                                      "[remote gordon]\nhost = b\n")
+        d = env.start(conf=conf)
+        d.stop()
+        ids = os.path.join(env.spool, "ids")
+        # the leftover: the producer's file, noted by its take
+        left = hdproto.build("bob", "gordon", env.key, ttl=600)
+        name = hdproto.drop(env.spool, left)
+        st = os.stat(os.path.join(env.spool, "handoff", name))
+        with open(os.path.join(ids, left["handoff_id"]), "w") as f:
+            f.write(f"src {st.st_dev} {st.st_ino}\n")
+        # a replay: the same id, another file
+        rep = hdproto.build("bob", "gordon", env.key, ttl=600)
+        with open(os.path.join(ids, rep["handoff_id"]), "w") as f:
+            f.write(f"src {st.st_dev} {st.st_ino + 1000000}\n")
+        rname = hdproto.drop(env.spool, rep)
+        d = env.start(conf=conf)
+        hdtest.wait_for(lambda: not os.path.exists(os.path.join(env.spool, "handoff", name)) and
+                        not os.path.exists(os.path.join(env.spool, "handoff", rname)),
+                        20 * hdtest.SLOW, "both names decided")
+        rejected = env.names("rejected")
+        print(f"leftover: gone; replay: rejected {sorted(rejected)}")
+        check(name not in rejected, f"the take's leftover was rejected: {rejected}")
+        check("taken into outbox/ already" in d.logs(), f"no line for the leftover:\n{d.logs()[-2000:]}")
+        check(rname in rejected and env.reason_of(rname)["reason"] == "duplicate_id",
+              f"the replay: {rejected}")
+        check(not os.path.exists(os.path.join(env.spool, "outbox", left["handoff_id"] + ".json")),
+              "the leftover was taken again")
+        check(d.stop() == 0, "exit 0")
+
+
+hdtest.run(main)
