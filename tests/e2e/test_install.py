@@ -64,6 +64,7 @@ def expected(v):
         "usr/bin/handoffctl": 0o755,
         "usr/sbin/handoff-hubd": 0o755,
         "usr/sbin/handoff-a2a": 0o755,
+        "usr/sbin/handoff-push": 0o755,
         "usr/share/man/man8/handoff-hubd.8": 0o644,
         "usr/lib/systemd/system/handoff-hubd.service": 0o644,
         "usr/lib/systemd/system/handoff-hubd.socket": 0o644,
