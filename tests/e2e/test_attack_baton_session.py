@@ -63,7 +63,7 @@ def main():
                 "baton_patch": {"current_state": [big, f"step {i}"]}})
             hdproto.drop(env.spool, s)
         hdtest.wait_for(lambda: sum(1 for n in env.names("claimed") if n.endswith(".json")) >= 41,
-                        timeout=30, what="forty stages claimed")
+                        timeout=120 * hdtest.SLOW, what="forty stages claimed")
         last = stage("bob", "alice", env.key, {
             "session_id": SESSION, "stage_id": "release",
             "baton_patch": {"decision_log": ["Start with the plan", "Release today"]}})
