@@ -128,7 +128,13 @@ static int quota_names(struct quota_names *q, const char *agent, const char *id,
 
 const char *quota_producer(const struct spool *sp, uid_t uid, char *buf, size_t n)
 {
-        if (uid == geteuid() || uid == sp->hub_uid || uid == (uid_t)-1)
+        /* the daemon's own uid does not change while it runs: asked once,
+         * not once an item */
+        static uid_t self = (uid_t)-1;
+
+        if (self == (uid_t)-1)
+                self = geteuid();
+        if (uid == self || uid == sp->hub_uid || uid == (uid_t)-1)
                 return NULL;
         return xsnprintf(buf, n, "u%u", (unsigned)uid) < 0 ? NULL : buf;
 }
