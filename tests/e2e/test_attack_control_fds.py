@@ -23,9 +23,11 @@ MAX_FDS = 64 + 40       # connections + the daemon's own (spool, agents, loop)
 ROOT = os.geteuid() == 0
 
 
-def hold_connections(sock, n, uid, gid):
+def hold_connections(sock, n, uid, gid, until_full=False):
     """A child (as uid/gid when we are root) holding n connections open
-    until told to go; returns (pid, pipe to tell it)."""
+    until told to go; returns ((pid, pipe to tell it), how many it holds).
+    until_full: it connects without blocking and stops at the first
+    EAGAIN, the listen backlog full."""
     r, w = os.pipe()
     r2, w2 = os.pipe()
     pid = os.fork()
@@ -40,9 +42,17 @@ def hold_connections(sock, n, uid, gid):
             held = []
             for _ in range(n):
                 s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-                s.settimeout(5)
+                if until_full:
+                    s.setblocking(False)
+                else:
+                    s.settimeout(5)
                 try:
                     s.connect(sock)
+                except BlockingIOError:
+                    s.close()
+                    if until_full:
+                        break
+                    continue
                 except OSError:
                     s.close()
                     continue
@@ -53,9 +63,9 @@ def hold_connections(sock, n, uid, gid):
             os._exit(0)
     os.close(r)
     os.close(w2)
-    os.read(r2, 16)
+    held = int(os.read(r2, 16) or b"0")
     os.close(r2)
-    return pid, w
+    return (pid, w), held
 
 
 def release(child):
@@ -73,7 +83,7 @@ def test_attack_control_fds_bounded(env, d):
     sock = env.sockets["d0"]
     fds0 = hdtest.fd_count(d.proc.pid)
     t0 = time.monotonic()
-    child = hold_connections(sock, N, 65534, 65534)
+    child, _ = hold_connections(sock, N, 65534, 65534)
     t_open = time.monotonic() - t0
     try:
         fds = 0
@@ -99,7 +109,7 @@ def test_attack_control_refusal_log_bounded(env, d):
     sock = env.sockets["d0"]
     os.chmod(sock, 0o666)   # let the filesystem allow it: the daemon must refuse
     before = control_lines(d)
-    child = hold_connections(sock, N, 65533, 65533)
+    child, _ = hold_connections(sock, N, 65533, 65533)
     release(child)
     # A status request of ours, queued behind every connection the child
     # made: answered once the daemon has taken (and refused) them all.
@@ -107,41 +117,6 @@ def test_attack_control_refusal_log_bounded(env, d):
     lines = control_lines(d) - before
     print(f"{N} connections from a refused peer: {lines} log line(s)")
     check(lines <= 3, f"{lines} log lines for {N} refused connections")
-
-
-def fill_backlog(sock, uid, gid):
-    """A child (as uid/gid when root) connecting without blocking until the
-    listen backlog is full (EAGAIN); returns (pid, pipe to tell it)."""
-    r, w = os.pipe()
-    r2, w2 = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(w)
-        os.close(r2)
-        try:
-            if ROOT:
-                os.setgroups([gid])
-                os.setgid(gid)
-                os.setuid(uid)
-            held = []
-            while len(held) < 1000:
-                s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-                s.setblocking(False)
-                try:
-                    s.connect(sock)
-                except BlockingIOError:
-                    s.close()
-                    break
-                held.append(s)
-            os.write(w2, b"%d" % len(held))
-            os.read(r, 1)
-        finally:
-            os._exit(0)
-    os.close(r)
-    os.close(w2)
-    n = int(os.read(r2, 16) or b"0")
-    os.close(r2)
-    return (pid, w), n
 
 
 def in_connect(pid):
@@ -161,7 +136,7 @@ def test_status_waits_for_full_backlog(env, d, conf):
     sock = env.sockets["d0"]
     os.kill(d.proc.pid, signal.SIGSTOP)
     try:
-        child, n = fill_backlog(sock, 65534, 65534)
+        child, n = hold_connections(sock, 1000, 65534, 65534, until_full=True)
         check(n > 0, f"the backlog took {n} connections before EAGAIN")
         st = subprocess.Popen([hdtest.HANDOFFCTL, "status", "-c", conf, "--json"],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
