@@ -17,6 +17,7 @@
  * After a crash between the two, the producer's file is a leftover of
  * the take: outbox/<id>.json holds its handoff and is newer; it goes
  * without a verdict, so the item is in outbox/ alone and sent once. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -29,6 +30,9 @@
 #include "files.h"
 #include "log.h"
 #include "outbox_dir.h"
+
+/* outbox/.<id>.src: what a take noted of the producer's file */
+#define OUTBOX_SRC_SUFFIX ".src"
 #include "util.h"
 
 /* Is handoff/name (st) what a take of doc left: outbox/dst is the
@@ -88,9 +92,39 @@ int outbox_dir_take(struct spool *sp, const char *name, const struct spool_ino *
         if (r < 0)
                 return r;
         store_dirty(sp, SD_OUTBOX);
-        (void) store_id_note_source(sp, h->id, st.st_dev, st.st_ino);
+        /* what the archive will note in ids/ of the producer's file */
+        char side[NAME_MAX + 1], note[64];
+        int nl = snprintf(note, sizeof(note), "src %llu %llu\n", (unsigned long long)st.st_dev,
+                          (unsigned long long)st.st_ino);
+        if (xsnprintf(side, sizeof(side), ".%s" OUTBOX_SRC_SUFFIX, h->id) >= 0)
+                (void) store_side_write(sp, SD_OUTBOX, side, note, (size_t)nl);
         store_drop_source(sp, name, st.st_dev, st.st_ino);
         return 0;
+}
+
+/* A take's note (.<id>.src) whose item is gone from outbox/ another way
+ * than its archive (a power cut's recovery, an expiry): removed. */
+static void sweep_src(struct spool *sp)
+{
+        DIR *d = opendir_at(sp->fd[SD_OUTBOX]);
+        struct dirent *de;
+        char item[NAME_MAX + 1];
+        size_t l;
+
+        if (!d)
+                return;
+        while ((de = readdir(d))) {
+                l = strlen(de->d_name);
+                if (de->d_name[0] != '.' || l < 6 || strcmp(de->d_name + l - 4, OUTBOX_SRC_SUFFIX) ||
+                    l - 5 + 5 > NAME_MAX)
+                        continue;
+                memcpy(item, de->d_name + 1, l - 5);
+                memcpy(item + l - 5, ".json", 6);
+                if (faccessat(sp->fd[SD_OUTBOX], item, F_OK, AT_SYMLINK_NOFOLLOW) < 0 &&
+                    errno == ENOENT)
+                        (void) store_remove(sp, SD_OUTBOX, de->d_name);
+        }
+        closedir(d);
 }
 
 int outbox_dir_each(struct spool *sp, int64_t now, outbox_dir_fn *fn, void *ctx)
@@ -116,6 +150,7 @@ int outbox_dir_each(struct spool *sp, int64_t now, outbox_dir_fn *fn, void *ctx)
                 }
         }
         json_decref(set);
+        sweep_src(sp);
         return q;
 }
 
@@ -150,6 +185,22 @@ int outbox_dir_archive(struct spool *sp, const struct store_outcome *o, int64_t 
         q = store_id_mark(sp, o->id);
         if (q < 0)
                 return q;
-        return store_archive_from(sp, SD_OUTBOX, src, at_s, o->from, o->to, o->id, buf, len,
-                                  name, n);
+        /* the take's note of the producer's file, read before the move */
+        char side[NAME_MAX + 1], note[96] = "";
+        ssize_t nn = -1;
+        if (xsnprintf(side, sizeof(side), ".%s" OUTBOX_SRC_SUFFIX, o->id) >= 0) {
+                int fd = openat(sp->fd[SD_OUTBOX], side, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+                if (fd >= 0) {
+                        nn = read(fd, note, sizeof(note) - 16);
+                        close(fd);
+                }
+        }
+        q = store_archive_from(sp, SD_OUTBOX, src, at_s, o->from, o->to, o->id, buf, len,
+                               name, n);
+        if (q == 0 && nn > 0 && nn < (ssize_t)sizeof(note) - 16 && !strncmp(note, "src ", 4)) {
+                memcpy(note + nn, "archived\n", 10);
+                (void) store_id_note(sp, o->id, note, (size_t)nn + 9);
+                (void) store_remove(sp, SD_OUTBOX, side);
+        }
+        return q;
 }

@@ -6,6 +6,10 @@ that name.  The name is the take's leftover: ids/<id> names its file, so
 it goes without a verdict.  A file that is not that one (another inode,
 or the same one written since) is a replay: rejected duplicate_id.
 
+The note is written into ids/<id> only when the item is archived (from
+the take's sidecar outbox/.<id>.src): a take whose outbox/ copy a power
+cut lost has no note there, and its file, the only copy, is taken again.
+
 The state is the one test_relay_kill left once in three runs
 (rejected on a: duplicate_id for a relayed handoff), made here on disk
 before a start: the relayed item's archive is not needed for the
@@ -33,7 +37,14 @@ def main():
         name = hdproto.drop(env.spool, left)
         st = os.stat(os.path.join(env.spool, "handoff", name))
         with open(os.path.join(ids, left["handoff_id"]), "w") as f:
-            f.write(f"src {st.st_dev} {st.st_ino}\n")
+            f.write(f"src {st.st_dev} {st.st_ino}\narchived\n")
+        # a take whose copy a power cut lost: noted, never archived; the
+        # file is the only copy and must be taken again, not dropped
+        lost = hdproto.build("bob", "gordon", env.key, ttl=600)
+        lname = hdproto.drop(env.spool, lost)
+        lst = os.stat(os.path.join(env.spool, "handoff", lname))
+        with open(os.path.join(env.spool, "outbox", "." + lost["handoff_id"] + ".src"), "w") as f:
+            f.write(f"src {lst.st_dev} {lst.st_ino}\n")
         # a replay: the same id, another file
         rep = hdproto.build("bob", "gordon", env.key, ttl=600)
         with open(os.path.join(ids, rep["handoff_id"]), "w") as f:
@@ -51,6 +62,12 @@ def main():
               f"the replay: {rejected}")
         check(not os.path.exists(os.path.join(env.spool, "outbox", left["handoff_id"] + ".json")),
               "the leftover was taken again")
+        # the only copy: taken again into outbox/, neither dropped nor
+        # rejected
+        hdtest.wait_for(lambda: os.path.exists(os.path.join(env.spool, "outbox",
+                                                            lost["handoff_id"] + ".json")),
+                        20 * hdtest.SLOW, "the file whose take a power cut lost, taken again")
+        check(lname not in env.names("rejected"), f"it was rejected: {env.names('rejected')}")
         check(d.stop() == 0, "exit 0")
 
 

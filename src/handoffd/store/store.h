@@ -119,12 +119,12 @@ int store_reject_claimed(struct spool *sp, const char *handoff_id, hd_reason rea
 
 /* Remember handoff_id in ids/ (replay memory once it leaves claimed/). */
 int store_id_mark(struct spool *sp, const char *handoff_id);
-/* ids/<id> made, naming the producer's file (dev, ino) a take into
- * outbox/ left in handoff/ until the next flush: after a crash before
- * that flush, once the item has left outbox/ (relayed, archived), that
- * file is known as the take's leftover by it, not taken for a replay. */
-int store_id_note_source(struct spool *sp, const char *handoff_id, dev_t dev, ino_t ino);
-/* Is st the file ids/<id> names, unchanged since? */
+/* ids/<id> made (or rewritten) with text: what an archived outbox item
+ * says of the producer's file its take left in handoff/ ("src DEV INO",
+ * then "archived"), so that after a crash before that file's name left,
+ * the file is known as the take's leftover, not taken for a replay. */
+int store_id_note(struct spool *sp, const char *handoff_id, const char *text, size_t len);
+/* Is st the file ids/<id> names, unchanged since, and its item archived? */
 bool store_id_source_is(struct spool *sp, const char *handoff_id, const struct stat *st);
 
 /* Move handoff/name to directory `to` as dst (a claim, a rejection, to

@@ -39,10 +39,9 @@ int store_side_rename(struct spool *sp, enum spool_dir dir, const char *from, co
         return 0;
 }
 
-int store_id_note_source(struct spool *sp, const char *id, dev_t dev, ino_t ino)
+int store_id_note(struct spool *sp, const char *id, const char *text, size_t len)
 {
-        char buf[64];
-        int fd, n;
+        int fd, r;
 
         if (!id || !hd_id_valid(id))
                 return 0;
@@ -50,12 +49,10 @@ int store_id_note_source(struct spool *sp, const char *id, dev_t dev, ino_t ino)
                     O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0640);
         if (fd < 0)
                 return -errno;
-        n = snprintf(buf, sizeof(buf), "src %llu %llu\n", (unsigned long long)dev,
-                     (unsigned long long)ino);
-        n = write(fd, buf, (size_t)n) == n ? 0 : -EIO;
+        r = write(fd, text, len) == (ssize_t)len ? 0 : -EIO;
         close(fd);
         store_dirty(sp, SD_IDS);
-        return n;
+        return r;
 }
 
 bool store_id_source_is(struct spool *sp, const char *id, const struct stat *st)
@@ -76,8 +73,10 @@ bool store_id_source_is(struct spool *sp, const char *id, const struct stat *st)
         if (n <= 0)
                 return false;
         buf[n] = '\0';
-        /* the producer's file, not changed since the take noted it */
-        return sscanf(buf, "src %llu %llu", &dev, &ino) == 2 && dev == (unsigned long long)st->st_dev &&
+        /* the producer's file, not changed since the take noted it, of an
+         * item that was relayed and archived (after a power cut that lost
+         * the take's copy, the note alone would drop the only copy) */
+        return sscanf(buf, "src %llu %llu", &dev, &ino) == 2 && strstr(buf, "\narchived\n") && dev == (unsigned long long)st->st_dev &&
                ino == (unsigned long long)st->st_ino &&
                (st->st_ctim.tv_sec < m.st_mtim.tv_sec ||
                 (st->st_ctim.tv_sec == m.st_mtim.tv_sec && st->st_ctim.tv_nsec <= m.st_mtim.tv_nsec));
