@@ -80,6 +80,14 @@ int outbox_dir_take(struct spool *sp, const char *name, const struct spool_ino *
                         return r;
                 buf = own;
         }
+        /* What the archive will note in ids/ of the producer's file,
+         * written before the copy: a kill between the two leaves a note
+         * without its item, which the next outbox scan sweeps. */
+        char side[NAME_MAX + 1], note[64];
+        int nl = snprintf(note, sizeof(note), "src %llu %llu\n", (unsigned long long)st.st_dev,
+                          (unsigned long long)st.st_ino);
+        if (xsnprintf(side, sizeof(side), ".%s" OUTBOX_SRC_SUFFIX, h->id) >= 0)
+                (void) store_side_write(sp, SD_OUTBOX, side, note, (size_t)nl);
         /* main.c's umask 027 keeps 0640, as claimed/'s records. */
         r = write_linked(sp->fd[SD_OUTBOX], dst, buf, len, 0640,
                          sp->cfg->fsync ? WRITE_SYNC_FILE : 0);
@@ -92,12 +100,6 @@ int outbox_dir_take(struct spool *sp, const char *name, const struct spool_ino *
         if (r < 0)
                 return r;
         store_dirty(sp, SD_OUTBOX);
-        /* what the archive will note in ids/ of the producer's file */
-        char side[NAME_MAX + 1], note[64];
-        int nl = snprintf(note, sizeof(note), "src %llu %llu\n", (unsigned long long)st.st_dev,
-                          (unsigned long long)st.st_ino);
-        if (xsnprintf(side, sizeof(side), ".%s" OUTBOX_SRC_SUFFIX, h->id) >= 0)
-                (void) store_side_write(sp, SD_OUTBOX, side, note, (size_t)nl);
         store_drop_source(sp, name, st.st_dev, st.st_ino);
         return 0;
 }
@@ -195,12 +197,17 @@ int outbox_dir_archive(struct spool *sp, const struct store_outcome *o, int64_t 
                         close(fd);
                 }
         }
-        q = store_archive_from(sp, SD_OUTBOX, src, at_s, o->from, o->to, o->id, buf, len,
-                               name, n);
-        if (q == 0 && nn > 0 && nn < (ssize_t)sizeof(note) - 16 && !strncmp(note, "src ", 4)) {
+        /* Noted before the move: a kill between the two leaves the item in
+         * outbox/, sent again, and its producer's name, dropped as the
+         * leftover it is; after the move, the name is known by the note. */
+        bool noted = nn > 0 && nn < (ssize_t)sizeof(note) - 16 && !strncmp(note, "src ", 4);
+        if (noted) {
                 memcpy(note + nn, "archived\n", 10);
                 (void) store_id_note(sp, o->id, note, (size_t)nn + 9);
-                (void) store_remove(sp, SD_OUTBOX, side);
         }
+        q = store_archive_from(sp, SD_OUTBOX, src, at_s, o->from, o->to, o->id, buf, len,
+                               name, n);
+        if (q == 0 && noted)
+                (void) store_remove(sp, SD_OUTBOX, side);
         return q;
 }
