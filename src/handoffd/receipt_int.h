@@ -73,8 +73,6 @@ struct receipts {
         bool timer_open;
         /* archive/ files written since the last store_flush(), synced by
          * the flush hook before the spool's directories */
-        struct { int fd; char name[NAME_MAX + 1]; } *unsynced;
-        size_t n_unsynced, cap_unsynced;
 };
 
 /* A receipt as it came, its fields pointing into doc (receipt_doc_read(),
@@ -90,9 +88,6 @@ void receipt_doc_read(struct rdoc *d);
 bool receipt_is_final(const char *o);
 bool receipt_is_outcome(const char *o);
 
-/* dirfd/name, just written: synced at the next store_flush(), before the
- * outcome it precedes.  Without room, synced now. */
-int receipt_note_unsynced(struct relay *r, int dirfd, const char *name);
 
 /* k's keys freed, k empty. */
 void receipt_host_keys_drop(struct rhostkeys *k);

@@ -48,70 +48,15 @@ bool receipt_is_outcome(const char *o)
         return o && (receipt_is_final(o) || !strcmp(o, "delivered"));
 }
 
-/* dirfd/name, just written: synced at the next store_flush(), before the
- * outcome it precedes.  Without room, synced now. */
-int receipt_note_unsynced(struct relay *r, int dirfd, const char *name)
-{
-        struct receipts *rc = r->rc;
-
-        if (!r->sp->cfg->fsync)
-                return 0;
-        if (rc->n_unsynced == rc->cap_unsynced) {
-                size_t cap = rc->cap_unsynced ? 2 * rc->cap_unsynced : 64;
-                void *p = cap <= 65536 ? realloc(rc->unsynced, cap * sizeof(*rc->unsynced)) : NULL;
-                if (!p) {
-                        int rets[1];
-                        return fsync_many_at(&dirfd, &name, 1, rets);
-                }
-                rc->unsynced = p;
-                rc->cap_unsynced = cap;
-        }
-        if (xsnprintf(rc->unsynced[rc->n_unsynced].name, sizeof(rc->unsynced[0].name), "%s", name) < 0)
-                return -ENAMETOOLONG;
-        rc->unsynced[rc->n_unsynced].fd = dirfd;
-        rc->n_unsynced++;
-        return 0;
-}
-
-/* Before the spool's directories: the journal, and the archive/ files
- * receipt_in() wrote. */
+/* Before the spool's directories: the journal (a receipt's .outcome is
+ * synced before its rename, receipt_in.c). */
 int receipt_flush_hook(void *ctx)
 {
         struct relay *r = ctx;
-        struct receipts *rc = r->rc;
-        size_t n = rc->n_unsynced;
-        int q;
+        int q = receipt_journal_sync(r);
 
-        q = receipt_journal_sync(r);
-        if (q < 0) {
-                spool_error(r->sp, q, "Cannot sync receipts/journal");
-                return q;
-        }
-        if (!n)
-                return 0;
-        int *fds = calloc(n, sizeof(int)), *rets = calloc(n, sizeof(int));
-        const char **names = calloc(n, sizeof(char *));
-        if (!fds || !rets || !names) {
-                q = -ENOMEM;
-                goto out;
-        }
-        for (size_t k = 0; k < n; k++) {
-                fds[k] = rc->unsynced[k].fd;
-                names[k] = rc->unsynced[k].name;
-        }
-        q = fsync_many_at(fds, names, n, rets);
-        /* one gone since (retention): nothing to sync */
-        for (size_t i = 0; q < 0 && i < n; i++)
-                if (rets[i] < 0 && rets[i] != -ENOENT)
-                        goto out;
-        q = 0;
-        rc->n_unsynced = 0;
-out:
-        free(fds);
-        free(rets);
-        free(names);
         if (q < 0)
-                spool_error(r->sp, q, "Cannot fsync archive/ for receipts");
+                spool_error(r->sp, q, "Cannot sync receipts/journal");
         return q;
 }
 
@@ -514,7 +459,6 @@ void receipt_free(struct relay *r)
         for (size_t i = 0; i < ELEMENTSOF(rc->hk); i++)
                 receipt_host_keys_drop(&rc->hk[i]);
         free(rc->pub_dir);
-        free(rc->unsynced);
         dict_clear(&rc->owed);
         dict_clear(&rc->queued);
         dict_clear(&rc->sent);
