@@ -286,19 +286,27 @@ void hub_waits_free(struct hub_waits *w)
         free(w);
 }
 
+/* Is there room for x, under w's lock: not stopping, within the bound in
+ * all and of x's token? */
+static bool room_locked(const struct hub_waits *w, const struct hub_wait *x)
+{
+        const struct hub_wait *y;
+        unsigned mine = 0;
+
+        TAILQ_FOREACH(y, &w->list, link)
+                mine += !strcmp(y->agent, x->agent);
+        return !w->stopping && w->n < w->max && mine < w->max_per_token;
+}
+
 int hub_waits_add(struct hub_waits *w, struct hub_wait *x, void (*suspend)(void *),
                   void (*resume)(void *), void *arg)
 {
-        struct hub_wait *y;
-        unsigned mine = 0;
         uint64_t one = 1;
 
         if (!w)
                 return -EBUSY;
         pthread_mutex_lock(&w->lock);
-        TAILQ_FOREACH(y, &w->list, link)
-                mine += !strcmp(y->agent, x->agent);
-        if (w->stopping || w->n >= w->max || mine >= w->max_per_token) {
+        if (!room_locked(w, x)) {
                 pthread_mutex_unlock(&w->lock);
                 return -EBUSY;
         }
@@ -322,15 +330,10 @@ int hub_waits_add(struct hub_waits *w, struct hub_wait *x, void (*suspend)(void 
 
 int hub_waits_hold(struct hub_waits *w, struct hub_wait *x)
 {
-        struct hub_wait *y;
-        unsigned mine = 0;
-
         if (!w || !x->ops->stream)
                 return -EBUSY;
         pthread_mutex_lock(&w->lock);
-        TAILQ_FOREACH(y, &w->list, link)
-                mine += !strcmp(y->agent, x->agent);
-        if (w->stopping || w->n >= w->max || mine >= w->max_per_token) {
+        if (!room_locked(w, x)) {
                 pthread_mutex_unlock(&w->lock);
                 return -EBUSY;
         }
