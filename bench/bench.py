@@ -47,7 +47,7 @@ sys.dont_write_bytecode = True   # no __pycache__ in the source tree
 sys.path.insert(0, os.path.join(SRC, "tests", "py"))
 import hdtest  # noqa: E402
 from bench_report import (  # noqa: E402
-    fmt, hub_table, relay_ratios, relay_table, spread, summarize, syscall_rows, syscall_table,
+    fmt, hub_ratios, hub_table, relay_ratios, relay_table, spread, summarize, syscall_rows, syscall_table,
     table)
 from bench_runs import run_hub, run_one, run_relay  # noqa: E402
 from benchkit import (  # noqa: E402
@@ -118,7 +118,8 @@ def main():
         ap.error("--n, --rounds, --rate-n, --backlog and --strace-n must be >= 1")
     paths = {"handoffd": os.path.join(a.build, "handoffd"),
              "floor": os.path.join(a.build, "bench", "floor"),
-             "hubd": os.path.join(a.build, "handoff-hubd")}
+             "hubd": os.path.join(a.build, "handoff-hubd"),
+             "hubfloor": os.path.join(a.build, "bench", "hubfloor")}
     for p in paths.values():
         if not os.access(p, os.X_OK):
             ap.error(f"{p}: not built (run make bench-floor, or make bench)")
@@ -279,8 +280,10 @@ def main():
             print("relay: host a -> one local nats-server -> host b, from the drop on a to the bootstrap on b;")
             print("cpu us/item is a's and b's together; the local burst drops into b's handoff/ in the same setup.")
         if hub_rows:
-            print("hub: handoff-hubd (TLS, 8 keep-alive clients) against the file drop on the same spool; latency")
-            print("from the start of the POST (or the drop) to the bootstrap; cpu us/item is handoffd's and the hub's;")
+            print("hub: handoff-hubd (TLS, 8 keep-alive clients) against the file drop on the same spool; hubfloor:")
+            print("bench/hubfloor, the same TLS server writing each body to tmp/ and renaming it into handoff/, nothing")
+            print("else; latency from the start of the POST (or the drop) to the bootstrap; cpu us/item is handoffd's")
+            print("and that of the way in (the hub's, the hubfloor's; none for the drop);")
             print("in: to the item's arrival in handoff/ (the hub's way in; about 0 for the drop), hd: from there")
             print("to the bootstrap (the daemon's part), both seen by inotify watchers in the bench's process.")
         sat = [f"{x['prog']} fsync {x['fsync']} round {x['round']}" for x in results if x.get("saturated")]
@@ -313,6 +316,7 @@ def main():
                       "tmpfs": a.tmpfs if "burst_tmpfs" in only else None, "strace_n": a.strace_n},
            "figures": rows, "syscalls": sc_rows, "runs": results, "relay": relay_rows, "hub": hub_rows,
            "relay_ratios": [{"figure": w, "ratio": v, "target": t} for w, v, t in relay_ratios(relay_rows)],
+           "hub_ratios": [{"figure": w, "ratio": v, "target": t} for w, v, t in hub_ratios(hub_rows)],
            "ok": not failed}
     print("BENCH_JSON " + json.dumps(out, sort_keys=True, separators=(",", ":")))
     return 1 if failed else 0

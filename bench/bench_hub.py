@@ -5,12 +5,16 @@ openssl) on a temp spool; the same kind of signed handoffs go in through
 the file drop and through the hub in the same run.
 
   burst  N handoffs: dropped back to back by one writer (file), or posted
-         by 8 keep-alive HTTPS clients (hub); throughput = N / (last
-         bootstrap - first drop or post).
+         by 8 keep-alive HTTPS clients (hub, hubfloor); throughput = N /
+         (last bootstrap - first drop or post).
   rate   N handoffs at a fixed rate (default 200/s; the hub's spread over
          the 8 clients); per item the latency from the drop (just after the
          rename into handoff/) or the start of the POST, to the bootstrap's
          IN_MOVED_TO in the agent's handoffs/.
+
+hubfloor is bench/hubfloor.c: the least an HTTPS way in needs (the same
+libmicrohttpd, TLS and certificate, each body written to tmp/ and renamed
+into handoff/, nothing else), posted to by the same clients.
 
 Every id must get exactly one bootstrap and every POST a 200.  Runs alone
 too:  python3 bench/bench_hub.py
@@ -36,6 +40,30 @@ import hubkit  # noqa: E402
 from benchkit import Watcher, drop_one, pct, proc_cpu  # noqa: E402
 
 CLIENTS = 8
+HOWS = ("file", "hubfloor", "hub")
+
+
+class Floor:
+    """bench/hubfloor on its own port, with the hub's certificate; posted
+    to as the hub is, the name in the query."""
+
+    def __init__(self, hub, port):
+        self.hub = hub
+        self.port = port
+
+    def connect(self, timeout=30):
+        import http.client
+        return http.client.HTTPSConnection("127.0.0.1", self.port, timeout=timeout,
+                                           context=self.hub.context())
+
+    def post(self, doc, agent, conn, raw):
+        c = conn
+        c.request("POST", "/api/v1/handoffs/start?id=" + doc["handoff_id"], body=raw,
+                  headers={"Content-Type": "application/json",
+                           "Authorization": f"Bearer {self.hub.tokens.get(agent)}"})
+        r = c.getresponse()
+        data = r.read()
+        return r.status, data
 
 
 class Site:
@@ -72,6 +100,8 @@ class Site:
 
 
 def one(site, hub, how, phase, n, rate, timeout, procs):
+    """One row: n handoffs by how (file, hub or hubfloor, whose server is
+    passed as hub)."""
     docs = [hdproto.build("bob", "alice", site.key, ttl=1800) for _ in range(n)]
     # the bytes made before any clock starts, for both ways in alike
     bodies = [hdproto.dumps(d) for d in docs]
@@ -151,8 +181,10 @@ def one(site, hub, how, phase, n, rate, timeout, procs):
             "cpu_ms_per_1000": cpu * 1000 * 1000 / n, "ok": not problems, "problems": problems}
 
 
-def run(handoffd, hubd, fsync, n, rate_n, rate, timeout=120.0, keep=False):
-    """Burst and rate through the file drop and through the hub: 4 rows."""
+def run(handoffd, hubd, fsync, n, rate_n, rate, timeout=120.0, keep=False, hubfloor=None):
+    """Burst and rate through the file drop, the hub floor and the hub: 6
+    rows."""
+    hubfloor = hubfloor or os.path.join(os.path.dirname(handoffd), "bench", "hubfloor")
     base = tempfile.mkdtemp(prefix=f"hdbench.hub-{'on' if fsync else 'off'}.",
                             dir=os.environ.get("TMPDIR") or "/tmp")
     os.chmod(base, 0o755)
@@ -166,10 +198,19 @@ def run(handoffd, hubd, fsync, n, rate_n, rate, timeout=120.0, keep=False):
         h = hdtest.Daemon(site, hub.conf, "hub", argv=[hubd, "-f", "-c", hub.conf])
         site.daemons.append(h)
         h.wait_message("READY=1")
-        procs = [d.proc, h.proc]
+        fport = hubkit.free_port()
+        f = hdtest.Daemon(site, hub.conf, "hubfloor",
+                          argv=[hubfloor, "--listen", str(fport), "--cert", hub.cert, "--key", hub.key,
+                                "--spool", site.spool] + (["--fsync"] if fsync else []))
+        site.daemons.append(f)
+        f.wait_message("READY=1")
+        floor = Floor(hub, fport)
         for phase, count, r in (("burst", n, None), ("rate", rate_n, rate)):
-            for how in ("file", "hub"):
-                rows.append(one(site, hub, how, phase, count, r, timeout, procs))
+            for how in HOWS:
+                # CPU: the daemon's and that of the way in
+                procs = [d.proc] + ([h.proc] if how == "hub" else [f.proc] if how == "hubfloor" else [])
+                rows.append(one(site, floor if how == "hubfloor" else hub, how, phase, count, r,
+                                timeout, procs))
     finally:
         for x in site.daemons:
             if x.proc.poll() is None:

@@ -230,4 +230,36 @@ def hub_table(a, rows):
                      f"{fmt(r.get('lat_in_p50_ms')) + '/' + fmt(r.get('lat_in_p99_ms')):>11}  "
                      f"{fmt(r.get('lat_daemon_p50_ms')) + '/' + fmt(r.get('lat_daemon_p99_ms')):>11}"
                      f"{'' if r.get('ok') else '  FAIL'}")
+    rat = hub_ratios(rows)
+    if any(v is not None for _, v, _ in rat):
+        lines += ["", f"{'hub ratios, same run':<52}  {'ratio':>6}  target", "-" * 70]
+        lines += [f"{w:<52}  {fmt2(v):>6}  {t}" for w, v, t in rat]
     return "\n".join(lines)
+
+
+def hub_ratios(rows):
+    """(figure, ratio, target) of the hub's targets, per fsync mode."""
+    def ratio(x, y):
+        return x / y if x and y else None
+
+    def get(fsync, phase, how, key):
+        for r in rows:
+            if r.get("fsync") == fsync and r.get("phase") == phase and r.get("how") == how and r.get("ok"):
+                return r.get(key)
+        return None
+
+    out = []
+    for fsync in ("off", "on"):
+        out.append((f"hub/hubfloor burst items/s, fsync {fsync}",
+                    ratio(get(fsync, "burst", "hub", "throughput"),
+                          get(fsync, "burst", "hubfloor", "throughput")), ">= 0.8"))
+        out.append((f"hub/file CPU per item, burst, fsync {fsync}",
+                    ratio(get(fsync, "burst", "hub", "cpu_ms_per_1000"),
+                          get(fsync, "burst", "file", "cpu_ms_per_1000")), "<= 2.0"))
+        out.append((f"hub/file p99 at the fixed rate, fsync {fsync}",
+                    ratio(get(fsync, "rate", "hub", "lat_p99_ms"),
+                          get(fsync, "rate", "file", "lat_p99_ms")), "<= 2.0"))
+        out.append((f"hubfloor/file burst items/s, fsync {fsync}",
+                    ratio(get(fsync, "burst", "hubfloor", "throughput"),
+                          get(fsync, "burst", "file", "throughput")), ""))
+    return out

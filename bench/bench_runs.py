@@ -479,15 +479,15 @@ def run_relay(a, paths, rows, leave=None):
 
 
 def run_hub(a, paths, rows):
-    """The hub phase (bench/bench_hub.py), fsync off then on: the file drop
-    and handoff-hubd (TLS, 8 keep-alive clients) in the same run, a burst
-    and a fixed rate.  True when a run failed."""
+    """The hub phase (bench/bench_hub.py), fsync off then on: the file drop,
+    bench/hubfloor and handoff-hubd (TLS, 8 keep-alive clients) in the same
+    run, a burst and a fixed rate.  True when a run failed."""
     import bench_hub
     failed = False
     for fsync in (False, True):
         t = time.monotonic()
         for res in bench_hub.run(paths["handoffd"], paths["hubd"], fsync, a.hub_n, a.rate_n,
-                                 a.rate, a.timeout, a.keep):
+                                 a.rate, a.timeout, a.keep, hubfloor=paths["hubfloor"]):
             rows.append(res)
             print(f"  hub-{res['fsync']}-{res['phase']}-{res['how']:16} {fmt(res.get('throughput')):>8} items/s "
                   f"p99 {fmt(res.get('lat_p99_ms'))} ms{'' if res.get('ok') else '  FAIL'}")

@@ -12,7 +12,7 @@
 #   make bench BENCH_QUOTA=100000      (handoffd with the inbox quota on, counted)
 #   make bench BENCH_SETTLE=0          (do not wait for cheap file creation;
 #                                       see bench/README.md)
-#   make bench-floor                   only build $(B)/bench/floor
+#   make bench-floor                   only build $(B)/bench/floor and hubfloor
 #
 # Always the normal optimised build in build/ (never the sanitized one, even
 # with SANITIZE=1 on the command line).  Runs bench/floor (the reference
@@ -33,9 +33,10 @@ BENCH_QUOTA   ?= 0
 BENCH_ARGS    ?=
 BENCH_BUILD   := $(CURDIR)/build
 FLOOR         := $(B)/bench/floor
+HUBFLOOR      := $(B)/bench/hubfloor
 
 .PHONY: bench-floor
-bench-floor: $(FLOOR)
+bench-floor: $(FLOOR) $(HUBFLOOR)
 
 # bench/ uses the library's private headers (files.h) like the daemon does,
 # and its notify.c (READY=1 without libsystemd, as handoffd).
@@ -43,6 +44,11 @@ $(B)/bench/%.o: HD_CFLAGS += $(INC_lib)
 
 $(FLOOR): $(B)/bench/floor.o $(LIBA)
 	$(CC) $(HD_LDFLAGS) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
+
+# the hub's floor (bench/hubfloor.c): libmicrohttpd and GnuTLS as the hub
+$(B)/bench/hubfloor.o: HD_CFLAGS += $(HUB_CFLAGS)
+$(HUBFLOOR): $(B)/bench/hubfloor.o $(LIBA)
+	$(CC) $(HD_LDFLAGS) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) $(HUB_LIBS) -lpthread -lm
 
 bench: deps
 	@$(MAKE) --no-print-directory SANITIZE= B=build all bench-floor
