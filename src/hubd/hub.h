@@ -66,6 +66,7 @@ struct hub_waits;
 struct hub_tokens;
 struct hub_tls;
 struct hub_conns;
+struct hub_records;
 struct sockaddr;
 
 struct hub {
@@ -74,6 +75,7 @@ struct hub {
         /* held directory fds: the spool's tmp/ and handoff/, our records;
          * cancel/ (CancelTask's requests), -1 when the spool has none */
         int tmp_fd, handoff_fd, state_fd, ids_fd, claimed_fd, cancel_fd;
+        struct hub_records *records;    /* the accepted ids (hub_records.c) */
         struct hub_tokens *tokens;      /* swapped on SIGHUP under the lock */
         pthread_rwlock_t tokens_lock;
         struct hub_tls *tls;            /* NULL: plain HTTP (loopback, unix) */
@@ -273,9 +275,7 @@ int hub_item_find(struct hub *h, const char *id, json_t **ret);
 /* A refusal as JSON: {"status":"rejected","reason":..,"detail":..}. */
 int hub_answer_reject(struct hub_answer *a, unsigned status,
                       const char *reason, const char *detail);
-/* Remove records older than any document under their id can be fresh
- * (max_window + max_clock_skew): how many. */
-int hub_records_prune(struct hub *h, int64_t now_s);
+/* hub_records_prune() (hub_records.h) and the others' prunes run this often. */
 #define HUB_PRUNE_INTERVAL 600
 /* Remove what an earlier run of ours left in tmp/. */
 int hub_spool_clean_tmp(struct hub *h);

@@ -3,8 +3,8 @@
  * freshness; to_agent served here or reachable through a [remote]), then
  * written into the spool as any producer writes it (tmp/, rename without
  * replace into handoff/, synced when fsync = yes), and only then
- * answered.  What is accepted is recorded per handoff_id in state_dir
- * (SHA-256 of the bytes and the two agents) before it is dropped, so a
+ * answered.  What is accepted is recorded per handoff_id (hub_records.c:
+ * SHA-256 of the bytes and the two agents) before it is dropped, so a
  * retry gets the same answer (and drops the file again only when the
  * spool does not know the id: a crash in between), and a different
  * document under a known id is duplicate_id. */
@@ -24,12 +24,11 @@
 #include "files.h"
 #include "handoff.h"
 #include "hub.h"
+#include "hub_records.h"
 #include "items.h"
 #include "util.h"
 
-#define HASH_HEX (2 * crypto_hash_sha256_BYTES + 1)
-#define RECORD_MAX 256
-#define AGENT_MAX 64    /* hd_agent_valid() */
+#define HASH_HEX HUB_HASH_HEX
 #define ID_LOCKS 64
 
 /* Two requests for one id are judged one after the other. */
@@ -86,38 +85,6 @@ static int answer_verdict(struct hub_answer *a, const hd_verdict *v)
 {
         return hub_answer_reject(a, verdict_status(v->reason),
                                  hd_reason_name(v->reason), v->detail);
-}
-
-/* What the hub accepted under an id, as it recorded it. */
-struct record {
-        char hex[HASH_HEX];     /* SHA-256 of the bytes */
-        char from[AGENT_MAX + 1], to[AGENT_MAX + 1];    /* "": not in it */
-};
-
-/* Our record of id: "SHA256HEX FROM TO\n".  1 with *ret when there is
- * one, 0 when not, or -errno. */
-static int record_read(struct hub *h, const char *id, struct record *ret)
-{
-        _cleanup_close_ int fd = -1;
-        char buf[RECORD_MAX], from[RECORD_MAX], to[RECORD_MAX];
-        ssize_t n;
-
-        fd = openat(h->state_fd, id, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0)
-                return errno == ENOENT ? 0 : -errno;
-        n = read(fd, buf, sizeof(buf) - 1);
-        if (n < HASH_HEX - 1)
-                return n < 0 ? -errno : -EBADMSG;
-        buf[n] = '\0';
-        *ret = (struct record){ 0 };
-        memcpy(ret->hex, buf, HASH_HEX - 1);
-        if (buf[HASH_HEX - 1] == ' ' &&
-            sscanf(buf + HASH_HEX, "%255s %255s", from, to) == 2 &&
-            hd_agent_valid(from) && hd_agent_valid(to)) {
-                memcpy(ret->from, from, strlen(from) + 1);
-                memcpy(ret->to, to, strlen(to) + 1);
-        }
-        return 1;
 }
 
 /* dirfd/NAME holds exactly these bytes? */
@@ -184,12 +151,13 @@ static int spool_publish(struct hub *h, const char *agent, const char *name, con
 static int record_write(struct hub *h, const char *id, const char *hex,
                         const char *from, const char *to)
 {
-        char buf[RECORD_MAX];
-        int r = xsnprintf(buf, sizeof(buf), "%s %s %s\n", hex, from, to);
+        struct hub_record rec = { 0 };
 
-        if (r < 0)
-                return r;
-        return hd_write_atomic(h->state_fd, id, buf, strlen(buf), 0640, h->cfg->fsync);
+        if (xsnprintf(rec.hex, sizeof(rec.hex), "%s", hex) < 0 ||
+            xsnprintf(rec.from, sizeof(rec.from), "%s", from) < 0 ||
+            xsnprintf(rec.to, sizeof(rec.to), "%s", to) < 0)
+                return -EINVAL;
+        return hub_record_put(h, id, &rec, time(NULL));
 }
 
 /* The document as the daemon will judge it.  0 with *ret, or a refusal
@@ -244,7 +212,7 @@ int hub_accept_post(struct hub *h, const char *agent, const char *body,
         _cleanup_json_ json_t *doc = NULL;
         unsigned char hash[crypto_hash_sha256_BYTES];
         char hex[HASH_HEX], name[NAME_MAX + 1];
-        struct record old;
+        struct hub_record old;
         const char *id, *from, *to;
         pthread_mutex_t *lk;
         int r;
@@ -262,9 +230,7 @@ int hub_accept_post(struct hub *h, const char *agent, const char *body,
 
         lk = id_lock(id);
         pthread_mutex_lock(lk);
-        r = record_read(h, id, &old);
-        if (r < 0)
-                goto fail;
+        r = hub_record_get(h, id, &old);
         if (r > 0 && strcmp(old.hex, hex)) {
                 pthread_mutex_unlock(lk);
                 return hub_answer_reject(a, 409, "duplicate_id",
@@ -300,7 +266,7 @@ int hub_accept_post(struct hub *h, const char *agent, const char *body,
                 /* another producer's file appeared meanwhile */
                 bool same = spool_same(h->handoff_fd, name, body, len);
                 if (!same)
-                        unlinkat(h->state_fd, id, 0);
+                        (void)hub_record_drop(h, id);
                 pthread_mutex_unlock(lk);
                 if (!same)
                         return hub_answer_reject(a, 409, "duplicate_id",
@@ -429,7 +395,7 @@ int hub_accept_wait(struct hub *h, const char *agent, const char *id, int64_t ti
 int hub_item_find(struct hub *h, const char *id, json_t **ret)
 {
         _cleanup_json_ json_t *item = NULL;
-        struct record rec;
+        struct hub_record rec;
         int r;
 
         if (!hd_id_valid(id))
@@ -442,9 +408,7 @@ int hub_item_find(struct hub *h, const char *id, json_t **ret)
          * in claimed/ is the agent's bootstrap, closed to the hub, and
          * there what the hub recorded when it accepted the POST says. */
         if (!json_object_get(item, "from_agent") || !json_object_get(item, "to_agent")) {
-                r = record_read(h, id, &rec);
-                if (r < 0)
-                        return r;
+                r = hub_record_get(h, id, &rec);
                 if (r > 0 && rec.from[0]) {
                         json_object_set_new(item, "from_agent", json_string(rec.from));
                         json_object_set_new(item, "to_agent", json_string(rec.to));
@@ -485,28 +449,6 @@ int hub_accept_show(struct hub *h, const char *agent, const char *id,
         if (status)
                 json_object_set_new(item, "status", json_string(status));
         return answer_json(a, 200, json_incref(item));
-}
-
-int hub_records_prune(struct hub *h, int64_t now_s)
-{
-        /* past this age no document under the id can be fresh any more:
-         * a retry is refused as expired whatever the record says */
-        int64_t keep = h->cfg->max_window + h->cfg->max_clock_skew + 60;
-        DIR *d = opendir_at(h->state_fd);
-        struct dirent *de;
-        struct stat st;
-        int n = 0;
-
-        if (!d)
-                return -errno;
-        while ((de = readdir(d)))
-                if (de->d_name[0] != '.' &&
-                    fstatat(h->state_fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-                    S_ISREG(st.st_mode) && st.st_mtime < now_s - keep &&
-                    unlinkat(h->state_fd, de->d_name, 0) == 0)
-                        n++;
-        closedir(d);
-        return n;
 }
 
 int hub_spool_clean_tmp(struct hub *h)

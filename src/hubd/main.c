@@ -24,6 +24,7 @@
 #include "files.h"
 #include "handoff.h"
 #include "hub.h"
+#include "hub_records.h"
 #include "hub_a2a.h"
 #include "hub_jws.h"
 #include "hub_push.h"
@@ -184,7 +185,10 @@ int hub_setup(struct hub *h)
         if (r < 0)
                 return hub_fail(HUB_EXIT_RUNTIME, "[hub] state_dir %s: %s (it must be the "
                                 "hub's user's, mode 0700)", ch->state_dir, strerror(-r));
-        hub_records_prune(h, time(NULL));
+        r = hub_records_open(h, time(NULL));
+        if (r < 0)
+                return hub_fail(HUB_EXIT_RUNTIME, "[hub] state_dir %s/accepted.log: %s",
+                                ch->state_dir, strerror(-r));
         r = hub_spool_clean_tmp(h);
         if (r > 0)
                 hub_log("removed %d unfinished file(s) of an earlier run from %s/tmp", r,
@@ -504,6 +508,8 @@ int main(int argc, char **argv)
         sigaddset(&set, SIGHUP);
         pthread_sigmask(SIG_BLOCK, &set, NULL);
         signal(SIGPIPE, SIG_IGN);
+        /* a file size limit is a write's EFBIG, answered and logged */
+        signal(SIGXFSZ, SIG_IGN);
         /* before the first request: a task's configs are there for it */
         r = hub_push_start(&h);
         if (r != 0)
@@ -531,6 +537,7 @@ int main(int argc, char **argv)
 out:
         if (fd >= 0)
                 close(fd);
+        hub_records_close(&h);
         hub_tokens_free(h.tokens);
         hub_tls_free(h.tls);
         hub_signer_free(h.signer);

@@ -7,6 +7,9 @@
   handoff that got a success answer is delivered exactly once, and after
   the next start nothing of the hub's is left in tmp/ (and another
   producer's file is left alone).
+- No file per POST in the hub's state_dir: its records of the ids it
+  accepted are one journal (accepted.log), which the restarted hub reads:
+  a post accepted before the kill, changed, is duplicate_id.
 """
 
 import os
@@ -139,6 +142,25 @@ def main():
               f"retries answered: {len(got2)} of {len(rest)}")
         delivered_once(env, [d["handoff_id"] for d in docs2], "retries")
         print(f"ok: {len(rest)} retries after the restart: each delivered once")
+
+        kept = sorted(os.listdir(hub.state_dir))
+        check(set(kept) <= {"accepted.log", "status.json", "a2a.d", "push.d"},
+              f"the hub's state_dir holds {len(kept)} names: {kept[:5]}")
+        with open(os.path.join(hub.state_dir, "accepted.log")) as f:
+            journal = {ln.split()[1] for ln in f if ln.startswith("+ ")}
+        missing = [i for i in ids + [d["handoff_id"] for d in docs2] if i not in journal]
+        check(not missing, f"{len(missing)} accepted ids not in the journal, e.g. {missing[:3]}")
+        # the same id, other bytes, after the restart (and once claimed): refused
+        d0 = docs[0]
+        changed = hdproto.build("bob", "alice", env.key, ttl=900, reason="changed",
+                                handoff_id=d0["handoff_id"])
+        st, a = hub.post(changed, "bob")
+        check(st == 409 and a.get("reason") == "duplicate_id",
+              f"another document under an id accepted before the kill: {st} {a}")
+        st, a = hub.post(d0, "bob")
+        check(st == 200 and a.get("status") == "accepted", f"the same bytes again: {st} {a}")
+        print(f"ok: the state_dir holds {kept}, the journal all {len(journal)} ids; "
+              "another document under a known id is duplicate_id after the restart")
 
 
 if __name__ == "__main__":

@@ -14,7 +14,8 @@ the hub's user cannot read.
   hub cannot read who sent it, and says so with a 5xx, never a 403; once
   archived, 200 from the archive's outcome;
 - (issue 33) the same bytes posted while a producer's copy waits in
-  handoff/ and the hub cannot write its record (state_dir read-only):
+  handoff/ and the hub cannot write its record (a file size limit stops
+  its journal growing):
   accepted (they are in the spool), and the failed record is logged.
 
 Runs as root; the users and groups are throwaway ids."""
@@ -22,6 +23,7 @@ Runs as root; the users and groups are throwaway ids."""
 import os
 import subprocess
 import sys
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "py"))
 import hdproto  # noqa: E402
@@ -91,7 +93,18 @@ def main():
         st, ans = show(hub, hid, "bob")
         expect(st == 200 and ans.get("status") == "consumed",
               f"GET as bob once consumed: {st} {ans}")
-        os.unlink(os.path.join(hub.state_dir, hid))
+        # the record pruned: the hub restarted on a journal without it
+        check(hub.proc.stop() == 0, "the hub stops with 0")
+        journal = os.path.join(hub.state_dir, "accepted.log")
+        with open(journal) as f:
+            lines = f.read().splitlines(True)
+        check(any(hid in ln for ln in lines), f"{hid} not in the hub's journal: {lines}")
+        with open(journal, "w") as f:
+            f.writelines(ln for ln in lines if hid not in ln)
+            # enough recent records that a file size limit below the
+            # journal's size still lets the hub write a document
+            f.writelines(f"+ pad-{i} {'0' * 64} bob alice {int(time.time())}\n" for i in range(100))
+        hub.start()
         for agent, want in (("bob", 200), ("alice", 200), ("carol", 403)):
             st, ans = show(hub, hid, agent)
             expect(st == want and (want != 200 or ans.get("status") == "consumed"),
@@ -123,17 +136,25 @@ def main():
         err = dep.as_user(PRODUCER, [], "drop", env.path("handoff", hid3 + ".json"),
                           hdproto.dumps(doc3).decode())
         check(err is None, f"the producer could not drop: {err}")
-        os.chmod(hub.state_dir, 0o550)
+        # the journal cannot grow: a file size limit at its size (EFBIG)
+        size = os.path.getsize(journal)
+        # (as the hub's user, its soft limit only: root here may lack
+        # CAP_SYS_RESOURCE)
+        def limit(v):
+            subprocess.run(["setpriv", f"--reuid={HUB}", f"--regid={SPOOL_GID}", "--clear-groups",
+                            "prlimit", f"--pid={hub.proc.proc.pid}", f"--fsize={v}:"], check=True)
+        limit(size)
         try:
             st, ans = hub.post(doc3, "bob")
         finally:
-            os.chmod(hub.state_dir, 0o750)
-        print(f"POST of the bytes a producer dropped, state_dir read-only: {st} {ans}")
+            limit("unlimited")
+        print(f"POST of the bytes a producer dropped, the hub's journal full: {st} {ans}")
         expect(st == 200 and ans.get("status") == "accepted", f"the same bytes as in handoff/: {st} {ans}")
-        expect(not os.path.exists(os.path.join(hub.state_dir, hid3)), "a record was written")
+        with open(journal) as f:
+            expect(hid3 not in f.read(), "a record was written")
         said = [ln for ln in hub.proc.logs().splitlines() if "Failed to record" in ln]
         print("hub: " + "\n     ".join(said))
-        expect(len(said) == 1 and hid3 in said[0] and "Permission denied" in said[0],
+        expect(len(said) == 1 and hid3 in said[0] and "too large" in said[0],
               f"the record the hub could not write is not said once: {said}")
         check(hub.proc.stop() == 0, "the hub stops with 0")
     hdtest.finish("ok")
