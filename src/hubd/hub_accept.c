@@ -127,7 +127,10 @@ static int spool_publish(struct hub *h, const char *agent, const char *name, con
         r = xsnprintf(tmp, sizeof(tmp), "hub.%s", name);
         if (r < 0)
                 return r;
-        r = write_atomic(h->tmp_fd, tmp, body, len, 0640, sync ? WRITE_SYNC_FILE : 0);
+        /* Written under its own name in tmp/: nobody looks at it there, and
+         * it is whole before the move makes it seen.  A name left by a
+         * crash is replaced. */
+        r = write_direct(h->tmp_fd, tmp, body, len, 0640, sync ? WRITE_SYNC_FILE : 0);
         if (r < 0)
                 return r;
         /* Every file of ours is our user's: the daemon gives each token a
