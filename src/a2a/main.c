@@ -83,6 +83,53 @@ static size_t on_data(char *p, size_t size, size_t n, void *ud)
         return add;
 }
 
+/* The message SendMessage carries for handoff doc.  A message a client
+ * sent through the hub (payload a2a/1) goes as the client wrote it: its
+ * role, parts and metadata.  Any other handoff goes as its reason and
+ * summary in text parts, the whole document as a data part.  Either way
+ * messageId and contextId are the handoff_id, and the metadata names the
+ * handoff's agents.  NULL when out of memory. */
+static json_t *send_message(const json_t *doc, const char *id)
+{
+        const char *type = json_string_value(json_object_get(doc, "payload_type"));
+        const json_t *p = json_object_get(doc, "payload");
+        const char *role = "ROLE_USER";
+        json_t *parts, *meta;
+
+        if (type && !strcmp(type, "a2a/1") && json_is_array(json_object_get(p, "parts"))) {
+                parts = json_deep_copy(json_object_get(p, "parts"));
+                meta = json_is_object(json_object_get(p, "metadata"))
+                               ? json_deep_copy(json_object_get(p, "metadata"))
+                               : json_object();
+                role = json_string_value(json_object_get(p, "role")) ?: role;
+        } else {
+                const char *reason = json_string_value(json_object_get(doc, "reason"));
+                const char *summary = json_string_value(json_object_get(doc, "summary"));
+                parts = json_array();
+                if (parts && reason)
+                        json_array_append_new(parts, json_pack("{s:s}", "text", reason));
+                if (parts && summary)
+                        json_array_append_new(parts, json_pack("{s:s}", "text", summary));
+                if (parts)
+                        json_array_append_new(parts, json_pack("{s:O, s:s}", "data", doc,
+                                                               "mediaType", "application/json"));
+                meta = json_object();
+        }
+        if (meta) {
+                json_object_set_new(meta, "handoffFrom", json_string(
+                        json_string_value(json_object_get(doc, "from_agent")) ?: ""));
+                json_object_set_new(meta, "handoffTo", json_string(
+                        json_string_value(json_object_get(doc, "to_agent")) ?: ""));
+        }
+        if (!parts || !meta) {
+                json_decref(parts);
+                json_decref(meta);
+                return NULL;
+        }
+        return json_pack("{s:s, s:s, s:s, s:o, s:o}", "messageId", id, "contextId", id,
+                         "role", role, "parts", parts, "metadata", meta);
+}
+
 /* The JSON-RPC request of op ("send", "get", "list") for req. */
 static char *request_body(const char *op, const json_t *req)
 {
@@ -98,24 +145,10 @@ static char *request_body(const char *op, const json_t *req)
                 rpc = json_pack("{s:s, s:s, s:s, s:o}", "jsonrpc", "2.0", "id", id,
                                 "method", "ListTasks", "params", params);
         } else {
-                const json_t *doc = json_object_get(req, "doc");
-                const char *reason = json_string_value(json_object_get(doc, "reason"));
-                const char *summary = json_string_value(json_object_get(doc, "summary"));
-                json_t *parts = json_array();
-                if (reason)
-                        json_array_append_new(parts, json_pack("{s:s}", "text", reason));
-                if (summary)
-                        json_array_append_new(parts, json_pack("{s:s}", "text", summary));
-                json_array_append_new(parts, json_pack("{s:O, s:s}", "data", doc,
-                                                       "mediaType", "application/json"));
                 /* contextId = the handoff_id: what ListTasks finds it by
                  * when a crash lost the answer. */
-                params = json_pack("{s:{s:s, s:s, s:s, s:o, s:{s:s, s:s}}, s:{s:b}}",
-                                   "message", "messageId", id, "contextId", id, "role", "ROLE_USER",
-                                   "parts", parts, "metadata", "handoffFrom",
-                                   json_string_value(json_object_get(doc, "from_agent")) ?: "",
-                                   "handoffTo",
-                                   json_string_value(json_object_get(doc, "to_agent")) ?: "",
+                params = json_pack("{s:o, s:{s:b}}", "message",
+                                   send_message(json_object_get(req, "doc"), id),
                                    "configuration", "returnImmediately", 1);
                 rpc = json_pack("{s:s, s:s, s:s, s:o}", "jsonrpc", "2.0", "id", id,
                                 "method", "SendMessage", "params", params);
