@@ -11,8 +11,9 @@
  *
  * makes the A2A call (SendMessage, messageId and contextId = the
  * handoff_id, Idempotency-Key the same; GetTask; ListTasks first for a
- * send with "check", see call()), and writes one line on stdout, in
- * order, that handoffd checks field by field:
+ * send with "check", see call()), and writes one line on stdout as the
+ * call ends, that handoffd checks field by field (up to CALLS_MAX calls
+ * run at once, so the lines need not come in the order of the requests):
  *
  *   ID \t send|get|adopt|checked|resend \t ok|retry|final|token \t TASK|- \t STATE|-
  *      \t TEXT \t RESULT|-
@@ -25,6 +26,7 @@
 #include <errno.h>
 #include <jansson.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +39,7 @@
 #include "config.h"
 
 #define LINE_MAX_BYTES (64 * 1024 * 1024)
+#define CALLS_MAX 8     /* calls at once (threads), see main() */
 #define CONNECT_TIMEOUT_S 10L
 #define TIMEOUT_S 30L
 
@@ -199,9 +202,10 @@ static void redirected(CURL *c, long http, char *text, size_t size)
  * without the token (a card is public) and kept CARD_KEEP_S. */
 #define CARD_KEEP_S 300
 static struct {
+        pthread_mutex_t lock;
         char card[2049], iface[2049];
         time_t at;
-} card_cache;
+} card_cache = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 static int card_resolve(const json_t *req, const char *url, char *iface, size_t size,
                         char *why, size_t why_size)
@@ -215,11 +219,14 @@ static int card_resolve(const json_t *req, const char *url, char *iface, size_t 
         long http = 0;
         int r = -1;
 
-        if (!strcmp(card_cache.card, url) && now - card_cache.at < CARD_KEEP_S &&
-            now >= card_cache.at) {
+        pthread_mutex_lock(&card_cache.lock);
+        bool kept = !strcmp(card_cache.card, url) && now - card_cache.at < CARD_KEEP_S &&
+                    now >= card_cache.at;
+        if (kept)
                 snprintf(iface, size, "%s", card_cache.iface);
+        pthread_mutex_unlock(&card_cache.lock);
+        if (kept)
                 return 0;
-        }
         CURL *c = curl_easy_init();
         if (!c) {
                 snprintf(why, why_size, "out of memory");
@@ -252,9 +259,11 @@ static int card_resolve(const json_t *req, const char *url, char *iface, size_t 
         else
                 r = 0;
         if (r == 0) {
+                pthread_mutex_lock(&card_cache.lock);
                 snprintf(card_cache.card, sizeof(card_cache.card), "%s", url);
                 snprintf(card_cache.iface, sizeof(card_cache.iface), "%s", iface);
                 card_cache.at = now;
+                pthread_mutex_unlock(&card_cache.lock);
         }
         curl_slist_free_all(h);
         curl_easy_cleanup(c);
@@ -383,8 +392,69 @@ static void call(const json_t *req, const char *op, const char **label, struct a
         snprintf(out->text, sizeof(out->text), "ListTasks: %.280s", t);
 }
 
+/* The calls: CALLS_MAX threads, each one call at a time, so one answer
+ * that is slow to come holds one thread, never the requests behind it.
+ * The requests wait in a list; the lines go out whole, one at a time, as
+ * each call ends (handoffd matches them by id). */
+struct job {
+        struct job *next;
+        json_t *req;
+};
+
+static struct {
+        pthread_mutex_t lock, out;
+        pthread_cond_t more;
+        struct job *head, **tail;
+        bool eof;
+} jobs = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
+           NULL, &jobs.head, false };
+
+static void answer(const json_t *req)
+{
+        const char *id = json_string_value(json_object_get(req, "id"));
+        const char *op = json_string_value(json_object_get(req, "op"));
+        const char *label;
+        struct a2a_result res;
+
+        call(req, op, &label, &res);
+        pthread_mutex_lock(&jobs.out);
+        printf("%s\t%s\t%s\t%s\t%s\t%s\t%s\n", id, label,
+               res.verdict == A2A_OK ? "ok" : res.verdict == A2A_FINAL ? "final"
+               : res.verdict == A2A_TOKEN ? "token" : "retry",
+               res.task[0] ? res.task : "-", res.verdict == A2A_OK ? res.state : "-",
+               res.text[0] ? res.text : "-",
+               res.verdict == A2A_OK && res.result ? res.result : "-");
+        fflush(stdout);
+        pthread_mutex_unlock(&jobs.out);
+        a2a_result_free(&res);
+}
+
+static void *worker(void *unused)
+{
+        (void)unused;
+        for (;;) {
+                pthread_mutex_lock(&jobs.lock);
+                while (!jobs.head && !jobs.eof)
+                        pthread_cond_wait(&jobs.more, &jobs.lock);
+                struct job *j = jobs.head;
+                if (j) {
+                        jobs.head = j->next;
+                        if (!jobs.head)
+                                jobs.tail = &jobs.head;
+                }
+                pthread_mutex_unlock(&jobs.lock);
+                if (!j)
+                        return NULL;    /* stdin closed, nothing left */
+                answer(j->req);
+                json_decref(j->req);
+                free(j);
+        }
+}
+
 int main(int argc, char **argv)
 {
+        pthread_t th[CALLS_MAX];
+        size_t n_th = 0;
         char *line = NULL;
         size_t cap = 0;
         ssize_t n;
@@ -401,8 +471,11 @@ int main(int argc, char **argv)
         prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
         if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
                 return 1;
+        while (n_th < CALLS_MAX && pthread_create(&th[n_th], NULL, worker, NULL) == 0)
+                n_th++;
+        if (n_th == 0)
+                return 1;
         while ((n = getline(&line, &cap, stdin)) > 0) {
-                struct a2a_result res;
                 json_error_t je;
                 if (n > LINE_MAX_BYTES)
                         return 1;
@@ -410,22 +483,24 @@ int main(int argc, char **argv)
                 const char *id = json_string_value(json_object_get(req, "id"));
                 const char *op = json_string_value(json_object_get(req, "op"));
                 if (!id || !op || (strcmp(op, "send") && strcmp(op, "get")) ||
-                    strchr(id, '\t') || strchr(id, '\n')) {
-                        json_decref(req);
+                    strchr(id, '\t') || strchr(id, '\n'))
                         return 1;       /* handoffd wrote that: a bug, stop */
-                }
-                const char *label;
-                call(req, op, &label, &res);
-                printf("%s\t%s\t%s\t%s\t%s\t%s\t%s\n", id, label,
-                       res.verdict == A2A_OK ? "ok" : res.verdict == A2A_FINAL ? "final"
-                       : res.verdict == A2A_TOKEN ? "token" : "retry",
-                       res.task[0] ? res.task : "-", res.verdict == A2A_OK ? res.state : "-",
-                       res.text[0] ? res.text : "-",
-                       res.verdict == A2A_OK && res.result ? res.result : "-");
-                a2a_result_free(&res);
-                fflush(stdout);
-                json_decref(req);
+                struct job *j = calloc(1, sizeof(*j));
+                if (!j)
+                        return 1;
+                j->req = req;
+                pthread_mutex_lock(&jobs.lock);
+                *jobs.tail = j;
+                jobs.tail = &j->next;
+                pthread_cond_signal(&jobs.more);
+                pthread_mutex_unlock(&jobs.lock);
         }
+        pthread_mutex_lock(&jobs.lock);
+        jobs.eof = true;
+        pthread_cond_broadcast(&jobs.more);
+        pthread_mutex_unlock(&jobs.lock);
+        for (size_t i = 0; i < n_th; i++)
+                pthread_join(th[i], NULL);
         free(line);
         curl_global_cleanup();
         return 0;

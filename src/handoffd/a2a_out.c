@@ -22,10 +22,12 @@
  *
  * Where it runs: the HTTP calls and every byte of the server's answers
  * are handoff-a2a's (src/a2a/), a child process with no descriptor of the
- * spool, spoken to through two pipes; one per remote, since a helper
- * makes one blocking call at a time and a server that hangs must hold
- * only its own items.  What it answers is one line of six
- * tab-separated fields, checked one by one before anything moves
+ * spool, spoken to through two pipes; one per remote, so a server that
+ * hangs holds only its own items.  A helper makes up to 8 calls at once
+ * (src/a2a/main.c), A2A_INFLIGHT_MAX requests of its remote are in flight,
+ * and each answer names its item, in whatever order the calls end.  What
+ * it answers is one line of seven tab-separated fields, checked one by
+ * one before anything moves
  * (a2a_reply.c); a line that does not check stops the helper, as does a helper
  * that exits: what it had in flight is sent again (the same messageId)
  * when a new one runs, 1 s later.  The daemon itself links no HTTP client

@@ -24,6 +24,8 @@
 //   "no_list": true      ListTasks answered -32601 (a server without it)
 //   "refuse_file": FILE  while FILE exists every request is answered 401
 //                        (a token the server no longer takes)
+//   "hold_file": FILE    while FILE exists every answer is held (made, not
+//                        sent); they go once it is removed
 // and by the message's text: "two artifacts" ends completed with two
 // artifacts, the second a text and a data part; "forget" is working, and
 // 300 ms later the store forgets the task (GetTask: TaskNotFound).
@@ -134,6 +136,11 @@ app.use('/a2a', (req, res, next) => {
   if (args.no_list && req.body?.method === 'ListTasks')
     return res.json({ jsonrpc: '2.0', id: req.body.id,
       error: { code: -32601, message: 'Method not found' } });
+  if (args.hold_file) {
+    const end = res.end.bind(res);
+    const go = (a) => existsSync(args.hold_file) ? setTimeout(() => go(a), 20) : end(...a);
+    res.end = (...a) => { go(a); return res; };
+  }
   if (args.answer_delay_ms) {
     const end = res.end.bind(res);
     res.end = (...a) => { setTimeout(() => end(...a), args.answer_delay_ms); return res; };
