@@ -204,11 +204,12 @@ static void redirected(CURL *c, long http, char *text, size_t size)
 static struct {
         pthread_mutex_t lock;
         char card[2049], iface[2049];
+        bool streaming;
         time_t at;
 } card_cache = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 static int card_resolve(const json_t *req, const char *url, char *iface, size_t size,
-                        char *why, size_t why_size)
+                        bool *streaming, char *why, size_t why_size)
 {
         const char *ca = json_string_value(json_object_get(req, "ca_file"));
         bool cross = json_is_true(json_object_get(req, "card_cross_origin"));
@@ -222,8 +223,10 @@ static int card_resolve(const json_t *req, const char *url, char *iface, size_t 
         pthread_mutex_lock(&card_cache.lock);
         bool kept = !strcmp(card_cache.card, url) && now - card_cache.at < CARD_KEEP_S &&
                     now >= card_cache.at;
-        if (kept)
+        if (kept) {
                 snprintf(iface, size, "%s", card_cache.iface);
+                *streaming = card_cache.streaming;
+        }
         pthread_mutex_unlock(&card_cache.lock);
         if (kept)
                 return 0;
@@ -252,7 +255,8 @@ static int card_resolve(const json_t *req, const char *url, char *iface, size_t 
                          cerr[0] ? cerr : curl_easy_strerror(cc));
         else if (http != 200)
                 snprintf(why, why_size, "agent card: HTTP %ld", http);
-        else if (a2a_card_interface(b.buf, b.len, url, cross, iface, size, why, why_size) < 0)
+        else if (a2a_card_interface(b.buf, b.len, url, cross, iface, size, streaming, why,
+                                    why_size) < 0)
                 ;
         else if (config_a2a_url_check(iface, &uwhy) < 0)
                 snprintf(why, why_size, "agent card: its JSON-RPC interface %s", uwhy);
@@ -262,12 +266,190 @@ static int card_resolve(const json_t *req, const char *url, char *iface, size_t 
                 pthread_mutex_lock(&card_cache.lock);
                 snprintf(card_cache.card, sizeof(card_cache.card), "%s", url);
                 snprintf(card_cache.iface, sizeof(card_cache.iface), "%s", iface);
+                card_cache.streaming = *streaming;
                 card_cache.at = now;
                 pthread_mutex_unlock(&card_cache.lock);
         }
         curl_slist_free_all(h);
         curl_easy_cleanup(c);
         free(b.buf);
+        return r;
+}
+
+/* Following by stream (A2A 1.0 section 3.1.6 SubscribeToTask, Server-Sent
+ * Events), where the agent card says capabilities.streaming.  A stream
+ * holds one of the CALLS_MAX calls for up to STREAM_S, so at most
+ * STREAMS_MAX run at once; a GetTask follows the others.  The stream is
+ * bounded in bytes (STREAM_MAX) and in time (STREAM_S). */
+#define STREAM_S 20L
+#define STREAMS_MAX (CALLS_MAX / 2)
+#define STREAM_MAX (4 * A2A_ANSWER_MAX)
+
+static struct {
+        pthread_mutex_t lock;
+        unsigned n;
+} streams = { PTHREAD_MUTEX_INITIALIZER, 0 };
+
+static bool stream_enter(void)
+{
+        bool ok;
+
+        pthread_mutex_lock(&streams.lock);
+        ok = streams.n < STREAMS_MAX;
+        streams.n += ok;
+        pthread_mutex_unlock(&streams.lock);
+        return ok;
+}
+
+static void stream_leave(void)
+{
+        pthread_mutex_lock(&streams.lock);
+        streams.n--;
+        pthread_mutex_unlock(&streams.lock);
+}
+
+struct sse {
+        const char *task;
+        char *ev;               /* the event's data: lines, joined */
+        size_t ev_len, line_len, total;
+        char line[8192];        /* a longer line than this is a data line's rest */
+        bool line_long, data_line;
+        const char *state;      /* the last state the stream gave */
+        bool seen, ended, bad;
+};
+
+/* A line of the stream, its end of line cut: a data: line adds to the
+ * event, a blank line ends it (text/event-stream's rules; other fields
+ * and comments are passed over). */
+static void sse_line(struct sse *e, const char *l, size_t n, bool first_piece)
+{
+        if (first_piece) {
+                e->data_line = n >= 5 && !strncmp(l, "data:", 5);
+                if (n == 0) {
+                        const char *st;
+                        if (e->ev_len && a2a_stream_event(e->ev, e->ev_len, e->task, &st) < 0)
+                                e->bad = true;
+                        else if (e->ev_len) {
+                                e->seen = true;
+                                if (st)
+                                        e->state = st;
+                                if (st && a2a_state_final(st))
+                                        e->ended = true;
+                        }
+                        e->ev_len = 0;
+                        return;
+                }
+                if (!e->data_line)
+                        return;
+                l += 5;
+                n -= 5;
+                if (n && *l == ' ') {
+                        l++;
+                        n--;
+                }
+                if (e->ev_len) {        /* data: lines are joined by a newline */
+                        char *nb = realloc(e->ev, e->ev_len + 2);
+                        if (!nb) {
+                                e->bad = true;
+                                return;
+                        }
+                        e->ev = nb;
+                        e->ev[e->ev_len++] = '\n';
+                }
+        } else if (!e->data_line) {
+                return;
+        }
+        if (e->ev_len + n > A2A_ANSWER_MAX) {
+                e->bad = true;
+                return;
+        }
+        char *nb = realloc(e->ev, e->ev_len + n + 1);
+        if (!nb) {
+                e->bad = true;
+                return;
+        }
+        e->ev = nb;
+        memcpy(e->ev + e->ev_len, l, n);
+        e->ev_len += n;
+        e->ev[e->ev_len] = '\0';
+}
+
+static size_t on_sse(char *p, size_t size, size_t n, void *ud)
+{
+        struct sse *e = ud;
+        size_t len = size * n;
+
+        e->total += len;
+        if (e->total > STREAM_MAX)
+                e->bad = true;
+        for (size_t i = 0; i < len && !e->bad && !e->ended; i++) {
+                if (p[i] == '\n') {
+                        if (e->line_len && e->line[e->line_len - 1] == '\r')
+                                e->line_len--;
+                        sse_line(e, e->line, e->line_len, !e->line_long);
+                        e->line_len = 0;
+                        e->line_long = false;
+                        continue;
+                }
+                if (e->line_len == sizeof(e->line)) {
+                        sse_line(e, e->line, e->line_len, !e->line_long);
+                        e->line_len = 0;
+                        e->line_long = true;
+                }
+                e->line[e->line_len++] = p[i];
+        }
+        return e->bad || e->ended ? 0 : len;    /* 0: curl stops */
+}
+
+/* SubscribeToTask of task: 1 it ended (or the stream failed: a GetTask
+ * then says how it stands), or 0 with *out filled when the stream's time
+ * bound passed with the task still running. */
+static int subscribe(const char *url, const char *ca, const char *auth, const char *id,
+                     const char *task, struct a2a_result *out)
+{
+        struct sse e = { .task = task };
+        struct body hb = { .max = 1 };  /* on_header's count only */
+        char cerr[CURL_ERROR_SIZE] = "";
+        struct curl_slist *h = NULL;
+        char *data = NULL;
+        long http = 0;
+        int r = 1;
+
+        json_t *rpc = json_pack("{s:s, s:s, s:s, s:{s:s}}", "jsonrpc", "2.0", "id", id,
+                                "method", "SubscribeToTask", "params", "id", task);
+        data = rpc ? json_dumps(rpc, JSON_COMPACT) : NULL;
+        json_decref(rpc);
+        CURL *c = curl_easy_init();
+        if (!data || !c)
+                goto out;
+        h = curl_slist_append(h, "Content-Type: application/json");
+        h = curl_slist_append(h, "Accept: text/event-stream");
+        h = curl_slist_append(h, "A2A-Version: 1.0");
+        h = curl_slist_append(h, auth);
+        common_opts(c, url, ca, &hb, cerr);
+        curl_easy_setopt(c, CURLOPT_TIMEOUT, STREAM_S);
+        curl_easy_setopt(c, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)STREAM_MAX);
+        curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_sse);
+        curl_easy_setopt(c, CURLOPT_WRITEDATA, &e);
+        curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, data);
+        CURLcode cc = curl_easy_perform(c);
+        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &http);
+        if (cc == CURLE_OPERATION_TIMEDOUT && http == 200 && e.seen && !e.bad && !e.ended &&
+            e.state) {
+                memset(out, 0, sizeof(*out));
+                out->verdict = A2A_OK;
+                out->state = e.state;
+                out->streamed = true;
+                snprintf(out->task, sizeof(out->task), "%s", task);
+                r = 0;
+        }
+out:
+        curl_slist_free_all(h);
+        if (c)
+                curl_easy_cleanup(c);
+        free(data);
+        free(e.ev);
         return r;
 }
 
@@ -298,8 +480,10 @@ static void post(const json_t *req, const char *op, struct a2a_result *out)
                 return;
         }
         char iface[2049], cwhy[A2A_TEXT_MAX + 1];
+        bool streaming = false;
         if (a2a_card_url(url)) {
-                if (card_resolve(req, url, iface, sizeof(iface), cwhy, sizeof(cwhy)) < 0) {
+                if (card_resolve(req, url, iface, sizeof(iface), &streaming, cwhy,
+                                 sizeof(cwhy)) < 0) {
                         a2a_clean(out->text, sizeof(out->text), cwhy, sizeof(cwhy));
                         return;
                 }
@@ -312,6 +496,16 @@ static void post(const json_t *req, const char *op, struct a2a_result *out)
         }
         snprintf(auth, sizeof(auth), "Authorization: Bearer %s", token);
         explicit_bzero(token, sizeof(token));
+        /* A stream that ends with the task's end, fails, or is not open
+         * to us: the GetTask below says how the task stands (its
+         * artifacts whole). */
+        const char *task = json_string_value(json_object_get(req, "task"));
+        if (aop == A2A_OP_GET && streaming && task && stream_enter()) {
+                int s = subscribe(url, ca, auth, id, task, out);
+                stream_leave();
+                if (s == 0)
+                        goto out;
+        }
         data = request_body(op, req);
         c = curl_easy_init();
         if (!data || !c) {
@@ -417,6 +611,8 @@ static void answer(const json_t *req)
         struct a2a_result res;
 
         call(req, op, &label, &res);
+        if (res.streamed)
+                label = "stream";
         pthread_mutex_lock(&jobs.out);
         printf("%s\t%s\t%s\t%s\t%s\t%s\t%s\n", id, label,
                res.verdict == A2A_OK ? "ok" : res.verdict == A2A_FINAL ? "final"

@@ -1,6 +1,7 @@
 /* A line of handoff-a2a (a2a_out.c's helper) and what it does to its
  * item.  The line is "id op outcome task state text result", seven
- * tab-separated fields: op "get", or for a send "send", "adopt" (the
+ * tab-separated fields: op "get" (or "stream": a SubscribeToTask held to
+ * its time bound, the task still running), or for a send "send", "adopt" (the
  * server listed a task of ours: followed, not sent), "checked" (listed
  * none: sent) or "resend" (no ListTasks: sent again); outcome "ok" (the
  * server took it: state is its task's), "final" (refused, or a task the
@@ -79,6 +80,7 @@ static int result_of(const char *s, json_t **ret)
 struct a2a_answer {
         bool send;              /* an answer to a send (send, adopt, checked, resend) */
         bool token;             /* retry: 401 or 403 */
+        bool stream;            /* "stream": a SubscribeToTask held to its bound, no end seen */
         const char *task;       /* "" when none */
         const char *state;      /* its task's state (a static string), or NULL */
         enum a2a_end end;       /* the state as an end, when AE_ENDED */
@@ -191,13 +193,18 @@ static int act_adopt(struct a2a_out *a, struct a2a_item *it, const struct a2a_an
         return 0;
 }
 
-/* Still running at a GetTask: asked again, later each time. */
+/* Still running at a GetTask: asked again, later each time.  After a
+ * stream held to its bound the helper has waited already: followed again
+ * at once. */
 static int act_follow_again(struct a2a_out *a, struct a2a_item *it,
                             const struct a2a_answer *an, int64_t now)
 {
         it->st = AI_FOLLOW;
         it->state = an->state;
-        it->next = now + a2a_item_backoff(++it->tries, A2A_FOLLOW_BACKOFF_MAX_USEC);
+        if (an->stream)
+                it->tries = 0;
+        it->next = an->stream ? now
+                              : now + a2a_item_backoff(++it->tries, A2A_FOLLOW_BACKOFF_MAX_USEC);
         return 0;
 }
 
@@ -349,7 +356,8 @@ int a2a_reply(struct a2a_out *a, struct a2a_remote_st *r, char *line, int64_t no
         bool adopt = !strcmp(f[1], "adopt");
         an.send = adopt || !strcmp(f[1], "send") || !strcmp(f[1], "checked") ||
                   !strcmp(f[1], "resend");
-        if (!an.send && strcmp(f[1], "get"))
+        an.stream = !strcmp(f[1], "stream");
+        if (!an.send && !an.stream && strcmp(f[1], "get"))
                 return -EPROTO;
         /* Each item has one request in flight at most: its id names the
          * request an answer is for, in whatever order they come. */
@@ -357,6 +365,8 @@ int a2a_reply(struct a2a_out *a, struct a2a_remote_st *r, char *line, int64_t no
         if (!it || strcmp(it->remote, r->name) || it->st != (an.send ? AI_SENDING : AI_GETTING))
                 return -EPROTO;
         if (strcmp(f[4], "-") && !(an.state = state_of(f[4], &final, &an.end)))
+                return -EPROTO;
+        if (an.stream && (strcmp(f[2], "ok") || !an.state || final))
                 return -EPROTO;
         if (!strcmp(f[2], "ok") && an.state)
                 ev = adopt ? AE_ADOPTED

@@ -26,6 +26,12 @@
 //                        (a token the server no longer takes)
 //   "hold_file": FILE    while FILE exists every answer is held (made, not
 //                        sent); they go once it is removed
+//   "streaming": true    the card says capabilities.streaming (SubscribeToTask)
+//   "no_subscribe": true SubscribeToTask answered -32004 (unsupported)
+//   "complete_file": F   a message whose text holds "later" is working until
+//                        F exists, then completed with a text and a data part
+// With "calls", a SubscribeToTask's first event written to its stream
+// appends {method: "SubscribeToTask:open", id} (the stream is attached).
 // and by the message's text: "two artifacts" ends completed with two
 // artifacts, the second a text and a data part; "forget" is working, and
 // 300 ms later the store forgets the task (GetTask: TaskNotFound).
@@ -42,7 +48,7 @@ const url = args.card_interface ?? `http://127.0.0.1:${args.port}/a2a`;
 const card = {
   name: 'remote', description: 'the remote agent of test_a2a_out', version: '1.0.0',
   supportedInterfaces: [{ url, protocolBinding: 'JSONRPC', protocolVersion: '1.0', tenant: '' }],
-  provider: undefined, capabilities: { streaming: false, pushNotifications: false, extensions: [] },
+  provider: undefined, capabilities: { streaming: !!args.streaming, pushNotifications: false, extensions: [] },
   securitySchemes: {}, securityRequirements: [], defaultInputModes: ['text/plain'],
   defaultOutputModes: ['text/plain'], skills: [], signatures: [],
 };
@@ -63,6 +69,29 @@ class Executor {
     bus.publish({ kind: 'task', data: { id: ctx.taskId, contextId: ctx.contextId,
       status: { state: TaskState.TASK_STATE_SUBMITTED, message: undefined, timestamp: now() },
       artifacts: [], history: [msg], metadata: undefined } });
+    if (/later/.test(text) && args.complete_file) {
+      bus.publish({ kind: 'statusUpdate', data: { ...base, status: {
+        state: TaskState.TASK_STATE_WORKING, timestamp: now(), message: undefined } } });
+      // execute() ends with the task: its event bus stays for a subscriber
+      let resolve;
+      const ended = new Promise((r) => { resolve = r; });
+      const done = () => {
+        if (!existsSync(args.complete_file))
+          return setTimeout(done, 20);
+        bus.publish({ kind: 'artifactUpdate', data: { ...base, append: false, lastChunk: true,
+          artifact: { artifactId: 'result', name: 'result', description: '',
+            parts: [textPart(`done: ${text}`), { content: { $case: 'data', value: { late: true } },
+              metadata: undefined, filename: '', mediaType: 'application/json' }],
+            metadata: undefined, extensions: [] } } });
+        bus.publish({ kind: 'statusUpdate', data: { ...base, status: {
+          state: TaskState.TASK_STATE_COMPLETED, timestamp: now(), message: undefined } } });
+        bus.finished();
+        resolve();
+      };
+      done();
+      await ended;
+      return;
+    }
     if (/forever|forget/.test(text)) {
       // a task that never ends: working at every GetTask
       bus.publish({ kind: 'statusUpdate', data: { ...base, status: {
@@ -113,6 +142,20 @@ app.use('/a2a', express.json({ limit: '8mb' }), (req, res, next) => {
   if (args.calls)       // before the token's check: refused calls too
     appendFileSync(args.calls, JSON.stringify({ method: req.body?.method,
       id: req.body?.params?.id ?? null, t: Date.now() }) + '\n');
+  if (args.calls && req.body?.method === 'SubscribeToTask') {
+    const write = res.write.bind(res);
+    let first = true;
+    res.write = (...a) => {
+      if (first)
+        appendFileSync(args.calls, JSON.stringify({ method: 'SubscribeToTask:open',
+          id: req.body.params?.id ?? null, t: Date.now() }) + '\n');
+      first = false;
+      return write(...a);
+    };
+  }
+  if (args.no_subscribe && req.body?.method === 'SubscribeToTask')
+    return res.json({ jsonrpc: '2.0', id: req.body.id,
+      error: { code: -32004, message: 'Unsupported operation' } });
   next();
 });
 app.use('/a2a', (req, res, next) => {
