@@ -4,10 +4,11 @@
  * request a line on stdin,
  *
  *   {"op": "send", "id", "url", "token_file", "ca_file"?, "doc", "check"?,
- *    "card_cross_origin"?}
+ *    "card_cross_origin"?, "card_key"?}
  *   {"op": "get",  "id", "url", "token_file", "ca_file"?, "task", ...}
  *
- * url: the JSON-RPC interface, or an agent card's URL (card_resolve()).
+ * url: the JSON-RPC interface, or an agent card's URL (card_resolve();
+ * card_key: the public key its signature must verify under, a2a_card.c).
  *
  * makes the A2A call (SendMessage, messageId and contextId = the
  * handoff_id, Idempotency-Key the same; GetTask; ListTasks first for a
@@ -36,6 +37,7 @@
 #include <unistd.h>
 
 #include "a2a_answer.h"
+#include "a2a_card.h"
 #include "config.h"
 
 #define LINE_MAX_BYTES (64 * 1024 * 1024)
@@ -203,7 +205,7 @@ static void redirected(CURL *c, long http, char *text, size_t size)
 #define CARD_KEEP_S 300
 static struct {
         pthread_mutex_t lock;
-        char card[2049], iface[2049];
+        char card[2049], iface[2049], key[PATH_MAX];
         bool streaming;
         time_t at;
 } card_cache = { .lock = PTHREAD_MUTEX_INITIALIZER };
@@ -213,16 +215,19 @@ static int card_resolve(const json_t *req, const char *url, char *iface, size_t 
 {
         const char *ca = json_string_value(json_object_get(req, "ca_file"));
         bool cross = json_is_true(json_object_get(req, "card_cross_origin"));
+        const char *key = json_string_value(json_object_get(req, "card_key"));
+        struct a2a_card_key ck;
         char cerr[CURL_ERROR_SIZE] = "";
         struct body b = { .max = A2A_CARD_MAX };
+        char t2[A2A_TEXT_MAX + 1];
         const char *uwhy = NULL;
         time_t now = time(NULL);
         long http = 0;
         int r = -1;
 
         pthread_mutex_lock(&card_cache.lock);
-        bool kept = !strcmp(card_cache.card, url) && now - card_cache.at < CARD_KEEP_S &&
-                    now >= card_cache.at;
+        bool kept = !strcmp(card_cache.card, url) && !strcmp(card_cache.key, key ? key : "") &&
+                    now - card_cache.at < CARD_KEEP_S && now >= card_cache.at;
         if (kept) {
                 snprintf(iface, size, "%s", card_cache.iface);
                 *streaming = card_cache.streaming;
@@ -255,6 +260,10 @@ static int card_resolve(const json_t *req, const char *url, char *iface, size_t 
                          cerr[0] ? cerr : curl_easy_strerror(cc));
         else if (http != 200)
                 snprintf(why, why_size, "agent card: HTTP %ld", http);
+        else if (key && a2a_card_key_load(key, &ck, why, why_size) < 0)
+                ;
+        else if (key && a2a_card_verify(b.buf, b.len, &ck, t2, sizeof(t2)) < 0)
+                snprintf(why, why_size, "agent card: %.280s", t2);
         else if (a2a_card_interface(b.buf, b.len, url, cross, iface, size, streaming, why,
                                     why_size) < 0)
                 ;
@@ -266,6 +275,7 @@ static int card_resolve(const json_t *req, const char *url, char *iface, size_t 
                 pthread_mutex_lock(&card_cache.lock);
                 snprintf(card_cache.card, sizeof(card_cache.card), "%s", url);
                 snprintf(card_cache.iface, sizeof(card_cache.iface), "%s", iface);
+                snprintf(card_cache.key, sizeof(card_cache.key), "%s", key ? key : "");
                 card_cache.streaming = *streaming;
                 card_cache.at = now;
                 pthread_mutex_unlock(&card_cache.lock);

@@ -447,15 +447,16 @@ int a2a_item_request(struct a2a_out *a, struct a2a_remote_st *r, struct a2a_item
                         if (q < 0)
                                 return q;
                 }
-                req = json_pack("{s:s, s:s, s:s, s:s, s:s?, s:O, s:b, s:b}", "op", "send", "id",
-                                it->id, "url", rm->a2a, "token_file", rm->token_file, "ca_file",
-                                rm->ca_file, "doc", doc, "check", check, "card_cross_origin",
-                                rm->a2a_card_cross_origin);
+                req = json_pack("{s:s, s:s, s:s, s:s, s:s?, s:O, s:b, s:b, s:s?}", "op", "send",
+                                "id", it->id, "url", rm->a2a, "token_file", rm->token_file,
+                                "ca_file", rm->ca_file, "doc", doc, "check", check,
+                                "card_cross_origin", rm->a2a_card_cross_origin, "card_key",
+                                rm->a2a_card_key);
         } else {
-                req = json_pack("{s:s, s:s, s:s, s:s, s:s?, s:s, s:b}", "op", "get", "id", it->id,
-                                "url", rm->a2a, "token_file", rm->token_file, "ca_file",
+                req = json_pack("{s:s, s:s, s:s, s:s, s:s?, s:s, s:b, s:s?}", "op", "get", "id",
+                                it->id, "url", rm->a2a, "token_file", rm->token_file, "ca_file",
                                 rm->ca_file, "task", it->task, "card_cross_origin",
-                                rm->a2a_card_cross_origin);
+                                rm->a2a_card_cross_origin, "card_key", rm->a2a_card_key);
         }
         if (!req || !(s = json_dumps(req, JSON_COMPACT)))
                 return -ENOMEM;

@@ -30,6 +30,11 @@
 //   "no_subscribe": true SubscribeToTask answered -32004 (unsupported)
 //   "complete_file": F   a message whose text holds "later" is working until
 //                        F exists, then completed with a text and a data part
+//   "card_key": {d, x, kid} the card served signed (A2A 1.0 section 8.4: a
+//                        JWS, alg EdDSA, over the JCS bytes of the card
+//                        without "signatures"), d and x the Ed25519 seed
+//                        and public key, base64url
+//   "card_tamper": true  the signed card's description changed after signing
 // With "calls", a SubscribeToTask's first event written to its stream
 // appends {method: "SubscribeToTask:open", id} (the stream is attached).
 // and by the message's text: "two artifacts" ends completed with two
@@ -37,6 +42,7 @@
 // 300 ms later the store forgets the task (GetTask: TaskNotFound).
 import express from 'express';
 import { appendFileSync, existsSync } from 'node:fs';
+import { createPrivateKey, sign } from 'node:crypto';
 import { TaskState } from '@a2a-js/sdk';
 import { DefaultRequestHandler, InMemoryTaskStore } from '@a2a-js/sdk/server';
 import { agentCardHandler, jsonRpcHandler, UserBuilder } from '@a2a-js/sdk/server/express';
@@ -136,6 +142,25 @@ class ForgetfulStore extends InMemoryTaskStore {
 }
 const handler = new DefaultRequestHandler(card, new ForgetfulStore(), new Executor());
 const app = express();
+// RFC 8785 for the card's values (strings, booleans, arrays, objects)
+const jcs = (v) => Array.isArray(v) ? `[${v.map(jcs).join(',')}]`
+  : v !== null && typeof v === 'object'
+    ? `{${Object.keys(v).sort().map((k) => `${JSON.stringify(k)}:${jcs(v[k])}`).join(',')}}`
+    : JSON.stringify(v);
+if (args.card_key)
+  app.get('/.well-known/agent-card.json', (req, res) => {
+    const c = JSON.parse(JSON.stringify(card));   // as served: no undefined members
+    delete c.signatures;
+    const prot = Buffer.from(JSON.stringify({ alg: 'EdDSA', typ: 'JOSE',
+      kid: args.card_key.kid })).toString('base64url');
+    const key = createPrivateKey({ format: 'jwk', key: { kty: 'OKP', crv: 'Ed25519',
+      d: args.card_key.d, x: args.card_key.x } });
+    const sig = sign(null, Buffer.from(`${prot}.${Buffer.from(jcs(c)).toString('base64url')}`), key);
+    c.signatures = [{ protected: prot, signature: sig.toString('base64url') }];
+    if (args.card_tamper)
+      c.description += ' (changed)';
+    res.json(c);
+  });
 // the card, public, as the SDK serves it (no token)
 app.use('/.well-known/agent-card.json', agentCardHandler({ agentCardProvider: handler }));
 app.use('/a2a', express.json({ limit: '8mb' }), (req, res, next) => {
