@@ -293,7 +293,7 @@ static int card_resolve(const json_t *req, const char *url, char *iface, size_t 
  * bounded in bytes (STREAM_MAX) and in time (STREAM_S). */
 #define STREAM_S 20L
 #define STREAMS_MAX (CALLS_MAX / 2)
-#define STREAM_MAX (4 * A2A_ANSWER_MAX)
+#define STREAM_MAX A2A_ANSWER_MAX
 
 static struct {
         pthread_mutex_t lock;
@@ -321,12 +321,35 @@ static void stream_leave(void)
 struct sse {
         const char *task;
         char *ev;               /* the event's data: lines, joined */
-        size_t ev_len, line_len, total;
+        size_t ev_len, ev_cap, line_len, total;
         char line[8192];        /* a longer line than this is a data line's rest */
         bool line_long, data_line;
         const char *state;      /* the last state the stream gave */
         bool seen, ended, bad;
 };
+
+/* Room for n more bytes of the event (and a NUL), A2A_ANSWER_MAX at
+ * most: 0, or -1 with e->bad set. */
+static int sse_room(struct sse *e, size_t n)
+{
+        if (e->ev_len + n > A2A_ANSWER_MAX) {
+                e->bad = true;
+                return -1;
+        }
+        if (e->ev_len + n + 1 <= e->ev_cap)
+                return 0;
+        size_t cap = e->ev_cap ? e->ev_cap : 4096;
+        while (cap < e->ev_len + n + 1)
+                cap *= 2;
+        char *nb = realloc(e->ev, cap);
+        if (!nb) {
+                e->bad = true;
+                return -1;
+        }
+        e->ev = nb;
+        e->ev_cap = cap;
+        return 0;
+}
 
 /* A line of the stream, its end of line cut: a data: line adds to the
  * event, a blank line ends it (text/event-stream's rules; other fields
@@ -357,28 +380,13 @@ static void sse_line(struct sse *e, const char *l, size_t n, bool first_piece)
                         l++;
                         n--;
                 }
-                if (e->ev_len) {        /* data: lines are joined by a newline */
-                        char *nb = realloc(e->ev, e->ev_len + 2);
-                        if (!nb) {
-                                e->bad = true;
-                                return;
-                        }
-                        e->ev = nb;
+                if (e->ev_len && sse_room(e, 1) == 0)  /* data: lines joined by a newline */
                         e->ev[e->ev_len++] = '\n';
-                }
         } else if (!e->data_line) {
                 return;
         }
-        if (e->ev_len + n > A2A_ANSWER_MAX) {
-                e->bad = true;
+        if (e->bad || sse_room(e, n) < 0)
                 return;
-        }
-        char *nb = realloc(e->ev, e->ev_len + n + 1);
-        if (!nb) {
-                e->bad = true;
-                return;
-        }
-        e->ev = nb;
         memcpy(e->ev + e->ev_len, l, n);
         e->ev_len += n;
         e->ev[e->ev_len] = '\0';
