@@ -11,15 +11,19 @@
  * card_key: the public key its signature must verify under, a2a_card.c).
  *
  * makes the A2A call (SendMessage, messageId and contextId = the
- * handoff_id, Idempotency-Key the same; GetTask; ListTasks first for a
- * send with "check", see call()), and writes one line on stdout as the
- * call ends, that handoffd checks field by field (up to CALLS_MAX calls
- * run at once, so the lines need not come in the order of the requests):
+ * handoff_id, Idempotency-Key the same; GetTask, after a SubscribeToTask
+ * stream where the card says streaming, see subscribe(); ListTasks first
+ * for a send with "check", see call()), and writes one line on stdout as
+ * the call ends, that handoffd checks field by field (up to CALLS_MAX
+ * calls run at once, so the lines need not come in the order of the
+ * requests):
  *
- *   ID \t send|get|adopt|checked|resend \t ok|retry|final|token \t TASK|- \t STATE|-
- *      \t TEXT \t RESULT|-
+ *   ID \t send|get|stream|adopt|checked|resend \t ok|retry|final|token \t TASK|-
+ *      \t STATE|- \t TEXT \t RESULT|-
  *
- * RESULT: the task's artifacts as ASCII JSON on one line (a2a_answer.h).
+ * "stream": a get whose stream was held to its time bound, the task
+ * still running.  RESULT: the task's artifacts as ASCII JSON on one line
+ * (a2a_answer.h).
  *
  * So an outside server's bytes are parsed here (a2a_answer.c), in a
  * process that can lose nothing of the spool when they are hostile. */
