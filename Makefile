@@ -211,7 +211,7 @@ $(HUBD): $(HUBD_OBJS) $(PUSH_SHARED) $(LIBA)
 
 $(A2A): $(A2A_OBJS) $(LIBA)
 	$(quiet) LD $@
-	$(Q)$(CC) $(HD_LDFLAGS) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) $(A2A_LIBS) -lm
+	$(Q)$(CC) $(HD_LDFLAGS) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) $(A2A_LIBS) -lpthread -lm
 
 $(PUSH): $(PUSH_OBJS) $(LIBA)
 	$(quiet) LD $@

@@ -338,6 +338,43 @@ out:
         json_decref(doc);
 }
 
+int a2a_stream_event(const char *data, size_t len, const char *task, const char **ret_state)
+{
+        json_t *doc, *res, *t, *st = NULL;
+        json_error_t je;
+        const char *id = NULL;
+        int r = -1;
+
+        *ret_state = NULL;
+        if (len > A2A_ANSWER_MAX)
+                return -1;
+        doc = json_loadb(data, len, JSON_REJECT_DUPLICATES, &je);
+        res = json_object_get(doc, "result");
+        if (!json_is_object(res))
+                goto out;       /* an error, or not JSON-RPC */
+        if (json_is_object(t = json_object_get(res, "task"))) {
+                id = json_string_value(json_object_get(t, "id"));
+                st = json_object_get(json_object_get(t, "status"), "state");
+        } else if (json_is_object(t = json_object_get(res, "statusUpdate"))) {
+                id = json_string_value(json_object_get(t, "taskId"));
+                st = json_object_get(json_object_get(t, "status"), "state");
+        } else if (json_is_object(t = json_object_get(res, "artifactUpdate"))) {
+                id = json_string_value(json_object_get(t, "taskId"));
+        } else {
+                goto out;
+        }
+        if (!id || strcmp(id, task))
+                goto out;       /* not the task asked for */
+        r = 0;
+        for (size_t k = 0; json_is_string(st) && k < sizeof(states) / sizeof(states[0]); k++)
+                if (!strcmp(json_string_value(st), states[k].wire) ||
+                    !strcmp(json_string_value(st), states[k].wire03))
+                        *ret_state = states[k].name;
+out:
+        json_decref(doc);
+        return r;
+}
+
 bool a2a_card_url(const char *url)
 {
         static const char *const ends[] = { "/.well-known/agent-card.json",
@@ -397,7 +434,7 @@ static const char *card_jsonrpc(const json_t *card)
 }
 
 int a2a_card_interface(const char *body, size_t len, const char *card_url, bool cross_origin,
-                       char *buf, size_t size, char *why, size_t why_size)
+                       char *buf, size_t size, bool *ret_streaming, char *why, size_t why_size)
 {
         char o1[512], o2[512], t[A2A_TEXT_MAX + 1];
         json_error_t je;
@@ -432,6 +469,8 @@ int a2a_card_interface(const char *body, size_t len, const char *card_url, bool 
                 goto out;
         }
         memcpy(buf, u, strlen(u) + 1);
+        *ret_streaming = json_is_true(json_object_get(json_object_get(card, "capabilities"),
+                                                      "streaming"));
         r = 0;
 out:
         json_decref(card);

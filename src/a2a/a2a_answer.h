@@ -34,6 +34,7 @@ struct a2a_result {
         const char *state;              /* a2a_state_names[] entry, or "unknown" */
         char text[A2A_TEXT_MAX + 1];    /* error, or the task's text: printable ASCII, no tab */
         bool unsupported;               /* LIST: the server has no ListTasks */
+        bool streamed;                  /* GET: a stream's time bound ended, the task running */
         /* The task's artifacts, whole, in order while they fit:
          * {"text": their text parts, "data": {"artifacts": [...],
          * "omitted": N}} as ASCII JSON of at most A2A_RESULT_MAX bytes,
@@ -52,6 +53,10 @@ bool a2a_state_final(const char *state);
  * with no task. */
 void a2a_answer_parse(enum a2a_op op, long http, const char *curl_err, const char *ctx,
                       const char *body, size_t len, struct a2a_result *out);
+/* One event of a SubscribeToTask stream (its data: lines joined): 0 when
+ * it speaks of task, with the state it gives (NULL for an artifact's
+ * update), or -1 (an error, not JSON-RPC, another task). */
+int a2a_stream_event(const char *data, size_t len, const char *task, const char **ret_state);
 /* An agent card's URL: its path ends in /.well-known/agent-card.json
  * (or 0.3's agent.json). */
 bool a2a_card_url(const char *url);
@@ -59,9 +64,10 @@ bool a2a_card_url(const char *url);
  * supportedInterfaces with protocolBinding JSONRPC, or 0.3's url with
  * preferredTransport JSONRPC or additionalInterfaces), into buf: 0, or
  * -1 with why (the card is not one, no JSON-RPC interface, or one on
- * another origin than card_url's when !cross_origin). */
+ * another origin than card_url's when !cross_origin); *ret_streaming:
+ * its capabilities.streaming. */
 int a2a_card_interface(const char *body, size_t len, const char *card_url, bool cross_origin,
-                       char *buf, size_t size, char *why, size_t why_size);
+                       char *buf, size_t size, bool *ret_streaming, char *why, size_t why_size);
 /* Printable ASCII of s (at most n bytes of it), into buf: what goes on the
  * line to handoffd and into its logs. */
 void a2a_clean(char *buf, size_t size, const char *s, size_t n);

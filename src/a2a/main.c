@@ -4,20 +4,26 @@
  * request a line on stdin,
  *
  *   {"op": "send", "id", "url", "token_file", "ca_file"?, "doc", "check"?,
- *    "card_cross_origin"?}
+ *    "card_cross_origin"?, "card_key"?}
  *   {"op": "get",  "id", "url", "token_file", "ca_file"?, "task", ...}
  *
- * url: the JSON-RPC interface, or an agent card's URL (card_resolve()).
+ * url: the JSON-RPC interface, or an agent card's URL (card_resolve();
+ * card_key: the public key its signature must verify under, a2a_card.c).
  *
  * makes the A2A call (SendMessage, messageId and contextId = the
- * handoff_id, Idempotency-Key the same; GetTask; ListTasks first for a
- * send with "check", see call()), and writes one line on stdout, in
- * order, that handoffd checks field by field:
+ * handoff_id, Idempotency-Key the same; GetTask, after a SubscribeToTask
+ * stream where the card says streaming, see subscribe(); ListTasks first
+ * for a send with "check", see call()), and writes one line on stdout as
+ * the call ends, that handoffd checks field by field (up to CALLS_MAX
+ * calls run at once, so the lines need not come in the order of the
+ * requests):
  *
- *   ID \t send|get|adopt|checked|resend \t ok|retry|final|token \t TASK|- \t STATE|-
- *      \t TEXT \t RESULT|-
+ *   ID \t send|get|stream|adopt|checked|resend \t ok|retry|final|token \t TASK|-
+ *      \t STATE|- \t TEXT \t RESULT|-
  *
- * RESULT: the task's artifacts as ASCII JSON on one line (a2a_answer.h).
+ * "stream": a get whose stream was held to its time bound, the task
+ * still running.  RESULT: the task's artifacts as ASCII JSON on one line
+ * (a2a_answer.h).
  *
  * So an outside server's bytes are parsed here (a2a_answer.c), in a
  * process that can lose nothing of the spool when they are hostile. */
@@ -25,6 +31,7 @@
 #include <errno.h>
 #include <jansson.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,9 +41,11 @@
 #include <unistd.h>
 
 #include "a2a_answer.h"
+#include "a2a_card.h"
 #include "config.h"
 
 #define LINE_MAX_BYTES (64 * 1024 * 1024)
+#define CALLS_MAX 8     /* calls at once (threads), see main() */
 #define CONNECT_TIMEOUT_S 10L
 #define TIMEOUT_S 30L
 
@@ -83,6 +92,53 @@ static size_t on_data(char *p, size_t size, size_t n, void *ud)
         return add;
 }
 
+/* The message SendMessage carries for handoff doc.  A message a client
+ * sent through the hub (payload a2a/1) goes as the client wrote it: its
+ * role, parts and metadata.  Any other handoff goes as its reason and
+ * summary in text parts, the whole document as a data part.  Either way
+ * messageId and contextId are the handoff_id, and the metadata names the
+ * handoff's agents.  NULL when out of memory. */
+static json_t *send_message(const json_t *doc, const char *id)
+{
+        const char *type = json_string_value(json_object_get(doc, "payload_type"));
+        const json_t *p = json_object_get(doc, "payload");
+        const char *role = "ROLE_USER";
+        json_t *parts, *meta;
+
+        if (type && !strcmp(type, "a2a/1") && json_is_array(json_object_get(p, "parts"))) {
+                parts = json_deep_copy(json_object_get(p, "parts"));
+                meta = json_is_object(json_object_get(p, "metadata"))
+                               ? json_deep_copy(json_object_get(p, "metadata"))
+                               : json_object();
+                role = json_string_value(json_object_get(p, "role")) ?: role;
+        } else {
+                const char *reason = json_string_value(json_object_get(doc, "reason"));
+                const char *summary = json_string_value(json_object_get(doc, "summary"));
+                parts = json_array();
+                if (parts && reason)
+                        json_array_append_new(parts, json_pack("{s:s}", "text", reason));
+                if (parts && summary)
+                        json_array_append_new(parts, json_pack("{s:s}", "text", summary));
+                if (parts)
+                        json_array_append_new(parts, json_pack("{s:O, s:s}", "data", doc,
+                                                               "mediaType", "application/json"));
+                meta = json_object();
+        }
+        if (meta) {
+                json_object_set_new(meta, "handoffFrom", json_string(
+                        json_string_value(json_object_get(doc, "from_agent")) ?: ""));
+                json_object_set_new(meta, "handoffTo", json_string(
+                        json_string_value(json_object_get(doc, "to_agent")) ?: ""));
+        }
+        if (!parts || !meta) {
+                json_decref(parts);
+                json_decref(meta);
+                return NULL;
+        }
+        return json_pack("{s:s, s:s, s:s, s:o, s:o}", "messageId", id, "contextId", id,
+                         "role", role, "parts", parts, "metadata", meta);
+}
+
 /* The JSON-RPC request of op ("send", "get", "list") for req. */
 static char *request_body(const char *op, const json_t *req)
 {
@@ -98,24 +154,10 @@ static char *request_body(const char *op, const json_t *req)
                 rpc = json_pack("{s:s, s:s, s:s, s:o}", "jsonrpc", "2.0", "id", id,
                                 "method", "ListTasks", "params", params);
         } else {
-                const json_t *doc = json_object_get(req, "doc");
-                const char *reason = json_string_value(json_object_get(doc, "reason"));
-                const char *summary = json_string_value(json_object_get(doc, "summary"));
-                json_t *parts = json_array();
-                if (reason)
-                        json_array_append_new(parts, json_pack("{s:s}", "text", reason));
-                if (summary)
-                        json_array_append_new(parts, json_pack("{s:s}", "text", summary));
-                json_array_append_new(parts, json_pack("{s:O, s:s}", "data", doc,
-                                                       "mediaType", "application/json"));
                 /* contextId = the handoff_id: what ListTasks finds it by
                  * when a crash lost the answer. */
-                params = json_pack("{s:{s:s, s:s, s:s, s:o, s:{s:s, s:s}}, s:{s:b}}",
-                                   "message", "messageId", id, "contextId", id, "role", "ROLE_USER",
-                                   "parts", parts, "metadata", "handoffFrom",
-                                   json_string_value(json_object_get(doc, "from_agent")) ?: "",
-                                   "handoffTo",
-                                   json_string_value(json_object_get(doc, "to_agent")) ?: "",
+                params = json_pack("{s:o, s:{s:b}}", "message",
+                                   send_message(json_object_get(req, "doc"), id),
                                    "configuration", "returnImmediately", 1);
                 rpc = json_pack("{s:s, s:s, s:s, s:o}", "jsonrpc", "2.0", "id", id,
                                 "method", "SendMessage", "params", params);
@@ -166,27 +208,37 @@ static void redirected(CURL *c, long http, char *text, size_t size)
  * without the token (a card is public) and kept CARD_KEEP_S. */
 #define CARD_KEEP_S 300
 static struct {
-        char card[2049], iface[2049];
+        pthread_mutex_t lock;
+        char card[2049], iface[2049], key[PATH_MAX];
+        bool streaming;
         time_t at;
-} card_cache;
+} card_cache = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 static int card_resolve(const json_t *req, const char *url, char *iface, size_t size,
-                        char *why, size_t why_size)
+                        bool *streaming, char *why, size_t why_size)
 {
         const char *ca = json_string_value(json_object_get(req, "ca_file"));
         bool cross = json_is_true(json_object_get(req, "card_cross_origin"));
+        const char *key = json_string_value(json_object_get(req, "card_key"));
+        struct a2a_card_key ck;
         char cerr[CURL_ERROR_SIZE] = "";
         struct body b = { .max = A2A_CARD_MAX };
+        char t2[A2A_TEXT_MAX + 1];
         const char *uwhy = NULL;
         time_t now = time(NULL);
         long http = 0;
         int r = -1;
 
-        if (!strcmp(card_cache.card, url) && now - card_cache.at < CARD_KEEP_S &&
-            now >= card_cache.at) {
+        pthread_mutex_lock(&card_cache.lock);
+        bool kept = !strcmp(card_cache.card, url) && !strcmp(card_cache.key, key ? key : "") &&
+                    now - card_cache.at < CARD_KEEP_S && now >= card_cache.at;
+        if (kept) {
                 snprintf(iface, size, "%s", card_cache.iface);
-                return 0;
+                *streaming = card_cache.streaming;
         }
+        pthread_mutex_unlock(&card_cache.lock);
+        if (kept)
+                return 0;
         CURL *c = curl_easy_init();
         if (!c) {
                 snprintf(why, why_size, "out of memory");
@@ -212,20 +264,214 @@ static int card_resolve(const json_t *req, const char *url, char *iface, size_t 
                          cerr[0] ? cerr : curl_easy_strerror(cc));
         else if (http != 200)
                 snprintf(why, why_size, "agent card: HTTP %ld", http);
-        else if (a2a_card_interface(b.buf, b.len, url, cross, iface, size, why, why_size) < 0)
+        else if (key && a2a_card_key_load(key, &ck, why, why_size) < 0)
+                ;
+        else if (key && a2a_card_verify(b.buf, b.len, &ck, t2, sizeof(t2)) < 0)
+                snprintf(why, why_size, "agent card: %.280s", t2);
+        else if (a2a_card_interface(b.buf, b.len, url, cross, iface, size, streaming, why,
+                                    why_size) < 0)
                 ;
         else if (config_a2a_url_check(iface, &uwhy) < 0)
                 snprintf(why, why_size, "agent card: its JSON-RPC interface %s", uwhy);
         else
                 r = 0;
         if (r == 0) {
+                pthread_mutex_lock(&card_cache.lock);
                 snprintf(card_cache.card, sizeof(card_cache.card), "%s", url);
                 snprintf(card_cache.iface, sizeof(card_cache.iface), "%s", iface);
+                snprintf(card_cache.key, sizeof(card_cache.key), "%s", key ? key : "");
+                card_cache.streaming = *streaming;
                 card_cache.at = now;
+                pthread_mutex_unlock(&card_cache.lock);
         }
         curl_slist_free_all(h);
         curl_easy_cleanup(c);
         free(b.buf);
+        return r;
+}
+
+/* Following by stream (A2A 1.0 section 3.1.6 SubscribeToTask, Server-Sent
+ * Events), where the agent card says capabilities.streaming.  A stream
+ * holds one of the CALLS_MAX calls for up to STREAM_S, so at most
+ * STREAMS_MAX run at once; a GetTask follows the others.  The stream is
+ * bounded in bytes (STREAM_MAX) and in time (STREAM_S). */
+#define STREAM_S 20L
+#define STREAMS_MAX (CALLS_MAX / 2)
+#define STREAM_MAX A2A_ANSWER_MAX
+
+static struct {
+        pthread_mutex_t lock;
+        unsigned n;
+} streams = { PTHREAD_MUTEX_INITIALIZER, 0 };
+
+static bool stream_enter(void)
+{
+        bool ok;
+
+        pthread_mutex_lock(&streams.lock);
+        ok = streams.n < STREAMS_MAX;
+        streams.n += ok;
+        pthread_mutex_unlock(&streams.lock);
+        return ok;
+}
+
+static void stream_leave(void)
+{
+        pthread_mutex_lock(&streams.lock);
+        streams.n--;
+        pthread_mutex_unlock(&streams.lock);
+}
+
+struct sse {
+        const char *task;
+        char *ev;               /* the event's data: lines, joined */
+        size_t ev_len, ev_cap, line_len, total;
+        char line[8192];        /* a longer line than this is a data line's rest */
+        bool line_long, data_line;
+        const char *state;      /* the last state the stream gave */
+        bool seen, ended, bad;
+};
+
+/* Room for n more bytes of the event (and a NUL), A2A_ANSWER_MAX at
+ * most: 0, or -1 with e->bad set. */
+static int sse_room(struct sse *e, size_t n)
+{
+        if (e->ev_len + n > A2A_ANSWER_MAX) {
+                e->bad = true;
+                return -1;
+        }
+        if (e->ev_len + n + 1 <= e->ev_cap)
+                return 0;
+        size_t cap = e->ev_cap ? e->ev_cap : 4096;
+        while (cap < e->ev_len + n + 1)
+                cap *= 2;
+        char *nb = realloc(e->ev, cap);
+        if (!nb) {
+                e->bad = true;
+                return -1;
+        }
+        e->ev = nb;
+        e->ev_cap = cap;
+        return 0;
+}
+
+/* A line of the stream, its end of line cut: a data: line adds to the
+ * event, a blank line ends it (text/event-stream's rules; other fields
+ * and comments are passed over). */
+static void sse_line(struct sse *e, const char *l, size_t n, bool first_piece)
+{
+        if (first_piece) {
+                e->data_line = n >= 5 && !strncmp(l, "data:", 5);
+                if (n == 0) {
+                        const char *st;
+                        if (e->ev_len && a2a_stream_event(e->ev, e->ev_len, e->task, &st) < 0)
+                                e->bad = true;
+                        else if (e->ev_len) {
+                                e->seen = true;
+                                if (st)
+                                        e->state = st;
+                                if (st && a2a_state_final(st))
+                                        e->ended = true;
+                        }
+                        e->ev_len = 0;
+                        return;
+                }
+                if (!e->data_line)
+                        return;
+                l += 5;
+                n -= 5;
+                if (n && *l == ' ') {
+                        l++;
+                        n--;
+                }
+                if (e->ev_len && sse_room(e, 1) == 0)  /* data: lines joined by a newline */
+                        e->ev[e->ev_len++] = '\n';
+        } else if (!e->data_line) {
+                return;
+        }
+        if (e->bad || sse_room(e, n) < 0)
+                return;
+        memcpy(e->ev + e->ev_len, l, n);
+        e->ev_len += n;
+        e->ev[e->ev_len] = '\0';
+}
+
+static size_t on_sse(char *p, size_t size, size_t n, void *ud)
+{
+        struct sse *e = ud;
+        size_t len = size * n;
+
+        e->total += len;
+        if (e->total > STREAM_MAX)
+                e->bad = true;
+        for (size_t i = 0; i < len && !e->bad && !e->ended; i++) {
+                if (p[i] == '\n') {
+                        if (e->line_len && e->line[e->line_len - 1] == '\r')
+                                e->line_len--;
+                        sse_line(e, e->line, e->line_len, !e->line_long);
+                        e->line_len = 0;
+                        e->line_long = false;
+                        continue;
+                }
+                if (e->line_len == sizeof(e->line)) {
+                        sse_line(e, e->line, e->line_len, !e->line_long);
+                        e->line_len = 0;
+                        e->line_long = true;
+                }
+                e->line[e->line_len++] = p[i];
+        }
+        return e->bad || e->ended ? 0 : len;    /* 0: curl stops */
+}
+
+/* SubscribeToTask of task: 1 it ended (or the stream failed: a GetTask
+ * then says how it stands), or 0 with *out filled when the stream's time
+ * bound passed with the task still running. */
+static int subscribe(const char *url, const char *ca, const char *auth, const char *id,
+                     const char *task, struct a2a_result *out)
+{
+        struct sse e = { .task = task };
+        struct body hb = { .max = 1 };  /* on_header's count only */
+        char cerr[CURL_ERROR_SIZE] = "";
+        struct curl_slist *h = NULL;
+        char *data = NULL;
+        long http = 0;
+        int r = 1;
+
+        json_t *rpc = json_pack("{s:s, s:s, s:s, s:{s:s}}", "jsonrpc", "2.0", "id", id,
+                                "method", "SubscribeToTask", "params", "id", task);
+        data = rpc ? json_dumps(rpc, JSON_COMPACT) : NULL;
+        json_decref(rpc);
+        CURL *c = curl_easy_init();
+        if (!data || !c)
+                goto out;
+        h = curl_slist_append(h, "Content-Type: application/json");
+        h = curl_slist_append(h, "Accept: text/event-stream");
+        h = curl_slist_append(h, "A2A-Version: 1.0");
+        h = curl_slist_append(h, auth);
+        common_opts(c, url, ca, &hb, cerr);
+        curl_easy_setopt(c, CURLOPT_TIMEOUT, STREAM_S);
+        curl_easy_setopt(c, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)STREAM_MAX);
+        curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_sse);
+        curl_easy_setopt(c, CURLOPT_WRITEDATA, &e);
+        curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, data);
+        CURLcode cc = curl_easy_perform(c);
+        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &http);
+        if (cc == CURLE_OPERATION_TIMEDOUT && http == 200 && e.seen && !e.bad && !e.ended &&
+            e.state) {
+                memset(out, 0, sizeof(*out));
+                out->verdict = A2A_OK;
+                out->state = e.state;
+                out->streamed = true;
+                snprintf(out->task, sizeof(out->task), "%s", task);
+                r = 0;
+        }
+out:
+        curl_slist_free_all(h);
+        if (c)
+                curl_easy_cleanup(c);
+        free(data);
+        free(e.ev);
         return r;
 }
 
@@ -256,8 +502,10 @@ static void post(const json_t *req, const char *op, struct a2a_result *out)
                 return;
         }
         char iface[2049], cwhy[A2A_TEXT_MAX + 1];
+        bool streaming = false;
         if (a2a_card_url(url)) {
-                if (card_resolve(req, url, iface, sizeof(iface), cwhy, sizeof(cwhy)) < 0) {
+                if (card_resolve(req, url, iface, sizeof(iface), &streaming, cwhy,
+                                 sizeof(cwhy)) < 0) {
                         a2a_clean(out->text, sizeof(out->text), cwhy, sizeof(cwhy));
                         return;
                 }
@@ -270,6 +518,16 @@ static void post(const json_t *req, const char *op, struct a2a_result *out)
         }
         snprintf(auth, sizeof(auth), "Authorization: Bearer %s", token);
         explicit_bzero(token, sizeof(token));
+        /* A stream that ends with the task's end, fails, or is not open
+         * to us: the GetTask below says how the task stands (its
+         * artifacts whole). */
+        const char *task = json_string_value(json_object_get(req, "task"));
+        if (aop == A2A_OP_GET && streaming && task && stream_enter()) {
+                int s = subscribe(url, ca, auth, id, task, out);
+                stream_leave();
+                if (s == 0)
+                        goto out;
+        }
         data = request_body(op, req);
         c = curl_easy_init();
         if (!data || !c) {
@@ -350,8 +608,71 @@ static void call(const json_t *req, const char *op, const char **label, struct a
         snprintf(out->text, sizeof(out->text), "ListTasks: %.280s", t);
 }
 
+/* The calls: CALLS_MAX threads, each one call at a time, so one answer
+ * that is slow to come holds one thread, never the requests behind it.
+ * The requests wait in a list; the lines go out whole, one at a time, as
+ * each call ends (handoffd matches them by id). */
+struct job {
+        struct job *next;
+        json_t *req;
+};
+
+static struct {
+        pthread_mutex_t lock, out;
+        pthread_cond_t more;
+        struct job *head, **tail;
+        bool eof;
+} jobs = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
+           NULL, &jobs.head, false };
+
+static void answer(const json_t *req)
+{
+        const char *id = json_string_value(json_object_get(req, "id"));
+        const char *op = json_string_value(json_object_get(req, "op"));
+        const char *label;
+        struct a2a_result res;
+
+        call(req, op, &label, &res);
+        if (res.streamed)
+                label = "stream";
+        pthread_mutex_lock(&jobs.out);
+        printf("%s\t%s\t%s\t%s\t%s\t%s\t%s\n", id, label,
+               res.verdict == A2A_OK ? "ok" : res.verdict == A2A_FINAL ? "final"
+               : res.verdict == A2A_TOKEN ? "token" : "retry",
+               res.task[0] ? res.task : "-", res.verdict == A2A_OK ? res.state : "-",
+               res.text[0] ? res.text : "-",
+               res.verdict == A2A_OK && res.result ? res.result : "-");
+        fflush(stdout);
+        pthread_mutex_unlock(&jobs.out);
+        a2a_result_free(&res);
+}
+
+static void *worker(void *unused)
+{
+        (void)unused;
+        for (;;) {
+                pthread_mutex_lock(&jobs.lock);
+                while (!jobs.head && !jobs.eof)
+                        pthread_cond_wait(&jobs.more, &jobs.lock);
+                struct job *j = jobs.head;
+                if (j) {
+                        jobs.head = j->next;
+                        if (!jobs.head)
+                                jobs.tail = &jobs.head;
+                }
+                pthread_mutex_unlock(&jobs.lock);
+                if (!j)
+                        return NULL;    /* stdin closed, nothing left */
+                answer(j->req);
+                json_decref(j->req);
+                free(j);
+        }
+}
+
 int main(int argc, char **argv)
 {
+        pthread_t th[CALLS_MAX];
+        size_t n_th = 0;
         char *line = NULL;
         size_t cap = 0;
         ssize_t n;
@@ -368,8 +689,11 @@ int main(int argc, char **argv)
         prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
         if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
                 return 1;
+        while (n_th < CALLS_MAX && pthread_create(&th[n_th], NULL, worker, NULL) == 0)
+                n_th++;
+        if (n_th == 0)
+                return 1;
         while ((n = getline(&line, &cap, stdin)) > 0) {
-                struct a2a_result res;
                 json_error_t je;
                 if (n > LINE_MAX_BYTES)
                         return 1;
@@ -377,22 +701,24 @@ int main(int argc, char **argv)
                 const char *id = json_string_value(json_object_get(req, "id"));
                 const char *op = json_string_value(json_object_get(req, "op"));
                 if (!id || !op || (strcmp(op, "send") && strcmp(op, "get")) ||
-                    strchr(id, '\t') || strchr(id, '\n')) {
-                        json_decref(req);
+                    strchr(id, '\t') || strchr(id, '\n'))
                         return 1;       /* handoffd wrote that: a bug, stop */
-                }
-                const char *label;
-                call(req, op, &label, &res);
-                printf("%s\t%s\t%s\t%s\t%s\t%s\t%s\n", id, label,
-                       res.verdict == A2A_OK ? "ok" : res.verdict == A2A_FINAL ? "final"
-                       : res.verdict == A2A_TOKEN ? "token" : "retry",
-                       res.task[0] ? res.task : "-", res.verdict == A2A_OK ? res.state : "-",
-                       res.text[0] ? res.text : "-",
-                       res.verdict == A2A_OK && res.result ? res.result : "-");
-                a2a_result_free(&res);
-                fflush(stdout);
-                json_decref(req);
+                struct job *j = calloc(1, sizeof(*j));
+                if (!j)
+                        return 1;
+                j->req = req;
+                pthread_mutex_lock(&jobs.lock);
+                *jobs.tail = j;
+                jobs.tail = &j->next;
+                pthread_cond_signal(&jobs.more);
+                pthread_mutex_unlock(&jobs.lock);
         }
+        pthread_mutex_lock(&jobs.lock);
+        jobs.eof = true;
+        pthread_cond_broadcast(&jobs.more);
+        pthread_mutex_unlock(&jobs.lock);
+        for (size_t i = 0; i < n_th; i++)
+                pthread_join(th[i], NULL);
         free(line);
         curl_global_cleanup();
         return 0;

@@ -88,6 +88,13 @@ int a2a_end_from_state(const char *s, enum a2a_end *ret)
         return -EINVAL;
 }
 
+int64_t a2a_item_follow_max(const struct a2a_out *a, const struct a2a_item *it)
+{
+        const struct config_remote *rm = config_remote_a2a(a->sp->cfg, it->remote);
+
+        return (rm ? rm->a2a_follow_max : CONFIG_A2A_FOLLOW_MAX_DEFAULT) * 1000000LL;
+}
+
 int64_t a2a_item_backoff(unsigned tries, int64_t max)
 {
         int64_t w = A2A_BACKOFF_MIN_USEC;
@@ -392,4 +399,83 @@ void a2a_item_metrics(void *ctx, FILE *f, int64_t now)
                 fprintf(f, "handoffd_a2a_total{event=\"%s\"} %lld\n", ev[i],
                         (long long)json_integer_value(json_object_get(s, ev[i])));
         json_decref(s);
+}
+
+/* ---- a request to the helper -------------------------------------------- */
+
+static void on_write(uv_write_t *w, int status)
+{
+        free(w->data);
+        free(w);
+        (void)status;   /* a broken pipe: the helper's exit says it */
+}
+
+int a2a_item_request(struct a2a_out *a, struct a2a_remote_st *r, struct a2a_item *it)
+{
+        const struct config_remote *rm = config_remote_a2a(a->sp->cfg, it->remote);
+        _cleanup_json_ json_t *doc = NULL, *req = NULL;
+        char name[NAME_MAX + 1];
+        char *s;
+        int q;
+
+        if (!rm)
+                return -ENXIO;  /* gone in a reload: it waits, then expires */
+        if (it->st == AI_UNSENT) {
+                q = xsnprintf(name, sizeof(name), "%s.json", it->id);
+                if (q < 0)
+                        return q;
+                /* The daemon's copy of what verified (outbox_dir.c). */
+                _cleanup_close_ int fd = openat(a->sp->fd[SD_OUTBOX], name,
+                                                O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+                _cleanup_free_ char *buf = NULL;
+                size_t len;
+                json_error_t je;
+                if (fd < 0)
+                        return -errno;
+                q = read_all(fd, OUTBOX_DIR_MAX(a->sp), 0, &buf, &len);
+                if (q < 0)
+                        return q;
+                doc = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &je);
+                if (!doc)
+                        return -EBADMSG;
+                /* A send began before and its answer was never recorded:
+                 * the server is asked first.  Else the record that this one
+                 * begins goes to disk before the request goes out. */
+                bool check = it->began;
+                if (!check) {
+                        q = a2a_item_send_mark(a, it);
+                        if (q < 0)
+                                return q;
+                }
+                req = json_pack("{s:s, s:s, s:s, s:s, s:s?, s:O, s:b, s:b, s:s?}", "op", "send",
+                                "id", it->id, "url", rm->a2a, "token_file", rm->token_file,
+                                "ca_file", rm->ca_file, "doc", doc, "check", check,
+                                "card_cross_origin", rm->a2a_card_cross_origin, "card_key",
+                                rm->a2a_card_key);
+        } else {
+                req = json_pack("{s:s, s:s, s:s, s:s, s:s?, s:s, s:b, s:s?}", "op", "get", "id",
+                                it->id, "url", rm->a2a, "token_file", rm->token_file, "ca_file",
+                                rm->ca_file, "task", it->task, "card_cross_origin",
+                                rm->a2a_card_cross_origin, "card_key", rm->a2a_card_key);
+        }
+        if (!req || !(s = json_dumps(req, JSON_COMPACT)))
+                return -ENOMEM;
+        size_t l = strlen(s);
+        s[l] = '\n';    /* json_dumps' NUL: the line's end, the length counts it */
+        uv_write_t *w = malloc(sizeof(*w));
+        uv_buf_t b = uv_buf_init(s, (unsigned)(l + 1));
+        if (!w) {
+                free(s);
+                return -ENOMEM;
+        }
+        w->data = s;
+        q = uv_write(w, (uv_stream_t *)&r->to, &b, 1, on_write);
+        if (q < 0) {
+                free(s);
+                free(w);
+                return q;
+        }
+        it->st = it->st == AI_UNSENT ? AI_SENDING : AI_GETTING;
+        r->inflight++;
+        return 0;
 }

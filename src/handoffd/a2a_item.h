@@ -48,6 +48,7 @@ enum a2a_item_state {
         AI_SENDING,     /* a SendMessage with the helper */
         AI_FOLLOW,      /* its task known: waits for the next GetTask */
         AI_GETTING,     /* a GetTask with the helper */
+        AI_MAX_,
 };
 
 struct a2a_item {
@@ -108,6 +109,8 @@ struct a2a_item *a2a_item_add(struct a2a_out *a);
 /* *it from a verified handoff h that entered outbox/ at at: 0, or
  * -EINVAL when a name is too long. */
 int a2a_item_fill(struct a2a_item *it, const struct handoff *h, int64_t at);
+/* [remote NAME] a2a_follow_max of its remote, in usec. */
+int64_t a2a_item_follow_max(const struct a2a_out *a, const struct a2a_item *it);
 /* The wait before try number tries: 1 s doubling to max. */
 int64_t a2a_item_backoff(unsigned tries, int64_t max);
 
@@ -131,6 +134,11 @@ void a2a_item_archived(struct a2a_out *a, struct a2a_item *it, enum a2a_end end,
                        const char *text, const json_t *result, int64_t now);
 void a2a_item_rejected(struct a2a_out *a, struct a2a_item *it, hd_reason reason,
                        const char *detail, int64_t now);
+
+/* Its request (a SendMessage for AI_UNSENT, else a GetTask) written to
+ * remote r's helper: 0, or -errno (-ENOENT: its file is gone
+ * from outbox/). */
+int a2a_item_request(struct a2a_out *a, struct a2a_remote_st *r, struct a2a_item *it);
 
 /* sp->a2a's status and metrics hooks (ctx: the a2a_out). */
 json_t *a2a_item_status(void *ctx, int64_t now);

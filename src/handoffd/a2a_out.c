@@ -22,10 +22,12 @@
  *
  * Where it runs: the HTTP calls and every byte of the server's answers
  * are handoff-a2a's (src/a2a/), a child process with no descriptor of the
- * spool, spoken to through two pipes; one per remote, since a helper
- * makes one blocking call at a time and a server that hangs must hold
- * only its own items.  What it answers is one line of six
- * tab-separated fields, checked one by one before anything moves
+ * spool, spoken to through two pipes; one per remote, so a server that
+ * hangs holds only its own items.  A helper makes up to 8 calls at once
+ * (src/a2a/main.c), A2A_INFLIGHT_MAX requests of its remote are in flight,
+ * and each answer names its item, in whatever order the calls end.  What
+ * it answers is one line of seven tab-separated fields, checked one by
+ * one before anything moves
  * (a2a_reply.c); a line that does not check stops the helper, as does a helper
  * that exits: what it had in flight is sent again (the same messageId)
  * when a new one runs, 1 s later.  The daemon itself links no HTTP client
@@ -74,83 +76,6 @@ static void kick(struct a2a_out *a)
 }
 
 /* ---- the helper --------------------------------------------------------- */
-
-static void on_write(uv_write_t *w, int status)
-{
-        free(w->data);
-        free(w);
-        (void)status;   /* a broken pipe: the helper's exit says it */
-}
-
-static int request(struct a2a_out *a, struct a2a_remote_st *r, struct a2a_item *it)
-{
-        const struct config_remote *rm = config_remote_a2a(a->sp->cfg, it->remote);
-        _cleanup_json_ json_t *doc = NULL, *req = NULL;
-        char name[NAME_MAX + 1];
-        char *s;
-        int q;
-
-        if (!rm)
-                return -ENXIO;  /* gone in a reload: it waits, then expires */
-        if (it->st == AI_UNSENT) {
-                q = xsnprintf(name, sizeof(name), "%s.json", it->id);
-                if (q < 0)
-                        return q;
-                /* The daemon's copy of what verified (outbox_dir.c). */
-                _cleanup_close_ int fd = openat(a->sp->fd[SD_OUTBOX], name,
-                                                O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-                _cleanup_free_ char *buf = NULL;
-                size_t len;
-                json_error_t je;
-                if (fd < 0)
-                        return -errno;
-                q = read_all(fd, OUTBOX_DIR_MAX(a->sp), 0, &buf, &len);
-                if (q < 0)
-                        return q;
-                doc = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &je);
-                if (!doc)
-                        return -EBADMSG;
-                /* A send began before and its answer was never recorded:
-                 * the server is asked first.  Else the record that this one
-                 * begins goes to disk before the request goes out. */
-                bool check = it->began;
-                if (!check) {
-                        q = a2a_item_send_mark(a, it);
-                        if (q < 0)
-                                return q;
-                }
-                req = json_pack("{s:s, s:s, s:s, s:s, s:s?, s:O, s:b, s:b}", "op", "send", "id",
-                                it->id, "url", rm->a2a, "token_file", rm->token_file, "ca_file",
-                                rm->ca_file, "doc", doc, "check", check, "card_cross_origin",
-                                rm->a2a_card_cross_origin);
-        } else {
-                req = json_pack("{s:s, s:s, s:s, s:s, s:s?, s:s, s:b}", "op", "get", "id", it->id,
-                                "url", rm->a2a, "token_file", rm->token_file, "ca_file",
-                                rm->ca_file, "task", it->task, "card_cross_origin",
-                                rm->a2a_card_cross_origin);
-        }
-        if (!req || !(s = json_dumps(req, JSON_COMPACT)))
-                return -ENOMEM;
-        size_t l = strlen(s);
-        s[l] = '\n';    /* json_dumps' NUL: the line's end, the length counts it */
-        uv_write_t *w = malloc(sizeof(*w));
-        uv_buf_t b = uv_buf_init(s, (unsigned)(l + 1));
-        if (!w) {
-                free(s);
-                return -ENOMEM;
-        }
-        w->data = s;
-        q = uv_write(w, (uv_stream_t *)&r->to, &b, 1, on_write);
-        if (q < 0) {
-                free(s);
-                free(w);
-                return q;
-        }
-        it->st = it->st == AI_UNSENT ? AI_SENDING : AI_GETTING;
-        r->inflight++;
-        return 0;
-}
-
 
 static void on_alloc(uv_handle_t *h, size_t size, uv_buf_t *buf)
 {
@@ -241,12 +166,8 @@ static void helper_down(struct a2a_remote_st *r, const char *why)
         helper_kill(r, SIGKILL);
         for (size_t i = 0; i < a->n_items; i++) {
                 struct a2a_item *it = &a->items[i];
-                if (it->gone || strcmp(it->remote, r->name))
-                        continue;
-                if (it->st == AI_SENDING)
-                        it->st = AI_UNSENT;
-                else if (it->st == AI_GETTING)
-                        it->st = AI_FOLLOW;
+                if (!it->gone && !strcmp(it->remote, r->name))
+                        a2a_item_event(a, it, AE_DOWN, now);
         }
         r->inflight = 0;
         r->line_len = 0;
@@ -304,7 +225,7 @@ static void on_timer(uv_timer_t *t)
                 struct a2a_remote_st *r = &a->remotes[i];
                 bool want = config_remote_a2a(a->sp->cfg, r->name) != NULL;
                 /* A remote gone in a reload: its helper ends once the
-                 * calls it has are answered (request() makes no more). */
+                 * calls it has are answered (a2a_item_request() makes no more). */
                 if (r->running && !want && r->inflight == 0)
                         helper_kill(r, SIGTERM);
                 if (!r->running && !r->proc_open && now >= r->helper_at && want)
@@ -314,37 +235,14 @@ static void on_timer(uv_timer_t *t)
                 struct a2a_item *it = &a->items[i];
                 if (it->gone || it->st == AI_SENDING || it->st == AI_GETTING)
                         continue;
-                /* expires_at bounds the sending only: a task the server
-                 * has is followed to its end. */
-                if (it->st == AI_UNSENT && now > it->exp) {
-                        char detail[400];
-                        struct a2a_remote_st *r = a2a_item_remote(a, it->remote);
-                        snprintf(detail, sizeof(detail), "expired in outbox/ before A2A remote %.64s "
-                                 "took it%s%.250s", it->remote, r && r->last_error[0] ? "; last error: " : "",
-                                 r ? r->last_error : "");
-                        a2a_item_rejected(a, it, HD_R_EXPIRED_UNSENT, detail, now);
+                int64_t end = it->st == AI_UNSENT ? it->exp : it->at + a2a_item_follow_max(a, it);
+                if (now > end) {
+                        a2a_item_event(a, it, AE_EXPIRED, now);
                         flush = true;
                         continue;
                 }
-                if (it->st == AI_UNSENT && it->exp + 1 < due)
-                        due = it->exp + 1;
-                /* [remote NAME] a2a_follow_max: a server that says
-                 * "working" for ever is not asked for ever. */
-                const struct config_remote *rm = config_remote_a2a(a->sp->cfg, it->remote);
-                int64_t fmax = (rm ? rm->a2a_follow_max : CONFIG_A2A_FOLLOW_MAX_DEFAULT) * 1000000LL;
-                if (it->st == AI_FOLLOW && now - it->at > fmax) {
-                        char text[200];
-                        snprintf(text, sizeof(text), "no end after %llds (last state %s): no longer "
-                                 "followed", (long long)(fmax / 1000000),
-                                 it->state ? it->state : "not seen since the start");
-                        log_warning("A2A remote %s: task %s of %s: %s", it->remote, it->task,
-                                    it->id, text);
-                        a2a_item_archived(a, it, A2A_END_EXPIRED_UNFINISHED, text, NULL, now);
-                        flush = true;
-                        continue;
-                }
-                if (it->st == AI_FOLLOW && it->at + fmax + 1 < due)
-                        due = it->at + fmax + 1;
+                if (end + 1 < due)
+                        due = end + 1;
                 if (it->next > now) {
                         if (it->next < due)
                                 due = it->next;
@@ -353,15 +251,8 @@ static void on_timer(uv_timer_t *t)
                 /* Each remote its own helper and its own room in flight:
                  * one that hangs fills its own, never another's. */
                 struct a2a_remote_st *r = a2a_item_remote(a, it->remote);
-                if (!r || !r->running || r->inflight >= A2A_INFLIGHT_MAX)
-                        continue;
-                int q = request(a, r, it);
-                if (q == -ENOENT) {     /* removed by hand */
-                        it->gone = true;
-                } else if (q < 0) {
-                        a2a_item_remote_error(a, it->remote, strerror(-q), now);
-                        it->next = now + A2A_BACKOFF_MAX_USEC;
-                }
+                if (r && r->running && r->inflight < A2A_INFLIGHT_MAX)
+                        a2a_item_event(a, it, AE_DUE, now);
         }
         if (flush && store_flush(a->sp) < 0)
                 spool_error(a->sp, -EIO, "Cannot fsync the spool");
@@ -513,7 +404,7 @@ int a2a_out_start(uv_loop_t *loop, struct spool *sp, struct a2a_out **ret)
 }
 
 /* SIGHUP: sp->cfg is the new config.  A URL, token_file or ca_file
- * changed counts at the next call (request() reads them there).  A
+ * changed counts at the next call (a2a_item_request() reads them there).  A
  * remote added gets its helper (the sender itself when it is the first);
  * one removed loses its helper once the calls in flight are answered (no
  * call is cut off: it would be sent again), and what waits for it stays

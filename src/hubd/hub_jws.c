@@ -22,6 +22,7 @@
 #include "handoff.h"
 #include "hub.h"
 #include "hub_jws.h"
+#include "jcs.h"
 #include "util.h"
 
 struct hub_signer {
@@ -135,7 +136,7 @@ int hub_jws_sign_card(const struct hub_signer *s, json_t *card, const char *jku)
 
         if (!header)
                 return -ENOMEM;
-        r = hub_jcs_dump(card, "signatures", &bytes, &len);
+        r = jcs_dump(card, "signatures", &bytes, &len);
         if (r < 0)
                 return r;
         r = jws(s, header, bytes, len, &input, &prot, &sig);
@@ -154,7 +155,7 @@ char *hub_jwt_make(const struct hub_signer *s, const json_t *claims)
         size_t len;
         char *jwt = NULL;
 
-        if (!header || hub_jcs_dump(claims, NULL, &body, &len) < 0 ||
+        if (!header || jcs_dump(claims, NULL, &body, &len) < 0 ||
             jws(s, header, body, len, &input, &prot, &sig) < 0)
                 return NULL;
         if (asprintf(&jwt, "%s.%s", input, sig) < 0)

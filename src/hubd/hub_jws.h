@@ -1,5 +1,5 @@
 /* The hub's signatures (hub_jws.c): [hub] signing_key, an Ed25519 key,
- * signs the agent cards (a JWS over their JCS bytes, hub_jcs.c) and the
+ * signs the agent cards (a JWS over their JCS bytes, src/lib/jcs.c) and the
  * JWTs of the push notifications; /.well-known/jwks.json serves its
  * public half. */
 #ifndef HUBD_HUB_JWS_H
@@ -15,13 +15,6 @@
 
 struct hub_signer;
 struct hub_answer;
-
-/* ---- hub_jcs.c ---- */
-/* v's RFC 8785 bytes (without the top-level member skip, unless NULL),
- * malloc'ed and NUL-terminated: 0, -ENOMEM, -ERANGE (not finite). */
-int hub_jcs_dump(const json_t *v, const char *skip, char **ret, size_t *ret_len);
-/* The order of member names: by their UTF-16 code units. */
-int hub_jcs_keycmp(const char *a, const char *b);
 
 /* ---- hub_jws.c ---- */
 /* The Ed25519 secret key file path (as handoffctl keygen --ed25519

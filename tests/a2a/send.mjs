@@ -3,7 +3,9 @@
 // GetTask until the task leaves SUBMITTED/WORKING or 30 s pass.  Run by
 // tests/e2e/test_a2a_hub_remote.py:
 //
-//   node send.mjs '{"base": URL, "agent": NAME, "token": T, "text": S}'
+//   node send.mjs '{"base": URL, "agent": NAME, "token": T, "text": S, "data"?: V}'
+//
+// "data": a data part (application/json) after the text part.
 //
 // Prints one JSON line: {"card": {...}, "task": first answer, "last": the
 // last GetTask}; exits 1 on an error (its message on stderr).
@@ -30,6 +32,8 @@ const factory = new ClientFactory(ClientFactoryOptions.createFrom(ClientFactoryO
 try {
   const c = await factory.createFromUrl(`${args.base}/a2a/${args.agent}/`);
   const parts = [{ content: { $case: 'text', value: args.text } }];
+  if (args.data !== undefined)
+    parts.push({ content: { $case: 'data', value: args.data }, mediaType: 'application/json' });
   const task = await c.sendMessage({ message: { messageId: randomUUID(), role: 1, parts } });
   let last = task;
   const end = Date.now() + 30000 * Number(process.env.HD_SLOW || 1);

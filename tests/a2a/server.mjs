@@ -24,11 +24,25 @@
 //   "no_list": true      ListTasks answered -32601 (a server without it)
 //   "refuse_file": FILE  while FILE exists every request is answered 401
 //                        (a token the server no longer takes)
+//   "hold_file": FILE    while FILE exists every answer is held (made, not
+//                        sent); they go once it is removed
+//   "streaming": true    the card says capabilities.streaming (SubscribeToTask)
+//   "no_subscribe": true SubscribeToTask answered -32004 (unsupported)
+//   "complete_file": F   a message whose text holds "later" is working until
+//                        F exists, then completed with a text and a data part
+//   "card_key": {d, x, kid} the card served signed (A2A 1.0 section 8.4: a
+//                        JWS, alg EdDSA, over the JCS bytes of the card
+//                        without "signatures"), d and x the Ed25519 seed
+//                        and public key, base64url
+//   "card_tamper": true  the signed card's description changed after signing
+// With "calls", a SubscribeToTask's first event written to its stream
+// appends {method: "SubscribeToTask:open", id} (the stream is attached).
 // and by the message's text: "two artifacts" ends completed with two
 // artifacts, the second a text and a data part; "forget" is working, and
 // 300 ms later the store forgets the task (GetTask: TaskNotFound).
 import express from 'express';
 import { appendFileSync, existsSync } from 'node:fs';
+import { createPrivateKey, sign } from 'node:crypto';
 import { TaskState } from '@a2a-js/sdk';
 import { DefaultRequestHandler, InMemoryTaskStore } from '@a2a-js/sdk/server';
 import { agentCardHandler, jsonRpcHandler, UserBuilder } from '@a2a-js/sdk/server/express';
@@ -40,7 +54,7 @@ const url = args.card_interface ?? `http://127.0.0.1:${args.port}/a2a`;
 const card = {
   name: 'remote', description: 'the remote agent of test_a2a_out', version: '1.0.0',
   supportedInterfaces: [{ url, protocolBinding: 'JSONRPC', protocolVersion: '1.0', tenant: '' }],
-  provider: undefined, capabilities: { streaming: false, pushNotifications: false, extensions: [] },
+  provider: undefined, capabilities: { streaming: !!args.streaming, pushNotifications: false, extensions: [] },
   securitySchemes: {}, securityRequirements: [], defaultInputModes: ['text/plain'],
   defaultOutputModes: ['text/plain'], skills: [], signatures: [],
 };
@@ -61,6 +75,29 @@ class Executor {
     bus.publish({ kind: 'task', data: { id: ctx.taskId, contextId: ctx.contextId,
       status: { state: TaskState.TASK_STATE_SUBMITTED, message: undefined, timestamp: now() },
       artifacts: [], history: [msg], metadata: undefined } });
+    if (/later/.test(text) && args.complete_file) {
+      bus.publish({ kind: 'statusUpdate', data: { ...base, status: {
+        state: TaskState.TASK_STATE_WORKING, timestamp: now(), message: undefined } } });
+      // execute() ends with the task: its event bus stays for a subscriber
+      let resolve;
+      const ended = new Promise((r) => { resolve = r; });
+      const done = () => {
+        if (!existsSync(args.complete_file))
+          return setTimeout(done, 20);
+        bus.publish({ kind: 'artifactUpdate', data: { ...base, append: false, lastChunk: true,
+          artifact: { artifactId: 'result', name: 'result', description: '',
+            parts: [textPart(`done: ${text}`), { content: { $case: 'data', value: { late: true } },
+              metadata: undefined, filename: '', mediaType: 'application/json' }],
+            metadata: undefined, extensions: [] } } });
+        bus.publish({ kind: 'statusUpdate', data: { ...base, status: {
+          state: TaskState.TASK_STATE_COMPLETED, timestamp: now(), message: undefined } } });
+        bus.finished();
+        resolve();
+      };
+      done();
+      await ended;
+      return;
+    }
     if (/forever|forget/.test(text)) {
       // a task that never ends: working at every GetTask
       bus.publish({ kind: 'statusUpdate', data: { ...base, status: {
@@ -105,12 +142,45 @@ class ForgetfulStore extends InMemoryTaskStore {
 }
 const handler = new DefaultRequestHandler(card, new ForgetfulStore(), new Executor());
 const app = express();
+// RFC 8785 for the card's values (strings, booleans, arrays, objects)
+const jcs = (v) => Array.isArray(v) ? `[${v.map(jcs).join(',')}]`
+  : v !== null && typeof v === 'object'
+    ? `{${Object.keys(v).sort().map((k) => `${JSON.stringify(k)}:${jcs(v[k])}`).join(',')}}`
+    : JSON.stringify(v);
+if (args.card_key)
+  app.get('/.well-known/agent-card.json', (req, res) => {
+    const c = JSON.parse(JSON.stringify(card));   // as served: no undefined members
+    delete c.signatures;
+    const prot = Buffer.from(JSON.stringify({ alg: 'EdDSA', typ: 'JOSE',
+      kid: args.card_key.kid })).toString('base64url');
+    const key = createPrivateKey({ format: 'jwk', key: { kty: 'OKP', crv: 'Ed25519',
+      d: args.card_key.d, x: args.card_key.x } });
+    const sig = sign(null, Buffer.from(`${prot}.${Buffer.from(jcs(c)).toString('base64url')}`), key);
+    c.signatures = [{ protected: prot, signature: sig.toString('base64url') }];
+    if (args.card_tamper)
+      c.description += ' (changed)';
+    res.json(c);
+  });
 // the card, public, as the SDK serves it (no token)
 app.use('/.well-known/agent-card.json', agentCardHandler({ agentCardProvider: handler }));
 app.use('/a2a', express.json({ limit: '8mb' }), (req, res, next) => {
   if (args.calls)       // before the token's check: refused calls too
     appendFileSync(args.calls, JSON.stringify({ method: req.body?.method,
       id: req.body?.params?.id ?? null, t: Date.now() }) + '\n');
+  if (args.calls && req.body?.method === 'SubscribeToTask') {
+    const write = res.write.bind(res);
+    let first = true;
+    res.write = (...a) => {
+      if (first)
+        appendFileSync(args.calls, JSON.stringify({ method: 'SubscribeToTask:open',
+          id: req.body.params?.id ?? null, t: Date.now() }) + '\n');
+      first = false;
+      return write(...a);
+    };
+  }
+  if (args.no_subscribe && req.body?.method === 'SubscribeToTask')
+    return res.json({ jsonrpc: '2.0', id: req.body.id,
+      error: { code: -32004, message: 'Unsupported operation' } });
   next();
 });
 app.use('/a2a', (req, res, next) => {
@@ -134,6 +204,11 @@ app.use('/a2a', (req, res, next) => {
   if (args.no_list && req.body?.method === 'ListTasks')
     return res.json({ jsonrpc: '2.0', id: req.body.id,
       error: { code: -32601, message: 'Method not found' } });
+  if (args.hold_file) {
+    const end = res.end.bind(res);
+    const go = (a) => existsSync(args.hold_file) ? setTimeout(() => go(a), 20) : end(...a);
+    res.end = (...a) => { go(a); return res; };
+  }
   if (args.answer_delay_ms) {
     const end = res.end.bind(res);
     res.end = (...a) => { setTimeout(() => end(...a), args.answer_delay_ms); return res; };

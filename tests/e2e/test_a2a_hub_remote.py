@@ -9,6 +9,9 @@ hub cannot read it and needs not: it starts).
   a message for far through the hub: the daemon sends it on to the SDK
   server (tests/a2a/server.mjs) as that task's messageId, and the task
   the hub answers GetTask with ends COMPLETED;
+- the message the SDK server runs holds the client's parts as it sent
+  them, a text part and a data part (A2A 1.0 section 4.1.6, Part: text,
+  data with its mediaType), not the handoff's reason "a2a";
 - a POST /api/v1/handoffs/start for far: accepted, not unknown_agent,
   and at the SDK server.
 
@@ -32,6 +35,7 @@ SPOOL_GID = 47470       # the spool's group
 DAEMON = 47471          # handoffd's user
 HUB = 47472             # handoff-hubd's user, primary group the spool's
 ALICE = 47473
+DATA = {"call": 17, "speakers": ["ann", "bo"], "minutes": 42.5, "done": False}
 
 
 def main():
@@ -42,7 +46,8 @@ def main():
         token, tf = a2akit.token_file(env)
         os.chown(tf, DAEMON, DAEMON)
         port = natsrv.free_port()
-        srv = a2akit.Server(env, port, token, os.path.join(env.dir, "server.log"))
+        srv = a2akit.Server(env, port, token, os.path.join(env.dir, "server.log"),
+                            parts=os.path.join(env.dir, "server.parts"))
         srv.start()
         env.extra = (f"[remote far]\na2a = http://127.0.0.1:{port}/a2a\ntoken_file = {tf}\n"
                      "description = Summarizes calls on another framework\n"
@@ -69,7 +74,8 @@ def main():
               f"{[k['id'] for k in card['skills']]}; {card['supportedInterfaces'][0]['url']}")
 
         args = {"base": f"http://127.0.0.1:{hub.port}", "agent": "far",
-                "token": hub.tokens["bob"], "text": "please complete the summary"}
+                "token": hub.tokens["bob"], "text": "please complete the summary",
+                "data": DATA}
         p = subprocess.run(["node", os.path.join(a2akit.A2A_DIR, "send.mjs"), json.dumps(args)],
                            capture_output=True, text=True, timeout=90 * hdtest.SLOW)
         check(p.returncode == 0, f"send.mjs exit {p.returncode}: {p.stderr}{p.stdout}")
@@ -80,6 +86,13 @@ def main():
         hdtest.wait_for(lambda: tid in srv.ids(), 30, "the message at the SDK server")
         check(srv.ids().count(tid) == 1, f"the SDK server ran {srv.ids()}")
         print(f"the SDK server ran messageId {tid} once")
+        parts = dict(srv.messages())[tid]
+        got = [(p["content"]["$case"], p["content"]["value"], p.get("mediaType") or None)
+               for p in parts]
+        check(got == [("text", "please complete the summary", None),
+                      ("data", DATA, "application/json")],
+              f"the parts the SDK server got: {parts}")
+        print(f"the SDK server got the client's parts: {got}")
         # 3: TASK_STATE_COMPLETED, the server's end, through the spool
         check(out["last"]["status"]["state"] == 3, f"the hub's task at the end: {out['last']}")
 

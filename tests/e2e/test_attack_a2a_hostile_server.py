@@ -14,7 +14,14 @@ remote its own handoff-a2a:
   final: the handoff rejected as remote_rejected "HTTP 307";
 - notours: a task taken, then GetTask answered with another task,
   completed: not taken for ours, retried and said.  Before, the item was
-  archived completed with the other task's artifact.
+  archived completed with the other task's artifact;
+- streamline, streamflood: a card that says streaming (a2a = its URL),
+  a task taken, and SubscribeToTask answered with an event stream
+  without end: one data: line without end (an event over 1 MiB), or
+  valid "working" events without end (a stream over 1 MiB).  Each stream
+  is dropped at its size bound and the same ask goes on as a GetTask
+  (the server sees one within 10 s of the SubscribeToTask; the stream's
+  time bound is 20 s).
 
 Nothing is rejected or archived while they misbehave, every helper's
 peak memory stays under 64 MiB (and ASan's quarantine under SANITIZE=1), and each error is in status within its
@@ -36,6 +43,8 @@ from hdtest import check  # noqa: E402
 
 STOP = threading.Event()
 SEEN_ELSEWHERE = []
+STREAMS = ("streamline", "streamflood")
+CALLS = {m: [] for m in STREAMS}   # the methods each stream server was asked
 WANT = {
     "slow": ("timed out", 35), "silent": ("timed out", 35),
     "big": ("an answer over 1048576 bytes", 10), "bigchunked": ("an answer over 1048576 bytes", 10),
@@ -56,9 +65,43 @@ class Hostile(BaseHTTPRequestHandler):
         mode = self.path.strip("/")
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))) or b"{}")
         try:
-            getattr(self, "m_" + mode)(body)
+            if mode in STREAMS:
+                CALLS[mode].append((body.get("method"), time.monotonic()))
+                self.m_stream(mode, body)
+            else:
+                getattr(self, "m_" + mode)(body)
         except (BrokenPipeError, ConnectionResetError):
             pass
+
+    def do_GET(self):
+        mode = self.path.split("/")[1]
+        port = self.server.server_address[1]
+        card = {"name": mode, "description": "a stream without end", "version": "1",
+                "supportedInterfaces": [{"url": f"http://127.0.0.1:{port}/{mode}",
+                                         "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}],
+                "capabilities": {"streaming": True}, "skills": []}
+        self.reply(200, json.dumps(card).encode(), [("Content-Type", "application/json")])
+
+    def m_stream(self, mode, body):
+        m = body.get("method")
+        task = {"id": "t-s", "contextId": (body.get("params", {}).get("message") or {})
+                .get("contextId", "c"), "status": {"state": "TASK_STATE_WORKING"}}
+        if m != "SubscribeToTask":
+            res = {"tasks": []} if m == "ListTasks" else {"task": task} if m == "SendMessage" \
+                else task
+            self.reply(200, json.dumps({"jsonrpc": "2.0", "id": body.get("id"),
+                                        "result": res}).encode())
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        ev = json.dumps({"jsonrpc": "2.0", "id": body.get("id"), "result": {"task": task}})
+        first = b"data: " if mode == "streamline" else f"data: {ev}\n\n".encode()
+        more = b"x" * 65536 if mode == "streamline" else f"data: {ev}\n\n".encode() * 200
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(first), first))
+        while not STOP.is_set():
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(more), more))
 
     def reply(self, code, data, headers=()):
         self.send_response(code)
@@ -160,10 +203,12 @@ def main():
         port = hostile.server_address[1]
         extra = "".join(f"[remote h{m}]\na2a = http://127.0.0.1:{port}/{m}\ntoken_file = {tf}\n"
                         for m in WANT)
+        extra += "".join(f"[remote h{m}]\na2a = http://127.0.0.1:{port}/{m}/.well-known/"
+                         f"agent-card.json\ntoken_file = {tf}\n" for m in STREAMS)
         conf = env.write_config("d0", extra=extra)
         d = env.start("d0", conf=conf)
         t0 = time.monotonic()
-        for m in WANT:
+        for m in list(WANT) + list(STREAMS):
             hdproto.drop(env.spool, hdproto.build("bob", f"h{m}", env.key, ttl=600,
                                                   reason=f"for the {m} server"))
         seen = {}
@@ -186,10 +231,19 @@ def main():
             at, e = seen[m]
             check(at <= bound * hdtest.SLOW, f"{m}: its error after {at:.1f}s, bound {bound}s: {e}")
             print(f"{m:10s} {at:5.1f}s  {e}")
+        for m in STREAMS:
+            # A2A 1.0 section 3.1.6: SubscribeToTask; the ask goes on as GetTask
+            # when the stream passes its size bound, long before its 20-s one
+            calls = CALLS[m]
+            sub = next((t for c, t in calls if c == "SubscribeToTask"), None)
+            get = next((t for c, t in calls if c == "GetTask" and sub and t > sub), None)
+            check(sub and get and get - sub <= 10 * hdtest.SLOW,
+                  f"{m}: no GetTask within 10 s of the stream: {calls}")
+            print(f"{m:10s} {get - sub:5.1f}s  the stream dropped at its bound, then GetTask")
         peak = helpers_peak_kib(d.proc.pid)
         # ASan keeps what is freed in a quarantine of up to 256 MiB
         bound = (64 + (256 if hdtest.SANITIZE else 0)) * 1024
-        check(len(peak) == len(WANT) and max(peak.values()) < bound,
+        check(len(peak) == len(WANT) + len(STREAMS) and max(peak.values()) < bound,
               f"the helpers' peak memory (KiB): {peak}")
         print(f"{len(peak)} helpers, peak memory at most {max(peak.values())} KiB")
         check(not SEEN_ELSEWHERE, f"the redirect's target was asked: {SEEN_ELSEWHERE}")

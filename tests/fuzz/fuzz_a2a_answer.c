@@ -5,7 +5,9 @@
  *
  * Properties: the verdict is one of the three; the task id, the state and
  * the text are what handoffd's line check accepts (printable ASCII, no
- * tab, within their limits); an OK send or get names a state. */
+ * tab, within their limits); an OK send or get names a state.  The body
+ * is read as a SubscribeToTask stream's event too: a state it gives is
+ * one of the line's. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,6 +52,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (strchr(r.task, ' ') || !r.state)
                 abort();
         if (r.verdict == A2A_OK && !strcmp(r.state, "unknown") && !r.task[0] && op != A2A_OP_LIST)
+                abort();
+        const char *st;
+        if (a2a_stream_event((const char *)data + 3, size - 3, "ctx", &st) == 0 && st &&
+            !a2a_state_final(st) && strcmp(st, "submitted") && strcmp(st, "working"))
                 abort();
         return 0;
 }

@@ -126,6 +126,7 @@ void config_free(struct config *c)
                 free(c->remotes[i].a2a);
                 free(c->remotes[i].token_file);
                 free(c->remotes[i].ca_file);
+                free(c->remotes[i].a2a_card_key);
                 free(c->remotes[i].description);
                 for (size_t j = 0; j < c->remotes[i].n_skills; j++) {
                         free(c->remotes[i].skill_ids[j]);

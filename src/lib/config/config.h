@@ -51,6 +51,7 @@ struct config_remote {
         size_t n_skills;
         int64_t a2a_follow_max; /* s: a task followed this long at most */
         bool a2a_card_cross_origin; /* a card's interface may be on another origin */
+        char *a2a_card_key;     /* the Ed25519 public key the card's signature must verify under */
 };
 #define CONFIG_A2A_FOLLOW_MAX_DEFAULT (24 * 3600)
 

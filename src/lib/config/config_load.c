@@ -40,7 +40,12 @@ static int config_check_relay(struct parse_state *st)
                 if (rm->a2a && !rm->token_file)
                         config_err_file(st, "[remote %s] a2a needs token_file (the bearer token "
                                         "its server expects)", rm->name);
+                /* The key checks the card: a2a must be the card's URL. */
+                if (rm->a2a && rm->a2a_card_key && !strstr(rm->a2a, "/.well-known/agent"))
+                        config_err_file(st, "[remote %s] a2a_card_key needs a2a = the agent card's "
+                                        "URL (.../.well-known/agent-card.json)", rm->name);
                 if (!rm->a2a && (rm->token_file || rm->ca_file || rm->a2a_card_cross_origin ||
+                                 rm->a2a_card_key ||
                                  rm->a2a_follow_max != CONFIG_A2A_FOLLOW_MAX_DEFAULT))
                         config_err_file(st, "[remote %s]: token_file, ca_file and a2a_* are for an "
                                         "a2a remote", rm->name);

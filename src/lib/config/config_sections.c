@@ -32,7 +32,7 @@ static const char *const keys_relay[] = {
         "host_pubkey_dir", NULL };
 static const char *const keys_remote[] = { "host", "a2a", "token_file", "ca_file",
                                             "description", "skill", "a2a_follow_max",
-                                            "a2a_card_cross_origin", NULL };
+                                            "a2a_card_cross_origin", "a2a_card_key", NULL };
 static const char *const keys_hub[] = {
         "listen", "tls_cert", "tls_key", "token_dir", "state_dir", "timeout",
         "max_connections", "max_per_address", "request_timeout", "a2a_kept_max_items",
@@ -401,7 +401,8 @@ static int handle_remote(struct parse_state *st, const char *name,
                 return config_err(st, "[remote %s] host: '%s' is not a valid host name", name, v);
         if (!strcmp(k, "a2a") && config_a2a_url_check(v, &why) < 0)
                 return config_err(st, "[remote %s] a2a: '%s' %s", name, v, why);
-        if ((!strcmp(k, "token_file") || !strcmp(k, "ca_file")) && v[0] != '/')
+        if ((!strcmp(k, "token_file") || !strcmp(k, "ca_file") || !strcmp(k, "a2a_card_key")) &&
+            v[0] != '/')
                 return config_err(st, "[remote %s] %s must be an absolute path", name, k);
         for (size_t i = 0; i < c->n_remotes; i++)
                 if (!strcmp(c->remotes[i].name, name))
@@ -436,6 +437,8 @@ static int handle_remote(struct parse_state *st, const char *name,
                 return config_set_str(&rm->token_file, v) == 0;
         if (!strcmp(k, "ca_file"))
                 return config_set_str(&rm->ca_file, v) == 0;
+        if (!strcmp(k, "a2a_card_key"))
+                return config_set_str(&rm->a2a_card_key, v) == 0;
         if (!strcmp(k, "description"))
                 return config_set_str(&rm->description, v) == 0;
         if (!strcmp(k, "skill"))

@@ -1,5 +1,7 @@
 /* JCS, the JSON Canonicalization Scheme (RFC 8785): the bytes an agent
- * card's signature covers (A2A 1.0 section 8.4.1).  Members sorted by the
+ * card's signature covers (A2A 1.0 section 8.4.1): the hub signs its
+ * cards with it (src/hubd/hub_jws.c), handoff-a2a checks a remote's card
+ * (src/a2a/).  Members sorted by the
  * UTF-16 code units of their names, no whitespace, strings as ECMAScript's
  * JSON.stringify writes them (raw UTF-8, the short escapes, \u00xx for
  * the other controls), numbers as ECMAScript's Number.prototype.toString.
@@ -15,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hub_jws.h"
+#include "jcs.h"
 #include "shortest.h"
 #include "util.h"
 
@@ -172,7 +174,7 @@ static unsigned next_unit(const unsigned char **s, unsigned *low)
         return 0xd800 + (cp >> 10);
 }
 
-int hub_jcs_keycmp(const char *a, const char *b)
+int jcs_keycmp(const char *a, const char *b)
 {
         const unsigned char *p = (const unsigned char *)a, *q = (const unsigned char *)b;
         unsigned la = 0, lb = 0;
@@ -186,7 +188,7 @@ int hub_jcs_keycmp(const char *a, const char *b)
 
 static int key_cmp(const void *a, const void *b)
 {
-        return hub_jcs_keycmp(*(const char *const *)a, *(const char *const *)b);
+        return jcs_keycmp(*(const char *const *)a, *(const char *const *)b);
 }
 
 static int put_value(struct jcs_buf *b, const json_t *v, const char *skip, unsigned depth);
@@ -264,7 +266,7 @@ static int put_value(struct jcs_buf *b, const json_t *v, const char *skip, unsig
         return -EINVAL;
 }
 
-int hub_jcs_dump(const json_t *v, const char *skip, char **ret, size_t *ret_len)
+int jcs_dump(const json_t *v, const char *skip, char **ret, size_t *ret_len)
 {
         struct jcs_buf b = { 0 };
         int r;
