@@ -308,6 +308,10 @@ static int take_locked(struct spool *sp, struct agent_rt *a, const char *id, con
         r = store_result_dump(id, agent, status, now, doc, &out, &len);
         if (r < 0)
                 return r;
+        /* An item that came through the relay: its origin's receipt,
+         * recorded before the file and synced with it. */
+        if (sp->relay.result)
+                sp->relay.result(sp->relay.ctx, id, status, out, len, now);
         r = store_side_write(sp, SD_ARCHIVE, xname, out, len);
         if (r < 0)
                 return r;

@@ -14,10 +14,14 @@
 #include "handoff.h"
 #include "receipt_journal.h"
 #include "dict.h"
+#include "relay_queue.h"
 
 struct relay;
 
-#define RECEIPT_MAX 16384
+#define RECEIPT_MAX RELAY_RECEIPT_MAX    /* relay_queue.h */
+/* Items consumed here from another host whose result may still come, at
+ * most: past that the oldest is forgotten (its result stays here). */
+#define RECEIPT_RESULTS_MAX 65536
 #define RECEIPT_RETRY_MS 2000
 /* Sending off: origins kept in memory for the rejections' detail. */
 #define RECEIPT_ORIGINS_MAX 65536
@@ -68,6 +72,7 @@ struct receipts {
         struct dict owed;       /* of struct receipt_owed */
         struct dict queued;     /* of struct receipt_queued */
         struct dict sent;       /* of struct receipt_sent */
+        struct dict results;    /* of struct receipt_owed: consumed, result owed */
         size_t sent_kept;       /* sent's size after the last rewrite */
         uv_timer_t timer;       /* a retry after a failed publish */
         bool timer_open;
@@ -80,12 +85,16 @@ struct receipts {
 struct rdoc {
         json_t *doc;
         const char *type, *id, *outcome, *host, *origin, *at, *reason, *detail;
+        int completes;          /* consumed: its agent reports results; -1 unsaid */
+        const json_t *result;   /* completed, failed: the .result document */
 };
 void receipt_doc_read(struct rdoc *d);
 
-/* A final outcome (consumed, expired, rejected, canceled); any outcome
- * (those and delivered). */
+/* A final outcome (consumed, expired, rejected, canceled); a result
+ * (completed, failed), which may follow consumed; any outcome (those and
+ * delivered). */
 bool receipt_is_final(const char *o);
+bool receipt_is_result(const char *o);
 bool receipt_is_outcome(const char *o);
 
 
@@ -110,5 +119,7 @@ int receipt_flush_hook(void *ctx);
 bool receipt_origin_hook(void *ctx, const char *name, char *buf, size_t n);
 void receipt_outcome_hook(void *ctx, const char *id, const char *name, const char *outcome,
                           const char *reason, const char *detail, int64_t now);
+void receipt_result_hook(void *ctx, const char *id, const char *status, const char *doc,
+                         size_t len, int64_t now);
 
 #endif

@@ -110,7 +110,8 @@ void relay_in_fill(const struct relay *r, struct relay_in *in, const char *subje
                    const char *msg_id, const char *origin, const void *data, size_t len)
 {
         in->len = len;
-        in->too_large = in->len > r->max_msg;
+        relay_in_receipt(r, subject, msg_id, origin, in);
+        in->too_large = in->len > (in->receipt ? RELAY_RECEIPT_MAX : r->max_msg);
         in->data = in->too_large ? NULL : malloc(in->len + 1);
         if (in->data) {
                 if (in->len)
@@ -123,5 +124,4 @@ void relay_in_fill(const struct relay *r, struct relay_in *in, const char *subje
                 if (!hd_id_valid(in->msg_id))
                         in->msg_id[0] = '\0';
         }
-        relay_in_receipt(r, subject, msg_id, origin, in);
 }

@@ -39,6 +39,7 @@ int store_outcome_load(int dirfd, const char *name, struct store_outcome *ret);
 /* A receipt's news of an item relayed (receipt_in.c), for its .outcome. */
 struct store_remote_end {
         const char *outcome, *host, *at, *reason, *detail;
+        int completes;          /* consumed: its agent reports results; -1 unsaid */
 };
 
 /* archive/name, the .outcome of an item relayed to host, as a document
@@ -69,6 +70,10 @@ int store_refusal_dump(const char *id, const char *reason, const char *detail, i
 /* archive/NAME.result: an agent's (or an A2A remote's) result. */
 int store_result_dump(const char *id, const char *agent, const char *status, int64_t at,
                       const json_t *result, char **ret_buf, size_t *ret_len);
+/* A .result document another host recorded for id (a receipt's,
+ * receipt_in.c): 0 when it is one, of that id and with that status;
+ * -EBADMSG else. */
+int store_result_check(const json_t *doc, const char *id, const char *status);
 /* archive/name (a .result): its result in *ret (the caller's), its
  * recorded_at as written in at. */
 int store_result_load(int dirfd, const char *name, size_t max, json_t **ret, char *at, size_t n);
