@@ -81,6 +81,7 @@ static void kick(struct relay *r)
                 if (q < 0)
                         relay_error(r, "cannot publish receipt %s: %s", dict_key(e), strerror(-q));
         }
+        receipt_cancel_kick(r, false);
 }
 
 /* The receipt just recorded for id and outcome, published now: the
@@ -108,6 +109,7 @@ void receipt_resend(struct relay *r)
                 return;
         for (e = dict_first(&r->rc->queued); e; e = dict_next(e))
                 e->busy = false;
+        receipt_cancel_kick(r, true);
         kick(r);
 }
 
@@ -122,6 +124,11 @@ void receipt_puback(struct relay *r, const char *msg_id, bool ok, const char *er
         (void)now;
         if (!rc || !colon || xsnprintf(id, sizeof(id), "%.*s", (int)(colon - msg_id), msg_id) < 0)
                 return;
+        if (receipt_cancel_puback(r, msg_id, ok, err)) {
+                if (!ok)
+                        retry_later(rc);
+                return;
+        }
         e = dict_get(&rc->queued, msg_id);
         if (!e || !e->busy)
                 return;
@@ -182,6 +189,7 @@ void receipt_hook(struct relay *r)
         r->sp->relay.outcome = receipt_outcome_hook;
         r->sp->relay.origin = receipt_origin_hook;
         r->sp->relay.result = receipt_result_hook;
+        r->sp->relay.cancel = receipt_cancel_hook;
         r->sp->relay.flush = receipt_flush_hook;
 }
 

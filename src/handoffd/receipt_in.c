@@ -370,6 +370,9 @@ int receipt_in(struct relay *r, const struct relay_in *in, int64_t now, enum rec
          * (the receipt, not acked then, comes again as a duplicate). */
         if (ends_wait(&d) && dict_get(&r->rc->sent, d.id))
                 (void)receipt_record(r, &(struct rj_rec){ RJ_DONE, { d.id } });
+        /* A cancel of it sent there is answered by how it ended. */
+        if (receipt_is_final(d.outcome))
+                receipt_cancel_ended(r, d.id, sname, d.outcome);
 out:
         json_decref(d.doc);
         return q;

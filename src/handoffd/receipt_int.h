@@ -58,6 +58,16 @@ struct receipt_sent {
         bool gone;              /* the archived item is not there (rewrite) */
 };
 
+/* fwd, keyed by handoff id: a cancel request going to the host the
+ * item was relayed to (receipt_cancel.c) */
+struct receipt_fwd {
+        char host[RECEIPT_HOST_MAX];
+        char *req;              /* the request's bytes; owned */
+        size_t len;
+        bool busy;              /* published, its PubAck still to come */
+        bool acked;             /* its PubAck came: the answer is a receipt */
+};
+
 struct receipts {
         bool relay_locked;      /* LOCK_OFF_RELAY held */
         int dir_fd;             /* receipts/ */
@@ -73,6 +83,7 @@ struct receipts {
         struct dict queued;     /* of struct receipt_queued */
         struct dict sent;       /* of struct receipt_sent */
         struct dict results;    /* of struct receipt_owed: consumed, result owed */
+        struct dict fwd;        /* of struct receipt_fwd (memory only) */
         size_t sent_kept;       /* sent's size after the last rewrite */
         uv_timer_t timer;       /* a retry after a failed publish */
         bool timer_open;
@@ -112,6 +123,14 @@ int receipt_record(struct relay *r, const struct rj_rec *rec);
 /* The journal rewritten with the live records when the dead ones
  * dominate; then synced (flush hook, before the spool's directories). */
 int receipt_journal_sync(struct relay *r);
+
+/* receipt_cancel.c's: the fwd table made; its requests published (again:
+ * those in flight too, after a new connection); id ended there, its
+ * .outcome archive/sname: the requests for it answered. */
+void receipt_cancel_init(struct receipts *rc);
+void receipt_cancel_kick(struct relay *r, bool again);
+void receipt_cancel_ended(struct relay *r, const char *id, const char *sname, const char *outcome);
+bool receipt_cancel_hook(void *ctx, const char *id, const char *name);
 
 /* receipt.c's, for the start: the spool's hooks, and a publish of what
  * waits. */

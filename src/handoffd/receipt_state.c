@@ -400,6 +400,7 @@ int receipt_start(struct relay *r)
         rc->dir_fd = rc->pub_fd = rc->j.fd = -1;
         dict_init(&rc->owed, sizeof(struct receipt_owed));
         dict_init(&rc->results, sizeof(struct receipt_owed));
+        receipt_cancel_init(rc);
         dict_init_drop(&rc->queued, sizeof(struct receipt_queued), queued_drop);
         dict_init_drop(&rc->sent, sizeof(struct receipt_sent), sent_drop);
         r->rc = rc;
@@ -509,6 +510,7 @@ void receipt_free(struct relay *r)
         free(rc->pub_dir);
         dict_clear(&rc->owed);
         dict_clear(&rc->results);
+        dict_clear(&rc->fwd);
         dict_clear(&rc->queued);
         dict_clear(&rc->sent);
         if (rc->relay_locked)

@@ -370,6 +370,10 @@ void relay_inbound_batch(struct relay *r, struct relay_batch *b, int64_t now)
                 }
                 if (!in->data)
                         continue;       /* out of memory: redelivered */
+                if (in->cancel) {
+                        in->ack = receipt_cancel_in(r, in) == 0;
+                        continue;
+                }
                 if (in->receipt) {
                         enum receipt_verdict rv;
                         in->ack = receipt_in(r, in, now, &rv) == 0 && rv != RV_LATER;

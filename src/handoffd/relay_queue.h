@@ -48,6 +48,9 @@ struct relay_in {
          * none that is a valid name */
         char agent[65];
         bool receipt;
+        /* on handoff.<host>.cancel.<from>: a cancel request from the
+         * item's origin (receipt_cancel.c), its Nats-Msg-Id in rmsg_id */
+        bool cancel;
         char rmsg_id[RELAY_MSGID_MAX + 1];
 };
 

@@ -90,6 +90,11 @@ struct spool_relay {
          * relay is owed it (receipt.c). */
         void (*result)(void *ctx, const char *id, const char *status, const char *doc,
                        size_t len, int64_t now);
+        /* The cancel request cancel/name for id, which has an outcome
+         * here: true when id left through the relay and its host has not
+         * ended it yet, and the request goes there (receipt_cancel.c);
+         * its answer comes with the item's final receipt. */
+        bool (*cancel)(void *ctx, const char *id, const char *name);
         /* handoff/name came through the relay: the host it came from into
          * buf (a rejection says so), true; else false. */
         bool (*origin)(void *ctx, const char *name, char *buf, size_t n);

@@ -91,6 +91,7 @@ int store_outcome_load(int dirfd, const char *name, struct store_outcome *ret)
         o.duplicate = json_is_true(json_object_get(d, "duplicate"));
         if (json_is_boolean(json_object_get(d, "completes")))
                 o.completes = json_is_true(json_object_get(d, "completes"));
+        (void) copy(o.remote_outcome, sizeof(o.remote_outcome), str(d, "remote_outcome"));
         *ret = o;
         return 0;
 }

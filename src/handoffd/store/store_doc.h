@@ -23,8 +23,8 @@ struct store_outcome {
         char relayed_to[NAME_MAX + 8];  /* relayed: the host, or "a2a:REMOTE" */
         bool duplicate;                 /* relayed: the host had it already */
         int completes;                  /* consumed: the agent's completes; -1 unsaid */
-        /* Relayed to an A2A remote: how its task ended ("" for a relay
-         * host); written, not read back. */
+        /* Relayed: how it ended there (an A2A remote's task, written
+         * here; a relay host's, from its receipts); read back. */
         char remote_outcome[32];
         const char *remote_detail, *a2a_task;
 };
@@ -32,8 +32,8 @@ struct store_outcome {
 /* The sidecar's bytes (canonical JSON), *ret_buf the caller's to free. */
 int store_outcome_dump(const struct store_outcome *o, char **ret_buf, size_t *ret_len);
 /* archive/name (an .outcome) into *ret: 0, -ENOENT, -EBADMSG (not one),
- * or -errno.  Only id, outcome, from, to, the times and relayed_to are
- * read back. */
+ * or -errno.  Only id, outcome, from, to, the times, relayed_to,
+ * completes and remote_outcome are read back. */
 int store_outcome_load(int dirfd, const char *name, struct store_outcome *ret);
 
 /* A receipt's news of an item relayed (receipt_in.c), for its .outcome. */
