@@ -15,20 +15,28 @@ official A2A JavaScript SDK as the client (tests/a2a/blocking.mjs).
   exits 0 and prints "ID completed" (--json: carol's result, agent carol);
   `handoffctl show --json` and the hub's GET /api/v1/handoffs/ID carry
   the result; archive/NAME.result on a is the document b recorded.
+- The receipt's format: tests/vectors/receipt/result.json, made by
+  OpenSSL (tests/py/make_receipt_vector.py), comes again byte for byte and
+  verifies with OpenSSL; b's own result receipt (its receipts/journal) has
+  the vector's keys and verifies with OpenSSL against b's host key.
 - A second handoff that carol reports failed: wait exits 6 with carol's
   reason, the hub's GET has it; GetTask of the first says COMPLETED with
   carol's artifact.
 On the old code the send returns COMPLETED without an artifact at the
 consume, and wait --until completed exits 5."""
 
+import base64
 import glob
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "py"))
 import a2akit  # noqa: E402
+import hded25519  # noqa: E402
 import hdproto  # noqa: E402
 import hdtest  # noqa: E402
 import hubkit  # noqa: E402
@@ -39,6 +47,52 @@ from hdtest import check  # noqa: E402
 def result_file(env, hid):
     got = glob.glob(os.path.join(env.spool, "archive", f"*{hid}*.result"))
     return got[0] if got else None
+
+
+VECTORS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "vectors", "receipt")
+
+
+def openssl_verifies(pub_line, doc):
+    pk, _ = hded25519.parse_pub_line(pub_line)
+    d = tempfile.mkdtemp(prefix="hd-receipt-vector.")
+    try:
+        pem = os.path.join(d, "pub.pem")
+        with open(pem, "w") as f:
+            f.write(hded25519.pem_public(pk))
+        return hded25519.verify_bytes(pem, hded25519.canonical(doc),
+                                      base64.b64decode(doc["sig"]), d)
+    finally:
+        shutil.rmtree(d)
+
+
+def check_vector(h, hid):
+    """The documented vector, and b's real receipt beside it."""
+    import make_receipt_vector
+    d = tempfile.mkdtemp(prefix="hd-receipt-vector.")
+    try:
+        make_receipt_vector.write(d)
+        for n in ("TEST-ONLY-b.pub", "result.json"):
+            with open(os.path.join(d, n), "rb") as f, open(os.path.join(VECTORS, n), "rb") as g:
+                check(f.read() == g.read(), f"tests/vectors/receipt/{n} is what its generator makes")
+    finally:
+        shutil.rmtree(d)
+    with open(os.path.join(VECTORS, "TEST-ONLY-b.pub")) as f:
+        vpub = f.read()
+    with open(os.path.join(VECTORS, "result.json")) as f:
+        vec = json.load(f)
+    check(openssl_verifies(vpub, vec), "the vector verifies with OpenSSL")
+    bad = dict(vec, outcome="failed")
+    check(not openssl_verifies(vpub, bad), "a changed vector does not")
+    real = [json.loads(f[3]) for k, f in relaykit.journal_records(h.b.spool)[0]
+            if k == "out" and f[0] == hid and f[1] == "completed"]
+    check(real, f"b's journal holds the result receipt of {hid}")
+    with open(os.path.join(h.b.dir, "host-b.pub")) as f:
+        bpub = f.read()
+    check(openssl_verifies(bpub, real[0]), "b's result receipt verifies with OpenSSL")
+    check(sorted(real[0]) == sorted(vec) and sorted(real[0]["result"]) == sorted(vec["result"]),
+          f"b's receipt has the vector's keys: {sorted(real[0])} vs {sorted(vec)}")
+    print(f"ok: the receipt vector regenerates and verifies with OpenSSL; b's result receipt "
+          f"({len(json.dumps(real[0]))} bytes) has its keys and verifies too")
 
 
 def rpc(hub, agent, method, params):
@@ -116,6 +170,7 @@ def main():
             ra, rb = json.load(fa), json.load(fb)
         check(ra == rb, f"a's .result is b's: {ra} vs {rb}")
         print("ok: show and the hub's GET on a give carol's result; a's .result is b's document")
+        check_vector(h, hid)
 
         doc = hdproto.build("bob", "carol", h.a.key, ttl=600)
         fid = doc["handoff_id"]
