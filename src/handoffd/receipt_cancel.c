@@ -35,16 +35,6 @@
 
 #define CANCEL_SUFFIX ":cancel"
 
-static void fwd_drop(void *e)
-{
-        free(((struct receipt_fwd *)e)->req);
-}
-
-void receipt_cancel_init(struct receipts *rc)
-{
-        dict_init_drop(&rc->fwd, sizeof(struct receipt_fwd), fwd_drop);
-}
-
 static int fwd_publish(struct relay *r, const char *id, struct receipt_fwd *f)
 {
         char subject[160], key[RELAY_MSGID_MAX + 1], *data;

@@ -124,10 +124,9 @@ int receipt_record(struct relay *r, const struct rj_rec *rec);
  * dominate; then synced (flush hook, before the spool's directories). */
 int receipt_journal_sync(struct relay *r);
 
-/* receipt_cancel.c's: the fwd table made; its requests published (again:
- * those in flight too, after a new connection); id ended there, its
- * .outcome archive/sname: the requests for it answered. */
-void receipt_cancel_init(struct receipts *rc);
+/* receipt_cancel.c's: the fwd table's requests published (again: those
+ * in flight too, after a new connection); id ended there, its .outcome
+ * archive/sname: the requests for it answered. */
 void receipt_cancel_kick(struct relay *r, bool again);
 void receipt_cancel_ended(struct relay *r, const char *id, const char *sname, const char *outcome);
 bool receipt_cancel_hook(void *ctx, const char *id, const char *name);

@@ -98,6 +98,11 @@ static void sent_drop(void *e)
         free(((struct receipt_sent *)e)->archive);
 }
 
+static void fwd_drop(void *e)
+{
+        free(((struct receipt_fwd *)e)->req);
+}
+
 /* The entry of key in d (dict_put()), and in *c a copy of val for it to
  * own; NULL: out of memory, d as it was. */
 static void *put_copy(struct dict *d, const char *key, const char *val, char **c)
@@ -400,7 +405,7 @@ int receipt_start(struct relay *r)
         rc->dir_fd = rc->pub_fd = rc->j.fd = -1;
         dict_init(&rc->owed, sizeof(struct receipt_owed));
         dict_init(&rc->results, sizeof(struct receipt_owed));
-        receipt_cancel_init(rc);
+        dict_init_drop(&rc->fwd, sizeof(struct receipt_fwd), fwd_drop);
         dict_init_drop(&rc->queued, sizeof(struct receipt_queued), queued_drop);
         dict_init_drop(&rc->sent, sizeof(struct receipt_sent), sent_drop);
         r->rc = rc;
