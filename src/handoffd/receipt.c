@@ -363,7 +363,7 @@ void receipt_result_hook(void *ctx, const char *id, const char *status, const ch
         struct receipts *rc = r->rc;
         struct receipt_owed *o;
         char origin[RECEIPT_HOST_MAX];
-        hd_limits lim = { .max_size = 2 * HD_RESULT_MAX_SIZE, .max_depth = HD_DEFAULT_MAX_DEPTH + 2 };
+        hd_limits lim = { .max_size = RECEIPT_MAX, .max_depth = HD_DEFAULT_MAX_DEPTH + 2 };
         _cleanup_json_ json_t *res = NULL;
         hd_verdict v;
         int q;

@@ -127,9 +127,12 @@ bool receipt_cancel_hook(void *ctx, const char *id, const char *name)
                 return false;
         if (dict_get(&rc->fwd, id))
                 return true;    /* on its way, or there */
-        if (dict_count(&rc->fwd) >= CANCEL_PENDING_MAX ||
-            hd_read_at(r->sp->fd[SD_CANCEL], name, CANCELREQ_MAX, &buf, &len, &v) < 0)
+        if (hd_read_at(r->sp->fd[SD_CANCEL], name, CANCELREQ_MAX, &buf, &len, &v) < 0)
                 return false;
+        /* Bounded as the requests are: the oldest, whose host never
+         * answered, makes room. */
+        if (dict_count(&rc->fwd) >= CANCEL_PENDING_MAX && (f = dict_first(&rc->fwd)))
+                dict_remove(&rc->fwd, f);
         if (!(f = dict_put(&rc->fwd, id, NULL)))
                 return false;
         snprintf(f->host, sizeof(f->host), "%s", host);
