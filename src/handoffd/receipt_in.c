@@ -213,8 +213,9 @@ static int receipt_check(struct relay *r, const struct relay_in *in, struct rdoc
         return 0;
 }
 
-/* The .outcome of the item relayed as d->id to d->host: its name in
- * sname, its content in *ret_side; or why there is none in *ret_drop;
+/* The .outcome of the item relayed as d->id to d->host: the item's
+ * archive name in aname (NAME_MAX + 1 bytes), the outcome's in sname, its
+ * content in *ret_side; or why there is none in *ret_drop;
  * or -EAGAIN while the item still waits in outbox/ for its PubAck. */
 static int receipt_find(struct relay *r, const struct rdoc *d, char *aname, char *sname, size_t n,
                         json_t **ret_side, const char **ret_drop)
