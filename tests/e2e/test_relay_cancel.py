@@ -13,11 +13,17 @@ handoffds, one real nats-server (tests/py/relaykit.py), receipts on.
   the task, TASK_STATE_CANCELED.
 - One taken on b first: the cancel on a is answered not_cancelable
   (exit 1), and b's item stays consumed.
+- Both daemons SIGKILLed mid-way: b down, the request dropped on a (no
+  wait), a publishes it and is killed; b comes back and withdraws the
+  handoff, then a, which reads its request again and answers it canceled
+  when b's receipt comes: b archived it canceled once, a recorded each
+  receipt once.
 On the old code a answers every cancel of a relayed item not_cancelable
 at once, and b's bootstrap stays."""
 
 import json
 import os
+import signal
 import sys
 import uuid
 
@@ -44,6 +50,11 @@ def archived_on_b(h, hid):
             with open(h.b.path("archive", n)) as f:
                 return json.load(f).get("outcome")
     return None
+
+
+def kill(d):
+    d.send(signal.SIGKILL)
+    d.proc.wait()
 
 
 def main():
@@ -102,6 +113,31 @@ def main():
               f"cancel on a after b's consume: {p.returncode} {p.stdout} {p.stderr}")
         check(archived_on_b(h, cid) == "consumed", f"b's item: {archived_on_b(h, cid)}")
         print(f"ok: after b's consume the cancel on a: exit 1, {p.stdout.strip()!r}")
+
+        doc = hdproto.build("bob", "alice", h.a.key, ttl=600)
+        kid = doc["handoff_id"]
+        hdproto.drop(h.a.spool, doc)
+        kboot = delivered(kid)
+        kill(b)
+        # --timeout 0: the request dropped, its answer not waited for (3)
+        h.a.ctl("cancel", "-c", a.conf, "--from", "bob", kid, "--timeout", "0", check_rc=3)
+        hdtest.wait_for(lambda: f"Cancel request for {kid} relayed to host b" in a.logs(), 30,
+                        "a published the request")
+        kill(a)
+        b = h.start_b(name="b2")
+        hdtest.wait_for(lambda: archived_on_b(h, kid) == "canceled", 30, "b withdrew it")
+        check(not os.path.exists(kboot), "the bootstrap is gone on b")
+        a = h.start_a(name="a2")
+        answered = lambda: [n for n in os.listdir(h.a.path("cancel")) if n.startswith(".")]
+        hdtest.wait_for(lambda: answered(), 30, "a answered its request")
+        check(all(n.startswith(".canceled.") for n in answered()),
+              f"a's answer: {answered()} (and left {os.listdir(h.a.path('cancel'))})")
+        o = h.relayed_on_a()[kid]
+        check(o.get("remote_outcomes") == ["delivered", "canceled"], f"a's record: {o}")
+        outs = [n for n in h.b.names("archive") if kid in n and n.endswith(".outcome")]
+        check(len(outs) == 1, f"b archived it once: {outs}")
+        print(f"ok: b and a SIGKILLed mid-way: withdrawn on b once, a answered {answered()}, "
+              f"its record {o['remote_outcomes']}")
     hdtest.finish("test_relay_cancel")
 
 
