@@ -126,18 +126,21 @@ static bool wait_relayed(const json_t *it, bool until_claimed, int *ret_code)
 }
 
 /* --until completed, a relayed item: the result its host sent back (a
- * receipt, archive/NAME.result here), or an end without one there. */
+ * receipt, archive/NAME.result here), or an end without one there.  An
+ * A2A remote's task (a2a_out.c) ends with 5, as before. */
 static bool wait_relayed_result(const json_t *it, int *ret_code)
 {
         const char *rs = json_string_value(json_object_get(json_object_get(it, "result"), "status"));
         const char *ro = json_string_value(json_object_get(it, "remote_outcome"));
         const char *rh = json_string_value(json_object_get(it, "remote_host"));
 
-        if (rs) {
+        bool a2a = rh && !strncmp(rh, "a2a:", 4);
+
+        if (rs && !a2a) {
                 *ret_code = !strcmp(rs, "completed") ? CTL_EXIT_OK : WAIT_EXIT_FAILED;
                 return true;
         }
-        if (relayed_mode == WAIT_RELAYED_RECEIPT && !(rh && !strncmp(rh, "a2a:", 4))) {
+        if (relayed_mode == WAIT_RELAYED_RECEIPT && !a2a) {
                 if (ro && (!strcmp(ro, "expired") || !strcmp(ro, "rejected") ||
                            !strcmp(ro, "canceled"))) {
                         *ret_code = CTL_EXIT_NEGATIVE;
