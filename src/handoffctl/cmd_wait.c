@@ -16,8 +16,9 @@
  * auth_required 7; not sent before its expires_at (expired_unsent) or
  * refused by the server (remote_rejected): 1.  --until completed waits
  * past the consume for the result its agent reports (archive/NAME.result,
- * completion.c of handoffd): 0 completed, 6 failed; a relayed item 5
- * (results stay on the host where the item was consumed). */
+ * completion.c of handoffd): 0 completed, 6 failed; for a relayed item
+ * the result its receiving host sends back in a receipt (receipt.c), with
+ * receipts on, else 5. */
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
@@ -67,7 +68,7 @@ static void wait_usage(FILE *f)
                 "Exit: 0 consumed (--until claimed: claimed; --until completed: its\n"
                 "result says completed), 1 rejected, expired or canceled (also with\n"
                 "--until claimed), 2 usage, 3 timeout, 4 error, 5 relayed to another\n"
-                "host (receipts off, or --until relayed or completed), 6 its result\n"
+                "host (receipts off, or --until relayed), 6 its result\n"
                 "says failed (--until completed), 7 an A2A remote's task asks for\n"
                 "input.  A relayed item's outcome on the other host counts when\n"
                 "receipts are on ([relay] host_pubkey_dir); an A2A remote's task's\n"
@@ -124,6 +125,33 @@ static bool wait_relayed(const json_t *it, bool until_claimed, int *ret_code)
         return true;
 }
 
+/* --until completed, a relayed item: the result its host sent back (a
+ * receipt, archive/NAME.result here), or an end without one there.  An
+ * A2A remote's task (a2a_out.c) ends with 5, as before. */
+static bool wait_relayed_result(const json_t *it, int *ret_code)
+{
+        const char *rs = json_string_value(json_object_get(json_object_get(it, "result"), "status"));
+        const char *ro = json_string_value(json_object_get(it, "remote_outcome"));
+        const char *rh = json_string_value(json_object_get(it, "remote_host"));
+
+        bool a2a = rh && !strncmp(rh, "a2a:", 4);
+
+        if (rs && !a2a) {
+                *ret_code = !strcmp(rs, "completed") ? CTL_EXIT_OK : WAIT_EXIT_FAILED;
+                return true;
+        }
+        if (relayed_mode == WAIT_RELAYED_RECEIPT && !a2a) {
+                if (ro && (!strcmp(ro, "expired") || !strcmp(ro, "rejected") ||
+                           !strcmp(ro, "canceled"))) {
+                        *ret_code = CTL_EXIT_NEGATIVE;
+                        return true;
+                }
+                return false;   /* consumed there: its result comes */
+        }
+        *ret_code = WAIT_EXIT_RELAYED;
+        return true;
+}
+
 /* Is the item (of this rank) an end to the wait, and with what code? */
 static bool wait_done(const json_t *it, int rank, bool until_claimed, int *ret_code)
 {
@@ -134,11 +162,8 @@ static bool wait_done(const json_t *it, int rank, bool until_claimed, int *ret_c
                 return true;
         }
         if (rank == ITEMS_ARCHIVED) {
-                /* A result stays on the host where the item was consumed. */
-                if (until_completed && !strcmp(st, "relayed")) {
-                        *ret_code = WAIT_EXIT_RELAYED;
-                        return true;
-                }
+                if (until_completed && !strcmp(st, "relayed"))
+                        return wait_relayed_result(it, ret_code);
                 if (until_completed && !strcmp(st, "consumed")) {
                         const char *rs = json_string_value(json_object_get(json_object_get(it, "result"),
                                                                            "status"));
@@ -192,8 +217,8 @@ static void wait_print(const char *id, const json_t *it, const char *status, boo
                         printf(": %s", reason);
                 if (detail && *detail)
                         printf(": %s", detail);
-                /* Results are not carried back across the relay: where
-                 * the agent consumed it, it reported there. */
+                /* Receipts off here: a result stays where the agent
+                 * consumed it. */
                 if (until_completed)
                         printf(" (its result, if its agent reports one, is on %s: "
                                "handoffctl wait --until completed %s there)",

@@ -123,12 +123,22 @@ void cancel_answer(struct spool *sp, const char *id, const char *from,
 
 void cancel_unclaimed(struct spool *sp, const char *id)
 {
+        int64_t now = hd_now_usec();
+
         if (!cancel_wanted(sp, id, NULL) || !spool_id_remembered(sp, id) ||
             spool_id_claimed(sp, id))
                 return;
-        for (size_t i = sp->cancels->n; i-- > 0;)
-                if (!strcmp(sp->cancels->v[i].id, id))
-                        answer_kept(sp, i, CA_NOT_CANCELABLE, "it has an outcome already");
+        for (size_t i = sp->cancels->n; i-- > 0;) {
+                const struct cancel_req *k = &sp->cancels->v[i];
+                if (strcmp(k->id, id))
+                        continue;
+                /* Relayed from here: the host it went to answers, while
+                 * the request is good. */
+                if (sp->relay.cancel && now <= k->expires &&
+                    sp->relay.cancel(sp->relay.ctx, id, k->name))
+                        continue;
+                answer_kept(sp, i, CA_NOT_CANCELABLE, "it has an outcome already");
+        }
 }
 
 /* Was it signed with a key of from's own (an [agent] key, a public key),

@@ -51,7 +51,9 @@ void cancel_answer(struct spool *sp, const char *id, const char *from,
                    enum cancelreq_answer a);
 /* No claimed/<id>.json (its lock held): when the spool knows id (ids/:
  * archived, rejected, relayed), the requests for it are answered
- * not_cancelable; else they wait for it. */
+ * not_cancelable, but for an item relayed whose host has not ended it
+ * (sp->relay.cancel): those wait for its final receipt; else they wait
+ * for it. */
 void cancel_unclaimed(struct spool *sp, const char *id);
 
 #endif

@@ -290,10 +290,16 @@ static int take_locked(struct spool *sp, struct agent_rt *a, const char *id, con
         r = layout_suffixed(aname, LAYOUT_RESULT, xname, sizeof(xname));
         if (r < 0)
                 return r;
+        const char *status = json_string_value(json_object_get(doc, "status"));
         r = store_result_load(sp->fd[SD_ARCHIVE], xname, HD_RESULT_MAX_SIZE, &had, at, sizeof(at));
         if (r == 0) {
-                /* Recorded, and a crash kept the agent's file: done. */
+                /* Recorded, and a crash kept the agent's file: done, but
+                 * for the origin's receipt the crash may have cut off. */
                 if (json_equal(had, doc)) {
+                        int64_t t;
+                        if (sp->relay.result && hd_time_parse(at, &t) == 0 &&
+                            store_result_dump(id, agent, status, t, doc, &out, &len) == 0)
+                                sp->relay.result(sp->relay.ctx, id, status, out, len, now);
                         (void) store_boot_drop(sp, a, rname);
                         return 0;
                 }
@@ -304,13 +310,16 @@ static int take_locked(struct spool *sp, struct agent_rt *a, const char *id, con
         }
         if (r != -ENOENT && r != -EBADMSG)
                 return r;
-        const char *status = json_string_value(json_object_get(doc, "status"));
         r = store_result_dump(id, agent, status, now, doc, &out, &len);
         if (r < 0)
                 return r;
         r = store_side_write(sp, SD_ARCHIVE, xname, out, len);
         if (r < 0)
                 return r;
+        /* An item that came through the relay: its origin's receipt,
+         * synced with the file (the relay writes it once). */
+        if (sp->relay.result)
+                sp->relay.result(sp->relay.ctx, id, status, out, len, now);
         /* On disk with archive/ (and whatever the archive moved) before the
          * agent's file goes. */
         r = store_flush(sp);

@@ -13,7 +13,14 @@
  * handoff.<origin>.receipt.<host> with Nats-Msg-Id "<id>:<outcome>" until
  * its PubAck (pub): a SIGKILL or a power cut anywhere publishes it again
  * after the restart, and the stream's dedup and the origin's record drop a
- * second copy.  The origin's side is receipt_in.c. */
+ * second copy.
+ *
+ * A consumed receipt says whether the agent reports results ("completes",
+ * its [agent] completes at the consume); the id's result is owed to the
+ * origin from then on (res), and the agent's result, when completion.c
+ * records it, goes as one more receipt, completed or failed, carrying
+ * the .result document whole ("result"), through the same journal.  The
+ * origin's side is receipt_in.c. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +33,7 @@
 #include "receipt_int.h"
 #include "relay_queue.h"
 #include "spool.h"
+#include "store_doc.h"
 
 /* ---- sending: the host where the item ended ---------------------------- */
 
@@ -73,6 +81,7 @@ static void kick(struct relay *r)
                 if (q < 0)
                         relay_error(r, "cannot publish receipt %s: %s", dict_key(e), strerror(-q));
         }
+        receipt_cancel_kick(r, false);
 }
 
 /* The receipt just recorded for id and outcome, published now: the
@@ -100,6 +109,7 @@ void receipt_resend(struct relay *r)
                 return;
         for (e = dict_first(&r->rc->queued); e; e = dict_next(e))
                 e->busy = false;
+        receipt_cancel_kick(r, true);
         kick(r);
 }
 
@@ -114,6 +124,11 @@ void receipt_puback(struct relay *r, const char *msg_id, bool ok, const char *er
         (void)now;
         if (!rc || !colon || xsnprintf(id, sizeof(id), "%.*s", (int)(colon - msg_id), msg_id) < 0)
                 return;
+        if (receipt_cancel_puback(r, msg_id, ok, err)) {
+                if (!ok)
+                        retry_later(rc);
+                return;
+        }
         e = dict_get(&rc->queued, msg_id);
         if (!e || !e->busy)
                 return;
@@ -173,6 +188,8 @@ void receipt_hook(struct relay *r)
 {
         r->sp->relay.outcome = receipt_outcome_hook;
         r->sp->relay.origin = receipt_origin_hook;
+        r->sp->relay.result = receipt_result_hook;
+        r->sp->relay.cancel = receipt_cancel_hook;
         r->sp->relay.flush = receipt_flush_hook;
 }
 
@@ -216,10 +233,23 @@ void receipt_doc_read(struct rdoc *d)
         d->at = json_string_value(json_object_get(o, "at"));
         d->reason = json_string_value(json_object_get(o, "reason"));
         d->detail = json_string_value(json_object_get(o, "detail"));
+        d->completes = json_is_boolean(json_object_get(o, "completes"))
+                       ? json_is_true(json_object_get(o, "completes")) : -1;
+        d->result = json_object_get(o, "result");
+        if (!json_is_object(d->result))
+                d->result = NULL;
 }
 
+/* What a receipt adds to its outcome: whether the agent reports results
+ * (consumed, -1 unsaid), the .result document (completed, failed). */
+struct rextra {
+        int completes;
+        json_t *result;
+};
+
 static int receipt_write(struct relay *r, const char *id, const char *origin, const char *outcome,
-                         const char *reason, const char *detail, int64_t now)
+                         const char *reason, const char *detail, const struct rextra *x,
+                         int64_t now)
 {
         struct receipts *rc = r->rc;
         char at[HD_TIME_MAX];
@@ -240,16 +270,34 @@ static int receipt_write(struct relay *r, const char *id, const char *origin, co
                                 "host", r->host, "origin", origin, "at", at);
         if (!doc)
                 return -ENOMEM;
+        if (x && x->completes >= 0 &&
+            json_object_set_new(doc, "completes", json_boolean(x->completes)) < 0)
+                return -ENOMEM;
+        if (x && x->result && json_object_set(doc, "result", x->result) < 0)
+                return -ENOMEM;
         q = hd_sign(doc, rc->key);
         if (q < 0)
                 return q;
         q = hd_canon_dump(doc, NULL, &buf, &len);
         if (q < 0)
                 return q;
-        if (memchr(buf, '\n', len) || strlen(buf) != len)
+        if (memchr(buf, '\n', len) || strlen(buf) != len || len > RECEIPT_MAX)
                 return -EINVAL;
         /* Synced with the outcome's own directories, before them. */
         return receipt_record(r, &(struct rj_rec){ RJ_OUT, { id, outcome, origin, buf } });
+}
+
+/* Whether the agent that consumed the item archived as name reports
+ * results: its .outcome's completes (item_act.c), -1 unsaid. */
+static int consumed_completes(struct relay *r, const char *name)
+{
+        char sname[NAME_MAX + 16];
+        struct store_outcome side;
+
+        if (!name || layout_suffixed(name, LAYOUT_OUTCOME, sname, sizeof(sname)) < 0 ||
+            store_outcome_load(r->sp->fd[SD_ARCHIVE], sname, &side) < 0)
+                return -1;
+        return side.completes;
 }
 
 void receipt_outcome_hook(void *ctx, const char *id, const char *name, const char *outcome,
@@ -275,7 +323,10 @@ void receipt_outcome_hook(void *ctx, const char *id, const char *name, const cha
                 return;
         }
         /* a final outcome's record ends the owe */
-        q = receipt_write(r, id, origin, outcome, reason, detail, now);
+        struct rextra x = { .completes = -1 };
+        if (!strcmp(outcome, "consumed"))
+                x.completes = consumed_completes(r, name);
+        q = receipt_write(r, id, origin, outcome, reason, detail, &x, now);
         if (q < 0) {
                 spool_error(r->sp, q, "Cannot write the receipt of %s (%s) for %s", id, outcome,
                             origin);
@@ -295,7 +346,7 @@ void receipt_refused(struct relay *r, const char *id, const char *origin, const 
             !strcmp(origin, r->host))
                 return;
         /* synced by receipt_sync() before the message is acked */
-        q = receipt_write(r, id, origin, "rejected", reason, detail, now);
+        q = receipt_write(r, id, origin, "rejected", reason, detail, NULL, now);
         if (q < 0) {
                 spool_error(r->sp, q, "Cannot write the receipt of %s (rejected) for %s", id, origin);
                 return;
@@ -303,4 +354,35 @@ void receipt_refused(struct relay *r, const char *id, const char *origin, const 
         log_decision(LOG_INFO, id, NULL, "receipt", "rejected", "Receipt for %s to %s: rejected",
                      id, origin);
         publish_new(r, id, "rejected");
+}
+
+void receipt_result_hook(void *ctx, const char *id, const char *status, const char *doc,
+                         size_t len, int64_t now)
+{
+        struct relay *r = ctx;
+        struct receipts *rc = r->rc;
+        struct receipt_owed *o;
+        char origin[RECEIPT_HOST_MAX];
+        hd_limits lim = { .max_size = RECEIPT_MAX, .max_depth = HD_DEFAULT_MAX_DEPTH + 2 };
+        _cleanup_json_ json_t *res = NULL;
+        hd_verdict v;
+        int q;
+
+        /* consumed here from another host, its result not yet written */
+        if (!rc || !rc->key || !hd_id_valid(id) || !receipt_is_result(status) ||
+            !(o = dict_get(&rc->results, id)))
+                return;
+        snprintf(origin, sizeof(origin), "%s", o->origin);
+        q = hd_parse(doc, len, &lim, &res, &v);
+        if (q == 0)
+                q = receipt_write(r, id, origin, status, NULL, NULL,
+                                  &(struct rextra){ .completes = -1, .result = res }, now);
+        if (q < 0) {
+                spool_error(r->sp, q, "Cannot write the receipt of %s (%s) for %s", id, status,
+                            origin);
+                return;
+        }
+        log_decision(LOG_INFO, id, NULL, "receipt", status, "Receipt for %s to %s: %s", id, origin,
+                     status);
+        publish_new(r, id, status);
 }

@@ -54,6 +54,13 @@ void receipt_sent(struct relay *r, const char *id, const char *name);
  * applied, duplicate, dropped}. */
 json_t *receipt_status(struct relay *r);
 
+/* A cancel message (relay_in.cancel) from an item's origin: into
+ * cancel/.  0 (acked: written, or not one) or -errno (not acked). */
+int receipt_cancel_in(struct relay *r, const struct relay_in *in);
+/* msg_id ended its publish: true when it is a cancel's "ID:cancel"
+ * (receipt_cancel.c). */
+bool receipt_cancel_puback(struct relay *r, const char *msg_id, bool ok, const char *err);
+
 /* The relay is (again) ready, or a new connection: publish what waits. */
 void receipt_resend(struct relay *r);
 /* msg_id "ID:OUTCOME" ended its publish. */

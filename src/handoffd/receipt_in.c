@@ -10,7 +10,14 @@
  * dropped and counted.  The record is the archived item's .outcome: its
  * outcome stays "relayed", remote_outcome, remote_host, remote_at,
  * remote_reason and remote_detail beside it (and remote_outcomes, each
- * applied once), so it lives as long as the archived item. */
+ * applied once), so it lives as long as the archived item.
+ *
+ * A result (completed, failed: the agent's word, after consumed) is
+ * written as the archived item's .result, the document the other host
+ * recorded, before its outcome joins remote_outcomes: a crash between
+ * leaves the .result, which the receipt, come again, finds there.  An
+ * item whose consumed receipt says its agent reports results stays
+ * awaited until its result comes. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -173,7 +180,7 @@ static int verify(struct relay *r, const char *host, const json_t *doc, char *wh
 static int receipt_check(struct relay *r, const struct relay_in *in, struct rdoc *d,
                          char *why, size_t n, const char **ret_drop)
 {
-        hd_limits lim = { .max_size = RECEIPT_MAX, .max_depth = 4 };
+        hd_limits lim = { .max_size = RECEIPT_MAX, .max_depth = HD_DEFAULT_MAX_DEPTH + 4 };
         char want[RELAY_MSGID_MAX + 1];
         hd_verdict v;
         bool ok;
@@ -195,6 +202,9 @@ static int receipt_check(struct relay *r, const struct relay_in *in, struct rdoc
                 *ret_drop = why;
         else if (strcmp(d->origin, r->host))
                 *ret_drop = "a receipt for another origin host";
+        else if (receipt_is_result(d->outcome) &&
+                 store_result_check(d->result, d->id, d->outcome) < 0)
+                *ret_drop = "a result receipt without its result of that id and status";
         /* Its own Nats-Msg-Id: a signed receipt of one id published again
          * as another's is a replay. */
         else if (xsnprintf(want, sizeof(want), "%s:%s", d->id, d->outcome) < 0 ||
@@ -203,14 +213,15 @@ static int receipt_check(struct relay *r, const struct relay_in *in, struct rdoc
         return 0;
 }
 
-/* The .outcome of the item relayed as d->id to d->host: its name in
- * sname, its content in *ret_side; or why there is none in *ret_drop;
+/* The .outcome of the item relayed as d->id to d->host: the item's
+ * archive name in aname (NAME_MAX + 1 bytes), the outcome's in sname, its
+ * content in *ret_side; or why there is none in *ret_drop;
  * or -EAGAIN while the item still waits in outbox/ for its PubAck. */
-static int receipt_find(struct relay *r, const struct rdoc *d, char *sname, size_t n,
+static int receipt_find(struct relay *r, const struct rdoc *d, char *aname, char *sname, size_t n,
                         json_t **ret_side, const char **ret_drop)
 {
         struct spool *sp = r->sp;
-        char aname[NAME_MAX + 1], oname[NAME_MAX + 1];
+        char oname[NAME_MAX + 1];
         json_t *side = NULL;
 
         *ret_side = NULL;
@@ -220,7 +231,7 @@ static int receipt_find(struct relay *r, const struct rdoc *d, char *sname, size
             spool_exists_at(sp->fd[SD_OUTBOX], oname))
                 return -EAGAIN;
         bool found;
-        int q = find_archived(r, d->id, aname, sizeof(aname), &found);
+        int q = find_archived(r, d->id, aname, NAME_MAX + 1, &found);
         if (q < 0)
                 return q;
         if (!found || layout_suffixed(aname, LAYOUT_OUTCOME, sname, n) < 0) {
@@ -256,6 +267,36 @@ static int receipt_store(struct relay *r, const char *sname, const json_t *side)
         return q;
 }
 
+/* A result receipt's document as archive/aname's .result, unless one is
+ * there (this receipt's, written before a crash): the first stands. */
+static int result_store(struct relay *r, const char *aname, const struct rdoc *d)
+{
+        struct spool *sp = r->sp;
+        char xname[NAME_MAX + 16];
+        _cleanup_free_ char *buf = NULL;
+        size_t len;
+        int q;
+
+        q = layout_suffixed(aname, LAYOUT_RESULT, xname, sizeof(xname));
+        if (q < 0)
+                return q;
+        if (spool_exists_at(sp->fd[SD_ARCHIVE], xname))
+                return 0;
+        q = hd_canon_dump(d->result, NULL, &buf, &len);
+        if (q == 0)
+                q = store_side_write(sp, SD_ARCHIVE, xname, buf, len);
+        return q;
+}
+
+/* Nothing more is awaited for the item after this receipt: its result,
+ * or a final outcome but for a consume whose agent reports results. */
+static bool ends_wait(const struct rdoc *d)
+{
+        if (receipt_is_result(d->outcome))
+                return true;
+        return receipt_is_final(d->outcome) && !(!strcmp(d->outcome, "consumed") && d->completes == 1);
+}
+
 static void said_off(struct relay *r)
 {
         /* said once: the other host sends them, this one is not set up to
@@ -270,7 +311,7 @@ int receipt_in(struct relay *r, const struct relay_in *in, int64_t now, enum rec
         struct spool *sp = r->sp;
         struct rdoc d = { 0 };
         _cleanup_json_ json_t *side = NULL;
-        char why[400] = "", sname[NAME_MAX + 16];
+        char why[400] = "", sname[NAME_MAX + 16], aname[NAME_MAX + 1];
         const char *drop_why = NULL;
         bool dup = false;
         int q;
@@ -282,7 +323,7 @@ int receipt_in(struct relay *r, const struct relay_in *in, int64_t now, enum rec
         }
         q = receipt_check(r, in, &d, why, sizeof(why), &drop_why);
         if (q == 0 && !drop_why)
-                q = receipt_find(r, &d, sname, sizeof(sname), &side, &drop_why);
+                q = receipt_find(r, &d, aname, sname, sizeof(sname), &side, &drop_why);
         if (q == -EAGAIN) {
                 *ret = RV_LATER;        /* its PubAck is not in yet: redelivered */
                 q = 0;
@@ -302,9 +343,11 @@ int receipt_in(struct relay *r, const struct relay_in *in, int64_t now, enum rec
         }
         const struct store_remote_end end = {
                 .outcome = d.outcome, .host = d.host, .at = d.at, .reason = d.reason,
-                .detail = d.detail,
+                .detail = d.detail, .completes = d.completes,
         };
         q = store_outcome_add_end(side, &end, receipt_is_final, now, &dup);
+        if (q == 0 && !dup && receipt_is_result(d.outcome))
+                q = result_store(r, aname, &d);
         if (q == 0 && dup) {
                 *ret = RV_DUPLICATE;
                 r->st.receipts_duplicate++;
@@ -326,8 +369,11 @@ int receipt_in(struct relay *r, const struct relay_in *in, int64_t now, enum rec
         /* A final outcome in the .outcome: nothing awaits the item any more,
          * also when a crash came between the .outcome and its done record
          * (the receipt, not acked then, comes again as a duplicate). */
-        if (receipt_is_final(d.outcome) && dict_get(&r->rc->sent, d.id))
+        if (ends_wait(&d) && dict_get(&r->rc->sent, d.id))
                 (void)receipt_record(r, &(struct rj_rec){ RJ_DONE, { d.id } });
+        /* A cancel of it sent there is answered by how it ended. */
+        if (receipt_is_final(d.outcome))
+                receipt_cancel_ended(r, d.id, sname, d.outcome);
 out:
         json_decref(d.doc);
         return q;

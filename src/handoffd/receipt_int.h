@@ -14,10 +14,14 @@
 #include "handoff.h"
 #include "receipt_journal.h"
 #include "dict.h"
+#include "relay_queue.h"
 
 struct relay;
 
-#define RECEIPT_MAX 16384
+#define RECEIPT_MAX RELAY_RECEIPT_MAX    /* relay_queue.h */
+/* Items consumed here from another host whose result may still come, at
+ * most: past that the oldest is forgotten (its result stays here). */
+#define RECEIPT_RESULTS_MAX 65536
 #define RECEIPT_RETRY_MS 2000
 /* Sending off: origins kept in memory for the rejections' detail. */
 #define RECEIPT_ORIGINS_MAX 65536
@@ -54,6 +58,16 @@ struct receipt_sent {
         bool gone;              /* the archived item is not there (rewrite) */
 };
 
+/* fwd, keyed by handoff id: a cancel request going to the host the
+ * item was relayed to (receipt_cancel.c) */
+struct receipt_fwd {
+        char host[RECEIPT_HOST_MAX];
+        char *req;              /* the request's bytes; owned */
+        size_t len;
+        bool busy;              /* published, its PubAck still to come */
+        bool acked;             /* its PubAck came: the answer is a receipt */
+};
+
 struct receipts {
         bool relay_locked;      /* LOCK_OFF_RELAY held */
         int dir_fd;             /* receipts/ */
@@ -68,6 +82,8 @@ struct receipts {
         struct dict owed;       /* of struct receipt_owed */
         struct dict queued;     /* of struct receipt_queued */
         struct dict sent;       /* of struct receipt_sent */
+        struct dict results;    /* of struct receipt_owed: consumed, result owed */
+        struct dict fwd;        /* of struct receipt_fwd (memory only) */
         size_t sent_kept;       /* sent's size after the last rewrite */
         uv_timer_t timer;       /* a retry after a failed publish */
         bool timer_open;
@@ -80,12 +96,16 @@ struct receipts {
 struct rdoc {
         json_t *doc;
         const char *type, *id, *outcome, *host, *origin, *at, *reason, *detail;
+        int completes;          /* consumed: its agent reports results; -1 unsaid */
+        const json_t *result;   /* completed, failed: the .result document */
 };
 void receipt_doc_read(struct rdoc *d);
 
-/* A final outcome (consumed, expired, rejected, canceled); any outcome
- * (those and delivered). */
+/* A final outcome (consumed, expired, rejected, canceled); a result
+ * (completed, failed), which may follow consumed; any outcome (those and
+ * delivered). */
 bool receipt_is_final(const char *o);
+bool receipt_is_result(const char *o);
 bool receipt_is_outcome(const char *o);
 
 
@@ -104,11 +124,20 @@ int receipt_record(struct relay *r, const struct rj_rec *rec);
  * dominate; then synced (flush hook, before the spool's directories). */
 int receipt_journal_sync(struct relay *r);
 
+/* receipt_cancel.c's: the fwd table's requests published (again: those
+ * in flight too, after a new connection); id ended there, its .outcome
+ * archive/sname: the requests for it answered. */
+void receipt_cancel_kick(struct relay *r, bool again);
+void receipt_cancel_ended(struct relay *r, const char *id, const char *sname, const char *outcome);
+bool receipt_cancel_hook(void *ctx, const char *id, const char *name);
+
 /* receipt.c's, for the start: the spool's hooks, and a publish of what
  * waits. */
 int receipt_flush_hook(void *ctx);
 bool receipt_origin_hook(void *ctx, const char *name, char *buf, size_t n);
 void receipt_outcome_hook(void *ctx, const char *id, const char *name, const char *outcome,
                           const char *reason, const char *detail, int64_t now);
+void receipt_result_hook(void *ctx, const char *id, const char *status, const char *doc,
+                         size_t len, int64_t now);
 
 #endif

@@ -36,6 +36,7 @@ static const struct {
         [RJ_PUB] = { "pub", 2 },
         [RJ_SENT] = { "sent", 2 },
         [RJ_DONE] = { "done", 1 },
+        [RJ_RES] = { "res", 2 },
 };
 
 static int format(struct sbuf *b, const struct rj_rec *rec)

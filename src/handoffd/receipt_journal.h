@@ -19,6 +19,7 @@ enum rj_kind {
         RJ_PUB,         /* pub ID OUTCOME: its PubAck came */
         RJ_SENT,        /* sent ID NAME: relayed from here, archived as NAME */
         RJ_DONE,        /* done ID: its final receipt is applied here */
+        RJ_RES,         /* res ID ORIGIN: consumed here, its result owed to ORIGIN */
         _RJ_MAX,
 };
 

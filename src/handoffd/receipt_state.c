@@ -14,6 +14,9 @@
  *   pub ID OUTCOME        published: its PubAck came
  *   sent ID NAME          relayed from here, archived as NAME; awaited
  *   done ID               its final receipt applied here
+ *   res ID ORIGIN         consumed here: its result still owed to ORIGIN
+ *                         (an out record of consumed begins it too, one of
+ *                         completed or failed ends it)
  * The files of the layout before the journal (receipts/owed/ID,
  * out/ID.OUTCOME, sent/ID) are read into it once at the start. */
 #include <dirent.h>
@@ -33,7 +36,12 @@
 #include "spool.h"
 #include "store.h"
 
+_Static_assert(RECEIPT_MAX >= 3 * HD_RESULT_MAX_SIZE, "a result's receipt fits");
+
 static const char *const finals[] = { "consumed", "expired", "rejected", "canceled" };
+/* An agent's result (handoffd(8), RESULTS); input-required, once results
+ * have it, is one more here and in result.c. */
+static const char *const results[] = { "completed", "failed" };
 
 bool receipt_is_final(const char *o)
 {
@@ -43,9 +51,17 @@ bool receipt_is_final(const char *o)
         return false;
 }
 
+bool receipt_is_result(const char *o)
+{
+        for (size_t i = 0; i < ELEMENTSOF(results); i++)
+                if (!strcmp(o, results[i]))
+                        return true;
+        return false;
+}
+
 bool receipt_is_outcome(const char *o)
 {
-        return o && (receipt_is_final(o) || !strcmp(o, "delivered"));
+        return o && (receipt_is_final(o) || receipt_is_result(o) || !strcmp(o, "delivered"));
 }
 
 /* Before the spool's directories: the journal (a receipt's .outcome is
@@ -82,6 +98,11 @@ static void sent_drop(void *e)
         free(((struct receipt_sent *)e)->archive);
 }
 
+static void fwd_drop(void *e)
+{
+        free(((struct receipt_fwd *)e)->req);
+}
+
 /* The entry of key in d (dict_put()), and in *c a copy of val for it to
  * own; NULL: out of memory, d as it was. */
 static void *put_copy(struct dict *d, const char *key, const char *val, char **c)
@@ -95,16 +116,33 @@ static void *put_copy(struct dict *d, const char *key, const char *val, char **c
         return e;
 }
 
-int receipt_owed_put(struct receipts *rc, const char *id, const char *origin)
+static int owed_put(struct dict *d, const char *id, const char *origin)
 {
         struct receipt_owed *o;
 
         if (strlen(origin) >= sizeof(o->origin))
                 return -EINVAL;
-        if (!(o = dict_put(&rc->owed, id, NULL)))
+        if (!(o = dict_put(d, id, NULL)))
                 return -ENOMEM;
         snprintf(o->origin, sizeof(o->origin), "%s", origin);
         return 0;
+}
+
+int receipt_owed_put(struct receipts *rc, const char *id, const char *origin)
+{
+        return owed_put(&rc->owed, id, origin);
+}
+
+/* id consumed here, its result owed to origin; the oldest forgotten past
+ * RECEIPT_RESULTS_MAX (an agent that never reports keeps none). */
+static int results_put(struct receipts *rc, const char *id, const char *origin)
+{
+        struct receipt_owed *old;
+
+        if (dict_count(&rc->results) >= RECEIPT_RESULTS_MAX && !dict_get(&rc->results, id) &&
+            (old = dict_first(&rc->results)))
+                dict_remove(&rc->results, old);
+        return owed_put(&rc->results, id, origin);
 }
 
 /* key -> the signed receipt for origin, not published yet. */
@@ -154,6 +192,10 @@ static int apply(struct receipts *rc, const struct rj_rec *rec)
                 q = queued_put(rc, key, rec->f[2], rec->f[3]);
                 if (receipt_is_final(rec->f[1]))
                         dict_del(&rc->owed, rec->f[0]);
+                if (q == 0 && !strcmp(rec->f[1], "consumed"))
+                        q = results_put(rc, rec->f[0], rec->f[2]);
+                else if (receipt_is_result(rec->f[1]))
+                        dict_del(&rc->results, rec->f[0]);
                 break;
         case RJ_PUB:
                 if (xsnprintf(key, sizeof(key), "%s:%s", rec->f[0], rec->f[1]) >= 0)
@@ -164,6 +206,11 @@ static int apply(struct receipts *rc, const struct rj_rec *rec)
                 break;
         case RJ_DONE:
                 dict_del(&rc->sent, rec->f[0]);
+                break;
+        case RJ_RES:
+                q = results_put(rc, rec->f[0], rec->f[1]);
+                if (q == -EINVAL)
+                        q = 0;
                 break;
         default:
                 break;
@@ -199,6 +246,10 @@ static int emit(void *ctx, struct rjournal *nj)
                         if ((q = rj_append(nj, &(struct rj_rec){ RJ_OWE,
                                                                  { dict_key(o), o->origin } })) < 0)
                                 return q;
+        for (o = dict_first(&rc->results); o; o = dict_next(o))
+                if ((q = rj_append(nj, &(struct rj_rec){ RJ_RES,
+                                                         { dict_key(o), o->origin } })) < 0)
+                        return q;
         for (e = dict_first(&rc->queued); e; e = dict_next(e)) {
                 char id[RELAY_MSGID_MAX + 1];
                 const char *key = dict_key(e), *colon = strrchr(key, ':');
@@ -236,7 +287,8 @@ int receipt_journal_sync(struct relay *r)
 {
         struct receipts *rc = r->rc;
         size_t n_sent = dict_count(&rc->sent);
-        size_t live = (rc->key ? dict_count(&rc->owed) : 0) + dict_count(&rc->queued) + n_sent;
+        size_t live = (rc->key ? dict_count(&rc->owed) : 0) + dict_count(&rc->results) +
+                      dict_count(&rc->queued) + n_sent;
         size_t dead = rc->j.n_rec > live ? rc->j.n_rec - live : 0;
 
         /* Also when the awaited items doubled since the last rewrite:
@@ -352,6 +404,8 @@ int receipt_start(struct relay *r)
                 return -ENOMEM;
         rc->dir_fd = rc->pub_fd = rc->j.fd = -1;
         dict_init(&rc->owed, sizeof(struct receipt_owed));
+        dict_init(&rc->results, sizeof(struct receipt_owed));
+        dict_init_drop(&rc->fwd, sizeof(struct receipt_fwd), fwd_drop);
         dict_init_drop(&rc->queued, sizeof(struct receipt_queued), queued_drop);
         dict_init_drop(&rc->sent, sizeof(struct receipt_sent), sent_drop);
         r->rc = rc;
@@ -460,6 +514,8 @@ void receipt_free(struct relay *r)
                 receipt_host_keys_drop(&rc->hk[i]);
         free(rc->pub_dir);
         dict_clear(&rc->owed);
+        dict_clear(&rc->results);
+        dict_clear(&rc->fwd);
         dict_clear(&rc->queued);
         dict_clear(&rc->sent);
         if (rc->relay_locked)

@@ -363,13 +363,18 @@ void relay_inbound_batch(struct relay *r, struct relay_batch *b, int64_t now)
                         log_decision(LOG_NOTICE, in->msg_id[0] ? in->msg_id : NULL, NULL,
                                      "rejected", hd_reason_name(HD_R_TOO_LARGE),
                                      "Relay: refused message %s: too_large: %zu bytes, "
-                                     "over max_file_size (%zu)",
-                                     in->msg_id[0] ? in->msg_id : "(no Nats-Msg-Id)",
-                                     in->len, r->max_msg);
+                                     "over %s (%zu)",
+                                     in->msg_id[0] ? in->msg_id : "(no Nats-Msg-Id)", in->len,
+                                     in->receipt ? "a receipt's bound" : "max_file_size",
+                                     in->receipt ? (size_t)RELAY_RECEIPT_MAX : r->max_msg);
                         continue;
                 }
                 if (!in->data)
                         continue;       /* out of memory: redelivered */
+                if (in->cancel) {
+                        in->ack = receipt_cancel_in(r, in) == 0;
+                        continue;
+                }
                 if (in->receipt) {
                         enum receipt_verdict rv;
                         in->ack = receipt_in(r, in, now, &rv) == 0 && rv != RV_LATER;

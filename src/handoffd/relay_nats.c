@@ -333,61 +333,141 @@ static void publish(struct relay *r, struct relay_job *j)
         }
 }
 
-void *relay_worker_main(void *arg)
+/* The worker thread's own state (relay_worker_main()). */
+struct worker {
+        natsConnection *nc;
+        int64_t setup_wait, setup_at;   /* ms: the stream's set-up, backed off */
+        int64_t down_since, down_said;  /* ms: not connected since, last said */
+};
+
+/* The connection and its JetStream context, or NULL (said).  Not
+ * connected yet is not an error: libnats retries in the background and
+ * tells nothing until it connects, so it is said at once here and every
+ * UNREACHABLE_REPEAT_MS while it lasts (worker_down()). */
+static jsCtx *worker_connect(struct relay *r, struct worker *w)
 {
-        struct relay *r = arg;
-        natsConnection *nc = NULL;
-        int64_t setup_wait = 1000, setup_at = 0;
-        char err[300];
+        jsOptions jo;
+        jsCtx *js = NULL;
         natsStatus s;
 
-        s = sym_natsConnection_Connect(&nc, r->opts);
+        s = sym_natsConnection_Connect(&w->nc, r->opts);
         if (s != NATS_OK && s != NATS_NOT_YET_CONNECTED) {
                 relay_post_state(r, "!cannot connect: %s", relay_nats_err(s));
                 return NULL;
         }
         if (s == NATS_OK)
-                on_connected(nc, r);
-        /* Not connected: said at once (libnats retries in the background
-         * and tells nothing until it connects), then every
-         * UNREACHABLE_REPEAT_MS while it lasts. */
-        int64_t down_since = now_ms(), down_said = 0;
+                on_connected(w->nc, r);
+        w->down_since = now_ms();
         if (s != NATS_OK) {
                 char why[200];
                 probe_servers(r->servers, why, sizeof(why));
                 relay_post_state(r, "!cannot connect: %s; retrying every second", why);
-                down_said = down_since;
+                w->down_said = w->down_since;
         }
-        jsOptions jo;
-        jsCtx *js = NULL;
         sym_jsOptions_Init(&jo);
         jo.Wait = API_WAIT_MS;
         jo.PublishAsync.AckHandler = on_puback;
         jo.PublishAsync.AckHandlerClosure = r;
         jo.PublishAsync.MaxPending = RELAY_INFLIGHT_MAX;
-        s = sym_natsConnection_JetStream(&js, nc, &jo);
+        s = sym_natsConnection_JetStream(&js, w->nc, &jo);
         if (s != NATS_OK) {
                 relay_post_state(r, "!JetStream context: %s", relay_nats_err(s));
-                sym_natsConnection_Close(nc);
-                sym_natsConnection_Destroy(nc);
+                sym_natsConnection_Close(w->nc);
+                sym_natsConnection_Destroy(w->nc);
                 return NULL;
         }
+        return js;
+}
+
+/* The stream and the consumer set up (m not held), again after 1, 2, 4
+ * ... up to SETUP_RETRY_MAX_MS seconds while it fails. */
+static void worker_setup(struct relay *r, struct worker *w)
+{
+        char err[300];
+
+        if (setup(r, err, sizeof(err)) == NATS_OK) {
+                w->setup_wait = 1000;
+                relay_post_state(r, NULL);
+                return;
+        }
+        relay_post_state(r, "!%s", err);
+        w->setup_at = now_ms() + w->setup_wait;
+        w->setup_wait = w->setup_wait * 2 > SETUP_RETRY_MAX_MS ? SETUP_RETRY_MAX_MS
+                                                               : w->setup_wait * 2;
+}
+
+/* The jobs the loop queued, published in order and freed (m not held). */
+static void worker_publish(struct relay *r, struct relay_job *j)
+{
+        while (j) {
+                struct relay_job *next = j->next;
+                publish(r, j);
+                free(j->data);
+                free(j);
+                j = next;
+        }
+}
+
+/* The connection's state said when it changed or while it lasts (m held,
+ * let go while it talks to the network).  True when it said something. */
+static bool worker_down(struct relay *r, struct worker *w)
+{
+        char why[200];
+
+        if (r->connected) {
+                w->down_since = 0;
+                return false;
+        }
+        if (!w->down_since) {
+                /* Dropped: said at once with why (libnats' last error on
+                 * the connection, what TCP says to a reconnect), not left
+                 * to "fetch: Error" until the repeat below.  A server
+                 * killed closes our connection before its listening
+                 * socket: while a port still answers, the drop is said as
+                 * it is and TCP's answer follows in a second. */
+                char url[200], lost[160] = "";
+                const char *t = NULL;
+                w->down_since = w->down_said = now_ms();
+                snprintf(url, sizeof(url), "%s", r->url[0] ? r->url : r->servers);
+                pthread_mutex_unlock(&r->m);
+                if (sym_natsConnection_GetLastError(w->nc, &t) != NATS_OK && t && *t)
+                        snprintf(lost, sizeof(lost), "%s", t);
+                bool answers = probe_servers(r->servers, why, sizeof(why)) > 0;
+                if (answers)
+                        w->down_said -= UNREACHABLE_REPEAT_MS - 1000;
+                relay_post_state(r, "!disconnected from %s: %s%s%s; retrying every second, "
+                           "outbound items wait in outbox/", url,
+                           lost[0] ? lost : answers ? "the server closed the connection" : "",
+                           lost[0] && !answers ? "; " : "", answers ? "" : why);
+                pthread_mutex_lock(&r->m);
+                return true;
+        }
+        if (now_ms() - w->down_said >= UNREACHABLE_REPEAT_MS) {
+                w->down_said = now_ms();
+                pthread_mutex_unlock(&r->m);
+                probe_servers(r->servers, why, sizeof(why));
+                relay_post_state(r, "!cannot connect for %llds: %s; retrying",
+                           (long long)((w->down_said - w->down_since) / 1000), why);
+                pthread_mutex_lock(&r->m);
+        }
+        return false;
+}
+
+void *relay_worker_main(void *arg)
+{
+        struct relay *r = arg;
+        struct worker w = { .setup_wait = 1000 };
+        jsCtx *js = worker_connect(r, &w);
+
+        if (!js)
+                return NULL;
         pthread_mutex_lock(&r->m);
-        r->nc = nc;
+        r->nc = w.nc;
         r->js = js;
         while (!r->stop) {
-                if (r->connected && !r->ready && now_ms() >= setup_at) {
+                if (r->connected && !r->ready && now_ms() >= w.setup_at) {
                         pthread_mutex_unlock(&r->m);
-                        s = setup(r, err, sizeof(err));
-                        if (s == NATS_OK) {
-                                setup_wait = 1000;
-                                relay_post_state(r, NULL);
-                        } else {
-                                relay_post_state(r, "!%s", err);
-                                setup_at = now_ms() + setup_wait;
-                                setup_wait = setup_wait * 2 > SETUP_RETRY_MAX_MS ? SETUP_RETRY_MAX_MS
-                                                                                 : setup_wait * 2;
-                        }
+                        worker_setup(r, &w);
                         pthread_mutex_lock(&r->m);
                         continue;
                 }
@@ -395,58 +475,19 @@ void *relay_worker_main(void *arg)
                         struct relay_job *j = r->jobs;
                         r->jobs = r->jobs_tail = NULL;
                         pthread_mutex_unlock(&r->m);
-                        while (j) {
-                                struct relay_job *next = j->next;
-                                publish(r, j);
-                                free(j->data);
-                                free(j);
-                                j = next;
-                        }
+                        worker_publish(r, j);
                         pthread_mutex_lock(&r->m);
                         continue;
                 }
-                if (r->connected) {
-                        down_since = 0;
-                } else if (!down_since) {
-                        /* Dropped: said at once with why (libnats' last
-                         * error on the connection, what TCP says to a
-                         * reconnect), not left to "fetch: Error" until
-                         * the repeat below.  A server killed closes our
-                         * connection before its listening socket: while
-                         * a port still answers, the drop is said as it
-                         * is and TCP's answer follows in a second. */
-                        char url[200], why[200], lost[160] = "";
-                        const char *t = NULL;
-                        down_since = down_said = now_ms();
-                        snprintf(url, sizeof(url), "%s", r->url[0] ? r->url : r->servers);
-                        pthread_mutex_unlock(&r->m);
-                        if (sym_natsConnection_GetLastError(nc, &t) != NATS_OK && t && *t)
-                                snprintf(lost, sizeof(lost), "%s", t);
-                        bool answers = probe_servers(r->servers, why, sizeof(why)) > 0;
-                        if (answers)
-                                down_said -= UNREACHABLE_REPEAT_MS - 1000;
-                        relay_post_state(r, "!disconnected from %s: %s%s%s; retrying every second, "
-                                   "outbound items wait in outbox/", url,
-                                   lost[0] ? lost : answers ? "the server closed the connection" : "",
-                                   lost[0] && !answers ? "; " : "", answers ? "" : why);
-                        pthread_mutex_lock(&r->m);
+                if (worker_down(r, &w))
                         continue;
-                } else if (now_ms() - down_said >= UNREACHABLE_REPEAT_MS) {
-                        char why[200];
-                        down_said = now_ms();
-                        pthread_mutex_unlock(&r->m);
-                        probe_servers(r->servers, why, sizeof(why));
-                        relay_post_state(r, "!cannot connect for %llds: %s; retrying",
-                                   (long long)((down_said - down_since) / 1000), why);
-                        pthread_mutex_lock(&r->m);
-                }
                 relay_timed_wait(&r->wake_worker, &r->m, 1000);
         }
         r->ready = false;
         pthread_cond_broadcast(&r->wake_fetcher);
         pthread_mutex_unlock(&r->m);
         /* Wakes a fetch in progress. */
-        sym_natsConnection_Close(nc);
+        sym_natsConnection_Close(w.nc);
         return NULL;
 }
 

@@ -84,15 +84,18 @@ void relay_batch_free(struct relay_batch *b)
 }
 
 /* receipt.c's part of a message: the origin of a handoff, or that it is
- * a receipt (on handoff.<host>.receipt.<from>) and its Nats-Msg-Id. */
+ * a receipt (on handoff.<host>.receipt.<from>) or a cancel request (on
+ * handoff.<host>.cancel.<from>) and its Nats-Msg-Id. */
 static void relay_in_receipt(const struct relay *r, const char *subj, const char *msg_id,
                              const char *origin, struct relay_in *in)
 {
         size_t lh = strlen(r->host);
+        bool ours = subj && !strncmp(subj, "handoff.", 8) && !strncmp(subj + 8, r->host, lh);
 
-        if (subj && !strncmp(subj, "handoff.", 8) && !strncmp(subj + 8, r->host, lh) &&
-            !strncmp(subj + 8 + lh, ".receipt.", 9)) {
-                in->receipt = true;
+        if (ours && (!strncmp(subj + 8 + lh, ".receipt.", 9) ||
+                     !strncmp(subj + 8 + lh, ".cancel.", 8))) {
+                in->receipt = subj[9 + lh] == 'r';
+                in->cancel = !in->receipt;
                 if (msg_id && strlen(msg_id) <= RELAY_MSGID_MAX)
                         snprintf(in->rmsg_id, sizeof(in->rmsg_id), "%s", msg_id);
                 return;
@@ -110,7 +113,8 @@ void relay_in_fill(const struct relay *r, struct relay_in *in, const char *subje
                    const char *msg_id, const char *origin, const void *data, size_t len)
 {
         in->len = len;
-        in->too_large = in->len > r->max_msg;
+        relay_in_receipt(r, subject, msg_id, origin, in);
+        in->too_large = in->len > (in->receipt ? RELAY_RECEIPT_MAX : r->max_msg);
         in->data = in->too_large ? NULL : malloc(in->len + 1);
         if (in->data) {
                 if (in->len)
@@ -123,5 +127,4 @@ void relay_in_fill(const struct relay *r, struct relay_in *in, const char *subje
                 if (!hd_id_valid(in->msg_id))
                         in->msg_id[0] = '\0';
         }
-        relay_in_receipt(r, subject, msg_id, origin, in);
 }

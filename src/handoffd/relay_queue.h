@@ -18,6 +18,10 @@
 struct spool;
 
 #define RELAY_ID_MAX 128        /* hd_id_valid's limit */
+/* A receipt's bytes at most (receipt.c), whatever max_file_size says: a
+ * result's carries the agent's .result document (64 KiB), whose escapes
+ * may triple it. */
+#define RELAY_RECEIPT_MAX (3 * 64 * 1024 + 16384)
 /* A Nats-Msg-Id: a handoff_id, or a receipt's "ID:OUTCOME" (receipt.c). */
 #define RELAY_MSGID_MAX (RELAY_ID_MAX + 16)
 #define RELAY_FETCH_BATCH 64
@@ -34,7 +38,8 @@ struct relay_in {
         size_t len;
         char msg_id[RELAY_ID_MAX + 1];  /* Nats-Msg-Id, "" when absent or unusable */
         bool ack;                       /* the loop's verdict */
-        bool too_large;                 /* over max_msg: data not copied */
+        bool too_large;                 /* over max_msg (a receipt: RELAY_RECEIPT_MAX):
+                                         * data not copied */
         /* Receipts (receipt.c): the Handoff-Origin header of a handoff
          * ("" when absent or not a host name); a message on this host's
          * receipt subject is a receipt, its Nats-Msg-Id in rmsg_id. */
@@ -43,6 +48,9 @@ struct relay_in {
          * none that is a valid name */
         char agent[65];
         bool receipt;
+        /* on handoff.<host>.cancel.<from>: a cancel request from the
+         * item's origin (receipt_cancel.c), its Nats-Msg-Id in rmsg_id */
+        bool cancel;
         char rmsg_id[RELAY_MSGID_MAX + 1];
 };
 

@@ -80,9 +80,21 @@ struct spool_relay {
          * rejected with reason): called once the outcome is decided and
          * before it is final on disk (receipt.c owes the origin a receipt
          * when the item came through the relay).  name: the file's name
-         * in handoff/ when the id is not known yet, else NULL. */
+         * in handoff/ when the id is not known yet, its archive name when
+         * it is archived (store_archive()), else NULL. */
         void (*outcome)(void *ctx, const char *id, const char *name, const char *outcome,
                         const char *reason, const char *detail, int64_t now);
+        /* The agent's result for id (status completed or failed), its
+         * .result document doc of len bytes, about to be recorded
+         * (completion.c): the origin of an item that came through the
+         * relay is owed it (receipt.c). */
+        void (*result)(void *ctx, const char *id, const char *status, const char *doc,
+                       size_t len, int64_t now);
+        /* The cancel request cancel/name for id, which has an outcome
+         * here: true when id left through the relay and its host has not
+         * ended it yet, and the request goes there (receipt_cancel.c);
+         * its answer comes with the item's final receipt. */
+        bool (*cancel)(void *ctx, const char *id, const char *name);
         /* handoff/name came through the relay: the host it came from into
          * buf (a rejection says so), true; else false. */
         bool (*origin)(void *ctx, const char *name, char *buf, size_t n);

@@ -603,12 +603,17 @@ int a2a_cancel_task(struct a2a_call *c)
         if (r < 0)
                 return a2a_call_internal(c, "CancelTask", r);
         /* Not yet taken by its agent: waiting in handoff/ (pending) or
-         * for its consumer (claimed).  Anything else has ended, or is
-         * another host's to decide (relayed: a cancel does not cross). */
+         * for its consumer (claimed), or relayed to another host and not
+         * ended there (SUBMITTED: the daemon sends the request on, and
+         * that host's receipt answers).  Anything else has ended, or
+         * waits in outbox/. */
         st = a2a_str(json_object_get(task, "metadata"), "handoffStatus") ?: "";
-        if (!config_agent(c->h->cfg, c->name))
-                st = "for another host";        /* waits in outbox/, or relayed */
-        if (strcmp(st, "pending") && strcmp(st, "claimed")) {
+        bool relayed = !strcmp(st, "relayed") &&
+                       !strcmp(a2a_str(json_object_get(task, "status"), "state") ?: "",
+                               "TASK_STATE_SUBMITTED");
+        if (!config_agent(c->h->cfg, c->name) && !relayed)
+                st = "for another host";        /* waits in outbox/, or ended there */
+        if (strcmp(st, "pending") && strcmp(st, "claimed") && !relayed) {
                 snprintf(msg, sizeof(msg), "the task cannot be canceled: its handoff is %s", st);
                 return a2a_call_error(c, A2A_TASK_NOT_CANCELABLE, msg);
         }

@@ -181,13 +181,19 @@ static json_t *task_of_item(const char *id, const char *ctx, const json_t *item,
         const char *state;
 
         if (!strcmp(st, "relayed")) {
-                /* the receipt of the host it went to, if one came */
+                /* the receipts of the host it went to, if one came: the
+                 * result its agent reported there, or its outcome (WORKING
+                 * after the consume of an agent that reports results,
+                 * which the consumed receipt says) */
                 const char *ro = a2a_str(item, "remote_outcome");
                 const char *to = a2a_str(item, "relayed_to") ?: "";
+                if (strncmp(to, "a2a:", 4) && json_object_get(item, "result"))
+                        return task_of_result(id, ctx, st, json_object_get(item, "result"));
                 if (!ro)
                         return a2a_task_new(id, ctx, "TASK_STATE_SUBMITTED", st, NULL, NULL, at);
                 state = !strncmp(to, "a2a:", 4) ? remote_a2a_state(ro, &with_reason)
-                                                : task_state(ro, false, &with_reason);
+                                                : task_state(ro, json_is_true(at_consume),
+                                                             &with_reason);
                 return a2a_task_new(id, ctx, state, st,
                                     with_reason ? (a2a_str(item, "remote_reason") ?: ro) : NULL,
                                     a2a_str(item, "remote_detail"),

@@ -97,7 +97,8 @@ class Sampler(threading.Thread):
 
 
 FINAL = ("consumed", "expired", "rejected", "canceled")
-ARITY = {"owe": 2, "out": 4, "pub": 2, "sent": 2, "done": 1}
+RESULTS = ("completed", "failed")
+ARITY = {"owe": 2, "out": 4, "pub": 2, "sent": 2, "done": 1, "res": 2}
 
 
 def fnv1a(b):
@@ -149,9 +150,10 @@ def journal_append(spool, kind, *fields):
 def journal(spool):
     """The receipts' live state in SPOOL/receipts/journal: {"owed": {id:
     origin}, "queued": {"ID:OUTCOME": receipt}, "sent": {id: archive
-    name}} (sent entries as recorded: the daemon drops those whose
-    archived item is gone when it rewrites the file)."""
-    st = {"owed": {}, "queued": {}, "sent": {}}
+    name}, "results": {id: origin}} (sent entries as recorded: the daemon
+    drops those whose archived item is gone when it rewrites the file;
+    results: consumed here, the result still owed to origin)."""
+    st = {"owed": {}, "queued": {}, "sent": {}, "results": {}}
     for kind, f in journal_records(spool)[0]:
         if kind == "owe":
             st["owed"][f[0]] = f[1]
@@ -159,6 +161,12 @@ def journal(spool):
             st["queued"][f"{f[0]}:{f[1]}"] = f[3]
             if f[1] in FINAL:
                 st["owed"].pop(f[0], None)
+            if f[1] == "consumed":
+                st["results"][f[0]] = f[2]
+            elif f[1] in RESULTS:
+                st["results"].pop(f[0], None)
+        elif kind == "res":
+            st["results"][f[0]] = f[1]
         elif kind == "pub":
             st["queued"].pop(f"{f[0]}:{f[1]}", None)
         elif kind == "sent":

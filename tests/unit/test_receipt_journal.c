@@ -25,7 +25,7 @@ struct seen {
 /* Each record as "kind:f0,f1,...;" */
 static int collect(void *ctx, const struct rj_rec *rec)
 {
-        static const unsigned arity[_RJ_MAX] = { 2, 4, 2, 2, 1 };
+        static const unsigned arity[_RJ_MAX] = { 2, 4, 2, 2, 1, 2 };
         struct seen *s = ctx;
 
         snprintf(s->text + strlen(s->text), sizeof(s->text) - strlen(s->text), "%d:", rec->kind);
@@ -68,14 +68,16 @@ START_TEST(test_journal_records_read_back_in_order)
         ck_assert_int_eq(rj_append(&j, &(struct rj_rec){ RJ_OUT, { "id1", "consumed", "a",
                                                                    "{\"detail\":\"with spaces in it\"}" } }), 0);
         ck_assert_int_eq(rj_append(&j, &(struct rj_rec){ RJ_DONE, { "id2" } }), 0);
+        ck_assert_int_eq(rj_append(&j, &(struct rj_rec){ RJ_RES, { "id1", "a" } }), 0);
         /* a space in a field that is not the last, a newline anywhere: refused */
         ck_assert_int_eq(rj_append(&j, &(struct rj_rec){ RJ_OWE, { "id 3", "a" } }), -EINVAL);
         ck_assert_int_eq(rj_append(&j, &(struct rj_rec){ RJ_SENT, { "id3", "x\ny" } }), -EINVAL);
         ck_assert_int_eq(rj_sync(&j), 0);
         rj_close(&j);
         reread(dfd, &s);
-        ck_assert_int_eq(s.n, 3);
-        ck_assert_str_eq(s.text, "0:id1,a;1:id1,consumed,a,{\"detail\":\"with spaces in it\"};4:id2;");
+        ck_assert_int_eq(s.n, 4);
+        ck_assert_str_eq(s.text, "0:id1,a;1:id1,consumed,a,{\"detail\":\"with spaces in it\"};4:id2;"
+                         "5:id1,a;");
         close(dfd);
 }
 END_TEST

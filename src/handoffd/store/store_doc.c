@@ -91,6 +91,7 @@ int store_outcome_load(int dirfd, const char *name, struct store_outcome *ret)
         o.duplicate = json_is_true(json_object_get(d, "duplicate"));
         if (json_is_boolean(json_object_get(d, "completes")))
                 o.completes = json_is_true(json_object_get(d, "completes"));
+        (void) copy(o.remote_outcome, sizeof(o.remote_outcome), str(d, "remote_outcome"));
         *ret = o;
         return 0;
 }
@@ -143,6 +144,9 @@ int store_outcome_add_end(json_t *side, const struct store_remote_end *e,
             json_object_set_new(side, "remote_reason", json_string(e->reason ?: "")) < 0 ||
             json_object_set_new(side, "remote_detail", json_string(e->detail ?: "")) < 0 ||
             json_object_set_new(side, "receipt_at", json_string(at)) < 0)
+                return -ENOMEM;
+        if (e->completes >= 0 &&
+            json_object_set_new(side, "completes", json_boolean(e->completes)) < 0)
                 return -ENOMEM;
         return 0;
 }
@@ -210,6 +214,15 @@ int store_result_dump(const char *id, const char *agent, const char *status, int
         return dump(json_pack("{s:s, s:s, s:s, s:s, s:O}", "handoff_id", id, "agent", agent,
                               "status", status, "recorded_at", t, "result", result),
                     ret_buf, ret_len);
+}
+
+int store_result_check(const json_t *doc, const char *id, const char *status)
+{
+        if (!json_is_object(doc) || strcmp(str(doc, "handoff_id") ?: "", id) ||
+            strcmp(str(doc, "status") ?: "", status) || !str(doc, "agent") ||
+            !str(doc, "recorded_at") || !json_is_object(json_object_get(doc, "result")))
+                return -EBADMSG;
+        return 0;
 }
 
 int store_result_load(int dirfd, const char *name, size_t max, json_t **ret, char *at, size_t n)

@@ -23,8 +23,8 @@ struct store_outcome {
         char relayed_to[NAME_MAX + 8];  /* relayed: the host, or "a2a:REMOTE" */
         bool duplicate;                 /* relayed: the host had it already */
         int completes;                  /* consumed: the agent's completes; -1 unsaid */
-        /* Relayed to an A2A remote: how its task ended ("" for a relay
-         * host); written, not read back. */
+        /* Relayed: how it ended there (an A2A remote's task, written
+         * here; a relay host's, from its receipts); read back. */
         char remote_outcome[32];
         const char *remote_detail, *a2a_task;
 };
@@ -32,13 +32,14 @@ struct store_outcome {
 /* The sidecar's bytes (canonical JSON), *ret_buf the caller's to free. */
 int store_outcome_dump(const struct store_outcome *o, char **ret_buf, size_t *ret_len);
 /* archive/name (an .outcome) into *ret: 0, -ENOENT, -EBADMSG (not one),
- * or -errno.  Only id, outcome, from, to, the times and relayed_to are
- * read back. */
+ * or -errno.  Only id, outcome, from, to, the times, relayed_to,
+ * completes and remote_outcome are read back. */
 int store_outcome_load(int dirfd, const char *name, struct store_outcome *ret);
 
 /* A receipt's news of an item relayed (receipt_in.c), for its .outcome. */
 struct store_remote_end {
         const char *outcome, *host, *at, *reason, *detail;
+        int completes;          /* consumed: its agent reports results; -1 unsaid */
 };
 
 /* archive/name, the .outcome of an item relayed to host, as a document
@@ -69,6 +70,10 @@ int store_refusal_dump(const char *id, const char *reason, const char *detail, i
 /* archive/NAME.result: an agent's (or an A2A remote's) result. */
 int store_result_dump(const char *id, const char *agent, const char *status, int64_t at,
                       const json_t *result, char **ret_buf, size_t *ret_len);
+/* A .result document another host recorded for id (a receipt's,
+ * receipt_in.c): 0 when it is one, of that id and with that status;
+ * -EBADMSG else. */
+int store_result_check(const json_t *doc, const char *id, const char *status);
 /* archive/name (a .result): its result in *ret (the caller's), its
  * recorded_at as written in at. */
 int store_result_load(int dirfd, const char *name, size_t max, json_t **ret, char *at, size_t n);

@@ -399,7 +399,7 @@ int store_archive(struct spool *sp, const char *id, const char *name, const char
         if (r < 0)
                 return r;
         if (sp->relay.outcome)
-                sp->relay.outcome(sp->relay.ctx, id, NULL, outcome, NULL, NULL, now);
+                sp->relay.outcome(sp->relay.ctx, id, name, outcome, NULL, NULL, now);
         r = move_noreplace(sp->fd[SD_CLAIMED], src, sp->fd[SD_ARCHIVE], name);
         if (r == -ENOENT)
                 return 0;       /* another daemon archived it */
