@@ -271,13 +271,14 @@ static int rec_observe(json_t *rec, const json_t *task, bool *ret_changed)
         return r < 0 ? -ENOMEM : 0;
 }
 
-int hub_push_observe(struct hub *h, const char *agent, const json_t *task)
+int hub_push_observe(struct hub *h, const char *agent, const json_t *task, const json_t *hist)
 {
         _cleanup_json_ json_t *rec = NULL;
         const char *id = a2a_str(task, "id");
         bool changed = false;
         int r;
 
+        (void)hist;
         if (!id)
                 return 0;
         pthread_mutex_lock(&P.lock);
@@ -471,7 +472,7 @@ static int call_task(struct a2a_call *c, const char *id, json_t **ret)
                                       "supported here (no [hub] signing_key)") ?: 1;
         if (!id)
                 return a2a_call_error(c, RPC_INVALID_PARAMS, "params.taskId is required") ?: 1;
-        r = a2a_kept_get(c->agent, id, &t);
+        r = a2a_kept_task(c->agent, id, &t);
         if (r == 0 && strcmp(t.to, c->name))
                 r = -ENOENT;
         if (r == 0)
@@ -943,7 +944,7 @@ static void *push_thread(void *arg)
                         json_t *task = NULL;
                         /* a change nobody asked about: a2a_task_lookup()
                          * queues it */
-                        if (a2a_kept_get(snap[i].agent, snap[i].id, &t) == 0 &&
+                        if (a2a_kept_task(snap[i].agent, snap[i].id, &t) == 0 &&
                             a2a_task_lookup(h, snap[i].agent, &t, &task) == 0)
                                 json_decref(task);
                         while (!P.stop && send_one(h, &snap[i], &next_due))
