@@ -410,7 +410,7 @@ int a2a_kept_turns(const char *agent, const char *id, struct a2a_kept **ret, siz
                 r = -ENOENT;
         else if (!(v = malloc(s->v[f].turns * sizeof(*v))))
                 r = -ENOMEM;
-        for (size_t i = r == 0 ? (size_t)f : s->n; i < s->n && n < s->v[f].turns; i++)
+        for (size_t i = r == 0 ? (size_t)f : 0; r == 0 && i < s->n && n < s->v[f].turns; i++)
                 if (i == (size_t)f || !strcmp(s->v[i].task, id))
                         v[n++] = s->v[i];
         pthread_mutex_unlock(&kept.lock);

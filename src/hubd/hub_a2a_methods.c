@@ -284,6 +284,11 @@ static int turn_task(struct a2a_call *c, const json_t *tid, struct a2a_kept *ret
         if (ctx && strcmp(ctx, ret->ctx))
                 return a2a_call_error(c, RPC_INVALID_PARAMS, "params.message.contextId is not "
                                       "the context of the task it names (taskId)");
+        /* the next turn goes as a handoff of its own: a server behind a
+         * [remote] would take it for a new task */
+        if (!config_agent(c->h->cfg, c->name))
+                return a2a_call_error(c, A2A_UNSUPPORTED, "continuing a task (taskId) of an "
+                                      "agent served by another host is not supported here");
         return 1;
 }
 
@@ -463,12 +468,16 @@ static int send_message(struct a2a_call *c, enum send_mode mode)
                 /* a retry: the task as it is, or its bytes dropped again
                  * when the spool does not know them (a crash in between) */
                 t.on_disk = false;      /* the spool's word only */
-                t.turns = 1;            /* this turn alone */
+                unsigned turns = t.turns;
+                t.turns = 1;            /* this turn's bytes alone */
                 r = a2a_task_lookup(c->h, c->agent, &t, &task);
                 if (r == 0) {
                         turn_unlock(lk, tlk);
+                        /* answered with the task, every turn of it */
                         if (tid)
                                 return turn_answer(c, &tk, mode, history);
+                        if (turns > 1)
+                                return turn_answer(c, &t, mode, history);
                         return send_settle(c, id, TAKE_PTR(task), mode, history);
                 }
                 if (r != -ENOENT)

@@ -92,9 +92,10 @@ const polling = await client(true);
 // reaches a terminal state ... or an interrupted state (INPUT_REQUIRED,
 // AUTH_REQUIRED)".  Section 4.1.3 (TaskState): INPUT_REQUIRED, "the agent
 // requires additional input from the user to continue".
-let first;
+let first, firstMsg;
 {
-  const pending = blocking.sendMessage(message('book me a table'));
+  firstMsg = message('book me a table');
+  const pending = blocking.sendMessage(firstMsg);
   const took = await ask({ step: 'take', take: args.worker, ask: 'for how many people?' });
   first = await pending;
   check(first.status?.state === INPUT_REQUIRED && textOf(first.status?.message) ===
@@ -143,6 +144,15 @@ let done;
         + 'the generation counts both turns (7)',
         { one: one.history?.map(brief), none: none.history?.length, all: all.history?.length,
           generation: all.metadata?.generation });
+}
+
+// The first message again (a client's retry, the same messageId and
+// parts) is the same task, as it is now: every turn of it.
+{
+  const t = await polling.sendMessage({ ...firstMsg, configuration: { returnImmediately: true } });
+  check(t.id === first.id && t.status?.state === COMPLETED && t.metadata?.generation === 7,
+        'the first message sent again: the same task, COMPLETED at 7, not its first turn',
+        { id: t.id, state: t.status?.state, generation: t.metadata?.generation });
 }
 
 // A2A 1.0 section 3.4.2: "If taskId is provided but the task does not
