@@ -49,11 +49,11 @@ import hdtest  # noqa: E402
 from bench_report import (  # noqa: E402
     fmt, hub_ratios, hub_table, relay_ratios, relay_table, spread, summarize, syscall_rows, syscall_table,
     table)
-from bench_runs import run_hub, run_one, run_relay  # noqa: E402
+from bench_runs import run_a2a, run_hub, run_one, run_relay  # noqa: E402
 from benchkit import (  # noqa: E402
     PROGS, BenchError, create_cost_in, fs_info, machine, presign)
 
-PHASES = ("burst", "burst_tmpfs", "syscalls", "latency", "backlog", "relay", "hub")
+PHASES = ("burst", "burst_tmpfs", "syscalls", "latency", "backlog", "relay", "hub", "a2a")
 ITEM_BYTES = 2048    # about this many bytes per handoff file
 
 
@@ -166,18 +166,21 @@ def main():
             "latency": f"latency {a.rate_n} at {a.rate:g}/s (fsync off, on; {a.idle:g}s idle before the off run)",
             "backlog": f"backlog {a.backlog} (fsync off)",
             "relay": f"once: relay {a.relay_n} (burst and at {a.relay_rate:g}/s, fsync off, on)",
-            "hub": f"once: hub against file drop, burst {a.hub_n} and {a.rate_n} at {a.rate:g}/s (fsync off, on)"}
-    print((f"{a.rounds} round(s) of: " + ", ".join(what[x] for x in what if x in only and x not in ("relay", "hub"))
+            "hub": f"once: hub against file drop, burst {a.hub_n} and {a.rate_n} at {a.rate:g}/s (fsync off, on)",
+            "a2a": f"once: A2A SendMessage against the hub's POST, burst {a.hub_n} and {a.rate_n} at "
+                   f"{a.rate:g}/s (fsync off), 1000 streams open"}
+    print((f"{a.rounds} round(s) of: " + ", ".join(what[x] for x in what if x in only and x not in ("relay", "hub", "a2a"))
            + f"; items of about {ITEM_BYTES} bytes" if plan else "")
           + (("; " if plan else "") + what["relay"] if "relay" in only else "")
           + ("; " + what["hub"] if "hub" in only else "")
+          + ("; " + what["a2a"] if "a2a" in only else "")
           + (f"; warm-up up to {a.settle:g}s while creates cost > {a.settle_us:g} us" if a.settle > 0 else ""))
     sys.stdout.flush()
 
     settle = {"us": a.settle_us, "left": a.settle, "dir": cal_dir}
     # tmpfs: creates cost the same whatever was deleted before, no warm-up
     settle_tmpfs = {"us": a.settle_us, "left": 0, "dir": tmpfs_cal}
-    results, runs, relay_rows, hub_rows, relay_dirs = [], [], [], [], []
+    results, runs, relay_rows, hub_rows, relay_dirs, a2a_rows = [], [], [], [], [], []
     failed = False
 
     def on_term(sig, frame):
@@ -242,6 +245,8 @@ def main():
                 failed |= run_relay(a, paths, relay_rows, relay_dirs)
             if "hub" in only:
                 failed |= run_hub(a, paths, hub_rows)
+            if "a2a" in only:
+                failed |= run_a2a(a, paths, a2a_rows)
         except KeyboardInterrupt:
             print("interrupted", file=sys.stderr)
             failed = True
@@ -260,6 +265,10 @@ def main():
         if hub_rows:
             print()
             print(hub_table(a, hub_rows))
+        if a2a_rows:
+            import bench_a2a
+            print()
+            print(bench_a2a.table(a2a_rows, a.rate))
         print()
         print("floor, handoffd: medians over the rounds.  ratio: median of the per-round ratios handoffd/floor;")
         print("better: the direction that is good for handoffd (items/s: higher; times, CPU, memory: lower).")
@@ -286,6 +295,10 @@ def main():
             print("and that of the way in (the hub's, the hubfloor's; none for the drop);")
             print("in: to the item's arrival in handoff/ (the hub's way in; about 0 for the drop), hd: from there")
             print("to the bootstrap (the daemon's part), both seen by inotify watchers in the bench's process.")
+        if a2a_rows:
+            print("a2a: SendMessage (returnImmediately, JSON-RPC) and the hub's POST, 8 keep-alive TLS clients each,")
+            print("fsync off, the same run; latency from the start of the request to the bootstrap; streams:")
+            print("SubscribeToTask streams open at once, the hub's VmRSS and Threads with them, from /proc.")
         sat = [f"{x['prog']} fsync {x['fsync']} round {x['round']}" for x in results if x.get("saturated")]
         if sat:
             print(f"NOTE (*): at {a.rate:g}/s these did not keep up (p50 above the {1000.0 / a.rate:g} ms between "
@@ -305,8 +318,8 @@ def main():
         t = time.monotonic()
         cleanup()
         print(f"total {time.monotonic() - t_all:.1f}s (of which {time.monotonic() - t:.1f}s removing "
-              f"the temp dirs); {sum(1 for x in results + relay_rows + hub_rows if x.get('ok'))}/"
-              f"{len(results) + len(relay_rows) + len(hub_rows)} runs ok")
+              f"the temp dirs); {sum(1 for x in results + relay_rows + hub_rows + a2a_rows if x.get('ok'))}/"
+              f"{len(results) + len(relay_rows) + len(hub_rows) + len(a2a_rows)} runs ok")
     finally:
         cleanup()
     out = {"version": 3, "machine": m,
@@ -315,6 +328,7 @@ def main():
                       "relay_n": a.relay_n, "relay_rate": a.relay_rate, "hub_n": a.hub_n,
                       "tmpfs": a.tmpfs if "burst_tmpfs" in only else None, "strace_n": a.strace_n},
            "figures": rows, "syscalls": sc_rows, "runs": results, "relay": relay_rows, "hub": hub_rows,
+           "a2a": a2a_rows,
            "relay_ratios": [{"figure": w, "ratio": v, "target": t} for w, v, t in relay_ratios(relay_rows)],
            "hub_ratios": [{"figure": w, "ratio": v, "target": t} for w, v, t in hub_ratios(hub_rows)],
            "ok": not failed}

@@ -497,3 +497,28 @@ def run_hub(a, paths, rows):
         print(f"    (file drop and hub, fsync {'on' if fsync else 'off'}: {time.monotonic() - t:.1f}s)")
         sys.stdout.flush()
     return failed
+
+
+def run_a2a(a, paths, rows):
+    """The a2a phase (bench/bench_a2a.py), fsync off: A2A SendMessage
+    (returnImmediately) and the hub's POST in the same run, a burst and a
+    fixed rate; then 1,000 open streams.  True when a run failed."""
+    import bench_a2a
+    t = time.monotonic()
+    failed = False
+    for res in bench_a2a.run(paths["handoffd"], paths["hubd"], a.hub_n, a.rate_n, a.rate,
+                             a.timeout, a.keep):
+        rows.append(res)
+        if res["phase"] == "streams":
+            print(f"  a2a-streams {res['n']}: RSS {fmt(res.get('rss_mb'))} MB, threads "
+                  f"{res.get('threads')} (before {res.get('threads_before')})"
+                  f"{'' if res.get('ok') else '  FAIL'}")
+        else:
+            print(f"  a2a-{res['phase']}-{res['how']:16} {fmt(res.get('throughput')):>8} items/s "
+                  f"p99 {fmt(res.get('lat_p99_ms'))} ms{'' if res.get('ok') else '  FAIL'}")
+        for p in res.get("problems", []):
+            print(f"    problem: {p}")
+        failed |= not res.get("ok")
+    print(f"    (A2A and the hub's POST, fsync off, and the streams: {time.monotonic() - t:.1f}s)")
+    sys.stdout.flush()
+    return failed

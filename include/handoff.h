@@ -417,9 +417,13 @@ int hd_consume(int dirfd, const char *handoff_id, int64_t resume_window_s,
 
 /* A result is the word of the agent that consumed a handoff on what came
  * of it: a document {"type": "handoff-result", "protocol_version": 1,
- * handoff_id, from_agent (the agent), status ("completed" or "failed"),
- * completed_at, and text, data, reason (failed only)}, signed by the
- * agent as a handoff from it would be.  Its canonical bytes, signature
+ * handoff_id, from_agent (the agent), status ("completed", "failed" or
+ * "input_required"), completed_at, and text, data, reason (failed only)},
+ * signed by the
+ * agent as a handoff from it would be.  An input_required result asks
+ * the sender a question (its text, required): the handoff ends there and
+ * the answer comes as a handoff of its own (handoff-hubd(8), A2A
+ * multi-turn).  Its canonical bytes, signature
  * included, are at most HD_RESULT_MAX_SIZE; a reason at most
  * HD_RESULT_REASON_MAX bytes.  Unknown members are refused. */
 #define HD_RESULT_MAX_SIZE (64 * 1024)
@@ -429,6 +433,7 @@ typedef struct hd_result {
         const char *text;       /* what came of it, for a reader (or NULL) */
         const json_t *data;     /* the same as JSON, any value (or NULL) */
         const char *failed;     /* NULL: completed; else why the work failed */
+        const char *input_required;     /* else: a question for the sender (text unset) */
 } hd_result;
 
 /* The signed result document of agent for handoff_id, completed at

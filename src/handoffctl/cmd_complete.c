@@ -29,7 +29,8 @@ static void complete_usage(FILE *f)
 {
         fprintf(f,
                 "Usage: handoffctl complete [-c CONF] --agent NAME [--key FILE] HANDOFF_ID\n"
-                "                           [--text TEXT | --data FILE] [--failed REASON]\n"
+                "                           [--text TEXT | --data FILE]\n"
+                "                           [--failed REASON | --input-required TEXT]\n"
                 "                           [--timeout SECONDS | --no-wait]\n"
                 "\n"
                 "Report what came of a handoff agent NAME consumed: completed, or with\n"
@@ -46,6 +47,10 @@ static void complete_usage(FILE *f)
                 "  -T, --text TEXT        the result as text\n"
                 "  -D, --data FILE        the result as JSON, any value (- : stdin)\n"
                 "  -F, --failed REASON    the work failed, and why\n"
+                "  -I, --input-required TEXT\n"
+                "                         the agent asks the sender TEXT first (A2A:\n"
+                "                         the task is INPUT_REQUIRED; the answer comes\n"
+                "                         as a new handoff of the same task)\n"
                 "  -t, --timeout SECONDS  wait this long for handoffd's word (default %d)\n"
                 "      --no-wait          write it and return\n"
                 "  -h, --help             this text\n"
@@ -93,6 +98,7 @@ int cmd_complete(int argc, char **argv)
                 { "text", required_argument, NULL, 'T' },
                 { "data", required_argument, NULL, 'D' },
                 { "failed", required_argument, NULL, 'F' },
+                { "input-required", required_argument, NULL, 'I' },
                 { "timeout", required_argument, NULL, 't' },
                 { "no-wait", no_argument, NULL, OPT_NO_WAIT },
                 { "help", no_argument, NULL, 'h' },
@@ -112,7 +118,7 @@ int cmd_complete(int argc, char **argv)
         char dir[PATH_MAX], msg[512] = "";
         int c, r;
 
-        while ((c = getopt_long(argc, argv, "c:a:k:T:D:F:t:h", opts, NULL)) >= 0) {
+        while ((c = getopt_long(argc, argv, "c:a:k:T:D:F:I:t:h", opts, NULL)) >= 0) {
                 switch (c) {
                 case 'c': conf = optarg; break;
                 case 'a': agent = optarg; break;
@@ -120,6 +126,7 @@ int cmd_complete(int argc, char **argv)
                 case 'T': res.text = optarg; break;
                 case 'D': data_path = optarg; break;
                 case 'F': res.failed = optarg; break;
+                case 'I': res.input_required = optarg; break;
                 case 't':
                         if (config_parse_duration(optarg, &timeout) < 0 || timeout < 1)
                                 return ctl_fail(CTL_EXIT_USAGE, "complete: --timeout '%s' is not a duration", optarg);
@@ -143,6 +150,11 @@ int cmd_complete(int argc, char **argv)
                 return ctl_fail(CTL_EXIT_USAGE, "complete: --text or --data, not both");
         if (res.failed && utf8_blank(res.failed))
                 return ctl_fail(CTL_EXIT_USAGE, "complete: --failed needs a reason");
+        if (res.input_required && (res.text || res.failed))
+                return ctl_fail(CTL_EXIT_USAGE, "complete: --input-required is the result's "
+                                "text: not with --text or --failed");
+        if (res.input_required && utf8_blank(res.input_required))
+                return ctl_fail(CTL_EXIT_USAGE, "complete: --input-required needs a question");
         if (data_path) {
                 r = load_data(data_path, &data);
                 if (r)

@@ -29,13 +29,18 @@ _printf_(3, 4) static int out_set(struct complete_out *out, int code, const char
         return out->code = code;
 }
 
+const char *complete_status(const hd_result *res)
+{
+        return res->failed ? "failed" : res->input_required ? "input_required" : "completed";
+}
+
 static bool exists_at(int dirfd, const char *name)
 {
         return faccessat(dirfd, name, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
 }
 
 /* The daemon took the result: its refusal, if it wrote one. */
-static int complete_word(int dirfd, const char *id, const char *fname, bool failed,
+static int complete_word(int dirfd, const char *id, const char *fname, const char *status,
                          struct complete_out *out)
 {
         hd_limits lim = { .max_size = 65536 };
@@ -46,7 +51,7 @@ static int complete_word(int dirfd, const char *id, const char *fname, bool fail
         r = hd_load_at(dirfd, fname, &lim, &o, &v);
         if (r == -ENOENT)
                 return out_set(out, CTL_EXIT_OK, "%s %s: handoffd recorded the result", id,
-                               failed ? "failed" : "completed");
+                               status);
         /* read once: the agent's directory is not a log */
         unlinkat(dirfd, fname, 0);
         if (r < 0)
@@ -108,5 +113,5 @@ int complete_run(const char *dir, int dirfd, const char *id, const char *agent,
                 while (r > 0 && read(ifd, buf, sizeof(buf)) > 0)
                         ;
         }
-        return complete_word(dirfd, id, fname, res->failed != NULL, out);
+        return complete_word(dirfd, id, fname, complete_status(res), out);
 }

@@ -29,4 +29,7 @@ int complete_run(const char *dir, int dirfd, const char *id, const char *agent,
                  const hd_result *res, const hd_key *k, bool do_fsync, int64_t timeout_ms,
                  struct complete_out *out);
 
+/* The status res reports: completed, failed or input_required. */
+const char *complete_status(const hd_result *res);
+
 #endif

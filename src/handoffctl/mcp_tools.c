@@ -206,6 +206,7 @@ static int tool_complete(struct mcp *m, const json_t *args, json_t **ret)
                 .text = arg_str(args, "text"),
                 .data = json_object_get(args, "data"),
                 .failed = arg_str(args, "failed"),
+                .input_required = arg_str(args, "input_required"),
         };
         struct complete_out out;
         char text[1024];
@@ -217,6 +218,10 @@ static int tool_complete(struct mcp *m, const json_t *args, json_t **ret)
         }
         if (res.text && res.data) {
                 *ret = tool_error("text or data, not both");
+                return 0;
+        }
+        if (res.input_required && (res.text || res.failed)) {
+                *ret = tool_error("input_required is the question: not with text or failed");
                 return 0;
         }
         if (!m->key) {
@@ -235,9 +240,9 @@ static int tool_complete(struct mcp *m, const json_t *args, json_t **ret)
                 return 0;
         }
         snprintf(text, sizeof(text), "Reported handoff %s as %s; the daemon recorded it "
-                 "(its sender sees it with handoff_status).", id, res.failed ? "failed" : "completed");
+                 "(its sender sees it with handoff_status).", id, complete_status(&res));
         *ret = tool_result(json_pack("{s:s, s:s, s:b}", "handoff_id", id, "status",
-                                     res.failed ? "failed" : "completed", "recorded", 1), text);
+                                     complete_status(&res), "recorded", 1), text);
         return 0;
 }
 
@@ -374,7 +379,7 @@ static const struct mcp_tool mcp_tool_table[] = {
                 "'remote_host':{'type':'string'},'remote_at':{'type':'string'},"
                 "'remote_reason':{'type':'string'},'remote_detail':{'type':'string'},"
                 "'result':{'type':'object','description':'What the agent that consumed it reported (handoff_complete)',"
-                "'properties':{'status':{'type':'string','enum':['completed','failed']},'agent':{'type':'string'},"
+                "'properties':{'status':{'type':'string','enum':['completed','failed','input_required']},'agent':{'type':'string'},"
                 "'completed_at':{'type':'string'},'recorded_at':{'type':'string'},'text':{'type':'string'},"
                 "'data':{'description':'Any JSON value'},'reason':{'type':'string'},'kid':{'type':'string'}},"
                 "'required':['status','agent']}},'required':['handoff_id','status']}",
@@ -392,10 +397,14 @@ static const struct mcp_tool mcp_tool_table[] = {
                 "'text':{'type':'string','description':'The result, in prose'},"
                 "'data':{'description':'The result as JSON, any value (instead of text)'},"
                 "'failed':{'type':'string','minLength':1,'maxLength':1024,"
-                "'description':'The work failed: why (omit when it was done)'}},"
+                "'description':'The work failed: why (omit when it was done)'},"
+                "'input_required':{'type':'string','minLength':1,"
+                "'description':'A question for the sender, asked before the work goes on "
+                "(instead of text); the answer comes as a new handoff of the same task'}},"
                 "'required':['handoff_id'],'additionalProperties':false}",
                 "{'type':'object','properties':{'handoff_id':{'type':'string'},"
-                "'status':{'type':'string','enum':['completed','failed']},'recorded':{'type':'boolean'}},"
+                "'status':{'type':'string','enum':['completed','failed','input_required']},"
+                "'recorded':{'type':'boolean'}},"
                 "'required':['handoff_id','status','recorded']}",
                 tool_complete,
         },

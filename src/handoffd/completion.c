@@ -330,7 +330,7 @@ static int take_locked(struct spool *sp, struct agent_rt *a, const char *id, con
                 (void) store_boot_drop(sp, a, fname);   /* an earlier try's */
         if (!strcmp(status, "failed"))
                 sp->st.failed++;
-        else
+        else if (strcmp(status, "input_required"))      /* a question: not an end */
                 sp->st.completed++;
         log_decision(LOG_INFO, id, agent, status, NULL, "Result of %s from %s: %s", id, agent,
                      status);

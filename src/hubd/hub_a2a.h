@@ -113,13 +113,22 @@ struct a2a_kept;
  * in metadata): 0 with *ret; -ENOENT when the spool no longer holds it.
  * One the daemon rejected has its document removed (a2a_kept_rejected()). */
 int a2a_task_lookup(struct hub *h, const char *agent, const struct a2a_kept *t, json_t **ret);
+/* a2a_task_lookup() with its history of messages (the last history of
+ * them; 0: none) in the task, and with ret_hist its events (as
+ * a2a_task_history() has them, numbered through every turn). */
+int a2a_task_lookup_full(struct hub *h, const char *agent, const struct a2a_kept *t,
+                         int64_t history, json_t **ret, json_t **ret_hist);
+/* Whether state is INPUT_REQUIRED: a task that takes a message. */
+bool a2a_state_asks(const char *state);
 /* Terminal (COMPLETED, FAILED, CANCELED, REJECTED) or interrupted
  * (INPUT_REQUIRED, AUTH_REQUIRED): where a blocking send answers and a
  * stream ends. */
 bool a2a_state_final(const char *state);
-/* The events of task (hub_a2a_task.c's comment), in order, as A2A 1.0's
- * StreamResponse: statusUpdate or artifactUpdate, the i-th (from 0) of
- * generation i + 1 in its metadata.  NULL when out of memory. */
+/* The events of a task of one turn (hub_a2a_task.c's comment), in order,
+ * as A2A 1.0's StreamResponse: statusUpdate or artifactUpdate, the i-th
+ * (from 0) of generation i + 1 in its metadata.  NULL when out of
+ * memory.  A task of several turns has its events from
+ * a2a_task_lookup_full(). */
 json_t *a2a_task_history(const json_t *task);
 /* The generation of task (its history's length) into its metadata. */
 int a2a_task_number(json_t *task);
@@ -131,9 +140,15 @@ json_t *a2a_task_at(const json_t *task, const json_t *history, size_t gen);
 #define A2A_EXT_GENERATION "urn:handoffd:a2a:generation:1"
 
 /* ---- hub_a2a_kept.c ---- */
-/* A task as the index keeps it: what GetTask and ListTasks need. */
+/* A task as the index keeps it: what GetTask and ListTasks need.  A
+ * task of several turns (an agent asked for input, its sender answered)
+ * has an entry per turn, each a handoff of its own: the first is the
+ * task's (its id the task's), each later one names it in task. */
 struct a2a_kept {
         char id[A2A_ID_MAX + 1];
+        char task[A2A_ID_MAX + 1];      /* a later turn: the task's id; else "" */
+        char last[A2A_ID_MAX + 1];      /* the first: its latest turn's id */
+        unsigned turns;                 /* the first: how many turns, itself too */
         char to[A2A_AGENT_MAX + 1];
         char ctx[A2A_CTX_MAX + 1];
         struct timespec mtime;  /* of its document: the order of ListTasks */
@@ -148,8 +163,12 @@ int a2a_kept_dir(struct hub *h, const char *agent, bool create, int *ret);
  * ret_body), -ENOENT, or -errno. */
 int a2a_kept_read(struct hub *h, const char *agent, const char *id, json_t **ret_doc,
                   char **ret_body, size_t *ret_len);
-/* agent's task id from the index: 0 with *ret, or -ENOENT. */
+/* agent's entry id from the index (a task or a turn): 0 with *ret, or -ENOENT. */
 int a2a_kept_get(const char *agent, const char *id, struct a2a_kept *ret);
+/* agent's task id (its first turn) from the index: 0 with *ret, or -ENOENT. */
+int a2a_kept_task(const char *agent, const char *id, struct a2a_kept *ret);
+/* The turns of agent's task id, oldest first: a malloc'ed copy. */
+int a2a_kept_turns(const char *agent, const char *id, struct a2a_kept **ret, size_t *ret_n);
 /* Keep doc (its bytes body) as agent's task id, file and index entry:
  * 0, -EDQUOT (agent at [hub] a2a_kept_max_items or _bytes), -errno. */
 int a2a_kept_write(struct hub *h, const char *agent, const char *id, const json_t *doc,
@@ -159,8 +178,8 @@ void a2a_kept_remove(struct hub *h, const char *agent, const char *id);
 /* Rejected by the daemon: the file gone (a retry makes it anew), the
  * entry kept to answer GetTask. */
 void a2a_kept_rejected(struct hub *h, const char *agent, const char *id);
-/* agent's tasks to to (of context ctx, unless NULL), newest first: a
- * malloc'ed copy. */
+/* agent's tasks to to (of context ctx, unless NULL), newest first, their
+ * later turns left out: a malloc'ed copy. */
 int a2a_kept_list(const char *agent, const char *to, const char *ctx, struct a2a_kept **ret,
                   size_t *ret_n);
 /* Whether a task of another sender than agent has context ctx. */

@@ -5,7 +5,8 @@
  *
  * Beside them, in memory, the index the methods answer from: per
  * sending agent its tasks (id, target, contextId, when, size), oldest
- * first.  It is built once at start (one parse of each document) and
+ * first, and the later turns of a task of several (a document whose
+ * payload names the task, taskId, that it continues).  It is built once at start (one parse of each document) and
  * changed with every write and removal, so GetTask and ListTasks read
  * no document, and each token's count and bytes are known at once.
  *
@@ -102,6 +103,24 @@ static ssize_t task_find(const struct kept_sender *s, const char *id)
         return -1;
 }
 
+/* The turns of task first counted again, and its latest named. */
+static void turns_count(struct kept_sender *s, const char *first)
+{
+        ssize_t f = task_find(s, first);
+        struct a2a_kept *t;
+
+        if (f < 0)
+                return;
+        t = &s->v[f];
+        t->turns = 1;
+        snprintf(t->last, sizeof(t->last), "%s", t->id);
+        for (size_t i = (size_t)f + 1; i < s->n; i++)
+                if (!strcmp(s->v[i].task, first)) {
+                        t->turns++;
+                        snprintf(t->last, sizeof(t->last), "%s", s->v[i].id);
+                }
+}
+
 /* Into s at its place (new ones are the newest: at the end). */
 static int task_add(struct kept_sender *s, const struct a2a_kept *t)
 {
@@ -124,30 +143,43 @@ static int task_add(struct kept_sender *s, const struct a2a_kept *t)
                 s->files++;
                 s->bytes += t->size;
         }
+        if (t->task[0])
+                turns_count(s, t->task);
         return 0;
 }
 
 static void task_del(struct kept_sender *s, size_t i)
 {
+        char first[A2A_ID_MAX + 1];
+
+        snprintf(first, sizeof(first), "%s", s->v[i].task);
         if (s->v[i].on_disk) {
                 s->files--;
                 s->bytes -= s->v[i].size;
         }
         memmove(&s->v[i], &s->v[i + 1], (s->n - i - 1) * sizeof(s->v[0]));
         s->n--;
+        if (first[0])
+                turns_count(s, first);
 }
 
-/* What of doc the index keeps: its target and contextId. */
+/* What of doc the index keeps: its target, contextId, and the task it
+ * continues (payload.taskId), if any. */
 static int task_of_doc(const json_t *doc, const char *id, const struct stat *st,
                        struct a2a_kept *ret)
 {
         const char *to = a2a_str(doc, "to_agent");
         const char *ctx = a2a_str(json_object_get(doc, "payload"), "contextId") ?: "";
+        const char *task = a2a_str(json_object_get(doc, "payload"), "taskId") ?: "";
 
-        if (!to || !hd_agent_valid(to) || !hd_id_valid(id) || strlen(ctx) >= sizeof(ret->ctx))
+        if (!to || !hd_agent_valid(to) || !hd_id_valid(id) || strlen(ctx) >= sizeof(ret->ctx) ||
+            (*task && (!hd_id_valid(task) || !strcmp(task, id))))
                 return -EINVAL;
         memset(ret, 0, sizeof(*ret));
         snprintf(ret->id, sizeof(ret->id), "%s", id);
+        snprintf(ret->task, sizeof(ret->task), "%s", task);
+        snprintf(ret->last, sizeof(ret->last), "%s", id);
+        ret->turns = 1;
         snprintf(ret->to, sizeof(ret->to), "%s", to);
         snprintf(ret->ctx, sizeof(ret->ctx), "%s", ctx);
         ret->mtime = st->st_mtim;
@@ -259,6 +291,10 @@ static int load_agent(struct hub *h, int top, const char *agent, size_t *ret_n)
                         (*ret_n)++;
         }
         closedir(d);
+        /* a later turn read before its first */
+        for (size_t i = 0; r == 0 && s && i < s->n; i++)
+                if (!s->v[i].task[0])
+                        turns_count(s, s->v[i].id);
         return r;
 }
 
@@ -349,6 +385,40 @@ int a2a_kept_get(const char *agent, const char *id, struct a2a_kept *ret)
         }
         pthread_mutex_unlock(&kept.lock);
         return r;
+}
+
+int a2a_kept_task(const char *agent, const char *id, struct a2a_kept *ret)
+{
+        int r = a2a_kept_get(agent, id, ret);
+
+        return r == 0 && ret->task[0] ? -ENOENT : r;
+}
+
+int a2a_kept_turns(const char *agent, const char *id, struct a2a_kept **ret, size_t *ret_n)
+{
+        _cleanup_free_ struct a2a_kept *v = NULL;
+        struct kept_sender *s;
+        ssize_t f = -1;
+        size_t n = 0;
+        int r = 0;
+
+        pthread_mutex_lock(&kept.lock);
+        s = sender_get(agent, false);
+        if (s)
+                f = task_find(s, id);
+        if (f < 0)
+                r = -ENOENT;
+        else if (!(v = malloc(s->v[f].turns * sizeof(*v))))
+                r = -ENOMEM;
+        for (size_t i = r == 0 ? (size_t)f : 0; r == 0 && i < s->n && n < s->v[f].turns; i++)
+                if (i == (size_t)f || !strcmp(s->v[i].task, id))
+                        v[n++] = s->v[i];
+        pthread_mutex_unlock(&kept.lock);
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(v);
+        *ret_n = n;
+        return 0;
 }
 
 /* Whether agent may keep one more document of len bytes. */
@@ -456,7 +526,8 @@ int a2a_kept_list(const char *agent, const char *to, const char *ctx, struct a2a
         if (s && s->n && !(v = malloc(s->n * sizeof(*v))))
                 r = -ENOMEM;
         for (size_t i = s && v ? s->n : 0; i-- > 0;)
-                if (!strcmp(s->v[i].to, to) && (!ctx || !strcmp(s->v[i].ctx, ctx)))
+                if (!s->v[i].task[0] && !strcmp(s->v[i].to, to) &&
+                    (!ctx || !strcmp(s->v[i].ctx, ctx)))
                         v[n++] = s->v[i];
         pthread_mutex_unlock(&kept.lock);
         if (r < 0)

@@ -69,6 +69,24 @@ static int send_drop(struct a2a_call *c, const char *body, size_t len, json_t **
         return pa.status == 503 ? -EAGAIN : 0;
 }
 
+/* The history a send's answer holds (configuration.historyLength, A2A
+ * 1.0 section 3.2.4: unset, all of it; 0, none): task's again, looked up
+ * with it, when it has a history. */
+static int send_history(struct a2a_call *c, int64_t history, json_t **task)
+{
+        const char *id = a2a_str(*task, "id");
+        json_t *full = NULL;
+        struct a2a_kept t;
+
+        if (history == 0 || !id || a2a_kept_task(c->agent, id, &t) < 0)
+                return 0;
+        if (a2a_task_lookup_full(c->h, c->agent, &t, history, &full, NULL) < 0)
+                return 0;       /* the task as it was looked up stands */
+        json_decref(*task);
+        *task = full;
+        return 0;
+}
+
 static int send_answer(struct a2a_call *c, json_t *task)
 {
         /* configuration.taskPushNotificationConfig kept, its first
@@ -87,9 +105,10 @@ static int send_answer(struct a2a_call *c, json_t *task)
  * event naming its id in claimed/, archive/, rejected/), or until
  * [hub] a2a_block_max has passed; then the task as it is. */
 struct block_wait {
-        struct hub_wait w;              /* w.name: the task's id */
+        struct hub_wait w;              /* w.name: the id of the task's latest turn */
         json_t *jid;
         struct a2a_kept kept;
+        int64_t history;                /* configuration.historyLength */
 };
 
 static bool block_look(struct hub *h, struct hub_wait *w)
@@ -110,7 +129,7 @@ static int block_finish(struct hub *h, struct hub_wait *w, struct hub_answer *a)
         json_t *task = NULL;
         int r;
 
-        r = a2a_task_lookup(h, w->agent, &bw->kept, &task);
+        r = a2a_task_lookup_full(h, w->agent, &bw->kept, bw->history, &task, NULL);
         if (r == -ENOENT)
                 return a2a_call_error(&call, A2A_TASK_NOT_FOUND, "the spool no longer holds the task");
         if (r < 0)
@@ -137,16 +156,21 @@ enum send_mode {
         SEND_STREAM,
 };
 
-/* The answer to a send whose task is task (taken), of id: as mode says. */
-static int send_settle(struct a2a_call *c, const char *id, json_t *task, enum send_mode mode)
+/* The answer to a send whose task is task (taken), of id: as mode says;
+ * history: configuration.historyLength. */
+static int send_settle(struct a2a_call *c, const char *id, json_t *task, enum send_mode mode,
+                       int64_t history)
 {
         const char *st = a2a_str(json_object_get(task, "status"), "state") ?: "";
         struct block_wait *bw;
         struct a2a_kept kept;
 
-        if (mode == SEND_RETURN || (mode == SEND_BLOCK && a2a_state_final(st)))
+        if (mode == SEND_RETURN || (mode == SEND_BLOCK && a2a_state_final(st))) {
+                if (history != 0 && !json_object_get(task, "history"))
+                        (void)send_history(c, history, &task);
                 return send_answer(c, task);
-        if (a2a_kept_get(c->agent, id, &kept) < 0) {
+        }
+        if (a2a_kept_task(c->agent, id, &kept) < 0) {
                 /* refused at the drop, or rejected: it has ended */
                 if (mode == SEND_STREAM)
                         return a2a_stream_task_once(c, task);
@@ -164,7 +188,8 @@ static int send_settle(struct a2a_call *c, const char *id, json_t *task, enum se
                 return -ENOMEM;
         bw->w.ops = &block_ops;
         snprintf(bw->w.agent, sizeof(bw->w.agent), "%s", c->agent);
-        snprintf(bw->w.name, sizeof(bw->w.name), "%s", id);
+        snprintf(bw->w.name, sizeof(bw->w.name), "%s", kept.last);
+        bw->history = history;
         bw->w.name_in = true;
         bw->w.dirs = HUB_WAIT_DIRS_ITEM;
         bw->w.deadline = mono_usec() + c->h->cfg->hub.a2a_block_max * 1000000;
@@ -193,7 +218,7 @@ static int send_rejected(struct a2a_call *c, const char *id, const char *ctx, co
  * (only the sender's token knows its tasks, at their target's endpoint). */
 static int task_get(struct a2a_call *c, const char *id, struct a2a_kept *ret)
 {
-        int r = a2a_kept_get(c->agent, id, ret);
+        int r = a2a_kept_task(c->agent, id, ret);
 
         return r == 0 && strcmp(ret->to, c->name) ? -ENOENT : r;
 }
@@ -219,13 +244,18 @@ static int int32_param(const json_t *params, const char *key, int64_t min, int64
         return 0;
 }
 
-/* historyLength (GetTask, ListTasks): unset, or 0 and up (A2A 1.0
- * section 3.2.4).  The hub keeps no history: any such limit is met. */
-static bool history_length_ok(const json_t *params)
+/* historyLength (GetTask, ListTasks, SendMessage's configuration): unset
+ * (into *ret: none), or 0 and up (A2A 1.0 section 3.2.4).  Whether it is
+ * one. */
+static bool history_length_ok(const json_t *params, int64_t none, int64_t *ret)
 {
-        int64_t n;
+        int64_t n = none;
 
-        return int32_param(params, "historyLength", 0, INT32_MAX, &n) == 0;
+        if (int32_param(params, "historyLength", 0, INT32_MAX, &n) < 0)
+                return false;
+        if (ret)
+                *ret = n;
+        return true;
 }
 
 bool a2a_state_terminal(const char *s)
@@ -234,35 +264,93 @@ bool a2a_state_terminal(const char *s)
                !strcmp(s, "TASK_STATE_CANCELED") || !strcmp(s, "TASK_STATE_REJECTED");
 }
 
-/* A message naming a task (taskId): A2A 1.0 section 3.4.2 wants an
- * existing one, else TaskNotFoundError.  Each message here is a
- * handoff of its own and continues none: one that exists gets
- * UnsupportedOperationError, which says whether it has ended. */
-static int send_to_task(struct a2a_call *c, const json_t *tid)
+/* A message naming a task (taskId), A2A 1.0 section 3.4.2: an existing
+ * one, else TaskNotFoundError; its contextId, when the message has one.
+ * 1 with the task's entry in *ret, or 0 with the error answered. */
+static int turn_task(struct a2a_call *c, const json_t *tid, struct a2a_kept *ret)
 {
-        _cleanup_json_ json_t *task = NULL;
-        const char *id = json_string_value(tid), *st;
-        struct a2a_kept t;
-        char msg[256];
+        const char *id = json_string_value(tid);
+        const char *ctx = a2a_str(json_object_get(c->params, "message"), "contextId");
         int r;
 
         if (!id)
                 return a2a_call_error(c, RPC_INVALID_PARAMS, "params.message.taskId is not a string");
-        r = task_get(c, id, &t);
-        if (r == 0)
-                r = a2a_task_lookup(c->h, c->agent, &t, &task);
+        r = task_get(c, id, ret);
         if (r == -ENOENT)
                 return a2a_call_error(c, A2A_TASK_NOT_FOUND,
                                       "params.message.taskId: no such task for this token");
         if (r < 0)
                 return a2a_call_internal(c, "SendMessage", r);
+        if (ctx && strcmp(ctx, ret->ctx))
+                return a2a_call_error(c, RPC_INVALID_PARAMS, "params.message.contextId is not "
+                                      "the context of the task it names (taskId)");
+        /* the next turn goes as a handoff of its own: a server behind a
+         * [remote] would take it for a new task */
+        if (!config_agent(c->h->cfg, c->name))
+                return a2a_call_error(c, A2A_UNSUPPORTED, "continuing a task (taskId) of an "
+                                      "agent served by another host is not supported here");
+        return 1;
+}
+
+/* Whether task t takes a message now: 1, when its agent asks for input
+ * (INPUT_REQUIRED); else 0 with the error answered (ended, or still at
+ * work: UnsupportedOperationError), or -errno. */
+static int turn_open(struct a2a_call *c, const struct a2a_kept *t)
+{
+        _cleanup_json_ json_t *task = NULL;
+        const char *st;
+        char msg[256];
+        int r;
+
+        r = a2a_task_lookup(c->h, c->agent, t, &task);
+        if (r == -ENOENT)
+                return a2a_call_error(c, A2A_TASK_NOT_FOUND,
+                                      "params.message.taskId: the spool no longer holds the task");
+        if (r < 0)
+                return r;
         st = a2a_str(json_object_get(task, "status"), "state") ?: "";
+        if (a2a_state_asks(st))
+                return 1;
         if (a2a_state_terminal(st))
                 snprintf(msg, sizeof(msg), "the task has ended (%s): it takes no more messages", st);
         else
-                snprintf(msg, sizeof(msg), "a message continuing a task (taskId) is not "
-                         "supported: each message is a handoff of its own");
+                snprintf(msg, sizeof(msg), "the task is %s: it takes a message when its agent "
+                         "asks for input (TASK_STATE_INPUT_REQUIRED)", st);
         return a2a_call_error(c, A2A_UNSUPPORTED, msg);
+}
+
+/* Both locks of a turn (its own id's, its task's), in one order. */
+static void turn_lock(pthread_mutex_t *a, pthread_mutex_t *b)
+{
+        if (a == b || !b) {
+                pthread_mutex_lock(a);
+                return;
+        }
+        pthread_mutex_lock(a < b ? a : b);
+        pthread_mutex_lock(a < b ? b : a);
+}
+
+static void turn_unlock(pthread_mutex_t *a, pthread_mutex_t *b)
+{
+        if (b && b != a)
+                pthread_mutex_unlock(b);
+        pthread_mutex_unlock(a);
+}
+
+/* The task of a send that continued task tk: as it is now, all turns. */
+static int turn_answer(struct a2a_call *c, const struct a2a_kept *tk, enum send_mode mode,
+                       int64_t history)
+{
+        json_t *task = NULL;
+        struct a2a_kept t;
+        int r;
+
+        r = a2a_kept_task(c->agent, tk->id, &t);
+        if (r == 0)
+                r = a2a_task_lookup(c->h, c->agent, &t, &task);
+        if (r < 0)
+                return a2a_call_internal(c, "SendMessage", r);
+        return send_settle(c, t.id, task, mode, history);
 }
 
 /* Whether payload p is the one kept (a retry) or another message under
@@ -287,13 +375,16 @@ static int send_message(struct a2a_call *c, enum send_mode mode)
         _cleanup_json_ json_t *p = NULL, *kept = NULL, *refusal = NULL, *task = NULL, *doc = NULL;
         _cleanup_free_ char *body = NULL;
         const json_t *msg = json_object_get(c->params, "message");
+        const json_t *tid = json_object_get(msg, "taskId");
+        const json_t *conf = json_object_get(c->params, "configuration");
         const char *mid = a2a_str(msg, "messageId"), *ctx, *role;
         const hd_key *k = config_key_lookup((void *)c->h->cfg, NULL, c->agent);
         const hd_limits lim = { .max_size = c->h->cfg->max_file_size };
         char id[64], ctx_new[64], emsg[A2A_CTX_MAX + 160];
         enum a2a_msg_verdict kind;
-        struct a2a_kept t;
-        pthread_mutex_t *lk;
+        struct a2a_kept t, tk;
+        pthread_mutex_t *lk, *tlk = NULL;
+        int64_t history;
         unsigned retry;
         size_t len = 0;
         bool same;
@@ -305,8 +396,12 @@ static int send_message(struct a2a_call *c, enum send_mode mode)
                 return hub_a2a_limited(c->a, c->id, retry, false);
         if (!mid || !*mid)
                 return a2a_call_error(c, RPC_INVALID_PARAMS, "params.message.messageId is required");
-        if (json_object_get(msg, "taskId"))
-                return send_to_task(c, json_object_get(msg, "taskId"));
+        if (!history_length_ok(conf, INT32_MAX, &history))
+                return a2a_call_error(c, RPC_INVALID_PARAMS, "params.configuration.historyLength "
+                                      "is an integer of 0 or more");
+        /* an answer to its agent's question: the next turn of that task */
+        if (tid && (r = turn_task(c, tid, &tk)) != 1)
+                return r;
         /* the key the daemon checks this agent with signs, and keys the
          * task id (payload_a2a.h): the daemon refuses an a2a- id that is
          * not its document's own */
@@ -317,15 +412,14 @@ static int send_message(struct a2a_call *c, enum send_mode mode)
         r = payload_a2a_task_id(k, c->agent, c->name, mid, id, sizeof(id));
         if (r < 0)
                 return a2a_call_internal(c, "SendMessage", r);
-        /* a context of its own when the client names none, the same on a retry */
+        /* a context of its own when the client names none, the same on a
+         * retry; a later turn's is its task's */
         snprintf(ctx_new, sizeof(ctx_new), "ctx-%s", id + 4);
-        r = a2a_message_payload(msg, ctx_new, &p, &kind, &v);
+        r = a2a_message_payload(msg, tid ? tk.ctx : ctx_new, &p, &kind, &v);
         if (r < 0)
                 return a2a_call_internal(c, "SendMessage", r);
         if (kind == A2A_MSG_CONTENT_UNSUPPORTED)
                 return a2a_call_error(c, A2A_CONTENT_TYPE, v.detail);
-        if (kind == A2A_MSG_TASK_UNSUPPORTED)
-                return a2a_call_error(c, A2A_UNSUPPORTED, v.detail);
         if (kind != A2A_MSG_OK)
                 return a2a_call_error(c, RPC_INVALID_PARAMS, v.detail);
         /* REQUIRED in A2A 1.0's Message (a2a.proto: role) */
@@ -347,8 +441,11 @@ static int send_message(struct a2a_call *c, enum send_mode mode)
                                      "no agent of that name is served here or reachable "
                                      "through a [remote]", mode);
 
+        /* a turn holds its task's lock too: one turn of a task at a time */
         lk = a2a_lock(id);
-        pthread_mutex_lock(lk);
+        if (tid)
+                tlk = a2a_lock(tk.id);
+        turn_lock(lk, tlk);
         r = a2a_kept_get(c->agent, id, &t);
         if (r == 0 && t.on_disk)
                 r = a2a_kept_read(c->h, c->agent, id, &kept, &body, &len);
@@ -359,26 +456,39 @@ static int send_message(struct a2a_call *c, enum send_mode mode)
         if (r == 0 && !same) {
                 /* a messageId names one message: another one under it
                  * would be answered with the first one's task */
-                pthread_mutex_unlock(lk);
+                turn_unlock(lk, tlk);
                 hub_log("a2a: %s from %s to %s refused: its messageId came again with "
                         "another message", id, c->agent, c->name);
                 snprintf(emsg, sizeof(emsg), "messageId '%s' was sent already with another "
-                         "message (task %s): a new message needs a new messageId", mid, id);
+                         "message (task %s): a new message needs a new messageId", mid,
+                         t.task[0] ? t.task : id);
                 return a2a_call_error(c, RPC_INVALID_PARAMS, emsg);
         }
         if (r == 0) {
                 /* a retry: the task as it is, or its bytes dropped again
                  * when the spool does not know them (a crash in between) */
                 t.on_disk = false;      /* the spool's word only */
+                unsigned turns = t.turns;
+                t.turns = 1;            /* this turn's bytes alone */
                 r = a2a_task_lookup(c->h, c->agent, &t, &task);
                 if (r == 0) {
-                        pthread_mutex_unlock(lk);
-                        return send_settle(c, id, TAKE_PTR(task), mode);
+                        turn_unlock(lk, tlk);
+                        /* answered with the task, every turn of it */
+                        if (tid)
+                                return turn_answer(c, &tk, mode, history);
+                        if (turns > 1)
+                                return turn_answer(c, &t, mode, history);
+                        return send_settle(c, id, TAKE_PTR(task), mode, history);
                 }
                 if (r != -ENOENT)
                         goto fail;
                 ctx = a2a_str(json_object_get(kept, "payload"), "contextId");
         } else if (r == -ENOENT) {
+                /* a new turn only while the agent asks for input */
+                if (tid && (r = turn_open(c, &tk)) != 1) {
+                        turn_unlock(lk, tlk);
+                        return r < 0 ? a2a_call_internal(c, "SendMessage", r) : 0;
+                }
                 r = send_build(c, k, id, p, &body, &len);
                 if (r == 0)
                         r = hd_parse(body, len, &lim, &doc, &v);
@@ -387,7 +497,7 @@ static int send_message(struct a2a_call *c, enum send_mode mode)
                 if (r == 0)
                         r = a2a_kept_write(c->h, c->agent, id, doc, body, len);
                 if (r == -EDQUOT) {
-                        pthread_mutex_unlock(lk);
+                        turn_unlock(lk, tlk);
                         hub_log("a2a: %s from %s to %s refused: the token keeps "
                                 "a2a_kept_max_items or a2a_kept_max_bytes already", id,
                                 c->agent, c->name);
@@ -404,19 +514,38 @@ static int send_message(struct a2a_call *c, enum send_mode mode)
         r = send_drop(c, body, len, &refusal);
         if (r == 0)
                 a2a_kept_remove(c->h, c->agent, id);
-        pthread_mutex_unlock(lk);
+        turn_unlock(lk, tlk);
         if (r < 0)
                 return a2a_call_internal(c, "SendMessage: dropping into the spool", r);
+        if (r == 0 && tid) {
+                /* the task stands as it was, still asking */
+                snprintf(emsg, sizeof(emsg), "the spool refused the answer: %.64s: %.200s",
+                         a2a_str(refusal, "reason") ?: "rejected",
+                         a2a_str(refusal, "detail") ?: "");
+                return a2a_call_error(c, RPC_INTERNAL, emsg);
+        }
         if (r == 0)
                 return send_rejected(c, id, ctx, a2a_str(refusal, "reason") ?: "rejected",
                                      a2a_str(refusal, "detail"), mode);
+        if (tid) {
+                hub_log("a2a: %s from %s to %s accepted: turn of task %s (message %.64s)", id,
+                        c->agent, c->name, tk.id, mid);
+                return turn_answer(c, &tk, mode, history);
+        }
         hub_log("a2a: %s from %s to %s accepted (message %.64s)", id, c->agent, c->name, mid);
         task = a2a_task_new(id, ctx, "TASK_STATE_SUBMITTED", "pending", NULL, NULL, NULL);
         if (!task || a2a_task_number(task) < 0)
                 return -ENOMEM;
-        return send_settle(c, id, TAKE_PTR(task), mode);
+        /* its history: the one message */
+        if (history > 0) {
+                json_t *m = json_deep_copy(p);
+                if (!m || json_object_set_new(m, "taskId", json_string(id)) < 0 ||
+                    json_object_set_new(task, "history", json_pack("[o]", m)) < 0)
+                        return -ENOMEM;
+        }
+        return send_settle(c, id, TAKE_PTR(task), mode, history);
 fail:
-        pthread_mutex_unlock(lk);
+        turn_unlock(lk, tlk);
         return a2a_call_internal(c, "SendMessage", r);
 }
 
@@ -447,16 +576,18 @@ int a2a_get_task(struct a2a_call *c)
         _cleanup_json_ json_t *task = NULL;
         const char *id = a2a_str(c->params, "id");
         struct a2a_kept t;
+        int64_t history;
         int r;
 
         if (!id)
                 return a2a_call_error(c, RPC_INVALID_PARAMS, "params.id is required");
-        if (!history_length_ok(c->params))
+        /* A2A 1.0 section 3.2.4: unset, the whole history */
+        if (!history_length_ok(c->params, INT32_MAX, &history))
                 return a2a_call_error(c, RPC_INVALID_PARAMS,
                                       "params.historyLength is an integer of 0 or more");
         r = task_get(c, id, &t);
         if (r == 0)
-                r = a2a_task_lookup(c->h, c->agent, &t, &task);
+                r = a2a_task_lookup_full(c->h, c->agent, &t, history, &task, NULL);
         if (r == -ENOENT)
                 return a2a_call_error(c, A2A_TASK_NOT_FOUND, "no such task for this token");
         if (r < 0)
@@ -679,7 +810,7 @@ int a2a_list_tasks(struct a2a_call *c)
         const json_t *after_j = json_object_get(c->params, "statusTimestampAfter");
         const char *ctx = a2a_str(c->params, "contextId"), *status = a2a_str(c->params, "status");
         const char *tok = a2a_str(c->params, "pageToken");
-        int64_t page = A2A_PAGE_DEFAULT, skip = 0, matched = 0, after = INT64_MIN;
+        int64_t page = A2A_PAGE_DEFAULT, skip = 0, matched = 0, after = INT64_MIN, history;
         bool filtered, with_artifacts = json_is_true(ia);
         size_t n = 0, i;
         char next[32] = "";
@@ -692,7 +823,8 @@ int a2a_list_tasks(struct a2a_call *c)
         if ((json_object_get(c->params, "contextId") && !ctx) ||
             (json_object_get(c->params, "status") && !status))
                 return a2a_call_error(c, RPC_INVALID_PARAMS, "params.contextId and status are strings");
-        if (!history_length_ok(c->params))
+        /* unset: none, since a page would read each task's documents */
+        if (!history_length_ok(c->params, 0, &history))
                 return a2a_call_error(c, RPC_INVALID_PARAMS,
                                       "params.historyLength is an integer of 0 or more");
         if (ia && !json_is_boolean(ia))
@@ -735,6 +867,17 @@ int a2a_list_tasks(struct a2a_call *c)
                         json_object_del(task, "artifacts");
                 else if (on_page && !json_object_get(task, "artifacts"))
                         json_object_set_new(task, "artifacts", json_array());
+                if (on_page && history > 0) {
+                        json_t *full = NULL;
+                        if (a2a_task_lookup_full(c->h, c->agent, &v[i], history, &full, NULL) == 0) {
+                                if (!with_artifacts)
+                                        json_object_del(full, "artifacts");
+                                else if (!json_object_get(full, "artifacts"))
+                                        json_object_set_new(full, "artifacts", json_array());
+                                json_decref(task);
+                                task = full;
+                        }
+                }
                 if (on_page)
                         json_array_append(tasks, task);
                 matched++;

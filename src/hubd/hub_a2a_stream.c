@@ -24,7 +24,7 @@
 #define STREAM_KEEPALIVE_USEC (15 * 1000000LL)
 
 struct a2a_stream {
-        struct hub_wait w;              /* w.name: the task's id */
+        struct hub_wait w;              /* w.name: the id of the task's latest turn */
         json_t *jid;                    /* the call's id, in each event */
         struct a2a_kept kept;           /* the task, from the index */
         json_t *once;                   /* a task that ended at the send: it alone */
@@ -100,11 +100,12 @@ static int stream_fill(struct hub *h, struct a2a_stream *s)
         size_t n;
         int r;
 
-        if (s->once)
+        if (s->once) {
                 task = json_incref(s->once);
-        else if ((r = a2a_task_lookup(h, s->w.agent, &s->kept, &task)) < 0)
+                hist = a2a_task_history(task);
+        } else if ((r = a2a_task_lookup_full(h, s->w.agent, &s->kept, 0, &task, &hist)) < 0) {
                 return r;
-        hist = a2a_task_history(task);
+        }
         if (!hist)
                 return -ENOMEM;
         n = json_array_size(hist);
@@ -229,7 +230,8 @@ int a2a_stream_open(struct a2a_call *c, const struct a2a_kept *kept, int64_t fro
 
         if (!s)
                 return -ENOMEM;
-        snprintf(s->w.name, sizeof(s->w.name), "%s", kept->id);
+        /* the events that concern it name its latest turn */
+        snprintf(s->w.name, sizeof(s->w.name), "%s", kept->last);
         s->kept = *kept;
         s->from = from;
         c->a->status = 200;
@@ -266,7 +268,7 @@ int a2a_subscribe_to_task(struct a2a_call *c)
                 return 0;
         (void)a2a_stream_from(c, &from);
         /* only the sender's token knows its tasks, at their target's endpoint */
-        r = a2a_kept_get(c->agent, id, &kept);
+        r = a2a_kept_task(c->agent, id, &kept);
         if (r == 0 && strcmp(kept.to, c->name))
                 r = -ENOENT;
         if (r == 0)

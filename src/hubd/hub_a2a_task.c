@@ -1,6 +1,10 @@
 /* A2A tasks: the Task of a handoff as the
  * spool holds it (items_status()), the result its agent reported being
- * the task's artifact.  The hub keeps no task state of its own.
+ * the task's artifact.  The hub keeps no task state of its own.  A task
+ * whose agent asked for input (a result input_required) and whose sender
+ * answered has a handoff a turn: its state is its last turn's, its
+ * events those of each turn in order, its history each turn's messages,
+ * the sender's (kept in a2a.d) and the agent's (its question).
  *
  * Nor does it keep a task's events: they follow from its state, since
  * a handoff moves one way (handoff/, claimed/, archive/, its result
@@ -140,22 +144,54 @@ static json_t *result_artifact(const char *id, const json_t *res)
                          "completedAt", a2a_str(res, "completed_at") ?: "");
 }
 
-/* The task of a result: COMPLETED, or FAILED with the agent's reason; its
- * words, if any, the artifact. */
+/* The agent's question of an input_required result res of turn id: a
+ * Message, its text and its data, if any. */
+static json_t *question_message(const char *id, const char *ctx, const json_t *res)
+{
+        const json_t *data = json_object_get(res, "data");
+        char mid[NAME_MAX + 1];
+        json_t *m, *parts;
+
+        snprintf(mid, sizeof(mid), "%s-question", id);
+        m = json_pack("{s:s, s:s, s:s, s:s, s:[{s:s}]}", "messageId", mid, "role", "ROLE_AGENT",
+                      "taskId", id, "contextId", ctx ? ctx : "", "parts", "text",
+                      a2a_str(res, "text") ?: "");
+        parts = json_object_get(m, "parts");
+        if (m && data && json_array_append_new(parts, json_pack("{s:O, s:s}", "data", data,
+                                                                "mediaType",
+                                                                "application/json")) < 0) {
+                json_decref(m);
+                return NULL;
+        }
+        return m;
+}
+
+/* The task of a result: COMPLETED, FAILED with the agent's reason, or
+ * INPUT_REQUIRED with its question; its words, if any, the artifact. */
 static json_t *task_of_result(const char *id, const char *ctx, const char *st, const json_t *res)
 {
-        bool failed = !strcmp(a2a_str(res, "status") ?: "", "failed");
-        json_t *t = a2a_task_new(id, ctx, failed ? "TASK_STATE_FAILED" : "TASK_STATE_COMPLETED", st,
+        const char *rs = a2a_str(res, "status") ?: "";
+        bool failed = !strcmp(rs, "failed"), asks = !strcmp(rs, "input_required");
+        json_t *t = a2a_task_new(id, ctx, failed ? "TASK_STATE_FAILED" : asks
+                                 ? "TASK_STATE_INPUT_REQUIRED" : "TASK_STATE_COMPLETED", st,
                                  failed ? "failed" : NULL, failed ? a2a_str(res, "reason") : NULL,
                                  a2a_str(res, "recorded_at"));
 
         /* its history went through WORKING (a2a_task_history()) */
         if (t && json_object_set_new(json_object_get(t, "metadata"), "handoffResult",
-                                     json_string(failed ? "failed" : "completed")) < 0) {
+                                     json_string(failed ? "failed" : asks ? "input_required"
+                                                                          : "completed")) < 0) {
                 json_decref(t);
                 return NULL;
         }
-
+        if (t && asks) {
+                if (json_object_set_new(json_object_get(t, "status"), "message",
+                                        question_message(id, ctx, res)) < 0) {
+                        json_decref(t);
+                        return NULL;
+                }
+                return t;
+        }
         if (t && (a2a_str(res, "text") || json_object_get(res, "data")) &&
             json_object_set_new(t, "artifacts", json_pack("[o]", result_artifact(id, res))) < 0) {
                 json_decref(t);
@@ -207,48 +243,194 @@ static json_t *task_of_item(const char *id, const char *ctx, const json_t *item,
         return a2a_task_new(id, ctx, state, st, with_reason ? reason : NULL, detail, at);
 }
 
-/* The task t of agent's, from the spool.  0 with *ret; -ENOENT when the spool no
- * longer holds it.  The spool's lookup goes state by state while the
- * daemon moves the item on (handoff/ to claimed/ to archive/), and may
- * find it in none: looked for again, and a task whose document is kept
- * and whose handoff may still be valid is SUBMITTED, not unknown, since
- * SendMessage said it exists. */
-int a2a_task_lookup(struct hub *h, const char *agent, const struct a2a_kept *t, json_t **ret)
+/* Turn t of agent's task task_id, from the spool: 0 with *ret; -ENOENT
+ * when the spool no longer holds it.  The spool's lookup goes state by
+ * state while the daemon moves the item on (handoff/ to claimed/ to
+ * archive/), and may find it in none: looked for again, and a turn whose
+ * document is kept and whose handoff may still be valid is SUBMITTED,
+ * not unknown, since SendMessage said it exists. */
+static int turn_lookup(struct hub *h, const char *agent, const struct a2a_kept *t,
+                       const char *task_id, json_t **ret)
 {
         _cleanup_json_ json_t *item = NULL;
         const struct config_agent *to = config_agent(h->cfg, t->to);
+        json_t *task, *m;
         int r = -ENOENT;
 
         for (int i = 0; i < 3 && r == -ENOENT; i++)
                 r = hub_item_find(h, t->id, &item);
         if (r == -ENOENT && t->on_disk &&
             t->mtime.tv_sec + h->cfg->max_window + h->cfg->max_clock_skew >= time(NULL)) {
-                *ret = a2a_task_new(t->id, t->ctx, "TASK_STATE_SUBMITTED", "pending", NULL, NULL,
+                task = a2a_task_new(t->id, t->ctx, "TASK_STATE_SUBMITTED", "pending", NULL, NULL,
                                     NULL);
-                return *ret ? 0 : -ENOMEM;
+        } else if (r < 0) {
+                return r;
+        } else {
+                json_object_set_new(item, "status", json_string(items_status(item)));
+                /* the daemon rejected it: its document is no longer needed
+                 * for a retry (one makes it anew) nor counted against its
+                 * sender */
+                if (t->on_disk && !strcmp(items_status(item) ?: "", "rejected") &&
+                    strcmp(a2a_str(item, "reason") ?: "", "bad_a2a_id"))
+                        a2a_kept_rejected(h, agent, t->id);
+                task = task_of_item(t->id, t->ctx, item, to && to->completes);
         }
+        if (!task)
+                return -ENOMEM;
+        /* a later turn is a handoff of its own, shown as its task */
+        m = json_object_get(json_object_get(task, "status"), "message");
+        if (json_object_set_new(task, "id", json_string(task_id)) < 0 ||
+            (m && json_object_set_new(m, "taskId", json_string(task_id)) < 0)) {
+                json_decref(task);
+                return -ENOMEM;
+        }
+        *ret = task;
+        return 0;
+}
+
+/* A turn before the last that the spool no longer holds (pruned): it
+ * asked for input, or there would be no turn after it. */
+static json_t *turn_gone(const char *task_id, const struct a2a_kept *t)
+{
+        json_t *task = a2a_task_new(task_id, t->ctx, "TASK_STATE_INPUT_REQUIRED", "consumed",
+                                    NULL, NULL, NULL);
+
+        if (task && json_object_set_new(json_object_get(task, "metadata"), "handoffResult",
+                                        json_string("input_required")) < 0) {
+                json_decref(task);
+                return NULL;
+        }
+        return task;
+}
+
+/* The events of the turns of task (v, n), one numbering (generation
+ * 1, 2, ...) through them all, into *ret_hist; the last turn's task into
+ * *ret; each turn's message of the agent's, if any (its question, its
+ * reason) into *ret_said (one entry a turn, null where none). */
+static int turns_compose(struct hub *h, const char *agent, const char *task_id,
+                         const struct a2a_kept *v, size_t n, json_t **ret, json_t **ret_hist,
+                         json_t **ret_said)
+{
+        _cleanup_json_ json_t *hist = json_array(), *said = json_array(), *last = NULL;
+        json_t *ev, *body;
+        size_t i, j;
+        int r;
+
+        if (!hist || !said)
+                return -ENOMEM;
+        for (i = 0; i < n; i++) {
+                _cleanup_json_ json_t *t = NULL, *th = NULL;
+                const json_t *msg;
+
+                r = turn_lookup(h, agent, &v[i], task_id, &t);
+                if (r == -ENOENT && i + 1 < n)
+                        r = (t = turn_gone(task_id, &v[i])) ? 0 : -ENOMEM;
+                if (r < 0)
+                        return r;
+                th = a2a_task_history(t);
+                if (!th)
+                        return -ENOMEM;
+                json_array_foreach(th, j, ev) {
+                        body = json_object_get(ev, "statusUpdate") ?: json_object_get(ev,
+                                                                        "artifactUpdate");
+                        if (json_object_set_new(json_object_get(body, "metadata"), A2A_GENERATION,
+                                                json_integer((json_int_t)json_array_size(hist) +
+                                                             1)) < 0 ||
+                            json_array_append(hist, ev) < 0)
+                                return -ENOMEM;
+                }
+                msg = json_object_get(json_object_get(t, "status"), "message");
+                if (json_array_append_new(said, msg ? json_deep_copy(msg) : json_null()) < 0)
+                        return -ENOMEM;
+                json_decref(last);
+                last = TAKE_PTR(t);
+        }
+        if (!last)
+                return -ENOENT;
+        if (json_object_set_new(json_object_get(last, "metadata"), A2A_GENERATION,
+                                json_integer((json_int_t)json_array_size(hist))) < 0)
+                return -ENOMEM;
+        if (n > 1 && json_object_set_new(json_object_get(last, "metadata"), "handoffId",
+                                         json_string(v[n - 1].id)) < 0)
+                return -ENOMEM;
+        *ret = TAKE_PTR(last);
+        *ret_hist = TAKE_PTR(hist);
+        if (ret_said)
+                *ret_said = TAKE_PTR(said);
+        return 0;
+}
+
+/* The messages of task (its turns v, n, and what the agent said in
+ * each, said): the sender's message of each turn, then the agent's, the
+ * last max of them into task's history. */
+static int history_set(struct hub *h, const char *agent, const char *task_id,
+                       const struct a2a_kept *v, size_t n, const json_t *said, int64_t max,
+                       json_t *task)
+{
+        _cleanup_json_ json_t *all = json_array();
+        size_t i, skip;
+
+        if (!all)
+                return -ENOMEM;
+        for (i = 0; i < n; i++) {
+                _cleanup_json_ json_t *doc = NULL;
+                const json_t *agent_said = json_array_get(said, i);
+                json_t *m;
+
+                /* a document rejected or pruned: its message is gone */
+                if (v[i].on_disk && a2a_kept_read(h, agent, v[i].id, &doc, NULL, NULL) == 0 &&
+                    (m = json_deep_copy(json_object_get(doc, "payload")))) {
+                        if (json_object_set_new(m, "taskId", json_string(task_id)) < 0 ||
+                            json_array_append_new(all, m) < 0)
+                                return -ENOMEM;
+                }
+                if (json_is_object(agent_said) && json_array_append(all, (json_t *)agent_said) < 0)
+                        return -ENOMEM;
+        }
+        skip = max >= 0 && json_array_size(all) > (size_t)max ? json_array_size(all) - (size_t)max
+                                                              : 0;
+        while (skip--)
+                json_array_remove(all, 0);
+        return json_object_set(task, "history", all) < 0 ? -ENOMEM : 0;
+}
+
+int a2a_task_lookup_full(struct hub *h, const char *agent, const struct a2a_kept *t,
+                         int64_t history, json_t **ret, json_t **ret_hist)
+{
+        _cleanup_free_ struct a2a_kept *v = NULL;
+        _cleanup_json_ json_t *task = NULL, *hist = NULL, *said = NULL;
+        const struct a2a_kept *turns = t;
+        size_t n = 1;
+        int r;
+
+        /* one turn, as most tasks are: the index is not asked again */
+        if (t->turns > 1) {
+                r = a2a_kept_turns(agent, t->id, &v, &n);
+                if (r < 0)
+                        return r;
+                turns = v;
+        }
+        r = turns_compose(h, agent, t->id, turns, n, &task, &hist, &said);
         if (r < 0)
                 return r;
-        json_object_set_new(item, "status", json_string(items_status(item)));
-        /* the daemon rejected it: its document is no longer needed for a
-         * retry (one makes it anew) nor counted against its sender */
-        if (t->on_disk && !strcmp(items_status(item) ?: "", "rejected") &&
-            strcmp(a2a_str(item, "reason") ?: "", "bad_a2a_id"))
-                a2a_kept_rejected(h, agent, t->id);
-        *ret = task_of_item(t->id, t->ctx, item, to && to->completes);
-        if (*ret && a2a_task_number(*ret) < 0) {
-                json_decref(*ret);
-                *ret = NULL;
+        if (history > 0) {
+                r = history_set(h, agent, t->id, turns, n, said, history, task);
+                if (r < 0)
+                        return r;
         }
-        if (!*ret)
-                return -ENOMEM;
         /* its push configs' events queued before anyone is shown it */
-        r = hub_push_observe(h, agent, *ret);
-        if (r < 0) {
-                json_decref(*ret);
-                *ret = NULL;
-        }
-        return r;
+        r = hub_push_observe(h, agent, task, hist);
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(task);
+        if (ret_hist)
+                *ret_hist = TAKE_PTR(hist);
+        return 0;
+}
+
+int a2a_task_lookup(struct hub *h, const char *agent, const struct a2a_kept *t, json_t **ret)
+{
+        return a2a_task_lookup_full(h, agent, t, 0, ret, NULL);
 }
 
 bool a2a_state_final(const char *s)
@@ -256,6 +438,12 @@ bool a2a_state_final(const char *s)
         return !strcmp(s, "TASK_STATE_COMPLETED") || !strcmp(s, "TASK_STATE_FAILED") ||
                !strcmp(s, "TASK_STATE_CANCELED") || !strcmp(s, "TASK_STATE_REJECTED") ||
                !strcmp(s, "TASK_STATE_INPUT_REQUIRED") || !strcmp(s, "TASK_STATE_AUTH_REQUIRED");
+}
+
+/* Whether s is INPUT_REQUIRED: the state a task takes a message in. */
+bool a2a_state_asks(const char *s)
+{
+        return !strcmp(s, "TASK_STATE_INPUT_REQUIRED");
 }
 
 static json_t *event_meta(size_t gen)

@@ -2,7 +2,10 @@
  * lost: each task with configs has a record, state_dir/push.d/AGENT/
  * ID.json (0600, AGENT the token's), that holds its configs and the
  * events not yet delivered to all of them, each numbered by the task's
- * generation (1, 2, ...).  An event is written there before the hub
+ * generation (1, 2, ...): the number a stream of the task gives the same
+ * event (hub_a2a_task.c), so a receiver of both sees one numbering.  A
+ * config's first event is the Task as it was when the config was made,
+ * numbered as that generation.  An event is written there before the hub
  * shows the change it tells of (hub_push_observe(), from
  * a2a_task_lookup(), which every answer with a task state goes through,
  * and from SendMessage's answer), so a crash can repeat an event, never
@@ -204,74 +207,43 @@ static int64_t rec_int(const json_t *rec, const char *k)
         return json_integer_value(json_object_get(rec, k));
 }
 
-/* One more event of rec, gen the next generation: payload (taken) in a
- * StreamResponse member kind, its metadata naming the generation. */
-static int event_add(json_t *rec, const char *kind, json_t *payload, const char *only)
+/* The Task of a config's first event: task as it is, without its history. */
+static json_t *first_event(const json_t *task)
 {
-        json_int_t gen = rec_int(rec, "gen") + 1;
-        json_t *md, *ev;
+        json_t *t = json_deep_copy(task);
 
-        if (!payload)
-                return -ENOMEM;
-        md = json_object_get(payload, "metadata");
-        if (!json_is_object(md)) {
-                md = json_object();
-                json_object_set_new(payload, "metadata", md);
-        }
-        if (!md || json_object_set_new(md, "generation", json_integer(gen)) < 0) {
-                json_decref(payload);
-                return -ENOMEM;
-        }
-        ev = json_pack("{s:I, s:{s:o}}", "gen", gen, "event", kind, payload);
-        if (ev && only)
-                json_object_set_new(ev, "only", json_string(only));
-        if (!ev || json_array_append_new(json_object_get(rec, "events"), ev) < 0)
-                return -ENOMEM;
-        return json_object_set_new(rec, "gen", json_integer(gen));
+        if (!t)
+                return NULL;
+        json_object_del(t, "history");
+        return json_pack("{s:I, s:{s:o}}", "gen", (json_int_t)json_integer_value(json_object_get(
+                                 json_object_get(task, "metadata"), A2A_GENERATION)),
+                         "event", "task", t);
 }
 
-/* The events task brings since what rec has queued: the task itself
- * first, then each new artifact and the new status.  *ret_changed. */
-static int rec_observe(json_t *rec, const json_t *task, bool *ret_changed)
+/* The events of task's history (hist, a2a_task_lookup_full()) past what
+ * rec has queued, each under its own generation, the one a stream of the
+ * task gives it (its SSE id).  *ret_changed. */
+static int rec_observe(json_t *rec, const json_t *task, const json_t *hist, bool *ret_changed)
 {
-        const json_t *status = json_object_get(task, "status");
-        const char *state = a2a_str(status, "state");
-        const char *seen = a2a_str(rec, "seen");
-        const json_t *arts = json_object_get(task, "artifacts");
-        size_t done = (size_t)rec_int(rec, "arts"), n = json_array_size(arts);
-        const char *id = a2a_str(task, "id"), *ctx = a2a_str(task, "contextId");
-        int r = 0;
+        const char *state = a2a_str(json_object_get(task, "status"), "state");
+        size_t from = (size_t)rec_int(rec, "gen"), n = json_array_size(hist);
+        json_t *evs = json_object_get(rec, "events");
 
         *ret_changed = false;
-        if (!state)
+        if (!state || from >= n)
                 return 0;
-        if (rec_int(rec, "gen") == 0) {
-                r = event_add(rec, "task", json_deep_copy(task), NULL);
-                done = n;
-        } else if (!seen || strcmp(seen, state)) {
-                for (size_t i = done; r == 0 && i < n; i++)
-                        r = event_add(rec, "artifactUpdate",
-                                      json_pack("{s:s, s:s?, s:O, s:b}", "taskId", id,
-                                                "contextId", ctx, "artifact",
-                                                json_array_get(arts, i), "lastChunk", 1),
-                                      NULL);
-                done = n > done ? n : done;
-                if (r == 0)
-                        r = event_add(rec, "statusUpdate",
-                                      json_pack("{s:s, s:s?, s:O}", "taskId", id, "contextId",
-                                                ctx, "status", status), NULL);
-        } else {
-                return 0;
-        }
-        if (r == 0)
-                r = json_object_set_new(rec, "seen", json_string(state));
-        if (r == 0)
-                r = json_object_set_new(rec, "arts", json_integer((json_int_t)done));
-        *ret_changed = r == 0;
-        return r < 0 ? -ENOMEM : 0;
+        for (size_t g = from; g < n; g++)
+                if (json_array_append_new(evs, json_pack("{s:I, s:O}", "gen", (json_int_t)g + 1,
+                                                         "event", json_array_get(hist, g))) < 0)
+                        return -ENOMEM;
+        if (json_object_set_new(rec, "gen", json_integer((json_int_t)n)) < 0 ||
+            json_object_set_new(rec, "seen", json_string(state)) < 0)
+                return -ENOMEM;
+        *ret_changed = true;
+        return 0;
 }
 
-int hub_push_observe(struct hub *h, const char *agent, const json_t *task)
+int hub_push_observe(struct hub *h, const char *agent, const json_t *task, const json_t *hist)
 {
         _cleanup_json_ json_t *rec = NULL;
         const char *id = a2a_str(task, "id");
@@ -287,7 +259,7 @@ int hub_push_observe(struct hub *h, const char *agent, const json_t *task)
         }
         r = rec_read(h, agent, id, &rec);
         if (r == 0)
-                r = rec_observe(rec, task, &changed);
+                r = rec_observe(rec, task, hist, &changed);
         if (r == 0 && changed)
                 r = rec_write(h, agent, id, rec);
         if (r == 0 && changed)
@@ -409,25 +381,38 @@ static ssize_t cfg_find(json_t *rec, const char *cid)
 }
 
 /* cfg kept for agent's task (task: as the hub shows it now): 0, -EDQUOT
- * (the token's share), -E2BIG (the task's), -errno. */
+ * (the token's share), -E2BIG (the task's), -errno.  A config's first
+ * event is the Task as it is when the config is made, numbered as that
+ * generation; the events after it follow. */
 static int cfg_attach(struct hub *h, const char *agent, const json_t *task, json_t *cfg)
 {
-        _cleanup_json_ json_t *rec = NULL;
+        _cleanup_json_ json_t *rec = NULL, *now = NULL, *hist = NULL;
         const char *id = a2a_str(task, "id"), *cid = a2a_str(cfg, "id");
-        bool fresh = false, changed;
+        struct a2a_kept t;
+        bool changed;
         ssize_t at;
         int r;
 
+        /* its events, every turn's (before the lock: the lookup observes) */
+        if (a2a_kept_task(agent, id, &t) == 0 &&
+            a2a_task_lookup_full(h, agent, &t, 0, &now, &hist) == 0)
+                task = now;
+        else if (!(hist = a2a_task_history(task)))
+                return -ENOMEM;
         pthread_mutex_lock(&P.lock);
         r = index_find(agent, id) >= 0 ? rec_read(h, agent, id, &rec) : -ENOENT;
         if (r == -ENOENT) {
-                fresh = true;
                 r = index_count(agent) >= HUB_PUSH_MAX_PER_TOKEN ? -EDQUOT : 0;
+                /* what happened before the first config is no one's */
                 if (r == 0 && !(rec = json_pack("{s:s, s:I, s:I, s:[], s:[]}", "task", id,
                                                  "created", (json_int_t)time(NULL), "gen",
-                                                 (json_int_t)0, "configs", "events")))
+                                                 (json_int_t)json_array_size(hist), "configs",
+                                                 "events")))
                         r = -ENOMEM;
         }
+        if (r < 0)
+                goto out;
+        r = rec_observe(rec, task, hist, &changed);
         if (r < 0)
                 goto out;
         at = cfg_find(rec, cid);
@@ -437,16 +422,15 @@ static int cfg_attach(struct hub *h, const char *agent, const json_t *task, json
         } else if (json_array_size(rec_configs(rec)) >= HUB_PUSH_MAX_PER_TASK) {
                 r = -E2BIG;
         } else {
-                json_int_t from = rec_int(rec, "gen");
+                /* the Task as it is first, then what comes after it */
                 r = json_array_append_new(rec_configs(rec),
-                                          json_pack("{s:O, s:I, s:I}", "config", cfg, "sent",
-                                                    from, "tries", (json_int_t)0));
-                /* a config made later starts with the task as it is */
-                if (r == 0 && !fresh)
-                        r = event_add(rec, "task", json_deep_copy(task), cid);
+                                          json_pack("{s:O, s:I, s:I, s:o}", "config", cfg, "sent",
+                                                    rec_int(rec, "gen"), "tries", (json_int_t)0,
+                                                    "first", first_event(task)));
         }
-        if (r == 0)
-                r = rec_observe(rec, task, &changed);
+        if (r == 0 && !a2a_str(rec, "seen"))
+                r = json_object_set_new(rec, "seen", json_string(a2a_str(json_object_get(
+                        task, "status"), "state") ?: ""));
         if (r == 0)
                 r = rec_write(h, agent, id, rec);
         if (r == 0)
@@ -471,7 +455,7 @@ static int call_task(struct a2a_call *c, const char *id, json_t **ret)
                                       "supported here (no [hub] signing_key)") ?: 1;
         if (!id)
                 return a2a_call_error(c, RPC_INVALID_PARAMS, "params.taskId is required") ?: 1;
-        r = a2a_kept_get(c->agent, id, &t);
+        r = a2a_kept_task(c->agent, id, &t);
         if (r == 0 && strcmp(t.to, c->name))
                 r = -ENOENT;
         if (r == 0)
@@ -828,9 +812,13 @@ static void rec_tidy(struct hub *h, const struct push_entry *e, json_t *rec)
         json_array_foreach(rec_configs(rec), i, c)
                 if (rec_int(c, "sent") < low)
                         low = rec_int(c, "sent");
+        bool firsts = false;
+
+        json_array_foreach(rec_configs(rec), i, c)
+                firsts |= json_object_get(c, "first") != NULL;
         while (json_array_size(evs) && rec_int(json_array_get(evs, 0), "gen") <= low)
                 json_array_remove(evs, 0);
-        if (!json_array_size(evs) && state_final(a2a_str(rec, "seen"))) {
+        if (!json_array_size(evs) && !firsts && state_final(a2a_str(rec, "seen"))) {
                 rec_remove(h, e->agent, e->id);
                 index_del(e->agent, e->id);
                 return;
@@ -857,30 +845,25 @@ static bool send_one(struct hub *h, const struct push_entry *e, int64_t *next_du
         }
         json_array_foreach(rec_configs(rec), i, c) {
                 json_int_t sent = rec_int(c, "sent");
-                const char *cid = a2a_str(json_object_get(c, "config"), "id");
                 int64_t due = rec_int(c, "next");
-                json_array_foreach(json_object_get(rec, "events"), j, ev) {
-                        const char *only = a2a_str(ev, "only");
-                        if (rec_int(ev, "gen") <= sent)
-                                continue;
-                        if (only && strcmp(only, cid)) {
-                                /* another config's first look: not this one's */
-                                sent = rec_int(ev, "gen");
-                                json_object_set_new(c, "sent", json_integer(sent));
-                                continue;
-                        }
-                        if (due > now_ms()) {
-                                if (due < *next_due)
-                                        *next_due = due;
-                                break;
-                        }
-                        gen = rec_int(ev, "gen");
-                        cfg = json_incref(json_object_get(c, "config"));
-                        body = json_dumps(json_object_get(ev, "event"), JSON_COMPACT);
-                        break;
+                json_t *evs = json_object_get(rec, "events");
+
+                /* the config's first event (the Task), then the next it lacks */
+                ev = json_object_get(c, "first");
+                for (j = 0; !ev && j < json_array_size(evs); j++)
+                        if (rec_int(json_array_get(evs, j), "gen") > sent)
+                                ev = json_array_get(evs, j);
+                if (!ev)
+                        continue;
+                if (due > now_ms()) {
+                        if (due < *next_due)
+                                *next_due = due;
+                        continue;
                 }
-                if (cfg)
-                        break;
+                gen = rec_int(ev, "gen");
+                cfg = json_incref(json_object_get(c, "config"));
+                body = json_dumps(json_object_get(ev, "event"), JSON_COMPACT);
+                break;
         }
         pthread_mutex_unlock(&P.lock);
         if (!cfg || !body)
@@ -897,6 +880,9 @@ static bool send_one(struct hub *h, const struct push_entry *e, int64_t *next_du
                 ssize_t at = cfg_find(rec, a2a_str(cfg, "id"));
                 c = at >= 0 ? json_array_get(rec_configs(rec), (size_t)at) : NULL;
                 if (c && rp.verdict == PUSH_DELIVERED) {
+                        if (json_object_get(c, "first") &&
+                            rec_int(json_object_get(c, "first"), "gen") == gen)
+                                json_object_del(c, "first");
                         if (rec_int(c, "sent") < gen)
                                 json_object_set_new(c, "sent", json_integer(gen));
                         json_object_set_new(c, "tries", json_integer(0));
@@ -943,7 +929,7 @@ static void *push_thread(void *arg)
                         json_t *task = NULL;
                         /* a change nobody asked about: a2a_task_lookup()
                          * queues it */
-                        if (a2a_kept_get(snap[i].agent, snap[i].id, &t) == 0 &&
+                        if (a2a_kept_task(snap[i].agent, snap[i].id, &t) == 0 &&
                             a2a_task_lookup(h, snap[i].agent, &t, &task) == 0)
                                 json_decref(task);
                         while (!P.stop && send_one(h, &snap[i], &next_due))

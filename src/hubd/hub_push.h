@@ -23,8 +23,9 @@ void hub_push_stop(struct hub *h);
 /* Whether push notifications are on (the card's pushNotifications). */
 /* The task (a Task of the spool's, agent's) as the hub is about to show
  * it: each change since the last one queued for its configs is queued
- * first, on disk.  0 or -errno (then the hub must not show it). */
-int hub_push_observe(struct hub *h, const char *agent, const json_t *task);
+ * first, on disk; hist: its events (a2a_task_lookup_full()).  0 or
+ * -errno (then the hub must not show it). */
+int hub_push_observe(struct hub *h, const char *agent, const json_t *task, const json_t *hist);
 /* SendMessage's configuration.taskPushNotificationConfig, if any: is it
  * one that may be kept?  0, or the JSON-RPC error answered (1). */
 int a2a_push_inline_check(struct a2a_call *c);

@@ -89,6 +89,13 @@ static int result_fields(const json_t *doc, const char *handoff_id, const char *
         if (!strcmp(status, "completed")) {
                 if (reason)
                         return verdict(v, HD_R_BAD_TYPE, "a reason belongs to a failed result");
+        } else if (!strcmp(status, "input_required")) {
+                /* the question is the text */
+                if (reason)
+                        return verdict(v, HD_R_BAD_TYPE, "a reason belongs to a failed result");
+                if (!text || utf8_blank(json_string_value(text)))
+                        return verdict(v, HD_R_MISSING_FIELD,
+                                       "an input_required result asks its question: text");
         } else if (!strcmp(status, "failed")) {
                 if (!json_is_string(reason) || utf8_blank(json_string_value(reason)))
                         return verdict(v, HD_R_MISSING_FIELD, "a failed result says why: reason");
@@ -96,7 +103,8 @@ static int result_fields(const json_t *doc, const char *handoff_id, const char *
                         return verdict(v, HD_R_TOO_LARGE, "reason is %zu bytes, at most %d",
                                        json_string_length(reason), HD_RESULT_REASON_MAX);
         } else {
-                return verdict(v, HD_R_BAD_TYPE, "status %s is not completed or failed",
+                return verdict(v, HD_R_BAD_TYPE,
+                               "status %s is not completed, failed or input_required",
                                quote_untrusted(status, strlen(status), qa, sizeof(qa)));
         }
         return 0;
@@ -118,15 +126,23 @@ int hd_result_build(const char *handoff_id, const char *agent, const hd_result *
                 return verdict(v, HD_R_BAD_ID, "'%s' is not a handoff_id", handoff_id);
         if (!hd_agent_valid(agent))
                 return verdict(v, HD_R_BAD_AGENT, "'%s' is not an agent name", agent);
+        if (res->input_required && (res->failed || res->text))
+                return verdict(v, HD_R_BAD_TYPE, "a question (input_required) is the text of "
+                               "a result that neither failed nor has a text of its own");
         r = hd_time_format(now_usec, at, sizeof(at));
         if (r < 0)
                 return r;
         doc = json_pack("{s:s, s:i, s:s, s:s, s:s, s:s}", "type", RESULT_TYPE,
                         "protocol_version", HD_PROTOCOL_VERSION, "handoff_id", handoff_id,
-                        "from_agent", agent, "status", res->failed ? "failed" : "completed",
+                        "from_agent", agent, "status",
+                        res->failed ? "failed" : res->input_required ? "input_required"
+                                                                     : "completed",
                         "completed_at", at);
         if (!doc)
                 return -ENOMEM;
+        if (res->input_required &&
+            json_object_set_new(doc, "text", json_string(res->input_required)) < 0)
+                return verdict(v, HD_R_BAD_TYPE, "the question is not UTF-8");
         if (res->text && json_object_set_new(doc, "text", json_string(res->text)) < 0)
                 return verdict(v, HD_R_BAD_TYPE, "text is not UTF-8");
         if (res->data && json_object_set_new(doc, "data", json_deep_copy(res->data)) < 0)

@@ -20,6 +20,10 @@ http.server on loopback ([hub] push_allow = 127.0.0.0/8):
   refused with -32602 naming the address;
 - a webhook that answers 302 is not followed: it is tried again, its
   Location never gets a POST;
+- one numbering for a task's events: a config made while the task is
+  WORKING (generation 2) gets the Task numbered 2, then the artifact (3)
+  and COMPLETED (4), the same events under the same numbers as a stream
+  of the task (SubscribeToTask with Last-Event-ID) gives;
 - the card says pushNotifications: true.
 """
 
@@ -163,6 +167,59 @@ def methods(rpc, other, tid, url):
     print("ok: 3.1.7-3.1.10: create, list, get, delete (twice), another token's task not found")
 
 
+def sse(hub, name, params, last_event_id):
+    """A stream's events, read to its end: [(id, result)]."""
+    conn = hub.connect()
+    conn.request("POST", f"/a2a/{name}", json.dumps(
+        {"jsonrpc": "2.0", "id": 1, "method": "SubscribeToTask", "params": params}).encode(), {
+        "Content-Type": "application/json", "A2A-Version": "1.0", "Last-Event-ID": last_event_id,
+        "Authorization": f"Bearer {hub.tokens['bob']}"})
+    resp = conn.getresponse()
+    text = resp.read().decode()
+    conn.close()
+    out = []
+    for block in text.split("\n\n"):
+        fields = dict(line.split(": ", 1) for line in block.splitlines() if ": " in line
+                      and not line.startswith(":"))
+        if "id" in fields:
+            out.append((int(fields["id"]), json.loads(fields["data"])["result"]))
+    return out
+
+
+def one_numbering(env, hub, rpc, hook):
+    """A webhook and a stream see one numbering of a task's events."""
+    late = f"http://127.0.0.1:{hook.port}/late"
+    tid = send(rpc, "numbered once")["id"]
+    consume(env, hub.conf, tid, "erin")
+    hdtest.wait_for(lambda: rpc.result("GetTask", {"id": tid})["status"]["state"] ==
+                    "TASK_STATE_WORKING", what="GetTask WORKING")
+    rpc.result("CreateTaskPushNotificationConfig", {"taskId": tid, "url": late, "id": "late"})
+    env.ctl("complete", "-c", hub.conf, "--agent", "erin", tid, "--text", "numbered",
+            check_rc=0)
+    hdtest.wait_for(lambda: len(hook.posts("/late", 200)) >= 3, timeout=60,
+                    what="three events to the late config")
+    pushed = []
+    for _, _, hs, b in hook.posts("/late", 200):
+        ev = json.loads(b)
+        kind = next(iter(ev))
+        hs = {k.lower(): v for k, v in hs.items()}
+        pushed.append((ev[kind]["metadata"]["generation"], kind, ev, int(hs["x-handoff-generation"])))
+    gens = [g for g, _, _, _ in pushed]
+    check(gens == [2, 3, 4] and [k for _, k, _, _ in pushed] ==
+          ["task", "artifactUpdate", "statusUpdate"] and all(g == h for g, _, _, h in pushed),
+          f"a config made at WORKING: the Task at 2, then 3 and 4: {[(g, k, h) for g, k, _, h in pushed]}")
+    streamed = dict(sse(hub, "erin", {"id": tid}, "1"))
+    check(sorted(streamed) == [1, 2, 3, 4], f"the stream from Last-Event-ID 1: {sorted(streamed)}")
+    for g, kind, ev, _ in pushed[1:]:
+        check(streamed[g] == ev, f"event {g}: pushed {ev}, streamed {streamed[g]}")
+    check(pushed[0][2]["task"]["status"]["state"] ==
+          streamed[2]["statusUpdate"]["status"]["state"] == "TASK_STATE_WORKING",
+          f"the Task pushed at 2 is the state streamed at 2: {pushed[0][2]} {streamed[2]}")
+    print(f"ok: one numbering: the late config got generations {gens} (X-Handoff-Generation "
+          "alike), events 3 and 4 the same as the stream's, the Task at 2 WORKING as the "
+          "stream's 2")
+
+
 def main():
     with hdtest.Env(agents=["alice", "bob", "erin"]) as env:
         env.extra = "[agent erin]\ncompletes = yes\n"
@@ -192,7 +249,8 @@ def main():
         check(os.path.exists(rec) and stat.S_IMODE(os.stat(rec).st_mode) == 0o600,
               f"the record {rec} with mode 0600")
         kept = json.load(open(rec))
-        check([e["gen"] for e in kept["events"]] == [1], f"first event queued: {kept}")
+        check([c["first"]["gen"] for c in kept["configs"]] == [1] and
+              "task" in kept["configs"][0]["first"]["event"], f"first event queued: {kept}")
         print(f"ok: SendMessage's config and its first event are on disk (0600) at the answer")
         methods(rpc, other, send(rpc, "another")["id"], url)
         ssrf(rpc, tid, hook.port)
@@ -240,6 +298,8 @@ def main():
         print(f"ok: after the restart and the recovery: {kinds}, generations {gens}, "
               f"{len(hook.posts('/hook', 503))} 503s before; each JWT verifies with the JWKS key")
         hdtest.wait_for(lambda: not os.path.exists(rec), what="the record gone once delivered")
+
+        one_numbering(env, hub, rpc, hook)
 
         red = f"http://127.0.0.1:{hook.port}/redirect"
         t2 = send(rpc, "redirected", {"url": red})

@@ -108,6 +108,41 @@ START_TEST(test_result_failed_needs_its_reason)
 }
 END_TEST
 
+START_TEST(test_result_input_required_asks_its_question)
+{
+        hd_key *k = hmac_key('k');
+        hd_result res = { .input_required = "for how many people?" };
+        json_t *doc = NULL;
+        hd_verdict v;
+
+        ck_assert_int_eq(hd_result_build(ID, "alice", &res, k, hd_now_usec(), &doc, &v), 0);
+        ck_assert_str_eq(json_string_value(json_object_get(doc, "status")), "input_required");
+        ck_assert_str_eq(json_string_value(json_object_get(doc, "text")), "for how many people?");
+        ck_assert_int_eq(check_with(doc, k), HD_OK);
+        /* the question is the text: without one there is nothing asked */
+        json_object_del(doc, "text");
+        ck_assert_int_eq(hd_result_check(doc, ID, "alice", NULL, NULL, &v), -EBADMSG);
+        ck_assert_int_eq(v.reason, HD_R_MISSING_FIELD);
+        json_object_set_new(doc, "text", json_string("  "));
+        ck_assert_int_eq(hd_result_check(doc, ID, "alice", NULL, NULL, &v), -EBADMSG);
+        /* a reason belongs to a failure */
+        json_object_set_new(doc, "text", json_string("which day?"));
+        json_object_set_new(doc, "reason", json_string("no"));
+        ck_assert_int_eq(hd_result_check(doc, ID, "alice", NULL, NULL, &v), -EBADMSG);
+        ck_assert_int_eq(v.reason, HD_R_BAD_TYPE);
+        json_decref(doc);
+        doc = NULL;
+        /* a question with a text of its own, or with a failure: refused */
+        res.text = "half done";
+        ck_assert_int_eq(hd_result_build(ID, "alice", &res, k, hd_now_usec(), &doc, &v), -EBADMSG);
+        res.text = NULL;
+        res.failed = "down";
+        ck_assert_int_eq(hd_result_build(ID, "alice", &res, k, hd_now_usec(), &doc, &v), -EBADMSG);
+        ck_assert_ptr_null(doc);
+        hd_key_free(k);
+}
+END_TEST
+
 START_TEST(test_result_refuses_what_it_does_not_know)
 {
         hd_key *k = hmac_key('k');
@@ -236,6 +271,7 @@ Suite *suite_result(void)
 
         tcase_add_test(tc, test_result_round_trip_and_tamper);
         tcase_add_test(tc, test_result_failed_needs_its_reason);
+        tcase_add_test(tc, test_result_input_required_asks_its_question);
         tcase_add_test(tc, test_result_refuses_what_it_does_not_know);
         tcase_add_test(tc, test_result_bounded);
         tcase_add_test(tc, test_result_signed_with_ed25519);

@@ -16,7 +16,7 @@
 #include "util.h"
 
 static const char *const msg_keys[] = {
-        "messageId", "contextId", "role", "parts", "metadata", "referenceTaskIds",
+        "messageId", "contextId", "taskId", "role", "parts", "metadata", "referenceTaskIds",
 };
 static const char *const part_keys[] = {
         "text", "data", "url", "mediaType", "filename", "metadata",
@@ -132,6 +132,8 @@ int payload_a2a_validate(const json_t *p, const json_t *envelope,
         r = a2a_id(p, "messageId", true, v);
         if (r >= 0)
                 r = a2a_id(p, "contextId", true, v);
+        if (r >= 0)
+                r = a2a_id(p, "taskId", false, v);
         if (r < 0)
                 return r;
         role = json_string_value(json_object_get(p, "role"));
@@ -196,6 +198,12 @@ int render_a2a(const json_t *p, char **ret)
         sb_puts(&b, "\n**Context:** ");
         render_inline(&b, json_string_value(json_object_get(p, "contextId")));
         sb_puts(&b, "\n");
+        if ((j = json_object_get(p, "taskId"))) {
+                /* the sender's answer to a question the agent asked */
+                sb_puts(&b, "**Continues task:** ");
+                render_inline(&b, json_string_value(j));
+                sb_puts(&b, " (an answer to its input_required result)\n");
+        }
         json_array_foreach(parts, i, part) {
                 const char *mt = json_string_value(json_object_get(part, "mediaType"));
                 const char *fn = json_string_value(json_object_get(part, "filename"));
@@ -248,11 +256,6 @@ int a2a_message_payload(const json_t *msg, const char *context_id, json_t **ret,
         if (!json_is_object(msg)) {
                 verdict(v, HD_R_PAYLOAD_INVALID, "params.message is not an object");
                 return msg_refuse(A2A_MSG_INVALID, ret_kind);
-        }
-        if (json_object_get(msg, "taskId")) {
-                verdict(v, HD_R_PAYLOAD_INVALID, "a message continuing a task (taskId) is not "
-                        "supported: each message is a handoff of its own");
-                return msg_refuse(A2A_MSG_TASK_UNSUPPORTED, ret_kind);
         }
         in_parts = json_object_get(msg, "parts");
         p = json_object();

@@ -4,12 +4,15 @@
  * bootstrap.  The payload is the message in A2A 1.0's JSON names, limited
  * to what a handoff carries:
  *
- *   {"messageId": S, "contextId": S, "role"?: "ROLE_USER"|"ROLE_AGENT",
+ *   {"messageId": S, "contextId": S, "taskId"?: S,
+ *    "role"?: "ROLE_USER"|"ROLE_AGENT",
  *    "parts": [PART, ...], "metadata"?: {...}, "referenceTaskIds"?: [S]}
  *   PART = {"text": S | "data": ANY | "url": URI,
  *           "mediaType"?: S, "filename"?: S, "metadata"?: {...}}
  *
- * Inline file bytes ("raw") do not travel: a file goes by URI. */
+ * taskId: the task this message continues (an answer to the agent's
+ * question, handoff-hubd(8) MULTI-TURN TASKS).  Inline file bytes
+ * ("raw") do not travel: a file goes by URI. */
 #ifndef HD_PAYLOAD_A2A_H
 #define HD_PAYLOAD_A2A_H
 
@@ -32,7 +35,6 @@ enum a2a_msg_verdict {
         A2A_MSG_OK,
         A2A_MSG_INVALID,                /* InvalidParams */
         A2A_MSG_CONTENT_UNSUPPORTED,    /* ContentTypeNotSupportedError */
-        A2A_MSG_TASK_UNSUPPORTED,       /* taskId: continuing a task */
 };
 /* Returns 0 (with *ret_kind) or -ENOMEM. */
 int a2a_message_payload(const json_t *msg, const char *context_id, json_t **ret,
