@@ -7,8 +7,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "agent.h"
 #include "complete.h"
-#include "handoffctl.h"
 #include "items.h"
 #include "mcp.h"
 #include "submit.h"
@@ -80,7 +80,9 @@ static int tool_send(struct mcp *m, const json_t *args, json_t **ret)
                 return 0;
         }
         r = submit_build(&rq, m->key, &buf, &len, id, &e);
-        if (r == 0)
+        if (r == 0 && m->publish)
+                r = e.code = m->publish(m, id, buf, len, e.msg, sizeof(e.msg));
+        else if (r == 0)
                 r = submit_publish(m->cfg->spool_dir, id, buf, len, false, &e);
         if (r != 0) {
                 *ret = tool_error("%s", e.msg);
@@ -196,9 +198,6 @@ static int tool_take(struct mcp *m, const json_t *args, json_t **ret)
 
 /* ---- handoff_complete ------------------------------------------------- */
 
-/* How long the tool waits for the daemon's word on a result. */
-#define MCP_COMPLETE_WAIT_MS 10000
-
 static int tool_complete(struct mcp *m, const json_t *args, json_t **ret)
 {
         const char *id = arg_str(args, "handoff_id");
@@ -229,15 +228,18 @@ static int tool_complete(struct mcp *m, const json_t *args, json_t **ret)
                 return 0;
         }
         r = complete_run(m->ib.dir, m->ib.fd, id, m->agent, &res, m->key, m->cfg->fsync,
-                         MCP_COMPLETE_WAIT_MS, &out);
-        if (r != CTL_EXIT_OK) {
+                         m->complete_wait_ms, &out);
+        if (r != AG_OK) {
                 *ret = tool_error("%s", out.msg);
                 return 0;
         }
-        snprintf(text, sizeof(text), "Reported handoff %s as %s; the daemon recorded it "
-                 "(its sender sees it with handoff_status).", id, res.failed ? "failed" : "completed");
+        /* without a wait the daemon records it after the answer */
+        snprintf(text, sizeof(text), "Reported handoff %s as %s; %s "
+                 "(its sender sees it with handoff_status).", id, res.failed ? "failed" : "completed",
+                 m->complete_wait_ms > 0 ? "the daemon recorded it" : "the daemon records it next");
         *ret = tool_result(json_pack("{s:s, s:s, s:b}", "handoff_id", id, "status",
-                                     res.failed ? "failed" : "completed", "recorded", 1), text);
+                                     res.failed ? "failed" : "completed", "recorded",
+                                     m->complete_wait_ms > 0), text);
         return 0;
 }
 
@@ -282,20 +284,20 @@ static int tool_status(struct mcp *m, const json_t *args, json_t **ret)
                 json_object_set(out, "result", (json_t *)res);
         if (arg_str(it, "reason"))
                 snprintf(text, sizeof(text), "%s: %s (%s: %s)", id, items_status(it),
-                         ctl_esc(arg_str(it, "reason")), ctl_esc(arg_str(it, "detail")) ?: "");
+                         esc_line(arg_str(it, "reason")), esc_line(arg_str(it, "detail")) ?: "");
         else if (arg_str(it, "remote_outcome"))
                 snprintf(text, sizeof(text), "%s: relayed to %s, there %s%s%s", id,
-                         ctl_esc(arg_str(it, "remote_host")) ?: "", arg_str(it, "remote_outcome"),
+                         esc_line(arg_str(it, "remote_host")) ?: "", arg_str(it, "remote_outcome"),
                          *(arg_str(it, "remote_reason") ?: "") ? ": " : "",
-                         ctl_esc(arg_str(it, "remote_reason")) ?: "");
+                         esc_line(arg_str(it, "remote_reason")) ?: "");
         else if (res)
                 snprintf(text, sizeof(text), "%s: %s; %s reported it %s%s%s%s%s", id,
                          items_status(it), arg_str(res, "agent") ?: "its agent",
                          arg_str(res, "status") ?: "completed",
                          arg_str(res, "reason") ? ": " : "",
-                         arg_str(res, "reason") ? ctl_esc(arg_str(res, "reason")) : "",
+                         arg_str(res, "reason") ? esc_line(arg_str(res, "reason")) : "",
                          arg_str(res, "text") ? ": " : "",
-                         arg_str(res, "text") ? ctl_esc_text(arg_str(res, "text")) : "");
+                         arg_str(res, "text") ? esc_text(arg_str(res, "text")) : "");
         else
                 snprintf(text, sizeof(text), "%s: %s", id, items_status(it));
         utf8_fix(text);
@@ -401,7 +403,7 @@ static const struct mcp_tool mcp_tool_table[] = {
         },
 };
 
-int mcp_tools_init(struct mcp *m)
+int mcp_tools_new(json_t **ret)
 {
         json_t *arr = json_array();
 
@@ -418,7 +420,7 @@ int mcp_tools_init(struct mcp *m)
                         return -EINVAL;
                 }
         }
-        m->tools = arr;
+        *ret = arr;
         return 0;
 }
 

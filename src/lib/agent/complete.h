@@ -11,10 +11,10 @@
 
 #include "handoff.h"
 
-/* What came of it: a CTL_EXIT_* code and one line, without the
- * "complete: " prefix.  CTL_EXIT_OK recorded; CTL_EXIT_NEGATIVE refused
+/* What came of it: a AG_* code and one line, without the
+ * "complete: " prefix.  AG_OK recorded; AG_NEGATIVE refused
  * (by the daemon, "REASON: detail", REASON as it names it, or here
- * before it was written: the same reasons); CTL_EXIT_STALE written and
+ * before it was written: the same reasons); AG_STALE written and
  * not taken within the timeout (it stays for handoffd to take); others
  * as their names say. */
 struct complete_out {

@@ -6,9 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "handoffctl.h"
+#include "agent.h"
 
-/* Strings handed out and not yet freed: a printf may use several. */
+/* Strings handed out and not yet freed: a printf may use several.  Each
+ * thread has its own (the hub calls from its pool). */
 #define ESC_RING 16
 
 /* Length of the valid UTF-8 sequence at p (1-4), or 0 when it is not one. */
@@ -26,8 +27,8 @@ static size_t utf8_len(const unsigned char *p)
 
 static const char *escape(const char *s, bool keep_lines)
 {
-        static char *ring[ESC_RING];
-        static size_t next;
+        static _Thread_local char *ring[ESC_RING];
+        static _Thread_local size_t next;
         const unsigned char *p = (const unsigned char *)s;
         size_t len, o = 0;
         char *out;
@@ -85,12 +86,12 @@ static const char *escape(const char *s, bool keep_lines)
         return out;
 }
 
-const char *ctl_esc(const char *s)
+const char *esc_line(const char *s)
 {
         return escape(s, false);
 }
 
-const char *ctl_esc_text(const char *s)
+const char *esc_text(const char *s)
 {
         return escape(s, true);
 }
