@@ -16,9 +16,11 @@
  * A session belongs to its token's agent: another agent's id is not
  * found.  Sessions are bounded per token ([hub] mcp_sessions_per_token:
  * a new one pushes out the token's least recently used one that has no
- * stream open) and end when unused for [hub] mcp_session_idle.  A tool
- * call holds a pool thread only while it runs (handoff_complete does not
- * wait for the daemon's word here); a stream holds none (hub_wait.c). */
+ * stream open) and end when unused for [hub] mcp_session_idle.  A
+ * session has one stream: a second GET takes over from the first, which
+ * ends.  A tool
+ * call holds a pool thread only while it runs: handoff_complete's wait
+ * for the daemon's word, like a stream, holds none (hub_wait.c). */
 #include <errno.h>
 #include <pthread.h>
 #include <sodium.h>
@@ -50,7 +52,8 @@ struct mcp_session {
         /* under the table's lock */
         unsigned refs;
         bool gone;                      /* ended: not found from now on */
-        bool streaming;                 /* its GET stream is open */
+        unsigned streams;               /* its GET streams not closed yet */
+        uint64_t stream_gen;            /* the newest stream's: only it is sent to */
         int64_t used;                   /* monotonic usec of its last request */
         /* under ev_lock: what its stream said */
         pthread_mutex_t ev_lock;
@@ -199,7 +202,7 @@ static void sweep_locked(struct hub_mcp *t, int64_t now)
 
         for (s = TAILQ_FIRST(&t->sessions); s; s = next) {
                 next = TAILQ_NEXT(s, link);
-                if (!s->refs && !s->streaming && now - s->used > t->idle_usec)
+                if (!s->refs && now - s->used > t->idle_usec)
                         session_end_locked(t, s);
         }
 }
@@ -272,7 +275,7 @@ static int session_new(struct hub *h, const char *agent, struct mcp_session **re
         s->m.ib.copts = &s->m.copts;
         s->m.publish = publish;
         s->m.userdata = h;
-        s->m.complete_wait_ms = 0;      /* a wait would hold a pool thread */
+        s->m.complete_deferred = true;  /* a wait would hold a pool thread */
         s->m.server_name = "handoff-hubd";
         /* the key the daemon checks this agent with signs, as for A2A */
         k = config_key_lookup(h->cfg, NULL, agent);
@@ -297,7 +300,7 @@ static int session_new(struct hub *h, const char *agent, struct mcp_session **re
                 if (strcmp(x->agent, agent))
                         continue;
                 mine++;
-                if (!x->refs && !x->streaming && (!lru || x->used < lru->used))
+                if (!x->refs && (!lru || x->used < lru->used))
                         lru = x;
         }
         if (mine >= t->max_per_token && !lru) {
@@ -355,6 +358,7 @@ struct mcp_stream {
         struct hub_mcp *t;
         struct mcp_session *s;
         uint64_t from;                  /* Last-Event-ID; 0: none */
+        uint64_t gen;                   /* its place among the session's streams */
         bool primed;
         char buf[256];
         size_t len, off;
@@ -405,6 +409,17 @@ static void put_event(struct mcp_stream *x, bool notify)
         x->off = 0;
 }
 
+/* The session ended, or a newer stream of it took over. */
+static bool stream_over(struct mcp_stream *x)
+{
+        bool over;
+
+        pthread_mutex_lock(&x->t->lock);
+        over = x->s->gone || x->gen != x->s->stream_gen;
+        pthread_mutex_unlock(&x->t->lock);
+        return over;
+}
+
 static long stream_read(struct hub *h, struct hub_wait *w, char *buf, size_t max)
 {
         struct mcp_stream *x = (struct mcp_stream *)w;
@@ -413,12 +428,8 @@ static long stream_read(struct hub *h, struct hub_wait *w, char *buf, size_t max
 
         (void)h;
         if (x->off == x->len) {
-                bool gone;
                 x->len = x->off = 0;
-                pthread_mutex_lock(&x->t->lock);
-                gone = x->s->gone;
-                pthread_mutex_unlock(&x->t->lock);
-                if (gone)
+                if (stream_over(x))
                         return HUB_STREAM_END;
                 if (!x->primed) {
                         uint64_t last;
@@ -450,17 +461,13 @@ static long stream_read(struct hub *h, struct hub_wait *w, char *buf, size_t max
         return (long)k;
 }
 
-/* Parked: has the inbox changed, or the session ended? */
+/* Parked: has the inbox changed, or the stream is over? */
 static bool stream_look(struct hub *h, struct hub_wait *w)
 {
         struct mcp_stream *x = (struct mcp_stream *)w;
-        bool gone;
 
         (void)h;
-        pthread_mutex_lock(&x->t->lock);
-        gone = x->s->gone;
-        pthread_mutex_unlock(&x->t->lock);
-        return gone || stream_changed(x->s, false);
+        return stream_over(x) || stream_changed(x->s, false);
 }
 
 static int stream_finish(struct hub *h, struct hub_wait *w, struct hub_answer *a)
@@ -478,7 +485,7 @@ static void stream_free(struct hub_wait *w)
         struct mcp_stream *x = (struct mcp_stream *)w;
 
         pthread_mutex_lock(&x->t->lock);
-        x->s->streaming = false;
+        x->s->streams--;
         pthread_mutex_unlock(&x->t->lock);
         session_put(x->t, x->s);
         free(x);
@@ -488,6 +495,81 @@ static const struct hub_wait_ops stream_ops = {
         .look = stream_look, .finish = stream_finish, .free = stream_free,
         .stream = stream_read,
 };
+
+/* ---- handoff_complete's wait for the daemon -------------------------------- */
+
+struct mcp_later_wait {
+        struct hub_wait w;
+        struct hub_mcp *t;
+        struct mcp_session *s;
+        struct mcp_later later;
+        json_t *rpc_id;
+};
+
+/* The daemon takes the result from the inbox and records it beside the
+ * archived item (archive/, an event we watch); a refusal it writes into
+ * the inbox, which we look at each tick. */
+static bool later_look(struct hub *h, struct hub_wait *w)
+{
+        struct mcp_later_wait *x = (struct mcp_later_wait *)w;
+
+        (void)h;
+        return mcp_complete_taken(&x->s->m, &x->later);
+}
+
+static int later_finish(struct hub *h, struct hub_wait *w, struct hub_answer *a)
+{
+        struct mcp_later_wait *x = (struct mcp_later_wait *)w;
+        json_t *ans = NULL;
+        int r;
+
+        (void)h;
+        r = mcp_complete_finish(&x->s->m, &x->later, x->rpc_id, &ans);
+        if (r < 0)
+                return r;
+        return answer_rpc(a, 200, ans);
+}
+
+static void later_free(struct hub_wait *w)
+{
+        struct mcp_later_wait *x = (struct mcp_later_wait *)w;
+
+        json_decref(x->rpc_id);
+        session_put(x->t, x->s);
+        free(x);
+}
+
+static const struct hub_wait_ops later_ops = {
+        .look = later_look, .finish = later_finish, .free = later_free,
+};
+
+/* s's handoff_complete answers once the daemon took its result (at most
+ * MCP_COMPLETE_WAIT_MS): a wait on no thread, holding s. */
+static int later_new(struct hub *h, struct mcp_session *s, const json_t *rpc_id,
+                     struct hub_wait **ret)
+{
+        struct mcp_later_wait *x = calloc(1, sizeof(*x));
+
+        if (!x)
+                return -ENOMEM;
+        x->w.ops = &later_ops;
+        snprintf(x->w.agent, sizeof(x->w.agent), "%s", s->agent);
+        x->w.dirs = HUB_WAIT_DIR(HUB_WAIT_ON_ARCHIVE);
+        snprintf(x->w.name, sizeof(x->w.name), "%s", s->m.later.id);
+        x->w.name_in = true;
+        x->w.tick = MCP_STREAM_TICK_USEC;
+        x->w.deadline = mono_usec() + MCP_COMPLETE_WAIT_MS * 1000LL;
+        x->t = h->mcp;
+        x->s = s;
+        x->later = s->m.later;
+        x->rpc_id = json_incref((json_t *)rpc_id);
+        s->m.later.on = false;
+        pthread_mutex_lock(&h->mcp->lock);
+        s->refs++;
+        pthread_mutex_unlock(&h->mcp->lock);
+        *ret = &x->w;
+        return 0;
+}
 
 /* ---- requests ------------------------------------------------------------ */
 
@@ -551,23 +633,18 @@ static bool on_get(struct hub *h, struct hub_request *q, struct hub_answer *a)
                 session_put(h->mcp, s);
                 return true;
         }
-        pthread_mutex_lock(&h->mcp->lock);
-        /* Multiple Connections: each message goes on one stream only */
-        bool busy = s->streaming;
-        s->streaming = true;
-        pthread_mutex_unlock(&h->mcp->lock);
-        if (busy) {
-                session_put(h->mcp, s);
-                return refuse(a, 409, "Conflict: this session's stream is open already");
-        }
         x = calloc(1, sizeof(*x));
         if (!x) {
-                pthread_mutex_lock(&h->mcp->lock);
-                s->streaming = false;
-                pthread_mutex_unlock(&h->mcp->lock);
                 session_put(h->mcp, s);
                 return refuse(a, 500, "out of memory");
         }
+        /* Multiple Connections: each message goes on one stream only.  A
+         * client back from a dropped connection is on the newest; the one
+         * before ends (the hub would learn it is gone only at a write). */
+        pthread_mutex_lock(&h->mcp->lock);
+        s->streams++;
+        x->gen = ++s->stream_gen;
+        pthread_mutex_unlock(&h->mcp->lock);
         x->w.ops = &stream_ops;
         snprintf(x->w.agent, sizeof(x->w.agent), "%s", q->agent);
         x->w.dirs = HUB_WAIT_DIR(HUB_WAIT_ON_CLAIMED) | HUB_WAIT_DIR(HUB_WAIT_ON_ARCHIVE);
@@ -702,8 +779,16 @@ void hub_mcp_post(struct hub *h, struct hub_request *q, struct hub_answer *a)
         }
         pthread_mutex_lock(&s->lock);
         r = mcp_handle(&s->m, msg, &ans);
+        if (r == 0 && s->m.later.on) {
+                /* its answer comes when the daemon took the result */
+                json_decref(TAKE_PTR(ans));
+                r = later_new(h, s, json_object_get(msg, "id"), &a->wait);
+                s->m.later.on = false;
+        }
         pthread_mutex_unlock(&s->lock);
         session_put(h->mcp, s);
+        if (r == 0 && a->wait)
+                return;
         if (r < 0)
                 refuse(a, 500, "out of memory");
         else if (kind != MCP_REQUEST)
@@ -738,6 +823,19 @@ int hub_mcp_new(struct hub *h, struct hub_mcp **ret)
         }
         *ret = t;
         return 0;
+}
+
+unsigned hub_mcp_count(struct hub_mcp *t)
+{
+        struct mcp_session *s;
+        unsigned n = 0;
+
+        pthread_mutex_lock(&t->lock);
+        sweep_locked(t, mono_usec());
+        TAILQ_FOREACH(s, &t->sessions, link)
+                n++;
+        pthread_mutex_unlock(&t->lock);
+        return n;
 }
 
 void hub_mcp_free(struct hub_mcp *t)

@@ -21,6 +21,9 @@ bool hub_mcp_head(struct hub *h, struct hub_request *q, struct hub_answer *a);
 /* The POST's body is whole: its answer into a, on a pool thread. */
 void hub_mcp_post(struct hub *h, struct hub_request *q, struct hub_answer *a);
 
+/* The sessions open (those past their idle timeout ended first). */
+unsigned hub_mcp_count(struct hub_mcp *t);
+
 /* The parts a fuzzer calls alone.  Is origin (NULL: none) one of the
  * space or comma separated list allowed (NULL: none)? */
 bool hub_mcp_origin_ok(const char *allowed, const char *origin);

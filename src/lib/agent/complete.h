@@ -29,4 +29,14 @@ int complete_run(const char *dir, int dirfd, const char *id, const char *agent,
                  const hd_result *res, const hd_key *k, bool do_fsync, int64_t timeout_ms,
                  struct complete_out *out);
 
+/* The two halves of it, for a caller that waits in its own way (the
+ * hub's watcher): the result written (AG_OK) or refused before; then,
+ * once complete_taken() says the daemon took it (or the caller's time is
+ * up), what the daemon said (AG_STALE: not taken yet). */
+int complete_write(const char *dir, int dirfd, const char *id, const char *agent,
+                   const hd_result *res, const hd_key *k, bool do_fsync, struct complete_out *out);
+bool complete_taken(int dirfd, const char *id);
+int complete_answer(const char *dir, int dirfd, const char *id, bool failed,
+                    struct complete_out *out);
+
 #endif

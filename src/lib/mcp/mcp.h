@@ -33,6 +33,12 @@ extern const char *const mcp_versions[];
 extern const size_t mcp_n_versions;
 
 struct mcp;
+/* A handoff_complete whose result waits for the daemon's word. */
+struct mcp_later {
+        bool on;
+        bool failed;
+        char id[256];
+};
 /* Where handoff_send's document goes: 0, or an AG_* code with one line
  * in err.  NULL: submit_publish() into cfg's spool. */
 typedef int (*mcp_publish_fn)(struct mcp *m, const char *id, const char *buf, size_t len,
@@ -49,7 +55,11 @@ struct mcp {
         const json_t *tools;    /* the tools/list array (mcp_tools_new()) */
         mcp_publish_fn publish;
         void *userdata;         /* the transport's, for publish */
-        int64_t complete_wait_ms;       /* handoff_complete; 0: no wait */
+        int64_t complete_wait_ms;       /* handoff_complete's wait; 0: none */
+        /* handoff_complete only writes the result, and the transport
+         * waits for the daemon's word (see mcp_complete_finish()) */
+        bool complete_deferred;
+        struct mcp_later later;
         const char *server_name;        /* serverInfo.name */
         /* the state of the session */
         bool initialized;       /* notifications/initialized was seen */
@@ -93,6 +103,16 @@ struct mcp_err {
  * arguments that do not match the tool's inputSchema). */
 int mcp_tools_call(struct mcp *m, const json_t *params, json_t **ret,
                    struct mcp_err *e);
+
+/* With complete_deferred, a handoff_complete that wrote its result sets
+ * m->later.on (the transport takes it and clears it); its answer is then made by mcp_complete_finish() (the
+ * answer mcp_handle() gave is dropped): once mcp_complete_taken() says
+ * the daemon took the result, or when the transport's time is up (the
+ * answer then says it was not taken yet).  0 with *ret the JSON-RPC
+ * answer to rpc_id, or -ENOMEM. */
+bool mcp_complete_taken(const struct mcp *m, const struct mcp_later *l);
+int mcp_complete_finish(const struct mcp *m, const struct mcp_later *l, const json_t *rpc_id,
+                        json_t **ret);
 
 /* Does v match schema (the subset the tools use: type, properties,
  * required, additionalProperties false, items, enum, minimum, maximum,

@@ -198,6 +198,19 @@ static int tool_take(struct mcp *m, const json_t *args, json_t **ret)
 
 /* ---- handoff_complete ------------------------------------------------- */
 
+/* What handoff_complete answers once r and out say what the daemon did. */
+static json_t *complete_result(const char *id, bool failed, int r, const struct complete_out *out)
+{
+        char text[1024];
+
+        if (r != AG_OK)
+                return tool_error("%s", out->msg);
+        snprintf(text, sizeof(text), "Reported handoff %s as %s; the daemon recorded it "
+                 "(its sender sees it with handoff_status).", id, failed ? "failed" : "completed");
+        return tool_result(json_pack("{s:s, s:s, s:b}", "handoff_id", id, "status",
+                                     failed ? "failed" : "completed", "recorded", 1), text);
+}
+
 static int tool_complete(struct mcp *m, const json_t *args, json_t **ret)
 {
         const char *id = arg_str(args, "handoff_id");
@@ -207,7 +220,6 @@ static int tool_complete(struct mcp *m, const json_t *args, json_t **ret)
                 .failed = arg_str(args, "failed"),
         };
         struct complete_out out;
-        char text[1024];
         int r;
 
         if (!hd_id_valid(id)) {
@@ -227,20 +239,43 @@ static int tool_complete(struct mcp *m, const json_t *args, json_t **ret)
                 *ret = tool_error("%s does not exist: this agent consumed nothing", m->ib.dir);
                 return 0;
         }
-        r = complete_run(m->ib.dir, m->ib.fd, id, m->agent, &res, m->key, m->cfg->fsync,
-                         m->complete_wait_ms, &out);
+        if (!m->complete_deferred) {
+                r = complete_run(m->ib.dir, m->ib.fd, id, m->agent, &res, m->key, m->cfg->fsync,
+                                 m->complete_wait_ms, &out);
+                *ret = complete_result(id, res.failed != NULL, r, &out);
+                return 0;
+        }
+        r = complete_write(m->ib.dir, m->ib.fd, id, m->agent, &res, m->key, m->cfg->fsync, &out);
         if (r != AG_OK) {
                 *ret = tool_error("%s", out.msg);
                 return 0;
         }
-        /* without a wait the daemon records it after the answer */
-        snprintf(text, sizeof(text), "Reported handoff %s as %s; %s "
-                 "(its sender sees it with handoff_status).", id, res.failed ? "failed" : "completed",
-                 m->complete_wait_ms > 0 ? "the daemon recorded it" : "the daemon records it next");
-        *ret = tool_result(json_pack("{s:s, s:s, s:b}", "handoff_id", id, "status",
-                                     res.failed ? "failed" : "completed", "recorded",
-                                     m->complete_wait_ms > 0), text);
+        /* the transport waits for the daemon, then mcp_complete_finish() */
+        m->later.on = true;
+        m->later.failed = res.failed != NULL;
+        snprintf(m->later.id, sizeof(m->later.id), "%s", id);
+        *ret = complete_result(id, m->later.failed, r, &out);
         return 0;
+}
+
+bool mcp_complete_taken(const struct mcp *m, const struct mcp_later *l)
+{
+        return m->ib.fd < 0 || complete_taken(m->ib.fd, l->id);
+}
+
+int mcp_complete_finish(const struct mcp *m, const struct mcp_later *l, const json_t *rpc_id,
+                        json_t **ret)
+{
+        struct complete_out out;
+        json_t *result;
+        int r;
+
+        r = complete_answer(m->ib.dir, m->ib.fd, l->id, l->failed, &out);
+        result = complete_result(l->id, l->failed, r, &out);
+        if (!result)
+                return -ENOMEM;
+        *ret = json_pack("{s:s, s:O, s:o}", "jsonrpc", "2.0", "id", rpc_id, "result", result);
+        return *ret ? 0 : -ENOMEM;
 }
 
 /* ---- handoff_status --------------------------------------------------- */
