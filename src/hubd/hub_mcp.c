@@ -121,7 +121,8 @@ int hub_mcp_event_id(const char *v, uint64_t *ret)
                 *ret = 0;
                 return 0;
         }
-        if (parse_int64(v, 0, INT64_MAX, &n) < 0)
+        /* ours are digits alone: no sign, no blank */
+        if (strspn(v, "0123456789") != strlen(v) || parse_int64(v, 0, INT64_MAX, &n) < 0)
                 return -EINVAL;
         *ret = (uint64_t)n;
         return 0;
@@ -813,10 +814,13 @@ int hub_mcp_new(struct hub *h, struct hub_mcp **ret)
         t->idle_usec = (h->cfg->hub.mcp_session_idle > 0 ? h->cfg->hub.mcp_session_idle
                                                          : HUB_MCP_DEFAULT_IDLE) * 1000000LL;
         r = mcp_tools_new(&t->tools);
-        /* handoff_take checks the proof of origin with the keys this
-         * user reads, as handoffctl mcp does */
+        /* handoff_take checks the proof of origin as handoffctl mcp does,
+         * with the keys the hub loaded at its start (all of them, or it
+         * would not have started) */
         if (r == 0)
-                r = consume_opts_from_config(h->cfg, true, &t->copts);
+                r = consume_opts_from_config(h->cfg, false, &t->copts);
+        t->copts.lookup = config_key_lookup;
+        t->copts.userdata = h->cfg;
         if (r < 0) {
                 hub_mcp_free(t);
                 return r;
