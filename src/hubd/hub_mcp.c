@@ -265,6 +265,9 @@ static int session_new(struct hub *h, const char *agent, struct mcp_session **re
         snprintf(s->agent, sizeof(s->agent), "%s", agent);
         s->m.ib.fd = -1;
         if (inbox_init(&s->m.ib, h->cfg, s->agent, NULL, 0, err, errlen) != 0) {
+                /* the client is told what it can act on, not our paths */
+                snprintf(err, errlen, "Forbidden: %s has no inbox here (not an [agent] of "
+                         "the hub's configuration)", agent);
                 session_free(s);
                 return -EINVAL;
         }
@@ -677,6 +680,7 @@ static bool on_delete(struct hub *h, struct hub_request *q, struct hub_answer *a
 bool hub_mcp_head(struct hub *h, struct hub_request *q, struct hub_answer *a)
 {
         const char *method = q->method;
+        int64_t n;
 
         if (check_origin(h, q, a))
                 return true;
@@ -695,6 +699,9 @@ bool hub_mcp_head(struct hub *h, struct hub_request *q, struct hub_answer *a)
         if (!hub_request_json(q))
                 return refuse(a, 415, "Unsupported Media Type: Content-Type must be "
                               "application/json");
+        if (q->content_length && (parse_int64(q->content_length, 0, INT64_MAX, &n) < 0 ||
+                                  (uint64_t)n > h->cfg->max_file_size))
+                return refuse(a, 413, "Payload Too Large: a message is at most max_file_size");
         q->mcp = true;
         return false;
 }

@@ -231,6 +231,12 @@ def rules(env, hub):
     st, _, ans = bob.request("tools/list", token="not-a-token")
     check(st == 401, f"a wrong token: {st} {ans}")
     ok("Authorization: a token not in token_dir is 401")
+    st, _, ans = Mcp(hub, "dave").request("initialize", {
+        "protocolVersion": VERSION, "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"}}, session=False)
+    check(st == 403 and "no inbox here" in ans["error"]["message"]
+          and hub.state_dir not in ans["error"]["message"], f"dave, no [agent dave]: {st} {ans}")
+    ok("a token whose agent is no [agent] here gets no session (403), and no path of ours")
 
     # Listening for Messages from the Server; Resumability and Redelivery
     c, r = alice.stream()
@@ -369,7 +375,7 @@ def sessions(hub):
 
 def main():
     with hdtest.Env(agents=["alice", "bob", "carol"]) as env:
-        hub = hubkit.Hub(env, tokens={"alice": None, "bob": None, "carol": None},
+        hub = hubkit.Hub(env, tokens={"alice": None, "bob": None, "carol": None, "dave": None},
                          extra=("mcp_origins = https://agents.example, https://other.example\n"
                                 f"mcp_sessions_per_token = {SESSIONS}\n"
                                 f"mcp_session_idle = {4 * hdtest.SLOW}s\n"))
