@@ -18,9 +18,9 @@
  * a new one pushes out the token's least recently used one that has no
  * stream open) and end when unused for [hub] mcp_session_idle.  A
  * session has one stream: a second GET takes over from the first, which
- * ends.  A tool
- * call holds a pool thread only while it runs: handoff_complete's wait
- * for the daemon's word, like a stream, holds none (hub_wait.c). */
+ * ends.  A tool call holds a pool thread only while it runs:
+ * handoff_complete's wait for the daemon's word, like a stream, holds
+ * none (hub_wait.c). */
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -152,7 +152,7 @@ static bool check_version(const struct hub_request *q, const struct mcp_session 
                 return hub_mcp_refuse(a, 400, "Bad Request: unsupported MCP-Protocol-Version");
         if (s && s->m.version[0] && strcmp(v, s->m.version))
                 return hub_mcp_refuse(a, 400, "Bad Request: MCP-Protocol-Version is not the "
-                              "version this session agreed on");
+                                      "version this session agreed on");
         return false;
 }
 
@@ -163,12 +163,12 @@ static bool find_session(struct hub *h, const struct hub_request *q, struct hub_
 {
         *ret = NULL;
         if (!q->mcp_session)
-                return hub_mcp_refuse(a, 400, "Bad Request: Mcp-Session-Id is required (initialize "
-                              "starts a session)");
+                return hub_mcp_refuse(a, 400, "Bad Request: Mcp-Session-Id is required "
+                                      "(initialize starts a session)");
         *ret = hub_mcp_session_get(h->mcp, q->mcp_session, q->agent);
         if (!*ret)
-                return hub_mcp_refuse(a, 404, "Not Found: no such session (it ended: initialize "
-                              "a new one)");
+                return hub_mcp_refuse(a, 404, "Not Found: no such session (it ended: "
+                                      "initialize a new one)");
         return false;
 }
 
@@ -217,8 +217,8 @@ bool hub_mcp_head(struct hub *h, struct hub_request *q, struct hub_answer *a)
         if (check_origin(h, q, a))
                 return true;
         if (!hub_request_auth(h, q))
-                return hub_mcp_refuse(a, 401, "Unauthorized: a valid Authorization: Bearer token is "
-                              "required");
+                return hub_mcp_refuse(a, 401, "Unauthorized: a valid Authorization: Bearer "
+                                      "token is required");
         if (!strcmp(method, "GET"))
                 return on_get(h, q, a);
         if (!strcmp(method, "DELETE"))
@@ -230,10 +230,11 @@ bool hub_mcp_head(struct hub *h, struct hub_request *q, struct hub_answer *a)
                 return hub_mcp_refuse(a, 406, "Not Acceptable: answers are application/json");
         if (!hub_request_json(q))
                 return hub_mcp_refuse(a, 415, "Unsupported Media Type: Content-Type must be "
-                              "application/json");
+                                      "application/json");
         if (q->content_length && (parse_int64(q->content_length, 0, INT64_MAX, &n) < 0 ||
                                   (uint64_t)n > h->cfg->max_file_size))
-                return hub_mcp_refuse(a, 413, "Payload Too Large: a message is at most max_file_size");
+                return hub_mcp_refuse(a, 413, "Payload Too Large: a message is at most "
+                                      "max_file_size");
         q->mcp = true;
         return false;
 }
@@ -248,20 +249,20 @@ static void post_initialize(struct hub *h, struct hub_request *q, const json_t *
         int r;
 
         if (q->mcp_session) {
-                hub_mcp_refuse(a, 400, "Bad Request: initialize starts a session; send it without "
-                       "Mcp-Session-Id");
+                hub_mcp_refuse(a, 400, "Bad Request: initialize starts a session; send it "
+                               "without Mcp-Session-Id");
                 return;
         }
         r = hub_mcp_session_new(h, q->agent, &s, err, sizeof(err));
         if (r == -EBUSY) {
                 hub_mcp_refuse(a, 429, "Too Many Requests: this token's sessions ([hub] "
-                       "mcp_sessions_per_token) all have a stream open");
+                               "mcp_sessions_per_token) all have a stream open");
                 a->retry_after = 1;
                 return;
         }
         if (r == -EINVAL) {
-                hub_mcp_answer(a, 403, mcp_error_new(json_object_get(msg, "id"), RPC_INVALID_REQUEST,
-                                                 err, NULL));
+                hub_mcp_answer(a, 403, mcp_error_new(json_object_get(msg, "id"),
+                                                     RPC_INVALID_REQUEST, err, NULL));
                 return;
         }
         if (r < 0) {

@@ -103,7 +103,7 @@ static int publish(struct mcp *m, const char *id, const char *buf, size_t len, c
  * have a stream open) or -ENOMEM; -EINVAL with err filled when the
  * agent is not one of this hub's. */
 int hub_mcp_session_new(struct hub *h, const char *agent, struct mcp_session **ret,
-                       char *err, size_t errlen)
+                        char *err, size_t errlen)
 {
         struct hub_mcp *t = h->mcp;
         struct mcp_session *s = calloc(1, sizeof(*s)), *x, *lru = NULL;

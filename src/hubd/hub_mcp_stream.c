@@ -143,7 +143,7 @@ static int stream_finish(struct hub *h, struct hub_wait *w, struct hub_answer *a
         (void)h;
         (void)w;
         hub_mcp_refuse(a, 429, "too many open streams and waits (this token's [hub] "
-               "max_waits_per_token, or max_connections)");
+                       "max_waits_per_token, or max_connections)");
         a->retry_after = 1;
         return a->body ? 0 : -ENOMEM;
 }
@@ -240,7 +240,7 @@ static const struct hub_wait_ops later_ops = {
 /* s's handoff_complete answers once the daemon took its result (at most
  * MCP_COMPLETE_WAIT_MS): a wait on no thread, holding s. */
 int hub_mcp_later_new(struct hub *h, struct mcp_session *s, const json_t *rpc_id,
-                     struct hub_wait **ret)
+                      struct hub_wait **ret)
 {
         struct mcp_later_wait *x = calloc(1, sizeof(*x));
 
