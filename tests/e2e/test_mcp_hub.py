@@ -15,7 +15,8 @@ the hub's tokens.  A real handoffd, spool and hub (TLS) serve alice and bob.
 - Each rule of the transport as the specification words it, raw over
   http.client, naming its section.
 - The bounds: sessions per token, the idle timeout, the message size; a
-  flood of one token's streams and calls does not stall another token.
+  flood of one token's streams and calls does not stall another token;
+  the hub stops cleanly with a stream open.
 
 Skipped (and says so) only when node or the SDK cannot be had."""
 
@@ -373,6 +374,21 @@ def sessions(hub):
     check(False, "no handoff_hub_mcp_sessions in /metrics")
 
 
+def stop_with_stream(env, hub, proc):
+    """The hub stops cleanly (exit 0: under the sanitizers, no report)
+    with a session's stream open."""
+    alice = Mcp(hub, "alice")
+    alice.initialize()
+    c, r = alice.stream()
+    check(r.status == 200 and sse_event(r), "a stream open at the stop")
+    logs = proc.logs
+    rc = proc.stop()
+    check(rc == 0, f"the hub exited {rc} at SIGTERM with a stream open:\n{logs()}")
+    check(sse_event(r) is None, "the stream ended with the hub")
+    c.close()
+    ok("the hub stops with a stream open: the stream ends, exit 0")
+
+
 def main():
     with hdtest.Env(agents=["alice", "bob", "carol"]) as env:
         hub = hubkit.Hub(env, tokens={"alice": None, "bob": None, "carol": None, "dave": None},
@@ -383,10 +399,11 @@ def main():
         with open(hub.conf, "w") as f:
             f.write(text)
         env.start(conf=hub.conf)
-        hub.start()
+        proc = hub.start()
         rules(env, hub)
         bounds(env, hub)
         sdk(env, hub, hub.conf)
+        stop_with_stream(env, hub, proc)
     hdtest.finish("test_mcp_hub")
 
 
