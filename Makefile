@@ -78,9 +78,12 @@ HD_CXXFLAGS = $(filter-out -std=gnu11 -Wmissing-prototypes -Wstrict-prototypes,$
 # shares, which the library carries but does not export:
 # src/lib/config/ (handoffd.conf, with its keys) and src/lib/spool/ (the
 # spool's files as the CLI and the hub read and write them: items, cancel
-# requests).  A program's own folder is that program's alone.
+# requests), src/lib/agent/ (what an agent does with the spool: send,
+# list and take its inbox, report a result) and src/lib/mcp/ (the MCP
+# tools over it, one table for handoffctl mcp's stdio and the hub's
+# /mcp).  A program's own folder is that program's alone.
 LIB_SRCS    := $(sort $(wildcard src/lib/*.c src/lib/payload/*.c src/lib/private/*.c \
-	src/lib/config/*.c src/lib/spool/*.c))
+	src/lib/config/*.c src/lib/spool/*.c src/lib/agent/*.c src/lib/mcp/*.c))
 LIB_CXX_SRCS := $(sort $(wildcard src/lib/*.cc))
 DAEMON_SRCS := $(sort $(filter-out src/handoffd/main.c,$(wildcard src/handoffd/*.c src/handoffd/store/*.c)))
 CTL_SRCS    := $(sort $(wildcard src/handoffctl/*.c))
@@ -145,13 +148,15 @@ $(shell mkdir -p $(B) && (echo '$(DIRS_NOW)' | cmp -s - $(DIRS_STAMP) || echo '$
 # the library's with config/ and spool/ (INC_shared) and its own folder,
 # the tests the daemon's too.
 INC_lib := -Isrc/lib -Isrc/lib/payload -Isrc/lib/private
-INC_shared := $(INC_lib) -Isrc/lib/config -Isrc/lib/spool
+INC_shared := $(INC_lib) -Isrc/lib/config -Isrc/lib/spool -Isrc/lib/agent -Isrc/lib/mcp
 INC_handoffd := $(INC_shared) -Isrc/handoffd -Isrc/handoffd/store
 INC_handoffctl := $(INC_shared) -Isrc/handoffctl
 INC_hubd := $(INC_shared) -Isrc/hubd -Isrc/push
 $(B)/src/lib/%.o: HD_CFLAGS += $(INC_lib)
 $(B)/src/lib/config/%.o: HD_CFLAGS += -Isrc/lib/config
 $(B)/src/lib/spool/%.o: HD_CFLAGS += -Isrc/lib/spool
+$(B)/src/lib/agent/%.o: HD_CFLAGS += -Isrc/lib/config -Isrc/lib/spool -Isrc/lib/agent
+$(B)/src/lib/mcp/%.o: HD_CFLAGS += -Isrc/lib/config -Isrc/lib/spool -Isrc/lib/agent -Isrc/lib/mcp
 $(B)/src/handoffd/%.o: HD_CFLAGS += $(INC_handoffd)
 $(B)/src/handoffctl/%.o: HD_CFLAGS += $(INC_handoffctl)
 $(B)/src/hubd/%.o: HD_CFLAGS += $(INC_hubd) $(HUB_CFLAGS)

@@ -10,7 +10,11 @@ the file drop and through the hub in the same run.
   rate   N handoffs at a fixed rate (default 200/s; the hub's spread over
          the 8 clients); per item the latency from the drop (just after the
          rename into handoff/) or the start of the POST, to the bootstrap's
-         IN_MOVED_TO in the agent's handoffs/.
+         IN_MOVED_TO in the agent's handoffs/.  Also through /mcp (how
+         "mcp"): the MCP tool handoff_send, a tools/call POST of 8 clients
+         each in its own session (made before the clock starts), which the
+         hub signs and drops as a POST; its p99 against the hub's POST
+         (target <= 1.5x).
 
 hubfloor is bench/hubfloor.c: the least an HTTPS way in needs (the same
 libmicrohttpd, TLS and certificate, each body written to tmp/ and renamed
@@ -66,6 +70,41 @@ class Floor:
         return r.status, data
 
 
+MCP_TARGET = 1.5        # /mcp's p99 at the rate, against the hub's POST's
+MCP_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+
+
+def mcp_session(hub, conn):
+    """A session of bob's at /mcp on conn: the headers of its calls."""
+    h = dict(MCP_HEADERS, Authorization=f"Bearer {hub.tokens['bob']}")
+    conn.request("POST", "/mcp", json.dumps({
+        "jsonrpc": "2.0", "id": 0, "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                   "clientInfo": {"name": "bench", "version": "1"}}}).encode(), h)
+    r = conn.getresponse()
+    r.read()
+    h["Mcp-Session-Id"] = r.getheader("Mcp-Session-Id")
+    h["MCP-Protocol-Version"] = "2025-11-25"
+    conn.request("POST", "/mcp", b'{"jsonrpc":"2.0","method":"notifications/initialized"}', h)
+    r = conn.getresponse()
+    r.read()
+    return h
+
+
+def mcp_send(conn, h, i):
+    """handoff_send to alice: (HTTP status, the handoff_id or the answer)."""
+    conn.request("POST", "/mcp", json.dumps({
+        "jsonrpc": "2.0", "id": i + 1, "method": "tools/call",
+        "params": {"name": "handoff_send", "arguments": {
+            "to_agent": "alice", "reason": "bench", "ttl_seconds": 1800}}}).encode(), h)
+    r = conn.getresponse()
+    a = json.loads(r.read())
+    res = a.get("result") or {}
+    if r.status != 200 or res.get("isError"):
+        return r.status, a
+    return 200, res["structuredContent"]["handoff_id"]
+
+
 class Site:
     """What hdtest.Daemon and hubkit.Hub need of an environment."""
 
@@ -74,8 +113,9 @@ class Site:
         self.spool = os.path.join(base, "spool")
         for d in ("tmp", "handoff"):
             os.makedirs(os.path.join(self.spool, d), exist_ok=True)
-        self.state = {"alice": os.path.join(base, "agents", "alice")}
-        os.makedirs(os.path.join(self.state["alice"], "handoffs"), exist_ok=True)
+        self.state = {a: os.path.join(base, "agents", a) for a in ("alice", "bob")}
+        for a in self.state:
+            os.makedirs(os.path.join(self.state[a], "handoffs"), exist_ok=True)
         self.key_path = os.path.join(base, "default.key")
         self.key = hdproto.make_key(self.key_path)
         self.sock = os.path.join(base, "control.sock")
@@ -90,7 +130,9 @@ class Site:
                           "resume_window = 1800", "max_waiting = 0", "max_waiting_per_sender = 0",
                           "", "[keys]", f"default = {self.key_path}", "",
                           "[control]", f"socket = {self.sock}", "",
-                          "[agent alice]", f"state_dir = {self.state['alice']}", ""]) + "\n" + extra
+                          "[agent alice]", f"state_dir = {self.state['alice']}", "",
+                          # /mcp serves an agent of this host (its inbox)
+                          "[agent bob]", f"state_dir = {self.state['bob']}", ""]) + "\n" + extra
 
     def write_config(self, name="d0", extra="", text=None):
         path = os.path.join(self.dir, name + ".conf")
@@ -132,20 +174,28 @@ def one(site, hub, how, phase, n, rate, timeout, procs):
                 os.close(hand_fd)
         else:
             bad, lock = [], threading.Lock()
+            conns = [hub.connect() for _ in range(CLIENTS)]
+            sessions = [mcp_session(hub, c) for c in conns] if how == "mcp" else None
+            t0 = time.monotonic()
 
             def client(k):
-                conn = hub.connect()
+                conn = conns[k]
                 try:
                     for i in range(k, n, CLIENTS):
                         if rate:
                             delay = t0 + i / rate - time.monotonic()
                             if delay > 0:
                                 time.sleep(delay)
-                        d = docs[i]
                         t = time.monotonic()
-                        st, a = hub.post(d, "bob", conn=conn, raw=bodies[i])
+                        if how == "mcp":
+                            st, a = mcp_send(conn, sessions[k], i)
+                            hid = a if st == 200 else None
+                        else:
+                            hid = docs[i]["handoff_id"]
+                            st, a = hub.post(docs[i], "bob", conn=conn, raw=bodies[i])
                         with lock:
-                            starts[d["handoff_id"] + ".json"] = t
+                            if hid:
+                                starts[hid + ".json"] = t
                             if st != 200:
                                 bad.append((st, a))
                 finally:
@@ -181,9 +231,19 @@ def one(site, hub, how, phase, n, rate, timeout, procs):
             "cpu_ms_per_1000": cpu * 1000 * 1000 / n, "ok": not problems, "problems": problems}
 
 
+def mcp_ratio(rows):
+    """The mcp row's p99 against the hub row's of its run, and whether it
+    is within MCP_TARGET."""
+    hub = next((r for r in rows if r["how"] == "hub" and r["phase"] == "rate"), None)
+    for r in rows:
+        if r["how"] == "mcp" and hub and hub.get("lat_p99_ms") and r.get("lat_p99_ms"):
+            r["p99_vs_hub"] = r["lat_p99_ms"] / hub["lat_p99_ms"]
+            r["p99_target"] = MCP_TARGET
+
+
 def run(handoffd, hubd, fsync, n, rate_n, rate, timeout=120.0, keep=False, hubfloor=None):
-    """Burst and rate through the file drop, the hub floor and the hub: 6
-    rows."""
+    """Burst and rate through the file drop, the hub floor and the hub, and
+    the rate through /mcp: 7 rows."""
     hubfloor = hubfloor or os.path.join(os.path.dirname(handoffd), "bench", "hubfloor")
     base = tempfile.mkdtemp(prefix=f"hdbench.hub-{'on' if fsync else 'off'}.",
                             dir=os.environ.get("TMPDIR") or "/tmp")
@@ -206,11 +266,12 @@ def run(handoffd, hubd, fsync, n, rate_n, rate, timeout=120.0, keep=False, hubfl
         f.wait_message("READY=1")
         floor = Floor(hub, fport)
         for phase, count, r in (("burst", n, None), ("rate", rate_n, rate)):
-            for how in HOWS:
+            for how in HOWS + (("mcp",) if phase == "rate" else ()):
                 # CPU: the daemon's and that of the way in
-                procs = [d.proc] + ([h.proc] if how == "hub" else [f.proc] if how == "hubfloor" else [])
+                procs = [d.proc] + ([f.proc] if how == "hubfloor" else [] if how == "file" else [h.proc])
                 rows.append(one(site, floor if how == "hubfloor" else hub, how, phase, count, r,
                                 timeout, procs))
+        mcp_ratio(rows)
     finally:
         for x in site.daemons:
             if x.proc.poll() is None:
@@ -222,6 +283,14 @@ def run(handoffd, hubd, fsync, n, rate_n, rate, timeout=120.0, keep=False, hubfl
         else:
             shutil.rmtree(base, ignore_errors=True)
     return rows
+
+
+def mcp_note(r):
+    """The ratio of an mcp row, as the tables print it."""
+    if "p99_vs_hub" not in r:
+        return ""
+    v = r["p99_vs_hub"]
+    return f"  p99 {v:.2f}x the hub's POST (target <= {r['p99_target']:g}x: {'ok' if v <= r['p99_target'] else 'OVER'})"
 
 
 def main():
@@ -242,6 +311,7 @@ def main():
               f"p50 {r.get('lat_p50_ms') or 0:.2f} ms, p99 {r.get('lat_p99_ms') or 0:.2f} ms "
               f"(in p50 {r.get('lat_in_p50_ms') or 0:.2f} p99 {r.get('lat_in_p99_ms') or 0:.2f}, "
               f"daemon p50 {r.get('lat_daemon_p50_ms') or 0:.2f} p99 {r.get('lat_daemon_p99_ms') or 0:.2f})"
+              f"{mcp_note(r)}"
               f"{'' if r['ok'] else '  FAIL ' + '; '.join(r['problems'])}")
     print("BENCH_HUB_JSON " + json.dumps(rows, sort_keys=True, separators=(",", ":")))
     return 0 if all(r["ok"] for r in rows) else 1

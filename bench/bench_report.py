@@ -229,7 +229,7 @@ def hub_table(a, rows):
                      f"{fmt(r.get('cpu_ms_per_1000')):>11}  "
                      f"{fmt(r.get('lat_in_p50_ms')) + '/' + fmt(r.get('lat_in_p99_ms')):>11}  "
                      f"{fmt(r.get('lat_daemon_p50_ms')) + '/' + fmt(r.get('lat_daemon_p99_ms')):>11}"
-                     f"{'' if r.get('ok') else '  FAIL'}")
+                     f"{hub_mcp_note(r)}{'' if r.get('ok') else '  FAIL'}")
     rat = hub_ratios(rows)
     if any(v is not None for _, v, _ in rat):
         lines += ["", f"{'hub ratios, same run':<52}  {'ratio':>6}  target", "-" * 70]
@@ -263,3 +263,11 @@ def hub_ratios(rows):
                     ratio(get(fsync, "burst", "hubfloor", "throughput"),
                           get(fsync, "burst", "file", "throughput")), ""))
     return out
+
+
+def hub_mcp_note(r):
+    """/mcp's handoff_send against the hub's POST, p99 at the rate."""
+    if "p99_vs_hub" not in r:
+        return ""
+    v, t = r["p99_vs_hub"], r["p99_target"]
+    return f"  p99 {v:.2f}x POST (target <= {t:g}x{'' if v <= t else ': OVER'})"

@@ -481,7 +481,8 @@ def run_relay(a, paths, rows, leave=None):
 def run_hub(a, paths, rows):
     """The hub phase (bench/bench_hub.py), fsync off then on: the file drop,
     bench/hubfloor and handoff-hubd (TLS, 8 keep-alive clients) in the same
-    run, a burst and a fixed rate.  True when a run failed."""
+    run, a burst and a fixed rate, and the rate through /mcp's handoff_send,
+    its p99 against the POST's.  True when a run failed."""
     import bench_hub
     failed = False
     for fsync in (False, True):
@@ -490,7 +491,8 @@ def run_hub(a, paths, rows):
                                  a.rate, a.timeout, a.keep, hubfloor=paths["hubfloor"]):
             rows.append(res)
             print(f"  hub-{res['fsync']}-{res['phase']}-{res['how']:16} {fmt(res.get('throughput')):>8} items/s "
-                  f"p99 {fmt(res.get('lat_p99_ms'))} ms{'' if res.get('ok') else '  FAIL'}")
+                  f"p99 {fmt(res.get('lat_p99_ms'))} ms{bench_hub.mcp_note(res)}"
+                  f"{'' if res.get('ok') else '  FAIL'}")
             for p in res.get("problems", []):
                 print(f"    problem: {p}")
             failed |= not res.get("ok")

@@ -52,7 +52,8 @@ FUZZ_CTL_OBJS := $(patsubst %.c,$(FB)/%.o,$(CTL_SRCS))
 # the hub links the part of handoff-push both judge by (Makefile PUSH_SHARED)
 FUZZ_HUB_OBJS := $(patsubst %.c,$(FB)/%.o,$(HUBD_SRCS) src/push/push_addr.c src/push/push_line.c)
 $(FB)/src/handoffctl/%.o $(FB)/tests/fuzz/fuzz_mcp.o: FUZZ_CFLAGS += $(INC_handoffctl)
-$(FB)/src/hubd/%.o $(FB)/tests/fuzz/fuzz_hub.o $(FB)/tests/fuzz/fuzz_a2a.o: FUZZ_CFLAGS += \
+$(FB)/src/hubd/%.o $(FB)/tests/fuzz/fuzz_hub.o $(FB)/tests/fuzz/fuzz_a2a.o \
+$(FB)/tests/fuzz/fuzz_mcp_http.o: FUZZ_CFLAGS += \
 	$(INC_hubd) $(HUB_CFLAGS)
 $(FB)/src/handoffctl/main.o $(FB)/src/hubd/main.o: FUZZ_CFLAGS += \
 	-Dmain=fuzz_program_main -Wno-missing-prototypes
@@ -60,6 +61,9 @@ $(FB)/fuzz_mcp: $(FUZZ_CTL)
 $(FB)/fuzz_hub: $(FUZZ_HUB)
 $(FB)/fuzz_hub: FUZZ_LIBS := $(HUB_LIBS) -lpthread
 $(FB)/fuzz_a2a: $(FUZZ_HUB)
+# fuzz_mcp_http: what /mcp reads of a request (hub_mcp.c, mcp_rpc.c)
+$(FB)/fuzz_mcp_http: $(FUZZ_HUB)
+$(FB)/fuzz_mcp_http: FUZZ_LIBS := $(HUB_LIBS) -lpthread
 # fuzz_a2a_answer: handoff-a2a's parser of an A2A server's answers
 $(FB)/tests/fuzz/fuzz_a2a_answer.o: FUZZ_CFLAGS += -Isrc/a2a
 $(FB)/fuzz_a2a_answer: $(FB)/src/a2a/a2a_answer.o

@@ -1,7 +1,8 @@
 # mk/mcp.mk: the MCP test client's packages (tests/mcp: the official
 # @modelcontextprotocol/sdk, pinned in package.json and package-lock.json),
 # installed with `npm ci` when node_modules is missing.  make check runs it;
-# without npm or a registry tests/e2e/test_mcp.py says it is skipped.
+# without npm or a registry tests/e2e/test_mcp.py says it is skipped, and
+# tests/e2e/test_mcp_hub.py runs its half without the SDK alone.
 
 MCP_TEST_DIR := tests/mcp
 

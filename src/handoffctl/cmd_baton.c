@@ -143,8 +143,8 @@ static int baton_list(int bfd, bool as_json)
                         printf("%-*s  %6lld  %s %s\n", (int)w,
                                json_string_value(json_object_get(it, "session_id")),
                                (long long)json_integer_value(json_object_get(it, "stages")),
-                               ctl_esc(json_string_value(json_object_get(it, "last_at"))) ?: "-",
-                               ctl_esc(json_string_value(json_object_get(it, "last_stage"))) ?: "-");
+                               esc_line(json_string_value(json_object_get(it, "last_at"))) ?: "-",
+                               esc_line(json_string_value(json_object_get(it, "last_stage"))) ?: "-");
                 printf("%zu session%s\n", json_array_size(all), json_array_size(all) == 1 ? "" : "s");
         }
         return fflush(stdout) == 0 ? CTL_EXIT_OK : CTL_EXIT_ERROR;
@@ -162,10 +162,10 @@ static void baton_print_history(const json_t *hist)
                 json_t *val;
 
                 printf("%zu. %s %s:", i + 1,
-                       ctl_esc(json_string_value(json_object_get(e, "at"))) ?: "?",
-                       ctl_esc(json_string_value(json_object_get(e, "stage_id"))) ?: "?");
+                       esc_line(json_string_value(json_object_get(e, "at"))) ?: "?",
+                       esc_line(json_string_value(json_object_get(e, "stage_id"))) ?: "?");
                 json_object_foreach((json_t *)patch, key, val) {
-                        printf("%s %s%s", sep, ctl_esc(key), json_is_null(val) ? " (reset)" : "");
+                        printf("%s %s%s", sep, esc_line(key), json_is_null(val) ? " (reset)" : "");
                         sep = ",";
                 }
                 printf("\n");
@@ -265,7 +265,7 @@ int cmd_baton(int argc, char **argv)
                 if (r < 0)
                         return ctl_fail(CTL_EXIT_ERROR, "baton: cannot render: %s",
                                         strerror(-r));
-                fputs(ctl_esc_text(md), stdout);
+                fputs(esc_text(md), stdout);
                 if (history)
                         baton_print_history(json_object_get(doc, "history"));
         }

@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sodium.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -48,47 +47,6 @@ static void consume_usage(FILE *f)
                 "Exit: 0 consumed, 1 none there (or that id was already consumed),\n"
                 "2 usage or configuration error, 3 stale, unusable or refused, 4 error.\n",
                 CONFIG_DEFAULT_PATH);
-}
-
-/* A sender's own key this user cannot read verifies nothing: a random
- * key bound to that agent stands in for it, so its handoffs fail their
- * MAC (never checked with the default key instead) and a kid key is still
- * refused for it, as the daemon refuses it. */
-static int consume_stand_ins(struct config *c)
-{
-        unsigned char rnd[HD_KEY_MIN_LEN];
-        int r;
-
-        for (size_t i = 0; i < c->n_agents; i++) {
-                struct config_agent *a = &c->agents[i];
-                if (!a->key_path || a->key)
-                        continue;
-                randombytes_buf(rnd, sizeof(rnd));
-                r = hd_key_from_bytes(rnd, sizeof(rnd), &a->key);
-                sodium_memzero(rnd, sizeof(rnd));
-                if (r < 0)
-                        return r;
-                hd_key_set_agent(a->key, a->name);
-        }
-        return 0;
-}
-
-int consume_opts_from_config(struct config *cfg, bool verify, hd_consume_opts *o)
-{
-        int r;
-
-        o->resume_window_s = cfg->resume_window;
-        o->max_size = cfg->max_file_size;
-        o->policy.max_clock_skew_s = cfg->max_clock_skew;
-        o->policy.max_window_s = cfg->max_window;
-        if (!verify || config_load_keys_readable(cfg) <= 0)
-                return 0;
-        r = consume_stand_ins(cfg);
-        if (r < 0)
-                return r;
-        o->lookup = config_key_lookup;
-        o->userdata = cfg;
-        return 1;
 }
 
 static const hd_key *consume_one_key(void *k, const char *kid, const char *from_agent)
@@ -276,7 +234,7 @@ int cmd_consume(int argc, char **argv)
                 return ctl_fail(CTL_EXIT_ERROR, "consume: %s: %s", dir, strerror(-r));
         if (context) {
                 /* the agent reads it, and a person may: lines, no controls */
-                printf("%s\n", ctl_esc_text(json_string_value(json_object_get(b, "resume_context"))));
+                printf("%s\n", esc_text(json_string_value(json_object_get(b, "resume_context"))));
         } else {
                 _cleanup_free_ char *s = json_dumps(b, JSON_INDENT(2) | JSON_SORT_KEYS);
                 if (!s)

@@ -133,6 +133,7 @@ int cmd_inbox(int argc, char **argv)
                 { "version", no_argument, NULL, 'V' },
                 {}
         };
+        char err[512];
         const char *conf = NULL, *agent = NULL, *state_dir = NULL;
         bool follow = false, as_json = false;
         struct inbox ib = { .fd = -1 };
@@ -167,7 +168,9 @@ int cmd_inbox(int argc, char **argv)
                 if (r)
                         return r;
         }
-        r = inbox_init(&ib, cfg, agent, state_dir, window, "inbox");
+        r = inbox_init(&ib, cfg, agent, state_dir, window, err, sizeof(err));
+        if (r)
+                r = ctl_fail(r, "inbox: %s", err);
         /* What consume --agent would take: checked with the keys the
          * configuration lets this user read, as consume does. */
         if (r == 0 && cfg) {

@@ -57,7 +57,7 @@ static void list_cells(json_t *it, const char *cell[LIST_COLS])
         cell[5] = json_string_value(json_object_get(it, "outcome")) ?:
                   json_string_value(json_object_get(it, "reason")) ?: "";
         for (size_t i = 0; i < LIST_COLS; i++)
-                cell[i] = cell[i] ? ctl_esc(cell[i]) : "-";
+                cell[i] = cell[i] ? esc_line(cell[i]) : "-";
 }
 
 /* A header, columns as wide as their widest cell, no trailing blanks, and

@@ -1,4 +1,4 @@
-/* handoffctl mcp: a Model Context Protocol server over stdio for one agent
+/* handoffctl mcp: the MCP server of src/lib/mcp/ for one agent over stdio
  * (see mcp.h).  JSON-RPC 2.0, one message per line on stdin/stdout, logs
  * on stderr only.  One thread: poll() on stdin and on an inotify watch of
  * the agent's handoffs/, whose changes become
@@ -25,12 +25,8 @@
 #include "submit.h"
 #include "util.h"
 
-#define MCP_MAX_LINE (1024 * 1024)
+#define MCP_MAX_LINE MCP_MAX_MESSAGE
 #define MCP_READ_CHUNK (64 * 1024)
-#define MCP_URI_PREFIX "handoff://inbox/"
-
-/* Newest first: the answer to a version we do not know is the first. */
-static const char *const mcp_versions[] = { "2025-06-18", "2025-03-26", "2024-11-05" };
 
 static void mcp_usage(FILE *f)
 {
@@ -56,9 +52,12 @@ static void mcp_usage(FILE *f)
 
 /* ---- output ----------------------------------------------------------- */
 
-static int mcp_send(struct mcp *m, json_t *msg)
+static FILE *mcp_out = NULL;    /* where answers go, one per line: stdout */
+
+static int mcp_send(json_t *msg)
 {
         _cleanup_free_ char *s = NULL;
+        FILE *out = mcp_out ? mcp_out : stdout;
 
         if (!msg)
                 return -ENOMEM;
@@ -67,224 +66,20 @@ static int mcp_send(struct mcp *m, json_t *msg)
         json_decref(msg);
         if (!s)
                 return -ENOMEM;
-        if (fputs(s, m->out) == EOF || fputc('\n', m->out) == EOF || fflush(m->out) == EOF)
+        if (fputs(s, out) == EOF || fputc('\n', out) == EOF || fflush(out) == EOF)
                 return -errno;
         return 0;
 }
 
-static int mcp_reply(struct mcp *m, const json_t *id, json_t *result)
+/* One line: its answer, if it has one, written. */
+static int mcp_line(struct mcp *m, const char *line, size_t len)
 {
-        if (!result)
-                return -ENOMEM;
-        return mcp_send(m, json_pack("{s:s, s:O, s:o}", "jsonrpc", "2.0", "id", id, "result", result));
-}
+        json_t *ans = NULL;
+        int r = mcp_message(m, line, len, &ans);
 
-static int mcp_error(struct mcp *m, const json_t *id, int code, const char *msg,
-                     json_t *data)
-{
-        char text[512];
-        json_t *err;
-
-        snprintf(text, sizeof(text), "%s", msg);
-        utf8_fix(text);
-        err = json_pack("{s:i, s:s}", "code", code, "message", text);
-        if (err && data)
-                json_object_set_new(err, "data", data);
-        else
-                json_decref(data);
-        if (!err)
-                return -ENOMEM;
-        return mcp_send(m, json_pack("{s:s, s:O, s:o}", "jsonrpc", "2.0", "id",
-                                     id ? id : json_null(), "error", err));
-}
-
-/* ---- lifecycle -------------------------------------------------------- */
-
-static json_t *mcp_initialize(struct mcp *m, const json_t *params)
-{
-        const char *want = json_string_value(json_object_get(params, "protocolVersion"));
-        const char *ver = mcp_versions[0];
-        char instr[512];
-
-        for (size_t i = 0; want && i < ELEMENTSOF(mcp_versions); i++)
-                if (!strcmp(want, mcp_versions[i]))
-                        ver = mcp_versions[i];
-        snprintf(instr, sizeof(instr),
-                 "Handoffs for agent %s. handoff_send hands work to another agent; "
-                 "handoff_inbox lists what was handed to %s, handoff_take takes one over "
-                 "(once); handoff_status follows a handoff. Each waiting handoff is also "
-                 "a resource handoff://inbox/ID; the list changes when one arrives or is taken.",
-                 m->agent, m->agent);
-        return json_pack("{s:s, s:{s:{s:b}, s:{s:b, s:b}}, s:{s:s, s:s, s:s}, s:s}",
-                         "protocolVersion", ver,
-                         "capabilities", "tools", "listChanged", 0,
-                         "resources", "listChanged", 1, "subscribe", 0,
-                         "serverInfo", "name", "handoffctl", "title", "handoffd agent tools",
-                         "version", HD_VERSION_STRING,
-                         "instructions", instr);
-}
-
-/* ---- resources -------------------------------------------------------- */
-
-static json_t *mcp_resources_list(struct mcp *m, struct mcp_err *e)
-{
-        _cleanup_json_ json_t *list = NULL;
-        json_t *res = json_array(), *it;
-        size_t i;
-        int r;
-
-        inbox_reopen(&m->ib);
-        r = inbox_list(&m->ib, hd_now_usec(), &list, NULL);
-        if (r < 0 || !res) {
-                json_decref(res);
-                e->code = RPC_INTERNAL_ERROR;
-                snprintf(e->msg, sizeof(e->msg), "Internal error: %s: %s", m->ib.dir,
-                         strerror(r < 0 ? -r : ENOMEM));
-                return NULL;
-        }
-        json_array_foreach(list, i, it) {
-                const char *id = json_string_value(json_object_get(it, "handoff_id"));
-                char uri[256], title[512], desc[256];
-                snprintf(uri, sizeof(uri), MCP_URI_PREFIX "%s", id);
-                snprintf(title, sizeof(title), "Handoff from %s: %s",
-                         json_string_value(json_object_get(it, "from_agent")) ?: "?",
-                         json_string_value(json_object_get(it, "reason")) ?: "");
-                utf8_fix(title);
-                snprintf(desc, sizeof(desc),
-                         "Delivered to %s %llds ago; %llds left to take it (handoff_take). "
-                         "Reading it does not take it.", m->agent,
-                         (long long)json_integer_value(json_object_get(it, "age_s")),
-                         (long long)json_integer_value(json_object_get(it, "seconds_left")));
-                json_array_append_new(res, json_pack("{s:s, s:s, s:s, s:s, s:s}", "uri", uri,
-                                                     "name", id, "title", title,
-                                                     "description", desc,
-                                                     "mimeType", "application/json"));
-        }
-        return json_pack("{s:o}", "resources", res);
-}
-
-static json_t *mcp_resources_read(struct mcp *m, const json_t *params, struct mcp_err *e,
-                                  json_t **ret_data)
-{
-        const char *uri = json_string_value(json_object_get(params, "uri"));
-        _cleanup_json_ json_t *b = NULL;
-        _cleanup_free_ char *text = NULL;
-        const char *id;
-        char name[NAME_MAX + 1];
-        hd_verdict v;
-
-        e->code = RPC_INVALID_PARAMS;
-        if (!uri) {
-                snprintf(e->msg, sizeof(e->msg), "Invalid params: 'uri' must be a string");
-                return NULL;
-        }
-        id = strncmp(uri, MCP_URI_PREFIX, strlen(MCP_URI_PREFIX)) ? NULL
-                                                                 : uri + strlen(MCP_URI_PREFIX);
-        inbox_reopen(&m->ib);
-        /* What handoff_take would give: a file that would be refused
-         * (planted, copied from another agent, stale) is not found. */
-        if (!id || !hd_id_valid(id) || hd_bootstrap_name(id, name, sizeof(name)) < 0 ||
-            m->ib.fd < 0 || hd_consume_peek(m->ib.fd, name, &m->copts, hd_now_usec(), &b, &v) < 0 ||
-            strcmp(json_string_value(json_object_get(b, "handoff_id")) ?: "", id)) {
-                snprintf(e->msg, sizeof(e->msg), "Resource not found");
-                *ret_data = json_pack("{s:s}", "uri", uri);
-                return NULL;
-        }
-        text = json_dumps(b, JSON_INDENT(2) | JSON_SORT_KEYS);
-        if (!text) {
-                e->code = RPC_INTERNAL_ERROR;
-                snprintf(e->msg, sizeof(e->msg), "Internal error: out of memory");
-                return NULL;
-        }
-        return json_pack("{s:[{s:s, s:s, s:s}]}", "contents", "uri", uri,
-                         "mimeType", "application/json", "text", text);
-}
-
-static json_t *mcp_templates_list(void)
-{
-        return json_pack("{s:[{s:s, s:s, s:s, s:s, s:s}]}", "resourceTemplates",
-                         "uriTemplate", MCP_URI_PREFIX "{handoff_id}", "name", "inbox",
-                         "title", "A handoff waiting for this agent",
-                         "description", "The bootstrap of a delivered handoff, as JSON; reading it does not take it",
-                         "mimeType", "application/json");
-}
-
-/* ---- dispatch --------------------------------------------------------- */
-
-static int mcp_request(struct mcp *m, const char *method, const json_t *id,
-                       const json_t *params)
-{
-        struct mcp_err e = { .code = RPC_INTERNAL_ERROR, .msg = "Internal error" };
-        json_t *result = NULL, *data = NULL;
-
-        if (!strcmp(method, "initialize"))
-                result = mcp_initialize(m, params);
-        else if (!strcmp(method, "ping"))
-                result = json_object();
-        else if (!strcmp(method, "tools/list"))
-                result = json_pack("{s:O}", "tools", m->tools);
-        else if (!strcmp(method, "tools/call")) {
-                if (mcp_tools_call(m, params, &result, &e) < 0)
-                        result = NULL;
-        } else if (!strcmp(method, "resources/list"))
-                result = mcp_resources_list(m, &e);
-        else if (!strcmp(method, "resources/read"))
-                result = mcp_resources_read(m, params, &e, &data);
-        else if (!strcmp(method, "resources/templates/list"))
-                result = mcp_templates_list();
-        else {
-                e.code = RPC_METHOD_NOT_FOUND;
-                snprintf(e.msg, sizeof(e.msg), "Method not found: %.128s", method);
-        }
-        if (result)
-                return mcp_reply(m, id, result);
-        return mcp_error(m, id, e.code, e.msg, data);
-}
-
-int mcp_message(struct mcp *m, const char *line, size_t len)
-{
-        _cleanup_json_ json_t *msg = NULL;
-        const json_t *id, *params;
-        const char *method;
-        hd_limits lim = { .max_size = MCP_MAX_LINE };
-        hd_verdict v;
-        char text[400];
-        int r;
-
-        r = hd_parse(line, len, &lim, &msg, &v);
-        if (r == -EBADMSG && v.reason == HD_R_BAD_TYPE)
-                return mcp_error(m, NULL, RPC_INVALID_REQUEST,
-                                 "Invalid Request: a message is one JSON object (no batches)", NULL);
-        if (r < 0) {
-                snprintf(text, sizeof(text), "Parse error: %s", r == -EBADMSG ? v.detail : strerror(-r));
-                return mcp_error(m, NULL, RPC_PARSE_ERROR, text, NULL);
-        }
-        id = json_object_get(msg, "id");
-        method = json_string_value(json_object_get(msg, "method"));
-        params = json_object_get(msg, "params");
-        if (id && !json_is_string(id) && !json_is_integer(id))
-                return mcp_error(m, NULL, RPC_INVALID_REQUEST,
-                                 "Invalid Request: id must be a string or an integer", NULL);
-        if (!method) {
-                if (!json_object_get(msg, "method") && id &&
-                    (json_object_get(msg, "result") || json_object_get(msg, "error")))
-                        return 0;       /* a response: we send no requests */
-                return mcp_error(m, id, RPC_INVALID_REQUEST, "Invalid Request: no method", NULL);
-        }
-        if (!json_is_string(json_object_get(msg, "jsonrpc")) ||
-            strcmp(json_string_value(json_object_get(msg, "jsonrpc")), "2.0"))
-                return id ? mcp_error(m, id, RPC_INVALID_REQUEST,
-                                      "Invalid Request: jsonrpc must be \"2.0\"", NULL) : 0;
-        if (params && !json_is_object(params))
-                return id ? mcp_error(m, id, RPC_INVALID_PARAMS,
-                                      "Invalid params: params must be an object", NULL) : 0;
-        if (!id) {
-                /* notifications: nothing is answered */
-                if (!strcmp(method, "notifications/initialized"))
-                        m->initialized = true;
-                return 0;
-        }
-        return mcp_request(m, method, id, params);
+        if (r < 0)
+                return r;
+        return ans ? mcp_send(ans) : 0;
 }
 
 /* ---- the loop --------------------------------------------------------- */
@@ -295,7 +90,7 @@ struct mcp_input {
         bool skipping;          /* inside a line over the limit */
 };
 
-/* Hand each complete line to mcp_message(); a line over the limit is
+/* Hand each complete line to mcp_line(); a line over the limit is
  * answered once and dropped as it streams in. */
 static int mcp_lines(struct mcp *m, struct mcp_input *in)
 {
@@ -313,13 +108,13 @@ static int mcp_lines(struct mcp *m, struct mcp_input *in)
                         if (l > 0 && in->buf[start + l - 1] == '\r')
                                 l--;
                         if (l > MCP_MAX_LINE) {
-                                r = mcp_error(m, NULL, RPC_INVALID_REQUEST,
-                                              "Invalid Request: message over 1 MiB", NULL);
+                                r = mcp_send(mcp_error_new(NULL, RPC_INVALID_REQUEST,
+                                                           "Invalid Request: message over 1 MiB", NULL));
                         } else {
                                 bool blank = true;
                                 for (size_t i = 0; i < l && blank; i++)
                                         blank = strchr(" \t\r", in->buf[start + i]) != NULL;
-                                r = blank ? 0 : mcp_message(m, in->buf + start, l);
+                                r = blank ? 0 : mcp_line(m, in->buf + start, l);
                         }
                         if (r < 0)
                                 return r;
@@ -330,8 +125,8 @@ static int mcp_lines(struct mcp *m, struct mcp_input *in)
         in->len -= start;
         if (in->len > MCP_MAX_LINE + 1) {
                 if (!in->skipping) {
-                        r = mcp_error(m, NULL, RPC_INVALID_REQUEST,
-                                      "Invalid Request: message over 1 MiB", NULL);
+                        r = mcp_send(mcp_error_new(NULL, RPC_INVALID_REQUEST,
+                                                   "Invalid Request: message over 1 MiB", NULL));
                         if (r < 0)
                                 return r;
                 }
@@ -341,28 +136,27 @@ static int mcp_lines(struct mcp *m, struct mcp_input *in)
         return 0;
 }
 
-static int mcp_inbox_events(struct mcp *m)
+static int mcp_inbox_events(struct mcp *m, int ifd)
 {
         char buf[16 * 1024] __attribute__((aligned(__alignof__(struct inotify_event))));
         bool changed = false;
         ssize_t n;
 
-        n = read(m->ifd, buf, sizeof(buf));
+        n = read(ifd, buf, sizeof(buf));
         if (n < 0)
                 return errno == EAGAIN || errno == EINTR ? 0 : -errno;
         for (char *p = buf; p < buf + n;) {
                 const struct inotify_event *ev = (const struct inotify_event *)p;
                 p += sizeof(*ev) + ev->len;
-                if (inbox_event(&m->ib, m->ifd, ev))
+                if (inbox_event(&m->ib, ifd, ev))
                         changed = true;
         }
         if (!changed || !m->initialized)
                 return 0;
-        return mcp_send(m, json_pack("{s:s, s:s}", "jsonrpc", "2.0", "method",
-                                     "notifications/resources/list_changed"));
+        return mcp_send(mcp_notification_new("notifications/resources/list_changed"));
 }
 
-static int mcp_loop(struct mcp *m)
+static int mcp_loop(struct mcp *m, int ifd)
 {
         struct mcp_input in = { .buf = malloc(MCP_MAX_LINE + 2 + MCP_READ_CHUNK) };
         int r = 0;
@@ -371,13 +165,13 @@ static int mcp_loop(struct mcp *m)
                 return -ENOMEM;
         while (r >= 0) {
                 struct pollfd p[2] = { { .fd = STDIN_FILENO, .events = POLLIN },
-                                       { .fd = m->ifd, .events = POLLIN } };
+                                       { .fd = ifd, .events = POLLIN } };
                 if (poll(p, 2, -1) < 0) {
                         r = errno == EINTR ? 0 : -errno;
                         continue;
                 }
                 if (p[1].revents & POLLIN)
-                        r = mcp_inbox_events(m);
+                        r = mcp_inbox_events(m, ifd);
                 if (r < 0 || !(p[0].revents & (POLLIN | POLLHUP | POLLERR)))
                         continue;
                 ssize_t n = read(STDIN_FILENO, in.buf + in.len, MCP_READ_CHUNK);
@@ -419,15 +213,17 @@ static int mcp_key(struct mcp *m, const char *path, bool explicit)
                          "%s is a systemd credential of handoffd (use --key)", path);
                 return 0;
         }
-        r = hd_key_load(path, &m->key, m->key_error, sizeof(m->key_error));
+        hd_key *k = NULL;
+        r = hd_key_load(path, &k, m->key_error, sizeof(m->key_error));
         if (r == 0) {
                 struct submit_err e;
-                if (submit_key_check(m->key, path, m->kid, &e) != 0) {
+                if (submit_key_check(k, path, m->kid, &e) != 0) {
                         snprintf(m->key_error, sizeof(m->key_error), "%s", e.msg);
-                        hd_key_free(TAKE_PTR(m->key));
+                        hd_key_free(TAKE_PTR(k));
                         r = -EINVAL;
                 }
         }
+        m->key = k;     /* handoffctl's own: mcp_close() frees it */
         if (r < 0) {
                 if (!m->key_error[0])
                         snprintf(m->key_error, sizeof(m->key_error), "%s: %s", path, strerror(-r));
@@ -442,14 +238,17 @@ int mcp_open(struct mcp *m, const char *conf, const char *key)
 {
         int r;
 
-        m->ifd = -1;
+        char err[512];
+        json_t *tools = NULL;
+
         m->ib.fd = -1;
-        if (!m->out)
-                m->out = stdout;
+        m->complete_wait_ms = MCP_COMPLETE_WAIT_MS;
         r = ctl_config(conf, &m->cfg);
         if (r)
                 return r;
-        r = inbox_init(&m->ib, m->cfg, m->agent, NULL, 0, "mcp");
+        r = inbox_init(&m->ib, m->cfg, m->agent, NULL, 0, err, sizeof(err));
+        if (r)
+                r = ctl_fail(r, "mcp: %s", err);
         if (r == 0) {
                 /* handoff_take checks the proof of origin as consume does */
                 int q = consume_opts_from_config(m->cfg, true, &m->copts);
@@ -463,19 +262,17 @@ int mcp_open(struct mcp *m, const char *conf, const char *key)
         }
         if (r == 0)
                 r = mcp_key(m, key, key != NULL);
-        if (r == 0 && mcp_tools_init(m) < 0)
+        if (r == 0 && mcp_tools_new(&tools) < 0)
                 r = ctl_fail(CTL_EXIT_ERROR, "mcp: the tool table does not parse");
+        m->tools = tools;
         return r;
 }
 
 void mcp_close(struct mcp *m)
 {
-        if (m->ifd >= 0)
-                close(m->ifd);
-        m->ifd = -1;
         inbox_done(&m->ib);
-        json_decref(TAKE_PTR(m->tools));
-        hd_key_free(TAKE_PTR(m->key));
+        json_decref((json_t *)TAKE_PTR(m->tools));
+        hd_key_free((hd_key *)TAKE_PTR(m->key));
         config_free(TAKE_PTR(m->cfg));
 }
 
@@ -492,8 +289,8 @@ int cmd_mcp(int argc, char **argv)
                 {}
         };
         const char *conf = NULL, *key = NULL;
-        struct mcp m = { .ifd = -1, .ib = { .fd = -1 }, .out = stdout };
-        int c, r;
+        struct mcp m = { .ib = { .fd = -1 } };
+        int c, r, ifd = -1;
 
         while ((c = getopt_long(argc, argv, "a:c:k:h", opts, NULL)) >= 0) {
                 switch (c) {
@@ -512,19 +309,21 @@ int cmd_mcp(int argc, char **argv)
                 return ctl_fail(CTL_EXIT_USAGE, "mcp: --agent NAME is required (try --help)");
         r = mcp_open(&m, conf, key);
         if (r == 0) {
-                m.ifd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
-                if (m.ifd < 0 || inbox_watch(&m.ib, m.ifd) < 0)
+                ifd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+                if (ifd < 0 || inbox_watch(&m.ib, ifd) < 0)
                         r = ctl_fail(CTL_EXIT_ERROR, "mcp: inotify on %s: %s", m.ib.dir,
                                      strerror(errno));
         }
         if (r == 0) {
                 /* a client that is gone shows as EPIPE on the next write */
                 signal(SIGPIPE, SIG_IGN);
-                r = mcp_loop(&m);
+                r = mcp_loop(&m, ifd);
                 if (r == -EPIPE)
                         r = 0;
                 r = r < 0 ? ctl_fail(CTL_EXIT_ERROR, "mcp: %s", strerror(-r)) : CTL_EXIT_OK;
         }
+        if (ifd >= 0)
+                close(ifd);
         mcp_close(&m);
         return r;
 }

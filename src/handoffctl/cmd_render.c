@@ -126,7 +126,7 @@ int cmd_render(int argc, char **argv)
         if (r < 0)
                 return ctl_fail(CTL_EXIT_ERROR, "render: %s: cannot render: %s", path,
                                 strerror(-r));
-        fputs(ctl_esc_text(md), stdout);
+        fputs(esc_text(md), stdout);
         if (fflush(stdout) != 0)
                 return ctl_fail(CTL_EXIT_ERROR, "render: writing output: %s", strerror(errno));
         return CTL_EXIT_OK;

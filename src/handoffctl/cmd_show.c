@@ -55,7 +55,7 @@ static void show_text(const json_t *found)
                         w = (int)strlen(k) > w ? (int)strlen(k) : w;
         json_object_foreach((json_t *)found, k, v) {
                 if (json_is_string(v) && json_string_length(v) > 0)
-                        printf("%-*s %s\n", w, k, ctl_esc(json_string_value(v)));
+                        printf("%-*s %s\n", w, k, esc_line(json_string_value(v)));
                 else if (json_is_integer(v))
                         printf("%-*s %lld\n", w, k, (long long)json_integer_value(v));
         }
@@ -71,15 +71,15 @@ static void show_result(const json_t *res)
         if (!res)
                 return;
         printf("%-12s %s by %s at %s (recorded %s)\n", "result",
-               ctl_esc(json_string_value(json_object_get(res, "status"))) ?: "?",
-               ctl_esc(json_string_value(json_object_get(res, "agent"))) ?: "?",
-               ctl_esc(json_string_value(json_object_get(res, "completed_at"))) ?: "?",
-               ctl_esc(json_string_value(json_object_get(res, "recorded_at"))) ?: "?");
+               esc_line(json_string_value(json_object_get(res, "status"))) ?: "?",
+               esc_line(json_string_value(json_object_get(res, "agent"))) ?: "?",
+               esc_line(json_string_value(json_object_get(res, "completed_at"))) ?: "?",
+               esc_line(json_string_value(json_object_get(res, "recorded_at"))) ?: "?");
         if (reason)
-                printf("%-12s %s\n", "why", ctl_esc(reason));
+                printf("%-12s %s\n", "why", esc_line(reason));
         /* the agent's words, a line each, marked as its own */
         if (text) {
-                _cleanup_free_ char *t = strdup(ctl_esc_text(text));
+                _cleanup_free_ char *t = strdup(esc_text(text));
                 char *save = NULL;
                 for (char *l = t ? strtok_r(t, "\n", &save) : NULL; l; l = strtok_r(NULL, "\n", &save))
                         printf("%-12s %s\n", "text", l);
@@ -100,15 +100,15 @@ static void show_a2a_end(const json_t *it, const struct config_remote *rm)
 
         printf("there %s (the answer of %s's server for task %s, %s; no signature, A2A "
                "carries no receipt; %s)\n",
-               ctl_esc(json_string_value(json_object_get(it, "remote_outcome"))),
-               ctl_esc(json_string_value(json_object_get(it, "remote_host"))) ?: "?",
-               ctl_esc(json_string_value(json_object_get(it, "a2a_task"))) ?: "?",
+               esc_line(json_string_value(json_object_get(it, "remote_outcome"))),
+               esc_line(json_string_value(json_object_get(it, "remote_host"))) ?: "?",
+               esc_line(json_string_value(json_object_get(it, "a2a_task"))) ?: "?",
                !url ? "from a server no longer in the configuration"
                : !strncmp(url, "https://", 8) ? "over TLS verified against its CAs, with the "
                                                  "bearer token of its token_file"
                                               : "over plain http to this host's loopback, "
                                                 "with the bearer token of its token_file",
-               ctl_esc(json_string_value(json_object_get(it, "remote_at"))) ?: "?");
+               esc_line(json_string_value(json_object_get(it, "remote_at"))) ?: "?");
 }
 
 int cmd_show(int argc, char **argv)
@@ -150,7 +150,7 @@ int cmd_show(int argc, char **argv)
                 show_text(found);
                 show_result(json_object_get(found, "result"));
                 if (json_string_value(json_object_get(found, "relayed_to")))
-                        printf("relayed to %s\n", ctl_esc(json_string_value(json_object_get(found, "relayed_to"))));
+                        printf("relayed to %s\n", esc_line(json_string_value(json_object_get(found, "relayed_to"))));
                 const char *rh = json_string_value(json_object_get(found, "remote_host"));
                 /* An A2A server signs nothing: its answer is the word. */
                 if (rh && !strncmp(rh, "a2a:", 4) &&
@@ -159,9 +159,9 @@ int cmd_show(int argc, char **argv)
                 /* The receipt of the receiving host (receipt.c). */
                 else if (json_string_value(json_object_get(found, "remote_outcome")))
                         printf("there %s (receipt signed by %s, %s)\n",
-                               ctl_esc(json_string_value(json_object_get(found, "remote_outcome"))),
-                               ctl_esc(json_string_value(json_object_get(found, "remote_host"))) ?: "?",
-                               ctl_esc(json_string_value(json_object_get(found, "remote_at"))) ?: "?");
+                               esc_line(json_string_value(json_object_get(found, "remote_outcome"))),
+                               esc_line(json_string_value(json_object_get(found, "remote_host"))) ?: "?",
+                               esc_line(json_string_value(json_object_get(found, "remote_at"))) ?: "?");
                 else if (json_string_value(json_object_get(found, "relayed_to")))
                         printf("there: no receipt yet\n");
         }

@@ -158,7 +158,7 @@ static void print_relay(json_t *rl)
                        R("applied"), R("duplicate"), R("dropped"));
 #undef R
         if (S("last_error"))
-                printf("  last relay error (%llds ago): %s\n", I("last_error_age_s"), ctl_esc(S("last_error")));
+                printf("  last relay error (%llds ago): %s\n", I("last_error_age_s"), esc_line(S("last_error")));
 #undef I
 #undef S
 }
@@ -207,7 +207,7 @@ static void print_a2a(json_t *a2a)
                 bool failing = a2a_failing(r);
 
                 printf("  a2a remote %s (%s): %s, waiting %lld, in flight %lld (sent, task followed)",
-                       ctl_esc(name), url ? ctl_esc(url) : "removed in a reload",
+                       esc_line(name), url ? esc_line(url) : "removed in a reload",
                        failing ? "NOT reachable"
                        : !url ? "no helper"
                        : json_is_true(json_object_get(r, "helper_running")) ? "reachable"
@@ -217,7 +217,7 @@ static void print_a2a(json_t *a2a)
                 if (err)
                         printf(", last error %s ago: %s",
                                fmt_span(json_integer_value(json_object_get(r, "last_error_age_s")),
-                                        span, sizeof(span)), ctl_esc(err));
+                                        span, sizeof(span)), esc_line(err));
                 printf("\n");
         }
 }
@@ -309,12 +309,12 @@ static void print_hub(json_t *hb)
         if (!hb)
                 return;
         if (json_is_null(json_object_get(hb, "running"))) {
-                printf("hub: unknown: %s\n", ctl_esc(json_string_value(json_object_get(hb, "error"))));
+                printf("hub: unknown: %s\n", esc_line(json_string_value(json_object_get(hb, "error"))));
                 return;
         }
         if (!json_is_true(json_object_get(hb, "running"))) {
                 printf("hub: not running (no figures in %s)\n",
-                       ctl_esc(json_string_value(json_object_get(hb, "figures"))));
+                       esc_line(json_string_value(json_object_get(hb, "figures"))));
                 return;
         }
         json_object_foreach(json_object_get(hb, "requests"), code, n) {
@@ -328,7 +328,7 @@ static void print_hub(json_t *hb)
 #define I(k) ((long long)json_integer_value(json_object_get(hb, k)))
         printf("hub: running, pid %lld, up %s, listening on %s (%s), %lld token(s)\n", I("pid"),
                fmt_span(json_integer_value(json_object_get(hb, "uptime_s")), span, sizeof(span)),
-               ctl_esc(json_string_value(json_object_get(hb, "listen"))),
+               esc_line(json_string_value(json_object_get(hb, "listen"))),
                json_is_true(json_object_get(hb, "tls")) ? "TLS" : "plain HTTP",
                I("tokens"));
         printf("  requests %lld (2xx %lld, 4xx %lld, 5xx %lld), accepted %lld, repeated %lld, "
@@ -425,7 +425,7 @@ static void print_text(json_t *st)
                 printf("handoffd: not running (spool read directly)\n");
         printf("health: %s\n", json_string_value(json_object_get(st, "health")));
         json_array_foreach(probs, i, v)
-                printf("  problem: %s\n", ctl_esc(json_string_value(v)));
+                printf("  problem: %s\n", esc_line(json_string_value(v)));
         if (!json_object_size(c)) {
                 printf("spool %s: not counted (see the problem above)\n",
                        json_string_value(json_object_get(st, "spool")));
@@ -441,11 +441,11 @@ static void print_text(json_t *st)
                (long long)json_integer_value(json_object_get(json_object_get(st, "bytes"), "rejected")));
         json_object_foreach(pa, key, v)
                 if (json_is_integer(json_object_get(op, key)))
-                        printf("  pending for %s: %lld, the oldest waiting %s\n", ctl_esc(key),
+                        printf("  pending for %s: %lld, the oldest waiting %s\n", esc_line(key),
                                (long long)json_integer_value(v),
                                fmt_span(json_integer_value(json_object_get(op, key)), span, sizeof(span)));
                 else
-                        printf("  pending %s: %lld\n", ctl_esc(key), (long long)json_integer_value(v));
+                        printf("  pending %s: %lld\n", esc_line(key), (long long)json_integer_value(v));
 counted:
         if (json_is_null(pa))
                 printf("  pending per agent: not known (%s; status reads no file)\n",
@@ -468,7 +468,7 @@ counted:
                 printf("last error (%s ago): %s\n",
                        fmt_span(json_integer_value(json_object_get(st, "last_error_age_s")),
                                 span, sizeof(span)),
-                       ctl_esc(json_string_value(json_object_get(st, "last_error"))));
+                       esc_line(json_string_value(json_object_get(st, "last_error"))));
 }
 
 /* The file against the configuration the daemon runs on (control.c):

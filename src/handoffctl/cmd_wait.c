@@ -234,9 +234,9 @@ static void wait_print(const char *id, const json_t *it, const char *status, boo
         }
         printf("%s %s", id, status);
         if (reason && *reason)
-                printf(": %s", ctl_esc(reason));
+                printf(": %s", esc_line(reason));
         if (detail && *detail)
-                printf(": %s", ctl_esc(detail));
+                printf(": %s", esc_line(detail));
         printf("\n");
 }
 
@@ -423,7 +423,7 @@ int cmd_wait(int argc, char **argv)
                 if (timeout >= 0)
                         snprintf(span, sizeof(span), " up to %llds", (long long)timeout);
                 fprintf(stderr, "handoffctl: wait: %s is not in %s (yet); waiting%s for it "
-                        "to arrive%s\n", ctl_esc(w.id), spool, span,
+                        "to arrive%s\n", esc_line(w.id), spool, span,
                         timeout >= 0 ? "" : " (no --timeout: until interrupted)");
         }
         if (timeout >= 0)

@@ -100,7 +100,7 @@ int ctl_fail(int code, const char *fmt, ...)
         va_start(ap, fmt);
         vsnprintf(msg, sizeof(msg), fmt, ap);
         va_end(ap);
-        fprintf(stderr, "handoffctl: %s\n", ctl_esc(msg));
+        fprintf(stderr, "handoffctl: %s\n", esc_line(msg));
         return code;
 }
 

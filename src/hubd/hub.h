@@ -62,6 +62,7 @@ uint64_t hub_ratelog_tick(struct hub_ratelog *r, char *last, size_t n);
 
 struct hub_answer;
 struct hub_limits;
+struct hub_mcp;
 struct hub_waits;
 struct hub_tokens;
 struct hub_tls;
@@ -95,6 +96,7 @@ struct hub {
         struct hub_waits *waits;        /* likewise: the suspended waits */
         struct hub_limits *limits;      /* each token's rate and share */
         struct hub_signer *signer;      /* [hub] signing_key; NULL: none (hub_jws.h) */
+        struct hub_mcp *mcp;            /* /mcp's sessions, while libmicrohttpd runs */
 };
 
 /* ---- logging: hub_log() (hub_log.h); what a client can cause,
@@ -254,6 +256,7 @@ struct hub_answer {
         const char *ctype;      /* Content-Type; NULL: application/json */
         unsigned retry_after;   /* seconds for Retry-After; 0: none */
         struct hub_wait *wait;  /* the answer comes when it ends (its finish) */
+        char session[40];       /* Mcp-Session-Id to send; "": none */
 };
 /* agent: the token's agent.  Fills a; returns 0 (also for refusals) or
  * -ENOMEM. */
@@ -350,7 +353,9 @@ struct hub_request {
         const char *authorization, *content_type, *content_length;
         const char *wait;               /* the query's wait= */
         const char *host, *a2a_version; /* Host, A2A-Version */
-        const char *last_event_id;      /* Last-Event-ID (an A2A stream resumed) */
+        const char *last_event_id;      /* Last-Event-ID (an A2A or MCP stream resumed) */
+        const char *origin, *accept;    /* Origin, Accept (/mcp) */
+        const char *mcp_session, *mcp_version;  /* Mcp-Session-Id, MCP-Protocol-Version */
         const char *peer;               /* the peer's address, for the log; NULL: unknown */
         /* the decision's state */
         char agent[65];                 /* the token's, once checked */
@@ -359,7 +364,13 @@ struct hub_request {
         bool too_large;
         bool wait_claimed;
         char a2a[65];                   /* NAME of a POST to /a2a/NAME; "": not one */
+        bool mcp;                       /* a POST to /mcp */
 };
+/* The token of q, checked: true with q->agent its agent (a failure is
+ * logged as one). */
+bool hub_request_auth(struct hub *h, struct hub_request *q);
+/* Is q's Content-Type application/json? */
+bool hub_request_json(const struct hub_request *q);
 /* The head: true with a filled when the answer is decided now (a GET, a
  * refusal), false when a POST's body is to be read and ended. */
 bool hub_request_head(struct hub *h, struct hub_request *q, struct hub_answer *a);

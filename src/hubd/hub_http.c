@@ -11,7 +11,8 @@
  *        /.well-known/agent-card.json
  *                                  A2A (hub_a2a.c); a stream's answer
  *                                  is text/event-stream, parked on no
- *                                  thread between its events */
+ *                                  thread between its events
+ *   POST, GET, DELETE /mcp         MCP's Streamable HTTP (hub_mcp.c) */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <microhttpd.h>
@@ -25,6 +26,7 @@
 
 #include "hub.h"
 #include "hub_jws.h"
+#include "hub_mcp.h"
 #include "util.h"
 
 #define PATH_START "/api/v1/handoffs/start"
@@ -102,6 +104,11 @@ static bool auth_agent(struct hub *h, const char *v, const char *peer, char *age
         return a != NULL;
 }
 
+bool hub_request_auth(struct hub *h, struct hub_request *q)
+{
+        return auth_agent(h, q->authorization, q->peer, q->agent);
+}
+
 static bool json_content_type(const char *v)
 {
         size_t n = strlen("application/json");
@@ -112,6 +119,11 @@ static bool json_content_type(const char *v)
         while (*v == ' ' || *v == '\t')
                 v++;
         return *v == '\0' || *v == ';';
+}
+
+bool hub_request_json(const struct hub_request *q)
+{
+        return json_content_type(q->content_type);
 }
 
 /* /a2a/NAME[SUFFIX] -> NAME into name[65]: true when url is that. */
@@ -236,6 +248,8 @@ bool hub_request_head(struct hub *h, struct hub_request *q, struct hub_answer *a
         const char *url = q->url, *method = q->method;
 
         *a = (struct hub_answer){ 0 };
+        if (!strcmp(url, HUB_MCP_PATH))
+                return hub_mcp_head(h, q, a);
         if (!strcmp(method, "GET") || !strcmp(method, "HEAD"))
                 return on_get(h, q, a);
         if (a2a_path(url, "", q->a2a) || a2a_path(url, "/", q->a2a)) {
@@ -287,6 +301,10 @@ static void request_make(struct hub *h, struct hub_request *q, struct hub_answer
 {
         char detail[128];
 
+        if (q->mcp) {
+                hub_mcp_post(h, q, a);
+                return;
+        }
         if (q->a2a[0]) {
                 if (q->too_large)
                         a2a_refuse(a, 413, -32600, "the request is larger than max_file_size");
@@ -368,6 +386,8 @@ static enum MHD_Result respond(struct MHD_Connection *c, struct req *rq,
         MHD_add_response_header(resp, "Cache-Control", "no-store");
         if (status == 401)
                 MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+        if (a->session[0])
+                MHD_add_response_header(resp, "Mcp-Session-Id", a->session);
         if (a->retry_after) {
                 char v[16];
                 snprintf(v, sizeof(v), "%u", a->retry_after);
@@ -486,6 +506,21 @@ static enum MHD_Result wait_answer(struct hub *h, struct MHD_Connection *c, stru
         return respond(c, rq, &a);
 }
 
+/* a's answer waits: on no thread, or at once when there is no room. */
+static enum MHD_Result answer_later(struct hub *h, struct MHD_Connection *c, struct req *rq,
+                                    struct hub_answer *a)
+{
+        rq->conn = c;
+        rq->wait = a->wait;
+        a->wait = NULL;
+        rq->a = *a;
+        if (rq->wait->ops->stream)
+                return stream_answer(h, c, rq);
+        if (hub_waits_add(h->waits, rq->wait, wait_suspend, wait_resume, rq) == 0)
+                return MHD_YES;
+        return wait_answer(h, c, rq);
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
                                   const char *url, const char *method,
                                   const char *version, const char *upload_data,
@@ -510,12 +545,18 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
                 rq->q.host = header(c, MHD_HTTP_HEADER_HOST);
                 rq->q.a2a_version = header(c, "A2A-Version");
                 rq->q.last_event_id = header(c, "Last-Event-ID");
+                rq->q.origin = header(c, "Origin");
+                rq->q.accept = header(c, MHD_HTTP_HEADER_ACCEPT);
+                rq->q.mcp_session = header(c, "Mcp-Session-Id");
+                rq->q.mcp_version = header(c, "MCP-Protocol-Version");
                 rq->h = h;
                 rq->q.peer = peer_address(c, rq->peer, sizeof(rq->peer));
                 /* headers whole: no longer dropped to make room */
                 conn_phase(h, c, HUB_CONN_BODY);
                 if (hub_request_head(h, &rq->q, &a)) {
                         conn_phase(h, c, HUB_CONN_ANSWER);
+                        if (a.wait)
+                                return answer_later(h, c, rq, &a);
                         return respond(c, rq, &a);
                 }
                 return MHD_YES;
@@ -534,16 +575,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
         hub_request_end(h, &rq->q, &a);
         if (!a.wait)
                 return respond(c, rq, &a);
-        /* its answer waits: on no thread, or at once when there is no room */
-        rq->conn = c;
-        rq->wait = a.wait;
-        a.wait = NULL;
-        rq->a = a;
-        if (rq->wait->ops->stream)
-                return stream_answer(h, c, rq);
-        if (hub_waits_add(h->waits, rq->wait, wait_suspend, wait_resume, rq) == 0)
-                return MHD_YES;
-        return wait_answer(h, c, rq);
+        return answer_later(h, c, rq, &a);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
@@ -624,7 +656,14 @@ int hub_http_start(struct hub *h, int listen_fd, bool is_unix,
                 r = hub_limits_new(ch, &h->limits);
         if (r == 0)
                 r = hub_waits_start(h, &h->waits);
+        if (r == 0)
+                r = hub_mcp_new(h, &h->mcp);
         if (r < 0) {
+                if (h->waits) {
+                        hub_waits_stop(h->waits);
+                        hub_waits_free(h->waits);
+                        h->waits = NULL;
+                }
                 hub_limits_free(h->limits);
                 h->limits = NULL;
                 hub_conns_free(h->conns);
@@ -658,6 +697,8 @@ int hub_http_start(struct hub *h, int listen_fd, bool is_unix,
                 hub_waits_stop(h->waits);
                 hub_waits_free(h->waits);
                 h->waits = NULL;
+                hub_mcp_free(h->mcp);
+                h->mcp = NULL;
                 hub_limits_free(h->limits);
                 h->limits = NULL;
                 hub_conns_free(h->conns);
@@ -681,6 +722,8 @@ void hub_http_stop(struct hub_http *s)
         MHD_stop_daemon(s->d);
         hub_waits_free(s->h->waits);
         s->h->waits = NULL;
+        hub_mcp_free(s->h->mcp);
+        s->h->mcp = NULL;
         hub_limits_free(s->h->limits);
         s->h->limits = NULL;
         hub_conns_free(s->h->conns);

@@ -12,6 +12,7 @@
 
 #include "handoff.h"
 #include "hub.h"
+#include "hub_mcp.h"
 #include "sbuf.h"
 #include "util.h"
 
@@ -143,6 +144,10 @@ char *hub_stats_text(struct hub *h, long conns_open)
                 sb_printf(&b, "# HELP handoff_hub_connections Connections open.\n"
                             "# TYPE handoff_hub_connections gauge\n"
                             "handoff_hub_connections %ld\n", conns_open);
+        if (h->mcp)
+                sb_printf(&b, "# HELP handoff_hub_mcp_sessions MCP sessions open at /mcp.\n"
+                            "# TYPE handoff_hub_mcp_sessions gauge\n"
+                            "handoff_hub_mcp_sessions %u\n", hub_mcp_count(h->mcp));
         stats_daemon(h, &b);
         return sb_take(&b, &out) < 0 ? NULL : out;
 }

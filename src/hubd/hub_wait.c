@@ -122,8 +122,9 @@ static void look_all(struct hub_waits *w, const char *names, size_t names_len,
                         continue;
                 x->fresh = false;
                 x->ready = x->ops->look(w->h, x);
+                /* at the stop now is INT64_MAX: no next look */
                 if (x->tick)
-                        x->next_look = now + x->tick;
+                        x->next_look = now > INT64_MAX - x->tick ? INT64_MAX : now + x->tick;
                 if (!x->ready && now < x->deadline)
                         continue;
                 if (x->ops->stream) {

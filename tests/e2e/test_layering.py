@@ -37,7 +37,8 @@ BUILD = os.environ.get("HD_BUILD") or os.path.join(SRC, "build")
 sys.path.insert(0, os.path.join(SRC, "tests", "py"))
 import hdtest  # noqa: E402
 SEARCH = ["include", "src/lib", "src/lib/payload", "src/lib/private",
-          "src/lib/config", "src/lib/spool", "src/handoffd", "src/handoffd/store"]
+          "src/lib/config", "src/lib/spool", "src/lib/agent", "src/lib/mcp",
+          "src/handoffd", "src/handoffd/store"]
 LIBRARY = ("include/", "src/lib/")
 
 

@@ -29,6 +29,13 @@
  * handoff/, tmp/ and the records as they were.
  *
  * A request to /a2a/ is only held to a JSON answer: fuzz_a2a judges it.
+ * One to /mcp (the headers Origin, Accept, Mcp-Session-Id,
+ * MCP-Protocol-Version and Last-Event-ID read too; an Mcp-Session-Id of
+ * "SESSION" is replaced by a session of bob's, made again when an input
+ * ended it; [hub] mcp_origins https://ok.example) is held to the rules of
+ * the transport: 202 with no body, or a JSON-RPC 2.0 answer; 403 exactly
+ * when an Origin is there and not that one; 401 when it is allowed and no
+ * token of ours is there; a stream's first bytes an SSE event with an id.
  *
  * Seeds (tests/fuzz/corpus/fuzz_hub/): the documents of tests/vectors and
  * the requests of tests/e2e/test_hub.py, those built with
@@ -46,6 +53,7 @@
 #include "files.h"
 #include "fuzz.h"
 #include "hub.h"
+#include "hub_mcp.h"
 
 #define CHUNK 1024
 #define PATH_START "/api/v1/handoffs/start"
@@ -73,6 +81,7 @@ static struct hub h = { .tmp_fd = -1, .handoff_fd = -1, .state_fd = -1, .ids_fd 
                         .claimed_fd = -1, .cancel_fd = -1 };
 static int64_t now;
 static bool verbose;
+static char session[40];        /* bob's /mcp session, for "SESSION" */
 
 static int64_t fuzz_clock(void)
 {
@@ -143,7 +152,7 @@ static void make_spool(void)
                  "[agent alice]\nstate_dir = %1$s/alice\n"
                  "[agent bob]\nstate_dir = %1$s/bob\n"
                  "[hub]\nlisten = 127.0.0.1:1\ntoken_dir = %1$s/tokens\n"
-                 "state_dir = %1$s/hubstate\n", root);
+                 "state_dir = %1$s/hubstate\nmcp_origins = https://ok.example\n", root);
         fuzz_write_file(root, ".", "handoffd.conf", conf, strlen(conf), 0600);
         snprintf(path, sizeof(path), "%s/handoffd.conf", root);
         if (config_load(path, true, &h.cfg, &cerr) < 0) {
@@ -159,6 +168,8 @@ static void at_exit(void)
 {
         fuzz_remove_tree(root, "fuzz_hub");
 }
+
+static void mcp_session(void);
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
@@ -180,7 +191,40 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
         }
         h.wait_ms = 0;
         h.now_usec = fuzz_clock;
+        if (hub_mcp_new(&h, &h.mcp) < 0)
+                abort();
+        mcp_session();
         return 0;
+}
+
+/* bob's session at /mcp, made when there is none (a ping tells). */
+static void mcp_session(void)
+{
+        static const char init[] = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\","
+                                   "\"params\":{\"protocolVersion\":\"2025-11-25\"}}";
+        static const char ping[] = "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\"}";
+        const char *body = session[0] ? ping : init;
+        char auth[128];
+        struct hub_request q = { .method = "POST", .url = HUB_MCP_PATH,
+                                 .content_type = "application/json", .authorization = auth,
+                                 .mcp_session = session[0] ? session : NULL };
+        struct hub_answer a = { 0 };
+
+        snprintf(auth, sizeof(auth), "Bearer %s", tokens[1][1]);
+        if (!hub_request_head(&h, &q, &a)) {
+                if (hub_request_body(&h, &q, body, strlen(body)) < 0)
+                        abort();
+                hub_request_end(&h, &q, &a);
+        }
+        hub_request_done(&q);
+        free(a.body);
+        if (body == init) {
+                FUZZ_ASSERT(a.status == 200 && a.session[0], "bob's initialize: %u", a.status);
+                snprintf(session, sizeof(session), "%s", a.session);
+        } else if (a.status == 404) {
+                session[0] = '\0';
+                mcp_session();
+        }
 }
 
 /* ---- the request ---------------------------------------------------------- */
@@ -188,6 +232,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 struct input {
         char *method, *target, *url, *wait;
         char *authorization, *content_type, *content_length;
+        char *origin, *accept, *mcp_session, *mcp_version, *last_event_id;
         const char *body;
         size_t body_len;
 };
@@ -201,6 +246,11 @@ static void input_free(struct input *in)
         free(in->authorization);
         free(in->content_type);
         free(in->content_length);
+        free(in->origin);
+        free(in->accept);
+        free(in->mcp_session);
+        free(in->mcp_version);
+        free(in->last_event_id);
 }
 
 /* A C string of [p, end), as libmicrohttpd's (up to a NUL). */
@@ -225,8 +275,12 @@ static char *xstrdup(const char *s)
 static void header(struct input *in, const char *p, const char *eol)
 {
         static const char *const names[] = { "Authorization", "Content-Type",
-                                             "Content-Length" };
-        char **slots[] = { &in->authorization, &in->content_type, &in->content_length };
+                                             "Content-Length", "Origin", "Accept",
+                                             "Mcp-Session-Id", "MCP-Protocol-Version",
+                                             "Last-Event-ID" };
+        char **slots[] = { &in->authorization, &in->content_type, &in->content_length,
+                           &in->origin, &in->accept, &in->mcp_session, &in->mcp_version,
+                           &in->last_event_id };
         const char *colon = memchr(p, ':', (size_t)(eol - p));
 
         if (!colon)
@@ -298,6 +352,43 @@ static const char *token_agent(const char *v)
 
 /* ---- the properties -------------------------------------------------------- */
 
+/* An answer of /mcp, and its stream (w, or NULL) taken. */
+static void check_mcp(const struct input *in, const struct hub_answer *a, struct hub_wait *w)
+{
+        _cleanup_json_ json_t *o = NULL;
+
+        if (w) {
+                char buf[512];
+                long n = w->ops->stream(&h, w, buf, sizeof(buf) - 1);
+                FUZZ_ASSERT(a->status == 200 && n > 0, "a stream's first read: %ld", n);
+                buf[n] = '\0';
+                FUZZ_ASSERT(!strncmp(buf, "id: ", 4) && strstr(buf, "\n\n"),
+                            "a stream does not begin with an event with an id: %s", buf);
+                w->ops->free(w);
+                return;
+        }
+        if (in->origin && strcasecmp(in->origin, "https://ok.example"))
+                FUZZ_ASSERT(a->status == 403, "Origin '%s' answered %u", in->origin, a->status);
+        if (!in->origin || !strcasecmp(in->origin, "https://ok.example"))
+                FUZZ_ASSERT((a->status == 401) == !token_agent(in->authorization),
+                            "/mcp with %s token answered %u",
+                            token_agent(in->authorization) ? "a valid" : "no valid", a->status);
+        FUZZ_ASSERT(a->body != NULL, "/mcp: %u without a body", a->status);
+        if (a->status == 202 || (a->status == 200 && !a->body[0])) {
+                FUZZ_ASSERT(!a->body[0] && (a->status == 202 || !strcmp(in->method, "DELETE")),
+                            "/mcp: %u with body '%s'", a->status, a->body);
+                return;
+        }
+        o = json_loads(a->body, JSON_REJECT_DUPLICATES, NULL);
+        FUZZ_ASSERT(json_is_object(o) &&
+                    !strcmp(json_string_value(json_object_get(o, "jsonrpc")) ?: "", "2.0") &&
+                    !json_object_get(o, "result") != !json_object_get(o, "error"),
+                    "/mcp: %u is no JSON-RPC 2.0 answer: %s", a->status, a->body);
+        FUZZ_ASSERT(a->status == 200 || json_object_get(o, "error"),
+                    "/mcp: a result with %u", a->status);
+        FUZZ_ASSERT(!a->session[0] || a->status == 200, "a session named in a %u", a->status);
+}
+
 /* item: the request was a GET of an item, whose 200 answer is the item */
 static json_t *check_answer(const struct hub_answer *a, bool item)
 {
@@ -356,6 +447,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         q.content_type = in.content_type;
         q.content_length = in.content_length;
         q.wait = in.wait;
+        q.origin = in.origin;
+        q.accept = in.accept;
+        q.mcp_version = in.mcp_version;
+        q.last_event_id = in.last_event_id;
+        if (in.mcp_session && !strcmp(in.mcp_session, "SESSION")) {
+                free(in.mcp_session);
+                in.mcp_session = xstrdup(session);
+        }
+        q.mcp_session = in.mcp_session;
         handoffs = count_dir(h.handoff_fd, false);
         records = count_dir(h.state_fd, false);
 
@@ -366,6 +466,39 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                                     "hub_request_body failed");
                 }
                 hub_request_end(&h, &q, &a);
+        }
+        if (!strcmp(in.url, HUB_MCP_PATH)) {
+                struct hub_wait *w = a.wait && a.wait->ops->stream ? a.wait : NULL;
+                if (w)
+                        a.wait = NULL;
+                if (a.wait) {
+                        /* handoff_complete: answered as it stands */
+                        struct hub_wait *x = a.wait;
+                        a.wait = NULL;
+                        FUZZ_ASSERT(x->ops->finish(&h, x, &a) >= 0, "a wait's finish");
+                        x->ops->free(x);
+                }
+                if (verbose)
+                        fprintf(stderr, "fuzz_hub: %s %s -> %u %s\n", in.method, in.target,
+                                a.status, a.body ? a.body : "(stream)");
+                check_mcp(&in, &a, w);
+                /* what a tool dropped, and the sessions an input made */
+                count_dir(h.handoff_fd, true);
+                count_dir(h.state_fd, true);
+                if (a.session[0] && strcmp(a.session, session)) {
+                        struct hub_request d = { .method = "DELETE", .url = HUB_MCP_PATH,
+                                                 .authorization = in.authorization,
+                                                 .mcp_session = a.session };
+                        struct hub_answer da = { 0 };
+                        if (hub_request_head(&h, &d, &da))
+                                free(da.body);
+                        hub_request_done(&d);
+                }
+                mcp_session();
+                free(a.body);
+                hub_request_done(&q);
+                input_free(&in);
+                return 0;
         }
         if (a.wait) {
                 /* without a watcher: answered as it stands (hub_http.c

@@ -1,6 +1,6 @@
 /* libFuzzer target: one MCP request line as `handoffctl mcp` handles it
- * (src/handoffctl/cmd_mcp.c, mcp_tools.c, mcp_schema.c), without stdin
- * and stdout: mcp_message() with the answers written to a memory stream.
+ * (src/handoffctl/cmd_mcp.c over src/lib/mcp/), without stdin and stdout:
+ * mcp_message()'s answer written as the server writes it, one line.
  * The input is the line (up to its first newline, a CR before it dropped,
  * blank lines skipped, as the server's reader hands them over).
  *
@@ -31,6 +31,7 @@
 
 #include "files.h"
 #include "fuzz.h"
+#include "handoffctl.h"
 #include "mcp.h"
 #include "submit.h"
 
@@ -314,12 +315,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (hd_bootstrap_name(INBOX_ID, taken, sizeof(taken)) < 0)
                 abort();
 
+        json_t *ans = NULL;
+        r = mcp_message(&m, line, len, &ans);
         f = open_memstream(&out, &outlen);
         if (!f)
                 abort();
-        m.out = f;
-        r = mcp_message(&m, line, len);
-        m.out = NULL;
+        if (ans) {
+                char *s = json_dumps(ans, JSON_COMPACT);
+                if (!s)
+                        abort();
+                fprintf(f, "%s\n", s);
+                free(s);
+                json_decref(ans);
+        }
         if (fclose(f) != 0)
                 abort();
         FUZZ_ASSERT(r == 0, "mcp_message returned %d", r);

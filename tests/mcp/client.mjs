@@ -101,8 +101,9 @@ async function rawChecks() {
     params: { protocolVersion: v, capabilities: {}, clientInfo: { name: 'raw', version: '1' } },
   }) + '\n');
 
-  for (const [v, want] of [['2025-06-18', '2025-06-18'], ['2025-03-26', '2025-03-26'],
-    ['2024-11-05', '2024-11-05'], ['1999-01-01', '2025-06-18'], ['2099-12-31', '2025-06-18']]) {
+  for (const [v, want] of [['2025-11-25', '2025-11-25'], ['2025-06-18', '2025-06-18'],
+    ['2025-03-26', '2025-03-26'], ['2024-11-05', '2024-11-05'], ['1999-01-01', '2025-11-25'],
+    ['2099-12-31', '2025-11-25']]) {
     await init(v, 'v-' + v);
     const m = await s.next();
     check(m.id === 'v-' + v && m.result.protocolVersion === want,
@@ -172,8 +173,8 @@ async function main() {
   const bob = await connect('bob');
   const alice = await connect('alice');
   check(bob.client.getServerVersion().name === 'handoffctl', 'initialize: serverInfo.name handoffctl');
-  check(bob.state.version === '2025-06-18',
-    `SDK asked for its newest version; the server answered 2025-06-18`, bob.state.version);
+  check(bob.state.version === '2025-11-25',
+    `SDK asked for its newest version; the server answered 2025-11-25`, bob.state.version);
   const caps = bob.client.getServerCapabilities();
   check(caps.tools && caps.resources && caps.resources.listChanged === true,
     'capabilities: tools, resources with listChanged', caps);

@@ -33,7 +33,9 @@ START_TEST(test_config_hub_values)
                      "state_dir = /var/lib/h\ntimeout = 1m\nmax_connections = 100\n"
                      "max_per_address = 7\nrequest_timeout = 45s\nrate_per_token = 0\n"
                      "burst_per_token = 9\nmax_requests_per_token = 3\n"
-                     "max_waits_per_token = 11\n", &c, &err, &path);
+                     "max_waits_per_token = 11\n"
+                     "mcp_origins = https://a.example, https://b.example\n"
+                     "mcp_sessions_per_token = 5\nmcp_session_idle = 2m\n", &c, &err, &path);
 
         ck_assert_msg(r == 0, "config_load: %d: %s", r, err ? err : "");
         ck_assert_str_eq(c->hub.listen, "[::1]:8443");
@@ -49,6 +51,9 @@ START_TEST(test_config_hub_values)
         ck_assert_int_eq(c->hub.burst_per_token, 9);
         ck_assert_int_eq(c->hub.max_requests_per_token, 3);
         ck_assert_int_eq(c->hub.max_waits_per_token, 11);
+        ck_assert_str_eq(c->hub.mcp_origins, "https://a.example, https://b.example");
+        ck_assert_int_eq(c->hub.mcp_sessions_per_token, 5);
+        ck_assert_int_eq(c->hub.mcp_session_idle, 120);
         config_free(c);
         free(path);
 }
@@ -68,12 +73,15 @@ START_TEST(test_config_hub_bad_values_each_reported)
                 "[hub] request_timeout: '2h' is not a duration from 1s to 1h",
                 "[hub] rate_per_token: '-1' is not a number from 0 to 65536",
                 "[hub] max_waits_per_token: '0' is not a number from 1 to 65536",
+                "[hub] mcp_sessions_per_token: '0' is not a number from 1 to 1024",
+                "[hub] mcp_session_idle: '0' is not a duration of 1s to 24h",
         };
 
         ck_assert_int_lt(load(BASE "listen = unix:rel\ntls_key = key.pem\ntoken_dir = tokens\n"
                               "timeout = 0\nmax_per_address = 0\nport = 1\n"
                               "request_timeout = 2h\nrate_per_token = -1\n"
-                              "max_waits_per_token = 0\n", &c, &err, &path), 0);
+                              "max_waits_per_token = 0\nmcp_sessions_per_token = 0\n"
+                              "mcp_session_idle = 0\n", &c, &err, &path), 0);
         ck_assert_ptr_null(c);
         for (size_t i = 0; i < sizeof(msgs) / sizeof(msgs[0]); i++) {
                 ck_assert_int_ge(asprintf(&want, "%s:%zu: %s", path, i + 8, msgs[i]), 0);

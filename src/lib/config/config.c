@@ -148,6 +148,7 @@ void config_free(struct config *c)
         free(c->hub.default_agent);
         free(c->hub.signing_key);
         free(c->hub.push_allow);
+        free(c->hub.mcp_origins);
         free(c);
 }
 

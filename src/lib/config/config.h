@@ -113,6 +113,11 @@ struct config_hub {
          * at though private, loopback or link-local (NULL: none) */
         char *signing_key, *push_allow;
         int line_signing_key, line_push_allow;
+        /* /mcp: the browser Origins allowed (space or comma separated;
+         * NULL: none), sessions one token may hold, seconds a session
+         * lives unused (0: handoff-hubd's defaults) */
+        char *mcp_origins;
+        int64_t mcp_sessions_per_token, mcp_session_idle;
 };
 
 struct config {

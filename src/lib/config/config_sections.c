@@ -38,7 +38,7 @@ static const char *const keys_hub[] = {
         "max_connections", "max_per_address", "request_timeout", "a2a_kept_max_items",
         "a2a_kept_max_bytes", "rate_per_token", "burst_per_token", "max_requests_per_token",
         "max_waits_per_token", "default_agent", "a2a_block_max", "signing_key", "push_allow",
-        NULL };
+        "mcp_origins", "mcp_sessions_per_token", "mcp_session_idle", NULL };
 static const char *const keys_control[] = { "socket", "group", NULL };
 static const char *const keys_metrics[] = { "textfile", NULL };
 static const char *const keys_payload[] = { "roles", NULL };
@@ -499,6 +499,24 @@ static int handle_hub(struct parse_state *st, const char *k, const char *v)
                 /* the CIDRs: handoff-hubd's to read (push_allow_parse()) */
                 h->line_push_allow = st->line;
                 return config_set_str(&h->push_allow, v) == 0;
+        }
+        if (!strcmp(k, "mcp_origins")) {
+                /* the Origins a browser may call /mcp from: handoff-hubd's
+                 * to read (hub_mcp_origin_ok()) */
+                return config_set_str(&h->mcp_origins, v) == 0;
+        }
+        if (!strcmp(k, "mcp_sessions_per_token")) {
+                if (parse_int64(v, 1, 1024, &n) < 0)
+                        return config_err(st, "[hub] %s: '%s' is not a number from 1 to 1024", k, v);
+                h->mcp_sessions_per_token = n;
+                return 1;
+        }
+        if (!strcmp(k, "mcp_session_idle")) {
+                if (config_parse_duration(v, &n) < 0 || n < 1 || n > 86400)
+                        return config_err(st, "[hub] %s: '%s' is not a duration of 1s to 24h",
+                                          k, v);
+                h->mcp_session_idle = n;
+                return 1;
         }
         if (!strcmp(k, "default_agent")) {
                 /* whether this file serves or reaches it: handoff-hubd's

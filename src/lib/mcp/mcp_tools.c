@@ -7,8 +7,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "agent.h"
 #include "complete.h"
-#include "handoffctl.h"
 #include "items.h"
 #include "mcp.h"
 #include "submit.h"
@@ -80,7 +80,9 @@ static int tool_send(struct mcp *m, const json_t *args, json_t **ret)
                 return 0;
         }
         r = submit_build(&rq, m->key, &buf, &len, id, &e);
-        if (r == 0)
+        if (r == 0 && m->publish)
+                r = e.code = m->publish(m, id, buf, len, e.msg, sizeof(e.msg));
+        else if (r == 0)
                 r = submit_publish(m->cfg->spool_dir, id, buf, len, false, &e);
         if (r != 0) {
                 *ret = tool_error("%s", e.msg);
@@ -196,8 +198,19 @@ static int tool_take(struct mcp *m, const json_t *args, json_t **ret)
 
 /* ---- handoff_complete ------------------------------------------------- */
 
-/* How long the tool waits for the daemon's word on a result. */
-#define MCP_COMPLETE_WAIT_MS 10000
+/* What handoff_complete answers once r and out say what the daemon did. */
+static json_t *complete_result(const char *id, const char *status, int r,
+                               const struct complete_out *out)
+{
+        char text[1024];
+
+        if (r != AG_OK)
+                return tool_error("%s", out->msg);
+        snprintf(text, sizeof(text), "Reported handoff %s as %s; the daemon recorded it "
+                 "(its sender sees it with handoff_status).", id, status);
+        return tool_result(json_pack("{s:s, s:s, s:b}", "handoff_id", id, "status",
+                                     status, "recorded", 1), text);
+}
 
 static int tool_complete(struct mcp *m, const json_t *args, json_t **ret)
 {
@@ -209,7 +222,6 @@ static int tool_complete(struct mcp *m, const json_t *args, json_t **ret)
                 .input_required = arg_str(args, "input_required"),
         };
         struct complete_out out;
-        char text[1024];
         int r;
 
         if (!hd_id_valid(id)) {
@@ -233,17 +245,43 @@ static int tool_complete(struct mcp *m, const json_t *args, json_t **ret)
                 *ret = tool_error("%s does not exist: this agent consumed nothing", m->ib.dir);
                 return 0;
         }
-        r = complete_run(m->ib.dir, m->ib.fd, id, m->agent, &res, m->key, m->cfg->fsync,
-                         MCP_COMPLETE_WAIT_MS, &out);
-        if (r != CTL_EXIT_OK) {
+        if (!m->complete_deferred) {
+                r = complete_run(m->ib.dir, m->ib.fd, id, m->agent, &res, m->key, m->cfg->fsync,
+                                 m->complete_wait_ms, &out);
+                *ret = complete_result(id, complete_status(&res), r, &out);
+                return 0;
+        }
+        r = complete_write(m->ib.dir, m->ib.fd, id, m->agent, &res, m->key, m->cfg->fsync, &out);
+        if (r != AG_OK) {
                 *ret = tool_error("%s", out.msg);
                 return 0;
         }
-        snprintf(text, sizeof(text), "Reported handoff %s as %s; the daemon recorded it "
-                 "(its sender sees it with handoff_status).", id, complete_status(&res));
-        *ret = tool_result(json_pack("{s:s, s:s, s:b}", "handoff_id", id, "status",
-                                     complete_status(&res), "recorded", 1), text);
+        /* the transport waits for the daemon, then mcp_complete_finish() */
+        m->later.on = true;
+        m->later.status = complete_status(&res);
+        snprintf(m->later.id, sizeof(m->later.id), "%s", id);
+        *ret = complete_result(id, m->later.status, r, &out);
         return 0;
+}
+
+bool mcp_complete_taken(const struct mcp *m, const struct mcp_later *l)
+{
+        return m->ib.fd < 0 || complete_taken(m->ib.fd, l->id);
+}
+
+int mcp_complete_finish(const struct mcp *m, const struct mcp_later *l, const json_t *rpc_id,
+                        json_t **ret)
+{
+        struct complete_out out;
+        json_t *result;
+        int r;
+
+        r = complete_answer(m->ib.dir, m->ib.fd, l->id, l->status, &out);
+        result = complete_result(l->id, l->status, r, &out);
+        if (!result)
+                return -ENOMEM;
+        *ret = json_pack("{s:s, s:O, s:o}", "jsonrpc", "2.0", "id", rpc_id, "result", result);
+        return *ret ? 0 : -ENOMEM;
 }
 
 /* ---- handoff_status --------------------------------------------------- */
@@ -287,20 +325,20 @@ static int tool_status(struct mcp *m, const json_t *args, json_t **ret)
                 json_object_set(out, "result", (json_t *)res);
         if (arg_str(it, "reason"))
                 snprintf(text, sizeof(text), "%s: %s (%s: %s)", id, items_status(it),
-                         ctl_esc(arg_str(it, "reason")), ctl_esc(arg_str(it, "detail")) ?: "");
+                         esc_line(arg_str(it, "reason")), esc_line(arg_str(it, "detail")) ?: "");
         else if (arg_str(it, "remote_outcome"))
                 snprintf(text, sizeof(text), "%s: relayed to %s, there %s%s%s", id,
-                         ctl_esc(arg_str(it, "remote_host")) ?: "", arg_str(it, "remote_outcome"),
+                         esc_line(arg_str(it, "remote_host")) ?: "", arg_str(it, "remote_outcome"),
                          *(arg_str(it, "remote_reason") ?: "") ? ": " : "",
-                         ctl_esc(arg_str(it, "remote_reason")) ?: "");
+                         esc_line(arg_str(it, "remote_reason")) ?: "");
         else if (res)
                 snprintf(text, sizeof(text), "%s: %s; %s reported it %s%s%s%s%s", id,
                          items_status(it), arg_str(res, "agent") ?: "its agent",
                          arg_str(res, "status") ?: "completed",
                          arg_str(res, "reason") ? ": " : "",
-                         arg_str(res, "reason") ? ctl_esc(arg_str(res, "reason")) : "",
+                         arg_str(res, "reason") ? esc_line(arg_str(res, "reason")) : "",
                          arg_str(res, "text") ? ": " : "",
-                         arg_str(res, "text") ? ctl_esc_text(arg_str(res, "text")) : "");
+                         arg_str(res, "text") ? esc_text(arg_str(res, "text")) : "");
         else
                 snprintf(text, sizeof(text), "%s: %s", id, items_status(it));
         utf8_fix(text);
@@ -410,7 +448,7 @@ static const struct mcp_tool mcp_tool_table[] = {
         },
 };
 
-int mcp_tools_init(struct mcp *m)
+int mcp_tools_new(json_t **ret)
 {
         json_t *arr = json_array();
 
@@ -427,7 +465,7 @@ int mcp_tools_init(struct mcp *m)
                         return -EINVAL;
                 }
         }
-        m->tools = arr;
+        *ret = arr;
         return 0;
 }
 

@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "files.h"
-#include "handoffctl.h"
+#include "agent.h"
 #include "submit.h"
 #include "util.h"
 
@@ -32,7 +32,7 @@ _printf_(3, 4) static int submit_fail(struct submit_err *e, int code,
 
 static int submit_refuse(struct submit_err *e, const hd_verdict *v)
 {
-        return submit_fail(e, CTL_EXIT_NEGATIVE, "%s: %s",
+        return submit_fail(e, AG_NEGATIVE, "%s: %s",
                            hd_reason_name(v->reason), v->detail);
 }
 
@@ -40,10 +40,10 @@ int submit_key_check(const hd_key *key, const char *path, const char *kid,
                      struct submit_err *e)
 {
         if (hd_key_kind_of(key) == HD_KEY_ED25519_PUBLIC)
-                return submit_fail(e, CTL_EXIT_USAGE,
+                return submit_fail(e, AG_USAGE,
                                    "%s is a public key: sign with the secret key", path);
         if (kid && hd_key_kid(key) && strcmp(kid, hd_key_kid(key)))
-                return submit_fail(e, CTL_EXIT_USAGE, "--kid '%s': the key in %s has kid '%s'",
+                return submit_fail(e, AG_USAGE, "--kid '%s': the key in %s has kid '%s'",
                                    kid, path, hd_key_kid(key));
         return 0;
 }
@@ -61,11 +61,11 @@ static int submit_doc(const struct submit_req *rq, json_t **ret,
          * bad_agent, not a bad_id */
         if (!rq->id) {
                 if (!hd_agent_valid(rq->from))
-                        return submit_fail(e, CTL_EXIT_NEGATIVE,
+                        return submit_fail(e, AG_NEGATIVE,
                                            "bad_agent: from_agent \"%.64s\" is not an agent name",
                                            rq->from);
                 if (!hd_agent_valid(rq->to))
-                        return submit_fail(e, CTL_EXIT_NEGATIVE,
+                        return submit_fail(e, AG_NEGATIVE,
                                            "bad_agent: to_agent \"%.64s\" is not an agent name",
                                            rq->to);
         }
@@ -73,27 +73,27 @@ static int submit_doc(const struct submit_req *rq, json_t **ret,
         if (r >= 0)
                 r = hd_time_format(now + rq->ttl * 1000000, exp, sizeof(exp));
         if (r < 0)
-                return submit_fail(e, CTL_EXIT_ERROR, "time: %s", strerror(-r));
+                return submit_fail(e, AG_ERROR, "time: %s", strerror(-r));
         if (rq->id) {
                 r = xsnprintf(id, sizeof(id), "%s", rq->id);
         } else {
                 r = random_hex(rnd, 8);
                 if (r < 0)
-                        return submit_fail(e, CTL_EXIT_ERROR,
+                        return submit_fail(e, AG_ERROR,
                                            "no randomness: %s", strerror(-r));
                 /* as the real writer: {int(at.timestamp())}-{from}-{to}-{hex} */
                 r = xsnprintf(id, sizeof(id), "%" PRId64 "-%s-%s-%s",
                               now / 1000000, rq->from, rq->to, rnd);
         }
         if (r < 0)
-                return submit_fail(e, CTL_EXIT_NEGATIVE,
+                return submit_fail(e, AG_NEGATIVE,
                                    "bad_id: handoff_id too long");
         if (!transcript)
                 transcript = empty = json_array();
 
         doc = json_object();
         if (!doc || !transcript)
-                return submit_fail(e, CTL_EXIT_ERROR, "out of memory");
+                return submit_fail(e, AG_ERROR, "out of memory");
         r = 0;
         r |= json_object_set_new(doc, "protocol_version",
                                  json_integer(HD_PROTOCOL_VERSION));
@@ -119,7 +119,7 @@ static int submit_doc(const struct submit_req *rq, json_t **ret,
         }
         /* json_string() of invalid UTF-8 is NULL and makes set_new fail */
         if (r != 0)
-                return submit_fail(e, CTL_EXIT_NEGATIVE,
+                return submit_fail(e, AG_NEGATIVE,
                                    "bad_type: a text argument is not valid UTF-8");
         *ret = TAKE_PTR(doc);
         return 0;
@@ -143,23 +143,23 @@ int submit_build(const struct submit_req *rq, const hd_key *key,
         if (r == -EBADMSG)
                 return submit_refuse(e, &v);
         if (r < 0)
-                return submit_fail(e, CTL_EXIT_ERROR, "validate: %s", strerror(-r));
+                return submit_fail(e, AG_ERROR, "validate: %s", strerror(-r));
         r = hd_payload_validate(doc, NULL, &v);
         if (r == -EBADMSG)
                 return submit_refuse(e, &v);
         if (r < 0)
-                return submit_fail(e, CTL_EXIT_ERROR, "payload: %s", strerror(-r));
+                return submit_fail(e, AG_ERROR, "payload: %s", strerror(-r));
 
         r = hd_sign(doc, key);
         if (r < 0)
-                return submit_fail(e, CTL_EXIT_ERROR, "sign: %s", strerror(-r));
+                return submit_fail(e, AG_ERROR, "sign: %s", strerror(-r));
         /* the whole file in canonical form: what the real writer emits */
         r = hd_canon_dump(doc, NULL, &buf, &len);
         if (r == -ERANGE)
-                return submit_fail(e, CTL_EXIT_NEGATIVE,
+                return submit_fail(e, AG_NEGATIVE,
                                    "number_out_of_range: a number has no JSON form");
         if (r < 0)
-                return submit_fail(e, CTL_EXIT_ERROR, "serialize: %s", strerror(-r));
+                return submit_fail(e, AG_ERROR, "serialize: %s", strerror(-r));
         /* hd_validate() checked it: a valid id, shorter than the buffer */
         snprintf(ret_id, SUBMIT_ID_MAX, "%s",
                  json_string_value(json_object_get(doc, "handoff_id")));
@@ -174,10 +174,10 @@ static int submit_ensure_dir(int spoolfd, const char *spool, const char *name,
 {
         if (mkdirat(spoolfd, name, mode) == 0) {
                 if (fchmodat(spoolfd, name, mode, 0) < 0)
-                        return submit_fail(e, CTL_EXIT_ERROR, "%s/%s: %s",
+                        return submit_fail(e, AG_ERROR, "%s/%s: %s",
                                            spool, name, strerror(errno));
         } else if (errno != EEXIST) {
-                return submit_fail(e, CTL_EXIT_ERROR, "%s/%s: %s", spool,
+                return submit_fail(e, AG_ERROR, "%s/%s: %s", spool,
                                    name, strerror(errno));
         }
         return 0;
@@ -201,12 +201,12 @@ static int submit_open_dirs(const char *spool, bool create, int *ret_tmp,
         if (create) {
                 r = mkdir_p_at(AT_FDCWD, spool, 0750);
                 if (r < 0)
-                        return submit_fail(e, CTL_EXIT_ERROR, "%s: %s", spool,
+                        return submit_fail(e, AG_ERROR, "%s: %s", spool,
                                            strerror(-r));
         }
         spoolfd = open(spool, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (spoolfd < 0)
-                return submit_fail(e, CTL_EXIT_ERROR, "%s: %s", spool,
+                return submit_fail(e, AG_ERROR, "%s: %s", spool,
                                    strerror(errno));
         if (create) {
                 for (size_t i = 0; i < ELEMENTSOF(dirs); i++) {
@@ -217,16 +217,16 @@ static int submit_open_dirs(const char *spool, bool create, int *ret_tmp,
                 }
                 r = fsync_dir(spoolfd);
                 if (r < 0)
-                        return submit_fail(e, CTL_EXIT_ERROR, "%s: fsync: %s",
+                        return submit_fail(e, AG_ERROR, "%s: fsync: %s",
                                            spool, strerror(-r));
         }
         tmpfd = openat(spoolfd, "tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
         if (tmpfd < 0)
-                return submit_fail(e, CTL_EXIT_ERROR, "%s/tmp: %s", spool,
+                return submit_fail(e, AG_ERROR, "%s/tmp: %s", spool,
                                    strerror(errno));
         hofd = openat(spoolfd, "handoff", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
         if (hofd < 0)
-                return submit_fail(e, CTL_EXIT_ERROR, "%s/handoff: %s", spool,
+                return submit_fail(e, AG_ERROR, "%s/handoff: %s", spool,
                                    strerror(errno));
         *ret_tmp = TAKE_FD(tmpfd);
         *ret_ho = TAKE_FD(hofd);
@@ -242,7 +242,7 @@ int submit_publish(const char *spool, const char *id, const char *buf,
 
         if (xsnprintf(name, sizeof(name), "%s.json", id) < 0 ||
             !hd_name_safe(name))
-                return submit_fail(e, CTL_EXIT_NEGATIVE,
+                return submit_fail(e, AG_NEGATIVE,
                                    "bad_id: '%s' makes no safe file name", id);
         r = submit_open_dirs(spool, create, &tmpfd, &hofd, e);
         if (r != 0)
@@ -250,16 +250,16 @@ int submit_publish(const char *spool, const char *id, const char *buf,
 
         r = hd_write_atomic(tmpfd, name, buf, len, SUBMIT_FILE_MODE, true);
         if (r < 0)
-                return submit_fail(e, CTL_EXIT_ERROR, "%s/tmp/%s: %s", spool,
+                return submit_fail(e, AG_ERROR, "%s/tmp/%s: %s", spool,
                                    name, strerror(-r));
         r = move_noreplace(tmpfd, name, hofd, name);
         if (r < 0) {
                 unlinkat(tmpfd, name, 0);
                 if (r == -EEXIST)
-                        return submit_fail(e, CTL_EXIT_NEGATIVE,
+                        return submit_fail(e, AG_NEGATIVE,
                                            "%s/handoff/%s: exists, not replacing",
                                            spool, name);
-                return submit_fail(e, CTL_EXIT_ERROR, "%s/handoff/%s: %s",
+                return submit_fail(e, AG_ERROR, "%s/handoff/%s: %s",
                                    spool, name, strerror(-r));
         }
         /* the file is in handoff/ only once both directories say so */
@@ -267,7 +267,7 @@ int submit_publish(const char *spool, const char *id, const char *buf,
         if (r == 0)
                 r = fsync_dir(tmpfd);
         if (r < 0)
-                return submit_fail(e, CTL_EXIT_ERROR, "%s: fsync: %s", spool,
+                return submit_fail(e, AG_ERROR, "%s: fsync: %s", spool,
                                    strerror(-r));
         return 0;
 }
@@ -281,17 +281,17 @@ int submit_write_file(const char *path, const char *buf, size_t len,
         int r;
 
         if (!d || !b)
-                return submit_fail(e, CTL_EXIT_ERROR, "out of memory");
+                return submit_fail(e, AG_ERROR, "out of memory");
         name = basename(b);
         if (!*name || !strcmp(name, ".") || !strcmp(name, "..") || !strcmp(name, "/"))
-                return submit_fail(e, CTL_EXIT_USAGE, "--output '%s': not a file name", path);
+                return submit_fail(e, AG_USAGE, "--output '%s': not a file name", path);
         dirfd = open(dirname(d), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (dirfd < 0)
                 return submit_fail(e, errno == ENOENT || errno == ENOTDIR
-                                   ? CTL_EXIT_USAGE : CTL_EXIT_ERROR,
+                                   ? AG_USAGE : AG_ERROR,
                                    "--output %s: %s", path, strerror(errno));
         r = hd_write_atomic(dirfd, name, buf, len, SUBMIT_OUTPUT_MODE, true);
         if (r < 0)
-                return submit_fail(e, CTL_EXIT_ERROR, "--output %s: %s", path, strerror(-r));
+                return submit_fail(e, AG_ERROR, "--output %s: %s", path, strerror(-r));
         return 0;
 }

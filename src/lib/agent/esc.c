@@ -2,14 +2,56 @@
  * an agent or file name) with its control characters made visible, so it
  * cannot clear the screen, retitle the terminal or forge a line of its
  * own.  The one helper every human-readable output goes through. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "handoffctl.h"
+#include "agent.h"
 
-/* Strings handed out and not yet freed: a printf may use several. */
+/* Strings handed out and not yet freed: a printf may use several.  Each
+ * thread has its own (the hub calls from its pool), freed when the
+ * thread ends. */
 #define ESC_RING 16
+
+struct esc_ring {
+        char *s[ESC_RING];
+        size_t next;
+};
+
+static pthread_key_t ring_key;
+static pthread_once_t ring_once = PTHREAD_ONCE_INIT;
+static bool ring_keyed;
+
+static void ring_free(void *p)
+{
+        struct esc_ring *r = p;
+
+        for (size_t i = 0; i < ESC_RING; i++)
+                free(r->s[i]);
+        free(r);
+}
+
+static void ring_key_make(void)
+{
+        ring_keyed = pthread_key_create(&ring_key, ring_free) == 0;
+}
+
+/* This thread's ring, or NULL (out of memory). */
+static struct esc_ring *ring_get(void)
+{
+        struct esc_ring *r;
+
+        pthread_once(&ring_once, ring_key_make);
+        if (!ring_keyed)
+                return NULL;
+        r = pthread_getspecific(ring_key);
+        if (!r && (r = calloc(1, sizeof(*r))) && pthread_setspecific(ring_key, r) != 0) {
+                free(r);
+                r = NULL;
+        }
+        return r;
+}
 
 /* Length of the valid UTF-8 sequence at p (1-4), or 0 when it is not one. */
 static size_t utf8_len(const unsigned char *p)
@@ -26,14 +68,15 @@ static size_t utf8_len(const unsigned char *p)
 
 static const char *escape(const char *s, bool keep_lines)
 {
-        static char *ring[ESC_RING];
-        static size_t next;
+        struct esc_ring *r = ring_get();
         const unsigned char *p = (const unsigned char *)s;
         size_t len, o = 0;
         char *out;
 
         if (!s)
                 return NULL;
+        if (!r)
+                return "(out of memory)";
         len = strlen(s);
         out = malloc(len * 6 + 1);      /* \u0085 is the longest: 6 for 2 */
         if (!out)
@@ -79,18 +122,18 @@ static const char *escape(const char *s, bool keep_lines)
                 }
         }
         out[o] = '\0';
-        free(ring[next]);
-        ring[next] = out;
-        next = (next + 1) % ESC_RING;
+        free(r->s[r->next]);
+        r->s[r->next] = out;
+        r->next = (r->next + 1) % ESC_RING;
         return out;
 }
 
-const char *ctl_esc(const char *s)
+const char *esc_line(const char *s)
 {
         return escape(s, false);
 }
 
-const char *ctl_esc_text(const char *s)
+const char *esc_text(const char *s)
 {
         return escape(s, true);
 }

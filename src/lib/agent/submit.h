@@ -26,7 +26,7 @@ struct submit_req {
         int64_t ttl;                    /* seconds */
 };
 
-/* Why a submit did not happen: a CTL_EXIT_* code and one line, without
+/* Why a submit did not happen: a AG_* code and one line, without
  * the "submit: " prefix (for a refusal "REASON: detail", REASON as the
  * daemon names it). */
 struct submit_err {
@@ -36,12 +36,12 @@ struct submit_err {
 
 /* Can key sign, with kid (or NULL) in the document?  A public key cannot;
  * an Ed25519 key names itself, so a kid can only repeat its own.  Returns
- * 0 or CTL_EXIT_USAGE with e filled (path names the key). */
+ * 0 or AG_USAGE with e filled (path names the key). */
 int submit_key_check(const hd_key *key, const char *path, const char *kid,
                      struct submit_err *e);
 
 /* Build, check (fields and payload), sign and serialize.  Returns 0, or
- * the CTL_EXIT_* code of e.  On success *ret_buf holds the file's bytes
+ * the AG_* code of e.  On success *ret_buf holds the file's bytes
  * (malloc'ed) and ret_id its handoff_id. */
 int submit_build(const struct submit_req *rq, const hd_key *key,
                  char **ret_buf, size_t *ret_len,
@@ -50,13 +50,13 @@ int submit_build(const struct submit_req *rq, const hd_key *key,
 /* Publish buf as <id>.json into spool's handoff/ via tmp/.  With create,
  * missing state directories (and the spool) are created with the modes
  * of systemd/handoffd.tmpfiles; without, they must exist.  Returns 0 or
- * the CTL_EXIT_* code of e (1 when the name is already in handoff/). */
+ * the AG_* code of e (1 when the name is already in handoff/). */
 int submit_publish(const char *spool, const char *id, const char *buf,
                    size_t len, bool create, struct submit_err *e);
 
 /* Write buf as the file path (submit --output), atomically: a reader
  * (curl --data-binary @FILE) sees the old file or the whole new one.
- * Mode 0600: it may carry a transcript.  Returns 0 or the CTL_EXIT_*
+ * Mode 0600: it may carry a transcript.  Returns 0 or the AG_*
  * code of e. */
 int submit_write_file(const char *path, const char *buf, size_t len,
                       struct submit_err *e);

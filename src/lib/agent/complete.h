@@ -11,10 +11,10 @@
 
 #include "handoff.h"
 
-/* What came of it: a CTL_EXIT_* code and one line, without the
- * "complete: " prefix.  CTL_EXIT_OK recorded; CTL_EXIT_NEGATIVE refused
+/* What came of it: a AG_* code and one line, without the
+ * "complete: " prefix.  AG_OK recorded; AG_NEGATIVE refused
  * (by the daemon, "REASON: detail", REASON as it names it, or here
- * before it was written: the same reasons); CTL_EXIT_STALE written and
+ * before it was written: the same reasons); AG_STALE written and
  * not taken within the timeout (it stays for handoffd to take); others
  * as their names say. */
 struct complete_out {
@@ -31,5 +31,16 @@ int complete_run(const char *dir, int dirfd, const char *id, const char *agent,
 
 /* The status res reports: completed, failed or input_required. */
 const char *complete_status(const hd_result *res);
+
+/* The two halves of it, for a caller that waits in its own way (the
+ * hub's watcher): the result written (AG_OK) or refused before; then,
+ * once complete_taken() says the daemon took it (or the caller's time is
+ * up), what the daemon said of the result of status (complete_status()) (AG_STALE:
+ * not taken yet). */
+int complete_write(const char *dir, int dirfd, const char *id, const char *agent,
+                   const hd_result *res, const hd_key *k, bool do_fsync, struct complete_out *out);
+bool complete_taken(int dirfd, const char *id);
+int complete_answer(const char *dir, int dirfd, const char *id, const char *status,
+                    struct complete_out *out);
 
 #endif

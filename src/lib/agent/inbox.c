@@ -1,6 +1,7 @@
 /* An agent's inbox; see inbox.h. */
 #include <dirent.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,7 +10,7 @@
 #include <unistd.h>
 
 #include "files.h"
-#include "handoffctl.h"
+#include "agent.h"
 #include "inbox.h"
 #include "util.h"
 
@@ -17,8 +18,18 @@
                           IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR)
 #define INBOX_PARENT_EVENTS (IN_CREATE | IN_MOVED_TO | IN_ONLYDIR)
 
+_printf_(4, 5) static int inbox_fail(char *err, size_t errlen, int code, const char *fmt, ...)
+{
+        va_list ap;
+
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+        return code;
+}
+
 int inbox_init(struct inbox *ib, const struct config *cfg, const char *agent,
-               const char *state_dir, int64_t window, const char *cmd)
+               const char *state_dir, int64_t window, char *err, size_t errlen)
 {
         const struct config_agent *a;
 
@@ -29,15 +40,15 @@ int inbox_init(struct inbox *ib, const struct config *cfg, const char *agent,
         if (agent) {
                 a = config_agent(cfg, agent);
                 if (!a)
-                        return ctl_fail(CTL_EXIT_USAGE, "%s: agent '%s' is not in %s",
-                                        cmd, agent, cfg->path);
+                        return inbox_fail(err, errlen, AG_USAGE, "agent '%s' is not in %s",
+                                          agent, cfg->path);
                 state_dir = a->state_dir;
                 ib->window = cfg->resume_window;
         }
         if (xsnprintf(ib->dir, sizeof(ib->dir), "%s/handoffs", state_dir) < 0)
-                return ctl_fail(CTL_EXIT_USAGE, "%s: %s: path too long", cmd, state_dir);
+                return inbox_fail(err, errlen, AG_USAGE, "%s: path too long", state_dir);
         if (inbox_reopen(ib) < 0 && errno != ENOENT)
-                return ctl_fail(CTL_EXIT_ERROR, "%s: %s: %s", cmd, ib->dir, strerror(errno));
+                return inbox_fail(err, errlen, AG_ERROR, "%s: %s", ib->dir, strerror(errno));
         return 0;
 }
 
@@ -295,9 +306,9 @@ void inbox_print(FILE *f, const json_t *e, bool as_json)
 void inbox_text(FILE *f, const json_t *e)
 {
         fprintf(f, "%s from %s, %llds old, %llds left: %s",
-                ctl_esc(json_string_value(json_object_get(e, "handoff_id"))),
-                ctl_esc(json_string_value(json_object_get(e, "from_agent"))) ?: "?",
+                esc_line(json_string_value(json_object_get(e, "handoff_id"))),
+                esc_line(json_string_value(json_object_get(e, "from_agent"))) ?: "?",
                 (long long)json_integer_value(json_object_get(e, "age_s")),
                 (long long)json_integer_value(json_object_get(e, "seconds_left")),
-                ctl_esc(json_string_value(json_object_get(e, "reason"))) ?: "");
+                esc_line(json_string_value(json_object_get(e, "reason"))) ?: "");
 }

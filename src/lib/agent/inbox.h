@@ -25,9 +25,10 @@ struct inbox {
 
 /* The inbox of agent in cfg (or of state_dir when agent is NULL, with
  * window).  A missing handoffs/ is not an error: fd stays -1 until
- * inbox_reopen() finds it.  Returns 0 or a CTL_EXIT_* code (printed). */
+ * inbox_reopen() finds it.  Returns 0, or an AG_* code with one line in
+ * err. */
 int inbox_init(struct inbox *ib, const struct config *cfg, const char *agent,
-               const char *state_dir, int64_t window, const char *cmd);
+               const char *state_dir, int64_t window, char *err, size_t errlen);
 void inbox_done(struct inbox *ib);
 /* Open handoffs/ if it is still missing: 1 opened now, 0 no change. */
 int inbox_reopen(struct inbox *ib);
