@@ -24,6 +24,7 @@
 #include "cancel.h"
 #include "files.h"
 #include "log.h"
+#include "parts.h"
 
 struct cancel_req {
         char name[NAME_MAX + 1];        /* in cancel/ */
@@ -54,9 +55,9 @@ static struct cancel_req *find_name(struct cancels *c, const char *name)
         return NULL;
 }
 
-bool cancel_wanted(const struct spool *sp, const char *id, const char *from)
+bool cancel_wanted(const struct parts *p, const char *id, const char *from)
 {
-        const struct cancels *c = sp->cancels;
+        const struct cancels *c = p->cancels;
 
         for (size_t i = 0; c && id && i < c->n; i++)
                 if (!strcmp(c->v[i].id, id) && (!from || !strcmp(c->v[i].from, from)))
@@ -68,9 +69,10 @@ bool cancel_wanted(const struct spool *sp, const char *id, const char *from)
  * requester gave up and removed it): nothing to answer.  A refusal or a
  * busy answer is logged at most once per LOG_QUIET_USEC, with how many
  * there were: any member of the group can make thousands a second. */
-static void answer_file(struct spool *sp, const char *name, const char *id, const char *from,
+static void answer_file(struct parts *p, const char *name, const char *id, const char *from,
                         enum cancelreq_answer a, const char *why)
 {
+        struct spool *sp = p->sp;
         const char *word = cancelreq_answer_name(a);
         char an[NAME_MAX + 1], q[300], more[80] = "";
         unsigned n = 1;
@@ -83,7 +85,7 @@ static void answer_file(struct spool *sp, const char *name, const char *id, cons
                 return;         /* its requester gave up and removed it */
         }
         if (a == CA_REFUSED || a == CA_BUSY) {
-                if (!log_quiet_due(&sp->cancels->quiet[a == CA_BUSY], mono_usec(), &n))
+                if (!log_quiet_due(&p->cancels->quiet[a == CA_BUSY], mono_usec(), &n))
                         return;
                 if (n > 1)
                         snprintf(more, sizeof(more), " (%u %s answer(s) since the last such line)",
@@ -97,38 +99,39 @@ static void answer_file(struct spool *sp, const char *name, const char *id, cons
 }
 
 /* c->v[i] answered and forgotten (the last one takes its place). */
-static void answer_kept(struct spool *sp, size_t i, enum cancelreq_answer a, const char *why)
+static void answer_kept(struct parts *p, size_t i, enum cancelreq_answer a, const char *why)
 {
-        struct cancels *c = sp->cancels;
+        struct cancels *c = p->cancels;
         struct cancel_req r = c->v[i];
 
         c->v[i] = c->v[--c->n];
-        answer_file(sp, r.name, r.id, r.from, a, why);
+        answer_file(p, r.name, r.id, r.from, a, why);
 }
 
-void cancel_answer(struct spool *sp, const char *id, const char *from,
+void cancel_answer(struct parts *p, const char *id, const char *from,
                    enum cancelreq_answer a)
 {
-        struct cancels *c = sp->cancels;
+        struct cancels *c = p->cancels;
 
         for (size_t i = c ? c->n : 0; i-- > 0;) {
                 if (strcmp(c->v[i].id, id))
                         continue;
                 if (!from || strcmp(c->v[i].from, from))
-                        answer_kept(sp, i, CA_REFUSED, "not the handoff's sender");
+                        answer_kept(p, i, CA_REFUSED, "not the handoff's sender");
                 else if (a != CA_NONE)
-                        answer_kept(sp, i, a, NULL);
+                        answer_kept(p, i, a, NULL);
         }
 }
 
-void cancel_unclaimed(struct spool *sp, const char *id)
+void cancel_unclaimed(struct parts *p, const char *id)
 {
-        if (!cancel_wanted(sp, id, NULL) || !spool_id_remembered(sp, id) ||
+        struct spool *sp = p->sp;
+        if (!cancel_wanted(p, id, NULL) || !spool_id_remembered(sp, id) ||
             spool_id_claimed(sp, id))
                 return;
-        for (size_t i = sp->cancels->n; i-- > 0;)
-                if (!strcmp(sp->cancels->v[i].id, id))
-                        answer_kept(sp, i, CA_NOT_CANCELABLE, "it has an outcome already");
+        for (size_t i = p->cancels->n; i-- > 0;)
+                if (!strcmp(p->cancels->v[i].id, id))
+                        answer_kept(p, i, CA_NOT_CANCELABLE, "it has an outcome already");
 }
 
 /* Was it signed with a key of from's own (an [agent] key, a public key),
@@ -175,13 +178,14 @@ static bool room_for(const struct cancels *c, const char *from, uid_t uid, bool 
 
 /* cancel/name read and checked: *ret_kept, or not (refused, or no
  * request); 0 or -errno. */
-static int load(struct spool *sp, const char *name, int64_t now, bool *ret_kept)
+static int load(struct parts *p, const char *name, int64_t now, bool *ret_kept)
 {
+        struct spool *sp = p->sp;
         const struct config *cfg = sp->cfg;
         const hd_limits lim = { .max_size = CANCELREQ_MAX, .max_depth = 4 };
         const hd_policy pol = { .max_clock_skew_s = cfg->max_clock_skew,
                                 .max_window_s = cfg->max_window };
-        struct cancels *c = sp->cancels;
+        struct cancels *c = p->cancels;
         _cleanup_free_ char *buf = NULL;
         _cleanup_json_ json_t *doc = NULL;
         _cleanup_close_ int fd = -1;
@@ -222,7 +226,7 @@ static int load(struct spool *sp, const char *name, int64_t now, bool *ret_kept)
                 snprintf(why, sizeof(why), "%s: %s", hd_reason_name(v.reason), v.detail);
                 cancelreq_fields(doc, &rf);
                 id = rf.id;
-                answer_file(sp, name, id && hd_id_valid(id) ? id : NULL, NULL, CA_REFUSED, why);
+                answer_file(p, name, id && hd_id_valid(id) ? id : NULL, NULL, CA_REFUSED, why);
                 *ret_kept = false;
                 return 0;
         }
@@ -234,7 +238,7 @@ static int load(struct spool *sp, const char *name, int64_t now, bool *ret_kept)
         exp = rf.expires_at;
         own = signed_own_key(cfg, rf.kid, from);
         if (!room_for(c, from, st.st_uid, own, why, sizeof(why))) {
-                answer_file(sp, name, id, from, CA_BUSY, why);
+                answer_file(p, name, id, from, CA_BUSY, why);
                 *ret_kept = false;
                 return 0;
         }
@@ -260,36 +264,38 @@ static int load(struct spool *sp, const char *name, int64_t now, bool *ret_kept)
         return 0;
 }
 
-/* The item of id looked at now (sp->check_item, lifecycle_check(), takes
+/* The item of id looked at now (p->check_item, lifecycle_check(), takes
  * its lock): it answers the requests it can. */
-static int decide(struct spool *sp, const char *id, int64_t now)
+static int decide(struct parts *p, const char *id, int64_t now)
 {
+        struct spool *sp = p->sp;
         char copy[129];
 
         /* The requests may be answered (and moved) meanwhile. */
         snprintf(copy, sizeof(copy), "%s", id);
-        int r = sp->check_item ? sp->check_item(sp, copy, now) : 0;
+        int r = p->check_item ? p->check_item(p, copy, now) : 0;
         int q = store_flush(sp);
         return r < 0 ? r : q;
 }
 
-int cancel_request(struct spool *sp, const char *name, int64_t now)
+int cancel_request(struct parts *p, const char *name, int64_t now)
 {
         struct cancel_req *k;
         bool kept;
         int r;
 
-        if (!sp->cancels)
+        if (!p->cancels)
                 return 0;
-        r = load(sp, name, now, &kept);
+        r = load(p, name, now, &kept);
         if (r < 0 || !kept)
                 return r;
-        k = find_name(sp->cancels, name);
-        return k ? decide(sp, k->id, now) : 0;
+        k = find_name(p->cancels, name);
+        return k ? decide(p, k->id, now) : 0;
 }
 
-static void scan_dir(struct spool *sp, int64_t now)
+static void scan_dir(struct parts *p, int64_t now)
 {
+        struct spool *sp = p->sp;
         struct dirent *de;
         struct stat st;
         DIR *d;
@@ -312,7 +318,7 @@ static void scan_dir(struct spool *sp, int64_t now)
                         continue;
                 }
                 bool kept;
-                int r = load(sp, n, now, &kept);
+                int r = load(p, n, now, &kept);
                 if (r < 0) {
                         char q[300];
                         spool_error(sp, r, "Cannot read cancel request %s",
@@ -322,16 +328,17 @@ static void scan_dir(struct spool *sp, int64_t now)
         closedir(d);
 }
 
-void cancel_scan(struct spool *sp, int64_t now)
+void cancel_scan(struct parts *p, int64_t now)
 {
-        struct cancels *c = sp->cancels;
+        struct spool *sp = p->sp;
+        struct cancels *c = p->cancels;
         char (*ids)[129] = NULL;
         size_t n = 0;
 
         if (!c)
                 return;
         c->scan++;
-        scan_dir(sp, now);
+        scan_dir(p, now);
         /* Removed by its requester: forgotten. */
         for (size_t i = c->n; i-- > 0;)
                 if (c->v[i].seen != c->scan)
@@ -345,7 +352,7 @@ void cancel_scan(struct spool *sp, int64_t now)
                 struct cancel_req *k = &c->v[i];
                 /* No such handoff came while the request was good. */
                 if (now > k->expires && !spool_id_seen(sp, k->id)) {
-                        answer_kept(sp, i, CA_UNKNOWN, "no such handoff here before the "
+                        answer_kept(p, i, CA_UNKNOWN, "no such handoff here before the "
                                     "request expired");
                         continue;
                 }
@@ -356,23 +363,23 @@ void cancel_scan(struct spool *sp, int64_t now)
                         memcpy(ids[n++], k->id, sizeof(ids[0]));
         }
         for (size_t j = 0; j < n; j++) {
-                int r = decide(sp, ids[j], now);
+                int r = decide(p, ids[j], now);
                 if (r < 0)
                         spool_error(sp, r, "Cannot act on the cancel of %s", ids[j]);
         }
         free(ids);
 }
 
-int cancel_open(struct spool *sp, int64_t now)
+int cancel_open(struct parts *p, int64_t now)
 {
         struct cancels *c = calloc(1, sizeof(*c));
 
         if (!c)
                 return -ENOMEM;
         c->ifd = -1;
-        sp->cancels = c;
+        p->cancels = c;
         c->scan++;
-        scan_dir(sp, now);
+        scan_dir(p, now);
         if (c->n)
                 log_info("%zu cancel request(s) wait in cancel/", c->n);
         return 0;
@@ -380,8 +387,8 @@ int cancel_open(struct spool *sp, int64_t now)
 
 static void on_inotify(uv_poll_t *h, int status, int events)
 {
-        struct spool *sp = h->data;
-        struct cancels *c = sp->cancels;
+        struct parts *pt = h->data;
+        struct cancels *c = pt->cancels;
         char buf[16384] __attribute__((aligned(__alignof__(struct inotify_event))));
         int64_t now = hd_now_usec();
         ssize_t n;
@@ -396,23 +403,24 @@ static void on_inotify(uv_poll_t *h, int status, int events)
                 const struct inotify_event *ev = (const struct inotify_event *)p;
                 p += sizeof(*ev) + ev->len;
                 if (ev->mask & IN_Q_OVERFLOW) {
-                        cancel_scan(sp, now);
+                        cancel_scan(pt, now);
                         continue;
                 }
                 if (ev->len == 0 || !ev->name[0])
                         continue;
-                int r = cancel_request(sp, ev->name, now);
+                int r = cancel_request(pt, ev->name, now);
                 if (r < 0) {
                         char q[300];
-                        spool_error(sp, r, "Cannot act on cancel request %s",
+                        spool_error(pt->sp, r, "Cannot act on cancel request %s",
                                     log_quote(ev->name, q, sizeof(q)));
                 }
         }
 }
 
-int cancel_watch(struct spool *sp, uv_loop_t *loop)
+int cancel_watch(struct parts *p, uv_loop_t *loop)
 {
-        struct cancels *c = sp->cancels;
+        struct spool *sp = p->sp;
+        struct cancels *c = p->cancels;
         char path[64];
         int r;
 
@@ -429,7 +437,7 @@ int cancel_watch(struct spool *sp, uv_loop_t *loop)
         }
         r = uv_poll_init(loop, &c->poll, c->ifd);
         if (r == 0) {
-                c->poll.data = sp;
+                c->poll.data = p;
                 c->polling = true;
                 r = uv_poll_start(&c->poll, UV_READABLE, on_inotify);
         }
@@ -438,9 +446,9 @@ int cancel_watch(struct spool *sp, uv_loop_t *loop)
         return 0;
 }
 
-void cancel_free(struct spool *sp)
+void cancel_free(struct parts *p)
 {
-        struct cancels *c = sp ? sp->cancels : NULL;
+        struct cancels *c = p->cancels;
 
         if (!c)
                 return;
@@ -448,5 +456,5 @@ void cancel_free(struct spool *sp)
                 close(c->ifd);
         free(c->v);
         free(c);
-        sp->cancels = NULL;
+        p->cancels = NULL;
 }

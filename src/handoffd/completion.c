@@ -45,6 +45,7 @@
 #include "layout.h"
 #include "lock.h"
 #include "log.h"
+#include "parts.h"
 #include "completion.h"
 #include "verified.h"
 
@@ -92,17 +93,17 @@ static int refuse(struct spool *sp, struct agent_rt *a, const char *id, const ch
 /* An item archived as consumed: found again without a listing while it
  * is among the last RESULT_RECENT_MAX (most results come soon after
  * their consume). */
-static void recent_note(struct spool *sp, const char *id, const char *aname)
+static void recent_note(struct parts *p, const char *id, const char *aname)
 {
         struct result_recent *e;
 
-        dict_del(&sp->results_recent, id);
-        e = dict_put(&sp->results_recent, id, NULL);
+        dict_del(&p->results->recent, id);
+        e = dict_put(&p->results->recent, id, NULL);
         if (e && xsnprintf(e->archive, sizeof(e->archive), "%s", aname) < 0)
-                dict_remove(&sp->results_recent, e);
+                dict_remove(&p->results->recent, e);
         /* in the order of adding: the first is the oldest */
-        while (dict_count(&sp->results_recent) > RESULT_RECENT_MAX)
-                dict_remove(&sp->results_recent, dict_first(&sp->results_recent));
+        while (dict_count(&p->results->recent) > RESULT_RECENT_MAX)
+                dict_remove(&p->results->recent, dict_first(&p->results->recent));
 }
 
 /* A result waiting for the one listing of archive/ (archived_find()):
@@ -119,12 +120,12 @@ struct result_wait {
  * An archive name ends with "-ID.json" (or "-ID~N.json"): each '-' of a
  * name's stem is a place its id may begin, looked up in want, so one
  * listing serves any number of results, each name costing its length. */
-static int archived_find(struct spool *sp, struct dict *want)
+static int archived_find(struct spool *sp, struct results *rs, struct dict *want)
 {
         struct dirent *de;
         DIR *d;
 
-        sp->results_listed_at = mono_usec();
+        rs->listed_at = mono_usec();
         d = opendir_at(sp->fd[SD_ARCHIVE]);
         if (!d)
                 return -errno;
@@ -156,9 +157,10 @@ static int archived_find(struct spool *sp, struct dict *want)
 
 /* id is still in claimed/: refused when it is not a's or not taken yet;
  * else (a consume in progress, an archive not done) looked at again. */
-static int while_claimed(struct spool *sp, struct agent_rt *a, const char *id,
+static int while_claimed(struct parts *p, struct agent_rt *a, const char *id,
                          const char *rname, int64_t now)
 {
+        struct spool *sp = p->sp;
         char cname[NAME_MAX + 1], bname[NAME_MAX + 1], pname[NAME_MAX + 1], detail[200];
         _cleanup_close_ int fd = -1;
         _cleanup_json_ json_t *rec = NULL;
@@ -175,7 +177,7 @@ static int while_claimed(struct spool *sp, struct agent_rt *a, const char *id,
         if (fstat(fd, &st) < 0)
                 return -errno;
         /* An earlier version's item (no record): its archive decides. */
-        if (!verified_lookup(sp, id, &st, &h, &acc) &&
+        if (!verified_lookup(&p->verified, id, &st, &h, &acc) &&
             delivery_record_read(sp, fd, &st, &rec) == 0)
                 (void) handoff_from_record(rec, &h);
         const char *to = h.to[0] ? h.to : NULL;
@@ -194,8 +196,8 @@ static int while_claimed(struct spool *sp, struct agent_rt *a, const char *id,
                          "first", id);
                 return refuse(sp, a, id, rname, completion_refusal_name(RR_NOT_CONSUMED), detail, now);
         }
-        sp->results_due = true;
-        deadline_note(&sp->deadline, now + RESULT_RETRY_USEC);
+        p->results->due = true;
+        deadline_note(&p->deadline, now + RESULT_RETRY_USEC);
         return 0;
 }
 
@@ -223,9 +225,10 @@ static const char *not_completable(const struct store_outcome *side, const char 
  * found it ("": none), or NULL: look in claimed/ and among the recent
  * archives, -EAGAIN when only a listing of archive/ can tell.  0
  * (nothing there, refused, or waits), 1 recorded, -errno. */
-static int take_locked(struct spool *sp, struct agent_rt *a, const char *id, const char *aname,
+static int take_locked(struct parts *p, struct agent_rt *a, const char *id, const char *aname,
                        bool hook, int64_t now)
 {
+        struct spool *sp = p->sp;
         hd_limits lim = { .max_size = HD_RESULT_MAX_SIZE, .max_depth = HD_DEFAULT_MAX_DEPTH };
         _cleanup_json_ json_t *doc = NULL, *had = NULL;
         _cleanup_free_ char *buf = NULL, *out = NULL;
@@ -257,10 +260,10 @@ static int take_locked(struct spool *sp, struct agent_rt *a, const char *id, con
         if (r < 0)
                 return r;
         if (!aname) {
-                r = while_claimed(sp, a, id, rname, now);
+                r = while_claimed(p, a, id, rname, now);
                 if (r <= 0)
                         return r;
-                const struct result_recent *e = dict_get(&sp->results_recent, id);
+                const struct result_recent *e = dict_get(&p->results->recent, id);
                 if (!e)
                         return -EAGAIN;
                 aname = e->archive;
@@ -334,37 +337,37 @@ static const char *found_name(const struct result_wait *w)
         return w && w->found ? w->name : "";
 }
 
-int completion_archived_locked(struct spool *sp, struct agent_rt *a, const char *id,
+int completion_archived_locked(struct parts *p, struct agent_rt *a, const char *id,
                            const char *aname, int64_t now)
 {
         char rname[NAME_MAX + 1];
 
-        recent_note(sp, id, aname);
+        recent_note(p, id, aname);
         /* One look per archive: most items have no result waiting. */
         if (hd_result_name(id, rname, sizeof(rname)) < 0 || !spool_exists_at(a->handoffs_fd, rname))
                 return 0;
-        return take_locked(sp, a, id, aname, true, now);
+        return take_locked(p, a, id, aname, true, now);
 }
 
 /* May archive/ be listed for results now?  At most once a second: an
  * agent that writes results for ids never archived costs a listing a
  * second, however many it writes. */
-static bool may_list(const struct spool *sp)
+static bool may_list(const struct parts *p)
 {
-        return sp->results_listed_at == 0 ||
-               mono_usec() - sp->results_listed_at >= RESULT_LIST_EVERY_USEC;
+        return p->results->listed_at == 0 ||
+               mono_usec() - p->results->listed_at >= RESULT_LIST_EVERY_USEC;
 }
 
 /* A result that waits: the sweep's end looks again, in a second, or as
  * soon as a listing is allowed again (no sooner: the look would be lost). */
-static void result_later(struct spool *sp, int64_t now)
+static void result_later(struct parts *p, int64_t now)
 {
         int64_t wait = RESULT_RETRY_USEC;
 
-        if (!may_list(sp))
-                wait = sp->results_listed_at + RESULT_LIST_EVERY_USEC - mono_usec();
-        sp->results_due = true;
-        deadline_note(&sp->deadline, now + (wait > 0 ? wait : 0));
+        if (!may_list(p))
+                wait = p->results->listed_at + RESULT_LIST_EVERY_USEC - mono_usec();
+        p->results->due = true;
+        deadline_note(&p->deadline, now + (wait > 0 ? wait : 0));
 }
 
 /* The result of id in a's handoffs/, looked at now.  One whose item is
@@ -372,47 +375,49 @@ static void result_later(struct spool *sp, int64_t now)
  * going is its event, the sweep at a deadline its look), which takes it
  * (completion_archived_locked()): the archive is lifecycle.c's, which
  * calls here, never the other way round. */
-static int look(struct spool *sp, struct agent_rt *a, const char *id, int64_t now,
+static int look(struct parts *p, struct agent_rt *a, const char *id, int64_t now,
                 struct dict *later)
 {
+        struct spool *sp = p->sp;
         uint64_t off;
         int r;
 
         off = lock_off_id(id);
         r = lock_try(sp->lock_fd, off, true);
         if (r == -EAGAIN) {
-                result_later(sp, now);
+                result_later(p, now);
                 return 0;
         }
         if (r < 0)
                 return r;
-        r = take_locked(sp, a, id, NULL, false, now);
+        r = take_locked(p, a, id, NULL, false, now);
         if (r == -EAGAIN && later) {
                 /* for the scan's one listing; another agent's result of
                  * the same id at the next */
                 struct result_wait *w = NULL;
                 if (dict_get(later, id) || !(w = dict_put(later, id, NULL)))
-                        result_later(sp, now);
+                        result_later(p, now);
                 else
                         w->agent = (size_t)(a - sp->agents);
                 r = 0;
-        } else if (r == -EAGAIN && may_list(sp)) {
+        } else if (r == -EAGAIN && may_list(p)) {
                 struct dict want;
                 dict_init(&want, sizeof(struct result_wait));
-                r = dict_put(&want, id, NULL) ? archived_find(sp, &want) : -ENOMEM;
+                r = dict_put(&want, id, NULL) ? archived_find(p->sp, p->results, &want) : -ENOMEM;
                 if (r == 0)
-                        r = take_locked(sp, a, id, found_name(dict_get(&want, id)), false, now);
+                        r = take_locked(p, a, id, found_name(dict_get(&want, id)), false, now);
                 dict_clear(&want);
         } else if (r == -EAGAIN) {
-                result_later(sp, now);
+                result_later(p, now);
                 r = 0;
         }
         lock_release(sp->lock_fd, off);
         return r;
 }
 
-int completion_arrived(struct spool *sp, struct agent_rt *a, const char *name, int64_t now)
+int completion_arrived(struct parts *p, struct agent_rt *a, const char *name, int64_t now)
 {
+        struct spool *sp = p->sp;
         const char *id;
         int r;
 
@@ -423,27 +428,28 @@ int completion_arrived(struct spool *sp, struct agent_rt *a, const char *name, i
          * not ours to touch. */
         if (!hd_id_valid(id))
                 return 0;
-        r = look(sp, a, id, now, NULL);
+        r = look(p, a, id, now, NULL);
         int q = store_flush(sp);
         return r < 0 ? r : q;
 }
 
 /* The results of later (id -> agent index), after one listing. */
-static void take_listed(struct spool *sp, struct dict *later, int64_t now)
+static void take_listed(struct parts *p, struct dict *later, int64_t now)
 {
+        struct spool *sp = p->sp;
         struct result_wait *w;
         int r;
 
         if (dict_count(later) == 0)
                 return;
-        if (!may_list(sp)) {
-                result_later(sp, now);
+        if (!may_list(p)) {
+                result_later(p, now);
                 return;
         }
-        r = archived_find(sp, later);
+        r = archived_find(p->sp, p->results, later);
         if (r < 0) {
                 spool_error(sp, r, "Cannot list archive/ for the agents' results");
-                result_later(sp, now);
+                result_later(p, now);
                 return;
         }
         for (w = dict_first(later); w; w = dict_next(w)) {
@@ -451,28 +457,29 @@ static void take_listed(struct spool *sp, struct dict *later, int64_t now)
                 struct agent_rt *a = &sp->agents[w->agent];
                 uint64_t off = lock_off_id(id);
                 if (lock_try(sp->lock_fd, off, true) < 0) {
-                        result_later(sp, now);
+                        result_later(p, now);
                         continue;
                 }
-                r = take_locked(sp, a, id, found_name(w), false, now);
+                r = take_locked(p, a, id, found_name(w), false, now);
                 lock_release(sp->lock_fd, off);
                 if (r < 0 && r != -EAGAIN)
                         spool_error(sp, r, "Cannot take the result of %s", id);
         }
 }
 
-void completion_scan(struct spool *sp, int64_t now)
+void completion_scan(struct parts *p, int64_t now)
 {
+        struct spool *sp = p->sp;
         struct dict later;
         unsigned looked = 0;
 
         dict_init(&later, sizeof(struct result_wait));
 
-        sp->results_due = false;
+        p->results->due = false;
         /* too soon after a listing: what needs one would be looked at
          * for nothing */
-        if (!may_list(sp)) {
-                result_later(sp, now);
+        if (!may_list(p)) {
+                result_later(p, now);
                 return;
         }
         for (size_t i = 0; i < sp->n_agents; i++) {
@@ -499,10 +506,10 @@ void completion_scan(struct spool *sp, int64_t now)
                                 continue;
                         /* a bounded number a scan, the rest at the next */
                         if (looked++ >= RESULT_SCAN_MAX) {
-                                result_later(sp, now);
+                                result_later(p, now);
                                 break;
                         }
-                        r = look(sp, a, id, now, &later);
+                        r = look(p, a, id, now, &later);
                         if (r < 0) {
                                 char q[300];
                                 spool_error(sp, r, "Cannot take the result %s of agent %s",
@@ -511,7 +518,26 @@ void completion_scan(struct spool *sp, int64_t now)
                 }
                 closedir(d);
         }
-        take_listed(sp, &later, now);
+        take_listed(p, &later, now);
         dict_clear(&later);
         (void)store_flush(sp);          /* a failure said there, once */
+}
+
+int completion_new(struct results **ret)
+{
+        struct results *rs = calloc(1, sizeof(*rs));
+
+        if (!rs)
+                return -ENOMEM;
+        dict_init(&rs->recent, sizeof(struct result_recent));
+        *ret = rs;
+        return 0;
+}
+
+void completion_free(struct results *rs)
+{
+        if (!rs)
+                return;
+        dict_clear(&rs->recent);
+        free(rs);
 }

@@ -126,7 +126,7 @@ static int quota_names(struct quota_names *q, const char *agent, const char *id,
         return 0;
 }
 
-const char *quota_producer(const struct spool *sp, uid_t uid, char *buf, size_t n)
+const char *quota_producer(const struct quota *qs, uid_t uid, char *buf, size_t n)
 {
         /* the daemon's own uid does not change while it runs: asked once,
          * not once an item */
@@ -134,7 +134,7 @@ const char *quota_producer(const struct spool *sp, uid_t uid, char *buf, size_t 
 
         if (self == (uid_t)-1)
                 self = geteuid();
-        if (uid == self || uid == sp->hub_uid || uid == (uid_t)-1)
+        if (uid == self || uid == qs->hub_uid || uid == (uid_t)-1)
                 return NULL;
         return xsnprintf(buf, n, "u%u", (unsigned)uid) < 0 ? NULL : buf;
 }
@@ -341,7 +341,7 @@ void quota_release(struct spool *sp, const char *agent, const char *id)
         }
 }
 
-void quota_note(struct spool *sp, const char *agent, const char *id,
+void quota_note(struct spool *sp, struct quota *qs, const char *agent, const char *id,
                 const struct quota_sender *s)
 {
         struct quota_names q;
@@ -349,7 +349,7 @@ void quota_note(struct spool *sp, const char *agent, const char *id,
         uint64_t off;
         int r;
 
-        if (!sp->sweep.recount || !quota_on(sp) || quota_names(&q, agent, id, s) < 0)
+        if (!qs->counting || !quota_on(sp) || quota_names(&q, agent, id, s) < 0)
                 return;
         off = lock_off_quota(agent);
         r = quota_lock(sp, off);
@@ -359,7 +359,7 @@ void quota_note(struct spool *sp, const char *agent, const char *id,
         }
         if (r < 0) {
                 /* the next sweep counts again */
-                sp->quota_recount = true;
+                qs->recount = true;
                 if (r != -EAGAIN)       /* busy: another daemon counts for agent */
                         log_warning_errno(r, "Cannot count %s in the inbox of %s", id, agent);
         } else if (taken) {

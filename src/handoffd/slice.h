@@ -22,7 +22,7 @@ void slice_sweep(struct daemon *d, bool at_start);
  * syncs shared; past GONE_MAX waiting, a sweep looks instead. */
 void slice_gone(struct daemon *d, const char *name);
 
-/* Arm the sweep timer for the earliest deadline (sp->deadline). */
+/* Arm the sweep timer for the earliest deadline (p->deadline, sp->due). */
 void slice_arm(struct daemon *d);
 
 #endif

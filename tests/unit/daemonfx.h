@@ -9,12 +9,14 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "parts.h"
 #include "spool.h"
 
 struct fx {
         char *root;
         struct config *cfg;
-        struct spool *sp;
+        struct parts p;         /* as the daemon holds them (daemon_parts_open()) */
+        struct spool *sp;       /* p.sp */
         struct agent_rt *alice;
         hd_key *k;              /* the spool's key */
         hd_key *other;          /* a key the spool does not know */

@@ -108,8 +108,8 @@ void store_leave_name(struct spool *sp, const char *name, const struct spool_ino
                         store_dirty(sp, SD_HANDOFF);
                         if (store_arrived(sp, name, was, SD_SPENT, sname, false) < 0)
                                 return;
-                        sp->spent_waiting = true;
-                        sp->spent_at = mono_usec();
+                        sp->spent.waiting = true;
+                        sp->spent.at = mono_usec();
                         return;
                 }
         }
@@ -145,15 +145,15 @@ static void leave_handoff(struct spool *sp)
  * at it would leave everything after it in spent/ for good. */
 static void spent_skip(struct spool *sp, const char *name, int err)
 {
-        if (dict_get(&sp->spent_skipped, name))
+        if (dict_get(&sp->spent.skipped, name))
                 return;
-        if (dict_count(&sp->spent_skipped) >= SPOOL_SPENT_SKIPPED_MAX) {
-                if (!dict_get(&sp->spent_skipped, ""))
+        if (dict_count(&sp->spent.skipped) >= SPOOL_SPENT_SKIPPED_MAX) {
+                if (!dict_get(&sp->spent.skipped, ""))
                         log_warning("More entries of spent/ cannot be freed; not reported one by one");
-                (void)dict_put(&sp->spent_skipped, "", NULL);
+                (void)dict_put(&sp->spent.skipped, "", NULL);
                 return;
         }
-        (void)dict_put(&sp->spent_skipped, name, NULL);
+        (void)dict_put(&sp->spent.skipped, name, NULL);
         log_warning_errno(err, "Cannot free spent/%s, not a producer's file; left there for the "
                           "operator, the rest is freed", name);
 }
@@ -189,7 +189,7 @@ int store_reap_spent(struct spool *sp, int64_t budget_usec, bool *ret_more)
         if (r < 0)
                 return r;
         if (!more)
-                sp->spent_waiting = false;
+                sp->spent.waiting = false;
         *ret_more = more;
         return 0;
 }
@@ -316,7 +316,7 @@ static void sync_settle(struct spool *sp, int err, const char *first, int64_t no
         if (err < 0)
                 f->retry_at = now + f->backoff;
         if (f->err)
-                deadline_note(&sp->deadline, f->retry_at);
+                deadline_note(&sp->due, f->retry_at);
 }
 
 /* The dirty directories of rounds 0..last, each round's together
@@ -406,7 +406,7 @@ static int flush_rounds(struct spool *sp, int last, bool leave, bool agents)
         if (tried > 0 || r == 0)
                 sync_settle(sp, first[0] ? r : 0, first, now);
         else if (sp->sync_fail.err)
-                deadline_note(&sp->deadline, sp->sync_fail.retry_at);
+                deadline_note(&sp->due, sp->sync_fail.retry_at);
         return r;
 }
 

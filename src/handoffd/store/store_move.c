@@ -102,7 +102,7 @@ static void rejected_count(struct spool *sp, const char *dst, size_t len, int64_
         if ((c->rejected_max_items && sp->st.rejected_items > c->rejected_max_items) ||
             (c->rejected_max_bytes && sp->st.rejected_bytes > c->rejected_max_bytes)) {
                 sp->retention_due = true;
-                deadline_note(&sp->deadline, now + RETENTION_SOON_USEC);
+                deadline_note(&sp->due, now + RETENTION_SOON_USEC);
         }
 }
 
