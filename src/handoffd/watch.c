@@ -320,6 +320,9 @@ static void on_inotify(uv_poll_t *h, int status, int events)
                 }
                 if (n == 0)
                         break;
+                /* Room for one more event was left: the queue was empty,
+                 * and the poll tells when it is not (no read to EAGAIN). */
+                bool drained = (size_t)n <= sizeof(buf) - sizeof(struct inotify_event) - NAME_MAX - 1;
                 for (char *p = buf; p < buf + n;) {
                         const struct inotify_event *ev = (const struct inotify_event *)p;
                         p += sizeof(*ev) + ev->len;
@@ -364,6 +367,8 @@ static void on_inotify(uv_poll_t *h, int status, int events)
                                 }
                         }
                 }
+                if (drained)
+                        break;
         }
         if (lost) {
                 if (rewatch(d) < 0) {

@@ -90,8 +90,6 @@ void store_leave_name(struct spool *sp, const char *name, const struct spool_ino
         char sname[32];
         struct stat st;
 
-        if (fstatat(sp->fd[SD_HANDOFF], name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !same_ino(&st, was))
-                return;
         /* A claim's (spent): moved to spent/ (named by its inode, unique
          * while it lives), not unlinked: the unlink would free the inode
          * (a move's other link keeps it), and inodes freed in a burst make
@@ -100,10 +98,10 @@ void store_leave_name(struct spool *sp, const char *name, const struct spool_ino
          * them once intake is quiet.  Not synced: a move lost by a power
          * cut brings the file back to handoff/, where its record makes it
          * a claim's leftover; one kept in both is recognised by its link
-         * in spent/. */
-        if (spent) {
-                if (xsnprintf(sname, sizeof(sname), "%llu", (unsigned long long)st.st_ino) >= 0 &&
-                    renameat2(sp->fd[SD_HANDOFF], name, sp->fd[SD_SPENT], sname,
+         * in spent/.  Moved first and looked at after: store_arrived()
+         * returns whatever else the name held by then. */
+        if (spent && xsnprintf(sname, sizeof(sname), "%llu", (unsigned long long)was->ino) >= 0) {
+                if (renameat2(sp->fd[SD_HANDOFF], name, sp->fd[SD_SPENT], sname,
                               RENAME_NOREPLACE) == 0) {
                         store_dirty(sp, SD_HANDOFF);
                         if (store_arrived(sp, name, was, SD_SPENT, sname, false) < 0)
@@ -112,9 +110,14 @@ void store_leave_name(struct spool *sp, const char *name, const struct spool_ino
                         sp->spent.at = mono_usec();
                         return;
                 }
+                if (errno == ENOENT)
+                        return;
         }
-        /* By name too: what a swap brings here instead is a file of the
-         * name's owner (sticky handoff/), a directory is not unlinked. */
+        /* By name, if still was: what a swap brings here instead is a
+         * file of the name's owner (sticky handoff/); a directory is not
+         * unlinked. */
+        if (fstatat(sp->fd[SD_HANDOFF], name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !same_ino(&st, was))
+                return;
         (void) store_remove(sp, SD_HANDOFF, name);
 }
 
