@@ -98,14 +98,42 @@ static void answer_file(struct parts *p, const char *name, const char *id, const
                      why ? why : "", more);
 }
 
-/* c->v[i] answered and forgotten (the last one takes its place). */
-static void answer_kept(struct parts *p, size_t i, enum cancelreq_answer a, const char *why)
+/* What happens to a kept request, and the answer it gets. */
+enum cancel_event {
+        CE_UNSEEN,      /* its file is gone (its requester gave up) */
+        CE_EXPIRED,     /* no such handoff came before the request expired */
+        CE_NOT_SENDER,  /* its item names another sender */
+        CE_OUTCOME,     /* its item has an outcome (ids/), not claimed here */
+        CE_DECIDED,     /* its item's action decided the answer */
+        _CE_MAX
+};
+
+/* event -> answer: the one place that says how a kept request ends.
+ * CA_NONE: forgotten unanswered (CE_UNSEEN), or the item's answer
+ * (CE_DECIDED). */
+static const struct {
+        enum cancelreq_answer answer;
+        const char *why;
+} kept_answers[_CE_MAX] = {
+        [CE_UNSEEN]     = { CA_NONE, NULL },
+        [CE_EXPIRED]    = { CA_UNKNOWN, "no such handoff here before the request expired" },
+        [CE_NOT_SENDER] = { CA_REFUSED, "not the handoff's sender" },
+        [CE_OUTCOME]    = { CA_NOT_CANCELABLE, "it has an outcome already" },
+        [CE_DECIDED]    = { CA_NONE, NULL },
+};
+
+/* c->v[i] meets event e (CE_DECIDED: answered a) and is forgotten (the
+ * last one takes its place). */
+static void kept_event(struct parts *p, size_t i, enum cancel_event e, enum cancelreq_answer a)
 {
         struct cancels *c = p->cancels;
         struct cancel_req r = c->v[i];
 
+        if (e != CE_DECIDED)
+                a = kept_answers[e].answer;
         c->v[i] = c->v[--c->n];
-        answer_file(p, r.name, r.id, r.from, a, why);
+        if (e != CE_UNSEEN)
+                answer_file(p, r.name, r.id, r.from, a, kept_answers[e].why);
 }
 
 void cancel_answer(struct parts *p, const char *id, const char *from,
@@ -117,9 +145,9 @@ void cancel_answer(struct parts *p, const char *id, const char *from,
                 if (strcmp(c->v[i].id, id))
                         continue;
                 if (!from || strcmp(c->v[i].from, from))
-                        answer_kept(p, i, CA_REFUSED, "not the handoff's sender");
+                        kept_event(p, i, CE_NOT_SENDER, CA_NONE);
                 else if (a != CA_NONE)
-                        answer_kept(p, i, a, NULL);
+                        kept_event(p, i, CE_DECIDED, a);
         }
 }
 
@@ -131,7 +159,7 @@ void cancel_unclaimed(struct parts *p, const char *id)
                 return;
         for (size_t i = p->cancels->n; i-- > 0;)
                 if (!strcmp(p->cancels->v[i].id, id))
-                        answer_kept(p, i, CA_NOT_CANCELABLE, "it has an outcome already");
+                        kept_event(p, i, CE_OUTCOME, CA_NONE);
 }
 
 /* Was it signed with a key of from's own (an [agent] key, a public key),
@@ -176,9 +204,26 @@ static bool room_for(const struct cancels *c, const char *from, uid_t uid, bool 
         return false;
 }
 
-/* cancel/name read and checked: *ret_kept, or not (refused, or no
- * request); 0 or -errno. */
-static int load(struct parts *p, const char *name, int64_t now, bool *ret_kept)
+/* What a look at a name of cancel/ found. */
+enum cancel_look {
+        CL_IGNORED,     /* a temp name or an answer: no request */
+        CL_GONE,        /* removed by its requester meanwhile */
+        CL_KEPT,        /* kept already: seen by this scan */
+        CL_INVALID,     /* it does not verify: refused */
+        CL_NO_ROOM,     /* past a bound of CANCEL_PENDING_*: busy */
+        CL_NEW,         /* a good request: kept until it is answered */
+        _CL_MAX
+};
+
+/* A request as its look found it. */
+struct cancel_seen {
+        const char *name;
+        struct cancel_req req;          /* CL_NEW, and what is known of others */
+        char why[HD_DETAIL_MAX + 32];   /* CL_INVALID, CL_NO_ROOM */
+};
+
+/* cancel/name read and checked, into *l; the state in *ret.  0 or -errno. */
+static int look(struct parts *p, struct cancel_seen *l, int64_t now, enum cancel_look *ret)
 {
         struct spool *sp = p->sp;
         const struct config *cfg = sp->cfg;
@@ -190,58 +235,90 @@ static int load(struct parts *p, const char *name, int64_t now, bool *ret_kept)
         _cleanup_json_ json_t *doc = NULL;
         _cleanup_close_ int fd = -1;
         struct cancelreq_fields rf;
-        const char *id, *from, *exp;
         struct cancel_req *k;
-        char why[HD_DETAIL_MAX + 32];
         struct stat st = {};
         int64_t t = 0;
         size_t len;
-        bool own;
         hd_verdict v;
         int r;
 
-        if (name[0] == '.' || !hd_name_safe(name)) {
-                *ret_kept = false;
-                return 0;       /* temp names, answers */
-        }
-        if ((k = find_name(c, name))) {
-                k->seen = c->scan;
-                *ret_kept = true;
+        if (l->name[0] == '.' || !hd_name_safe(l->name)) {
+                *ret = CL_IGNORED;
                 return 0;
         }
-        r = hd_open_at(sp->fd[SD_CANCEL], name, &fd, &v);
+        if ((k = find_name(c, l->name))) {
+                k->seen = c->scan;
+                *ret = CL_KEPT;
+                return 0;
+        }
+        r = hd_open_at(sp->fd[SD_CANCEL], l->name, &fd, &v);
         if (r == -ENOENT) {
-                *ret_kept = false;
+                *ret = CL_GONE;
                 return 0;
         }
         if (r == 0 && fstat(fd, &st) < 0)
                 r = -errno;
         if (r == 0)
-                r = hd_read_fd(fd, name, CANCELREQ_MAX, &buf, &len, &v);
+                r = hd_read_fd(fd, l->name, CANCELREQ_MAX, &buf, &len, &v);
         if (r == 0)
                 r = hd_parse(buf, len, &lim, &doc, &v);
         if (r == 0)
                 r = cancelreq_check(doc, config_key_lookup, (void *)cfg, &pol, now, &v);
-        if (r == -EBADMSG) {
-                snprintf(why, sizeof(why), "%s: %s", hd_reason_name(v.reason), v.detail);
-                cancelreq_fields(doc, &rf);
-                id = rf.id;
-                answer_file(p, name, id && hd_id_valid(id) ? id : NULL, NULL, CA_REFUSED, why);
-                *ret_kept = false;
-                return 0;
-        }
-        if (r < 0)
+        if (r < 0 && r != -EBADMSG)
                 return r;
         cancelreq_fields(doc, &rf);
-        id = rf.id;
-        from = rf.from;
-        exp = rf.expires_at;
-        own = signed_own_key(cfg, rf.kid, from);
-        if (!room_for(c, from, st.st_uid, own, why, sizeof(why))) {
-                answer_file(p, name, id, from, CA_BUSY, why);
-                *ret_kept = false;
+        if (r == -EBADMSG) {
+                snprintf(l->why, sizeof(l->why), "%s: %s", hd_reason_name(v.reason), v.detail);
+                if (rf.id && hd_id_valid(rf.id))
+                        snprintf(l->req.id, sizeof(l->req.id), "%s", rf.id);
+                *ret = CL_INVALID;
                 return 0;
         }
+        hd_time_parse(rf.expires_at, &t);       /* checked: cancelreq_check() */
+        l->req = (struct cancel_req){ .uid = st.st_uid, .own_key = signed_own_key(cfg, rf.kid, rf.from),
+                                      .expires = t, .seen = c->scan };
+        snprintf(l->req.name, sizeof(l->req.name), "%s", l->name);
+        snprintf(l->req.id, sizeof(l->req.id), "%s", rf.id);
+        snprintf(l->req.from, sizeof(l->req.from), "%s", rf.from);
+        *ret = room_for(c, rf.from, st.st_uid, l->req.own_key, l->why, sizeof(l->why)) ?
+               CL_NEW : CL_NO_ROOM;
+        return 0;
+}
+
+typedef int cancel_action(struct parts *p, const struct cancel_seen *l, bool *ret_kept);
+
+static int act_none(struct parts *p, const struct cancel_seen *l, bool *ret_kept)
+{
+        *ret_kept = false;
+        return 0;
+}
+
+static int act_seen(struct parts *p, const struct cancel_seen *l, bool *ret_kept)
+{
+        *ret_kept = true;
+        return 0;
+}
+
+static int act_refuse(struct parts *p, const struct cancel_seen *l, bool *ret_kept)
+{
+        answer_file(p, l->name, l->req.id[0] ? l->req.id : NULL, NULL, CA_REFUSED, l->why);
+        *ret_kept = false;
+        return 0;
+}
+
+static int act_busy(struct parts *p, const struct cancel_seen *l, bool *ret_kept)
+{
+        answer_file(p, l->name, l->req.id, l->req.from, CA_BUSY, l->why);
+        *ret_kept = false;
+        return 0;
+}
+
+/* Kept in memory until its item answers it; its file stays till then. */
+static int act_keep(struct parts *p, const struct cancel_seen *l, bool *ret_kept)
+{
+        struct cancels *c = p->cancels;
+        const struct cancel_req *k = &l->req;
+
         if (c->n == c->cap) {
                 size_t cap = c->cap ? 2 * c->cap : 16;
                 struct cancel_req *nv = realloc(c->v, cap * sizeof(*nv));
@@ -250,18 +327,37 @@ static int load(struct parts *p, const char *name, int64_t now, bool *ret_kept)
                 c->v = nv;
                 c->cap = cap;
         }
-        hd_time_parse(exp, &t);         /* checked: cancelreq_check() */
-        k = &c->v[c->n++];
-        *k = (struct cancel_req){ .uid = st.st_uid, .own_key = own, .expires = t,
-                                  .seen = c->scan };
-        snprintf(k->name, sizeof(k->name), "%s", name);
-        snprintf(k->id, sizeof(k->id), "%s", id);
-        snprintf(k->from, sizeof(k->from), "%s", from);
-        log_decision(LOG_INFO, id, NULL, "cancel_requested", NULL,
-                     "Cancel request for %s from %s (uid %u, %s key)", id, from,
-                     (unsigned)st.st_uid, own ? "its own" : "a shared");
+        c->v[c->n++] = *k;
+        log_decision(LOG_INFO, k->id, NULL, "cancel_requested", NULL,
+                     "Cancel request for %s from %s (uid %u, %s key)", k->id, k->from,
+                     (unsigned)k->uid, k->own_key ? "its own" : "a shared");
         *ret_kept = true;
         return 0;
+}
+
+/* look -> action: the one place that says what a new name of cancel/
+ * gets. */
+static cancel_action *const cancel_actions[_CL_MAX] = {
+        [CL_IGNORED] = act_none,
+        [CL_GONE]    = act_none,
+        [CL_KEPT]    = act_seen,
+        [CL_INVALID] = act_refuse,      /* refused, with why */
+        [CL_NO_ROOM] = act_busy,        /* busy: sent again later, it may fit */
+        [CL_NEW]     = act_keep,
+};
+
+/* cancel/name read and checked: *ret_kept, or not (refused, or no
+ * request); 0 or -errno. */
+static int load(struct parts *p, const char *name, int64_t now, bool *ret_kept)
+{
+        struct cancel_seen l = { .name = name };
+        enum cancel_look s = CL_IGNORED;
+        int r;
+
+        r = look(p, &l, now, &s);
+        if (r < 0)
+                return r;
+        return cancel_actions[s](p, &l, ret_kept);
 }
 
 /* The item of id looked at now (p->check_item, lifecycle_check(), takes
@@ -342,7 +438,7 @@ void cancel_scan(struct parts *p, int64_t now)
         /* Removed by its requester: forgotten. */
         for (size_t i = c->n; i-- > 0;)
                 if (c->v[i].seen != c->scan)
-                        c->v[i] = c->v[--c->n];
+                        kept_event(p, i, CE_UNSEEN, CA_NONE);
         if (c->n == 0)
                 return;
         ids = calloc(c->n, sizeof(*ids));
@@ -352,8 +448,7 @@ void cancel_scan(struct parts *p, int64_t now)
                 struct cancel_req *k = &c->v[i];
                 /* No such handoff came while the request was good. */
                 if (now > k->expires && !spool_id_seen(sp, k->id)) {
-                        answer_kept(p, i, CA_UNKNOWN, "no such handoff here before the "
-                                    "request expired");
+                        kept_event(p, i, CE_EXPIRED, CA_NONE);
                         continue;
                 }
                 bool dup = false;

@@ -155,49 +155,71 @@ static int archived_find(struct spool *sp, struct results *rs, struct dict *want
         return 0;
 }
 
+/* What a look at a result found, and what it needs to act on it. */
+enum result_state {
+        RS_ABSENT,      /* no result file: nothing to do */
+        RS_REFUSED,     /* not one to record (why, detail): refused */
+        RS_WAITS,       /* its item is consumed but not archived yet: looked at again */
+        RS_UNLISTED,    /* archived, not lately: only a listing of archive/ tells where */
+        RS_RECORDED,    /* recorded already, the same: a crash kept the agent's file */
+        RS_NEW,         /* to be recorded beside its item in archive/ */
+        _RS_MAX
+};
+
+struct result_look {
+        struct agent_rt *a;
+        const char *id;
+        char rname[NAME_MAX + 1];       /* the agent's .result.<id> */
+        char xname[NAME_MAX + 16];      /* archive/NAME.result */
+        json_t *doc;                    /* the result, checked */
+        const char *why;                /* RS_REFUSED: the reason's name */
+        char detail[HD_DETAIL_MAX + 64];
+};
+
 /* id is still in claimed/: refused when it is not a's or not taken yet;
- * else (a consume in progress, an archive not done) looked at again. */
-static int while_claimed(struct parts *p, struct agent_rt *a, const char *id,
-                         const char *rname, int64_t now)
+ * else (a consume in progress, an archive not done) it waits.  *ret
+ * untouched (and 0) when id is not in claimed/. */
+static int while_claimed(struct parts *p, struct result_look *l, enum result_state *ret)
 {
         struct spool *sp = p->sp;
-        char cname[NAME_MAX + 1], bname[NAME_MAX + 1], pname[NAME_MAX + 1], detail[200];
+        char cname[NAME_MAX + 1], bname[NAME_MAX + 1], pname[NAME_MAX + 1];
         _cleanup_close_ int fd = -1;
         _cleanup_json_ json_t *rec = NULL;
         _cleanup_handoff_ struct handoff h = { 0 };
+        const char *agent = l->a->cfg->name;
         int64_t acc;
         struct stat st;
         int r;
 
-        if (xsnprintf(cname, sizeof(cname), "%s.json", id) < 0)
+        if (xsnprintf(cname, sizeof(cname), "%s.json", l->id) < 0)
                 return -ENAMETOOLONG;
         fd = openat(sp->fd[SD_CLAIMED], cname, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
         if (fd < 0)
-                return errno == ENOENT ? 1 : -errno;
+                return errno == ENOENT ? 0 : -errno;
         if (fstat(fd, &st) < 0)
                 return -errno;
         /* An earlier version's item (no record): its archive decides. */
-        if (!verified_lookup(&p->verified, id, &st, &h, &acc) &&
+        if (!verified_lookup(&p->verified, l->id, &st, &h, &acc) &&
             delivery_record_read(sp, fd, &st, &rec) == 0)
                 (void) handoff_from_record(rec, &h);
-        const char *to = h.to[0] ? h.to : NULL;
-        if (to && strcmp(to, a->cfg->name)) {
-                snprintf(detail, sizeof(detail), "%s was delivered to %s, not to %s", id, to,
-                         a->cfg->name);
-                return refuse(sp, a, id, rname, completion_refusal_name(RR_NOT_CONSUMED), detail, now);
+        l->why = completion_refusal_name(RR_NOT_CONSUMED);
+        *ret = RS_REFUSED;
+        if (h.to[0] && strcmp(h.to, agent)) {
+                snprintf(l->detail, sizeof(l->detail), "%s was delivered to %s, not to %s",
+                         l->id, h.to, agent);
+                return 0;
         }
-        r = hd_bootstrap_name(id, bname, sizeof(bname));
+        r = hd_bootstrap_name(l->id, bname, sizeof(bname));
         if (r == 0)
-                r = delivery_pending_name(id, pname, sizeof(pname));
+                r = delivery_pending_name(l->id, pname, sizeof(pname));
         if (r < 0)
                 return r;
-        if (spool_exists_at(a->handoffs_fd, bname) || spool_exists_at(a->handoffs_fd, pname)) {
-                snprintf(detail, sizeof(detail), "%s is delivered and not taken yet: consume it "
-                         "first", id);
-                return refuse(sp, a, id, rname, completion_refusal_name(RR_NOT_CONSUMED), detail, now);
+        if (spool_exists_at(l->a->handoffs_fd, bname) || spool_exists_at(l->a->handoffs_fd, pname)) {
+                snprintf(l->detail, sizeof(l->detail), "%s is delivered and not taken yet: "
+                         "consume it first", l->id);
+                return 0;
         }
-        p->results->due = true;
-        deadline_note(&p->deadline, now + RESULT_RETRY_USEC);
+        *ret = RS_WAITS;
         return 0;
 }
 
@@ -220,58 +242,68 @@ static const char *not_completable(const struct store_outcome *side, const char 
         return detail;
 }
 
-/* The result .result.<id> of a, the lock of id held.  aname: its
- * item's archive name as archive() just made it (hook), or as a listing
- * found it ("": none), or NULL: look in claimed/ and among the recent
- * archives, -EAGAIN when only a listing of archive/ can tell.  0
- * (nothing there, refused, or waits), 1 recorded, -errno. */
-static int take_locked(struct parts *p, struct agent_rt *a, const char *id, const char *aname,
-                       bool hook, int64_t now)
+/* Refused for why; l->detail says more. */
+static enum result_state refused(struct result_look *l, const char *why)
 {
-        struct spool *sp = p->sp;
+        l->why = why;
+        return RS_REFUSED;
+}
+
+/* The agent's result: read, parsed and checked as a's for id. */
+static int look_file(struct spool *sp, struct result_look *l, enum result_state *ret)
+{
         hd_limits lim = { .max_size = HD_RESULT_MAX_SIZE, .max_depth = HD_DEFAULT_MAX_DEPTH };
-        _cleanup_json_ json_t *doc = NULL, *had = NULL;
-        _cleanup_free_ char *buf = NULL, *out = NULL;
-        struct store_outcome side;
-        char rname[NAME_MAX + 1], xname[NAME_MAX + 16], sname[NAME_MAX + 16];
-        char fname[NAME_MAX + 1], detail[HD_DETAIL_MAX + 64], at[HD_TIME_MAX];
-        const char *agent = a->cfg->name;
+        _cleanup_free_ char *buf = NULL;
         size_t len;
         hd_verdict v;
         int r;
 
-        r = hd_result_name(id, rname, sizeof(rname));
+        r = hd_result_name(l->id, l->rname, sizeof(l->rname));
         if (r < 0)
                 return r;
-        r = hd_read_at(a->handoffs_fd, rname, HD_RESULT_MAX_SIZE, &buf, &len, &v);
-        if (r == -ENOENT)
+        r = hd_read_at(l->a->handoffs_fd, l->rname, HD_RESULT_MAX_SIZE, &buf, &len, &v);
+        if (r == -ENOENT) {
+                *ret = RS_ABSENT;
                 return 0;
-        if (r == -EACCES)
+        }
+        if (r == -EACCES) {
                 /* its owner's mode: refused once, not an error at every look */
-                return refuse(sp, a, id, rname, hd_reason_name(HD_R_UNREADABLE),
-                              "the daemon may not read it: it needs others' read bit "
-                              "(hd_complete() writes it 0644)", now);
+                snprintf(l->detail, sizeof(l->detail), "the daemon may not read it: it needs "
+                         "others' read bit (hd_complete() writes it 0644)");
+                *ret = refused(l, hd_reason_name(HD_R_UNREADABLE));
+                return 0;
+        }
         if (r == 0)
-                r = hd_parse(buf, len, &lim, &doc, &v);
+                r = hd_parse(buf, len, &lim, &l->doc, &v);
         if (r == 0)
-                r = hd_result_check(doc, id, agent, config_key_lookup, sp->cfg, &v);
-        if (r == -EBADMSG)
-                return refuse(sp, a, id, rname, hd_reason_name(v.reason), v.detail, now);
+                r = hd_result_check(l->doc, l->id, l->a->cfg->name, config_key_lookup, sp->cfg, &v);
+        if (r == -EBADMSG) {
+                snprintf(l->detail, sizeof(l->detail), "%s", v.detail);
+                *ret = refused(l, hd_reason_name(v.reason));
+                return 0;
+        }
         if (r < 0)
                 return r;
-        if (!aname) {
-                r = while_claimed(p, a, id, rname, now);
-                if (r <= 0)
-                        return r;
-                const struct result_recent *e = dict_get(&p->results->recent, id);
-                if (!e)
-                        return -EAGAIN;
-                aname = e->archive;
-        }
+        *ret = RS_NEW;
+        return 0;
+}
+
+/* Its item, archived as aname and consumed by a (hook: the archive
+ * says so already), and no other result recorded for it. */
+static int look_archived(struct spool *sp, struct result_look *l, const char *aname, bool hook,
+                         enum result_state *ret)
+{
+        const char *no = completion_refusal_name(RR_NOT_CONSUMED);
+        _cleanup_json_ json_t *had = NULL;
+        struct store_outcome side;
+        char sname[NAME_MAX + 16], at[HD_TIME_MAX];
+        int r;
+
         if (!*aname) {
-                snprintf(detail, sizeof(detail), "no item of %s is archived here "
-                         "(never delivered here, or pruned)", id);
-                return refuse(sp, a, id, rname, completion_refusal_name(RR_NOT_CONSUMED), detail, now);
+                snprintf(l->detail, sizeof(l->detail), "no item of %s is archived here "
+                         "(never delivered here, or pruned)", l->id);
+                *ret = refused(l, no);
+                return 0;
         }
         if (!hook) {
                 /* whose it was and how it ended: the daemon's .outcome */
@@ -279,56 +311,149 @@ static int take_locked(struct parts *p, struct agent_rt *a, const char *id, cons
                 if (r == 0)
                         r = store_outcome_load(sp->fd[SD_ARCHIVE], sname, &side);
                 if (r == -ENOENT || r == -EBADMSG) {
-                        snprintf(detail, sizeof(detail), "no item of %s is archived here "
-                                 "(pruned)", id);
-                        return refuse(sp, a, id, rname, completion_refusal_name(RR_NOT_CONSUMED),
-                                      detail, now);
+                        snprintf(l->detail, sizeof(l->detail), "no item of %s is archived here "
+                                 "(pruned)", l->id);
+                        *ret = refused(l, no);
+                        return 0;
                 }
                 if (r < 0)
                         return r;
-                if (not_completable(&side, agent, detail, sizeof(detail)))
-                        return refuse(sp, a, id, rname, completion_refusal_name(RR_NOT_CONSUMED),
-                                      detail, now);
-        }
-        r = layout_suffixed(aname, LAYOUT_RESULT, xname, sizeof(xname));
-        if (r < 0)
-                return r;
-        r = store_result_load(sp->fd[SD_ARCHIVE], xname, HD_RESULT_MAX_SIZE, &had, at, sizeof(at));
-        if (r == 0) {
-                /* Recorded, and a crash kept the agent's file: done. */
-                if (json_equal(had, doc)) {
-                        (void) store_boot_drop(sp, a, rname);
+                if (not_completable(&side, l->a->cfg->name, l->detail, sizeof(l->detail))) {
+                        *ret = refused(l, no);
                         return 0;
                 }
-                snprintf(detail, sizeof(detail), "%s has a result already, recorded at %s: the "
-                         "first stands", id, at);
-                return refuse(sp, a, id, rname, completion_refusal_name(RR_ALREADY_COMPLETED),
-                              detail, now);
+        }
+        r = layout_suffixed(aname, LAYOUT_RESULT, l->xname, sizeof(l->xname));
+        if (r < 0)
+                return r;
+        r = store_result_load(sp->fd[SD_ARCHIVE], l->xname, HD_RESULT_MAX_SIZE, &had, at, sizeof(at));
+        if (r == 0 && json_equal(had, l->doc)) {
+                *ret = RS_RECORDED;
+                return 0;
+        }
+        if (r == 0) {
+                snprintf(l->detail, sizeof(l->detail), "%s has a result already, recorded at "
+                         "%s: the first stands", l->id, at);
+                *ret = refused(l, completion_refusal_name(RR_ALREADY_COMPLETED));
+                return 0;
         }
         if (r != -ENOENT && r != -EBADMSG)
                 return r;
-        const char *status = json_string_value(json_object_get(doc, "status"));
-        r = store_result_dump(id, agent, status, now, doc, &out, &len);
+        *ret = RS_NEW;
+        return 0;
+}
+
+/* The state of a's result for id.  aname: its item's archive name as
+ * archive() just made it (hook), or as a listing found it ("": none), or
+ * NULL: look in claimed/ and among the recent archives. */
+static int result_state(struct parts *p, struct result_look *l, const char *aname, bool hook,
+                        enum result_state *ret)
+{
+        int r = look_file(p->sp, l, ret);
+
+        if (r < 0 || *ret != RS_NEW)
+                return r;
+        if (!aname) {
+                r = while_claimed(p, l, ret);
+                if (r < 0 || *ret != RS_NEW)
+                        return r;
+                const struct result_recent *e = dict_get(&p->results->recent, l->id);
+                if (!e) {
+                        *ret = RS_UNLISTED;
+                        return 0;
+                }
+                aname = e->archive;
+        }
+        return look_archived(p->sp, l, aname, hook, ret);
+}
+
+typedef int result_action(struct parts *p, struct result_look *l, int64_t now);
+
+static int act_none(struct parts *p, struct result_look *l, int64_t now)
+{
+        return 0;
+}
+
+static int act_refuse(struct parts *p, struct result_look *l, int64_t now)
+{
+        return refuse(p->sp, l->a, l->id, l->rname, l->why, l->detail, now);
+}
+
+/* At the sweep's end, and within RESULT_RETRY_USEC. */
+static int act_wait(struct parts *p, struct result_look *l, int64_t now)
+{
+        p->results->due = true;
+        deadline_note(&p->deadline, now + RESULT_RETRY_USEC);
+        return 0;
+}
+
+static int act_unlisted(struct parts *p, struct result_look *l, int64_t now)
+{
+        return -EAGAIN;
+}
+
+static int act_drop(struct parts *p, struct result_look *l, int64_t now)
+{
+        (void) store_boot_drop(p->sp, l->a, l->rname);
+        return 0;
+}
+
+/* archive/NAME.result, synced with archive/ (and whatever the archive
+ * moved) before the agent's file goes. */
+static int act_record(struct parts *p, struct result_look *l, int64_t now)
+{
+        struct spool *sp = p->sp;
+        const char *agent = l->a->cfg->name;
+        const char *status = json_string_value(json_object_get(l->doc, "status"));
+        _cleanup_free_ char *out = NULL;
+        char fname[NAME_MAX + 1];
+        size_t len;
+        int r;
+
+        r = store_result_dump(l->id, agent, status, now, l->doc, &out, &len);
+        if (r == 0)
+                r = store_side_write(sp, SD_ARCHIVE, l->xname, out, len);
+        if (r == 0)
+                r = store_flush(sp);
         if (r < 0)
                 return r;
-        r = store_side_write(sp, SD_ARCHIVE, xname, out, len);
-        if (r < 0)
-                return r;
-        /* On disk with archive/ (and whatever the archive moved) before the
-         * agent's file goes. */
-        r = store_flush(sp);
-        if (r < 0)
-                return r;
-        (void) store_boot_drop(sp, a, rname);
-        if (layout_prefixed(LAYOUT_REFUSED, id, fname, sizeof(fname)) == 0)
-                (void) store_boot_drop(sp, a, fname);   /* an earlier try's */
+        (void) store_boot_drop(sp, l->a, l->rname);
+        if (layout_prefixed(LAYOUT_REFUSED, l->id, fname, sizeof(fname)) == 0)
+                (void) store_boot_drop(sp, l->a, fname);        /* an earlier try's */
         if (!strcmp(status, "failed"))
                 sp->st.failed++;
         else
                 sp->st.completed++;
-        log_decision(LOG_INFO, id, agent, status, NULL, "Result of %s from %s: %s", id, agent,
-                     status);
+        log_decision(LOG_INFO, l->id, agent, status, NULL, "Result of %s from %s: %s", l->id,
+                     agent, status);
         return 1;
+}
+
+/* state -> action: the one place that says what happens to a result. */
+static result_action *const result_actions[_RS_MAX] = {
+        [RS_ABSENT]   = act_none,
+        [RS_REFUSED]  = act_refuse,     /* .refused.<id> says why; the result goes */
+        [RS_WAITS]    = act_wait,
+        [RS_UNLISTED] = act_unlisted,   /* the caller lists archive/ */
+        [RS_RECORDED] = act_drop,
+        [RS_NEW]      = act_record,
+};
+
+/* The result .result.<id> of a, the lock of id held (result_state() for
+ * aname and hook).  0 (nothing there, refused, or waits), 1 recorded,
+ * -EAGAIN when only a listing of archive/ can tell, -errno. */
+static int take_locked(struct parts *p, struct agent_rt *a, const char *id, const char *aname,
+                       bool hook, int64_t now)
+{
+        struct result_look l = { .a = a, .id = id };
+        enum result_state s;
+        int r;
+
+        r = result_state(p, &l, aname, hook, &s);
+        if (r == 0)
+                r = result_actions[s](p, &l, now);
+        json_decref(l.doc);
+        return r;
 }
 
 /* The name a listing found for an id (archived_find()), or "". */
