@@ -14,6 +14,8 @@
  *   store_side.c  sidecars, temp names, ids/, the agents' directories
  *   store_doc.c   the sidecars' documents as structs (store_doc.h): their
  *                 keys are spelled there alone
+ *   store_outbox.c outbox/: an item's copy, the take's note of the
+ *                 producer's file, the archive that carries it to ids/
  *
  * Each returns 0 or -errno, the outcome through a pointer. */
 #ifndef HD_STORE_H
@@ -119,12 +121,9 @@ int store_reject_claimed(struct spool *sp, const char *handoff_id, hd_reason rea
 
 /* Remember handoff_id in ids/ (replay memory once it leaves claimed/). */
 int store_id_mark(struct spool *sp, const char *handoff_id);
-/* ids/<id> made (or rewritten) with text: what an archived outbox item
- * says of the producer's file its take left in handoff/ ("src DEV INO",
- * then "archived"), so that after a crash before that file's name left,
- * the file is known as the take's leftover, not taken for a replay. */
-int store_id_note(struct spool *sp, const char *handoff_id, const char *text, size_t len);
-/* Is st the file ids/<id> names, unchanged since, and its item archived? */
+/* Is st the producer's file that ids/<id> names (an outbox item's take
+ * left it in handoff/: store_outbox_archive()), unchanged since, and its
+ * item archived? */
 bool store_id_source_is(struct spool *sp, const char *handoff_id, const struct stat *st);
 
 /* Move handoff/name to directory `to` as dst (a claim, a rejection, to
@@ -231,5 +230,34 @@ bool store_agent_take_dirty(struct agent_rt *a);
 /* Remove dir/name, a file of the daemon's (a marker, a sidecar, what
  * retention or a power cut's recovery removes).  0 or -errno. */
 int store_remove(struct spool *sp, enum spool_dir dir, const char *name);
+
+/* outbox/<id>.json's documents are at most this big. */
+#define STORE_OUTBOX_MAX(sp) (2 * (sp)->cfg->max_file_size + 65536)
+
+/* Take handoff/name into outbox/ as dst, for a remote agent.  buf holds
+ * the canonical bytes of doc, which verified.  The name must still hold
+ * was, and a regular file.  The take's note of that file is written
+ * first, then the copy, never over an existing name.  The producer's file
+ * leaves handoff/ once outbox/ is synced.
+ *
+ * 0 on success.  -EEXIST if dst holds another copy.  -ENOENT if the name
+ * no longer holds was, or (with *ret_leftover) if dst is this take's own
+ * copy left by a crash: then the producer's file goes as its leftover.
+ * -EISDIR, or other -errno. */
+int store_outbox_take(struct spool *sp, const char *name, const struct spool_ino *was,
+                      const char *handoff_id, const json_t *doc, const char *buf, size_t len,
+                      const char *dst, bool *ret_leftover);
+/* outbox/name parsed (within STORE_OUTBOX_MAX) into *ret, and when it
+ * entered outbox/ (its ctime; now when that cannot be read). */
+int store_outbox_load(struct spool *sp, const char *name, int64_t now, json_t **ret,
+                      hd_verdict *vd, int64_t *ret_at);
+/* outbox/<id>.json archived (as store_archive_from(), buf its .outcome),
+ * its id remembered in ids/ with the take's note of the producer's file,
+ * and the note removed. */
+int store_outbox_archive(struct spool *sp, const char *handoff_id, int64_t at_s,
+                         const char *from, const char *to, const char *buf, size_t len,
+                         char *name, size_t n);
+/* The take's notes whose item is no longer in outbox/: removed. */
+void store_outbox_sweep(struct spool *sp);
 
 #endif
