@@ -1,14 +1,18 @@
 /* Cancel requests; see cancel.h.  A request is the sender's file in
- * cancel/ (a directory like handoff/: the group writes it, sticky,
- * setgid).  The daemon believes nothing of it but what its signature
- * proves: the key that checks from_agent's handoffs signed it, and the
- * item's record names that agent as its sender (item.c asks
- * cancel_wanted() with the record's from_agent).  Kept in memory until
- * answered, the requests are the event of item.c's table; the file stays
- * until then, so a restart reads it again (cancel_open(), before the
- * first claim: an item canceled before its claim is never published).
- * The answer is a rename of the request (cancelreq.h), made after what
- * it answers is on disk. */
+ * cancel/, a directory like handoff/: the group writes it, sticky and
+ * setgid.  The daemon trusts only what the signature proves: the key that
+ * checks from_agent's handoffs signed it, and the item's record names that
+ * agent as its sender (item.c calls cancel_wanted() with the record's
+ * from_agent).
+ *
+ * A request is kept in memory until it is answered, and is an event of
+ * item.c's table.  Its file stays until then, so a restart reads it again
+ * (cancel_open(), before the first claim: an item canceled before its
+ * claim is never published).  The answer is a rename of the request
+ * (cancelreq.h), made once what it answers is on disk.
+ *
+ * Two tables say what happens: cancel_actions[] for a name seen in
+ * cancel/, kept_answers[] for how a kept request ends. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>

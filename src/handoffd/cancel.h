@@ -1,8 +1,8 @@
-/* Cancel requests (handoffd(8) "CANCELING"; cancelreq.h): a sender's
- * signed request in cancel/ to withdraw a handoff its agent has not taken.
- * This module reads and checks them, keeps the ones not answered yet, and
- * answers them; what is done to the item is item.c's (an event of its
- * state table), under the id's lock. */
+/* Cancel requests (handoffd(8) "CANCELING"; cancelreq.h).  A sender writes
+ * a signed request into cancel/ to withdraw a handoff its agent has not
+ * taken.  This module reads and checks the requests, keeps those not
+ * answered yet, and answers them.  What happens to the item is item.c's
+ * business (an event of its state table), under the id's lock. */
 #ifndef HD_CANCEL_H
 #define HD_CANCEL_H
 

@@ -343,9 +343,10 @@ static int look_archived(struct spool *sp, struct result_look *l, const char *an
         return 0;
 }
 
-/* The state of a's result for id.  aname: its item's archive name as
- * archive() just made it (hook), or as a listing found it ("": none), or
- * NULL: look in claimed/ and among the recent archives. */
+/* The state of a's result for id.  aname is the item's archive name:
+ * the one archive() just made (hook), the one a listing found ("" when
+ * it found none), or NULL to look in claimed/ and among the recent
+ * archives. */
 static int result_state(struct parts *p, struct result_look *l, const char *aname, bool hook,
                         enum result_state *ret)
 {
@@ -495,11 +496,11 @@ static void result_later(struct parts *p, int64_t now)
         deadline_note(&p->deadline, now + (wait > 0 ? wait : 0));
 }
 
-/* The result of id in a's handoffs/, looked at now.  One whose item is
- * consumed and still claimed waits for the archive (the bootstrap's
- * going is its event, the sweep at a deadline its look), which takes it
- * (completion_archived_locked()): the archive is lifecycle.c's, which
- * calls here, never the other way round. */
+/* Look at the result of id in a's handoffs/ now.  If its item is consumed
+ * but still claimed, the result waits for the archive, which takes it
+ * (completion_archived_locked()).  The bootstrap's removal is the archive's
+ * event, and the sweep at a deadline is its look. lifecycle.c owns the
+ * archive and calls here, never the other way round. */
 static int look(struct parts *p, struct agent_rt *a, const char *id, int64_t now,
                 struct dict *later)
 {

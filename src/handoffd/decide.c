@@ -202,15 +202,16 @@ static bool drop_claim_leftover(struct spool *sp, struct item *it, const char *i
         return false;
 }
 
-/* Move it to rejected/ for v; an authenticated one's id is remembered.
- * A file the record of its id holds already is that claim's leftover (a
- * crash, or another daemon's claim whose record is not yet synced): it
- * goes as after its claim, not rejected, or its id would be in rejected/
- * beside its record.  Another daemon may reach the other verdict on the
- * same file (its clock not yet past expires_at, another set of keys) and
- * claim it meanwhile: so the rejection of a file that names an id holds
- * the id's lock, as the claim does (busy: looked at again later), and
- * looks for the record under it.  Always decides: 1, or -errno. */
+/* Move it to rejected/ for v, and remember the id of an authenticated
+ * one.  If the record of its id holds this file already, the file is that
+ * claim's leftover (after a crash, or from another daemon's claim not yet
+ * synced).  It then goes as after its claim and is not rejected; otherwise
+ * its id would be in rejected/ beside its record.  Another daemon may judge
+ * the same file differently (its clock not yet past expires_at, other
+ * keys) and claim it meanwhile.  So a rejection of a file that names an id
+ * takes the id's lock, as the claim does, and looks for the record under
+ * it; when the lock is busy the file is looked at again later.  Always
+ * decides: 1, or -errno. */
 static int decide_reject(struct spool *sp, struct item *it, const hd_verdict *v,
                          bool authenticated, int64_t now, enum item_outcome *ret)
 {
@@ -322,10 +323,11 @@ static int decide_left(struct parts *p, struct item *it, const char *to, hd_reas
         return decided(ret, IO_LEFT);
 }
 
-/* it (st) has two links, judged under its inode's lock, which a rejection
- * holds until its link is whole (store_reject(): taken again there, and let
- * go): a claim's or a move's that a power cut kept, or a rejection's, goes;
- * any other is a hard link.  Its id read only when the others are not it. */
+/* it (st) has two links.  We judge it under its inode's lock, which a
+ * rejection holds until its second link is complete (store_reject()).
+ * A second link that a power cut kept from a claim or a move, or one
+ * that a rejection made, goes; any other is a hard link.  The file's id
+ * is read only when the other link is none of those. */
 static int decide_links(struct spool *sp, struct item *it, const struct stat *st,
                         const hd_verdict *v, int64_t now, enum item_outcome *ret)
 {
@@ -482,10 +484,11 @@ static int decide_not_verified(struct parts *p, struct item *it, const char *to,
         return decide_reject(sp, it, v, false, now, ret);
 }
 
-/* Steps 4-7: authenticated, valid, fresh (then it->h parsed, and given
- * *buf when it holds the canonical bytes), and for whom: it->agent (ours)
- * or *out (a remote agent's relay: checked here as for our own, never an
- * open relay); for any other agent left or rejected. */
+/* Steps 4-7: the file is authenticated, valid and fresh, and then it->h
+ * is filled (given *buf when that holds the canonical bytes).  It must be
+ * for one of our agents (it->agent) or for a remote agent (*out, the
+ * relay), checked here as strictly as our own; we are never an open
+ * relay.  A file for any other agent is left or rejected. */
 static int decide_verify(struct parts *p, struct item *it, const struct canon_src *src,
                          char **buf, int64_t now, const struct spool_relay **out, enum item_outcome *ret)
 {

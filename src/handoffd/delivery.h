@@ -20,9 +20,10 @@ void delivery_free(struct delivery *dv);
 
 /* The hidden name of id's bootstrap, .pending.<bootstrap name>. */
 int delivery_pending_name(const char *id, char *buf, size_t n);
-/* claimed/<id>.json open as fd (st): when it is the daemon's record (its
- * own regular file, a record's shape), 0 and *ret its document; else
- * -ENOMSG (an earlier version's item, or anything else); or -errno. */
+/* claimed/<id>.json, open as fd (st).  If it is the daemon's record (a
+ * regular file of the daemon's, shaped as a record), 0 and *ret holds
+ * its document.  -ENOMSG for anything else (an earlier version's item),
+ * or -errno. */
 int delivery_record_read(struct spool *sp, int fd, const struct stat *st, json_t **ret);
 
 /* Does a's delivery make nothing but the bootstrap (no profile copy)? */

@@ -1,19 +1,20 @@
 /* The claimed item's state machine (handoffd(8), OPERATION: "States" and
- * "Durability and crash windows").  A claimed
- * item is claimed/<id>.json, the daemon's record: the bootstrap it wrote
- * once, a hard link of the agent's bootstrap (delivery.c).  No producer
- * holds it, so it is never verified again and nothing in it changes;
- * its state is which of the agent's names for it are there: .pending.
- * (not yet published), the bootstrap (published), .expire. (an expiry
- * under way), .cancel. (a cancel under way), none (taken).  item_state()
- * reads that once and names the state; item_actions[] says what is done
- * in each, in the manner of a state x event table with two events: "look
- * at it" (the sweep, a deadline, a bootstrap gone) and "its sender asks
- * to cancel it" (a request of cancel.c's pending for the id:
- * item_cancel_actions[]).  The actions are item_act.c's, and
- * item_legacy.c's for an earlier version's items.  The caller
- * (lifecycle_check) holds the lock of the id (lock.h), as the claimer
- * does, so two daemons never act on one item at once. */
+ * "Durability and crash windows").  A claimed item is claimed/<id>.json,
+ * the daemon's record.  It is the bootstrap the daemon wrote once,
+ * hard-linked to the agent's bootstrap (delivery.c).  No producer holds it,
+ * so it is never verified again and never changes.
+ *
+ * Its state is which of the agent's names for it exist: .pending. (not yet
+ * published), the bootstrap (published), .expire. (an expiry under way),
+ * .cancel. (a cancel under way), or none (taken).  item_state() reads them
+ * once and names the state.  item_actions[] says what to do in each state
+ * when the item is looked at (the sweep, a deadline, a bootstrap gone);
+ * item_cancel_actions[] says what to do when its sender asks to cancel it
+ * (a request of cancel.c waits for the id).  The actions are in item_act.c,
+ * and in item_legacy.c for an earlier version's items.
+ *
+ * The caller (lifecycle_check()) holds the id's lock (lock.h), as the
+ * claimer does, so two daemons never act on one item at once. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>

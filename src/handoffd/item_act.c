@@ -179,9 +179,9 @@ static int archive_claimed(struct parts *p, struct item_files *f, const char *ou
         return 0;
 }
 
-/* The bootstrap's taking (a consumer's, which may not sync it, or the
- * expiry's rename) on disk before the item is archived: else a power cut
- * brings the bootstrap back beside an archived item. */
+/* Sync the removal of the bootstrap (by a consumer, which may not sync
+ * it, or by the expiry's rename) before the item is archived.  Otherwise
+ * a power cut brings the bootstrap back beside an archived item. */
 static int sync_taken(struct spool *sp, struct agent_rt *a)
 {
         return store_boot_sync(sp, a);
@@ -299,11 +299,11 @@ int item_act_wait_or_expire(struct parts *p, struct item_files *f, int64_t now)
         return archive_expired(p, f, now);
 }
 
-/* A cancel that was cut short (or just made: item_act_cancel): finish it.
- * Its sender's requests are answered once the taken name is on disk: from
- * then on the item ends canceled whatever crash comes (a request read
- * again after one finds the item archived and could no longer tell that
- * it was the one). */
+/* Finish a cancel that was cut short, or just made by
+ * item_act_cancel().  The sender's requests are answered only once the
+ * taken name is on disk.  From then on the item ends canceled whatever
+ * crash comes; a request read again after a crash finds the item archived
+ * and could no longer tell that it was the one. */
 int item_act_archive_canceled(struct parts *p, struct item_files *f, int64_t now)
 {
         struct spool *sp = p->sp;

@@ -133,11 +133,11 @@ int item_legacy_reject(struct parts *p, struct item_files *f, int64_t now)
         return 0;
 }
 
-/* Verified: made a record.  Its bootstrap (the daemon's file, built from
- * the bytes verified at its claim) becomes the record, replacing the
- * producer's file in one rename; the marker goes after.  Never visible
- * (no marker, no published bootstrap): it is delivered as new.  Marked
- * and taken: archived as it is. */
+/* A verified legacy item becomes a record.  Its bootstrap, which the
+ * daemon built from the bytes verified at the claim, replaces the
+ * producer's file in one rename, and the marker goes after.  An item
+ * never made visible (no marker, no published bootstrap) is delivered
+ * as new; one marked and taken is archived as it is. */
 int item_legacy_convert(struct parts *p, struct item_files *f, int64_t now)
 {
         struct spool *sp = p->sp;

@@ -45,10 +45,10 @@ struct parts {
         struct lifecycle *lc;           /* lifecycle.h: the sweep, the housekeeping */
         struct results *results;        /* completion.h */
         struct cancels *cancels;        /* cancel.c: the requests not answered yet */
-        /* The look at one claimed item, under its lock (lifecycle_check()):
-         * what cancel.c asks for when a request comes.  A pointer, as the
-         * relay's hooks: the look is above the modules it uses, cancel.c
-         * among them. */
+        /* Looks at one claimed item under its lock (lifecycle_check());
+         * cancel.c calls it when a request comes.  A pointer, like the
+         * relay's hooks: lifecycle.c is above cancel.c, which may not
+         * call up into it. */
         int (*check_item)(struct parts *p, const char *id, int64_t now);
 };
 

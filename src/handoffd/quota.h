@@ -24,12 +24,12 @@ struct quota {
 /* Whom a waiting item counts against, besides its agent. */
 struct quota_sender {
         const char *from;       /* from_agent, as the file says: anyone's to choose */
-        /* Who dropped it, for a count of its own: "uNNNN", the file's
-         * owner (quota_producer()); NULL where one owner drops for many
-         * senders (the daemon's own uid: relayed items; the hub's: every
-         * token's), whose items count by name alone.  The hub's token,
-         * once the daemon learns which one dropped a file, goes here as
-         * "t-NAME" and counts as a producer of its own. */
+        /* Who dropped it, counted on its own: "uNNNN" for the file's
+         * owner (quota_producer()).  NULL when one owner drops for many
+         * senders, as the daemon does for relayed items and the hub for
+         * every token; those items count by name alone.  Once the daemon
+         * knows which hub token dropped a file, it goes here as "t-NAME"
+         * and counts as a producer of its own. */
         const char *producer;
         /* Signed with a key of from's own (config_key_own()): it may use
          * the reserve that items signed with a shared key may not. */

@@ -1,7 +1,8 @@
-/* The spool (spool.c): its state directories and the agents' ones
- * opened, listings and look-ups, and struct spool, the storage's state.
- * What changes the spool on disk is the storage layer's (store/store.h);
- * each module's own state is in its own header (parts.h). */
+/* The spool (spool.c) opens the state directories and the agents'
+ * directories, and lists and looks up names in them.  struct spool holds
+ * the storage's state.  Only the storage layer (store/store.h) changes
+ * the spool on disk.  Each module keeps its own state in its own header;
+ * parts.h holds them side by side. */
 #ifndef HD_SPOOL_H
 #define HD_SPOOL_H
 
@@ -141,10 +142,10 @@ struct spool_sync_fail {
         char what[NAME_MAX + 16]; /* the first that failed, for the logs */
 };
 
-/* The storage: the spool's directories and the agents' ones, what is
- * dirty, and what the storage layer remembers between calls.  Each
- * module's own state is in that module's header; the daemon holds them
- * beside this (parts.h).  test_layering fails above 20 fields. */
+/* The storage: the directory descriptors, what is dirty, and what the
+ * storage layer remembers between calls.  Nothing else belongs here: a
+ * module's state goes in its own header, and parts.h holds it beside
+ * this.  test_layering fails above 20 fields. */
 struct spool {
         struct config *cfg;
         int root_fd;
@@ -163,9 +164,9 @@ struct spool {
         struct dict leaving;
         struct spool_kept_set kept;
         struct spool_spent spent;
-        /* When the storage wants the daemon to look again: a failed
-         * sync's retry, rejected/ past a bound.  The daemon's timer takes
-         * the earlier of this and its own deadline. */
+        /* The earliest time the storage wants the daemon to look again
+         * (a failed sync's retry, rejected/ past a bound).  The daemon's
+         * timer takes the earlier of this and the modules' deadline. */
         struct deadline due;
         /* rejected/ went past a bound of [retention] since its last
          * pruning: retention.c prunes it within RETENTION_SOON_USEC. */

@@ -1,12 +1,12 @@
 /* What each big claimed record says (struct verified).  A sweep looks at
- * every claimed item: reading each record at every look costs items x
- * size.  A record is the daemon's own file, written once at the claim and
- * never changed (no producer holds it), so its inode and size stand for
- * its bytes: per id, they and what the look needs (the agents, the
- * accepted time: struct verified_entry).  A record the daemon did not
- * write (an earlier version's claimed item, the producer's inode) is
- * never cached: it is verified at each look until it is converted
- * (item_legacy.c). */
+ * every claimed item, and reading every record at every look costs items x
+ * size.  A record is the daemon's own file: it is written once at the
+ * claim, no producer holds it, and it never changes.  So its inode and size
+ * stand for its bytes, and per id we keep them with what a look needs (the
+ * agents and the accepted time: struct verified_entry).  A record the
+ * daemon did not write (an earlier version's item, still the producer's
+ * inode) is never cached: it is verified at each look until item_legacy.c
+ * converts it. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>

@@ -304,10 +304,11 @@ static void on_inotify(uv_poll_t *h, int status, int events)
                 return;
         }
         for (;;) {
-                /* Read for a slice's time; the rest at the next turn (the
-                 * poll is level-triggered).  Never left unread for long:
-                 * another sender's name would wait behind a flood's in
-                 * the kernel's queue, and an overflow there is a rescan. */
+                /* Read for at most a slice; the poll is level-triggered,
+                 * so the rest comes at the next turn.  Never leave the
+                 * queue unread for long: another sender's name would wait
+                 * behind a flood in the kernel, and an overflow there
+                 * costs a rescan. */
                 if (uv_hrtime() - t0 > SLICE_USEC * 1000ULL)
                         break;
                 ssize_t n = read(d->ifd, buf, sizeof(buf));

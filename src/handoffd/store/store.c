@@ -57,15 +57,15 @@ static void put_back(struct spool *sp, enum spool_dir to, const char *dst, const
                     spool_dir_names[to], dst, what, q);
 }
 
-/* handoff/name has just been moved to to/dst by name (linked: a link made
- * there).  Linux moves no file by its descriptor, and between the look
- * and the move the name's owner may swap in another file or a directory
- * of hers (renameat2(RENAME_EXCHANGE) on her own names in the sticky
- * handoff/): what arrived must be the inode decided on (was; NULL: any),
- * and never a directory, which no state directory holds (the reaper and
- * retention remove files; a directory stays for good).  Else it is undone:
- * our link removed, a renamed one put back.  0: it is what was decided on;
- * -ENOENT: was has left the name; -EISDIR: was is a directory. */
+/* handoff/name has just been moved by name to to/dst (linked: a link was
+ * made there).  Linux cannot move a file by its descriptor, and between the
+ * look and the move the name's owner may swap in another file or a
+ * directory of hers (renameat2(RENAME_EXCHANGE) on her own names in the
+ * sticky handoff/).  What arrived must be the inode decided on (was; NULL:
+ * any) and not a directory: no state directory holds one, since the reaper
+ * and retention remove files only.  Otherwise the move is undone: our link
+ * removed, or the renamed one put back. 0 if it is what was decided on;
+ * -ENOENT if was has left the name; -EISDIR if was is a directory. */
 int store_arrived(struct spool *sp, const char *name, const struct spool_ino *was,
                   enum spool_dir to, const char *dst, bool linked)
 {
@@ -142,10 +142,10 @@ static void leave_handoff(struct spool *sp)
         }
 }
 
-/* spent/name cannot be removed (err): not a producer's file (a directory
- * an earlier version's move by name let a swap bring here, or one the
- * file system keeps).  Left there and said once: a reaper that stopped
- * at it would leave everything after it in spent/ for good. */
+/* spent/name cannot be removed (err), so it is not a producer's file: it
+ * is a directory an earlier version's move by name let a swap bring here,
+ * or one the file system keeps.  Leave it there and say so once.  A reaper
+ * that stopped at it would leave everything after it in spent/ for good. */
 static void spent_skip(struct spool *sp, const char *name, int err)
 {
         if (dict_get(&sp->spent.skipped, name))
@@ -322,14 +322,14 @@ static void sync_settle(struct spool *sp, int err, const char *first, int64_t no
                 deadline_note(&sp->due, f->retry_at);
 }
 
-/* The dirty directories of rounds 0..last, each round's together
- * (fsync_many_at(): they share the device's flushes), the agents'
- * handoffs/ (with agents) with round 0; leave: the producers' names that
- * wait for their moves' syncs leave handoff/ before its round.  A
- * directory whose fsync fails stays dirty and the rounds after it do not
- * run: their sync would make a move's removal from its source durable
- * before its arrival.  Until the retry is due, a failed directory is not
- * tried again and holds its round as a failure would. */
+/* Sync the dirty directories of rounds 0..last, each round's together
+ * (fsync_many_at(): they share the device's flushes), and the agents'
+ * handoffs/ (with agents) with round 0.  With leave, the producers' names
+ * that wait for their moves' syncs leave handoff/ before its round.  A
+ * directory whose fsync fails stays dirty, and the rounds after it do not
+ * run: their syncs would make a move's removal from its source durable
+ * before its arrival.  Until its retry is due, a failed directory is not
+ * tried again and holds its round back as a failure would. */
 static int flush_rounds(struct spool *sp, int last, bool leave, bool agents)
 {
         struct sync_target t[SPOOL_FLUSH_AGENTS_MAX + _SD_MAX];

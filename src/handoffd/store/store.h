@@ -83,11 +83,10 @@ bool store_drop_id_leftover(struct spool *sp, const char *name, const char *id);
  * when given and it is one (one look), else the first a listing finds
  * (outbox.c at start; never per handoff/ name). */
 bool store_find_link(int dirfd, const char *name, const struct stat *a, char *found, size_t n);
-/* An earlier version's item: claimed/<id>.json and archive/<the
- * marker's archive_as> are one inode
- * (an archiving's two directories not both synced before a power cut):
- * the archive stands, the claimed/ name and the marker are removed.  True
- * when they were. */
+/* An earlier version's item whose claimed/<id>.json and archive/<the
+ * marker's archive_as> are one inode, because a power cut came before
+ * both directories of its archiving were synced.  The archive stands;
+ * the claimed/ name and the marker are removed.  True when they were. */
 bool store_drop_archived_leftover(struct spool *sp, const char *id);
 /* in/NAME (claimed/<id>.json) has a second link in tmp/: a producer's
  * temp name that a power cut kept beside the rename the daemon then
@@ -95,11 +94,12 @@ bool store_drop_archived_leftover(struct spool *sp, const char *id);
  * handoff/ not).  The tmp/ one is removed.  True when it was. */
 bool store_drop_tmp_twin(struct spool *sp, enum spool_dir in, const char *name);
 
-/* Move handoff/name to rejected/ with its reason file, when it is still
- * was (NULL: whatever the name holds) and no directory: 0 with *ret
- * (may be NULL) IO_REJECTED, IO_GONE (was has left the name, or another
- * daemon rejected it meanwhile) or IO_BUSY (another daemon is rejecting
- * was: its inode's lock); -EISDIR (a directory: left in handoff/), -errno. */
+/* Move handoff/name to rejected/ with its reason file, if the name still
+ * holds was (NULL: anything) and is not a directory.  0 with *ret (may
+ * be NULL): IO_REJECTED; IO_GONE if was has left the name or another
+ * daemon rejected it; IO_BUSY if another daemon is rejecting it (it holds
+ * the inode's lock).  -EISDIR for a directory, which stays in handoff/;
+ * other -errno. */
 int store_reject(struct spool *sp, const char *name, const struct spool_ino *was,
                  hd_reason reason, const char *detail, const char *handoff_id, int64_t now,
                  enum item_outcome *ret);
@@ -182,10 +182,10 @@ int store_publish_bootstrap(struct spool *sp, struct agent_rt *a, const char *pn
 int store_archive(struct spool *sp, const char *id, const char *name, const char *outcome,
                   const void *buf, size_t len, const char *marker, int64_t now, bool *ret_moved);
 
-/* An agent's own files in her handoffs/ the daemon answers or is done
- * with: a note written beside them (a refused result's), not synced (she
- * may write it again); her file dropped (a directory too: what she made
- * under a result's name).  0 or -errno. */
+/* The agent's own files in her handoffs/.  store_boot_note() writes a
+ * note beside them, such as a refused result's; it is not synced, since
+ * she may write her file again.  store_boot_drop() removes her file, or
+ * a directory she made under a result's name.  0 or -errno. */
 int store_boot_note(struct spool *sp, struct agent_rt *a, const char *name, const void *buf,
                     size_t len);
 int store_boot_drop(struct spool *sp, struct agent_rt *a, const char *name);
@@ -206,9 +206,10 @@ int store_cancel_forget(struct spool *sp, const char *name, bool dir);
  * -errno. */
 int store_prune(struct spool *sp, enum spool_dir dir, const char *name);
 
-/* The relay's inbound: tmp/PREFIX.NAME.RAND written (synced with fsync =
- * yes) and renamed to handoff/NAME, where intake verifies it as any
- * producer's file.  1: written; 0: NAME is there already; -errno. */
+/* The relay's inbound: write tmp/PREFIX.NAME.RAND (synced with fsync =
+ * yes) and rename it to handoff/NAME.  Intake then verifies it like any
+ * producer's file.  1 when written, 0 when NAME is there already, or
+ * -errno. */
 int store_put_handoff(struct spool *sp, const char *prefix, const char *name, const void *data,
                       size_t len);
 
