@@ -186,7 +186,7 @@ static bool drop_claim_leftover(struct spool *sp, struct item *it, const char *i
         struct stat st;
 
         if (claim_leftover(sp, id, it->doc, &it->mtim)) {
-                store_drop_source(sp, it->name, it->dev, it->ino);
+                (void) store_drop_source(sp, it->name, it->dev, it->ino);
                 log_info("Removed %s: claimed already as %s (left by a crash)",
                          log_quote(it->name, q, sizeof(q)), id);
                 return true;
@@ -194,7 +194,7 @@ static bool drop_claim_leftover(struct spool *sp, struct item *it, const char *i
         /* A take into outbox/ whose item was relayed before the name left */
         if (fstatat(sp->fd[SD_HANDOFF], it->name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
             st.st_dev == it->dev && st.st_ino == it->ino && store_id_source_is(sp, id, &st)) {
-                store_drop_source(sp, it->name, it->dev, it->ino);
+                (void) store_drop_source(sp, it->name, it->dev, it->ino);
                 log_info("Removed %s: taken into outbox/ already as %s (left by a crash)",
                          log_quote(it->name, q, sizeof(q)), id);
                 return true;
@@ -554,22 +554,27 @@ static int decide_claim(struct spool *sp, const struct quota *quota, struct item
         if (r < 0)
                 return r;
         it->lock_id = lock_off_id(h->id);
-        /* Rejected since we opened it (decide_reject(), store_reject()):
-         * no longer this file in handoff/.  A second link is a move not
-         * finished: the next look sees to it. */
-        if (fstatat(sp->fd[SD_HANDOFF], it->name, &cur, AT_SYMLINK_NOFOLLOW) < 0)
-                return errno == ENOENT ? decided(ret, IO_GONE) : -errno;
-        if (cur.st_dev != it->dev || cur.st_ino != it->ino)
-                return decided(ret, IO_GONE);
-        if (cur.st_nlink > 1)
-                return decided(ret, IO_BUSY);
-        /* Claimed already?  For a plain bootstrap the record's link tells
-         * (a link never replaces: the claim takes its EEXIST as this),
-         * and nothing an agent sees is made before it, so no look in
-         * claimed/ is needed now.  A profile copy or a Baton patch is
-         * made before the record, and the relay has no record here: for
-         * them it is looked at now. */
+        /* A plain bootstrap: nothing an agent sees is made before its
+         * record.  A profile copy or a Baton patch is made before it, and
+         * the relay has no record here. */
         bool by_link = !out && delivery_plain(it->agent) && !session;
+        /* Still this file in handoff/?  It may have been rejected since we
+         * opened it (decide_reject(), store_reject()), and a second link is
+         * a move not finished: the next look sees to it.  With fsync = no
+         * a plain claim moves the file right after its record, and that
+         * move's look at what arrived is this look: a claim whose file has
+         * left the name is withdrawn before it is published (intake.c). */
+        if (!by_link || sp->cfg->fsync) {
+                if (fstatat(sp->fd[SD_HANDOFF], it->name, &cur, AT_SYMLINK_NOFOLLOW) < 0)
+                        return errno == ENOENT ? decided(ret, IO_GONE) : -errno;
+                if (cur.st_dev != it->dev || cur.st_ino != it->ino)
+                        return decided(ret, IO_GONE);
+                if (cur.st_nlink > 1)
+                        return decided(ret, IO_BUSY);
+        }
+        /* Claimed already?  For a plain bootstrap the record's link tells
+         * (a link never replaces: the claim takes its EEXIST as this), so
+         * no look in claimed/ is needed now; for the others it is. */
         if (by_link ? spool_id_remembered(sp, h->id) : spool_id_seen(sp, h->id)) {
                 r = decide_claimed_again(sp, it, "was seen before", now, ret);
                 return r < 0 ? r : 1;

@@ -163,6 +163,24 @@ static void drop_pending(struct spool *sp, struct item *it)
                 (void) store_boot_remove(sp, it->agent, pname);
 }
 
+/* Its producer's file left handoff/ as the claim's step 2 moved it, and
+ * the name no longer held that file (fsync = no: decide_claim() left
+ * this look to the move).  Nothing of the claim is published yet: the
+ * record goes, then the hidden bootstrap, and the name is decided anew
+ * when it is seen again. */
+static void withdraw(struct spool *sp, struct item *it)
+{
+        char rname[NAME_MAX + 1];
+        char q[300];
+
+        if (xsnprintf(rname, sizeof(rname), "%s.json", it->h.id) >= 0)
+                (void) store_remove(sp, SD_CLAIMED, rname);
+        drop_pending(sp, it);
+        it->outcome = IO_GONE;
+        log_info("Withdrew the claim of %s: handoff/%s is no longer the file decided on",
+                 it->h.id, log_quote(it->name, q, sizeof(q)));
+}
+
 /* A step of an item's delivery failed (q < 0): before its record it is
  * not claimed, and stays in handoff/ for a later look (its hidden
  * bootstrap removed); after, it is claimed and the sweep publishes it. */
@@ -241,7 +259,10 @@ static int deliver(struct parts *p, struct item *items, size_t n, int64_t now)
                         } else if (q < 0) {
                                 errors += deliver_failed(p, it, step, q, now);
                         } else if (step == 2) {
-                                store_drop_source(sp, it->name, it->dev, it->ino);
+                                if (store_drop_source(sp, it->name, it->dev, it->ino) < 0) {
+                                        withdraw(sp, it);
+                                        continue;
+                                }
                                 sp->st.claimed++;
                         } else if (step == 3) {
                                 it->outcome = IO_CLAIMED;

@@ -84,41 +84,48 @@ int store_arrived(struct spool *sp, const char *name, const struct spool_ino *wa
         return S_ISDIR(st.st_mode) && (!was || same_ino(&st, was)) ? -EISDIR : -ENOENT;
 }
 
-/* handoff/name goes if it is still the file was: names get reused. */
-void store_leave_name(struct spool *sp, const char *name, const struct spool_ino *was, bool spent)
+/* handoff/name goes if it is still the file was: names get reused.  0,
+ * or -ENOENT when the name did not hold was (it is left as it is). */
+int store_leave_name(struct spool *sp, const char *name, const struct spool_ino *was, bool spent)
 {
         char sname[32];
         struct stat st;
+        int r;
 
-        /* A claim's (spent): moved to spent/ (named by its inode, unique
-         * while it lives), not unlinked: the unlink would free the inode
-         * (a move's other link keeps it), and inodes freed in a burst make
-         * the next creations dearer on ext4 (the allocator skips inodes
-         * freed lately: recently_deleted()), so store_reap_spent() frees
-         * them once intake is quiet.  Not synced: a move lost by a power
-         * cut brings the file back to handoff/, where its record makes it
-         * a claim's leftover; one kept in both is recognised by its link
-         * in spent/.  Moved first and looked at after: store_arrived()
-         * returns whatever else the name held by then. */
+        /* A claim's producer file (spent) moves to spent/, named by its
+         * inode, which is unique while it lives.  It is not unlinked:
+         * the unlink would free the inode (a move's other link keeps it),
+         * and on ext4 inodes freed in a burst make the next creations
+         * dearer (the allocator skips inodes freed lately).
+         * store_reap_spent() frees them once intake is quiet.  The move
+         * is not synced: a power cut that undoes it brings the file back
+         * to handoff/, where its record makes it a claim's leftover, and
+         * one kept in both places is known by its link in spent/.  It is
+         * moved first and looked at after: store_arrived() returns
+         * whatever else the name held by then. */
         if (spent && xsnprintf(sname, sizeof(sname), "%llu", (unsigned long long)was->ino) >= 0) {
                 if (renameat2(sp->fd[SD_HANDOFF], name, sp->fd[SD_SPENT], sname,
                               RENAME_NOREPLACE) == 0) {
                         store_dirty(sp, SD_HANDOFF);
-                        if (store_arrived(sp, name, was, SD_SPENT, sname, false) < 0)
-                                return;
+                        r = store_arrived(sp, name, was, SD_SPENT, sname, false);
+                        if (r == -ENOENT)
+                                return r;
+                        if (r < 0)
+                                return 0;       /* what arrived is not known: as claimed */
                         sp->spent.waiting = true;
                         sp->spent.at = mono_usec();
-                        return;
+                        return 0;
                 }
                 if (errno == ENOENT)
-                        return;
+                        return -ENOENT;
         }
         /* By name, if still was: what a swap brings here instead is a
          * file of the name's owner (sticky handoff/); a directory is not
          * unlinked. */
         if (fstatat(sp->fd[SD_HANDOFF], name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !same_ino(&st, was))
-                return;
+                return -ENOENT;
         (void) store_remove(sp, SD_HANDOFF, name);
+        return 0;
 }
 
 int store_remove(struct spool *sp, enum spool_dir dir, const char *name)
@@ -137,7 +144,7 @@ static void leave_handoff(struct spool *sp)
         struct leaving_entry *e, *nx;
 
         DICT_FOREACH_SAFE(e, nx, &sp->leaving) {
-                store_leave_name(sp, dict_key(e), &e->was, e->spent);
+                (void) store_leave_name(sp, dict_key(e), &e->was, e->spent);
                 dict_remove(&sp->leaving, e);
         }
 }

@@ -140,10 +140,11 @@ bool store_id_source_is(struct spool *sp, const char *handoff_id, const struct s
 int store_take(struct spool *sp, const char *name, const struct spool_ino *was,
                    enum spool_dir to, const char *dst);
 /* handoff/name, the producer's file (dev, ino), is claimed: its
- * handoff is in the daemon's record.  Removed now, or with fsync = yes in
- * store_flush() once claimed/ is synced; only while the name is still
- * that file. */
-void store_drop_source(struct spool *sp, const char *name, dev_t dev, ino_t ino);
+ * handoff is in the daemon's record.  It leaves now, or with fsync = yes
+ * in store_flush() once claimed/ is synced, and only while the name is
+ * still that file.  0; -ENOENT when it left now and the name no longer
+ * held that file (with fsync = yes the check comes later: 0). */
+int store_drop_source(struct spool *sp, const char *name, dev_t dev, ino_t ino);
 /* dir/name (a sidecar: .outcome, .reason, .result, the A2A task record)
  * written whole under a temp name and renamed in, the file synced first
  * with fsync = yes.  0 or -errno. */

@@ -74,14 +74,15 @@ int store_take(struct spool *sp, const char *name, const struct spool_ino *was,
         return store_take_link(sp, name, was, to, dst, sp->cfg->fsync);
 }
 
-void store_drop_source(struct spool *sp, const char *name, dev_t dev, ino_t ino)
+int store_drop_source(struct spool *sp, const char *name, dev_t dev, ino_t ino)
 {
         struct spool_ino was = { .dev = dev, .ino = ino };
 
-        if (sp->cfg->fsync)
+        if (sp->cfg->fsync) {
                 store_leaving_note(sp, name, dev, ino, true);
-        else
-                store_leave_name(sp, name, &was, true);
+                return 0;
+        }
+        return store_leave_name(sp, name, &was, true);
 }
 
 /* rejected/ grew by dst and its reason of len bytes: past a bound of

@@ -79,14 +79,14 @@ int store_outbox_take(struct spool *sp, const char *name, const struct spool_ino
         r = write_linked(sp->fd[SD_OUTBOX], dst, buf, len, 0640,
                          sp->cfg->fsync ? WRITE_SYNC_FILE : 0);
         if (r == -EEXIST && take_leftover(sp, &st, dst, doc)) {
-                store_drop_source(sp, name, st.st_dev, st.st_ino);
+                (void) store_drop_source(sp, name, st.st_dev, st.st_ino);
                 *ret_leftover = true;
                 return -ENOENT;
         }
         if (r < 0)
                 return r;
         store_dirty(sp, SD_OUTBOX);
-        store_drop_source(sp, name, st.st_dev, st.st_ino);
+        (void) store_drop_source(sp, name, st.st_dev, st.st_ino);
         return 0;
 }
 
