@@ -132,7 +132,7 @@ void agent_rt_close(struct agent_rt *a)
         a->state_fd = a->handoffs_fd = -1;
 }
 
-/* Out of service: log why, keep it for status (sp->unserved) and -n. */
+/* Out of service: log why, keep it for status (struct parts unserved) and -n. */
 static int agent_unserved(struct agent_rt *a, const char *fmt, ...)
         __attribute__((format(printf, 2, 3)));
 static int agent_unserved(struct agent_rt *a, const char *fmt, ...)

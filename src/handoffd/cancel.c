@@ -1,14 +1,18 @@
 /* Cancel requests; see cancel.h.  A request is the sender's file in
- * cancel/ (a directory like handoff/: the group writes it, sticky,
- * setgid).  The daemon believes nothing of it but what its signature
- * proves: the key that checks from_agent's handoffs signed it, and the
- * item's record names that agent as its sender (item.c asks
- * cancel_wanted() with the record's from_agent).  Kept in memory until
- * answered, the requests are the event of item.c's table; the file stays
- * until then, so a restart reads it again (cancel_open(), before the
- * first claim: an item canceled before its claim is never published).
- * The answer is a rename of the request (cancelreq.h), made after what
- * it answers is on disk. */
+ * cancel/, a directory like handoff/: the group writes it, sticky and
+ * setgid.  The daemon trusts only what the signature proves: the key that
+ * checks from_agent's handoffs signed it, and the item's record names that
+ * agent as its sender (item.c calls cancel_wanted() with the record's
+ * from_agent).
+ *
+ * A request is kept in memory until it is answered, and is an event of
+ * item.c's table.  Its file stays until then, so a restart reads it again
+ * (cancel_open(), before the first claim: an item canceled before its
+ * claim is never published).  The answer is a rename of the request
+ * (cancelreq.h), made once what it answers is on disk.
+ *
+ * Two tables say what happens: cancel_actions[] for a name seen in
+ * cancel/, kept_answers[] for how a kept request ends. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -24,6 +28,7 @@
 #include "cancel.h"
 #include "files.h"
 #include "log.h"
+#include "parts.h"
 
 struct cancel_req {
         char name[NAME_MAX + 1];        /* in cancel/ */
@@ -54,9 +59,9 @@ static struct cancel_req *find_name(struct cancels *c, const char *name)
         return NULL;
 }
 
-bool cancel_wanted(const struct spool *sp, const char *id, const char *from)
+bool cancel_wanted(const struct parts *p, const char *id, const char *from)
 {
-        const struct cancels *c = sp->cancels;
+        const struct cancels *c = p->cancels;
 
         for (size_t i = 0; c && id && i < c->n; i++)
                 if (!strcmp(c->v[i].id, id) && (!from || !strcmp(c->v[i].from, from)))
@@ -68,9 +73,10 @@ bool cancel_wanted(const struct spool *sp, const char *id, const char *from)
  * requester gave up and removed it): nothing to answer.  A refusal or a
  * busy answer is logged at most once per LOG_QUIET_USEC, with how many
  * there were: any member of the group can make thousands a second. */
-static void answer_file(struct spool *sp, const char *name, const char *id, const char *from,
+static void answer_file(struct parts *p, const char *name, const char *id, const char *from,
                         enum cancelreq_answer a, const char *why)
 {
+        struct spool *sp = p->sp;
         const char *word = cancelreq_answer_name(a);
         char an[NAME_MAX + 1], q[300], more[80] = "";
         unsigned n = 1;
@@ -83,7 +89,7 @@ static void answer_file(struct spool *sp, const char *name, const char *id, cons
                 return;         /* its requester gave up and removed it */
         }
         if (a == CA_REFUSED || a == CA_BUSY) {
-                if (!log_quiet_due(&sp->cancels->quiet[a == CA_BUSY], mono_usec(), &n))
+                if (!log_quiet_due(&p->cancels->quiet[a == CA_BUSY], mono_usec(), &n))
                         return;
                 if (n > 1)
                         snprintf(more, sizeof(more), " (%u %s answer(s) since the last such line)",
@@ -96,40 +102,70 @@ static void answer_file(struct spool *sp, const char *name, const char *id, cons
                      why ? why : "", more);
 }
 
-/* c->v[i] answered and forgotten (the last one takes its place). */
-static void answer_kept(struct spool *sp, size_t i, enum cancelreq_answer a, const char *why)
+/* What happens to a kept request, and the answer it gets. */
+enum cancel_event {
+        CE_UNSEEN,      /* its file is gone (its requester gave up) */
+        CE_EXPIRED,     /* no such handoff came before the request expired */
+        CE_NOT_SENDER,  /* its item names another sender */
+        CE_OUTCOME,     /* its item has an outcome (ids/), not claimed here */
+        CE_DECIDED,     /* its item's action decided the answer */
+        _CE_MAX
+};
+
+/* event -> answer: the one place that says how a kept request ends.
+ * CA_NONE: forgotten unanswered (CE_UNSEEN), or the item's answer
+ * (CE_DECIDED). */
+static const struct {
+        enum cancelreq_answer answer;
+        const char *why;
+} kept_answers[_CE_MAX] = {
+        [CE_UNSEEN]     = { CA_NONE, NULL },
+        [CE_EXPIRED]    = { CA_UNKNOWN, "no such handoff here before the request expired" },
+        [CE_NOT_SENDER] = { CA_REFUSED, "not the handoff's sender" },
+        [CE_OUTCOME]    = { CA_NOT_CANCELABLE, "it has an outcome already" },
+        [CE_DECIDED]    = { CA_NONE, NULL },
+};
+
+/* c->v[i] meets event e (CE_DECIDED: answered a) and is forgotten (the
+ * last one takes its place). */
+static void kept_event(struct parts *p, size_t i, enum cancel_event e, enum cancelreq_answer a)
 {
-        struct cancels *c = sp->cancels;
+        struct cancels *c = p->cancels;
         struct cancel_req r = c->v[i];
 
+        if (e != CE_DECIDED)
+                a = kept_answers[e].answer;
         c->v[i] = c->v[--c->n];
-        answer_file(sp, r.name, r.id, r.from, a, why);
+        if (e != CE_UNSEEN)
+                answer_file(p, r.name, r.id, r.from, a, kept_answers[e].why);
 }
 
-void cancel_answer(struct spool *sp, const char *id, const char *from,
+void cancel_answer(struct parts *p, const char *id, const char *from,
                    enum cancelreq_answer a)
 {
-        struct cancels *c = sp->cancels;
+        struct cancels *c = p->cancels;
 
         for (size_t i = c ? c->n : 0; i-- > 0;) {
                 if (strcmp(c->v[i].id, id))
                         continue;
                 if (!from || strcmp(c->v[i].from, from))
-                        answer_kept(sp, i, CA_REFUSED, "not the handoff's sender");
+                        kept_event(p, i, CE_NOT_SENDER, CA_NONE);
                 else if (a != CA_NONE)
-                        answer_kept(sp, i, a, NULL);
+                        kept_event(p, i, CE_DECIDED, a);
         }
 }
 
-void cancel_unclaimed(struct spool *sp, const char *id)
+void cancel_unclaimed(struct parts *p, const char *id)
 {
+        struct spool *sp = p->sp;
         int64_t now = hd_now_usec();
 
-        if (!cancel_wanted(sp, id, NULL) || !spool_id_remembered(sp, id) ||
+        if (!cancel_wanted(p, id, NULL) || !spool_id_remembered(sp, id) ||
             spool_id_claimed(sp, id))
                 return;
-        for (size_t i = sp->cancels->n; i-- > 0;) {
-                const struct cancel_req *k = &sp->cancels->v[i];
+        for (size_t i = p->cancels->n; i-- > 0;) {
+                const struct cancel_req *k = &p->cancels->v[i];
+
                 if (strcmp(k->id, id))
                         continue;
                 /* Relayed from here: the host it went to answers, while
@@ -137,7 +173,7 @@ void cancel_unclaimed(struct spool *sp, const char *id)
                 if (sp->relay.cancel && now <= k->expires &&
                     sp->relay.cancel(sp->relay.ctx, id, k->name))
                         continue;
-                answer_kept(sp, i, CA_NOT_CANCELABLE, "it has an outcome already");
+                kept_event(p, i, CE_OUTCOME, CA_NONE);
         }
 }
 
@@ -183,71 +219,121 @@ static bool room_for(const struct cancels *c, const char *from, uid_t uid, bool 
         return false;
 }
 
-/* cancel/name read and checked: *ret_kept, or not (refused, or no
- * request); 0 or -errno. */
-static int load(struct spool *sp, const char *name, int64_t now, bool *ret_kept)
+/* What a look at a name of cancel/ found. */
+enum cancel_look {
+        CL_IGNORED,     /* a temp name or an answer: no request */
+        CL_GONE,        /* removed by its requester meanwhile */
+        CL_KEPT,        /* kept already: seen by this scan */
+        CL_INVALID,     /* it does not verify: refused */
+        CL_NO_ROOM,     /* past a bound of CANCEL_PENDING_*: busy */
+        CL_NEW,         /* a good request: kept until it is answered */
+        _CL_MAX
+};
+
+/* A request as its look found it. */
+struct cancel_seen {
+        const char *name;
+        struct cancel_req req;          /* CL_NEW, and what is known of others */
+        char why[HD_DETAIL_MAX + 32];   /* CL_INVALID, CL_NO_ROOM */
+};
+
+/* cancel/name read and checked, into *l; the state in *ret.  0 or -errno. */
+static int look(struct parts *p, struct cancel_seen *l, int64_t now, enum cancel_look *ret)
 {
+        struct spool *sp = p->sp;
         const struct config *cfg = sp->cfg;
         const hd_limits lim = { .max_size = CANCELREQ_MAX, .max_depth = 4 };
         const hd_policy pol = { .max_clock_skew_s = cfg->max_clock_skew,
                                 .max_window_s = cfg->max_window };
-        struct cancels *c = sp->cancels;
+        struct cancels *c = p->cancels;
         _cleanup_free_ char *buf = NULL;
         _cleanup_json_ json_t *doc = NULL;
         _cleanup_close_ int fd = -1;
         struct cancelreq_fields rf;
-        const char *id, *from, *exp;
         struct cancel_req *k;
-        char why[HD_DETAIL_MAX + 32];
         struct stat st = {};
         int64_t t = 0;
         size_t len;
-        bool own;
         hd_verdict v;
         int r;
 
-        if (name[0] == '.' || !hd_name_safe(name)) {
-                *ret_kept = false;
-                return 0;       /* temp names, answers */
-        }
-        if ((k = find_name(c, name))) {
-                k->seen = c->scan;
-                *ret_kept = true;
+        if (l->name[0] == '.' || !hd_name_safe(l->name)) {
+                *ret = CL_IGNORED;
                 return 0;
         }
-        r = hd_open_at(sp->fd[SD_CANCEL], name, &fd, &v);
+        if ((k = find_name(c, l->name))) {
+                k->seen = c->scan;
+                *ret = CL_KEPT;
+                return 0;
+        }
+        r = hd_open_at(sp->fd[SD_CANCEL], l->name, &fd, &v);
         if (r == -ENOENT) {
-                *ret_kept = false;
+                *ret = CL_GONE;
                 return 0;
         }
         if (r == 0 && fstat(fd, &st) < 0)
                 r = -errno;
         if (r == 0)
-                r = hd_read_fd(fd, name, CANCELREQ_MAX, &buf, &len, &v);
+                r = hd_read_fd(fd, l->name, CANCELREQ_MAX, &buf, &len, &v);
         if (r == 0)
                 r = hd_parse(buf, len, &lim, &doc, &v);
         if (r == 0)
                 r = cancelreq_check(doc, config_key_lookup, (void *)cfg, &pol, now, &v);
-        if (r == -EBADMSG) {
-                snprintf(why, sizeof(why), "%s: %s", hd_reason_name(v.reason), v.detail);
-                cancelreq_fields(doc, &rf);
-                id = rf.id;
-                answer_file(sp, name, id && hd_id_valid(id) ? id : NULL, NULL, CA_REFUSED, why);
-                *ret_kept = false;
-                return 0;
-        }
-        if (r < 0)
+        if (r < 0 && r != -EBADMSG)
                 return r;
         cancelreq_fields(doc, &rf);
-        id = rf.id;
-        from = rf.from;
-        exp = rf.expires_at;
-        own = signed_own_key(cfg, rf.kid, from);
-        if (!room_for(c, from, st.st_uid, own, why, sizeof(why))) {
-                answer_file(sp, name, id, from, CA_BUSY, why);
-                *ret_kept = false;
+        if (r == -EBADMSG) {
+                snprintf(l->why, sizeof(l->why), "%s: %s", hd_reason_name(v.reason), v.detail);
+                if (rf.id && hd_id_valid(rf.id))
+                        snprintf(l->req.id, sizeof(l->req.id), "%s", rf.id);
+                *ret = CL_INVALID;
                 return 0;
         }
+        hd_time_parse(rf.expires_at, &t);       /* checked: cancelreq_check() */
+        l->req = (struct cancel_req){ .uid = st.st_uid, .own_key = signed_own_key(cfg, rf.kid, rf.from),
+                                      .expires = t, .seen = c->scan };
+        snprintf(l->req.name, sizeof(l->req.name), "%s", l->name);
+        snprintf(l->req.id, sizeof(l->req.id), "%s", rf.id);
+        snprintf(l->req.from, sizeof(l->req.from), "%s", rf.from);
+        *ret = room_for(c, rf.from, st.st_uid, l->req.own_key, l->why, sizeof(l->why)) ?
+               CL_NEW : CL_NO_ROOM;
+        return 0;
+}
+
+typedef int cancel_action(struct parts *p, const struct cancel_seen *l, bool *ret_kept);
+
+static int act_none(struct parts *p, const struct cancel_seen *l, bool *ret_kept)
+{
+        *ret_kept = false;
+        return 0;
+}
+
+static int act_seen(struct parts *p, const struct cancel_seen *l, bool *ret_kept)
+{
+        *ret_kept = true;
+        return 0;
+}
+
+static int act_refuse(struct parts *p, const struct cancel_seen *l, bool *ret_kept)
+{
+        answer_file(p, l->name, l->req.id[0] ? l->req.id : NULL, NULL, CA_REFUSED, l->why);
+        *ret_kept = false;
+        return 0;
+}
+
+static int act_busy(struct parts *p, const struct cancel_seen *l, bool *ret_kept)
+{
+        answer_file(p, l->name, l->req.id, l->req.from, CA_BUSY, l->why);
+        *ret_kept = false;
+        return 0;
+}
+
+/* Kept in memory until its item answers it; its file stays till then. */
+static int act_keep(struct parts *p, const struct cancel_seen *l, bool *ret_kept)
+{
+        struct cancels *c = p->cancels;
+        const struct cancel_req *k = &l->req;
+
         if (c->n == c->cap) {
                 size_t cap = c->cap ? 2 * c->cap : 16;
                 struct cancel_req *nv = realloc(c->v, cap * sizeof(*nv));
@@ -256,50 +342,71 @@ static int load(struct spool *sp, const char *name, int64_t now, bool *ret_kept)
                 c->v = nv;
                 c->cap = cap;
         }
-        hd_time_parse(exp, &t);         /* checked: cancelreq_check() */
-        k = &c->v[c->n++];
-        *k = (struct cancel_req){ .uid = st.st_uid, .own_key = own, .expires = t,
-                                  .seen = c->scan };
-        snprintf(k->name, sizeof(k->name), "%s", name);
-        snprintf(k->id, sizeof(k->id), "%s", id);
-        snprintf(k->from, sizeof(k->from), "%s", from);
-        log_decision(LOG_INFO, id, NULL, "cancel_requested", NULL,
-                     "Cancel request for %s from %s (uid %u, %s key)", id, from,
-                     (unsigned)st.st_uid, own ? "its own" : "a shared");
+        c->v[c->n++] = *k;
+        log_decision(LOG_INFO, k->id, NULL, "cancel_requested", NULL,
+                     "Cancel request for %s from %s (uid %u, %s key)", k->id, k->from,
+                     (unsigned)k->uid, k->own_key ? "its own" : "a shared");
         *ret_kept = true;
         return 0;
 }
 
-/* The item of id looked at now (sp->check_item, lifecycle_check(), takes
- * its lock): it answers the requests it can. */
-static int decide(struct spool *sp, const char *id, int64_t now)
+/* look -> action: the one place that says what a new name of cancel/
+ * gets. */
+static cancel_action *const cancel_actions[_CL_MAX] = {
+        [CL_IGNORED] = act_none,
+        [CL_GONE]    = act_none,
+        [CL_KEPT]    = act_seen,
+        [CL_INVALID] = act_refuse,      /* refused, with why */
+        [CL_NO_ROOM] = act_busy,        /* busy: sent again later, it may fit */
+        [CL_NEW]     = act_keep,
+};
+
+/* cancel/name read and checked: *ret_kept, or not (refused, or no
+ * request); 0 or -errno. */
+static int load(struct parts *p, const char *name, int64_t now, bool *ret_kept)
 {
+        struct cancel_seen l = { .name = name };
+        enum cancel_look s = CL_IGNORED;
+        int r;
+
+        r = look(p, &l, now, &s);
+        if (r < 0)
+                return r;
+        return cancel_actions[s](p, &l, ret_kept);
+}
+
+/* The item of id looked at now (p->check_item, lifecycle_check(), takes
+ * its lock): it answers the requests it can. */
+static int decide(struct parts *p, const char *id, int64_t now)
+{
+        struct spool *sp = p->sp;
         char copy[129];
 
         /* The requests may be answered (and moved) meanwhile. */
         snprintf(copy, sizeof(copy), "%s", id);
-        int r = sp->check_item ? sp->check_item(sp, copy, now) : 0;
+        int r = p->check_item ? p->check_item(p, copy, now) : 0;
         int q = store_flush(sp);
         return r < 0 ? r : q;
 }
 
-int cancel_request(struct spool *sp, const char *name, int64_t now)
+int cancel_request(struct parts *p, const char *name, int64_t now)
 {
         struct cancel_req *k;
         bool kept;
         int r;
 
-        if (!sp->cancels)
+        if (!p->cancels)
                 return 0;
-        r = load(sp, name, now, &kept);
+        r = load(p, name, now, &kept);
         if (r < 0 || !kept)
                 return r;
-        k = find_name(sp->cancels, name);
-        return k ? decide(sp, k->id, now) : 0;
+        k = find_name(p->cancels, name);
+        return k ? decide(p, k->id, now) : 0;
 }
 
-static void scan_dir(struct spool *sp, int64_t now)
+static void scan_dir(struct parts *p, int64_t now)
 {
+        struct spool *sp = p->sp;
         struct dirent *de;
         struct stat st;
         DIR *d;
@@ -322,7 +429,7 @@ static void scan_dir(struct spool *sp, int64_t now)
                         continue;
                 }
                 bool kept;
-                int r = load(sp, n, now, &kept);
+                int r = load(p, n, now, &kept);
                 if (r < 0) {
                         char q[300];
                         spool_error(sp, r, "Cannot read cancel request %s",
@@ -332,20 +439,21 @@ static void scan_dir(struct spool *sp, int64_t now)
         closedir(d);
 }
 
-void cancel_scan(struct spool *sp, int64_t now)
+void cancel_scan(struct parts *p, int64_t now)
 {
-        struct cancels *c = sp->cancels;
+        struct spool *sp = p->sp;
+        struct cancels *c = p->cancels;
         char (*ids)[129] = NULL;
         size_t n = 0;
 
         if (!c)
                 return;
         c->scan++;
-        scan_dir(sp, now);
+        scan_dir(p, now);
         /* Removed by its requester: forgotten. */
         for (size_t i = c->n; i-- > 0;)
                 if (c->v[i].seen != c->scan)
-                        c->v[i] = c->v[--c->n];
+                        kept_event(p, i, CE_UNSEEN, CA_NONE);
         if (c->n == 0)
                 return;
         ids = calloc(c->n, sizeof(*ids));
@@ -355,8 +463,7 @@ void cancel_scan(struct spool *sp, int64_t now)
                 struct cancel_req *k = &c->v[i];
                 /* No such handoff came while the request was good. */
                 if (now > k->expires && !spool_id_seen(sp, k->id)) {
-                        answer_kept(sp, i, CA_UNKNOWN, "no such handoff here before the "
-                                    "request expired");
+                        kept_event(p, i, CE_EXPIRED, CA_NONE);
                         continue;
                 }
                 bool dup = false;
@@ -366,23 +473,23 @@ void cancel_scan(struct spool *sp, int64_t now)
                         memcpy(ids[n++], k->id, sizeof(ids[0]));
         }
         for (size_t j = 0; j < n; j++) {
-                int r = decide(sp, ids[j], now);
+                int r = decide(p, ids[j], now);
                 if (r < 0)
                         spool_error(sp, r, "Cannot act on the cancel of %s", ids[j]);
         }
         free(ids);
 }
 
-int cancel_open(struct spool *sp, int64_t now)
+int cancel_open(struct parts *p, int64_t now)
 {
         struct cancels *c = calloc(1, sizeof(*c));
 
         if (!c)
                 return -ENOMEM;
         c->ifd = -1;
-        sp->cancels = c;
+        p->cancels = c;
         c->scan++;
-        scan_dir(sp, now);
+        scan_dir(p, now);
         if (c->n)
                 log_info("%zu cancel request(s) wait in cancel/", c->n);
         return 0;
@@ -390,8 +497,8 @@ int cancel_open(struct spool *sp, int64_t now)
 
 static void on_inotify(uv_poll_t *h, int status, int events)
 {
-        struct spool *sp = h->data;
-        struct cancels *c = sp->cancels;
+        struct parts *pt = h->data;
+        struct cancels *c = pt->cancels;
         char buf[16384] __attribute__((aligned(__alignof__(struct inotify_event))));
         int64_t now = hd_now_usec();
         ssize_t n;
@@ -406,23 +513,24 @@ static void on_inotify(uv_poll_t *h, int status, int events)
                 const struct inotify_event *ev = (const struct inotify_event *)p;
                 p += sizeof(*ev) + ev->len;
                 if (ev->mask & IN_Q_OVERFLOW) {
-                        cancel_scan(sp, now);
+                        cancel_scan(pt, now);
                         continue;
                 }
                 if (ev->len == 0 || !ev->name[0])
                         continue;
-                int r = cancel_request(sp, ev->name, now);
+                int r = cancel_request(pt, ev->name, now);
                 if (r < 0) {
                         char q[300];
-                        spool_error(sp, r, "Cannot act on cancel request %s",
+                        spool_error(pt->sp, r, "Cannot act on cancel request %s",
                                     log_quote(ev->name, q, sizeof(q)));
                 }
         }
 }
 
-int cancel_watch(struct spool *sp, uv_loop_t *loop)
+int cancel_watch(struct parts *p, uv_loop_t *loop)
 {
-        struct cancels *c = sp->cancels;
+        struct spool *sp = p->sp;
+        struct cancels *c = p->cancels;
         char path[64];
         int r;
 
@@ -439,7 +547,7 @@ int cancel_watch(struct spool *sp, uv_loop_t *loop)
         }
         r = uv_poll_init(loop, &c->poll, c->ifd);
         if (r == 0) {
-                c->poll.data = sp;
+                c->poll.data = p;
                 c->polling = true;
                 r = uv_poll_start(&c->poll, UV_READABLE, on_inotify);
         }
@@ -448,9 +556,9 @@ int cancel_watch(struct spool *sp, uv_loop_t *loop)
         return 0;
 }
 
-void cancel_free(struct spool *sp)
+void cancel_free(struct parts *p)
 {
-        struct cancels *c = sp ? sp->cancels : NULL;
+        struct cancels *c = p->cancels;
 
         if (!c)
                 return;
@@ -458,5 +566,5 @@ void cancel_free(struct spool *sp)
                 close(c->ifd);
         free(c->v);
         free(c);
-        sp->cancels = NULL;
+        p->cancels = NULL;
 }

@@ -20,6 +20,7 @@
 #include "control.h"
 #include "files.h"
 #include "log.h"
+#include "parts.h"
 
 struct conn;
 
@@ -27,7 +28,7 @@ struct control {
         uv_loop_t *loop;
         uv_pipe_t server;
         struct config *cfg;
-        struct spool *sp;
+        const struct parts *p;
         char *path;
         struct conn *oldest, *newest;   /* open connections, by age */
         unsigned n_conns;
@@ -62,11 +63,11 @@ struct conn {
 /* The agents out of service (agents.c), agent -> why: built when status
  * is asked, never kept as JSON.  A why that is no UTF-8 (a path's bytes)
  * is left out.  NULL: out of memory. */
-static json_t *unserved_status(const struct spool *sp)
+static json_t *unserved_status(const struct parts *p)
 {
         json_t *o = json_object();
 
-        for (const struct unserved_entry *u = dict_first(&sp->unserved); o && u;
+        for (const struct unserved_entry *u = dict_first(&p->unserved); o && u;
              u = dict_next(u))
                 (void)json_object_set_new(o, dict_key(u), json_string(u->why));
         return o;
@@ -75,7 +76,7 @@ static json_t *unserved_status(const struct spool *sp)
 /* What the daemon left in handoff/ for agents not served here, from its
  * own memory (foreign.c), so that handoffctl status need not
  * parse a file: {count, by_agent, oldest_s_by_agent, inodes, inodes_complete}. */
-static json_t *left_status(const struct spool *sp, int64_t now)
+static json_t *left_status(const struct parts *p, int64_t now)
 {
         _cleanup_json_ json_t *by = json_object(), *old = json_object(), *inos = json_array();
         const struct foreign_entry *e;
@@ -83,7 +84,7 @@ static json_t *left_status(const struct spool *sp, int64_t now)
 
         if (!by || !old || !inos)
                 return NULL;
-        for (e = dict_first(&sp->foreign); e; e = dict_next(e)) {
+        for (e = dict_first(&p->foreign.names); e; e = dict_next(e)) {
                 json_int_t age = e->ctime_ns > 0 ? (now - e->ctime_ns / 1000) / 1000000 : 0;
 
                 if (e->again)
@@ -122,8 +123,9 @@ static json_t *config_status(const struct control_config *cc, int64_t now)
                          : json_null());
 }
 
-json_t *control_status(const struct spool *sp, const struct control_config *cc)
+json_t *control_status(const struct parts *p, const struct control_config *cc)
 {
+        const struct spool *sp = p->sp;
         const char *config_path = cc ? cc->path : NULL;
         const struct spool_stats *s = &sp->st;
         int64_t now = hd_now_usec();
@@ -167,10 +169,10 @@ json_t *control_status(const struct spool *sp, const struct control_config *cc)
         if (o)
                 json_object_set_new(o, "config", config_status(cc, now));
         if (o)
-                json_object_set_new(o, "left", left_status(sp, now));
+                json_object_set_new(o, "left", left_status(p, now));
         /* agents taken out of service by their directory (spool.c) */
         if (o)
-                json_object_set_new(o, "agents_out_of_service", unserved_status(sp));
+                json_object_set_new(o, "agents_out_of_service", unserved_status(p));
         if (o && sp->relay.status)
                 json_object_set_new(o, "relay", sp->relay.status(sp->relay.ctx, now));
         if (o && sp->a2a.status)
@@ -178,7 +180,7 @@ json_t *control_status(const struct spool *sp, const struct control_config *cc)
         return o;
 }
 
-int control_handle(const struct spool *sp, const struct control_config *cc,
+int control_handle(const struct parts *p, const struct control_config *cc,
                    const char *req, size_t len, char **ret)
 {
         _cleanup_json_ json_t *doc = NULL, *resp = NULL;
@@ -194,7 +196,7 @@ int control_handle(const struct spool *sp, const struct control_config *cc,
         else if (!(cmd = json_string_value(json_object_get(doc, "command"))))
                 resp = json_pack("{s:b, s:s}", "ok", 0, "error", "no \"command\"");
         else if (!strcmp(cmd, "status")) {
-                resp = control_status(sp, cc);
+                resp = control_status(p, cc);
                 if (resp)
                         json_object_set_new(resp, "ok", json_true());
         } else if (!strcmp(cmd, "ping"))
@@ -292,7 +294,7 @@ static void conn_answer(struct conn *c)
                 .loaded_usec = ctl->loaded_usec, .reload_failed_usec = ctl->reload_failed_usec,
                 .reload_error = ctl->reload_error,
         };
-        if (control_handle(ctl->sp, &cc, c->buf, c->len, &c->resp) < 0) {
+        if (control_handle(ctl->p, &cc, c->buf, c->len, &c->resp) < 0) {
                 conn_close(c);
                 return;
         }
@@ -478,7 +480,7 @@ static void control_peer_name(pid_t pid, char *buf, size_t n)
                 snprintf(buf, n, "%d", (int)pid);
 }
 
-int control_open(uv_loop_t *loop, struct config *cfg, struct spool *sp,
+int control_open(uv_loop_t *loop, struct config *cfg, const struct parts *p,
                  struct control **ret)
 {
         struct control *c;
@@ -494,7 +496,7 @@ int control_open(uv_loop_t *loop, struct config *cfg, struct spool *sp,
                 return -ENOMEM;
         c->loop = loop;
         c->cfg = cfg;
-        c->sp = sp;
+        c->p = p;
         c->loaded_usec = hd_now_usec();
         c->path = strdup(cfg->control_socket);
         snprintf(dir, sizeof(dir), "%s", cfg->control_socket);

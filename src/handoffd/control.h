@@ -11,6 +11,8 @@
 #include "config.h"
 #include "spool.h"
 
+struct parts;
+
 #define CONTROL_REQUEST_MAX 4096
 /* Open connections at most, in all and per peer uid (handoffd(8)). */
 #define CONTROL_MAX_CONNS 64
@@ -27,7 +29,7 @@ struct control_config {
         const char *reload_error;
 };
 
-int control_open(uv_loop_t *loop, struct config *cfg, struct spool *sp,
+int control_open(uv_loop_t *loop, struct config *cfg, const struct parts *p,
                  struct control **ret);
 void control_close(struct control *c);
 /* A reload that worked: cfg runs now.  One that failed: why, until the
@@ -36,10 +38,10 @@ void control_set_config(struct control *c, struct config *cfg);
 void control_reload_failed(struct control *c, const char *why);
 
 /* The daemon's side of `handoffctl status`: daemon facts and counters. */
-json_t *control_status(const struct spool *sp, const struct control_config *cc);
+json_t *control_status(const struct parts *p, const struct control_config *cc);
 
 /* Answer one request (untrusted bytes) into *ret (malloc'ed JSON text). */
-int control_handle(const struct spool *sp, const struct control_config *cc,
+int control_handle(const struct parts *p, const struct control_config *cc,
                    const char *req, size_t len, char **ret);
 
 /* May a peer with these credentials talk to us? gids: its groups. */

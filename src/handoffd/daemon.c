@@ -4,17 +4,23 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "a2a_out.h"
+#include "agents.h"
 #include "cancel.h"
+#include "completion.h"
 #include "control.h"
 #include "daemon.h"
+#include "decide.h"
+#include "delivery.h"
 #include "foreign.h"
 #include "intake.h"
 #include "lifecycle.h"
 #include "log.h"
+#include "parts.h"
 #include "notify.h"
 #include "pending.h"
 #include "relay.h"
@@ -38,6 +44,73 @@ int daemon_config_load(const char *path, struct config **ret, char **err)
                 return r;
         }
         *ret = c;
+        return 0;
+}
+
+/* The hub's state_dir is its user's (handoff-hubd(8)); the daemon may
+ * stat it without reading it. */
+static uid_t hub_uid_of(const struct config *cfg)
+{
+        struct stat st;
+
+        if (stat(cfg->hub.state_dir ?: CONFIG_HUB_STATE_DIR_DEFAULT, &st) < 0 ||
+            !S_ISDIR(st.st_mode))
+                return (uid_t)-1;
+        return st.st_uid;
+}
+
+int daemon_parts_open(struct config *cfg, struct parts *ret)
+{
+        struct parts p = { .check_item = lifecycle_check };
+        int r;
+
+        dict_init(&p.unserved, sizeof(struct unserved_entry));
+        foreign_init(&p.foreign);
+        verified_init(&p.verified);
+        p.quota = (struct quota){ .recount = true, .hub_uid = hub_uid_of(cfg) };
+        r = decide_memo_new(&p.decide);
+        if (r == 0)
+                r = delivery_new(&p.delivery);
+        if (r == 0)
+                r = lifecycle_new(&p.lc);
+        if (r == 0)
+                r = completion_new(&p.results);
+        if (r == 0)
+                r = spool_open(cfg, &p.unserved, &p.sp);
+        if (r < 0) {
+                daemon_parts_close(&p);
+                return r;
+        }
+        *ret = p;
+        return 0;
+}
+
+void daemon_parts_close(struct parts *p)
+{
+        cancel_free(p);
+        completion_free(p->results);
+        lifecycle_free(p->lc);
+        delivery_free(p->delivery);
+        decide_memo_free(p->decide);
+        verified_clear(&p->verified);
+        foreign_clear(&p->foreign);
+        dict_clear(&p->unserved);
+        spool_close(p->sp);
+        *p = (struct parts){ 0 };
+}
+
+int daemon_parts_set_config(struct parts *p, struct config *cfg)
+{
+        int r = spool_set_config(p->sp, cfg, &p->unserved);
+
+        if (r < 0)
+                return r;
+        p->quota.hub_uid = hub_uid_of(cfg);
+        /* Keys and agents may have changed: every item is verified again,
+         * and counted again (a limit may be new). */
+        verified_clear(&p->verified);
+        p->quota.recount = true;
+        foreign_clear(&p->foreign);
         return 0;
 }
 
@@ -68,7 +141,7 @@ static void reload(struct daemon *d)
                 return;
         }
         watch_agents_drop(d);
-        r = spool_set_config(d->sp, nc);
+        r = daemon_parts_set_config(&d->p, nc);
         if (r < 0) {
                 log_error_errno(r, "Reload failed, keeping the running configuration");
                 snprintf(why, sizeof(why), "%s", strerror(-r));
@@ -81,14 +154,13 @@ static void reload(struct daemon *d)
         d->cfg = nc;
         watch_agents(d);
         control_set_config(d->ctl, nc);
-        foreign_clear(d->sp);
-        r = a2a_out_reload(&d->loop, d->sp, &d->a2a);
+        r = a2a_out_reload(&d->loop, d->p.sp, &d->a2a);
         if (r < 0)
                 log_error_errno(r, "Reload: cannot start the A2A sender; handoffs to A2A "
                                 "remotes wait in handoff/");
         log_info("Reloaded %s: %zu agent(s) served, %zu out of service",
-                 d->config_path, d->sp->n_agents,
-                 dict_count(&d->sp->unserved));
+                 d->config_path, d->p.sp->n_agents,
+                 dict_count(&d->p.unserved));
         watch_rescan(d, "reload");
 }
 
@@ -163,13 +235,12 @@ static int open_spool(struct daemon *d)
 {
         int r;
 
-        r = spool_open(d->cfg, &d->sp);
+        r = daemon_parts_open(d->cfg, &d->p);
         if (r < 0)
                 return r;
-        d->sp->check_item = lifecycle_check;
         /* Before the first claim: an item whose sender asked to cancel it
          * meanwhile is never published. */
-        r = cancel_open(d->sp, hd_now_usec());
+        r = cancel_open(&d->p, hd_now_usec());
         if (r < 0)
                 return log_error_errno(r, "Cannot read cancel/");
         /* Watch first, then scan: a file arriving in between is seen twice
@@ -183,11 +254,11 @@ static int open_parts(struct daemon *d)
 {
         int r;
 
-        r = control_open(&d->loop, d->cfg, d->sp, &d->ctl);
+        r = control_open(&d->loop, d->cfg, &d->p, &d->ctl);
         if (r == 0)
-                r = relay_start(&d->loop, d->sp, &d->relay);
+                r = relay_start(&d->loop, &d->p, &d->relay);
         if (r == 0)
-                r = a2a_out_start(&d->loop, d->sp, &d->a2a);
+                r = a2a_out_start(&d->loop, d->p.sp, &d->a2a);
         return r;
 }
 
@@ -198,7 +269,7 @@ static int listen_all(struct daemon *d)
 
         r = watch_start(d);
         if (r == 0)
-                r = cancel_watch(d->sp, &d->loop);
+                r = cancel_watch(&d->p, &d->loop);
         if (r == 0)
                 r = uv_signal_start(&d->sig_hup, on_signal, SIGHUP);
         if (r == 0)
@@ -240,8 +311,7 @@ static void teardown(struct daemon *d)
         a2a_out_free(d->a2a);
         if (d->ifd >= 0)
                 close(d->ifd);
-        cancel_free(d->sp);
-        spool_close(d->sp);
+        daemon_parts_close(&d->p);
         config_free(d->cfg);
         if (d->scan)
                 closedir(d->scan);

@@ -27,6 +27,7 @@
 #include "foreign.h"
 #include "lock.h"
 #include "log.h"
+#include "parts.h"
 #include "payload.h"
 #include "quota.h"
 #include "record.h"
@@ -57,23 +58,23 @@ static bool name_ignored(const char *name)
 
 /* When did we first see this file, the name with this inode?  Entries go
  * when the decision is made (intake_batch). */
-static int64_t seen_first(struct spool *sp, const char *name, ino_t ino, int64_t mono)
+static int64_t seen_first(struct parts *p, const char *name, ino_t ino, int64_t mono)
 {
-        struct seen_entry *e = dict_get(&sp->seen, name), *v, *nx;
+        struct seen_entry *e = dict_get(&p->decide->seen, name), *v, *nx;
 
         if (e && e->ino == ino)
                 return e->first_usec;
-        if (!e && dict_count(&sp->seen) >= SEEN_MAX) {
+        if (!e && dict_count(&p->decide->seen) >= SEEN_MAX) {
                 /* Only names whose decision never came (a daemon bug) are
                  * this old; a flood of new ones just gets no grace. */
-                DICT_FOREACH_SAFE(v, nx, &sp->seen)
+                DICT_FOREACH_SAFE(v, nx, &p->decide->seen)
                         if (mono - v->first_usec > 60 * 1000000LL)
-                                dict_remove(&sp->seen, v);
-                if (dict_count(&sp->seen) >= SEEN_MAX)
+                                dict_remove(&p->decide->seen, v);
+                if (dict_count(&p->decide->seen) >= SEEN_MAX)
                         return mono - SETTLE_USEC;
         }
         if (!e)
-                e = dict_put(&sp->seen, name, NULL);
+                e = dict_put(&p->decide->seen, name, NULL);
         if (e)
                 *e = (struct seen_entry){ .ino = ino, .first_usec = mono };
         return mono;
@@ -85,31 +86,32 @@ static int64_t seen_first(struct spool *sp, const char *name, ino_t ino, int64_t
  * lack at every retry.  Reported once (that name with that inode), then
  * left where it is; what no rescan meets again is forgotten when the
  * memory is full. */
-static int decide_dir(struct spool *sp, const char *name, const struct stat *st,
+static int decide_dir(struct parts *p, const char *name, const struct stat *st,
                       enum item_outcome *ret)
 {
-        ino_t *e = dict_get(&sp->dirs, name), *v, *nx;
+        struct spool *sp = p->sp;
+        ino_t *e = dict_get(&p->decide->dirs, name), *v, *nx;
         struct stat now;
         char q[300];
 
         if (e && *e == st->st_ino)
                 return decided(ret, IO_IGNORED);
-        if (!e && dict_count(&sp->dirs) >= DIRS_MAX)
-                DICT_FOREACH_SAFE(v, nx, &sp->dirs)
+        if (!e && dict_count(&p->decide->dirs) >= DIRS_MAX)
+                DICT_FOREACH_SAFE(v, nx, &p->decide->dirs)
                         if (fstatat(sp->fd[SD_HANDOFF], dict_key(v), &now,
                                     AT_SYMLINK_NOFOLLOW) < 0 ||
                             !S_ISDIR(now.st_mode) || now.st_ino != *v)
-                                dict_remove(&sp->dirs, v);
-        if (!e && dict_count(&sp->dirs) >= DIRS_MAX) {
+                                dict_remove(&p->decide->dirs, v);
+        if (!e && dict_count(&p->decide->dirs) >= DIRS_MAX) {
                 /* One line for all that do not fit. */
-                if (!sp->dirs_full)
+                if (!p->decide->dirs_full)
                         log_warning("More than %d directories in handoff/: the others are "
                                     "left there without a line each", DIRS_MAX);
-                sp->dirs_full = true;
+                p->decide->dirs_full = true;
                 return decided(ret, IO_IGNORED);
         }
         if (!e)
-                e = dict_put(&sp->dirs, name, NULL);
+                e = dict_put(&p->decide->dirs, name, NULL);
         if (e)
                 *e = st->st_ino;
         log_decision(LOG_WARNING, NULL, NULL, "left", NULL,
@@ -184,7 +186,7 @@ static bool drop_claim_leftover(struct spool *sp, struct item *it, const char *i
         struct stat st;
 
         if (claim_leftover(sp, id, it->doc, &it->mtim)) {
-                store_drop_source(sp, it->name, it->dev, it->ino);
+                (void) store_drop_source(sp, it->name, it->dev, it->ino);
                 log_info("Removed %s: claimed already as %s (left by a crash)",
                          log_quote(it->name, q, sizeof(q)), id);
                 return true;
@@ -192,7 +194,7 @@ static bool drop_claim_leftover(struct spool *sp, struct item *it, const char *i
         /* A take into outbox/ whose item was relayed before the name left */
         if (fstatat(sp->fd[SD_HANDOFF], it->name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
             st.st_dev == it->dev && st.st_ino == it->ino && store_id_source_is(sp, id, &st)) {
-                store_drop_source(sp, it->name, it->dev, it->ino);
+                (void) store_drop_source(sp, it->name, it->dev, it->ino);
                 log_info("Removed %s: taken into outbox/ already as %s (left by a crash)",
                          log_quote(it->name, q, sizeof(q)), id);
                 return true;
@@ -200,15 +202,16 @@ static bool drop_claim_leftover(struct spool *sp, struct item *it, const char *i
         return false;
 }
 
-/* Move it to rejected/ for v; an authenticated one's id is remembered.
- * A file the record of its id holds already is that claim's leftover (a
- * crash, or another daemon's claim whose record is not yet synced): it
- * goes as after its claim, not rejected, or its id would be in rejected/
- * beside its record.  Another daemon may reach the other verdict on the
- * same file (its clock not yet past expires_at, another set of keys) and
- * claim it meanwhile: so the rejection of a file that names an id holds
- * the id's lock, as the claim does (busy: looked at again later), and
- * looks for the record under it.  Always decides: 1, or -errno. */
+/* Move it to rejected/ for v, and remember the id of an authenticated
+ * one.  If the record of its id holds this file already, the file is that
+ * claim's leftover (after a crash, or from another daemon's claim not yet
+ * synced).  It then goes as after its claim and is not rejected; otherwise
+ * its id would be in rejected/ beside its record.  Another daemon may judge
+ * the same file differently (its clock not yet past expires_at, other
+ * keys) and claim it meanwhile.  So a rejection of a file that names an id
+ * takes the id's lock, as the claim does, and looks for the record under
+ * it; when the lock is busy the file is looked at again later.  Always
+ * decides: 1, or -errno. */
 static int decide_reject(struct spool *sp, struct item *it, const hd_verdict *v,
                          bool authenticated, int64_t now, enum item_outcome *ret)
 {
@@ -248,9 +251,9 @@ int decide_claimed_again(struct spool *sp, struct item *it, const char *how, int
 
 /* Why to, an agent of this config, is out of service here (agents.c), or
  * NULL: a handoff left for it says so, not "not served here". */
-static const char *unserved_why(const struct spool *sp, const char *to)
+static const char *unserved_why(const struct parts *p, const char *to)
 {
-        const struct unserved_entry *u = to ? dict_get(&sp->unserved, to) : NULL;
+        const struct unserved_entry *u = to ? dict_get(&p->unserved, to) : NULL;
 
         return u ? u->why : NULL;
 }
@@ -258,11 +261,12 @@ static const char *unserved_why(const struct spool *sp, const char *to)
 /* For an agent not served here: left in handoff/ and looked at again when
  * it expires, or rejected as expired_unclaimed once past that.  was: why
  * it does not verify here (HD_OK: it does).  Always decides. */
-static int decide_left(struct spool *sp, struct item *it, const char *to, hd_reason was,
+static int decide_left(struct parts *p, struct item *it, const char *to, hd_reason was,
                        hd_verdict *v, int64_t now, enum item_outcome *ret)
 {
+        struct spool *sp = p->sp;
         const struct config *c = sp->cfg;
-        const char *oos = unserved_why(sp, to);
+        const char *oos = unserved_why(p, to);
         const char *ini, *exp;
         struct stat st;
         int64_t t, x;
@@ -293,7 +297,7 @@ static int decide_left(struct spool *sp, struct item *it, const char *to, hd_rea
         }
         /* Bounded as rejected/ is: no room, it is refused now, and not
          * remembered (as inbox_full: it may come again). */
-        if (foreign_full(sp, it->name, st_bytes(&st))) {
+        if (foreign_full(&p->foreign, sp, it->name, st_bytes(&st))) {
                 snprintf(v->detail, sizeof(v->detail),
                          "for agent %s, not served here; what waits unclaimed in handoff/ is at "
                          "its bound ([retention] unclaimed_max_items %llu, "
@@ -304,8 +308,8 @@ static int decide_left(struct spool *sp, struct item *it, const char *to, hd_rea
                 v->reason = HD_R_NOT_SERVED;
                 return decide_reject(sp, it, v, false, now, ret);
         }
-        foreign_note(sp, it->name, &st, t + 1, to);
-        deadline_note(&sp->deadline, t + 1);
+        foreign_note(&p->foreign, it->name, &st, t + 1, to);
+        deadline_note(&p->deadline, t + 1);
         sp->st.left++;
         /* once: later looks end in foreign_fresh() */
         if (oos)
@@ -319,10 +323,11 @@ static int decide_left(struct spool *sp, struct item *it, const char *to, hd_rea
         return decided(ret, IO_LEFT);
 }
 
-/* it (st) has two links, judged under its inode's lock, which a rejection
- * holds until its link is whole (store_reject(): taken again there, and let
- * go): a claim's or a move's that a power cut kept, or a rejection's, goes;
- * any other is a hard link.  Its id read only when the others are not it. */
+/* it (st) has two links.  We judge it under its inode's lock, which a
+ * rejection holds until its second link is complete (store_reject()).
+ * A second link that a power cut kept from a claim or a move, or one
+ * that a rejection made, goes; any other is a hard link.  The file's id
+ * is read only when the other link is none of those. */
 static int decide_links(struct spool *sp, struct item *it, const struct stat *st,
                         const hd_verdict *v, int64_t now, enum item_outcome *ret)
 {
@@ -350,9 +355,10 @@ static int decide_links(struct spool *sp, struct item *it, const struct stat *st
 /* Steps 1-2: the name, and the file opened safely (fd and inode in it).
  * A name we left for another agent, unchanged, is decided without an
  * open. */
-static int decide_open(struct spool *sp, struct item *it, int64_t now, struct stat *st,
+static int decide_open(struct parts *p, struct item *it, int64_t now, struct stat *st,
                        enum item_outcome *ret)
 {
+        struct spool *sp = p->sp;
         const char *name = it->name;
         hd_verdict v;
         int r;
@@ -361,12 +367,12 @@ static int decide_open(struct spool *sp, struct item *it, int64_t now, struct st
                 return decided(ret, IO_IGNORED);
         if (!hd_name_safe(name)) {
                 if (is_dir(sp, name, st))
-                        return decide_dir(sp, name, st, ret);
+                        return decide_dir(p, name, st, ret);
                 r = store_reject(sp, name, NULL, HD_R_BAD_NAME,
                                  "file name is not a safe name", NULL, now, ret);
                 return r < 0 ? r : 1;
         }
-        if (foreign_fresh(sp, name, now))
+        if (foreign_fresh(&p->foreign, sp, name, now))
                 return decided(ret, IO_LEFT);
 
         r = hd_open_at(sp->fd[SD_HANDOFF], name, &it->fd, &v);
@@ -374,7 +380,7 @@ static int decide_open(struct spool *sp, struct item *it, int64_t now, struct st
                 return decided(ret, IO_GONE);
         if (r == -EACCES) {
                 if (is_dir(sp, name, st))
-                        return decide_dir(sp, name, st, ret);
+                        return decide_dir(p, name, st, ret);
                 /* Its owner's mode keeps us out: no later look will do
                  * better, so it is not looked at again and again. */
                 v.reason = HD_R_UNREADABLE;
@@ -389,7 +395,7 @@ static int decide_open(struct spool *sp, struct item *it, int64_t now, struct st
         if (fstat(it->fd, st) < 0)
                 return -errno;
         if (S_ISDIR(st->st_mode))
-                return decide_dir(sp, name, st, ret);
+                return decide_dir(p, name, st, ret);
         it->dev = st->st_dev;
         it->ino = st->st_ino;
         it->uid = st->st_uid;
@@ -403,9 +409,10 @@ static int decide_open(struct spool *sp, struct item *it, int64_t now, struct st
  * caller's to free) src borrows for the MAC.  One that does not parse
  * yet, new and changed lately, is deferred: its writer may still be at
  * it. */
-static int decide_parse(struct spool *sp, struct item *it, int64_t now, struct stat *st,
+static int decide_parse(struct parts *p, struct item *it, int64_t now, struct stat *st,
                         char **ret_buf, struct canon_src *src, enum item_outcome *ret)
 {
+        struct spool *sp = p->sp;
         const struct config *c = sp->cfg;
         hd_limits lim = { .max_size = c->max_file_size, .max_depth = HD_DEFAULT_MAX_DEPTH };
         char *buf = NULL;
@@ -433,7 +440,7 @@ static int decide_parse(struct spool *sp, struct item *it, int64_t now, struct s
                 int64_t mono = mono_usec();
                 if (now - (int64_t)st->st_mtim.tv_sec * 1000000LL - st->st_mtim.tv_nsec / 1000 <
                             SETTLE_USEC &&
-                    mono - seen_first(sp, it->name, st->st_ino, mono) < SETTLE_USEC) {
+                    mono - seen_first(p, it->name, st->st_ino, mono) < SETTLE_USEC) {
                         sp->st.deferred++;
                         return decided(ret, IO_DEFERRED);
                 }
@@ -446,9 +453,10 @@ static int decide_parse(struct spool *sp, struct item *it, int64_t now, struct s
  * the sender's key, so it is left, unless a document that verified holds
  * its id already (then no daemon will ever claim it) or it is plainly
  * past its expiry. */
-static int decide_not_verified(struct spool *sp, struct item *it, const char *to,
+static int decide_not_verified(struct parts *p, struct item *it, const char *to,
                                hd_verdict *v, int64_t now, enum item_outcome *ret)
 {
+        struct spool *sp = p->sp;
         const char *hid = handoff_unverified_id(it->doc);
 
         if ((v->reason == HD_R_UNKNOWN_KEY || v->reason == HD_R_BAD_MAC) &&
@@ -459,9 +467,9 @@ static int decide_not_verified(struct spool *sp, struct item *it, const char *to
                 return decide_reject(sp, it, v, false, now, ret);
         }
         if (v->reason == HD_R_UNKNOWN_KEY || v->reason == HD_R_BAD_MAC)
-                return decide_left(sp, it, to, v->reason, v, now, ret);
+                return decide_left(p, it, to, v->reason, v, now, ret);
         if (v->reason == HD_R_EXPIRED && to && hd_agent_valid(to)) {
-                const char *oos = unserved_why(sp, to);
+                const char *oos = unserved_why(p, to);
                 char was[sizeof(v->detail)];
                 snprintf(was, sizeof(was), "%s", v->detail);
                 /* truncation only shortens the quoted detail */
@@ -476,13 +484,15 @@ static int decide_not_verified(struct spool *sp, struct item *it, const char *to
         return decide_reject(sp, it, v, false, now, ret);
 }
 
-/* Steps 4-7: authenticated, valid, fresh (then it->h parsed, and given
- * *buf when it holds the canonical bytes), and for whom: it->agent (ours)
- * or *out (a remote agent's relay: checked here as for our own, never an
- * open relay); for any other agent left or rejected. */
-static int decide_verify(struct spool *sp, struct item *it, const struct canon_src *src,
+/* Steps 4-7: the file is authenticated, valid and fresh, and then it->h
+ * is filled (given *buf when that holds the canonical bytes).  It must be
+ * for one of our agents (it->agent) or for a remote agent (*out, the
+ * relay), checked here as strictly as our own; we are never an open
+ * relay.  A file for any other agent is left or rejected. */
+static int decide_verify(struct parts *p, struct item *it, const struct canon_src *src,
                          char **buf, int64_t now, const struct spool_relay **out, enum item_outcome *ret)
 {
+        struct spool *sp = p->sp;
         const struct config *c = sp->cfg;
         const char *to = handoff_unverified_to(it->doc);
         hd_policy pol = { .max_clock_skew_s = c->max_clock_skew, .max_window_s = c->max_window };
@@ -506,7 +516,7 @@ static int decide_verify(struct spool *sp, struct item *it, const struct canon_s
                  * decide_reject() looks. */
                 if (it->agent || *out)
                         return decide_reject(sp, it, &v, false, now, ret);
-                return decide_not_verified(sp, it, to, &v, now, ret);
+                return decide_not_verified(p, it, to, &v, now, ret);
         }
         if (r < 0)
                 return r;
@@ -520,7 +530,7 @@ static int decide_verify(struct spool *sp, struct item *it, const struct canon_s
                 it->h.canon_len = src->len;
         }
         if (!it->agent && !*out)
-                return decide_left(sp, it, to, HD_OK, &v, now, ret);
+                return decide_left(p, it, to, HD_OK, &v, now, ret);
         return 0;
 }
 
@@ -528,8 +538,8 @@ static int decide_verify(struct spool *sp, struct item *it, const struct canon_s
  * is published, so recovery in another daemon keeps off it: still this
  * file, not seen before, taken by the relay (out) or within its agent's
  * quota and baton.  Always decides. */
-static int decide_claim(struct spool *sp, struct item *it, const struct spool_relay *out,
-                        int64_t now, enum item_outcome *ret)
+static int decide_claim(struct spool *sp, const struct quota *quota, struct item *it,
+                        const struct spool_relay *out, int64_t now, enum item_outcome *ret)
 {
         const struct handoff *h = &it->h;
         bool session = h->ptype && h->ptype->session_store;
@@ -544,22 +554,27 @@ static int decide_claim(struct spool *sp, struct item *it, const struct spool_re
         if (r < 0)
                 return r;
         it->lock_id = lock_off_id(h->id);
-        /* Rejected since we opened it (decide_reject(), store_reject()):
-         * no longer this file in handoff/.  A second link is a move not
-         * finished: the next look sees to it. */
-        if (fstatat(sp->fd[SD_HANDOFF], it->name, &cur, AT_SYMLINK_NOFOLLOW) < 0)
-                return errno == ENOENT ? decided(ret, IO_GONE) : -errno;
-        if (cur.st_dev != it->dev || cur.st_ino != it->ino)
-                return decided(ret, IO_GONE);
-        if (cur.st_nlink > 1)
-                return decided(ret, IO_BUSY);
-        /* Claimed already?  For a plain bootstrap the record's link tells
-         * (a link never replaces: the claim takes its EEXIST as this),
-         * and nothing an agent sees is made before it, so no look in
-         * claimed/ is needed now.  A profile copy or a Baton patch is
-         * made before the record, and the relay has no record here: for
-         * them it is looked at now. */
+        /* A plain bootstrap: nothing an agent sees is made before its
+         * record.  A profile copy or a Baton patch is made before it, and
+         * the relay has no record here. */
         bool by_link = !out && delivery_plain(it->agent) && !session;
+        /* Still this file in handoff/?  It may have been rejected since we
+         * opened it (decide_reject(), store_reject()), and a second link is
+         * a move not finished: the next look sees to it.  With fsync = no
+         * a plain claim moves the file right after its record, and that
+         * move's look at what arrived is this look: a claim whose file has
+         * left the name is withdrawn before it is published (intake.c). */
+        if (!by_link || sp->cfg->fsync) {
+                if (fstatat(sp->fd[SD_HANDOFF], it->name, &cur, AT_SYMLINK_NOFOLLOW) < 0)
+                        return errno == ENOENT ? decided(ret, IO_GONE) : -errno;
+                if (cur.st_dev != it->dev || cur.st_ino != it->ino)
+                        return decided(ret, IO_GONE);
+                if (cur.st_nlink > 1)
+                        return decided(ret, IO_BUSY);
+        }
+        /* Claimed already?  For a plain bootstrap the record's link tells
+         * (a link never replaces: the claim takes its EEXIST as this), so
+         * no look in claimed/ is needed now; for the others it is. */
         if (by_link ? spool_id_remembered(sp, h->id) : spool_id_seen(sp, h->id)) {
                 r = decide_claimed_again(sp, it, "was seen before", now, ret);
                 return r < 0 ? r : 1;
@@ -582,7 +597,7 @@ static int decide_claim(struct spool *sp, struct item *it, const struct spool_re
         char pbuf[32];
         const struct quota_sender qs = {
                 .from = h->from,
-                .producer = quota_producer(sp, it->uid, pbuf, sizeof(pbuf)),
+                .producer = quota_producer(quota, it->uid, pbuf, sizeof(pbuf)),
                 .own_key = config_key_own(sp->cfg, h->kid[0] ? h->kid : NULL, h->from),
         };
         r = quota_take(sp, it->agent->cfg->name, h->id, &qs, &v, &it->counted);
@@ -607,20 +622,42 @@ static int decide_claim(struct spool *sp, struct item *it, const struct spool_re
         return decided(ret, IO_TO_CLAIM);
 }
 
-int decide_item(struct spool *sp, struct item *it, int64_t now, enum item_outcome *ret)
+int decide_item(struct parts *p, struct item *it, int64_t now, enum item_outcome *ret)
 {
+        struct spool *sp = p->sp;
         const struct spool_relay *out = NULL;
         _cleanup_free_ char *buf = NULL;
         struct canon_src src = { 0 };
         struct stat st;
         int r;
 
-        r = decide_open(sp, it, now, &st, ret);
+        r = decide_open(p, it, now, &st, ret);
         if (r == 0)
-                r = decide_parse(sp, it, now, &st, &buf, &src, ret);
+                r = decide_parse(p, it, now, &st, &buf, &src, ret);
         if (r == 0)
-                r = decide_verify(sp, it, &src, &buf, now, &out, ret);
+                r = decide_verify(p, it, &src, &buf, now, &out, ret);
         if (r == 0)
-                r = decide_claim(sp, it, out, now, ret);
+                r = decide_claim(sp, &p->quota, it, out, now, ret);
         return r < 0 ? r : 0;
+}
+
+int decide_memo_new(struct decide_memo **ret)
+{
+        struct decide_memo *m = calloc(1, sizeof(*m));
+
+        if (!m)
+                return -ENOMEM;
+        dict_init(&m->seen, sizeof(struct seen_entry));
+        dict_init(&m->dirs, sizeof(ino_t));
+        *ret = m;
+        return 0;
+}
+
+void decide_memo_free(struct decide_memo *m)
+{
+        if (!m)
+                return;
+        dict_clear(&m->seen);
+        dict_clear(&m->dirs);
+        free(m);
 }

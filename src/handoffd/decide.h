@@ -10,6 +10,25 @@
 #include "handoff_doc.h"
 #include "spool.h"
 
+struct parts;
+
+/* A name in handoff/ whose parse failed, when it was first seen as that
+ * inode (a file still being written gets a grace). */
+struct seen_entry {
+        ino_t ino;
+        int64_t first_usec;     /* monotonic */
+};
+
+/* What decide remembers of names it could not decide yet. */
+struct decide_memo {
+        struct dict seen;       /* handoff/ name -> struct seen_entry */
+        struct dict dirs;       /* handoff/ name -> inode: a directory reported */
+        bool dirs_full;         /* dirs was full: the rest are left unreported */
+};
+
+int decide_memo_new(struct decide_memo **ret);
+void decide_memo_free(struct decide_memo *m);
+
 /* One item between the first look and the claim. */
 struct item {
         const char *name;
@@ -30,7 +49,7 @@ struct item {
 /* Steps 1-9 of handoffd(8), OPERATION, for it->name: 0 with the outcome in *ret, or
  * -errno.  IO_TO_CLAIM: it->h, it->agent and the id's lock stay
  * for the claim. */
-int decide_item(struct spool *sp, struct item *it, int64_t now, enum item_outcome *ret);
+int decide_item(struct parts *p, struct item *it, int64_t now, enum item_outcome *ret);
 
 /* Its id is known here already: the producer's file of a claim whose
  * record a crash kept beside it (the record made, this name not yet

@@ -42,6 +42,7 @@
 #include "deadline.h"
 #include "lock.h"
 #include "log.h"
+#include "parts.h"
 #include "payload.h"
 #include "record.h"
 
@@ -197,19 +198,20 @@ int delivery_write(struct spool *sp, struct agent_rt *a, const struct handoff *h
 
 /* The agent's file src (the daemon's) as claimed/<id>.json; with replace,
  * over what is there, in one rename (store_claim()). */
-static int record_link(struct spool *sp, struct agent_rt *a, const char *id, const char *src,
+static int record_link(struct parts *p, struct agent_rt *a, const char *id, const char *src,
                        bool replace)
 {
+        struct spool *sp = p->sp;
         int r = store_claim(sp, a, id, src, replace, record_max(sp));
 
         if (r < 0)
                 return r;
-        deadline_note(&sp->deadline, hd_now_usec() + sp->cfg->resume_window * 1000000LL);
+        deadline_note(&p->deadline, hd_now_usec() + sp->cfg->resume_window * 1000000LL);
         return 0;
 }
 
 /* Step 2, once the hidden bootstrap is on disk. */
-int delivery_record(struct spool *sp, struct agent_rt *a, const char *id, bool replace)
+int delivery_record(struct parts *p, struct agent_rt *a, const char *id, bool replace)
 {
         char pname[NAME_MAX + 1];
         int r;
@@ -219,17 +221,18 @@ int delivery_record(struct spool *sp, struct agent_rt *a, const char *id, bool r
                 return r;
         /* An earlier version's claimed item (the producer's inode) is
          * replaced by the record in one rename. */
-        return record_link(sp, a, id, pname, replace);
+        return record_link(p, a, id, pname, replace);
 }
 
-int delivery_record_from(struct spool *sp, struct agent_rt *a, const char *id, const char *src)
+int delivery_record_from(struct parts *p, struct agent_rt *a, const char *id, const char *src)
 {
-        return record_link(sp, a, id, src, true);
+        return record_link(p, a, id, src, true);
 }
 
 /* Step 3, once the record is on disk. */
-int delivery_publish(struct spool *sp, struct agent_rt *a, const char *id)
+int delivery_publish(struct parts *p, struct agent_rt *a, const char *id)
 {
+        struct spool *sp = p->sp;
         char bname[NAME_MAX + 1], pname[NAME_MAX + 1];
         int r;
 
@@ -241,8 +244,8 @@ int delivery_publish(struct spool *sp, struct agent_rt *a, const char *id)
         /* A cancel asked for before its claim: never shown; the next look
          * (item.c, at once) takes it back, or refuses the request when
          * it is not the sender's and publishes it. */
-        if (cancel_wanted(sp, id, NULL)) {
-                deadline_note(&sp->deadline, hd_now_usec());
+        if (cancel_wanted(p, id, NULL)) {
+                deadline_note(&p->deadline, hd_now_usec());
                 return 0;
         }
         /* The record is on disk: delivered is decided. */
@@ -255,9 +258,10 @@ int delivery_publish(struct spool *sp, struct agent_rt *a, const char *id)
         return 0;
 }
 
-int delivery_run(struct spool *sp, struct agent_rt *a, const struct handoff *h,
+int delivery_run(struct parts *p, struct agent_rt *a, const struct handoff *h,
                  int64_t now, bool replace)
 {
+        struct spool *sp = p->sp;
         const char *id = h->id;
         int r;
 
@@ -265,11 +269,11 @@ int delivery_run(struct spool *sp, struct agent_rt *a, const struct handoff *h,
         if (r == 0)
                 r = store_flush(sp);
         if (r == 0)
-                r = delivery_record(sp, a, id, replace);
+                r = delivery_record(p, a, id, replace);
         if (r == 0)
                 r = store_flush(sp);
         if (r == 0)
-                r = delivery_publish(sp, a, id);
+                r = delivery_publish(p, a, id);
         if (r == 0)
                 r = store_flush(sp);
         return r;
@@ -277,14 +281,33 @@ int delivery_run(struct spool *sp, struct agent_rt *a, const struct handoff *h,
 
 /* A delivery failed: the sweep tries again after a backoff (1 s doubling
  * to 60 s while failures go on), not at once and not in a busy loop. */
-void delivery_failed(struct spool *sp, const char *id, int64_t now)
+void delivery_failed(struct parts *p, const char *id, int64_t now)
 {
-        if (sp->deliver_backoff_usec < 1000000)
-                sp->deliver_backoff_usec = 1000000;
-        deadline_note(&sp->deadline, now + sp->deliver_backoff_usec);
-        sp->deliver_backoff_usec *= 2;
-        if (sp->deliver_backoff_usec > 60 * 1000000LL)
-                sp->deliver_backoff_usec = 60 * 1000000LL;
-        (void)dict_put(&sp->failed, id, NULL); /* out of memory: counted as a first try */
+        if (p->delivery->backoff_usec < 1000000)
+                p->delivery->backoff_usec = 1000000;
+        deadline_note(&p->deadline, now + p->delivery->backoff_usec);
+        p->delivery->backoff_usec *= 2;
+        if (p->delivery->backoff_usec > 60 * 1000000LL)
+                p->delivery->backoff_usec = 60 * 1000000LL;
+        (void)dict_put(&p->delivery->failed, id, NULL); /* out of memory: counted as a first try */
 }
 
+
+int delivery_new(struct delivery **ret)
+{
+        struct delivery *dv = calloc(1, sizeof(*dv));
+
+        if (!dv)
+                return -ENOMEM;
+        dict_init(&dv->failed, 0);
+        *ret = dv;
+        return 0;
+}
+
+void delivery_free(struct delivery *dv)
+{
+        if (!dv)
+                return;
+        dict_clear(&dv->failed);
+        free(dv);
+}

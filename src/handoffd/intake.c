@@ -30,6 +30,7 @@
 #include "intake.h"
 #include "lock.h"
 #include "log.h"
+#include "parts.h"
 
 int intake_verify_claimed(struct spool *sp, json_t *doc, const char *id, struct handoff *ret,
                           hd_verdict *v)
@@ -162,11 +163,30 @@ static void drop_pending(struct spool *sp, struct item *it)
                 (void) store_boot_remove(sp, it->agent, pname);
 }
 
+/* Its producer's file left handoff/ as the claim's step 2 moved it, and
+ * the name no longer held that file (fsync = no: decide_claim() left
+ * this look to the move).  Nothing of the claim is published yet: the
+ * record goes, then the hidden bootstrap, and the name is decided anew
+ * when it is seen again. */
+static void withdraw(struct spool *sp, struct item *it)
+{
+        char rname[NAME_MAX + 1];
+        char q[300];
+
+        if (xsnprintf(rname, sizeof(rname), "%s.json", it->h.id) >= 0)
+                (void) store_remove(sp, SD_CLAIMED, rname);
+        drop_pending(sp, it);
+        it->outcome = IO_GONE;
+        log_info("Withdrew the claim of %s: handoff/%s is no longer the file decided on",
+                 it->h.id, log_quote(it->name, q, sizeof(q)));
+}
+
 /* A step of an item's delivery failed (q < 0): before its record it is
  * not claimed, and stays in handoff/ for a later look (its hidden
  * bootstrap removed); after, it is claimed and the sweep publishes it. */
-static int deliver_failed(struct spool *sp, struct item *it, int step, int q, int64_t now)
+static int deliver_failed(struct parts *p, struct item *it, int step, int q, int64_t now)
 {
+        struct spool *sp = p->sp;
         if (step < 3)
                 drop_pending(sp, it);
         if (q == -EAGAIN) {
@@ -182,7 +202,7 @@ static int deliver_failed(struct spool *sp, struct item *it, int step, int q, in
                 it->outcome = IO_CLAIMED;
         spool_error(sp, q, "Cannot deliver %s to %s", it->h.id, it->agent->cfg->name);
         if (step == 3)
-                delivery_failed(sp, it->h.id, now);
+                delivery_failed(p, it->h.id, now);
         return 1;
 }
 
@@ -192,8 +212,9 @@ static int deliver_failed(struct spool *sp, struct item *it, int step, int q, in
  * are synced together, a lone one at once.  Returns the number of
  * errors; the items' outcomes are final; their documents and locks are
  * released. */
-static int deliver(struct spool *sp, struct item *items, size_t n, int64_t now)
+static int deliver(struct parts *p, struct item *items, size_t n, int64_t now)
 {
+        struct spool *sp = p->sp;
         int errors = 0, r = 0;
         size_t n_claimed = 0;
 
@@ -209,7 +230,7 @@ static int deliver(struct spool *sp, struct item *items, size_t n, int64_t now)
                         if (r < 0) {
                                 /* A sync of the burst failed, and was
                                  * reported once. */
-                                errors += deliver_failed(sp, it, step, r, now);
+                                errors += deliver_failed(p, it, step, r, now);
                                 continue;
                         }
                         if (step == 1)
@@ -217,9 +238,9 @@ static int deliver(struct spool *sp, struct item *items, size_t n, int64_t now)
                                                    DELIVERY_NEW_CLAIM |
                                                    (sync_later ? DELIVERY_SYNC_LATER : 0));
                         else if (step == 2)
-                                q = delivery_record(sp, it->agent, it->h.id, false);
+                                q = delivery_record(p, it->agent, it->h.id, false);
                         else
-                                q = delivery_publish(sp, it->agent, it->h.id);
+                                q = delivery_publish(p, it->agent, it->h.id);
                         if (step <= 2 && q == -EEXIST) {
                                 /* Claimed already (decide_claim() left
                                  * the look to here): at step 1 the
@@ -236,13 +257,16 @@ static int deliver(struct spool *sp, struct item *items, size_t n, int64_t now)
                                         errors++;
                                 }
                         } else if (q < 0) {
-                                errors += deliver_failed(sp, it, step, q, now);
+                                errors += deliver_failed(p, it, step, q, now);
                         } else if (step == 2) {
-                                store_drop_source(sp, it->name, it->dev, it->ino);
+                                if (store_drop_source(sp, it->name, it->dev, it->ino) < 0) {
+                                        withdraw(sp, it);
+                                        continue;
+                                }
                                 sp->st.claimed++;
                         } else if (step == 3) {
                                 it->outcome = IO_CLAIMED;
-                                sp->deliver_backoff_usec = 0;
+                                p->delivery->backoff_usec = 0;
                                 log_decision(LOG_INFO, it->h.id, it->agent->cfg->name, "claimed",
                                              NULL, "Claimed %s for %s", it->h.id,
                                              it->agent->cfg->name);
@@ -271,9 +295,10 @@ static int deliver(struct spool *sp, struct item *items, size_t n, int64_t now)
         return errors;
 }
 
-int intake_batch(struct spool *sp, char *const *names, size_t n,
+int intake_batch(struct parts *p, char *const *names, size_t n,
                  int64_t now, int *outcomes)
 {
+        struct spool *sp = p->sp;
         struct item *items;
         int64_t t0 = mono_usec();
         int errors = 0, r;
@@ -299,7 +324,7 @@ int intake_batch(struct spool *sp, char *const *names, size_t n,
                         continue;
                 }
                 struct item *it = &items[i];
-                r = decide_item(sp, it, now, &it->outcome);
+                r = decide_item(p, it, now, &it->outcome);
                 if (r < 0)
                         it->err = r;
                 /* Only the document of one to be claimed is needed (for
@@ -311,7 +336,7 @@ int intake_batch(struct spool *sp, char *const *names, size_t n,
                 if (it->fd >= 0)
                         close(TAKE_FD(it->fd));
                 if (r < 0 || (it->outcome != IO_DEFERRED && it->outcome != IO_BUSY))
-                        dict_del(&sp->seen, names[i]);
+                        dict_del(&p->decide->seen, names[i]);
                 if (r < 0) {
                         char q[300];
                         spool_error(sp, r, "Cannot process %s",
@@ -323,12 +348,12 @@ int intake_batch(struct spool *sp, char *const *names, size_t n,
                  * a batch shares): each is delivered at once, and its
                  * document freed, so a burst holds one document. */
                 if (to_claim(it) && !sp->cfg->fsync)
-                        errors += deliver(sp, it, 1, now);
+                        errors += deliver(p, it, 1, now);
                 if (outcomes)
                         outcomes[i] = result(it);
         }
         if (sp->cfg->fsync) {
-                errors += deliver(sp, items, n, now);
+                errors += deliver(p, items, n, now);
                 for (size_t i = 0; outcomes && i < n; i++)
                         outcomes[i] = result(&items[i]);
         } else if (dict_count(&sp->leaving) > 0) {
@@ -349,44 +374,44 @@ int intake_batch(struct spool *sp, char *const *names, size_t n,
         return errors;
 }
 
-void intake_foreign_due(struct spool *sp, int64_t now)
+void intake_foreign_due(struct parts *p, int64_t now)
 {
         struct foreign_entry *v, *nx;
         _cleanup_free_ char **names = NULL;
         _cleanup_free_ int *outcomes = NULL;
         size_t n = 0;
 
-        DICT_FOREACH_SAFE(v, nx, &sp->foreign)
+        DICT_FOREACH_SAFE(v, nx, &p->foreign.names)
                 n += v->expires <= now;
         if (n == 0) {
-                DICT_FOREACH_SAFE(v, nx, &sp->foreign)
-                        deadline_note(&sp->deadline, v->expires);
+                DICT_FOREACH_SAFE(v, nx, &p->foreign.names)
+                        deadline_note(&p->deadline, v->expires);
                 return;
         }
         names = calloc(n, sizeof(char *));
         outcomes = calloc(n, sizeof(int));
         n = 0;
-        DICT_FOREACH_SAFE(v, nx, &sp->foreign) {
+        DICT_FOREACH_SAFE(v, nx, &p->foreign.names) {
                 if (v->expires > now) {
-                        deadline_note(&sp->deadline, v->expires);
+                        deadline_note(&p->deadline, v->expires);
                 } else if (names && outcomes) {
                         names[n] = strdup(dict_key(v));
                         if (names[n])
                                 n++;
-                        foreign_remove(sp, v);
+                        foreign_remove(&p->foreign, v);
                 } else {
-                        foreign_remove(sp, v);
+                        foreign_remove(&p->foreign, v);
                 }
         }
         if (!names || !outcomes)
                 return;
-        intake_batch(sp, names, n, now, outcomes);
+        intake_batch(p, names, n, now, outcomes);
         /* Past the batch's time: at the next deadline. */
         for (size_t i = 0; i < n; i++)
                 if (outcomes[i] == IO_SKIPPED)
-                        foreign_again(sp, names[i], now);
-        if (dict_count(&sp->foreign))
-                deadline_note(&sp->deadline, now + 1000);
+                        foreign_again(&p->foreign, names[i], now);
+        if (dict_count(&p->foreign.names))
+                deadline_note(&p->deadline, now + 1000);
         for (size_t i = 0; i < n; i++)
                 free(names[i]);
 }

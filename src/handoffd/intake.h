@@ -6,6 +6,8 @@
 #include "handoff_doc.h"
 #include "spool.h"
 
+struct parts;
+
 /* One batch decides for at most this long (then yields to the loop; the
  * rest comes back IO_SKIPPED), and always decides at least one name. */
 #define INTAKE_BATCH_MAX_USEC 10000
@@ -16,7 +18,7 @@
  * every name; a negative entry is a system error for that name (it stays
  * where it is; every name when the batch cannot be set up).  Returns the
  * number of system errors. */
-int intake_batch(struct spool *sp, char *const *names, size_t n,
+int intake_batch(struct parts *p, char *const *names, size_t n,
                  int64_t now, int *outcomes);
 
 /* Claimed content read again (recovery, retry, lifecycle, archive): the
@@ -31,6 +33,6 @@ int intake_verify_claimed(struct spool *sp, json_t *doc, const char *id, struct 
 /* Items left for agents not served here, now past their expiry: decided
  * again (they end as expired_unclaimed); the others' expiry is noted as a
  * deadline. */
-void intake_foreign_due(struct spool *sp, int64_t now);
+void intake_foreign_due(struct parts *p, int64_t now);
 
 #endif

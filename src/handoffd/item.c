@@ -1,19 +1,20 @@
 /* The claimed item's state machine (handoffd(8), OPERATION: "States" and
- * "Durability and crash windows").  A claimed
- * item is claimed/<id>.json, the daemon's record: the bootstrap it wrote
- * once, a hard link of the agent's bootstrap (delivery.c).  No producer
- * holds it, so it is never verified again and nothing in it changes;
- * its state is which of the agent's names for it are there: .pending.
- * (not yet published), the bootstrap (published), .expire. (an expiry
- * under way), .cancel. (a cancel under way), none (taken).  item_state()
- * reads that once and names the state; item_actions[] says what is done
- * in each, in the manner of a state x event table with two events: "look
- * at it" (the sweep, a deadline, a bootstrap gone) and "its sender asks
- * to cancel it" (a request of cancel.c's pending for the id:
- * item_cancel_actions[]).  The actions are item_act.c's, and
- * item_legacy.c's for an earlier version's items.  The caller
- * (lifecycle_check) holds the lock of the id (lock.h), as the claimer
- * does, so two daemons never act on one item at once. */
+ * "Durability and crash windows").  A claimed item is claimed/<id>.json,
+ * the daemon's record.  It is the bootstrap the daemon wrote once,
+ * hard-linked to the agent's bootstrap (delivery.c).  No producer holds it,
+ * so it is never verified again and never changes.
+ *
+ * Its state is which of the agent's names for it exist: .pending. (not yet
+ * published), the bootstrap (published), .expire. (an expiry under way),
+ * .cancel. (a cancel under way), or none (taken).  item_state() reads them
+ * once and names the state.  item_actions[] says what to do in each state
+ * when the item is looked at (the sweep, a deadline, a bootstrap gone);
+ * item_cancel_actions[] says what to do when its sender asks to cancel it
+ * (a request of cancel.c waits for the id).  The actions are in item_act.c,
+ * and in item_legacy.c for an earlier version's items.
+ *
+ * The caller (lifecycle_check()) holds the id's lock (lock.h), as the
+ * claimer does, so two daemons never act on one item at once. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -32,6 +33,7 @@
 #include "item_legacy.h"
 #include "layout.h"
 #include "log.h"
+#include "parts.h"
 #include "quota.h"
 #include "store.h"
 #include "verified.h"
@@ -126,8 +128,8 @@ static int item_record_parse(const json_t *rec, struct item_files *f)
 
 /* Read claimed/<id>.json (fd) and the agent's names for it, once: the
  * state in *ret. */
-static int item_state(struct spool *sp, const char *id, int fd, struct item_files *f,
-                      enum item_state *ret)
+static int item_state(struct spool *sp, struct verified *vc, const char *id, int fd,
+                      struct item_files *f, enum item_state *ret)
 {
         struct stat st;
         int r;
@@ -143,7 +145,7 @@ static int item_state(struct spool *sp, const char *id, int fd, struct item_file
         r = item_names(f, id);
         if (r < 0)
                 return r;
-        if (!verified_lookup(sp, id, &st, &f->h, &f->accepted_usec)) {
+        if (!verified_lookup(vc, id, &st, &f->h, &f->accepted_usec)) {
                 _cleanup_json_ json_t *rec = NULL;
                 /* Whatever is not the daemon's record is verified as an
                  * earlier version's item. */
@@ -158,7 +160,7 @@ static int item_state(struct spool *sp, const char *id, int fd, struct item_file
                         r = item_record_parse(rec, f);
                 if (r < 0)
                         return r;
-                verified_store(sp, &st, &f->h, f->accepted_usec);
+                verified_store(vc, &st, &f->h, f->accepted_usec);
         }
         f->a = spool_agent(sp, f->h.to);
         if (!f->a) {
@@ -184,7 +186,7 @@ static void item_files_clear(struct item_files *f)
         *f = (struct item_files){ 0 };
 }
 
-static int act_none(struct spool *sp, struct item_files *f, int64_t now)
+static int act_none(struct parts *p, struct item_files *f, int64_t now)
 {
         return 0;
 }
@@ -216,41 +218,42 @@ static item_action *const item_cancel_actions[_IS_MAX] = {
         [IS_TAKEN]     = item_act_taken_not_cancelable,
 };
 
-int item_state_at(struct spool *sp, const char *id, int fd, enum item_state *ret)
+int item_state_at(struct parts *p, const char *id, int fd, enum item_state *ret)
 {
         struct item_files f = {};
         int r;
 
-        r = item_state(sp, id, fd, &f, ret);
+        r = item_state(p->sp, &p->verified, id, fd, &f, ret);
         item_files_clear(&f);
         return r;
 }
 
-int item_check_locked(struct spool *sp, const char *id, int fd, int64_t now, bool *ret_archived)
+int item_check_locked(struct parts *p, const char *id, int fd, int64_t now, bool *ret_archived)
 {
+        struct spool *sp = p->sp;
         struct item_files f = {};
         enum item_state s;
         const char *from = NULL;
         bool cancel = false;
         int r;
 
-        r = item_state(sp, id, fd, &f, &s);
+        r = item_state(sp, &p->verified, id, fd, &f, &s);
         if (r < 0)
                 goto out;
         /* A record says who sent it: only that sender's request counts
          * (the others' are refused first, so they hold nothing up). */
         if (s >= IS_HIDDEN) {
                 from = f.h.from;
-                cancel_answer(sp, id, from, CA_NONE);
-                cancel = cancel_wanted(sp, id, from);
+                cancel_answer(p, id, from, CA_NONE);
+                cancel = cancel_wanted(p, id, from);
         }
-        r = (cancel ? item_cancel_actions : item_actions)[s](sp, &f, now);
+        r = (cancel ? item_cancel_actions : item_actions)[s](p, &f, now);
         if (r < 0)
                 goto out;
         if (cancel)
-                cancel_answer(sp, id, from, f.answer);
+                cancel_answer(p, id, from, f.answer);
         if (s == IS_GONE || f.archived)
-                verified_forget(sp, id);
+                verified_forget(&p->verified, id);
         /* What waits for each agent (quota.c): released by the daemon
          * that archives or rejects it (IS_GONE: another one did). */
         if ((f.archived || s == IS_TAMPERED) && f.a)
@@ -260,7 +263,7 @@ int item_check_locked(struct spool *sp, const char *id, int fd, int64_t now, boo
                         .from = f.h.from,
                         .own_key = config_key_own(sp->cfg, f.h.kid[0] ? f.h.kid : NULL, f.h.from),
                 };
-                quota_note(sp, f.a->cfg->name, id, &qs);
+                quota_note(sp, &p->quota, f.a->cfg->name, id, &qs);
         }
         if (ret_archived)
                 *ret_archived = f.archived;

@@ -28,6 +28,7 @@
 #include "item_act.h"
 #include "layout.h"
 #include "log.h"
+#include "parts.h"
 
 /* A consume in progress: the item is looked at again this much later. */
 #define BUSY_RETRY_USEC 1000000LL
@@ -110,9 +111,10 @@ static int archive_name(struct spool *sp, const struct item_files *f, const char
  * same sidecar under the same name (an earlier version's marker may have
  * chosen the name already: "archive_as").  f->archived unless another
  * daemon archived it first. */
-static int archive_claimed(struct spool *sp, struct item_files *f, const char *outcome,
+static int archive_claimed(struct parts *p, struct item_files *f, const char *outcome,
                            int64_t now)
 {
+        struct spool *sp = p->sp;
         const char *id = f->id;
         const char *name = json_string_value(json_object_get(f->marker, "archive_as"));
         char fresh[NAME_MAX + 1], src[NAME_MAX + 1];
@@ -170,16 +172,16 @@ static int archive_claimed(struct spool *sp, struct item_files *f, const char *o
         log_decision(LOG_INFO, id, f->h.to, outcome, NULL, "Archived %s as %s", id, outcome);
         /* A result its agent gave between the consume and now. */
         if (!strcmp(outcome, "consumed") && !f->legacy &&
-            (r = completion_archived_locked(sp, f->a, id, name, now)) < 0) {
-                sp->results_due = true;
+            (r = completion_archived_locked(p, f->a, id, name, now)) < 0) {
+                p->results->due = true;
                 spool_error(sp, r, "Cannot take the result of %s", id);
         }
         return 0;
 }
 
-/* The bootstrap's taking (a consumer's, which may not sync it, or the
- * expiry's rename) on disk before the item is archived: else a power cut
- * brings the bootstrap back beside an archived item. */
+/* Sync the removal of the bootstrap (by a consumer, which may not sync
+ * it, or by the expiry's rename) before the item is archived.  Otherwise
+ * a power cut brings the bootstrap back beside an archived item. */
 static int sync_taken(struct spool *sp, struct agent_rt *a)
 {
         return store_boot_sync(sp, a);
@@ -212,9 +214,10 @@ static int withdraw_names(struct spool *sp, struct item_files *f)
 
 /* The bootstrap taken by the expiry (.expire.NAME) and that on disk:
  * archived as expired, then the taken name goes. */
-static int archive_expired(struct spool *sp, struct item_files *f, int64_t now)
+static int archive_expired(struct parts *p, struct item_files *f, int64_t now)
 {
-        int r = archive_claimed(sp, f, "expired", now);
+        struct spool *sp = p->sp;
+        int r = archive_claimed(p, f, "expired", now);
 
         if (r < 0)
                 return r;       /* .expire.NAME tells the retry */
@@ -222,8 +225,9 @@ static int archive_expired(struct spool *sp, struct item_files *f, int64_t now)
 }
 
 /* The record is there, the publish was not done. */
-int item_act_publish(struct spool *sp, struct item_files *f, int64_t now)
+int item_act_publish(struct parts *p, struct item_files *f, int64_t now)
 {
+        struct spool *sp = p->sp;
         int r;
 
         (void)now;
@@ -231,11 +235,11 @@ int item_act_publish(struct spool *sp, struct item_files *f, int64_t now)
          * what left claimed/ in this sweep is on disk where it went. */
         if ((r = store_sync_dir(sp, SD_CLAIMED)) < 0)
                 return r;
-        r = delivery_publish(sp, f->a, f->id);
+        r = delivery_publish(p, f->a, f->id);
         if (r < 0)
                 return r;
-        bool retry = dict_get(&sp->failed, f->id) != NULL;
-        dict_del(&sp->failed, f->id);
+        bool retry = dict_get(&p->delivery->failed, f->id) != NULL;
+        dict_del(&p->delivery->failed, f->id);
         if (retry)
                 sp->st.retried++;
         else
@@ -246,35 +250,38 @@ int item_act_publish(struct spool *sp, struct item_files *f, int64_t now)
 }
 
 /* An expiry that was cut short: finish it. */
-int item_act_archive_expired(struct spool *sp, struct item_files *f, int64_t now)
+int item_act_archive_expired(struct parts *p, struct item_files *f, int64_t now)
 {
+        struct spool *sp = p->sp;
         int r = withdraw_names(sp, f);
 
         if (r < 0)
                 return r;
-        return archive_expired(sp, f, now);
+        return archive_expired(p, f, now);
 }
 
-int item_act_archive_consumed(struct spool *sp, struct item_files *f, int64_t now)
+int item_act_archive_consumed(struct parts *p, struct item_files *f, int64_t now)
 {
+        struct spool *sp = p->sp;
         if (consume_in_progress(f->a, f->bname)) {
-                deadline_note(&sp->deadline, now + BUSY_RETRY_USEC);
+                deadline_note(&p->deadline, now + BUSY_RETRY_USEC);
                 return 0;
         }
         int r = sync_taken(sp, f->a);
         if (r < 0)
                 return r;
-        return archive_claimed(sp, f, "consumed", now);
+        return archive_claimed(p, f, "consumed", now);
 }
 
-int item_act_wait_or_expire(struct spool *sp, struct item_files *f, int64_t now)
+int item_act_wait_or_expire(struct parts *p, struct item_files *f, int64_t now)
 {
+        struct spool *sp = p->sp;
         int64_t deadline = item_accepted(f, now) + sp->cfg->resume_window * 1000000LL;
         struct agent_rt *a = f->a;
         int r;
 
         if (now < deadline) {
-                deadline_note(&sp->deadline, deadline);
+                deadline_note(&p->deadline, deadline);
                 return 0;
         }
         /* Take the bootstrap as a consumer would, so a consumer racing us
@@ -285,38 +292,40 @@ int item_act_wait_or_expire(struct spool *sp, struct item_files *f, int64_t now)
                         return r;
                 if ((r = sync_taken(sp, a)) < 0)
                         return r;
-                return archive_claimed(sp, f, "consumed", now);
+                return archive_claimed(p, f, "consumed", now);
         }
         if ((r = sync_taken(sp, a)) < 0)
                 return r;
-        return archive_expired(sp, f, now);
+        return archive_expired(p, f, now);
 }
 
-/* A cancel that was cut short (or just made: item_act_cancel): finish it.
- * Its sender's requests are answered once the taken name is on disk: from
- * then on the item ends canceled whatever crash comes (a request read
- * again after one finds the item archived and could no longer tell that
- * it was the one). */
-int item_act_archive_canceled(struct spool *sp, struct item_files *f, int64_t now)
+/* Finish a cancel that was cut short, or just made by
+ * item_act_cancel().  The sender's requests are answered only once the
+ * taken name is on disk.  From then on the item ends canceled whatever
+ * crash comes; a request read again after a crash finds the item archived
+ * and could no longer tell that it was the one. */
+int item_act_archive_canceled(struct parts *p, struct item_files *f, int64_t now)
 {
+        struct spool *sp = p->sp;
         int r = withdraw_names(sp, f);
 
         if (r < 0)
                 return r;
-        cancel_answer(sp, f->id, f->h.from,
+        cancel_answer(p, f->id, f->h.from,
                       CA_CANCELED);
-        r = archive_claimed(sp, f, "canceled", now);
+        r = archive_claimed(p, f, "canceled", now);
         if (r < 0)
                 return r;       /* .cancel.NAME tells the retry */
-        dict_del(&sp->failed, f->id);   /* a publish to retry: none now */
+        dict_del(&p->delivery->failed, f->id);   /* a publish to retry: none now */
         return drop_taken(sp, f, f->cname);
 }
 
 /* Its sender takes it back: the bootstrap is taken by the rename a
  * consumer makes; not yet published, its hidden name is taken, and the
  * agent never sees it. */
-int item_act_cancel(struct spool *sp, struct item_files *f, int64_t now)
+int item_act_cancel(struct parts *p, struct item_files *f, int64_t now)
 {
+        struct spool *sp = p->sp;
         struct agent_rt *a = f->a;
         bool published = f->files & F_BOOT;
 
@@ -328,26 +337,26 @@ int item_act_cancel(struct spool *sp, struct item_files *f, int64_t now)
                 if (!published) {
                         /* Only a daemon moves a hidden name, and we hold
                          * the id's lock: look again. */
-                        deadline_note(&sp->deadline, now);
+                        deadline_note(&p->deadline, now);
                         return 0;
                 }
                 /* The consumer won. */
                 f->files &= ~F_BOOT;
-                return item_act_taken_not_cancelable(sp, f, now);
+                return item_act_taken_not_cancelable(p, f, now);
         }
         f->files = (f->files & ~(published ? F_BOOT : F_PENDING)) | F_CANCEL;
-        return item_act_archive_canceled(sp, f, now);
+        return item_act_archive_canceled(p, f, now);
 }
 
 /* Ended already, or its agent has it: the cancel comes too late. */
-int item_act_expired_not_cancelable(struct spool *sp, struct item_files *f, int64_t now)
+int item_act_expired_not_cancelable(struct parts *p, struct item_files *f, int64_t now)
 {
         f->answer = CA_NOT_CANCELABLE;
-        return item_act_archive_expired(sp, f, now);
+        return item_act_archive_expired(p, f, now);
 }
 
-int item_act_taken_not_cancelable(struct spool *sp, struct item_files *f, int64_t now)
+int item_act_taken_not_cancelable(struct parts *p, struct item_files *f, int64_t now)
 {
         f->answer = CA_NOT_CANCELABLE;
-        return item_act_archive_consumed(sp, f, now);
+        return item_act_archive_consumed(p, f, now);
 }

@@ -13,6 +13,8 @@
 #include "handoff_doc.h"
 #include "spool.h"
 
+struct parts;
+
 /* The states of a claimed item, read off its files (handoffd(8), "Crash
  * windows"); the order matters to item_check_locked(). */
 enum item_state {
@@ -57,6 +59,6 @@ struct item_files {
 
 /* An action of item.c's table, the id's lock held: 0 or -errno; what it
  * decided in f. */
-typedef int item_action(struct spool *sp, struct item_files *f, int64_t now);
+typedef int item_action(struct parts *p, struct item_files *f, int64_t now);
 
 #endif

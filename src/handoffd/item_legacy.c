@@ -23,6 +23,7 @@
 #include "item_legacy.h"
 #include "layout.h"
 #include "log.h"
+#include "parts.h"
 
 /* One of our own small files (a marker), parsed. */
 static int load_own(int dirfd, const char *name, size_t max, json_t **ret)
@@ -110,8 +111,9 @@ int item_legacy_state(struct spool *sp, const char *id, int fd, struct stat *st,
 /* No longer verifies: nothing of it may reach the agent from now on.  A
  * bootstrap not yet taken is withdrawn, the marker and a hidden bootstrap
  * go, and the item ends in rejected/ with the reason. */
-int item_legacy_reject(struct spool *sp, struct item_files *f, int64_t now)
+int item_legacy_reject(struct parts *p, struct item_files *f, int64_t now)
 {
+        struct spool *sp = p->sp;
         struct agent_rt *a = f->a;
         char detail[HD_DETAIL_MAX + 64], q[300];
         int r;
@@ -127,26 +129,27 @@ int item_legacy_reject(struct spool *sp, struct item_files *f, int64_t now)
         if (r < 0)
                 return r;
         (void) store_remove(sp, SD_CLAIMED, f->mname);
-        dict_del(&sp->failed, f->id);
+        dict_del(&p->delivery->failed, f->id);
         return 0;
 }
 
-/* Verified: made a record.  Its bootstrap (the daemon's file, built from
- * the bytes verified at its claim) becomes the record, replacing the
- * producer's file in one rename; the marker goes after.  Never visible
- * (no marker, no published bootstrap): it is delivered as new.  Marked
- * and taken: archived as it is. */
-int item_legacy_convert(struct spool *sp, struct item_files *f, int64_t now)
+/* A verified legacy item becomes a record.  Its bootstrap, which the
+ * daemon built from the bytes verified at the claim, replaces the
+ * producer's file in one rename, and the marker goes after.  An item
+ * never made visible (no marker, no published bootstrap) is delivered
+ * as new; one marked and taken is archived as it is. */
+int item_legacy_convert(struct parts *p, struct item_files *f, int64_t now)
 {
+        struct spool *sp = p->sp;
         const char *src = (f->files & F_EXPIRE) ? f->xname : (f->files & F_BOOT) ? f->bname :
                           (f->files & F_PENDING) ? f->pname : NULL;
         int r;
 
         if (!f->marker && !(f->files & F_BOOT)) {
                 (void) store_boot_remove(sp, f->a, f->xname);
-                r = delivery_run(sp, f->a, &f->h, now, true);
+                r = delivery_run(p, f->a, &f->h, now, true);
                 if (r == -EAGAIN) {     /* the baton lock: soon again */
-                        deadline_note(&sp->deadline, now + 100000);
+                        deadline_note(&p->deadline, now + 100000);
                         return 0;
                 }
                 if (r < 0)
@@ -158,8 +161,8 @@ int item_legacy_convert(struct spool *sp, struct item_files *f, int64_t now)
                 return 0;
         }
         if (!src)
-                return item_act_archive_consumed(sp, f, now);
-        r = delivery_record_from(sp, f->a, f->id, src);
+                return item_act_archive_consumed(p, f, now);
+        r = delivery_record_from(p, f->a, f->id, src);
         if (r < 0)
                 return r;
         r = store_flush(sp);
@@ -168,6 +171,6 @@ int item_legacy_convert(struct spool *sp, struct item_files *f, int64_t now)
         (void) store_remove(sp, SD_CLAIMED, f->mname);
         log_info("Converted claimed item %s of an earlier version to a record", f->id);
         /* Looked at again as a record at once. */
-        deadline_note(&sp->deadline, now);
+        deadline_note(&p->deadline, now);
         return 0;
 }

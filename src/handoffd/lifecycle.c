@@ -29,6 +29,7 @@
 #include "lifecycle.h"
 #include "lock.h"
 #include "log.h"
+#include "parts.h"
 #include "metrics.h"
 #include "quota.h"
 #include "completion.h"
@@ -37,8 +38,9 @@
 
 #define BUSY_RETRY_USEC 1000000LL
 
-int lifecycle_check(struct spool *sp, const char *id, int64_t now)
+int lifecycle_check(struct parts *p, const char *id, int64_t now)
 {
+        struct spool *sp = p->sp;
         char name[NAME_MAX + 1];
         _cleanup_close_ int fd = -1;
         uint64_t off;
@@ -50,7 +52,7 @@ int lifecycle_check(struct spool *sp, const char *id, int64_t now)
         off = lock_off_id(id);
         r = lock_try(sp->lock_fd, off, true);
         if (r == -EAGAIN) {
-                deadline_note(&sp->deadline, now + BUSY_RETRY_USEC);
+                deadline_note(&p->deadline, now + BUSY_RETRY_USEC);
                 return 0;
         }
         if (r < 0)
@@ -59,7 +61,7 @@ int lifecycle_check(struct spool *sp, const char *id, int64_t now)
          * is no longer here. */
         r = hd_open_at(sp->fd[SD_CLAIMED], name, &fd, &v);
         if (r == 0)
-                r = item_check_locked(sp, id, fd, now, NULL);
+                r = item_check_locked(p, id, fd, now, NULL);
         else if (r == -EBADMSG) {
                 /* A claimed name that is no regular file: not something we
                  * claimed (its id stays remembered).  Gone meanwhile
@@ -68,14 +70,14 @@ int lifecycle_check(struct spool *sp, const char *id, int64_t now)
         } else if (r == -ENOENT) {
                 /* Not claimed (yet, or any more): a cancel request for
                  * it waits, or is answered when the id has an outcome. */
-                cancel_unclaimed(sp, id);
+                cancel_unclaimed(p, id);
                 r = 0;
         }
         lock_release(sp->lock_fd, off);
         return r;
 }
 
-int lifecycle_bootstrap_gone(struct spool *sp, const char *name, int64_t now)
+int lifecycle_bootstrap_gone(struct parts *p, const char *name, int64_t now)
 {
         char id[NAME_MAX + 1];
         size_t l = strlen(name);
@@ -94,7 +96,7 @@ int lifecycle_bootstrap_gone(struct spool *sp, const char *name, int64_t now)
                 return 0;
         memcpy(id, name, l - 5);
         id[l - 5] = '\0';
-        return lifecycle_check(sp, id, now);
+        return lifecycle_check(p, id, now);
 }
 
 /* .pending.NAME, .expire.NAME and .cancel.NAME whose item has no record
@@ -131,14 +133,15 @@ static void remove_orphans(struct spool *sp, struct agent_rt *a)
         closedir(d);
 }
 
-int lifecycle_sweep_begin(struct spool *sp, int64_t now, bool at_start)
+int lifecycle_sweep_begin(struct parts *p, int64_t now, bool at_start)
 {
+        struct spool *sp = p->sp;
         DIR *dir;
 
         (void)now;
-        if (sp->sweep.dir) {
+        if (p->lc->sweep.dir) {
                 /* Items it has passed may have changed: once more after it. */
-                sp->sweep.again = true;
+                p->lc->sweep.again = true;
                 return 0;
         }
         if (at_start) {
@@ -155,12 +158,13 @@ int lifecycle_sweep_begin(struct spool *sp, int64_t now, bool at_start)
                 for (size_t i = 0; i < sp->n_agents; i++)
                         remove_orphans(sp, &sp->agents[i]);
         }
-        deadline_reset(&sp->deadline);
-        sp->sweep_gen++;
+        deadline_reset(&p->deadline);
+        deadline_reset(&sp->due);
+        p->verified.gen++;
         /* After a start or a reload, what a kill left counted goes, and
          * this sweep's looks count every claimed item (quota.c). */
-        bool recount = sp->quota_recount;
-        sp->quota_recount = false;
+        bool recount = p->quota.recount;
+        p->quota.recount = false;
         if (recount)
                 quota_repair(sp);
         /* Read as it goes (a claimed backlog of any size costs no
@@ -169,49 +173,52 @@ int lifecycle_sweep_begin(struct spool *sp, int64_t now, bool at_start)
          * is there). */
         dir = opendir_at(sp->fd[SD_CLAIMED]);
         if (!dir) {
-                sp->quota_recount |= recount;
+                p->quota.recount |= recount;
                 return spool_error(sp, -errno, "Cannot list claimed/");
         }
-        sp->sweep = (struct sweep){ .dir = dir, .at_start = at_start, .recount = recount };
+        p->lc->sweep = (struct sweep){ .dir = dir, .at_start = at_start };
+        p->quota.counting = recount;
         return 0;
 }
 
 /* What a sweep does once it has seen every claimed item. */
-static void sweep_end(struct spool *sp, int64_t now)
+static void sweep_end(struct parts *p, int64_t now)
 {
-        bool at_start = sp->sweep.at_start;
+        struct spool *sp = p->sp;
+        bool at_start = p->lc->sweep.at_start;
         /* Sweeps also come at every deadline; retention and metrics list
          * whole directories, so they run at most once per rescan_interval. */
-        bool house = at_start || now - sp->housekeeping_at >= sp->cfg->rescan_interval * 1000000LL;
+        bool house = at_start || now - p->lc->housekeeping_at >= sp->cfg->rescan_interval * 1000000LL;
 
-        intake_foreign_due(sp, now);
-        cancel_scan(sp, now);
+        intake_foreign_due(p, now);
+        cancel_scan(p, now);
         /* The agents' results (completion.c): at the housekeeping, as inotify
          * is a hint, and at once when one waited for its item. */
-        if (house || sp->results_due)
-                completion_scan(sp, now);
+        if (house || p->results->due)
+                completion_scan(p, now);
         if (house) {
-                sp->housekeeping_at = now;
-                if (!sp->sweep.recount)         /* repaired at its start */
+                p->lc->housekeeping_at = now;
+                if (!p->quota.counting)         /* repaired at its start */
                         quota_repair(sp);
-                retention_run(sp, now);
+                retention_run(sp, &p->retention, now);
                 int q = metrics_write(sp, now);
                 if (q < 0)
                         log_warning_errno(q, "Cannot write the metrics textfile %s",
                                           sp->cfg->metrics_textfile);
         } else {
-                retention_rejected_due(sp, now);
+                retention_rejected_due(sp, &p->retention, &p->deadline, now);
         }
 }
 
-int lifecycle_sweep_step(struct spool *sp, int64_t now, int64_t budget_usec, bool *ret_more)
+int lifecycle_sweep_step(struct parts *p, int64_t now, int64_t budget_usec, bool *ret_more)
 {
+        struct spool *sp = p->sp;
         int64_t t0 = mono_usec();
         struct dirent *de;
         bool more = true;
         int r = 0, q;
 
-        if (!sp->sweep.dir) {
+        if (!p->lc->sweep.dir) {
                 *ret_more = false;
                 return 0;
         }
@@ -219,7 +226,7 @@ int lifecycle_sweep_step(struct spool *sp, int64_t now, int64_t budget_usec, boo
                 if (mono_usec() - t0 > budget_usec)
                         goto out;       /* the rest at the next turn */
                 errno = 0;
-                de = readdir(sp->sweep.dir);
+                de = readdir(p->lc->sweep.dir);
                 if (!de) {
                         r = -errno;
                         break;
@@ -242,27 +249,27 @@ int lifecycle_sweep_step(struct spool *sp, int64_t now, int64_t budget_usec, boo
                         continue;
                 memcpy(id, k, l - 5);
                 id[l - 5] = '\0';
-                q = lifecycle_check(sp, id, now);
-                if (q < 0 && sp->sweep.first == 0) {
-                        sp->sweep.first = q;
+                q = lifecycle_check(p, id, now);
+                if (q < 0 && p->lc->sweep.first == 0) {
+                        p->lc->sweep.first = q;
                         spool_error(sp, q, "Cannot finish claimed item %s", id);
                 }
         }
-        closedir(sp->sweep.dir);
-        sp->sweep.dir = NULL;
+        closedir(p->lc->sweep.dir);
+        p->lc->sweep.dir = NULL;
         if (r < 0) {
                 spool_error(sp, r, "Cannot list claimed/");
         } else {
                 /* Seen by no look of this sweep: no longer claimed. */
-                verified_forget_older(sp, sp->sweep_gen);
-                sweep_end(sp, now);
+                verified_forget_older(&p->verified, p->verified.gen);
+                sweep_end(p, now);
         }
         more = false;
-        if (sp->sweep.again) {
-                r = lifecycle_sweep_begin(sp, now, false);
+        if (p->lc->sweep.again) {
+                r = lifecycle_sweep_begin(p, now, false);
                 more = r == 0;
-        } else if (r == 0 && sp->sweep.first) {
-                r = sp->sweep.first;
+        } else if (r == 0 && p->lc->sweep.first) {
+                r = p->lc->sweep.first;
         }
 out:
         /* A failed sync is said there, once, and retried there. */
@@ -273,12 +280,31 @@ out:
         return 0;
 }
 
-int lifecycle_sweep(struct spool *sp, int64_t now, bool at_start)
+int lifecycle_sweep(struct parts *p, int64_t now, bool at_start)
 {
-        int r = lifecycle_sweep_begin(sp, now, at_start);
-        bool more = sp->sweep.dir != NULL;
+        int r = lifecycle_sweep_begin(p, now, at_start);
+        bool more = p->lc->sweep.dir != NULL;
 
         while (r == 0 && more)
-                r = lifecycle_sweep_step(sp, now, INT64_MAX, &more);
+                r = lifecycle_sweep_step(p, now, INT64_MAX, &more);
         return r;
+}
+
+int lifecycle_new(struct lifecycle **ret)
+{
+        struct lifecycle *lc = calloc(1, sizeof(*lc));
+
+        if (!lc)
+                return -ENOMEM;
+        *ret = lc;
+        return 0;
+}
+
+void lifecycle_free(struct lifecycle *lc)
+{
+        if (!lc)
+                return;
+        if (lc->sweep.dir)
+                closedir(lc->sweep.dir);
+        free(lc);
 }

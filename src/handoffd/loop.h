@@ -13,6 +13,7 @@
 #include <uv.h>
 
 #include "config.h"
+#include "parts.h"
 #include "spool.h"
 
 struct control;
@@ -22,7 +23,7 @@ struct daemon {
         uv_loop_t loop;
         const char *config_path;
         struct config *cfg;
-        struct spool *sp;
+        struct parts p;         /* the storage and the modules' state (parts.h) */
 
         int ifd;                /* inotify */
         int wd_handoff;

@@ -7,6 +7,7 @@
 
 #include "handoff.h"
 #include "spool.h"
+#include "store.h"
 #include "store_doc.h"
 
 /* One item of outbox/: name is "<id>.json", id that name without
@@ -20,7 +21,7 @@ int outbox_dir_each(struct spool *sp, int64_t now, outbox_dir_fn *fn, void *ctx)
 
 /* An item of outbox/ is the canonical dump of a handoff that was within
  * max_file_size: a number written 1e9 by the producer grows in it. */
-#define OUTBOX_DIR_MAX(sp) (2 * (sp)->cfg->max_file_size + 65536)
+#define OUTBOX_DIR_MAX(sp) STORE_OUTBOX_MAX(sp)
 
 /* The take (outbox_dir.c): outbox/dst written from h, the verified
  * handoff of handoff/name (the inode was): its canonical bytes as they

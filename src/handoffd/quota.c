@@ -83,8 +83,9 @@
 #define LOCK_TRIES 20
 #define LOCK_PAUSE_NSEC 100000L
 
-/* One item's names under quota/: each count it is in is an anchor and
- * the item's link of it (producer and shared: only when it counts there). */
+/* The names of one item under quota/.  Each count is an anchor file,
+ * and the item counts once it has a link to that anchor.  The producer
+ * and shared counts are used only when the item counts there. */
 struct quota_names {
         const char *from;
         char count[80], sender[160], producer[160], shared[80];
@@ -126,7 +127,7 @@ static int quota_names(struct quota_names *q, const char *agent, const char *id,
         return 0;
 }
 
-const char *quota_producer(const struct spool *sp, uid_t uid, char *buf, size_t n)
+const char *quota_producer(const struct quota *qs, uid_t uid, char *buf, size_t n)
 {
         /* the daemon's own uid does not change while it runs: asked once,
          * not once an item */
@@ -134,7 +135,7 @@ const char *quota_producer(const struct spool *sp, uid_t uid, char *buf, size_t 
 
         if (self == (uid_t)-1)
                 self = geteuid();
-        if (uid == self || uid == sp->hub_uid || uid == (uid_t)-1)
+        if (uid == self || uid == qs->hub_uid || uid == (uid_t)-1)
                 return NULL;
         return xsnprintf(buf, n, "u%u", (unsigned)uid) < 0 ? NULL : buf;
 }
@@ -228,12 +229,12 @@ static int link_to(struct spool *sp, const char *agent, const char *anchor, cons
         return store_count_link(sp, anchor, name);
 }
 
-/* The item counted, in all, for its sender, its producer and as shared
- * (those q names); with the agent's byte held.  *ret_taken: this call
- * counted it.  An item counted already (by its claim: another file with
- * its id; or a claim a kill cut short between two links) has its other
- * links made where missing: a kill between the links left its sender's
- * count one low for as long as it waited. */
+/* Count the item in all, for its sender, for its producer and as shared
+ * (the names in q), with the agent's lock byte held. *ret_taken says
+ * whether this call counted it.  An item counted already, by another file
+ * with its id or by a claim that a kill cut short between two links, gets
+ * its missing links made here.  Otherwise a kill between the links would
+ * leave its sender's count one low for as long as it waits. */
 static int count_in(struct spool *sp, const char *agent, const struct quota_names *q, bool *ret_taken)
 {
         const char *const anchors[] = { q->sender, q->producer, q->shared };
@@ -341,7 +342,7 @@ void quota_release(struct spool *sp, const char *agent, const char *id)
         }
 }
 
-void quota_note(struct spool *sp, const char *agent, const char *id,
+void quota_note(struct spool *sp, struct quota *qs, const char *agent, const char *id,
                 const struct quota_sender *s)
 {
         struct quota_names q;
@@ -349,7 +350,7 @@ void quota_note(struct spool *sp, const char *agent, const char *id,
         uint64_t off;
         int r;
 
-        if (!sp->sweep.recount || !quota_on(sp) || quota_names(&q, agent, id, s) < 0)
+        if (!qs->counting || !quota_on(sp) || quota_names(&q, agent, id, s) < 0)
                 return;
         off = lock_off_quota(agent);
         r = quota_lock(sp, off);
@@ -359,7 +360,7 @@ void quota_note(struct spool *sp, const char *agent, const char *id,
         }
         if (r < 0) {
                 /* the next sweep counts again */
-                sp->quota_recount = true;
+                qs->recount = true;
                 if (r != -EAGAIN)       /* busy: another daemon counts for agent */
                         log_warning_errno(r, "Cannot count %s in the inbox of %s", id, agent);
         } else if (taken) {

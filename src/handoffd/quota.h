@@ -9,15 +9,27 @@
 
 #include "spool.h"
 
+/* What the counting needs between calls. */
+struct quota {
+        /* The next sweep counts every claimed item it looks at: after the
+         * start and a reload. */
+        bool recount;
+        bool counting;          /* the sweep under way counts (quota_note()) */
+        /* The hub's user, the owner of [hub] state_dir ((uid_t)-1: none
+         * found).  It drops for every token, so its files count by name,
+         * not as one producer. */
+        uid_t hub_uid;
+};
+
 /* Whom a waiting item counts against, besides its agent. */
 struct quota_sender {
         const char *from;       /* from_agent, as the file says: anyone's to choose */
-        /* Who dropped it, for a count of its own: "uNNNN", the file's
-         * owner (quota_producer()); NULL where one owner drops for many
-         * senders (the daemon's own uid: relayed items; the hub's: every
-         * token's), whose items count by name alone.  The hub's token,
-         * once the daemon learns which one dropped a file, goes here as
-         * "t-NAME" and counts as a producer of its own. */
+        /* Who dropped it, counted on its own: "uNNNN" for the file's
+         * owner (quota_producer()).  NULL when one owner drops for many
+         * senders, as the daemon does for relayed items and the hub for
+         * every token; those items count by name alone.  Once the daemon
+         * knows which hub token dropped a file, it goes here as "t-NAME"
+         * and counts as a producer of its own. */
         const char *producer;
         /* Signed with a key of from's own (config_key_own()): it may use
          * the reserve that items signed with a shared key may not. */
@@ -26,7 +38,7 @@ struct quota_sender {
 
 /* The producer of a file owned by uid into buf (n >= 16), or NULL (see
  * struct quota_sender). */
-const char *quota_producer(const struct spool *sp, uid_t uid, char *buf, size_t n);
+const char *quota_producer(const struct quota *qs, uid_t uid, char *buf, size_t n);
 
 /* May handoff id, sent by s, wait for agent?  When it may, it is counted
  * at once, so the other daemons see it.  0: it may (*ret_taken: this call
@@ -43,10 +55,10 @@ int quota_take(struct spool *sp, const char *agent, const char *id,
 void quota_release(struct spool *sp, const char *agent, const char *id);
 
 /* A look of the sweep found claimed item id waiting for agent: counted
- * when the sweep recounts (sweep.recount) and it is not yet, or its count
+ * when the sweep recounts (qs->counting) and it is not yet, or its count
  * completed (a kill between its links).  Its producer is not known from
  * the record: s->producer is NULL. */
-void quota_note(struct spool *sp, const char *agent, const char *id,
+void quota_note(struct spool *sp, struct quota *qs, const char *agent, const char *id,
                 const struct quota_sender *s);
 
 /* What a daemon killed between a count and its claim, or between an

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "cancel.h"
+#include "parts.h"
 #include "files.h"
 #include "layout.h"
 #include "log.h"
@@ -153,11 +154,11 @@ void receipt_cancel_ended(struct relay *r, const char *id, const char *sname, co
         struct store_outcome side;
 
         dict_del(&r->rc->fwd, id);
-        if (!cancel_wanted(sp, id, NULL) ||
+        if (!cancel_wanted(r->p, id, NULL) ||
             store_outcome_load(sp->fd[SD_ARCHIVE], sname, &side) < 0)
                 return;
         /* withdrawn there: by this request, or by another of its sender's */
-        cancel_answer(sp, id, side.from,
+        cancel_answer(r->p, id, side.from,
                       !strcmp(outcome, "canceled") ? CA_CANCELED : CA_NOT_CANCELABLE);
 }
 

@@ -11,6 +11,7 @@
 #include "nats_dl.h"
 #include "outbox.h"
 #include "receipt.h"
+#include "parts.h"
 #include "relay.h"
 #include "relay_inbound.h"
 #include "relay_nats.h"
@@ -117,8 +118,9 @@ static void cond_init_mono(pthread_cond_t *c)
  * with nothing of it in the loop.  Only a thread that does not start
  * comes after them; then r is stopped and freed from the handles' close
  * callbacks (relay_free()). */
-int relay_start(uv_loop_t *loop, struct spool *sp, struct relay **ret)
+int relay_start(uv_loop_t *loop, struct parts *p, struct relay **ret)
 {
+        struct spool *sp = p->sp;
         const struct config *c = sp->cfg;
         struct relay *r;
         int q;
@@ -134,6 +136,7 @@ int relay_start(uv_loop_t *loop, struct spool *sp, struct relay **ret)
         if (!r)
                 return -ENOMEM;
         r->loop = loop;
+        r->p = p;
         r->sp = sp;
         r->replicas = c->relay.replicas;
         /* A handoff is never valid longer than this anywhere we relay to. */

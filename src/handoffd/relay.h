@@ -32,7 +32,8 @@ struct relay;
  * outbox/, set sp->relay's hooks, connect in the background.  Never waits
  * for the network.  On failure *ret is NULL and nothing of the relay is
  * left but what the loop's close callbacks free when it next runs. */
-int relay_start(uv_loop_t *loop, struct spool *sp, struct relay **ret);
+struct parts;
+int relay_start(uv_loop_t *loop, struct parts *p, struct relay **ret);
 /* Stop the threads, close the connection (items in flight stay in
  * outbox/), clear the hooks, close the loop handles. */
 void relay_stop(struct relay *r);

@@ -116,6 +116,9 @@ struct relay_owed_rate {
 
 struct relay {
         uv_loop_t *loop;
+        /* the daemon's parts (the cancels a receipt answers), and their
+         * storage */
+        struct parts *p;
         struct spool *sp;
         uv_async_t async;
         uv_timer_t timer;       /* outbox: submit, retry, expire */

@@ -181,51 +181,52 @@ static int64_t replay_floor(const struct config *c, int64_t now)
 }
 
 /* Keep up with what came since the last run, and catch up. */
-static uint64_t batch_now(struct spool *sp)
+static uint64_t batch_now(struct spool *sp, struct retention *rt)
 {
         uint64_t arrived = sp->st.consumed + sp->st.expired + sp->st.canceled, batch;
 
         for (int i = 0; i < _HD_R_MAX; i++)
                 arrived += sp->st.rejected[i];
-        batch = RETENTION_BATCH + (arrived - sp->arrived_at_housekeeping);
-        sp->arrived_at_housekeeping = arrived;
+        batch = RETENTION_BATCH + (arrived - rt->arrived);
+        rt->arrived = arrived;
         return batch;
 }
 
-static void prune_rejected(struct spool *sp, int64_t now, uint64_t batch)
+static void prune_rejected(struct spool *sp, struct retention *rt, int64_t now, uint64_t batch)
 {
         const struct config *c = sp->cfg;
 
         sp->st.rejected_pruned += prune(sp, SD_REJECTED, LAYOUT_REASON, c->rejected_max_items,
                                         c->rejected_max_age, c->rejected_max_bytes, now,
                                         replay_floor(c, now), batch, true);
-        sp->rejected_pruned_at = now;
+        rt->pruned_at = now;
         sp->retention_due = false;
 }
 
-void retention_run(struct spool *sp, int64_t now)
+void retention_run(struct spool *sp, struct retention *rt, int64_t now)
 {
         const struct config *c = sp->cfg;
         int64_t floor = replay_floor(c, now);
-        uint64_t batch = batch_now(sp);
+        uint64_t batch = batch_now(sp, rt);
 
         sp->st.archived_pruned += prune(sp, SD_ARCHIVE, LAYOUT_OUTCOME, c->archive_max_items,
                                         c->archive_max_age, c->archive_max_bytes, now, floor,
                                         batch, false);
-        prune_rejected(sp, now, batch);
+        prune_rejected(sp, rt, now, batch);
         /* ids/: a marker older than the window guards nothing. */
         prune(sp, SD_IDS, NULL, 0, c->max_window + c->max_clock_skew, 0, now, floor,
               batch, false);
 }
 
-void retention_rejected_due(struct spool *sp, int64_t now)
+void retention_rejected_due(struct spool *sp, struct retention *rt, struct deadline *dl,
+                            int64_t now)
 {
         if (!sp->retention_due)
                 return;
-        if (now - sp->rejected_pruned_at < RETENTION_SOON_USEC) {
+        if (now - rt->pruned_at < RETENTION_SOON_USEC) {
                 /* too soon after the last run: at the sweep after it */
-                deadline_note(&sp->deadline, sp->rejected_pruned_at + RETENTION_SOON_USEC);
+                deadline_note(dl, rt->pruned_at + RETENTION_SOON_USEC);
                 return;
         }
-        prune_rejected(sp, now, batch_now(sp));
+        prune_rejected(sp, rt, now, batch_now(sp, rt));
 }

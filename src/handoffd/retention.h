@@ -3,6 +3,7 @@
 #ifndef HD_RETENTION_H
 #define HD_RETENTION_H
 
+#include "deadline.h"
 #include "spool.h"
 
 /* Removals per directory per run, besides as many as arrived since the
@@ -10,10 +11,16 @@
  * after it, but pruning must keep up with what arrives. */
 #define RETENTION_BATCH 256
 
-void retention_run(struct spool *sp, int64_t now);
+struct retention {
+        int64_t pruned_at;      /* rejected/'s last pruning (usec) */
+        uint64_t arrived;       /* rejected and archived items counted then */
+};
+
+void retention_run(struct spool *sp, struct retention *rt, int64_t now);
 /* rejected/ alone, when a rejection took it past a bound of [retention]
  * (sp->retention_due), and not sooner than RETENTION_SOON_USEC after its
  * last run (then a deadline for it). */
-void retention_rejected_due(struct spool *sp, int64_t now);
+void retention_rejected_due(struct spool *sp, struct retention *rt, struct deadline *dl,
+                            int64_t now);
 
 #endif

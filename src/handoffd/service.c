@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "lifecycle.h"
 #include "log.h"
 #include "metrics.h"
 #include "notify.h"
@@ -18,7 +19,7 @@
 
 static void status_text(struct daemon *d, char *buf, size_t n)
 {
-        const struct spool_stats *s = &d->sp->st;
+        const struct spool_stats *s = &d->p.sp->st;
         uint64_t rej = 0;
 
         for (int i = 0; i < _HD_R_MAX; i++)
@@ -46,7 +47,7 @@ static bool status_on;
 static void on_metrics_timer(uv_timer_t *t)
 {
         struct daemon *d = t->data;
-        int r = metrics_refresh(d->sp, hd_now_usec());
+        int r = metrics_refresh(d->p.sp, hd_now_usec());
 
         /* said once, not once a second; the housekeeping run says it too */
         if (r < 0 && !d->metrics_failed)
@@ -71,7 +72,7 @@ static void on_status_check(uv_check_t *h)
         }
         if (d->cfg->metrics_textfile && !uv_is_active((uv_handle_t *)&d->t_metrics)) {
                 t = hd_now_usec();
-                if (metrics_changed(d->sp, t, &due))
+                if (metrics_changed(d->p.sp, t, &due))
                         uv_timer_start(&d->t_metrics, on_metrics_timer,
                                        due > t ? (uint64_t)(due - t + 999) / 1000 : 0, 0);
         }
@@ -89,8 +90,8 @@ static void mark_ready(struct daemon *d)
         d->ready = true;
         /* an agent of the config may be out of service (agents.c) */
         log_info("handoffd %s ready: spool %s, %zu agent(s) served, %zu out of service, fsync %s",
-                 HD_VERSION_STRING, d->cfg->spool_dir, d->sp->n_agents,
-                 dict_count(&d->sp->unserved), d->cfg->fsync ? "on" : "off");
+                 HD_VERSION_STRING, d->cfg->spool_dir, d->p.sp->n_agents,
+                 dict_count(&d->p.unserved), d->cfg->fsync ? "on" : "off");
         (void)notify_send("READY=1");
         service_status(d);
 }
@@ -102,7 +103,7 @@ void service_maybe_ready(struct daemon *d)
 {
         if (d->ready || d->stopping || pending_size(d->pending) > 0 || d->scan)
                 return;
-        if (d->sp->sweep.dir && d->sp->sweep.at_start &&
+        if (d->p.lc->sweep.dir && d->p.lc->sweep.at_start &&
             uv_hrtime() / 1000 - d->started_usec < READY_WAIT_USEC)
                 return;
         mark_ready(d);

@@ -38,7 +38,7 @@ static void on_sweep_idle(uv_idle_t *h)
         bool more = false;
         int r;
 
-        r = lifecycle_sweep_step(d->sp, hd_now_usec(), SLICE_USEC, &more);
+        r = lifecycle_sweep_step(&d->p, hd_now_usec(), SLICE_USEC, &more);
         service_maybe_ready(d);
         if (r == 0 && more && !d->stopping)
                 return;         /* the next slice at the next turn */
@@ -48,7 +48,7 @@ static void on_sweep_idle(uv_idle_t *h)
 
 void slice_sweep(struct daemon *d, bool at_start)
 {
-        if (lifecycle_sweep_begin(d->sp, hd_now_usec(), at_start) < 0 || d->stopping)
+        if (lifecycle_sweep_begin(&d->p, hd_now_usec(), at_start) < 0 || d->stopping)
                 return;
         d->sweep_idle.data = d;
         if (!uv_is_active((uv_handle_t *)&d->sweep_idle))
@@ -70,16 +70,16 @@ static void on_gone_idle(uv_idle_t *h)
                 const char *k = dict_key(e);
                 if (mono_usec() - t0 > SLICE_USEC || d->stopping)
                         break;
-                r = lifecycle_bootstrap_gone(d->sp, k, now);
+                r = lifecycle_bootstrap_gone(&d->p, k, now);
                 if (r < 0) {
                         /* The sweep looks at it again. */
                         char q[300];
-                        spool_error(d->sp, r, "Cannot finish the item of %s",
+                        spool_error(d->p.sp, r, "Cannot finish the item of %s",
                                     log_quote(k, q, sizeof(q)));
                 }
                 dict_remove(&d->gone, e);
         }
-        (void)store_flush(d->sp);       /* a failure said there, once */
+        (void)store_flush(d->p.sp);       /* a failure said there, once */
         if (dict_count(&d->gone) == 0 || d->stopping)
                 uv_idle_stop(h);
         slice_arm(d);
@@ -115,7 +115,7 @@ static void on_deadline(uv_timer_t *t)
 static void on_reap(uv_timer_t *t)
 {
         struct daemon *d = t->data;
-        int64_t quiet = mono_usec() - d->sp->spent_at;
+        int64_t quiet = mono_usec() - d->p.sp->spent.at;
         bool more = false;
         int r;
 
@@ -125,13 +125,13 @@ static void on_reap(uv_timer_t *t)
                 uv_timer_start(t, on_reap, (uint64_t)(REAP_QUIET_USEC - quiet) / 1000 + 1, 0);
                 return;
         }
-        r = store_reap_spent(d->sp, SLICE_USEC, &more);
+        r = store_reap_spent(d->p.sp, SLICE_USEC, &more);
         if (r < 0) {
                 /* What the reaper cannot remove it skips: only a listing
                  * that fails gets here (its mode, no fds).  Tried again
                  * later and later, not at each claim: said once. */
                 if (d->reap_backoff_ms == 0)
-                        spool_error(d->sp, r, "Cannot empty spent/, trying again later");
+                        spool_error(d->p.sp, r, "Cannot empty spent/, trying again later");
                 d->reap_backoff_ms = d->reap_backoff_ms ? d->reap_backoff_ms * 2 : REAP_QUIET_USEC / 1000;
                 if (d->reap_backoff_ms > REAP_BACKOFF_MAX_MS)
                         d->reap_backoff_ms = REAP_BACKOFF_MAX_MS;
@@ -148,7 +148,7 @@ static void on_reap(uv_timer_t *t)
 
 static void reap_arm(struct daemon *d)
 {
-        if (!d->sp->spent_waiting || d->stopping || uv_is_active((uv_handle_t *)&d->t_reap))
+        if (!d->p.sp->spent.waiting || d->stopping || uv_is_active((uv_handle_t *)&d->t_reap))
                 return;
         uv_timer_start(&d->t_reap, on_reap, REAP_QUIET_USEC / 1000, 0);
 }
@@ -159,7 +159,10 @@ static void reap_arm(struct daemon *d)
  * deadlines are still being gathered: it arms the timer when it ends. */
 void slice_arm(struct daemon *d)
 {
-        int64_t now = hd_now_usec(), nd = d->sp->deadline.next;
+        int64_t now = hd_now_usec(), nd = d->p.deadline.next;
+
+        if (d->p.sp->due.next && (!nd || d->p.sp->due.next < nd))
+                nd = d->p.sp->due.next;
         uint64_t max = (uint64_t)d->cfg->rescan_interval * 1000, ms;
 
         reap_arm(d);

@@ -17,12 +17,13 @@
  * run on the loop's idle turns. */
 void slice_sweep(struct daemon *d, bool at_start);
 
-/* A bootstrap name gone from an agent's handoffs/ (inotify): its item is
- * looked at in the loop's idle turns, a slice at a time, each slice's
- * syncs shared; past GONE_MAX waiting, a sweep looks instead. */
+/* A bootstrap name left an agent's handoffs/ (inotify).  Its item is
+ * looked at in the loop's idle turns, a slice at a time, and the syncs
+ * of a slice are shared.  Past GONE_MAX waiting names, a sweep looks
+ * instead. */
 void slice_gone(struct daemon *d, const char *name);
 
-/* Arm the sweep timer for the earliest deadline (sp->deadline). */
+/* Arm the sweep timer for the earliest deadline (p->deadline, sp->due). */
 void slice_arm(struct daemon *d);
 
 #endif

@@ -65,11 +65,12 @@ static void agents_close(struct spool *sp)
         sp->n_agents = 0;
 }
 
-/* Open every agent of cfg.  On failure the agents in use stay as they
+/* Open every agent of cfg, and say why each other one is out of service
+ * in unserved (replaced).  On failure the agents in use stay as they
  * were. */
-static int agents_open(struct spool *sp, struct config *cfg)
+static int agents_open(struct spool *sp, struct config *cfg, struct dict *unserved)
 {
-        struct dict unserved;
+        struct dict why;
         struct agent_rt *a;
         struct stat st;
         size_t n;
@@ -77,17 +78,17 @@ static int agents_open(struct spool *sp, struct config *cfg)
 
         if (fstat(sp->fd[SD_HANDOFF], &st) < 0)
                 return log_error_errno(errno, "Cannot stat '%s/handoff'", cfg->spool_dir);
-        dict_init(&unserved, sizeof(struct unserved_entry));
-        r = agents_open_all(cfg, st.st_gid, false, &unserved, &a, &n, NULL);
+        dict_init(&why, sizeof(struct unserved_entry));
+        r = agents_open_all(cfg, st.st_gid, false, &why, &a, &n, NULL);
         if (r < 0) {
-                dict_clear(&unserved);
+                dict_clear(&why);
                 return r;
         }
         agents_close(sp);
         sp->agents = a;
         sp->n_agents = n;
-        dict_clear(&sp->unserved);
-        sp->unserved = unserved;        /* no entry points back at its table */
+        dict_clear(unserved);
+        *unserved = why;        /* no entry points back at its table */
         return 0;
 }
 
@@ -130,19 +131,7 @@ static bool dir_is_empty_at(int dirfd)
         return empty;
 }
 
-/* The hub's state_dir is its user's (handoff-hubd(8)); the daemon may
- * stat it without reading it. */
-static uid_t hub_uid_of(const struct config *cfg)
-{
-        struct stat st;
-
-        if (stat(cfg->hub.state_dir ?: CONFIG_HUB_STATE_DIR_DEFAULT, &st) < 0 ||
-            !S_ISDIR(st.st_mode))
-                return (uid_t)-1;
-        return st.st_uid;
-}
-
-int spool_open(struct config *cfg, struct spool **ret)
+int spool_open(struct config *cfg, struct dict *unserved, struct spool **ret)
 {
         struct spool *sp;
         int r;
@@ -153,18 +142,9 @@ int spool_open(struct config *cfg, struct spool **ret)
         sp->root_fd = sp->lock_fd = -1;
         for (int i = 0; i < _SD_MAX; i++)
                 sp->fd[i] = -1;
-        dict_init(&sp->foreign, sizeof(struct foreign_entry));
-        dict_init(&sp->seen, sizeof(struct seen_entry));
-        dict_init(&sp->dirs, sizeof(ino_t));
         dict_init(&sp->leaving, sizeof(struct leaving_entry));
-        dict_init(&sp->spent_skipped, 0);
-        dict_init(&sp->verified, sizeof(struct verified_entry));
-        dict_init(&sp->results_recent, sizeof(struct result_recent));
-        dict_init(&sp->failed, 0);
-        dict_init(&sp->unserved, sizeof(struct unserved_entry));
-        sp->quota_recount = true;
+        dict_init(&sp->spent.skipped, 0);
         sp->cfg = cfg;
-        sp->hub_uid = hub_uid_of(cfg);
         sp->st.started_usec = hd_now_usec();
         r = open_dir_at(AT_FDCWD, cfg->spool_dir, 0750, &sp->root_fd, NULL);
         if (r < 0) {
@@ -192,11 +172,11 @@ int spool_open(struct config *cfg, struct spool **ret)
                         goto fail;
                 }
         }
-        r = agents_open(sp, cfg);
+        r = agents_open(sp, cfg, unserved);
         if (r < 0)
                 goto fail;
         /* What spent/ holds from before: reaped once the loop runs. */
-        sp->spent_waiting = !dir_is_empty_at(sp->fd[SD_SPENT]);
+        sp->spent.waiting = !dir_is_empty_at(sp->fd[SD_SPENT]);
         *ret = sp;
         return 0;
 fail:
@@ -204,17 +184,12 @@ fail:
         return r;
 }
 
-int spool_set_config(struct spool *sp, struct config *cfg)
+int spool_set_config(struct spool *sp, struct config *cfg, struct dict *unserved)
 {
-        int r = agents_open(sp, cfg);
+        int r = agents_open(sp, cfg, unserved);
         if (r < 0)
                 return r;
         sp->cfg = cfg;
-        sp->hub_uid = hub_uid_of(cfg);
-        /* Keys and agents may have changed: every item is verified again,
-         * and counted again (a limit may be new). */
-        dict_clear(&sp->verified);
-        sp->quota_recount = true;
         return 0;
 }
 
@@ -230,17 +205,8 @@ void spool_close(struct spool *sp)
                 close(sp->root_fd);
         if (sp->lock_fd >= 0)
                 close(sp->lock_fd);
-        dict_clear(&sp->foreign);
-        dict_clear(&sp->unserved);
-        dict_clear(&sp->failed);
-        dict_clear(&sp->seen);
-        dict_clear(&sp->dirs);
         dict_clear(&sp->leaving);
-        dict_clear(&sp->spent_skipped);
-        dict_clear(&sp->verified);
-        dict_clear(&sp->results_recent);
-        if (sp->sweep.dir)
-                closedir(sp->sweep.dir);
+        dict_clear(&sp->spent.skipped);
         free(sp);
 }
 

@@ -1,7 +1,8 @@
-/* The spool (spool.c): its state directories and agents' directories
- * opened, listing and look-ups; and the daemon's state kept beside it,
- * each table's entry typed.  What changes the spool on disk is the
- * storage layer's (store/store.h). */
+/* The spool (spool.c) opens the state directories and the agents'
+ * directories, and lists and looks up names in them.  struct spool holds
+ * the storage's state.  Only the storage layer (store/store.h) changes
+ * the spool on disk.  Each module keeps its own state in its own header;
+ * parts.h holds them side by side. */
 #ifndef HD_SPOOL_H
 #define HD_SPOOL_H
 
@@ -116,30 +117,8 @@ struct spool_kept {
 };
 #define SPOOL_KEPT_MAX 128
 
-struct cancels;
-
 /* An agent's name as hd_agent_valid() allows it, and its NUL. */
 #define SPOOL_AGENT_SIZE 65
-
-/* A file left in handoff/ for an agent not served here (foreign.c; status
- * in control.c). */
-struct foreign_entry {
-        int64_t expires;        /* usec: decided again then */
-        ino_t ino;              /* with ctime_ns: the same file, unchanged */
-        int64_t ctime_ns;
-        uint64_t bytes;         /* [retention] unclaimed_max_bytes */
-        /* Due, but past the batch's time: decided again at expires, and
-         * no longer counted as left. */
-        bool again;
-        char to[SPOOL_AGENT_SIZE]; /* "(invalid)": to_agent is not a name */
-};
-
-/* A name in handoff/ whose parse failed, when it was first seen as that
- * inode (decide.c: a file still being written gets a grace). */
-struct seen_entry {
-        ino_t ino;
-        int64_t first_usec;     /* monotonic */
-};
 
 /* A name that leaves handoff/ in store_flush(), once its other link's
  * directory is synced, if it still is that inode. */
@@ -148,111 +127,62 @@ struct leaving_entry {
         bool spent;             /* a claim's producer file: to spent/ */
 };
 
-/* What a big claimed record says (verified.c), valid while
- * claimed/<id>.json is still that inode of that size. */
-struct verified_entry {
-        dev_t dev;
-        ino_t ino;
-        off_t size;
-        uint64_t gen;           /* the sweep that last looked */
-        char from[SPOOL_AGENT_SIZE], to[SPOOL_AGENT_SIZE];
-        char kid[HD_KID_MAX + 1];
-        int64_t accepted_usec;
+/* The files kept lately, oldest replaced (store_drop_claim_leftover()). */
+struct spool_kept_set {
+        struct spool_kept slot[SPOOL_KEPT_MAX];
+        size_t next;
 };
 
-/* An item archived as consumed lately (completion.c): its archive/ name. */
-struct result_recent {
-        char archive[NAME_MAX + 1];
+/* spent/: the producers' files of claims, freed when intake is quiet
+ * (store_reap_spent()). */
+struct spool_spent {
+        bool waiting;           /* it may hold files */
+        int64_t at;             /* when the last one came (monotonic usec) */
+        struct dict skipped;    /* names it cannot free, reported: a set */
 };
 
+/* A directory whose fsync failed stays dirty, and the rounds after it
+ * wait (store/store.c flush_rounds()).  Every failed one is tried again
+ * at retry_at, the wait doubled each time.  It is logged once when the
+ * first one fails and once when they all succeed. */
+struct spool_sync_fail {
+        int err;                /* 0: none failed */
+        bool dir[_SD_MAX];      /* this directory's last fsync failed */
+        int64_t retry_at;       /* usec since the epoch */
+        int64_t backoff;        /* usec */
+        unsigned tries;
+        char what[NAME_MAX + 16]; /* the first that failed, for the logs */
+};
+
+/* The storage: the directory descriptors, what is dirty, and what the
+ * storage layer remembers between calls.  Nothing else belongs here: a
+ * module's state goes in its own header, and parts.h holds it beside
+ * this.  test_layering fails above 20 fields. */
 struct spool {
-        /* The look at one claimed item, under its lock (lifecycle_check(),
-         * set by whoever opens the spool for the daemon): what cancel.c
-         * asks for when a request comes.  A pointer, as the relay's hooks:
-         * the look is above the modules it uses, cancel.c among them. */
-        int (*check_item)(struct spool *sp, const char *id, int64_t now);
         struct config *cfg;
-        struct spool_relay relay;
-        /* A2A remotes (a2a_out.c): take, status and metrics only. */
-        struct spool_relay a2a;
         int root_fd;
         int fd[_SD_MAX];
+        int lock_fd;            /* SPOOL/.lock (lock.h) */
         struct agent_rt *agents;
         size_t n_agents;
         struct spool_stats st;
-        /* handoff/ name -> struct foreign_entry: left alone (foreign.c);
-         * what their files hold, and the last look at all */
-        struct dict foreign;
-        uint64_t foreign_bytes;
-        int64_t foreign_purged; /* monotonic usec */
-        struct dict failed;     /* ids whose delivery failed: retried (a set) */
-        int64_t deliver_backoff_usec;
-        struct deadline deadline; /* the daemon's timer: the earliest one */
-        int64_t housekeeping_at;/* last retention and metrics run, usec */
-        /* rejected/ went past a retention bound since its last pruning
-         * (then, usec): pruned again within RETENTION_SOON_USEC */
-        bool retention_due;
-        int64_t rejected_pruned_at;
-        uint64_t arrived_at_housekeeping; /* rejected+archived then */
+        struct spool_relay relay;
+        /* A2A remotes (a2a_out.c): take, status and metrics only. */
+        struct spool_relay a2a;
         bool dirty[_SD_MAX];    /* directory needs an fsync */
-        /* A directory whose fsync failed stays dirty, and the rounds after
-         * its own wait (store/store.c flush_rounds()): every failed one is
-         * tried again at retry_at, the wait doubled each time; said once
-         * when the first fails and once when they all succeed. */
-        struct spool_sync_fail {
-                int err;                /* 0: none failed */
-                bool dir[_SD_MAX];      /* this directory's last fsync failed */
-                int64_t retry_at;       /* usec since the epoch */
-                int64_t backoff;        /* usec */
-                unsigned tries;
-                char what[NAME_MAX + 16]; /* the first that failed, for the logs */
-        } sync_fail;
-        int lock_fd;            /* SPOOL/.lock (lock.h) */
-        /* handoff/ name -> when it was first seen as this inode, while its
-         * parse fails (decide.c) */
-        struct dict seen;
-        struct dict dirs;       /* handoff/ name -> inode: a directory reported */
-        bool dirs_full;         /* dirs was full: the rest are left unreported */
+        struct spool_sync_fail sync_fail;
         /* handoff/ name -> the inode that leaves it in store_flush()
          * (store_take(), store_drop_source()) */
         struct dict leaving;
-        /* id -> what its big claimed record says (verified.c); cleared by
-         * a reload. */
-        struct dict verified;
-        uint64_t sweep_gen;     /* sweeps begun */
-        /* A sweep under way (lifecycle_sweep_step), a slice a loop turn. */
-        struct sweep {
-                void *dir;      /* DIR * of claimed/, NULL: none */
-                bool at_start, again;
-                bool recount;   /* its looks count what waits (quota.c) */
-                int first;      /* the first error met */
-        } sweep;
-        /* agent -> struct unserved_entry (agents.h): why it is out of
-         * service */
-        struct dict unserved;
-        /* The next sweep counts every claimed item it looks at (quota.c):
-         * after the start and a reload. */
-        bool quota_recount;
-        /* The hub's user, the owner of [hub] state_dir ((uid_t)-1: none
-         * found): it drops for every token, so quota.c counts its files
-         * by name, not as one producer. */
-        uid_t hub_uid;
-        /* spent/ may hold producers' files (moved there since the last
-         * reap, or found at start), and when the last one came
-         * (monotonic usec) */
-        bool spent_waiting;
-        int64_t spent_at;
-        struct dict spent_skipped; /* names in spent/ it cannot free, reported: a set */
-        struct spool_kept kept[SPOOL_KEPT_MAX]; /* the last ones, oldest replaced */
-        size_t kept_next;
-        /* completion.c: a result waits (the sweep's end looks); id -> archive
-         * name of the items archived as consumed lately (the oldest
-         * dropped); when archive/ was last listed for results (monotonic
-         * usec: at most once a second) */
-        bool results_due;
-        struct dict results_recent;
-        int64_t results_listed_at;
-        struct cancels *cancels;        /* cancel.c: the requests not answered yet */
+        struct spool_kept_set kept;
+        struct spool_spent spent;
+        /* The earliest time the storage wants the daemon to look again
+         * (a failed sync's retry, rejected/ past a bound).  The daemon's
+         * timer takes the earlier of this and the modules' deadline. */
+        struct deadline due;
+        /* rejected/ went past a bound of [retention] since its last
+         * pruning: retention.c prunes it within RETENTION_SOON_USEC. */
+        bool retention_due;
 };
 
 enum item_outcome {
@@ -271,16 +201,18 @@ enum item_outcome {
 };
 
 /* Open (creating what is missing) the spool of cfg and the agents' state
- * directories. */
-int spool_open(struct config *cfg, struct spool **ret);
+ * directories; why each agent not opened is out of service into unserved
+ * (an initialized struct unserved_entry table, replaced). */
+int spool_open(struct config *cfg, struct dict *unserved, struct spool **ret);
 void spool_close(struct spool *sp);
 /* handoffd -n: the checks spool_open() makes of the agents' directories,
  * on those that exist, creating nothing; each problem logged as the start
  * logs it, and counted in *ret (agents served, out of service, warnings).
  * 0, or the negative errno the start would fail with. */
 int spool_check(struct config *cfg, struct agents_count *ret);
-/* After a reload: take the new config's agents (same spool dir). */
-int spool_set_config(struct spool *sp, struct config *cfg);
+/* After a reload: take the new config's agents (same spool dir), and
+ * unserved as spool_open() fills it. */
+int spool_set_config(struct spool *sp, struct config *cfg, struct dict *unserved);
 
 struct agent_rt *spool_agent(struct spool *sp, const char *name);
 

@@ -1,12 +1,12 @@
-/* What each big claimed record says (sp->verified).  A sweep looks at
- * every claimed item: reading each record at every look costs items x
- * size.  A record is the daemon's own file, written once at the claim and
- * never changed (no producer holds it), so its inode and size stand for
- * its bytes: per id, they and what the look needs (the agents, the
- * accepted time: struct verified_entry).  A record the daemon did not
- * write (an earlier version's claimed item, the producer's inode) is
- * never cached: it is verified at each look until it is converted
- * (item_legacy.c). */
+/* What each big claimed record says (struct verified).  A sweep looks at
+ * every claimed item, and reading every record at every look costs items x
+ * size.  A record is the daemon's own file: it is written once at the
+ * claim, no producer holds it, and it never changes.  So its inode and size
+ * stand for its bytes, and per id we keep them with what a look needs (the
+ * agents and the accepted time: struct verified_entry).  A record the
+ * daemon did not write (an earlier version's item, still the producer's
+ * inode) is never cached: it is verified at each look until item_legacy.c
+ * converts it. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -21,11 +21,22 @@
  * stands for. */
 #define VERIFIED_MIN_SIZE (64 * 1024)
 
-void verified_store(struct spool *sp, const struct stat *st, const struct handoff *h,
+void verified_init(struct verified *vc)
+{
+        *vc = (struct verified){ 0 };
+        dict_init(&vc->items, sizeof(struct verified_entry));
+}
+
+void verified_clear(struct verified *vc)
+{
+        dict_clear(&vc->items);
+}
+
+void verified_store(struct verified *vc, const struct stat *st, const struct handoff *h,
                     int64_t accepted_usec)
 {
         struct verified_entry v = {
-                .dev = st->st_dev, .ino = st->st_ino, .size = st->st_size, .gen = sp->sweep_gen,
+                .dev = st->st_dev, .ino = st->st_ino, .size = st->st_size, .gen = vc->gen,
                 .accepted_usec = accepted_usec,
         }, *e;
 
@@ -33,21 +44,21 @@ void verified_store(struct spool *sp, const struct stat *st, const struct handof
             xsnprintf(v.to, sizeof(v.to), "%s", h->to) < 0 ||
             xsnprintf(v.kid, sizeof(v.kid), "%s", h->kid) < 0)
                 return;
-        e = dict_put(&sp->verified, h->id, NULL);
+        e = dict_put(&vc->items, h->id, NULL);
         if (e)
                 *e = v;
 }
 
-bool verified_lookup(struct spool *sp, const char *id, const struct stat *st,
+bool verified_lookup(struct verified *vc, const char *id, const struct stat *st,
                      struct handoff *ret, int64_t *ret_accepted)
 {
-        struct verified_entry *e = dict_get(&sp->verified, id);
+        struct verified_entry *e = dict_get(&vc->items, id);
         struct handoff h = { 0 };
 
         if (!e || e->dev != st->st_dev || e->ino != st->st_ino || e->size != st->st_size ||
             xsnprintf(h.id, sizeof(h.id), "%s", id) < 0)
                 return false;
-        e->gen = sp->sweep_gen;
+        e->gen = vc->gen;
         memcpy(h.from, e->from, sizeof(h.from));
         memcpy(h.to, e->to, sizeof(h.to));
         memcpy(h.kid, e->kid, sizeof(h.kid));
@@ -56,16 +67,16 @@ bool verified_lookup(struct spool *sp, const char *id, const struct stat *st,
         return true;
 }
 
-void verified_forget(struct spool *sp, const char *id)
+void verified_forget(struct verified *vc, const char *id)
 {
-        dict_del(&sp->verified, id);
+        dict_del(&vc->items, id);
 }
 
-void verified_forget_older(struct spool *sp, uint64_t gen)
+void verified_forget_older(struct verified *vc, uint64_t gen)
 {
         struct verified_entry *e, *nx;
 
-        DICT_FOREACH_SAFE(e, nx, &sp->verified)
+        DICT_FOREACH_SAFE(e, nx, &vc->items)
                 if (e->gen < gen)
-                        dict_remove(&sp->verified, e);
+                        dict_remove(&vc->items, e);
 }

@@ -49,7 +49,7 @@ static int watch_handoff(struct daemon *d)
                                           IN_DONT_FOLLOW | IN_EXCL_UNLINK);
         if (d->wd_handoff < 0)
                 return -errno;
-        d->sp->st.watch_ok = true;
+        d->p.sp->st.watch_ok = true;
         return 0;
 }
 
@@ -61,8 +61,8 @@ void watch_agents(struct daemon *d)
 {
         char path[64];
 
-        for (size_t i = 0; i < d->sp->n_agents; i++) {
-                struct agent_rt *a = &d->sp->agents[i];
+        for (size_t i = 0; i < d->p.sp->n_agents; i++) {
+                struct agent_rt *a = &d->p.sp->agents[i];
                 snprintf(path, sizeof(path), "/proc/self/fd/%d", a->handoffs_fd);
                 a->wd = inotify_add_watch(d->ifd, path,
                                           IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO |
@@ -82,9 +82,9 @@ static bool watch_lost(struct daemon *d)
 {
         struct stat a, b;
 
-        if (fstat(d->sp->fd[SD_HANDOFF], &a) < 0 || a.st_nlink == 0)
+        if (fstat(d->p.sp->fd[SD_HANDOFF], &a) < 0 || a.st_nlink == 0)
                 return true;
-        if (fstatat(d->sp->root_fd, "handoff", &b, AT_SYMLINK_NOFOLLOW) < 0)
+        if (fstatat(d->p.sp->root_fd, "handoff", &b, AT_SYMLINK_NOFOLLOW) < 0)
                 return true;
         return a.st_ino != b.st_ino || a.st_dev != b.st_dev;
 }
@@ -98,13 +98,13 @@ static void pend(struct daemon *d, const char *name)
         char sender[PENDING_SENDER_MAX + 1];
         struct stat st;
 
-        if (fstatat(d->sp->fd[SD_HANDOFF], name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+        if (fstatat(d->p.sp->fd[SD_HANDOFF], name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
                 if (errno == ENOENT)
                         return;
                 st.st_uid = (uid_t)-1;
         }
         /* the hub's files: the token's turn (pending.c) */
-        pending_sender(d->pending, d->sp->fd[SD_HANDOFF], name, st.st_uid, sender);
+        pending_sender(d->pending, d->p.sp->fd[SD_HANDOFF], name, st.st_uid, sender);
         /* Left out (its owner's queue is full): a rescan brings it. */
         (void)pending_add(d->pending, name, st.st_uid, sender);
 }
@@ -124,15 +124,15 @@ static void queue_name(struct daemon *d, const char *name)
  * (foreign_fresh) when seen again. */
 int watch_rescan(struct daemon *d, const char *why)
 {
-        d->sp->st.rescans++;
+        d->p.sp->st.rescans++;
         pending_rescan(d->pending);
         pending_hub_user(d->pending, d->cfg->hub.state_dir);
         /* Opened again, not rewound: handoff/ may be a new directory. */
         if (d->scan)
                 closedir(d->scan);
-        d->scan = opendir_at(d->sp->fd[SD_HANDOFF]);
+        d->scan = opendir_at(d->p.sp->fd[SD_HANDOFF]);
         if (!d->scan)
-                return spool_error(d->sp, -errno, "Cannot list handoff/ (%s)", why);
+                return spool_error(d->p.sp, -errno, "Cannot list handoff/ (%s)", why);
         log_debug("Rescan (%s): %zu name(s) pending", why, pending_size(d->pending));
         if (!d->stopping)
                 uv_idle_start(&d->idle, on_idle);
@@ -151,7 +151,7 @@ static void scan_more(struct daemon *d)
                 de = readdir(d->scan);
                 if (!de) {
                         if (errno)
-                                spool_error(d->sp, -errno, "Cannot list handoff/");
+                                spool_error(d->p.sp, -errno, "Cannot list handoff/");
                         closedir(d->scan);
                         d->scan = NULL;
                         break;
@@ -182,7 +182,7 @@ static void drain(struct daemon *d, size_t max)
         n = pending_take(d->pending, taken, max < CHUNK ? max : CHUNK);
         for (size_t i = 0; i < n; i++)
                 names[i] = taken[i]->name;
-        intake_batch(d->sp, names, n, now, outcomes);
+        intake_batch(&d->p, names, n, now, outcomes);
         /* Not looked at (the batch's time was up): first again, last one
          * first, so the next batch begins where this one stopped. */
         for (size_t i = n; i-- > 0;)
@@ -222,7 +222,7 @@ static void on_retry(uv_timer_t *t)
 {
         struct daemon *d = t->data;
         size_t had = dict_count(&d->retry);
-        uint64_t errors_before = d->sp->st.errors;
+        uint64_t errors_before = d->p.sp->st.errors;
 
         for (void *e = dict_first(&d->retry); e; e = dict_next(e))
                 pend(d, dict_key(e));
@@ -233,7 +233,7 @@ static void on_retry(uv_timer_t *t)
         if (pending_size(d->pending) > 0 && !d->stopping)
                 uv_idle_start(&d->idle, on_idle);
         /* Back off while the fault lasts (ENOSPC, EIO, EMFILE): no busy loop. */
-        if (d->sp->st.errors > errors_before && had > 0) {
+        if (d->p.sp->st.errors > errors_before && had > 0) {
                 d->retry_backoff_ms = d->retry_backoff_ms ? d->retry_backoff_ms * 2 : 1000;
                 if (d->retry_backoff_ms > 60000)
                         d->retry_backoff_ms = 60000;
@@ -262,7 +262,7 @@ static int rewatch(struct daemon *d)
         int64_t now = hd_now_usec();
         int fd, r;
 
-        d->sp->st.watch_ok = false;
+        d->p.sp->st.watch_ok = false;
         if (now - d->rewatch_window_start > 60 * 1000000LL) {
                 d->rewatch_window_start = now;
                 d->rewatch_count = 0;
@@ -273,17 +273,17 @@ static int rewatch(struct daemon *d)
         if (d->wd_handoff >= 0)
                 inotify_rm_watch(d->ifd, d->wd_handoff);
         d->wd_handoff = -1;
-        bool created = mkdirat(d->sp->root_fd, "handoff", 0700) == 0;
+        bool created = mkdirat(d->p.sp->root_fd, "handoff", 0700) == 0;
         if (!created && errno != EEXIST)
                 return log_error_errno(errno, "Cannot re-create handoff/");
-        fd = openat(d->sp->root_fd, "handoff", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+        fd = openat(d->p.sp->root_fd, "handoff", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
         if (fd < 0)
                 return log_error_errno(errno, "Cannot open handoff/");
         /* The mode spool_open() gives it, whatever the umask. */
         if (created && fchmod(fd, 03770) < 0)
                 log_warning_errno(errno, "Cannot set the mode of handoff/");
-        close(d->sp->fd[SD_HANDOFF]);
-        d->sp->fd[SD_HANDOFF] = fd;
+        close(d->p.sp->fd[SD_HANDOFF]);
+        d->p.sp->fd[SD_HANDOFF] = fd;
         r = watch_handoff(d);
         if (r < 0)
                 return log_error_errno(r, "Cannot watch handoff/");
@@ -304,10 +304,11 @@ static void on_inotify(uv_poll_t *h, int status, int events)
                 return;
         }
         for (;;) {
-                /* Read for a slice's time; the rest at the next turn (the
-                 * poll is level-triggered).  Never left unread for long:
-                 * another sender's name would wait behind a flood's in
-                 * the kernel's queue, and an overflow there is a rescan. */
+                /* Read for at most a slice; the poll is level-triggered,
+                 * so the rest comes at the next turn.  Never leave the
+                 * queue unread for long: another sender's name would wait
+                 * behind a flood in the kernel, and an overflow there
+                 * costs a rescan. */
                 if (uv_hrtime() - t0 > SLICE_USEC * 1000ULL)
                         break;
                 ssize_t n = read(d->ifd, buf, sizeof(buf));
@@ -320,6 +321,9 @@ static void on_inotify(uv_poll_t *h, int status, int events)
                 }
                 if (n == 0)
                         break;
+                /* Room for one more event was left: the queue was empty,
+                 * and the poll tells when it is not (no read to EAGAIN). */
+                bool drained = (size_t)n <= sizeof(buf) - sizeof(struct inotify_event) - NAME_MAX - 1;
                 for (char *p = buf; p < buf + n;) {
                         const struct inotify_event *ev = (const struct inotify_event *)p;
                         p += sizeof(*ev) + ev->len;
@@ -341,8 +345,8 @@ static void on_inotify(uv_poll_t *h, int status, int events)
                          * here (an archive and its syncs each).  A name
                          * arriving: an agent's result (completion.c),
                          * taken by the sweep once the slice is spent. */
-                        for (size_t i = 0; i < d->sp->n_agents; i++) {
-                                struct agent_rt *a = &d->sp->agents[i];
+                        for (size_t i = 0; i < d->p.sp->n_agents; i++) {
+                                struct agent_rt *a = &d->p.sp->agents[i];
                                 if (ev->wd != a->wd || ev->len == 0)
                                         continue;
                                 if (ev->mask & (IN_DELETE | IN_MOVED_FROM)) {
@@ -352,18 +356,20 @@ static void on_inotify(uv_poll_t *h, int status, int events)
                                 if (!(ev->mask & IN_MOVED_TO))
                                         continue;
                                 if (uv_hrtime() - t0 > SLICE_USEC * 1000ULL) {
-                                        d->sp->results_due = true;
+                                        d->p.results->due = true;
                                         later = true;
                                         continue;
                                 }
-                                int r = completion_arrived(d->sp, a, ev->name, hd_now_usec());
+                                int r = completion_arrived(&d->p, a, ev->name, hd_now_usec());
                                 if (r < 0) {
                                         char q[300];
-                                        spool_error(d->sp, r, "Cannot take the result %s",
+                                        spool_error(d->p.sp, r, "Cannot take the result %s",
                                                     log_quote(ev->name, q, sizeof(q)));
                                 }
                         }
                 }
+                if (drained)
+                        break;
         }
         if (lost) {
                 if (rewatch(d) < 0) {
@@ -374,7 +380,7 @@ static void on_inotify(uv_poll_t *h, int status, int events)
         if (later)
                 slice_sweep(d, false);
         if (overflow) {
-                d->sp->st.overflows++;
+                d->p.sp->st.overflows++;
                 log_warning("inotify queue overflowed: rescanning");
                 watch_rescan(d, "overflow");
                 slice_sweep(d, false);
@@ -398,9 +404,9 @@ int watch_open(struct daemon *d)
 
 void watch_agents_drop(struct daemon *d)
 {
-        for (size_t i = 0; i < d->sp->n_agents; i++)
-                if (d->sp->agents[i].wd >= 0)
-                        inotify_rm_watch(d->ifd, d->sp->agents[i].wd);
+        for (size_t i = 0; i < d->p.sp->n_agents; i++)
+                if (d->p.sp->agents[i].wd >= 0)
+                        inotify_rm_watch(d->ifd, d->p.sp->agents[i].wd);
 }
 
 int watch_start(struct daemon *d)

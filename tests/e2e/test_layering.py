@@ -19,6 +19,9 @@
   receipt.c a relay receipt's.  No other file of src/handoffd names
   "handoff_id", "from_agent", "to_agent", the times, "kid" or
   "payload_type".
+- struct spool (src/handoffd/spool.h) holds the storage only: at most
+  SPOOL_FIELDS_MAX members.  Each module's own state is in its own header
+  and the daemon holds them side by side (parts.h).
 - The checks themselves find a circle, a library file including a daemon
   header and a name used twice in a small made-up tree, so they can fail.
 Prints what it checked.
@@ -364,8 +367,65 @@ def check_handoff_keys():
         shutil.rmtree(tmp)
 
 
+# struct spool keeps the storage only (issue 44).
+SPOOL_FIELDS_MAX = 20
+
+
+def struct_fields(text, name):
+    """The member names of `struct name { ... };` in C source text, one
+    per declarator: a nested struct counts once, `int a, b;` twice."""
+    text = re.sub(r"/\*.*?\*/|//[^\n]*", "", text, flags=re.S)
+    m = re.search(r"\bstruct\s+" + re.escape(name) + r"\s*\{", text)
+    if not m:
+        return None
+    depth, i, decl, out = 1, m.end(), "", []
+    while depth:
+        c = text[i]
+        i += 1
+        if c == "{":
+            depth += 1
+        elif c == "}":
+            depth -= 1
+            if depth == 0:
+                break
+        if depth == 1 and c == ";":
+            # the declarators after a nested body, or the whole line
+            tail = decl.rsplit("}", 1)[-1] if "}" in decl else decl
+            parts = [d for d in re.split(r",(?![^()\[\]]*[)\]])", tail) if d.strip()]
+            for d in parts:
+                w = re.findall(r"[A-Za-z_]\w*", re.sub(r"\[.*?\]|\(\*|\)\s*\(.*", " ", d))
+                if w:
+                    out.append(w[-1])
+            decl = ""
+        elif depth >= 1:
+            decl += c
+    return out
+
+
+def check_spool_fields():
+    path = os.path.join(SRC, "src", "handoffd", "spool.h")
+    with open(path, errors="replace") as f:
+        fields = struct_fields(f.read(), "spool")
+    if fields is None:
+        fail("src/handoffd/spool.h: no struct spool")
+        return
+    print(f"struct spool fields: {len(fields)} (at most {SPOOL_FIELDS_MAX}): "
+          f"{' '.join(fields)}")
+    if len(fields) > SPOOL_FIELDS_MAX:
+        fail(f"struct spool has {len(fields)} fields, more than {SPOOL_FIELDS_MAX}: "
+             "a module's own state goes in its own struct, held beside it (parts.h)")
+    # and it can fail: a made-up struct of 3 members, one nested, one twice
+    got = struct_fields("struct spool {\n int a, b; /* c; */\n"
+                        " struct x { int y; int z; } w;\n"
+                        " int (*hook)(struct spool *sp, int n);\n"
+                        " char name[N + 1];\n};\n", "spool")
+    if got != ["a", "b", "w", "hook", "name"]:
+        fail(f"self-check: struct spool's members not counted right, got {got}")
+
+
 def main():
     check_the_check()
+    check_spool_fields()
     check_store()
     check_handoff_keys()
     check_cited()

@@ -1,11 +1,12 @@
 /* libFuzzer target: one control-socket request into control_handle(),
- * against a spool that was never opened (status reads only sp->cfg and
- * sp->st).  Every request gets one answer, and it is JSON. */
+ * against a spool that was never opened (status reads only sp->cfg,
+ * sp->st and the parts' empty tables).  Every request gets one answer, and it is JSON. */
 #include <string.h>
 
 #include "config.h"
 #include "control.h"
 #include "fuzz.h"
+#include "parts.h"
 #include "spool.h"
 
 static const char fixed_config[] =
@@ -17,6 +18,7 @@ static const char fixed_config[] =
         "state_dir = /nonexistent/handoffd-fuzz/bob\n";
 
 static struct spool sp;
+static struct parts parts = { .sp = &sp };
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
@@ -53,7 +55,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         static const unsigned char digest[32];
         static const struct control_config cc = { .path = "/etc/handoffd/handoffd.conf",
                                                   .digest = digest };
-        r = control_handle(&sp, &cc, (const char *)data, size, &resp);
+        r = control_handle(&parts, &cc, (const char *)data, size, &resp);
         FUZZ_ASSERT(r == 0, "control_handle gave no answer: %s", strerror(-r));
         r = hd_parse(resp, strlen(resp), NULL, &doc, &v);
         FUZZ_ASSERT(r == 0, "control answer is not JSON: %s: %s\n%s",

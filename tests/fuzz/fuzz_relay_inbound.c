@@ -31,6 +31,7 @@
 #include <sys/stat.h>
 #include <uv.h>
 
+#include "agents.h"
 #include "config.h"
 #include "files.h"
 #include "fuzz.h"
@@ -61,6 +62,7 @@ static char root[PATH_MAX - 128];
 static uv_loop_t loop;
 static struct config *cfg;
 static struct spool *sp;
+static struct dict unserved;     /* spool_open() says why an agent is not served */
 static struct relay relay;
 static hd_key *key_a;
 static int64_t now;
@@ -155,7 +157,8 @@ static void make_spool(void)
                 fprintf(stderr, "fuzz_relay_inbound: config: %s\n", cerr ? cerr : "?");
                 abort();
         }
-        if (spool_open(cfg, &sp) < 0)
+        dict_init(&unserved, sizeof(struct unserved_entry));
+        if (spool_open(cfg, &unserved, &sp) < 0)
                 abort();
         /* As relay_start() makes it, without NATS (no threads, no
          * options, no libnats): what the inbound path reads. */

@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "daemon.h"
 #include "daemonfx.h"
 #include "intake.h"
 #include "lifecycle.h"
@@ -44,8 +45,8 @@ void fx_open(struct fx *f)
         tu_write_file(conf, text, strlen(text));
         ck_assert_int_eq(config_load(conf, true, &f->cfg, &err), 0);
         ck_assert_ptr_null(err);
-        ck_assert_int_eq(spool_open(f->cfg, &f->sp), 0);
-        f->sp->check_item = lifecycle_check;
+        ck_assert_int_eq(daemon_parts_open(f->cfg, &f->p), 0);
+        f->sp = f->p.sp;
         f->alice = spool_agent(f->sp, "alice");
         ck_assert_ptr_nonnull(f->alice);
         ck_assert_int_eq(hd_key_from_bytes(HEXKEY, strlen(HEXKEY), &f->k), 0);
@@ -58,7 +59,7 @@ void fx_open(struct fx *f)
 
 void fx_close(struct fx *f)
 {
-        spool_close(f->sp);
+        daemon_parts_close(&f->p);
         config_free(f->cfg);
         hd_key_free(f->k);
         hd_key_free(f->other);
@@ -117,7 +118,7 @@ int fx_decide(struct fx *f, const char *name)
         char *names[1] = { (char *)name };
         int out = -1;
 
-        ck_assert_int_eq(intake_batch(f->sp, names, 1, hd_now_usec(), &out), 0);
+        ck_assert_int_eq(intake_batch(&f->p, names, 1, hd_now_usec(), &out), 0);
         return out;
 }
 

@@ -1,7 +1,8 @@
-/* A temp spool opened as handoffd opens it (config_load + spool_open), for
- * the Check suites that call the daemon's plain functions directly, no
- * event loop: agents alice and carol served here; one HMAC key, the
- * default; carol signs with an Ed25519 key and requires it (require = sig). */
+/* A temp spool and the daemon's parts, opened as handoffd opens them
+ * (config_load(), daemon_parts_open()), for the Check suites that call
+ * the daemon's plain functions directly, with no event loop.  Agents
+ * alice and carol are served here, with one HMAC key, the default; carol
+ * signs with an Ed25519 key and requires it (require = sig). */
 #ifndef HD_DAEMONFX_H
 #define HD_DAEMONFX_H
 
@@ -9,12 +10,14 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "parts.h"
 #include "spool.h"
 
 struct fx {
         char *root;
         struct config *cfg;
-        struct spool *sp;
+        struct parts p;         /* as the daemon holds them (daemon_parts_open()) */
+        struct spool *sp;       /* p.sp */
         struct agent_rt *alice;
         hd_key *k;              /* the spool's key */
         hd_key *other;          /* a key the spool does not know */

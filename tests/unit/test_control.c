@@ -20,7 +20,7 @@ static json_t *ask(struct fx *f, const char *req, size_t len)
 
         static const unsigned char digest[32];
         struct control_config cc = { .path = "/x/h.conf", .digest = digest };
-        ck_assert_int_eq(control_handle(f->sp, &cc, req, len, &out), 0);
+        ck_assert_int_eq(control_handle(&f->p, &cc, req, len, &out), 0);
         ck_assert_ptr_nonnull(out);
         o = json_loads(out, 0, NULL);
         ck_assert_msg(o != NULL, "not JSON: %s", out);
@@ -46,7 +46,7 @@ START_TEST(test_control_status_counts_what_happened)
 
         fx_open(&f);
         fx_put_doc(f.sp->fd[SD_HANDOFF], "drop.json", fx_doc("c-1", "alice", 10, 600, f.k));
-        ck_assert_int_eq(intake_batch(f.sp, names, 1, hd_now_usec(), NULL), 0);
+        ck_assert_int_eq(intake_batch(&f.p, names, 1, hd_now_usec(), NULL), 0);
         o = ask(&f, "{\"command\":\"status\"}\n", 21);
         ck_assert(json_is_true(json_object_get(o, "ok")));
         c = json_object_get(o, "counters");

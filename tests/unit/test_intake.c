@@ -130,7 +130,7 @@ START_TEST(test_intake_leaves_an_item_for_an_agent_not_served_here)
         ck_assert_int_eq(fx_decide(&f, "g2.json"), IO_LEFT);
         ck_assert(fx_there(f.sp->fd[SD_HANDOFF], "", "g1.json", ""));
         ck_assert(fx_there(f.sp->fd[SD_HANDOFF], "", "g2.json", ""));
-        ck_assert_int_gt(f.sp->deadline.next, hd_now_usec());
+        ck_assert_int_gt(f.p.deadline.next, hd_now_usec());
         /* looked at again before its expiry: still left, not decided again */
         ck_assert_int_eq(fx_decide(&f, "g1.json"), IO_LEFT);
         ck_assert_uint_eq(f.sp->st.left, 2);

@@ -202,7 +202,7 @@ START_TEST(test_intake_rejects_an_unauthenticated_leftover_past_max_window)
         fx_open(&f);
         fx_put_doc(f.sp->fd[SD_HANDOFF], "x.json", fx_doc("id-1", "gordon", 10, 600, f.other));
         ck_assert_int_eq(fx_decide(&f, "x.json"), IO_LEFT);
-        ck_assert_int_eq(intake_batch(f.sp, names, 1, hd_now_usec() +
+        ck_assert_int_eq(intake_batch(&f.p, names, 1, hd_now_usec() +
                                       (f.cfg->max_window + f.cfg->max_clock_skew + 60) * 1000000LL,
                                       &out), 0);
         fx_assert_rejected(&f, "x.json", out, "expired_unclaimed");
@@ -226,7 +226,7 @@ START_TEST(test_intake_batch_out_of_memory_is_an_error_for_every_name)
                 fx_put_doc(f.sp->fd[SD_HANDOFF], names[i], fx_doc(ids[i], "alice", 10, 600, f.k));
         tu_fail_calloc = 1;
         log_set_expected("an injected ENOMEM");
-        r = intake_batch(f.sp, names, 3, hd_now_usec(), out);
+        r = intake_batch(&f.p, names, 3, hd_now_usec(), out);
         log_set_expected(NULL);
         tu_fail_calloc = 0;
         for (int i = 0; i < 3; i++) {
@@ -240,7 +240,7 @@ START_TEST(test_intake_batch_out_of_memory_is_an_error_for_every_name)
          * batch may leave names for the next turn when its time is up
          * (a loaded machine), the first name of a batch never */
         for (int i = 0; i < 3; i++) {
-                ck_assert_int_eq(intake_batch(f.sp, &names[i], 1, hd_now_usec(), &out[i]), 0);
+                ck_assert_int_eq(intake_batch(&f.p, &names[i], 1, hd_now_usec(), &out[i]), 0);
                 ck_assert_int_eq(out[i], IO_CLAIMED);
         }
         fx_close(&f);

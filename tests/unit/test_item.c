@@ -111,7 +111,7 @@ static int state_of(struct fx *f, const char *id)
         int fd = open_claimed(f, id), r;
         enum item_state s;
 
-        r = item_state_at(f->sp, id, fd, &s);
+        r = item_state_at(&f->p, id, fd, &s);
         close(fd);
         return r < 0 ? r : (int)s;
 }
@@ -121,7 +121,7 @@ static int check_item(struct fx *f, const char *id)
         int fd = open_claimed(f, id), r;
         bool archived = false;
 
-        r = item_check_locked(f->sp, id, fd, hd_now_usec(), &archived);
+        r = item_check_locked(&f->p, id, fd, hd_now_usec(), &archived);
         close(fd);
         return r < 0 ? r : archived;
 }
@@ -192,7 +192,7 @@ START_TEST(test_item_state_content_first)
         put_record(&f, "gone", "alice", 0, 1);
         fd = open_claimed(&f, "gone");
         ck_assert_int_eq(unlinkat(f.sp->fd[SD_CLAIMED], "gone.json", 0), 0);
-        ck_assert_int_eq(item_state_at(f.sp, "gone", fd, &gs), 0);
+        ck_assert_int_eq(item_state_at(&f.p, "gone", fd, &gs), 0);
         ck_assert_int_eq(gs, IS_GONE);
         close(fd);
         /* a record's shape in a file that is not the daemon's own is
@@ -219,11 +219,11 @@ START_TEST(test_item_actions_of_each_state)
         ck_assert_int_eq(state_of(&f, "a-hidden"), IS_PUBLISHED);
 
         /* published, within the window: nothing moves, a deadline is noted */
-        deadline_reset(&f.sp->deadline);
+        deadline_reset(&f.p.deadline);
         put_record(&f, "a-waits", "alice", M_BOOT, 1);
         ck_assert_int_ge(check_item(&f, "a-waits"), 0);
         ck_assert_int_eq(state_of(&f, "a-waits"), IS_PUBLISHED);
-        ck_assert_int_gt(f.sp->deadline.next, hd_now_usec());
+        ck_assert_int_gt(f.p.deadline.next, hd_now_usec());
 
         /* published, past the window: taken back and archived as expired */
         put_record(&f, "a-late", "alice", M_BOOT, f.cfg->resume_window + 5);
@@ -386,8 +386,8 @@ static void put_cancel(struct fx *f, const char *id, const char *from, const hd_
         ck_assert_int_eq(cancelreq_name(id, name, n), 0);
         fx_put(f->sp->fd[SD_CANCEL], "", name, "", buf);
         free(buf);
-        cancel_free(f->sp);
-        ck_assert_int_eq(cancel_open(f->sp, hd_now_usec()), 0);
+        cancel_free(&f->p);
+        ck_assert_int_eq(cancel_open(&f->p, hd_now_usec()), 0);
 }
 
 static bool answered(struct fx *f, const char *name, const char *word)
@@ -443,7 +443,7 @@ START_TEST(test_item_cancel_event)
         fx_open(&f);
         put_record(&f, "c-pub", "alice", M_BOOT, 1);
         put_cancel(&f, "c-pub", "bob", f.k, req, sizeof(req));
-        ck_assert(cancel_wanted(f.sp, "c-pub", "bob"));
+        ck_assert(cancel_wanted(&f.p, "c-pub", "bob"));
         ck_assert_int_gt(check_item(&f, "c-pub"), 0);
         ck_assert_int_eq(hd_bootstrap_name("c-pub", b, sizeof(b)), 0);
         ck_assert(!fx_there(f.alice->handoffs_fd, "", b, ""));
@@ -451,7 +451,7 @@ START_TEST(test_item_cancel_event)
         ck_assert(!fx_there(f.sp->fd[SD_CLAIMED], "", "c-pub", ".json"));
         ck_assert_str_eq(archived_as(&f, "c-pub"), "canceled");
         ck_assert(answered(&f, req, "canceled"));
-        ck_assert(!cancel_wanted(f.sp, "c-pub", NULL));
+        ck_assert(!cancel_wanted(&f.p, "c-pub", NULL));
         ck_assert_uint_eq(f.sp->st.canceled, 1);
 
         /* not yet published: never shown */
@@ -476,7 +476,7 @@ START_TEST(test_item_cancel_event)
          * sender's own, in the same look, cancels it */
         put_record(&f, "c-two", "alice", M_BOOT, 1);
         put_cancel(&f, "c-two", "carol", f.carol, req2, sizeof(req2));
-        ck_assert(cancel_wanted(f.sp, "c-two", "carol"));
+        ck_assert(cancel_wanted(&f.p, "c-two", "carol"));
         ck_assert_int_eq(check_item(&f, "c-two"), 0);
         ck_assert(answered(&f, req2, "refused"));
         ck_assert_int_eq(state_of(&f, "c-two"), IS_PUBLISHED);
@@ -489,7 +489,7 @@ START_TEST(test_item_cancel_event)
         put_record(&f, "c-forged", "alice", M_BOOT, 1);
         put_cancel(&f, "c-forged", "bob", f.other, req, sizeof(req));
         ck_assert(answered(&f, req, "refused"));
-        ck_assert(!cancel_wanted(f.sp, "c-forged", NULL));
+        ck_assert(!cancel_wanted(&f.p, "c-forged", NULL));
 
         /* cut short by a crash: finished, request or not */
         put_record(&f, "c-crash", "alice", M_CANCEL, 1);
@@ -497,7 +497,7 @@ START_TEST(test_item_cancel_event)
         ck_assert_int_eq(hd_bootstrap_name("c-crash", b, sizeof(b)), 0);
         ck_assert(!fx_there(f.alice->handoffs_fd, ".cancel.", b, ""));
         ck_assert_str_eq(archived_as(&f, "c-crash"), "canceled");
-        cancel_free(f.sp);
+        cancel_free(&f.p);
         fx_close(&f);
 }
 END_TEST
@@ -525,14 +525,14 @@ START_TEST(test_cancel_pending_bounded_per_sender)
                 free(buf);
         }
         put_cancel(&f, "none-bob", "bob", f.k, name, sizeof(name));
-        ck_assert(cancel_wanted(f.sp, "none-bob", "bob"));
+        ck_assert(cancel_wanted(&f.p, "none-bob", "bob"));
         d = fdopendir(dup(f.sp->fd[SD_CANCEL]));
         ck_assert_ptr_nonnull(d);
         while ((de = readdir(d)))
                 busy += !strncmp(de->d_name, ".busy.none-", 11);
         closedir(d);
         ck_assert_uint_eq(busy, 1);
-        cancel_free(f.sp);
+        cancel_free(&f.p);
         fx_close(&f);
 }
 END_TEST

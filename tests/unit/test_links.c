@@ -23,7 +23,7 @@ static int decide(struct fx *f, const char *name, int want_errors)
         char *names[1] = { (char *)name };
         int out = -1;
 
-        ck_assert_int_eq(intake_batch(f->sp, names, 1, hd_now_usec(), &out), want_errors);
+        ck_assert_int_eq(intake_batch(&f->p, names, 1, hd_now_usec(), &out), want_errors);
         return out;
 }
 
@@ -174,20 +174,20 @@ START_TEST(test_links_the_reaper_goes_past_a_directory)
                 snprintf(name, sizeof(name), "%d", 1000 + i);
                 fx_put(f.sp->fd[SD_SPENT], "", name, "", "{}");
         }
-        f.sp->spent_waiting = true;
+        f.sp->spent.waiting = true;
         ck_assert_int_eq(store_reap_spent(f.sp, 10 * 1000000LL, &more), 0);
         ck_assert(!more);
-        ck_assert(!f.sp->spent_waiting);
+        ck_assert(!f.sp->spent.waiting);
         for (int i = 0; i < 50; i++) {
                 snprintf(name, sizeof(name), "%d", 1000 + i);
                 ck_assert(!there(&f, SD_SPENT, name));
         }
         ck_assert(there(&f, SD_SPENT, "1"));
-        ck_assert_uint_eq(dict_count(&f.sp->spent_skipped), 1);
+        ck_assert_uint_eq(dict_count(&f.sp->spent.skipped), 1);
         /* again: said once */
         ck_assert_int_eq(store_reap_spent(f.sp, 10 * 1000000LL, &more), 0);
         ck_assert(!more);
-        ck_assert_uint_eq(dict_count(&f.sp->spent_skipped), 1);
+        ck_assert_uint_eq(dict_count(&f.sp->spent.skipped), 1);
         fx_close(&f);
 }
 END_TEST

@@ -12,6 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "agents.h"
+#include "daemon.h"
 #include "daemonfx.h"
 #include "intake.h"
 #include "lifecycle.h"
@@ -63,7 +65,11 @@ static void open_two(struct fx *f, struct spool **sp2)
         fx_open(f);
         f->cfg->max_waiting_per_sender = 2;
         f->cfg->max_waiting = 3;
-        ck_assert_int_eq(spool_open(f->cfg, sp2), 0);
+        struct dict unserved;
+
+        dict_init(&unserved, sizeof(struct unserved_entry));
+        ck_assert_int_eq(spool_open(f->cfg, &unserved, sp2), 0);
+        dict_clear(&unserved);
 }
 
 START_TEST(test_quota_is_the_spools_for_every_daemon)
@@ -195,8 +201,8 @@ START_TEST(test_quota_counts_per_producer)
         ck_assert_int_eq(take_as(f.sp, "id-8", &third, NULL, 0), 0);
         /* the daemon's own files (relayed in) count by name alone */
         char buf[32];
-        ck_assert_ptr_null(quota_producer(f.sp, geteuid(), buf, sizeof(buf)));
-        ck_assert_str_eq(quota_producer(f.sp, 1000 + (geteuid() == 1000), buf, sizeof(buf)),
+        ck_assert_ptr_null(quota_producer(&f.p.quota, geteuid(), buf, sizeof(buf)));
+        ck_assert_str_eq(quota_producer(&f.p.quota, 1000 + (geteuid() == 1000), buf, sizeof(buf)),
                          geteuid() == 1000 ? "u1001" : "u1000");
         fx_close(&f);
 }
@@ -257,8 +263,8 @@ START_TEST(test_quota_count_in_completes_a_cut_count)
         ck_assert_int_eq(count(f.sp, "senders/bob"), 0);
         /* the sweep's recount of the claimed item */
         const struct quota_sender bob = { .from = "bob", .own_key = true };
-        f.sp->sweep.recount = true;
-        quota_note(f.sp, "alice", "id-1", &bob);
+        f.p.quota.counting = true;
+        quota_note(f.sp, &f.p.quota, "alice", "id-1", &bob);
         ck_assert_int_eq(count(f.sp, "senders/bob"), 1);
         ck_assert_int_eq(count(f.sp, "count"), 1);
         /* and a claim's retry of the same id */
@@ -282,7 +288,7 @@ static int claim(struct fx *f, const char *id)
 
         snprintf(name, sizeof(name), "%s.json", id);
         fx_put_doc(f->sp->fd[SD_HANDOFF], name, fx_doc(id, "alice", 1, 600, f->k));
-        ck_assert_int_eq(intake_batch(f->sp, names, 1, hd_now_usec(), &out), 0);
+        ck_assert_int_eq(intake_batch(&f->p, names, 1, hd_now_usec(), &out), 0);
         return out;
 }
 
@@ -301,9 +307,10 @@ START_TEST(test_quota_counted_again_after_a_power_cut)
         ck_assert_int_ge(asprintf(&p, "%s/spool/quota/alice", f.root), 0);
         tu_rm_rf(p);
         free(p);
-        spool_close(f.sp);
-        ck_assert_int_eq(spool_open(f.cfg, &f.sp), 0);
-        ck_assert_int_eq(lifecycle_sweep(f.sp, hd_now_usec(), true), 0);
+        daemon_parts_close(&f.p);
+        ck_assert_int_eq(daemon_parts_open(f.cfg, &f.p), 0);
+        f.sp = f.p.sp;
+        ck_assert_int_eq(lifecycle_sweep(&f.p, hd_now_usec(), true), 0);
         ck_assert_int_eq(count(f.sp, "senders/bob"), 2);
         ck_assert_int_eq(count(f.sp, "count"), 2);
         ck_assert_int_eq(claim(&f, "id-4"), IO_REJECTED);

@@ -30,7 +30,7 @@ static int decide_one(struct fx *f)
         char *names[1] = { NAME };
         int out = -1;
 
-        ck_assert_int_eq(intake_batch(f->sp, names, 1, hd_now_usec(), &out), 0);
+        ck_assert_int_eq(intake_batch(&f->p, names, 1, hd_now_usec(), &out), 0);
         return out;
 }
 

@@ -57,15 +57,15 @@ static void put_back(struct spool *sp, enum spool_dir to, const char *dst, const
                     spool_dir_names[to], dst, what, q);
 }
 
-/* handoff/name has just been moved to to/dst by name (linked: a link made
- * there).  Linux moves no file by its descriptor, and between the look
- * and the move the name's owner may swap in another file or a directory
- * of hers (renameat2(RENAME_EXCHANGE) on her own names in the sticky
- * handoff/): what arrived must be the inode decided on (was; NULL: any),
- * and never a directory, which no state directory holds (the reaper and
- * retention remove files; a directory stays for good).  Else it is undone:
- * our link removed, a renamed one put back.  0: it is what was decided on;
- * -ENOENT: was has left the name; -EISDIR: was is a directory. */
+/* handoff/name has just been moved by name to to/dst (linked: a link was
+ * made there).  Linux cannot move a file by its descriptor, and between the
+ * look and the move the name's owner may swap in another file or a
+ * directory of hers (renameat2(RENAME_EXCHANGE) on her own names in the
+ * sticky handoff/).  What arrived must be the inode decided on (was; NULL:
+ * any) and not a directory: no state directory holds one, since the reaper
+ * and retention remove files only.  Otherwise the move is undone: our link
+ * removed, or the renamed one put back. 0 if it is what was decided on;
+ * -ENOENT if was has left the name; -EISDIR if was is a directory. */
 int store_arrived(struct spool *sp, const char *name, const struct spool_ino *was,
                   enum spool_dir to, const char *dst, bool linked)
 {
@@ -84,38 +84,48 @@ int store_arrived(struct spool *sp, const char *name, const struct spool_ino *wa
         return S_ISDIR(st.st_mode) && (!was || same_ino(&st, was)) ? -EISDIR : -ENOENT;
 }
 
-/* handoff/name goes if it is still the file was: names get reused. */
-void store_leave_name(struct spool *sp, const char *name, const struct spool_ino *was, bool spent)
+/* handoff/name goes if it is still the file was: names get reused.  0,
+ * or -ENOENT when the name did not hold was (it is left as it is). */
+int store_leave_name(struct spool *sp, const char *name, const struct spool_ino *was, bool spent)
 {
         char sname[32];
         struct stat st;
+        int r;
 
-        if (fstatat(sp->fd[SD_HANDOFF], name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !same_ino(&st, was))
-                return;
-        /* A claim's (spent): moved to spent/ (named by its inode, unique
-         * while it lives), not unlinked: the unlink would free the inode
-         * (a move's other link keeps it), and inodes freed in a burst make
-         * the next creations dearer on ext4 (the allocator skips inodes
-         * freed lately: recently_deleted()), so store_reap_spent() frees
-         * them once intake is quiet.  Not synced: a move lost by a power
-         * cut brings the file back to handoff/, where its record makes it
-         * a claim's leftover; one kept in both is recognised by its link
-         * in spent/. */
-        if (spent) {
-                if (xsnprintf(sname, sizeof(sname), "%llu", (unsigned long long)st.st_ino) >= 0 &&
-                    renameat2(sp->fd[SD_HANDOFF], name, sp->fd[SD_SPENT], sname,
+        /* A claim's producer file (spent) moves to spent/, named by its
+         * inode, which is unique while it lives.  It is not unlinked:
+         * the unlink would free the inode (a move's other link keeps it),
+         * and on ext4 inodes freed in a burst make the next creations
+         * dearer (the allocator skips inodes freed lately).
+         * store_reap_spent() frees them once intake is quiet.  The move
+         * is not synced: a power cut that undoes it brings the file back
+         * to handoff/, where its record makes it a claim's leftover, and
+         * one kept in both places is known by its link in spent/.  It is
+         * moved first and looked at after: store_arrived() returns
+         * whatever else the name held by then. */
+        if (spent && xsnprintf(sname, sizeof(sname), "%llu", (unsigned long long)was->ino) >= 0) {
+                if (renameat2(sp->fd[SD_HANDOFF], name, sp->fd[SD_SPENT], sname,
                               RENAME_NOREPLACE) == 0) {
                         store_dirty(sp, SD_HANDOFF);
-                        if (store_arrived(sp, name, was, SD_SPENT, sname, false) < 0)
-                                return;
-                        sp->spent_waiting = true;
-                        sp->spent_at = mono_usec();
-                        return;
+                        r = store_arrived(sp, name, was, SD_SPENT, sname, false);
+                        if (r == -ENOENT)
+                                return r;
+                        if (r < 0)
+                                return 0;       /* what arrived is not known: as claimed */
+                        sp->spent.waiting = true;
+                        sp->spent.at = mono_usec();
+                        return 0;
                 }
+                if (errno == ENOENT)
+                        return -ENOENT;
         }
-        /* By name too: what a swap brings here instead is a file of the
-         * name's owner (sticky handoff/), a directory is not unlinked. */
+        /* By name, if still was: what a swap brings here instead is a
+         * file of the name's owner (sticky handoff/); a directory is not
+         * unlinked. */
+        if (fstatat(sp->fd[SD_HANDOFF], name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !same_ino(&st, was))
+                return -ENOENT;
         (void) store_remove(sp, SD_HANDOFF, name);
+        return 0;
 }
 
 int store_remove(struct spool *sp, enum spool_dir dir, const char *name)
@@ -134,26 +144,26 @@ static void leave_handoff(struct spool *sp)
         struct leaving_entry *e, *nx;
 
         DICT_FOREACH_SAFE(e, nx, &sp->leaving) {
-                store_leave_name(sp, dict_key(e), &e->was, e->spent);
+                (void) store_leave_name(sp, dict_key(e), &e->was, e->spent);
                 dict_remove(&sp->leaving, e);
         }
 }
 
-/* spent/name cannot be removed (err): not a producer's file (a directory
- * an earlier version's move by name let a swap bring here, or one the
- * file system keeps).  Left there and said once: a reaper that stopped
- * at it would leave everything after it in spent/ for good. */
+/* spent/name cannot be removed (err), so it is not a producer's file: it
+ * is a directory an earlier version's move by name let a swap bring here,
+ * or one the file system keeps.  Leave it there and say so once.  A reaper
+ * that stopped at it would leave everything after it in spent/ for good. */
 static void spent_skip(struct spool *sp, const char *name, int err)
 {
-        if (dict_get(&sp->spent_skipped, name))
+        if (dict_get(&sp->spent.skipped, name))
                 return;
-        if (dict_count(&sp->spent_skipped) >= SPOOL_SPENT_SKIPPED_MAX) {
-                if (!dict_get(&sp->spent_skipped, ""))
+        if (dict_count(&sp->spent.skipped) >= SPOOL_SPENT_SKIPPED_MAX) {
+                if (!dict_get(&sp->spent.skipped, ""))
                         log_warning("More entries of spent/ cannot be freed; not reported one by one");
-                (void)dict_put(&sp->spent_skipped, "", NULL);
+                (void)dict_put(&sp->spent.skipped, "", NULL);
                 return;
         }
-        (void)dict_put(&sp->spent_skipped, name, NULL);
+        (void)dict_put(&sp->spent.skipped, name, NULL);
         log_warning_errno(err, "Cannot free spent/%s, not a producer's file; left there for the "
                           "operator, the rest is freed", name);
 }
@@ -189,7 +199,7 @@ int store_reap_spent(struct spool *sp, int64_t budget_usec, bool *ret_more)
         if (r < 0)
                 return r;
         if (!more)
-                sp->spent_waiting = false;
+                sp->spent.waiting = false;
         *ret_more = more;
         return 0;
 }
@@ -316,17 +326,17 @@ static void sync_settle(struct spool *sp, int err, const char *first, int64_t no
         if (err < 0)
                 f->retry_at = now + f->backoff;
         if (f->err)
-                deadline_note(&sp->deadline, f->retry_at);
+                deadline_note(&sp->due, f->retry_at);
 }
 
-/* The dirty directories of rounds 0..last, each round's together
- * (fsync_many_at(): they share the device's flushes), the agents'
- * handoffs/ (with agents) with round 0; leave: the producers' names that
- * wait for their moves' syncs leave handoff/ before its round.  A
- * directory whose fsync fails stays dirty and the rounds after it do not
- * run: their sync would make a move's removal from its source durable
- * before its arrival.  Until the retry is due, a failed directory is not
- * tried again and holds its round as a failure would. */
+/* Sync the dirty directories of rounds 0..last, each round's together
+ * (fsync_many_at(): they share the device's flushes), and the agents'
+ * handoffs/ (with agents) with round 0.  With leave, the producers' names
+ * that wait for their moves' syncs leave handoff/ before its round.  A
+ * directory whose fsync fails stays dirty, and the rounds after it do not
+ * run: their syncs would make a move's removal from its source durable
+ * before its arrival.  Until its retry is due, a failed directory is not
+ * tried again and holds its round back as a failure would. */
 static int flush_rounds(struct spool *sp, int last, bool leave, bool agents)
 {
         struct sync_target t[SPOOL_FLUSH_AGENTS_MAX + _SD_MAX];
@@ -406,7 +416,7 @@ static int flush_rounds(struct spool *sp, int last, bool leave, bool agents)
         if (tried > 0 || r == 0)
                 sync_settle(sp, first[0] ? r : 0, first, now);
         else if (sp->sync_fail.err)
-                deadline_note(&sp->deadline, sp->sync_fail.retry_at);
+                deadline_note(&sp->due, sp->sync_fail.retry_at);
         return r;
 }
 

@@ -14,6 +14,8 @@
  *   store_side.c  sidecars, temp names, ids/, the agents' directories
  *   store_doc.c   the sidecars' documents as structs (store_doc.h): their
  *                 keys are spelled there alone
+ *   store_outbox.c outbox/: an item's copy, the take's note of the
+ *                 producer's file, the archive that carries it to ids/
  *
  * Each returns 0 or -errno, the outcome through a pointer. */
 #ifndef HD_STORE_H
@@ -81,11 +83,10 @@ bool store_drop_id_leftover(struct spool *sp, const char *name, const char *id);
  * when given and it is one (one look), else the first a listing finds
  * (outbox.c at start; never per handoff/ name). */
 bool store_find_link(int dirfd, const char *name, const struct stat *a, char *found, size_t n);
-/* An earlier version's item: claimed/<id>.json and archive/<the
- * marker's archive_as> are one inode
- * (an archiving's two directories not both synced before a power cut):
- * the archive stands, the claimed/ name and the marker are removed.  True
- * when they were. */
+/* An earlier version's item whose claimed/<id>.json and archive/<the
+ * marker's archive_as> are one inode, because a power cut came before
+ * both directories of its archiving were synced.  The archive stands;
+ * the claimed/ name and the marker are removed.  True when they were. */
 bool store_drop_archived_leftover(struct spool *sp, const char *id);
 /* in/NAME (claimed/<id>.json) has a second link in tmp/: a producer's
  * temp name that a power cut kept beside the rename the daemon then
@@ -93,11 +94,12 @@ bool store_drop_archived_leftover(struct spool *sp, const char *id);
  * handoff/ not).  The tmp/ one is removed.  True when it was. */
 bool store_drop_tmp_twin(struct spool *sp, enum spool_dir in, const char *name);
 
-/* Move handoff/name to rejected/ with its reason file, when it is still
- * was (NULL: whatever the name holds) and no directory: 0 with *ret
- * (may be NULL) IO_REJECTED, IO_GONE (was has left the name, or another
- * daemon rejected it meanwhile) or IO_BUSY (another daemon is rejecting
- * was: its inode's lock); -EISDIR (a directory: left in handoff/), -errno. */
+/* Move handoff/name to rejected/ with its reason file, if the name still
+ * holds was (NULL: anything) and is not a directory.  0 with *ret (may
+ * be NULL): IO_REJECTED; IO_GONE if was has left the name or another
+ * daemon rejected it; IO_BUSY if another daemon is rejecting it (it holds
+ * the inode's lock).  -EISDIR for a directory, which stays in handoff/;
+ * other -errno. */
 int store_reject(struct spool *sp, const char *name, const struct spool_ino *was,
                  hd_reason reason, const char *detail, const char *handoff_id, int64_t now,
                  enum item_outcome *ret);
@@ -119,12 +121,9 @@ int store_reject_claimed(struct spool *sp, const char *handoff_id, hd_reason rea
 
 /* Remember handoff_id in ids/ (replay memory once it leaves claimed/). */
 int store_id_mark(struct spool *sp, const char *handoff_id);
-/* ids/<id> made (or rewritten) with text: what an archived outbox item
- * says of the producer's file its take left in handoff/ ("src DEV INO",
- * then "archived"), so that after a crash before that file's name left,
- * the file is known as the take's leftover, not taken for a replay. */
-int store_id_note(struct spool *sp, const char *handoff_id, const char *text, size_t len);
-/* Is st the file ids/<id> names, unchanged since, and its item archived? */
+/* Is st the producer's file that ids/<id> names (an outbox item's take
+ * left it in handoff/: store_outbox_archive()), unchanged since, and its
+ * item archived? */
 bool store_id_source_is(struct spool *sp, const char *handoff_id, const struct stat *st);
 
 /* Move handoff/name to directory `to` as dst (a claim, a rejection, to
@@ -141,10 +140,11 @@ bool store_id_source_is(struct spool *sp, const char *handoff_id, const struct s
 int store_take(struct spool *sp, const char *name, const struct spool_ino *was,
                    enum spool_dir to, const char *dst);
 /* handoff/name, the producer's file (dev, ino), is claimed: its
- * handoff is in the daemon's record.  Removed now, or with fsync = yes in
- * store_flush() once claimed/ is synced; only while the name is still
- * that file. */
-void store_drop_source(struct spool *sp, const char *name, dev_t dev, ino_t ino);
+ * handoff is in the daemon's record.  It leaves now, or with fsync = yes
+ * in store_flush() once claimed/ is synced, and only while the name is
+ * still that file.  0; -ENOENT when it left now and the name no longer
+ * held that file (with fsync = yes the check comes later: 0). */
+int store_drop_source(struct spool *sp, const char *name, dev_t dev, ino_t ino);
 /* dir/name (a sidecar: .outcome, .reason, .result, the A2A task record)
  * written whole under a temp name and renamed in, the file synced first
  * with fsync = yes.  0 or -errno. */
@@ -183,10 +183,10 @@ int store_publish_bootstrap(struct spool *sp, struct agent_rt *a, const char *pn
 int store_archive(struct spool *sp, const char *id, const char *name, const char *outcome,
                   const void *buf, size_t len, const char *marker, int64_t now, bool *ret_moved);
 
-/* An agent's own files in her handoffs/ the daemon answers or is done
- * with: a note written beside them (a refused result's), not synced (she
- * may write it again); her file dropped (a directory too: what she made
- * under a result's name).  0 or -errno. */
+/* The agent's own files in her handoffs/.  store_boot_note() writes a
+ * note beside them, such as a refused result's; it is not synced, since
+ * she may write her file again.  store_boot_drop() removes her file, or
+ * a directory she made under a result's name.  0 or -errno. */
 int store_boot_note(struct spool *sp, struct agent_rt *a, const char *name, const void *buf,
                     size_t len);
 int store_boot_drop(struct spool *sp, struct agent_rt *a, const char *name);
@@ -207,9 +207,10 @@ int store_cancel_forget(struct spool *sp, const char *name, bool dir);
  * -errno. */
 int store_prune(struct spool *sp, enum spool_dir dir, const char *name);
 
-/* The relay's inbound: tmp/PREFIX.NAME.RAND written (synced with fsync =
- * yes) and renamed to handoff/NAME, where intake verifies it as any
- * producer's file.  1: written; 0: NAME is there already; -errno. */
+/* The relay's inbound: write tmp/PREFIX.NAME.RAND (synced with fsync =
+ * yes) and rename it to handoff/NAME.  Intake then verifies it like any
+ * producer's file.  1 when written, 0 when NAME is there already, or
+ * -errno. */
 int store_put_handoff(struct spool *sp, const char *prefix, const char *name, const void *data,
                       size_t len);
 
@@ -231,5 +232,34 @@ bool store_agent_take_dirty(struct agent_rt *a);
 /* Remove dir/name, a file of the daemon's (a marker, a sidecar, what
  * retention or a power cut's recovery removes).  0 or -errno. */
 int store_remove(struct spool *sp, enum spool_dir dir, const char *name);
+
+/* outbox/<id>.json's documents are at most this big. */
+#define STORE_OUTBOX_MAX(sp) (2 * (sp)->cfg->max_file_size + 65536)
+
+/* Take handoff/name into outbox/ as dst, for a remote agent.  buf holds
+ * the canonical bytes of doc, which verified.  The name must still hold
+ * was, and a regular file.  The take's note of that file is written
+ * first, then the copy, never over an existing name.  The producer's file
+ * leaves handoff/ once outbox/ is synced.
+ *
+ * 0 on success.  -EEXIST if dst holds another copy.  -ENOENT if the name
+ * no longer holds was, or (with *ret_leftover) if dst is this take's own
+ * copy left by a crash: then the producer's file goes as its leftover.
+ * -EISDIR, or other -errno. */
+int store_outbox_take(struct spool *sp, const char *name, const struct spool_ino *was,
+                      const char *handoff_id, const json_t *doc, const char *buf, size_t len,
+                      const char *dst, bool *ret_leftover);
+/* outbox/name parsed (within STORE_OUTBOX_MAX) into *ret, and when it
+ * entered outbox/ (its ctime; now when that cannot be read). */
+int store_outbox_load(struct spool *sp, const char *name, int64_t now, json_t **ret,
+                      hd_verdict *vd, int64_t *ret_at);
+/* outbox/<id>.json archived (as store_archive_from(), buf its .outcome),
+ * its id remembered in ids/ with the take's note of the producer's file,
+ * and the note removed. */
+int store_outbox_archive(struct spool *sp, const char *handoff_id, int64_t at_s,
+                         const char *from, const char *to, const char *buf, size_t len,
+                         char *name, size_t n);
+/* The take's notes whose item is no longer in outbox/: removed. */
+void store_outbox_sweep(struct spool *sp);
 
 #endif

@@ -20,7 +20,7 @@ void store_leaving_note(struct spool *sp, const char *name, dev_t dev, ino_t ino
 
 /* handoff/name goes now if it is still was: to spent/ (spent), else
  * unlinked. */
-void store_leave_name(struct spool *sp, const char *name, const struct spool_ino *was, bool spent);
+int store_leave_name(struct spool *sp, const char *name, const struct spool_ino *was, bool spent);
 
 /* rejected/NAME, NAME~1 ... NAME~999: a rejection's names. */
 #define STORE_REJECT_NAMES 1000

@@ -51,8 +51,8 @@ bool store_find_link(int dirfd, const char *name, const struct stat *a, char *fo
 static struct spool_kept *kept_find(struct spool *sp, const struct stat *a)
 {
         for (size_t i = 0; i < SPOOL_KEPT_MAX; i++)
-                if (sp->kept[i].ino == a->st_ino && sp->kept[i].dev == a->st_dev)
-                        return &sp->kept[i];
+                if (sp->kept.slot[i].ino == a->st_ino && sp->kept.slot[i].dev == a->st_dev)
+                        return &sp->kept.slot[i];
         return NULL;
 }
 
@@ -64,8 +64,8 @@ void store_kept_note(struct spool *sp, dev_t dev, ino_t ino, enum spool_dir dir,
         if (strlen(name) > NAME_MAX)
                 return;
         if (!k) {
-                k = &sp->kept[sp->kept_next];
-                sp->kept_next = (sp->kept_next + 1) % SPOOL_KEPT_MAX;
+                k = &sp->kept.slot[sp->kept.next];
+                sp->kept.next = (sp->kept.next + 1) % SPOOL_KEPT_MAX;
         }
         *k = (struct spool_kept) { .dev = dev, .ino = ino, .dir = dir, .synced = synced };
         memcpy(k->name, name, strlen(name) + 1);

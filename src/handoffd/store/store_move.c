@@ -74,14 +74,15 @@ int store_take(struct spool *sp, const char *name, const struct spool_ino *was,
         return store_take_link(sp, name, was, to, dst, sp->cfg->fsync);
 }
 
-void store_drop_source(struct spool *sp, const char *name, dev_t dev, ino_t ino)
+int store_drop_source(struct spool *sp, const char *name, dev_t dev, ino_t ino)
 {
         struct spool_ino was = { .dev = dev, .ino = ino };
 
-        if (sp->cfg->fsync)
+        if (sp->cfg->fsync) {
                 store_leaving_note(sp, name, dev, ino, true);
-        else
-                store_leave_name(sp, name, &was, true);
+                return 0;
+        }
+        return store_leave_name(sp, name, &was, true);
 }
 
 /* rejected/ grew by dst and its reason of len bytes: past a bound of
@@ -102,7 +103,7 @@ static void rejected_count(struct spool *sp, const char *dst, size_t len, int64_
         if ((c->rejected_max_items && sp->st.rejected_items > c->rejected_max_items) ||
             (c->rejected_max_bytes && sp->st.rejected_bytes > c->rejected_max_bytes)) {
                 sp->retention_due = true;
-                deadline_note(&sp->deadline, now + RETENTION_SOON_USEC);
+                deadline_note(&sp->due, now + RETENTION_SOON_USEC);
         }
 }
 

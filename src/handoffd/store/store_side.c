@@ -39,22 +39,6 @@ int store_side_rename(struct spool *sp, enum spool_dir dir, const char *from, co
         return 0;
 }
 
-int store_id_note(struct spool *sp, const char *id, const char *text, size_t len)
-{
-        int fd, r;
-
-        if (!id || !hd_id_valid(id))
-                return 0;
-        fd = openat(sp->fd[SD_IDS], id,
-                    O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0640);
-        if (fd < 0)
-                return -errno;
-        r = write(fd, text, len) == (ssize_t)len ? 0 : -EIO;
-        close(fd);
-        store_dirty(sp, SD_IDS);
-        return r;
-}
-
 bool store_id_source_is(struct spool *sp, const char *id, const struct stat *st)
 {
         unsigned long long dev, ino;
