@@ -37,6 +37,7 @@
 #include "fuzz.h"
 #include "log.h"
 #include "outbox.h"
+#include "parts.h"
 #include "receipt.h"
 #include "relay_inbound.h"
 #include "relay_queue.h"
@@ -64,6 +65,7 @@ static struct config *cfg;
 static struct spool *sp;
 static struct dict unserved;     /* spool_open() says why an agent is not served */
 static struct relay relay;
+static struct parts parts;      /* the storage only: no cancel waits here */
 static hd_key *key_a;
 static int64_t now;
 static unsigned runs;
@@ -164,6 +166,8 @@ static void make_spool(void)
          * options, no libnats): what the inbound path reads. */
         uv_loop_init(&loop);
         relay.loop = &loop;
+        parts.sp = sp;
+        relay.p = &parts;
         relay.sp = sp;
         relay.max_msg = cfg->max_file_size;
         relay.host = strdup(cfg->relay.host);
