@@ -1,8 +1,11 @@
 # mk/powercut.mk: the power-cut harness (issue 26).  Included by the top
 # Makefile.
 #
-#   make powercut        the short power-cut run (tests/e2e/test_powercut.py);
-#                        its last line: powercut: N cuts, N handoffs, lost N, twice N, left N
+#   make powercut        100 power cuts (tests/e2e/test_powercut.py; make check
+#                        runs it with 10), each aimed in turn right after one
+#                        operation of the storage layer's sync rounds;
+#                        POWERCUT_CUTS=N for another count.  Its last line:
+#                        powercut: N cuts, N handoffs, lost N, twice N, left N
 #   make stress          runs the long one (mk/stress.mk)
 #
 # tests/powercut/powercutfs.c is a FUSE file system (libfuse3) that forgets,
@@ -26,7 +29,9 @@ $(POWERCUTFS): tests/powercut/powercutfs.c tests/powercut/pcimage.c tests/powerc
 # fresh machine, "fuse.h: No such file or directory").
 CHECK_BUILD += $(POWERCUTFS)
 
+POWERCUT_CUTS ?= 100
+
 .PHONY: powercut
 powercut: deps
 	@$(MAKE) --no-print-directory all $(POWERCUTFS)
-	@$(CHECK_ENV) HD_POWERCUT_ENFORCE=1 python3 -B tests/e2e/test_powercut.py
+	@$(CHECK_ENV) HD_POWERCUT_CUTS=$(POWERCUT_CUTS) HD_POWERCUT_ENFORCE=1 python3 -B tests/e2e/test_powercut.py

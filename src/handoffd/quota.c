@@ -42,7 +42,10 @@
  * between the archive and the release, leaves counted waits no more:
  * quota_repair() removes such ids under the id's lock (a claimer holds it
  * from before its count to after its record), at start and at each
- * housekeeping run.  The links are not synced (a sync per claim for a
+ * housekeeping run.  Until then the other daemons count them as waiting,
+ * but an item judged again (still in handoff/) is judged without its own
+ * link (count_but()): counted against itself it was rejected as
+ * inbox_full while its place stood empty.  The links are not synced (a sync per claim for a
  * count that can be rebuilt): the first sweep after a start (and after a
  * reload) counts every claimed item it looks at (quota_note), so what a
  * power cut took is counted again.  quota/ is the daemon's alone (mode
@@ -191,6 +194,24 @@ static int count_of(int qfd, const char *anchor, uint64_t *ret)
         return 0;
 }
 
+/* The count an anchor holds, less the item's own link when it has one
+ * there: a daemon killed between its count and its claim's record left
+ * it, and the item is now ours (we hold its id's lock).  Only looked for
+ * when the count is at max, so a claim pays nothing for it. */
+static int count_but(int qfd, const char *anchor, const char *link, uint64_t max, uint64_t *ret)
+{
+        struct stat a, l;
+        int r = count_of(qfd, anchor, ret);
+
+        if (r < 0 || *ret < max)
+                return r;
+        if (fstatat(qfd, anchor, &a, AT_SYMLINK_NOFOLLOW) == 0 &&
+            fstatat(qfd, link, &l, AT_SYMLINK_NOFOLLOW) == 0 &&
+            a.st_dev == l.st_dev && a.st_ino == l.st_ino)
+                (*ret)--;
+        return 0;
+}
+
 /* The agent's directories and an anchor, made where missing. */
 static int make_anchor(int qfd, const char *agent, const char *anchor)
 {
@@ -282,7 +303,8 @@ int quota_take(struct spool *sp, const char *agent, const char *id,
         r = quota_lock(sp, off);
         if (r < 0)
                 return r;
-        if (c->max_waiting_per_sender && (r = count_of(qfd, q.sender, &n)) == 0 &&
+        if (c->max_waiting_per_sender &&
+            (r = count_but(qfd, q.sender, q.by, c->max_waiting_per_sender, &n)) == 0 &&
             n >= c->max_waiting_per_sender) {
                 v->reason = HD_R_INBOX_FULL;
                 snprintf(v->detail, sizeof(v->detail),
@@ -291,7 +313,8 @@ int quota_take(struct spool *sp, const char *agent, const char *id,
                 r = -EBADMSG;
         }
         if (r == 0 && c->max_waiting_per_sender && q.producer[0] &&
-            (r = count_of(qfd, q.producer, &n)) == 0 && n >= c->max_waiting_per_sender) {
+            (r = count_but(qfd, q.producer, q.by_producer, c->max_waiting_per_sender, &n)) == 0 &&
+            n >= c->max_waiting_per_sender) {
                 v->reason = HD_R_INBOX_FULL;
                 snprintf(v->detail, sizeof(v->detail),
                          "%llu handoffs dropped by %s %s already wait for %s, under any "
@@ -300,8 +323,8 @@ int quota_take(struct spool *sp, const char *agent, const char *id,
                          s->producer + (s->producer[0] == 'u'), agent);
                 r = -EBADMSG;
         }
-        if (r == 0 && shared && q.shared[0] && (r = count_of(qfd, q.shared, &n)) == 0 &&
-            n >= shared) {
+        if (r == 0 && shared && q.shared[0] &&
+            (r = count_but(qfd, q.shared, q.by_shared, shared, &n)) == 0 && n >= shared) {
                 v->reason = HD_R_INBOX_FULL;
                 snprintf(v->detail, sizeof(v->detail),
                          "%llu handoffs signed with a shared key already wait for %s "
@@ -310,8 +333,8 @@ int quota_take(struct spool *sp, const char *agent, const char *id,
                          (unsigned long long)(c->max_waiting - shared));
                 r = -EBADMSG;
         }
-        if (r == 0 && c->max_waiting && (r = count_of(qfd, q.count, &n)) == 0 &&
-            n >= c->max_waiting) {
+        if (r == 0 && c->max_waiting &&
+            (r = count_but(qfd, q.count, q.id, c->max_waiting, &n)) == 0 && n >= c->max_waiting) {
                 v->reason = HD_R_INBOX_FULL;
                 snprintf(v->detail, sizeof(v->detail),
                          "%llu handoffs already wait for %s (max_waiting)",

@@ -10,9 +10,10 @@ When her file has left handoff/ (the daemon verified it and took it into
 outbox/) she rewrites it through her descriptor: from_agent "ceo", a new
 text, hmac "AAAA".  Then both ways come up.
 
-What must hold: the A2A server gets the handoff as verified, b delivers
-it to alice as verified (a forged copy would be rejected there as
-bad_mac), and a's archive/ keeps for each a file of the daemon's user
+What must hold: while they wait, outbox/ holds the verified handoffs in
+files of the daemon's user; the A2A server gets the handoff as verified,
+b delivers it to alice as verified (a forged copy would be rejected there
+as bad_mac), and a's archive/ keeps for each a file of the daemon's user
 with the verified handoff, never her inode.
 
 Runs as root; the daemon and mallory are throwaway uids/gids; host b is a
@@ -131,7 +132,20 @@ def main():
                 out, err = p.communicate(timeout=90 * hdtest.SLOW)
                 check(out.strip() == "rewrote", f"mallory: {out!r} {err!r}\n{da.logs()[-2000:]}")
             check(a.count("outbox") >= 2, f"a's outbox/: {a.names('outbox')}")
-            print("- mallory rewrote both files through her descriptors once they left handoff/")
+            # What waits to be sent: the daemon's files with the verified
+            # bytes; her text nowhere in outbox/.
+            for doc in (relayed, sent):
+                p = a.path("outbox", doc["handoff_id"] + ".json")
+                st = os.stat(p)
+                with open(p) as f:
+                    waits = json.load(f)
+                check(st.st_uid == DAEMON, f"outbox/ holds a file of uid {st.st_uid}, not the daemon's")
+                check(waits == doc, f"outbox/ holds other bytes than verified: {waits}")
+            for n in os.listdir(a.path("outbox")):
+                with open(a.path("outbox", n), "rb") as f:
+                    check(FORGED_TEXT.encode() not in f.read(), f"her rewrite is in outbox/{n}")
+            print("- mallory rewrote both files through her descriptors once they left handoff/; "
+                  "outbox/ holds the verified handoffs, in the daemon's files")
 
             ns.start()
             db = b.start(name="b", extra=b.extra + f"[relay]\nservers = {ns.url}\nhost = b\n"

@@ -9,7 +9,8 @@ key), publishes her file through tmp/ and keeps it open.  Once the file
 has left handoff/ she rewrites it through her descriptor with a handoff
 she signs herself (same id, another text).
 
-1. Claimed, then consumed: alice gets the handoff as verified, and
+1. Claimed, then consumed: alice gets the handoff as verified, claimed/
+   holds it in a file of the daemon's user while it waits, and
    archive/ keeps a file of the daemon's user with the verified handoff
    and an .outcome "consumed"; her text is nowhere in the spool (but in
    spent/, her own file until it is freed) or in alice's state.
@@ -129,8 +130,19 @@ def test_consumed(env, conf):
     boot = os.path.join(env.state["alice"], "handoffs", hid + ".json")
     hdtest.wait_for(lambda: os.path.exists(boot), what="the bootstrap in alice's handoffs/")
     check(load(boot).get("handoff") == good, f"the bootstrap is not the verified handoff: {load(boot)}")
+    # The claim's record, while it waits: the daemon's file with the
+    # verified bytes, never her inode; her text nowhere but in her own file.
+    rec = env.path("claimed", hid + ".json")
+    st = os.stat(rec)
+    check(st.st_uid == DAEMON and st.st_ino != ino,
+          f"claimed/{hid}.json is a file of uid {st.st_uid} (inode {st.st_ino}, hers {ino}), "
+          f"not the daemon's own")
+    check(invariant.record_handoff(load(rec)) == good,
+          f"claimed/ keeps other bytes than verified: {invariant.record_handoff(load(rec))}")
+    hits = forged(env, ino)
+    check(not hits, f"while claimed, her rewrite reached the spool or alice: {hits}")
     print("- claim: mallory rewrote her file through her descriptor once it left handoff/; "
-          "alice's bootstrap is the verified handoff")
+          "alice's bootstrap and claimed/ hold the verified handoff, in the daemon's files")
 
     p = subprocess.run([env.for_others(hdtest.HANDOFFCTL), "consume", "-c", conf,
                         "--agent", "alice", hid],

@@ -14,10 +14,21 @@ MODEL; test_powercut_harness.py checks the harness).  Load, all the time:
   gordon's bootstraps are never taken: they expire (resume_window = 2) and
   are archived as expired;
 - retention prunes archive/ and rejected/ (max_window 4 s + skew 2 s).
-Then, at a random moment (HD_POWERCUT_CUTS times, default 10; make stress
-runs 200): the power is cut (everything not synced is gone), handoffd is
+Then HD_POWERCUT_CUTS times (default 10; make powercut runs 100, make
+stress 200) the power is cut (everything not synced is gone), handoffd is
 SIGKILLed, the file system mounted again, handoffd started (some cuts land
-during its start-up recovery, before READY=1).  After each restart, with
+during its start-up recovery, before READY=1).  The cuts are aimed in turn
+(AIMS, powercutfs "arm") right after each operation of each step of the
+storage layer's sync rounds: the take from handoff/, the claim (hidden
+bootstrap, record, claimed/ synced), the publish, the reject (link,
+.reason sidecar, rejected/ synced, the handoff/ name removed), the archive
+(.outcome sidecar, ids/ mark, the move, archive/ then claimed/ synced),
+handoff/'s round, the expiry, the reaper, retention, a recovery's
+removals; a few after a log line, a few at random moments.  The first
+mounts are traced: a step of the daemon that no aim covers fails the test,
+and so, in a run of two passes over AIMS or more, does an aim never
+reached (a recovery's step only happens when an earlier cut made its
+case).  After each restart, with
 the workers parked (tests/py/invariant.py, settled):
 - lost: an acknowledged handoff (submit returned, or the daemon logged it
   claimed or archived, or the consumer took it) is in none of the states,
@@ -28,7 +39,9 @@ the workers parked (tests/py/invariant.py, settled):
 - left: anything half made: temp files, sidecars without their item, a
   bootstrap for an archived item, a claimed item without its bootstrap.
 Acknowledged items older than the retention floor (6 s) may be pruned and
-are not counted.  Findings fail the test (make check, make powercut, make
+are not counted, nor is one that only submit acknowledged, once past its
+expires_at: rejected as expired, it guards no id and retention may prune
+it at once, and the kill may have lost the log line that says so.  Findings fail the test (make check, make powercut, make
 stress); with HD_POWERCUT_ENFORCE=0 they are printed as OPEN.  The last line is
 `powercut: N cuts, N handoffs, lost N, twice N, left N`."""
 
@@ -53,6 +66,7 @@ CUTS = powercut.cuts(10)
 REPORT = powercut.Report("powercut", CUTS)
 AGENTS = ["alice", "gordon"]
 FLOOR = 6.0          # max_window + max_clock_skew: retention may prune after this
+TTL = 3              # the producers' handoffs expire after this
 EXTRA = """[spool]
 resume_window = 2
 max_window = 4
@@ -62,9 +76,64 @@ max_clock_skew = 2
 archive_max_items = 20
 rejected_max_items = 5
 """
-# The steps cuts are aimed at (the log line that ends each); None: random.
-TARGETS = ["Claimed ", "as consumed", None, "as expired", "Rejected ", "Retention removed",
-           "Claimed ", None, "as consumed"]
+# The cuts are aimed, in turn, right after each operation of the storage
+# layer's steps (src/handoffd/store/; handoffd(8), "Durability and crash
+# windows"), as the file system sees it: (what, op, path text[, then]),
+# powercutfs "arm" (then: the first such operation after it).  Each pass
+# over the list takes the nth matching operation, n = 1, 2, 3, 1 ...  Then
+# a few after a log line, and at random moments (None).
+AIMS = [
+    ("take: handoff/ name to spent/", "rename", "/spool/spent/"),
+    ("claim: the hidden bootstrap made", "create", "/handoffs/.pending."),
+    ("claim: the hidden bootstrap synced", "fsync", "/handoffs/.pending."),
+    ("claim: the record linked into claimed/", "link", "/spool/claimed/"),
+    ("round 1: claimed/ synced", "fsyncdir", "/spool/claimed"),
+    ("publish-bootstrap: .pending.NAME renamed to NAME", "rename", "/handoffs/1"),
+    ("round 0: an agent's handoffs/ synced", "fsyncdir", "/handoffs"),
+    ("round 2: handoff/ synced", "fsyncdir", "/spool/handoff"),
+    ("reject: linked into rejected/", "link", "/spool/rejected/"),
+    ("sidecar: .reason made", "create", ".reason."),
+    ("sidecar: .reason synced", "fsync", ".reason."),
+    ("sidecar: .reason renamed in", "rename", ".reason"),
+    ("round 0: rejected/ synced", "fsyncdir", "/spool/rejected"),
+    ("reject: the handoff/ name removed", "unlink", "/spool/handoff/"),
+    ("sidecar: .outcome made", "create", ".outcome."),
+    ("sidecar: .outcome synced", "fsync", ".outcome."),
+    ("sidecar: .outcome renamed in", "rename", ".outcome"),
+    ("archive: claimed/ to archive/", "rename", ".outcome", ("rename", "/spool/archive/")),
+    ("round 0: archive/ synced", "fsyncdir", "/spool/archive"),
+    ("round 1 after an archive: claimed/ synced", "rename", "/spool/archive/",
+     ("fsyncdir", "/spool/claimed")),
+    ("archive: the id marked in ids/", "create", "/spool/ids/"),
+    ("round 0: ids/ synced", "fsyncdir", "/spool/ids"),
+    ("retention: ids/ pruned", "unlink", "/spool/ids/"),
+    ("expiry: the bootstrap taken back", "rename", "/.expire."),
+    ("expiry: the taken bootstrap removed", "unlink", "/.expire."),
+    ("spent/ reaped", "unlink", "/spool/spent/"),
+    ("retention: archive/ pruned", "unlink", "/spool/archive/"),
+    ("retention: rejected/ pruned", "unlink", "/spool/rejected/"),
+    # only after a cut that left a claimed/ name beside its archive, or a
+    # hidden bootstrap without its record
+    ("recovery: a claimed/ name beside its archive removed", "unlink", "/spool/claimed/"),
+    ("recovery: a .pending.NAME without its record removed", "unlink", "/.pending."),
+    ("after the log line: as consumed", "log", "as consumed"),
+    ("after the log line: Rejected", "log", "Rejected "),
+    None,
+    None,
+]
+# Not the daemon's steps (the producers', the consumer's, handoffctl
+# submit's): passed over when the trace is checked against AIMS.
+OTHERS = [("fsync", r"^/spool/tmp/"), ("fsyncdir", r"^/spool/tmp$"),
+          ("rename", r"^/spool/(tmp|handoff)/\S* <- /spool/tmp/"),
+          ("create", r"^/spool/tmp/"), ("rename", r"/\.consume\.[0-9a-f]+ <- "),
+          ("unlink", r"/\.consume\.[0-9a-f]+$")]
+# The first operations of a start (directories made and synced once).
+START = [("create", r"^/spool/\.lock$"),
+         ("fsyncdir", r"^/(spool|agents)(/(alice|gordon|baton|cancel|outbox|quota|spent|"
+                      r"claimed|archive|rejected|ids|handoff|tmp))?$")]
+# Mounts traced (every operation logged) for the check that AIMS leaves no
+# step of the daemon out: the first ones.
+TRACED = 10
 EXPIRED_RE = re.compile(r"Rejected '(\S+)\.json': expired")
 ACK_RE = re.compile(r"(?:Claimed (\S+) for|Archived (\S+) as)")
 KIND_RE = re.compile(r"handoffd\[\w+\]: (Claimed|Archived \S+ as (\w+)|Rejected|Retention|"
@@ -83,6 +152,7 @@ def main():
         disk, mnt = os.path.join(env.dir, "disk"), os.path.join(env.dir, "mnt")
         fslog = open(os.path.join(env.dir, "powercutfs.log"), "w+")
         fs = pcfs.Mount(disk, mnt, log=fslog)
+        fs.trace()
         env.spool = os.path.join(mnt, "spool")
         env.state = {a: os.path.join(mnt, "agents", a) for a in AGENTS}
         daemons = []
@@ -95,8 +165,8 @@ def main():
             return d
 
         # Every 5th with a wrong key; ttl 3: gordon's expire.
-        voice = powercut.VoiceWriter(env, rnd, AGENTS, bad_every=5, ttl=3, pause=(0, 0.01))
-        sub = powercut.Submitter(env, AGENTS, ttl=3)
+        voice = powercut.VoiceWriter(env, rnd, AGENTS, bad_every=5, ttl=TTL, pause=(0, 0.01))
+        sub = powercut.Submitter(env, AGENTS, ttl=TTL)
         cons = powercut.Consumer(env, ["alice"])
         workers = (voice, sub, cons)
         kinds = collections.Counter()
@@ -150,20 +220,33 @@ def main():
             for w in workers:
                 w.start()
             for cut in range(CUTS):
-                # Aimed at each step in turn: right after the daemon logs
-                # one (a cut lands anywhere in the next few operations),
-                # every few cuts at a random moment.
-                aim = TARGETS[cut % len(TARGETS)]
+                # make check's short run starts at another aim each time.
+                k = cut + SEED % len(AIMS)
+                aim, nth = AIMS[k % len(AIMS)], 1 + (k // len(AIMS)) % 3
                 if aim is None:
                     time.sleep(rnd.uniform(0.02, MAX_RUN))
-                else:
+                    aimed["random"] += 1
+                    fs.cut()
+                elif aim[1] == "log":
+                    # right after the daemon logs it: the cut lands
+                    # anywhere in the next few operations
                     mark = len(d.logs())
                     deadline = time.monotonic() + 4 * hdtest.SLOW
-                    while aim not in d.logs()[mark:] and time.monotonic() < deadline:
+                    while aim[2] not in d.logs()[mark:] and time.monotonic() < deadline:
                         time.sleep(0.002)
-                    aimed[aim if aim in d.logs()[mark:] else "(not seen)"] += 1
+                    seen = aim[2] in d.logs()[mark:]
+                    aimed[aim[0] if seen else aim[0] + " (not seen)"] += 1
                     time.sleep(rnd.uniform(0, 0.03))
-                fs.cut()
+                    fs.cut()
+                else:
+                    # armed after a while: the step of a round in full
+                    # flow, not only the first after the restart
+                    time.sleep(rnd.uniform(0, MAX_RUN))
+                    what, op, text, *then = aim
+                    hit = powercut.aimed_cut(fs, op, text, then[0] if then else None, nth,
+                                             wait=2 if what.startswith("recovery") else
+                                             20 if what.startswith("retention") else 10)
+                    aimed[what if hit else what + " (not reached)"] += 1
                 d.send(signal.SIGKILL)
                 d.proc.wait()
                 powercut.pause(workers)
@@ -179,6 +262,7 @@ def main():
                     acked_log.setdefault(hid, time.time())
                 fs.unmount()
                 fs = pcfs.Mount(disk, mnt, log=fslog)
+                fs.trace(cut + 1 < TRACED)
                 if rnd.random() < 0.15:
                     # A cut during start-up recovery.
                     e = start(wait=False)
@@ -191,6 +275,7 @@ def main():
                     e.stop()
                     fs.unmount()
                     fs = pcfs.Mount(disk, mnt, log=fslog)
+                    fs.trace(cut + 1 < TRACED)
                     early += 1
                 cons.settle()
                 d = start()
@@ -201,16 +286,28 @@ def main():
                     acked[hid] = min(t, born.get(hid, t), acked.get(hid, t))
                 for hid in cons.got:
                     acked.setdefault(hid, now)
-                # Rejected as expired (the daemon was down past expires_at):
-                # decided, not lost, and retention may prune it at once.
-                for dd in daemons[-4:]:
-                    for m in EXPIRED_RE.finditer(dd.logs()):
-                        aged.add(m.group(1))
-                young = [h for h, t in acked.items() if now - t < FLOOR - 0.5 and h not in aged]
+
+                def young():
+                    """The acknowledged ids that must be on disk.  Rejected
+                    as expired (the daemon was down past expires_at): decided,
+                    not lost, and retention may prune it at once, as the
+                    expiry is checked before the MAC and the rejection guards
+                    no id.  The log line says so, unless the kill lost it (a
+                    daemon killed in its start-up may leave no line at all):
+                    so a handoff only submit acknowledged, no daemon logged
+                    claimed and the consumer never took, once past its
+                    expires_at, counts as one."""
+                    t = time.time()
+                    for dd in daemons[-4:]:
+                        for m in EXPIRED_RE.finditer(dd.logs()):
+                            aged.add(m.group(1))
+                    return [h for h, a in acked.items() if now - a < FLOOR - 0.5 and h not in aged
+                            and not (h in sub.acked and h not in acked_log and h not in cons.got
+                                     and sub.acked[h] + TTL < t)]
 
                 def check():
                     # Rejected for anything but age: lost.
-                    return invariant.check(env.spool, env.state, young, consumed=cons.got,
+                    return invariant.check(env.spool, env.state, young(), consumed=cons.got,
                                            settled=True, reject_ok=("expired", "expired_unclaimed"))
 
                 v = powercut.still(check(), check) + cons.twice()
@@ -244,14 +341,29 @@ def main():
                 if dd.proc.poll() is None:
                     dd.proc.kill()
             fs.unmount()
+        fslog.flush()
+        fslog.seek(0)
+        missed = powercut.steps_not_aimed(fslog.read(), [a[1:] for a in AIMS if a and a[1] != "log"],
+                                           OTHERS + START)
+        reached = {a[0] for a in AIMS if a and aimed[a[0]]}
         n = voice.n + sub.n
         print(f"{time.monotonic() - t0:.1f}s; cuts {CUTS} (+{early} during start-up); "
               f"handoffs {n} ({voice.n} written as gptme-voice does, 1 in 5 with a wrong key; "
               f"{sub.n} by handoffctl submit, {len(sub.acked)} returned 0); acknowledged "
               f"{len(set(sub.acked) | set(acked_log) | set(cons.got))}; consumer took {len(cons.got)}; "
-              f"cuts aimed after: {dict(aimed)}; last decision before each cut: {dict(kinds)}; counters at the end: "
+              f"last decision before each cut: {dict(kinds)}; counters at the end: "
               f"{ {k: v for k, v in st['counters'].items() if v} }")
+        print(f"cuts aimed after (of {sum(1 for a in AIMS if a)} aims, {len(reached)} reached):")
+        for what, c in sorted(aimed.items()):
+            print(f"  {c:3d}  {what}")
         REPORT.finish(n)
+        # Every step of the daemon the traced mounts saw is aimed at.
+        hdtest.check(not missed, f"the daemon took steps no cut is aimed at: {missed}")
+        # A full pass over AIMS cuts after each of its steps.
+        # (a recovery's step only when an earlier cut left its case).
+        if CUTS >= 2 * len(AIMS):
+            want = {a[0] for a in AIMS if a and not a[0].startswith("recovery")}
+            hdtest.check(want <= reached, f"aims never reached: {sorted(want - reached)}")
 
 
 REPORT.run(main)

@@ -14,7 +14,10 @@ mounts the backing directory again and reads what the "disk" kept:
   not: there, empty;
 - an unlink not synced comes back; an unlink synced stays gone;
 - an armed cut ("arm OP TEXT [OP2 TEXT2]") comes right after that
-  operation: the sync it follows is kept, nothing after it happens;
+  operation: the sync it follows is kept, nothing after it happens; armed
+  at the nth ("arm fsyncdir /c 3") it lets the first n-1 pass; armed at a
+  create or an unlink it comes right after it; "trace on" logs each
+  operation;
 - --concurrent with a sync held ("delay fsyncdir TEXT MS"): a sync issued
   with the held one is applied first, one issued after it returned after.
 Skipped (passes, says why) where FUSE cannot be mounted."""
@@ -169,6 +172,49 @@ def main():
                           f"(a/x {read(M('a', 'x'))!r}, b/x {read(M('b', 'x'))!r}, "
                           f"a sync after the cut {after})", True)
 
+            # Armed at the nth: "arm fsyncdir /c 3" lets two syncs of c/
+            # pass and cuts after the third; traced, each is logged.
+            fs[0].trace()
+            fs[0].arm("fsyncdir", "/c", nth=3)
+            fsync_path(M("c"))
+            fsync_path(M("c"))
+            hdtest.expect(not fs[0].is_cut(), "armed at the 3rd: not cut after the 2nd", True)
+            fsync_path(M("c"))
+            hdtest.expect(fs[0].is_cut(), "armed at the 3rd: cut after it", True)
+            fs[0].unmount()
+            fs[0] = pcfs.Mount(disk, mnt, log=log)
+            log.flush()
+            log.seek(0)
+            traced = log.read().count("powercutfs: op fsyncdir /c\n")
+            hdtest.expect(traced == 3, f"traced: the 3 syncs of c/ logged ({traced})", True)
+
+            # Armed at a new file and at an unlink: the cut comes right
+            # after it (create: the name there, the directory not synced).
+            fs[0].arm("create", "/c/")
+            with open(M("a", "y"), "wb"):
+                pass
+            hdtest.expect(not fs[0].is_cut(), "armed at a create in c/: not cut by one in a/",
+                          True)
+            try:
+                with open(M("c", "n"), "wb"):
+                    pass
+            except OSError:
+                pass
+            hdtest.expect(fs[0].is_cut(), "armed at a create: cut after it", True)
+            fs[0].unmount()
+            fs[0] = pcfs.Mount(disk, mnt, log=log)
+            write(M("c", "u"), b"u", sync=True)
+            fsync_path(M("c"))
+            fs[0].arm("unlink", "/c/u")
+            os.unlink(M("c", "u"))
+            hdtest.expect(fs[0].is_cut(), "armed at an unlink: cut after it", True)
+            fs[0].unmount()
+            fs[0] = pcfs.Mount(disk, mnt, log=log)
+            hdtest.expect(read(M("c", "u")) == b"u", "an armed unlink's cut: the name comes back",
+                          True)
+            os.unlink(M("c", "u"))
+            fsync_path(M("c"))
+
             # --concurrent, syncs of a/ held: of two syncs issued together the
             # other goes first (a cut after it finds a/ not synced); a sync
             # issued after the held one returned still comes after it.
@@ -216,7 +262,7 @@ def main():
             fs[0].unmount()
         log.seek(0)
         cuts = sum(1 for line in log if "cut: image written" in line)
-        hdtest.expect(cuts == 14, f"{cuts} cuts written", True)
+        hdtest.expect(cuts == 17, f"{cuts} cuts written", True)
     hdtest.finish("powercut harness: loses what was not synced, keeps what was")
 
 

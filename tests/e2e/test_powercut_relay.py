@@ -17,11 +17,17 @@ item's life, in turn: a: the link handoff/ -> outbox/, outbox/ synced
 after it, the next item's file synced after a link (the first one logged
 Queued, the batch not yet synced), the move outbox/ -> archive/ after
 the PubAck and each of its two directories synced (outbox/ with the
-archive/ sync issued beside it held back: powercutfs delay); b: a relayed message renamed into handoff/,
+archive/ sync issued beside it held back: powercutfs delay), each step of
+the take's note of the producer's file (outbox/.<id>.src: made, synced,
+named) and of the daemon's copy (made, synced, linked in), each step of
+the archive from outbox/ (the .outcome sidecar made, synced, named; the
+note copied into ids/, ids/ synced; the move; the note removed; outbox/
+and handoff/ synced after it); b: a relayed message renamed into handoff/,
 handoff/ synced (before the ack to JetStream), claimed/ synced; and at a
-random moment on either.  That host's handoffd is
-SIGKILLed, its file system mounted again, handoffd started; the other
-host runs on.  After each restart, the workers parked:
+random moment on either.  a's first mounts are traced: a step of the way
+out (outbox/, ids/, archive/) that no aim covers fails the test.  That
+host's handoffd is SIGKILLed, its file system mounted again, handoffd
+started; the other host runs on.  After each restart, the workers parked:
 - lost: an acknowledged handoff (submit returned; a logged it "Queued"
   into outbox/ or "Relayed") is on a in none of handoff/ outbox/ archive/,
   or rejected there; after a cut of b: a message gone from the stream
@@ -65,7 +71,9 @@ AGENTS = relaykit.B_AGENTS
 # (host, operation, path text[, then]): the cut comes right after that
 # operation (then: after the first such operation that follows it);
 # (host, None, None): at a random moment.
-OUTBOX_MOVE = ("rename", "/spool/archive/")     # PubAck'ed: outbox/ -> archive/
+# PubAck'ed: the first rename into archive/, the .outcome sidecar's; the
+# move outbox/ -> archive/ comes next, before any sync
+OUTBOX_MOVE = ("rename", "/spool/archive/")
 AIMS = [
     ("a", "link", "/spool/outbox/"),        # handoff/ -> outbox/, nothing synced
     ("b", "rename", "/spool/handoff/"),     # a relayed message in handoff/, not synced
@@ -76,11 +84,36 @@ AIMS = [
     ("a", *OUTBOX_MOVE, ("fsyncdir", "/spool/outbox"), "/spool/archive"),
     ("b", "fsyncdir", "/spool/claimed"),    # the claim on b
     ("a", *OUTBOX_MOVE, ("fsyncdir", "/spool/archive")),  # the move's destination synced
-    ("a", *OUTBOX_MOVE),                    # moved, nothing synced
     ("a", "link", "/spool/outbox/", ("fsync", "/spool/handoff/")),  # queued, the next one synced
+    # the take's note of the producer's file (outbox/.<id>.src) and the
+    # daemon's copy (outbox/.<id>.json.TMP, linked in as outbox/<id>.json)
+    ("a", "create", ".src."),               # the note begun
+    ("a", "fsync", ".src."),                # the note synced
+    ("a", "rename", ".src"),                # the note named, the copy not begun
+    ("a", "create", "/spool/outbox/.1"),    # the copy begun
+    ("a", "fsync", "/spool/outbox/.1"),     # the copy synced, not linked in
+    ("a", "unlink", "/spool/outbox/.1"),    # linked in, its temp name removed
+    # the archive from outbox/ after the PubAck: the .outcome sidecar, the
+    # note copied into ids/, the move, the note removed; the rounds after
+    ("a", "create", ".outcome."),
+    ("a", "fsync", ".outcome."),
+    ("a", "rename", ".outcome"),            # the sidecar named, the item not moved
+    ("a", "create", "/spool/ids/"),         # the note in ids/, not synced
+    ("a", "fsyncdir", "/spool/ids"),
+    ("a", "rename", ".outcome", ("rename", "/spool/archive/")),  # moved
+    ("a", "unlink", ".src"),                # the note gone from outbox/
+    ("a", "create", "/spool/ids/", ("fsyncdir", "/spool/outbox")),  # round 1 after it
+    ("a", "create", "/spool/ids/", ("fsyncdir", "/spool/handoff")),  # round 2 after it
     ("b", None, None),
     ("a", None, None),
 ]
+# a's mounts traced (every operation logged) for the check that AIMS
+# leaves no step of the way out (outbox/, ids/, archive/) out: the first
+# ones.  What is not that way (the claims and rejections of a's own
+# agent, the producers') is test_powercut.py's.
+TRACED = 6
+OTHERS_A = [(op, r"^(?!/spool/(outbox|ids|archive)(/|$))") for op in
+            ("fsync", "fsyncdir", "rename", "link", "unlink", "create")]
 # HD_POWERCUT_AIMS=4,6: only those of AIMS (by index), to look at one step.
 if os.environ.get("HD_POWERCUT_AIMS"):
     AIMS = [AIMS[int(i)] for i in os.environ["HD_POWERCUT_AIMS"].split(",")]
@@ -141,6 +174,7 @@ def main():
     t0 = time.monotonic()
     with relaykit.Hosts() as h:
         disk, mnt, fs, fslog = powercut.relay_mounts(h, AGENTS)
+        fs["a"].trace()
         seq = collections.Counter()
         daemons = {"a": [], "b": []}
 
@@ -168,21 +202,15 @@ def main():
 
         try:
             for cut in range(CUTS):
-                x, op, text, *then = AIMS[cut % len(AIMS)]
+                # make check's short run starts at another aim each time.
+                x, op, text, *then = AIMS[(cut + SEED % len(AIMS)) % len(AIMS)]
                 what = f"{x}: {op} {text}" + (" then %s %s" % then[0] if then else "")
                 if len(then) > 1:
                     fs[x].delay(then[1], 100)
                     what += f" (syncs of {then[1]} held 100 ms)"
                 if op:
-                    fs[x].arm(op, text, then[0] if then else None)
-                    deadline = time.monotonic() + 10 * hdtest.SLOW
-                    while not fs[x].is_cut() and time.monotonic() < deadline:
-                        time.sleep(0.002)
-                    if fs[x].is_cut():
-                        aimed[what] += 1
-                    else:
-                        aimed[what + " (not reached)"] += 1
-                        fs[x].cut()
+                    hit = powercut.aimed_cut(fs[x], op, text, then[0] if then else None)
+                    aimed[what if hit else what + " (not reached)"] += 1
                 else:
                     time.sleep(rnd.uniform(0.02, MAX_RUN))
                     aimed[f"{x}: random"] += 1
@@ -195,6 +223,8 @@ def main():
                 d[x].stop()
                 fs[x].unmount()
                 fs[x] = pcfs.Mount(disk[x], mnt[x], log=fslog, concurrent=True)
+                if x == "a":
+                    fs[x].trace(cut + 1 < TRACED)
                 v = []
                 if x == "b":
                     cons.settle()
@@ -252,6 +282,9 @@ def main():
                 hdtest.check(d[x].stop() == 0, f"{x}: SIGTERM: exit 0")
         finally:
             powercut.relay_teardown(daemons, fs)
+        fslog.flush()
+        fslog.seek(0)
+        missed = powercut.steps_not_aimed(fslog.read(), [a[1:] for a in AIMS if a[1]], OTHERS_A)
         n = voice.n + sub.n
         print(f"{time.monotonic() - t0:.1f}s; cuts {CUTS}; handoffs {n} ({voice.n} written as "
               f"gptme-voice does, 1 in 7 with a wrong key; {sub.n} by handoffctl submit, "
@@ -260,6 +293,7 @@ def main():
               f"a relayed {st['a']['relayed']}, b received {st['b']['received']}, "
               f"duplicates dropped {st['b']['duplicates']}")
         REPORT.finish(n)
+        hdtest.check(not missed, f"a took steps of the way out no cut is aimed at: {missed}")
 
 
 REPORT.run(main)

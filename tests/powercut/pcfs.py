@@ -76,16 +76,13 @@ class Mount:
         finally:
             os.close(fd)
 
-    def arm(self, op, text, then=None):
+    def arm(self, op, text, then=None, nth=1):
         """The power goes right after the next op ("fsync", "fsyncdir",
-        "rename", "link") on a path holding text (a rename's or link's
-        destination), as cut() would; then=(op2, text2): after the first
-        op2 on text2 that follows it.  See powercutfs.c."""
-        fd = os.open(os.path.join(self.mnt, ".powercut"), os.O_WRONLY)
-        try:
-            os.write(fd, f"arm {op} {text}{' %s %s' % then if then else ''}\n".encode())
-        finally:
-            os.close(fd)
+        "rename", "link", "unlink", "create") on a path holding text (a rename's or
+        link's destination), as cut() would; then=(op2, text2): after the
+        first op2 on text2 that follows it; nth: after the nth such
+        operation of the last stage.  See powercutfs.c."""
+        self._ctl(f"arm {op} {text}{' %s %s' % then if then else ''} {nth}\n".encode())
 
     def delay(self, text, ms):
         """(concurrent mounts) each sync of a directory whose path holds
@@ -94,6 +91,18 @@ class Mount:
         fd = os.open(os.path.join(self.mnt, ".powercut"), os.O_WRONLY)
         try:
             os.write(fd, f"delay fsyncdir {text} {ms}\n".encode())
+        finally:
+            os.close(fd)
+
+    def trace(self, on=True):
+        """Log every operation a cut can be armed at to the mount's log:
+        "powercutfs: op OP PATH" (a rename's or link's "PATH <- SOURCE")."""
+        self._ctl(b"trace on\n" if on else b"trace off\n")
+
+    def _ctl(self, line):
+        fd = os.open(os.path.join(self.mnt, ".powercut"), os.O_WRONLY)
+        try:
+            os.write(fd, line)
         finally:
             os.close(fd)
 

@@ -30,14 +30,18 @@
  * does not mix two files.  Reading MOUNTPOINT/.powercut gives counters.
  *
  * "arm OP TEXT" written there cuts the power right after the next OP
- * (fsync, fsyncdir, rename, link) whose path (the destination of a rename
- * or link) holds TEXT: the operation is done and answered, everything
- * after it fails.  A test aims a cut between two steps of a program with
- * it ("arm fsyncdir /spool/outbox": the outbox/ synced, what comes next
- * not).  "arm OP TEXT OP2 TEXT2": after the first OP2 on TEXT2 that
+ * (fsync, fsyncdir, rename, link, unlink, create: a new file) whose path
+ * (the destination of a rename or link) holds TEXT: the operation is done
+ * and answered, everything after it fails.  A test aims a cut between two
+ * steps of a program with it ("arm fsyncdir /spool/outbox": the outbox/
+ * synced, what comes next not).  A number after it ("arm fsyncdir
+ * /archive 3") cuts after the third such operation instead of the first.
+ * "arm OP TEXT OP2 TEXT2 [N]": after the first (Nth) OP2 on TEXT2 that
  * follows an OP on TEXT ("arm rename /archive/ fsyncdir /outbox": the
  * sync of outbox/ that follows a move into archive/).  "disarm" forgets
- * it.
+ * it.  "trace on" logs every such operation to stderr ("powercutfs: op
+ * OP PATH", a rename's or link's "PATH <- SOURCE"), "trace off" stops:
+ * a test lists the steps a program takes with it.
  *
  * With --concurrent (the third argument) requests are served by several
  * threads, one operation at a time still (a lock around each), so syncs
@@ -75,6 +79,16 @@
 static char arm_op[2][16], arm_text[2][256];
 static char delay_text[256];    /* "delay fsyncdir TEXT MS"; [0]: none */
 static long delay_ms;
+static long arm_skip;           /* matches of the last stage to let pass */
+static bool trace;              /* "trace on" */
+
+/* "trace on": the operation a cut can be armed at, logged. */
+static void trace_op(const char *op, const char *rel, const char *from)
+{
+        if (trace)
+                fprintf(stderr, "powercutfs: op %s %s%s%s\n", op, rel ? rel : "?",
+                        from ? " <- " : "", from ? from : "");
+}
 
 /* An armed cut after OP on rel (relative to BACKING), or on the file or
  * directory open as fd. */
@@ -89,6 +103,10 @@ static void maybe_cut(const char *op, const char *rel)
                 memcpy(arm_op[0], arm_op[1], sizeof(arm_op[0]));
                 memcpy(arm_text[0], arm_text[1], sizeof(arm_text[0]));
                 arm_op[1][0] = '\0';
+                return;
+        }
+        if (arm_skip > 0) {
+                arm_skip--;
                 return;
         }
         fprintf(stderr, "powercutfs: armed cut after %s %s\n", op, rel);
@@ -115,12 +133,14 @@ static void maybe_cut_fd(const char *op, int fd)
         char path[4096];
         size_t lb = strlen(backing);
 
-        if (!arm_op[0][0] || strcmp(op, arm_op[0]))
+        if (!trace && (!arm_op[0][0] || strcmp(op, arm_op[0])))
                 return;
         if (fd_path(fd, path, sizeof(path)) < 0)
                 return;
-        if (!strncmp(path, backing, lb))
-                maybe_cut(op, path + lb);
+        if (strncmp(path, backing, lb))
+                return;
+        trace_op(op, path + lb, NULL);
+        maybe_cut(op, path + lb);
 }
 
 static int arm(const char *buf, size_t size)
@@ -140,17 +160,38 @@ static int arm(const char *buf, size_t size)
                 }
                 return 0;
         }
+        if (!strcmp(cmd, "trace on") || !strcmp(cmd, "trace off")) {
+                trace = !strcmp(cmd, "trace on");
+                return 0;
+        }
         arm_op[0][0] = arm_op[1][0] = '\0';
+        arm_skip = 0;
         if (!strcmp(cmd, "disarm"))
                 return 0;
-        k = sscanf(cmd, "arm %15s %255s %15s %255s", arm_op[0], arm_text[0], arm_op[1],
-                   arm_text[1]);
-        if (k != 2 && k != 4) {
-                arm_op[0][0] = arm_op[1][0] = '\0';
-                return -EINVAL;
+        char *tok[6], *save = NULL;
+        int nt = 0;
+        for (char *t = strtok_r(cmd, " ", &save); t && nt < 6; t = strtok_r(NULL, " ", &save))
+                tok[nt++] = t;
+        long nth = 1;
+        if (nt == 4 || nt == 6) {
+                char *end;
+                nth = strtol(tok[nt - 1], &end, 10);
+                if (*end || nth < 1)
+                        return -EINVAL;
+                nt--;
         }
-        if (k == 2)
-                arm_op[1][0] = '\0';
+        if ((nt != 3 && nt != 5) || strcmp(tok[0], "arm"))
+                return -EINVAL;
+        for (k = 0; 1 + 2 * k < nt; k++) {
+                if (strlen(tok[1 + 2 * k]) >= sizeof(arm_op[k]) ||
+                    strlen(tok[2 + 2 * k]) >= sizeof(arm_text[k])) {
+                        arm_op[0][0] = arm_op[1][0] = '\0';
+                        return -EINVAL;
+                }
+                strcpy(arm_op[k], tok[1 + 2 * k]);
+                strcpy(arm_text[k], tok[2 + 2 * k]);
+        }
+        arm_skip = nth - 1;
         return 0;
 }
 
@@ -226,7 +267,11 @@ static int pc_mkdir(const char *path, mode_t mode)
 static int pc_unlink(const char *path)
 {
         OFF();
-        RET(unlinkat(root_fd, REL(path), 0));
+        if (unlinkat(root_fd, REL(path), 0) < 0)
+                return -errno;
+        trace_op("unlink", path, NULL);
+        maybe_cut("unlink", path);
+        return 0;
 }
 
 static int pc_rmdir(const char *path)
@@ -249,6 +294,7 @@ static int pc_rename(const char *from, const char *to, unsigned int flags)
         OFF();
         if (renameat2(root_fd, REL(from), root_fd, REL(to), flags) < 0)
                 return -errno;
+        trace_op(flags & RENAME_EXCHANGE ? "exchange" : "rename", to, from);
         maybe_cut("rename", to);
         return 0;
 }
@@ -258,6 +304,7 @@ static int pc_link(const char *from, const char *to)
         OFF();
         if (linkat(root_fd, REL(from), root_fd, REL(to), 0) < 0)
                 return -errno;
+        trace_op("link", to, from);
         maybe_cut("link", to);
         return 0;
 }
@@ -325,6 +372,10 @@ static int pc_create(const char *path, mode_t mode, struct fuse_file_info *fi)
         if (!existed && fstat(fd, &st) == 0)
                 live_forget(st.st_ino);
         fi->fh = (uint64_t)fd;
+        if (!existed) {
+                trace_op("create", path, NULL);
+                maybe_cut("create", path);
+        }
         return 0;
 }
 

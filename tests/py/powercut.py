@@ -20,6 +20,7 @@ checked."""
 import collections
 import json
 import os
+import re
 import secrets
 import subprocess
 import sys
@@ -198,6 +199,65 @@ def still(findings, again, keep=lambda x: False, settle=10.0):
         later = again()
         left = [x for x in left if x in later]
     return final + left
+
+
+def aimed_cut(fs, op, text, then=None, nth=1, wait=10.0):
+    """The power cut right after the nth op on a path holding text (then:
+    after the nth then-op that follows it; pcfs.Mount.arm()), waiting up to
+    wait seconds (x SLOW) for the program to get there.  True when the
+    armed cut came; False when it did not, and the power was cut there and
+    then instead."""
+    fs.arm(op, text, then, nth)
+    deadline = time.monotonic() + wait * hdtest.SLOW
+    while not fs.is_cut() and time.monotonic() < deadline:
+        time.sleep(0.002)
+    try:
+        fs.disarm()
+        fs.cut()
+    except OSError:
+        return True     # the armed cut came first: the mount is off
+    return False
+
+
+def step_class(op, path, src=""):
+    """A traced operation (powercutfs "trace on") with its names made
+    generic: ids, hex, numbers and temp suffixes become ID, N and TMP, an
+    agent's directory agents/A."""
+    def norm(p):
+        p = re.sub(r"/agents/[^/]+/", "/agents/A/", p or "")
+        d, _, n = p.rpartition("/")
+        n = re.sub(r"[0-9]{10}-[A-Za-z0-9_-]*[0-9a-f]{8,}", "ID", n)
+        n = re.sub(r"\.[A-Za-z0-9]{6}$", ".TMP", n)
+        n = re.sub(r"[0-9a-f]{8,}|[0-9]+", "N", n)
+        return f"{d}/{n}" if p else ""
+    return (op, norm(path), norm(src))
+
+
+TRACE_RE = re.compile(r"powercutfs: op (\S+) (\S+)(?: <- (\S+))?")
+
+
+def steps_not_aimed(trace, aims, others=()):
+    """The step classes (step_class()) of the traced operations in trace
+    (the mounts' log) that no aim (op, text[, then]) is aimed at: an aim
+    covers an op on a path holding its text, and so does its then.  others:
+    (op, regex) of steps that are not the daemon's (the producers', the
+    consumer's); they are passed over.  {class: count}."""
+    pairs = []
+    for a in aims:
+        if a and a[0]:
+            pairs.append((a[0], a[1]))
+            if len(a) > 2 and a[2]:
+                pairs.append(a[2])
+    out = collections.Counter()
+    for m in TRACE_RE.finditer(trace):
+        op, path, src = m.groups()
+        if any(op == o and t in path for o, t in pairs):
+            continue
+        said = path + (" <- " + src if src else "")
+        if any(op == o and re.search(rx, said) for o, rx in others):
+            continue
+        out[step_class(op, path, src)] += 1
+    return dict(out)
 
 
 def classify(finding):
