@@ -103,8 +103,10 @@ int outbox_take(struct relay *r, const char *name, const struct spool_ino *was,
         if (e->exp + 1 < r->scan_at)
                 r->scan_at = e->exp + 1;
         queue_push(r, id, e);
-        log_decision(LOG_INFO, id, e->to, "outbox", NULL, "Queued %s for agent %s on host %s", id,
-                     e->to, config_remote(sp->cfg, e->to));
+        /* Said once it is durable: after the flush that syncs outbox/ */
+        char *to = dict_put(&r->unsaid, id, NULL);
+        if (to)
+                snprintf(to, SPOOL_AGENT_SIZE, "%s", e->to);
         outbox_kick(r);
         return 0;
 }
@@ -425,4 +427,18 @@ static void on_timer(uv_timer_t *t)
         submit_queued(r, now);
         int64_t ms = (r->scan_at - now + 999) / 1000;
         uv_timer_start(&r->timer, on_timer, ms < 0 ? 0 : (uint64_t)ms, 0);
+}
+
+void outbox_synced(void *ctx)
+{
+        struct relay *r = ctx;
+        char *to, *nx;
+
+        DICT_FOREACH_SAFE(to, nx, &r->unsaid) {
+                const char *id = dict_key(to);
+
+                log_decision(LOG_INFO, id, to, "outbox", NULL, "Queued %s for agent %s on host %s",
+                             id, to, config_remote(r->sp->cfg, to));
+                dict_remove(&r->unsaid, to);
+        }
 }

@@ -46,4 +46,8 @@ void outbox_resend(struct relay *r);
 void outbox_puback(struct relay *r, const char *id, bool ok, bool duplicate,
                    const char *err, int64_t now);
 
+/* The store's hook after a flush whose syncs succeeded: the "Queued" line
+ * of each item taken into outbox/ since. */
+void outbox_synced(void *ctx);
+
 #endif

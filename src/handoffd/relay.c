@@ -143,6 +143,7 @@ int relay_start(uv_loop_t *loop, struct parts *p, struct relay **ret)
         r->max_age_usec = (c->max_window + c->max_clock_skew) * 1000000LL;
         r->max_msg = c->max_file_size;
         dict_init(&r->outbox, sizeof(struct outbox_entry));
+        dict_init(&r->unsaid, SPOOL_AGENT_SIZE);
         dict_init(&r->unverified, sizeof(struct relay_owed_rate));
         pthread_mutex_init(&r->m, NULL);
         cond_init_mono(&r->wake_worker);
@@ -170,6 +171,7 @@ int relay_start(uv_loop_t *loop, struct parts *p, struct relay **ret)
         r->n_handles += 2;
         sp->relay.ctx = r;
         sp->relay.take = take_hook;
+        sp->relay.synced = outbox_synced;
         sp->relay.status = relay_status;
         sp->relay.metrics = relay_metrics;
         relay_inbound_clean(r);
@@ -293,6 +295,7 @@ static void relay_destroy(struct relay *r)
         pthread_cond_destroy(&r->wake_worker);
         pthread_cond_destroy(&r->wake_fetcher);
         dict_clear(&r->outbox);
+        dict_clear(&r->unsaid);
         dict_clear(&r->unverified);
         free(r->queue.id);
         free(r->host);

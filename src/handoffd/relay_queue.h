@@ -154,6 +154,9 @@ struct relay {
 
         /* The loop's own. */
         struct dict outbox;     /* id -> struct outbox_entry (outbox.h) */
+        /* ids taken into outbox/ since the last store_flush() that synced:
+         * their "Queued" line waits for it (id -> the agent) */
+        struct dict unsaid;
         struct relay_ids queue; /* ids to publish now */
         int64_t scan_at;        /* next look at every item (expiry, retries) */
         size_t inflight;

@@ -96,6 +96,9 @@ struct spool_relay {
          * ended it yet, and the request goes there (receipt_cancel.c);
          * its answer comes with the item's final receipt. */
         bool (*cancel)(void *ctx, const char *id, const char *name);
+        /* After a store_flush() whose syncs all succeeded: what was taken
+         * into outbox/ before it is durable now (outbox.c says so then). */
+        void (*synced)(void *ctx);
         /* handoff/name came through the relay: the host it came from into
          * buf (a rejection says so), true; else false. */
         bool (*origin)(void *ctx, const char *name, char *buf, size_t n);

@@ -29,7 +29,8 @@ out (outbox/, ids/, archive/) that no aim covers fails the test.  That
 host's handoffd is SIGKILLed, its file system mounted again, handoffd
 started; the other host runs on.  After each restart, the workers parked:
 - lost: an acknowledged handoff (submit returned; a logged it "Queued"
-  into outbox/ or "Relayed") is on a in none of handoff/ outbox/ archive/,
+  into outbox/, which it says once outbox/ is synced, or "Relayed") is on
+  a in none of handoff/ outbox/ archive/,
   or rejected there; after a cut of b: a message gone from the stream
   (b acked it: the stream is a work queue) that b's disk does not hold
   (handoff/ claimed/ archive/ rejected/ ids/ or taken by the consumer):
@@ -102,6 +103,9 @@ AIMS = [
     ("a", "fsyncdir", "/spool/ids"),
     ("a", "rename", ".outcome", ("rename", "/spool/archive/")),  # moved
     ("a", "unlink", ".src"),                # the note gone from outbox/
+    # an item that expired in outbox/ (slow relay, loaded machine): linked
+    # into rejected/ as expired_unrelayed, then its outbox/ name removed
+    ("a", "unlink", "/spool/outbox/1"),
     ("a", "create", "/spool/ids/", ("fsyncdir", "/spool/outbox")),  # round 1 after it
     ("a", "create", "/spool/ids/", ("fsyncdir", "/spool/handoff")),  # round 2 after it
     ("b", None, None),

@@ -435,5 +435,7 @@ int store_flush(struct spool *sp)
         if (sp->relay.flush && (q = sp->relay.flush(sp->relay.ctx)) < 0)
                 r = q;
         q = flush_rounds(sp, 2, r == 0, true);
+        if (r == 0 && q == 0 && sp->relay.synced)
+                sp->relay.synced(sp->relay.ctx);
         return r < 0 ? r : q;
 }
