@@ -14,6 +14,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <limits.h>
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -508,6 +509,10 @@ int main(int argc, char **argv)
         sigaddset(&set, SIGHUP);
         pthread_sigmask(SIG_BLOCK, &set, NULL);
         signal(SIGPIPE, SIG_IGN);
+        /* Two malloc arenas for libmicrohttpd's 8 threads, not one each:
+         * with many streams open, the arenas' slack was a tenth of the
+         * hub's memory. */
+        mallopt(M_ARENA_MAX, 2);
         /* a file size limit is a write's EFBIG, answered and logged */
         signal(SIGXFSZ, SIG_IGN);
         /* before the first request: a task's configs are there for it */
