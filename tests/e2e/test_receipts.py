@@ -45,11 +45,16 @@ wait = hdtest.wait_for
 
 
 def kinds(i):
-    """(from, to, ttl, final outcome on b, its reason) of the i-th handoff."""
-    return [("bob", "alice", 600, "consumed", ""),
-            ("bob", "gordon", 600, "expired", ""),
-            ("carl", "alice", 600, "rejected", "bad_mac"),
-            ("bob", "carol", 600, "rejected", "not_served")][i % 4]
+    """(from, to, ttl, final outcome on b, its reason) of the i-th handoff;
+    carl's (bad_mac) no more than relaykit.UNVERIFIED_MAX, bob's to alice
+    after."""
+    k = [("bob", "alice", 600, "consumed", ""),
+         ("bob", "gordon", 600, "expired", ""),
+         ("carl", "alice", 600, "rejected", "bad_mac"),
+         ("bob", "carol", 600, "rejected", "not_served")]
+    if i % 4 == 2 and i // 4 >= relaykit.UNVERIFIED_MAX:
+        return k[0]
+    return k[i % 4]
 
 
 def main():

@@ -64,6 +64,10 @@ KINDS = [
 
 
 def kind(i):
+    """carl's (bad_mac) no more than relaykit.UNVERIFIED_MAX, consumed ones
+    after."""
+    if KINDS[i % len(KINDS)][0] == "bad_mac" and i // len(KINDS) >= relaykit.UNVERIFIED_MAX:
+        return KINDS[0]
     return KINDS[i % len(KINDS)]
 
 
