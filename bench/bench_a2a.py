@@ -24,7 +24,6 @@ import argparse
 import json
 import os
 import resource
-import shutil
 import socket
 import sys
 import tempfile
@@ -38,7 +37,6 @@ sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.join(SRC, "tests", "py"))
 sys.path.insert(0, HERE)
 import bench_hub  # noqa: E402
-import hdtest  # noqa: E402
 import hubkit  # noqa: E402
 from benchkit import Watcher, pct, proc_cpu  # noqa: E402
 
@@ -182,12 +180,7 @@ def run(handoffd, hubd, n, rate_n, rate, timeout=120.0, keep=False):
                                f"{STREAMS + 64}\nmax_waits_per_token = {STREAMS + 8}\n"
                                "rate_per_token = 0\nmax_requests_per_token = 64\n"
                                "a2a_kept_max_items = 1000000\na2a_kept_max_bytes = 4G\n")
-        d = hdtest.Daemon(site, hub.conf, "handoffd", argv=[handoffd, "-f", "-c", hub.conf])
-        site.daemons.append(d)
-        d.wait_message("READY=1")
-        h = hdtest.Daemon(site, hub.conf, "hub", argv=[hubd, "-f", "-c", hub.conf])
-        site.daemons.append(h)
-        h.wait_message("READY=1")
+        d, h = bench_hub.start(site, hub, handoffd, hubd)
         procs = [d.proc, h.proc]
         # both ways warmed alike (the daemon's first burst is its slowest)
         bench_hub.one(site, hub, "hub", "burst", max(n // 10, 50), None, timeout, procs)
@@ -197,15 +190,7 @@ def run(handoffd, hubd, n, rate_n, rate, timeout=120.0, keep=False):
             rows.append(one_a2a(site, hub, phase, count, r, timeout, procs))
         rows.append(streams(hub, h.proc.pid, STREAMS))
     finally:
-        for x in site.daemons:
-            if x.proc.poll() is None:
-                x.proc.terminate()
-                x.proc.wait()
-            x.log.close()
-        if keep:
-            print(f"  (temp dir kept: {base})", file=sys.stderr)
-        else:
-            shutil.rmtree(base, ignore_errors=True)
+        bench_hub.stop(site, base, keep)
     return rows
 
 

@@ -41,6 +41,7 @@ sys.path.insert(0, HERE)
 import hdproto  # noqa: E402
 import hdtest  # noqa: E402
 import hubkit  # noqa: E402
+from bench_report import hub_mcp_note  # noqa: E402
 from benchkit import Watcher, drop_one, pct, proc_cpu  # noqa: E402
 
 CLIENTS = 8
@@ -231,6 +232,30 @@ def one(site, hub, how, phase, n, rate, timeout, procs):
             "cpu_ms_per_1000": cpu * 1000 * 1000 / n, "ok": not problems, "problems": problems}
 
 
+def start(site, hub, handoffd, hubd):
+    """handoffd and handoff-hubd on hub.conf, each ready: (daemon, hub)."""
+    d = hdtest.Daemon(site, hub.conf, "handoffd", argv=[handoffd, "-f", "-c", hub.conf])
+    site.daemons.append(d)
+    d.wait_message("READY=1")
+    h = hdtest.Daemon(site, hub.conf, "hub", argv=[hubd, "-f", "-c", hub.conf])
+    site.daemons.append(h)
+    h.wait_message("READY=1")
+    return d, h
+
+
+def stop(site, base, keep):
+    """Every program of site stopped; base removed unless kept."""
+    for x in site.daemons:
+        if x.proc.poll() is None:
+            x.proc.terminate()
+            x.proc.wait()
+        x.log.close()
+    if keep:
+        print(f"  (temp dir kept: {base})", file=sys.stderr)
+    else:
+        shutil.rmtree(base, ignore_errors=True)
+
+
 def mcp_ratio(rows):
     """The mcp row's p99 against the hub row's of its run, and whether it
     is within MCP_TARGET."""
@@ -252,12 +277,7 @@ def run(handoffd, hubd, fsync, n, rate_n, rate, timeout=120.0, keep=False, hubfl
     rows = []
     try:
         hub = hubkit.Hub(site, tokens={"bob": None}, extra="max_per_address = 64\nrate_per_token = 0\nmax_requests_per_token = 64\n")
-        d = hdtest.Daemon(site, hub.conf, "handoffd", argv=[handoffd, "-f", "-c", hub.conf])
-        site.daemons.append(d)
-        d.wait_message("READY=1")
-        h = hdtest.Daemon(site, hub.conf, "hub", argv=[hubd, "-f", "-c", hub.conf])
-        site.daemons.append(h)
-        h.wait_message("READY=1")
+        d, h = start(site, hub, handoffd, hubd)
         fport = hubkit.free_port()
         f = hdtest.Daemon(site, hub.conf, "hubfloor",
                           argv=[hubfloor, "--listen", str(fport), "--cert", hub.cert, "--key", hub.key,
@@ -273,24 +293,8 @@ def run(handoffd, hubd, fsync, n, rate_n, rate, timeout=120.0, keep=False, hubfl
                                 timeout, procs))
         mcp_ratio(rows)
     finally:
-        for x in site.daemons:
-            if x.proc.poll() is None:
-                x.proc.terminate()
-                x.proc.wait()
-            x.log.close()
-        if keep:
-            print(f"  (temp dir kept: {base})", file=sys.stderr)
-        else:
-            shutil.rmtree(base, ignore_errors=True)
+        stop(site, base, keep)
     return rows
-
-
-def mcp_note(r):
-    """The ratio of an mcp row, as the tables print it."""
-    if "p99_vs_hub" not in r:
-        return ""
-    v = r["p99_vs_hub"]
-    return f"  p99 {v:.2f}x the hub's POST (target <= {r['p99_target']:g}x: {'ok' if v <= r['p99_target'] else 'OVER'})"
 
 
 def main():
@@ -311,7 +315,7 @@ def main():
               f"p50 {r.get('lat_p50_ms') or 0:.2f} ms, p99 {r.get('lat_p99_ms') or 0:.2f} ms "
               f"(in p50 {r.get('lat_in_p50_ms') or 0:.2f} p99 {r.get('lat_in_p99_ms') or 0:.2f}, "
               f"daemon p50 {r.get('lat_daemon_p50_ms') or 0:.2f} p99 {r.get('lat_daemon_p99_ms') or 0:.2f})"
-              f"{mcp_note(r)}"
+              f"{hub_mcp_note(r)}"
               f"{'' if r['ok'] else '  FAIL ' + '; '.join(r['problems'])}")
     print("BENCH_HUB_JSON " + json.dumps(rows, sort_keys=True, separators=(",", ":")))
     return 0 if all(r["ok"] for r in rows) else 1

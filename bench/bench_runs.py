@@ -17,7 +17,7 @@ import tempfile
 import time
 
 import hdtest
-from bench_report import fmt
+from bench_report import fmt, hub_mcp_note
 from benchkit import (
     AGENT, BenchError, Watcher, drop_one, pct, proc_cpu, proc_status, proc_switches,
     publish_one, stage_one, warm_up)
@@ -491,7 +491,7 @@ def run_hub(a, paths, rows):
                                  a.rate, a.timeout, a.keep, hubfloor=paths["hubfloor"]):
             rows.append(res)
             print(f"  hub-{res['fsync']}-{res['phase']}-{res['how']:16} {fmt(res.get('throughput')):>8} items/s "
-                  f"p99 {fmt(res.get('lat_p99_ms'))} ms{bench_hub.mcp_note(res)}"
+                  f"p99 {fmt(res.get('lat_p99_ms'))} ms{hub_mcp_note(res)}"
                   f"{'' if res.get('ok') else '  FAIL'}")
             for p in res.get("problems", []):
                 print(f"    problem: {p}")

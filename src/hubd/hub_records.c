@@ -148,6 +148,15 @@ static int format_put(char *buf, size_t n, const char *id, const struct hub_reco
                          r->to[0] ? r->to : "-", (long long)t);
 }
 
+/* The two agents of a record, when both are names ("-": unknown). */
+static void set_agents(struct hub_record *r, const char *from, const char *to)
+{
+        if (hd_agent_valid(from) && hd_agent_valid(to)) {
+                memcpy(r->from, from, strlen(from) + 1);
+                memcpy(r->to, to, strlen(to) + 1);
+        }
+}
+
 /* One journal line into the table; a line that does not parse is skipped. */
 static void replay_line(struct hub_records *s, char *line)
 {
@@ -166,10 +175,7 @@ static void replay_line(struct hub_records *s, char *line)
             !hd_id_valid(id) || strlen(hex) != HUB_HASH_HEX - 1)
                 return;
         memcpy(r.hex, hex, HUB_HASH_HEX);
-        if (hd_agent_valid(from) && hd_agent_valid(to)) {
-                memcpy(r.from, from, strlen(from) + 1);
-                memcpy(r.to, to, strlen(to) + 1);
-        }
+        set_agents(&r, from, to);
         (void)put(s, id, &r, t);
 }
 
@@ -210,11 +216,8 @@ static void take_old(struct hub_records *s, int state_fd, const char *id, const 
                 return;
         buf[n] = '\0';
         memcpy(r.hex, buf, HUB_HASH_HEX - 1);
-        if (buf[HUB_HASH_HEX - 1] == ' ' && sscanf(buf + HUB_HASH_HEX, "%511s %511s", from, to) == 2 &&
-            hd_agent_valid(from) && hd_agent_valid(to)) {
-                memcpy(r.from, from, strlen(from) + 1);
-                memcpy(r.to, to, strlen(to) + 1);
-        }
+        if (buf[HUB_HASH_HEX - 1] == ' ' && sscanf(buf + HUB_HASH_HEX, "%511s %511s", from, to) == 2)
+                set_agents(&r, from, to);
         if (!find(s, id))
                 (void)put(s, id, &r, st->st_mtime);
 }
