@@ -181,13 +181,20 @@ def main():
               f"tries of archive/ backed off 1 s, 2 s, 4 s: {gaps}")
         hdtest.wait_for(lambda: env.item(hid)["state"] == "archive", 10 * hdtest.SLOW,
                         "the consumed item in archive/")
-        hdtest.wait_for(lambda: env.item(later["handoff_id"])["state"] == "claimed",
-                        30 * hdtest.SLOW, "the handoff dropped meanwhile claimed")
+        # Its rename into claimed/ came before the failure; its delivery
+        # (the bootstrap) waits for the recovery.
+        hdtest.wait_for(lambda: env.item(later["handoff_id"])["state"] == "claimed" and
+                        len(env.bootstraps("alice")) >= 1 and
+                        f"Claimed {later['handoff_id']}" in d.logs(),
+                        30 * hdtest.SLOW, "the handoff dropped meanwhile claimed and delivered")
+        # The shim logs the fsync before the daemon, back from it, says
+        # the recovery: wait for the line, then count.
+        recovery = f"fsync of archive/ succeeded again after {FAILS} failed tries"
+        hdtest.wait_for(lambda: recovery in d.logs(), 10 * hdtest.SLOW, "the recovery said")
         logs = d.logs()
         said = logs.count("Cannot fsync archive/")
         check(said == 1, f"the failure said {said} times, want once:\n{logs[-3000:]}")
-        check(logs.count(f"fsync of archive/ succeeded again after {FAILS} failed tries") == 1,
-              f"the recovery said once:\n{logs[-3000:]}")
+        check(logs.count(recovery) == 1, f"the recovery said once:\n{logs[-3000:]}")
         check(d.stop() == 0, "the daemon stops with exit 0")
 
 
