@@ -177,6 +177,29 @@ static bool claim_leftover(struct spool *sp, const char *id, const json_t *doc,
         return json_equal((json_t *)record_handoff(rec), (json_t *)doc);
 }
 
+/* The same once its item has left claimed/: a restart's sweep may
+ * archive the item (consumed, or expired since) before the start's scan
+ * looks at the leftover.  The record is in archive/ under a name this
+ * file does not tell, so the replay memory stands for it: an authentic
+ * file (its MAC or signature good, whether fresh or not) of an id
+ * remembered in ids/, last written before the mark was (the archive
+ * marks the id before the item leaves claimed/).  What an authentic copy
+ * written since is: a replay.  The mark is an empty one, an archive's or
+ * a rejection's of an id held already: the relay's note (text) is made
+ * before its take is durable, so a file older than it may be the only
+ * copy (store_id_source_is() tells that case). */
+static bool archived_leftover(struct spool *sp, const struct item *it, const char *id)
+{
+        struct stat m;
+
+        if (!it->h.id[0] && !it->authentic)
+                return false;
+        return fstatat(sp->fd[SD_IDS], id, &m, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(m.st_mode) &&
+               m.st_size == 0 &&
+               (it->mtim.tv_sec < m.st_mtim.tv_sec ||
+                (it->mtim.tv_sec == m.st_mtim.tv_sec && it->mtim.tv_nsec <= m.st_mtim.tv_nsec));
+}
+
 /* claim_leftover(): then the producer's name goes, as the claim would
  * have done; true when it is a leftover. */
 static bool drop_claim_leftover(struct spool *sp, struct item *it, const char *id)
@@ -188,6 +211,12 @@ static bool drop_claim_leftover(struct spool *sp, struct item *it, const char *i
         if (claim_leftover(sp, id, it->doc, &it->mtim)) {
                 (void) store_drop_source(sp, it->name, it->dev, it->ino);
                 log_info("Removed %s: claimed already as %s (left by a crash)",
+                         log_quote(it->name, q, sizeof(q)), id);
+                return true;
+        }
+        if (archived_leftover(sp, it, id)) {
+                (void) store_drop_source(sp, it->name, it->dev, it->ino);
+                log_info("Removed %s: archived already as %s (left by a crash)",
                          log_quote(it->name, q, sizeof(q)), id);
                 return true;
         }
@@ -508,12 +537,20 @@ static int decide_verify(struct parts *p, struct item *it, const struct canon_sr
                 *out = &sp->a2a;
         /* For an agent not served here the MAC decides between left and
          * rejected: not before it. */
-        r = (it->agent || *out) && stale_unsigned(it->doc, &pol, now, &v) ? -EBADMSG :
+        bool stale = (it->agent || *out) && stale_unsigned(it->doc, &pol, now, &v);
+        r = stale ? -EBADMSG :
             canon_src_verify(it->doc, src, config_key_lookup, (void *)c, &pol, &po, now, &v);
         if (r == -EBADMSG) {
                 /* A claim's leftover that no longer verifies (expired
                  * since, or its key gone) goes as after its claim:
-                 * decide_reject() looks. */
+                 * decide_reject() looks.  Past its times, one whose id is
+                 * remembered is authenticated first (archived_leftover()):
+                 * the MAC is paid for only then. */
+                const char *hid = handoff_unverified_id(it->doc);
+                hd_verdict av;
+                if (stale && hid && hd_id_valid(hid) && spool_id_remembered(sp, hid))
+                        it->authentic = auth_check_src(it->doc, src, config_key_lookup,
+                                                       (void *)c, &av) == 0;
                 if (it->agent || *out)
                         return decide_reject(sp, it, &v, false, now, ret);
                 return decide_not_verified(p, it, to, &v, now, ret);

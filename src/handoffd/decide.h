@@ -41,6 +41,7 @@ struct item {
         ino_t ino;
         uid_t uid;              /* its owner: its producer (quota.c) */
         struct timespec mtim;   /* its mtime, for claim_leftover() */
+        bool authentic;         /* its MAC or signature good, its times past (h not filled) */
         bool counted;           /* quota_take() counted it as waiting */
         enum item_outcome outcome;
         int err;                /* < 0: a system error; it stays for a later look */
