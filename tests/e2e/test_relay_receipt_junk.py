@@ -64,7 +64,9 @@ def main():
         cl.close()
         hdtest.wait_for(lambda: len(h.b.items("rejected")) >= len(junk), 60 * hdtest.SLOW,
                         lambda: f"b rejects the {len(junk)} junk messages "
-                                f"({len(h.b.items('rejected'))})\n{b.logs()[-2000:]}")
+                                f"({len(h.b.items('rejected'))}); b's relay status: "
+                                f"{b.status().get('relay')}; in b's handoff/: "
+                                f"{len(h.b.names('handoff'))}\n{b.logs()[-2000:]}")
         took = time.monotonic() - t0
         reasons = {h.b.reason_of(n)["reason"] for n in h.b.items("rejected")}
         check(reasons == {"bad_mac"}, f"b's reasons: {reasons}")
