@@ -67,15 +67,17 @@ def main():
         for doc in (a, b):
             drop_dated(env, doc, t0)
         d = env.start(conf=conf)
-        hdtest.wait_for(lambda: env.names("handoff") == [], 20 * hdtest.SLOW,
-                        "the leftovers gone from handoff/")
-        logs = d.logs()
+        said = [f"archived already as {doc['handoff_id']} (left by a crash)" for doc in (a, b)]
+        # The daemon's info lines leave when its loop sleeps: after the
+        # removals show, so the lines are waited for too.
+        hdtest.wait_for(lambda: env.names("handoff") == [] and
+                        all(x in d.logs() for x in said), 20 * hdtest.SLOW,
+                        lambda: f"the leftovers gone from handoff/ ({env.names('handoff')}), "
+                                f"each said:\n{d.logs()[-3000:]}")
         for doc in (a, b):
             hid = doc["handoff_id"]
             st = env.item(hid)
             check(st["state"] == "archive", f"{hid} stays archived only: {st}")
-            check(f"archived already as {hid} (left by a crash)" in logs,
-                  f"the leftover of {hid} said:\n{logs[-3000:]}")
         check(env.names("rejected") == [], f"nothing rejected: {env.names('rejected')}")
 
         # A copy of a written now is a replay.
