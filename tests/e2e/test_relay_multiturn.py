@@ -18,6 +18,8 @@ on b:
 - b's input_required receipt has the keys of the documented vector
   (tests/vectors/receipt/input_required.json), which regenerates byte for
   byte and verifies with OpenSSL, as b's real one does with b's key;
+- on a, `handoffctl wait --until completed` exits 7 (input_required) for
+  a turn whose agent asked, 0 for one that completed (handoffctl(1));
 - after a restart of the hub ListTasks lists 3 tasks, not their 5 turns;
   a awaits no receipt and dropped none.
 On the old code the first blocking send stays WORKING (b sends no
@@ -161,6 +163,15 @@ def main():
         ends = {i: (rel.get(i, {}).get("remote_outcomes") or [None])[-1] for i in asked + turns}
         check(all(ends[i] == "input_required" for i in asked) and
               all(ends[i] == "completed" for i in turns), f"a's records of the turns: {ends}")
+        # handoffctl(1): wait --until completed exits 7 for a question
+        w = h.a.ctl("wait", "-c", a.conf, asked[0], "--until", "completed", "--timeout", "5")
+        check(w.returncode == 7 and w.stdout.strip() == f"{asked[0]} input_required",
+              f"wait --until completed on a for a turn that asked: {w.returncode} {w.stdout} "
+              f"{w.stderr}")
+        w = h.a.ctl("wait", "-c", a.conf, turns[0], "--until", "completed", "--timeout", "5")
+        check(w.returncode == 0, f"wait for a turn that completed: {w.returncode} {w.stdout}")
+        print(f"ok: wait --until completed on a: exit 7 ({asked[0]} input_required) for a turn "
+              f"whose agent asked on b, 0 for one that completed")
         hdtest.wait_for(lambda: relaykit.receipt_status(a).get("awaited") == 0, 30,
                         "a awaits no receipt")
         rs = relaykit.receipt_status(a)
