@@ -288,6 +288,9 @@ def main():
         if relay_rows:
             print("relay: host a -> one local nats-server -> host b, from the drop on a to the bootstrap on b;")
             print("cpu us/item is a's and b's together; the local burst drops into b's handoff/ in the same setup.")
+            print("to the SDK's A2A server: the same burst on a for [remote far] a2a (tests/a2a/server.mjs, its")
+            print("executor completes each task at once), from the drop to the item archived on a as completed;")
+            print("cpu us/item is a's handoffd and its handoff-a2a (the server's apart, in bench.json).")
         if hub_rows:
             print("hub: handoff-hubd (TLS, 8 keep-alive clients) against the file drop on the same spool; hubfloor:")
             print("bench/hubfloor, the same TLS server writing each body to tmp/ and renaming it into handoff/, nothing")

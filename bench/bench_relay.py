@@ -12,6 +12,13 @@ loopback port (JetStream, temp store dir).
   lburst  the reference in the same run: N handoffs dropped straight into
           b's handoff/ (the local path, relay set up but unused), as fast
           as one writer can; throughput and CPU as rburst's.
+  a2aburst  with a2a: N handoffs dropped on a for [remote far] a2a, the
+          official SDK's server (tests/a2a/server.mjs) on loopback, as fast
+          as one writer can; throughput = N / (last archived on a,
+          remote_outcome completed - first drop), latency per item from
+          the drop to its archived_at; CPU that of a's handoffd and its
+          handoff-a2a (the server's apart, srv_cpu_ms_per_1000).  The
+          same hosts as the relay's rows, so the same run.
 
 Every id must get exactly one bootstrap on b, nothing may be rejected, a's
 outbox/ must end empty.  Runs alone too:  python3 bench/bench_relay.py
@@ -25,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from datetime import datetime
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.abspath(os.environ.get("HD_SRC", os.path.join(HERE, "..")))
@@ -144,8 +152,129 @@ def one(a, b, key, phase, n, rate, timeout):
             "receipts_applied": (sa["relay"].get("receipts") or {}).get("applied")}
 
 
+def children(pid):
+    """The pids whose parent is pid."""
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    st = f.read()
+            except OSError:
+                continue
+            if int(st[st.rindex(")") + 2:].split()[1]) == pid:
+                out.append(int(d))
+    return out
+
+
+def tree_cpu(pid):
+    """CPU seconds of pid and of its children now running (handoffd and
+    its handoff-a2a); a child gone in between is not counted."""
+    total = 0.0
+    for p in [pid] + children(pid):
+        try:
+            total += proc_cpu(p)
+        except OSError:
+            pass
+    return total
+
+
+A2A_DIR = os.path.join(SRC, "tests", "a2a")
+
+
+def sdk_available():
+    return bool(shutil.which("node")) and os.path.isdir(
+        os.path.join(A2A_DIR, "node_modules", "@a2a-js", "sdk"))
+
+
+class SdkServer:
+    """tests/a2a/server.mjs on a loopback port: its executor completes
+    each task at once with an artifact."""
+
+    def __init__(self, base, token):
+        self.port = natsrv.free_port()
+        self.log = os.path.join(base, "sdk-server.log")
+        args = {"port": self.port, "token": token, "log": self.log}
+        self.proc = subprocess.Popen(["node", os.path.join(A2A_DIR, "server.mjs"), json.dumps(args)],
+                                     stdout=subprocess.PIPE, cwd=A2A_DIR, text=True,
+                                     stderr=open(self.log + ".stderr", "a"))
+        line = self.proc.stdout.readline()
+        if line.strip() != "listening":
+            self.stop()
+            raise RuntimeError(f"the SDK server did not start: {line!r}")
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def one_a2a(a, key, n, timeout, srv):
+    """a2aburst on running hosts: a result row."""
+    docs = []
+    for i in range(n):
+        d = hdproto.build("bob", "far", key, ttl=1800, reason=f"bench {i}")
+        docs.append((d["handoff_id"], d["handoff_id"] + ".json", hdproto.dumps(d)))
+    arch = os.path.join(a.spool, "archive")
+    ends, seen = {}, set()
+
+    def look():
+        for name in os.listdir(arch):
+            if name.endswith(".outcome") and name not in seen:
+                try:
+                    with open(os.path.join(arch, name)) as f:
+                        o = json.load(f)
+                except (OSError, ValueError):
+                    continue    # being written: read at the next look
+                seen.add(name)
+                ends[o["handoff_id"]] = o
+    look()
+    base_ends = set(ends)
+    cpu0, srv0 = tree_cpu(a.proc.pid), proc_cpu(srv.proc.pid)
+    tmp_fd = os.open(os.path.join(a.spool, "tmp"), os.O_RDONLY | os.O_DIRECTORY)
+    hand_fd = os.open(os.path.join(a.spool, "handoff"), os.O_RDONLY | os.O_DIRECTORY)
+    drops = {}
+    t0 = time.monotonic()
+    wall0 = time.time() - t0    # monotonic -> wall clock, archived_at's
+    try:
+        for hid, name, data in docs:
+            drops[hid] = drop_one(tmp_fd, hand_fd, name, data) + wall0
+        t_drop = time.monotonic() - t0
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and not all(h in ends for h in drops):
+            time.sleep(0.02)
+            look()
+    finally:
+        os.close(tmp_fd)
+        os.close(hand_fd)
+    cpu = tree_cpu(a.proc.pid) - cpu0
+    srv_cpu = proc_cpu(srv.proc.pid) - srv0
+    problems = []
+    done = {h: ends[h] for h in drops if h in ends and h not in base_ends}
+    if len(done) < n:
+        problems.append(f"only {len(done)} of {n} archived on a after {timeout:g}s")
+    bad = [h for h, o in done.items() if o.get("remote_outcome") != "completed"]
+    if bad:
+        problems.append(f"{len(bad)} not completed, e.g. {done[bad[0]]}")
+    at = {h: datetime.fromisoformat(o["archived_at"].replace("Z", "+00:00")).timestamp()
+          for h, o in done.items()}
+    lat = sorted((at[h] - drops[h]) * 1000 for h in at)
+    span = (max(at.values()) - min(drops.values())) if at else None
+    with open(srv.log) as f:
+        ran = [x.strip() for x in f if x.strip()]
+    if len(ran) != len(set(ran)) or len(ran) < len(done):
+        problems.append(f"the server ran {len(ran)} messages ({len(set(ran))} distinct) for "
+                        f"{len(done)} handoffs")
+    return {"fsync": "on" if "yes" in open(a.conf).read().split("fsync = ")[1][:3] else "off",
+            "phase": "a2aburst", "n": n, "drop_rate": n / t_drop if t_drop > 0 else None,
+            "throughput": len(at) / span if span else None,
+            "lat_p50_ms": pct(lat, 50), "lat_p99_ms": pct(lat, 99), "lat_max_ms": lat[-1] if lat else None,
+            "cpu_ms_per_1000": cpu * 1000 * 1000 / n, "srv_cpu_ms_per_1000": srv_cpu * 1000 * 1000 / n,
+            "ok": not problems, "problems": problems}
+
+
 def run(handoffd, fsync, n, rate, timeout=120.0, keep=False,
-        receipts=os.environ.get("BENCH_RELAY_RECEIPTS") == "1", leave=None):
+        receipts=os.environ.get("BENCH_RELAY_RECEIPTS") == "1", leave=None, a2a=False):
     """The relay phases with fsync on or off, receipts on or off:
     [lburst row, rburst row, rrate row].  With a list as leave, the temp
     dir is appended to it, not removed: on ext4 without a journal, creates
@@ -176,8 +305,18 @@ def run(handoffd, fsync, n, rate, timeout=120.0, keep=False,
             os.makedirs(d)
             shutil.copy(os.path.join(base, f"host-{o}.pub"), os.path.join(d, f"{o}.pub"))
             rc[h] = f"host_key = {os.path.join(base, f'host-{h}.key')}\nhost_pubkey_dir = {d}\n"
+    srv, far = None, ""
+    if a2a and sdk_available():
+        # the A2A remote beside the relay's: one more row on the same hosts
+        token = "bench-" + os.urandom(8).hex()
+        tf = os.path.join(base, "remote.token")
+        with open(tf, "w") as f:
+            f.write(token + "\n")
+        os.chmod(tf, 0o600)
+        srv = SdkServer(base, token)
+        far = f"\n[remote far]\na2a = http://127.0.0.1:{srv.port}/a2a\ntoken_file = {tf}\n"
     a = Host(base, "a", handoffd, fsync, key_path, ["bob"],
-             relay.format(ns.url, "a") + rc["a"] + "\n[remote alice]\nhost = b\n")
+             relay.format(ns.url, "a") + rc["a"] + "\n[remote alice]\nhost = b\n" + far)
     b = Host(base, "b", handoffd, fsync, key_path, ["alice"], relay.format(ns.url, "b") + rc["b"])
     rows = []
     try:
@@ -186,6 +325,11 @@ def run(handoffd, fsync, n, rate, timeout=120.0, keep=False,
         rows.append(one(a, b, key, "lburst", n, None, timeout))
         rows.append(one(a, b, key, "rburst", n, None, timeout))
         rows.append(one(a, b, key, "rrate", n, rate, timeout))
+        if srv:
+            rows.append(one_a2a(a, key, n, timeout, srv))
+        elif a2a:
+            rows.append({"fsync": "on" if fsync else "off", "phase": "a2aburst", "n": n, "ok": True,
+                         "problems": ["node or tests/a2a/node_modules missing: a2aburst skipped"]})
         for r in rows:
             r["receipts"] = receipts
         for h, name in ((a, "a"), (b, "b")):
@@ -199,6 +343,8 @@ def run(handoffd, fsync, n, rate, timeout=120.0, keep=False,
                 h.proc.kill()
                 h.proc.wait()
         ns.__exit__(None, None, None)
+        if srv:
+            srv.stop()
         if keep:
             print(f"  (temp dir kept: {base})", file=sys.stderr)
         elif leave is not None:
@@ -217,16 +363,20 @@ def main():
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--receipts", action="store_true",
                     help="receipts on both hosts (also BENCH_RELAY_RECEIPTS=1)")
+    ap.add_argument("--a2a", action="store_true",
+                    help="the a2aburst row too: N handoffs to the SDK's A2A server")
     x = ap.parse_args()
     rows = []
     for m in x.fsync.split(","):
         rows += run(os.path.join(x.build, "handoffd"), m == "on", x.n, x.rate, keep=x.keep,
-                    receipts=x.receipts or os.environ.get("BENCH_RELAY_RECEIPTS") == "1")
+                    receipts=x.receipts or os.environ.get("BENCH_RELAY_RECEIPTS") == "1",
+                    a2a=x.a2a)
     for r in rows:
         print(f"fsync {r['fsync']:3} {r['phase']:6} receipts {'on ' if r.get('receipts') else 'off'}: "
               f"{r.get('throughput') or 0:.0f} items/s, cpu {r.get('cpu_ms_per_1000') or 0:.0f} us/item, "
               f"p50 {r.get('lat_p50_ms') or 0:.2f} ms, p99 {r.get('lat_p99_ms') or 0:.2f} ms"
-              f"{'' if r['ok'] else '  FAIL ' + '; '.join(r['problems'])}")
+              + (f", server cpu {r['srv_cpu_ms_per_1000']:.0f} us/item" if r.get("srv_cpu_ms_per_1000") else "")
+              + f"{'' if r['ok'] else '  FAIL ' + '; '.join(r['problems'])}")
     print("BENCH_RELAY_JSON " + json.dumps(rows, sort_keys=True, separators=(",", ":")))
     return 0 if all(r["ok"] for r in rows) else 1
 

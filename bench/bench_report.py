@@ -194,6 +194,13 @@ def relay_ratios(rows):
         out.append((f"receipts on/off CPU per relayed item, fsync {fsync}",
                     ratio(get(fsync, True, "rburst", "cpu_ms_per_1000"),
                           get(fsync, False, "rburst", "cpu_ms_per_1000")), ""))
+        # issue 46: handoffs to an A2A remote against the relay's
+        out.append((f"A2A remote/relay burst items/s, fsync {fsync}",
+                    ratio(get(fsync, False, "a2aburst", "throughput"),
+                          get(fsync, False, "rburst", "throughput")), ""))
+        out.append((f"A2A remote/relay CPU per item, fsync {fsync}",
+                    ratio(get(fsync, False, "a2aburst", "cpu_ms_per_1000"),
+                          get(fsync, False, "rburst", "cpu_ms_per_1000")), ""))
     return out
 
 
@@ -203,7 +210,8 @@ def relay_table(a, rows):
     lines = [head, "-" * len(head)]
     for r in rows:
         what = {"rburst": f"burst of {r.get('n')}", "rrate": f"{r.get('n')} at {a.relay_rate:g}/s",
-                "lburst": f"local burst of {r.get('n')} on b"}.get(r.get("phase"), r.get("phase"))
+                "lburst": f"local burst of {r.get('n')} on b",
+                "a2aburst": f"{r.get('n')} to the SDK's A2A server"}.get(r.get("phase"), r.get("phase"))
         what += f", fsync {r.get('fsync')}" + (", receipts" if r.get("receipts") else "")
         cpu = r.get("cpu_ms_per_1000")
         lines.append(f"{what:<40}  {fmt(r.get('throughput')):>8}  "

@@ -453,7 +453,8 @@ def run_one(a, paths, phase, fsync, prog, items, key_hex, tag, runs, settle):
 
 def run_relay(a, paths, rows, leave=None):
     """The relay phase (bench/bench_relay.py), fsync off then on: a burst
-    and a fixed rate through host a -> one nats-server -> host b.  There is
+    and a fixed rate through host a -> one nats-server -> host b, and a
+    burst from a to the SDK's A2A server ([remote far] a2a).  There is
     no floor for it: its figures are absolute.  True when a run failed."""
     import bench_relay
     failed = False
@@ -462,8 +463,10 @@ def run_relay(a, paths, rows, leave=None):
         # own local reference burst on b (lburst)
         for receipts in (False, True):
             t = time.monotonic()
+            # handoffs to the SDK's A2A server beside the relay's, with
+            # receipts off (an A2A remote sends none)
             for res in bench_relay.run(paths["handoffd"], fsync, a.relay_n, a.relay_rate, a.timeout,
-                                       a.keep, receipts=receipts, leave=leave):
+                                       a.keep, receipts=receipts, leave=leave, a2a=not receipts):
                 rows.append(res)
                 rc = "receipts" if receipts else "no-receipts"
                 print(f"  relay-{res['fsync']}-{rc}-{res['phase']:10} {fmt(res.get('throughput')):>8} items/s "

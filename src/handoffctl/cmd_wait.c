@@ -16,7 +16,8 @@
  * auth_required 7; not sent before its expires_at (expired_unsent) or
  * refused by the server (remote_rejected): 1.  --until completed waits
  * past the consume for the result its agent reports (archive/NAME.result,
- * completion.c of handoffd): 0 completed, 6 failed; for a relayed item
+ * completion.c of handoffd): 0 completed, 6 failed, 7 input_required
+ * (its agent asks its sender a question); for a relayed item
  * the result its receiving host sends back in a receipt (receipt.c), with
  * receipts on, else 5. */
 #include <errno.h>
@@ -39,7 +40,7 @@
 #define WAIT_EXIT_TIMEOUT 3
 #define WAIT_EXIT_RELAYED 5
 #define WAIT_EXIT_FAILED 6      /* --until completed: the agent reported failure */
-#define WAIT_EXIT_INPUT 7       /* an A2A remote's task asks for input */
+#define WAIT_EXIT_INPUT 7       /* a task asks for input (an A2A remote's, a result's) */
 
 static void wait_usage(FILE *f)
 {
@@ -125,6 +126,16 @@ static bool wait_relayed(const json_t *it, bool until_claimed, int *ret_code)
         return true;
 }
 
+/* --until completed: the code of a result, local or sent back by the
+ * host that relayed item went to: a question (input_required) is no
+ * failure, the task waits for its sender's answer. */
+static int result_code(const char *rs)
+{
+        if (!strcmp(rs, "completed"))
+                return CTL_EXIT_OK;
+        return !strcmp(rs, "input_required") ? WAIT_EXIT_INPUT : WAIT_EXIT_FAILED;
+}
+
 /* --until completed, a relayed item: the result its host sent back (a
  * receipt, archive/NAME.result here), or an end without one there.  An
  * A2A remote's task (a2a_out.c) ends with 5, as before. */
@@ -137,7 +148,7 @@ static bool wait_relayed_result(const json_t *it, int *ret_code)
         bool a2a = rh && !strncmp(rh, "a2a:", 4);
 
         if (rs && !a2a) {
-                *ret_code = !strcmp(rs, "completed") ? CTL_EXIT_OK : WAIT_EXIT_FAILED;
+                *ret_code = result_code(rs);
                 return true;
         }
         if (relayed_mode == WAIT_RELAYED_RECEIPT && !a2a) {
@@ -169,7 +180,7 @@ static bool wait_done(const json_t *it, int rank, bool until_claimed, int *ret_c
                                                                            "status"));
                         if (!rs)
                                 return false;
-                        *ret_code = !strcmp(rs, "completed") ? CTL_EXIT_OK : WAIT_EXIT_FAILED;
+                        *ret_code = result_code(rs);
                         return true;
                 }
                 if (!strcmp(st, "relayed"))

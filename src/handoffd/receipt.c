@@ -18,9 +18,11 @@
  * A consumed receipt says whether the agent reports results ("completes",
  * its [agent] completes at the consume); the id's result is owed to the
  * origin from then on (res), and the agent's result, when completion.c
- * records it, goes as one more receipt, completed or failed, carrying
- * the .result document whole ("result"), through the same journal.  The
- * origin's side is receipt_in.c. */
+ * records it, goes as one more receipt, completed, failed or
+ * input_required, carrying the .result document whole ("result"),
+ * through the same journal.  A question (input_required) ends the item
+ * as the others do: its answer comes from the origin as a handoff of its
+ * own, the task's next turn.  The origin's side is receipt_in.c. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -241,7 +243,7 @@ void receipt_doc_read(struct rdoc *d)
 }
 
 /* What a receipt adds to its outcome: whether the agent reports results
- * (consumed, -1 unsaid), the .result document (completed, failed). */
+ * (consumed, -1 unsaid), the .result document (a result). */
 struct rextra {
         int completes;
         json_t *result;

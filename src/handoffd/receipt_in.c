@@ -12,10 +12,10 @@
  * remote_reason and remote_detail beside it (and remote_outcomes, each
  * applied once), so it lives as long as the archived item.
  *
- * A result (completed, failed: the agent's word, after consumed) is
- * written as the archived item's .result, the document the other host
- * recorded, before its outcome joins remote_outcomes: a crash between
- * leaves the .result, which the receipt, come again, finds there.  An
+ * A result (completed, failed, input_required: the agent's word, after
+ * consumed) is written as the archived item's .result, the document the
+ * other host recorded, before its outcome joins remote_outcomes: a crash
+ * between leaves the .result, which the receipt, come again, finds there.  An
  * item whose consumed receipt says its agent reports results stays
  * awaited until its result comes. */
 #include <dirent.h>

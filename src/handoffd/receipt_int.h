@@ -97,13 +97,13 @@ struct rdoc {
         json_t *doc;
         const char *type, *id, *outcome, *host, *origin, *at, *reason, *detail;
         int completes;          /* consumed: its agent reports results; -1 unsaid */
-        const json_t *result;   /* completed, failed: the .result document */
+        const json_t *result;   /* a result: the .result document */
 };
 void receipt_doc_read(struct rdoc *d);
 
 /* A final outcome (consumed, expired, rejected, canceled); a result
- * (completed, failed), which may follow consumed; any outcome (those and
- * delivered). */
+ * (completed, failed, input_required), which may follow consumed; any
+ * outcome (those and delivered). */
 bool receipt_is_final(const char *o);
 bool receipt_is_result(const char *o);
 bool receipt_is_outcome(const char *o);

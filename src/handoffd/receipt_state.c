@@ -16,7 +16,7 @@
  *   done ID               its final receipt applied here
  *   res ID ORIGIN         consumed here: its result still owed to ORIGIN
  *                         (an out record of consumed begins it too, one of
- *                         completed or failed ends it)
+ *                         completed, failed or input_required ends it)
  * The files of the layout before the journal (receipts/owed/ID,
  * out/ID.OUTCOME, sent/ID) are read into it once at the start. */
 #include <dirent.h>
@@ -39,9 +39,10 @@
 _Static_assert(RECEIPT_MAX >= 3 * HD_RESULT_MAX_SIZE, "a result's receipt fits");
 
 static const char *const finals[] = { "consumed", "expired", "rejected", "canceled" };
-/* An agent's result (handoffd(8), RESULTS); input-required, once results
- * have it, is one more here and in result.c. */
-static const char *const results[] = { "completed", "failed" };
+/* An agent's result (handoffd(8), RESULTS): it ends what the item owes
+ * its origin.  A question (input_required) ends the item too: the answer
+ * comes back as a handoff of its own, the next turn of the task. */
+static const char *const results[] = { "completed", "failed", "input_required" };
 
 bool receipt_is_final(const char *o)
 {

@@ -85,7 +85,7 @@ struct spool_relay {
          * it is archived (store_archive()), else NULL. */
         void (*outcome)(void *ctx, const char *id, const char *name, const char *outcome,
                         const char *reason, const char *detail, int64_t now);
-        /* The agent's result for id (status completed or failed), its
+        /* The agent's result for id (completed, failed, input_required), its
          * .result document doc of len bytes, about to be recorded
          * (completion.c): the origin of an item that came through the
          * relay is owed it (receipt.c). */

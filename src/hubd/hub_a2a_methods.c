@@ -284,11 +284,12 @@ static int turn_task(struct a2a_call *c, const json_t *tid, struct a2a_kept *ret
         if (ctx && strcmp(ctx, ret->ctx))
                 return a2a_call_error(c, RPC_INVALID_PARAMS, "params.message.contextId is not "
                                       "the context of the task it names (taskId)");
-        /* the next turn goes as a handoff of its own: a server behind a
-         * [remote] would take it for a new task */
-        if (!config_agent(c->h->cfg, c->name))
+        /* the next turn goes as a handoff of its own: the daemon of a
+         * [remote] host delivers it there naming the task, as here, but an
+         * A2A server behind a [remote] a2a would take it for a new task */
+        if (config_remote_a2a(c->h->cfg, c->name))
                 return a2a_call_error(c, A2A_UNSUPPORTED, "continuing a task (taskId) of an "
-                                      "agent served by another host is not supported here");
+                                      "agent behind another A2A server is not supported here");
         return 1;
 }
 

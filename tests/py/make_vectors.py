@@ -46,11 +46,12 @@ by the test knows the default key and the kid "test-2026"; any other kid is
 an unknown key.  Limits and policy are the defaults (1 MiB, depth 64, skew
 30 s, window 3600 s).
 
-receipt/ holds the test vector of a relay receipt, a result's (handoffd(8),
-RELAY, "Receipts"): result.json signed by OpenSSL with the TEST-ONLY host
-key whose public half is TEST-ONLY-b.pub.  Made by
-tests/py/make_receipt_vector.py; tests/e2e/test_relay_results.py checks
-that it regenerates byte for byte and verifies.
+receipt/ holds the test vectors of relay receipts, results' (handoffd(8),
+RELAY, "Receipts"): result.json (completed) and input_required.json (a
+question) signed by OpenSSL with the TEST-ONLY host key whose public half
+is TEST-ONLY-b.pub.  Made by tests/py/make_receipt_vector.py;
+tests/e2e/test_relay_results.py and test_relay_multiturn.py check that
+they regenerate byte for byte and verify.
 """
 
 
