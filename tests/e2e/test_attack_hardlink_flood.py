@@ -95,9 +95,11 @@ def main():
         if took is None:
             took = time.monotonic() - t0
         left = len(flood_names(env))
+        # a status answered (a later loop turn) before the log is read: the
+        # lines of the turn that wrote the last bootstrap are out by then
+        errors = d.status()["counters"]["errors"]
         logs = d.logs().splitlines()[lines0:]
         lines = [ln for ln in logs if "flood-" in ln]
-        errors = d.status()["counters"]["errors"]
         rej = [n for n in env.items("rejected") if n.startswith("flood-")]
         orig = os.stat(env.path("handoff", ".flood"))
         print(f"    {N} links made in {p.stdout.strip()}s; decided in {took:.1f}s ({left} left)")

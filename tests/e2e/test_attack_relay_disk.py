@@ -102,6 +102,9 @@ def main():
         check(env.names("handoff") == [] and env.names("rejected") == [] and
               [n for n in os.listdir(env.path("tmp")) if n.startswith(".relay.")] == [],
               f"nothing written: handoff/ {env.names('handoff')[:3]}, rejected/ {env.names('rejected')[:3]}")
+        # the refusal's notice line leaves when b's loop sleeps, after the counter
+        hdtest.wait_for(lambda: "Relay: refused message" in d.logs() and "not_served" in d.logs(),
+                        10, "the refusal logged")
         check(f"Relay: refused message" in d.logs() and "not_served" in d.logs(), "the refusal logged")
         print(f"1. {m} messages of {BIG / 1e3:.0f} kB for an agent not served here "
               f"({published:.1f}s to publish): all refused unwritten in {took:.1f}s; "

@@ -92,6 +92,9 @@ def main():
         hdtest.wait_for(lambda: os.path.exists(boot), what="the handoff claimed")
         hdtest.wait_for(lambda: not os.path.exists(os.path.join(hs, "again.json")),
                         what="handoff/ drained")
+        # "Claimed" is an info line: written out when the loop next sleeps,
+        # after the bootstrap shows; waited for, then counted.
+        hdtest.wait_for(lambda: f"Claimed {hid} for alice" in d.logs(), what="the claim logged")
         claims = d.logs().count(f"Claimed {hid} for alice")
         check(claims == 1, f"claimed once, got {claims}")
         print(f"ok: renamed back, {hid} claimed once")

@@ -164,6 +164,9 @@ def main():
               "came through the relay from host a" in r["detail"], f"b's .reason: {r}")
         p = h.b.ctl("show", "-c", b.conf, ids[2])
         check("came through the relay from host a" in p.stdout, f"show on b:\n{p.stdout}")
+        # b's "Rejected" (notice) leaves when its loop sleeps
+        hdtest.wait_for(lambda: "came through the relay from host a" in b.logs(), 10,
+                        "b's log says so")
         check("came through the relay from host a" in b.logs(), "b's log says so")
 
         # Forged receipts straight onto the subject.

@@ -78,6 +78,9 @@ def check_phase(h, a, b, ids, a_lives, what):
     check(not differ, f"{what}: a's .result is not b's for {differ[:3]}: "
           f"{[(ra.get(i), rb.get(i)) for i in differ[:1]]}")
     check(all(ra[i]["result"]["text"] == f"done: {i}" for i in ids), f"{what}: the texts")
+    # a status from a later loop turn of a than the results waited for:
+    # the receipts' info lines (and any twice) are out
+    a.status()
     for i in ids:
         n = sum(len(re.findall(rf"Receipt for {re.escape(i)} from b: completed", d.logs()))
                 for d in a_lives)
