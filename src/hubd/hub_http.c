@@ -280,20 +280,36 @@ bool hub_request_head(struct hub *h, struct hub_request *q, struct hub_answer *a
 int hub_request_body(struct hub *h, struct hub_request *q, const char *data,
                      size_t size)
 {
-        size_t cap = h->cfg->max_file_size;
+        size_t cap = h->cfg->max_file_size, want;
+        int64_t n;
+        char *nb;
 
         if (q->too_large || size > cap - q->len) {
                 /* read on and drop: the answer comes at the end */
                 q->too_large = true;
                 free(q->body);
                 q->body = NULL;
-                q->len = 0;
+                q->len = q->room = 0;
                 return 0;
         }
-        if (!q->body) {
-                q->body = malloc(cap + 1);
-                if (!q->body)
+        if (size > q->room - q->len) {
+                /* The body's size, not the cap's: a buffer of max_file_size
+                 * a request (1 MiB) left a page or two of each resident,
+                 * and the heap between them in pieces, while its stream
+                 * was open.  Content-Length (checked against the cap in
+                 * post_begin) is the size; without it, doubled as it comes. */
+                want = q->len + size;
+                if (!q->room && q->content_length &&
+                    parse_int64(q->content_length, 0, INT64_MAX, &n) == 0 &&
+                    (uint64_t)n <= cap && (size_t)n > want)
+                        want = (size_t)n;
+                else if (want < 2 * q->room)
+                        want = 2 * q->room < cap ? 2 * q->room : cap;
+                nb = realloc(q->body, want + 1);
+                if (!nb)
                         return -ENOMEM;
+                q->body = nb;
+                q->room = want;
         }
         memcpy(q->body + q->len, data, size);
         q->len += size;
@@ -361,7 +377,7 @@ void hub_request_done(struct hub_request *q)
 {
         free(q->body);
         q->body = NULL;
-        q->len = 0;
+        q->len = q->room = 0;
 }
 
 /* ---- libmicrohttpd ---------------------------------------------------- */
@@ -577,6 +593,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
          * take its seconds now) */
         conn_phase(h, c, HUB_CONN_ANSWER);
         hub_request_end(h, &rq->q, &a);
+        /* read: not held by a wait or a stream for as long as it is open */
+        hub_request_done(&rq->q);
         if (!a.wait)
                 return respond(c, rq, &a);
         return answer_later(h, c, rq, &a);
