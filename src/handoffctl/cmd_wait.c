@@ -16,10 +16,11 @@
  * auth_required 7; not sent before its expires_at (expired_unsent) or
  * refused by the server (remote_rejected): 1.  --until completed waits
  * past the consume for the result its agent reports (archive/NAME.result,
- * completion.c of handoffd): 0 completed, 6 failed, 7 input_required
- * (its agent asks its sender a question); for a relayed item
- * the result its receiving host sends back in a receipt (receipt.c), with
- * receipts on, else 5. */
+ * completion.c of handoffd): 0 completed, 6 failed, 7 input_required (the
+ * agent's question: neither an end nor a failure, and its answer is the
+ * next handoff, so this one has no later result to wait for); for a
+ * relayed item the result its receiving host sends back in a receipt
+ * (receipt.c), with receipts on, else 5. */
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
@@ -40,7 +41,7 @@
 #define WAIT_EXIT_TIMEOUT 3
 #define WAIT_EXIT_RELAYED 5
 #define WAIT_EXIT_FAILED 6      /* --until completed: the agent reported failure */
-#define WAIT_EXIT_INPUT 7       /* a task asks for input (an A2A remote's, a result's) */
+#define WAIT_EXIT_INPUT 7       /* an A2A remote's task, or the agent's result, asks for input */
 
 static void wait_usage(FILE *f)
 {
@@ -61,7 +62,7 @@ static void wait_usage(FILE *f)
                 "                         at the outcome that host's receipt reports\n"
                 "      --until completed  past the consume, until the agent reports its\n"
                 "                         result (handoffctl complete): 0 completed,\n"
-                "                         6 failed\n"
+                "                         6 failed, 7 input required (its question)\n"
                 "  -j, --json             one JSON object\n"
                 "  -h, --help             this text\n"
                 "      --version          the version\n"
@@ -71,7 +72,7 @@ static void wait_usage(FILE *f)
                 "--until claimed), 2 usage, 3 timeout, 4 error, 5 relayed to another\n"
                 "host (receipts off, or --until relayed), 6 its result\n"
                 "says failed (--until completed), 7 an A2A remote's task asks for\n"
-                "input.  A relayed item's outcome on the other host counts when\n"
+                "input, or (--until completed) its result does.  A relayed item's outcome on the other host counts when\n"
                 "receipts are on ([relay] host_pubkey_dir); an A2A remote's task's\n"
                 "end always does.\n",
                 CONFIG_DEFAULT_PATH);
@@ -126,14 +127,16 @@ static bool wait_relayed(const json_t *it, bool until_claimed, int *ret_code)
         return true;
 }
 
-/* --until completed: the code of a result, local or sent back by the
- * host that relayed item went to: a question (input_required) is no
- * failure, the task waits for its sender's answer. */
-static int result_code(const char *rs)
+/* --until completed: the exit of a result's status.  input_required is
+ * the exit an A2A remote's question has: the agent asks, and is answered
+ * in a next handoff, not in a later result of this one. */
+static int result_code(const char *status)
 {
-        if (!strcmp(rs, "completed"))
+        if (!strcmp(status, "completed"))
                 return CTL_EXIT_OK;
-        return !strcmp(rs, "input_required") ? WAIT_EXIT_INPUT : WAIT_EXIT_FAILED;
+        if (!strcmp(status, "input_required"))
+                return WAIT_EXIT_INPUT;
+        return WAIT_EXIT_FAILED;
 }
 
 /* --until completed, a relayed item: the result its host sent back (a
@@ -238,9 +241,12 @@ static void wait_print(const char *id, const json_t *it, const char *status, boo
                 printf("\n");
                 return;
         }
-        /* --until completed: the agent's reason for a failure */
+        /* --until completed: the agent's reason for a failure, its question */
         if (json_object_get(it, "result") && (!strcmp(status, "completed") || !strcmp(status, "failed"))) {
                 reason = json_string_value(json_object_get(json_object_get(it, "result"), "reason"));
+                detail = NULL;
+        } else if (json_object_get(it, "result") && !strcmp(status, "input_required")) {
+                reason = json_string_value(json_object_get(json_object_get(it, "result"), "text"));
                 detail = NULL;
         }
         printf("%s %s", id, status);

@@ -360,7 +360,7 @@ struct hub_request {
         /* the decision's state */
         char agent[65];                 /* the token's, once checked */
         char *body;                     /* so far, malloc'ed */
-        size_t len;
+        size_t len, room;               /* room: body's size, less its NUL's byte */
         bool too_large;
         bool wait_claimed;
         char a2a[65];                   /* NAME of a POST to /a2a/NAME; "": not one */

@@ -10,6 +10,7 @@ certificate made by openssl, against the real hub and the real daemon.
   sender's token, bad MAC, bad signature, expired, unknown target, unknown
   sender key, oversized body, headers over 8 KiB, malformed JSON, duplicate
   keys, wrong content type; nothing of them reaches the spool;
+- a chunked body (no Content-Length) in pieces of 100 bytes: accepted whole;
 - slow headers: the connection is cut within [hub] timeout while another
   client is served meanwhile;
 - TLS: plain HTTP on a non-loopback address is refused at start with one
@@ -24,6 +25,7 @@ certificate made by openssl, against the real hub and the real daemon.
 """
 
 import base64
+import json
 import os
 import socket
 import ssl
@@ -213,6 +215,29 @@ def main():
         c.close()
         check(r.status == 413 and b'"too_large"' in body, f"chunked oversized body: {r.status} {body!r}")
         print("ok: oversized chunked body: 413 too_large")
+        # without Content-Length, in many pieces: the body's buffer grows as
+        # it comes (its size, not max_file_size's), all of it kept
+        ok = hdproto.build("bob", "alice", env.key,
+                           transcript=[{"role": "user", "text": "y" * 3000}])
+        raw = hdproto.dumps(ok)
+        c = hub.connect()
+        c.putrequest("POST", "/api/v1/handoffs/start")
+        c.putheader("Authorization", f"Bearer {hub.tokens['bob']}")
+        c.putheader("Content-Type", "application/json")
+        c.putheader("Transfer-Encoding", "chunked")
+        c.endheaders()
+        for i in range(0, len(raw), 100):
+            piece = raw[i:i + 100]
+            c.send(b"%x\r\n" % len(piece) + piece + b"\r\n")
+        c.send(b"0\r\n\r\n")
+        r = c.getresponse()
+        body = r.read()
+        c.close()
+        check(r.status == 200 and json.loads(body).get("handoff_id") == ok["handoff_id"],
+              f"a chunked body of {len(raw)} bytes in pieces of 100: {r.status} {body!r}")
+        hdtest.wait_for(lambda: ok["handoff_id"] + ".json" in env.bootstraps("alice"),
+                        what="the chunked handoff delivered")
+        print(f"ok: a chunked body of {len(raw)} bytes in pieces of 100: accepted whole")
         # request line and headers: at most 8 KiB together (handoff-hubd(8))
         for kb, want in ((7, 200), (9, 431)):
             c = hub.connect()
@@ -245,7 +270,7 @@ def main():
         check(st == 200 and 'handoff_hub_requests_total{code="401"} 22' in text
               and "handoff_hub_auth_failed_total 22" in text
               and "handoff_hub_request_seconds_bucket" in text
-              and "handoff_hub_accepted_total 3" in text, f"metrics:\n{text}")
+              and "handoff_hub_accepted_total 4" in text, f"metrics:\n{text}")
         hdtest.wait_for(lambda: os.path.exists(prom), 30, "the daemon's metrics textfile")
         st, text = hub.get("/metrics")
         check(st == 200 and "handoffd_items" in text, f"metrics: the daemon's figures too:\n{text[-600:]}")
@@ -254,7 +279,7 @@ def main():
         # handoffctl status: the hub's figures (from its state_dir).
         def hub_status():
             return __import__("json").loads(env.ctl("status", "-c", hub.conf, "--json").stdout).get("hub")
-        hdtest.wait_for(lambda: (hub_status() or {}).get("accepted") == 3, 10,
+        hdtest.wait_for(lambda: (hub_status() or {}).get("accepted") == 4, 10,
                         "the hub's figures in status")
         hs = hub_status()
         check(hs.get("running") is True and hs.get("pid") == hd.proc.pid and hs.get("tls") is True and
@@ -264,7 +289,7 @@ def main():
         p = env.ctl("status", "-c", hub.conf)
         check(f"hub: running, pid {hd.proc.pid}, up " in p.stdout and
               f"listening on 127.0.0.1:{hub.port} (TLS), 3 token(s)" in p.stdout and
-              ", accepted 3, repeated 1, failed authentication 22" in p.stdout,
+              ", accepted 4, repeated 1, failed authentication 22" in p.stdout,
               f"status text, the hub's lines:\n{p.stdout}")
         print("ok: handoffctl status shows the hub's figures")
 

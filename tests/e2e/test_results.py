@@ -10,6 +10,9 @@ it, against the real daemon, handoffctl and hub.
   the hub's GET /api/v1/handoffs/{id};
 - failed: `complete --failed REASON --text`; `wait --until completed`
   exits 6 and prints the reason;
+- input_required: `complete --input-required TEXT`; `wait --until
+  completed` exits 7 (not 6: the agent asks, it did not fail) and prints
+  the question;
 - wait --until completed: 1 for a rejected handoff, 3 (timeout) for one
   consumed with no result yet;
 - refused with a clear error, the agent told why (.refused.<id>) and
@@ -199,6 +202,27 @@ def main():
         check(ans["result"]["status"] == "failed" and ans["result"]["reason"] == "the staging database is down",
               f"hub GET of a failure: {ans}")
         print("ok: complete --failed: wait --until completed exits 6 with the reason; show, hub GET")
+
+        # ---- input_required: neither completed nor failed; its own exit (7, as an
+        # A2A remote's question), the question printed (handoffctl(1) EXIT STATUS)
+        hid6 = submit(env, conf)
+        delivered_and_consumed(env, conf, hid6)
+        w = start_wait(conf, hid6)
+        wj = start_wait(conf, hid6, "--json")
+        hdtest.wait_watching(w, what="handoffctl wait")
+        hdtest.wait_watching(wj, what="handoffctl wait --json")
+        complete(env, conf, hid6, "--input-required", "which region: eu or us?", rc=0)
+        out, err = w.communicate(timeout=20 * hdtest.SLOW)
+        check(w.returncode == 7 and out.strip() == f"{hid6} input_required: which region: eu or us?",
+              f"wait --until completed of a question: exit {w.returncode}: {out}{err}")
+        out, err = wj.communicate(timeout=20 * hdtest.SLOW)
+        got = json.loads(out) if wj.returncode == 7 else {}
+        check(got.get("status") == "input_required"
+              and got.get("result", {}).get("text") == "which region: eu or us?",
+              f"wait --until completed --json of a question: exit {wj.returncode}: {out}{err}")
+        p = env.ctl("wait", "-c", conf, hid6, "--until", "completed", "--timeout", "0")
+        check(p.returncode == 7, f"a question already there: exit {p.returncode}: {p.stdout}")
+        print("ok: complete --input-required: wait --until completed exits 7 with the question")
 
         # ---- wait --until completed: rejected 1, no result yet 3
         other = os.path.join(env.dir, "other.key")
