@@ -165,7 +165,7 @@ def main():
               all(ends[i] == "completed" for i in turns), f"a's records of the turns: {ends}")
         # handoffctl(1): wait --until completed exits 7 for a question
         w = h.a.ctl("wait", "-c", a.conf, asked[0], "--until", "completed", "--timeout", "5")
-        check(w.returncode == 7 and w.stdout.strip() == f"{asked[0]} input_required",
+        check(w.returncode == 7 and w.stdout.strip().startswith(f"{asked[0]} input_required: "),
               f"wait --until completed on a for a turn that asked: {w.returncode} {w.stdout} "
               f"{w.stderr}")
         w = h.a.ctl("wait", "-c", a.conf, turns[0], "--until", "completed", "--timeout", "5")
