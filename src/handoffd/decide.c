@@ -183,7 +183,9 @@ static bool claim_leftover(struct spool *sp, const char *id, const json_t *doc,
  * file does not tell, so the replay memory stands for it: an authentic
  * file (its MAC or signature good, whether fresh or not) of an id
  * remembered in ids/, last written before the mark was (the archive
- * marks the id before the item leaves claimed/).  What an authentic copy
+ * marks the id before the item leaves claimed/): strictly, as a file's
+ * times are the kernel's clock tick, and a replay written in the tick
+ * of the mark must not pass for older.  What an authentic copy
  * written since is: a replay.  The mark is an empty one, an archive's or
  * a rejection's of an id held already: the relay's note (text) is made
  * before its take is durable, so a file older than it may be the only
@@ -197,7 +199,7 @@ static bool archived_leftover(struct spool *sp, const struct item *it, const cha
         return fstatat(sp->fd[SD_IDS], id, &m, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(m.st_mode) &&
                m.st_size == 0 &&
                (it->mtim.tv_sec < m.st_mtim.tv_sec ||
-                (it->mtim.tv_sec == m.st_mtim.tv_sec && it->mtim.tv_nsec <= m.st_mtim.tv_nsec));
+                (it->mtim.tv_sec == m.st_mtim.tv_sec && it->mtim.tv_nsec < m.st_mtim.tv_nsec));
 }
 
 /* claim_leftover(): then the producer's name goes, as the claim would
