@@ -47,7 +47,30 @@ static int rm_cb(const char *p, const struct stat *st, int flag, struct FTW *f)
         return 0;
 }
 
-/* The names left in root; prints them.  Returns how many. */
+/* Up to 20 paths under root/name, so the note names the test that left
+ * it (its files say whose they are). */
+static int shown;
+static int show_cb(const char *p, const struct stat *st, int flag, struct FTW *f)
+{
+        (void)st, (void)flag, (void)f;
+        if (shown++ < 20)
+                fprintf(stderr, "    %s\n", p);
+        return 0;
+}
+
+static void what_is_in(const char *root, const char *name)
+{
+        char p[4096 + 256 + 2];
+
+        snprintf(p, sizeof(p), "%s/%s", root, name);
+        shown = 0;
+        (void)nftw(p, show_cb, 16, FTW_PHYS);
+        if (shown > 20)
+                fprintf(stderr, "    (%d more)\n", shown - 20);
+}
+
+/* The names left in root; prints them and what is in them.  Returns how
+ * many. */
 static int leftovers(const char *root)
 {
         DIR *d = opendir(root);
@@ -60,6 +83,7 @@ static int leftovers(const char *root)
                 if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
                         continue;
                 fprintf(stderr, "left behind by a test: %s/%s\n", root, de->d_name);
+                what_is_in(root, de->d_name);
                 n++;
         }
         closedir(d);

@@ -293,7 +293,15 @@ def rm_rf(path):
                 func(p)
         except OSError:
             pass
-    shutil.rmtree(path, onerror=writable)
+    # A child a killed daemon started (handoff-a2a, handoff-push) may
+    # still write for a moment after its parent's kill: removed again
+    # until it is gone, a while at most.
+    deadline = time.monotonic() + 10 * SLOW
+    while True:
+        shutil.rmtree(path, onerror=writable)
+        if not os.path.lexists(path) or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
 
 
 def tmpdir():
