@@ -29,7 +29,8 @@
 /* An answer at most: a bootstrap is at most max_file_size, escaped. */
 #define HUB_CTL_ANSWER_MAX (32u << 20)
 
-/* req (taken) to the daemon, its answer into *ret: 0, or -errno with err. */
+/* req (taken) to the daemon, its answer into *ret: 0, or -EPROTO with err
+ * saying what went wrong. */
 static int ctl_call(const struct hub *h, json_t *req, int64_t timeout_ms, json_t **ret,
                     char *err, size_t errlen)
 {
@@ -102,12 +103,16 @@ static int ctl_call(const struct hub *h, json_t *req, int64_t timeout_ms, json_t
         }
         if (r == 0 && !(*ret = json_loadb(in ? in : "", len, JSON_REJECT_DUPLICATES, &je)))
                 r = -EBADMSG;
-        /* the daemon closes on a peer it does not serve, without a word */
-        if (r < 0)
+        /* the daemon closes on a peer it does not serve, without a word;
+         * one code for all of it: a missing socket (ENOENT) is not a
+         * missing handoff */
+        if (r < 0) {
                 snprintf(err, errlen, "handoffd's control socket %s: %s (is handoffd running, "
                          "with [control] hub_user this hub's user?)", path,
                          r == -EBADMSG ? "no answer" : strerror(-r));
-        return r;
+                return -EPROTO;
+        }
+        return 0;
 }
 
 /* {command, agent: m's, ...} asked; 0 with *ret an answer that is ok, or

@@ -13,7 +13,8 @@ names the hub's user (etc/handoffd.conf).
   nor alice's token bob's;
 - the modes are as shipped after all that: nothing was widened;
 - without [control] hub_user the daemon refuses the hub's requests: the
-  tools say so, and the bootstrap stays.
+  tools say so, and the bootstrap stays; with no daemon at all a take says
+  that, not that nothing waits.
 
 Runs as root; the users and groups are throwaway ids."""
 
@@ -206,8 +207,13 @@ def without_hub_user():
               f"no hub_user: refused: {ib} {took}")
         print(f"ok: without [control] hub_user the daemon does nothing for the hub: "
               f"{took['content'][0]['text']}")
-        check(hub.proc.stop() == 0, "the hub stops with 0")
         check(d.stop() == 0, "the daemon stops with 0")
+        took = alice.call("handoff_take")
+        said = took["content"][0]["text"]
+        check(took.get("isError") and "control socket" in said and "waiting" not in said,
+              f"with no daemon the take says so, not that nothing waits: {took}")
+        print(f"ok: no daemon: {said}")
+        check(hub.proc.stop() == 0, "the hub stops with 0")
 
 
 def main():
