@@ -70,7 +70,7 @@ static bool agent_inbox(const struct parts *p, const json_t *doc, struct inbox *
 
         ib->fd = -1;
         if (!agent || !hd_agent_valid(agent) || !(a = config_agent(cfg, agent)) || !a->state_dir) {
-                *ret = refusal(ENOENT, "not an agent of this daemon");
+                *ret = refusal(ENXIO, "not an agent of this daemon");
                 return false;
         }
         if (dict_get(&p->unserved, agent)) {
