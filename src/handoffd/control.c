@@ -1,9 +1,11 @@
 /* The control socket; see control.h.  Served by the loop with libuv pipes;
- * a request is at most CONTROL_REQUEST_MAX bytes, ended by a newline or the
- * peer's shutdown.  Connections are bounded (CONTROL_MAX_CONNS in all,
- * CONTROL_MAX_PER_UID per peer uid): a new one is always served and the
- * oldest makes room, so whoever holds connections open neither runs the
- * daemon out of file descriptors nor locks others out for long. */
+ * a request is at most CONTROL_REQUEST_MAX bytes (CONTROL_AGENT_REQUEST_MAX
+ * from a peer that may act for agents, control_agent.c), ended by a newline
+ * or the peer's shutdown.  Connections are bounded (CONTROL_MAX_CONNS in
+ * all, CONTROL_MAX_PER_UID per peer uid, CONTROL_MAX_PER_HUB for [control]
+ * hub_user's): a new one is always served and the oldest makes room, so
+ * whoever holds connections open neither runs the daemon out of file
+ * descriptors nor locks others out for long. */
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -44,13 +46,14 @@ struct control {
 struct conn {
         struct conn *prev, *next;       /* in ctl's list while open */
         uid_t uid;
+        bool agent_peer;        /* may act for agents (control_agent.c) */
         uv_pipe_t pipe;
         uv_timer_t timer;
         int handles;            /* open libuv handles; freed at 0 */
         bool closing;
         struct control *ctl;
-        char buf[CONTROL_REQUEST_MAX + 1];
-        size_t len;
+        char *buf;              /* cap + 1 bytes */
+        size_t len, cap;
         bool answered;
         uv_write_t wr;
         char *resp;
@@ -183,8 +186,16 @@ json_t *control_status(const struct parts *p, const struct control_config *cc)
 int control_handle(const struct parts *p, const struct control_config *cc,
                    const char *req, size_t len, char **ret)
 {
+        return control_handle_peer(p, cc, req, len, false, ret);
+}
+
+int control_handle_peer(const struct parts *p, const struct control_config *cc,
+                        const char *req, size_t len, bool agent_peer, char **ret)
+{
         _cleanup_json_ json_t *doc = NULL, *resp = NULL;
-        hd_limits lim = { .max_size = CONTROL_REQUEST_MAX, .max_depth = 4 };
+        /* a result's data is any JSON: deeper than a command's own */
+        hd_limits lim = { .max_size = agent_peer ? CONTROL_AGENT_REQUEST_MAX : CONTROL_REQUEST_MAX,
+                          .max_depth = agent_peer ? 64 : 4 };
         hd_verdict v;
         const char *cmd;
         size_t n;
@@ -201,6 +212,8 @@ int control_handle(const struct parts *p, const struct control_config *cc,
                         json_object_set_new(resp, "ok", json_true());
         } else if (!strcmp(cmd, "ping"))
                 resp = json_pack("{s:b}", "ok", 1);
+        else if (control_agent_command(p, cmd, doc, agent_peer, &resp))
+                ;
         else
                 resp = json_pack("{s:b, s:s}", "ok", 0, "error", "unknown command");
         if (!resp)
@@ -231,6 +244,7 @@ static void conn_handle_closed(uv_handle_t *h)
         if (--c->handles > 0)
                 return;
         free(c->resp);
+        free(c->buf);
         free(c);
 }
 
@@ -279,7 +293,7 @@ static void conn_alloc(uv_handle_t *h, size_t hint, uv_buf_t *b)
         struct conn *c = h->data;
         (void)hint;
         b->base = c->buf + c->len;
-        b->len = CONTROL_REQUEST_MAX - c->len;
+        b->len = c->cap - c->len;
 }
 
 static void conn_answer(struct conn *c)
@@ -294,7 +308,7 @@ static void conn_answer(struct conn *c)
                 .loaded_usec = ctl->loaded_usec, .reload_failed_usec = ctl->reload_failed_usec,
                 .reload_error = ctl->reload_error,
         };
-        if (control_handle(ctl->p, &cc, c->buf, c->len, &c->resp) < 0) {
+        if (control_handle_peer(ctl->p, &cc, c->buf, c->len, c->agent_peer, &c->resp) < 0) {
                 conn_close(c);
                 return;
         }
@@ -320,7 +334,7 @@ static void conn_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
                 return;
         if (n > 0) {
                 c->len += (size_t)n;
-                if (memchr(c->buf, '\n', c->len) || c->len >= CONTROL_REQUEST_MAX)
+                if (memchr(c->buf, '\n', c->len) || c->len >= c->cap)
                         conn_answer(c);
                 return;
         }
@@ -353,7 +367,7 @@ static void control_log_quietly(struct control *ctl, bool refused, uid_t uid)
 
 /* Room for one more connection of uid: its oldest goes when it has its
  * share, else the oldest of all when the total is reached. */
-static void control_make_room(struct control *ctl, uid_t uid)
+static void control_make_room(struct control *ctl, uid_t uid, bool hub)
 {
         struct conn *c, *first = NULL;
         unsigned mine = 0;
@@ -361,7 +375,7 @@ static void control_make_room(struct control *ctl, uid_t uid)
         for (c = ctl->oldest; c; c = c->next)
                 if (c->uid == uid && mine++ == 0)
                         first = c;
-        if (mine >= CONTROL_MAX_PER_UID)
+        if (mine >= (hub ? CONTROL_MAX_PER_HUB : CONTROL_MAX_PER_UID))
                 c = first;
         else if (ctl->n_conns >= CONTROL_MAX_CONNS)
                 c = ctl->oldest;
@@ -407,12 +421,20 @@ static void on_connection(uv_stream_t *server, int status)
                 gids[0] = cred.gid;
                 ng = 1;
         }
-        if (!control_peer_allowed(cred.uid, gids, ng, ctl->cfg->control_group)) {
+        c->agent_peer = control_agent_peer(ctl->cfg, cred.uid);
+        if (!c->agent_peer &&
+            !control_peer_allowed(cred.uid, gids, ng, ctl->cfg->control_group)) {
                 control_log_quietly(ctl, true, cred.uid);
                 conn_close(c);
                 return;
         }
-        control_make_room(ctl, cred.uid);
+        c->cap = c->agent_peer ? CONTROL_AGENT_REQUEST_MAX : CONTROL_REQUEST_MAX;
+        c->buf = malloc(c->cap + 1);
+        if (!c->buf) {
+                conn_close(c);
+                return;
+        }
+        control_make_room(ctl, cred.uid, control_hub_peer(ctl->cfg, cred.uid));
         c->uid = cred.uid;
         c->prev = ctl->newest;
         if (ctl->newest)

@@ -200,6 +200,7 @@ struct hub_wait {
         /* the watcher's, under its lock */
         bool armed, fresh;
         bool parked;                    /* a stream's connection suspended */
+        bool named;                     /* this look: an event named it, or an overflow */
         int64_t next_look;
         void (*resume)(void *);
         void *resume_arg;

@@ -26,8 +26,10 @@ bool hub_mcp_head(struct hub *h, struct hub_request *q, struct hub_answer *a);
 /* The POST's body is whole: its answer into a, on a pool thread. */
 void hub_mcp_post(struct hub *h, struct hub_request *q, struct hub_answer *a);
 
-/* The sessions open (those past their idle timeout ended first). */
+/* The sessions open (those past their idle timeout ended first); the
+ * GET streams open. */
 unsigned hub_mcp_count(struct hub_mcp *t);
+unsigned hub_mcp_streams(struct hub_mcp *t);
 
 /* The parts a fuzzer calls alone.  Is origin (NULL: none) one of the
  * space or comma separated list allowed (NULL: none)? */
@@ -57,6 +59,9 @@ struct mcp_session {
         pthread_mutex_t ev_lock;
         uint64_t event;                 /* the last SSE id given */
         struct timespec seen;           /* the inbox's mtime at the last list_changed */
+        struct timespec stamp;          /* the inbox's mtime as handoffd last said */
+        int stamp_r;                    /* ... or why it could not */
+        int64_t stamp_at;               /* monotonic usec it said it; 0: never */
         TAILQ_ENTRY(mcp_session) link;
 };
 
@@ -67,6 +72,7 @@ struct hub_mcp {
         hd_consume_opts copts;
         unsigned max_per_token;
         int64_t idle_usec;
+        unsigned streams;               /* GET streams made and not yet freed */
 };
 
 /* The session id of agent's, taken (hub_mcp_session_put() gives it
@@ -80,8 +86,16 @@ int hub_mcp_session_new(struct hub *h, const char *agent, struct mcp_session **r
                         char *err, size_t errlen);
 /* Under the table's lock: s ended (out of the table, freed once unused). */
 void hub_mcp_session_end_locked(struct hub_mcp *t, struct mcp_session *s);
-/* The mtime of s's inbox: 0 or -errno. */
-int hub_mcp_inbox_mtime(struct mcp_session *s, struct timespec *ret);
+/* The mtime of s's inbox, as handoffd says it (now with fresh, else at
+ * most MCP_STAMP_USEC old): 0 or -errno. */
+#define MCP_STAMP_USEC 200000
+int hub_mcp_inbox_mtime(struct hub *h, struct mcp_session *s, bool fresh,
+                        struct timespec *ret);
+
+/* hub_inboxd.c: the inbox tools done by handoffd; the mtime of agent's
+ * inbox (-ENOENT: none yet), 0 or -errno. */
+extern const struct mcp_inbox_ops hub_inboxd_ops;
+int hub_inboxd_stamp(const struct hub *h, const char *agent, struct timespec *ret);
 
 /* s's stream from the event after from (0: a new one), holding s. */
 int hub_mcp_stream_new(struct hub *h, struct mcp_session *s, uint64_t from,

@@ -86,13 +86,34 @@ struct mcp_session *hub_mcp_session_get(struct hub_mcp *t, const char *id, const
         return found;
 }
 
-int hub_mcp_inbox_mtime(struct mcp_session *s, struct timespec *ret)
+int hub_mcp_inbox_mtime(struct hub *h, struct mcp_session *s, bool fresh,
+                        struct timespec *ret)
 {
-        struct stat st;
+        int64_t now = mono_usec();
+        struct timespec ts;
+        bool cached;
+        int r;
 
-        if (stat(s->m.ib.dir, &st) < 0)
-                return -errno;
-        *ret = st.st_mtim;
+        /* Without an event, handoffd is asked at most once an
+         * MCP_STAMP_USEC for a session (its stream's look, then its
+         * writer's); an event asks now: the claim may have come before
+         * the bootstrap, and the next event says it is there. */
+        pthread_mutex_lock(&s->ev_lock);
+        cached = !fresh && s->stamp_at && now - s->stamp_at < MCP_STAMP_USEC;
+        ts = s->stamp;
+        r = s->stamp_r;
+        pthread_mutex_unlock(&s->ev_lock);
+        if (!cached) {
+                r = hub_inboxd_stamp(h, s->agent, &ts);
+                pthread_mutex_lock(&s->ev_lock);
+                s->stamp_at = now;
+                s->stamp = ts;
+                s->stamp_r = r;
+                pthread_mutex_unlock(&s->ev_lock);
+        }
+        if (r < 0)
+                return r;
+        *ret = ts;
         return 0;
 }
 
@@ -118,13 +139,20 @@ int hub_mcp_session_new(struct hub *h, const char *agent, struct mcp_session **r
         pthread_mutex_init(&s->ev_lock, NULL);
         snprintf(s->agent, sizeof(s->agent), "%s", agent);
         s->m.ib.fd = -1;
-        if (inbox_init(&s->m.ib, h->cfg, s->agent, NULL, 0, err, errlen) != 0) {
+        s->m.ib.wd = -1;
+        /* the inbox is handoffd's to open (hub_inboxd.c): only its path here,
+         * for the tools' words */
+        const struct config_agent *ca = config_agent(h->cfg, s->agent);
+        if (!ca || !ca->state_dir ||
+            xsnprintf(s->m.ib.dir, sizeof(s->m.ib.dir), "%s/handoffs", ca->state_dir) < 0) {
                 /* the client is told what it can act on, not our paths */
                 snprintf(err, errlen, "Forbidden: %s has no inbox here (not an [agent] of "
                          "the hub's configuration)", agent);
                 mcp_session_free(s);
                 return -EINVAL;
         }
+        s->m.ib.window = h->cfg->resume_window;
+        s->m.inbox_ops = &hub_inboxd_ops;
         s->m.cfg = h->cfg;
         s->m.agent = s->agent;
         s->m.tools = t->tools;
@@ -144,7 +172,7 @@ int hub_mcp_session_new(struct hub *h, const char *agent, struct mcp_session **r
                          "the hub holds no key that signs for %s (require = sig: only the "
                          "agent holds its secret key; use handoffctl mcp on the spool's host)",
                          agent);
-        if (hub_mcp_inbox_mtime(s, &s->seen) < 0)
+        if (hub_mcp_inbox_mtime(h, s, true, &s->seen) < 0)
                 s->seen = (struct timespec){ 0 };
         randombytes_buf(rnd, sizeof(rnd));
         for (size_t i = 0; i < sizeof(rnd); i++)
@@ -249,6 +277,16 @@ unsigned hub_mcp_count(struct hub_mcp *t)
         sweep_locked(t, mono_usec());
         TAILQ_FOREACH(s, &t->sessions, link)
                 n++;
+        pthread_mutex_unlock(&t->lock);
+        return n;
+}
+
+unsigned hub_mcp_streams(struct hub_mcp *t)
+{
+        unsigned n;
+
+        pthread_mutex_lock(&t->lock);
+        n = t->streams;
         pthread_mutex_unlock(&t->lock);
         return n;
 }

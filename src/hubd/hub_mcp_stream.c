@@ -18,6 +18,9 @@
 /* The daemon makes the claim (claimed/, an event we watch) before the
  * bootstrap reaches the inbox: a stream looks again this often. */
 #define MCP_STREAM_TICK_USEC 250000
+/* ... for this long after such an event; past it, a quiet spool makes a
+ * stream ask handoffd nothing (the inbox is the daemon's to read). */
+#define MCP_STREAM_HOT_USEC (5 * 1000000LL)
 
 /* ---- the session's stream ------------------------------------------------ */
 
@@ -31,16 +34,17 @@ struct mcp_stream {
         char buf[256];
         size_t len, off;
         int64_t keepalive;              /* monotonic usec of the next comment */
+        int64_t hot_until;              /* its ticks look until then (the watcher's) */
 };
 
 /* Did the inbox change since the last list_changed?  With take, the
  * change is taken: the next look compares with now. */
-static bool stream_changed(struct mcp_session *s, bool take)
+static bool stream_changed(struct hub *h, struct mcp_session *s, bool take, bool fresh)
 {
         struct timespec now;
         bool changed;
 
-        if (hub_mcp_inbox_mtime(s, &now) < 0)
+        if (hub_mcp_inbox_mtime(h, s, fresh, &now) < 0)
                 return false;
         pthread_mutex_lock(&s->ev_lock);
         changed = now.tv_sec != s->seen.tv_sec || now.tv_nsec != s->seen.tv_nsec;
@@ -94,7 +98,6 @@ static long stream_read(struct hub *h, struct hub_wait *w, char *buf, size_t max
         int64_t now = mono_usec();
         size_t k;
 
-        (void)h;
         if (x->off == x->len) {
                 x->len = x->off = 0;
                 if (stream_over(x))
@@ -109,8 +112,8 @@ static long stream_read(struct hub *h, struct hub_wait *w, char *buf, size_t max
                          * list changed, whatever it is now */
                         put_event(x, x->from && x->from < last);
                         if (x->from && x->from < last)
-                                stream_changed(x->s, true);
-                } else if (stream_changed(x->s, true)) {
+                                stream_changed(h, x->s, true, false);
+                } else if (stream_changed(h, x->s, true, false)) {
                         put_event(x, true);
                 } else if (now >= x->keepalive) {
                         /* a comment: a write that fails for a client that went */
@@ -133,9 +136,17 @@ static long stream_read(struct hub *h, struct hub_wait *w, char *buf, size_t max
 static bool stream_look(struct hub *h, struct hub_wait *w)
 {
         struct mcp_stream *x = (struct mcp_stream *)w;
+        int64_t now = mono_usec();
 
-        (void)h;
-        return stream_over(x) || stream_changed(x->s, false);
+        if (stream_over(x))
+                return true;
+        /* an event asks now (the claim comes before the bootstrap: then
+         * the ticks look for a while); a tick of a quiet spool asks nothing */
+        if (w->named)
+                x->hot_until = now + MCP_STREAM_HOT_USEC;
+        else if (now >= x->hot_until)
+                return false;
+        return stream_changed(h, x->s, false, w->named);
 }
 
 static int stream_finish(struct hub *h, struct hub_wait *w, struct hub_answer *a)
@@ -153,6 +164,7 @@ static void stream_free(struct hub_wait *w)
         struct mcp_stream *x = (struct mcp_stream *)w;
 
         pthread_mutex_lock(&x->t->lock);
+        x->t->streams--;
         pthread_mutex_unlock(&x->t->lock);
         hub_mcp_session_put(x->t, x->s);
         free(x);
@@ -176,6 +188,7 @@ int hub_mcp_stream_new(struct hub *h, struct mcp_session *s, uint64_t from,
          * before ends (the hub would learn it is gone only at a write). */
         pthread_mutex_lock(&h->mcp->lock);
         x->gen = ++s->stream_gen;
+        h->mcp->streams++;      /* until stream_free(): GET /metrics counts it */
         pthread_mutex_unlock(&h->mcp->lock);
         x->w.ops = &stream_ops;
         snprintf(x->w.agent, sizeof(x->w.agent), "%s", s->agent);
@@ -186,6 +199,7 @@ int hub_mcp_stream_new(struct hub *h, struct mcp_session *s, uint64_t from,
         x->s = s;
         x->from = from;
         x->keepalive = mono_usec() + MCP_KEEPALIVE_USEC;
+        x->hot_until = mono_usec() + MCP_STREAM_HOT_USEC;
         *ret = &x->w;
         return 0;
 }

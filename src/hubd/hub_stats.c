@@ -147,7 +147,12 @@ char *hub_stats_text(struct hub *h, long conns_open)
         if (h->mcp)
                 sb_printf(&b, "# HELP handoff_hub_mcp_sessions MCP sessions open at /mcp.\n"
                             "# TYPE handoff_hub_mcp_sessions gauge\n"
-                            "handoff_hub_mcp_sessions %u\n", hub_mcp_count(h->mcp));
+                            "handoff_hub_mcp_sessions %u\n"
+                            "# HELP handoff_hub_mcp_streams MCP GET streams open at /mcp (a client's "
+                            "notifications come on it).\n"
+                            "# TYPE handoff_hub_mcp_streams gauge\n"
+                            "handoff_hub_mcp_streams %u\n", hub_mcp_count(h->mcp),
+                            hub_mcp_streams(h->mcp));
         stats_daemon(h, &b);
         return sb_take(&b, &out) < 0 ? NULL : out;
 }

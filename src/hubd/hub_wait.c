@@ -106,20 +106,21 @@ static void look_all(struct hub_waits *w, const char *names, size_t names_len,
         struct hub_wait *x, *next;
 
         for (x = TAILQ_FIRST(&w->list); x; x = next) {
-                bool due = all || x->fresh || now >= x->deadline ||
-                           (x->tick && now >= x->next_look);
+                bool named = all, due;
                 next = TAILQ_NEXT(x, link);
                 /* a stream being written: its writer looks before it parks */
                 if (x->ops->stream && !x->parked)
                         continue;
                 /* names: NUL-separated, ons[i] the directory of the i-th */
-                for (size_t off = 0, i = 0; !due && off < names_len; i++) {
-                        due = ons[i] >= 0 && (x->dirs & HUB_WAIT_DIR(ons[i])) &&
-                              names_it(x, names + off);
+                for (size_t off = 0, i = 0; !named && off < names_len; i++) {
+                        named = ons[i] >= 0 && (x->dirs & HUB_WAIT_DIR(ons[i])) &&
+                                names_it(x, names + off);
                         off += strlen(names + off) + 1;
                 }
+                due = named || x->fresh || now >= x->deadline || (x->tick && now >= x->next_look);
                 if (!due)
                         continue;
+                x->named = named;
                 x->fresh = false;
                 x->ready = x->ops->look(w->h, x);
                 /* at the stop now is INT64_MAX: no next look */

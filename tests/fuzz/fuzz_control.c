@@ -1,6 +1,8 @@
 /* libFuzzer target: one control-socket request into control_handle(),
  * against a spool that was never opened (status reads only sp->cfg,
- * sp->st and the parts' empty tables).  Every request gets one answer, and it is JSON. */
+ * sp->st and the parts' empty tables), and again as from a peer that may
+ * act for agents (control_agent.c: bob's state_dir does not exist, so
+ * nothing is taken).  Every request gets one answer, and it is JSON. */
 #include <string.h>
 
 #include "config.h"
@@ -55,12 +57,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         static const unsigned char digest[32];
         static const struct control_config cc = { .path = "/etc/handoffd/handoffd.conf",
                                                   .digest = digest };
-        r = control_handle(&parts, &cc, (const char *)data, size, &resp);
-        FUZZ_ASSERT(r == 0, "control_handle gave no answer: %s", strerror(-r));
-        r = hd_parse(resp, strlen(resp), NULL, &doc, &v);
-        FUZZ_ASSERT(r == 0, "control answer is not JSON: %s: %s\n%s",
-                    hd_reason_name(v.reason), v.detail, resp);
-        FUZZ_ASSERT(json_is_boolean(json_object_get(doc, "ok")),
-                    "control answer without \"ok\": %s", resp);
+        for (int peer = 0; peer < 2; peer++) {
+                r = control_handle_peer(&parts, &cc, (const char *)data, size, peer, &resp);
+                FUZZ_ASSERT(r == 0, "control_handle gave no answer: %s", strerror(-r));
+                r = hd_parse(resp, strlen(resp), NULL, &doc, &v);
+                FUZZ_ASSERT(r == 0, "control answer is not JSON: %s: %s\n%s",
+                            hd_reason_name(v.reason), v.detail, resp);
+                FUZZ_ASSERT(json_is_boolean(json_object_get(doc, "ok")),
+                            "control answer without \"ok\": %s", resp);
+                json_decref(TAKE_PTR(doc));
+                free(TAKE_PTR(resp));
+        }
         return 0;
 }

@@ -33,6 +33,20 @@ function listChanged(state) {
   });
 }
 
+// Until the hub's /metrics counts n MCP streams open (10 s at most).
+async function streamsOpen(n) {
+  const deadline = Date.now() + 10000 * SLOW;
+  let seen = null;
+  while (Date.now() < deadline) {
+    const m = await (await fetch(new URL('/metrics', URL_))).text();
+    const line = m.split('\n').find((l) => l.startsWith('handoff_hub_mcp_streams '));
+    seen = line ? Number(line.split(' ')[1]) : null;
+    if (seen >= n) return;
+    await sleep(20);
+  }
+  throw new Error(`handoff_hub_mcp_streams ${seen}, not ${n}, within 10 s`);
+}
+
 function httpTransport(agent, token) {
   return new StreamableHTTPClientTransport(new URL(URL_), {
     requestInit: { headers: { Authorization: `Bearer ${token ?? tokens[agent]}` } },
@@ -83,10 +97,11 @@ async function scenario(kind) {
     ['handoff_complete', 'handoff_inbox', 'handoff_send', 'handoff_status', 'handoff_take']),
   say('bob lists the five tools'), tools.map((t) => t.name));
   log.push(['tools/list', tools]);
-  // alice's stream is open once she has seen nothing yet: the SDK opens
-  // it after notifications/initialized; a ping makes sure it is up
-  await alice.client.ping();
-  await sleep(200 * SLOW);
+  // The SDK opens each client's GET stream after notifications/initialized,
+  // without waiting for it: the hub counts them (handoff_hub_mcp_streams),
+  // bob's and alice's.  handoffctl mcp watches its inbox before it reads
+  // its first message.
+  if (kind === 'http') await streamsOpen(2);
 
   const sendAt = Date.now();
   const sent = await bob.client.callTool({ name: 'handoff_send', arguments: {

@@ -3,6 +3,7 @@
  * daemon opens it: status with figures that match the spool, ping, and
  * every kind of bad request answered with ok false and a reason. */
 #include <check.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -121,6 +122,53 @@ START_TEST(test_control_peer_allowed)
 }
 END_TEST
 
+/* The agent commands (control_agent.c) are done only for a peer that may
+ * act for agents: root, the daemon's user, [control] hub_user. */
+START_TEST(test_control_agent_commands_need_the_hub_user)
+{
+        static const unsigned char digest[32];
+        struct control_config cc = { .path = "/x/h.conf", .digest = digest };
+        uid_t stranger = geteuid() == 0 ? 4242 : geteuid() + 1;
+        char *names[1] = { "drop.json" }, *out = NULL, uid[32];
+        const char *take = "{\"command\":\"take\",\"agent\":\"alice\"}";
+        struct config *cfg;
+        struct fx f;
+        json_t *o;
+
+        fx_open(&f);
+        cfg = f.p.sp->cfg;
+        fx_put_doc(f.sp->fd[SD_HANDOFF], "drop.json", fx_doc("c-1", "alice", 10, 600, f.k));
+        ck_assert_int_eq(intake_batch(&f.p, names, 1, hd_now_usec(), NULL), 0);
+        assert_refused(&f, take, strlen(take), "hub_user");
+        assert_refused(&f, "{\"command\":\"inbox\",\"agent\":\"alice\"}", 35, "hub_user");
+
+        ck_assert(!control_agent_peer(cfg, stranger));
+        snprintf(uid, sizeof(uid), "%u", (unsigned)stranger);
+        cfg->control_hub_user = strdup(uid);
+        ck_assert(control_agent_peer(cfg, stranger));
+        ck_assert(!control_agent_peer(cfg, stranger + 1));
+
+        ck_assert_int_eq(control_handle_peer(&f.p, &cc, "{\"command\":\"inbox\",\"agent\":\"alice\"}",
+                                             35, true, &out), 0);
+        o = json_loads(out, 0, NULL);
+        free(out);
+        ck_assert_str_eq(json_string_value(json_object_get(json_array_get(
+                json_object_get(o, "handoffs"), 0), "handoff_id")), "c-1");
+        json_decref(o);
+        ck_assert_int_eq(control_handle_peer(&f.p, &cc, "{\"command\":\"take\",\"agent\":\"zed\"}",
+                                             32, true, &out), 0);
+        ck_assert_ptr_nonnull(strstr(out, "not an agent of this daemon"));
+        free(out);
+        ck_assert_int_eq(control_handle_peer(&f.p, &cc, take, strlen(take), true, &out), 0);
+        o = json_loads(out, 0, NULL);
+        free(out);
+        ck_assert_str_eq(json_string_value(json_object_get(json_object_get(o, "bootstrap"),
+                                                           "handoff_id")), "c-1");
+        json_decref(o);
+        fx_close(&f);
+}
+END_TEST
+
 Suite *suite_control(void);
 Suite *suite_control(void)
 {
@@ -130,6 +178,7 @@ Suite *suite_control(void)
         tcase_add_test(tc, test_control_refuses_bad_requests);
         tcase_add_test(tc, test_control_request_at_the_limit);
         tcase_add_test(tc, test_control_peer_allowed);
+        tcase_add_test(tc, test_control_agent_commands_need_the_hub_user);
         suite_add_tcase(s, tc);
         return s;
 }

@@ -2,6 +2,7 @@
  * release, and the lookups (an agent, a remote, whether the relay is on).
  * Loading is config_load.c's. */
 #include <grp.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +10,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "util.h"
 
 int config_warnings(const struct config *c,
                     void (*emit)(void *userdata, const char *msg), void *userdata)
@@ -52,6 +54,17 @@ int config_warnings(const struct config *c,
                 char *m = NULL;
                 if (asprintf(&m, "[control] group '%s' does not exist: the control socket "
                                  "stays with the daemon's own group", c->control_group) >= 0) {
+                        emit(userdata, m);
+                        free(m);
+                }
+                n++;
+        }
+        int64_t uid;
+        if (c->control_hub_user && parse_int64(c->control_hub_user, 0, UINT32_MAX - 1, &uid) < 0 &&
+            !getpwnam(c->control_hub_user)) {
+                char *m = NULL;
+                if (asprintf(&m, "[control] hub_user '%s' does not exist: handoff-hubd's /mcp "
+                                 "cannot list or take an agent's handoffs", c->control_hub_user) >= 0) {
                         emit(userdata, m);
                         free(m);
                 }
@@ -103,6 +116,7 @@ void config_free(struct config *c)
         free(c->agents);
         free(c->control_socket);
         free(c->control_group);
+        free(c->control_hub_user);
         free(c->metrics_textfile);
         struct config_relay *rl = &c->relay;
         free(rl->servers);

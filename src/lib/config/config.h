@@ -159,6 +159,9 @@ struct config {
         /* [control] */
         char *control_socket;
         char *control_group;
+        /* the user (name or uid) whose peer may list, take and complete
+         * an agent's handoffs on its behalf (handoff-hubd's /mcp) */
+        char *control_hub_user;
         /* "bob, carol": [agent NAME] sections without a key (a warning) */
         char *empty_agents;
         /* [metrics] */

@@ -39,7 +39,7 @@ static const char *const keys_hub[] = {
         "a2a_kept_max_bytes", "rate_per_token", "burst_per_token", "max_requests_per_token",
         "max_waits_per_token", "default_agent", "a2a_block_max", "signing_key", "push_allow",
         "mcp_origins", "mcp_sessions_per_token", "mcp_session_idle", NULL };
-static const char *const keys_control[] = { "socket", "group", NULL };
+static const char *const keys_control[] = { "socket", "group", "hub_user", NULL };
 static const char *const keys_metrics[] = { "textfile", NULL };
 static const char *const keys_payload[] = { "roles", NULL };
 
@@ -596,6 +596,8 @@ int config_handler(void *user, const char *section, const char *k,
                 }
                 if (!strcmp(k, "group"))
                         return config_set_str(&c->control_group, v) == 0;
+                if (!strcmp(k, "hub_user"))
+                        return config_set_str(&c->control_hub_user, v) == 0;
                 return config_unknown_key(st, "control", NULL, k, keys_control);
         }
         if (!strcmp(section, "metrics")) {

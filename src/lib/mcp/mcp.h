@@ -33,11 +33,34 @@ extern const char *const mcp_versions[];
 extern const size_t mcp_n_versions;
 
 struct mcp;
+struct complete_out;
 /* A handoff_complete whose result waits for the daemon's word. */
 struct mcp_later {
         bool on;
         const char *status;     /* complete_status(): a static string */
         char id[256];
+        bool have_word;         /* inbox_ops: word holds the daemon's word */
+        struct { int code; char msg[768]; } word;
+};
+
+/* Where the inbox's tools and resources act.  NULL: on m->ib, which this
+ * process opens itself (handoffctl mcp, as the agent's user).  The hub's
+ * ask handoffd, which owns each agent's handoffs/ (src/hubd/hub_inboxd.c).
+ * Each fails with -errno and the line to say in err: -ENOTDIR when the
+ * agent has no handoffs/ yet; take and peek -ENOENT (none), -ESTALE (past
+ * the resume window) or -EBADMSG (v says why) as hd_consume_with(). */
+struct mcp_inbox_ops {
+        int (*list)(const struct mcp *m, json_t **ret, size_t *ret_more, char *err, size_t errlen);
+        int (*take)(const struct mcp *m, const char *id, json_t **ret, hd_verdict *v, char *err,
+                    size_t errlen);
+        int (*peek)(const struct mcp *m, const char *id, json_t **ret, char *err, size_t errlen);
+        /* complete_write()'s, into out: its code */
+        int (*complete)(const struct mcp *m, const char *id, const hd_result *res,
+                        struct complete_out *out);
+        /* Has the daemon taken id's result?  Then its word (complete_answer()'s)
+         * in *ret_code and msg. */
+        bool (*word)(const struct mcp *m, const char *id, const char *status, int *ret_code,
+                     char *msg, size_t msglen);
 };
 /* Where handoff_send's document goes: 0, or an AG_* code with one line
  * in err.  NULL: submit_publish() into cfg's spool. */
@@ -51,6 +74,7 @@ struct mcp {
         const hd_key *key;      /* signing key, or NULL (key_error says why) */
         char key_error[512];
         struct inbox ib;
+        const struct mcp_inbox_ops *inbox_ops;  /* NULL: ib, directly */
         hd_consume_opts copts;  /* handoff_take: window, caps, proof of origin */
         const json_t *tools;    /* the tools/list array (mcp_tools_new()) */
         mcp_publish_fn publish;
@@ -110,8 +134,8 @@ int mcp_tools_call(struct mcp *m, const json_t *params, json_t **ret,
  * the daemon took the result, or when the transport's time is up (the
  * answer then says it was not taken yet).  0 with *ret the JSON-RPC
  * answer to rpc_id, or -ENOMEM. */
-bool mcp_complete_taken(const struct mcp *m, const struct mcp_later *l);
-int mcp_complete_finish(const struct mcp *m, const struct mcp_later *l, const json_t *rpc_id,
+bool mcp_complete_taken(const struct mcp *m, struct mcp_later *l);
+int mcp_complete_finish(const struct mcp *m, struct mcp_later *l, const json_t *rpc_id,
                         json_t **ret);
 
 /* Does v match schema (the subset the tools use: type, properties,

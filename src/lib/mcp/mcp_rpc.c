@@ -79,13 +79,21 @@ static json_t *mcp_resources_list(struct mcp *m, struct mcp_err *e)
         size_t i;
         int r;
 
-        inbox_reopen(&m->ib);
-        r = inbox_list(&m->ib, hd_now_usec(), &list, NULL);
+        char err[512] = "out of memory";
+
+        if (m->inbox_ops) {
+                size_t more;
+                r = m->inbox_ops->list(m, &list, &more, err, sizeof(err));
+        } else {
+                inbox_reopen(&m->ib);
+                r = inbox_list(&m->ib, hd_now_usec(), &list, NULL);
+                if (r < 0)
+                        snprintf(err, sizeof(err), "%s: %s", m->ib.dir, strerror(-r));
+        }
         if (r < 0 || !res) {
                 json_decref(res);
                 e->code = RPC_INTERNAL_ERROR;
-                snprintf(e->msg, sizeof(e->msg), "Internal error: %s: %s", m->ib.dir,
-                         strerror(r < 0 ? -r : ENOMEM));
+                snprintf(e->msg, sizeof(e->msg), "Internal error: %s", err);
                 return NULL;
         }
         json_array_foreach(list, i, it) {
@@ -126,11 +134,16 @@ static json_t *mcp_resources_read(struct mcp *m, const json_t *params, struct mc
         }
         id = strncmp(uri, MCP_URI_PREFIX, strlen(MCP_URI_PREFIX)) ? NULL
                                                                  : uri + strlen(MCP_URI_PREFIX);
-        inbox_reopen(&m->ib);
+        char err[512];
+
+        if (!m->inbox_ops)
+                inbox_reopen(&m->ib);
         /* What handoff_take would give: a file that would be refused
          * (planted, copied from another agent, stale) is not found. */
         if (!id || !hd_id_valid(id) || hd_bootstrap_name(id, name, sizeof(name)) < 0 ||
-            m->ib.fd < 0 || hd_consume_peek(m->ib.fd, name, &m->copts, hd_now_usec(), &b, &v) < 0 ||
+            (m->inbox_ops ? m->inbox_ops->peek(m, id, &b, err, sizeof(err)) < 0
+                          : m->ib.fd < 0 ||
+                            hd_consume_peek(m->ib.fd, name, &m->copts, hd_now_usec(), &b, &v) < 0) ||
             strcmp(json_string_value(json_object_get(b, "handoff_id")) ?: "", id)) {
                 snprintf(e->msg, sizeof(e->msg), "Resource not found");
                 *ret_data = json_pack("{s:s}", "uri", uri);

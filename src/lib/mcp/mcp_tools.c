@@ -106,11 +106,20 @@ static int tool_inbox(struct mcp *m, const json_t *args, json_t **ret)
         json_t *e;
         int r;
 
-        inbox_reopen(&m->ib);
-        r = inbox_list(&m->ib, hd_now_usec(), &list, &more);
-        if (r < 0) {
-                *ret = tool_error("%s: %s", m->ib.dir, strerror(-r));
-                return 0;
+        if (m->inbox_ops) {
+                char err[512];
+                r = m->inbox_ops->list(m, &list, &more, err, sizeof(err));
+                if (r < 0) {
+                        *ret = tool_error("%s", err);
+                        return 0;
+                }
+        } else {
+                inbox_reopen(&m->ib);
+                r = inbox_list(&m->ib, hd_now_usec(), &list, &more);
+                if (r < 0) {
+                        *ret = tool_error("%s: %s", m->ib.dir, strerror(-r));
+                        return 0;
+                }
         }
         f = open_memstream(&text, &size);
         if (!f)
@@ -152,12 +161,20 @@ static int tool_take(struct mcp *m, const json_t *args, json_t **ret)
                 *ret = tool_error("'%.128s' is not a handoff_id", id);
                 return 0;
         }
-        inbox_reopen(&m->ib);
-        if (m->ib.fd < 0) {
+        char err[512] = "";
+
+        if (m->inbox_ops) {
+                r = m->inbox_ops->take(m, id, &b, &v, err, sizeof(err));
+        } else {
+                inbox_reopen(&m->ib);
+                r = m->ib.fd < 0 ? -ENOTDIR
+                                 : hd_consume_with(m->ib.fd, id, &m->copts, hd_now_usec(), &b, &v);
+                snprintf(err, sizeof(err), "%s: %s", m->ib.dir, strerror(-r));
+        }
+        if (r == -ENOTDIR) {
                 *ret = tool_error("%s does not exist (yet): no handoffs", m->ib.dir);
                 return 0;
         }
-        r = hd_consume_with(m->ib.fd, id, &m->copts, hd_now_usec(), &b, &v);
         if (r == -ENOENT) {
                 *ret = id ? tool_error("no handoff %s is waiting for %s", id, m->agent)
                           : tool_error("no handoff is waiting for %s", m->agent);
@@ -174,7 +191,7 @@ static int tool_take(struct mcp *m, const json_t *args, json_t **ret)
                 return 0;
         }
         if (r < 0) {
-                *ret = tool_error("%s: %s", m->ib.dir, strerror(-r));
+                *ret = tool_error("%s", err);
                 return 0;
         }
         out = json_object();
@@ -240,6 +257,18 @@ static int tool_complete(struct mcp *m, const json_t *args, json_t **ret)
                 *ret = tool_error("no signing key: %s", m->key_error);
                 return 0;
         }
+        if (m->inbox_ops) {
+                /* handoffd writes it; the transport waits for its word */
+                r = m->inbox_ops->complete(m, id, &res, &out);
+                if (r != AG_OK) {
+                        *ret = tool_error("%s", out.msg);
+                        return 0;
+                }
+                m->later = (struct mcp_later){ .on = true, .status = complete_status(&res) };
+                snprintf(m->later.id, sizeof(m->later.id), "%s", id);
+                *ret = complete_result(id, m->later.status, r, &out);
+                return 0;
+        }
         inbox_reopen(&m->ib);
         if (m->ib.fd < 0) {
                 *ret = tool_error("%s does not exist: this agent consumed nothing", m->ib.dir);
@@ -257,26 +286,39 @@ static int tool_complete(struct mcp *m, const json_t *args, json_t **ret)
                 return 0;
         }
         /* the transport waits for the daemon, then mcp_complete_finish() */
-        m->later.on = true;
-        m->later.status = complete_status(&res);
+        m->later = (struct mcp_later){ .on = true, .status = complete_status(&res) };
         snprintf(m->later.id, sizeof(m->later.id), "%s", id);
         *ret = complete_result(id, m->later.status, r, &out);
         return 0;
 }
 
-bool mcp_complete_taken(const struct mcp *m, const struct mcp_later *l)
+bool mcp_complete_taken(const struct mcp *m, struct mcp_later *l)
 {
-        return m->ib.fd < 0 || complete_taken(m->ib.fd, l->id);
+        if (!m->inbox_ops)
+                return m->ib.fd < 0 || complete_taken(m->ib.fd, l->id);
+        /* the daemon's word is read once: it removes a refusal it gives */
+        if (!l->have_word)
+                l->have_word = m->inbox_ops->word(m, l->id, l->status, &l->word.code,
+                                                  l->word.msg, sizeof(l->word.msg));
+        return l->have_word;
 }
 
-int mcp_complete_finish(const struct mcp *m, const struct mcp_later *l, const json_t *rpc_id,
+int mcp_complete_finish(const struct mcp *m, struct mcp_later *l, const json_t *rpc_id,
                         json_t **ret)
 {
         struct complete_out out;
         json_t *result;
         int r;
 
-        r = complete_answer(m->ib.dir, m->ib.fd, l->id, l->status, &out);
+        if (m->inbox_ops && mcp_complete_taken(m, l)) {
+                out.code = r = l->word.code;
+                snprintf(out.msg, sizeof(out.msg), "%s", l->word.msg);
+        } else if (m->inbox_ops) {
+                out.code = r = AG_STALE;
+                snprintf(out.msg, sizeof(out.msg), "%s: result written for handoffd, which has "
+                         "not taken it yet: it will when it runs", l->id);
+        } else
+                r = complete_answer(m->ib.dir, m->ib.fd, l->id, l->status, &out);
         result = complete_result(l->id, l->status, r, &out);
         if (!result)
                 return -ENOMEM;
