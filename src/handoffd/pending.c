@@ -266,6 +266,11 @@ bool pending_again(struct pending *p, const char *name)
         return true;
 }
 
+bool pending_queued(const struct pending *p, const char *name)
+{
+        return dict_get(&p->names, name) != NULL;
+}
+
 void pending_hold_max(struct pending *p, size_t max)
 {
         p->held_max = max < PENDING_LOOKS_MAX ? max : PENDING_LOOKS_MAX;

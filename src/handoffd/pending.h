@@ -76,6 +76,8 @@ int pending_add_look(struct pending *p, const char *name, uid_t uid, const char 
 /* An event names it again: true if it is queued already, and then it
  * has lost its look (its decision opens it anew); false if not queued. */
 bool pending_again(struct pending *p, const char *name);
+/* Is it queued (or taken)?  Its look stays. */
+bool pending_queued(const struct pending *p, const char *name);
 
 /* Names may be queued with a look while fewer than max are (0: none;
  * at most PENDING_LOOKS_MAX): each holds a descriptor. */

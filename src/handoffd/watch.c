@@ -99,8 +99,9 @@ static bool watch_lost(struct daemon *d)
  * decision's open, kept with the name: opened as decide.c opens it, one
  * fstat for the owner and the decision.  One that cannot be looked at
  * goes in a queue of its own (the decision will say why); one gone needs
- * no decision; one queued already is decided as it is by then. */
-static void pend(struct daemon *d, const char *name)
+ * no decision.  One queued already stays as it is, unless an event says
+ * it changed (changed): then its decision reads what it holds by then. */
+static void pend(struct daemon *d, const char *name, bool changed)
 {
         char sender[PENDING_SENDER_MAX + 1];
         struct pending_look look = { .fd = -1 };
@@ -108,7 +109,7 @@ static void pend(struct daemon *d, const char *name)
         struct stat st;
         hd_verdict v;
 
-        if (pending_again(d->pending, name))
+        if (changed ? pending_again(d->pending, name) : pending_queued(d->pending, name))
                 return;
         if (pending_may_hold(d->pending) && decide_opens(&d->p, name)) {
                 int r = hd_open_at(hfd, name, &look.fd, &v);
@@ -136,7 +137,7 @@ static void pend(struct daemon *d, const char *name)
 
 static void queue_name(struct daemon *d, const char *name)
 {
-        pend(d, name);
+        pend(d, name, true);
         if (!uv_is_active((uv_handle_t *)&d->idle) && !d->stopping)
                 uv_idle_start(&d->idle, on_idle);
 }
@@ -182,7 +183,7 @@ static void scan_more(struct daemon *d)
                         break;
                 }
                 if (de->d_name[0] != '.')
-                        pend(d, de->d_name);
+                        pend(d, de->d_name, false);
         }
 }
 
@@ -253,7 +254,7 @@ static void on_retry(uv_timer_t *t)
         uint64_t errors_before = d->p.sp->st.errors;
 
         for (void *e = dict_first(&d->retry); e; e = dict_next(e))
-                pend(d, dict_key(e));
+                pend(d, dict_key(e), false);
         dict_clear(&d->retry);
         /* One batch here; the idle handle drains the rest, a turn at a
          * time, so the loop keeps answering. */

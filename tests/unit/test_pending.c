@@ -222,6 +222,10 @@ START_TEST(test_pending_looks_are_held_and_dropped)
         ck_assert_int_eq(pending_add_look(p, "b", 1001, "", &b), 0);
         /* two held: the bound */
         ck_assert(!pending_may_hold(p));
+        /* a rescan meets b: its look stays */
+        ck_assert(pending_queued(p, "b"));
+        ck_assert(fd_open(b.fd));
+        ck_assert(!pending_queued(p, "c"));
         /* an event names b again: its look goes, the name stays queued */
         ck_assert(pending_again(p, "b"));
         ck_assert(!fd_open(b.fd));
