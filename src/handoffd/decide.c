@@ -29,6 +29,7 @@
 #include "log.h"
 #include "parts.h"
 #include "payload.h"
+#include "pending.h"
 #include "quota.h"
 #include "record.h"
 
@@ -383,28 +384,14 @@ static int decide_links(struct spool *sp, struct item *it, const struct stat *st
         return r;
 }
 
-/* Steps 1-2: the name, and the file opened safely (fd and inode in it).
- * A name we left for another agent, unchanged, is decided without an
- * open. */
-static int decide_open(struct parts *p, struct item *it, int64_t now, struct stat *st,
-                       enum item_outcome *ret)
+/* Step 2 by name: handoff/name opened safely into it->fd, st its fstat. */
+static int open_name(struct parts *p, struct item *it, int64_t now, struct stat *st,
+                     enum item_outcome *ret)
 {
         struct spool *sp = p->sp;
         const char *name = it->name;
         hd_verdict v;
         int r;
-
-        if (name_ignored(name))
-                return decided(ret, IO_IGNORED);
-        if (!hd_name_safe(name)) {
-                if (is_dir(sp, name, st))
-                        return decide_dir(p, name, st, ret);
-                r = store_reject(sp, name, NULL, HD_R_BAD_NAME,
-                                 "file name is not a safe name", NULL, now, ret);
-                return r < 0 ? r : 1;
-        }
-        if (foreign_fresh(&p->foreign, sp, name, now))
-                return decided(ret, IO_LEFT);
 
         r = hd_open_at(sp->fd[SD_HANDOFF], name, &it->fd, &v);
         if (r == -ENOENT)
@@ -425,6 +412,46 @@ static int decide_open(struct parts *p, struct item *it, int64_t now, struct sta
                 return r;
         if (fstat(it->fd, st) < 0)
                 return -errno;
+        return 0;
+}
+
+bool decide_opens(const struct parts *p, const char *name)
+{
+        return !name_ignored(name) && hd_name_safe(name) && !dict_get(&p->foreign.names, name);
+}
+
+/* Steps 1-2: the name, and the file opened safely (fd and inode in it).
+ * A name we left for another agent, unchanged, is decided without an
+ * open. */
+static int decide_open(struct parts *p, struct item *it, int64_t now, struct stat *st,
+                       enum item_outcome *ret)
+{
+        struct spool *sp = p->sp;
+        const char *name = it->name;
+        int r;
+
+        if (name_ignored(name))
+                return decided(ret, IO_IGNORED);
+        if (!hd_name_safe(name)) {
+                if (is_dir(sp, name, st))
+                        return decide_dir(p, name, st, ret);
+                r = store_reject(sp, name, NULL, HD_R_BAD_NAME,
+                                 "file name is not a safe name", NULL, now, ret);
+                return r < 0 ? r : 1;
+        }
+        if (foreign_fresh(&p->foreign, sp, name, now))
+                return decided(ret, IO_LEFT);
+
+        if (it->look && it->look->fd >= 0) {
+                /* Opened when it was queued (watch.c pend()): that look
+                 * is this one. */
+                it->fd = TAKE_FD(it->look->fd);
+                *st = it->look->st;
+        } else {
+                r = open_name(p, it, now, st, ret);
+                if (r != 0)
+                        return r;
+        }
         if (S_ISDIR(st->st_mode))
                 return decide_dir(p, name, st, ret);
         it->dev = st->st_dev;

@@ -30,9 +30,12 @@ int decide_memo_new(struct decide_memo **ret);
 void decide_memo_free(struct decide_memo *m);
 
 /* One item between the first look and the claim. */
+struct pending_look;
+
 struct item {
         const char *name;
         int fd;
+        struct pending_look *look;      /* opened when queued (watch.c), or NULL */
         uint64_t lock_id;       /* its id's byte of the lock file, held; 0: none */
         json_t *doc;            /* as parsed: not verified until h is filled */
         struct handoff h;       /* once verified (h.id[0]: filled) */
@@ -51,6 +54,10 @@ struct item {
  * -errno.  IO_TO_CLAIM: it->h, it->agent and the id's lock stay
  * for the claim. */
 int decide_item(struct parts *p, struct item *it, int64_t now, enum item_outcome *ret);
+
+/* Does the decision of handoff/name open it (step 2)?  Not for a name
+ * that is ignored, unsafe or left for another agent. */
+bool decide_opens(const struct parts *p, const char *name);
 
 /* Its id is known here already: the producer's file of a claim whose
  * record a crash kept beside it (the record made, this name not yet

@@ -118,11 +118,17 @@ int delivery_record_read(struct spool *sp, int fd, const struct stat *st, json_t
         hd_verdict v;
         size_t len;
         int r;
+        /* the daemon's own uid does not change while it runs: asked once,
+         * not once a record */
+        static uid_t self = (uid_t)-1;
 
+        if (self == (uid_t)-1)
+                self = geteuid();
         /* Only the daemon's own file can be its record. */
-        if (st->st_uid != geteuid() || !S_ISREG(st->st_mode))
+        if (st->st_uid != self || !S_ISREG(st->st_mode))
                 return -ENOMSG;
-        r = read_all(fd, lim.max_size, 0, &buf, &len);
+        /* st is fd's: one read for a record that does not change */
+        r = read_all_sized(fd, lim.max_size, (size_t)st->st_size, &buf, &len);
         if (r == -EFBIG)
                 return -ENOMSG;
         if (r < 0)

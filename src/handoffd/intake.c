@@ -298,6 +298,12 @@ static int deliver(struct parts *p, struct item *items, size_t n, int64_t now)
 int intake_batch(struct parts *p, char *const *names, size_t n,
                  int64_t now, int *outcomes)
 {
+        return intake_batch_looks(p, names, NULL, n, now, outcomes);
+}
+
+int intake_batch_looks(struct parts *p, char *const *names, struct pending_look *const *looks,
+                       size_t n, int64_t now, int *outcomes)
+{
         struct spool *sp = p->sp;
         struct item *items;
         int64_t t0 = mono_usec();
@@ -316,6 +322,7 @@ int intake_batch(struct parts *p, char *const *names, size_t n,
         for (size_t i = 0; i < n; i++) {
                 items[i].name = names[i];
                 items[i].fd = -1;
+                items[i].look = looks ? looks[i] : NULL;
                 /* Never hold the loop long: the rest waits for a later turn. */
                 if (i > 0 && mono_usec() - t0 > INTAKE_BATCH_MAX_USEC) {
                         items[i].outcome = IO_SKIPPED;

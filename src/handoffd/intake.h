@@ -20,6 +20,13 @@ struct parts;
  * number of system errors. */
 int intake_batch(struct parts *p, char *const *names, size_t n,
                  int64_t now, int *outcomes);
+/* The same with each name's look when it was queued (looks[i]: NULL, or
+ * its fd -1, for none): a decision takes the fd of the look it uses
+ * (sets it to -1) and closes it; a name not looked at (IO_SKIPPED) keeps
+ * its look. */
+struct pending_look;
+int intake_batch_looks(struct parts *p, char *const *names, struct pending_look *const *looks,
+                       size_t n, int64_t now, int *outcomes);
 
 /* Claimed content read again (recovery, retry, lifecycle, archive): the
  * producer still owns that inode and may have rewritten it.  Every check

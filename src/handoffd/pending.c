@@ -18,13 +18,23 @@
  * in handoff/ and a later rescan brings it (pending_left_out()), so a
  * flood costs memory for its first names only, and inotify is always
  * read (another sender's name is never stuck behind the flood's events
- * in the kernel's queue). */
+ * in the kernel's queue).
+ *
+ * The look that tells a name's owner may be its decision's open: the
+ * file opened (as decide.c opens it) and its fstat, kept with the name
+ * (pending_add_look()), so that it costs no system call of its own.  Each
+ * such name holds a descriptor: at most held_max of them are queued so
+ * (the daemon's bound, below its descriptor limit); the others are
+ * looked at with an fstatat, and opened when decided.  A name that an
+ * event names again loses its look: what its decision reads is then what
+ * the name holds by then, as for a name queued without one. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
+#include <unistd.h>
 
 #include "config.h"
 
@@ -42,8 +52,9 @@ struct pending_owner {
 };
 
 struct pending {
-        struct dict names;      /* every name queued or taken: a set */
+        struct dict names;      /* every name queued or taken: its pending_name */
         size_t queued;
+        size_t held, held_max;  /* names with a look (pending_add_look()), their bound */
         bool left_out;
         TAILQ_HEAD(, pending_owner) turns;      /* the next turn first */
         TAILQ_HEAD(, pending_owner) owners;     /* with a name queued or taken */
@@ -56,7 +67,7 @@ int pending_new(struct pending **ret)
 
         if (!p)
                 return -ENOMEM;
-        dict_init(&p->names, 0);
+        dict_init(&p->names, sizeof(struct pending_name *));
         p->hub_uid = (uid_t)-1;
         TAILQ_INIT(&p->turns);
         TAILQ_INIT(&p->owners);
@@ -75,6 +86,8 @@ void pending_free(struct pending *p)
         while ((o = TAILQ_FIRST(&p->owners))) {
                 while ((n = TAILQ_FIRST(&o->q))) {
                         TAILQ_REMOVE(&o->q, n, link);
+                        if (n->look.fd >= 0)
+                                close(n->look.fd);
                         free(n);
                 }
                 TAILQ_REMOVE(&p->owners, o, all);
@@ -97,21 +110,33 @@ void pending_hub_user(struct pending *p, const char *statedir)
                      S_ISDIR(st.st_mode) ? st.st_uid : (uid_t)-1;
 }
 
+/* The value read into sender (n bytes, or n < 0: none) as a name,
+ * nothing else: it is compared, never printed. */
+static void sender_set(char *sender, ssize_t n)
+{
+        sender[n > 0 ? n : 0] = '\0';
+        if (strlen(sender) != (size_t)(n > 0 ? n : 0))
+                sender[0] = '\0';
+}
+
 void pending_sender(const struct pending *p, int dirfd, const char *name, uid_t uid,
                     char *sender)
 {
         char path[64 + PENDING_SENDER_MAX + 256];
-        ssize_t n;
 
         sender[0] = '\0';
         if (uid == (uid_t)-1 || uid != p->hub_uid ||
             snprintf(path, sizeof(path), "/proc/self/fd/%d/%s", dirfd, name) >= (int)sizeof(path))
                 return;
-        n = lgetxattr(path, PENDING_SENDER_XATTR, sender, PENDING_SENDER_MAX);
-        sender[n > 0 ? n : 0] = '\0';
-        /* a name, nothing else: it is compared, never printed */
-        if (strlen(sender) != (size_t)(n > 0 ? n : 0))
-                sender[0] = '\0';
+        sender_set(sender, lgetxattr(path, PENDING_SENDER_XATTR, sender, PENDING_SENDER_MAX));
+}
+
+void pending_sender_fd(const struct pending *p, int fd, uid_t uid, char *sender)
+{
+        sender[0] = '\0';
+        if (uid == (uid_t)-1 || uid != p->hub_uid)
+                return;
+        sender_set(sender, fgetxattr(fd, PENDING_SENDER_XATTR, sender, PENDING_SENDER_MAX));
 }
 
 static struct pending_owner *owner_get(struct pending *p, uid_t uid, const char *sender)
@@ -148,19 +173,40 @@ static void turn_first(struct pending *p, struct pending_owner *o)
         TAILQ_INSERT_HEAD(&p->turns, o, turn);
 }
 
-int pending_add(struct pending *p, const char *name, uid_t uid, const char *sender)
+/* n's look goes: closed, no longer counted. */
+static void look_drop(struct pending *p, struct pending_name *n)
+{
+        if (n->look.fd >= 0)
+                close(n->look.fd);
+        n->look.fd = -1;
+        if (n->held)
+                p->held--;
+        n->held = false;
+}
+
+static int add(struct pending *p, const char *name, uid_t uid, const char *sender,
+               const struct pending_look *look)
 {
         struct pending_owner *o;
-        struct pending_name *n;
+        struct pending_name *n, **e;
         size_t l = strlen(name);
 
-        if (dict_get(&p->names, name))
+        e = dict_get(&p->names, name);
+        if (e) {
+                /* Queued already, and the name has changed since: the
+                 * decision opens it anew. */
+                look_drop(p, *e);
+                if (look && look->fd >= 0)
+                        close(look->fd);
                 return 0;
+        }
         o = owner_get(p, uid, sender ? sender : "");
         if (!o)
                 goto nomem;
         if (o->queued >= PENDING_OWNER_MAX) {
                 p->left_out = true;
+                if (look && look->fd >= 0)
+                        close(look->fd);
                 return -ENOBUFS;
         }
         n = malloc(sizeof(*n) + l + 1);
@@ -168,9 +214,18 @@ int pending_add(struct pending *p, const char *name, uid_t uid, const char *send
                 goto nomem;
         memcpy(n->name, name, l + 1);
         n->owner = o;
-        if (!dict_put(&p->names, name, NULL)) {
+        n->look.fd = -1;
+        n->held = false;
+        e = dict_put(&p->names, name, NULL);
+        if (!e) {
                 free(n);
                 goto nomem;
+        }
+        *e = n;
+        if (look && look->fd >= 0) {
+                n->look = *look;
+                n->held = true;
+                p->held++;
         }
         if (o->queued == 0)
                 turn_first(p, o);
@@ -184,8 +239,46 @@ nomem:
                 TAILQ_REMOVE(&p->owners, o, all);
                 free(o);
         }
+        if (look && look->fd >= 0)
+                close(look->fd);
         p->left_out = true;
         return -ENOMEM;
+}
+
+int pending_add(struct pending *p, const char *name, uid_t uid, const char *sender)
+{
+        return add(p, name, uid, sender, NULL);
+}
+
+int pending_add_look(struct pending *p, const char *name, uid_t uid, const char *sender,
+                     const struct pending_look *look)
+{
+        return add(p, name, uid, sender, look);
+}
+
+bool pending_again(struct pending *p, const char *name)
+{
+        struct pending_name **e = dict_get(&p->names, name);
+
+        if (!e)
+                return false;
+        look_drop(p, *e);
+        return true;
+}
+
+bool pending_queued(const struct pending *p, const char *name)
+{
+        return dict_get(&p->names, name) != NULL;
+}
+
+void pending_hold_max(struct pending *p, size_t max)
+{
+        p->held_max = max < PENDING_LOOKS_MAX ? max : PENDING_LOOKS_MAX;
+}
+
+bool pending_may_hold(const struct pending *p)
+{
+        return p->held < p->held_max;
 }
 
 size_t pending_take(struct pending *p, struct pending_name **out, size_t max)
@@ -219,6 +312,7 @@ void pending_put_back(struct pending *p, struct pending_name *n)
 
 void pending_done(struct pending *p, struct pending_name *n)
 {
+        look_drop(p, n);
         dict_del(&p->names, n->name);
         owner_unref(p, n->owner);
         free(n);

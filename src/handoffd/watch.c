@@ -11,10 +11,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/inotify.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "agents.h"
+#include "decide.h"
 #include "files.h"
 #include "intake.h"
 #include "log.h"
@@ -30,6 +32,8 @@
 /* A rescan for the names left out (an owner's queue was full) once this
  * few are queued: each pass reads the whole directory, so not at once. */
 #define RESCAN_LEFT_OUT_BELOW (PENDING_OWNER_MAX / 2)
+/* Descriptors left to the rest of the daemon before names may hold any. */
+#define WATCH_FDS_OWN 256
 #define REWATCH_MAX 10          /* per minute, then give up: never spin */
 
 static int rewatch(struct daemon *d);
@@ -91,27 +95,49 @@ static bool watch_lost(struct daemon *d)
 
 /* handoff/name in its owner's queue.  Its owner is read here, before
  * anything of it is: the turn it waits for is its owner's, whatever it
- * holds.  One that cannot be looked at goes in a queue of its own (the
- * decision will say why); one gone needs no decision. */
-static void pend(struct daemon *d, const char *name)
+ * holds.  While there is room (pending_may_hold()) that look is the
+ * decision's open, kept with the name: opened as decide.c opens it, one
+ * fstat for the owner and the decision.  One that cannot be looked at
+ * goes in a queue of its own (the decision will say why); one gone needs
+ * no decision.  One queued already stays as it is, unless an event says
+ * it changed (changed): then its decision reads what it holds by then. */
+static void pend(struct daemon *d, const char *name, bool changed)
 {
         char sender[PENDING_SENDER_MAX + 1];
+        struct pending_look look = { .fd = -1 };
+        int hfd = d->p.sp->fd[SD_HANDOFF];
         struct stat st;
+        hd_verdict v;
 
-        if (fstatat(d->p.sp->fd[SD_HANDOFF], name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+        if (changed ? pending_again(d->pending, name) : pending_queued(d->pending, name))
+                return;
+        if (pending_may_hold(d->pending) && decide_opens(&d->p, name)) {
+                int r = hd_open_at(hfd, name, &look.fd, &v);
+                if (r == -ENOENT)
+                        return;
+                if (r == 0 && fstat(look.fd, &look.st) == 0) {
+                        pending_sender_fd(d->pending, look.fd, look.st.st_uid, sender);
+                        (void)pending_add_look(d->pending, name, look.st.st_uid, sender, &look);
+                        return;
+                }
+                /* Not opened (a symlink, unreadable...): as without room. */
+                if (look.fd >= 0)
+                        close(look.fd);
+        }
+        if (fstatat(hfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
                 if (errno == ENOENT)
                         return;
                 st.st_uid = (uid_t)-1;
         }
         /* the hub's files: the token's turn (pending.c) */
-        pending_sender(d->pending, d->p.sp->fd[SD_HANDOFF], name, st.st_uid, sender);
+        pending_sender(d->pending, hfd, name, st.st_uid, sender);
         /* Left out (its owner's queue is full): a rescan brings it. */
         (void)pending_add(d->pending, name, st.st_uid, sender);
 }
 
 static void queue_name(struct daemon *d, const char *name)
 {
-        pend(d, name);
+        pend(d, name, true);
         if (!uv_is_active((uv_handle_t *)&d->idle) && !d->stopping)
                 uv_idle_start(&d->idle, on_idle);
 }
@@ -157,7 +183,7 @@ static void scan_more(struct daemon *d)
                         break;
                 }
                 if (de->d_name[0] != '.')
-                        pend(d, de->d_name);
+                        pend(d, de->d_name, false);
         }
 }
 
@@ -174,15 +200,18 @@ static void rescan_left_out(struct daemon *d)
 static void drain(struct daemon *d, size_t max)
 {
         struct pending_name *taken[CHUNK];
+        struct pending_look *looks[CHUNK];
         char *names[CHUNK];
         int outcomes[CHUNK];
         size_t n;
         int64_t now = hd_now_usec();
 
         n = pending_take(d->pending, taken, max < CHUNK ? max : CHUNK);
-        for (size_t i = 0; i < n; i++)
+        for (size_t i = 0; i < n; i++) {
                 names[i] = taken[i]->name;
-        intake_batch(&d->p, names, n, now, outcomes);
+                looks[i] = &taken[i]->look;
+        }
+        intake_batch_looks(&d->p, names, looks, n, now, outcomes);
         /* Not looked at (the batch's time was up): first again, last one
          * first, so the next batch begins where this one stopped. */
         for (size_t i = n; i-- > 0;)
@@ -225,7 +254,7 @@ static void on_retry(uv_timer_t *t)
         uint64_t errors_before = d->p.sp->st.errors;
 
         for (void *e = dict_first(&d->retry); e; e = dict_next(e))
-                pend(d, dict_key(e));
+                pend(d, dict_key(e), false);
         dict_clear(&d->retry);
         /* One batch here; the idle handle drains the rest, a turn at a
          * time, so the loop keeps answering. */
@@ -338,6 +367,10 @@ static void on_inotify(uv_poll_t *h, int status, int events)
                                         lost = lost || watch_lost(d);
                                 else if (ev->len > 0 && ev->name[0] && !(ev->mask & IN_ATTRIB))
                                         queue_name(d, ev->name);
+                                else if (ev->len > 0 && ev->name[0])
+                                        /* its mode or links changed: its
+                                         * decision looks anew */
+                                        (void)pending_again(d->pending, ev->name);
                                 continue;
                         }
                         /* A bootstrap gone: its item is looked at in the
@@ -390,7 +423,14 @@ static void on_inotify(uv_poll_t *h, int status, int events)
 
 int watch_open(struct daemon *d)
 {
+        struct rlimit rl;
         int r;
+
+        /* Names queued with their file open: half of what the descriptor
+         * limit leaves past the daemon's own (clients, the relay, syncs). */
+        if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur > 2 * WATCH_FDS_OWN)
+                pending_hold_max(d->pending, rl.rlim_cur == RLIM_INFINITY ? PENDING_LOOKS_MAX :
+                                 (size_t)(rl.rlim_cur - WATCH_FDS_OWN) / 2);
 
         d->ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
         if (d->ifd < 0)

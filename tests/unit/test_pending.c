@@ -1,9 +1,11 @@
 /* The names waiting for a decision (src/handoffd/pending.c): a queue per
  * owner, the owners in turns, a newcomer first, names put back first
- * again, and an owner's queue bounded. */
+ * again, and an owner's queue bounded; names queued with their file open
+ * (a look), the descriptors bounded and never leaked. */
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -188,6 +190,106 @@ START_TEST(test_pending_an_owner_is_bounded)
 }
 END_TEST
 
+/* A descriptor for a look: /dev/null, its fstat alongside. */
+static struct pending_look look_open(void)
+{
+        struct pending_look l = { .fd = open("/dev/null", O_RDONLY | O_CLOEXEC) };
+
+        ck_assert_int_ge(l.fd, 0);
+        ck_assert_int_eq(fstat(l.fd, &l.st), 0);
+        return l;
+}
+
+static bool fd_open(int fd)
+{
+        return fcntl(fd, F_GETFD) >= 0;
+}
+
+/* A look is the queue's: handed to its taker, closed when its name is done
+ * unused, and a name queued again loses it (its decision opens anew). */
+START_TEST(test_pending_looks_are_held_and_dropped)
+{
+        struct pending *p;
+        struct pending_name *t[4];
+        struct pending_look a, b, c;
+
+        ck_assert_int_eq(pending_new(&p), 0);
+        pending_hold_max(p, 2);
+        ck_assert(pending_may_hold(p));
+        a = look_open();
+        b = look_open();
+        ck_assert_int_eq(pending_add_look(p, "a", 1001, "", &a), 0);
+        ck_assert_int_eq(pending_add_look(p, "b", 1001, "", &b), 0);
+        /* two held: the bound */
+        ck_assert(!pending_may_hold(p));
+        /* a rescan meets b: its look stays */
+        ck_assert(pending_queued(p, "b"));
+        ck_assert(fd_open(b.fd));
+        ck_assert(!pending_queued(p, "c"));
+        /* an event names b again: its look goes, the name stays queued */
+        ck_assert(pending_again(p, "b"));
+        ck_assert(!fd_open(b.fd));
+        ck_assert(pending_may_hold(p));
+        ck_assert(!pending_again(p, "c"));
+        /* queued again with a look of its own: that one goes too */
+        c = look_open();
+        ck_assert_int_eq(pending_add_look(p, "a", 1001, "", &c), 0);
+        ck_assert(!fd_open(c.fd));
+        ck_assert(!fd_open(a.fd));
+        ck_assert_uint_eq(pending_size(p), 2);
+        ck_assert_uint_eq(pending_take(p, t, 4), 2);
+        ck_assert_int_eq(t[0]->look.fd, -1);
+        ck_assert_int_eq(t[1]->look.fd, -1);
+        pending_done(p, t[0]);
+        pending_done(p, t[1]);
+        /* taken and used (the taker closes it), or done unused (closed) */
+        a = look_open();
+        b = look_open();
+        ck_assert_int_eq(pending_add_look(p, "a", 1001, "", &a), 0);
+        ck_assert_int_eq(pending_add_look(p, "b", 1002, "", &b), 0);
+        ck_assert_uint_eq(pending_take(p, t, 4), 2);
+        for (int i = 0; i < 2; i++) {
+                if (!strcmp(t[i]->name, "a")) {
+                        int fd = t[i]->look.fd;
+                        ck_assert_int_eq(fd, a.fd);
+                        t[i]->look.fd = -1;
+                        close(fd);
+                } else {
+                        ck_assert_int_eq(t[i]->look.fd, b.fd);
+                        ck_assert(t[i]->look.st.st_rdev == b.st.st_rdev);
+                }
+                pending_done(p, t[i]);
+        }
+        ck_assert(!fd_open(b.fd));
+        ck_assert(pending_may_hold(p));
+        pending_free(p);
+}
+END_TEST
+
+/* Left out (its owner's queue full) or freed with the queue: closed. */
+START_TEST(test_pending_looks_closed_when_left_out_or_freed)
+{
+        struct pending *p;
+        struct pending_look l, m;
+        char name[16];
+
+        ck_assert_int_eq(pending_new(&p), 0);
+        pending_hold_max(p, PENDING_LOOKS_MAX);
+        for (int i = 0; i < PENDING_OWNER_MAX; i++) {
+                snprintf(name, sizeof(name), "m%d", i);
+                ck_assert_int_eq(pending_add(p, name, 1001, ""), 0);
+        }
+        l = look_open();
+        ck_assert_int_eq(pending_add_look(p, "over", 1001, "", &l), -ENOBUFS);
+        ck_assert(!fd_open(l.fd));
+        m = look_open();
+        ck_assert_int_eq(pending_add_look(p, "other", 1002, "", &m), 0);
+        ck_assert(fd_open(m.fd));
+        pending_free(p);
+        ck_assert(!fd_open(m.fd));
+}
+END_TEST
+
 Suite *suite_pending(void);
 Suite *suite_pending(void)
 {
@@ -199,6 +301,8 @@ Suite *suite_pending(void)
         tcase_add_test(tc, test_pending_an_owner_is_bounded);
         tcase_add_test(tc, test_pending_hub_senders_take_turns);
         tcase_add_test(tc, test_pending_sender_trusted_for_the_hub_only);
+        tcase_add_test(tc, test_pending_looks_are_held_and_dropped);
+        tcase_add_test(tc, test_pending_looks_closed_when_left_out_or_freed);
         suite_add_tcase(s, tc);
         return s;
 }
