@@ -6,14 +6,18 @@
  * synced before the message is acked, so before any outcome.  Each outcome
  * of that id (delivered, consumed, expired, canceled, rejected with its
  * reason) is decided before it is final on disk; then (spool hook) the
- * receipt is built, signed with [relay] host_key (Ed25519 over the
- * canonical bytes, hd_sign()) and recorded (out), the record synced with
- * the outcome's own directories and before them; a final outcome ends the
- * owe.  Every receipt recorded is published on
- * handoff.<origin>.receipt.<host> with Nats-Msg-Id "<id>:<outcome>" until
- * its PubAck (pub): a SIGKILL or a power cut anywhere publishes it again
- * after the restart, and the stream's dedup and the origin's record drop a
- * second copy.
+ * receipt is built and recorded unsigned (out), the record synced with the
+ * outcome's own directories and before them; a final outcome ends the
+ * owe.  What one turn of the loop recorded is published at the start of
+ * the next on handoff.<origin>.receipt.<host>, signed with [relay]
+ * host_key (Ed25519 over the canonical bytes, hd_sign()) as it goes: to an
+ * origin whose last verified message said "Handoff-Receipts: batch", as
+ * batches (type handoff-receipts, one signature over many receipts,
+ * Nats-Msg-Id "receipts:<digest>"); to any other alone, Nats-Msg-Id
+ * "<id>:<outcome>" (an older origin drops a batch and acks it).  Each is
+ * published until its PubAck (pub): a SIGKILL or a power cut anywhere
+ * publishes it again after the restart, and the stream's dedup and the
+ * origin's record drop a second copy.
  *
  * A consumed receipt says whether the agent reports results ("completes",
  * its [agent] completes at the consume); the id's result is owed to the

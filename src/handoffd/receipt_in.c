@@ -17,7 +17,12 @@
  * other host recorded, before its outcome joins remote_outcomes: a crash
  * between leaves the .result, which the receipt, come again, finds there.  An
  * item whose consumed receipt says its agent reports results stays
- * awaited until its result comes. */
+ * awaited until its result comes.
+ *
+ * A batch (type handoff-receipts) is verified once, with the key of the
+ * host it names; each receipt in it is then checked as a single one but
+ * for its Nats-Msg-Id (the batch's signature binds it), and those of one
+ * item are applied together: its .outcome read and written once. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
