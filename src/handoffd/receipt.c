@@ -194,10 +194,14 @@ static int gather_flush(struct relay *r, const char *origin, struct gather *g)
 {
         int q = 0;
 
-        if (g->n == 1)
-                q = publish_one(r, g->es[0], g->docs[0]);
-        else if (g->n > 1)
+        if (g->n > 1)
                 q = publish_batch(r, origin, g->es, g->docs, g->n);
+        /* one alone, or a batch over the bound after all: each alone */
+        if (g->n == 1 || q == -EMSGSIZE) {
+                q = 0;
+                for (size_t i = 0; i < g->n && q == 0; i++)
+                        q = publish_one(r, g->es[i], g->docs[i]);
+        }
         if (q < 0)
                 relay_error(r, "cannot publish %zu receipt(s) to %s: %s", g->n, origin,
                             strerror(-q));
