@@ -108,6 +108,7 @@ def one(a, b, key, phase, n, rate, timeout):
         docs.append((d["handoff_id"] + ".json", hdproto.dumps(d)))
     w = Watcher(os.path.join(b.state["alice"], "handoffs"))
     w.start()
+    rs0 = [(x.status()["relay"].get("receipts") or {}) for x in (a, b)]
     cpu0 = proc_cpu(a.proc.pid) + proc_cpu(b.proc.pid)
     src = b if phase == "lburst" else a
     tmp_fd = os.open(os.path.join(src.spool, "tmp"), os.O_RDONLY | os.O_DIRECTORY)
@@ -149,7 +150,18 @@ def one(a, b, key, phase, n, rate, timeout):
             "cpu_ms_per_1000": cpu * 1000 * 1000 / n, "ok": not problems, "problems": problems,
             "relay_publish_errors": sa["relay"]["publish_errors"],
             "relay_duplicates": sb["relay"]["duplicates"],
-            "receipts_applied": (sa["relay"].get("receipts") or {}).get("applied")}
+            "receipts_applied": (sa["relay"].get("receipts") or {}).get("applied"),
+            # receipt messages and signatures (b signs, a verifies): a
+            # batch is one of each for many receipts (None before issue 48)
+            "receipt_msgs": rdelta(sb, rs0[1], "messages_sent"),
+            "receipt_sigs": rdelta(sb, rs0[1], "signed"),
+            "receipt_verifies": rdelta(sa, rs0[0], "verified")}
+
+
+def rdelta(st, before, key):
+    """st's relay.receipts[key] since before (None: no such counter)."""
+    now = (st["relay"].get("receipts") or {}).get(key)
+    return None if now is None else now - before.get(key, 0)
 
 
 def children(pid):
@@ -376,6 +388,9 @@ def main():
               f"{r.get('throughput') or 0:.0f} items/s, cpu {r.get('cpu_ms_per_1000') or 0:.0f} us/item, "
               f"p50 {r.get('lat_p50_ms') or 0:.2f} ms, p99 {r.get('lat_p99_ms') or 0:.2f} ms"
               + (f", server cpu {r['srv_cpu_ms_per_1000']:.0f} us/item" if r.get("srv_cpu_ms_per_1000") else "")
+              + (f", receipts {r['receipts_applied']} in {r['receipt_msgs']} messages, "
+                 f"{r['receipt_sigs']} signed, {r['receipt_verifies']} verified"
+                 if r.get("receipt_msgs") is not None else "")
               + f"{'' if r['ok'] else '  FAIL ' + '; '.join(r['problems'])}")
     print("BENCH_RELAY_JSON " + json.dumps(rows, sort_keys=True, separators=(",", ":")))
     return 0 if all(r["ok"] for r in rows) else 1

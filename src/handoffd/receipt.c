@@ -6,14 +6,18 @@
  * synced before the message is acked, so before any outcome.  Each outcome
  * of that id (delivered, consumed, expired, canceled, rejected with its
  * reason) is decided before it is final on disk; then (spool hook) the
- * receipt is built, signed with [relay] host_key (Ed25519 over the
- * canonical bytes, hd_sign()) and recorded (out), the record synced with
- * the outcome's own directories and before them; a final outcome ends the
- * owe.  Every receipt recorded is published on
- * handoff.<origin>.receipt.<host> with Nats-Msg-Id "<id>:<outcome>" until
- * its PubAck (pub): a SIGKILL or a power cut anywhere publishes it again
- * after the restart, and the stream's dedup and the origin's record drop a
- * second copy.
+ * receipt is built and recorded unsigned (out), the record synced with the
+ * outcome's own directories and before them; a final outcome ends the
+ * owe.  What one turn of the loop recorded is published at the start of
+ * the next on handoff.<origin>.receipt.<host>, signed with [relay]
+ * host_key (Ed25519 over the canonical bytes, hd_sign()) as it goes: to an
+ * origin whose last verified message said "Handoff-Receipts: batch", as
+ * batches (type handoff-receipts, one signature over many receipts,
+ * Nats-Msg-Id "receipts:<digest>"); to any other alone, Nats-Msg-Id
+ * "<id>:<outcome>" (an older origin drops a batch and acks it).  Each is
+ * published until its PubAck (pub): a SIGKILL or a power cut anywhere
+ * publishes it again after the restart, and the stream's dedup and the
+ * origin's record drop a second copy.
  *
  * A consumed receipt says whether the agent reports results ("completes",
  * its [agent] completes at the consume); the id's result is owed to the
@@ -27,6 +31,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <sodium.h>
 
 #include "files.h"
 #include "layout.h"
@@ -53,54 +59,212 @@ static void retry_later(struct receipts *rc)
                 uv_timer_start(&rc->timer, on_timer, RECEIPT_RETRY_MS, 0);
 }
 
-static int publish_one(struct relay *r, struct receipt_queued *e)
+/* The receipts recorded in this turn of the loop go out at the start of
+ * the next, together: one flush round's outcomes make one batch per
+ * origin, one signature. */
+static void kick_soon(struct receipts *rc)
+{
+        if (rc->timer_open)
+                uv_timer_start(&rc->timer, on_timer, 0, 0);
+}
+
+static int subject_of(struct relay *r, const char *origin, char *subject, size_t n)
+{
+        return xsnprintf(subject, n, "handoff.%s.receipt.%s", origin, r->host) < 0 ? -EINVAL : 0;
+}
+
+/* e's receipt as it goes alone: signed now if the journal holds it
+ * unsigned, the signed bytes kept for a retry (Ed25519 is deterministic:
+ * signed again after a restart, it is the same message). */
+static int sign_single(struct relay *r, struct receipt_queued *e, json_t *doc)
+{
+        _cleanup_free_ char *buf = NULL;
+        size_t len;
+        int q;
+
+        if (!doc || json_object_get(doc, "sig"))
+                return 0;
+        q = hd_sign(doc, r->rc->key);
+        if (q == 0)
+                q = hd_canon_dump(doc, NULL, &buf, &len);
+        if (q < 0)
+                return q;
+        r->st.receipts_signed++;
+        free(e->receipt);
+        e->receipt = TAKE_PTR(buf);
+        e->len = len;
+        return 0;
+}
+
+static int publish_one(struct relay *r, struct receipt_queued *e, json_t *doc)
 {
         char subject[160], *data;
+        int q;
 
-        if (xsnprintf(subject, sizeof(subject), "handoff.%s.receipt.%s", e->origin, r->host) < 0)
-                return -EINVAL;
+        if ((q = subject_of(r, e->origin, subject, sizeof(subject))) < 0 ||
+            (q = sign_single(r, e, doc)) < 0)
+                return q;
         /* the job owns its copy */
         if (!(data = malloc(e->len)))
                 return -ENOMEM;
         memcpy(data, e->receipt, e->len);
-        int q = relay_publish(r, dict_key(e), subject, data, e->len);
+        q = relay_publish(r, dict_key(e), subject, data, e->len);
         if (q == 0)
                 e->busy = true;
         return q;
 }
 
+/* n unsigned receipts (docs) of es, all to origin, as one message: one
+ * signature over its canonical bytes (handoffd(8), RELAY, receipts). */
+static int publish_batch(struct relay *r, const char *origin, struct receipt_queued **es,
+                         json_t **docs, size_t n)
+{
+        struct receipts *rc = r->rc;
+        char subject[160], msg_id[RELAY_MSGID_MAX + 1], hex[2 * 12 + 1];
+        unsigned char h[crypto_hash_sha256_BYTES];
+        _cleanup_json_ json_t *doc = NULL;
+        json_t *list = json_array();
+        char *buf = NULL;
+        size_t len;
+        int q;
+
+        if (!list)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++)
+                if (json_array_append(list, docs[i]) < 0) {
+                        json_decref(list);
+                        return -ENOMEM;
+                }
+        doc = json_pack("{s:s, s:i, s:s, s:s, s:o}", "type", "handoff-receipts", "version", 1,
+                        "host", r->host, "origin", origin, "receipts", list);
+        if (!doc)
+                return -ENOMEM;
+        if ((q = subject_of(r, origin, subject, sizeof(subject))) < 0 ||
+            (q = hd_sign(doc, rc->key)) < 0 || (q = hd_canon_dump(doc, NULL, &buf, &len)) < 0)
+                return q;
+        r->st.receipts_signed++;
+        if (len > RECEIPT_MAX) {
+                free(buf);
+                return -EMSGSIZE;
+        }
+        /* The same batch published again is the same message: the
+         * stream's duplicate window drops it. */
+        crypto_hash_sha256(h, (const unsigned char *)buf, len);
+        sodium_bin2hex(hex, sizeof(hex), h, 12);
+        snprintf(msg_id, sizeof(msg_id), "receipts:%s", hex);
+        struct receipt_batch *b = dict_put(&rc->batches, msg_id, NULL);
+        if (!b) {
+                free(buf);
+                return -ENOMEM;
+        }
+        free(b->keys);
+        if (!(b->keys = calloc(n, sizeof(*b->keys)))) {
+                dict_remove(&rc->batches, b);
+                free(buf);
+                return -ENOMEM;
+        }
+        b->n = n;
+        for (size_t i = 0; i < n; i++)
+                snprintf(b->keys[i], sizeof(b->keys[i]), "%s", dict_key(es[i]));
+        q = relay_publish(r, msg_id, subject, buf, len);
+        if (q < 0) {
+                dict_remove(&rc->batches, b);
+                return q;
+        }
+        for (size_t i = 0; i < n; i++)
+                es[i]->busy = true;
+        return 0;
+}
+
+static bool takes_batches(struct receipts *rc, const char *origin)
+{
+        struct receipt_caps *c = dict_get(&rc->batching, origin);
+
+        return c && c->batch;
+}
+
+/* What is gathered for one origin: unsigned receipts for a batch. */
+struct gather {
+        struct receipt_queued *es[RECEIPT_BATCH_MAX];
+        json_t *docs[RECEIPT_BATCH_MAX];
+        size_t n, bytes;
+};
+
+static int gather_flush(struct relay *r, const char *origin, struct gather *g)
+{
+        int q = 0;
+
+        if (g->n > 1)
+                q = publish_batch(r, origin, g->es, g->docs, g->n);
+        /* one alone, or a batch over the bound after all: each alone */
+        if (g->n == 1 || q == -EMSGSIZE) {
+                q = 0;
+                for (size_t i = 0; i < g->n && q == 0; i++)
+                        q = publish_one(r, g->es[i], g->docs[i]);
+        }
+        if (q < 0)
+                relay_error(r, "cannot publish %zu receipt(s) to %s: %s", g->n, origin,
+                            strerror(-q));
+        for (size_t i = 0; i < g->n; i++)
+                json_decref(g->docs[i]);
+        g->n = g->bytes = 0;
+        return q;
+}
+
+/* Every receipt not in flight, published: to an origin that takes
+ * batches, those the journal holds unsigned go in batches (one per origin
+ * and RECEIPT_BATCH_MAX, within RECEIPT_MAX bytes), the rest alone. */
 static void kick(struct relay *r)
 {
         struct receipts *rc = r->rc;
-        struct receipt_queued *e;
+        struct receipt_queued *e, *f;
+        _cleanup_free_ struct gather *g = NULL;
+        int q = 0;
 
         if (!rc || !r->st.ready)
                 return;
-        for (e = dict_first(&rc->queued); e; e = dict_next(e)) {
+        if (!(g = calloc(1, sizeof(*g)))) {
+                retry_later(rc);
+                return;
+        }
+        for (e = dict_first(&rc->queued); e && q == 0; e = dict_next(e)) {
                 if (e->busy)
                         continue;
-                int q = publish_one(r, e);
-                if (q < 0)
-                        relay_error(r, "cannot publish receipt %s: %s", dict_key(e), strerror(-q));
+                char origin[RECEIPT_HOST_MAX];
+                snprintf(origin, sizeof(origin), "%s", e->origin);
+                bool batches = takes_batches(rc, origin);
+                /* e and the others of its origin after it */
+                for (f = e; f && q == 0; f = dict_next(f)) {
+                        if (f->busy || strcmp(f->origin, origin))
+                                continue;
+                        json_t *doc = json_loadb(f->receipt, f->len, 0, NULL);
+                        /* one that does not read back goes as it is */
+                        if (!doc || !batches || json_object_get(doc, "sig")) {
+                                q = publish_one(r, f, doc);
+                                json_decref(doc);
+                                if (q < 0)
+                                        relay_error(r, "cannot publish receipt %s: %s",
+                                                    dict_key(f), strerror(-q));
+                        } else {
+                                if (g->n == RECEIPT_BATCH_MAX ||
+                                    (g->n && g->bytes + f->len + 1024 > RECEIPT_MAX))
+                                        q = gather_flush(r, origin, g);
+                                if (q < 0) {
+                                        json_decref(doc);
+                                        break;
+                                }
+                                g->es[g->n] = f;
+                                g->docs[g->n++] = doc;
+                                g->bytes += f->len + 1;
+                        }
+                }
+                int q2 = gather_flush(r, origin, g);
+                if (q == 0)
+                        q = q2;
         }
+        if (q < 0)
+                retry_later(rc);
         receipt_cancel_kick(r, false);
-}
-
-/* The receipt just recorded for id and outcome, published now: the
- * others wait for their PubAck, or for the timer after a failure. */
-static void publish_new(struct relay *r, const char *id, const char *outcome)
-{
-        char key[RELAY_MSGID_MAX + 1];
-        struct receipt_queued *e;
-
-        if (!r->st.ready || xsnprintf(key, sizeof(key), "%s:%s", id, outcome) < 0 ||
-            !(e = dict_get(&r->rc->queued, key)) || e->busy)
-                return;
-        int q = publish_one(r, e);
-        if (q < 0) {
-                relay_error(r, "cannot publish receipt %s: %s", key, strerror(-q));
-                retry_later(r->rc);
-        }
 }
 
 void receipt_resend(struct relay *r)
@@ -111,8 +275,50 @@ void receipt_resend(struct relay *r)
                 return;
         for (e = dict_first(&r->rc->queued); e; e = dict_next(e))
                 e->busy = false;
+        /* a PubAck of a batch before this is for receipts sent again now */
+        dict_clear(&r->rc->batches);
         receipt_cancel_kick(r, true);
         kick(r);
+}
+
+/* The PubAck of the batch b (msg_id): each receipt in it published. */
+static void batch_puback(struct relay *r, struct receipt_batch *b, const char *msg_id, bool ok,
+                         const char *err)
+{
+        struct receipts *rc = r->rc;
+
+        for (size_t i = 0; i < b->n; i++) {
+                const char *key = b->keys[i], *colon = strrchr(key, ':');
+                char id[RELAY_MSGID_MAX + 1];
+                struct receipt_queued *e = dict_get(&rc->queued, key);
+                if (!e || !e->busy || !colon ||
+                    xsnprintf(id, sizeof(id), "%.*s", (int)(colon - key), key) < 0)
+                        continue;
+                if (!ok) {
+                        e->busy = false;
+                        continue;
+                }
+                /* Not synced: lost, the receipt goes out again and the
+                 * origin drops the second copy. */
+                int q = receipt_record(r, &(struct rj_rec){ RJ_PUB, { id, colon + 1 } });
+                if (q < 0) {
+                        log_warning_errno(q, "Relay: cannot record the publish of receipt %s: %m",
+                                          key);
+                        dict_del(&rc->queued, key);
+                }
+                r->st.receipts_sent++;
+        }
+        if (ok) {
+                r->st.receipt_msgs_sent++;
+                r->st.receipt_batches_sent++;
+                log_debug("Relay: receipts %s published (%zu)", msg_id, b->n);
+        } else {
+                r->st.publish_errors++;
+                log_warning("Relay: publish of receipts %s failed: %s; retrying", msg_id, err);
+                relay_error(r, "receipt: %s", err);
+                retry_later(rc);
+        }
+        dict_remove(&rc->batches, b);
 }
 
 void receipt_puback(struct relay *r, const char *msg_id, bool ok, const char *err, int64_t now)
@@ -121,11 +327,16 @@ void receipt_puback(struct relay *r, const char *msg_id, bool ok, const char *er
         char id[RELAY_MSGID_MAX + 1];
         const char *colon = strrchr(msg_id, ':');
         struct receipt_queued *e;
+        struct receipt_batch *b;
         int q;
 
         (void)now;
         if (!rc || !colon || xsnprintf(id, sizeof(id), "%.*s", (int)(colon - msg_id), msg_id) < 0)
                 return;
+        if ((b = dict_get(&rc->batches, msg_id))) {
+                batch_puback(r, b, msg_id, ok, err);
+                return;
+        }
         if (receipt_cancel_puback(r, msg_id, ok, err)) {
                 if (!ok)
                         retry_later(rc);
@@ -144,6 +355,7 @@ void receipt_puback(struct relay *r, const char *msg_id, bool ok, const char *er
                         dict_del(&rc->queued, msg_id);
                 }
                 r->st.receipts_sent++;
+                r->st.receipt_msgs_sent++;
                 log_debug("Relay: receipt %s published", msg_id);
                 return;
         }
@@ -153,6 +365,23 @@ void receipt_puback(struct relay *r, const char *msg_id, bool ok, const char *er
                 log_warning("Relay: publish of receipt %s failed: %s; retrying", msg_id, err);
         relay_error(r, "receipt: %s", err);
         retry_later(rc);
+}
+
+void receipt_caps(struct relay *r, const char *origin, bool batch)
+{
+        struct receipts *rc = r->rc;
+        struct receipt_caps *c;
+
+        /* The origin's last word: an older handoffd put in its place
+         * says nothing, and gets single receipts from then on. */
+        if (!rc || !rc->key || !hd_agent_valid(origin))
+                return;
+        c = dict_get(&rc->batching, origin);
+        if (!c && (!batch || dict_count(&rc->batching) >= RECEIPT_ORIGINS_MAX))
+                return;
+        if (!c && !(c = dict_put(&rc->batching, origin, NULL)))
+                return;
+        c->batch = batch;
 }
 
 void receipt_owe(struct relay *r, const char *id, const char *origin)
@@ -253,7 +482,6 @@ static int receipt_write(struct relay *r, const char *id, const char *origin, co
                          const char *reason, const char *detail, const struct rextra *x,
                          int64_t now)
 {
-        struct receipts *rc = r->rc;
         char at[HD_TIME_MAX];
         _cleanup_free_ char *buf = NULL;
         _cleanup_json_ json_t *doc = NULL;
@@ -277,9 +505,7 @@ static int receipt_write(struct relay *r, const char *id, const char *origin, co
                 return -ENOMEM;
         if (x && x->result && json_object_set(doc, "result", x->result) < 0)
                 return -ENOMEM;
-        q = hd_sign(doc, rc->key);
-        if (q < 0)
-                return q;
+        /* Unsigned: signed as it goes, alone or in a batch (kick()). */
         q = hd_canon_dump(doc, NULL, &buf, &len);
         if (q < 0)
                 return q;
@@ -336,7 +562,7 @@ void receipt_outcome_hook(void *ctx, const char *id, const char *name, const cha
         }
         log_decision(LOG_INFO, id, NULL, "receipt", outcome, "Receipt for %s to %s: %s", id, origin,
                      outcome);
-        publish_new(r, id, outcome);
+        kick_soon(rc);
 }
 
 void receipt_refused(struct relay *r, const char *id, const char *origin, const char *reason,
@@ -355,7 +581,7 @@ void receipt_refused(struct relay *r, const char *id, const char *origin, const 
         }
         log_decision(LOG_INFO, id, NULL, "receipt", "rejected", "Receipt for %s to %s: rejected",
                      id, origin);
-        publish_new(r, id, "rejected");
+        kick_soon(r->rc);
 }
 
 void receipt_result_hook(void *ctx, const char *id, const char *status, const char *doc,
@@ -386,5 +612,5 @@ void receipt_result_hook(void *ctx, const char *id, const char *status, const ch
         }
         log_decision(LOG_INFO, id, NULL, "receipt", status, "Receipt for %s to %s: %s", id, origin,
                      status);
-        publish_new(r, id, status);
+        kick_soon(rc);
 }

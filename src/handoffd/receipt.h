@@ -26,6 +26,10 @@ void receipt_free(struct relay *r);
 /* Inbound (relay_inbound.c), before the message is renamed into handoff/:
  * id came from host origin, which is owed a receipt for each outcome. */
 void receipt_owe(struct relay *r, const char *id, const char *origin);
+/* Inbound: a message from host origin that owes receipts said whether
+ * origin takes them in batches (its Handoff-Receipts header); the last
+ * word stands, in memory (receipt.c). */
+void receipt_caps(struct relay *r, const char *origin, bool batch);
 /* Inbound: id from host origin, refused unwritten (relay_inbound.c) and
  * verified: its final receipt, rejected for reason. */
 void receipt_refused(struct relay *r, const char *id, const char *origin, const char *reason,

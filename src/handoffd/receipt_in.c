@@ -17,7 +17,12 @@
  * other host recorded, before its outcome joins remote_outcomes: a crash
  * between leaves the .result, which the receipt, come again, finds there.  An
  * item whose consumed receipt says its agent reports results stays
- * awaited until its result comes. */
+ * awaited until its result comes.
+ *
+ * A batch (type handoff-receipts) is verified once, with the key of the
+ * host it names; each receipt in it is then checked as a single one but
+ * for its Nats-Msg-Id (the batch's signature binds it), and those of one
+ * item are applied together: its .outcome read and written once. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -174,33 +179,33 @@ static int verify(struct relay *r, const char *host, const json_t *doc, char *wh
         return 0;
 }
 
-/* Why a receipt is dropped, or NULL when it is one for this host, from
- * the host it names, signed by it, under its own Nats-Msg-Id.  why is
- * the buffer the verdict may be written into. */
+/* d's fields are a receipt's (receipt_doc_read() done). */
+static bool fields_ok(const struct rdoc *d)
+{
+        return !strcmp(d->type ?: "", "handoff-receipt") && d->id && hd_id_valid(d->id) &&
+               receipt_is_outcome(d->outcome) && d->host && hd_agent_valid(d->host) && d->origin &&
+               d->at;
+}
+
+/* Why the single receipt d->doc is dropped (*ret_drop), or NULL when it
+ * is one for this host, from the host it names, signed by it, under its
+ * own Nats-Msg-Id.  why is the buffer the verdict may be written into. */
 static int receipt_check(struct relay *r, const struct relay_in *in, struct rdoc *d,
                          char *why, size_t n, const char **ret_drop)
 {
-        hd_limits lim = { .max_size = RECEIPT_MAX, .max_depth = HD_DEFAULT_MAX_DEPTH + 4 };
         char want[RELAY_MSGID_MAX + 1];
-        hd_verdict v;
         bool ok;
         int q;
 
         *ret_drop = NULL;
-        if (!in->data || hd_parse(in->data, in->len, &lim, &d->doc, &v) < 0 || !json_is_object(d->doc)) {
-                *ret_drop = "not a JSON object";
-                return 0;
-        }
         receipt_doc_read(d);
-        if (strcmp(d->type ?: "", "handoff-receipt") ||
-            !d->id || !hd_id_valid(d->id) || !receipt_is_outcome(d->outcome) || !d->host ||
-            !hd_agent_valid(d->host) || !d->origin || !d->at)
+        if (!fields_ok(d))
                 *ret_drop = "not a receipt (type, handoff_id, outcome, host, origin, at)";
         else if ((q = verify(r, d->host, d->doc, why, n, &ok)) < 0)
                 return q;
         else if (!ok)
                 *ret_drop = why;
-        else if (strcmp(d->origin, r->host))
+        else if ((r->st.receipts_verified++, strcmp(d->origin, r->host)))
                 *ret_drop = "a receipt for another origin host";
         else if (receipt_is_result(d->outcome) &&
                  store_result_check(d->result, d->id, d->outcome) < 0)
@@ -306,14 +311,184 @@ static void said_off(struct relay *r)
                             "host_pubkey_dir not set): dropped and counted");
 }
 
-int receipt_in(struct relay *r, const struct relay_in *in, int64_t now, enum receipt_verdict *ret)
+/* n receipts of one id (ds, each checked and signed by the host they
+ * name), in the order they came, applied to the item relayed as that id:
+ * its .outcome loaded once and written once for them all.  0 with the
+ * verdict in *ret, or -errno (not the receipts' fault: they come again). */
+static int apply_item(struct relay *r, struct rdoc **ds, size_t n, int64_t now,
+                      enum receipt_verdict *ret)
 {
         struct spool *sp = r->sp;
-        struct rdoc d = { 0 };
         _cleanup_json_ json_t *side = NULL;
-        char why[400] = "", sname[NAME_MAX + 16], aname[NAME_MAX + 1];
+        char sname[NAME_MAX + 16], aname[NAME_MAX + 1];
         const char *drop_why = NULL;
-        bool dup = false;
+        bool dup[RECEIPT_BATCH_MAX], applied = false;
+        int q;
+
+        *ret = RV_DROPPED;
+        q = receipt_find(r, ds[0], aname, sname, sizeof(sname), &side, &drop_why);
+        if (q == -EAGAIN) {
+                *ret = RV_LATER;        /* its PubAck is not in yet: redelivered */
+                return 0;
+        }
+        if (q < 0 && !drop_why) {
+                /* Not the receipt's fault: not acked, it comes again. */
+                relay_error(r, "receipt not taken in: %s", strerror(-q));
+                log_warning_errno(q, "Relay: cannot take in the receipt for %s now: %m; "
+                                  "it comes again", ds[0]->id);
+                return q;
+        }
+        if (drop_why) {
+                for (size_t i = 0; i < n; i++)
+                        drop(r, ds[i]->id, drop_why);
+                return 0;
+        }
+        for (size_t i = 0; i < n; i++) {
+                const struct rdoc *d = ds[i];
+                const struct store_remote_end end = {
+                        .outcome = d->outcome, .host = d->host, .at = d->at, .reason = d->reason,
+                        .detail = d->detail, .completes = d->completes,
+                };
+                dup[i] = false;
+                q = store_outcome_add_end(side, &end, receipt_is_final, now, &dup[i]);
+                if (q == 0 && !dup[i] && receipt_is_result(d->outcome))
+                        q = result_store(r, aname, d);
+                if (q < 0) {
+                        spool_error(sp, q, "Cannot record the receipt of %s", d->id);
+                        return q;
+                }
+                applied |= !dup[i];
+        }
+        if (applied && (q = receipt_store(r, sname, side)) < 0) {
+                spool_error(sp, q, "Cannot record the receipt of %s", ds[0]->id);
+                return q;
+        }
+        *ret = applied ? RV_APPLIED : RV_DUPLICATE;
+        for (size_t i = 0; i < n; i++) {
+                const struct rdoc *d = ds[i];
+                if (dup[i]) {
+                        r->st.receipts_duplicate++;
+                        log_decision(LOG_DEBUG, d->id, NULL, "receipt_duplicate", d->outcome,
+                                     "Relay: receipt for %s (%s) known already", d->id,
+                                     d->outcome);
+                } else {
+                        r->st.receipts_applied++;
+                        log_decision(LOG_INFO, d->id, NULL, "receipt", d->outcome,
+                                     "Receipt for %s from %s: %s%s%s", d->id, d->host, d->outcome,
+                                     d->reason && *d->reason ? ": " : "", d->reason ?: "");
+                }
+                /* A final outcome in the .outcome: nothing awaits the item
+                 * any more, also when a crash came between the .outcome and
+                 * its done record (the receipt, not acked then, comes again
+                 * as a duplicate). */
+                if (ends_wait(d) && dict_get(&r->rc->sent, d->id))
+                        (void)receipt_record(r, &(struct rj_rec){ RJ_DONE, { d->id } });
+                /* A cancel of it sent there is answered by how it ended. */
+                if (receipt_is_final(d->outcome))
+                        receipt_cancel_ended(r, d->id, sname, d->outcome);
+        }
+        return 0;
+}
+
+/* Why one receipt of a batch from host (its signature checked) is
+ * dropped, or NULL. */
+static const char *entry_check(struct relay *r, struct rdoc *d, const char *host)
+{
+        if (!json_is_object(d->doc))
+                return "a batch's receipt that is not a JSON object";
+        receipt_doc_read(d);
+        if (!fields_ok(d))
+                return "not a receipt (type, handoff_id, outcome, host, origin, at)";
+        if (strcmp(d->host, host))
+                return "a batch's receipt from another host than the batch's";
+        if (strcmp(d->origin, r->host))
+                return "a receipt for another origin host";
+        if (receipt_is_result(d->outcome) && store_result_check(d->result, d->id, d->outcome) < 0)
+                return "a result receipt without its result of that id and status";
+        return NULL;
+}
+
+static int by_id(const void *a, const void *b)
+{
+        const struct rdoc *x = *(struct rdoc *const *)a, *y = *(struct rdoc *const *)b;
+        int c = strcmp(x->id, y->id);
+
+        /* in the order they came within an item */
+        return c ? c : (x < y ? -1 : x > y);
+}
+
+/* A batch (type handoff-receipts): one signature, by the host it names,
+ * over all its receipts; each then checked and applied as a single one,
+ * those of one item together (apply_item()). */
+static int batch_in(struct relay *r, json_t *doc, int64_t now, enum receipt_verdict *ret)
+{
+        const char *host = json_string_value(json_object_get(doc, "host"));
+        const char *origin = json_string_value(json_object_get(doc, "origin"));
+        json_t *list = json_object_get(doc, "receipts");
+        size_t n = json_array_size(list), k = 0;
+        _cleanup_free_ struct rdoc *ds = NULL;
+        _cleanup_free_ struct rdoc **p = NULL;
+        char why[400] = "";
+        bool ok, later = false, applied = false, dups = false;
+        int q, err = 0;
+
+        *ret = RV_DROPPED;
+        if (!host || !hd_agent_valid(host) || !origin || !json_is_array(list) || n == 0 ||
+            n > RECEIPT_BATCH_MAX) {
+                drop(r, NULL, "not a batch of receipts (host, origin, receipts)");
+                return 0;
+        }
+        if ((q = verify(r, host, doc, why, sizeof(why), &ok)) < 0) {
+                relay_error(r, "receipt not taken in: %s", strerror(-q));
+                log_warning_errno(q, "Relay: cannot take in a batch of receipts from %s now "
+                                  "(%s): %m; it comes again", host, why);
+                return q;
+        }
+        if (!ok) {
+                drop(r, NULL, why);
+                return 0;
+        }
+        r->st.receipts_verified++;
+        if (strcmp(origin, r->host)) {
+                drop(r, NULL, "a batch of receipts for another origin host");
+                return 0;
+        }
+        r->st.receipt_batches_in++;
+        if (!(ds = calloc(n, sizeof(*ds))) || !(p = calloc(n, sizeof(*p))))
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++) {
+                ds[i].doc = json_array_get(list, i);
+                const char *bad = entry_check(r, &ds[i], host);
+                if (bad)
+                        drop(r, ds[i].id && hd_id_valid(ds[i].id) ? ds[i].id : NULL, bad);
+                else
+                        p[k++] = &ds[i];
+        }
+        qsort(p, k, sizeof(*p), by_id);
+        for (size_t i = 0, j; i < k; i = j) {
+                enum receipt_verdict v;
+                for (j = i + 1; j < k && !strcmp(p[j]->id, p[i]->id); j++)
+                        ;
+                q = apply_item(r, p + i, j - i, now, &v);
+                if (q < 0 && !err)
+                        err = q;
+                later |= q == 0 && v == RV_LATER;
+                applied |= q == 0 && v == RV_APPLIED;
+                dups |= q == 0 && v == RV_DUPLICATE;
+        }
+        /* Not acked while one of them waits: those applied come again as
+         * duplicates. */
+        *ret = later ? RV_LATER : applied ? RV_APPLIED : dups ? RV_DUPLICATE : RV_DROPPED;
+        return err;
+}
+
+int receipt_in(struct relay *r, const struct relay_in *in, int64_t now, enum receipt_verdict *ret)
+{
+        hd_limits lim = { .max_size = RECEIPT_MAX, .max_depth = HD_DEFAULT_MAX_DEPTH + 6 };
+        struct rdoc d = { 0 }, *dp = &d;
+        char why[400] = "";
+        const char *drop_why = NULL;
+        hd_verdict v;
         int q;
 
         *ret = RV_DROPPED;
@@ -321,59 +496,28 @@ int receipt_in(struct relay *r, const struct relay_in *in, int64_t now, enum rec
                 said_off(r);
                 return 0;
         }
-        q = receipt_check(r, in, &d, why, sizeof(why), &drop_why);
-        if (q == 0 && !drop_why)
-                q = receipt_find(r, &d, aname, sname, sizeof(sname), &side, &drop_why);
-        if (q == -EAGAIN) {
-                *ret = RV_LATER;        /* its PubAck is not in yet: redelivered */
+        if (!in->data || hd_parse(in->data, in->len, &lim, &d.doc, &v) < 0 ||
+            !json_is_object(d.doc)) {
+                drop(r, NULL, "not a JSON object");
                 q = 0;
                 goto out;
         }
-        if (q < 0 && !drop_why) {
-                /* Not the receipt's fault: not acked, it comes again. */
+        if (!strcmp(json_string_value(json_object_get(d.doc, "type")) ?: "", "handoff-receipts")) {
+                q = batch_in(r, d.doc, now, ret);
+                goto out;
+        }
+        q = receipt_check(r, in, &d, why, sizeof(why), &drop_why);
+        if (q < 0) {
                 relay_error(r, "receipt not taken in: %s", strerror(-q));
-                log_warning_errno(q, "Relay: cannot take in the receipt for %s now%s%s%s: %m; "
-                                  "it comes again", d.id, why[0] ? " (" : "", why,
-                                  why[0] ? ")" : "");
+                log_warning_errno(q, "Relay: cannot take in the receipt for %s now (%s): %m; "
+                                  "it comes again", d.id, why);
                 goto out;
         }
         if (drop_why) {
                 drop(r, d.id, drop_why);
                 goto out;
         }
-        const struct store_remote_end end = {
-                .outcome = d.outcome, .host = d.host, .at = d.at, .reason = d.reason,
-                .detail = d.detail, .completes = d.completes,
-        };
-        q = store_outcome_add_end(side, &end, receipt_is_final, now, &dup);
-        if (q == 0 && !dup && receipt_is_result(d.outcome))
-                q = result_store(r, aname, &d);
-        if (q == 0 && dup) {
-                *ret = RV_DUPLICATE;
-                r->st.receipts_duplicate++;
-                log_decision(LOG_DEBUG, d.id, NULL, "receipt_duplicate", d.outcome,
-                             "Relay: receipt for %s (%s) known already", d.id, d.outcome);
-        } else {
-                if (q == 0)
-                        q = receipt_store(r, sname, side);
-                if (q < 0) {
-                        spool_error(sp, q, "Cannot record the receipt of %s", d.id);
-                        goto out;
-                }
-                *ret = RV_APPLIED;
-                r->st.receipts_applied++;
-                log_decision(LOG_INFO, d.id, NULL, "receipt", d.outcome,
-                             "Receipt for %s from %s: %s%s%s", d.id, d.host, d.outcome,
-                             d.reason && *d.reason ? ": " : "", d.reason ?: "");
-        }
-        /* A final outcome in the .outcome: nothing awaits the item any more,
-         * also when a crash came between the .outcome and its done record
-         * (the receipt, not acked then, comes again as a duplicate). */
-        if (ends_wait(&d) && dict_get(&r->rc->sent, d.id))
-                (void)receipt_record(r, &(struct rj_rec){ RJ_DONE, { d.id } });
-        /* A cancel of it sent there is answered by how it ended. */
-        if (receipt_is_final(d.outcome))
-                receipt_cancel_ended(r, d.id, sname, d.outcome);
+        q = apply_item(r, &dp, 1, now, ret);
 out:
         json_decref(d.doc);
         return q;

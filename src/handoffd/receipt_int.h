@@ -25,6 +25,9 @@ struct relay;
 #define RECEIPT_RETRY_MS 2000
 /* Sending off: origins kept in memory for the rejections' detail. */
 #define RECEIPT_ORIGINS_MAX 65536
+/* Receipts one batch message carries at most (receipt.c); its bytes stay
+ * within RECEIPT_MAX as a single receipt's. */
+#define RECEIPT_BATCH_MAX 256
 
 /* A host's public keys as host_pubkey_dir/HOST.pub held them (st). */
 struct rhostkeys {
@@ -43,8 +46,10 @@ struct rhostkeys {
 struct receipt_owed {
         char origin[RECEIPT_HOST_MAX];
 };
-/* queued, keyed by its Nats-Msg-Id ID:OUTCOME: a signed receipt to
- * publish to origin */
+/* queued, keyed by its Nats-Msg-Id ID:OUTCOME: a receipt to publish to
+ * origin, unsigned as the journal records it (signed when it goes, alone
+ * or in a batch), or signed (a single one signed already, or one an older
+ * handoffd recorded) */
 struct receipt_queued {
         char origin[RECEIPT_HOST_MAX];
         char *receipt;          /* len bytes and a NUL; owned */
@@ -56,6 +61,18 @@ struct receipt_queued {
 struct receipt_sent {
         char *archive;          /* owned */
         bool gone;              /* the archived item is not there (rewrite) */
+};
+
+/* batches, keyed by a batch message's Nats-Msg-Id "receipts:DIGEST":
+ * the queued keys it carries, published, its PubAck still to come */
+struct receipt_batch {
+        char (*keys)[RELAY_MSGID_MAX + 1];      /* owned */
+        size_t n;
+};
+/* batching, keyed by an origin host: whether its last relayed message
+ * said it takes batches (Handoff-Receipts: batch); memory only */
+struct receipt_caps {
+        bool batch;
 };
 
 /* fwd, keyed by handoff id: a cancel request going to the host the
@@ -84,6 +101,8 @@ struct receipts {
         struct dict sent;       /* of struct receipt_sent */
         struct dict results;    /* of struct receipt_owed: consumed, result owed */
         struct dict fwd;        /* of struct receipt_fwd (memory only) */
+        struct dict batches;    /* of struct receipt_batch (memory only) */
+        struct dict batching;   /* of struct receipt_caps (memory only) */
         size_t sent_kept;       /* sent's size after the last rewrite */
         uv_timer_t timer;       /* a retry after a failed publish */
         bool timer_open;

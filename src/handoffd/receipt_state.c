@@ -104,6 +104,11 @@ static void fwd_drop(void *e)
         free(((struct receipt_fwd *)e)->req);
 }
 
+static void batch_drop(void *e)
+{
+        free(((struct receipt_batch *)e)->keys);
+}
+
 /* The entry of key in d (dict_put()), and in *c a copy of val for it to
  * own; NULL: out of memory, d as it was. */
 static void *put_copy(struct dict *d, const char *key, const char *val, char **c)
@@ -409,6 +414,8 @@ int receipt_start(struct relay *r)
         dict_init_drop(&rc->fwd, sizeof(struct receipt_fwd), fwd_drop);
         dict_init_drop(&rc->queued, sizeof(struct receipt_queued), queued_drop);
         dict_init_drop(&rc->sent, sizeof(struct receipt_sent), sent_drop);
+        dict_init_drop(&rc->batches, sizeof(struct receipt_batch), batch_drop);
+        dict_init(&rc->batching, sizeof(struct receipt_caps));
         r->rc = rc;
         /* A second daemon with [relay] on this spool would rewrite the
          * journal at its start under the first one's O_APPEND descriptor,
@@ -434,6 +441,7 @@ int receipt_start(struct relay *r)
         }
         if (rc->pub_fd >= 0 && !(rc->pub_dir = strdup(sp->cfg->relay.host_pubkey_dir)))
                 return -ENOMEM;
+        r->takes_batches = rc->pub_fd >= 0;
         q = rj_open(&rc->j, rc->dir_fd, sp->cfg->fsync, apply_read, rc);
         if (q == 0)
                 q = import_old(r);
@@ -480,7 +488,8 @@ json_t *receipt_status(struct relay *r)
         bool sending = rc && rc->key, accepting = rc && rc->pub_fd >= 0;
         _cleanup_free_ char *problem = accept_problem(r);
 
-        return json_pack("{s:b, s:b, s:s?, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
+        return json_pack("{s:b, s:b, s:s?, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
+                         "s:I, s:I}",
                          "sending", sending, "accepting", accepting, "problem", problem,
                          "owed", (json_int_t)(sending ? dict_count(&rc->owed) : 0),
                          "queued", (json_int_t)(rc ? dict_count(&rc->queued) : 0),
@@ -488,7 +497,12 @@ json_t *receipt_status(struct relay *r)
                          "sent", (json_int_t)r->st.receipts_sent,
                          "applied", (json_int_t)r->st.receipts_applied,
                          "duplicate", (json_int_t)r->st.receipts_duplicate,
-                         "dropped", (json_int_t)r->st.receipts_bad);
+                         "dropped", (json_int_t)r->st.receipts_bad,
+                         "messages_sent", (json_int_t)r->st.receipt_msgs_sent,
+                         "batches_sent", (json_int_t)r->st.receipt_batches_sent,
+                         "signed", (json_int_t)r->st.receipts_signed,
+                         "verified", (json_int_t)r->st.receipts_verified,
+                         "batches_in", (json_int_t)r->st.receipt_batches_in);
 }
 
 void receipt_stop(struct relay *r, uv_close_cb closed)
@@ -519,6 +533,8 @@ void receipt_free(struct relay *r)
         dict_clear(&rc->fwd);
         dict_clear(&rc->queued);
         dict_clear(&rc->sent);
+        dict_clear(&rc->batches);
+        dict_clear(&rc->batching);
         if (rc->relay_locked)
                 lock_release(r->sp->lock_fd, LOCK_OFF_RELAY);
         free(rc);

@@ -28,13 +28,15 @@ static struct relay_batch *batch_new(struct relay *r, natsMsgList *list)
         b->n = (size_t)list->Count;
         for (size_t i = 0; i < b->n; i++) {
                 natsMsg *m = list->Msgs[i];
-                const char *id = NULL, *origin = NULL;
+                const char *id = NULL, *origin = NULL, *caps = NULL;
                 int len = sym_natsMsg_GetDataLength(m);
                 if (sym_natsMsgHeader_Get(m, "Nats-Msg-Id", &id) != NATS_OK)
                         id = NULL;
                 if (sym_natsMsgHeader_Get(m, "Handoff-Origin", &origin) != NATS_OK)
                         origin = NULL;
-                relay_in_fill(r, &b->in[i], sym_natsMsg_GetSubject(m), id, origin,
+                if (sym_natsMsgHeader_Get(m, "Handoff-Receipts", &caps) != NATS_OK)
+                        caps = NULL;
+                relay_in_fill(r, &b->in[i], sym_natsMsg_GetSubject(m), id, origin, caps,
                               sym_natsMsg_GetData(m), len > 0 ? (size_t)len : 0);
         }
         return b;

@@ -252,8 +252,10 @@ static void refuse(struct relay *r, const struct relay_in *in, const char *id, c
                      hd_reason_name(HD_R_NOT_SERVED), "Relay: refused message %s: not_served: %s",
                      id[0] ? id : "(no id)", detail);
         if (id[0] && in->origin[0] && receipt_sending(r) && verifies(sp, doc, now, &v) &&
-            receipt_due(r, in, id, true, now))
+            receipt_due(r, in, id, true, now)) {
+                receipt_caps(r, in->origin, in->batch_ok);
                 receipt_refused(r, id, in->origin, hd_reason_name(HD_R_NOT_SERVED), detail, now);
+        }
 }
 
 /* One message: written into handoff/ (1), dropped as known or refused
@@ -321,8 +323,14 @@ static int inbound_one(struct relay *r, struct relay_in *in, int64_t now)
                         goto out;
         }
         /* Verified here already when its name was taken by a squatter. */
-        if (id[0] && receipt_due(r, in, id, (k == ID_SQUATTED && !own_name) ||
-                                 (receipt_sending(r) && verifies(sp, doc, now, &v)), now))
+        bool verified = (k == ID_SQUATTED && !own_name) ||
+                        (receipt_sending(r) && verifies(sp, doc, now, &v));
+        /* How its origin takes receipts, as a message that verifies says
+         * it (the header is not signed: junk under another's name must
+         * not make this host send batches to an origin that drops them). */
+        if (verified && in->origin[0])
+                receipt_caps(r, in->origin, in->batch_ok);
+        if (id[0] && receipt_due(r, in, id, verified, now))
                 receipt_owe(r, id, in->origin);
         q = write_one(sp, name, in);
         if (q < 0) {

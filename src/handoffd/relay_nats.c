@@ -319,6 +319,9 @@ static void publish(struct relay *r, struct relay_job *j)
         s = sym_natsMsg_Create(&msg, j->subject, NULL, j->data, (int)j->len);
         if (s == NATS_OK)       /* where receipts go back (receipt.c) */
                 s = sym_natsMsgHeader_Set(msg, "Handoff-Origin", r->host);
+        /* receipts back to this host may come in batches (receipt.c) */
+        if (s == NATS_OK && r->takes_batches)
+                s = sym_natsMsgHeader_Set(msg, "Handoff-Receipts", "batch");
         if (s == NATS_OK)
                 s = sym_js_PublishMsgAsync(JS(r), &msg, &po);
         sym_natsMsg_Destroy(msg);   /* NULL when libnats took it */

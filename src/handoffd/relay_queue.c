@@ -110,9 +110,11 @@ static void relay_in_receipt(const struct relay *r, const char *subj, const char
 }
 
 void relay_in_fill(const struct relay *r, struct relay_in *in, const char *subject,
-                   const char *msg_id, const char *origin, const void *data, size_t len)
+                   const char *msg_id, const char *origin, const char *caps,
+                   const void *data, size_t len)
 {
         in->len = len;
+        in->batch_ok = caps && !strcmp(caps, "batch");
         relay_in_receipt(r, subject, msg_id, origin, in);
         in->too_large = in->len > (in->receipt ? RELAY_RECEIPT_MAX : r->max_msg);
         in->data = in->too_large ? NULL : malloc(in->len + 1);

@@ -52,6 +52,9 @@ struct relay_in {
          * item's origin (receipt_cancel.c), its Nats-Msg-Id in rmsg_id */
         bool cancel;
         char rmsg_id[RELAY_MSGID_MAX + 1];
+        /* its Handoff-Receipts header is "batch": its origin takes
+         * receipts in batches (receipt.c) */
+        bool batch_ok;
 };
 
 struct relay_batch {
@@ -97,6 +100,12 @@ struct relay_stats {
         /* receipt.c: sent (PubAck), applied, known already, dropped as
          * not verifying. */
         uint64_t receipts_sent, receipts_applied, receipts_duplicate, receipts_bad;
+        /* receipt messages PubAck'ed (a batch counts once), the Ed25519
+         * signatures made for them, the batch messages among them; at the
+         * origin, receipt messages whose signature was checked and the
+         * batches among them */
+        uint64_t receipt_msgs_sent, receipts_signed, receipt_batches_sent;
+        uint64_t receipts_verified, receipt_batches_in;
         /* relay_inbound.c: messages that owed no receipt (origin without
          * a key here, or unverified over the rate) */
         uint64_t receipts_withheld;
@@ -135,6 +144,8 @@ struct relay {
         int replicas;
         int64_t max_age_usec;
         size_t max_msg;                 /* [spool] max_file_size */
+        bool takes_batches;             /* receipts accepted here: say so
+                                         * (Handoff-Receipts: batch) */
 
         /* NATS objects: made and used by the two threads only. */
         void *opts, *nc, *js, *sub;     /* natsOptions, natsConnection, jsCtx, natsSubscription */
@@ -185,9 +196,11 @@ void relay_post(struct relay *r, struct relay_ev *ev);
 /* A batch and its messages (the fetch thread, or at stop). */
 void relay_batch_free(struct relay_batch *b);
 /* One message as the fetch thread got it into *in (zeroed): its subject,
- * its Nats-Msg-Id and Handoff-Origin headers (NULL when absent) and its
+ * its Nats-Msg-Id, Handoff-Origin and Handoff-Receipts headers (NULL when
+ * absent) and its
  * data, copied unless over r->max_msg.  No NATS: the fuzz target calls it. */
 void relay_in_fill(const struct relay *r, struct relay_in *in, const char *subject,
-                   const char *msg_id, const char *origin, const void *data, size_t len);
+                   const char *msg_id, const char *origin, const char *caps,
+                   const void *data, size_t len);
 
 #endif

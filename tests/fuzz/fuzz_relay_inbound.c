@@ -341,7 +341,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         struct relay_in in = { 0 };
         struct relay_batch b = { .n = 1, .in = &in };
         struct relay_stats before;
-        _cleanup_free_ char *subject = NULL, *msg_id = NULL, *origin = NULL;
+        _cleanup_free_ char *subject = NULL, *msg_id = NULL, *origin = NULL, *caps = NULL;
 
         if (++runs % CLEAN_EVERY == 0)
                 reset_spool();
@@ -361,9 +361,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         subject = strndup(text, (size_t)((nl ? nl : end) - text));
         msg_id = header(head, (size_t)(body - head), "Nats-Msg-Id");
         origin = header(head, (size_t)(body - head), "Handoff-Origin");
+        caps = header(head, (size_t)(body - head), "Handoff-Receipts");
         if (!subject)
                 abort();
-        relay_in_fill(&relay, &in, subject, msg_id, origin, body, (size_t)(end - body));
+        relay_in_fill(&relay, &in, subject, msg_id, origin, caps, body, (size_t)(end - body));
         before = relay.st;
         relay_inbound_batch(&relay, &b, now);
 

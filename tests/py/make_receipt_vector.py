@@ -1,7 +1,9 @@
-"""The test vectors of result receipts (handoffd(8), RELAY, "Receipts"):
+"""The test vectors of receipts (handoffd(8), RELAY, "Receipts"):
 host b's receipts to origin a that carol completed a handoff
 (result.json) and that she asked a question of its sender
-(input_required.json), signed by OpenSSL (tests/py/hded25519.py) with
+(input_required.json), and a batch of three receipts under one signature
+(batch.json: delivered and consumed of one handoff, rejected of another),
+signed by OpenSSL (tests/py/hded25519.py) with
 b's TEST-ONLY host key.  Writes them and TEST-ONLY-b.pub into
 tests/vectors/receipt/; Ed25519 is deterministic, so running it again
 gives the same bytes.
@@ -36,6 +38,23 @@ def receipt(key, status, text):
                      "origin": "a", "at": "2026-12-02T01:00:01.000000Z", "result": result})
 
 
+def batch(key):
+    """b's batch to a: one signature over the batch's canonical bytes,
+    its receipts unsigned inside."""
+    def one(hid, outcome, at, **extra):
+        return dict({"type": "handoff-receipt", "version": 1, "handoff_id": hid,
+                     "outcome": outcome, "reason": "", "detail": "", "host": "b",
+                     "origin": "a", "at": at}, **extra)
+    other = "1796000000-bob-alice-fedcba9876543210"
+    return key.sign({"type": "handoff-receipts", "version": 1, "host": "b", "origin": "a",
+                     "receipts": [
+                         one(ID, "delivered", "2026-12-02T01:00:00.000000Z"),
+                         one(ID, "consumed", "2026-12-02T01:00:00.250000Z", completes=True),
+                         one(other, "rejected", "2026-12-02T01:00:00.250000Z",
+                             reason="bad_mac", detail="came through the relay from host a"),
+                     ]})
+
+
 def vectors():
     """(public key line, {file name: signed receipt})"""
     key = hded25519.Key(hded25519.seed_from("receipt host b"))
@@ -44,6 +63,7 @@ def vectors():
             "result.json": receipt(key, "completed", "la traduction est faite"),
             # a question: the task's next turn is a handoff of its own
             "input_required.json": receipt(key, "input_required", "into which language?"),
+            "batch.json": batch(key),
         }
     finally:
         key.close()

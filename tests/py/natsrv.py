@@ -14,6 +14,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import threading
 import time
 import urllib.request
 
@@ -289,3 +290,50 @@ class Client:
 
     def close(self):
         self.sock.close()
+
+
+class Tap(threading.Thread):
+    """A core subscription on subject (wildcards as NATS has them): every
+    message published there, JetStream's or not, as (subject, headers
+    bytes, data bytes) in .msgs, in the order they came."""
+
+    def __init__(self, url, subject):
+        super().__init__(daemon=True)
+        self.cl = Client(url)
+        self.msgs = []
+        self.lock = threading.Lock()
+        self.cl.sock.sendall(f"SUB {subject} 1\r\nPING\r\n".encode())
+        while self.cl._line() != b"PONG":
+            pass
+        self.cl.sock.settimeout(None)
+        self.start()
+
+    def run(self):
+        try:
+            while True:
+                line = self.cl._line()
+                parts = line.split()
+                if line == b"PING":
+                    self.cl.sock.sendall(b"PONG\r\n")
+                elif parts and parts[0] == b"MSG":
+                    m = (parts[1].decode(), b"", self.cl._read(int(parts[-1])))
+                    with self.lock:
+                        self.msgs.append(m)
+                elif parts and parts[0] == b"HMSG":
+                    hlen, tlen = int(parts[-2]), int(parts[-1])
+                    raw = self.cl._read(tlen)
+                    with self.lock:
+                        self.msgs.append((parts[1].decode(), raw[:hlen], raw[hlen:]))
+        except (OSError, ConnectionError):
+            pass
+
+    def taken(self):
+        with self.lock:
+            return list(self.msgs)
+
+    def close(self):
+        try:
+            self.cl.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.cl.close()

@@ -345,3 +345,17 @@ def skip_without_nats():
 
 
 __all__ = ["Hosts", "Consumer", "Sampler", "Fail", "check", "skip_without_nats"]
+
+
+def receipt_messages(tap, ids, outcome):
+    """The receipts of ids with outcome that a natsrv.Tap on
+    handoff.ORIGIN.receipt.> saw, as (the signed message, the receipt in
+    it): a single receipt is its own message, a batch's (type
+    handoff-receipts) is one of its receipts (handoffd(8), RELAY)."""
+    out = []
+    for _, _, data in tap.taken():
+        m = json.loads(data)
+        for r in m["receipts"] if m.get("type") == "handoff-receipts" else [m]:
+            if r.get("handoff_id") in ids and r.get("outcome") == outcome:
+                out.append((m, r))
+    return out
