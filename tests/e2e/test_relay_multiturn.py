@@ -25,7 +25,6 @@ on b:
 On the old code the first blocking send stays WORKING (b sends no
 receipt for a question) and a message with a taskId to carol is -32004."""
 
-import base64
 import json
 import os
 import shutil
@@ -68,18 +67,6 @@ def take(h, conf, seen, text=None, ask=None):
     return {"id": hid, "taskId": cont}
 
 
-def openssl_verifies(pub_line, doc):
-    pk, _ = hded25519.parse_pub_line(pub_line)
-    d = tempfile.mkdtemp(prefix="hd-receipt-vector.")
-    try:
-        pem = os.path.join(d, "pub.pem")
-        with open(pem, "w") as f:
-            f.write(hded25519.pem_public(pk))
-        return hded25519.verify_bytes(pem, hded25519.canonical(doc),
-                                      base64.b64decode(doc["sig"]), d)
-    finally:
-        shutil.rmtree(d)
-
 
 def check_vector(h, asked, tap):
     """The documented input_required vector, and b's real receipt."""
@@ -97,8 +84,8 @@ def check_vector(h, asked, tap):
         vpub = f.read()
     with open(os.path.join(VECTORS, "input_required.json")) as f:
         vec = json.load(f)
-    check(openssl_verifies(vpub, vec), "the input_required vector verifies with OpenSSL")
-    check(not openssl_verifies(vpub, dict(vec, outcome="completed")), "a changed one does not")
+    check(hded25519.doc_verifies(vpub, vec), "the input_required vector verifies with OpenSSL")
+    check(not hded25519.doc_verifies(vpub, dict(vec, outcome="completed")), "a changed one does not")
     # b's journal holds them unsigned: signed as they go, alone or in a
     # batch (handoffd(8), RELAY, receipts)
     rec = [json.loads(f[3]) for k, f in relaykit.journal_records(h.b.spool)[0]
@@ -110,7 +97,7 @@ def check_vector(h, asked, tap):
     seen = relaykit.receipt_messages(tap, set(asked), "input_required")
     with open(os.path.join(h.b.dir, "host-b.pub")) as f:
         bpub = f.read()
-    check(all(openssl_verifies(bpub, m) for m, _ in seen),
+    check(all(hded25519.doc_verifies(bpub, m) for m, _ in seen),
           "b's messages of the input_required receipts verify with OpenSSL")
     real = [dict(x, kid=m["kid"], sig=m["sig"]) for m, x in seen]
     r = real[0]

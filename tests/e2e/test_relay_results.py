@@ -25,7 +25,6 @@ official A2A JavaScript SDK as the client (tests/a2a/blocking.mjs).
 On the old code the send returns COMPLETED without an artifact at the
 consume, and wait --until completed exits 5."""
 
-import base64
 import glob
 import json
 import os
@@ -53,18 +52,6 @@ def result_file(env, hid):
 VECTORS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "vectors", "receipt")
 
 
-def openssl_verifies(pub_line, doc):
-    pk, _ = hded25519.parse_pub_line(pub_line)
-    d = tempfile.mkdtemp(prefix="hd-receipt-vector.")
-    try:
-        pem = os.path.join(d, "pub.pem")
-        with open(pem, "w") as f:
-            f.write(hded25519.pem_public(pk))
-        return hded25519.verify_bytes(pem, hded25519.canonical(doc),
-                                      base64.b64decode(doc["sig"]), d)
-    finally:
-        shutil.rmtree(d)
-
 
 def check_vector(h, hid, tap):
     """The documented vector, and b's real receipt beside it."""
@@ -81,9 +68,9 @@ def check_vector(h, hid, tap):
         vpub = f.read()
     with open(os.path.join(VECTORS, "result.json")) as f:
         vec = json.load(f)
-    check(openssl_verifies(vpub, vec), "the vector verifies with OpenSSL")
+    check(hded25519.doc_verifies(vpub, vec), "the vector verifies with OpenSSL")
     bad = dict(vec, outcome="failed")
-    check(not openssl_verifies(vpub, bad), "a changed vector does not")
+    check(not hded25519.doc_verifies(vpub, bad), "a changed vector does not")
     # b's journal holds it unsigned: it is signed as it goes, alone or
     # in a batch (handoffd(8), RELAY, receipts)
     rec = [json.loads(f[3]) for k, f in relaykit.journal_records(h.b.spool)[0]
@@ -94,7 +81,7 @@ def check_vector(h, hid, tap):
     msg, r = relaykit.receipt_messages(tap, {hid}, "completed")[0]
     with open(os.path.join(h.b.dir, "host-b.pub")) as f:
         bpub = f.read()
-    check(openssl_verifies(bpub, msg), "b's message of the result receipt verifies with OpenSSL")
+    check(hded25519.doc_verifies(bpub, msg), "b's message of the result receipt verifies with OpenSSL")
     real = [dict(r, kid=msg["kid"], sig=msg["sig"])]
     check(sorted(real[0]) == sorted(vec) and sorted(real[0]["result"]) == sorted(vec["result"]),
           f"b's receipt has the vector's keys: {sorted(real[0])} vs {sorted(vec)}")

@@ -118,3 +118,18 @@ def parse_pub_line(line):
     if len(pk) != 32:
         raise ValueError("not 32 bytes")
     return pk, kid
+
+
+def doc_verifies(pub_line, doc):
+    """True when openssl accepts doc's "sig" over its canonical bytes
+    (without "sig"), with the key of a .pub line ("ed25519 B64 KID")."""
+    import shutil
+    pk, _ = parse_pub_line(pub_line)
+    d = tempfile.mkdtemp(prefix="hd-ed25519-verify.")
+    try:
+        pem = os.path.join(d, "pub.pem")
+        with open(pem, "w") as f:
+            f.write(pem_public(pk))
+        return verify_bytes(pem, canonical(doc), base64.b64decode(doc["sig"]), d)
+    finally:
+        shutil.rmtree(d)
