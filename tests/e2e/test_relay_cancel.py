@@ -30,7 +30,6 @@ import uuid
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "py"))
 import hdproto  # noqa: E402
 import hdtest  # noqa: E402
-import hubkit  # noqa: E402
 import relaykit  # noqa: E402
 from hdtest import check  # noqa: E402
 
@@ -60,14 +59,7 @@ def kill(d):
 def main():
     relaykit.skip_without_nats()
     with relaykit.Hosts() as h:
-        h.enable_receipts()
-        h.consumer.agents = []          # nobody takes them on b
-        hub = hubkit.Hub(h.a, tokens={"bob": None}, tls=False)
-        h.a.extra = h.a.extra + "\n" + hub.section
-        a, b = h.start_a(), h.start_b()
-        hub.conf = a.conf
-        hub.start()
-        relaykit.wait_ready(a, b)
+        a, b, hub = h.start_with_hub()
 
         def delivered(hid):
             boot = os.path.join(h.b.state["alice"], "handoffs", hid + ".json")

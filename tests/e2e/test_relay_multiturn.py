@@ -36,7 +36,6 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import a2akit  # noqa: E402
 import hded25519  # noqa: E402
 import hdtest  # noqa: E402
-import hubkit  # noqa: E402
 import natsrv  # noqa: E402
 import relaykit  # noqa: E402
 from hdtest import check  # noqa: E402
@@ -113,15 +112,7 @@ def main():
     relaykit.skip_without_nats()
     a2akit.need_sdk()
     with relaykit.Hosts(b_agents=["carol"]) as h:
-        h.enable_receipts()
-        h.consumer.agents = []          # carol takes hers below
-        h.b.extra += "[agent carol]\ncompletes = yes\n"
-        hub = hubkit.Hub(h.a, tokens={"bob": None}, tls=False, extra="a2a_block_max = 60\n")
-        h.a.extra = h.a.extra + "\n" + hub.section
-        a, b = h.start_a(), h.start_b()
-        hub.conf = a.conf
-        hub.start()
-        relaykit.wait_ready(a, b)
+        a, b, hub = h.start_with_hub(completes="carol", extra="a2a_block_max = 60\n")
         tap = natsrv.Tap(h.ns.urls[0], "handoff.a.receipt.>")
 
         args = {"base": f"http://127.0.0.1:{hub.port}", "worker": "carol",

@@ -245,6 +245,25 @@ class Hosts:
         self.db = self.b.start(name=name, wait=wait, extra=self.b.extra + self.relay_conf("b"))
         return self.db
 
+    def start_with_hub(self, completes=None, extra=""):
+        """Receipts on; a hub on a for bob (no TLS; extra: its [hub]
+        lines); both daemons and the hub started, the relays ready:
+        (a, b, hub).  completes: b's agent whose results go back (its
+        handoffs left for the test to take), or None (nobody takes them
+        on b)."""
+        import hubkit
+        self.enable_receipts()
+        self.consumer.agents = []
+        if completes:
+            self.b.extra += f"[agent {completes}]\ncompletes = yes\n"
+        hub = hubkit.Hub(self.a, tokens={"bob": None}, tls=False, extra=extra)
+        self.a.extra = self.a.extra + "\n" + hub.section
+        a, b = self.start_a(), self.start_b()
+        hub.conf = a.conf
+        hub.start()
+        wait_ready(a, b)
+        return a, b, hub
+
     def drop(self, n, agents=B_AGENTS, ttl=600, rate=None):
         ids = []
         t0 = time.monotonic()
