@@ -24,9 +24,7 @@ two real handoffds and a real nats-server, receipts on both hosts:
 import base64
 import json
 import os
-import shutil
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.join(os.environ.get("HD_SRC", "."), "tests", "py"))
 import hded25519  # noqa: E402
@@ -49,25 +47,13 @@ def carried(body):
     return body["receipts"] if body.get("type") == "handoff-receipts" else [body]
 
 
-VECTORS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "vectors", "receipt")
 
 
 
 def check_vector(bpub, real):
     """The documented batch vector, and b's real batches beside it."""
     import make_receipt_vector
-    d = tempfile.mkdtemp(prefix="hd-receipt-vector.")
-    try:
-        make_receipt_vector.write(d)
-        for n in ("TEST-ONLY-b.pub", "batch.json"):
-            with open(os.path.join(d, n), "rb") as f, open(os.path.join(VECTORS, n), "rb") as g:
-                check(f.read() == g.read(), f"tests/vectors/receipt/{n} is what its generator makes")
-    finally:
-        shutil.rmtree(d)
-    with open(os.path.join(VECTORS, "TEST-ONLY-b.pub")) as f:
-        vpub = f.read()
-    with open(os.path.join(VECTORS, "batch.json")) as f:
-        vec = json.load(f)
+    vpub, vec = make_receipt_vector.checked("batch.json", check)
     check(hded25519.doc_verifies(vpub, vec), "the batch vector verifies with OpenSSL")
     bad = json.loads(json.dumps(vec))
     bad["receipts"][2]["outcome"] = "consumed"

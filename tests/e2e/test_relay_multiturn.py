@@ -27,10 +27,8 @@ receipt for a question) and a message with a taskId to carol is -32004."""
 
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "py"))
 import a2akit  # noqa: E402
@@ -40,7 +38,6 @@ import natsrv  # noqa: E402
 import relaykit  # noqa: E402
 from hdtest import check  # noqa: E402
 
-VECTORS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "vectors", "receipt")
 MARKER = "**Continues task:** "
 
 
@@ -70,19 +67,7 @@ def take(h, conf, seen, text=None, ask=None):
 def check_vector(h, asked, tap):
     """The documented input_required vector, and b's real receipt."""
     import make_receipt_vector
-    d = tempfile.mkdtemp(prefix="hd-receipt-vector.")
-    try:
-        make_receipt_vector.write(d)
-        with open(os.path.join(d, "input_required.json"), "rb") as f, \
-                open(os.path.join(VECTORS, "input_required.json"), "rb") as g:
-            check(f.read() == g.read(),
-                  "tests/vectors/receipt/input_required.json is what its generator makes")
-    finally:
-        shutil.rmtree(d)
-    with open(os.path.join(VECTORS, "TEST-ONLY-b.pub")) as f:
-        vpub = f.read()
-    with open(os.path.join(VECTORS, "input_required.json")) as f:
-        vec = json.load(f)
+    vpub, vec = make_receipt_vector.checked("input_required.json", check)
     check(hded25519.doc_verifies(vpub, vec), "the input_required vector verifies with OpenSSL")
     check(not hded25519.doc_verifies(vpub, dict(vec, outcome="completed")), "a changed one does not")
     # b's journal holds them unsigned: signed as they go, alone or in a

@@ -28,10 +28,8 @@ consume, and wait --until completed exits 5."""
 import glob
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "py"))
 import a2akit  # noqa: E402
@@ -48,25 +46,13 @@ def result_file(env, hid):
     return got[0] if got else None
 
 
-VECTORS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "vectors", "receipt")
 
 
 
 def check_vector(h, hid, tap):
     """The documented vector, and b's real receipt beside it."""
     import make_receipt_vector
-    d = tempfile.mkdtemp(prefix="hd-receipt-vector.")
-    try:
-        make_receipt_vector.write(d)
-        for n in ("TEST-ONLY-b.pub", "result.json"):
-            with open(os.path.join(d, n), "rb") as f, open(os.path.join(VECTORS, n), "rb") as g:
-                check(f.read() == g.read(), f"tests/vectors/receipt/{n} is what its generator makes")
-    finally:
-        shutil.rmtree(d)
-    with open(os.path.join(VECTORS, "TEST-ONLY-b.pub")) as f:
-        vpub = f.read()
-    with open(os.path.join(VECTORS, "result.json")) as f:
-        vec = json.load(f)
+    vpub, vec = make_receipt_vector.checked("result.json", check)
     check(hded25519.doc_verifies(vpub, vec), "the vector verifies with OpenSSL")
     bad = dict(vec, outcome="failed")
     check(not hded25519.doc_verifies(vpub, bad), "a changed vector does not")

@@ -79,5 +79,25 @@ def write(d):
             f.write(json.dumps(r, sort_keys=True, separators=(",", ":")) + "\n")
 
 
+def checked(name, check):
+    """tests/vectors/receipt/TEST-ONLY-b.pub and name, each check()ed to
+    be what write() makes now, then read: (the public key line, the
+    signed document)."""
+    import shutil
+    import tempfile
+    d = tempfile.mkdtemp(prefix="hd-receipt-vector.")
+    try:
+        write(d)
+        for n in ("TEST-ONLY-b.pub", name):
+            with open(os.path.join(d, n), "rb") as f, open(os.path.join(HERE, n), "rb") as g:
+                check(f.read() == g.read(), f"tests/vectors/receipt/{n} is what its generator makes")
+    finally:
+        shutil.rmtree(d)
+    with open(os.path.join(HERE, "TEST-ONLY-b.pub")) as f:
+        pub = f.read()
+    with open(os.path.join(HERE, name)) as f:
+        return pub, json.load(f)
+
+
 if __name__ == "__main__":
     write(sys.argv[1] if len(sys.argv) > 1 else HERE)
