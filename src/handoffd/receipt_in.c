@@ -255,10 +255,10 @@ static int receipt_find(struct relay *r, const struct rdoc *d, char *aname, char
         return 0;
 }
 
-/* side written over archive/sname, the new file synced before its
- * rename (a power cut after the rename must not leave an empty file in
- * place of the old outcome), the directory by the next store_flush(),
- * before the batch is acked. */
+/* side written over archive/sname, the new file synced before archive/
+ * (a power cut must not leave an empty file in place of the old
+ * outcome): both by the batch's store_flush(), the files first, before
+ * the batch is acked. */
 static int receipt_store(struct relay *r, const char *sname, const json_t *side)
 {
         struct spool *sp = r->sp;
@@ -268,7 +268,7 @@ static int receipt_store(struct relay *r, const char *sname, const json_t *side)
 
         q = hd_canon_dump(side, NULL, &buf, &len);
         if (q == 0)
-                q = store_side_write(sp, SD_ARCHIVE, sname, buf, len);
+                q = store_side_write_later(sp, SD_ARCHIVE, sname, buf, len);
         return q;
 }
 
@@ -289,7 +289,7 @@ static int result_store(struct relay *r, const char *aname, const struct rdoc *d
                 return 0;
         q = hd_canon_dump(d->result, NULL, &buf, &len);
         if (q == 0)
-                q = store_side_write(sp, SD_ARCHIVE, xname, buf, len);
+                q = store_side_write_later(sp, SD_ARCHIVE, xname, buf, len);
         return q;
 }
 

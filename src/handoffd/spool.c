@@ -198,6 +198,8 @@ void spool_close(struct spool *sp)
         if (!sp)
                 return;
         agents_close(sp);
+        for (size_t i = 0; i < sp->later.n; i++)
+                close(sp->later.fd[i]);
         for (int i = 0; i < _SD_MAX; i++)
                 if (sp->fd[i] >= 0)
                         close(sp->fd[i]);

@@ -155,6 +155,18 @@ struct spool_sync_fail {
         int64_t backoff;        /* usec */
         unsigned tries;
         char what[NAME_MAX + 16]; /* the first that failed, for the logs */
+        bool files;             /* a file's sync of store_sync_later() */
+};
+
+/* Files written unsynced (store_sync_later()): their descriptors, synced
+ * together at the start of the next store_flush(), before any directory
+ * is synced; one whose fsync fails stays here and holds the rounds, as a
+ * directory's does. */
+#define SPOOL_LATER_MAX 512
+struct spool_later {
+        int fd[SPOOL_LATER_MAX];
+        unsigned char dir[SPOOL_LATER_MAX];     /* enum spool_dir, for the logs */
+        size_t n;
 };
 
 /* The storage: the directory descriptors, what is dirty, and what the
@@ -174,6 +186,7 @@ struct spool {
         struct spool_relay a2a;
         bool dirty[_SD_MAX];    /* directory needs an fsync */
         struct spool_sync_fail sync_fail;
+        struct spool_later later;
         /* handoff/ name -> the inode that leaves it in store_flush()
          * (store_take(), store_drop_source()) */
         struct dict leaving;

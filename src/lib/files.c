@@ -195,11 +195,12 @@ int hd_write_atomic(int dirfd, const char *name, const void *buf, size_t len,
                             do_fsync ? WRITE_SYNC_FILE | WRITE_SYNC_DIR : 0);
 }
 
-int write_atomic(int dirfd, const char *name, const void *buf, size_t len,
-                 mode_t mode, unsigned flags)
+int write_atomic_fd(int dirfd, const char *name, const void *buf, size_t len,
+                    mode_t mode, unsigned flags, int *ret_fd)
 {
         char tmp[NAME_MAX + 1], rnd[2 * TMP_SUFFIX_BYTES + 1];
-        int fd = -1, r;
+        _cleanup_close_ int fd = -1;
+        int r;
 
         if (!write_args_valid(name, buf, len))
                 return -EINVAL;
@@ -221,13 +222,16 @@ int write_atomic(int dirfd, const char *name, const void *buf, size_t len,
                         return -errno;
         }
 
-        r = fill_fd(TAKE_FD(fd), buf, len, mode, flags);
+        r = ret_fd ? fill_open_fd(fd, buf, len, mode, flags)
+                   : fill_fd(TAKE_FD(fd), buf, len, mode, flags);
         if (r < 0)
                 goto fail;
         if (renameat(dirfd, tmp, dirfd, name) < 0) {
                 r = -errno;
                 goto fail;
         }
+        if (ret_fd)
+                *ret_fd = TAKE_FD(fd);
         if (flags & WRITE_SYNC_DIR)
                 return fsync_dir(dirfd);
         return 0;
@@ -235,6 +239,12 @@ int write_atomic(int dirfd, const char *name, const void *buf, size_t len,
 fail:
         unlinkat(dirfd, tmp, 0);
         return r;
+}
+
+int write_atomic(int dirfd, const char *name, const void *buf, size_t len,
+                 mode_t mode, unsigned flags)
+{
+        return write_atomic_fd(dirfd, name, buf, len, mode, flags, NULL);
 }
 
 int write_direct(int dirfd, const char *name, const void *buf, size_t len,
@@ -281,25 +291,29 @@ static int link_unnamed(int fd, int dirfd, const char *name)
         return linkat(fd, "", dirfd, name, AT_EMPTY_PATH) < 0 ? -errno : 0;
 }
 
-int write_linked(int dirfd, const char *name, const void *buf, size_t len,
-                 mode_t mode, unsigned flags)
+int write_linked_fd(int dirfd, const char *name, const void *buf, size_t len,
+                    mode_t mode, unsigned flags, int *ret_fd)
 {
         _cleanup_close_ int fd = -1;
         int r;
 
+        if (ret_fd)
+                *ret_fd = -1;
         if (!write_args_valid(name, buf, len))
                 return -EINVAL;
         fd = openat(dirfd, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, mode & 0777);
         if (fd < 0) {
                 /* A file system without O_TMPFILE: a temp name, then a
-                 * link (which, unlike a rename, never replaces). */
+                 * link (which, unlike a rename, never replaces).  A sync
+                 * asked for later is done now (*ret_fd -1). */
                 char tmp[NAME_MAX + 1], rnd[2 * TMP_SUFFIX_BYTES + 1];
                 if (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL)
                         return -errno;
                 if (random_hex(rnd, TMP_SUFFIX_BYTES) < 0 ||
                     xsnprintf(tmp, sizeof(tmp), ".%.200s.%s", name, rnd) < 0)
                         return -ENAMETOOLONG;
-                r = write_direct(dirfd, tmp, buf, len, mode, flags & WRITE_SYNC_FILE);
+                r = write_direct(dirfd, tmp, buf, len, mode,
+                                 ret_fd ? WRITE_SYNC_FILE : flags & WRITE_SYNC_FILE);
                 if (r < 0)
                         return r;
                 r = linkat(dirfd, tmp, dirfd, name, 0) < 0 ? -errno : 0;
@@ -314,9 +328,17 @@ int write_linked(int dirfd, const char *name, const void *buf, size_t len,
         r = link_unnamed(fd, dirfd, name);
         if (r < 0)
                 return r;
+        if (ret_fd)
+                *ret_fd = TAKE_FD(fd);
         if (flags & WRITE_SYNC_DIR)
                 return fsync_dir(dirfd);
         return 0;
+}
+
+int write_linked(int dirfd, const char *name, const void *buf, size_t len,
+                 mode_t mode, unsigned flags)
+{
+        return write_linked_fd(dirfd, name, buf, len, mode, flags, NULL);
 }
 
 struct fsync_many {

@@ -80,6 +80,10 @@ int load_at_linked(int dirfd, const char *name, const hd_limits *lim,
 #define WRITE_EXCL      8u
 int write_atomic(int dirfd, const char *name, const void *buf, size_t len,
                  mode_t mode, unsigned flags);
+/* The same, the file's descriptor kept open in *ret_fd (for a sync
+ * later, fsync_many_at() with several others: see store_sync_later()). */
+int write_atomic_fd(int dirfd, const char *name, const void *buf, size_t len,
+                    mode_t mode, unsigned flags, int *ret_fd);
 /* The longest name write_atomic() takes: its temp name, "." + name + "."
  * + 6 hex characters, must fit NAME_MAX too. */
 #define WRITE_ATOMIC_NAME_MAX (NAME_MAX - 8)
@@ -99,6 +103,10 @@ int write_direct(int dirfd, const char *name, const void *buf, size_t len,
  * crash.  A file system without O_TMPFILE: a temp name, linked. */
 int write_linked(int dirfd, const char *name, const void *buf, size_t len,
                  mode_t mode, unsigned flags);
+/* The same, the file's descriptor kept open in *ret_fd; -1 there when
+ * the file system has no O_TMPFILE and the file was synced already. */
+int write_linked_fd(int dirfd, const char *name, const void *buf, size_t len,
+                    mode_t mode, unsigned flags, int *ret_fd);
 
 /* The bytes a file really holds: its size, but no more than its blocks
  * (truncate -s 1536M makes a sparse file of 4 KiB whose size anyone who

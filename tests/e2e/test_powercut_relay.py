@@ -18,9 +18,12 @@ after it, the next item's file synced after a link (the first one logged
 Queued, the batch not yet synced), the move outbox/ -> archive/ after
 the PubAck and each of its two directories synced (outbox/ with the
 archive/ sync issued beside it held back: powercutfs delay), each step of
-the take's note of the producer's file (outbox/.<id>.src: made, synced,
-named) and of the daemon's copy (made, synced, linked in), each step of
-the archive from outbox/ (the .outcome sidecar made, synced, named; the
+the take's note of the producer's file (outbox/.<id>.src: made, named,
+synced with the loop turn's other files before outbox/ is) and of the
+daemon's copy (made, synced, linked in: powercutfs has no O_TMPFILE, so
+the copy takes write_linked()'s temp name and is synced at once), each
+step of the archive from outbox/ (the .outcome sidecar made, named,
+synced before archive/ with the other files of the turn; the
 note copied into ids/, ids/ synced; the move; the note removed; outbox/
 and handoff/ synced after it); b: a relayed message renamed into handoff/,
 handoff/ synced (before the ack to JetStream), claimed/ synced; and at a
@@ -89,16 +92,16 @@ AIMS = [
     # the take's note of the producer's file (outbox/.<id>.src) and the
     # daemon's copy (outbox/.<id>.json.TMP, linked in as outbox/<id>.json)
     ("a", "create", ".src."),               # the note begun
-    ("a", "fsync", ".src."),                # the note synced
-    ("a", "rename", ".src"),                # the note named, the copy not begun
+    ("a", "rename", ".src"),                # the note named, not synced, the copy not begun
+    ("a", "fsync", ".src"),                 # the note synced (store_flush(), files first)
     ("a", "create", "/spool/outbox/.1"),    # the copy begun
     ("a", "fsync", "/spool/outbox/.1"),     # the copy synced, not linked in
     ("a", "unlink", "/spool/outbox/.1"),    # linked in, its temp name removed
     # the archive from outbox/ after the PubAck: the .outcome sidecar, the
     # note copied into ids/, the move, the note removed; the rounds after
     ("a", "create", ".outcome."),
-    ("a", "fsync", ".outcome."),
-    ("a", "rename", ".outcome"),            # the sidecar named, the item not moved
+    ("a", "rename", ".outcome"),            # the sidecar named, not synced, the item not moved
+    ("a", "fsync", ".outcome"),             # synced (store_flush(), files first), archive/ not
     ("a", "create", "/spool/ids/"),         # the note in ids/, not synced
     ("a", "fsyncdir", "/spool/ids"),
     ("a", "rename", ".outcome", ("rename", "/spool/archive/")),  # moved

@@ -8,7 +8,7 @@ failure: with EIO injected on fsync(archive/), fsync(claimed/) = 0
 followed, so the archive's removal from claimed/ was made durable before
 its arrival in archive/, and archive/ was never synced again.
 
-An LD_PRELOAD shim built here fails the first HD_SHIM_FAIL_N fsync()s of
+An LD_PRELOAD shim (tests/py/fsyncshim.py) fails the first HD_SHIM_FAIL_N fsync()s of
 the spool's archive/ with EIO once the test arms it (a file), and logs
 every fsync() of the test's tree with its result and a monotonic time.
 alice consumes her handoff (the item is archived: claimed/ -> archive/),
@@ -20,114 +20,30 @@ one.  A handoff dropped while archive/ fails is claimed once it recovers
 (its record's sync waits with claimed/'s)."""
 
 import os
-import shutil
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.environ.get("HD_SRC", "."), "tests", "py"))
+import fsyncshim  # noqa: E402
 import hdproto  # noqa: E402
 import hdtest  # noqa: E402
 from hdtest import check  # noqa: E402
 
 FAILS = 3
 
-SHIM = r"""
-#define _GNU_SOURCE
-#include <dlfcn.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <pthread.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
-#include <unistd.h>
-
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static int failed;
-
-int fsync(int fd)
-{
-        static int (*real)(int);
-        const char *suffix = getenv("HD_SHIM_FAIL_SUFFIX"), *arm = getenv("HD_SHIM_ARM");
-        const char *logp = getenv("HD_SHIM_LOG"), *root = getenv("HD_SHIM_ROOT");
-        int n = getenv("HD_SHIM_FAIL_N") ? atoi(getenv("HD_SHIM_FAIL_N")) : 1;
-        char p[64], path[4096], line[4200];
-        struct timespec ts;
-        int r, e, fail = 0;
-        ssize_t l;
-
-        if (!real)
-                real = (int (*)(int))dlsym(RTLD_NEXT, "fsync");
-        snprintf(p, sizeof(p), "/proc/self/fd/%d", fd);
-        l = readlink(p, path, sizeof(path) - 1);
-        path[l < 0 ? 0 : l] = '\0';
-        l = (ssize_t)strlen(path);
-        pthread_mutex_lock(&lock);
-        if (suffix && arm && (size_t)l >= strlen(suffix) &&
-            !strcmp(path + l - strlen(suffix), suffix) && failed < n && access(arm, F_OK) == 0) {
-                failed++;
-                fail = 1;
-        }
-        pthread_mutex_unlock(&lock);
-        if (fail) {
-                r = -1;
-                e = EIO;
-        } else {
-                r = real(fd);
-                e = errno;
-        }
-        if (logp && root && !strncmp(path, root, strlen(root))) {
-                int lfd = open(logp, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-                clock_gettime(CLOCK_MONOTONIC, &ts);
-                int k = snprintf(line, sizeof(line), "%lld.%06ld %s %d\n", (long long)ts.tv_sec,
-                                 ts.tv_nsec / 1000, path, r < 0 ? -e : 0);
-                if (lfd >= 0) {
-                        (void)!write(lfd, line, (size_t)k);
-                        close(lfd);
-                }
-        }
-        errno = e;
-        return r;
-}
-"""
-
-
-def build_shim(env):
-    check(shutil.which("cc") is not None, "cc is needed to build the fsync shim")
-    src = os.path.join(env.dir, "shim.c")
-    so = os.path.join(env.dir, "shim.so")
-    with open(src, "w") as f:
-        f.write(SHIM)
-    r = subprocess.run(["cc", "-shared", "-fPIC", "-o", so, src, "-ldl"], capture_output=True, text=True)
-    check(r.returncode == 0, f"the shim does not build:\n{r.stderr}")
-    return so
-
-
 def shim_log(path):
-    """[(t, dir name, result)] of the spool's directories."""
-    out = []
-    try:
-        with open(path) as f:
-            for ln in f:
-                t, p, rc = ln.split()
-                out.append((float(t), p, int(rc)))
-    except FileNotFoundError:
-        pass
-    return out
+    """[(t, path, rc)] of the fsync()s the shim logged."""
+    return [x[:3] for x in fsyncshim.read_log(path) if x[3] == "fsync"]
 
 
 def main():
     with hdtest.Env(agents=["alice"]) as env:
-        so = build_shim(env)
+        so = fsyncshim.build(env)
         log = os.path.join(env.dir, "fsync.log")
         arm = os.path.join(env.dir, "arm")
         archive = os.path.join(env.spool, "archive")
         claimed = os.path.join(env.spool, "claimed")
-        e = {"LD_PRELOAD": so, "HD_SHIM_FAIL_SUFFIX": "/spool/archive", "HD_SHIM_ARM": arm,
-             "HD_SHIM_LOG": log, "HD_SHIM_ROOT": env.dir, "HD_SHIM_FAIL_N": str(FAILS)}
-        if hdtest.SANITIZE:
-            e["ASAN_OPTIONS"] = os.environ.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0"
+        e = fsyncshim.env_vars(so, env.dir, log, fail_suffix="/spool/archive", arm=arm,
+                               fail_n=FAILS)
         conf = env.write_config()
         d = hdtest.Daemon(env, conf, "d0", env_vars=e)
         env.daemons.append(d)

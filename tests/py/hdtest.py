@@ -424,10 +424,10 @@ class Env:
         self.sockets[name] = os.path.join(self.dir, name + ".sock")
         return path
 
-    def start(self, name="d0", conf=None, wait=True, **kw):
+    def start(self, name="d0", conf=None, wait=True, env_vars=None, **kw):
         conf = conf or self.write_config(name, **kw)
         self.sockets.setdefault(name, os.path.join(self.dir, name + ".sock"))
-        d = Daemon(self, conf, name)
+        d = Daemon(self, conf, name, env_vars=env_vars)
         self.daemons.append(d)
         if wait:
             d.wait_message("READY=1")

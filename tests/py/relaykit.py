@@ -236,13 +236,14 @@ class Hosts:
             lines += [f"[remote {agent}]", f"host = {h}", ""]
         return "\n".join(lines) + "\n"
 
-    def start_a(self, wait=True, name="a"):
-        self.da = self.a.start(name=name, wait=wait,
+    def start_a(self, wait=True, name="a", env_vars=None):
+        self.da = self.a.start(name=name, wait=wait, env_vars=env_vars,
                                extra=self.a.extra + self.relay_conf("a", [(x, "b") for x in self.b_agents]))
         return self.da
 
-    def start_b(self, wait=True, name="b"):
-        self.db = self.b.start(name=name, wait=wait, extra=self.b.extra + self.relay_conf("b"))
+    def start_b(self, wait=True, name="b", env_vars=None):
+        self.db = self.b.start(name=name, wait=wait, env_vars=env_vars,
+                               extra=self.b.extra + self.relay_conf("b"))
         return self.db
 
     def start_with_hub(self, completes=None, extra=""):

@@ -290,6 +290,8 @@ static void target_name(const struct sync_target *t, char *buf, size_t n)
 
 static bool any_failed(const struct spool *sp)
 {
+        if (sp->sync_fail.files)
+                return true;
         for (int i = 0; i < _SD_MAX; i++)
                 if (sp->sync_fail.dir[i])
                         return true;
@@ -311,9 +313,9 @@ static void sync_settle(struct spool *sp, int err, const char *first, int64_t no
                 f->tries = 1;
                 f->backoff = SYNC_BACKOFF_MIN_USEC;
                 snprintf(f->what, sizeof(f->what), "%s", first);
-                spool_error(sp, err, "Cannot fsync %s: the moves into it stay undone on disk "
-                            "in their sources until it syncs; trying again, backing off to 60 s",
-                            first);
+                spool_error(sp, err, "Cannot fsync %s: what it holds is not durable, and the "
+                            "syncs after it wait (the moves stay undone on disk in their "
+                            "sources); trying again, backing off to 60 s", first);
         } else if (err < 0) {
                 f->tries++;
                 f->backoff = f->backoff * 2 > SYNC_BACKOFF_MAX_USEC ? SYNC_BACKOFF_MAX_USEC
@@ -327,6 +329,59 @@ static void sync_settle(struct spool *sp, int err, const char *first, int64_t no
                 f->retry_at = now + f->backoff;
         if (f->err)
                 deadline_note(&sp->due, f->retry_at);
+}
+
+int store_sync_later(struct spool *sp, enum spool_dir dir, int fd)
+{
+        struct spool_later *l = &sp->later;
+        int r = 0;
+
+        if (fd < 0)
+                return 0;
+        if (sp->cfg->fsync && l->n < SPOOL_LATER_MAX) {
+                l->fd[l->n] = fd;
+                l->dir[l->n++] = (unsigned char)dir;
+                return 0;
+        }
+        if (sp->cfg->fsync && fsync(fd) < 0)
+                r = -errno;
+        close(fd);
+        return r;
+}
+
+/* The files of store_sync_later(), synced together before any directory
+ * of the rounds: a name the rounds make durable is never an empty file
+ * after a power cut.  Those that fail stay for the retry (held until it
+ * is due) and hold the rounds; the rest are closed.  0 or the first
+ * -errno, its file's directory named in first. */
+static int flush_files(struct spool *sp, bool due, char *first, size_t n_first, int *tried)
+{
+        struct spool_later *l = &sp->later;
+        int rets[SPOOL_LATER_MAX];
+        size_t keep = 0;
+        int r = 0;
+
+        if (l->n == 0)
+                return 0;
+        if (sp->sync_fail.files && !due)
+                return sp->sync_fail.err;
+        *tried += (int)l->n;
+        (void)fsync_many_at(l->fd, NULL, l->n, rets);
+        for (size_t i = 0; i < l->n; i++) {
+                if (rets[i] == 0) {
+                        close(l->fd[i]);
+                        continue;
+                }
+                if (r == 0) {
+                        r = rets[i];
+                        snprintf(first, n_first, "a file in %s/", spool_dir_names[l->dir[i]]);
+                }
+                l->fd[keep] = l->fd[i];
+                l->dir[keep++] = l->dir[i];
+        }
+        l->n = keep;
+        sp->sync_fail.files = keep > 0;
+        return r;
 }
 
 /* Sync the dirty directories of rounds 0..last, each round's together
@@ -348,6 +403,10 @@ static int flush_rounds(struct spool *sp, int last, bool leave, bool agents)
 
         if (!sp->cfg->fsync) {
                 /* nothing to sync: the names that wait for it go at once */
+                for (size_t i = 0; i < sp->later.n; i++)
+                        close(sp->later.fd[i]);     /* fsync turned off by a reload */
+                sp->later.n = 0;
+                sp->sync_fail.files = false;
                 if (leave && last >= 2)
                         leave_handoff(sp);
                 for (size_t i = 0; agents && i < sp->n_agents; i++)
@@ -357,6 +416,7 @@ static int flush_rounds(struct spool *sp, int last, bool leave, bool agents)
                                 sp->dirty[i] = false;
                 return 0;
         }
+        r = flush_files(sp, due, first, sizeof(first), &tried);
         for (int round = 0; round <= last && r == 0; round++) {
                 size_t n = 0;
                 bool held = false;

@@ -44,6 +44,14 @@ void store_dirty_agent(struct agent_rt *a);
  * back-off (1 s doubling to 60 s), logged once when it first fails and
  * once when it succeeds again.  0 or the first -errno. */
 int store_flush(struct spool *sp);
+/* fd, a file just written in dir unsynced, is synced by the next
+ * store_flush() before any directory (fsync_many_at(): the files of a
+ * loop turn share the device's flushes, not one fsync each inline); fd is
+ * taken over.  The caller flushes in the same loop turn, before anything
+ * outside the spool (an ack, a publish) relies on the file.  With fsync
+ * off, or SPOOL_LATER_MAX waiting, it is synced now.  fd -1: nothing.
+ * 0 or -errno (a sync done now failed). */
+int store_sync_later(struct spool *sp, enum spool_dir dir, int fd);
 /* dir synced now (fsync on), after the dirty directories that moves out
  * of it go to: a sync of claimed/ never makes a move's removal durable
  * before its arrival.  0 or -errno. */
@@ -150,6 +158,11 @@ int store_drop_source(struct spool *sp, const char *name, dev_t dev, ino_t ino);
  * with fsync = yes.  0 or -errno. */
 int store_side_write(struct spool *sp, enum spool_dir dir, const char *name, const void *buf,
                      size_t len);
+/* The same, the file synced by the next store_flush() with the others of
+ * the loop turn (store_sync_later()), before any directory: as durable
+ * before its name is as store_side_write()'s. */
+int store_side_write_later(struct spool *sp, enum spool_dir dir, const char *name,
+                           const void *buf, size_t len);
 /* dir/from, a sidecar, renamed to to (an item's name found after its
  * sidecar was written).  0 or -errno. */
 int store_side_rename(struct spool *sp, enum spool_dir dir, const char *from, const char *to);

@@ -123,10 +123,12 @@ int store_archive_from(struct spool *sp, enum spool_dir dir, const char *src, in
                 /* Taken: another item's, whose .outcome must stay its own. */
                 if (spool_exists_at(sp->fd[SD_ARCHIVE], name))
                         continue;
-                /* Synced before the move (fsync = yes), as item_act.c's: a
-                 * power cut must not leave the archived item's outcome
-                 * empty. */
-                q = store_side_write(sp, SD_ARCHIVE, side, buf, len);
+                /* Synced before archive/ (fsync = yes), which makes the
+                 * move durable, as item_act.c's: a power cut must not
+                 * leave the archived item's outcome empty.  With the
+                 * other archives of the loop turn (the PubAcks of a
+                 * round), by the caller's store_flush(). */
+                q = store_side_write_later(sp, SD_ARCHIVE, side, buf, len);
                 if (q < 0)
                         return q;
                 q = move_noreplace(sp->fd[dir], src, sp->fd[SD_ARCHIVE], name);

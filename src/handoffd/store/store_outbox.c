@@ -73,11 +73,16 @@ int store_outbox_take(struct spool *sp, const char *name, const struct spool_ino
         nl = snprintf(note, sizeof(note), "src %llu %llu\n", (unsigned long long)st.st_dev,
                       (unsigned long long)st.st_ino);
         if (note_name(id, side, sizeof(side)) >= 0)
-                (void) store_side_write(sp, SD_OUTBOX, side, note, (size_t)nl);
+                (void) store_side_write_later(sp, SD_OUTBOX, side, note, (size_t)nl);
         /* Never over a name there: of two takes of one id only one wins.
-         * main.c's umask 027 keeps 0640, as claimed/'s records. */
-        r = write_linked(sp->fd[SD_OUTBOX], dst, buf, len, 0640,
-                         sp->cfg->fsync ? WRITE_SYNC_FILE : 0);
+         * main.c's umask 027 keeps 0640, as claimed/'s records.  Synced
+         * with the batch's other takes before outbox/ is (the intake's
+         * store_flush(), in this loop turn, before the publish). */
+        int fd = -1;
+        r = write_linked_fd(sp->fd[SD_OUTBOX], dst, buf, len, 0640, 0,
+                            sp->cfg->fsync ? &fd : NULL);
+        if (r == 0)
+                r = store_sync_later(sp, SD_OUTBOX, fd);
         if (r == -EEXIST && take_leftover(sp, &st, dst, doc)) {
                 (void) store_drop_source(sp, name, st.st_dev, st.st_ino);
                 *ret_leftover = true;

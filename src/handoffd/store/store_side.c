@@ -31,6 +31,18 @@ int store_side_write(struct spool *sp, enum spool_dir dir, const char *name, con
         return r;
 }
 
+int store_side_write_later(struct spool *sp, enum spool_dir dir, const char *name,
+                           const void *buf, size_t len)
+{
+        int fd = -1;
+        int r = write_atomic_fd(sp->fd[dir], name, buf, len, 0640, 0, sp->cfg->fsync ? &fd : NULL);
+
+        if (r < 0)
+                return r;
+        store_dirty(sp, dir);
+        return store_sync_later(sp, dir, fd);
+}
+
 int store_side_rename(struct spool *sp, enum spool_dir dir, const char *from, const char *to)
 {
         if (renameat(sp->fd[dir], from, sp->fd[dir], to) < 0)
@@ -231,14 +243,9 @@ int store_put_handoff(struct spool *sp, const char *prefix, const char *name, co
                 }
                 off += (size_t)w;
         }
-        if (sp->cfg->fsync && fsync(fd) < 0) {
-                q = -errno;
-                goto fail;
-        }
-        close(fd);
-        fd = -1;
         q = move_noreplace(sp->fd[SD_TMP], tmp, sp->fd[SD_HANDOFF], name);
         if (q == -EEXIST) {
+                close(fd);
                 (void) store_prune(sp, SD_TMP, tmp);
                 return 0;
         }
@@ -246,7 +253,10 @@ int store_put_handoff(struct spool *sp, const char *prefix, const char *name, co
                 goto fail;
         store_dirty(sp, SD_HANDOFF);
         store_dirty(sp, SD_TMP);
-        return 1;
+        /* synced with the batch's others before handoff/ (the caller's
+         * store_flush()): a name the flush makes durable holds its bytes */
+        q = store_sync_later(sp, SD_HANDOFF, fd);
+        return q < 0 ? q : 1;
 fail:
         if (fd >= 0)
                 close(fd);
