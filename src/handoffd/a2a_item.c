@@ -248,7 +248,7 @@ static int archive_a2a_ended(struct a2a_out *a, struct a2a_item *it, const char 
                 kept = q == 0 && layout_suffixed(pname, LAYOUT_RESULT, px, sizeof(px)) == 0;
                 break;
         }
-        q = outbox_dir_archive(sp, &o, it->at / 1000000, name, sizeof(name));
+        q = outbox_dir_archive(sp, &o, it->at / 1000000, NULL, name, sizeof(name));
         if (q < 0) {
                 if (kept)
                         (void)store_remove(sp, SD_ARCHIVE, px);

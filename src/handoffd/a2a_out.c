@@ -266,7 +266,7 @@ static void on_timer(uv_timer_t *t)
 
 /* ---- hooks -------------------------------------------------------------- */
 
-static int take_hook(void *ctx, const char *name, const struct spool_ino *was,
+static int take_hook(void *ctx, const char *name, const struct stat *was,
                      const struct handoff *h, int64_t now)
 {
         struct a2a_out *a = ctx;

@@ -609,7 +609,6 @@ static int decide_claim(struct spool *sp, const struct quota *quota, struct item
 {
         const struct handoff *h = &it->h;
         bool session = h->ptype && h->ptype->session_store;
-        struct spool_ino was = { .dev = it->dev, .ino = it->ino };
         struct stat cur;
         hd_verdict v;
         int r;
@@ -646,7 +645,7 @@ static int decide_claim(struct spool *sp, const struct quota *quota, struct item
                 return r < 0 ? r : 1;
         }
         if (out) {
-                r = out->take(out->ctx, it->name, &was, h, now);
+                r = out->take(out->ctx, it->name, &cur, h, now);
                 if (r == -EEXIST) {
                         v.reason = HD_R_DUPLICATE_ID;
                         snprintf(v.detail, sizeof(v.detail),

@@ -45,7 +45,27 @@ static int entry_fill(struct outbox_entry *e, const struct handoff *h, int64_t a
         e->next = e->tries = 0;
         e->busy = e->queued = false;
         e->host[0] = '\0';
+        e->data = NULL;
+        e->len = 0;
+        e->src_dev = 0;
+        e->src_ino = 0;
         return 0;
+}
+
+void outbox_entry_drop(void *p)
+{
+        struct outbox_entry *e = p;
+
+        free(e->data);
+        e->data = NULL;
+}
+
+/* e leaves the index: what it holds freed and counted out. */
+static void entry_remove(struct relay *r, struct outbox_entry *e)
+{
+        if (e->data)
+                r->held -= e->len;
+        dict_remove(&r->outbox, e);
 }
 
 /* Item id (its entry e) to publish now: at the queue's end, e marked
@@ -69,7 +89,7 @@ static void queue_push(struct relay *r, const char *id, struct outbox_entry *e)
         e->queued = true;
 }
 
-int outbox_take(struct relay *r, const char *name, const struct spool_ino *was,
+int outbox_take(struct relay *r, const char *name, const struct stat *was,
                 const struct handoff *h, int64_t now)
 {
         struct spool *sp = r->sp;
@@ -95,10 +115,26 @@ int outbox_take(struct relay *r, const char *name, const struct spool_ino *was,
         q = outbox_dir_take(sp, name, was, h, dst);
         if (q < 0) {
                 if (added)
-                        dict_remove(&r->outbox, e);
+                        entry_remove(r, e);
                 return q;
         }
+        if (!added && e->data) {
+                r->held -= e->len;
+                free(e->data);
+        }
         *e = tmp;
+        /* What the take wrote, for the publish: no read of the file back.
+         * Within RELAY_HELD_MAX; past it (the relay down, a long queue)
+         * the file is read when its turn comes. */
+        e->data = NULL;
+        if (h->canon && r->held + h->canon_len <= RELAY_HELD_MAX &&
+            (e->data = malloc(h->canon_len))) {
+                memcpy(e->data, h->canon, h->canon_len);
+                e->len = h->canon_len;
+                r->held += e->len;
+        }
+        e->src_dev = was->st_dev;
+        e->src_ino = was->st_ino;
         /* Its expiry is a deadline of the next scan. */
         if (e->exp + 1 < r->scan_at)
                 r->scan_at = e->exp + 1;
@@ -244,7 +280,9 @@ static int archive_relayed(struct relay *r, const char *id, const struct outbox_
             xsnprintf(o.to, sizeof(o.to), "%s", e->to) < 0 ||
             xsnprintf(o.relayed_to, sizeof(o.relayed_to), "%s", e->host) < 0)
                 return -EINVAL;
-        q = outbox_dir_archive(sp, &o, e->at / 1000000, name, sizeof(name));
+        struct spool_ino src = { .dev = e->src_dev, .ino = e->src_ino };
+        q = outbox_dir_archive(sp, &o, e->at / 1000000, e->src_dev ? &src : NULL, name,
+                               sizeof(name));
         if (q < 0)
                 return q;
         receipt_sent(r, id, name);
@@ -276,7 +314,7 @@ void outbox_puback(struct relay *r, const char *id, bool ok, bool duplicate,
                 r->st.relayed++;
                 log_decision(LOG_INFO, id, e->to, "relayed", NULL, "Relayed %s to %s on %s%s", id,
                              e->to, e->host, duplicate ? " (the stream had it already)" : "");
-                dict_remove(&r->outbox, e);
+                entry_remove(r, e);
                 return;
         }
         /* 1 s, 2 s, 4 s ... 60 s per item. */
@@ -325,12 +363,20 @@ static int submit(struct relay *r, const char *id, struct outbox_entry *e)
                 return -ENXIO;  /* [remote] gone in a reload: it waits, then expires */
         if (xsnprintf(name, sizeof(name), "%s.json", id) < 0)
                 return -ENAMETOOLONG;
-        fd = openat(sp->fd[SD_OUTBOX], name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-        if (fd < 0)
-                return -errno;
-        q = read_all(fd, OUTBOX_DIR_MAX(sp), 0, &buf, &len);
-        if (q < 0)
-                return q;
+        if (e->data) {
+                /* the take's bytes, its file's; a retry reads the file */
+                buf = TAKE_PTR(e->data);
+                len = e->len;
+                r->held -= len;
+        } else {
+                fd = openat(sp->fd[SD_OUTBOX], name,
+                            O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+                if (fd < 0)
+                        return -errno;
+                q = read_all(fd, OUTBOX_DIR_MAX(sp), 0, &buf, &len);
+                if (q < 0)
+                        return q;
+        }
         if (xsnprintf(subject, sizeof(subject), "handoff.%s.%s", host, to) < 0 ||
             xsnprintf(e->host, sizeof(e->host), "%s", host) < 0) {
                 free(buf);
@@ -367,7 +413,7 @@ static void scan(struct relay *r, int64_t now)
                         } else {
                                 /* rejected: left outbox/ (the walk allows
                                  * removing the entry it is at) */
-                                dict_remove(&r->outbox, e);
+                                entry_remove(r, e);
                         }
                         flush = true;
                         continue;
@@ -401,7 +447,7 @@ static void submit_queued(struct relay *r, int64_t now)
                 e->queued = false;
                 int q = submit(r, k, e);
                 if (q == -ENOENT) {     /* removed by hand */
-                        dict_remove(&r->outbox, e);
+                        entry_remove(r, e);
                 } else if (q < 0) {
                         relay_error(r, "cannot publish %s: %s", k, strerror(-q));
                         e->next = now + RELAY_BACKOFF_MAX_USEC;

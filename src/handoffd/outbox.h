@@ -25,13 +25,23 @@ struct outbox_entry {
         bool queued;            /* its id in r->queue */
         char to[OUTBOX_NAME_SIZE], from[OUTBOX_NAME_SIZE];
         char host[OUTBOX_NAME_SIZE];    /* published to ("" before the first publish) */
+        /* Its bytes as the take wrote them into outbox/<id>.json, kept
+         * for the first publish (NULL: read from the file; at most
+         * RELAY_HELD_MAX bytes held in all), and the producer's file that
+         * the take's note names (src_dev 0: read the note). */
+        char *data;
+        size_t len;
+        dev_t src_dev;
+        ino_t src_ino;
 };
+/* Frees what an entry holds (its dict's drop). */
+void outbox_entry_drop(void *e);
 
 /* The relay's take (relay.c), asked by decide.c: move handoff/name
  * (verified, for a [remote] agent, its id not seen here; the inode was)
  * to outbox/<id>.json and queue it.
  * -EEXIST: that id is already in outbox/; -ENOENT: was has left the name. */
-int outbox_take(struct relay *r, const char *name, const struct spool_ino *was,
+int outbox_take(struct relay *r, const char *name, const struct stat *was,
                 const struct handoff *h, int64_t now);
 /* At start: every item in outbox/ (it survives restarts). */
 int outbox_scan(struct relay *r, int64_t now);

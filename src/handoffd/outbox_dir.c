@@ -28,7 +28,7 @@
 #include "log.h"
 #include "outbox_dir.h"
 
-int outbox_dir_take(struct spool *sp, const char *name, const struct spool_ino *was,
+int outbox_dir_take(struct spool *sp, const char *name, const struct stat *was,
                     const struct handoff *h, const char *dst)
 {
         _cleanup_free_ char *own = NULL;
@@ -85,7 +85,7 @@ int outbox_dir_load(struct spool *sp, const char *name, int64_t now, json_t **re
 }
 
 int outbox_dir_archive(struct spool *sp, const struct store_outcome *o, int64_t at_s,
-                       char *name, size_t n)
+                       const struct spool_ino *src, char *name, size_t n)
 {
         _cleanup_free_ char *buf = NULL;
         size_t len;
@@ -94,5 +94,5 @@ int outbox_dir_archive(struct spool *sp, const struct store_outcome *o, int64_t 
         q = store_outcome_dump(o, &buf, &len);
         if (q < 0)
                 return q;
-        return store_outbox_archive(sp, o->id, at_s, o->from, o->to, buf, len, name, n);
+        return store_outbox_archive(sp, o->id, at_s, o->from, o->to, buf, len, src, name, n);
 }

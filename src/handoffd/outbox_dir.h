@@ -30,7 +30,7 @@ int outbox_dir_each(struct spool *sp, int64_t now, outbox_dir_fn *fn, void *ctx)
  * handoff/ once outbox/ is synced.  -EEXIST: dst is there already;
  * -ENOENT: name is no longer was, or was what a take left after a crash
  * (then it goes, as the take would have done it). */
-int outbox_dir_take(struct spool *sp, const char *name, const struct spool_ino *was,
+int outbox_dir_take(struct spool *sp, const char *name, const struct stat *was,
                     const struct handoff *h, const char *dst);
 
 /* outbox/name parsed (within OUTBOX_DIR_MAX) into *ret, and when it
@@ -43,8 +43,9 @@ int outbox_dir_load(struct spool *sp, const char *name, int64_t now, json_t **re
  * (store_archive_from(), its time at_s, when it entered outbox/: the same
  * name on a retry after a crash; in name), with its outcome o as the
  * .outcome.  The id is marked in ids/ first: from then on a replay of it
- * is refused here.  0 or -errno. */
+ * is refused here.  src: the producer's file the take's note names, as
+ * the take saw it (NULL: the note is read).  0 or -errno. */
 int outbox_dir_archive(struct spool *sp, const struct store_outcome *o, int64_t at_s,
-                       char *name, size_t n);
+                       const struct spool_ino *src, char *name, size_t n);
 
 #endif

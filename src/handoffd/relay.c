@@ -26,7 +26,7 @@
 static json_t *relay_status(void *ctx, int64_t now);
 static void relay_metrics(void *ctx, FILE *f, int64_t now);
 
-static int take_hook(void *ctx, const char *name, const struct spool_ino *was,
+static int take_hook(void *ctx, const char *name, const struct stat *was,
                      const struct handoff *h, int64_t now)
 {
         return outbox_take(ctx, name, was, h, now);
@@ -142,7 +142,7 @@ int relay_start(uv_loop_t *loop, struct parts *p, struct relay **ret)
         /* A handoff is never valid longer than this anywhere we relay to. */
         r->max_age_usec = (c->max_window + c->max_clock_skew) * 1000000LL;
         r->max_msg = c->max_file_size;
-        dict_init(&r->outbox, sizeof(struct outbox_entry));
+        dict_init_drop(&r->outbox, sizeof(struct outbox_entry), outbox_entry_drop);
         dict_init(&r->unsaid, SPOOL_AGENT_SIZE);
         dict_init(&r->unverified, sizeof(struct relay_owed_rate));
         pthread_mutex_init(&r->m, NULL);

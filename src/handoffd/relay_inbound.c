@@ -315,7 +315,7 @@ static int inbound_one(struct relay *r, struct relay_in *in, int64_t now)
                 /* No usable id, or its name taken: the pipeline decides
                  * (parse_error, bad_id, bad_mac, ...). */
                 char rnd[17];
-                q = random_hex(rnd, 8);
+                q = name_hex(rnd, 8);
                 if (q < 0)
                         goto out;
                 q = xsnprintf(name, sizeof(name), "relay-%s.json", rnd);

@@ -29,6 +29,7 @@ struct spool;
  * headers and data); a larger message comes alone (relay_nats.c). */
 #define RELAY_FETCH_MAX_BYTES (4 * 1024 * 1024)
 #define RELAY_INFLIGHT_MAX 512  /* publishes waiting for their PubAck */
+#define RELAY_HELD_MAX (8u << 20) /* outbox/ bytes kept in memory for their publish */
 #define RELAY_BACKOFF_MIN_USEC 1000000LL
 #define RELAY_BACKOFF_MAX_USEC 60000000LL
 
@@ -165,6 +166,7 @@ struct relay {
 
         /* The loop's own. */
         struct dict outbox;     /* id -> struct outbox_entry (outbox.h) */
+        size_t held;            /* bytes the entries hold for their first publish */
         /* ids taken into outbox/ since the last store_flush() that synced:
          * their "Queued" line waits for it (id -> the agent) */
         struct dict unsaid;

@@ -73,7 +73,7 @@ struct spool_relay {
         void *ctx;              /* NULL: relay off */
         /* handoff/name, verified, for a [remote] agent: into outbox/.
          * -EEXIST when its id is there already. */
-        int (*take)(void *ctx, const char *name, const struct spool_ino *was,
+        int (*take)(void *ctx, const char *name, const struct stat *was,
                     const struct handoff *h, int64_t now);
         json_t *(*status)(void *ctx, int64_t now);
         void (*metrics)(void *ctx, FILE *f, int64_t now);

@@ -43,6 +43,25 @@ int random_hex(char *buf, size_t nbytes)
         return 0;
 }
 
+int name_hex(char *buf, size_t nbytes)
+{
+        static __thread unsigned char pool[128];
+        static __thread size_t left;
+
+        if (!buf || nbytes == 0 || nbytes > 32)
+                return -EINVAL;
+        if (left < nbytes) {
+                if (sodium_init() < 0)
+                        return -EIO;
+                randombytes_buf(pool, sizeof(pool));
+                left = sizeof(pool);
+        }
+        left -= nbytes;
+        sodium_bin2hex(buf, 2 * nbytes + 1, pool + left, nbytes);
+        sodium_memzero(pool + left, nbytes);
+        return 0;
+}
+
 int fsync_dir(int dirfd)
 {
         if (fsync(dirfd) < 0) {
@@ -129,23 +148,10 @@ static int write_all(int fd, const void *buf, size_t len)
         return 0;
 }
 
-/* A temp name's random suffix, from a small per-thread pool of
- * randombytes refilled a few dozen names at a time (not a syscall each). */
+/* A temp name's random suffix (name_hex(): not a syscall each). */
 static int tmp_suffix(char rnd[2 * TMP_SUFFIX_BYTES + 1])
 {
-        static __thread unsigned char pool[16 * TMP_SUFFIX_BYTES];
-        static __thread size_t left;
-
-        if (left < TMP_SUFFIX_BYTES) {
-                if (sodium_init() < 0)
-                        return -EIO;
-                randombytes_buf(pool, sizeof(pool));
-                left = sizeof(pool);
-        }
-        left -= TMP_SUFFIX_BYTES;
-        sodium_bin2hex(rnd, 2 * TMP_SUFFIX_BYTES + 1, pool + left, TMP_SUFFIX_BYTES);
-        sodium_memzero(pool + left, TMP_SUFFIX_BYTES);
-        return 0;
+        return name_hex(rnd, TMP_SUFFIX_BYTES);
 }
 
 /* What the write_*() calls create: one name in dirfd (no '/', not . or
@@ -247,10 +253,11 @@ int write_atomic(int dirfd, const char *name, const void *buf, size_t len,
         return write_atomic_fd(dirfd, name, buf, len, mode, flags, NULL);
 }
 
-int write_direct(int dirfd, const char *name, const void *buf, size_t len,
-                 mode_t mode, unsigned flags)
+int write_direct_fd(int dirfd, const char *name, const void *buf, size_t len,
+                    mode_t mode, unsigned flags, int *ret_fd)
 {
-        int fd = -1, r;
+        _cleanup_close_ int fd = -1;
+        int r;
 
         if (!write_args_valid(name, buf, len))
                 return -EINVAL;
@@ -265,9 +272,12 @@ int write_direct(int dirfd, const char *name, const void *buf, size_t len,
                 if (unlinkat(dirfd, name, 0) < 0 && errno != ENOENT)
                         return -errno;
         }
-        r = fill_fd(TAKE_FD(fd), buf, len, mode, flags);
+        r = ret_fd ? fill_open_fd(fd, buf, len, mode, flags)
+                   : fill_fd(TAKE_FD(fd), buf, len, mode, flags);
         if (r < 0)
                 goto fail;
+        if (ret_fd)
+                *ret_fd = TAKE_FD(fd);
         if (flags & WRITE_SYNC_DIR)
                 return fsync_dir(dirfd);
         return 0;
@@ -275,6 +285,12 @@ int write_direct(int dirfd, const char *name, const void *buf, size_t len,
 fail:
         unlinkat(dirfd, name, 0);
         return r;
+}
+
+int write_direct(int dirfd, const char *name, const void *buf, size_t len,
+                 mode_t mode, unsigned flags)
+{
+        return write_direct_fd(dirfd, name, buf, len, mode, flags, NULL);
 }
 
 /* Link the unnamed file fd (O_TMPFILE) as name in dirfd. */

@@ -27,6 +27,10 @@ int move_noreplace(int fromfd, const char *from, int tofd, const char *to);
 /* 2*nbytes lowercase hex chars of randomness plus NUL into buf (which needs
  * 2*nbytes + 1 bytes).  -EINVAL for nbytes 0. */
 int random_hex(char *buf, size_t nbytes);
+/* The same for names only (temp names, a name that must not clash), at
+ * most 32 bytes: drawn from a small per-thread pool refilled a hundred
+ * bytes at a time, not a system call each.  Never for a secret. */
+int name_hex(char *buf, size_t nbytes);
 
 /* A DIR stream over dirfd's directory (its own fd; dirfd stays open):
  * NULL with errno set on failure. */
@@ -96,6 +100,9 @@ int write_atomic_fd(int dirfd, const char *name, const void *buf, size_t len,
  * returned.  On failure name is removed again. */
 int write_direct(int dirfd, const char *name, const void *buf, size_t len,
                  mode_t mode, unsigned flags);
+/* The same, the file's descriptor kept open in *ret_fd. */
+int write_direct_fd(int dirfd, const char *name, const void *buf, size_t len,
+                    mode_t mode, unsigned flags, int *ret_fd);
 
 /* buf written into a new file with no name (O_TMPFILE) and linked as
  * name in dirfd once complete, with exactly mode: -EEXIST when name

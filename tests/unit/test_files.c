@@ -298,6 +298,61 @@ START_TEST(test_mkdir_p_and_random_hex)
 }
 END_TEST
 
+/* name_hex(): names from a pool, each new; bounds refused. */
+START_TEST(test_name_hex_pool)
+{
+        enum { N = 1000 };
+        static char names[N][17];
+
+        for (int i = 0; i < N; i++) {
+                ck_assert_int_eq(name_hex(names[i], 8), 0);
+                ck_assert_uint_eq(strlen(names[i]), 16);
+                ck_assert_uint_eq(strspn(names[i], "0123456789abcdef"), 16);
+                for (int j = 0; j < i; j++)
+                        ck_assert_str_ne(names[i], names[j]);
+        }
+        ck_assert_int_eq(name_hex(names[0], 0), -EINVAL);
+        ck_assert_int_eq(name_hex(names[0], 33), -EINVAL);
+}
+END_TEST
+
+/* The write_*_fd() calls leave the named file's descriptor open: the
+ * same inode as the name, its bytes written (what store_sync_later()
+ * syncs), the mode as asked. */
+START_TEST(test_write_fd_kept)
+{
+        char *dir = tu_tmpdir();
+        int dfd = open_dir(dir), fds[3] = { -1, -1, -1 };
+        const char *names[3] = { "atomic", "linked", "direct" };
+        struct stat a, b;
+        char buf[8];
+
+        ck_assert_int_eq(write_atomic_fd(dfd, names[0], "abc", 3, 0640, 0, &fds[0]), 0);
+        ck_assert_int_eq(write_linked_fd(dfd, names[1], "abc", 3, 0640, 0, &fds[1]), 0);
+        ck_assert_int_eq(write_direct_fd(dfd, names[2], "abc", 3, 0640, 0, &fds[2]), 0);
+        int none = 0;
+        ck_assert_int_eq(write_linked_fd(dfd, names[1], "x", 1, 0640, 0, &none), -EEXIST);
+        ck_assert_int_eq(none, -1);
+        for (int i = 0; i < 3; i++) {
+                ck_assert_int_ge(fds[i], 0);
+                ck_assert_int_eq(fstat(fds[i], &a), 0);
+                ck_assert_int_eq(fstatat(dfd, names[i], &b, AT_SYMLINK_NOFOLLOW), 0);
+                ck_assert(a.st_ino == b.st_ino && a.st_dev == b.st_dev);
+                ck_assert_int_eq(b.st_mode & 07777, 0640);
+                ck_assert_int_eq(fsync(fds[i]), 0);
+                int r = openat(dfd, names[i], O_RDONLY | O_CLOEXEC);
+                ck_assert_int_ge(r, 0);
+                ck_assert_int_eq(read(r, buf, sizeof(buf)), 3);
+                ck_assert(!memcmp(buf, "abc", 3));
+                close(r);
+                close(fds[i]);
+        }
+        close(dfd);
+        tu_rm_rf(dir);
+        free(dir);
+}
+END_TEST
+
 Suite *suite_files(void);
 Suite *suite_files(void)
 {
@@ -313,6 +368,8 @@ Suite *suite_files(void)
         tcase_add_test(tc, test_read_fd_of_a_removed_file_is_gone_not_hardlink);
         tcase_add_test(tc, test_mkdir_p_and_random_hex);
         tcase_add_test(tc, test_read_all_sized_whatever_the_size_told);
+        tcase_add_test(tc, test_name_hex_pool);
+        tcase_add_test(tc, test_write_fd_kept);
         suite_add_tcase(s, tc);
         return s;
 }

@@ -163,6 +163,12 @@ int store_side_write(struct spool *sp, enum spool_dir dir, const char *name, con
  * before its name is as store_side_write()'s. */
 int store_side_write_later(struct spool *sp, enum spool_dir dir, const char *name,
                            const void *buf, size_t len);
+/* A note: dir/name written in place (no temp name, no rename; one there
+ * already is replaced), mode 0640 as the umask leaves it, synced as
+ * store_side_write_later()'s.  For a few bytes in one write whose reader
+ * takes an empty or short file for none (the take's outbox/.<id>.src). */
+int store_note_write_later(struct spool *sp, enum spool_dir dir, const char *name,
+                           const void *buf, size_t len);
 /* dir/from, a sidecar, renamed to to (an item's name found after its
  * sidecar was written).  0 or -errno. */
 int store_side_rename(struct spool *sp, enum spool_dir dir, const char *from, const char *to);
@@ -259,7 +265,7 @@ int store_remove(struct spool *sp, enum spool_dir dir, const char *name);
  * no longer holds was, or (with *ret_leftover) if dst is this take's own
  * copy left by a crash: then the producer's file goes as its leftover.
  * -EISDIR, or other -errno. */
-int store_outbox_take(struct spool *sp, const char *name, const struct spool_ino *was,
+int store_outbox_take(struct spool *sp, const char *name, const struct stat *was,
                       const char *handoff_id, const json_t *doc, const char *buf, size_t len,
                       const char *dst, bool *ret_leftover);
 /* outbox/name parsed (within STORE_OUTBOX_MAX) into *ret, and when it
@@ -267,11 +273,12 @@ int store_outbox_take(struct spool *sp, const char *name, const struct spool_ino
 int store_outbox_load(struct spool *sp, const char *name, int64_t now, json_t **ret,
                       hd_verdict *vd, int64_t *ret_at);
 /* outbox/<id>.json archived (as store_archive_from(), buf its .outcome),
- * its id remembered in ids/ with the take's note of the producer's file,
+ * its id remembered in ids/ with the take's note of the producer's file
+ * (src: the file it names, as the take saw it; NULL: the note is read),
  * and the note removed. */
 int store_outbox_archive(struct spool *sp, const char *handoff_id, int64_t at_s,
                          const char *from, const char *to, const char *buf, size_t len,
-                         char *name, size_t n);
+                         const struct spool_ino *src, char *name, size_t n);
 /* The take's notes whose item is no longer in outbox/: removed. */
 void store_outbox_sweep(struct spool *sp);
 

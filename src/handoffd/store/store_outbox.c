@@ -51,21 +51,19 @@ static bool take_leftover(struct spool *sp, const struct stat *src, const char *
         return json_equal(have, (json_t *)doc);
 }
 
-int store_outbox_take(struct spool *sp, const char *name, const struct spool_ino *was,
+int store_outbox_take(struct spool *sp, const char *name, const struct stat *was,
                       const char *id, const json_t *doc, const char *buf, size_t len,
                       const char *dst, bool *ret_leftover)
 {
         char side[NAME_MAX + 1], note[64];
-        struct stat st;
+        const struct stat st = *was;
         int r, nl;
 
         *ret_leftover = false;
-        /* Still the file that verified (decide_claim() looked under the
-         * id's lock; a swap since is a new file, looked at anew). */
-        if (fstatat(sp->fd[SD_HANDOFF], name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-                return -errno;
-        if (was && (st.st_dev != was->dev || st.st_ino != was->ino))
-                return -ENOENT;
+        /* was: the file that verified, as decide_claim() looked at it
+         * under the id's lock just now.  A swap since is a new file: the
+         * producer's name leaves only with was's inode
+         * (store_drop_source()), and the new one is looked at anew. */
         if (!S_ISREG(st.st_mode))
                 return -EISDIR;
         /* The note first: a kill between it and the copy leaves a note
@@ -73,13 +71,13 @@ int store_outbox_take(struct spool *sp, const char *name, const struct spool_ino
         nl = snprintf(note, sizeof(note), "src %llu %llu\n", (unsigned long long)st.st_dev,
                       (unsigned long long)st.st_ino);
         if (note_name(id, side, sizeof(side)) >= 0)
-                (void) store_side_write_later(sp, SD_OUTBOX, side, note, (size_t)nl);
+                (void) store_note_write_later(sp, SD_OUTBOX, side, note, (size_t)nl);
         /* Never over a name there: of two takes of one id only one wins.
          * main.c's umask 027 keeps 0640, as claimed/'s records.  Synced
          * with the batch's other takes before outbox/ is (the intake's
          * store_flush(), in this loop turn, before the publish). */
         int fd = -1;
-        r = write_linked_fd(sp->fd[SD_OUTBOX], dst, buf, len, 0640, 0,
+        r = write_linked_fd(sp->fd[SD_OUTBOX], dst, buf, len, 0640, WRITE_MODE_KEPT,
                             sp->cfg->fsync ? &fd : NULL);
         if (r == 0)
                 r = store_sync_later(sp, SD_OUTBOX, fd);
@@ -145,7 +143,8 @@ static size_t note_read(struct spool *sp, const char *side, char *note, size_t n
 }
 
 int store_outbox_archive(struct spool *sp, const char *id, int64_t at_s, const char *from,
-                         const char *to, const char *buf, size_t len, char *name, size_t n)
+                         const char *to, const char *buf, size_t len,
+                         const struct spool_ino *was, char *name, size_t n)
 {
         char src[NAME_MAX + 1], side[NAME_MAX + 1], note[96];
         size_t nn = 0;
@@ -153,19 +152,31 @@ int store_outbox_archive(struct spool *sp, const char *id, int64_t at_s, const c
 
         q = xsnprintf(src, sizeof(src), "%s.json", id);
         if (q >= 0)
-                q = store_id_mark(sp, id);
+                q = note_name(id, side, sizeof(side));
         if (q < 0)
                 return q;
         /* The note goes into ids/ before the move: a kill between the two
          * leaves the item in outbox/, sent again, and its producer's
          * name, dropped as the leftover it is.  After the move, the name
-         * is known by the note. */
-        if (note_name(id, side, sizeof(side)) >= 0)
+         * is known by the note.  The take's own (was) is what its file
+         * says; after a restart the file is read. */
+        if (was) {
+                int l = snprintf(note, sizeof(note), "src %llu %llu\n",
+                                 (unsigned long long)was->dev, (unsigned long long)was->ino);
+                nn = l > 0 && (size_t)l < sizeof(note) - 16 ? (size_t)l : 0;
+        } else {
                 nn = note_read(sp, side, note, sizeof(note) - 16);
+        }
+        /* The id remembered in ids/: its note there, which marks it too,
+         * or an empty mark. */
         if (nn > 0) {
                 memcpy(note + nn, "archived\n", 10);
-                (void) id_note(sp, id, note, nn + 9);
+                q = id_note(sp, id, note, nn + 9);
         }
+        if (nn == 0 || q < 0)
+                q = store_id_mark(sp, id);
+        if (q < 0)
+                return q;
         q = store_archive_from(sp, SD_OUTBOX, src, at_s, from, to, id, buf, len, name, n);
         if (q == 0 && nn > 0)
                 (void) store_remove(sp, SD_OUTBOX, side);

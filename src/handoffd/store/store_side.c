@@ -43,6 +43,19 @@ int store_side_write_later(struct spool *sp, enum spool_dir dir, const char *nam
         return store_sync_later(sp, dir, fd);
 }
 
+int store_note_write_later(struct spool *sp, enum spool_dir dir, const char *name,
+                           const void *buf, size_t len)
+{
+        int fd = -1;
+        int r = write_direct_fd(sp->fd[dir], name, buf, len, 0640, WRITE_MODE_KEPT,
+                                sp->cfg->fsync ? &fd : NULL);
+
+        if (r < 0)
+                return r;
+        store_dirty(sp, dir);
+        return store_sync_later(sp, dir, fd);
+}
+
 int store_side_rename(struct spool *sp, enum spool_dir dir, const char *from, const char *to)
 {
         if (renameat(sp->fd[dir], from, sp->fd[dir], to) < 0)
@@ -225,7 +238,7 @@ int store_put_handoff(struct spool *sp, const char *prefix, const char *name, co
         size_t off = 0;
         int fd, q;
 
-        q = random_hex(rnd, 8);
+        q = name_hex(rnd, 8);
         if (q < 0)
                 return q;
         if (xsnprintf(tmp, sizeof(tmp), "%s%s.%s", prefix, name, rnd) < 0)
