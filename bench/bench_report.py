@@ -270,6 +270,14 @@ def hub_ratios(rows):
         out.append((f"hubfloor/file burst items/s, fsync {fsync}",
                     ratio(get(fsync, "burst", "hubfloor", "throughput"),
                           get(fsync, "burst", "file", "throughput")), ""))
+        # the floor's own distance from the file drop: what no HTTPS way
+        # in closes (TLS, HTTP, a client thread)
+        out.append((f"hubfloor/file p99 at the fixed rate, fsync {fsync}",
+                    ratio(get(fsync, "rate", "hubfloor", "lat_p99_ms"),
+                          get(fsync, "rate", "file", "lat_p99_ms")), ""))
+        out.append((f"hub/hubfloor p99 at the fixed rate, fsync {fsync}",
+                    ratio(get(fsync, "rate", "hub", "lat_p99_ms"),
+                          get(fsync, "rate", "hubfloor", "lat_p99_ms")), ""))
     return out
 
 

@@ -161,8 +161,10 @@ struct spool_sync_fail {
 /* Files written unsynced (store_sync_later()): their descriptors, synced
  * together at the start of the next store_flush(), before any directory
  * is synced; one whose fsync fails stays here and holds the rounds, as a
- * directory's does. */
-#define SPOOL_LATER_MAX 512
+ * directory's does.  At most SPOOL_LATER_MAX descriptors (past them a
+ * file is synced at once): with pending.c's held looks (at most half of
+ * what the descriptor limit leaves above 256) they stay within it. */
+#define SPOOL_LATER_MAX 128
 struct spool_later {
         int fd[SPOOL_LATER_MAX];
         unsigned char dir[SPOOL_LATER_MAX];     /* enum spool_dir, for the logs */
