@@ -237,17 +237,9 @@ def receipts_not_a_dir(env, conf):
 
 def thread_failures(env, conf):
     """The relay's worker, then its fetcher, does not start: exit 1."""
-    check(shutil.which("cc") is not None, "cc is needed to build the pthread_create shim")
-    src = os.path.join(env.dir, "shim.c")
-    so = os.path.join(env.dir, "shim.so")
-    with open(src, "w") as f:
-        f.write(SHIM)
-    r = subprocess.run(["cc", "-shared", "-fPIC", "-o", so, src, "-ldl"], capture_output=True, text=True)
-    check(r.returncode == 0, f"the shim does not build:\n{r.stderr}")
+    so = hdtest.build_preload(env, SHIM, "pthread_create shim")
     for n, which in ((1, "worker"), (2, "fetcher")):
-        e = {"LD_PRELOAD": so, "HD_FAIL_THREAD": str(n)}
-        if hdtest.SANITIZE:
-            e["ASAN_OPTIONS"] = os.environ.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0"
+        e = hdtest.preload_env(so, HD_FAIL_THREAD=str(n))
         rc, err = run_start(conf, e)
         check(rc == 1 and "Cannot start the relay threads: Resource temporarily unavailable" in err,
               f"the {which} thread not started: exit {rc}, want 1 and the log line:\n{err[-3000:]}")

@@ -12,11 +12,7 @@ exists.  One line each: "END PATH RC OP START INO", OP fsync or name
 once it is linked in).
 """
 
-import os
-import shutil
-import subprocess
-
-from hdtest import SANITIZE, check
+from hdtest import build_preload, preload_env
 
 SHIM = r"""
 #define _GNU_SOURCE
@@ -174,24 +170,13 @@ int linkat(int ofd, const char *old, int nfd, const char *new, int flags)
 
 def build(env):
     """The shim built in env.dir: its path."""
-    check(shutil.which("cc") is not None, "cc is needed to build the fsync shim")
-    src = os.path.join(env.dir, "shim.c")
-    so = os.path.join(env.dir, "shim.so")
-    with open(src, "w") as f:
-        f.write(SHIM)
-    r = subprocess.run(["cc", "-shared", "-fPIC", "-o", so, src, "-ldl"], capture_output=True, text=True)
-    check(r.returncode == 0, f"the shim does not build:\n{r.stderr}")
-    return so
+    return build_preload(env, SHIM, "fsync shim")
 
 
 def env_vars(so, root, log, **kw):
     """The environment of a daemon under the shim: kw as HD_SHIM_<KEY>."""
-    e = {"LD_PRELOAD": so, "HD_SHIM_LOG": log, "HD_SHIM_ROOT": root}
-    for k, v in kw.items():
-        e["HD_SHIM_" + k.upper()] = str(v)
-    if SANITIZE:
-        e["ASAN_OPTIONS"] = os.environ.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0"
-    return e
+    return preload_env(so, HD_SHIM_LOG=log, HD_SHIM_ROOT=root,
+                       **{"HD_SHIM_" + k.upper(): str(v) for k, v in kw.items()})
 
 
 def read_log(path):

@@ -109,6 +109,27 @@ def finish(ok_line):
     sys.exit(0)
 
 
+def build_preload(env, source, what):
+    """An LD_PRELOAD shim (C source) built with cc in env.dir: its path."""
+    check(shutil.which("cc") is not None, f"cc is needed to build the {what}")
+    src = os.path.join(env.dir, "shim.c")
+    so = os.path.join(env.dir, "shim.so")
+    with open(src, "w") as f:
+        f.write(source)
+    r = subprocess.run(["cc", "-shared", "-fPIC", "-o", so, src, "-ldl"], capture_output=True, text=True)
+    check(r.returncode == 0, f"the {what} does not build:\n{r.stderr}")
+    return so
+
+
+def preload_env(so, **extra):
+    """The environment of a program under the shim so (ASan told that
+    the shim comes first), with extra."""
+    e = {"LD_PRELOAD": so, **extra}
+    if SANITIZE:
+        e["ASAN_OPTIONS"] = os.environ.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0"
+    return e
+
+
 def wait_for(pred, timeout=10.0, what="condition"):
     """pred()'s first true value within timeout seconds (x SLOW).  what
     names it in the failure; a callable what is called then, to say the
