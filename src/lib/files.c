@@ -179,6 +179,13 @@ static int fill_open_fd(int fd, const void *buf, size_t len, mode_t mode, unsign
         return 0;
 }
 
+void write_start(int fd)
+{
+        /* A hint: a file system that cannot (EINVAL, ESPIPE) loses
+         * nothing by it. */
+        (void)sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+}
+
 /* fill_open_fd(), then close fd (always). */
 static int fill_fd(int fd, const void *buf, size_t len, mode_t mode, unsigned flags)
 {
@@ -232,6 +239,8 @@ int write_atomic_fd(int dirfd, const char *name, const void *buf, size_t len,
                    : fill_fd(TAKE_FD(fd), buf, len, mode, flags);
         if (r < 0)
                 goto fail;
+        if (ret_fd)
+                write_start(fd);
         if (renameat(dirfd, tmp, dirfd, name) < 0) {
                 r = -errno;
                 goto fail;
@@ -341,6 +350,8 @@ int write_linked_fd(int dirfd, const char *name, const void *buf, size_t len,
         r = fill_open_fd(fd, buf, len, mode, flags);
         if (r < 0)
                 return r;
+        if (ret_fd)
+                write_start(fd);
         r = link_unnamed(fd, dirfd, name);
         if (r < 0)
                 return r;

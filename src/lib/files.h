@@ -19,6 +19,13 @@ int mkdir_p_at(int dirfd, const char *path, mode_t mode);
 /* fsync a directory fd (EINVAL/EROFS from file systems that cannot are
  * ignored). */
 int fsync_dir(int dirfd);
+/* The writeback of fd's bytes begun, not waited for
+ * (sync_file_range(SYNC_FILE_RANGE_WRITE)), before a name of it is made
+ * that its fsync is to follow.  On ext4 and XFS this gives the file its
+ * blocks now, so a journal commit that makes the name durable first (an
+ * fsync of another file does one) writes the bytes before it: a power cut
+ * in between finds the file whole, not empty.  The fsync still decides. */
+void write_start(int fd);
 
 /* renameat2(RENAME_NOREPLACE): -EEXIST when to exists, -ENOENT when from is
  * gone (another mover won); neither is fsync'ed here. */
@@ -85,7 +92,8 @@ int load_at_linked(int dirfd, const char *name, const hd_limits *lim,
 int write_atomic(int dirfd, const char *name, const void *buf, size_t len,
                  mode_t mode, unsigned flags);
 /* The same, the file's descriptor kept open in *ret_fd (for a sync
- * later, fsync_many_at() with several others: see store_sync_later()). */
+ * later, fsync_many_at() with several others: see store_sync_later()),
+ * its writeback begun before it is named (write_start()). */
 int write_atomic_fd(int dirfd, const char *name, const void *buf, size_t len,
                     mode_t mode, unsigned flags, int *ret_fd);
 /* The longest name write_atomic() takes: its temp name, "." + name + "."
@@ -110,8 +118,9 @@ int write_direct_fd(int dirfd, const char *name, const void *buf, size_t len,
  * crash.  A file system without O_TMPFILE: a temp name, linked. */
 int write_linked(int dirfd, const char *name, const void *buf, size_t len,
                  mode_t mode, unsigned flags);
-/* The same, the file's descriptor kept open in *ret_fd; -1 there when
- * the file system has no O_TMPFILE and the file was synced already. */
+/* The same, the file's descriptor kept open in *ret_fd, its writeback
+ * begun before it is linked in (write_start()); -1 there when the file
+ * system has no O_TMPFILE and the file was synced already. */
 int write_linked_fd(int dirfd, const char *name, const void *buf, size_t len,
                     mode_t mode, unsigned flags, int *ret_fd);
 

@@ -16,7 +16,10 @@ name made (renameat, renameat2, linkat) on both hosts.
 - 40 handoffs relayed a -> b, receipts on: each file of those kinds is
   synced after its name was made and before the first sync of its
   directory after that, so a name that a flush makes durable never
-  holds an empty file after a power cut.  Every one is delivered on b
+  holds an empty file after a power cut; and its writeback was begun
+  (sync_file_range) before the name, so that a journal commit of ext4
+  or XFS forced by another file's fsync does not make the name durable
+  before the bytes.  Every one is delivered on b
   exactly once; nothing is rejected.
 - The shim then fails the first 2 fsync()s of a copy in a's outbox/ (an
   O_TMPFILE linked in: its descriptor's path is "#N (deleted)")
@@ -41,6 +44,18 @@ FAILS = 2
 # the files synced later, by host: a path under the host's directory
 LATER = {"a": re.compile(r"/spool/(outbox/[^/]+\.json|outbox/\.[^/]+\.src|archive/[^/]+\.outcome)$"),
          "b": re.compile(r"/spool/handoff/[^/.][^/]*\.json$")}
+
+
+def unstarted_names(events, rx):
+    """The names made (rx) whose file's writeback was not begun before
+    the name (write_start()): [path]."""
+    started, bad = set(), []
+    for t, path, rc, op, _, ino in events:
+        if op == "start" and rc == 0:
+            started.add(ino)
+        elif op == "name" and rx.search(path) and ino not in started:
+            bad.append(path)
+    return bad
 
 
 def unsynced_names(events, rx):
@@ -93,6 +108,9 @@ def main():
             bad = unsynced_names(ev, LATER[x])
             check(not bad, f"{x}: {len(bad)} of {len(names)} names not synced before their "
                            f"directory, e.g. {bad[:3]}")
+            cold = unstarted_names(ev, LATER[x])
+            check(not cold, f"{x}: {len(cold)} of {len(names)} named before their writeback "
+                            f"began, e.g. {cold[:3]}")
         print(f"names checked: a {counts['a']}, b {counts['b']}")
         # a: per item its copy, its note, its .outcome, the receipt's rewrite
         check(counts["a"] >= 3 * len(ids) and counts["b"] >= len(ids),

@@ -1,14 +1,15 @@
 """An LD_PRELOAD shim for the tests of the daemon's syncs, built with cc
 into the test's directory (stdlib only here).
 
-It logs every fsync() of a file under HD_SHIM_ROOT (the path its
-descriptor has then, as /proc/self/fd tells it) with its result and the
-monotonic times of its start and end; with HD_SHIM_NAMES set, also every
+It logs every fsync() and sync_file_range() of a file under HD_SHIM_ROOT
+(the path its descriptor has then, as /proc/self/fd tells it) with its
+result and the monotonic times of its start and end; with HD_SHIM_NAMES
+set, also every
 name made under the root by renameat(), renameat2() or linkat() (the
 destination).  It fails the first HD_SHIM_FAIL_N fsync()s (default 1) of
 a path ending in HD_SHIM_FAIL_SUFFIX with EIO once the file HD_SHIM_ARM
-exists.  One line each: "END PATH RC OP START INO", OP fsync or name
-(RC 0), INO the file's inode (an O_TMPFILE's path is "#N (deleted)" even
+exists.  One line each: "END PATH RC OP START INO", OP fsync, start (a
+sync_file_range()) or name (RC 0), INO the file's inode (an O_TMPFILE's path is "#N (deleted)" even
 once it is linked in).
 """
 
@@ -99,6 +100,25 @@ int fsync(int fd)
         }
         struct stat st;
         log_line(path, r < 0 ? -e : 0, "fsync", t0,
+                 fstat(fd, &st) == 0 ? (unsigned long)st.st_ino : 0);
+        errno = e;
+        return r;
+}
+
+int sync_file_range(int fd, off_t off, off_t n, unsigned int flags)
+{
+        static int (*real)(int, off_t, off_t, unsigned int);
+        char path[4096];
+        struct stat st;
+        double t0 = now();
+        int r, e;
+
+        if (!real)
+                real = (int (*)(int, off_t, off_t, unsigned int))dlsym(RTLD_NEXT, "sync_file_range");
+        r = real(fd, off, n, flags);
+        e = errno;
+        fd_path(fd, path, sizeof(path));
+        log_line(path, r < 0 ? -e : 0, "start", t0,
                  fstat(fd, &st) == 0 ? (unsigned long)st.st_ino : 0);
         errno = e;
         return r;

@@ -256,6 +256,8 @@ int store_put_handoff(struct spool *sp, const char *prefix, const char *name, co
                 }
                 off += (size_t)w;
         }
+        if (sp->cfg->fsync)
+                write_start(fd);
         q = move_noreplace(sp->fd[SD_TMP], tmp, sp->fd[SD_HANDOFF], name);
         if (q == -EEXIST) {
                 close(fd);
