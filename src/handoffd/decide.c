@@ -187,18 +187,20 @@ static bool claim_leftover(struct spool *sp, const char *id, const json_t *doc,
  * marks the id before the item leaves claimed/): strictly, as a file's
  * times are the kernel's clock tick, and a replay written in the tick
  * of the mark must not pass for older.  What an authentic copy
- * written since is: a replay.  The mark is an empty one, an archive's or
- * a rejection's of an id held already: the relay's note (text) is made
- * before its take is durable, so a file older than it may be the only
- * copy (store_id_source_is() tells that case). */
+ * written since is: a replay.  The mark is an archive's: an empty one
+ * (or a rejection's of an id held already), or the relay's note of an item
+ * archived as relayed (store_outbox_archive() writes it after the PubAck:
+ * the item is on the stream).  That note names the producer's file by its
+ * inode, which store_id_source_is() checks; a file system rebuilt after a
+ * power cut gives her file another, and the restart may archive the
+ * outbox item before its scan reaches her name: the mark still tells. */
 static bool archived_leftover(struct spool *sp, const struct item *it, const char *id)
 {
         struct stat m;
 
         if (!it->h.id[0] && !it->authentic)
                 return false;
-        return fstatat(sp->fd[SD_IDS], id, &m, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(m.st_mode) &&
-               m.st_size == 0 &&
+        return store_id_archived(sp, id, &m) &&
                (it->mtim.tv_sec < m.st_mtim.tv_sec ||
                 (it->mtim.tv_sec == m.st_mtim.tv_sec && it->mtim.tv_nsec < m.st_mtim.tv_nsec));
 }
@@ -217,17 +219,18 @@ static bool drop_claim_leftover(struct spool *sp, struct item *it, const char *i
                          log_quote(it->name, q, sizeof(q)), id);
                 return true;
         }
-        if (archived_leftover(sp, it, id)) {
-                (void) store_drop_source(sp, it->name, it->dev, it->ino);
-                log_info("Removed %s: archived already as %s (left by a crash)",
-                         log_quote(it->name, q, sizeof(q)), id);
-                return true;
-        }
-        /* A take into outbox/ whose item was relayed before the name left */
+        /* A take into outbox/ whose item was relayed before the name left:
+         * the note names this very file */
         if (fstatat(sp->fd[SD_HANDOFF], it->name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
             st.st_dev == it->dev && st.st_ino == it->ino && store_id_source_is(sp, id, &st)) {
                 (void) store_drop_source(sp, it->name, it->dev, it->ino);
                 log_info("Removed %s: taken into outbox/ already as %s (left by a crash)",
+                         log_quote(it->name, q, sizeof(q)), id);
+                return true;
+        }
+        if (archived_leftover(sp, it, id)) {
+                (void) store_drop_source(sp, it->name, it->dev, it->ino);
+                log_info("Removed %s: archived already as %s (left by a crash)",
                          log_quote(it->name, q, sizeof(q)), id);
                 return true;
         }

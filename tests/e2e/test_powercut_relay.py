@@ -18,7 +18,7 @@ after it, the next item's file synced after a link (the first one logged
 Queued, the batch not yet synced), the move outbox/ -> archive/ after
 the PubAck and each of its two directories synced (outbox/ with the
 archive/ sync issued beside it held back: powercutfs delay), each step of
-the take's note of the producer's file (outbox/.<id>.src: made, named,
+the take's note of the producer's file (outbox/.<id>.src: made in place,
 synced with the loop turn's other files before outbox/ is) and of the
 daemon's copy (made, synced, linked in: powercutfs has no O_TMPFILE, so
 the copy takes write_linked()'s temp name and is synced at once), each
@@ -91,8 +91,7 @@ AIMS = [
     ("a", "link", "/spool/outbox/", ("fsync", "/spool/handoff/")),  # queued, the next one synced
     # the take's note of the producer's file (outbox/.<id>.src) and the
     # daemon's copy (outbox/.<id>.json.TMP, linked in as outbox/<id>.json)
-    ("a", "create", ".src."),               # the note begun
-    ("a", "rename", ".src"),                # the note named, not synced, the copy not begun
+    ("a", "create", ".src"),                # the note made in place, unsynced, the copy not begun
     ("a", "fsync", ".src"),                 # the note synced (store_flush(), files first)
     ("a", "create", "/spool/outbox/.1"),    # the copy begun
     ("a", "fsync", "/spool/outbox/.1"),     # the copy synced, not linked in

@@ -3,8 +3,13 @@
 outbox/<id>.json and before the producer's name left handoff/, and the
 next start relayed and archived the outbox item before intake reached
 that name.  The name is the take's leftover: ids/<id> names its file, so
-it goes without a verdict.  A file that is not that one (another inode,
-or the same one written since) is a replay: rejected duplicate_id.
+it goes without a verdict.  A file written since the note is a replay:
+rejected duplicate_id.  One written before it whose inode the note does
+not name goes too, as "archived already": the note is an archive's mark
+(issue 48; test_powercut_relay found it once: powercutfs rebuilds the
+file system after a cut, so her file came back with another inode, and
+the restart relayed and archived the outbox item before its scan reached
+her name, which was then rejected as duplicate_id beside its archive).
 
 The note is written into ids/<id> only when the item is archived (from
 the take's sidecar outbox/.<id>.src): a take whose outbox/ copy a power
@@ -45,21 +50,42 @@ def main():
         lst = os.stat(os.path.join(env.spool, "handoff", lname))
         with open(os.path.join(env.spool, "outbox", "." + lost["handoff_id"] + ".src"), "w") as f:
             f.write(f"src {lst.st_dev} {lst.st_ino}\n")
+        # the leftover after a power cut that rebuilt the file system
+        # (powercutfs does): the note in ids/ names the inode her file had
+        # before; written after her file, it is still an archive's mark
+        moved = hdproto.build("bob", "gordon", env.key, ttl=600)
+        mname = hdproto.drop(env.spool, moved)
+        mst = os.stat(os.path.join(env.spool, "handoff", mname))
+        time.sleep(0.01)    # the mark's time strictly after the file's
+        with open(os.path.join(ids, moved["handoff_id"]), "w") as f:
+            f.write(f"src {mst.st_dev} {mst.st_ino + 2000000}\narchived\n")
+        # and a replay written after such a note: rejected
+        late = hdproto.build("bob", "gordon", env.key, ttl=600)
+        with open(os.path.join(ids, late["handoff_id"]), "w") as f:
+            f.write(f"src {mst.st_dev} {mst.st_ino + 3000000}\narchived\n")
+        time.sleep(0.01)
+        lname_late = hdproto.drop(env.spool, late)
         # a replay: the same id, another file
         rep = hdproto.build("bob", "gordon", env.key, ttl=600)
         with open(os.path.join(ids, rep["handoff_id"]), "w") as f:
             f.write(f"src {st.st_dev} {st.st_ino + 1000000}\n")
         rname = hdproto.drop(env.spool, rep)
         d = env.start(conf=conf)
-        hdtest.wait_for(lambda: not os.path.exists(os.path.join(env.spool, "handoff", name)) and
-                        not os.path.exists(os.path.join(env.spool, "handoff", rname)),
-                        20 * hdtest.SLOW, "both names decided")
+        hdtest.wait_for(lambda: all(not os.path.exists(os.path.join(env.spool, "handoff", n))
+                                    for n in (name, rname, mname, lname_late)),
+                        20 * hdtest.SLOW, "the four names decided")
         rejected = env.names("rejected")
         print(f"leftover: gone; replay: rejected {sorted(rejected)}")
         check(name not in rejected, f"the take's leftover was rejected: {rejected}")
         check("taken into outbox/ already" in d.logs(), f"no line for the leftover:\n{d.logs()[-2000:]}")
         check(rname in rejected and env.reason_of(rname)["reason"] == "duplicate_id",
               f"the replay: {rejected}")
+        check(mname not in rejected, f"the leftover beside a note of another inode was rejected: "
+              f"{rejected}")
+        hdtest.wait_for(lambda: f"archived already as {moved['handoff_id']}" in d.logs(),
+                        10 * hdtest.SLOW, "the leftover beside a note of another inode said")
+        check(lname_late in rejected and env.reason_of(lname_late)["reason"] == "duplicate_id",
+              f"a copy written after the note: {rejected}")
         check(not os.path.exists(os.path.join(env.spool, "outbox", left["handoff_id"] + ".json")),
               "the leftover was taken again")
         # the only copy: taken again into outbox/, neither dropped nor

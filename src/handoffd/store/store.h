@@ -133,6 +133,9 @@ int store_id_mark(struct spool *sp, const char *handoff_id);
  * left it in handoff/: store_outbox_archive()), unchanged since, and its
  * item archived? */
 bool store_id_source_is(struct spool *sp, const char *handoff_id, const struct stat *st);
+/* Is ids/<id> an archive's mark: empty, or the note of an item archived
+ * as relayed ("src DEV INO" and "archived")?  Its stat in *m. */
+bool store_id_archived(struct spool *sp, const char *handoff_id, struct stat *m);
 
 /* Move handoff/name to directory `to` as dst (a claim, a rejection, to
  * outbox/): -EEXIST, -ENOENT (another took it) as a rename.  What

@@ -91,6 +91,28 @@ bool store_id_source_is(struct spool *sp, const char *id, const struct stat *st)
                 (st->st_ctim.tv_sec == m.st_mtim.tv_sec && st->st_ctim.tv_nsec <= m.st_mtim.tv_nsec));
 }
 
+bool store_id_archived(struct spool *sp, const char *id, struct stat *m)
+{
+        char buf[128];
+        ssize_t n = 0;
+        int fd;
+
+        if (!id || !hd_id_valid(id))
+                return false;
+        fd = openat(sp->fd[SD_IDS], id, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+        if (fd < 0)
+                return false;
+        if (fstat(fd, m) < 0 || !S_ISREG(m->st_mode) || m->st_size >= (off_t)sizeof(buf))
+                n = -1;
+        else if (m->st_size > 0)
+                n = read(fd, buf, sizeof(buf) - 1);
+        close(fd);
+        if (n < 0)
+                return false;
+        buf[n] = '\0';
+        return n == 0 || (!strncmp(buf, "src ", 4) && strstr(buf, "\narchived\n"));
+}
+
 int store_id_mark(struct spool *sp, const char *id)
 {
         int fd;
