@@ -150,9 +150,10 @@ bool delivery_plain(const struct agent_rt *a)
  * directory not yet; with DELIVERY_SYNC_LATER not even the file: the
  * caller syncs a burst's files together (intake_batch), before any
  * record is made. */
-int delivery_write(struct spool *sp, struct agent_rt *a, const struct handoff *h,
+int delivery_write(struct parts *p, struct agent_rt *a, const struct handoff *h,
                    int64_t now, unsigned flags)
 {
+        struct spool *sp = p->sp;
         const char *id = h->id;
         _cleanup_free_ char *buf = NULL;
         _cleanup_json_ json_t *b = NULL, *merged = NULL;
@@ -186,7 +187,10 @@ int delivery_write(struct spool *sp, struct agent_rt *a, const struct handoff *h
          * removed after a crash whatever it holds (the table above), so
          * an unnamed file linked in once written would add nothing. */
         bool sync = !(flags & DELIVERY_SYNC_LATER);
-        r = store_boot_write(sp, a, pname, buf, len, sync);
+        /* A big record's inode, to remember what it says (verified.c):
+         * the sweep's first look would read it all again. */
+        struct stat st, *stp = verified_worth(len) ? &st : NULL;
+        r = store_boot_write(sp, a, pname, buf, len, sync, stp);
         if (r == -EEXIST) {
                 /* A claimed item's, its publish to come (record and
                  * .pending): not ours to replace.  intake.c left the look
@@ -197,8 +201,10 @@ int delivery_write(struct spool *sp, struct agent_rt *a, const struct handoff *h
                 r = store_boot_remove(sp, a, pname);
                 if (r < 0 && r != -ENOENT)
                         return r;
-                r = store_boot_write(sp, a, pname, buf, len, sync);
+                r = store_boot_write(sp, a, pname, buf, len, sync, stp);
         }
+        if (r == 0 && stp)
+                verified_store_record(&p->verified, stp, b);
         return r;
 }
 
@@ -271,7 +277,7 @@ int delivery_run(struct parts *p, struct agent_rt *a, const struct handoff *h,
         const char *id = h->id;
         int r;
 
-        r = delivery_write(sp, a, h, now, 0);
+        r = delivery_write(p, a, h, now, 0);
         if (r == 0)
                 r = store_flush(sp);
         if (r == 0)

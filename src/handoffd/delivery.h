@@ -35,8 +35,9 @@ enum {
                                          * when claimed/<id>.json is there (its publish to come) */
 };
 /* Step 1: Baton, profile copies, the bootstrap under its hidden name (file
- * synced, the directory marked for the burst's sync). */
-int delivery_write(struct spool *sp, struct agent_rt *a, const struct handoff *h, int64_t now,
+ * synced, the directory marked for the burst's sync); a big one's inode
+ * and what it says remembered (verified.c). */
+int delivery_write(struct parts *p, struct agent_rt *a, const struct handoff *h, int64_t now,
                    unsigned flags);
 /* Step 2: the same file as claimed/<id>.json, the record: -EEXIST when
  * the id is claimed already; with replace, over the claimed/<id>.json

@@ -234,7 +234,7 @@ static int deliver(struct parts *p, struct item *items, size_t n, int64_t now)
                                 continue;
                         }
                         if (step == 1)
-                                q = delivery_write(sp, it->agent, &it->h, now,
+                                q = delivery_write(p, it->agent, &it->h, now,
                                                    DELIVERY_NEW_CLAIM |
                                                    (sync_later ? DELIVERY_SYNC_LATER : 0));
                         else if (step == 2)

@@ -112,20 +112,6 @@ static bool pending_is_record(const struct item_files *f, int fd)
         return alen == blen && memcmp(a, b, alen) == 0;
 }
 
-/* The record's handoff and its accepted time, into f.  The record is the
- * daemon's own file, written from a handoff that verified. */
-static int item_record_parse(const json_t *rec, struct item_files *f)
-{
-        const char *acc = json_string_value(json_object_get(rec, "accepted_at"));
-        int r = handoff_from_record(rec, &f->h);
-
-        if (r < 0)
-                return r;
-        if (acc && hd_time_parse(acc, &f->accepted_usec) < 0)
-                f->accepted_usec = 0;
-        return 0;
-}
-
 /* Read claimed/<id>.json (fd) and the agent's names for it, once: the
  * state in *ret. */
 static int item_state(struct spool *sp, struct verified *vc, const char *id, int fd,
@@ -157,7 +143,7 @@ static int item_state(struct spool *sp, struct verified *vc, const char *id, int
                         return r;
                 }
                 if (r == 0)
-                        r = item_record_parse(rec, f);
+                        r = verified_record_parse(rec, &f->h, &f->accepted_usec);
                 if (r < 0)
                         return r;
                 verified_store(vc, &st, &f->h, f->accepted_usec);

@@ -3,7 +3,9 @@
  * size.  A record is the daemon's own file: it is written once at the
  * claim, no producer holds it, and it never changes.  So its inode and size
  * stand for its bytes, and per id we keep them with what a look needs (the
- * agents and the accepted time: struct verified_entry).  A record the
+ * agents and the accepted time: struct verified_entry), from the claim
+ * that writes it (delivery_write()), or after a start from the first look
+ * that reads it.  A record the
  * daemon did not write (an earlier version's item, still the producer's
  * inode) is never cached: it is verified at each look until item_legacy.c
  * converts it. */
@@ -12,6 +14,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "handoff.h"
 #include "util.h"
 #include "verified.h"
 
@@ -30,6 +33,34 @@ void verified_init(struct verified *vc)
 void verified_clear(struct verified *vc)
 {
         dict_clear(&vc->items);
+}
+
+bool verified_worth(size_t size)
+{
+        return size >= VERIFIED_MIN_SIZE;
+}
+
+int verified_record_parse(const json_t *rec, struct handoff *ret, int64_t *ret_accepted)
+{
+        const char *acc = json_string_value(json_object_get(rec, "accepted_at"));
+        int r = handoff_from_record(rec, ret);
+
+        if (r < 0)
+                return r;
+        if (!acc || hd_time_parse(acc, ret_accepted) < 0)
+                *ret_accepted = 0;
+        return 0;
+}
+
+void verified_store_record(struct verified *vc, const struct stat *st, const json_t *rec)
+{
+        struct handoff h = { 0 };
+        int64_t acc;
+
+        if (!verified_worth((size_t)st->st_size) || verified_record_parse(rec, &h, &acc) < 0)
+                return;
+        verified_store(vc, st, &h, acc);
+        handoff_clear(&h);
 }
 
 void verified_store(struct verified *vc, const struct stat *st, const struct handoff *h,

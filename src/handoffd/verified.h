@@ -35,6 +35,15 @@ void verified_clear(struct verified *vc);
 void verified_store(struct verified *vc, const struct stat *st, const struct handoff *h,
                     int64_t accepted_usec);
 
+/* Is a record of size bytes worth remembering? */
+bool verified_worth(size_t size);
+/* The handoff a record (the daemon's, record.h) holds, and its accepted
+ * time (0 when it has none): handoff_from_record(), then clear *ret. */
+int verified_record_parse(const json_t *rec, struct handoff *ret, int64_t *ret_accepted);
+/* verified_store() of the record rec just written as the inode st (the
+ * hidden bootstrap that becomes claimed/<id>.json). */
+void verified_store_record(struct verified *vc, const struct stat *st, const json_t *rec);
+
 /* The fields of the record claimed/<id>.json (st) in *ret (no doc) and
  * its accepted time, if it is the one remembered; false: read it. */
 bool verified_lookup(struct verified *vc, const char *id, const struct stat *st,

@@ -11,7 +11,8 @@ reals, the costliest documents to parse and MAC) that stay claimed:
 A sweep that re-read and re-verified every claimed item took longer than
 the gap to the next deadline, the timer was re-armed at 0 ms and the loop
 never polled I/O or signals again.  Now a claimed item is verified when it
-changes (not at every look) and a sweep runs in slices between which the
+changes (not at every look; a big one is remembered from its claim, so not
+even the first look reads it) and a sweep runs in slices between which the
 loop polls.  Figures, under each attack: the latency of a legitimate
 bob->alice handoff, the longest wait for a status answer, the time SIGTERM
 takes; and for the first spool, the time a restart takes to READY=1.

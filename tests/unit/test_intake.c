@@ -21,8 +21,10 @@
 #include "agents.h"
 #include "daemonfx.h"
 #include "intake.h"
+#include "files.h"
 #include "lock.h"
 #include "testutil.h"
+#include "verified.h"
 
 START_TEST(test_intake_ignores_temp_names)
 {
@@ -226,6 +228,62 @@ START_TEST(test_intake_claims_and_delivers)
 }
 END_TEST
 
+/* A big record is remembered at its claim (verified.c): the sweep's first
+ * look, and a consumer's rename, read none of it again.  A small one is
+ * not remembered (read again, it costs about what an entry saves). */
+START_TEST(test_intake_remembers_a_big_claim)
+{
+        struct fx f;
+        struct handoff h;
+        struct stat st;
+        int64_t acc = 0;
+        size_t n = 100 * 1024;
+        char *big = malloc(n + 1);
+
+        ck_assert_ptr_nonnull(big);
+        memset(big, 'x', n);
+        big[n] = '\0';
+        fx_open(&f);
+        json_t *d = fx_doc("big-1", "alice", 10, 600, NULL);
+        json_object_set_new(d, "x", json_string(big));
+        ck_assert_int_eq(hd_sign(d, f.k), 0);
+        fx_put_doc(f.sp->fd[SD_HANDOFF], "big.json", d);
+        fx_put_doc(f.sp->fd[SD_HANDOFF], "small.json", fx_doc("small-1", "alice", 10, 600, f.k));
+        ck_assert_int_eq(fx_decide(&f, "big.json"), IO_CLAIMED);
+        ck_assert_int_eq(fx_decide(&f, "small.json"), IO_CLAIMED);
+
+        ck_assert_int_eq(fstatat(f.sp->fd[SD_CLAIMED], "big-1.json", &st, 0), 0);
+        ck_assert(st.st_size > (off_t)n);
+        ck_assert(verified_lookup(&f.p.verified, "big-1", &st, &h, &acc));
+        ck_assert_str_eq(h.id, "big-1");
+        ck_assert_str_eq(h.from, "bob");
+        ck_assert_str_eq(h.to, "alice");
+        /* the accepted time the record says, as a read of it gives */
+        char *buf = NULL;
+        size_t len;
+        int fd = openat(f.sp->fd[SD_CLAIMED], "big-1.json", O_RDONLY);
+        ck_assert_int_ge(fd, 0);
+        ck_assert_int_eq(read_all(fd, (size_t)st.st_size + 1, 0, &buf, &len), 0);
+        close(fd);
+        json_t *rec = json_loadb(buf, len, 0, NULL);
+        ck_assert_ptr_nonnull(rec);
+        int64_t want;
+        ck_assert_int_eq(hd_time_parse(json_string_value(json_object_get(rec, "accepted_at")),
+                                       &want), 0);
+        ck_assert_int_eq(acc, want);
+        json_decref(rec);
+        free(buf);
+        /* another inode under the name is read again */
+        st.st_ino++;
+        ck_assert(!verified_lookup(&f.p.verified, "big-1", &st, &h, &acc));
+
+        ck_assert_int_eq(fstatat(f.sp->fd[SD_CLAIMED], "small-1.json", &st, 0), 0);
+        ck_assert(!verified_lookup(&f.p.verified, "small-1", &st, &h, &acc));
+        free(big);
+        fx_close(&f);
+}
+END_TEST
+
 /* ---- the order: a file that fails two checks gets the earlier one's ---- */
 
 /* Size before parse: a too large file is not read at all. */
@@ -368,6 +426,7 @@ Suite *suite_intake(void)
         tcase_add_test(tc, test_intake_leaves_an_item_for_an_agent_not_served_here);
         tcase_add_test(tc, test_intake_rejects_a_replay);
         tcase_add_test(tc, test_intake_claims_and_delivers);
+        tcase_add_test(tc, test_intake_remembers_a_big_claim);
         tcase_add_test(tc, test_intake_order_size_before_parse);
         tcase_add_test(tc, test_intake_order_auth_before_validate);
         tcase_add_test(tc, test_intake_order_fresh_before_target);

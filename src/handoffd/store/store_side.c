@@ -133,15 +133,26 @@ int store_id_mark(struct spool *sp, const char *id)
  * is hers; the rest only the daemon changes. */
 
 int store_boot_write(struct spool *sp, struct agent_rt *a, const char *name, const void *buf,
-                     size_t len, bool sync)
+                     size_t len, bool sync, struct stat *ret_st)
 {
         unsigned fl = (sync && sp->cfg->fsync ? WRITE_SYNC_FILE : 0) | WRITE_MODE_KEPT |
                       WRITE_EXCL;
-        int r = write_direct(a->handoffs_fd, name, buf, len, 0640, fl);
+        _cleanup_close_ int fd = -1;
+        int r = write_direct_fd(a->handoffs_fd, name, buf, len, 0640, fl, ret_st ? &fd : NULL);
 
-        if (r == 0)
-                store_dirty_agent(a);
-        return r;
+        if (r < 0)
+                return r;
+        if (ret_st) {
+                if (fstat(fd, ret_st) < 0)
+                        *ret_st = (struct stat){ 0 };   /* written all the same */
+                if (close(TAKE_FD(fd)) < 0 && errno != EINTR) {
+                        r = -errno;                     /* as write_direct() */
+                        unlinkat(a->handoffs_fd, name, 0);
+                        return r;
+                }
+        }
+        store_dirty_agent(a);
+        return 0;
 }
 
 int store_boot_remove(struct spool *sp, struct agent_rt *a, const char *name)
