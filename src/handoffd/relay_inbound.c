@@ -43,6 +43,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "canon_src.h"
 #include "files.h"
 #include "lock.h"
 #include "log.h"
@@ -54,9 +55,13 @@
 
 #define TMP_PREFIX ".relay."
 
-/* A relayed or pending document, parsed (or NULL): does it verify here,
- * now, as the intake would find? */
-static bool verifies(struct spool *sp, const json_t *doc, int64_t now, hd_verdict *v)
+/* A relayed or pending document, parsed (or NULL) from the bytes src
+ * tells (canon_src.h; NULL: none): does it verify here, now, as the
+ * intake would find?  With src, the MAC or signature covers those bytes
+ * as they are when they are canonical, as the intake's does: the
+ * document is not written again for it. */
+static bool verifies(struct spool *sp, const json_t *doc, const struct canon_src *src,
+                     int64_t now, hd_verdict *v)
 {
         const struct config *c = sp->cfg;
         hd_policy pol = { .max_clock_skew_s = c->max_clock_skew, .max_window_s = c->max_window };
@@ -64,7 +69,7 @@ static bool verifies(struct spool *sp, const json_t *doc, int64_t now, hd_verdic
 
         if (!doc)
                 return false;
-        return hd_verify(doc, config_key_lookup, (void *)c, &pol, &po, now, v) == 0;
+        return canon_src_verify(doc, src, config_key_lookup, (void *)c, &pol, &po, now, v) == 0;
 }
 
 enum id_state {
@@ -81,6 +86,7 @@ static int id_state(struct spool *sp, const char *id, const char *name,
 {
         hd_limits lim = { .max_size = sp->cfg->max_file_size, .max_depth = HD_DEFAULT_MAX_DEPTH };
         _cleanup_free_ char *buf = NULL;
+        struct canon_src src;
         json_t *doc = NULL;
         struct stat st;
         size_t len;
@@ -111,10 +117,10 @@ static int id_state(struct spool *sp, const char *id, const char *name,
                 ;
         else if (len == in->len && !memcmp(buf, in->data, len))
                 r = ID_KNOWN;
-        else if (hd_parse(buf, len, &lim, &doc, sv) < 0)
+        else if (canon_src_parse(buf, len, &lim, &doc, &src, sv) < 0)
                 r = ID_SQUATTED;
         else
-                r = verifies(sp, doc, now, sv) ? ID_KNOWN : ID_SQUATTED;
+                r = verifies(sp, doc, &src, now, sv) ? ID_KNOWN : ID_SQUATTED;
 out:
         json_decref(doc);
         close(fd);
@@ -126,16 +132,18 @@ out:
 }
 
 /* The handoff_id the message itself names, else its Nats-Msg-Id; its
- * document in *ret_doc (NULL when it does not parse). */
+ * document in *ret_doc (NULL when it does not parse) and where its
+ * canonical bytes are in in->data (*src). */
 static void message_id(struct spool *sp, const struct relay_in *in, char *id, size_t n,
-                       json_t **ret_doc)
+                       json_t **ret_doc, struct canon_src *src)
 {
         hd_limits lim = { .max_size = sp->cfg->max_file_size, .max_depth = HD_DEFAULT_MAX_DEPTH };
         json_t *doc = NULL;
         hd_verdict v;
         const char *s = NULL;
 
-        if (in->data && hd_parse(in->data, in->len, &lim, &doc, &v) == 0)
+        *src = (struct canon_src){ 0 };
+        if (in->data && canon_src_parse(in->data, in->len, &lim, &doc, src, &v) == 0)
                 s = handoff_unverified_id(doc);
         if (!(s && hd_id_valid(s) && xsnprintf(id, n, "%s", s) >= 0) &&
             xsnprintf(id, n, "%s", in->msg_id) < 0)
@@ -237,7 +245,7 @@ static bool takes(const struct config *c, const char *agent)
  * hears it (a receipt, when this host sends them) only when it verifies
  * here: what nobody authenticated says nothing of anyone's handoff. */
 static void refuse(struct relay *r, const struct relay_in *in, const char *id, const json_t *doc,
-                   const char *to, int64_t now)
+                   const struct canon_src *src, const char *to, int64_t now)
 {
         struct spool *sp = r->sp;
         const char *agent = to && !takes(sp->cfg, to) ? to : in->agent;
@@ -251,7 +259,7 @@ static void refuse(struct relay *r, const struct relay_in *in, const char *id, c
         log_decision(LOG_NOTICE, id[0] ? id : NULL, hd_agent_valid(agent) ? agent : NULL, "rejected",
                      hd_reason_name(HD_R_NOT_SERVED), "Relay: refused message %s: not_served: %s",
                      id[0] ? id : "(no id)", detail);
-        if (id[0] && in->origin[0] && receipt_sending(r) && verifies(sp, doc, now, &v) &&
+        if (id[0] && in->origin[0] && receipt_sending(r) && verifies(sp, doc, src, now, &v) &&
             receipt_due(r, in, id, true, now)) {
                 receipt_caps(r, in->origin, in->batch_ok);
                 receipt_refused(r, id, in->origin, hd_reason_name(HD_R_NOT_SERVED), detail, now);
@@ -265,16 +273,17 @@ static int inbound_one(struct relay *r, struct relay_in *in, int64_t now)
 {
         struct spool *sp = r->sp;
         char id[RELAY_ID_MAX + 1], name[NAME_MAX + 1];
+        struct canon_src src;
         json_t *doc = NULL;
         hd_verdict sv = { 0 }, v;
         uint64_t lock = 0;
         bool own_name = false;
         int q, k = ID_FREE;
 
-        message_id(sp, in, id, sizeof(id), &doc);
+        message_id(sp, in, id, sizeof(id), &doc, &src);
         const char *to = handoff_unverified_to(doc);
         if (!takes(sp->cfg, in->agent) || (to && !takes(sp->cfg, to))) {
-                refuse(r, in, id, doc, to, now);
+                refuse(r, in, id, doc, &src, to, now);
                 q = 0;
                 goto out;
         }
@@ -300,7 +309,7 @@ static int inbound_one(struct relay *r, struct relay_in *in, int64_t now)
                 goto out;
         }
         if (k == ID_SQUATTED) {
-                if (verifies(sp, doc, now, &v)) {
+                if (verifies(sp, doc, &src, now, &v)) {
                         q = reject_squatter(sp, name, id, &sv, now);
                         if (q < 0) {
                                 spool_error(sp, q, "Cannot reject handoff/%s", name);
@@ -324,7 +333,7 @@ static int inbound_one(struct relay *r, struct relay_in *in, int64_t now)
         }
         /* Verified here already when its name was taken by a squatter. */
         bool verified = (k == ID_SQUATTED && !own_name) ||
-                        (receipt_sending(r) && verifies(sp, doc, now, &v));
+                        (receipt_sending(r) && verifies(sp, doc, &src, now, &v));
         /* How its origin takes receipts, as a message that verifies says
          * it (the header is not signed: junk under another's name must
          * not make this host send batches to an origin that drops them). */

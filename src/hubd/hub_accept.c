@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "canon_src.h"
 #include "files.h"
 #include "handoff.h"
 #include "hub.h"
@@ -174,13 +175,17 @@ static int post_judge(struct hub *h, const char *agent, const char *body,
                                 .max_window_s = c->max_window };
         const hd_payload_opts popts = { .roles = (const char *const *)c->roles };
         _cleanup_json_ json_t *doc = NULL;
+        struct canon_src src;
         const char *from, *to;
         char detail[HD_DETAIL_MAX];
         hd_verdict v;
         int r;
 
         verdict_clear(&v);
-        r = hd_parse(body, len, &lim, &doc, &v);
+        /* Where the body is canonical already (as every producer writes
+         * it), the MAC or signature covers it as it is: the document is
+         * not written again for it (canon_src.h), as in the daemon. */
+        r = canon_src_parse(body, len, &lim, &doc, &src, &v);
         if (r == -EBADMSG)
                 return answer_verdict(a, &v) < 0 ? -ENOMEM : 1;
         if (r < 0)
@@ -193,7 +198,7 @@ static int post_judge(struct hub *h, const char *agent, const char *body,
                 return hub_answer_reject(a, 403, "forbidden", detail) < 0 ? -ENOMEM : 1;
         }
         verdict_clear(&v);
-        r = hd_verify(doc, config_key_lookup, (void *)c, &pol, &popts,
+        r = canon_src_verify(doc, &src, config_key_lookup, (void *)c, &pol, &popts,
                       h->now_usec ? h->now_usec() : hd_now_usec(), &v);
         if (r == -EBADMSG)
                 return answer_verdict(a, &v) < 0 ? -ENOMEM : 1;
