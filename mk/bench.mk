@@ -65,7 +65,7 @@ BENCH_VERIFY_N ?= 20000
 
 $(BENCH_BUILD)/bench/verify_cost: bench/verify_cost.c $(BENCH_BUILD)/libhandoff.a include/handoff.h
 	@mkdir -p $(@D)
-	$(CC) $(filter-out $(SAN),$(HD_CFLAGS)) -O2 -o $@ $< $(BENCH_BUILD)/libhandoff.a $(PKG_LIBS) -lm
+	$(CC) $(filter-out $(SAN),$(HD_CFLAGS)) $(INC_lib) -O2 -o $@ $< $(BENCH_BUILD)/libhandoff.a $(PKG_LIBS) -lm
 
 .PHONY: bench-verify
 bench-verify: deps
