@@ -64,29 +64,48 @@ int store_side_rename(struct spool *sp, enum spool_dir dir, const char *from, co
         return 0;
 }
 
-bool store_id_source_is(struct spool *sp, const char *id, const struct stat *st)
+/* ids/<id>, a regular file shorter than size, read into buf (its stat in
+ * *m): its length, or -1 (none, or not such a file). */
+static ssize_t id_note_read(struct spool *sp, const char *id, struct stat *m, char *buf,
+                            size_t size)
 {
-        unsigned long long dev, ino;
-        char buf[64];
-        struct stat m;
-        ssize_t n;
+        ssize_t n = 0;
         int fd;
 
         if (!id || !hd_id_valid(id))
-                return false;
+                return -1;
         fd = openat(sp->fd[SD_IDS], id, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
         if (fd < 0)
-                return false;
-        n = fstat(fd, &m) == 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+                return -1;
+        if (fstat(fd, m) < 0 || !S_ISREG(m->st_mode) || m->st_size >= (off_t)size)
+                n = -1;
+        else if (m->st_size > 0)
+                n = read(fd, buf, size - 1);
         close(fd);
-        if (n <= 0)
+        if (n >= 0)
+                buf[n] = '\0';
+        return n;
+}
+
+/* The relay's note of an archived item: "src DEV INO\narchived\n". */
+static bool note_archived(const char *buf)
+{
+        return !strncmp(buf, "src ", 4) && strstr(buf, "\narchived\n");
+}
+
+bool store_id_source_is(struct spool *sp, const char *id, const struct stat *st)
+{
+        unsigned long long dev, ino;
+        char buf[128];
+        struct stat m;
+
+        if (id_note_read(sp, id, &m, buf, sizeof(buf)) <= 0)
                 return false;
-        buf[n] = '\0';
         /* the producer's file, not changed since the take noted it, of an
          * item that was relayed and archived (after a power cut that lost
          * the take's copy, the note alone would drop the only copy) */
-        return sscanf(buf, "src %llu %llu", &dev, &ino) == 2 && strstr(buf, "\narchived\n") && dev == (unsigned long long)st->st_dev &&
-               ino == (unsigned long long)st->st_ino &&
+        return note_archived(buf) && sscanf(buf, "src %llu %llu", &dev, &ino) == 2 &&
+               dev == (unsigned long long)st->st_dev && ino == (unsigned long long)st->st_ino &&
                (st->st_ctim.tv_sec < m.st_mtim.tv_sec ||
                 (st->st_ctim.tv_sec == m.st_mtim.tv_sec && st->st_ctim.tv_nsec <= m.st_mtim.tv_nsec));
 }
@@ -94,23 +113,9 @@ bool store_id_source_is(struct spool *sp, const char *id, const struct stat *st)
 bool store_id_archived(struct spool *sp, const char *id, struct stat *m)
 {
         char buf[128];
-        ssize_t n = 0;
-        int fd;
+        ssize_t n = id_note_read(sp, id, m, buf, sizeof(buf));
 
-        if (!id || !hd_id_valid(id))
-                return false;
-        fd = openat(sp->fd[SD_IDS], id, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-        if (fd < 0)
-                return false;
-        if (fstat(fd, m) < 0 || !S_ISREG(m->st_mode) || m->st_size >= (off_t)sizeof(buf))
-                n = -1;
-        else if (m->st_size > 0)
-                n = read(fd, buf, sizeof(buf) - 1);
-        close(fd);
-        if (n < 0)
-                return false;
-        buf[n] = '\0';
-        return n == 0 || (!strncmp(buf, "src ", 4) && strstr(buf, "\narchived\n"));
+        return n == 0 || (n > 0 && note_archived(buf));
 }
 
 int store_id_mark(struct spool *sp, const char *id)
