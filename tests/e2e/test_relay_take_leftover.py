@@ -56,14 +56,18 @@ def main():
         moved = hdproto.build("bob", "gordon", env.key, ttl=600)
         mname = hdproto.drop(env.spool, moved)
         mst = os.stat(os.path.join(env.spool, "handoff", mname))
-        time.sleep(0.01)    # the mark's time strictly after the file's
         with open(os.path.join(ids, moved["handoff_id"]), "w") as f:
             f.write(f"src {mst.st_dev} {mst.st_ino + 2000000}\narchived\n")
+        # the mark's time strictly after the file's last change (a second on)
+        t = mst.st_ctime_ns + 1_000_000_000
+        os.utime(os.path.join(ids, moved["handoff_id"]), ns=(t, t))
         # and a replay written after such a note: rejected
         late = hdproto.build("bob", "gordon", env.key, ttl=600)
         with open(os.path.join(ids, late["handoff_id"]), "w") as f:
             f.write(f"src {mst.st_dev} {mst.st_ino + 3000000}\narchived\n")
-        time.sleep(0.01)
+        # the mark a minute old: the replay's file is changed strictly after it
+        t = time.time_ns() - 60_000_000_000
+        os.utime(os.path.join(ids, late["handoff_id"]), ns=(t, t))
         lname_late = hdproto.drop(env.spool, late)
         # a replay: the same id, another file
         rep = hdproto.build("bob", "gordon", env.key, ttl=600)
