@@ -56,7 +56,6 @@ int store_outbox_take(struct spool *sp, const char *name, const struct stat *was
                       const char *dst, bool *ret_leftover)
 {
         char side[NAME_MAX + 1], note[64];
-        const struct stat st = *was;
         int r, nl;
 
         *ret_leftover = false;
@@ -64,12 +63,12 @@ int store_outbox_take(struct spool *sp, const char *name, const struct stat *was
          * under the id's lock just now.  A swap since is a new file: the
          * producer's name leaves only with was's inode
          * (store_drop_source()), and the new one is looked at anew. */
-        if (!S_ISREG(st.st_mode))
+        if (!S_ISREG(was->st_mode))
                 return -EISDIR;
         /* The note first: a kill between it and the copy leaves a note
          * without its item, which the next outbox scan sweeps. */
-        nl = snprintf(note, sizeof(note), "src %llu %llu\n", (unsigned long long)st.st_dev,
-                      (unsigned long long)st.st_ino);
+        nl = snprintf(note, sizeof(note), "src %llu %llu\n", (unsigned long long)was->st_dev,
+                      (unsigned long long)was->st_ino);
         if (note_name(id, side, sizeof(side)) >= 0)
                 (void) store_note_write_later(sp, SD_OUTBOX, side, note, (size_t)nl);
         /* Never over a name there: of two takes of one id only one wins.
@@ -81,15 +80,15 @@ int store_outbox_take(struct spool *sp, const char *name, const struct stat *was
                             sp->cfg->fsync ? &fd : NULL);
         if (r == 0)
                 r = store_sync_later(sp, SD_OUTBOX, fd);
-        if (r == -EEXIST && take_leftover(sp, &st, dst, doc)) {
-                (void) store_drop_source(sp, name, st.st_dev, st.st_ino);
+        if (r == -EEXIST && take_leftover(sp, was, dst, doc)) {
+                (void) store_drop_source(sp, name, was->st_dev, was->st_ino);
                 *ret_leftover = true;
                 return -ENOENT;
         }
         if (r < 0)
                 return r;
         store_dirty(sp, SD_OUTBOX);
-        (void) store_drop_source(sp, name, st.st_dev, st.st_ino);
+        (void) store_drop_source(sp, name, was->st_dev, was->st_ino);
         return 0;
 }
 
