@@ -334,7 +334,7 @@ int write_linked_fd(int dirfd, const char *name, const void *buf, size_t len,
                 char tmp[NAME_MAX + 1], rnd[2 * TMP_SUFFIX_BYTES + 1];
                 if (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL)
                         return -errno;
-                if (random_hex(rnd, TMP_SUFFIX_BYTES) < 0 ||
+                if (tmp_suffix(rnd) < 0 ||
                     xsnprintf(tmp, sizeof(tmp), ".%.200s.%s", name, rnd) < 0)
                         return -ENAMETOOLONG;
                 r = write_direct(dirfd, tmp, buf, len, mode,
