@@ -44,9 +44,17 @@ def main():
         h.wait_delivered(ids)
         hdtest.wait_for(lambda: all(i in h.relayed_on_a() for i in ids), 30 * hdtest.SLOW,
                         "all archived as relayed on a")
-        recs, torn = relaykit.journal_records(h.a.spool)
-        sent = {f[0] for k, f in recs if k == "sent"}
-        missing = [i for i in ids if i not in sent]
+        # a's sent record is appended just after its archive's move: it may
+        # still be on its way when the archive is seen, so wait for it
+        def missing_now():
+            recs, torn = relaykit.journal_records(h.a.spool)
+            sent = {f[0] for k, f in recs if k == "sent"}
+            return [i for i in ids if i not in sent], torn
+        try:
+            hdtest.wait_for(lambda: not missing_now()[0], 10, "the sent records")
+        except hdtest.Fail:
+            pass        # the check below says how many are missing
+        missing, torn = missing_now()
         print(f"- a relayed {N}: {N - len(missing)} of their sent records in receipts/journal")
         check(not missing, f"{len(missing)} of {N} sent records lost from receipts/journal")
         check(rc == 1 and said, f"the second daemon: exit {rc}, want 1 and the line:\n"
