@@ -38,28 +38,40 @@ class Node:
         self.name = name
         self.dir = os.path.join(base, name)
         os.makedirs(self.dir, exist_ok=True)
-        self.port = free_port()
-        self.http = free_port()
         self.cluster_ports = cluster_ports
         self.index = index
+        self.conf_extra = conf_extra
+        self.jetstream = jetstream
         self.conf = os.path.join(self.dir, "nats.conf")
-        lines = [f'server_name: "{name}"', "listen: 127.0.0.1:%d" % self.port,
-                 "http: 127.0.0.1:%d" % self.http]
-        if jetstream:
-            lines.append('jetstream { store_dir: "%s" }' % os.path.join(self.dir, "js"))
-        if cluster_ports:
-            routes = ", ".join(f'"nats-route://127.0.0.1:{p}"' for p in cluster_ports)
-            lines.append('cluster { name: "hd", listen: "127.0.0.1:%d", routes: [%s] }'
-                         % (cluster_ports[index], routes))
-        if conf_extra:
-            lines.append(conf_extra)     # e.g. "max_payload: 8MB"
-        with open(self.conf, "w") as f:
-            f.write("\n".join(lines) + "\n")
         self.proc = None
         self.log = None
+        self.came_up = False    # once up, or its url handed out, its ports
+        self.url_read = False   # are the clients': kept
+        self._new_ports()
+
+    def _new_ports(self):
+        """Free loopback ports and the config that names them.  A port
+        found free may be taken by another test before the server binds
+        it: wait_healthy() then picks again, while no client has its url
+        (came_up, url_read)."""
+        self.port = free_port()
+        self.http = free_port()
+        lines = [f'server_name: "{self.name}"', "listen: 127.0.0.1:%d" % self.port,
+                 "http: 127.0.0.1:%d" % self.http]
+        if self.jetstream:
+            lines.append('jetstream { store_dir: "%s" }' % os.path.join(self.dir, "js"))
+        if self.cluster_ports:
+            routes = ", ".join(f'"nats-route://127.0.0.1:{p}"' for p in self.cluster_ports)
+            lines.append('cluster { name: "hd", listen: "127.0.0.1:%d", routes: [%s] }'
+                         % (self.cluster_ports[self.index], routes))
+        if self.conf_extra:
+            lines.append(self.conf_extra)     # e.g. "max_payload: 8MB"
+        with open(self.conf, "w") as f:
+            f.write("\n".join(lines) + "\n")
 
     @property
     def url(self):
+        self.url_read = True
         return f"nats://127.0.0.1:{self.port}"
 
     def start(self, wait=True):
@@ -71,12 +83,21 @@ class Node:
     def wait_healthy(self, timeout=30):
         """/healthz answers 200 (in a cluster: once JetStream is up)."""
         deadline = time.monotonic() + timeout
+        retries = 5
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
+                log = open(os.path.join(self.dir, "server.log")).read()
+                if not (self.came_up or self.url_read) and retries > 0 and "address already in use" in log[-500:]:
+                    retries -= 1        # a port taken since it was found free
+                    self.log.close()
+                    self._new_ports()
+                    self.start(wait=False)
+                    continue
                 raise RuntimeError(f"nats-server {self.name} exited {self.proc.returncode}:\n"
-                                   + open(os.path.join(self.dir, "server.log")).read()[-3000:])
+                                   + log[-3000:])
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{self.http}/healthz", timeout=1):
+                    self.came_up = True
                     return self
             except Exception:
                 time.sleep(0.05)
