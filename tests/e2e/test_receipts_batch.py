@@ -4,7 +4,9 @@ two real handoffds and a real nats-server, receipts on both hosts:
 - a burst relayed from a to b and consumed there: the 2N receipts
   (delivered, consumed) reach a in far fewer NATS messages on
   handoff.a.receipt.b (counted by a core subscription of the test's own,
-  not by handoffd), most of them batches (type handoff-receipts, one
+  not by handoffd; b is stopped while the burst reaches the stream and
+  while its bootstraps are taken, so that it has them at once whatever
+  the machine's load), most of them batches (type handoff-receipts, one
   signature over them all); b's status counts the messages, batches and
   signatures (fewer than the receipts), a's the batches it verified; on
   a each item's .outcome holds each outcome once;
@@ -24,12 +26,14 @@ two real handoffds and a real nats-server, receipts on both hosts:
 import base64
 import json
 import os
+import signal
 import sys
 
 sys.path.insert(0, os.path.join(os.environ.get("HD_SRC", "."), "tests", "py"))
 import hded25519  # noqa: E402
 import hdproto  # noqa: E402
 import hdtest  # noqa: E402
+import invariant  # noqa: E402
 import natsrv  # noqa: E402
 import relaykit  # noqa: E402
 from hdtest import check  # noqa: E402
@@ -74,8 +78,26 @@ def main():
         relaykit.wait_ready(a, b)
         tap = natsrv.Tap(h.ns.urls[0], "handoff.a.receipt.>")
 
+        # How many outcomes share one message depends on how many b has
+        # at once, so the test gives it them at once, whatever the load:
+        # b stopped (SIGSTOP) while a relays the burst to the stream, and
+        # again while the bootstraps are taken.  b's consumer (the test)
+        # takes them only then.
+        boots = os.path.join(h.b.state["alice"], "handoffs")
+        h.consumer.agents = []
+        b.proc.send_signal(signal.SIGSTOP)
         ids = h.drop(N, agents=["alice"])
-        h.wait_delivered(ids)
+        wait(lambda: set(ids) <= set(h.relayed_on_a()), 60, "the burst relayed from a")
+        b.proc.send_signal(signal.SIGCONT)
+        wait(lambda: len(invariant.published(boots)) == N, 60,
+             lambda: f"{N} delivered on b: {len(invariant.published(boots))}")
+        b.proc.send_signal(signal.SIGSTOP)
+        for n in invariant.published(boots):
+            priv = os.path.join(boots, f".consume.{os.getpid()}.t.{n}")
+            os.rename(os.path.join(boots, n), priv)
+            os.unlink(priv)
+        b.proc.send_signal(signal.SIGCONT)
+        h.consumer.agents = ["alice"]
         wait(lambda: all((h.relayed_on_a().get(i) or {}).get("remote_outcome") == "consumed"
                          for i in ids), 60, "every item's consumed receipt applied on a")
         wait(lambda: relaykit.receipt_status(b)["queued"] == 0, 20, "b's receipts all PubAck'ed")
@@ -103,7 +125,10 @@ def main():
         check(not twice, f"each outcome once in a's .outcome: {[rel[i] for i in twice[:2]]}")
         with open(os.path.join(h.b.dir, "host-b.pub")) as f:
             check_vector(f.read(), batches)
-        print(f"{len(want)} receipts of {N} items in {len(msgs)} NATS messages, "
+        per = {o: sum(1 for _, m in msgs if any(r["outcome"] == o for r in carried(m)))
+               for o in ("delivered", "consumed")}
+        print(f"{len(want)} receipts of {N} items in {len(msgs)} NATS messages "
+              f"({per['delivered']} with delivered ones, {per['consumed']} with consumed ones), "
               f"{len(batches)} of them batches; b signed {sb['signed']}, a verified {sa['verified']}")
 
         # An origin that does not say it takes batches: singles.

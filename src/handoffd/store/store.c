@@ -66,6 +66,20 @@ static void put_back(struct spool *sp, enum spool_dir to, const char *dst, const
  * and retention remove files only.  Otherwise the move is undone: our link
  * removed, or the renamed one put back. 0 if it is what was decided on;
  * -ENOENT if was has left the name; -EISDIR if was is a directory. */
+static int arrived_as(struct spool *sp, const char *name, const struct spool_ino *was,
+                      enum spool_dir to, const char *dst, bool linked, const struct stat *st)
+{
+        if (!S_ISDIR(st->st_mode) && (!was || same_ino(st, was)))
+                return 0;
+        if (linked) {
+                if (unlinkat(sp->fd[to], dst, 0) < 0)
+                        return -errno;
+        } else {
+                put_back(sp, to, dst, name, st);
+        }
+        return S_ISDIR(st->st_mode) && (!was || same_ino(st, was)) ? -EISDIR : -ENOENT;
+}
+
 int store_arrived(struct spool *sp, const char *name, const struct spool_ino *was,
                   enum spool_dir to, const char *dst, bool linked)
 {
@@ -73,15 +87,7 @@ int store_arrived(struct spool *sp, const char *name, const struct spool_ino *wa
 
         if (fstatat(sp->fd[to], dst, &st, AT_SYMLINK_NOFOLLOW) < 0)
                 return -errno;
-        if (!S_ISDIR(st.st_mode) && (!was || same_ino(&st, was)))
-                return 0;
-        if (linked) {
-                if (unlinkat(sp->fd[to], dst, 0) < 0)
-                        return -errno;
-        } else {
-                put_back(sp, to, dst, name, &st);
-        }
-        return S_ISDIR(st.st_mode) && (!was || same_ino(&st, was)) ? -EISDIR : -ENOENT;
+        return arrived_as(sp, name, was, to, dst, linked, &st);
 }
 
 /* handoff/name goes if it is still the file was: names get reused.  0,
@@ -102,12 +108,18 @@ int store_leave_name(struct spool *sp, const char *name, const struct spool_ino 
          * to handoff/, where its record makes it a claim's leftover, and
          * one kept in both places is known by its link in spent/.  It is
          * moved first and looked at after: store_arrived() returns
-         * whatever else the name held by then. */
+         * whatever else the name held by then.  Every daemon on the spool
+         * empties spent/ (store_reap_spent(), without a lock), so what the
+         * move took may be gone before the look: not known then, and as
+         * claimed.  Withdrawn, the claim would lose the item: the
+         * producer's name is gone, and with it her file. */
         if (spent && xsnprintf(sname, sizeof(sname), "%llu", (unsigned long long)was->ino) >= 0) {
                 if (renameat2(sp->fd[SD_HANDOFF], name, sp->fd[SD_SPENT], sname,
                               RENAME_NOREPLACE) == 0) {
                         store_dirty(sp, SD_HANDOFF);
-                        r = store_arrived(sp, name, was, SD_SPENT, sname, false);
+                        if (fstatat(sp->fd[SD_SPENT], sname, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                                return 0;
+                        r = arrived_as(sp, name, was, SD_SPENT, sname, false, &st);
                         if (r == -ENOENT)
                                 return r;
                         if (r < 0)
