@@ -19,6 +19,7 @@
 #include "foreign.h"
 #include "intake.h"
 #include "lifecycle.h"
+#include "lock.h"
 #include "log.h"
 #include "parts.h"
 #include "notify.h"
@@ -180,11 +181,30 @@ static void on_signal(uv_signal_t *h, int sig)
         service_status(d);
 }
 
-/* Before the loop sleeps: what this turn logged goes out (log.c). */
+/* The id bytes of every handoff, which a daemon alone on its spool takes
+ * with the first claim of a burst (lock.h), go this long after: held
+ * over its batches, they cost no system call a batch but the look
+ * whether it is still alone; and another daemon that starts waits at most
+ * this, and a batch. */
+#define IDS_KEEP_MS 50
+
+static void on_ids(uv_timer_t *t)
+{
+        struct daemon *d = t->data;
+
+        lock_idle(d->p.sp->lock_fd);
+}
+
+/* Before the loop sleeps: what this turn logged goes out (log.c), and the
+ * id region, if a batch took it, has its timer. */
 static void on_log_prepare(uv_prepare_t *h)
 {
-        (void)h;
+        struct daemon *d = h->data;
+
         log_flush();
+        if (d->p.sp && lock_ids_held(d->p.sp->lock_fd) &&
+            !uv_is_active((uv_handle_t *)&d->t_ids))
+                uv_timer_start(&d->t_ids, on_ids, IDS_KEEP_MS, 0);
 }
 
 static void close_cb(uv_handle_t *h, void *arg)
@@ -210,7 +230,11 @@ static int handles_init(struct daemon *d)
         (void)uv_timer_init(&d->loop, &d->t_watchdog);
         (void)uv_timer_init(&d->loop, &d->t_status);
         (void)uv_timer_init(&d->loop, &d->t_reap);
+        (void)uv_timer_init(&d->loop, &d->t_ids);
+        d->t_ids.data = d;
+        uv_unref((uv_handle_t *)&d->t_ids);
         (void)uv_prepare_init(&d->loop, &d->log_prepare);
+        d->log_prepare.data = d;
         (void)uv_prepare_start(&d->log_prepare, on_log_prepare);
         uv_unref((uv_handle_t *)&d->log_prepare);
         r = uv_poll_init(&d->loop, &d->ipoll, d->ifd);

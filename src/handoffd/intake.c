@@ -295,6 +295,47 @@ static int deliver(struct parts *p, struct item *items, size_t n, int64_t now)
         return errors;
 }
 
+/* The producers' descriptors of a batch, closed together at its end: a
+ * burst's looks (pending.c) opened them one after the other, so they are
+ * mostly one run of numbers, and one close_range() closes a run (a
+ * system call per batch, not per item).  Only what the batch itself
+ * holds open is in a run: the numbers are checked to follow each other,
+ * and one between two of them is never closed. */
+#define CLOSE_LATER_MAX 256
+
+struct closing {
+        int fd[CLOSE_LATER_MAX];
+        size_t n;
+};
+
+static void close_later(struct closing *c, int fd)
+{
+        if (c->n < CLOSE_LATER_MAX)
+                c->fd[c->n++] = fd;
+        else
+                close(fd);
+}
+
+static int cmp_fd(const void *a, const void *b)
+{
+        int x = *(const int *)a, y = *(const int *)b;
+
+        return (x > y) - (x < y);
+}
+
+static void close_all(struct closing *c)
+{
+        qsort(c->fd, c->n, sizeof(c->fd[0]), cmp_fd);
+        for (size_t i = 0, j; i < c->n; i = j) {
+                for (j = i + 1; j < c->n && c->fd[j] == c->fd[j - 1] + 1; j++)
+                        ;
+                if (j - i == 1 || close_range((unsigned)c->fd[i], (unsigned)c->fd[j - 1], 0) < 0)
+                        for (size_t k = i; k < j; k++)
+                                close(c->fd[k]);
+        }
+        c->n = 0;
+}
+
 int intake_batch(struct parts *p, char *const *names, size_t n,
                  int64_t now, int *outcomes)
 {
@@ -306,6 +347,7 @@ int intake_batch_looks(struct parts *p, char *const *names, struct pending_look 
 {
         struct spool *sp = p->sp;
         struct item *items;
+        struct closing cl = { .n = 0 };
         int64_t t0 = mono_usec();
         int errors = 0, r;
 
@@ -341,7 +383,7 @@ int intake_batch_looks(struct parts *p, char *const *names, struct pending_look 
                         handoff_clear(&it->h);
                 }
                 if (it->fd >= 0)
-                        close(TAKE_FD(it->fd));
+                        close_later(&cl, TAKE_FD(it->fd));
                 if (r < 0 || (it->outcome != IO_DEFERRED && it->outcome != IO_BUSY))
                         dict_del(&p->decide->seen, names[i]);
                 if (r < 0) {
@@ -375,8 +417,8 @@ int intake_batch_looks(struct parts *p, char *const *names, struct pending_look 
         }
         /* Only this batch holds id bytes now (the sweep's checks release
          * theirs before they return): all of them go in one call. */
-        if (locked)
-                lock_release_ids(sp->lock_fd);
+        lock_batch_end(sp->lock_fd, locked);
+        close_all(&cl);
         free(items);
         return errors;
 }

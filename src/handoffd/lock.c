@@ -60,12 +60,14 @@ uint64_t lock_off_inode(dev_t dev, ino_t ino)
 #define ID_REGION_LEN   (UINT64_C(1) << REGION_BITS)
 
 /* The whole id region, taken by lock_try_claim() for an intake batch of a
- * daemon alone on its spool, until lock_release_ids().  The daemon is one
- * thread; the state is its one lock fd's. */
+ * daemon alone on its spool, kept over the batches of a burst until the
+ * loop sleeps (lock_idle()) or the first claim of a batch finds another
+ * daemon running.  The daemon is one thread; the state is its one lock
+ * fd's. */
 static struct {
         int fd;
         bool held;
-        bool tried;     /* this batch: not again until lock_release_ids() */
+        bool tried;     /* this batch: not again until lock_batch_end() */
 } ids_all = { .fd = -1 };
 
 static bool in_ids(int fd, uint64_t off)
@@ -123,22 +125,41 @@ static bool lock_alone(int fd)
 
 int lock_try_claim(int fd, uint64_t off)
 {
-        if (in_ids(fd, off))
-                return 0;
         if (!ids_all.tried) {
                 ids_all.tried = true;
-                if (lock_alone(fd) && lock_range(fd, ID_REGION_START, ID_REGION_LEN, F_WRLCK) == 0) {
+                bool alone = lock_alone(fd);
+                if (ids_all.held && !alone) {
+                        /* another daemon came: each id alone from now */
+                        (void) lock_range(fd, ID_REGION_START, ID_REGION_LEN, F_UNLCK);
+                        ids_all.held = false;
+                } else if (!ids_all.held && alone &&
+                           lock_range(fd, ID_REGION_START, ID_REGION_LEN, F_WRLCK) == 0) {
                         ids_all.fd = fd;
                         ids_all.held = true;
-                        return 0;
                 }
         }
+        if (in_ids(fd, off))
+                return 0;
         return lock_set(fd, off, F_WRLCK);
 }
 
-void lock_release_ids(int fd)
+void lock_batch_end(int fd, bool took)
 {
+        ids_all.tried = false;
+        if (took && !in_ids(fd, ID_REGION_START))
+                (void) lock_range(fd, ID_REGION_START, ID_REGION_LEN, F_UNLCK);
+}
+
+void lock_idle(int fd)
+{
+        if (!in_ids(fd, ID_REGION_START))
+                return;
         (void) lock_range(fd, ID_REGION_START, ID_REGION_LEN, F_UNLCK);
         ids_all.held = false;
         ids_all.tried = false;
+}
+
+bool lock_ids_held(int fd)
+{
+        return in_ids(fd, ID_REGION_START);
 }

@@ -38,16 +38,23 @@ void lock_release(int fd, uint64_t off);
 /* Take an id's byte (lock_off_id()) exclusively for an intake batch: 0,
  * -EAGAIN when another daemon holds it, other -errno.  A daemon alone on
  * the spool (no other holds LOCK_OFF_RUNNING) takes every id byte at once,
- * with its first claim of a batch: the others of the batch, and any
- * lock_try() or lock_release() of an id byte until lock_release_ids(),
- * then need no system call.  A daemon that starts meanwhile finds each id
- * byte held until the batch ends, as it would find the one being
- * claimed.  Tried once a batch: with another daemon about, each id alone. */
+ * with its first claim of a batch, and keeps them over the batches of a
+ * burst, until lock_idle(): the other claims, and any lock_try() or
+ * lock_release() of an id byte meanwhile, then need no system call.  The
+ * first claim of each batch looks whether it is still alone (one
+ * F_OFD_GETLK) and, when not, lets them go.  A daemon that starts
+ * meanwhile finds each id byte held until then, as it would find the one
+ * being claimed.  With another daemon about, each id alone. */
 int lock_try_claim(int fd, uint64_t off);
-/* Every id byte this daemon holds, in one call: the end of an intake
- * batch, which alone holds id bytes across calls (a burst of N claims
- * releases with 1 fcntl, not N); lock_try_claim() tries the whole region
- * again in the next batch. */
-void lock_release_ids(int fd);
+/* The end of an intake batch, the one thing that holds id bytes across
+ * calls: those it took one by one (took) go in one call (a burst of N
+ * claims releases with 1 fcntl, not N); the whole region, taken while
+ * alone, stays. */
+void lock_batch_end(int fd, bool took);
+/* Whether the whole id region is held, and letting go of it: the daemon
+ * does so IDS_KEEP_MS after a batch took it (daemon.c), and before the
+ * lock fd is closed. */
+bool lock_ids_held(int fd);
+void lock_idle(int fd);
 
 #endif

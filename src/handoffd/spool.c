@@ -205,8 +205,10 @@ void spool_close(struct spool *sp)
                         close(sp->fd[i]);
         if (sp->root_fd >= 0)
                 close(sp->root_fd);
-        if (sp->lock_fd >= 0)
+        if (sp->lock_fd >= 0) {
+                lock_idle(sp->lock_fd);         /* its state is the fd number's */
                 close(sp->lock_fd);
+        }
         dict_clear(&sp->leaving);
         dict_clear(&sp->spent.skipped);
         free(sp);
