@@ -195,13 +195,23 @@ static void on_ids(uv_timer_t *t)
         lock_idle(d->p.sp->lock_fd);
 }
 
-/* Before the loop sleeps: what this turn logged goes out (log.c), and the
- * id region, if a batch took it, has its timer. */
+/* What the loop logged goes out this long after its first line (log.c). */
+#define LOG_FLUSH_MS 50
+
+static void on_log(uv_timer_t *t)
+{
+        (void)t;
+        log_flush();
+}
+
+/* Before the loop polls: the lines logged and the id region, if a batch
+ * took it, have their timers. */
 static void on_log_prepare(uv_prepare_t *h)
 {
         struct daemon *d = h->data;
 
-        log_flush();
+        if (log_pending() && !uv_is_active((uv_handle_t *)&d->t_log))
+                uv_timer_start(&d->t_log, on_log, LOG_FLUSH_MS, 0);
         if (d->p.sp && lock_ids_held(d->p.sp->lock_fd) &&
             !uv_is_active((uv_handle_t *)&d->t_ids))
                 uv_timer_start(&d->t_ids, on_ids, IDS_KEEP_MS, 0);
@@ -230,6 +240,8 @@ static int handles_init(struct daemon *d)
         (void)uv_timer_init(&d->loop, &d->t_watchdog);
         (void)uv_timer_init(&d->loop, &d->t_status);
         (void)uv_timer_init(&d->loop, &d->t_reap);
+        (void)uv_timer_init(&d->loop, &d->t_log);
+        uv_unref((uv_handle_t *)&d->t_log);
         (void)uv_timer_init(&d->loop, &d->t_ids);
         d->t_ids.data = d;
         uv_unref((uv_handle_t *)&d->t_ids);

@@ -297,11 +297,14 @@ static int deliver(struct parts *p, struct item *items, size_t n, int64_t now)
 
 /* The producers' descriptors of a batch, closed together at its end: a
  * burst's looks (pending.c) opened them one after the other, so they are
- * mostly one run of numbers, and one close_range() closes a run (a
- * system call per batch, not per item).  Only what the batch itself
- * holds open is in a run: the numbers are checked to follow each other,
- * and one between two of them is never closed. */
-#define CLOSE_LATER_MAX 256
+ * mostly a few runs of numbers, and one close_range() closes a run (a
+ * system call per run, not per item).  Only what the batch itself holds
+ * open is in a run: the numbers are checked to follow each other, and
+ * one between two of them is never closed.  At most CLOSE_LATER_MAX are
+ * kept open so, the rest closed at once: they come out of the half of
+ * the descriptor limit that the looks leave to the daemon's own
+ * (watch.c watch_open()). */
+#define CLOSE_LATER_MAX 64
 
 struct closing {
         int fd[CLOSE_LATER_MAX];

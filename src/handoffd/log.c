@@ -8,6 +8,7 @@
 #include <dlfcn.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdio_ext.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -55,16 +56,22 @@ static const char *expected;
 void log_set_expected(const char *why) { expected = why; }
 
 /* Plain lines are buffered: a burst's "Claimed" lines leave in one write
- * a loop turn, not one write each (issue 25: a write per item was a
- * tenth of the daemon's system calls).  daemon.c flushes before the loop
- * sleeps; a warning or an error goes out at once, with what is before
- * it.  A kill loses at most the info lines of the turn it cut. */
+ * every LOG_FLUSH_MS (daemon.c), not one write each (issue 25: a write
+ * per item was a tenth of the daemon's system calls), nor one a batch (a
+ * fifth of a call per item in a burst); a warning or an error goes out
+ * at once, with what is before it.  A kill loses at most the info lines
+ * of the last LOG_FLUSH_MS. */
 static char line_buf[16384];
 
 void log_flush(void)
 {
         if (!to_journal)
                 (void)fflush(stderr);
+}
+
+bool log_pending(void)
+{
+        return !to_journal && __fpending(stderr) > 0;
 }
 
 void log_setup(int p)

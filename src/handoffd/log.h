@@ -15,8 +15,10 @@ void log_setup(int max_priority);
 void log_set_max_priority(int p);
 /* Label the lines that follow (NULL: no more) as expected by a test. */
 void log_set_expected(const char *why);
-/* Out with the plain lines buffered so far (no-op under the journal). */
+/* Out with the plain lines buffered so far (no-op under the journal);
+ * whether there are any. */
 void log_flush(void);
+bool log_pending(void);
 
 /* Returns -abs(err) (or 0 when err is 0) so callers can `return log_...`. */
 int log_full(int prio, int err, const char *fmt, ...) _printf_(3, 4);

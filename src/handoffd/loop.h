@@ -32,6 +32,7 @@ struct daemon {
         uv_timer_t t_rescan, t_deadline, t_retry, t_watchdog, t_status;
         uv_timer_t t_reap;      /* spent/ emptied once intake is quiet (slice.c) */
         uv_timer_t t_ids;       /* the id region a burst keeps, let go (lock.h) */
+        uv_timer_t t_log;       /* the plain log lines buffered, written (log.c) */
         uint64_t reap_backoff_ms;/* spent/ cannot be listed: the next try, 0: none */
         uv_idle_t idle;         /* drains the pending set in chunks */
         uv_idle_t sweep_idle;   /* a sweep under way, a slice a turn (slice.c) */

@@ -19,6 +19,7 @@
 #include "decide.h"
 #include "files.h"
 #include "intake.h"
+#include "layout.h"
 #include "log.h"
 #include "completion.h"
 #include "pending.h"
@@ -386,7 +387,11 @@ static void on_inotify(uv_poll_t *h, int status, int events)
                                         slice_gone(d, ev->name);
                                         continue;
                                 }
-                                if (!(ev->mask & IN_MOVED_TO))
+                                /* Our own bootstraps arrive here too (a
+                                 * claim's publish): only a result's name
+                                 * is one to take, or to leave to a sweep. */
+                                if (!(ev->mask & IN_MOVED_TO) ||
+                                    layout_classify(ev->name) != LK_RESULT)
                                         continue;
                                 if (uv_hrtime() - t0 > SLICE_USEC * 1000ULL) {
                                         d->p.results->due = true;
