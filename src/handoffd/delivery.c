@@ -190,7 +190,10 @@ int delivery_write(struct parts *p, struct agent_rt *a, const struct handoff *h,
         /* A big record's inode, to remember what it says (verified.c):
          * the sweep's first look would read it all again. */
         struct stat st, *stp = verified_worth(len) ? &st : NULL;
-        r = store_boot_write(sp, a, pname, buf, len, sync, stp);
+        /* Not synced, so its close says nothing: with the batch's
+         * (intake.c), not one call each. */
+        int fd = -1, *fdp = p->closing && !sp->cfg->fsync ? &fd : NULL;
+        r = store_boot_write(sp, a, pname, buf, len, sync, stp, fdp);
         if (r == -EEXIST) {
                 /* A claimed item's, its publish to come (record and
                  * .pending): not ours to replace.  intake.c left the look
@@ -201,8 +204,10 @@ int delivery_write(struct parts *p, struct agent_rt *a, const struct handoff *h,
                 r = store_boot_remove(sp, a, pname);
                 if (r < 0 && r != -ENOENT)
                         return r;
-                r = store_boot_write(sp, a, pname, buf, len, sync, stp);
+                r = store_boot_write(sp, a, pname, buf, len, sync, stp, fdp);
         }
+        if (fd >= 0)
+                fd_batch_add(p->closing, fd);
         if (r == 0 && stp)
                 verified_store_record(&p->verified, stp, b);
         return r;

@@ -295,50 +295,6 @@ static int deliver(struct parts *p, struct item *items, size_t n, int64_t now)
         return errors;
 }
 
-/* The producers' descriptors of a batch, closed together at its end: a
- * burst's looks (pending.c) opened them one after the other, so they are
- * mostly a few runs of numbers, and one close_range() closes a run (a
- * system call per run, not per item).  Only what the batch itself holds
- * open is in a run: the numbers are checked to follow each other, and
- * one between two of them is never closed.  At most CLOSE_LATER_MAX are
- * kept open so, the rest closed at once: they come out of the half of
- * the descriptor limit that the looks leave to the daemon's own
- * (watch.c watch_open()). */
-#define CLOSE_LATER_MAX 64
-
-struct closing {
-        int fd[CLOSE_LATER_MAX];
-        size_t n;
-};
-
-static void close_later(struct closing *c, int fd)
-{
-        if (c->n < CLOSE_LATER_MAX)
-                c->fd[c->n++] = fd;
-        else
-                close(fd);
-}
-
-static int cmp_fd(const void *a, const void *b)
-{
-        int x = *(const int *)a, y = *(const int *)b;
-
-        return (x > y) - (x < y);
-}
-
-static void close_all(struct closing *c)
-{
-        qsort(c->fd, c->n, sizeof(c->fd[0]), cmp_fd);
-        for (size_t i = 0, j; i < c->n; i = j) {
-                for (j = i + 1; j < c->n && c->fd[j] == c->fd[j - 1] + 1; j++)
-                        ;
-                if (j - i == 1 || close_range((unsigned)c->fd[i], (unsigned)c->fd[j - 1], 0) < 0)
-                        for (size_t k = i; k < j; k++)
-                                close(c->fd[k]);
-        }
-        c->n = 0;
-}
-
 int intake_batch(struct parts *p, char *const *names, size_t n,
                  int64_t now, int *outcomes)
 {
@@ -350,7 +306,7 @@ int intake_batch_looks(struct parts *p, char *const *names, struct pending_look 
 {
         struct spool *sp = p->sp;
         struct item *items;
-        struct closing cl = { .n = 0 };
+        struct fd_batch cl = { .n = 0 };
         int64_t t0 = mono_usec();
         int errors = 0, r;
 
@@ -364,6 +320,11 @@ int intake_batch_looks(struct parts *p, char *const *names, struct pending_look 
                         outcomes[i] = -ENOMEM;
                 return (int)n;
         }
+        /* The producers' descriptors, and with fsync = no the hidden
+         * bootstraps' (delivery.c), closed together at the end: a burst's
+         * looks (pending.c) opened the first one after the other, the
+         * claims the others, so they are a few runs of numbers. */
+        p->closing = &cl;
         for (size_t i = 0; i < n; i++) {
                 items[i].name = names[i];
                 items[i].fd = -1;
@@ -386,7 +347,7 @@ int intake_batch_looks(struct parts *p, char *const *names, struct pending_look 
                         handoff_clear(&it->h);
                 }
                 if (it->fd >= 0)
-                        close_later(&cl, TAKE_FD(it->fd));
+                        fd_batch_add(&cl, TAKE_FD(it->fd));
                 if (r < 0 || (it->outcome != IO_DEFERRED && it->outcome != IO_BUSY))
                         dict_del(&p->decide->seen, names[i]);
                 if (r < 0) {
@@ -421,7 +382,8 @@ int intake_batch_looks(struct parts *p, char *const *names, struct pending_look 
         /* Only this batch holds id bytes now (the sweep's checks release
          * theirs before they return): all of them go in one call. */
         lock_batch_end(sp->lock_fd, locked);
-        close_all(&cl);
+        p->closing = NULL;
+        fd_batch_close(&cl);
         free(items);
         return errors;
 }

@@ -21,6 +21,8 @@
 #include "spool.h"
 #include "verified.h"
 
+struct fd_batch;
+
 struct cancels;
 struct decide_memo;
 struct delivery;
@@ -50,6 +52,9 @@ struct parts {
          * relay's hooks: lifecycle.c is above cancel.c, which may not
          * call up into it. */
         int (*check_item)(struct parts *p, const char *id, int64_t now);
+        /* An intake batch's descriptors closed at its end (intake.c), or
+         * NULL outside one. */
+        struct fd_batch *closing;
 };
 
 #endif

@@ -9,6 +9,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -623,4 +624,32 @@ int open_dir_look(int dirfd, const char *path, int *ret)
                 return -errno;
         *ret = fd;
         return 0;
+}
+
+void fd_batch_add(struct fd_batch *b, int fd)
+{
+        if (b->n < FD_BATCH_MAX)
+                b->fd[b->n++] = fd;
+        else
+                close(fd);
+}
+
+static int cmp_int(const void *a, const void *b)
+{
+        int x = *(const int *)a, y = *(const int *)b;
+
+        return (x > y) - (x < y);
+}
+
+void fd_batch_close(struct fd_batch *b)
+{
+        qsort(b->fd, b->n, sizeof(b->fd[0]), cmp_int);
+        for (size_t i = 0, j; i < b->n; i = j) {
+                for (j = i + 1; j < b->n && b->fd[j] == b->fd[j - 1] + 1; j++)
+                        ;
+                if (j - i == 1 || close_range((unsigned)b->fd[i], (unsigned)b->fd[j - 1], 0) < 0)
+                        for (size_t k = i; k < j; k++)
+                                close(b->fd[k]);
+        }
+        b->n = 0;
 }

@@ -112,6 +112,19 @@ int write_direct(int dirfd, const char *name, const void *buf, size_t len,
 int write_direct_fd(int dirfd, const char *name, const void *buf, size_t len,
                     mode_t mode, unsigned flags, int *ret_fd);
 
+/* Descriptors closed together: one close_range() per run of numbers
+ * that follow each other, instead of a close() each.  Only what was
+ * added is closed (a number between two of them never is); past
+ * FD_BATCH_MAX one is closed at once.  Nothing a close() says is heard:
+ * for files read, or written on a local file system and not synced. */
+#define FD_BATCH_MAX 128
+struct fd_batch {
+        int fd[FD_BATCH_MAX];
+        size_t n;
+};
+void fd_batch_add(struct fd_batch *b, int fd);
+void fd_batch_close(struct fd_batch *b);
+
 /* buf written into a new file with no name (O_TMPFILE) and linked as
  * name in dirfd once complete, with exactly mode: -EEXIST when name
  * exists (a link never replaces), nothing left behind on any failure or

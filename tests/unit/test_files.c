@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -353,6 +354,47 @@ START_TEST(test_write_fd_kept)
 }
 END_TEST
 
+static bool fd_open(int fd)
+{
+        return fcntl(fd, F_GETFD) >= 0;
+}
+
+/* fd_batch_close() closes what was added, in runs, and never a number
+ * between two of them that was not; past FD_BATCH_MAX at once. */
+START_TEST(test_fd_batch_closes_only_its_own)
+{
+        struct fd_batch b = { .n = 0 };
+        int fd[8], kept;
+
+        for (int i = 0; i < 8; i++) {
+                fd[i] = open("/dev/null", O_RDONLY | O_CLOEXEC);
+                ck_assert_int_ge(fd[i], 0);
+        }
+        kept = fd[3];                   /* not added: a neighbour's */
+        for (int i = 7; i >= 0; i--)    /* in any order */
+                if (i != 3)
+                        fd_batch_add(&b, fd[i]);
+        fd_batch_close(&b);
+        ck_assert_uint_eq(b.n, 0);
+        for (int i = 0; i < 8; i++)
+                ck_assert_msg(fd_open(fd[i]) == (i == 3), "fd %d (%d)", i, fd[i]);
+        close(kept);
+
+        int many[FD_BATCH_MAX + 2];
+        for (int i = 0; i < FD_BATCH_MAX + 2; i++) {
+                many[i] = open("/dev/null", O_RDONLY | O_CLOEXEC);
+                ck_assert_int_ge(many[i], 0);
+                fd_batch_add(&b, many[i]);
+        }
+        ck_assert_uint_eq(b.n, FD_BATCH_MAX);
+        ck_assert(!fd_open(many[FD_BATCH_MAX]) && !fd_open(many[FD_BATCH_MAX + 1]));
+        ck_assert(fd_open(many[0]));
+        fd_batch_close(&b);
+        for (int i = 0; i < FD_BATCH_MAX; i++)
+                ck_assert(!fd_open(many[i]));
+}
+END_TEST
+
 Suite *suite_files(void);
 Suite *suite_files(void)
 {
@@ -367,6 +409,7 @@ Suite *suite_files(void)
         tcase_add_test(tc, test_move_noreplace_moves_and_reports_vanished);
         tcase_add_test(tc, test_read_fd_of_a_removed_file_is_gone_not_hardlink);
         tcase_add_test(tc, test_mkdir_p_and_random_hex);
+        tcase_add_test(tc, test_fd_batch_closes_only_its_own);
         tcase_add_test(tc, test_read_all_sized_whatever_the_size_told);
         tcase_add_test(tc, test_name_hex_pool);
         tcase_add_test(tc, test_write_fd_kept);

@@ -178,9 +178,10 @@ int store_side_rename(struct spool *sp, enum spool_dir dir, const char *from, co
 /* An agent's handoffs/ (store_side.c).  name written whole, never over
  * a name there (-EEXIST), the file synced first with sync and fsync =
  * yes; with ret_st, the file's stat as written (one fstat more; zeroes
- * if that fails). */
+ * if that fails); with ret_fd, its descriptor, for the caller to close
+ * (else closed here, and a failing close fails the write). */
 int store_boot_write(struct spool *sp, struct agent_rt *a, const char *name, const void *buf,
-                     size_t len, bool sync, struct stat *ret_st);
+                     size_t len, bool sync, struct stat *ret_st, int *ret_fd);
 /* name removed, or renamed to `to` (a bootstrap taken as a consumer
  * takes it: .expire.NAME, .cancel.NAME; a publish); 0 or -errno
  * (-ENOENT: it is not there).  Synced in the next store_flush(), or at

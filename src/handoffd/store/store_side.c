@@ -138,18 +138,21 @@ int store_id_mark(struct spool *sp, const char *id)
  * is hers; the rest only the daemon changes. */
 
 int store_boot_write(struct spool *sp, struct agent_rt *a, const char *name, const void *buf,
-                     size_t len, bool sync, struct stat *ret_st)
+                     size_t len, bool sync, struct stat *ret_st, int *ret_fd)
 {
         unsigned fl = (sync && sp->cfg->fsync ? WRITE_SYNC_FILE : 0) | WRITE_MODE_KEPT |
                       WRITE_EXCL;
         _cleanup_close_ int fd = -1;
-        int r = write_direct_fd(a->handoffs_fd, name, buf, len, 0640, fl, ret_st ? &fd : NULL);
+        int r = write_direct_fd(a->handoffs_fd, name, buf, len, 0640, fl,
+                                ret_st || ret_fd ? &fd : NULL);
 
         if (r < 0)
                 return r;
-        if (ret_st) {
-                if (fstat(fd, ret_st) < 0)
-                        *ret_st = (struct stat){ 0 };   /* written all the same */
+        if (ret_st && fstat(fd, ret_st) < 0)
+                *ret_st = (struct stat){ 0 };   /* written all the same */
+        if (ret_fd) {
+                *ret_fd = TAKE_FD(fd);
+        } else if (ret_st) {
                 if (close(TAKE_FD(fd)) < 0 && errno != EINTR) {
                         r = -errno;                     /* as write_direct() */
                         unlinkat(a->handoffs_fd, name, 0);
