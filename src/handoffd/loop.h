@@ -41,7 +41,7 @@ struct daemon {
         uv_check_t status_check;/* after each wake-up: did the counts change? */
         uv_timer_t t_metrics;   /* the metrics textfile, after a change (service.c) */
         bool metrics_failed;    /* its last write failed (said once) */
-        uv_prepare_t log_prepare;/* before each sleep: log_flush() */
+        uv_prepare_t log_prepare;/* before each poll: t_log and t_ids armed */
         char status_sent[192];  /* the last STATUS= sent */
 
         struct pending *pending;/* names in handoff/ to decide about (pending.h) */
