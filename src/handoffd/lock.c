@@ -60,10 +60,10 @@ uint64_t lock_off_inode(dev_t dev, ino_t ino)
 #define ID_REGION_LEN   (UINT64_C(1) << REGION_BITS)
 
 /* The whole id region, taken by lock_try_claim() for an intake batch of a
- * daemon alone on its spool, kept over the batches of a burst until the
- * loop sleeps (lock_idle()) or the first claim of a batch finds another
- * daemon running.  The daemon is one thread; the state is its one lock
- * fd's. */
+ * daemon alone on its spool, kept over the batches that follow until
+ * lock_idle() (daemon.c: IDS_KEEP_MS after it was taken) or the first
+ * claim of a batch finds another daemon running.  The daemon is one
+ * thread; the state is its one lock fd's. */
 static struct {
         int fd;
         bool held;

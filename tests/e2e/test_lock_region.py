@@ -3,7 +3,8 @@
 Alone, handoffd takes the lock bytes of every handoff_id at once with the
 first claim of a batch and keeps them over the batches of a burst
 (lock.h, lock_try_claim(): one F_OFD_GETLK a batch instead of a lock and
-an unlock), then lets them go IDS_KEEP_MS (50 ms) after (daemon.c).  Were
+an unlock), and lets them go IDS_KEEP_MS (50 ms) after it took them
+(daemon.c; the next batch takes them again).  Were
 they kept for good, a second daemon on the spool could claim nothing, and
 no sweep of another could look at an item.  The test holds an id's byte
 as another daemon would (hdtest.lock_id()): it cannot while the daemon
