@@ -24,9 +24,8 @@ N = 200
 
 
 def takeable(spool, hid):
-    try:
-        fd = hdtest.lock_id(spool, hid)
-    except BlockingIOError:
+    fd = hdtest.try_lock_id(spool, hid)
+    if fd is None:
         return False
     os.close(fd)
     return True

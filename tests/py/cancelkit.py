@@ -57,9 +57,5 @@ def hold_lock(env, hid):
     """The daemons' lock of hid held (hdtest.lock_id), waited for while a
     daemon holds it (just delivered, it may be at work on the item): the
     fd, whose close releases it."""
-    def take():
-        try:
-            return hdtest.lock_id(env.spool, hid)
-        except BlockingIOError:
-            return None
-    return hdtest.wait_for(take, what=f"the lock of {hid}")
+    return hdtest.wait_for(lambda: hdtest.try_lock_id(env.spool, hid),
+                           what=f"the lock of {hid}")

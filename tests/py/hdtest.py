@@ -530,6 +530,14 @@ def lock_id(spool, handoff_id):
     return fd
 
 
+def try_lock_id(spool, handoff_id):
+    """lock_id(), or None while a daemon holds that byte."""
+    try:
+        return lock_id(spool, handoff_id)
+    except BlockingIOError:
+        return None
+
+
 class Deployed:
     """The packaged layout with separate users (root only), in an
     Env(shared=True): the daemon runs as its own user `uid` in the spool's

@@ -107,8 +107,8 @@ int store_leave_name(struct spool *sp, const char *name, const struct spool_ino 
          * is not synced: a power cut that undoes it brings the file back
          * to handoff/, where its record makes it a claim's leftover, and
          * one kept in both places is known by its link in spent/.  It is
-         * moved first and looked at after: store_arrived() returns
-         * whatever else the name held by then.  Every daemon on the spool
+         * moved first and looked at after: arrived_as() judges whatever
+         * else the name held by then.  Every daemon on the spool
          * empties spent/ (store_reap_spent(), without a lock), so what the
          * move took may be gone before the look: not known then, and as
          * claimed.  Withdrawn, the claim would lose the item: the
