@@ -266,6 +266,10 @@ def hub_ratios(rows):
         ("hubfloor/file burst items/s", "burst", "hubfloor", "file", "throughput", ""),
         ("hubfloor/file p99 at the fixed rate", "rate", "hubfloor", "file", "lat_p99_ms", ""),
         ("hub/hubfloor p99 at the fixed rate", "rate", "hub", "hubfloor", "lat_p99_ms", ""),
+        # the floor's CPU per item beside the file drop's: above 2, the
+        # hub/file CPU target is one the floor itself does not reach
+        ("hubfloor/file CPU per item, burst", "burst", "hubfloor", "file", "cpu_ms_per_1000", ""),
+        ("hub/hubfloor CPU per item, burst", "burst", "hub", "hubfloor", "cpu_ms_per_1000", ""),
     )
     out = []
     for fsync in ("off", "on"):

@@ -266,6 +266,17 @@ bool pending_again(struct pending *p, const char *name)
         return true;
 }
 
+bool pending_rewritten(struct pending *p, const char *name)
+{
+        struct pending_name **e = dict_get(&p->names, name);
+
+        if (!e)
+                return false;
+        if ((*e)->look.fd >= 0 && fstat((*e)->look.fd, &(*e)->look.st) < 0)
+                look_drop(p, *e);
+        return true;
+}
+
 bool pending_queued(const struct pending *p, const char *name)
 {
         return dict_get(&p->names, name) != NULL;

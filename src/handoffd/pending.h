@@ -76,6 +76,11 @@ int pending_add_look(struct pending *p, const char *name, uid_t uid, const char 
 /* An event names it again: true if it is queued already, and then it
  * has lost its look (its decision opens it anew); false if not queued. */
 bool pending_again(struct pending *p, const char *name);
+/* Written and closed in place (IN_CLOSE_WRITE): true if it is queued
+ * already, and then its look stays with the file's stat read anew (a
+ * move onto the name comes as IN_MOVED_TO, pending_again()); false if
+ * not queued. */
+bool pending_rewritten(struct pending *p, const char *name);
 /* Is it queued (or taken)?  Its look stays. */
 bool pending_queued(const struct pending *p, const char *name);
 

@@ -136,9 +136,13 @@ static void pend(struct daemon *d, const char *name, bool changed)
         (void)pending_add(d->pending, name, st.st_uid, sender);
 }
 
-static void queue_name(struct daemon *d, const char *name)
+/* written: the event is IN_CLOSE_WRITE, the same file written in place
+ * (the relay's own, closed after the flush synced it at fsync = yes):
+ * the look it is queued with stays, its stat read anew. */
+static void queue_name(struct daemon *d, const char *name, bool written)
 {
-        pend(d, name, true);
+        if (!(written && pending_rewritten(d->pending, name)))
+                pend(d, name, true);
         if (!uv_is_active((uv_handle_t *)&d->idle) && !d->stopping)
                 uv_idle_start(&d->idle, on_idle);
 }
@@ -367,7 +371,7 @@ static void on_inotify(uv_poll_t *h, int status, int events)
                                 else if ((ev->mask & IN_ATTRIB) && ev->len == 0)
                                         lost = lost || watch_lost(d);
                                 else if (ev->len > 0 && ev->name[0] && !(ev->mask & IN_ATTRIB))
-                                        queue_name(d, ev->name);
+                                        queue_name(d, ev->name, ev->mask == IN_CLOSE_WRITE);
                                 else if (ev->len > 0 && ev->name[0])
                                         /* its mode or links changed: its
                                          * decision looks anew */

@@ -226,10 +226,13 @@ int write_atomic_fd(int dirfd, const char *name, const void *buf, size_t len,
                 r = xsnprintf(tmp, sizeof(tmp), ".%s.%s", name, rnd);
                 if (r < 0)
                         return r;
-                /* 0600 until complete: nobody reads a half-written file */
+                /* 0600 until complete (fchmod then): nobody reads a
+                 * half-written file.  WRITE_MODE_KEPT: the caller's own
+                 * files, whose readers may read them whole anyway, made
+                 * with mode at once (the temp name is hidden). */
                 fd = openat(dirfd, tmp,
                             O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC |
-                            O_NOFOLLOW, 0600);
+                            O_NOFOLLOW, flags & WRITE_MODE_KEPT ? mode & 0777 : 0600);
                 if (fd >= 0)
                         break;
                 if (errno != EEXIST || tries >= TMP_MAX_TRIES)

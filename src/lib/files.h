@@ -84,8 +84,8 @@ int load_at_linked(int dirfd, const char *name, const hd_limits *lim,
  * each file and then its directory once. */
 #define WRITE_SYNC_FILE 1u
 #define WRITE_SYNC_DIR  2u
-/* write_linked(), write_direct(): the file is created with mode, which
- * the caller's umask leaves as it is (no fchmod). */
+/* write_linked(), write_direct(), write_atomic(): the file is created
+ * with mode, which the caller's umask leaves as it is (no fchmod). */
 #define WRITE_MODE_KEPT 4u
 /* write_direct(): -EEXIST when name exists, as a link (never replaced). */
 #define WRITE_EXCL      8u

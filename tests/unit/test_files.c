@@ -73,6 +73,24 @@ START_TEST(test_write_atomic_no_temp_left_and_mode)
         ck_assert_int_eq(stat(path, &st), 0);
         ck_assert_int_eq(st.st_mode & 07777, 0644);
         ck_assert_int_eq(st.st_size, 0);
+
+        /* WRITE_MODE_KEPT (the daemon's, umask 027): made with the mode at
+         * once, no fchmod, so the umask stands; over an old file, which
+         * keeps no temp name beside it */
+        old = umask(027);
+        ck_assert_int_eq(write_atomic(dfd, "c", "x", 1, 0640, WRITE_MODE_KEPT), 0);
+        ck_assert_int_eq(write_atomic(dfd, "c", "yz", 2, 0640, WRITE_MODE_KEPT), 0);
+        ck_assert_int_eq(write_atomic(dfd, "d", "", 0, 0666, WRITE_MODE_KEPT), 0);
+        umask(old);
+        snprintf(path, sizeof(path), "%s/c", dir);
+        ck_assert_int_eq(stat(path, &st), 0);
+        ck_assert_int_eq(st.st_mode & 07777, 0640);
+        ck_assert_int_eq(st.st_size, 2);
+        snprintf(path, sizeof(path), "%s/d", dir);
+        ck_assert_int_eq(stat(path, &st), 0);
+        ck_assert_int_eq(st.st_mode & 07777, 0640);
+        ck_assert_int_eq(count_entries(dir, &n_dot), 4);
+        ck_assert_int_eq(n_dot, 0);
         close(dfd);
         free(dir);
 }

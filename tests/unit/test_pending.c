@@ -290,6 +290,47 @@ START_TEST(test_pending_looks_closed_when_left_out_or_freed)
 }
 END_TEST
 
+/* Written and closed in place (IN_CLOSE_WRITE): a queued name keeps its
+ * look, the stat read anew from its descriptor (what its decision sees is
+ * the file as it is now); a name not queued is not queued by it. */
+START_TEST(test_pending_rewritten_keeps_the_look)
+{
+        char path[] = "/tmp/hdtest.pending.XXXXXX";
+        struct pending *p;
+        struct pending_name *t[2];
+        struct pending_look l;
+        int wfd = mkstemp(path);
+
+        ck_assert_int_ge(wfd, 0);
+        ck_assert_int_eq(pending_new(&p), 0);
+        pending_hold_max(p, 2);
+        l.fd = open(path, O_RDONLY | O_CLOEXEC);
+        ck_assert_int_ge(l.fd, 0);
+        ck_assert_int_eq(fstat(l.fd, &l.st), 0);
+        ck_assert_int_eq(l.st.st_size, 0);
+        ck_assert_int_eq(pending_add_look(p, "a", 1001, "", &l), 0);
+        ck_assert_int_eq(write(wfd, "{}\n", 3), 3);
+        ck_assert_int_eq(close(wfd), 0);
+        ck_assert(pending_rewritten(p, "a"));
+        ck_assert(!pending_rewritten(p, "b"));
+        ck_assert(!pending_queued(p, "b"));
+        ck_assert(fd_open(l.fd));
+        ck_assert_uint_eq(pending_take(p, t, 2), 1);
+        ck_assert_int_eq(t[0]->look.fd, l.fd);
+        ck_assert_int_eq(t[0]->look.st.st_size, 3);
+        pending_done(p, t[0]);
+        ck_assert(!fd_open(l.fd));
+        /* a move onto the name still drops it (pending_again()) */
+        l = look_open();
+        ck_assert_int_eq(pending_add_look(p, "c", 1001, "", &l), 0);
+        ck_assert(pending_again(p, "c"));
+        ck_assert(!fd_open(l.fd));
+        ck_assert(pending_rewritten(p, "c"));
+        pending_free(p);
+        unlink(path);
+}
+END_TEST
+
 Suite *suite_pending(void);
 Suite *suite_pending(void)
 {
@@ -303,6 +344,7 @@ Suite *suite_pending(void)
         tcase_add_test(tc, test_pending_sender_trusted_for_the_hub_only);
         tcase_add_test(tc, test_pending_looks_are_held_and_dropped);
         tcase_add_test(tc, test_pending_looks_closed_when_left_out_or_freed);
+        tcase_add_test(tc, test_pending_rewritten_keeps_the_look);
         suite_add_tcase(s, tc);
         return s;
 }

@@ -24,7 +24,7 @@ int store_side_write(struct spool *sp, enum spool_dir dir, const char *name, con
                      size_t len)
 {
         int r = write_atomic(sp->fd[dir], name, buf, len, 0640,
-                             sp->cfg->fsync ? WRITE_SYNC_FILE : 0);
+                             (sp->cfg->fsync ? WRITE_SYNC_FILE : 0) | WRITE_MODE_KEPT);
 
         if (r == 0)
                 store_dirty(sp, dir);
@@ -35,7 +35,8 @@ int store_side_write_later(struct spool *sp, enum spool_dir dir, const char *nam
                            const void *buf, size_t len)
 {
         int fd = -1;
-        int r = write_atomic_fd(sp->fd[dir], name, buf, len, 0640, 0, sp->cfg->fsync ? &fd : NULL);
+        int r = write_atomic_fd(sp->fd[dir], name, buf, len, 0640, WRITE_MODE_KEPT,
+                                sp->cfg->fsync ? &fd : NULL);
 
         if (r < 0)
                 return r;
@@ -231,7 +232,7 @@ int store_boot_note(struct spool *sp, struct agent_rt *a, const char *name, cons
                     size_t len)
 {
         (void)sp;
-        return write_atomic(a->handoffs_fd, name, buf, len, 0640, 0);
+        return write_atomic(a->handoffs_fd, name, buf, len, 0640, WRITE_MODE_KEPT);
 }
 
 int store_boot_drop(struct spool *sp, struct agent_rt *a, const char *name)
@@ -299,9 +300,17 @@ int store_put_handoff(struct spool *sp, const char *prefix, const char *name, co
         }
         if (sp->cfg->fsync)
                 write_start(fd);
+        else
+                /* Closed in tmp/, before the move: a close after it is an
+                 * IN_CLOSE_WRITE in handoff/, which tells the intake the
+                 * name changed, and it drops the look it took at the move
+                 * (three more calls an item).  With fsync, the flush
+                 * syncs it first (watch.c keeps the look then). */
+                close(TAKE_FD(fd));
         q = move_noreplace(sp->fd[SD_TMP], tmp, sp->fd[SD_HANDOFF], name);
         if (q == -EEXIST) {
-                close(fd);
+                if (fd >= 0)
+                        close(fd);
                 (void) store_prune(sp, SD_TMP, tmp);
                 return 0;
         }
@@ -325,7 +334,7 @@ fail:
 int store_journal_replace(int dir_fd, const char *name, const void *data, size_t len, bool sync)
 {
         return write_atomic(dir_fd, name, data, len, 0640,
-                            sync ? WRITE_SYNC_FILE | WRITE_SYNC_DIR : 0);
+                            (sync ? WRITE_SYNC_FILE | WRITE_SYNC_DIR : 0) | WRITE_MODE_KEPT);
 }
 
 int store_journal_remove(int dir_fd, const char *name, bool dir)
