@@ -176,16 +176,23 @@ static int reject_squatter(struct spool *sp, const char *name, const char *id,
 }
 
 /* Does origin have a key here, host_pubkey_dir/ORIGIN.pub?  origin is
- * a valid name (relay_queue.c), so no path of its own. */
-static bool origin_keyed(const struct config *c, const char *origin)
+ * a valid name (relay_queue.c), so no path of its own.  Looked at once
+ * a batch for the batch's origin (its messages mostly come from one
+ * host): a key added or removed is seen from the next batch on. */
+static bool origin_keyed(struct relay *r, const char *origin)
 {
-        const char *dir = c->relay.host_pubkey_dir;
+        const char *dir = r->sp->cfg->relay.host_pubkey_dir;
         char p[PATH_MAX];
         struct stat st;
 
         if (!dir || !origin[0] || xsnprintf(p, sizeof(p), "%s/%s.pub", dir, origin) < 0)
                 return false;
-        return stat(p, &st) == 0 && S_ISREG(st.st_mode);
+        if (r->keyed_origin[0] && !strcmp(r->keyed_origin, origin))
+                return r->keyed;
+        r->keyed = stat(p, &st) == 0 && S_ISREG(st.st_mode);
+        if (xsnprintf(r->keyed_origin, sizeof(r->keyed_origin), "%s", origin) < 0)
+                r->keyed_origin[0] = '\0';
+        return r->keyed;
 }
 
 /* May a receipt for id be owed to in's origin (doc: the message's
@@ -200,7 +207,7 @@ static bool receipt_due(struct relay *r, const struct relay_in *in, const char *
 
         if (!in->origin[0] || !receipt_sending(r))
                 return true;
-        if (!origin_keyed(r->sp->cfg, in->origin)) {
+        if (!origin_keyed(r, in->origin)) {
                 r->st.receipts_withheld++;
                 log_debug("Relay: no receipt for %s to host %s: no key of that host in "
                           "host_pubkey_dir", id, in->origin);
@@ -369,6 +376,7 @@ void relay_inbound_batch(struct relay *r, struct relay_batch *b, int64_t now)
         struct spool *sp = r->sp;
         int q;
 
+        r->keyed_origin[0] = '\0';
         for (size_t i = 0; i < b->n; i++) {
                 struct relay_in *in = &b->in[i];
                 in->ack = false;

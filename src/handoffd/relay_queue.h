@@ -179,6 +179,12 @@ struct relay {
          * receipts owed for messages that do not verify here, per origin
          * with a key in host_pubkey_dir (so no more entries than keys) */
         struct dict unverified;
+        /* host_pubkey_dir/ORIGIN.pub looked at once a batch of fetched
+         * messages, not once each (relay_inbound.c origin_keyed()): the
+         * origin looked at last in this batch ("" none yet), and whether
+         * it has a key */
+        char keyed_origin[65];
+        bool keyed;
 };
 
 /* The close callback of each loop handle of r's (its data r): relay.c's,
