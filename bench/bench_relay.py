@@ -12,6 +12,10 @@ loopback port (JetStream, temp store dir).
   lburst  the reference in the same run: N handoffs dropped straight into
           b's handoff/ (the local path, relay set up but unused), as fast
           as one writer can; throughput and CPU as rburst's.
+  rstrace  with strace: a burst of N as rburst's with both daemons under
+          strace -f -c: system calls per relayed item on a and on b, all
+          and without the waits and wake-ups (futex, recvfrom, epoll_wait
+          ...), by call.  Counts: they hold where the timed rows swing.
   a2aburst  with a2a: N handoffs dropped on a for [remote far] a2a, the
           official SDK's server (tests/a2a/server.mjs) on loopback, as fast
           as one writer can; throughput = N / (last archived on a,
@@ -158,6 +162,60 @@ def one(a, b, key, phase, n, rate, timeout):
             "receipt_verifies": rdelta(sa, rs0[0], "verified")}
 
 
+# Calls that say how often a thread waited or woke, not what an item
+# cost: left out of rstrace's "fs" figure (they swing with the timing).
+WAITS = {"futex", "recvfrom", "sendto", "epoll_wait", "restart_syscall", "getrandom", "mmap",
+         "munmap", "mprotect", "madvise", "clone3", "rseq", "set_robust_list", "rt_sigprocmask",
+         "sched_yield", "brk", "mlock", "munlock", "poll", "nanosleep", "clock_nanosleep"}
+
+
+def strace_counts(path):
+    """{call: count} of an `strace -c` summary file."""
+    out = {}
+    with open(path) as f:
+        for line in f:
+            w = line.split()
+            # % time, seconds, usecs/call, calls, [errors,] syscall
+            if len(w) in (5, 6) and w[3].isdigit() and w[-1] != "total":
+                out[w[-1]] = out.get(w[-1], 0) + int(w[3])
+    return out
+
+
+def one_strace(a, b, key, n, timeout, base):
+    """rstrace: a burst of n as rburst's, both daemons under strace -f -c
+    for it: system calls per relayed item on a and on b, all of them and
+    those without the waits (WAITS), by call.  Counts, not times: they do
+    not swing with the machine's load as the timed rows do."""
+    procs, files = [], {}
+    try:
+        for h, tag in ((a, "a"), (b, "b")):
+            files[tag] = os.path.join(base, f"rstrace.{tag}")
+            p = subprocess.Popen(["strace", "-f", "-c", "-o", files[tag], "-p", str(h.proc.pid)],
+                                 stderr=subprocess.PIPE, text=True)
+            procs.append(p)
+            # attached once it says so of the process (and its threads)
+            line = p.stderr.readline()
+            if "attached" not in line:
+                raise RuntimeError(f"strace on {tag}: {line.strip() or 'no output'}")
+        r = one(a, b, key, "rburst", n, None, timeout)
+    finally:
+        for p in procs:
+            p.send_signal(2)
+            try:
+                p.communicate(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.communicate()
+    row = {"fsync": r["fsync"], "phase": "rstrace", "n": n, "ok": r["ok"], "problems": r["problems"]}
+    for tag in ("a", "b"):
+        c = strace_counts(files[tag])
+        fs = {k: v for k, v in c.items() if k not in WAITS}
+        row[f"calls_{tag}"] = sum(c.values()) / n
+        row[f"fs_calls_{tag}"] = sum(fs.values()) / n
+        row[f"fs_by_call_{tag}"] = {k: round(v / n, 2) for k, v in sorted(fs.items(), key=lambda x: -x[1])}
+    return row
+
+
 def rdelta(st, before, key):
     """st's relay.receipts[key] since before (None: no such counter)."""
     now = (st["relay"].get("receipts") or {}).get(key)
@@ -286,7 +344,8 @@ def one_a2a(a, key, n, timeout, srv):
 
 
 def run(handoffd, fsync, n, rate, timeout=120.0, keep=False,
-        receipts=os.environ.get("BENCH_RELAY_RECEIPTS") == "1", leave=None, a2a=False):
+        receipts=os.environ.get("BENCH_RELAY_RECEIPTS") == "1", leave=None, a2a=False,
+        strace=False):
     """The relay phases with fsync on or off, receipts on or off:
     [lburst row, rburst row, rrate row].  With a list as leave, the temp
     dir is appended to it, not removed: on ext4 without a journal, creates
@@ -337,6 +396,8 @@ def run(handoffd, fsync, n, rate, timeout=120.0, keep=False,
         rows.append(one(a, b, key, "lburst", n, None, timeout))
         rows.append(one(a, b, key, "rburst", n, None, timeout))
         rows.append(one(a, b, key, "rrate", n, rate, timeout))
+        if strace and shutil.which("strace"):
+            rows.append(one_strace(a, b, key, n, timeout, base))
         if srv:
             rows.append(one_a2a(a, key, n, timeout, srv))
         elif a2a:
@@ -377,13 +438,21 @@ def main():
                     help="receipts on both hosts (also BENCH_RELAY_RECEIPTS=1)")
     ap.add_argument("--a2a", action="store_true",
                     help="the a2aburst row too: N handoffs to the SDK's A2A server")
+    ap.add_argument("--strace", action="store_true",
+                    help="the rstrace row too: a burst with both daemons under strace -c")
     x = ap.parse_args()
     rows = []
     for m in x.fsync.split(","):
         rows += run(os.path.join(x.build, "handoffd"), m == "on", x.n, x.rate, keep=x.keep,
                     receipts=x.receipts or os.environ.get("BENCH_RELAY_RECEIPTS") == "1",
-                    a2a=x.a2a)
+                    a2a=x.a2a, strace=x.strace)
     for r in rows:
+        if r["phase"] == "rstrace":
+            print(f"fsync {r['fsync']:3} rstrace receipts {'on ' if r.get('receipts') else 'off'}: "
+                  f"system calls per item a {r['calls_a']:.1f} ({r['fs_calls_a']:.1f} without waits), "
+                  f"b {r['calls_b']:.1f} ({r['fs_calls_b']:.1f})"
+                  f"{'' if r['ok'] else '  FAIL ' + '; '.join(r['problems'])}")
+            continue
         print(f"fsync {r['fsync']:3} {r['phase']:6} receipts {'on ' if r.get('receipts') else 'off'}: "
               f"{r.get('throughput') or 0:.0f} items/s, cpu {r.get('cpu_ms_per_1000') or 0:.0f} us/item, "
               f"p50 {r.get('lat_p50_ms') or 0:.2f} ms, p99 {r.get('lat_p99_ms') or 0:.2f} ms"

@@ -209,6 +209,8 @@ def relay_table(a, rows):
             f"{'max ms':>7}  {'cpu us/item':>11}")
     lines = [head, "-" * len(head)]
     for r in rows:
+        if r.get("phase") == "rstrace":
+            continue
         what = {"rburst": f"burst of {r.get('n')}", "rrate": f"{r.get('n')} at {a.relay_rate:g}/s",
                 "lburst": f"local burst of {r.get('n')} on b",
                 "a2aburst": f"{r.get('n')} to the SDK's A2A server"}.get(r.get("phase"), r.get("phase"))
@@ -217,6 +219,17 @@ def relay_table(a, rows):
         lines.append(f"{what:<40}  {fmt(r.get('throughput')):>8}  "
                      f"{fmt(r.get('lat_p50_ms')):>7}  {fmt(r.get('lat_p99_ms')):>7}  {fmt(r.get('lat_max_ms')):>7}  "
                      f"{fmt(None if cpu is None else cpu):>11}{'' if r.get('ok') else '  FAIL'}")
+    for r in rows:
+        if r.get("phase") != "rstrace":
+            continue
+        lines += ["", f"system calls per relayed item, a burst of {r.get('n')} under strace -f -c, "
+                  f"fsync {r.get('fsync')}, receipts (counts: they hold between runs)"]
+        for h in ("a", "b"):
+            by = r.get(f"fs_by_call_{h}") or {}
+            lines.append(f"  host {h}: {fmt2(r.get(f'calls_{h}'))} in all, {fmt2(r.get(f'fs_calls_{h}'))} "
+                         f"without waits and wake-ups: "
+                         + ", ".join(f"{k} {v:g}" for k, v in list(by.items())[:10])
+                         + ("" if r.get("ok") else "  FAIL"))
     rat = relay_ratios(rows)
     if any(v is not None for _, v, _ in rat):
         lines += ["", f"{'relay ratios, same run':<52}  {'ratio':>6}  target", "-" * 70]

@@ -465,10 +465,20 @@ def run_relay(a, paths, rows, leave=None):
             t = time.monotonic()
             # handoffs to the SDK's A2A server beside the relay's, with
             # receipts off (an A2A remote sends none)
+            # and, fsync off with receipts, a burst under strace: system
+            # calls per relayed item on each host (counts hold; times swing)
             for res in bench_relay.run(paths["handoffd"], fsync, a.relay_n, a.relay_rate, a.timeout,
-                                       a.keep, receipts=receipts, leave=leave, a2a=not receipts):
+                                       a.keep, receipts=receipts, leave=leave, a2a=not receipts,
+                                       strace=receipts and not fsync):
                 rows.append(res)
                 rc = "receipts" if receipts else "no-receipts"
+                if res["phase"] == "rstrace":
+                    print(f"  relay-{res['fsync']}-{rc}-rstrace    system calls per item: a "
+                          f"{fmt(res.get('calls_a'))} ({fmt(res.get('fs_calls_a'))} without waits), b "
+                          f"{fmt(res.get('calls_b'))} ({fmt(res.get('fs_calls_b'))})"
+                          f"{'' if res.get('ok') else '  FAIL'}")
+                    failed |= not res.get("ok")
+                    continue
                 print(f"  relay-{res['fsync']}-{rc}-{res['phase']:10} {fmt(res.get('throughput')):>8} items/s "
                       f"p99 {fmt(res.get('lat_p99_ms'))} ms, cpu {fmt(res.get('cpu_ms_per_1000'))} us/item"
                       f"{'' if res.get('ok') else '  FAIL'}")
