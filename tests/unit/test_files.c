@@ -44,6 +44,18 @@ static int count_entries(const char *dir, int *n_dot)
         return n;
 }
 
+/* dir/name has exactly mode (its permission bits), and size bytes. */
+static void assert_mode_size(const char *dir, const char *name, mode_t mode, off_t size)
+{
+        char path[4096];
+        struct stat st;
+
+        snprintf(path, sizeof(path), "%s/%s", dir, name);
+        ck_assert_int_eq(stat(path, &st), 0);
+        ck_assert_int_eq(st.st_mode & 07777, mode);
+        ck_assert_int_eq(st.st_size, size);
+}
+
 START_TEST(test_write_atomic_no_temp_left_and_mode)
 {
         char *dir = tu_tmpdir(), path[4096];
@@ -69,10 +81,7 @@ START_TEST(test_write_atomic_no_temp_left_and_mode)
         mode_t old = umask(077);
         ck_assert_int_eq(hd_write_atomic(dfd, "b", "", 0, 0644, false), 0);
         umask(old);
-        snprintf(path, sizeof(path), "%s/b", dir);
-        ck_assert_int_eq(stat(path, &st), 0);
-        ck_assert_int_eq(st.st_mode & 07777, 0644);
-        ck_assert_int_eq(st.st_size, 0);
+        assert_mode_size(dir, "b", 0644, 0);
 
         /* WRITE_MODE_KEPT (the daemon's, umask 027): made with the mode at
          * once, no fchmod, so the umask stands; over an old file, which
@@ -82,13 +91,8 @@ START_TEST(test_write_atomic_no_temp_left_and_mode)
         ck_assert_int_eq(write_atomic(dfd, "c", "yz", 2, 0640, WRITE_MODE_KEPT), 0);
         ck_assert_int_eq(write_atomic(dfd, "d", "", 0, 0666, WRITE_MODE_KEPT), 0);
         umask(old);
-        snprintf(path, sizeof(path), "%s/c", dir);
-        ck_assert_int_eq(stat(path, &st), 0);
-        ck_assert_int_eq(st.st_mode & 07777, 0640);
-        ck_assert_int_eq(st.st_size, 2);
-        snprintf(path, sizeof(path), "%s/d", dir);
-        ck_assert_int_eq(stat(path, &st), 0);
-        ck_assert_int_eq(st.st_mode & 07777, 0640);
+        assert_mode_size(dir, "c", 0640, 2);
+        assert_mode_size(dir, "d", 0640, 0);
         ck_assert_int_eq(count_entries(dir, &n_dot), 4);
         ck_assert_int_eq(n_dot, 0);
         close(dfd);
