@@ -15,7 +15,8 @@ loopback port (JetStream, temp store dir).
   rstrace  with strace: a burst of N as rburst's with both daemons under
           strace -f -c: system calls per relayed item on a and on b, all
           and without the waits and wake-ups (futex, recvfrom, epoll_wait
-          ...), by call.  Counts: they hold where the timed rows swing.
+          ...), by call.  Counts: within about 10% between runs (how
+          many items a batch holds moves them), where times swing 2x.
   a2aburst  with a2a: N handoffs dropped on a for [remote far] a2a, the
           official SDK's server (tests/a2a/server.mjs) on loopback, as fast
           as one writer can; throughput = N / (last archived on a,

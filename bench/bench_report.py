@@ -223,7 +223,7 @@ def relay_table(a, rows):
         if r.get("phase") != "rstrace":
             continue
         lines += ["", f"system calls per relayed item, a burst of {r.get('n')} under strace -f -c, "
-                  f"fsync {r.get('fsync')}, receipts (counts: they hold between runs)"]
+                  f"fsync {r.get('fsync')}, receipts (counts: within about 10% between runs)"]
         for h in ("a", "b"):
             by = r.get(f"fs_by_call_{h}") or {}
             lines.append(f"  host {h}: {fmt2(r.get(f'calls_{h}'))} in all, {fmt2(r.get(f'fs_calls_{h}'))} "
