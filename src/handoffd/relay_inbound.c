@@ -185,10 +185,12 @@ static bool origin_keyed(struct relay *r, const char *origin)
         char p[PATH_MAX];
         struct stat st;
 
-        if (!dir || !origin[0] || xsnprintf(p, sizeof(p), "%s/%s.pub", dir, origin) < 0)
+        if (!dir || !origin[0])
                 return false;
         if (r->keyed_origin[0] && !strcmp(r->keyed_origin, origin))
                 return r->keyed;
+        if (xsnprintf(p, sizeof(p), "%s/%s.pub", dir, origin) < 0)
+                return false;
         r->keyed = stat(p, &st) == 0 && S_ISREG(st.st_mode);
         if (xsnprintf(r->keyed_origin, sizeof(r->keyed_origin), "%s", origin) < 0)
                 r->keyed_origin[0] = '\0';

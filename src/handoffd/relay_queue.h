@@ -183,7 +183,7 @@ struct relay {
          * messages, not once each (relay_inbound.c origin_keyed()): the
          * origin looked at last in this batch ("" none yet), and whether
          * it has a key */
-        char keyed_origin[65];
+        char keyed_origin[sizeof(((struct relay_in *)0)->origin)];
         bool keyed;
 };
 
