@@ -68,6 +68,7 @@ int daemon_parts_open(struct config *cfg, struct parts *ret)
         dict_init(&p.unserved, sizeof(struct unserved_entry));
         foreign_init(&p.foreign);
         verified_init(&p.verified);
+        relayed_init(&p.relayed);
         p.quota = (struct quota){ .recount = true, .hub_uid = hub_uid_of(cfg) };
         r = decide_memo_new(&p.decide);
         if (r == 0)
@@ -94,6 +95,7 @@ void daemon_parts_close(struct parts *p)
         delivery_free(p->delivery);
         decide_memo_free(p->decide);
         verified_clear(&p->verified);
+        relayed_clear(&p->relayed);
         foreign_clear(&p->foreign);
         dict_clear(&p->unserved);
         spool_close(p->sp);
@@ -110,6 +112,7 @@ int daemon_parts_set_config(struct parts *p, struct config *cfg)
         /* Keys and agents may have changed: every item is verified again,
          * and counted again (a limit may be new). */
         verified_clear(&p->verified);
+        relayed_clear(&p->relayed);
         p->quota.recount = true;
         foreign_clear(&p->foreign);
         return 0;

@@ -17,6 +17,7 @@
 #include "dict.h"
 #include "foreign.h"
 #include "quota.h"
+#include "relayed.h"
 #include "retention.h"
 #include "spool.h"
 #include "verified.h"
@@ -40,6 +41,9 @@ struct parts {
         struct dict unserved;
         struct foreign foreign;
         struct verified verified;
+        /* what the relay's inbound parsed of the messages it wrote
+         * (relayed.c), for the intake */
+        struct relayed relayed;
         struct quota quota;
         struct retention retention;
         struct decide_memo *decide;     /* decide.h */

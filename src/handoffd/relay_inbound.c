@@ -47,6 +47,7 @@
 #include "files.h"
 #include "lock.h"
 #include "log.h"
+#include "parts.h"
 #include "receipt.h"
 #include "relay_inbound.h"
 #include "relay_queue.h"
@@ -366,6 +367,12 @@ static int inbound_one(struct relay *r, struct relay_in *in, int64_t now)
         r->st.received++;
         log_decision(LOG_DEBUG, id[0] ? id : NULL, NULL, "received", NULL,
                      "Relay: received %s", name);
+        /* The intake reads these bytes next: it takes the document
+         * parsed of them, not parsing them again (relayed.c). */
+        if (doc) {
+                relayed_put(&r->p->relayed, name, TAKE_PTR(in->data), in->len, TAKE_PTR(doc),
+                            &src);
+        }
 out:
         if (lock)
                 lock_release(sp->lock_fd, lock);
