@@ -42,6 +42,14 @@ static void put_relayed(struct fx *f, const char *name, json_t *doc)
         relayed_put(&f->p.relayed, name, buf, len, parsed, &src);
 }
 
+/* handoff/name, a signed handoff id for alice, as the inbound writes it:
+ * the file and its table entry. */
+static void drop_relayed(struct fx *f, const char *name, const char *id)
+{
+        fx_put_doc(f->sp->fd[SD_HANDOFF], name, fx_doc(id, "alice", 10, 600, f->k));
+        put_relayed(f, name, NULL);
+}
+
 /* The same bytes: the intake takes the inbound's document and does not
  * parse the file.  Shown with a document that differs from the bytes
  * (for an agent not served here), which only a taken parse can give:
@@ -62,8 +70,7 @@ START_TEST(test_relayed_parse_is_taken_for_the_same_bytes)
         ck_assert_int_eq(fx_decide(&f, "r1.json"), IO_CLAIMED);
 
         /* and with the document its bytes give, it is claimed as any file */
-        fx_put_doc(f.sp->fd[SD_HANDOFF], "r2.json", fx_doc("rel-2", "alice", 10, 600, f.k));
-        put_relayed(&f, "r2.json", NULL);
+        drop_relayed(&f, "r2.json", "rel-2");
         ck_assert_int_eq(fx_decide(&f, "r2.json"), IO_CLAIMED);
         ck_assert(fx_there(f.sp->fd[SD_CLAIMED], "", "rel-2", ".json"));
         ck_assert_uint_eq(dict_count(&f.p.relayed.items), 0);
@@ -80,8 +87,7 @@ START_TEST(test_relayed_other_bytes_are_parsed_and_verified)
         struct fx f;
 
         fx_open(&f);
-        fx_put_doc(f.sp->fd[SD_HANDOFF], "s1.json", fx_doc("swap-1", "alice", 10, 600, f.k));
-        put_relayed(&f, "s1.json", NULL);
+        drop_relayed(&f, "s1.json", "swap-1");
         json_t *d = fx_doc("swap-1", "alice", 10, 600, f.k);
         json_object_set_new(d, "task", json_string("something else"));
         ck_assert_int_eq(unlinkat(f.sp->fd[SD_HANDOFF], "s1.json", 0), 0);
@@ -90,8 +96,7 @@ START_TEST(test_relayed_other_bytes_are_parsed_and_verified)
         ck_assert_uint_eq(dict_count(&f.p.relayed.items), 0);
 
         /* the same length, one byte other: parsed too */
-        fx_put_doc(f.sp->fd[SD_HANDOFF], "s2.json", fx_doc("swap-2", "alice", 10, 600, f.k));
-        put_relayed(&f, "s2.json", NULL);
+        drop_relayed(&f, "s2.json", "swap-2");
         struct relayed_entry *e = dict_get(&f.p.relayed.items, "s2.json");
         ck_assert_ptr_nonnull(e);
         char *x = strstr(e->buf, "swap-2");
@@ -110,8 +115,7 @@ START_TEST(test_relayed_reload_forgets)
         struct fx f;
 
         fx_open(&f);
-        fx_put_doc(f.sp->fd[SD_HANDOFF], "c1.json", fx_doc("clr-1", "alice", 10, 600, f.k));
-        put_relayed(&f, "c1.json", NULL);
+        drop_relayed(&f, "c1.json", "clr-1");
         ck_assert_int_eq(daemon_parts_set_config(&f.p, f.cfg), 0);
         ck_assert_uint_eq(dict_count(&f.p.relayed.items), 0);
         ck_assert_uint_eq(f.p.relayed.bytes, 0);
