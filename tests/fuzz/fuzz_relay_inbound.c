@@ -100,6 +100,7 @@ static void reset_spool(void)
         }
         for (size_t i = 0; i < ELEMENTSOF(dirs); i++)
                 empty_dir(sp->fd[dirs[i]]);
+        relayed_clear(&parts.relayed);  /* its names are gone */
         /* made by the first receipt_start() */
         int fd = openat(sp->root_fd, "receipts", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (fd >= 0) {
@@ -167,6 +168,7 @@ static void make_spool(void)
         uv_loop_init(&loop);
         relay.loop = &loop;
         parts.sp = sp;
+        relayed_init(&parts.relayed);
         relay.p = &parts;
         relay.sp = sp;
         relay.max_msg = cfg->max_file_size;
@@ -184,6 +186,7 @@ static void make_spool(void)
 
 static void at_exit(void)
 {
+        relayed_clear(&parts.relayed);
         fuzz_remove_tree(root, "fuzz_relay_inbound");
 }
 
