@@ -284,8 +284,14 @@ def main():
                 acked = {}
                 for hid, t in list(sub.acked.items()) + list(acked_log.items()):
                     acked[hid] = min(t, born.get(hid, t), acked.get(hid, t))
+                # Taken by the consumer: acknowledged since it was born, as
+                # the others (the daemon's lines of its claim and archive
+                # may be lost with a kill).  Its archive, made right after
+                # the take, ages past the floor and retention may prune it
+                # (archive_max_items); counted from now, it never aged, and
+                # one taken 42 s before, archived and pruned, was "lost".
                 for hid in cons.got:
-                    acked.setdefault(hid, now)
+                    acked.setdefault(hid, min(born.get(hid, now), cons.took.get(hid, now)))
 
                 def young():
                     """The acknowledged ids that must be on disk.  Rejected

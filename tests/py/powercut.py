@@ -110,12 +110,13 @@ class Submitter(Worker):
 class Consumer(Worker):
     """Takes the agents' bootstraps (env.state[agent]/handoffs/) durably:
     read, rename to a private name, sync the directory (taken), remove.
-    got: id -> times taken."""
+    got: id -> times taken; took: id -> when it was first taken."""
 
     def __init__(self, env, agents):
         super().__init__()
         self.env, self.agents = env, agents
         self.got = collections.Counter()
+        self.took = {}
         self.uncertain = []
 
     def settle(self):
@@ -126,6 +127,7 @@ class Consumer(Worker):
                 self.got[hid] -= 1
                 if self.got[hid] <= 0:
                     del self.got[hid]
+                    self.took.pop(hid, None)
         self.uncertain = []
 
     def twice(self):
@@ -160,6 +162,7 @@ class Consumer(Worker):
         # Taken (it was read): if the power goes before the sync, whether
         # the take is on disk is seen after the restart.
         self.got[b["handoff_id"]] += 1
+        self.took.setdefault(b["handoff_id"], time.time())
         try:
             os.fsync(fd)
         except OSError:
