@@ -368,14 +368,9 @@ static int inbound_one(struct relay *r, struct relay_in *in, int64_t now)
         log_decision(LOG_DEBUG, id[0] ? id : NULL, NULL, "received", NULL,
                      "Relay: received %s", name);
         /* The intake reads these bytes next: it takes the document
-         * parsed of them, not parsing them again (relayed.c).  A copy:
-         * the batch's message stays as it came. */
-        char *copy = doc ? malloc(in->len + 1) : NULL;
-        if (copy) {
-                memcpy(copy, in->data, in->len);
-                copy[in->len] = '\0';
-                relayed_put(&r->p->relayed, name, copy, in->len, TAKE_PTR(doc), &src);
-        }
+         * parsed of them, not parsing them again (relayed.c). */
+        if (doc)
+                relayed_put(&r->p->relayed, name, in->data, in->len, TAKE_PTR(doc), &src);
 out:
         if (lock)
                 lock_release(sp->lock_fd, lock);

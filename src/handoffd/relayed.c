@@ -44,10 +44,11 @@ static void forget(struct relayed *m, struct relayed_entry *e)
         dict_remove(&m->items, e);
 }
 
-void relayed_put(struct relayed *m, const char *name, char *buf, size_t len, json_t *doc,
+void relayed_put(struct relayed *m, const char *name, const char *buf, size_t len, json_t *doc,
                  const struct canon_src *src)
 {
         struct relayed_entry *e;
+        char *copy = NULL;
 
         if ((e = dict_get(&m->items, name)))
                 forget(m, e);
@@ -56,14 +57,16 @@ void relayed_put(struct relayed *m, const char *name, char *buf, size_t len, jso
         while ((e = dict_first(&m->items)) &&
                (dict_count(&m->items) >= RELAYED_MAX || m->bytes + len > RELAYED_MAX_BYTES))
                 forget(m, e);
-        if (!(e = dict_put(&m->items, name, NULL)))
-                goto skip;      /* out of memory: the intake parses it */
-        *e = (struct relayed_entry){ .buf = buf, .len = len, .doc = doc, .src = *src };
+        /* out of memory: the intake parses it */
+        if (!(copy = malloc(len ? len : 1)) || !(e = dict_put(&m->items, name, NULL)))
+                goto skip;
+        memcpy(copy, buf, len);
+        *e = (struct relayed_entry){ .buf = copy, .len = len, .doc = doc, .src = *src };
         e->src.buf = NULL;
         m->bytes += len;
         return;
 skip:
-        free(buf);
+        free(copy);
         json_decref(doc);
 }
 

@@ -34,11 +34,11 @@ void relayed_init(struct relayed *m);
 /* Every entry forgotten (a reload: [spool] max_file_size may differ). */
 void relayed_clear(struct relayed *m);
 
-/* handoff/name was just written with buf (len bytes; taken, as doc is,
- * the document canon_src_parse() gave of them, src where in buf its
- * canonical bytes are).  The oldest go past RELAYED_MAX or
- * RELAYED_MAX_BYTES; one message over the bytes is not kept (freed). */
-void relayed_put(struct relayed *m, const char *name, char *buf, size_t len, json_t *doc,
+/* handoff/name was just written with buf (len bytes, copied when kept),
+ * doc the document canon_src_parse() gave of them (taken), src where in
+ * buf its canonical bytes are.  The oldest go past RELAYED_MAX or
+ * RELAYED_MAX_BYTES; a message over the bytes is not kept (nor copied). */
+void relayed_put(struct relayed *m, const char *name, const char *buf, size_t len, json_t *doc,
                  const struct canon_src *src);
 
 /* handoff/name read as buf (len bytes): if the inbound wrote these very

@@ -40,6 +40,7 @@ static void put_relayed(struct fx *f, const char *name, json_t *doc)
                 parsed = doc;
         }
         relayed_put(&f->p.relayed, name, buf, len, parsed, &src);
+        free(buf);
 }
 
 /* handoff/name, a signed handoff id for alice, as the inbound writes it:
@@ -131,6 +132,7 @@ static void put_bytes(struct relayed *m, const char *name, size_t len)
         ck_assert_ptr_nonnull(buf);
         memset(buf, 'x', len);
         relayed_put(m, name, buf, len, json_object(), &src);
+        free(buf);
 }
 
 /* At most RELAYED_MAX entries and RELAYED_MAX_BYTES, the oldest going
